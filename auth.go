@@ -1,0 +1,357 @@
+package lifecycle
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tasklifecycle/lifecycle/internal/id"
+)
+
+// Scope is a permission an API key grants.
+type Scope string
+
+// The scopes. SPEC.md names the first six; EXTENSIONS.md adds the rest.
+const (
+	ScopeTasksRead     Scope = "tasks:read"     // read tasks, CI status, review feedback, ship operations
+	ScopeTasksWrite    Scope = "tasks:write"    // submit, start, record and resolve blockers
+	ScopeShipWrite     Scope = "ship:write"     // ship a task
+	ScopeEventsRead    Scope = "events:read"    // open the event stream
+	ScopeWebhooksRead  Scope = "webhooks:read"  // list subscriptions and deliveries
+	ScopeWebhooksWrite Scope = "webhooks:write" // create and delete subscriptions
+	ScopeTasksAdmin    Scope = "tasks:admin"    // create and cancel tasks
+	ScopeReviewsWrite  Scope = "reviews:write"  // post reviews
+	ScopeCIWrite       Scope = "ci:write"       // report CI checks
+	ScopeKeysAdmin     Scope = "keys:admin"     // manage API keys
+)
+
+// allScopes lists every scope.
+var allScopes = []Scope{
+	ScopeTasksRead, ScopeTasksWrite, ScopeShipWrite, ScopeEventsRead,
+	ScopeWebhooksRead, ScopeWebhooksWrite, ScopeTasksAdmin, ScopeReviewsWrite,
+	ScopeCIWrite, ScopeKeysAdmin,
+}
+
+// Valid reports whether s is one of the scopes.
+func (s Scope) Valid() bool { return slices.Contains(allScopes, s) }
+
+// Principal is the authenticated caller of a request.
+type Principal struct {
+	// ID identifies the credential (for API keys, the key's "key_" ID).
+	// Idempotency keys and stream limits are counted per principal ID.
+	ID string
+	// Actor is who acts; events name it.
+	Actor Actor
+	// Scopes are the permissions granted.
+	Scopes []Scope
+}
+
+// Has reports whether the principal holds scope s.
+func (p *Principal) Has(s Scope) bool { return slices.Contains(p.Scopes, s) }
+
+// Authenticator turns a request into a Principal. A host that has its own
+// authentication (sessions, OIDC, mTLS) implements it and passes it in
+// [Config.Authenticator].
+type Authenticator interface {
+	// Authenticate returns the request's principal. It returns an error
+	// matching ErrUnauthorized when the request carries no valid
+	// credentials; any other error is answered with 500.
+	Authenticate(r *http.Request) (Principal, error)
+}
+
+// APIKey is an API key record. The plaintext key is shown once, when the
+// key is created; the Store keeps only its SHA-256 hash.
+type APIKey struct {
+	ID        string     `json:"id"`
+	Name      string     `json:"name"`
+	Scopes    []Scope    `json:"scopes"`
+	Actor     Actor      `json:"actor"`
+	CreatedAt Timestamp  `json:"createdAt"`
+	RevokedAt *Timestamp `json:"revokedAt"`
+
+	// Hash is the SHA-256 of the plaintext key.
+	Hash []byte `json:"-"`
+}
+
+// apiKeyPrefix begins every plaintext API key.
+const apiKeyPrefix = "lsk_"
+
+// apiKeyRandomLen is the number of random base62 characters of a generated key.
+const apiKeyRandomLen = 40
+
+// HashAPIKey returns the SHA-256 hash under which the Store keeps a plaintext key.
+func HashAPIKey(plaintext string) []byte {
+	h := sha256.Sum256([]byte(plaintext))
+	return h[:]
+}
+
+// validAPIKey reports whether s has the form of an API key: "lsk_" followed
+// by at least 32 base62 characters.
+func validAPIKey(s string) bool {
+	return len(s) >= len(apiKeyPrefix)+32 && id.Valid(s, apiKeyPrefix)
+}
+
+// bearerToken returns the token of an "Authorization: Bearer ..." header.
+func bearerToken(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	const prefix = "Bearer "
+	if len(h) <= len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
+		return "", false
+	}
+	return strings.TrimSpace(h[len(prefix):]), true
+}
+
+// keyAuthenticator authenticates bearer API keys against the Store. It
+// caches what it found for a short time so that a read does not cost a
+// second query; revoking through the same Service clears the cache at once.
+type keyAuthenticator struct {
+	store Store
+	clock Clock
+	ttl   time.Duration
+
+	mu    sync.RWMutex
+	cache map[[sha256.Size]byte]cachedKey
+}
+
+type cachedKey struct {
+	key     APIKey
+	expires time.Time
+}
+
+// maxCachedKeys bounds the cache; keys past it are simply looked up each time.
+const maxCachedKeys = 10000
+
+func newKeyAuthenticator(store Store, clock Clock, ttl time.Duration) *keyAuthenticator {
+	return &keyAuthenticator{store: store, clock: clock, ttl: ttl, cache: make(map[[sha256.Size]byte]cachedKey)}
+}
+
+// Authenticate implements Authenticator.
+func (a *keyAuthenticator) Authenticate(r *http.Request) (Principal, error) {
+	token, ok := bearerToken(r)
+	if !ok {
+		return Principal{}, fmt.Errorf("missing bearer token: %w", ErrUnauthorized)
+	}
+	if !validAPIKey(token) {
+		return Principal{}, fmt.Errorf("malformed API key: %w", ErrUnauthorized)
+	}
+	hash := sha256.Sum256([]byte(token))
+	key, err := a.lookup(r.Context(), hash)
+	if err != nil {
+		return Principal{}, err
+	}
+	return Principal{ID: key.ID, Actor: key.Actor, Scopes: key.Scopes}, nil
+}
+
+func (a *keyAuthenticator) lookup(ctx context.Context, hash [sha256.Size]byte) (APIKey, error) {
+	now := a.clock.Now()
+	a.mu.RLock()
+	c, ok := a.cache[hash]
+	a.mu.RUnlock()
+	if ok && now.Before(c.expires) {
+		return c.key, nil
+	}
+	key, err := a.store.APIKeyByHash(ctx, hash[:])
+	if errors.Is(err, ErrNotFound) {
+		return APIKey{}, fmt.Errorf("unknown API key: %w", ErrUnauthorized)
+	}
+	if err != nil {
+		return APIKey{}, fmt.Errorf("look up API key: %w", err)
+	}
+	// The store found the key by its hash; compare anyway, in constant time,
+	// so that a store with a loose index cannot let a wrong key through.
+	if subtle.ConstantTimeCompare(key.Hash, hash[:]) != 1 {
+		return APIKey{}, fmt.Errorf("unknown API key: %w", ErrUnauthorized)
+	}
+	if key.RevokedAt != nil {
+		return APIKey{}, fmt.Errorf("revoked API key: %w", ErrUnauthorized)
+	}
+	if a.ttl > 0 {
+		a.mu.Lock()
+		if len(a.cache) >= maxCachedKeys {
+			clear(a.cache)
+		}
+		a.cache[hash] = cachedKey{key: key, expires: now.Add(a.ttl)}
+		a.mu.Unlock()
+	}
+	return key, nil
+}
+
+// forget drops a key from the cache, so a revocation takes effect at once.
+func (a *keyAuthenticator) forget(keyID string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for h, c := range a.cache {
+		if c.key.ID == keyID {
+			delete(a.cache, h)
+		}
+	}
+}
+
+// CreateAPIKeyParams describes a key to create. Its JSON form is the body of
+// POST /api-keys.
+type CreateAPIKeyParams struct {
+	// Name says what the key is for. Required, at most 100 characters.
+	Name string `json:"name"`
+	// Scopes are the permissions the key grants. At least one.
+	Scopes []Scope `json:"scopes"`
+	// Actor is who acts with the key; events name it. Required.
+	Actor Actor `json:"actor"`
+
+	// Plaintext, when set, is used as the key instead of a random one; it
+	// must be "lsk_" followed by at least 32 base62 characters. Hosts use
+	// it to install a key they already hold (the demo's -admin-key). It
+	// cannot be set over HTTP.
+	Plaintext string `json:"-"`
+}
+
+func (p *CreateAPIKeyParams) validate() error {
+	var v validator
+	if p.Name == "" {
+		v.add("name", "is required")
+	}
+	v.maxLen("name", p.Name, 100)
+	if len(p.Scopes) == 0 {
+		v.add("scopes", "must list at least one scope")
+	}
+	for i, sc := range p.Scopes {
+		if !sc.Valid() {
+			v.add(fmt.Sprintf("scopes[%d]", i), fmt.Sprintf("%q is not a scope", sc))
+		}
+	}
+	p.Scopes = slices.Compact(slices.Sorted(slices.Values(p.Scopes)))
+	if p.Actor.ID == "" {
+		v.add("actor.id", "is required")
+	}
+	v.maxLen("actor.id", p.Actor.ID, maxAgentIDLen)
+	if !p.Actor.Role.Valid() {
+		v.add("actor.role", "must be one of agent, reviewer, user, system")
+	}
+	if p.Plaintext != "" && !validAPIKey(p.Plaintext) {
+		v.add("plaintext", "must be lsk_ followed by at least 32 letters or digits")
+	}
+	return v.err()
+}
+
+// CreateAPIKey stores a new API key and returns its record and its
+// plaintext, which is not kept and cannot be shown again. It returns a
+// *ConflictError when p.Plaintext is already a key.
+func (s *Service) CreateAPIKey(ctx context.Context, p CreateAPIKeyParams) (APIKey, string, error) {
+	if err := p.validate(); err != nil {
+		return APIKey{}, "", err
+	}
+	plaintext := p.Plaintext
+	if plaintext == "" {
+		plaintext = id.NewN(apiKeyPrefix, apiKeyRandomLen)
+	}
+	key := APIKey{
+		ID:        id.New("key_"),
+		Name:      p.Name,
+		Scopes:    p.Scopes,
+		Actor:     p.Actor,
+		CreatedAt: s.now(),
+		Hash:      HashAPIKey(plaintext),
+	}
+	err := s.update(ctx, func(tx Tx) error {
+		if err := tx.CreateAPIKey(ctx, key); err != nil {
+			if errors.Is(err, ErrConflict) {
+				return &ConflictError{Reason: "key_exists", Message: "That API key is already installed"}
+			}
+			return fmt.Errorf("create API key: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return APIKey{}, "", err
+	}
+	return key, plaintext, nil
+}
+
+// APIKeys returns every API key record, revoked ones included.
+func (s *Service) APIKeys(ctx context.Context) ([]APIKey, error) {
+	keys, err := s.store.ListAPIKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list API keys: %w", err)
+	}
+	return nonNil(keys), nil
+}
+
+// RevokeAPIKey revokes a key; requests made with it are refused from then
+// on. Revoking a revoked key changes nothing. It returns an error matching
+// ErrNotFound when there is no such key.
+func (s *Service) RevokeAPIKey(ctx context.Context, keyID string) (APIKey, error) {
+	if !id.Valid(keyID, "key_") {
+		return APIKey{}, notFound("API key", keyID)
+	}
+	var key APIKey
+	err := s.update(ctx, func(tx Tx) error {
+		k, err := tx.RevokeAPIKey(ctx, keyID, s.clock.Now())
+		if errors.Is(err, ErrNotFound) {
+			return notFound("API key", keyID)
+		}
+		if err != nil {
+			return fmt.Errorf("revoke API key %s: %w", keyID, err)
+		}
+		key = k
+		return nil
+	})
+	if err != nil {
+		return APIKey{}, err
+	}
+	if s.keys != nil {
+		s.keys.forget(keyID)
+	}
+	return key, nil
+}
+
+// createdAPIKey is the response to POST /api-keys: the record and, this
+// once, the plaintext.
+type createdAPIKey struct {
+	APIKey
+	Key string `json:"key"`
+}
+
+func (s *Service) handleCreateAPIKey(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	var params CreateAPIKeyParams
+	if err := decodeJSON(w, r, &params, false); err != nil {
+		return err
+	}
+	for _, sc := range params.Scopes {
+		if sc.Valid() && !p.Has(sc) {
+			return fmt.Errorf("a key can only grant scopes its creator holds, and yours lacks %s: %w", sc, ErrInsufficientScope)
+		}
+	}
+	key, plaintext, err := s.CreateAPIKey(r.Context(), params)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, struct {
+		Data createdAPIKey `json:"data"`
+	}{createdAPIKey{key, plaintext}})
+	return nil
+}
+
+func (s *Service) handleListAPIKeys(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	keys, err := s.APIKeys(r.Context())
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Data []APIKey `json:"data"`
+	}{keys})
+	return nil
+}
+
+func (s *Service) handleRevokeAPIKey(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	if _, err := s.RevokeAPIKey(r.Context(), r.PathValue("id")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

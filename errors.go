@@ -1,0 +1,143 @@
+package lifecycle
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// Sentinel errors. Service methods, stores and adapters return errors that
+// match one of these with errors.Is; the HTTP layer maps each to a status and
+// an error code in one table (see [Service.Handler]).
+var (
+	// ErrNotFound means the thing asked for does not exist (HTTP 404 not_found).
+	ErrNotFound = errors.New("not found")
+	// ErrConflict means the request is well formed but the resource's state
+	// does not allow it (HTTP 409 conflict). A *ConflictError says why.
+	ErrConflict = errors.New("conflict")
+	// ErrValidation means the request is malformed (HTTP 400
+	// validation_error). A *ValidationError lists the failing fields.
+	ErrValidation = errors.New("validation failed")
+	// ErrUnauthorized means the request carries no valid credentials
+	// (HTTP 401 unauthorized).
+	ErrUnauthorized = errors.New("unauthorized")
+	// ErrInsufficientScope means the credentials lack the scope the
+	// operation needs (HTTP 403 insufficient_scope).
+	ErrInsufficientScope = errors.New("insufficient scope")
+	// ErrPayloadTooLarge means a request body exceeds 1 MiB (HTTP 413
+	// payload_too_large).
+	ErrPayloadTooLarge = errors.New("payload too large")
+	// ErrCursorExpired means an event cursor is unknown or outside the replay
+	// window (HTTP 410 cursor_expired).
+	ErrCursorExpired = errors.New("cursor expired")
+	// ErrRateLimited means a limit on concurrent use was reached (HTTP 429
+	// rate_limited). A *RateLimitError says when to retry.
+	ErrRateLimited = errors.New("rate limited")
+	// ErrClosed means the Service or Store has been closed.
+	ErrClosed = errors.New("closed")
+)
+
+// FieldError names one invalid part of a request and why it is invalid.
+type FieldError struct {
+	// Field is the JSON path of the member ("summary", "pullRequest.title",
+	// "checks[2].status"), or a header or query parameter name.
+	Field string `json:"field"`
+	// Reason says what is wrong, in words a client developer can act on.
+	Reason string `json:"reason"`
+}
+
+// ValidationError lists every invalid field of a request. It matches
+// ErrValidation.
+type ValidationError struct {
+	Fields []FieldError
+}
+
+// Error implements error.
+func (e *ValidationError) Error() string {
+	parts := make([]string, len(e.Fields))
+	for i, f := range e.Fields {
+		parts[i] = f.Field + ": " + f.Reason
+	}
+	return "invalid request: " + strings.Join(parts, "; ")
+}
+
+// Is reports whether target is ErrValidation.
+func (e *ValidationError) Is(target error) bool { return target == ErrValidation }
+
+// invalid returns a *ValidationError for one field.
+func invalid(field, reason string) *ValidationError {
+	return &ValidationError{Fields: []FieldError{{Field: field, Reason: reason}}}
+}
+
+// validator collects field errors while a request is checked, so that one
+// response lists every failing field.
+type validator struct {
+	fields []FieldError
+}
+
+// add records that field is invalid for reason.
+func (v *validator) add(field, reason string) {
+	v.fields = append(v.fields, FieldError{Field: field, Reason: reason})
+}
+
+// maxLen records an error when s is longer than n characters.
+func (v *validator) maxLen(field, s string, n int) {
+	if len(s) > n && charCount(s) > n {
+		v.add(field, fmt.Sprintf("at most %d characters", n))
+	}
+}
+
+// err returns the collected errors as a *ValidationError, or nil.
+func (v *validator) err() error {
+	if len(v.fields) == 0 {
+		return nil
+	}
+	return &ValidationError{Fields: v.fields}
+}
+
+// charCount counts the characters (Unicode code points) of s, the unit of
+// every length limit in the contract.
+func charCount(s string) int {
+	return utf8.RuneCountInString(s)
+}
+
+// ConflictError says why a request conflicts with the current state. It
+// matches ErrConflict.
+type ConflictError struct {
+	// Reason is a machine-readable code such as "not_shippable" or
+	// "request_in_progress"; it is sent as error.details.reason.
+	Reason string
+	// Message is the human sentence sent as error.message.
+	Message string
+	// AvailableActions, when not nil, lists the task's next steps; it is
+	// sent as error.details.availableActions. Conflicts over a task set it,
+	// to an empty slice when there is no next step.
+	AvailableActions []Action
+}
+
+// Error implements error.
+func (e *ConflictError) Error() string { return "conflict: " + e.Message }
+
+// Is reports whether target is ErrConflict.
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+
+// RateLimitError says when a rate-limited request may be retried. It matches
+// ErrRateLimited.
+type RateLimitError struct {
+	// RetryAfterSeconds is sent as the Retry-After header.
+	RetryAfterSeconds int
+	// Message is the human sentence sent as error.message.
+	Message string
+}
+
+// Error implements error.
+func (e *RateLimitError) Error() string { return "rate limited: " + e.Message }
+
+// Is reports whether target is ErrRateLimited.
+func (e *RateLimitError) Is(target error) bool { return target == ErrRateLimited }
+
+// notFound returns an error matching ErrNotFound that names what was missing.
+func notFound(what, id string) error {
+	return fmt.Errorf("%s %q: %w", what, id, ErrNotFound)
+}

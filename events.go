@@ -1,0 +1,348 @@
+package lifecycle
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+
+	"github.com/tasklifecycle/lifecycle/internal/id"
+)
+
+// EventType names what happened to a task.
+type EventType string
+
+// The event types.
+const (
+	// EventTaskUpdated: a task's status or fields changed (created,
+	// started, submitted, cancelled, blocker resolved, ...).
+	EventTaskUpdated EventType = "task.updated"
+	// EventTaskReviewed: a reviewer approved, requested changes or commented.
+	EventTaskReviewed EventType = "task.reviewed"
+	// EventTaskShipped: a ship operation finished, successfully or not.
+	EventTaskShipped EventType = "task.shipped"
+	// EventTaskAwaitingUser: an agent recorded a blocker that needs a user.
+	EventTaskAwaitingUser EventType = "task.awaiting_user"
+)
+
+// Valid reports whether t is one of the event types.
+func (t EventType) Valid() bool {
+	switch t {
+	case EventTaskUpdated, EventTaskReviewed, EventTaskShipped, EventTaskAwaitingUser:
+		return true
+	}
+	return false
+}
+
+// Event is an entry of the lifecycle outbox: the envelope that the event
+// stream and webhook deliveries carry. Events are appended in the
+// transaction of the change they describe.
+type Event struct {
+	// ID begins "evt_"; clients deduplicate on it and resume from it.
+	ID string `json:"id"`
+	// Type says what happened.
+	Type EventType `json:"type"`
+	// OccurredAt is when the change was committed.
+	OccurredAt Timestamp `json:"occurredAt"`
+	// Sequence is the event's place in the global outbox order, assigned by
+	// the Store when the event is appended.
+	Sequence int64 `json:"sequence"`
+	// TaskVersion is the task's version after the change.
+	TaskVersion int64 `json:"taskVersion"`
+	// TraceID is the W3C trace ID of the request that caused the change, or nil.
+	TraceID *string `json:"traceId"`
+	// Data is the JSON object of the event type: one of TaskUpdatedData,
+	// TaskReviewedData, TaskShippedData or TaskAwaitingUserData.
+	Data json.RawMessage `json:"data"`
+
+	// TaskID is the task the event is about (also in Data).
+	TaskID string `json:"-"`
+	// Project is the task's project, or "" (for subscription filters).
+	Project string `json:"-"`
+}
+
+// EventLinks are the absolute URLs an event points to.
+type EventLinks struct {
+	// Task is the URL of the task; always set.
+	Task string `json:"task"`
+	// ReviewFeedback is the URL of the task's review feedback.
+	ReviewFeedback string `json:"reviewFeedback,omitempty"`
+	// ShipOperation is the URL of the ship operation.
+	ShipOperation string `json:"shipOperation,omitempty"`
+}
+
+// Actor is who performed a change: the actor of an API key, or the system.
+type Actor struct {
+	// ID identifies the actor.
+	ID string `json:"id"`
+	// Role is one of "agent", "reviewer", "user" or "system".
+	Role Role `json:"role"`
+}
+
+// Role is the kind of an Actor.
+type Role string
+
+// The actor roles.
+const (
+	RoleAgent    Role = "agent"
+	RoleReviewer Role = "reviewer"
+	RoleUser     Role = "user"
+	RoleSystem   Role = "system"
+)
+
+// Valid reports whether r is one of the roles.
+func (r Role) Valid() bool {
+	switch r {
+	case RoleAgent, RoleReviewer, RoleUser, RoleSystem:
+		return true
+	}
+	return false
+}
+
+// SystemActor returns the actor of changes the Service makes by itself, such
+// as finishing a ship operation.
+func SystemActor() Actor { return Actor{ID: "system", Role: RoleSystem} }
+
+// EventData holds the members common to the data of every event type.
+type EventData struct {
+	TaskID           string     `json:"taskId"`
+	TaskIdentifier   string     `json:"taskIdentifier"`
+	Status           Status     `json:"status"`
+	Summary          string     `json:"summary"`
+	AvailableActions []Action   `json:"availableActions"`
+	Links            EventLinks `json:"links"`
+}
+
+// TaskUpdatedData is the data of a task.updated event.
+type TaskUpdatedData struct {
+	EventData
+	// PreviousStatus is the status before the change; nil when the task was
+	// just created.
+	PreviousStatus *Status `json:"previousStatus"`
+	// ChangedFields names the Task members the change touched.
+	ChangedFields []string `json:"changedFields"`
+	// Actor performed the change.
+	Actor Actor `json:"actor"`
+}
+
+// TaskReviewedData is the data of a task.reviewed event.
+type TaskReviewedData struct {
+	EventData
+	// ReviewOutcome is "approved", "changes_requested" or "commented".
+	ReviewOutcome ReviewOutcome `json:"reviewOutcome"`
+	// Reviewer is the actor who reviewed.
+	Reviewer Actor `json:"reviewer"`
+}
+
+// TaskShippedData is the data of a task.shipped event.
+type TaskShippedData struct {
+	EventData
+	// ShipStatus is "succeeded" or "failed".
+	ShipStatus ShipStatus `json:"shipStatus"`
+	// OperationID identifies the ship operation ("shp_...").
+	OperationID string `json:"operationId"`
+	// TargetEnvironment is "staging" or "production".
+	TargetEnvironment Environment `json:"targetEnvironment"`
+}
+
+// TaskAwaitingUserData is the data of a task.awaiting_user event.
+type TaskAwaitingUserData struct {
+	EventData
+	PreviousStatus *Status      `json:"previousStatus"`
+	ChangedFields  []string     `json:"changedFields"`
+	Actor          Actor        `json:"actor"`
+	Blocker        EventBlocker `json:"blocker"`
+}
+
+// EventBlocker is the part of a Blocker carried by a task.awaiting_user event.
+type EventBlocker struct {
+	Kind           string `json:"kind"`
+	Reason         string `json:"reason"`
+	ActionRequired string `json:"actionRequired"`
+}
+
+// DecodeData decodes the event's data into the struct of its type and
+// returns a pointer to it: *TaskUpdatedData, *TaskReviewedData,
+// *TaskShippedData or *TaskAwaitingUserData.
+func (e *Event) DecodeData() (any, error) {
+	var v any
+	switch e.Type {
+	case EventTaskUpdated:
+		v = new(TaskUpdatedData)
+	case EventTaskReviewed:
+		v = new(TaskReviewedData)
+	case EventTaskShipped:
+		v = new(TaskShippedData)
+	case EventTaskAwaitingUser:
+		v = new(TaskAwaitingUserData)
+	default:
+		return nil, fmt.Errorf("event %s: unknown type %q", e.ID, e.Type)
+	}
+	if err := json.Unmarshal(e.Data, v); err != nil {
+		return nil, fmt.Errorf("event %s: decode %s data: %w", e.ID, e.Type, err)
+	}
+	return v, nil
+}
+
+// EventFilter selects events for [Store.Events].
+type EventFilter struct {
+	// After keeps events whose sequence is greater than After.
+	After int64
+	// Types, when not empty, keeps events of these types.
+	Types []EventType
+	// TaskID, when not empty, keeps events of this task.
+	TaskID string
+	// Limit is the most events to return; the Store may assume 1..10000.
+	Limit int
+}
+
+// taskEvent describes the event a task change emits; the common members
+// are filled from the task itself.
+type taskEvent struct {
+	typ     EventType
+	summary string
+	actor   Actor
+
+	// reviewOutcome is set for task.reviewed.
+	reviewOutcome ReviewOutcome
+	// operationID, shipStatus and environment are set for task.shipped.
+	operationID string
+	shipStatus  ShipStatus
+	environment Environment
+}
+
+// update runs fn in a Store transaction.
+func (s *Service) update(ctx context.Context, fn func(tx Tx) error) error {
+	return s.store.Update(ctx, fn)
+}
+
+// changeTask loads a task in a transaction, lets fn change it, bumps its
+// version and appends the event fn describes, all in one commit. fn sees
+// the task with its available actions before the change; it must replace
+// pointer and slice members rather than write through them.
+func (s *Service) changeTask(ctx context.Context, taskID string, fn func(tx Tx, t *Task) (taskEvent, error)) (Task, error) {
+	if !validTaskID(taskID) {
+		return Task{}, notFound("task", taskID)
+	}
+	var out Task
+	err := s.update(ctx, func(tx Tx) error {
+		t, err := tx.Task(ctx, taskID)
+		if errors.Is(err, ErrNotFound) {
+			return notFound("task", taskID)
+		}
+		if err != nil {
+			return fmt.Errorf("get task %s: %w", taskID, err)
+		}
+		t.AvailableActions = s.actions(&t)
+		before := t
+		ev, err := fn(tx, &t)
+		if err != nil {
+			return err
+		}
+		t.Version++
+		t.UpdatedAt = s.now()
+		t.AvailableActions = s.actions(&t)
+		if err := tx.UpdateTask(ctx, t); err != nil {
+			return fmt.Errorf("update task %s: %w", taskID, err)
+		}
+		if err := s.appendTaskEvent(ctx, tx, ev, &before, &t); err != nil {
+			return err
+		}
+		out = t
+		return nil
+	})
+	return out, err
+}
+
+// appendTaskEvent appends the event of a change from before (nil for a new
+// task) to after.
+func (s *Service) appendTaskEvent(ctx context.Context, tx Tx, ev taskEvent, before, after *Task) error {
+	common := EventData{
+		TaskID:           after.ID,
+		TaskIdentifier:   after.Identifier,
+		Status:           after.Status,
+		Summary:          ev.summary,
+		AvailableActions: nonNil(after.AvailableActions),
+		Links:            EventLinks{Task: s.link("/tasks/" + after.ID)},
+	}
+	var prev *Status
+	if before != nil {
+		prev = &before.Status
+	}
+	var data any
+	switch ev.typ {
+	case EventTaskUpdated:
+		common.Links.ReviewFeedback = s.link("/tasks/" + after.ID + "/review-feedback")
+		data = TaskUpdatedData{EventData: common, PreviousStatus: prev, ChangedFields: changedFields(before, after), Actor: ev.actor}
+	case EventTaskAwaitingUser:
+		b := after.Blocker
+		if b == nil {
+			return fmt.Errorf("task %s: %s event without a blocker", after.ID, ev.typ)
+		}
+		data = TaskAwaitingUserData{
+			EventData: common, PreviousStatus: prev, ChangedFields: changedFields(before, after), Actor: ev.actor,
+			Blocker: EventBlocker{Kind: b.Kind, Reason: b.Reason, ActionRequired: b.ActionRequired},
+		}
+	case EventTaskReviewed:
+		common.Links.ReviewFeedback = s.link("/tasks/" + after.ID + "/review-feedback")
+		data = TaskReviewedData{EventData: common, ReviewOutcome: ev.reviewOutcome, Reviewer: ev.actor}
+	case EventTaskShipped:
+		common.Links.ShipOperation = s.link("/ship-operations/" + ev.operationID)
+		data = TaskShippedData{EventData: common, ShipStatus: ev.shipStatus, OperationID: ev.operationID, TargetEnvironment: ev.environment}
+	default:
+		return fmt.Errorf("task %s: unknown event type %q", after.ID, ev.typ)
+	}
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return fmt.Errorf("encode %s event: %w", ev.typ, err)
+	}
+	e := Event{
+		ID:          id.New("evt_"),
+		Type:        ev.typ,
+		OccurredAt:  after.UpdatedAt,
+		TaskVersion: after.Version,
+		TraceID:     traceIDFrom(ctx),
+		Data:        raw,
+		TaskID:      after.ID,
+		Project:     after.project(),
+	}
+	if err := tx.AppendEvent(ctx, &e); err != nil {
+		return fmt.Errorf("append %s event: %w", ev.typ, err)
+	}
+	return nil
+}
+
+// diffedMembers are the Task members compared by changedFields, with their
+// JSON names: every served member except updatedAt, which every change
+// touches, and availableActions, which is derived.
+var diffedMembers = func() []reflect.StructField {
+	var out []reflect.StructField
+	for _, f := range reflect.VisibleFields(reflect.TypeFor[Task]()) {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" || name == "-" || name == "updatedAt" || name == "availableActions" {
+			continue
+		}
+		f.Name = name
+		out = append(out, f)
+	}
+	return out
+}()
+
+// changedFields names the members that differ between before (nil for a
+// new task, compared with the zero Task) and after.
+func changedFields(before, after *Task) []string {
+	if before == nil {
+		before = &Task{}
+	}
+	b, a := reflect.ValueOf(before).Elem(), reflect.ValueOf(after).Elem()
+	out := []string{}
+	for _, f := range diffedMembers {
+		x, y := b.FieldByIndex(f.Index).Interface(), a.FieldByIndex(f.Index).Interface()
+		if !reflect.DeepEqual(x, y) {
+			out = append(out, f.Name)
+		}
+	}
+	return out
+}

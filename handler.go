@@ -1,0 +1,354 @@
+package lifecycle
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// maxBodyBytes is the largest request body accepted (1 MiB); larger ones
+// get 413 payload_too_large.
+const maxBodyBytes = 1 << 20
+
+// apiHandler serves one route for an authenticated principal. It returns an
+// error instead of writing one, so that errors are mapped in one place.
+type apiHandler func(w http.ResponseWriter, r *http.Request, p *Principal) error
+
+// routes builds the API's ServeMux.
+func (s *Service) routes() http.Handler {
+	mux := http.NewServeMux()
+	handle := func(pattern string, scope Scope, h apiHandler) {
+		mux.Handle(pattern, s.authorize(scope, h))
+	}
+
+	handle("GET /tasks", ScopeTasksRead, s.handleListTasks)
+	handle("POST /tasks", ScopeTasksAdmin, s.handleCreateTask)
+	handle("GET /tasks/{id}", ScopeTasksRead, s.handleGetTask)
+	handle("POST /tasks/{id}/start", ScopeTasksWrite, s.handleStartTask)
+	handle("POST /tasks/{id}/cancel", ScopeTasksAdmin, s.handleCancelTask)
+
+	handle("POST /api-keys", ScopeKeysAdmin, s.handleCreateAPIKey)
+	handle("GET /api-keys", ScopeKeysAdmin, s.handleListAPIKeys)
+	handle("DELETE /api-keys/{id}", ScopeKeysAdmin, s.handleRevokeAPIKey)
+
+	mux.Handle("/", s.unrouted(mux))
+	return mux
+}
+
+// authorize authenticates the request, checks that the principal holds
+// scope, and runs h, writing whatever error comes back.
+func (s *Service) authorize(scope Scope, h apiHandler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, err := s.auth.Authenticate(r)
+		if err == nil && !p.Has(scope) {
+			err = fmt.Errorf("this operation needs an API key with scope %s: %w", scope, ErrInsufficientScope)
+		}
+		if err == nil {
+			err = h(w, r, &p)
+		}
+		if err != nil {
+			s.writeError(w, r, err)
+		}
+	})
+}
+
+// errMethodNotAllowed answers a known path asked with an unsupported method.
+var errMethodNotAllowed = errors.New("method not allowed")
+
+// unrouted answers requests no route matched: 405 when the path exists
+// under another method, 404 otherwise.
+func (s *Service) unrouted(mux *http.ServeMux) http.Handler {
+	methods := []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var allowed []string
+		for _, m := range methods {
+			probe := r.Clone(r.Context())
+			probe.Method = m
+			if _, pattern := mux.Handler(probe); pattern != "/" && pattern != "" {
+				allowed = append(allowed, m)
+			}
+		}
+		if len(allowed) > 0 {
+			w.Header().Set("Allow", strings.Join(allowed, ", "))
+			s.writeError(w, r, fmt.Errorf("%s is not allowed on %s; use %s: %w", r.Method, r.URL.Path, strings.Join(allowed, " or "), errMethodNotAllowed))
+			return
+		}
+		s.writeError(w, r, fmt.Errorf("no such endpoint: %s %s: %w", r.Method, r.URL.Path, ErrNotFound))
+	})
+}
+
+// errorMapping is the one table from errors to HTTP statuses and codes.
+// The first entry the error matches wins; anything else is 500 internal.
+var errorMapping = []struct {
+	err    error
+	status int
+	code   string
+}{
+	{ErrValidation, http.StatusBadRequest, "validation_error"},
+	{ErrUnauthorized, http.StatusUnauthorized, "unauthorized"},
+	{ErrInsufficientScope, http.StatusForbidden, "insufficient_scope"},
+	{ErrNotFound, http.StatusNotFound, "not_found"},
+	{errMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed"},
+	{ErrConflict, http.StatusConflict, "conflict"},
+	{ErrCursorExpired, http.StatusGone, "cursor_expired"},
+	{ErrPayloadTooLarge, http.StatusRequestEntityTooLarge, "payload_too_large"},
+	{ErrRateLimited, http.StatusTooManyRequests, "rate_limited"},
+}
+
+// ErrorBody is the JSON body of every error response.
+type ErrorBody struct {
+	Error ErrorObject `json:"error"`
+}
+
+// ErrorObject describes an error: a stable code, a human message and,
+// where there is something to say, details.
+type ErrorObject struct {
+	Code    string        `json:"code"`
+	Message string        `json:"message"`
+	Details *ErrorDetails `json:"details,omitempty"`
+}
+
+// ErrorDetails carries the specifics of an error.
+type ErrorDetails struct {
+	// Fields lists every invalid field of a validation_error.
+	Fields []FieldError `json:"fields,omitempty"`
+	// Reason is the machine-readable cause of a conflict.
+	Reason string `json:"reason,omitempty"`
+	// AvailableActions lists the task's next steps on a conflict over a
+	// task; it is present, possibly empty, on every such conflict.
+	AvailableActions []Action `json:"availableActions,omitzero"`
+}
+
+// errorResponse maps err to a status and body.
+func errorResponse(err error) (int, ErrorBody) {
+	for _, m := range errorMapping {
+		if !errors.Is(err, m.err) {
+			continue
+		}
+		obj := ErrorObject{Code: m.code, Message: publicMessage(err)}
+		var (
+			ve *ValidationError
+			ce *ConflictError
+		)
+		switch {
+		case errors.As(err, &ve):
+			obj.Message = "The request is invalid; error.details.fields lists every problem."
+			obj.Details = &ErrorDetails{Fields: ve.Fields}
+		case errors.As(err, &ce):
+			obj.Message = ce.Message
+			if ce.Reason != "" || ce.AvailableActions != nil {
+				obj.Details = &ErrorDetails{Reason: ce.Reason, AvailableActions: ce.AvailableActions}
+			}
+		}
+		return m.status, ErrorBody{Error: obj}
+	}
+	return http.StatusInternalServerError, ErrorBody{Error: ErrorObject{
+		Code:    "internal",
+		Message: "The server failed to handle the request; it has been logged.",
+	}}
+}
+
+// publicMessage turns an error built by this package into a sentence for
+// clients: the wrapped sentinel's text is dropped and the first letter raised.
+func publicMessage(err error) string {
+	msg := err.Error()
+	if i := strings.LastIndex(msg, ": "); i > 0 {
+		msg = msg[:i]
+	}
+	if msg == "" {
+		return msg
+	}
+	return strings.ToUpper(msg[:1]) + msg[1:] + "."
+}
+
+// writeError writes err as an error response and logs what is not the
+// client's fault.
+func (s *Service) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	status, body := errorResponse(err)
+	if status >= 500 {
+		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	var rl *RateLimitError
+	if errors.As(err, &rl) {
+		w.Header().Set("Retry-After", strconv.Itoa(rl.RetryAfterSeconds))
+	}
+	writeJSON(w, status, body)
+}
+
+// writeJSON writes v as the JSON body of a response with the given status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	writeRaw(w, status, encodeJSON(v))
+}
+
+// encodeJSON encodes v as one line of JSON without HTML escaping. Values
+// built by this package always encode; should one not, the result is an
+// internal error body.
+func encodeJSON(v any) []byte {
+	var buf bytes.Buffer
+	buf.Grow(1024)
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return []byte(`{"error":{"code":"internal","message":"The server failed to encode its response."}}` + "\n")
+	}
+	return buf.Bytes()
+}
+
+// writeRaw writes an already encoded JSON body.
+func writeRaw(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+// decodeJSON decodes the request body into dst, refusing unknown members,
+// trailing data and bodies over 1 MiB. An empty body decodes as {} when
+// allowEmpty is set.
+func decodeJSON(w http.ResponseWriter, r *http.Request, dst any, allowEmpty bool) error {
+	body := http.MaxBytesReader(w, r.Body, maxBodyBytes)
+	raw, err := io.ReadAll(body)
+	if err != nil {
+		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+			return fmt.Errorf("the request body exceeds %d bytes: %w", maxBodyBytes, ErrPayloadTooLarge)
+		}
+		return invalid("body", "could not be read")
+	}
+	if len(bytes.TrimSpace(raw)) == 0 {
+		if allowEmpty {
+			return nil
+		}
+		return invalid("body", "a JSON object is required")
+	}
+	return decodeStrict(raw, dst)
+}
+
+// decodeStrict decodes one JSON value from raw into dst, refusing unknown
+// members and trailing data, and turns decoding errors into field errors.
+func decodeStrict(raw []byte, dst any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return jsonFieldError(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return invalid("body", "must hold exactly one JSON object")
+	}
+	return nil
+}
+
+// jsonFieldError turns an encoding/json error into a *ValidationError that
+// names the offending member.
+func jsonFieldError(err error) error {
+	var (
+		syntax *json.SyntaxError
+		typ    *json.UnmarshalTypeError
+	)
+	switch {
+	case errors.As(err, &syntax), errors.Is(err, io.ErrUnexpectedEOF):
+		return invalid("body", "is not valid JSON")
+	case errors.As(err, &typ):
+		field := typ.Field
+		if field == "" {
+			return invalid("body", "must be a JSON object")
+		}
+		return invalid(field, "must be "+jsonKind(typ.Type.Kind().String()))
+	}
+	const unknown = "json: unknown field "
+	if msg := err.Error(); strings.HasPrefix(msg, unknown) {
+		name, _ := strconv.Unquote(strings.TrimPrefix(msg, unknown))
+		return invalid(name, "is not a known member")
+	}
+	return invalid("body", err.Error())
+}
+
+// jsonKind names a Go kind as the JSON type a client must send.
+func jsonKind(kind string) string {
+	switch kind {
+	case "string":
+		return "a string"
+	case "bool":
+		return "a boolean"
+	case "slice", "array":
+		return "an array"
+	case "struct", "map", "ptr":
+		return "an object"
+	case "int", "int64", "int32", "uint", "uint64", "float64", "float32":
+		return "a number"
+	}
+	return "of another type"
+}
+
+// traceKey is the context key of the trace ID.
+type traceKey struct{}
+
+// ContextWithTraceID returns a context that carries a W3C trace ID (32
+// lowercase hex digits). Events caused by Service calls made with it carry
+// the ID as traceId. The HTTP handler does this from the traceparent header.
+func ContextWithTraceID(ctx context.Context, traceID string) context.Context {
+	return context.WithValue(ctx, traceKey{}, traceID)
+}
+
+// traceIDFrom returns the context's trace ID, or nil.
+func traceIDFrom(ctx context.Context) *string {
+	if id, ok := ctx.Value(traceKey{}).(string); ok && id != "" {
+		return &id
+	}
+	return nil
+}
+
+// parseTraceparent returns the trace ID of a W3C traceparent header value
+// ("00-<32 hex>-<16 hex>-<2 hex>"), or "" when the value is not valid.
+func parseTraceparent(v string) string {
+	v = strings.TrimSpace(v)
+	if len(v) < 55 || v[2] != '-' || v[35] != '-' || v[52] != '-' {
+		return ""
+	}
+	version, trace, parent, flags := v[:2], v[3:35], v[36:52], v[53:55]
+	if version == "ff" || (version == "00" && len(v) != 55) || (len(v) > 55 && v[55] != '-') {
+		return ""
+	}
+	if !isLowerHex(version) || !isLowerHex(trace) || !isLowerHex(parent) || !isLowerHex(flags) {
+		return ""
+	}
+	if strings.Trim(trace, "0") == "" || strings.Trim(parent, "0") == "" {
+		return ""
+	}
+	return trace
+}
+
+func isLowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// requestContext returns the request's context carrying its trace ID.
+func requestContext(r *http.Request) context.Context {
+	ctx := r.Context()
+	if tp := r.Header.Get("traceparent"); tp != "" {
+		if trace := parseTraceparent(tp); trace != "" {
+			ctx = ContextWithTraceID(ctx, trace)
+		}
+	}
+	return ctx
+}
+
+// nonNil returns s, or an empty slice when s is nil, so it encodes as [].
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

@@ -1,0 +1,234 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Config configures a Service. Store and BaseURL are required; every other
+// field has a documented default.
+type Config struct {
+	// Store keeps every task, event and key. Required. The Service does not
+	// close it; the host does, after [Service.Close].
+	Store Store
+
+	// BaseURL is the public URL at which the host serves [Service.Handler],
+	// such as "https://tasks.example.com/api". The absolute links of events
+	// are built from it. Required.
+	BaseURL string
+
+	// Router assigns new tasks. Defaults to a [RulesRouter] with no rules,
+	// which sends every task to its project's triage queue.
+	Router Router
+
+	// Agents is the directory of known agents. When not empty, a manual
+	// assignment must name one of them; their names fill Task.assignee.
+	// When empty, any agent ID is accepted and used as its own name.
+	Agents []Agent
+
+	// Authenticator authenticates requests. Defaults to bearer API keys
+	// stored, hashed, in Store.
+	Authenticator Authenticator
+
+	// KeyCacheTTL is how long the default Authenticator trusts a key it has
+	// looked up before looking again; a key revoked through another process
+	// keeps working at most this long. Revoking through this Service takes
+	// effect at once. Defaults to 5 seconds; negative disables the cache.
+	KeyCacheTTL time.Duration
+
+	// Clock tells the time. Defaults to the system clock.
+	Clock Clock
+
+	// Logger receives the Service's logs; it never receives secrets or API
+	// keys. Defaults to slog.Default().
+	Logger *slog.Logger
+
+	// EventRetention is how long events are kept for replay. Defaults to
+	// 72 hours, the window of the contract.
+	EventRetention time.Duration
+
+	// PruneInterval is how often expired events and records are deleted.
+	// Defaults to 10 minutes.
+	PruneInterval time.Duration
+}
+
+// withDefaults returns a copy of c with every unset optional field filled in.
+func (c Config) withDefaults() (Config, error) {
+	if c.Store == nil {
+		return c, errors.New("lifecycle: Config.Store is required: pass a store such as sqlite.New(sqlite.Config{Path: ...})")
+	}
+	base, err := url.Parse(c.BaseURL)
+	if c.BaseURL == "" || err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+		return c, fmt.Errorf("lifecycle: Config.BaseURL %q must be the absolute http(s) URL where the handler is served, such as https://tasks.example.com/api", c.BaseURL)
+	}
+	c.BaseURL = strings.TrimRight(c.BaseURL, "/")
+	if c.Clock == nil {
+		c.Clock = systemClock{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Router == nil {
+		r, err := NewRulesRouter(RulesRouterConfig{})
+		if err != nil {
+			return c, err
+		}
+		c.Router = r
+	}
+	if c.KeyCacheTTL == 0 {
+		c.KeyCacheTTL = 5 * time.Second
+	}
+	if c.EventRetention == 0 {
+		c.EventRetention = 72 * time.Hour
+	}
+	if c.PruneInterval == 0 {
+		c.PruneInterval = 10 * time.Minute
+	}
+	for i, a := range c.Agents {
+		if a.ID == "" {
+			return c, fmt.Errorf("lifecycle: Config.Agents[%d] has no ID", i)
+		}
+	}
+	return c, nil
+}
+
+// Service runs the lifecycle of tasks: it serves the HTTP API through
+// [Service.Handler], and runs background work between [Service.Start] and
+// [Service.Close]. A Service is safe for concurrent use; several Services
+// may live in one process.
+type Service struct {
+	cfg     Config
+	store   Store
+	clock   Clock
+	log     *slog.Logger
+	auth    Authenticator
+	keys    *keyAuthenticator // the default Authenticator, or nil
+	agents  map[string]Agent
+	handler http.Handler
+
+	mu      sync.Mutex
+	started bool
+	closed  bool
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// New checks cfg, fills in its defaults and returns a Service. Call
+// [Service.Start] to run background work.
+func New(cfg Config) (*Service, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{
+		cfg:    cfg,
+		store:  cfg.Store,
+		clock:  cfg.Clock,
+		log:    cfg.Logger,
+		auth:   cfg.Authenticator,
+		agents: make(map[string]Agent, len(cfg.Agents)),
+	}
+	for _, a := range cfg.Agents {
+		s.agents[a.ID] = a
+	}
+	if s.auth == nil {
+		s.keys = newKeyAuthenticator(cfg.Store, cfg.Clock, cfg.KeyCacheTTL)
+		s.auth = s.keys
+	}
+	s.handler = s.routes()
+	return s, nil
+}
+
+// Handler returns the HTTP handler that serves the whole API. Mount it
+// under any prefix with http.StripPrefix; links in responses and events are
+// built from [Config.BaseURL].
+func (s *Service) Handler() http.Handler { return s.handler }
+
+// Start starts the Service's background work: pruning expired events and
+// records. It returns at once; the work runs until [Service.Close].
+func (s *Service) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return fmt.Errorf("lifecycle: start: %w", ErrClosed)
+	}
+	if s.started {
+		return errors.New("lifecycle: Start called twice")
+	}
+	s.started = true
+	ctx, s.stop = context.WithCancel(context.WithoutCancel(ctx))
+	s.goBackground(func() { s.pruneLoop(ctx) })
+	return nil
+}
+
+// Close stops the background work and waits for it to finish, or until ctx
+// is done. It does not close the Store.
+func (s *Service) Close(ctx context.Context) error {
+	s.mu.Lock()
+	s.closed = true
+	stop := s.stop
+	s.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("lifecycle: close: %w", ctx.Err())
+	}
+}
+
+// goBackground runs f in a goroutine that Close waits for.
+func (s *Service) goBackground(f func()) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		f()
+	}()
+}
+
+// pruneLoop deletes expired events every PruneInterval.
+func (s *Service) pruneLoop(ctx context.Context) {
+	for {
+		s.prune(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.clock.After(s.cfg.PruneInterval):
+		}
+	}
+}
+
+// prune deletes what has outlived its retention.
+func (s *Service) prune(ctx context.Context) {
+	cutoff := s.clock.Now().Add(-s.cfg.EventRetention)
+	n, err := s.store.DeleteEventsBefore(ctx, cutoff)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Error("prune events", "err", err)
+		}
+		return
+	}
+	if n > 0 {
+		s.log.Info("pruned events", "count", n, "before", NewTimestamp(cutoff).String())
+	}
+}
+
+// now returns the current time as the API represents it.
+func (s *Service) now() Timestamp { return NewTimestamp(s.clock.Now()) }
+
+// link returns the absolute URL of an API path.
+func (s *Service) link(path string) string { return s.cfg.BaseURL + path }

@@ -1,0 +1,77 @@
+package lifecycle
+
+import (
+	"context"
+	"time"
+)
+
+// Store keeps tasks, their events and everything else the Service must not
+// lose. store/sqlite is the included implementation; store/storetest is the
+// conformance suite every implementation runs.
+//
+// Reads outside a transaction may run concurrently with each other and with
+// Update. Every state change happens inside Update, whose Tx lets the Service
+// read, check and write in one atomic step: the state machine's rules stay in
+// this package while the Store owns atomicity.
+//
+// Errors: methods return an error matching ErrNotFound when the record asked
+// for does not exist, ErrConflict when a uniqueness rule would be broken, and
+// ErrClosed after Close; other errors are failures of the store itself.
+type Store interface {
+	// Task returns the task with the given ID.
+	Task(ctx context.Context, id string) (Task, error)
+	// ListTasks returns the tasks that match the filter, in creation order.
+	ListTasks(ctx context.Context, f TaskFilter) (TaskPage, error)
+
+	// Events returns up to f.Limit events with a sequence greater than
+	// f.After that match the filter, in sequence order. Once an event with
+	// sequence N has been returned, no event with a smaller sequence may
+	// commit later: readers never skip an event.
+	Events(ctx context.Context, f EventFilter) ([]Event, error)
+	// Event returns the event with the given ID.
+	Event(ctx context.Context, id string) (Event, error)
+	// LastEventSequence returns the greatest sequence ever assigned, or 0.
+	LastEventSequence(ctx context.Context) (int64, error)
+	// DeleteEventsBefore deletes the events that occurred before t and
+	// returns how many it deleted. Sequences are never reused.
+	DeleteEventsBefore(ctx context.Context, t time.Time) (int64, error)
+
+	// APIKeyByHash returns the API key whose plaintext hashes to hash,
+	// revoked or not.
+	APIKeyByHash(ctx context.Context, hash []byte) (APIKey, error)
+	// ListAPIKeys returns every API key, revoked ones included, in creation order.
+	ListAPIKeys(ctx context.Context) ([]APIKey, error)
+
+	// Update runs fn in a transaction and commits it when fn returns nil.
+	// When fn returns an error, nothing it wrote is kept and Update returns
+	// that error. When Update returns nil the change is durable. fn may be
+	// called more than once if the store retries a transaction, so it must
+	// not have effects outside tx; it should not block on anything but tx.
+	Update(ctx context.Context, fn func(tx Tx) error) error
+
+	// Close releases the store's resources. Pending calls may fail with ErrClosed.
+	Close() error
+}
+
+// Tx is a Store transaction, valid only inside the function passed to
+// [Store.Update]. It has the same error contract as Store.
+type Tx interface {
+	// Task returns the task with the given ID, read for update: no other
+	// transaction changes it before this one ends.
+	Task(ctx context.Context, id string) (Task, error)
+	// CreateTask inserts a new task. It returns ErrConflict when a task
+	// with the same ID or Identifier exists.
+	CreateTask(ctx context.Context, t Task) error
+	// UpdateTask replaces the stored task that has t.ID with t.
+	UpdateTask(ctx context.Context, t Task) error
+	// AppendEvent appends e to the outbox and sets e.Sequence to the next
+	// sequence number.
+	AppendEvent(ctx context.Context, e *Event) error
+
+	// CreateAPIKey inserts a new key. It returns ErrConflict when a key
+	// with the same ID or hash exists.
+	CreateAPIKey(ctx context.Context, k APIKey) error
+	// RevokeAPIKey sets the RevokedAt of the key with the given ID, if not
+	// set yet, and returns the key.
+	RevokeAPIKey(ctx context.Context, id string, at time.Time) (APIKey, error)
+}

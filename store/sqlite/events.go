@@ -1,0 +1,140 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tasklifecycle/lifecycle"
+)
+
+const eventColumns = "seq, id, type, task_id, project, task_version, occurred_at, trace_id, data"
+
+func scanEvent(row scanner) (lifecycle.Event, error) {
+	var (
+		e        lifecycle.Event
+		typ      string
+		project  sql.NullString
+		trace    sql.NullString
+		occurred int64
+		data     []byte
+	)
+	if err := row.Scan(&e.Sequence, &e.ID, &typ, &e.TaskID, &project, &e.TaskVersion, &occurred, &trace, &data); err != nil {
+		return e, translate(err)
+	}
+	e.Type = lifecycle.EventType(typ)
+	e.Project = project.String
+	e.OccurredAt = fromMillis(occurred)
+	e.TraceID = nullString(trace)
+	e.Data = data
+	return e, nil
+}
+
+// AppendEvent implements lifecycle.Tx.
+func (x *txn) AppendEvent(ctx context.Context, e *lifecycle.Event) error {
+	var project any
+	if e.Project != "" {
+		project = e.Project
+	}
+	err := x.tx.QueryRowContext(ctx, `INSERT INTO events (id, type, task_id, project, task_version, occurred_at, trace_id, data)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq`,
+		e.ID, string(e.Type), e.TaskID, project, e.TaskVersion, millis(e.OccurredAt.Time), e.TraceID, []byte(e.Data),
+	).Scan(&e.Sequence)
+	if err != nil {
+		return fmt.Errorf("sqlite: append event %s: %w", e.ID, translate(err))
+	}
+	return nil
+}
+
+// Events implements lifecycle.Store. SQLite commits one writer at a time
+// and assigns sequences in commit order, so a reader never skips an event.
+func (s *Store) Events(ctx context.Context, f lifecycle.EventFilter) ([]lifecycle.Event, error) {
+	if s.closed.Load() {
+		return nil, errClosed
+	}
+	var b strings.Builder
+	args := make([]any, 0, 4+len(f.Types))
+	b.WriteString("SELECT " + eventColumns + " FROM events WHERE seq > ?")
+	args = append(args, f.After)
+	if len(f.Types) > 0 {
+		b.WriteString(" AND type IN (?" + strings.Repeat(", ?", len(f.Types)-1) + ")")
+		for _, t := range f.Types {
+			args = append(args, string(t))
+		}
+	}
+	if f.TaskID != "" {
+		b.WriteString(" AND task_id = ?")
+		args = append(args, f.TaskID)
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 1000
+	}
+	b.WriteString(" ORDER BY seq LIMIT ?")
+	args = append(args, limit)
+	rows, err := s.r.QueryContext(ctx, b.String(), args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: events: %w", translate(err))
+	}
+	defer rows.Close()
+	out := make([]lifecycle.Event, 0, min(limit, 256))
+	for rows.Next() {
+		e, err := scanEvent(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: events: %w", err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: events: %w", translate(err))
+	}
+	return out, nil
+}
+
+// Event implements lifecycle.Store.
+func (s *Store) Event(ctx context.Context, id string) (lifecycle.Event, error) {
+	if s.closed.Load() {
+		return lifecycle.Event{}, errClosed
+	}
+	e, err := scanEvent(s.r.QueryRowContext(ctx, "SELECT "+eventColumns+" FROM events WHERE id = ?", id))
+	if err != nil {
+		return e, fmt.Errorf("sqlite: event %s: %w", id, err)
+	}
+	return e, nil
+}
+
+// LastEventSequence implements lifecycle.Store. It reads the AUTOINCREMENT
+// counter, which survives the pruning of the newest events.
+func (s *Store) LastEventSequence(ctx context.Context) (int64, error) {
+	if s.closed.Load() {
+		return 0, errClosed
+	}
+	var seq int64
+	err := s.r.QueryRowContext(ctx, "SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)").Scan(&seq)
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: last event sequence: %w", translate(err))
+	}
+	return seq, nil
+}
+
+// DeleteEventsBefore implements lifecycle.Store. It deletes in batches so
+// that writers are not held up by a large prune.
+func (s *Store) DeleteEventsBefore(ctx context.Context, t time.Time) (int64, error) {
+	if s.closed.Load() {
+		return 0, errClosed
+	}
+	var total int64
+	for {
+		res, err := s.w.ExecContext(ctx, "DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE occurred_at < ? ORDER BY seq LIMIT 5000)", millis(t))
+		if err != nil {
+			return total, fmt.Errorf("sqlite: delete events: %w", translate(err))
+		}
+		n, _ := res.RowsAffected()
+		total += n
+		if n < 5000 {
+			return total, nil
+		}
+	}
+}

@@ -1,0 +1,265 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/tasklifecycle/lifecycle"
+)
+
+// taskColumns are the columns of a task, in the order scanTask reads them.
+const taskColumns = `pos, id, identifier, title, description, status, priority, labels,
+	acceptance_criteria, issue_url, parent_issue_url, project, goal, assignee_agent_id,
+	assignee_name, assignment_source, routing_decision_id, routing_reason, routing_confidence,
+	triage_queue_id, submission_id, pr_url, pr_number, branch, base_branch, head_sha, blocker,
+	status_before_blocker, version, created_at, updated_at`
+
+// scanner is what *sql.Row and *sql.Rows have in common.
+type scanner interface {
+	Scan(dest ...any) error
+}
+
+// scanTask reads one row of taskColumns.
+func scanTask(row scanner) (lifecycle.Task, int64, error) {
+	var (
+		t                                       lifecycle.Task
+		pos, created, updated                   int64
+		labels, criteria, reason, blocker       []byte
+		assigneeName, source                    sql.NullString
+		parent, project, agentID, decisionID    sql.NullString
+		triage, submission, prURL, branch, base sql.NullString
+		headSHA                                 sql.NullString
+		confidence                              sql.NullFloat64
+		prNumber                                sql.NullInt64
+		status, priority, statusBefore          string
+	)
+	err := row.Scan(&pos, &t.ID, &t.Identifier, &t.Title, &t.Description, &status, &priority, &labels,
+		&criteria, &t.Links.Issue, &parent, &project, &t.Context.Goal, &agentID,
+		&assigneeName, &source, &decisionID, &reason, &confidence,
+		&triage, &submission, &prURL, &prNumber, &branch, &base, &headSHA, &blocker,
+		&statusBefore, &t.Version, &created, &updated)
+	if err != nil {
+		return t, 0, translate(err)
+	}
+	t.Status, t.Priority, t.StatusBeforeBlocker = lifecycle.Status(status), lifecycle.Priority(priority), lifecycle.Status(statusBefore)
+	t.CreatedAt, t.UpdatedAt = fromMillis(created), fromMillis(updated)
+	if err := json.Unmarshal(labels, &t.Labels); err != nil {
+		return t, 0, fmt.Errorf("sqlite: task %s labels: %w", t.ID, err)
+	}
+	if err := json.Unmarshal(criteria, &t.AcceptanceCriteria); err != nil {
+		return t, 0, fmt.Errorf("sqlite: task %s acceptance criteria: %w", t.ID, err)
+	}
+	if len(reason) > 0 {
+		t.RoutingReason = json.RawMessage(reason)
+	}
+	if len(blocker) > 0 {
+		t.Blocker = new(lifecycle.Blocker)
+		if err := json.Unmarshal(blocker, t.Blocker); err != nil {
+			return t, 0, fmt.Errorf("sqlite: task %s blocker: %w", t.ID, err)
+		}
+	}
+	t.Links.ParentIssue = nullString(parent)
+	t.Context.Project = nullString(project)
+	if agentID.Valid {
+		t.AssigneeAgentID = &agentID.String
+		t.Assignee = &lifecycle.Agent{ID: agentID.String, Name: assigneeName.String}
+	}
+	if source.Valid {
+		s := lifecycle.AssignmentSource(source.String)
+		t.AssignmentSource = &s
+	}
+	t.RoutingDecisionID = nullString(decisionID)
+	if confidence.Valid {
+		t.RoutingConfidence = &confidence.Float64
+	}
+	t.TriageQueueID = nullString(triage)
+	t.SubmissionID = nullString(submission)
+	t.PRURL = nullString(prURL)
+	if prNumber.Valid {
+		n := int(prNumber.Int64)
+		t.PRNumber = &n
+	}
+	t.Branch, t.BaseBranch, t.HeadSHA = nullString(branch), nullString(base), nullString(headSHA)
+	return t, pos, nil
+}
+
+// taskArgs returns the values of every column but pos, in column order.
+func taskArgs(t *lifecycle.Task) ([]any, error) {
+	labels, err := json.Marshal(nonNil(t.Labels))
+	if err != nil {
+		return nil, err
+	}
+	criteria, err := json.Marshal(nonNil(t.AcceptanceCriteria))
+	if err != nil {
+		return nil, err
+	}
+	var blocker []byte
+	if t.Blocker != nil {
+		if blocker, err = json.Marshal(t.Blocker); err != nil {
+			return nil, err
+		}
+	}
+	var reason any
+	if len(t.RoutingReason) > 0 && string(t.RoutingReason) != "null" {
+		reason = string(t.RoutingReason)
+	}
+	var assigneeName any
+	if t.Assignee != nil {
+		assigneeName = t.Assignee.Name
+	}
+	return []any{
+		t.ID, t.Identifier, t.Title, t.Description, string(t.Status), string(t.Priority), string(labels),
+		string(criteria), t.Links.Issue, t.Links.ParentIssue, t.Context.Project, t.Context.Goal, t.AssigneeAgentID,
+		assigneeName, (*string)(t.AssignmentSource), t.RoutingDecisionID, reason, t.RoutingConfidence,
+		t.TriageQueueID, t.SubmissionID, t.PRURL, t.PRNumber, t.Branch, t.BaseBranch, t.HeadSHA, nullBytes(blocker),
+		string(t.StatusBeforeBlocker), t.Version, millis(t.CreatedAt.Time), millis(t.UpdatedAt.Time),
+	}, nil
+}
+
+// Task implements lifecycle.Store.
+func (s *Store) Task(ctx context.Context, id string) (lifecycle.Task, error) {
+	if s.closed.Load() {
+		return lifecycle.Task{}, errClosed
+	}
+	return getTask(ctx, s.r, id)
+}
+
+// Task implements lifecycle.Tx.
+func (x *txn) Task(ctx context.Context, id string) (lifecycle.Task, error) {
+	return getTask(ctx, x.tx, id)
+}
+
+func getTask(ctx context.Context, q queryer, id string) (lifecycle.Task, error) {
+	t, _, err := scanTask(q.QueryRowContext(ctx, "SELECT "+taskColumns+" FROM tasks WHERE id = ?", id))
+	if err != nil {
+		return t, fmt.Errorf("sqlite: task %s: %w", id, err)
+	}
+	return t, nil
+}
+
+// ListTasks implements lifecycle.Store.
+func (s *Store) ListTasks(ctx context.Context, f lifecycle.TaskFilter) (lifecycle.TaskPage, error) {
+	if s.closed.Load() {
+		return lifecycle.TaskPage{}, errClosed
+	}
+	var (
+		where []string
+		args  []any
+	)
+	where = append(where, "pos > ?")
+	args = append(args, f.After)
+	if len(f.Statuses) > 0 {
+		where = append(where, "status IN (?"+strings.Repeat(", ?", len(f.Statuses)-1)+")")
+		for _, st := range f.Statuses {
+			args = append(args, string(st))
+		}
+	}
+	if f.AssigneeAgentID != "" {
+		where = append(where, "assignee_agent_id = ?")
+		args = append(args, f.AssigneeAgentID)
+	}
+	if f.Project != "" {
+		where = append(where, "project = ?")
+		args = append(args, f.Project)
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	args = append(args, limit+1)
+	rows, err := s.r.QueryContext(ctx, "SELECT "+taskColumns+" FROM tasks WHERE "+strings.Join(where, " AND ")+" ORDER BY pos LIMIT ?", args...)
+	if err != nil {
+		return lifecycle.TaskPage{}, fmt.Errorf("sqlite: list tasks: %w", translate(err))
+	}
+	defer rows.Close()
+	var (
+		page lifecycle.TaskPage
+		last int64
+	)
+	for rows.Next() {
+		t, pos, err := scanTask(rows)
+		if err != nil {
+			return lifecycle.TaskPage{}, fmt.Errorf("sqlite: list tasks: %w", err)
+		}
+		if len(page.Tasks) == limit {
+			page.Next = last
+			break
+		}
+		page.Tasks = append(page.Tasks, t)
+		last = pos
+	}
+	if err := rows.Err(); err != nil {
+		return lifecycle.TaskPage{}, fmt.Errorf("sqlite: list tasks: %w", translate(err))
+	}
+	return page, nil
+}
+
+// CreateTask implements lifecycle.Tx.
+func (x *txn) CreateTask(ctx context.Context, t lifecycle.Task) error {
+	args, err := taskArgs(&t)
+	if err != nil {
+		return fmt.Errorf("sqlite: encode task %s: %w", t.ID, err)
+	}
+	_, err = x.tx.ExecContext(ctx, `INSERT INTO tasks (`+strings.TrimPrefix(taskColumns, "pos, ")+`)
+		VALUES (?`+strings.Repeat(", ?", len(args)-1)+`)`, args...)
+	if err != nil {
+		return fmt.Errorf("sqlite: create task %s: %w", t.ID, translate(err))
+	}
+	return nil
+}
+
+// updateTaskSQL sets every column but pos, id and created_at.
+var updateTaskSQL = func() string {
+	cols := strings.Split(strings.Join(strings.Fields(taskColumns), " "), ", ")
+	var sets []string
+	for _, c := range cols {
+		if c == "pos" || c == "id" || c == "created_at" {
+			continue
+		}
+		sets = append(sets, c+" = ?")
+	}
+	return "UPDATE tasks SET " + strings.Join(sets, ", ") + " WHERE id = ?"
+}()
+
+// UpdateTask implements lifecycle.Tx.
+func (x *txn) UpdateTask(ctx context.Context, t lifecycle.Task) error {
+	args, err := taskArgs(&t)
+	if err != nil {
+		return fmt.Errorf("sqlite: encode task %s: %w", t.ID, err)
+	}
+	// taskArgs starts with id and ends with created_at, updated_at.
+	n := len(args)
+	set := append(append([]any{}, args[1:n-2]...), args[n-1], t.ID)
+	res, err := x.tx.ExecContext(ctx, updateTaskSQL, set...)
+	if err != nil {
+		return fmt.Errorf("sqlite: update task %s: %w", t.ID, translate(err))
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("sqlite: update task %s: %w", t.ID, lifecycle.ErrNotFound)
+	}
+	return nil
+}
+
+func nullString(s sql.NullString) *string {
+	if !s.Valid {
+		return nil
+	}
+	return &s.String
+}
+
+func nullBytes(b []byte) any {
+	if b == nil {
+		return nil
+	}
+	return string(b)
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

@@ -1,0 +1,772 @@
+// Package storetest is the conformance suite of [lifecycle.Store]. Every
+// Store implementation runs it from its own tests:
+//
+//	func TestConformance(t *testing.T) {
+//		storetest.Run(t, storetest.Harness{Open: ..., Reopen: ...})
+//	}
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/tasklifecycle/lifecycle"
+)
+
+// Harness tells the suite how to make stores.
+type Harness struct {
+	// Open returns a new, empty store. The suite closes it.
+	Open func(t *testing.T) lifecycle.Store
+	// Reopen closes s and opens the same storage again. When nil, the
+	// tests that need it are skipped.
+	Reopen func(t *testing.T, s lifecycle.Store) lifecycle.Store
+}
+
+// Run runs every conformance test against stores made by h, each subtest
+// on a fresh store.
+func Run(t *testing.T, h Harness) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, h Harness)
+	}{
+		{"TaskRoundTrip", testTaskRoundTrip},
+		{"TaskNotFound", testTaskNotFound},
+		{"TaskConflicts", testTaskConflicts},
+		{"UpdateTask", testUpdateTask},
+		{"UpdateRollsBack", testUpdateRollsBack},
+		{"ListTasksPagination", testListTasksPagination},
+		{"ListTasksFilters", testListTasksFilters},
+		{"EventsAppendAndRead", testEventsAppendAndRead},
+		{"EventsFilters", testEventsFilters},
+		{"EventsPruneKeepsSequence", testEventsPruneKeepsSequence},
+		{"APIKeys", testAPIKeys},
+		{"ConcurrentWriters", testConcurrentWriters},
+		{"ReadersNeverSkipEvents", testReadersNeverSkipEvents},
+		{"ReopenKeepsEverything", testReopenKeepsEverything},
+		{"Closed", testClosed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tt.fn(t, h)
+		})
+	}
+}
+
+// open opens a store that is closed when the test ends.
+func open(t *testing.T, h Harness) lifecycle.Store {
+	t.Helper()
+	s := h.Open(t)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// base is a fixed time with millisecond precision, as the Service stores.
+var base = time.Date(2026, 11, 21, 10, 4, 5, 123_000_000, time.UTC)
+
+func ts(offset time.Duration) lifecycle.Timestamp {
+	return lifecycle.NewTimestamp(base.Add(offset))
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// fullTask returns a task with every member set.
+func fullTask(n int) lifecycle.Task {
+	id := fmt.Sprintf("tsk_full%04d", n)
+	src := lifecycle.AssignmentDeterministicRule
+	return lifecycle.Task{
+		ID:                  id,
+		Identifier:          fmt.Sprintf("ENG-%d", n),
+		Title:               "Fix the login redirect",
+		Description:         "Users land on a 404 after login. ünïcødé ✓",
+		Status:              lifecycle.StatusInReview,
+		Priority:            lifecycle.PriorityHigh,
+		UpdatedAt:           ts(time.Minute),
+		Assignee:            &lifecycle.Agent{ID: "agent-web", Name: "Web Agent"},
+		AssigneeAgentID:     ptr("agent-web"),
+		AssignmentSource:    &src,
+		RoutingDecisionID:   ptr("rtd_abc"),
+		RoutingReason:       json.RawMessage(`{"matchedRules":["web"]}`),
+		RoutingConfidence:   ptr(0.93),
+		SubmissionID:        ptr("sub_abc"),
+		PRURL:               ptr("https://github.com/acme/web/pull/7"),
+		PRNumber:            ptr(7),
+		Branch:              ptr("agent/eng-1"),
+		BaseBranch:          ptr("main"),
+		HeadSHA:             ptr("0123456789abcdef0123456789abcdef01234567"),
+		AcceptanceCriteria:  []string{"redirects to /home", "keeps the query string"},
+		Links:               lifecycle.TaskLinks{Issue: "https://issues.example.com/ENG-1", ParentIssue: ptr("https://issues.example.com/ENG-0")},
+		Context:             lifecycle.TaskContext{Project: ptr("web"), Goal: "login works"},
+		Blocker:             &lifecycle.Blocker{Kind: "awaiting_user", SourceRunID: "run_1", SourceAgentID: "agent-web", Reason: "needs_secret", ActionRequired: "add the key", ResumeInstructions: "rerun", CreatedAt: ts(30 * time.Second)},
+		Labels:              []string{"frontend", "bug"},
+		Version:             3,
+		CreatedAt:           ts(0),
+		StatusBeforeBlocker: lifecycle.StatusInProgress,
+	}
+}
+
+// minimalTask returns a task with every nullable member null.
+func minimalTask(n int) lifecycle.Task {
+	return lifecycle.Task{
+		ID:                 fmt.Sprintf("tsk_min%04d", n),
+		Identifier:         fmt.Sprintf("MIN-%d", n),
+		Title:              "t",
+		Status:             lifecycle.StatusTodo,
+		Priority:           lifecycle.PriorityMedium,
+		UpdatedAt:          ts(0),
+		AcceptanceCriteria: []string{},
+		Labels:             []string{},
+		TriageQueueID:      ptr("trq_x"),
+		Links:              lifecycle.TaskLinks{Issue: "https://issues.example.com/MIN"},
+		Version:            1,
+		CreatedAt:          ts(0),
+	}
+}
+
+// taskOpts compares tasks as stored: JSON members by meaning, not bytes.
+var taskOpts = cmp.Options{
+	cmp.Transformer("json", func(r json.RawMessage) any {
+		if r == nil {
+			return nil
+		}
+		var v any
+		if err := json.Unmarshal(r, &v); err != nil {
+			return string(r)
+		}
+		return v
+	}),
+	equateEmpty,
+	cmpopts.IgnoreFields(lifecycle.Task{}, "AvailableActions"),
+}
+
+// equateEmpty treats nil and empty slices and maps as equal, except raw
+// JSON, which the json transformer compares.
+var equateEmpty = cmp.FilterPath(func(p cmp.Path) bool {
+	return p.Last().Type() != reflect.TypeFor[json.RawMessage]()
+}, cmpopts.EquateEmpty())
+
+func create(t *testing.T, s lifecycle.Store, tasks ...lifecycle.Task) {
+	t.Helper()
+	err := s.Update(t.Context(), func(tx lifecycle.Tx) error {
+		for _, task := range tasks {
+			if err := tx.CreateTask(t.Context(), task); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("create tasks: %v", err)
+	}
+}
+
+func testTaskRoundTrip(t *testing.T, h Harness) {
+	s := open(t, h)
+	full, minimal := fullTask(1), minimalTask(1)
+	create(t, s, full, minimal)
+	for _, want := range []lifecycle.Task{full, minimal} {
+		got, err := s.Task(t.Context(), want.ID)
+		if err != nil {
+			t.Fatalf("Task(%s): %v", want.ID, err)
+		}
+		if diff := cmp.Diff(want, got, taskOpts); diff != "" {
+			t.Errorf("Task(%s) mismatch (-want +got):\n%s", want.ID, diff)
+		}
+		// The transaction reads the same.
+		err = s.Update(t.Context(), func(tx lifecycle.Tx) error {
+			got, err := tx.Task(t.Context(), want.ID)
+			if err != nil {
+				return err
+			}
+			if diff := cmp.Diff(want, got, taskOpts); diff != "" {
+				t.Errorf("Tx.Task(%s) mismatch (-want +got):\n%s", want.ID, diff)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func testTaskNotFound(t *testing.T, h Harness) {
+	s := open(t, h)
+	if _, err := s.Task(t.Context(), "tsk_missing"); !errors.Is(err, lifecycle.ErrNotFound) {
+		t.Errorf("Task(missing) error = %v, want ErrNotFound", err)
+	}
+	err := s.Update(t.Context(), func(tx lifecycle.Tx) error {
+		if _, err := tx.Task(t.Context(), "tsk_missing"); !errors.Is(err, lifecycle.ErrNotFound) {
+			t.Errorf("Tx.Task(missing) error = %v, want ErrNotFound", err)
+		}
+		if err := tx.UpdateTask(t.Context(), minimalTask(9)); !errors.Is(err, lifecycle.ErrNotFound) {
+			t.Errorf("Tx.UpdateTask(missing) error = %v, want ErrNotFound", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func testTaskConflicts(t *testing.T, h Harness) {
+	s := open(t, h)
+	create(t, s, minimalTask(1))
+	sameID := minimalTask(2)
+	sameID.ID = minimalTask(1).ID
+	sameIdentifier := minimalTask(3)
+	sameIdentifier.Identifier = minimalTask(1).Identifier
+	for name, task := range map[string]lifecycle.Task{"same ID": sameID, "same identifier": sameIdentifier} {
+		err := s.Update(t.Context(), func(tx lifecycle.Tx) error { return tx.CreateTask(t.Context(), task) })
+		if !errors.Is(err, lifecycle.ErrConflict) {
+			t.Errorf("CreateTask(%s) error = %v, want ErrConflict", name, err)
+		}
+	}
+}
+
+func testUpdateTask(t *testing.T, h Harness) {
+	s := open(t, h)
+	task := minimalTask(1)
+	create(t, s, task)
+	want := fullTask(1)
+	want.ID, want.Identifier, want.CreatedAt = task.ID, task.Identifier, task.CreatedAt
+	if err := s.Update(t.Context(), func(tx lifecycle.Tx) error { return tx.UpdateTask(t.Context(), want) }); err != nil {
+		t.Fatalf("UpdateTask: %v", err)
+	}
+	got, err := s.Task(t.Context(), task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got, taskOpts); diff != "" {
+		t.Errorf("after UpdateTask (-want +got):\n%s", diff)
+	}
+	// And back to nulls.
+	if err := s.Update(t.Context(), func(tx lifecycle.Tx) error { return tx.UpdateTask(t.Context(), task) }); err != nil {
+		t.Fatalf("UpdateTask: %v", err)
+	}
+	got, err = s.Task(t.Context(), task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(task, got, taskOpts); diff != "" {
+		t.Errorf("after UpdateTask back (-want +got):\n%s", diff)
+	}
+}
+
+func testUpdateRollsBack(t *testing.T, h Harness) {
+	s := open(t, h)
+	boom := errors.New("boom")
+	err := s.Update(t.Context(), func(tx lifecycle.Tx) error {
+		if err := tx.CreateTask(t.Context(), minimalTask(1)); err != nil {
+			return err
+		}
+		e := event(minimalTask(1).ID, 1, ts(0))
+		if err := tx.AppendEvent(t.Context(), &e); err != nil {
+			return err
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("Update error = %v, want the function's error", err)
+	}
+	if _, err := s.Task(t.Context(), minimalTask(1).ID); !errors.Is(err, lifecycle.ErrNotFound) {
+		t.Errorf("task of a rolled back transaction: error = %v, want ErrNotFound", err)
+	}
+	evs, err := s.Events(t.Context(), lifecycle.EventFilter{Limit: 10})
+	if err != nil || len(evs) != 0 {
+		t.Errorf("events of a rolled back transaction = %v, %v; want none", evs, err)
+	}
+}
+
+func testListTasksPagination(t *testing.T, h Harness) {
+	s := open(t, h)
+	var want []string
+	for i := range 25 {
+		task := minimalTask(i)
+		create(t, s, task)
+		want = append(want, task.ID)
+	}
+	var got []string
+	f := lifecycle.TaskFilter{Limit: 10}
+	pages := 0
+	for {
+		page, err := s.ListTasks(t.Context(), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		for _, task := range page.Tasks {
+			got = append(got, task.ID)
+		}
+		if page.Next == 0 {
+			break
+		}
+		if len(page.Tasks) != 10 {
+			t.Fatalf("a page before the last has %d tasks, want 10", len(page.Tasks))
+		}
+		f.After = page.Next
+	}
+	if pages != 3 {
+		t.Errorf("25 tasks in pages of 10 took %d pages, want 3", pages)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("listing order (-want +got):\n%s", diff)
+	}
+	// An exact multiple of the limit ends without an empty page.
+	page, err := s.ListTasks(t.Context(), lifecycle.TaskFilter{Limit: 25})
+	if err != nil || len(page.Tasks) != 25 || page.Next != 0 {
+		t.Errorf("ListTasks(limit 25 of 25) = %d tasks, next %d, %v; want 25, 0", len(page.Tasks), page.Next, err)
+	}
+}
+
+func testListTasksFilters(t *testing.T, h Harness) {
+	s := open(t, h)
+	a, b, c := fullTask(1), fullTask(2), minimalTask(3)
+	b.Status, b.AssigneeAgentID, b.Assignee = lifecycle.StatusDone, ptr("agent-api"), &lifecycle.Agent{ID: "agent-api", Name: "API"}
+	b.Context.Project = ptr("api")
+	create(t, s, a, b, c)
+	tests := []struct {
+		name string
+		f    lifecycle.TaskFilter
+		want []string
+	}{
+		{"all", lifecycle.TaskFilter{}, []string{a.ID, b.ID, c.ID}},
+		{"status", lifecycle.TaskFilter{Statuses: []lifecycle.Status{lifecycle.StatusTodo}}, []string{c.ID}},
+		{"statuses", lifecycle.TaskFilter{Statuses: []lifecycle.Status{lifecycle.StatusTodo, lifecycle.StatusDone}}, []string{b.ID, c.ID}},
+		{"assignee", lifecycle.TaskFilter{AssigneeAgentID: "agent-web"}, []string{a.ID}},
+		{"project", lifecycle.TaskFilter{Project: "api"}, []string{b.ID}},
+		{"combined", lifecycle.TaskFilter{Project: "web", Statuses: []lifecycle.Status{lifecycle.StatusDone}}, nil},
+	}
+	for _, tt := range tests {
+		tt.f.Limit = 50
+		page, err := s.ListTasks(t.Context(), tt.f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, task := range page.Tasks {
+			got = append(got, task.ID)
+		}
+		if diff := cmp.Diff(tt.want, got, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tt.name, diff)
+		}
+	}
+}
+
+// event returns an event of task taskID.
+func event(taskID string, version int64, at lifecycle.Timestamp) lifecycle.Event {
+	return lifecycle.Event{
+		ID:          fmt.Sprintf("evt_%s_%d_%d", taskID, version, at.UnixMilli()),
+		Type:        lifecycle.EventTaskUpdated,
+		OccurredAt:  at,
+		TaskVersion: version,
+		Data:        json.RawMessage(`{"taskId":"` + taskID + `"}`),
+		TaskID:      taskID,
+	}
+}
+
+func appendEvents(t *testing.T, s lifecycle.Store, evs ...*lifecycle.Event) {
+	t.Helper()
+	err := s.Update(t.Context(), func(tx lifecycle.Tx) error {
+		for _, e := range evs {
+			if err := tx.AppendEvent(t.Context(), e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("append events: %v", err)
+	}
+}
+
+var eventOpts = cmp.Options{taskOpts[0], equateEmpty}
+
+func testEventsAppendAndRead(t *testing.T, h Harness) {
+	s := open(t, h)
+	task := fullTask(1)
+	create(t, s, task)
+	e1, e2 := event(task.ID, 1, ts(0)), event(task.ID, 2, ts(time.Second))
+	e2.TraceID, e2.Project, e2.Type = ptr("4bf92f3577b34da6a3ce929d0e0e4736"), "web", lifecycle.EventTaskReviewed
+	appendEvents(t, s, &e1, &e2)
+	if e1.Sequence <= 0 || e2.Sequence <= e1.Sequence {
+		t.Fatalf("sequences %d, %d: want positive and increasing", e1.Sequence, e2.Sequence)
+	}
+	got, err := s.Events(t.Context(), lifecycle.EventFilter{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]lifecycle.Event{e1, e2}, got, eventOpts); diff != "" {
+		t.Errorf("Events (-want +got):\n%s", diff)
+	}
+	got, err = s.Events(t.Context(), lifecycle.EventFilter{After: e1.Sequence, Limit: 10})
+	if err != nil || len(got) != 1 || got[0].ID != e2.ID {
+		t.Errorf("Events(after e1) = %v, %v; want [e2]", got, err)
+	}
+	one, err := s.Event(t.Context(), e2.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(e2, one, eventOpts); diff != "" {
+		t.Errorf("Event (-want +got):\n%s", diff)
+	}
+	if _, err := s.Event(t.Context(), "evt_missing"); !errors.Is(err, lifecycle.ErrNotFound) {
+		t.Errorf("Event(missing) error = %v, want ErrNotFound", err)
+	}
+	last, err := s.LastEventSequence(t.Context())
+	if err != nil || last != e2.Sequence {
+		t.Errorf("LastEventSequence = %d, %v; want %d", last, err, e2.Sequence)
+	}
+	dup := e1
+	err = s.Update(t.Context(), func(tx lifecycle.Tx) error { return tx.AppendEvent(t.Context(), &dup) })
+	if !errors.Is(err, lifecycle.ErrConflict) {
+		t.Errorf("AppendEvent(same ID) error = %v, want ErrConflict", err)
+	}
+}
+
+func testEventsFilters(t *testing.T, h Harness) {
+	s := open(t, h)
+	a, b := minimalTask(1), minimalTask(2)
+	create(t, s, a, b)
+	var all []*lifecycle.Event
+	for i := range 10 {
+		task := a
+		if i%2 == 1 {
+			task = b
+		}
+		e := event(task.ID, int64(i+1), ts(time.Duration(i)*time.Second))
+		if i%3 == 0 {
+			e.Type = lifecycle.EventTaskShipped
+		}
+		all = append(all, &e)
+	}
+	appendEvents(t, s, all...)
+	tests := []struct {
+		name string
+		f    lifecycle.EventFilter
+		keep func(e *lifecycle.Event) bool
+	}{
+		{"task", lifecycle.EventFilter{TaskID: b.ID}, func(e *lifecycle.Event) bool { return e.TaskID == b.ID }},
+		{"type", lifecycle.EventFilter{Types: []lifecycle.EventType{lifecycle.EventTaskShipped}}, func(e *lifecycle.Event) bool { return e.Type == lifecycle.EventTaskShipped }},
+		{"types", lifecycle.EventFilter{Types: []lifecycle.EventType{lifecycle.EventTaskShipped, lifecycle.EventTaskUpdated}}, func(*lifecycle.Event) bool { return true }},
+		{"task and type", lifecycle.EventFilter{TaskID: a.ID, Types: []lifecycle.EventType{lifecycle.EventTaskUpdated}}, func(e *lifecycle.Event) bool {
+			return e.TaskID == a.ID && e.Type == lifecycle.EventTaskUpdated
+		}},
+		{"after", lifecycle.EventFilter{After: all[6].Sequence}, func(e *lifecycle.Event) bool { return e.Sequence > all[6].Sequence }},
+	}
+	for _, tt := range tests {
+		tt.f.Limit = 100
+		got, err := s.Events(t.Context(), tt.f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []string
+		for _, e := range all {
+			if tt.keep(e) {
+				want = append(want, e.ID)
+			}
+		}
+		if diff := cmp.Diff(want, ids(got)); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tt.name, diff)
+		}
+	}
+	got, err := s.Events(t.Context(), lifecycle.EventFilter{Limit: 3})
+	if err != nil || len(got) != 3 || got[0].ID != all[0].ID {
+		t.Errorf("Events(limit 3) = %v, %v; want the first 3", ids(got), err)
+	}
+}
+
+func ids(evs []lifecycle.Event) []string {
+	var out []string
+	for _, e := range evs {
+		out = append(out, e.ID)
+	}
+	return out
+}
+
+func testEventsPruneKeepsSequence(t *testing.T, h Harness) {
+	s := open(t, h)
+	task := minimalTask(1)
+	create(t, s, task)
+	old, recent := event(task.ID, 1, ts(0)), event(task.ID, 2, ts(time.Hour))
+	appendEvents(t, s, &old, &recent)
+	n, err := s.DeleteEventsBefore(t.Context(), base.Add(time.Minute))
+	if err != nil || n != 1 {
+		t.Fatalf("DeleteEventsBefore = %d, %v; want 1", n, err)
+	}
+	got, err := s.Events(t.Context(), lifecycle.EventFilter{Limit: 10})
+	if err != nil || len(got) != 1 || got[0].ID != recent.ID {
+		t.Fatalf("after prune Events = %v, %v; want [recent]", ids(got), err)
+	}
+	// Pruning the newest event does not let its sequence be reused.
+	if n, err := s.DeleteEventsBefore(t.Context(), base.Add(2*time.Hour)); err != nil || n != 1 {
+		t.Fatalf("DeleteEventsBefore = %d, %v; want 1", n, err)
+	}
+	last, err := s.LastEventSequence(t.Context())
+	if err != nil || last != recent.Sequence {
+		t.Errorf("LastEventSequence after pruning all = %d, %v; want %d", last, err, recent.Sequence)
+	}
+	next := event(task.ID, 3, ts(3*time.Hour))
+	appendEvents(t, s, &next)
+	if next.Sequence <= recent.Sequence {
+		t.Errorf("sequence after pruning = %d, want more than %d", next.Sequence, recent.Sequence)
+	}
+}
+
+func testAPIKeys(t *testing.T, h Harness) {
+	s := open(t, h)
+	k1 := lifecycle.APIKey{ID: "key_1", Name: "admin", Scopes: []lifecycle.Scope{lifecycle.ScopeKeysAdmin, lifecycle.ScopeTasksRead},
+		Actor: lifecycle.Actor{ID: "ops", Role: lifecycle.RoleUser}, CreatedAt: ts(0), Hash: lifecycle.HashAPIKey("lsk_one")}
+	k2 := lifecycle.APIKey{ID: "key_2", Name: "agent", Scopes: []lifecycle.Scope{lifecycle.ScopeTasksWrite},
+		Actor: lifecycle.Actor{ID: "agent-web", Role: lifecycle.RoleAgent}, CreatedAt: ts(time.Second), Hash: lifecycle.HashAPIKey("lsk_two")}
+	err := s.Update(t.Context(), func(tx lifecycle.Tx) error {
+		return errors.Join(tx.CreateAPIKey(t.Context(), k1), tx.CreateAPIKey(t.Context(), k2))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.APIKeyByHash(t.Context(), lifecycle.HashAPIKey("lsk_two"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(k2, got, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("APIKeyByHash (-want +got):\n%s", diff)
+	}
+	if _, err := s.APIKeyByHash(t.Context(), lifecycle.HashAPIKey("lsk_three")); !errors.Is(err, lifecycle.ErrNotFound) {
+		t.Errorf("APIKeyByHash(unknown) error = %v, want ErrNotFound", err)
+	}
+	dup := k1
+	dup.ID = "key_3"
+	if err := s.Update(t.Context(), func(tx lifecycle.Tx) error { return tx.CreateAPIKey(t.Context(), dup) }); !errors.Is(err, lifecycle.ErrConflict) {
+		t.Errorf("CreateAPIKey(same hash) error = %v, want ErrConflict", err)
+	}
+	var revoked lifecycle.APIKey
+	err = s.Update(t.Context(), func(tx lifecycle.Tx) error {
+		var err error
+		revoked, err = tx.RevokeAPIKey(t.Context(), "key_1", base.Add(time.Hour))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if revoked.RevokedAt == nil || !revoked.RevokedAt.Equal(base.Add(time.Hour)) {
+		t.Errorf("RevokeAPIKey returned RevokedAt %v, want %v", revoked.RevokedAt, base.Add(time.Hour))
+	}
+	// Revoking again keeps the first time.
+	err = s.Update(t.Context(), func(tx lifecycle.Tx) error {
+		again, err := tx.RevokeAPIKey(t.Context(), "key_1", base.Add(2*time.Hour))
+		if err == nil && !again.RevokedAt.Equal(base.Add(time.Hour)) {
+			t.Errorf("second RevokeAPIKey changed RevokedAt to %v", again.RevokedAt)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.Update(t.Context(), func(tx lifecycle.Tx) error {
+		_, err := tx.RevokeAPIKey(t.Context(), "key_missing", base)
+		return err
+	})
+	if !errors.Is(err, lifecycle.ErrNotFound) {
+		t.Errorf("RevokeAPIKey(missing) error = %v, want ErrNotFound", err)
+	}
+	keys, err := s.ListAPIKeys(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := []string{keys[0].ID, keys[1].ID}, []string{"key_1", "key_2"}; len(keys) != 2 || !slices.Equal(got, want) {
+		t.Errorf("ListAPIKeys = %v, want %v", got, want)
+	}
+	if keys[0].RevokedAt == nil {
+		t.Error("ListAPIKeys lost the revocation")
+	}
+}
+
+func testConcurrentWriters(t *testing.T, h Harness) {
+	s := open(t, h)
+	const writers, perWriter = 8, 25
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perWriter {
+				task := minimalTask(w*1000 + i)
+				err := s.Update(context.Background(), func(tx lifecycle.Tx) error {
+					if err := tx.CreateTask(context.Background(), task); err != nil {
+						return err
+					}
+					e := event(task.ID, 1, ts(0))
+					if err := tx.AppendEvent(context.Background(), &e); err != nil {
+						return err
+					}
+					// Read-modify-write inside the transaction must not lose updates.
+					got, err := tx.Task(context.Background(), task.ID)
+					if err != nil {
+						return err
+					}
+					got.Version++
+					return tx.UpdateTask(context.Background(), got)
+				})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("concurrent Update: %v", err)
+	}
+	page, err := s.ListTasks(t.Context(), lifecycle.TaskFilter{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Tasks) != writers*perWriter {
+		t.Errorf("%d tasks after concurrent writes, want %d", len(page.Tasks), writers*perWriter)
+	}
+	for _, task := range page.Tasks {
+		if task.Version != 2 {
+			t.Errorf("task %s version %d, want 2", task.ID, task.Version)
+		}
+	}
+	evs, err := s.Events(t.Context(), lifecycle.EventFilter{Limit: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != writers*perWriter {
+		t.Errorf("%d events after concurrent writes, want %d", len(evs), writers*perWriter)
+	}
+	for i := 1; i < len(evs); i++ {
+		if evs[i].Sequence <= evs[i-1].Sequence {
+			t.Fatalf("sequence %d follows %d", evs[i].Sequence, evs[i-1].Sequence)
+		}
+	}
+}
+
+// testReadersNeverSkipEvents polls Events while writers append, and checks
+// that the reader saw every event: a sequence once passed is never filled in.
+func testReadersNeverSkipEvents(t *testing.T, h Harness) {
+	s := open(t, h)
+	const writers, perWriter = 4, 50
+	tasks := make([]lifecycle.Task, writers)
+	for w := range tasks {
+		tasks[w] = minimalTask(w)
+	}
+	create(t, s, tasks...)
+	done := make(chan struct{})
+	seen := make(chan []string, 1)
+	go func() {
+		var (
+			got   []string
+			after int64
+		)
+		for {
+			finished := false
+			select {
+			case <-done:
+				finished = true
+			default:
+			}
+			evs, err := s.Events(context.Background(), lifecycle.EventFilter{After: after, Limit: 100})
+			if err != nil {
+				t.Errorf("Events: %v", err)
+				break
+			}
+			for _, e := range evs {
+				got = append(got, e.ID)
+				after = e.Sequence
+			}
+			if finished && len(evs) == 0 {
+				break
+			}
+		}
+		seen <- got
+	}()
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perWriter {
+				e := event(tasks[w].ID, int64(i+1), ts(time.Duration(i)*time.Millisecond))
+				if err := s.Update(context.Background(), func(tx lifecycle.Tx) error { return tx.AppendEvent(context.Background(), &e) }); err != nil {
+					t.Errorf("AppendEvent: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(done)
+	got := <-seen
+	all, err := s.Events(t.Context(), lifecycle.EventFilter{Limit: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(ids(all), got); diff != "" {
+		t.Errorf("a concurrent reader missed or repeated events (-all +seen):\n%s", diff)
+	}
+}
+
+func testReopenKeepsEverything(t *testing.T, h Harness) {
+	if h.Reopen == nil {
+		t.Skip("the harness cannot reopen a store")
+	}
+	s := h.Open(t)
+	task := fullTask(1)
+	create(t, s, task)
+	e := event(task.ID, 1, ts(0))
+	appendEvents(t, s, &e)
+	key := lifecycle.APIKey{ID: "key_1", Name: "k", Scopes: []lifecycle.Scope{lifecycle.ScopeTasksRead},
+		Actor: lifecycle.Actor{ID: "a", Role: lifecycle.RoleAgent}, CreatedAt: ts(0), Hash: lifecycle.HashAPIKey("lsk_k")}
+	if err := s.Update(t.Context(), func(tx lifecycle.Tx) error { return tx.CreateAPIKey(t.Context(), key) }); err != nil {
+		t.Fatal(err)
+	}
+	s = h.Reopen(t, s)
+	t.Cleanup(func() { s.Close() })
+	got, err := s.Task(t.Context(), task.ID)
+	if err != nil {
+		t.Fatalf("Task after reopen: %v", err)
+	}
+	if diff := cmp.Diff(task, got, taskOpts); diff != "" {
+		t.Errorf("task after reopen (-want +got):\n%s", diff)
+	}
+	evs, err := s.Events(t.Context(), lifecycle.EventFilter{Limit: 10})
+	if err != nil || len(evs) != 1 || evs[0].ID != e.ID || evs[0].Sequence != e.Sequence {
+		t.Errorf("events after reopen = %v, %v; want [%s] with sequence %d", evs, err, e.ID, e.Sequence)
+	}
+	if _, err := s.APIKeyByHash(t.Context(), key.Hash); err != nil {
+		t.Errorf("key after reopen: %v", err)
+	}
+	next := event(task.ID, 2, ts(time.Second))
+	appendEvents(t, s, &next)
+	if next.Sequence <= e.Sequence {
+		t.Errorf("sequence after reopen = %d, want more than %d", next.Sequence, e.Sequence)
+	}
+}
+
+func testClosed(t *testing.T, h Harness) {
+	s := h.Open(t)
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if _, err := s.Task(t.Context(), "tsk_x"); !errors.Is(err, lifecycle.ErrClosed) {
+		t.Errorf("Task after Close: error = %v, want ErrClosed", err)
+	}
+	if err := s.Update(t.Context(), func(lifecycle.Tx) error { return nil }); !errors.Is(err, lifecycle.ErrClosed) {
+		t.Errorf("Update after Close: error = %v, want ErrClosed", err)
+	}
+}

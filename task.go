@@ -1,0 +1,756 @@
+package lifecycle
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/tasklifecycle/lifecycle/internal/id"
+)
+
+// Status is the lifecycle state of a task.
+type Status string
+
+// The task statuses.
+const (
+	StatusTodo       Status = "todo"
+	StatusInProgress Status = "in_progress"
+	StatusInReview   Status = "in_review"
+	StatusBlocked    Status = "blocked"
+	StatusDone       Status = "done"
+	StatusCancelled  Status = "cancelled"
+)
+
+// Valid reports whether s is one of the task statuses.
+func (s Status) Valid() bool {
+	switch s {
+	case StatusTodo, StatusInProgress, StatusInReview, StatusBlocked, StatusDone, StatusCancelled:
+		return true
+	}
+	return false
+}
+
+// Priority is the urgency of a task.
+type Priority string
+
+// The task priorities.
+const (
+	PriorityLow      Priority = "low"
+	PriorityMedium   Priority = "medium"
+	PriorityHigh     Priority = "high"
+	PriorityCritical Priority = "critical"
+)
+
+// Valid reports whether p is one of the priorities.
+func (p Priority) Valid() bool {
+	switch p {
+	case PriorityLow, PriorityMedium, PriorityHigh, PriorityCritical:
+		return true
+	}
+	return false
+}
+
+// Action is a next step a client may take on a task. Every mutating call is
+// gated on the task's available actions.
+type Action string
+
+// The actions, in the order they are listed in availableActions.
+const (
+	ActionStart              Action = "start"
+	ActionSubmit             Action = "submit"
+	ActionShip               Action = "ship"
+	ActionViewCIStatus       Action = "view_ci_status"
+	ActionViewReviewFeedback Action = "view_review_feedback"
+	ActionResolveBlocker     Action = "resolve_blocker"
+)
+
+// AssignmentSource says how a task came to its assignee.
+type AssignmentSource string
+
+// The assignment sources.
+const (
+	AssignmentDeterministicRule       AssignmentSource = "deterministic_rule"
+	AssignmentClassifier              AssignmentSource = "classifier"
+	AssignmentClassifierBestEffort    AssignmentSource = "classifier_best_effort"
+	AssignmentManualTriage            AssignmentSource = "manual_triage"
+	AssignmentProviderAssigneeMapping AssignmentSource = "provider_assignee_mapping"
+)
+
+// Agent is an automated worker that tasks are assigned to.
+type Agent struct {
+	// ID identifies the agent; it appears as assigneeAgentId.
+	ID string `json:"id"`
+	// Name is the agent's display name.
+	Name string `json:"name"`
+}
+
+// TaskLinks are the issue tracker links of a task.
+type TaskLinks struct {
+	// Issue is the URL of the task's issue; always set.
+	Issue string `json:"issue"`
+	// ParentIssue is the URL of the parent issue, or nil.
+	ParentIssue *string `json:"parentIssue"`
+}
+
+// TaskContext places a task in its project.
+type TaskContext struct {
+	// Project names the project, or is nil.
+	Project *string `json:"project"`
+	// Goal says what the task is for.
+	Goal string `json:"goal"`
+}
+
+// BlockerKindAwaitingUser is the kind of every blocker: the agent waits for
+// a user to act.
+const BlockerKindAwaitingUser = "awaiting_user"
+
+// Blocker records why a task is blocked and what unblocks it.
+type Blocker struct {
+	// Kind is always "awaiting_user".
+	Kind string `json:"kind"`
+	// SourceRunID identifies the agent run that recorded the blocker.
+	SourceRunID string `json:"sourceRunId"`
+	// SourceAgentID identifies the agent that recorded the blocker.
+	SourceAgentID string `json:"sourceAgentId"`
+	// Reason is a machine-readable code.
+	Reason string `json:"reason"`
+	// ActionRequired says what the user must do.
+	ActionRequired string `json:"actionRequired"`
+	// ResumeInstructions say how the agent resumes afterwards.
+	ResumeInstructions string `json:"resumeInstructions"`
+	// CreatedAt is when the blocker was recorded.
+	CreatedAt Timestamp `json:"createdAt"`
+}
+
+// Task is a unit of work done by an agent, as stored and as served by GET
+// /tasks/{id}. Its JSON encoding is the API's: nullable members are present
+// as null, never left out. Members tagged "-" are kept by the Store but not
+// served.
+type Task struct {
+	ID                 string            `json:"id"`
+	Identifier         string            `json:"identifier"`
+	Title              string            `json:"title"`
+	Description        string            `json:"description"`
+	Status             Status            `json:"status"`
+	Priority           Priority          `json:"priority"`
+	UpdatedAt          Timestamp         `json:"updatedAt"`
+	AvailableActions   []Action          `json:"availableActions"`
+	Assignee           *Agent            `json:"assignee"`
+	AssigneeAgentID    *string           `json:"assigneeAgentId"`
+	AssignmentSource   *AssignmentSource `json:"assignmentSource"`
+	RoutingDecisionID  *string           `json:"routingDecisionId"`
+	RoutingReason      json.RawMessage   `json:"routingReason"`
+	RoutingConfidence  *float64          `json:"routingConfidence"`
+	TriageQueueID      *string           `json:"triageQueueId"`
+	SubmissionID       *string           `json:"submissionId"`
+	PRURL              *string           `json:"prUrl"`
+	PRNumber           *int              `json:"prNumber"`
+	Branch             *string           `json:"branch"`
+	BaseBranch         *string           `json:"baseBranch"`
+	HeadSHA            *string           `json:"headSha"`
+	AcceptanceCriteria []string          `json:"acceptanceCriteria"`
+	Links              TaskLinks         `json:"links"`
+	Context            TaskContext       `json:"context"`
+	Blocker            *Blocker          `json:"blocker"`
+
+	// Labels are the labels given at creation; routing rules match them.
+	Labels []string `json:"-"`
+	// Version is the task's version: 1 at creation, bumped by every change.
+	// Events carry it as taskVersion.
+	Version int64 `json:"-"`
+	// CreatedAt is when the task was created.
+	CreatedAt Timestamp `json:"-"`
+	// StatusBeforeBlocker is the status a blocked task returns to when its
+	// blocker is resolved; empty unless the task is blocked.
+	StatusBeforeBlocker Status `json:"-"`
+}
+
+// project returns the task's project name, or "".
+func (t *Task) project() string {
+	if t.Context.Project == nil {
+		return ""
+	}
+	return *t.Context.Project
+}
+
+// TaskFilter selects tasks for [Store.ListTasks]. Zero fields match every task.
+type TaskFilter struct {
+	// Statuses, when not empty, keeps tasks in one of these statuses.
+	Statuses []Status
+	// AssigneeAgentID, when not empty, keeps tasks assigned to this agent.
+	AssigneeAgentID string
+	// Project, when not empty, keeps tasks of this project.
+	Project string
+	// After, when not zero, keeps tasks listed after the task with this
+	// position (see [TaskPage.Next]).
+	After int64
+	// Limit is the most tasks to return; the Store may assume 1..1000.
+	Limit int
+}
+
+// TaskPage is one page of a task listing.
+type TaskPage struct {
+	// Tasks are in creation order.
+	Tasks []Task
+	// Next is the position to pass as TaskFilter.After for the next page,
+	// or 0 when there is none.
+	Next int64
+}
+
+// actionsFor returns the actions available on a task in status st, given
+// what is known of its review and CI. It never returns nil, so the JSON is
+// [] rather than null.
+func actionsFor(st Status, shippable, rework bool) []Action {
+	switch st {
+	case StatusTodo:
+		return []Action{ActionStart}
+	case StatusInProgress:
+		return []Action{ActionSubmit}
+	case StatusInReview:
+		acts := make([]Action, 0, 4)
+		if rework {
+			acts = append(acts, ActionStart)
+		}
+		if shippable {
+			acts = append(acts, ActionShip)
+		}
+		return append(acts, ActionViewCIStatus, ActionViewReviewFeedback)
+	case StatusBlocked:
+		return []Action{ActionResolveBlocker}
+	}
+	return []Action{}
+}
+
+// hasAction reports whether acts contains a.
+func hasAction(acts []Action, a Action) bool {
+	return slices.Contains(acts, a)
+}
+
+// Limits on the members of a new task.
+const (
+	maxIdentifierLen  = 100
+	maxTitleLen       = 300
+	maxDescriptionLen = 20000
+	maxCriteria       = 50
+	maxCriterionLen   = 1000
+	maxLabels         = 50
+	maxLabelLen       = 100
+	maxURLLen         = 2048
+	maxProjectLen     = 200
+	maxGoalLen        = 2000
+	maxAgentIDLen     = 200
+	maxReasonLen      = 2000
+)
+
+// CreateTaskParams describes a task to create. Its JSON form is the body of
+// POST /tasks.
+type CreateTaskParams struct {
+	// Identifier is the human-readable issue identifier, unique among
+	// tasks, such as "ENG-123". Required.
+	Identifier string `json:"identifier"`
+	// Title is required.
+	Title string `json:"title"`
+	// Description is optional.
+	Description string `json:"description"`
+	// Priority defaults to medium.
+	Priority Priority `json:"priority"`
+	// AcceptanceCriteria are optional.
+	AcceptanceCriteria []string `json:"acceptanceCriteria"`
+	// Links.Issue is required; Links.ParentIssue is optional.
+	Links TaskLinks `json:"links"`
+	// Context is optional.
+	Context TaskContext `json:"context"`
+	// Labels feed routing rules.
+	Labels []string `json:"labels"`
+	// AssigneeAgentID, when set, assigns the task by hand (manual_triage)
+	// instead of routing it.
+	AssigneeAgentID string `json:"assigneeAgentId"`
+
+	// Actor is who creates the task; events name it.
+	Actor Actor `json:"-"`
+}
+
+// validate checks p and fills its defaults.
+func (p *CreateTaskParams) validate() error {
+	var v validator
+	if p.Identifier == "" {
+		v.add("identifier", "is required")
+	}
+	v.maxLen("identifier", p.Identifier, maxIdentifierLen)
+	if p.Title == "" {
+		v.add("title", "is required")
+	}
+	v.maxLen("title", p.Title, maxTitleLen)
+	v.maxLen("description", p.Description, maxDescriptionLen)
+	switch {
+	case p.Priority == "":
+		p.Priority = PriorityMedium
+	case !p.Priority.Valid():
+		v.add("priority", "must be one of low, medium, high, critical")
+	}
+	if len(p.AcceptanceCriteria) > maxCriteria {
+		v.add("acceptanceCriteria", fmt.Sprintf("at most %d entries", maxCriteria))
+	}
+	for i, c := range p.AcceptanceCriteria {
+		if c == "" {
+			v.add(fmt.Sprintf("acceptanceCriteria[%d]", i), "must not be empty")
+		}
+		v.maxLen(fmt.Sprintf("acceptanceCriteria[%d]", i), c, maxCriterionLen)
+	}
+	if len(p.Labels) > maxLabels {
+		v.add("labels", fmt.Sprintf("at most %d entries", maxLabels))
+	}
+	for i, l := range p.Labels {
+		if l == "" {
+			v.add(fmt.Sprintf("labels[%d]", i), "must not be empty")
+		}
+		v.maxLen(fmt.Sprintf("labels[%d]", i), l, maxLabelLen)
+	}
+	if p.Links.Issue == "" {
+		v.add("links.issue", "is required")
+	} else if !validURL(p.Links.Issue) {
+		v.add("links.issue", fmt.Sprintf("must be an absolute http or https URL of at most %d characters", maxURLLen))
+	}
+	if p.Links.ParentIssue != nil && !validURL(*p.Links.ParentIssue) {
+		v.add("links.parentIssue", fmt.Sprintf("must be an absolute http or https URL of at most %d characters, or null", maxURLLen))
+	}
+	if p.Context.Project != nil {
+		if *p.Context.Project == "" {
+			v.add("context.project", "must not be empty; use null for no project")
+		}
+		v.maxLen("context.project", *p.Context.Project, maxProjectLen)
+	}
+	v.maxLen("context.goal", p.Context.Goal, maxGoalLen)
+	v.maxLen("assigneeAgentId", p.AssigneeAgentID, maxAgentIDLen)
+	return v.err()
+}
+
+// validURL reports whether s is an absolute http(s) URL of sensible length.
+func validURL(s string) bool {
+	if len(s) > maxURLLen {
+		return false
+	}
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
+// CreateTask validates p, routes the task (or takes its manual assignee),
+// stores it in status todo and emits task.updated. It returns a
+// *ValidationError for bad parameters and a *ConflictError when the
+// identifier is taken.
+func (s *Service) CreateTask(ctx context.Context, p CreateTaskParams) (Task, error) {
+	if err := p.validate(); err != nil {
+		return Task{}, err
+	}
+	routing, err := s.route(ctx, &p)
+	if err != nil {
+		return Task{}, err
+	}
+	reason, err := marshalReason(routing.Reason)
+	if err != nil {
+		return Task{}, fmt.Errorf("route task %s: %w", p.Identifier, err)
+	}
+	now := s.now()
+	t := Task{
+		ID:                 id.New("tsk_"),
+		Identifier:         p.Identifier,
+		Title:              p.Title,
+		Description:        p.Description,
+		Status:             StatusTodo,
+		Priority:           p.Priority,
+		UpdatedAt:          now,
+		RoutingDecisionID:  ptr(id.New("rtd_")),
+		RoutingReason:      reason,
+		RoutingConfidence:  routing.Confidence,
+		AcceptanceCriteria: nonNil(slices.Clone(p.AcceptanceCriteria)),
+		Links:              p.Links,
+		Context:            p.Context,
+		Labels:             nonNil(slices.Clone(p.Labels)),
+		Version:            1,
+		CreatedAt:          now,
+	}
+	summary := fmt.Sprintf("Task %s created", t.Identifier)
+	if routing.Agent != nil {
+		agent := *routing.Agent
+		t.Assignee, t.AssigneeAgentID, t.AssignmentSource = &agent, &agent.ID, &routing.Source
+		summary += fmt.Sprintf(" and assigned to %s (%s)", agent.Name, routing.Source)
+	} else {
+		t.TriageQueueID = &routing.TriageQueueID
+		summary += " and sent to triage queue " + routing.TriageQueueID
+	}
+	t.AvailableActions = s.actions(&t)
+
+	err = s.update(ctx, func(tx Tx) error {
+		if err := tx.CreateTask(ctx, t); err != nil {
+			if errors.Is(err, ErrConflict) {
+				return &ConflictError{Reason: "identifier_taken", Message: fmt.Sprintf("A task with identifier %s already exists", t.Identifier)}
+			}
+			return fmt.Errorf("create task: %w", err)
+		}
+		return s.appendTaskEvent(ctx, tx, taskEvent{typ: EventTaskUpdated, summary: summary, actor: p.Actor}, nil, &t)
+	})
+	if err != nil {
+		return Task{}, err
+	}
+	return t, nil
+}
+
+// route decides the assignee of a new task.
+func (s *Service) route(ctx context.Context, p *CreateTaskParams) (Routing, error) {
+	if p.AssigneeAgentID != "" {
+		agent, ok := s.agents[p.AssigneeAgentID]
+		if !ok {
+			if len(s.agents) > 0 {
+				return Routing{}, invalid("assigneeAgentId", "is not a known agent")
+			}
+			agent = Agent{ID: p.AssigneeAgentID, Name: p.AssigneeAgentID}
+		}
+		reason := map[string]any{"manual": map[string]any{"assignedBy": p.Actor}}
+		return Routing{Agent: &agent, Source: AssignmentManualTriage, Reason: reason}, nil
+	}
+	req := RouteRequest{
+		Identifier:         p.Identifier,
+		Title:              p.Title,
+		Description:        p.Description,
+		Priority:           p.Priority,
+		Labels:             p.Labels,
+		Goal:               p.Context.Goal,
+		AcceptanceCriteria: p.AcceptanceCriteria,
+	}
+	if p.Context.Project != nil {
+		req.Project = *p.Context.Project
+	}
+	r, err := s.cfg.Router.Route(ctx, req)
+	if err != nil {
+		return Routing{}, fmt.Errorf("route task %s: %w", p.Identifier, err)
+	}
+	switch {
+	case r.Agent != nil && r.Agent.ID == "":
+		return Routing{}, fmt.Errorf("route task %s: the router chose an agent with no ID", p.Identifier)
+	case r.Agent == nil && r.TriageQueueID == "":
+		return Routing{}, fmt.Errorf("route task %s: the router chose neither an agent nor a triage queue", p.Identifier)
+	case r.Confidence != nil && (*r.Confidence < 0 || *r.Confidence > 1):
+		return Routing{}, fmt.Errorf("route task %s: the router's confidence %v is outside 0..1", p.Identifier, *r.Confidence)
+	}
+	if r.Agent != nil && r.Agent.Name == "" {
+		agent := *r.Agent
+		if known, ok := s.agents[agent.ID]; ok {
+			agent.Name = known.Name
+		} else {
+			agent.Name = agent.ID
+		}
+		r.Agent = &agent
+	}
+	return r, nil
+}
+
+// Task returns the task with the given ID and its available actions. It
+// returns an error matching ErrNotFound when there is none.
+func (s *Service) Task(ctx context.Context, taskID string) (Task, error) {
+	if !validTaskID(taskID) {
+		return Task{}, notFound("task", taskID)
+	}
+	t, err := s.store.Task(ctx, taskID)
+	if errors.Is(err, ErrNotFound) {
+		return Task{}, notFound("task", taskID)
+	}
+	if err != nil {
+		return Task{}, fmt.Errorf("get task %s: %w", taskID, err)
+	}
+	t.AvailableActions = s.actions(&t)
+	return t, nil
+}
+
+// validTaskID reports whether s has the form of a task ID.
+func validTaskID(s string) bool { return id.Valid(s, "tsk_") }
+
+// ListTasksParams selects tasks for [Service.ListTasks].
+type ListTasksParams struct {
+	// Statuses, when not empty, keeps tasks in one of these statuses.
+	Statuses []Status
+	// AssigneeAgentID, when not empty, keeps tasks assigned to this agent.
+	AssigneeAgentID string
+	// Project, when not empty, keeps tasks of this project.
+	Project string
+	// Limit is the page size, 1 to 200. Defaults to 50.
+	Limit int
+	// Cursor continues a listing from the NextCursor of a previous page.
+	Cursor string
+}
+
+// TaskList is a page of tasks.
+type TaskList struct {
+	// Tasks are in creation order, each with its available actions.
+	Tasks []Task
+	// NextCursor continues the listing, or is "" on the last page.
+	NextCursor string
+}
+
+// ListTasks returns a page of tasks in creation order.
+func (s *Service) ListTasks(ctx context.Context, p ListTasksParams) (TaskList, error) {
+	var v validator
+	for _, st := range p.Statuses {
+		if !st.Valid() {
+			v.add("status", fmt.Sprintf("%q is not a status; use todo, in_progress, in_review, blocked, done or cancelled", st))
+		}
+	}
+	switch {
+	case p.Limit == 0:
+		p.Limit = 50
+	case p.Limit < 1 || p.Limit > 200:
+		v.add("limit", "must be between 1 and 200")
+	}
+	after, ok := decodeCursor(p.Cursor)
+	if !ok {
+		v.add("cursor", "is not a cursor returned by this listing")
+	}
+	if err := v.err(); err != nil {
+		return TaskList{}, err
+	}
+	page, err := s.store.ListTasks(ctx, TaskFilter{
+		Statuses:        p.Statuses,
+		AssigneeAgentID: p.AssigneeAgentID,
+		Project:         p.Project,
+		After:           after,
+		Limit:           p.Limit,
+	})
+	if err != nil {
+		return TaskList{}, fmt.Errorf("list tasks: %w", err)
+	}
+	for i := range page.Tasks {
+		page.Tasks[i].AvailableActions = s.actions(&page.Tasks[i])
+	}
+	return TaskList{Tasks: nonNil(page.Tasks), NextCursor: encodeCursor(page.Next)}, nil
+}
+
+// encodeCursor makes an opaque cursor of a listing position.
+func encodeCursor(pos int64) string {
+	if pos == 0 {
+		return ""
+	}
+	return base64.RawURLEncoding.EncodeToString([]byte("p" + strconv.FormatInt(pos, 10)))
+}
+
+// decodeCursor reads a cursor made by encodeCursor; "" is the start.
+func decodeCursor(c string) (int64, bool) {
+	if c == "" {
+		return 0, true
+	}
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil || len(b) < 2 || b[0] != 'p' {
+		return 0, false
+	}
+	pos, err := strconv.ParseInt(string(b[1:]), 10, 64)
+	return pos, err == nil && pos > 0
+}
+
+// StartTask moves a task to in_progress: from todo, or from in_review after
+// a reviewer requested changes. It returns a *ConflictError listing the
+// available actions when start is not one of them.
+func (s *Service) StartTask(ctx context.Context, taskID string, actor Actor) (Task, error) {
+	return s.changeTask(ctx, taskID, func(tx Tx, t *Task) (taskEvent, error) {
+		if !hasAction(t.AvailableActions, ActionStart) {
+			return taskEvent{}, &ConflictError{
+				Reason:           "not_startable",
+				Message:          fmt.Sprintf("Task %s is %s; start needs status todo, or in_review after changes were requested", t.Identifier, t.Status),
+				AvailableActions: t.AvailableActions,
+			}
+		}
+		summary := fmt.Sprintf("Task %s started", t.Identifier)
+		if t.Status == StatusInReview {
+			summary = fmt.Sprintf("Task %s back in progress for rework", t.Identifier)
+		}
+		t.Status = StatusInProgress
+		return taskEvent{typ: EventTaskUpdated, summary: summary, actor: actor}, nil
+	})
+}
+
+// CancelTaskParams says why a task is cancelled.
+type CancelTaskParams struct {
+	// Reason is optional, at most 2000 characters; it is kept in the event.
+	Reason string `json:"reason"`
+	// Actor is who cancels.
+	Actor Actor `json:"-"`
+}
+
+// CancelTask moves a task in any status but done to cancelled. It returns a
+// *ConflictError when the task is done or already cancelled.
+func (s *Service) CancelTask(ctx context.Context, taskID string, p CancelTaskParams) (Task, error) {
+	var v validator
+	v.maxLen("reason", p.Reason, maxReasonLen)
+	if err := v.err(); err != nil {
+		return Task{}, err
+	}
+	return s.changeTask(ctx, taskID, func(tx Tx, t *Task) (taskEvent, error) {
+		if t.Status == StatusDone || t.Status == StatusCancelled {
+			return taskEvent{}, &ConflictError{
+				Reason:           "not_cancellable",
+				Message:          fmt.Sprintf("Task %s is %s and cannot be cancelled", t.Identifier, t.Status),
+				AvailableActions: t.AvailableActions,
+			}
+		}
+		t.Status = StatusCancelled
+		t.Blocker = nil
+		t.StatusBeforeBlocker = ""
+		summary := fmt.Sprintf("Task %s cancelled", t.Identifier)
+		if p.Reason != "" {
+			summary += ": " + p.Reason
+		}
+		return taskEvent{typ: EventTaskUpdated, summary: summary, actor: p.Actor}, nil
+	})
+}
+
+// actions returns the actions available on t given what the Store knows.
+func (s *Service) actions(t *Task) []Action {
+	return actionsFor(t.Status, false, false)
+}
+
+// ptr returns a pointer to v.
+func ptr[T any](v T) *T { return &v }
+
+// taskEnvelope is the body of every single-task response.
+type taskEnvelope struct {
+	Data             any      `json:"data"`
+	AvailableActions []Action `json:"availableActions"`
+	Meta             taskMeta `json:"meta"`
+}
+
+type taskMeta struct {
+	TokenBudgetHint string   `json:"tokenBudgetHint"`
+	TruncatedFields []string `json:"truncatedFields"`
+}
+
+// compactLeftOut are the members a compact task response leaves out: the
+// long free text and the opaque routing explanation.
+var compactLeftOut = [...]string{"description", "routingReason"}
+
+// writeTask writes a task envelope; compact leaves out the long members.
+func writeTask(w http.ResponseWriter, status int, t *Task, compact bool) error {
+	env := taskEnvelope{Data: t, AvailableActions: t.AvailableActions, Meta: taskMeta{TokenBudgetHint: "standard", TruncatedFields: []string{}}}
+	if compact {
+		raw, err := json.Marshal(t)
+		if err != nil {
+			return fmt.Errorf("encode task: %w", err)
+		}
+		var members map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &members); err != nil {
+			return fmt.Errorf("encode task: %w", err)
+		}
+		for _, f := range compactLeftOut {
+			delete(members, f)
+		}
+		env.Data = members
+		env.Meta = taskMeta{TokenBudgetHint: "compact", TruncatedFields: compactLeftOut[:]}
+	}
+	writeJSON(w, status, env)
+	return nil
+}
+
+// tokenBudget reads the tokenBudget query parameter.
+func tokenBudget(r *http.Request) (compact bool, err error) {
+	switch v := r.URL.Query().Get("tokenBudget"); v {
+	case "", "standard":
+		return false, nil
+	case "compact":
+		return true, nil
+	default:
+		return false, invalid("tokenBudget", "must be compact or standard")
+	}
+}
+
+func (s *Service) handleGetTask(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	compact := false
+	if r.URL.RawQuery != "" {
+		var err error
+		if compact, err = tokenBudget(r); err != nil {
+			return err
+		}
+	}
+	t, err := s.Task(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return writeTask(w, http.StatusOK, &t, compact)
+}
+
+func (s *Service) handleListTasks(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	q := r.URL.Query()
+	params := ListTasksParams{
+		AssigneeAgentID: q.Get("assigneeAgentId"),
+		Project:         q.Get("project"),
+		Cursor:          q.Get("cursor"),
+	}
+	if st := q.Get("status"); st != "" {
+		for _, part := range strings.Split(st, ",") {
+			params.Statuses = append(params.Statuses, Status(strings.TrimSpace(part)))
+		}
+	}
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil {
+			return invalid("limit", "must be an integer between 1 and 200")
+		}
+		if n == 0 {
+			n = -1 // an explicit 0 is out of range, not the default
+		}
+		params.Limit = n
+	}
+	list, err := s.ListTasks(r.Context(), params)
+	if err != nil {
+		return err
+	}
+	var next *string
+	if list.NextCursor != "" {
+		next = &list.NextCursor
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Data       []Task  `json:"data"`
+		NextCursor *string `json:"nextCursor"`
+	}{list.Tasks, next})
+	return nil
+}
+
+func (s *Service) handleCreateTask(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	var params CreateTaskParams
+	if err := decodeJSON(w, r, &params, false); err != nil {
+		return err
+	}
+	params.Actor = p.Actor
+	t, err := s.CreateTask(requestContext(r), params)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", s.link("/tasks/"+t.ID))
+	return writeTask(w, http.StatusCreated, &t, false)
+}
+
+func (s *Service) handleStartTask(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	if err := decodeJSON(w, r, &struct{}{}, true); err != nil {
+		return err
+	}
+	t, err := s.StartTask(requestContext(r), r.PathValue("id"), p.Actor)
+	if err != nil {
+		return err
+	}
+	return writeTask(w, http.StatusOK, &t, false)
+}
+
+func (s *Service) handleCancelTask(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	var params CancelTaskParams
+	if err := decodeJSON(w, r, &params, true); err != nil {
+		return err
+	}
+	params.Actor = p.Actor
+	t, err := s.CancelTask(requestContext(r), r.PathValue("id"), params)
+	if err != nil {
+		return err
+	}
+	return writeTask(w, http.StatusOK, &t, false)
+}
