@@ -27,7 +27,7 @@ func scanEvent(row scanner) (lifecycle.Event, error) {
 	e.Type = lifecycle.EventType(typ)
 	e.Project = project.String
 	e.OccurredAt = fromMillis(occurred)
-	e.TraceID = nullString(trace)
+	e.TraceID = nullString(&trace)
 	e.Data = data
 	return e, nil
 }

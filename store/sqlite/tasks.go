@@ -22,68 +22,72 @@ type scanner interface {
 	Scan(dest ...any) error
 }
 
+// taskRow holds the scanned columns of a task. Scanning into the fields
+// of one value costs one allocation instead of one per column.
+type taskRow struct {
+	task                                    lifecycle.Task
+	pos, created, updated                   int64
+	labels, criteria, reason, blocker       []byte
+	assigneeName, source                    sql.NullString
+	parent, project, agentID, decisionID    sql.NullString
+	triage, submission, prURL, branch, base sql.NullString
+	headSHA                                 sql.NullString
+	confidence                              sql.NullFloat64
+	prNumber                                sql.NullInt64
+	status, priority, statusBefore          string
+}
+
 // scanTask reads one row of taskColumns.
 func scanTask(row scanner) (lifecycle.Task, int64, error) {
-	var (
-		t                                       lifecycle.Task
-		pos, created, updated                   int64
-		labels, criteria, reason, blocker       []byte
-		assigneeName, source                    sql.NullString
-		parent, project, agentID, decisionID    sql.NullString
-		triage, submission, prURL, branch, base sql.NullString
-		headSHA                                 sql.NullString
-		confidence                              sql.NullFloat64
-		prNumber                                sql.NullInt64
-		status, priority, statusBefore          string
-	)
-	err := row.Scan(&pos, &t.ID, &t.Identifier, &t.Title, &t.Description, &status, &priority, &labels,
-		&criteria, &t.Links.Issue, &parent, &project, &t.Context.Goal, &agentID,
-		&assigneeName, &source, &decisionID, &reason, &confidence,
-		&triage, &submission, &prURL, &prNumber, &branch, &base, &headSHA, &blocker,
-		&statusBefore, &t.Version, &created, &updated)
+	r := new(taskRow)
+	t := &r.task
+	err := row.Scan(&r.pos, &t.ID, &t.Identifier, &t.Title, &t.Description, &r.status, &r.priority, &r.labels,
+		&r.criteria, &t.Links.Issue, &r.parent, &r.project, &t.Context.Goal, &r.agentID,
+		&r.assigneeName, &r.source, &r.decisionID, &r.reason, &r.confidence,
+		&r.triage, &r.submission, &r.prURL, &r.prNumber, &r.branch, &r.base, &r.headSHA, &r.blocker,
+		&r.statusBefore, &t.Version, &r.created, &r.updated)
 	if err != nil {
-		return t, 0, translate(err)
+		return *t, 0, translate(err)
 	}
-	t.Status, t.Priority, t.StatusBeforeBlocker = lifecycle.Status(status), lifecycle.Priority(priority), lifecycle.Status(statusBefore)
-	t.CreatedAt, t.UpdatedAt = fromMillis(created), fromMillis(updated)
-	if err := json.Unmarshal(labels, &t.Labels); err != nil {
-		return t, 0, fmt.Errorf("sqlite: task %s labels: %w", t.ID, err)
+	t.Status, t.Priority, t.StatusBeforeBlocker = lifecycle.Status(r.status), lifecycle.Priority(r.priority), lifecycle.Status(r.statusBefore)
+	t.CreatedAt, t.UpdatedAt = fromMillis(r.created), fromMillis(r.updated)
+	if err := json.Unmarshal(r.labels, &t.Labels); err != nil {
+		return *t, 0, fmt.Errorf("sqlite: task %s labels: %w", t.ID, err)
 	}
-	if err := json.Unmarshal(criteria, &t.AcceptanceCriteria); err != nil {
-		return t, 0, fmt.Errorf("sqlite: task %s acceptance criteria: %w", t.ID, err)
+	if err := json.Unmarshal(r.criteria, &t.AcceptanceCriteria); err != nil {
+		return *t, 0, fmt.Errorf("sqlite: task %s acceptance criteria: %w", t.ID, err)
 	}
-	if len(reason) > 0 {
-		t.RoutingReason = json.RawMessage(reason)
+	if len(r.reason) > 0 {
+		t.RoutingReason = json.RawMessage(r.reason)
 	}
-	if len(blocker) > 0 {
+	if len(r.blocker) > 0 {
 		t.Blocker = new(lifecycle.Blocker)
-		if err := json.Unmarshal(blocker, t.Blocker); err != nil {
-			return t, 0, fmt.Errorf("sqlite: task %s blocker: %w", t.ID, err)
+		if err := json.Unmarshal(r.blocker, t.Blocker); err != nil {
+			return *t, 0, fmt.Errorf("sqlite: task %s blocker: %w", t.ID, err)
 		}
 	}
-	t.Links.ParentIssue = nullString(parent)
-	t.Context.Project = nullString(project)
-	if agentID.Valid {
-		t.AssigneeAgentID = &agentID.String
-		t.Assignee = &lifecycle.Agent{ID: agentID.String, Name: assigneeName.String}
+	t.Links.ParentIssue = nullString(&r.parent)
+	t.Context.Project = nullString(&r.project)
+	if r.agentID.Valid {
+		t.AssigneeAgentID = &r.agentID.String
+		t.Assignee = &lifecycle.Agent{ID: r.agentID.String, Name: r.assigneeName.String}
 	}
-	if source.Valid {
-		s := lifecycle.AssignmentSource(source.String)
-		t.AssignmentSource = &s
+	if r.source.Valid {
+		t.AssignmentSource = (*lifecycle.AssignmentSource)(&r.source.String)
 	}
-	t.RoutingDecisionID = nullString(decisionID)
-	if confidence.Valid {
-		t.RoutingConfidence = &confidence.Float64
+	t.RoutingDecisionID = nullString(&r.decisionID)
+	if r.confidence.Valid {
+		t.RoutingConfidence = &r.confidence.Float64
 	}
-	t.TriageQueueID = nullString(triage)
-	t.SubmissionID = nullString(submission)
-	t.PRURL = nullString(prURL)
-	if prNumber.Valid {
-		n := int(prNumber.Int64)
+	t.TriageQueueID = nullString(&r.triage)
+	t.SubmissionID = nullString(&r.submission)
+	t.PRURL = nullString(&r.prURL)
+	if r.prNumber.Valid {
+		n := int(r.prNumber.Int64)
 		t.PRNumber = &n
 	}
-	t.Branch, t.BaseBranch, t.HeadSHA = nullString(branch), nullString(base), nullString(headSHA)
-	return t, pos, nil
+	t.Branch, t.BaseBranch, t.HeadSHA = nullString(&r.branch), nullString(&r.base), nullString(&r.headSHA)
+	return *t, r.pos, nil
 }
 
 // taskArgs returns the values of every column but pos, in column order.
@@ -243,7 +247,9 @@ func (x *txn) UpdateTask(ctx context.Context, t lifecycle.Task) error {
 	return nil
 }
 
-func nullString(s sql.NullString) *string {
+// nullString returns a pointer to the string of s, or nil. The pointer
+// points into s, which must outlive it.
+func nullString(s *sql.NullString) *string {
 	if !s.Valid {
 		return nil
 	}

@@ -1,0 +1,155 @@
+package lifecycle_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/tasklifecycle/lifecycle"
+)
+
+func TestAPIKeyEndpoints(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	created := e.call(request{method: "POST", path: "/api-keys", key: e.admin, body: map[string]any{
+		"name":   "web agent",
+		"scopes": []string{"tasks:read", "tasks:write", "tasks:read"},
+		"actor":  map[string]any{"id": "agent-web", "role": "agent"},
+	}}, http.StatusCreated)["data"].(map[string]any)
+	plaintext, _ := created["key"].(string)
+	if !regexp.MustCompile(`^lsk_[A-Za-z0-9]{32,}$`).MatchString(plaintext) {
+		t.Fatalf("key = %q, want lsk_ and 32+ base62 characters", plaintext)
+	}
+	if !idRE("key_").MatchString(created["id"].(string)) || created["revokedAt"] != nil || !timestampRE.MatchString(created["createdAt"].(string)) {
+		t.Errorf("created key record = %v", created)
+	}
+	if diff := cmp.Diff([]any{"tasks:read", "tasks:write"}, created["scopes"]); diff != "" {
+		t.Errorf("scopes (-want +got):\n%s", diff)
+	}
+
+	// The new key works, within its scopes.
+	e.call(request{method: "GET", path: "/tasks", key: plaintext}, http.StatusOK)
+	e.call(request{method: "GET", path: "/api-keys", key: plaintext}, http.StatusForbidden)
+
+	// The listing never shows a plaintext or a hash.
+	rec := e.do(request{method: "GET", path: "/api-keys", key: e.admin})
+	if rec.Code != http.StatusOK {
+		t.Fatalf("GET /api-keys = %d", rec.Code)
+	}
+	if strings.Contains(rec.Body.String(), plaintext) || strings.Contains(rec.Body.String(), `"hash"`) || strings.Contains(rec.Body.String(), `"key":`) {
+		t.Errorf("GET /api-keys leaks a secret: %s", rec.Body)
+	}
+
+	// Revoking takes effect at once, and twice is fine.
+	e.call(request{method: "DELETE", path: "/api-keys/" + created["id"].(string), key: e.admin}, http.StatusNoContent)
+	e.call(request{method: "DELETE", path: "/api-keys/" + created["id"].(string), key: e.admin}, http.StatusNoContent)
+	e.call(request{method: "GET", path: "/tasks", key: plaintext}, http.StatusUnauthorized)
+	e.call(request{method: "DELETE", path: "/api-keys/key_doesnotexist", key: e.admin}, http.StatusNotFound)
+	e.call(request{method: "DELETE", path: "/api-keys/bogus", key: e.admin}, http.StatusNotFound)
+}
+
+func TestAPIKeyValidation(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	limited := e.key(lifecycle.ScopeKeysAdmin, lifecycle.ScopeTasksRead)
+	tests := []struct {
+		name   string
+		key    string
+		body   any
+		status int
+		fields []string
+	}{
+		{"everything missing", e.admin, map[string]any{}, 400, []string{"name", "scopes", "actor.id", "actor.role"}},
+		{"unknown scope", e.admin, map[string]any{"name": "k", "scopes": []string{"tasks:delete"}, "actor": map[string]any{"id": "a", "role": "agent"}}, 400, []string{"scopes[0]"}},
+		{"bad role", e.admin, map[string]any{"name": "k", "scopes": []string{"tasks:read"}, "actor": map[string]any{"id": "a", "role": "robot"}}, 400, []string{"actor.role"}},
+		{"plaintext not settable", e.admin, map[string]any{"name": "k", "scopes": []string{"tasks:read"}, "actor": map[string]any{"id": "a", "role": "agent"}, "key": "lsk_x"}, 400, []string{"key"}},
+		{"no escalation", limited, map[string]any{"name": "k", "scopes": []string{"ship:write"}, "actor": map[string]any{"id": "a", "role": "agent"}}, 403, nil},
+		{"subset allowed", limited, map[string]any{"name": "k", "scopes": []string{"tasks:read"}, "actor": map[string]any{"id": "a", "role": "agent"}}, 201, nil},
+		{"no scope", e.key(lifecycle.ScopeTasksRead), map[string]any{"name": "k", "scopes": []string{"tasks:read"}, "actor": map[string]any{"id": "a", "role": "agent"}}, 403, nil},
+	}
+	for _, tt := range tests {
+		body := e.call(request{method: "POST", path: "/api-keys", key: tt.key, body: tt.body}, tt.status)
+		for _, f := range tt.fields {
+			if !hasFieldError(body["error"].(map[string]any), f) {
+				t.Errorf("%s: details.fields lacks %q: %v", tt.name, f, body)
+			}
+		}
+	}
+}
+
+func TestKeyInstalledWithKnownPlaintext(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	known := "lsk_" + strings.Repeat("K", 40)
+	params := lifecycle.CreateAPIKeyParams{Name: "demo admin", Scopes: allScopes(), Actor: lifecycle.Actor{ID: "admin", Role: lifecycle.RoleUser}, Plaintext: known}
+	_, got, err := e.svc.CreateAPIKey(t.Context(), params)
+	if err != nil || got != known {
+		t.Fatalf("CreateAPIKey with a plaintext = %q, %v", got, err)
+	}
+	e.call(request{method: "GET", path: "/tasks", key: known}, http.StatusOK)
+	if _, _, err := e.svc.CreateAPIKey(t.Context(), params); !errors.Is(err, lifecycle.ErrConflict) {
+		t.Errorf("installing the same plaintext twice: error = %v, want ErrConflict", err)
+	}
+	params.Plaintext = "lsk_short"
+	if _, _, err := e.svc.CreateAPIKey(t.Context(), params); !errors.Is(err, lifecycle.ErrValidation) {
+		t.Errorf("installing a malformed plaintext: error = %v, want ErrValidation", err)
+	}
+}
+
+func TestRevocationElsewhereHonouredAfterCacheTTL(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *lifecycle.Config) { c.KeyCacheTTL = 5 * time.Second })
+	key := e.key(lifecycle.ScopeTasksRead)
+	e.call(request{method: "GET", path: "/tasks", key: key}, http.StatusOK)
+
+	// A second Service on the same store (another process) revokes it.
+	other, err := lifecycle.New(lifecycle.Config{Store: e.store, BaseURL: testBase, Clock: e.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := other.APIKeys(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.RevokeAPIKey(t.Context(), keys[len(keys)-1].ID); err != nil {
+		t.Fatal(err)
+	}
+	e.call(request{method: "GET", path: "/tasks", key: key}, http.StatusOK) // still cached
+	e.clock.Advance(5 * time.Second)
+	e.call(request{method: "GET", path: "/tasks", key: key}, http.StatusUnauthorized)
+}
+
+// headerAuth is a host's own authentication: a trusted header names the user.
+type headerAuth struct{}
+
+func (headerAuth) Authenticate(r *http.Request) (lifecycle.Principal, error) {
+	user := r.Header.Get("X-User")
+	if user == "" {
+		return lifecycle.Principal{}, fmt.Errorf("no X-User: %w", lifecycle.ErrUnauthorized)
+	}
+	return lifecycle.Principal{ID: "user:" + user, Actor: lifecycle.Actor{ID: user, Role: lifecycle.RoleUser},
+		Scopes: []lifecycle.Scope{lifecycle.ScopeTasksRead, lifecycle.ScopeTasksAdmin}}, nil
+}
+
+func TestPluggableAuthenticator(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *lifecycle.Config) { c.Authenticator = headerAuth{} })
+	e.call(request{method: "GET", path: "/tasks"}, http.StatusUnauthorized)
+	as := http.Header{"X-User": {"alice"}}
+	e.call(request{method: "POST", path: "/tasks", header: as, body: taskBody("ENG-1")}, http.StatusCreated)
+	e.call(request{method: "POST", path: "/api-keys", header: as, body: map[string]any{}}, http.StatusForbidden)
+	var data struct{ Actor lifecycle.Actor }
+	if err := json.Unmarshal(e.events()[0].Data, &data); err != nil {
+		t.Fatal(err)
+	}
+	if data.Actor != (lifecycle.Actor{ID: "alice", Role: lifecycle.RoleUser}) {
+		t.Errorf("event actor = %+v, want alice", data.Actor)
+	}
+}

@@ -1,0 +1,199 @@
+package lifecycle_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/fakeclock"
+	"github.com/tasklifecycle/lifecycle/store/sqlite"
+)
+
+// testBase is the public base URL the test Services are configured with.
+const testBase = "https://tasks.example.com/api"
+
+// epoch is the fake clock's start.
+var epoch = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+
+// env is a Service on a fresh SQLite store, mounted under /api of a host mux.
+type env struct {
+	t     *testing.T
+	svc   *lifecycle.Service
+	store *sqlite.Store
+	clock *fakeclock.Clock
+	host  http.Handler
+	admin string // a key with every scope
+	logs  *bytes.Buffer
+}
+
+// newEnv builds an env; mutate adjusts the Config before New.
+func newEnv(t *testing.T, mutate ...func(*lifecycle.Config)) *env {
+	t.Helper()
+	store, err := sqlite.New(sqlite.Config{Path: filepath.Join(t.TempDir(), "lifecycle.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	clock := fakeclock.New(epoch)
+	logs := new(bytes.Buffer)
+	cfg := lifecycle.Config{
+		Store:   store,
+		BaseURL: testBase,
+		Clock:   clock,
+		Logger:  slog.New(slog.NewTextHandler(&syncWriter{w: logs}, nil)),
+	}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	svc, err := lifecycle.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/api/", http.StripPrefix("/api", svc.Handler()))
+	e := &env{t: t, svc: svc, store: store, clock: clock, host: mux, logs: logs}
+	e.admin = e.key(allScopes()...)
+	return e
+}
+
+func allScopes() []lifecycle.Scope {
+	return []lifecycle.Scope{
+		lifecycle.ScopeTasksRead, lifecycle.ScopeTasksWrite, lifecycle.ScopeShipWrite, lifecycle.ScopeEventsRead,
+		lifecycle.ScopeWebhooksRead, lifecycle.ScopeWebhooksWrite, lifecycle.ScopeTasksAdmin, lifecycle.ScopeReviewsWrite,
+		lifecycle.ScopeCIWrite, lifecycle.ScopeKeysAdmin,
+	}
+}
+
+// syncWriter makes a buffer safe for concurrent log writes.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+// key creates an API key with the given scopes and returns its plaintext.
+func (e *env) key(scopes ...lifecycle.Scope) string {
+	return e.keyAs(lifecycle.Actor{ID: "tester", Role: lifecycle.RoleUser}, scopes...)
+}
+
+// keyAs creates an API key for actor with the given scopes.
+func (e *env) keyAs(actor lifecycle.Actor, scopes ...lifecycle.Scope) string {
+	e.t.Helper()
+	_, plaintext, err := e.svc.CreateAPIKey(e.t.Context(), lifecycle.CreateAPIKeyParams{Name: "test", Scopes: scopes, Actor: actor})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return plaintext
+}
+
+// request is one call to the API.
+type request struct {
+	method, path string
+	key          string // "" sends no Authorization header
+	body         any    // string and []byte are sent as they are; other values as JSON
+	header       http.Header
+}
+
+// do sends r through the host mux (so the path is under /api).
+func (e *env) do(r request) *httptest.ResponseRecorder {
+	e.t.Helper()
+	var body io.Reader
+	switch b := r.body.(type) {
+	case nil:
+	case string:
+		body = strings.NewReader(b)
+	case []byte:
+		body = bytes.NewReader(b)
+	default:
+		raw, err := json.Marshal(b)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		body = bytes.NewReader(raw)
+	}
+	req := httptest.NewRequestWithContext(e.t.Context(), r.method, "/api"+r.path, body)
+	if r.key != "" {
+		req.Header.Set("Authorization", "Bearer "+r.key)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, vs := range r.header {
+		req.Header[k] = vs
+	}
+	rec := httptest.NewRecorder()
+	e.host.ServeHTTP(rec, req)
+	return rec
+}
+
+// call sends r, checks the status and decodes the JSON body into a map.
+func (e *env) call(r request, wantStatus int) map[string]any {
+	e.t.Helper()
+	rec := e.do(r)
+	if rec.Code != wantStatus {
+		e.t.Fatalf("%s %s = %d, want %d; body: %s", r.method, r.path, rec.Code, wantStatus, rec.Body)
+	}
+	if rec.Body.Len() == 0 {
+		return nil
+	}
+	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+		e.t.Fatalf("%s %s Content-Type = %q, want application/json", r.method, r.path, ct)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+		e.t.Fatalf("%s %s body is not a JSON object: %v\n%s", r.method, r.path, err, rec.Body)
+	}
+	return out
+}
+
+// errorCode returns error.code of an error body.
+func errorCode(body map[string]any) string {
+	obj, _ := body["error"].(map[string]any)
+	code, _ := obj["code"].(string)
+	return code
+}
+
+// createTask creates a task through the API and returns its data.
+func (e *env) createTask(body map[string]any) map[string]any {
+	e.t.Helper()
+	out := e.call(request{method: "POST", path: "/tasks", key: e.admin, body: body}, http.StatusCreated)
+	return out["data"].(map[string]any)
+}
+
+// taskBody is a valid POST /tasks body for identifier ident.
+func taskBody(ident string) map[string]any {
+	return map[string]any{
+		"identifier":         ident,
+		"title":              "Fix the login redirect",
+		"description":        "Users land on a 404 after login.",
+		"priority":           "high",
+		"acceptanceCriteria": []string{"redirects to /home"},
+		"links":              map[string]any{"issue": "https://issues.example.com/" + ident, "parentIssue": nil},
+		"context":            map[string]any{"project": "web", "goal": "login works"},
+		"labels":             []string{"frontend"},
+	}
+}
+
+// events returns every event in the outbox.
+func (e *env) events() []lifecycle.Event {
+	e.t.Helper()
+	evs, err := e.store.Events(e.t.Context(), lifecycle.EventFilter{Limit: 10000})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return evs
+}

@@ -1,0 +1,416 @@
+package lifecycle_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/tasklifecycle/lifecycle"
+)
+
+func TestTaskEndpointsStatusCodes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	task := e.createTask(taskBody("ENG-1"))
+	id := task["id"].(string)
+	reader := e.key(lifecycle.ScopeTasksRead)
+	writer := e.key(lifecycle.ScopeTasksWrite)
+	revoked := e.key(lifecycle.ScopeTasksRead, lifecycle.ScopeTasksAdmin)
+	keys := e.call(request{method: "GET", path: "/api-keys", key: e.admin}, http.StatusOK)["data"].([]any)
+	revokedID := keys[len(keys)-1].(map[string]any)["id"].(string)
+	e.call(request{method: "DELETE", path: "/api-keys/" + revokedID, key: e.admin}, http.StatusNoContent)
+
+	tests := []struct {
+		name     string
+		req      request
+		status   int
+		code     string
+		errField string // a field that details.fields must name
+	}{
+		{"get", request{method: "GET", path: "/tasks/" + id, key: reader}, 200, "", ""},
+		{"get compact", request{method: "GET", path: "/tasks/" + id + "?tokenBudget=compact", key: reader}, 200, "", ""},
+		{"get bad token budget", request{method: "GET", path: "/tasks/" + id + "?tokenBudget=tiny", key: reader}, 400, "validation_error", "tokenBudget"},
+		{"get no key", request{method: "GET", path: "/tasks/" + id}, 401, "unauthorized", ""},
+		{"get malformed key", request{method: "GET", path: "/tasks/" + id, key: "not-a-key"}, 401, "unauthorized", ""},
+		{"get unknown key", request{method: "GET", path: "/tasks/" + id, key: "lsk_" + strings.Repeat("x", 40)}, 401, "unauthorized", ""},
+		{"get revoked key", request{method: "GET", path: "/tasks/" + id, key: revoked}, 401, "unauthorized", ""},
+		{"get wrong scope", request{method: "GET", path: "/tasks/" + id, key: writer}, 403, "insufficient_scope", ""},
+		{"get unknown task", request{method: "GET", path: "/tasks/tsk_doesnotexist", key: reader}, 404, "not_found", ""},
+		{"get malformed id", request{method: "GET", path: "/tasks/task-1", key: reader}, 404, "not_found", ""},
+		{"put task", request{method: "PUT", path: "/tasks/" + id, key: reader}, 405, "method_not_allowed", ""},
+
+		{"list", request{method: "GET", path: "/tasks", key: reader}, 200, "", ""},
+		{"list bad status", request{method: "GET", path: "/tasks?status=open", key: reader}, 400, "validation_error", "status"},
+		{"list bad limit", request{method: "GET", path: "/tasks?limit=201", key: reader}, 400, "validation_error", "limit"},
+		{"list zero limit", request{method: "GET", path: "/tasks?limit=0", key: reader}, 400, "validation_error", "limit"},
+		{"list text limit", request{method: "GET", path: "/tasks?limit=ten", key: reader}, 400, "validation_error", "limit"},
+		{"list bad cursor", request{method: "GET", path: "/tasks?cursor=%21%21", key: reader}, 400, "validation_error", "cursor"},
+		{"list no key", request{method: "GET", path: "/tasks"}, 401, "unauthorized", ""},
+		{"list wrong scope", request{method: "GET", path: "/tasks", key: writer}, 403, "insufficient_scope", ""},
+		{"delete tasks", request{method: "DELETE", path: "/tasks", key: reader}, 405, "method_not_allowed", ""},
+
+		{"create", request{method: "POST", path: "/tasks", key: e.admin, body: taskBody("ENG-2")}, 201, "", ""},
+		{"create duplicate identifier", request{method: "POST", path: "/tasks", key: e.admin, body: taskBody("ENG-1")}, 409, "conflict", ""},
+		{"create no key", request{method: "POST", path: "/tasks", body: taskBody("ENG-3")}, 401, "unauthorized", ""},
+		{"create wrong scope", request{method: "POST", path: "/tasks", key: writer, body: taskBody("ENG-3")}, 403, "insufficient_scope", ""},
+		{"create malformed JSON", request{method: "POST", path: "/tasks", key: e.admin, body: `{"identifier":`}, 400, "validation_error", "body"},
+		{"create empty body", request{method: "POST", path: "/tasks", key: e.admin, body: ""}, 400, "validation_error", "body"},
+		{"create array body", request{method: "POST", path: "/tasks", key: e.admin, body: `[]`}, 400, "validation_error", "body"},
+		{"create trailing data", request{method: "POST", path: "/tasks", key: e.admin, body: `{"identifier":"X"} {}`}, 400, "validation_error", "body"},
+		{"create unknown member", request{method: "POST", path: "/tasks", key: e.admin, body: withMember(taskBody("ENG-3"), "colour", "red")}, 400, "validation_error", "colour"},
+		{"create wrong type", request{method: "POST", path: "/tasks", key: e.admin, body: withMember(taskBody("ENG-3"), "title", 7)}, 400, "validation_error", "title"},
+		{"create nested wrong type", request{method: "POST", path: "/tasks", key: e.admin, body: withMember(taskBody("ENG-3"), "links", map[string]any{"issue": 1})}, 400, "validation_error", "links.issue"},
+		{"create bad priority", request{method: "POST", path: "/tasks", key: e.admin, body: withMember(taskBody("ENG-3"), "priority", "urgent")}, 400, "validation_error", "priority"},
+		{"create no issue link", request{method: "POST", path: "/tasks", key: e.admin, body: withMember(taskBody("ENG-3"), "links", map[string]any{})}, 400, "validation_error", "links.issue"},
+		{"create relative issue link", request{method: "POST", path: "/tasks", key: e.admin, body: withMember(taskBody("ENG-3"), "links", map[string]any{"issue": "/ENG-3"})}, 400, "validation_error", "links.issue"},
+		{"create too large", request{method: "POST", path: "/tasks", key: e.admin, body: withMember(taskBody("ENG-3"), "description", strings.Repeat("x", 1<<20))}, 413, "payload_too_large", ""},
+		{"patch tasks", request{method: "PATCH", path: "/tasks", key: e.admin}, 405, "method_not_allowed", ""},
+
+		{"start unknown task", request{method: "POST", path: "/tasks/tsk_doesnotexist/start", key: writer}, 404, "not_found", ""},
+		{"start no key", request{method: "POST", path: "/tasks/" + id + "/start"}, 401, "unauthorized", ""},
+		{"start wrong scope", request{method: "POST", path: "/tasks/" + id + "/start", key: reader}, 403, "insufficient_scope", ""},
+		{"start unknown member", request{method: "POST", path: "/tasks/" + id + "/start", key: writer, body: `{"force":true}`}, 400, "validation_error", "force"},
+		{"start", request{method: "POST", path: "/tasks/" + id + "/start", key: writer}, 200, "", ""},
+		{"start again", request{method: "POST", path: "/tasks/" + id + "/start", key: writer, body: `{}`}, 409, "conflict", ""},
+		{"get start", request{method: "GET", path: "/tasks/" + id + "/start", key: writer}, 405, "method_not_allowed", ""},
+
+		{"cancel wrong scope", request{method: "POST", path: "/tasks/" + id + "/cancel", key: writer}, 403, "insufficient_scope", ""},
+		{"cancel unknown task", request{method: "POST", path: "/tasks/tsk_doesnotexist/cancel", key: e.admin}, 404, "not_found", ""},
+		{"cancel reason too long", request{method: "POST", path: "/tasks/" + id + "/cancel", key: e.admin, body: map[string]any{"reason": strings.Repeat("é", 2001)}}, 400, "validation_error", "reason"},
+		{"cancel", request{method: "POST", path: "/tasks/" + id + "/cancel", key: e.admin, body: map[string]any{"reason": strings.Repeat("é", 2000)}}, 200, "", ""},
+		{"cancel again", request{method: "POST", path: "/tasks/" + id + "/cancel", key: e.admin}, 409, "conflict", ""},
+
+		{"unknown path", request{method: "GET", path: "/nothing", key: reader}, 404, "not_found", ""},
+		{"unknown path without key", request{method: "GET", path: "/nothing"}, 404, "not_found", ""},
+	}
+	// The cases run in order: start and cancel change the task.
+	for _, tt := range tests {
+		body := e.call(tt.req, tt.status)
+		if tt.code == "" {
+			continue
+		}
+		if got := errorCode(body); got != tt.code {
+			t.Errorf("%s: error.code = %q, want %q (body %v)", tt.name, got, tt.code, body)
+		}
+		obj := body["error"].(map[string]any)
+		if msg, _ := obj["message"].(string); msg == "" {
+			t.Errorf("%s: error.message is empty", tt.name)
+		}
+		if tt.errField != "" && !hasFieldError(obj, tt.errField) {
+			t.Errorf("%s: details.fields does not name %q: %v", tt.name, tt.errField, obj["details"])
+		}
+		if tt.status == http.StatusConflict && strings.Contains(tt.req.path, "/tasks/") {
+			details, _ := obj["details"].(map[string]any)
+			if _, ok := details["availableActions"].([]any); !ok {
+				t.Errorf("%s: a task conflict lacks details.availableActions: %v", tt.name, obj)
+			}
+		}
+	}
+}
+
+// withMember returns a copy of body with member k set to v.
+func withMember(body map[string]any, k string, v any) map[string]any {
+	out := make(map[string]any, len(body)+1)
+	for key, val := range body {
+		out[key] = val
+	}
+	out[k] = v
+	return out
+}
+
+// hasFieldError reports whether an error object's details.fields names field.
+func hasFieldError(obj map[string]any, field string) bool {
+	details, _ := obj["details"].(map[string]any)
+	fields, _ := details["fields"].([]any)
+	for _, f := range fields {
+		if m, _ := f.(map[string]any); m["field"] == field && m["reason"] != "" {
+			return true
+		}
+	}
+	return false
+}
+
+func TestMethodNotAllowedListsAllowedMethods(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	rec := e.do(request{method: "PUT", path: "/tasks", key: e.admin})
+	if rec.Code != http.StatusMethodNotAllowed {
+		t.Fatalf("PUT /tasks = %d, want 405", rec.Code)
+	}
+	if got, want := rec.Header().Get("Allow"), "GET, POST"; got != want {
+		t.Errorf("Allow = %q, want %q", got, want)
+	}
+}
+
+func TestValidationListsEveryField(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	body := e.call(request{method: "POST", path: "/tasks", key: e.admin, body: map[string]any{
+		"title":    strings.Repeat("t", 301),
+		"priority": "urgent",
+		"labels":   []string{""},
+	}}, http.StatusBadRequest)
+	obj := body["error"].(map[string]any)
+	for _, f := range []string{"identifier", "title", "priority", "labels[0]", "links.issue"} {
+		if !hasFieldError(obj, f) {
+			t.Errorf("details.fields does not name %q: %v", f, obj["details"])
+		}
+	}
+}
+
+func TestCreateTaskEmitsEvent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.clock.Advance(1234 * time.Millisecond)
+	rec := e.do(request{method: "POST", path: "/tasks", key: e.admin, body: taskBody("ENG-1"), header: http.Header{
+		"Traceparent": {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+	}})
+	if rec.Code != http.StatusCreated {
+		t.Fatalf("POST /tasks = %d: %s", rec.Code, rec.Body)
+	}
+	var created struct{ Data lifecycle.Task }
+	if err := json.Unmarshal(rec.Body.Bytes(), &created); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := rec.Header().Get("Location"), testBase+"/tasks/"+created.Data.ID; got != want {
+		t.Errorf("Location = %q, want %q", got, want)
+	}
+	evs := e.events()
+	if len(evs) != 1 {
+		t.Fatalf("%d events after creation, want 1", len(evs))
+	}
+	ev := evs[0]
+	if ev.Type != lifecycle.EventTaskUpdated || ev.TaskVersion != 1 || ev.Sequence <= 0 || !strings.HasPrefix(ev.ID, "evt_") {
+		t.Errorf("event = %+v, want task.updated, taskVersion 1, a sequence and an evt_ ID", ev)
+	}
+	if ev.TraceID == nil || *ev.TraceID != "4bf92f3577b34da6a3ce929d0e0e4736" {
+		t.Errorf("traceId = %v, want the traceparent's trace ID", ev.TraceID)
+	}
+	if got := ev.OccurredAt.String(); got != "2026-11-21T10:00:01.234Z" {
+		t.Errorf("occurredAt = %s, want the clock's time", got)
+	}
+	var data map[string]any
+	if err := json.Unmarshal(ev.Data, &data); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{
+		"taskId":           created.Data.ID,
+		"taskIdentifier":   "ENG-1",
+		"status":           "todo",
+		"availableActions": []any{"start"},
+		"previousStatus":   nil,
+		"actor":            map[string]any{"id": "tester", "role": "user"},
+		"links": map[string]any{
+			"task":           testBase + "/tasks/" + created.Data.ID,
+			"reviewFeedback": testBase + "/tasks/" + created.Data.ID + "/review-feedback",
+		},
+	}
+	for k, v := range want {
+		if diff := cmp.Diff(v, data[k]); diff != "" {
+			t.Errorf("data.%s (-want +got):\n%s", k, diff)
+		}
+	}
+	if s, _ := data["summary"].(string); !strings.Contains(s, "ENG-1") {
+		t.Errorf("data.summary = %q, want a sentence naming the task", s)
+	}
+	changed, _ := data["changedFields"].([]any)
+	if len(changed) == 0 {
+		t.Errorf("changedFields of a creation is empty")
+	}
+}
+
+func TestStartAndCancelEvents(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	id := e.createTask(taskBody("ENG-1"))["id"].(string)
+	agent := e.keyAs(lifecycle.Actor{ID: "agent-web", Role: lifecycle.RoleAgent}, lifecycle.ScopeTasksWrite)
+	e.clock.Advance(time.Minute)
+	started := e.call(request{method: "POST", path: "/tasks/" + id + "/start", key: agent}, http.StatusOK)
+	if got := started["data"].(map[string]any)["status"]; got != "in_progress" {
+		t.Errorf("status after start = %v, want in_progress", got)
+	}
+	if diff := cmp.Diff([]any{"submit"}, started["availableActions"]); diff != "" {
+		t.Errorf("availableActions after start (-want +got):\n%s", diff)
+	}
+	if got := started["data"].(map[string]any)["updatedAt"]; got != "2026-11-21T10:01:00.000Z" {
+		t.Errorf("updatedAt after start = %v, want the clock's time", got)
+	}
+	e.call(request{method: "POST", path: "/tasks/" + id + "/cancel", key: e.admin, body: map[string]any{"reason": "duplicate"}}, http.StatusOK)
+
+	evs := e.events()
+	if len(evs) != 3 {
+		t.Fatalf("%d events, want 3 (create, start, cancel)", len(evs))
+	}
+	type update struct {
+		PreviousStatus *string
+		ChangedFields  []string
+		Status         string
+		Actor          lifecycle.Actor
+	}
+	var got []update
+	for i, ev := range evs {
+		if ev.TaskVersion != int64(i+1) {
+			t.Errorf("event %d taskVersion = %d, want %d", i, ev.TaskVersion, i+1)
+		}
+		var u update
+		if err := json.Unmarshal(ev.Data, &u); err != nil {
+			t.Fatal(err)
+		}
+		if i > 0 {
+			got = append(got, u)
+		}
+	}
+	todo, inProgress := "todo", "in_progress"
+	want := []update{
+		{&todo, []string{"status"}, "in_progress", lifecycle.Actor{ID: "agent-web", Role: lifecycle.RoleAgent}},
+		{&inProgress, []string{"status"}, "cancelled", lifecycle.Actor{ID: "tester", Role: lifecycle.RoleUser}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("start and cancel events (-want +got):\n%s", diff)
+	}
+}
+
+func TestConflictListsAvailableActions(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	id := e.createTask(taskBody("ENG-1"))["id"].(string)
+	e.call(request{method: "POST", path: "/tasks/" + id + "/cancel", key: e.admin}, http.StatusOK)
+	body := e.call(request{method: "POST", path: "/tasks/" + id + "/start", key: e.admin}, http.StatusConflict)
+	details := body["error"].(map[string]any)["details"].(map[string]any)
+	if diff := cmp.Diff([]any{}, details["availableActions"]); diff != "" {
+		t.Errorf("details.availableActions of a cancelled task (-want +got):\n%s", diff)
+	}
+	if details["reason"] != "not_startable" {
+		t.Errorf("details.reason = %v, want not_startable", details["reason"])
+	}
+}
+
+func TestCompactTokenBudget(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	id := e.createTask(taskBody("ENG-1"))["id"].(string)
+	std := e.call(request{method: "GET", path: "/tasks/" + id, key: e.admin}, http.StatusOK)
+	compact := e.call(request{method: "GET", path: "/tasks/" + id + "?tokenBudget=compact", key: e.admin}, http.StatusOK)
+	if diff := cmp.Diff(map[string]any{"tokenBudgetHint": "standard", "truncatedFields": []any{}}, std["meta"]); diff != "" {
+		t.Errorf("standard meta (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]any{"tokenBudgetHint": "compact", "truncatedFields": []any{"description", "routingReason"}}, compact["meta"]); diff != "" {
+		t.Errorf("compact meta (-want +got):\n%s", diff)
+	}
+	data := compact["data"].(map[string]any)
+	for _, f := range []string{"description", "routingReason"} {
+		if _, ok := data[f]; ok {
+			t.Errorf("compact data still holds %s", f)
+		}
+	}
+	full := std["data"].(map[string]any)
+	delete(full, "description")
+	delete(full, "routingReason")
+	if diff := cmp.Diff(full, data); diff != "" {
+		t.Errorf("compact data differs from standard beyond the truncated fields (-standard +compact):\n%s", diff)
+	}
+}
+
+func TestListTasksPaginationAndFilters(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var ids []string
+	for i := range 7 {
+		body := taskBody("ENG-" + string(rune('A'+i)))
+		if i%2 == 1 {
+			body["context"] = map[string]any{"project": "api", "goal": ""}
+			body["assigneeAgentId"] = "agent-api"
+		}
+		ids = append(ids, e.createTask(body)["id"].(string))
+	}
+	e.call(request{method: "POST", path: "/tasks/" + ids[0] + "/start", key: e.admin}, http.StatusOK)
+
+	var got []string
+	path := "/tasks?limit=3"
+	for pages := 0; ; pages++ {
+		if pages > 3 {
+			t.Fatal("listing did not end")
+		}
+		body := e.call(request{method: "GET", path: path, key: e.admin}, http.StatusOK)
+		for _, task := range body["data"].([]any) {
+			got = append(got, task.(map[string]any)["id"].(string))
+		}
+		next, ok := body["nextCursor"].(string)
+		if !ok {
+			if body["nextCursor"] != nil {
+				t.Fatalf("nextCursor = %v, want a string or null", body["nextCursor"])
+			}
+			break
+		}
+		path = "/tasks?limit=3&cursor=" + next
+	}
+	if diff := cmp.Diff(ids, got); diff != "" {
+		t.Errorf("paged listing (-want +got):\n%s", diff)
+	}
+
+	filters := []struct {
+		query string
+		want  []string
+	}{
+		{"project=api", []string{ids[1], ids[3], ids[5]}},
+		{"assigneeAgentId=agent-api&status=todo", []string{ids[1], ids[3], ids[5]}},
+		{"status=in_progress", []string{ids[0]}},
+		{"status=in_progress,todo&project=web", []string{ids[0], ids[2], ids[4], ids[6]}},
+		{"status=done", nil},
+	}
+	for _, f := range filters {
+		body := e.call(request{method: "GET", path: "/tasks?" + f.query, key: e.admin}, http.StatusOK)
+		var got []string
+		for _, task := range body["data"].([]any) {
+			m := task.(map[string]any)
+			got = append(got, m["id"].(string))
+			if _, ok := m["availableActions"].([]any); !ok {
+				t.Errorf("%s: listed task lacks availableActions", f.query)
+			}
+		}
+		if diff := cmp.Diff(f.want, got); diff != "" {
+			t.Errorf("GET /tasks?%s (-want +got):\n%s", f.query, diff)
+		}
+	}
+}
+
+func TestUnknownAgentRefusedWhenDirectoryConfigured(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *lifecycle.Config) {
+		c.Agents = []lifecycle.Agent{{ID: "agent-web", Name: "Web Agent"}}
+	})
+	body := taskBody("ENG-1")
+	body["assigneeAgentId"] = "agent-unknown"
+	resp := e.call(request{method: "POST", path: "/tasks", key: e.admin, body: body}, http.StatusBadRequest)
+	if !hasFieldError(resp["error"].(map[string]any), "assigneeAgentId") {
+		t.Errorf("error does not name assigneeAgentId: %v", resp)
+	}
+	body["assigneeAgentId"] = "agent-web"
+	task := e.createTask(body)
+	if diff := cmp.Diff(map[string]any{"id": "agent-web", "name": "Web Agent"}, task["assignee"]); diff != "" {
+		t.Errorf("assignee (-want +got):\n%s", diff)
+	}
+	if task["assignmentSource"] != "manual_triage" || task["routingConfidence"] != nil || task["triageQueueId"] != nil {
+		t.Errorf("manual assignment = source %v, confidence %v, triage %v; want manual_triage, null, null",
+			task["assignmentSource"], task["routingConfidence"], task["triageQueueId"])
+	}
+}
+
+func TestInternalErrorsDoNotLeak(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	id := e.createTask(taskBody("ENG-1"))["id"].(string)
+	e.store.Close()
+	body := e.call(request{method: "GET", path: "/tasks/" + id, key: e.admin}, http.StatusInternalServerError)
+	obj := body["error"].(map[string]any)
+	if obj["code"] != "internal" || strings.Contains(obj["message"].(string), "sqlite") {
+		t.Errorf("internal error body = %v, want code internal and no internals", obj)
+	}
+	if !strings.Contains(e.logs.String(), "request failed") {
+		t.Errorf("the internal error was not logged; logs:\n%s", e.logs)
+	}
+}
