@@ -51,6 +51,10 @@ type FieldError struct {
 // ErrValidation.
 type ValidationError struct {
 	Fields []FieldError
+
+	// typeOnly marks an error of JSON decoding where only member types were
+	// wrong: the rest of the body was decoded and can still be checked.
+	typeOnly bool
 }
 
 // Error implements error.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -230,6 +231,30 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, dst any, allowEmpty bool
 	return decodeStrict(raw, dst)
 }
 
+// decodeAndCheck decodes the request body into dst like decodeJSON, then
+// runs check on it, so that one response lists every invalid field: those
+// of the wrong JSON type and those check refuses.
+func decodeAndCheck(w http.ResponseWriter, r *http.Request, dst any, allowEmpty bool, check func() error) error {
+	err := decodeJSON(w, r, dst, allowEmpty)
+	var ve *ValidationError
+	if err != nil && (!errors.As(err, &ve) || !ve.typeOnly) {
+		return err
+	}
+	cerr := check()
+	if ve == nil {
+		return cerr
+	}
+	var more *ValidationError
+	if errors.As(cerr, &more) {
+		for _, f := range more.Fields {
+			if !slices.ContainsFunc(ve.Fields, func(g FieldError) bool { return g.Field == f.Field }) {
+				ve.Fields = append(ve.Fields, f)
+			}
+		}
+	}
+	return &ValidationError{Fields: ve.Fields}
+}
+
 // decodeStrict decodes one JSON value from raw into dst, refusing unknown
 // members and trailing data, and turns decoding errors into field errors.
 func decodeStrict(raw []byte, dst any) error {
@@ -259,7 +284,9 @@ func jsonFieldError(err error) error {
 		if field == "" {
 			return invalid("body", "must be a JSON object")
 		}
-		return invalid(field, "must be "+jsonKind(typ.Type.Kind().String()))
+		ve := invalid(field, "must be "+jsonKind(typ.Type.Kind().String()))
+		ve.typeOnly = true
+		return ve
 	}
 	const unknown = "json: unknown field "
 	if msg := err.Error(); strings.HasPrefix(msg, unknown) {

@@ -719,7 +719,7 @@ func (s *Service) handleListTasks(w http.ResponseWriter, r *http.Request, p *Pri
 
 func (s *Service) handleCreateTask(w http.ResponseWriter, r *http.Request, p *Principal) error {
 	var params CreateTaskParams
-	if err := decodeJSON(w, r, &params, false); err != nil {
+	if err := decodeAndCheck(w, r, &params, false, params.validate); err != nil {
 		return err
 	}
 	params.Actor = p.Actor

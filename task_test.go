@@ -162,6 +162,21 @@ func TestValidationListsEveryField(t *testing.T) {
 	}
 }
 
+func TestWrongTypeAndMissingFieldsReportedTogether(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	body := e.call(request{method: "POST", path: "/tasks", key: e.admin, body: `{"title": 7, "priority": "urgent"}`}, http.StatusBadRequest)
+	obj := body["error"].(map[string]any)
+	fields := obj["details"].(map[string]any)["fields"].([]any)
+	var got []string
+	for _, f := range fields {
+		got = append(got, f.(map[string]any)["field"].(string))
+	}
+	if diff := cmp.Diff([]string{"title", "identifier", "priority", "links.issue"}, got); diff != "" {
+		t.Errorf("details.fields (-want +got):\n%s", diff)
+	}
+}
+
 func TestCreateTaskEmitsEvent(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

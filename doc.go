@@ -1,0 +1,57 @@
+// Package lifecycle runs the lifecycle of tasks worked by automated coding
+// agents, and serves it as an HTTP API that a Go program mounts under its
+// own router.
+//
+// A task is created and routed to an agent (or a triage queue), started,
+// submitted as a pull request, reviewed, checked by CI, and shipped: merged
+// at the expected head commit and optionally deployed. Every response about
+// a task lists its availableActions, the next steps that gate every change.
+// Every change appends an event to a transactional outbox, from which the
+// event stream and webhooks are fed.
+//
+// # Architecture
+//
+// This package holds the domain types ([Task], [Event], [APIKey]), the
+// interfaces a host plugs in ([Store], [Router], [Classifier],
+// [Authenticator], [Clock]) and the [Service] that runs the state machine
+// over them. Implementations live in subpackages that import this one,
+// never the other way round:
+//
+//   - store/sqlite: a [Store] on SQLite;
+//   - store/storetest: the conformance suite every Store runs;
+//   - examples/demo: a runnable local server.
+//
+// The Service never holds global state: everything it needs comes through
+// [Config], and two Services can live in one process.
+//
+// # Mounting
+//
+// [Service.Handler] serves the whole API with Go 1.22 ServeMux patterns. It
+// works at the root of a server or under a prefix:
+//
+//	mux := http.NewServeMux()
+//	mux.Handle("/lifecycle/", http.StripPrefix("/lifecycle", svc.Handler()))
+//
+// Set [Config.BaseURL] to the public URL of the mount point
+// ("https://example.com/lifecycle"): links in events are built from it.
+// Call [Service.Start] to run background work and [Service.Close] to stop it.
+//
+// # Writing a Store
+//
+// A Store keeps tasks, events and keys. Reads run outside transactions;
+// every change runs inside [Store.Update], whose [Tx] lets the Service read,
+// check and write atomically, so a state change, the event it causes and
+// (for idempotent requests) the recorded response commit together or not at
+// all. The event outbox must hand out sequences so that a reader that has
+// seen sequence N never later finds a smaller one committed. Run
+// store/storetest from the implementation's tests.
+//
+// # Errors
+//
+// Errors match the sentinels of errors.go with errors.Is: [ErrNotFound],
+// [ErrConflict], [ErrValidation] and so on; [*ValidationError] lists the
+// invalid fields and [*ConflictError] says why a change is refused and which
+// actions remain. The HTTP layer maps them to statuses and codes in one
+// table; anything else is a 500 "internal" error whose details go only to
+// the log.
+package lifecycle

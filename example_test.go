@@ -1,0 +1,124 @@
+package lifecycle_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+
+	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/store/sqlite"
+)
+
+// ExampleNew builds a Service on a SQLite store and creates a task through
+// the Go API.
+func ExampleNew() {
+	dir, _ := os.MkdirTemp("", "lifecycle-example")
+	defer os.RemoveAll(dir)
+	store, err := sqlite.New(sqlite.Config{Path: filepath.Join(dir, "lifecycle.db")})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+
+	router, err := lifecycle.NewRulesRouter(lifecycle.RulesRouterConfig{Rules: []lifecycle.RoutingRule{
+		{Name: "frontend", Labels: []string{"frontend"}, Agent: lifecycle.Agent{ID: "agent-web", Name: "Web Agent"}},
+	}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	svc, err := lifecycle.New(lifecycle.Config{
+		Store:   store,
+		BaseURL: "https://tasks.example.com/api",
+		Router:  router,
+		Logger:  slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := svc.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer svc.Close(ctx)
+
+	task, err := svc.CreateTask(ctx, lifecycle.CreateTaskParams{
+		Identifier: "WEB-1",
+		Title:      "Fix the login redirect",
+		Links:      lifecycle.TaskLinks{Issue: "https://issues.example.com/WEB-1"},
+		Labels:     []string{"frontend"},
+		Actor:      lifecycle.Actor{ID: "ops", Role: lifecycle.RoleUser},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(task.Status, *task.AssigneeAgentID, *task.AssignmentSource, task.AvailableActions)
+	// Output: todo agent-web deterministic_rule [start]
+}
+
+// ExampleService_Handler mounts the API under /api of a host's ServeMux and
+// reads a task over HTTP with an API key.
+func ExampleService_Handler() {
+	dir, _ := os.MkdirTemp("", "lifecycle-example")
+	defer os.RemoveAll(dir)
+	store, err := sqlite.New(sqlite.Config{Path: filepath.Join(dir, "lifecycle.db")})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+	svc, err := lifecycle.New(lifecycle.Config{Store: store, BaseURL: "https://tasks.example.com/api", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	mux := http.NewServeMux()
+	mux.Handle("/api/", http.StripPrefix("/api", svc.Handler()))
+	server := httptest.NewServer(mux)
+	defer server.Close()
+
+	ctx := context.Background()
+	_, key, err := svc.CreateAPIKey(ctx, lifecycle.CreateAPIKeyParams{
+		Name:   "reader",
+		Scopes: []lifecycle.Scope{lifecycle.ScopeTasksRead},
+		Actor:  lifecycle.Actor{ID: "dashboard", Role: lifecycle.RoleUser},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	task, err := svc.CreateTask(ctx, lifecycle.CreateTaskParams{
+		Identifier: "DOCS-1",
+		Title:      "Document the API",
+		Links:      lifecycle.TaskLinks{Issue: "https://issues.example.com/DOCS-1"},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	req, _ := http.NewRequest("GET", server.URL+"/api/tasks/"+task.ID+"?tokenBudget=compact", nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Data struct {
+			Status string `json:"status"`
+		} `json:"data"`
+		AvailableActions []string `json:"availableActions"`
+		Meta             struct {
+			TokenBudgetHint string   `json:"tokenBudgetHint"`
+			TruncatedFields []string `json:"truncatedFields"`
+		} `json:"meta"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(resp.Status, body.Data.Status, body.AvailableActions, body.Meta.TokenBudgetHint, body.Meta.TruncatedFields)
+	// Output: 200 OK todo [start] compact [description routingReason]
+}

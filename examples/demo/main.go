@@ -1,0 +1,211 @@
+// Command demo runs the task lifecycle service locally, with no credentials:
+// a SQLite database in a data directory, a few seeded tasks and an admin key
+// with every scope.
+//
+//	go run ./examples/demo
+//	go run ./examples/demo -addr 127.0.0.1:9090 -data /tmp/lifecycle -admin-key lsk_...
+//
+// It prints the base URL and the admin key, then serves until SIGINT or
+// SIGTERM, when it shuts down cleanly.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/store/sqlite"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the demo's flags.
+type options struct {
+	addr                 string
+	data                 string
+	adminKey             string
+	allowPrivateWebhooks bool
+}
+
+func parseFlags() options {
+	var o options
+	flag.StringVar(&o.addr, "addr", "127.0.0.1:8080", "address to listen on")
+	flag.StringVar(&o.data, "data", "lifecycle-demo-data", "data directory (SQLite database, admin key)")
+	flag.StringVar(&o.adminKey, "admin-key", os.Getenv("LIFECYCLE_ADMIN_KEY"), "admin API key to install (lsk_ and 32+ letters or digits); also LIFECYCLE_ADMIN_KEY; default: one generated and kept in the data directory")
+	flag.BoolVar(&o.allowPrivateWebhooks, "allow-private-webhooks", false, "let webhook URLs on loopback through, skipping TLS verification for loopback only")
+	flag.Parse()
+	return o
+}
+
+func run() error {
+	opts := parseFlags()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	if err := os.MkdirAll(opts.data, 0o700); err != nil {
+		return fmt.Errorf("create data directory: %w", err)
+	}
+	store, err := sqlite.New(sqlite.Config{Path: filepath.Join(opts.data, "lifecycle.db")})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	ln, err := net.Listen("tcp", opts.addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	base := "http://" + publicAddr(ln.Addr().(*net.TCPAddr))
+
+	router, err := lifecycle.NewRulesRouter(lifecycle.RulesRouterConfig{Rules: []lifecycle.RoutingRule{
+		{Name: "web-frontend", Project: "web", Labels: []string{"frontend"}, Agent: lifecycle.Agent{ID: "agent-web", Name: "Web Agent"}},
+		{Name: "api", Project: "api", Agent: lifecycle.Agent{ID: "agent-api", Name: "API Agent"}},
+	}})
+	if err != nil {
+		return err
+	}
+	svc, err := lifecycle.New(lifecycle.Config{
+		Store:   store,
+		BaseURL: base,
+		Router:  router,
+		Logger:  log,
+	})
+	if err != nil {
+		return err
+	}
+	if err := svc.Start(ctx); err != nil {
+		return err
+	}
+
+	adminKey, err := installAdminKey(ctx, svc, opts)
+	if err != nil {
+		return err
+	}
+	if err := seed(ctx, svc); err != nil {
+		return err
+	}
+
+	srv := &http.Server{Handler: svc.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+
+	abs, _ := filepath.Abs(opts.data)
+	fmt.Printf("lifecycle demo listening on %s\n", base)
+	fmt.Printf("data directory: %s\n", abs)
+	fmt.Printf("admin key:      %s\n\n", adminKey)
+	fmt.Printf("try:\n  curl -s -H 'Authorization: Bearer %s' %s/tasks\n\n", adminKey, base)
+
+	select {
+	case err := <-serveErr:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return errors.Join(srv.Shutdown(shutdownCtx), svc.Close(shutdownCtx))
+}
+
+// publicAddr turns a listening address into one a client can dial.
+func publicAddr(a *net.TCPAddr) string {
+	if a.IP.IsUnspecified() {
+		return net.JoinHostPort("127.0.0.1", fmt.Sprint(a.Port))
+	}
+	return a.String()
+}
+
+// installAdminKey installs the key given by flag or environment, or the one
+// kept in the data directory, or a new one it keeps there.
+func installAdminKey(ctx context.Context, svc *lifecycle.Service, opts options) (string, error) {
+	keyFile := filepath.Join(opts.data, "admin.key")
+	key := opts.adminKey
+	if key == "" {
+		if b, err := os.ReadFile(keyFile); err == nil {
+			key = strings.TrimSpace(string(b))
+		}
+	}
+	params := lifecycle.CreateAPIKeyParams{
+		Name:      "demo admin",
+		Scopes:    allScopes,
+		Actor:     lifecycle.Actor{ID: "demo-admin", Role: lifecycle.RoleUser},
+		Plaintext: key,
+	}
+	_, plaintext, err := svc.CreateAPIKey(ctx, params)
+	switch {
+	case errors.Is(err, lifecycle.ErrConflict):
+		return key, nil // installed by an earlier run
+	case err != nil:
+		return "", fmt.Errorf("install admin key: %w", err)
+	}
+	if opts.adminKey == "" {
+		if err := os.WriteFile(keyFile, []byte(plaintext+"\n"), 0o600); err != nil {
+			return "", fmt.Errorf("keep admin key: %w", err)
+		}
+	}
+	return plaintext, nil
+}
+
+var allScopes = []lifecycle.Scope{
+	lifecycle.ScopeTasksRead, lifecycle.ScopeTasksWrite, lifecycle.ScopeShipWrite, lifecycle.ScopeEventsRead,
+	lifecycle.ScopeWebhooksRead, lifecycle.ScopeWebhooksWrite, lifecycle.ScopeTasksAdmin, lifecycle.ScopeReviewsWrite,
+	lifecycle.ScopeCIWrite, lifecycle.ScopeKeysAdmin,
+}
+
+// seed creates a few tasks on the first run.
+func seed(ctx context.Context, svc *lifecycle.Service) error {
+	existing, err := svc.ListTasks(ctx, lifecycle.ListTasksParams{Limit: 1})
+	if err != nil {
+		return err
+	}
+	if len(existing.Tasks) > 0 {
+		return nil
+	}
+	project := func(p string) *string { return &p }
+	actor := lifecycle.Actor{ID: "demo-seed", Role: lifecycle.RoleSystem}
+	tasks := []lifecycle.CreateTaskParams{
+		{
+			Identifier: "WEB-1", Title: "Fix the login redirect", Priority: lifecycle.PriorityHigh,
+			Description:        "After signing in, users land on a 404 instead of the page they came from.",
+			AcceptanceCriteria: []string{"redirects to the page the user came from", "keeps the query string"},
+			Links:              lifecycle.TaskLinks{Issue: "https://issues.example.com/WEB-1"},
+			Context:            lifecycle.TaskContext{Project: project("web"), Goal: "Sign-in works end to end"},
+			Labels:             []string{"frontend", "bug"},
+		},
+		{
+			Identifier: "API-7", Title: "Paginate the orders endpoint",
+			Description:        "GET /orders returns every order at once and times out for large accounts.",
+			AcceptanceCriteria: []string{"cursor pagination", "limit between 1 and 200"},
+			Links:              lifecycle.TaskLinks{Issue: "https://issues.example.com/API-7"},
+			Context:            lifecycle.TaskContext{Project: project("api"), Goal: "Large accounts can list orders"},
+		},
+		{
+			Identifier: "DOCS-3", Title: "Document the webhook signature", Priority: lifecycle.PriorityLow,
+			Links:   lifecycle.TaskLinks{Issue: "https://issues.example.com/DOCS-3"},
+			Context: lifecycle.TaskContext{Project: project("docs"), Goal: "Receivers verify deliveries"},
+		},
+	}
+	for _, p := range tasks {
+		p.Actor = actor
+		if _, err := svc.CreateTask(ctx, p); err != nil {
+			return fmt.Errorf("seed %s: %w", p.Identifier, err)
+		}
+	}
+	return nil
+}
