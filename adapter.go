@@ -1,0 +1,242 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// ProviderAdapter opens, reads and merges pull requests at a code host
+// (GitHub, GitLab, or local git repositories for artifact submissions). A
+// Go team can write one for its own host: three methods, each a call or two
+// to the host's API. Run adapter/adaptertest from its tests.
+//
+// Errors: methods return an error matching ErrNotFound when the pull
+// request does not exist and ErrHeadMismatch when a merge finds another head
+// commit than expected. Any other error is a failure of the host; the
+// Service reports it as 502 provider_error and logs it.
+type ProviderAdapter interface {
+	// EnsurePullRequest opens a pull request from req.Head into req.Base,
+	// or finds the one already open for req.Head and applies req to it. The
+	// result's HeadSHA is the head commit as it is now; Created says
+	// whether the pull request was opened by this call. Calling it again
+	// with the same request must not open a second pull request.
+	EnsurePullRequest(ctx context.Context, req PullRequestRequest) (PullRequest, error)
+	// PullRequest returns the current state of a pull request: its head
+	// commit, and whether (and as which commit) it was merged.
+	PullRequest(ctx context.Context, ref PullRequestRef) (PullRequest, error)
+	// Merge merges the pull request if and only if its head commit is
+	// req.ExpectedHeadSHA. A pull request already merged with that head is
+	// not merged again: Merge returns the existing merge commit with
+	// AlreadyMerged set.
+	Merge(ctx context.Context, req MergeRequest) (MergeResult, error)
+}
+
+// ReviewDecider is implemented by adapters whose host decides whether a
+// pull request is approved (branch protection, approval rules). It is used
+// for tasks whose codeReviewPolicy is github_rules; without it the Service
+// decides from the reviews posted to it.
+type ReviewDecider interface {
+	// ReviewDecision returns the host's decision on the pull request.
+	ReviewDecision(ctx context.Context, ref PullRequestRef) (ReviewDecision, error)
+}
+
+// ErrHeadMismatch means a pull request's head commit is not the one a
+// merge expected. Adapters wrap it; the Service answers 409 conflict.
+var ErrHeadMismatch = errors.New("head commit is not the expected one")
+
+// PullRequestRef names a pull request at its host.
+type PullRequestRef struct {
+	// Owner is the repository's owner (organisation, group, user).
+	Owner string
+	// Repo is the repository's name.
+	Repo string
+	// Number is the pull request's number in the repository.
+	Number int
+}
+
+// String returns "owner/repo#number".
+func (r PullRequestRef) String() string { return fmt.Sprintf("%s/%s#%d", r.Owner, r.Repo, r.Number) }
+
+// PullRequestRequest asks an adapter for a pull request for a task's work.
+type PullRequestRequest struct {
+	// Task is the task being submitted.
+	Task Task
+	// SubmissionID is the ID of the submission being made ("sub_...").
+	SubmissionID string
+	// Head is the branch with the work. Empty means the adapter's
+	// configured source branch for the task.
+	Head string
+	// Base is the branch to merge into. Empty means the adapter's default.
+	Base string
+	// Title and Body describe the pull request; empty means the adapter
+	// derives them from the task.
+	Title string
+	Body  string
+	// Draft opens the pull request as a draft.
+	Draft bool
+	// Reviewers are login names whose review is requested.
+	Reviewers []string
+	// Summary, Notes and Checks are what the agent submitted. Adapters that
+	// record submissions (artifact mode) keep them; others may ignore them.
+	Summary string
+	Notes   string
+	Checks  []SubmittedCheck
+}
+
+// PullRequestState is the state of a pull request at its host.
+type PullRequestState string
+
+// The pull request states.
+const (
+	PullRequestOpen   PullRequestState = "open"
+	PullRequestClosed PullRequestState = "closed"
+	PullRequestMerged PullRequestState = "merged"
+)
+
+// PullRequest is a pull request as its host reports it.
+type PullRequest struct {
+	PullRequestRef
+	// URL is where a person reads the pull request.
+	URL string
+	// Head and Base are the source and target branches.
+	Head string
+	Base string
+	// HeadSHA is the full 40-hex-digit SHA of the head commit.
+	HeadSHA string
+	// Draft says whether the pull request is a draft.
+	Draft bool
+	// State is open, closed or merged.
+	State PullRequestState
+	// MergeCommitSHA is the merge commit, when State is merged.
+	MergeCommitSHA string
+	// RequestedReviewers are the logins whose review is requested.
+	RequestedReviewers []string
+	// Created is set by EnsurePullRequest when it opened the pull request.
+	Created bool
+}
+
+// MergeRequest asks an adapter to merge a pull request.
+type MergeRequest struct {
+	Ref PullRequestRef
+	// ExpectedHeadSHA is the head commit the merge is for; the host must
+	// refuse to merge another.
+	ExpectedHeadSHA string
+	// CommitTitle is the title of the merge commit; empty means the
+	// adapter's default.
+	CommitTitle string
+}
+
+// MergeResult reports a merge.
+type MergeResult struct {
+	// MergeCommitSHA is the commit the pull request was merged as.
+	MergeCommitSHA string
+	// AlreadyMerged says the pull request had been merged before this call.
+	AlreadyMerged bool
+}
+
+// SubmittedCheck is a check result an agent reports with a submission.
+type SubmittedCheck struct {
+	Name   string      `json:"name"`
+	Status CheckStatus `json:"status"`
+}
+
+// CheckStatus is the state of one CI check.
+type CheckStatus string
+
+// The check statuses.
+const (
+	CheckPassed  CheckStatus = "passed"
+	CheckFailed  CheckStatus = "failed"
+	CheckRunning CheckStatus = "running"
+	CheckSkipped CheckStatus = "skipped"
+)
+
+// Valid reports whether s is one of the check statuses.
+func (s CheckStatus) Valid() bool {
+	switch s {
+	case CheckPassed, CheckFailed, CheckRunning, CheckSkipped:
+		return true
+	}
+	return false
+}
+
+// CIProvider reports the CI checks of a commit. An adapter may implement it
+// too; see [AdapterBinding].
+//
+// Errors: any error is a failure of the CI system; reads answer as if it
+// had reported nothing and say so in the log, and ship refuses to proceed.
+type CIProvider interface {
+	// Name is served as a submission's ciProvider and a CI status's provider.
+	Name() string
+	// Checks returns the checks the CI system knows for q.HeadSHA.
+	Checks(ctx context.Context, q CIQuery) (CIReport, error)
+	// CountsSelfReported says whether the checks an agent reports with its
+	// submission count toward the overall CI status. Only a CI provider
+	// that has no checks of its own (local artifact mode) should say yes.
+	CountsSelfReported() bool
+}
+
+// CIQuery asks a CIProvider for the checks of a commit.
+type CIQuery struct {
+	// Task is the task whose pull request is checked.
+	Task Task
+	// PullRequest names the pull request.
+	PullRequest PullRequestRef
+	// HeadSHA is the commit whose checks count.
+	HeadSHA string
+}
+
+// CIReport is what a CIProvider knows of a commit.
+type CIReport struct {
+	// Checks are the provider's checks of the commit.
+	Checks []CICheck
+	// Pending says CI is expected to report on the commit but has not yet.
+	Pending bool
+}
+
+// CICheck is one CI check of a commit.
+type CICheck struct {
+	Name   string      `json:"name"`
+	Status CheckStatus `json:"status"`
+	// URL points to the check's details, or is empty.
+	URL string `json:"url,omitempty"`
+}
+
+// Deployer deploys merged commits.
+//
+// Errors: any error fails the ship operation with code deploy_failed.
+type Deployer interface {
+	// Deploy deploys commit req.CommitSHA to req.Environment. After a crash
+	// it may be called again for the same req.OperationID; it must then not
+	// deploy twice, or deploying twice must be harmless.
+	Deploy(ctx context.Context, req DeployRequest) (Deployment, error)
+}
+
+// DeployRequest asks a Deployer to deploy a merged commit.
+type DeployRequest struct {
+	// Task is the task being shipped.
+	Task Task
+	// OperationID is the ship operation ("shp_...").
+	OperationID string
+	// Environment is staging or production.
+	Environment Environment
+	// PullRequest is the merged pull request.
+	PullRequest PullRequestRef
+	// CommitSHA is the merge commit to deploy.
+	CommitSHA string
+}
+
+// Deployment is a Deployer's record of a deployment.
+type Deployment struct {
+	// ID identifies the deployment at the Deployer.
+	ID string `json:"id"`
+	// Environment is where the commit was deployed.
+	Environment Environment `json:"environment"`
+	// CommitSHA is the deployed commit.
+	CommitSHA string `json:"commitSha"`
+	// URL points to the deployment or the deployed service, or is empty.
+	URL string `json:"url,omitempty"`
+	// DeployedAt is when the deployment finished.
+	DeployedAt Timestamp `json:"deployedAt"`
+}

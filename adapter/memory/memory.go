@@ -1,0 +1,290 @@
+// Package memory implements [lifecycle.ProviderAdapter] in memory: pull
+// requests live in a map, and every submission "pushes" a new head commit.
+// It also reports CI checks and review decisions set by the test. Hosts use
+// it to test their integration without a code host; faults and latency can
+// be injected.
+package memory
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tasklifecycle/lifecycle"
+)
+
+// Op names an adapter operation, for injected faults and call counts.
+type Op string
+
+// The operations.
+const (
+	OpEnsure      Op = "ensure"
+	OpPullRequest Op = "pull_request"
+	OpMerge       Op = "merge"
+	OpChecks      Op = "checks"
+)
+
+// Config configures an Adapter.
+type Config struct {
+	// Owner and Repo name the repository. Default to "acme" and "app".
+	Owner, Repo string
+	// BaseBranch is the default target branch. Defaults to "main".
+	BaseBranch string
+	// BranchPrefix starts the default source branch of a task, followed by
+	// its identifier in lower case. Defaults to "lifecycle/".
+	BranchPrefix string
+	// Latency delays every call, honouring the context.
+	Latency time.Duration
+	// CountSelfReported is what CountsSelfReported answers.
+	CountSelfReported bool
+}
+
+// Adapter is an in-memory code host. It is safe for concurrent use.
+type Adapter struct {
+	cfg Config
+
+	mu        sync.Mutex
+	prs       []*lifecycle.PullRequest // index = number-1
+	faults    map[Op][]error
+	calls     map[Op]int
+	checks    map[string]lifecycle.CIReport
+	decisions map[int]lifecycle.ReviewDecision
+}
+
+var (
+	_ lifecycle.ProviderAdapter = (*Adapter)(nil)
+	_ lifecycle.CIProvider      = (*Adapter)(nil)
+	_ lifecycle.ReviewDecider   = (*Adapter)(nil)
+)
+
+// New returns an empty Adapter.
+func New(cfg Config) *Adapter {
+	if cfg.Owner == "" {
+		cfg.Owner = "acme"
+	}
+	if cfg.Repo == "" {
+		cfg.Repo = "app"
+	}
+	if cfg.BaseBranch == "" {
+		cfg.BaseBranch = "main"
+	}
+	if cfg.BranchPrefix == "" {
+		cfg.BranchPrefix = "lifecycle/"
+	}
+	return &Adapter{
+		cfg:       cfg,
+		faults:    make(map[Op][]error),
+		calls:     make(map[Op]int),
+		checks:    make(map[string]lifecycle.CIReport),
+		decisions: make(map[int]lifecycle.ReviewDecision),
+	}
+}
+
+// FailNext makes the next call of op return err (once per call of FailNext).
+func (a *Adapter) FailNext(op Op, err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.faults[op] = append(a.faults[op], err)
+}
+
+// Calls returns how many times op was called, failed calls included.
+func (a *Adapter) Calls(op Op) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.calls[op]
+}
+
+// SetHeadSHA moves the head of pull request number to sha, as a push would.
+func (a *Adapter) SetHeadSHA(number int, sha string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.prs[number-1].HeadSHA = sha
+}
+
+// SetChecks sets the CI report of a commit.
+func (a *Adapter) SetChecks(sha string, r lifecycle.CIReport) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.checks[sha] = r
+}
+
+// SetReviewDecision sets the host's review decision of a pull request.
+func (a *Adapter) SetReviewDecision(number int, d lifecycle.ReviewDecision) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.decisions[number] = d
+}
+
+// begin counts a call, waits the configured latency and returns an
+// injected fault, if any. It is called without the lock held.
+func (a *Adapter) begin(ctx context.Context, op Op) error {
+	a.mu.Lock()
+	a.calls[op]++
+	var fault error
+	if q := a.faults[op]; len(q) > 0 {
+		fault, a.faults[op] = q[0], q[1:]
+	}
+	a.mu.Unlock()
+	if a.cfg.Latency > 0 {
+		t := time.NewTimer(a.cfg.Latency)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return fault
+}
+
+// sha returns a deterministic commit SHA for the given parts.
+func sha(parts ...string) string {
+	h := sha1.Sum([]byte(strings.Join(parts, "\x00")))
+	return hex.EncodeToString(h[:])
+}
+
+// EnsurePullRequest implements lifecycle.ProviderAdapter. Each call pushes
+// a new head commit, derived from the submission ID.
+func (a *Adapter) EnsurePullRequest(ctx context.Context, req lifecycle.PullRequestRequest) (lifecycle.PullRequest, error) {
+	if err := a.begin(ctx, OpEnsure); err != nil {
+		return lifecycle.PullRequest{}, fmt.Errorf("memory: ensure pull request: %w", err)
+	}
+	head := req.Head
+	if head == "" {
+		head = a.cfg.BranchPrefix + strings.ToLower(req.Task.Identifier)
+	}
+	base := req.Base
+	if base == "" {
+		base = a.cfg.BaseBranch
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	headSHA := sha(a.cfg.Owner, a.cfg.Repo, head, req.SubmissionID)
+	for _, pr := range a.prs {
+		if pr.Head == head && pr.State == lifecycle.PullRequestOpen {
+			pr.HeadSHA, pr.Draft = headSHA, req.Draft
+			pr.RequestedReviewers = mergeLogins(pr.RequestedReviewers, req.Reviewers)
+			out := clonePR(pr)
+			out.Created = false
+			return out, nil
+		}
+	}
+	n := len(a.prs) + 1
+	pr := &lifecycle.PullRequest{
+		PullRequestRef:     lifecycle.PullRequestRef{Owner: a.cfg.Owner, Repo: a.cfg.Repo, Number: n},
+		URL:                fmt.Sprintf("memory://%s/%s/pull/%d", a.cfg.Owner, a.cfg.Repo, n),
+		Head:               head,
+		Base:               base,
+		HeadSHA:            headSHA,
+		Draft:              req.Draft,
+		State:              lifecycle.PullRequestOpen,
+		RequestedReviewers: slices.Clone(req.Reviewers),
+	}
+	a.prs = append(a.prs, pr)
+	out := clonePR(pr)
+	out.Created = true
+	return out, nil
+}
+
+func mergeLogins(have, add []string) []string {
+	out := slices.Clone(have)
+	for _, l := range add {
+		if !slices.Contains(out, l) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func clonePR(pr *lifecycle.PullRequest) lifecycle.PullRequest {
+	out := *pr
+	out.RequestedReviewers = slices.Clone(pr.RequestedReviewers)
+	return out
+}
+
+// lookup returns the pull request ref names; a.mu must be held.
+func (a *Adapter) lookup(ref lifecycle.PullRequestRef) (*lifecycle.PullRequest, error) {
+	if ref.Owner != a.cfg.Owner || ref.Repo != a.cfg.Repo || ref.Number < 1 || ref.Number > len(a.prs) {
+		return nil, fmt.Errorf("memory: pull request %s: %w", ref, lifecycle.ErrNotFound)
+	}
+	return a.prs[ref.Number-1], nil
+}
+
+// PullRequest implements lifecycle.ProviderAdapter.
+func (a *Adapter) PullRequest(ctx context.Context, ref lifecycle.PullRequestRef) (lifecycle.PullRequest, error) {
+	if err := a.begin(ctx, OpPullRequest); err != nil {
+		return lifecycle.PullRequest{}, fmt.Errorf("memory: pull request %s: %w", ref, err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	pr, err := a.lookup(ref)
+	if err != nil {
+		return lifecycle.PullRequest{}, err
+	}
+	return clonePR(pr), nil
+}
+
+// Merge implements lifecycle.ProviderAdapter.
+func (a *Adapter) Merge(ctx context.Context, req lifecycle.MergeRequest) (lifecycle.MergeResult, error) {
+	if err := a.begin(ctx, OpMerge); err != nil {
+		return lifecycle.MergeResult{}, fmt.Errorf("memory: merge %s: %w", req.Ref, err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	pr, err := a.lookup(req.Ref)
+	if err != nil {
+		return lifecycle.MergeResult{}, err
+	}
+	if pr.HeadSHA != req.ExpectedHeadSHA {
+		return lifecycle.MergeResult{}, fmt.Errorf("memory: merge %s: head is %s, not %s: %w", req.Ref, pr.HeadSHA, req.ExpectedHeadSHA, lifecycle.ErrHeadMismatch)
+	}
+	switch pr.State {
+	case lifecycle.PullRequestMerged:
+		return lifecycle.MergeResult{MergeCommitSHA: pr.MergeCommitSHA, AlreadyMerged: true}, nil
+	case lifecycle.PullRequestClosed:
+		return lifecycle.MergeResult{}, fmt.Errorf("memory: merge %s: the pull request is closed", req.Ref)
+	}
+	pr.State = lifecycle.PullRequestMerged
+	pr.MergeCommitSHA = sha("merge", pr.Owner, pr.Repo, pr.Base, pr.HeadSHA)
+	return lifecycle.MergeResult{MergeCommitSHA: pr.MergeCommitSHA}, nil
+}
+
+// Name implements lifecycle.CIProvider.
+func (a *Adapter) Name() string { return "memory" }
+
+// Checks implements lifecycle.CIProvider with the report set by SetChecks.
+func (a *Adapter) Checks(ctx context.Context, q lifecycle.CIQuery) (lifecycle.CIReport, error) {
+	if err := a.begin(ctx, OpChecks); err != nil {
+		return lifecycle.CIReport{}, fmt.Errorf("memory: checks of %s: %w", q.HeadSHA, err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	r := a.checks[q.HeadSHA]
+	r.Checks = slices.Clone(r.Checks)
+	return r, nil
+}
+
+// CountsSelfReported implements lifecycle.CIProvider.
+func (a *Adapter) CountsSelfReported() bool { return a.cfg.CountSelfReported }
+
+// ReviewDecision implements lifecycle.ReviewDecider with the decision set
+// by SetReviewDecision, pending when none was set.
+func (a *Adapter) ReviewDecision(ctx context.Context, ref lifecycle.PullRequestRef) (lifecycle.ReviewDecision, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, err := a.lookup(ref); err != nil {
+		return "", err
+	}
+	if d, ok := a.decisions[ref.Number]; ok {
+		return d, nil
+	}
+	return lifecycle.DecisionPending, nil
+}
