@@ -36,6 +36,18 @@ type Store interface {
 	// returns how many it deleted. Sequences are never reused.
 	DeleteEventsBefore(ctx context.Context, t time.Time) (int64, error)
 
+	// Submission returns the submission with the given ID.
+	Submission(ctx context.Context, id string) (Submission, error)
+	// Reviews returns the reviews of a submission, oldest first.
+	Reviews(ctx context.Context, submissionID string) ([]Review, error)
+	// Checks returns the checks recorded for a task's commit, ordered by
+	// source and name.
+	Checks(ctx context.Context, taskID, headSHA string) ([]Check, error)
+
+	// DeleteIdempotencyRecordsBefore deletes the idempotency records that
+	// expired before t and returns how many it deleted.
+	DeleteIdempotencyRecordsBefore(ctx context.Context, t time.Time) (int64, error)
+
 	// APIKeyByHash returns the API key whose plaintext hashes to hash,
 	// revoked or not.
 	APIKeyByHash(ctx context.Context, hash []byte) (APIKey, error)
@@ -67,6 +79,32 @@ type Tx interface {
 	// AppendEvent appends e to the outbox and sets e.Sequence to the next
 	// sequence number.
 	AppendEvent(ctx context.Context, e *Event) error
+
+	// Submission returns the submission with the given ID.
+	Submission(ctx context.Context, id string) (Submission, error)
+	// CreateSubmission inserts a new submission.
+	CreateSubmission(ctx context.Context, sub Submission) error
+	// Reviews returns the reviews of a submission, oldest first.
+	Reviews(ctx context.Context, submissionID string) ([]Review, error)
+	// CreateReview inserts a new review.
+	CreateReview(ctx context.Context, r Review) error
+	// Checks returns the checks recorded for a task's commit, ordered by
+	// source and name.
+	Checks(ctx context.Context, taskID, headSHA string) ([]Check, error)
+	// PutCheck records a check, replacing the one with the same task,
+	// commit, source and name.
+	PutCheck(ctx context.Context, c Check) error
+
+	// IdempotencyRecord returns the record of an idempotency key.
+	IdempotencyRecord(ctx context.Context, scope IdempotencyScope) (IdempotencyRecord, error)
+	// CreateIdempotencyRecord inserts a record. It returns ErrConflict when
+	// the key has a record already, even one written by a transaction that
+	// committed after this one began.
+	CreateIdempotencyRecord(ctx context.Context, r IdempotencyRecord) error
+	// UpdateIdempotencyRecord replaces the record of r's key.
+	UpdateIdempotencyRecord(ctx context.Context, r IdempotencyRecord) error
+	// DeleteIdempotencyRecord deletes the record of a key, if any.
+	DeleteIdempotencyRecord(ctx context.Context, scope IdempotencyScope) error
 
 	// CreateAPIKey inserts a new key. It returns ErrConflict when a key
 	// with the same ID or hash exists.

@@ -170,6 +170,29 @@ type Task struct {
 	// StatusBeforeBlocker is the status a blocked task returns to when its
 	// blocker is resolved; empty unless the task is blocked.
 	StatusBeforeBlocker Status `json:"-"`
+	// SubmissionMode is the mode of the latest submission, or empty.
+	SubmissionMode SubmitMode `json:"-"`
+	// PROwner and PRRepo name the repository of the latest submission's
+	// pull request.
+	PROwner string `json:"-"`
+	PRRepo  string `json:"-"`
+	// ReviewPolicy is the codeReviewPolicy of the latest submission.
+	ReviewPolicy CodeReviewPolicy `json:"-"`
+	// ReviewDecision is the decision on the latest submission reached by
+	// the reviews posted to the Service.
+	ReviewDecision ReviewDecision `json:"-"`
+	// ReworkRequested is set when the latest decisive review of the latest
+	// submission requested changes: the agent may start again.
+	ReworkRequested bool `json:"-"`
+}
+
+// pullRequestRef returns the reference of the latest submission's pull request.
+func (t *Task) pullRequestRef() PullRequestRef {
+	ref := PullRequestRef{Owner: t.PROwner, Repo: t.PRRepo}
+	if t.PRNumber != nil {
+		ref.Number = *t.PRNumber
+	}
+	return ref
 }
 
 // project returns the task's project name, or "".

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/tasklifecycle/lifecycle"
@@ -15,7 +16,8 @@ const taskColumns = `pos, id, identifier, title, description, status, priority, 
 	acceptance_criteria, issue_url, parent_issue_url, project, goal, assignee_agent_id,
 	assignee_name, assignment_source, routing_decision_id, routing_reason, routing_confidence,
 	triage_queue_id, submission_id, pr_url, pr_number, branch, base_branch, head_sha, blocker,
-	status_before_blocker, version, created_at, updated_at`
+	status_before_blocker, version, created_at, updated_at, submission_mode, pr_owner, pr_repo,
+	review_policy, review_decision, rework_requested`
 
 // scanner is what *sql.Row and *sql.Rows have in common.
 type scanner interface {
@@ -35,6 +37,7 @@ type taskRow struct {
 	confidence                              sql.NullFloat64
 	prNumber                                sql.NullInt64
 	status, priority, statusBefore          string
+	mode, policy, decision                  string
 }
 
 // scanTask reads one row of taskColumns.
@@ -45,12 +48,14 @@ func scanTask(row scanner) (lifecycle.Task, int64, error) {
 		&r.criteria, &t.Links.Issue, &r.parent, &r.project, &t.Context.Goal, &r.agentID,
 		&r.assigneeName, &r.source, &r.decisionID, &r.reason, &r.confidence,
 		&r.triage, &r.submission, &r.prURL, &r.prNumber, &r.branch, &r.base, &r.headSHA, &r.blocker,
-		&r.statusBefore, &t.Version, &r.created, &r.updated)
+		&r.statusBefore, &t.Version, &r.created, &r.updated, &r.mode, &t.PROwner, &t.PRRepo,
+		&r.policy, &r.decision, &t.ReworkRequested)
 	if err != nil {
 		return *t, 0, translate(err)
 	}
 	t.Status, t.Priority, t.StatusBeforeBlocker = lifecycle.Status(r.status), lifecycle.Priority(r.priority), lifecycle.Status(r.statusBefore)
 	t.CreatedAt, t.UpdatedAt = fromMillis(r.created), fromMillis(r.updated)
+	t.SubmissionMode, t.ReviewPolicy, t.ReviewDecision = lifecycle.SubmitMode(r.mode), lifecycle.CodeReviewPolicy(r.policy), lifecycle.ReviewDecision(r.decision)
 	if err := json.Unmarshal(r.labels, &t.Labels); err != nil {
 		return *t, 0, fmt.Errorf("sqlite: task %s labels: %w", t.ID, err)
 	}
@@ -120,6 +125,7 @@ func taskArgs(t *lifecycle.Task) ([]any, error) {
 		assigneeName, (*string)(t.AssignmentSource), t.RoutingDecisionID, reason, t.RoutingConfidence,
 		t.TriageQueueID, t.SubmissionID, t.PRURL, t.PRNumber, t.Branch, t.BaseBranch, t.HeadSHA, nullBytes(blocker),
 		string(t.StatusBeforeBlocker), t.Version, millis(t.CreatedAt.Time), millis(t.UpdatedAt.Time),
+		string(t.SubmissionMode), t.PROwner, t.PRRepo, string(t.ReviewPolicy), string(t.ReviewDecision), t.ReworkRequested,
 	}, nil
 }
 
@@ -215,6 +221,9 @@ func (x *txn) CreateTask(ctx context.Context, t lifecycle.Task) error {
 	return nil
 }
 
+// createdAtArg is the index of created_at among the values of taskArgs.
+var createdAtArg = slices.Index(strings.Split(strings.Join(strings.Fields(taskColumns), " "), ", "), "created_at") - 1
+
 // updateTaskSQL sets every column but pos, id and created_at.
 var updateTaskSQL = func() string {
 	cols := strings.Split(strings.Join(strings.Fields(taskColumns), " "), ", ")
@@ -234,9 +243,14 @@ func (x *txn) UpdateTask(ctx context.Context, t lifecycle.Task) error {
 	if err != nil {
 		return fmt.Errorf("sqlite: encode task %s: %w", t.ID, err)
 	}
-	// taskArgs starts with id and ends with created_at, updated_at.
-	n := len(args)
-	set := append(append([]any{}, args[1:n-2]...), args[n-1], t.ID)
+	// Drop id and created_at, which never change, and add id for WHERE.
+	set := make([]any, 0, len(args))
+	for i, a := range args {
+		if i != 0 && i != createdAtArg {
+			set = append(set, a)
+		}
+	}
+	set = append(set, t.ID)
 	res, err := x.tx.ExecContext(ctx, updateTaskSQL, set...)
 	if err != nil {
 		return fmt.Errorf("sqlite: update task %s: %w", t.ID, translate(err))

@@ -50,6 +50,10 @@ func Run(t *testing.T, h Harness) {
 		{"EventsFilters", testEventsFilters},
 		{"EventsPruneKeepsSequence", testEventsPruneKeepsSequence},
 		{"APIKeys", testAPIKeys},
+		{"Submissions", testSubmissions},
+		{"Reviews", testReviews},
+		{"Checks", testChecks},
+		{"IdempotencyRecords", testIdempotencyRecords},
 		{"ConcurrentWriters", testConcurrentWriters},
 		{"ReadersNeverSkipEvents", testReadersNeverSkipEvents},
 		{"ReopenKeepsEverything", testReopenKeepsEverything},
@@ -112,6 +116,12 @@ func fullTask(n int) lifecycle.Task {
 		Version:             3,
 		CreatedAt:           ts(0),
 		StatusBeforeBlocker: lifecycle.StatusInProgress,
+		SubmissionMode:      lifecycle.ModeAdapterManaged,
+		PROwner:             "acme",
+		PRRepo:              "web",
+		ReviewPolicy:        lifecycle.PolicyAlwaysRequire,
+		ReviewDecision:      lifecycle.DecisionChangesRequested,
+		ReworkRequested:     true,
 	}
 }
 
@@ -769,4 +779,213 @@ func testClosed(t *testing.T, h Harness) {
 	if err := s.Update(t.Context(), func(lifecycle.Tx) error { return nil }); !errors.Is(err, lifecycle.ErrClosed) {
 		t.Errorf("Update after Close: error = %v, want ErrClosed", err)
 	}
+}
+
+func update(t *testing.T, s lifecycle.Store, fn func(tx lifecycle.Tx) error) {
+	t.Helper()
+	if err := s.Update(t.Context(), fn); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func submission(taskID, id string) lifecycle.Submission {
+	return lifecycle.Submission{
+		SubmissionID:     id,
+		TaskID:           taskID,
+		Status:           lifecycle.StatusInReview,
+		PRURL:            "https://github.com/acme/web/pull/7",
+		PRNumber:         7,
+		Head:             ptr("agent/eng-1"),
+		Base:             ptr("main"),
+		HeadSHA:          ptr("0123456789abcdef0123456789abcdef01234567"),
+		Action:           lifecycle.ActionCreated,
+		IdempotencyKey:   "key-12345678",
+		Owner:            ptr("acme"),
+		Repo:             ptr("web"),
+		CIProvider:       ptr("github_checks"),
+		CodeReviewPolicy: lifecycle.PolicyAlwaysRequire,
+		ReviewRoute:      lifecycle.ReviewRoute{Participants: []lifecycle.Participant{{ID: "agent-rev", Role: "reviewer"}}},
+		AcceptedAt:       ts(time.Minute),
+		Mode:             lifecycle.ModeAdapterManaged,
+		Summary:          "Fixed it",
+		Notes:            "notes",
+		Checks:           []lifecycle.SubmittedCheck{{Name: "unit", Status: lifecycle.CheckPassed}},
+		Draft:            true,
+		Actor:            lifecycle.Actor{ID: "agent-web", Role: lifecycle.RoleAgent},
+	}
+}
+
+func testSubmissions(t *testing.T, h Harness) {
+	s := open(t, h)
+	task := minimalTask(1)
+	create(t, s, task)
+	full := submission(task.ID, "sub_full")
+	bare := lifecycle.Submission{SubmissionID: "sub_bare", TaskID: task.ID, Status: lifecycle.StatusInReview, PRURL: "x", PRNumber: 1,
+		Action: lifecycle.ActionAccepted, CodeReviewPolicy: lifecycle.PolicyNeverRequire, Mode: lifecycle.ModeArtifact, AcceptedAt: ts(0)}
+	update(t, s, func(tx lifecycle.Tx) error {
+		return errors.Join(tx.CreateSubmission(t.Context(), full), tx.CreateSubmission(t.Context(), bare))
+	})
+	opts := cmp.Options{equateEmpty, cmpopts.IgnoreFields(lifecycle.Submission{}, "AvailableActions")}
+	for _, want := range []lifecycle.Submission{full, bare} {
+		got, err := s.Submission(t.Context(), want.SubmissionID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, got, opts); diff != "" {
+			t.Errorf("Submission(%s) (-want +got):\n%s", want.SubmissionID, diff)
+		}
+	}
+	update(t, s, func(tx lifecycle.Tx) error {
+		got, err := tx.Submission(t.Context(), full.SubmissionID)
+		if err == nil && !cmp.Equal(full, got, opts) {
+			t.Errorf("Tx.Submission differs: %s", cmp.Diff(full, got, opts))
+		}
+		if _, err := tx.Submission(t.Context(), "sub_missing"); !errors.Is(err, lifecycle.ErrNotFound) {
+			t.Errorf("Tx.Submission(missing) error = %v, want ErrNotFound", err)
+		}
+		return err
+	})
+	if _, err := s.Submission(t.Context(), "sub_missing"); !errors.Is(err, lifecycle.ErrNotFound) {
+		t.Errorf("Submission(missing) error = %v, want ErrNotFound", err)
+	}
+	err := s.Update(t.Context(), func(tx lifecycle.Tx) error { return tx.CreateSubmission(t.Context(), full) })
+	if !errors.Is(err, lifecycle.ErrConflict) {
+		t.Errorf("CreateSubmission(same ID) error = %v, want ErrConflict", err)
+	}
+}
+
+func testReviews(t *testing.T, h Harness) {
+	s := open(t, h)
+	task := minimalTask(1)
+	create(t, s, task)
+	sub1, sub2 := submission(task.ID, "sub_1"), submission(task.ID, "sub_2")
+	reviews := []lifecycle.Review{
+		{ID: "rev_b", TaskID: task.ID, SubmissionID: "sub_1", Reviewer: lifecycle.Actor{ID: "r1", Role: lifecycle.RoleReviewer}, Outcome: lifecycle.ReviewChangesRequested, Body: "fix the test", SubmittedAt: ts(time.Minute)},
+		{ID: "rev_a", TaskID: task.ID, SubmissionID: "sub_1", Reviewer: lifecycle.Actor{ID: "r2", Role: lifecycle.RoleAgent}, Outcome: lifecycle.ReviewApproved, SubmittedAt: ts(time.Minute)},
+		{ID: "rev_c", TaskID: task.ID, SubmissionID: "sub_2", Reviewer: lifecycle.Actor{ID: "r1", Role: lifecycle.RoleReviewer}, Outcome: lifecycle.ReviewCommented, Body: "nit", SubmittedAt: ts(2 * time.Minute)},
+	}
+	update(t, s, func(tx lifecycle.Tx) error {
+		errs := []error{tx.CreateSubmission(t.Context(), sub1), tx.CreateSubmission(t.Context(), sub2)}
+		for _, r := range reviews {
+			errs = append(errs, tx.CreateReview(t.Context(), r))
+		}
+		return errors.Join(errs...)
+	})
+	got, err := s.Reviews(t.Context(), "sub_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(reviews[:2], got, equateEmpty); diff != "" {
+		t.Errorf("Reviews(sub_1) in insertion order (-want +got):\n%s", diff)
+	}
+	update(t, s, func(tx lifecycle.Tx) error {
+		got, err := tx.Reviews(t.Context(), "sub_2")
+		if err == nil && (len(got) != 1 || got[0].ID != "rev_c") {
+			t.Errorf("Tx.Reviews(sub_2) = %v, want [rev_c]", got)
+		}
+		return err
+	})
+	if got, err := s.Reviews(t.Context(), "sub_none"); err != nil || len(got) != 0 {
+		t.Errorf("Reviews(none) = %v, %v; want empty", got, err)
+	}
+}
+
+func testChecks(t *testing.T, h Harness) {
+	s := open(t, h)
+	task := minimalTask(1)
+	create(t, s, task)
+	const sha1, sha2 = "1111111111111111111111111111111111111111", "2222222222222222222222222222222222222222"
+	check := func(source lifecycle.CheckSource, name string, st lifecycle.CheckStatus, sha string, url *string) lifecycle.Check {
+		return lifecycle.Check{TaskID: task.ID, HeadSHA: sha, Source: source, Name: name, Status: st, URL: url, UpdatedAt: ts(0)}
+	}
+	update(t, s, func(tx lifecycle.Tx) error {
+		return errors.Join(
+			tx.PutCheck(t.Context(), check(lifecycle.SourceReported, "unit", lifecycle.CheckRunning, sha1, nil)),
+			tx.PutCheck(t.Context(), check(lifecycle.SourceReported, "lint", lifecycle.CheckPassed, sha1, ptr("https://ci.example.com/1"))),
+			tx.PutCheck(t.Context(), check(lifecycle.SourceSelfReported, "unit", lifecycle.CheckPassed, sha1, nil)),
+			tx.PutCheck(t.Context(), check(lifecycle.SourceReported, "unit", lifecycle.CheckFailed, sha2, nil)),
+		)
+	})
+	// A later report of the same check replaces it.
+	later := check(lifecycle.SourceReported, "unit", lifecycle.CheckPassed, sha1, ptr("https://ci.example.com/2"))
+	later.UpdatedAt = ts(time.Minute)
+	update(t, s, func(tx lifecycle.Tx) error { return tx.PutCheck(t.Context(), later) })
+
+	got, err := s.Checks(t.Context(), task.ID, sha1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []lifecycle.Check{
+		check(lifecycle.SourceReported, "lint", lifecycle.CheckPassed, sha1, ptr("https://ci.example.com/1")),
+		later,
+		check(lifecycle.SourceSelfReported, "unit", lifecycle.CheckPassed, sha1, nil),
+	}
+	if diff := cmp.Diff(want, got, equateEmpty); diff != "" {
+		t.Errorf("Checks(sha1) ordered by source and name (-want +got):\n%s", diff)
+	}
+	update(t, s, func(tx lifecycle.Tx) error {
+		got, err := tx.Checks(t.Context(), task.ID, sha2)
+		if err == nil && (len(got) != 1 || got[0].Status != lifecycle.CheckFailed) {
+			t.Errorf("Tx.Checks(sha2) = %v, want the failed unit check", got)
+		}
+		return err
+	})
+}
+
+func testIdempotencyRecords(t *testing.T, h Harness) {
+	s := open(t, h)
+	key := lifecycle.IdempotencyScope{PrincipalID: "key_1", Method: "POST", Route: "/tasks/{id}/submit", ResourceID: "tsk_1", Key: "abcdefgh"}
+	reserved := lifecycle.IdempotencyRecord{IdempotencyScope: key, Fingerprint: []byte{1, 2, 3},
+		CreatedAt: base, ExpiresAt: base.Add(24 * time.Hour), LockedUntil: base.Add(time.Minute)}
+	update(t, s, func(tx lifecycle.Tx) error {
+		if _, err := tx.IdempotencyRecord(t.Context(), key); !errors.Is(err, lifecycle.ErrNotFound) {
+			t.Errorf("IdempotencyRecord(unknown) error = %v, want ErrNotFound", err)
+		}
+		return tx.CreateIdempotencyRecord(t.Context(), reserved)
+	})
+	err := s.Update(t.Context(), func(tx lifecycle.Tx) error { return tx.CreateIdempotencyRecord(t.Context(), reserved) })
+	if !errors.Is(err, lifecycle.ErrConflict) {
+		t.Errorf("CreateIdempotencyRecord(existing) error = %v, want ErrConflict", err)
+	}
+	// Each part of the scope distinguishes keys.
+	for _, other := range []lifecycle.IdempotencyScope{
+		{PrincipalID: "key_2", Method: key.Method, Route: key.Route, ResourceID: key.ResourceID, Key: key.Key},
+		{PrincipalID: key.PrincipalID, Method: "PUT", Route: key.Route, ResourceID: key.ResourceID, Key: key.Key},
+		{PrincipalID: key.PrincipalID, Method: key.Method, Route: "/tasks/{id}/ship", ResourceID: key.ResourceID, Key: key.Key},
+		{PrincipalID: key.PrincipalID, Method: key.Method, Route: key.Route, ResourceID: "tsk_2", Key: key.Key},
+		{PrincipalID: key.PrincipalID, Method: key.Method, Route: key.Route, ResourceID: key.ResourceID, Key: "abcdefgH"},
+	} {
+		r := reserved
+		r.IdempotencyScope = other
+		update(t, s, func(tx lifecycle.Tx) error { return tx.CreateIdempotencyRecord(t.Context(), r) })
+	}
+	done := reserved
+	done.Done, done.StatusCode, done.Body, done.LockedUntil = true, 202, []byte(`{"data":{}}`+"\n"), base
+	update(t, s, func(tx lifecycle.Tx) error { return tx.UpdateIdempotencyRecord(t.Context(), done) })
+	update(t, s, func(tx lifecycle.Tx) error {
+		got, err := tx.IdempotencyRecord(t.Context(), key)
+		if err != nil {
+			return err
+		}
+		if diff := cmp.Diff(done, got, cmpopts.EquateApproxTime(0)); diff != "" {
+			t.Errorf("record after update (-want +got):\n%s", diff)
+		}
+		return nil
+	})
+	n, err := s.DeleteIdempotencyRecordsBefore(t.Context(), base.Add(25*time.Hour))
+	if err != nil || n != 6 {
+		t.Errorf("DeleteIdempotencyRecordsBefore = %d, %v; want 6", n, err)
+	}
+	update(t, s, func(tx lifecycle.Tx) error {
+		if err := tx.CreateIdempotencyRecord(t.Context(), reserved); err != nil {
+			return err
+		}
+		if err := tx.DeleteIdempotencyRecord(t.Context(), key); err != nil {
+			return err
+		}
+		if _, err := tx.IdempotencyRecord(t.Context(), key); !errors.Is(err, lifecycle.ErrNotFound) {
+			t.Errorf("after delete: error = %v, want ErrNotFound", err)
+		}
+		return nil
+	})
 }

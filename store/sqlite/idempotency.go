@@ -1,0 +1,77 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/tasklifecycle/lifecycle"
+)
+
+const idemKeyWhere = "principal_id = ? AND method = ? AND route = ? AND resource_id = ? AND key = ?"
+
+func idemKeyArgs(k lifecycle.IdempotencyScope) []any {
+	return []any{k.PrincipalID, k.Method, k.Route, k.ResourceID, k.Key}
+}
+
+// IdempotencyRecord implements lifecycle.Tx.
+func (x *txn) IdempotencyRecord(ctx context.Context, k lifecycle.IdempotencyScope) (lifecycle.IdempotencyRecord, error) {
+	r := lifecycle.IdempotencyRecord{IdempotencyScope: k}
+	var created, expires, locked int64
+	err := x.tx.QueryRowContext(ctx, `SELECT fingerprint, done, status_code, body, created_at, expires_at, locked_until
+		FROM idempotency_records WHERE `+idemKeyWhere, idemKeyArgs(k)...).
+		Scan(&r.Fingerprint, &r.Done, &r.StatusCode, &r.Body, &created, &expires, &locked)
+	if err != nil {
+		return r, fmt.Errorf("sqlite: idempotency record: %w", translate(err))
+	}
+	r.CreatedAt, r.ExpiresAt, r.LockedUntil = time.UnixMilli(created), time.UnixMilli(expires), time.UnixMilli(locked)
+	return r, nil
+}
+
+// CreateIdempotencyRecord implements lifecycle.Tx.
+func (x *txn) CreateIdempotencyRecord(ctx context.Context, r lifecycle.IdempotencyRecord) error {
+	_, err := x.tx.ExecContext(ctx, `INSERT INTO idempotency_records (principal_id, method, route, resource_id, key,
+		fingerprint, done, status_code, body, created_at, expires_at, locked_until) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		append(idemKeyArgs(r.IdempotencyScope), r.Fingerprint, r.Done, r.StatusCode, r.Body,
+			millis(r.CreatedAt), millis(r.ExpiresAt), millis(r.LockedUntil))...)
+	if err != nil {
+		return fmt.Errorf("sqlite: create idempotency record: %w", translate(err))
+	}
+	return nil
+}
+
+// UpdateIdempotencyRecord implements lifecycle.Tx.
+func (x *txn) UpdateIdempotencyRecord(ctx context.Context, r lifecycle.IdempotencyRecord) error {
+	res, err := x.tx.ExecContext(ctx, `UPDATE idempotency_records SET fingerprint = ?, done = ?, status_code = ?, body = ?,
+		created_at = ?, expires_at = ?, locked_until = ? WHERE `+idemKeyWhere,
+		append([]any{r.Fingerprint, r.Done, r.StatusCode, r.Body, millis(r.CreatedAt), millis(r.ExpiresAt), millis(r.LockedUntil)},
+			idemKeyArgs(r.IdempotencyScope)...)...)
+	if err != nil {
+		return fmt.Errorf("sqlite: update idempotency record: %w", translate(err))
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("sqlite: update idempotency record: %w", lifecycle.ErrNotFound)
+	}
+	return nil
+}
+
+// DeleteIdempotencyRecord implements lifecycle.Tx.
+func (x *txn) DeleteIdempotencyRecord(ctx context.Context, k lifecycle.IdempotencyScope) error {
+	if _, err := x.tx.ExecContext(ctx, "DELETE FROM idempotency_records WHERE "+idemKeyWhere, idemKeyArgs(k)...); err != nil {
+		return fmt.Errorf("sqlite: delete idempotency record: %w", translate(err))
+	}
+	return nil
+}
+
+// DeleteIdempotencyRecordsBefore implements lifecycle.Store.
+func (s *Store) DeleteIdempotencyRecordsBefore(ctx context.Context, t time.Time) (int64, error) {
+	if s.closed.Load() {
+		return 0, errClosed
+	}
+	res, err := s.w.ExecContext(ctx, "DELETE FROM idempotency_records WHERE expires_at < ?", millis(t))
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: delete expired idempotency records: %w", translate(err))
+	}
+	n, _ := res.RowsAffected()
+	return n, nil
+}
