@@ -145,3 +145,26 @@ func (e *RateLimitError) Is(target error) bool { return target == ErrRateLimited
 func notFound(what, id string) error {
 	return fmt.Errorf("%s %q: %w", what, id, ErrNotFound)
 }
+
+// ErrProvider means a code host, CI system or deployer failed (HTTP 502
+// provider_error). A *ProviderError says which operation.
+var ErrProvider = errors.New("provider failed")
+
+// ProviderError reports the failure of an adapter, CI provider or
+// deployer. It matches ErrProvider and unwraps to the cause, which only
+// the log sees.
+type ProviderError struct {
+	// Op names what was attempted, such as "open pull request".
+	Op string
+	// Err is the adapter's error.
+	Err error
+}
+
+// Error implements error.
+func (e *ProviderError) Error() string { return "provider: " + e.Op + ": " + e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *ProviderError) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrProvider.
+func (e *ProviderError) Is(target error) bool { return target == ErrProvider }

@@ -211,6 +211,10 @@ type taskEvent struct {
 	operationID string
 	shipStatus  ShipStatus
 	environment Environment
+
+	// after, when set, runs in the transaction once the task is stored and
+	// the event appended, with the task as it now is.
+	after func(tx Tx, t *Task) error
 }
 
 // update runs fn in a Store transaction.
@@ -221,7 +225,9 @@ func (s *Service) update(ctx context.Context, fn func(tx Tx) error) error {
 // changeTask loads a task in a transaction, lets fn change it, bumps its
 // version and appends the event fn describes, all in one commit. fn sees
 // the task with its available actions before the change; it must replace
-// pointer and slice members rather than write through them.
+// pointer and slice members rather than write through them. When fn
+// returns a taskEvent with no type, the task is left as it was (what fn
+// wrote through tx is still committed).
 func (s *Service) changeTask(ctx context.Context, taskID string, fn func(tx Tx, t *Task) (taskEvent, error)) (Task, error) {
 	if !validTaskID(taskID) {
 		return Task{}, notFound("task", taskID)
@@ -235,20 +241,33 @@ func (s *Service) changeTask(ctx context.Context, taskID string, fn func(tx Tx, 
 		if err != nil {
 			return fmt.Errorf("get task %s: %w", taskID, err)
 		}
-		t.AvailableActions = s.actions(&t)
+		if t.AvailableActions, err = s.txActions(ctx, tx, &t); err != nil {
+			return err
+		}
 		before := t
 		ev, err := fn(tx, &t)
 		if err != nil {
 			return err
 		}
+		if ev.typ == "" {
+			out = before
+			return nil
+		}
 		t.Version++
 		t.UpdatedAt = s.now()
-		t.AvailableActions = s.actions(&t)
+		if t.AvailableActions, err = s.txActions(ctx, tx, &t); err != nil {
+			return err
+		}
 		if err := tx.UpdateTask(ctx, t); err != nil {
 			return fmt.Errorf("update task %s: %w", taskID, err)
 		}
 		if err := s.appendTaskEvent(ctx, tx, ev, &before, &t); err != nil {
 			return err
+		}
+		if ev.after != nil {
+			if err := ev.after(tx, &t); err != nil {
+				return err
+			}
 		}
 		out = t
 		return nil
@@ -316,12 +335,12 @@ func (s *Service) appendTaskEvent(ctx context.Context, tx Tx, ev taskEvent, befo
 
 // diffedMembers are the Task members compared by changedFields, with their
 // JSON names: every served member except updatedAt, which every change
-// touches, and availableActions, which is derived.
+// touches.
 var diffedMembers = func() []reflect.StructField {
 	var out []reflect.StructField
 	for _, f := range reflect.VisibleFields(reflect.TypeFor[Task]()) {
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "" || name == "-" || name == "updatedAt" || name == "availableActions" {
+		if name == "" || name == "-" || name == "updatedAt" {
 			continue
 		}
 		f.Name = name

@@ -33,6 +33,13 @@ func (s *Service) routes() http.Handler {
 	handle("GET /tasks/{id}", ScopeTasksRead, s.handleGetTask)
 	handle("POST /tasks/{id}/start", ScopeTasksWrite, s.handleStartTask)
 	handle("POST /tasks/{id}/cancel", ScopeTasksAdmin, s.handleCancelTask)
+	handle("POST /tasks/{id}/submit", ScopeTasksWrite, s.handleSubmit)
+	handle("POST /tasks/{id}/reviews", ScopeReviewsWrite, s.handlePostReview)
+	handle("GET /tasks/{id}/review-feedback", ScopeTasksRead, s.handleReviewFeedback)
+	handle("POST /tasks/{id}/checks", ScopeCIWrite, s.handleReportChecks)
+	handle("GET /tasks/{id}/ci-status", ScopeTasksRead, s.handleCIStatus)
+	handle("POST /tasks/{id}/blocker", ScopeTasksWrite, s.handleRecordBlocker)
+	handle("POST /tasks/{id}/resolve-blocker", ScopeTasksWrite, s.handleResolveBlocker)
 
 	handle("POST /api-keys", ScopeKeysAdmin, s.handleCreateAPIKey)
 	handle("GET /api-keys", ScopeKeysAdmin, s.handleListAPIKeys)
@@ -100,6 +107,7 @@ var errorMapping = []struct {
 	{ErrCursorExpired, http.StatusGone, "cursor_expired"},
 	{ErrPayloadTooLarge, http.StatusRequestEntityTooLarge, "payload_too_large"},
 	{ErrRateLimited, http.StatusTooManyRequests, "rate_limited"},
+	{ErrProvider, http.StatusBadGateway, "provider_error"},
 }
 
 // ErrorBody is the JSON body of every error response.
@@ -136,8 +144,11 @@ func errorResponse(err error) (int, ErrorBody) {
 		var (
 			ve *ValidationError
 			ce *ConflictError
+			pe *ProviderError
 		)
 		switch {
+		case errors.As(err, &pe):
+			obj.Message = "The code host failed to " + pe.Op + "; the request changed nothing and can be retried."
 		case errors.As(err, &ve):
 			obj.Message = "The request is invalid; error.details.fields lists every problem."
 			obj.Details = &ErrorDetails{Fields: ve.Fields}
@@ -214,13 +225,9 @@ func writeRaw(w http.ResponseWriter, status int, body []byte) {
 // trailing data and bodies over 1 MiB. An empty body decodes as {} when
 // allowEmpty is set.
 func decodeJSON(w http.ResponseWriter, r *http.Request, dst any, allowEmpty bool) error {
-	body := http.MaxBytesReader(w, r.Body, maxBodyBytes)
-	raw, err := io.ReadAll(body)
+	raw, err := readBody(w, r)
 	if err != nil {
-		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
-			return fmt.Errorf("the request body exceeds %d bytes: %w", maxBodyBytes, ErrPayloadTooLarge)
-		}
-		return invalid("body", "could not be read")
+		return err
 	}
 	if len(bytes.TrimSpace(raw)) == 0 {
 		if allowEmpty {
@@ -229,6 +236,18 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, dst any, allowEmpty bool
 		return invalid("body", "a JSON object is required")
 	}
 	return decodeStrict(raw, dst)
+}
+
+// readBody reads the request body, refusing more than 1 MiB.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	if err != nil {
+		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+			return nil, fmt.Errorf("the request body exceeds %d bytes: %w", maxBodyBytes, ErrPayloadTooLarge)
+		}
+		return nil, invalid("body", "could not be read")
+	}
+	return raw, nil
 }
 
 // decodeAndCheck decodes the request body into dst like decodeJSON, then

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/adapter/memory"
 	"github.com/tasklifecycle/lifecycle/internal/fakeclock"
 	"github.com/tasklifecycle/lifecycle/store/sqlite"
 )
@@ -196,4 +197,78 @@ func (e *env) events() []lifecycle.Event {
 		e.t.Fatal(err)
 	}
 	return evs
+}
+
+// adapters are the in-memory code hosts of a submit env: web is live for
+// project "web"; artifact records artifact-mode submissions and trusts
+// self-reported checks, as the go-git artifact adapter does.
+type adapters struct {
+	web, artifact *memory.Adapter
+}
+
+// newSubmitEnv builds an env whose project "web" has a live adapter.
+func newSubmitEnv(t *testing.T, mutate ...func(*lifecycle.Config)) (*env, adapters) {
+	t.Helper()
+	a := adapters{
+		web:      memory.New(memory.Config{Owner: "acme", Repo: "web"}),
+		artifact: memory.New(memory.Config{Owner: "local", Repo: "web", CountSelfReported: true}),
+	}
+	e := newEnv(t, append([]func(*lifecycle.Config){func(c *lifecycle.Config) {
+		c.Adapters = []lifecycle.AdapterBinding{{Project: "web", Adapter: a.web}}
+		c.ArtifactAdapter = a.artifact
+	}}, mutate...)...)
+	return e, a
+}
+
+// startedTask creates a task of project web and starts it.
+func (e *env) startedTask(ident string) string {
+	e.t.Helper()
+	id := e.createTask(taskBody(ident))["id"].(string)
+	e.call(request{method: "POST", path: "/tasks/" + id + "/start", key: e.admin}, http.StatusOK)
+	return id
+}
+
+// submit posts a submission with an idempotency key.
+func (e *env) submit(taskID, key string, body any) *httptest.ResponseRecorder {
+	e.t.Helper()
+	return e.do(request{method: "POST", path: "/tasks/" + taskID + "/submit", key: e.admin, body: body,
+		header: http.Header{"Idempotency-Key": {key}}})
+}
+
+// submitOK submits and expects 202, returning the submission.
+func (e *env) submitOK(taskID, key string, body any) map[string]any {
+	e.t.Helper()
+	rec := e.submit(taskID, key, body)
+	if rec.Code != http.StatusAccepted {
+		e.t.Fatalf("submit %s = %d, want 202: %s", taskID, rec.Code, rec.Body)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+		e.t.Fatal(err)
+	}
+	return out["data"].(map[string]any)
+}
+
+// task reads a task's data.
+func (e *env) task(id string) map[string]any {
+	e.t.Helper()
+	return e.call(request{method: "GET", path: "/tasks/" + id, key: e.admin}, http.StatusOK)["data"].(map[string]any)
+}
+
+// eventsOf returns the events of one task, decoded.
+func (e *env) eventsOf(taskID string) []map[string]any {
+	e.t.Helper()
+	var out []map[string]any
+	for _, ev := range e.events() {
+		if ev.TaskID != taskID {
+			continue
+		}
+		var m map[string]any
+		raw, _ := json.Marshal(ev)
+		if err := json.Unmarshal(raw, &m); err != nil {
+			e.t.Fatal(err)
+		}
+		out = append(out, m)
+	}
+	return out
 }

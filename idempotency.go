@@ -1,6 +1,16 @@
 package lifecycle
 
-import "time"
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+)
 
 // IdempotencyScope identifies an idempotency key: the same key sent by
 // another principal, to another route or about another resource is
@@ -35,4 +45,213 @@ type IdempotencyRecord struct {
 	// LockedUntil is when a reservation that has not finished may be taken
 	// over (its process is presumed dead).
 	LockedUntil time.Time
+}
+
+// Idempotency-Key limits.
+const (
+	minIdempotencyKeyLen = 8
+	maxIdempotencyKeyLen = 128
+)
+
+// idempotencyKey reads and checks the Idempotency-Key header: 8 to 128
+// visible ASCII characters.
+func idempotencyKey(r *http.Request) (string, error) {
+	key := r.Header.Get("Idempotency-Key")
+	if key == "" {
+		return "", invalid("Idempotency-Key", "header is required: 8 to 128 characters")
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x21 || key[i] > 0x7e {
+			return "", invalid("Idempotency-Key", "must hold only visible ASCII characters")
+		}
+	}
+	if len(key) < minIdempotencyKeyLen || len(key) > maxIdempotencyKeyLen {
+		return "", invalid("Idempotency-Key", fmt.Sprintf("must be %d to %d characters, not %d", minIdempotencyKeyLen, maxIdempotencyKeyLen, len(key)))
+	}
+	return key, nil
+}
+
+// canonicalJSON re-encodes a JSON value with object members sorted and no
+// insignificant whitespace. Numbers keep their text.
+func canonicalJSON(raw []byte) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// fingerprint returns the SHA-256 of a request's method, route and
+// canonical body.
+func fingerprint(method, route string, canonicalBody []byte) []byte {
+	h := sha256.New()
+	h.Write([]byte(method + "\n" + route + "\n"))
+	h.Write(canonicalBody)
+	return h.Sum(nil)
+}
+
+// idempotentCall is one request made under an idempotency key that holds
+// the key's reservation.
+type idempotentCall struct {
+	s           *Service
+	scope       IdempotencyScope
+	fingerprint []byte
+	createdAt   time.Time
+}
+
+// beginIdempotent looks the key up. When the key answered an identical
+// request before, it returns the record to replay. When the key is new (or
+// forgotten, or its holder died), it reserves it and returns the call that
+// must record its response or release the key. A key used for another
+// request, or held by a request still running, is a *ConflictError that
+// lists actions(ctx).
+func (s *Service) beginIdempotent(ctx context.Context, scope IdempotencyScope, fp []byte, actions func(context.Context) []Action) (*idempotentCall, *IdempotencyRecord, error) {
+	now := s.clock.Now()
+	call := &idempotentCall{s: s, scope: scope, fingerprint: fp, createdAt: now}
+	reservation := IdempotencyRecord{
+		IdempotencyScope: scope,
+		Fingerprint:      fp,
+		CreatedAt:        now,
+		ExpiresAt:        now.Add(s.cfg.IdempotencyRetention),
+		LockedUntil:      now.Add(s.idempotencyLease()),
+	}
+	var replay *IdempotencyRecord
+	var conflict *ConflictError
+	err := s.update(ctx, func(tx Tx) error {
+		replay, conflict = nil, nil
+		rec, err := tx.IdempotencyRecord(ctx, scope)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			return tx.CreateIdempotencyRecord(ctx, reservation)
+		case err != nil:
+			return err
+		case !now.Before(rec.ExpiresAt):
+			return tx.UpdateIdempotencyRecord(ctx, reservation) // forgotten: a new key
+		case !bytes.Equal(rec.Fingerprint, fp):
+			conflict = &ConflictError{Reason: "idempotency_key_reused",
+				Message: "This Idempotency-Key was used for a different request; use a new key for a new request"}
+			return nil
+		case rec.Done:
+			replay = &rec
+			return nil
+		case now.Before(rec.LockedUntil):
+			conflict = &ConflictError{Reason: "request_in_progress",
+				Message: "A request with this Idempotency-Key is still being processed; retry it later to get its result"}
+			return nil
+		}
+		// The request holding the key died before it finished: take over.
+		reservation.CreatedAt = rec.CreatedAt
+		call.createdAt = rec.CreatedAt
+		return tx.UpdateIdempotencyRecord(ctx, reservation)
+	})
+	if errors.Is(err, ErrConflict) {
+		// Another process reserved the key between our read and insert.
+		conflict, err = &ConflictError{Reason: "request_in_progress",
+			Message: "A request with this Idempotency-Key is still being processed; retry it later to get its result"}, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("idempotency key: %w", err)
+	}
+	if conflict != nil {
+		conflict.AvailableActions = actions(ctx)
+		return nil, nil, conflict
+	}
+	if replay != nil {
+		return nil, replay, nil
+	}
+	return call, nil, nil
+}
+
+// idempotencyLease is how long a reservation is held before another
+// request may take the key over.
+func (s *Service) idempotencyLease() time.Duration {
+	return s.cfg.ProviderTimeout + 30*time.Second
+}
+
+// record stores the response of the call in tx, the transaction of the
+// change it answers for.
+func (c *idempotentCall) record(ctx context.Context, tx Tx, status int, body []byte) error {
+	rec, err := tx.IdempotencyRecord(ctx, c.scope)
+	if err != nil {
+		return fmt.Errorf("idempotency key: %w", err)
+	}
+	if rec.Done || !bytes.Equal(rec.Fingerprint, c.fingerprint) {
+		return &ConflictError{Reason: "request_in_progress",
+			Message: "Another request with this Idempotency-Key finished first; retry to get its result"}
+	}
+	now := c.s.clock.Now()
+	return tx.UpdateIdempotencyRecord(ctx, IdempotencyRecord{
+		IdempotencyScope: c.scope,
+		Fingerprint:      c.fingerprint,
+		Done:             true,
+		StatusCode:       status,
+		Body:             body,
+		CreatedAt:        c.createdAt,
+		ExpiresAt:        now.Add(c.s.cfg.IdempotencyRetention),
+		LockedUntil:      now,
+	})
+}
+
+// release gives the key up after a request that changed nothing failed,
+// so that a retry with the same key runs again.
+func (c *idempotentCall) release(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	err := c.s.update(ctx, func(tx Tx) error {
+		rec, err := tx.IdempotencyRecord(ctx, c.scope)
+		if errors.Is(err, ErrNotFound) {
+			return nil
+		}
+		if err != nil || rec.Done || !bytes.Equal(rec.Fingerprint, c.fingerprint) {
+			return err
+		}
+		return tx.DeleteIdempotencyRecord(ctx, c.scope)
+	})
+	if err != nil {
+		c.s.log.WarnContext(ctx, "release idempotency key; it frees itself when its lease ends", "err", err)
+	}
+}
+
+// writeReplay answers with a recorded response, byte for byte.
+func writeReplay(w http.ResponseWriter, rec *IdempotencyRecord) {
+	w.Header().Set("Idempotent-Replayed", "true")
+	writeRaw(w, rec.StatusCode, rec.Body)
+}
+
+// idempotentRequest reads what an idempotent handler needs: the key, and
+// the request body, decoded into dst by decodeAndCheck, with its
+// fingerprint.
+func idempotentRequest(w http.ResponseWriter, r *http.Request, p *Principal, route, resourceID string, dst any, check func() error) (IdempotencyScope, []byte, error) {
+	key, keyErr := idempotencyKey(r)
+	raw, err := readBody(w, r)
+	if err != nil {
+		return IdempotencyScope{}, nil, err
+	}
+	r.Body = io.NopCloser(bytes.NewReader(raw))
+	err = decodeAndCheck(w, r, dst, false, check)
+	if keyErr != nil {
+		var ve *ValidationError
+		if errors.As(err, &ve) {
+			ve.Fields = append([]FieldError{keyErr.(*ValidationError).Fields[0]}, ve.Fields...)
+			return IdempotencyScope{}, nil, ve
+		}
+		return IdempotencyScope{}, nil, keyErr
+	}
+	if err != nil {
+		return IdempotencyScope{}, nil, err
+	}
+	canonical, err := canonicalJSON(raw)
+	if err != nil {
+		return IdempotencyScope{}, nil, invalid("body", "is not valid JSON")
+	}
+	scope := IdempotencyScope{PrincipalID: p.ID, Method: r.Method, Route: route, ResourceID: resourceID, Key: key}
+	return scope, fingerprint(r.Method, route, canonical), nil
 }

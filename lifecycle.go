@@ -33,6 +33,33 @@ type Config struct {
 	// When empty, any agent ID is accepted and used as its own name.
 	Agents []Agent
 
+	// Adapters say which provider adapter is live for the tasks of which
+	// project. A task with no live adapter cannot be submitted in
+	// adapter_managed mode (404).
+	Adapters []AdapterBinding
+
+	// ArtifactAdapter records submissions made in artifact mode, typically
+	// an adapter/artifact Adapter. When nil, artifact submissions get 404.
+	ArtifactAdapter ProviderAdapter
+
+	// CIProvider reports the CI of tasks whose adapter binding names no CI
+	// provider and whose adapter is not one. When nil, only checks reported
+	// through POST /tasks/{id}/checks count for those tasks.
+	CIProvider CIProvider
+
+	// ReviewRouter decides the review policy and reviewers of each
+	// submission. Defaults to ReviewRules{}: policy github_rules, and the
+	// pull request's requested reviewers as participants.
+	ReviewRouter ReviewRouter
+
+	// ProviderTimeout bounds each call to an adapter, CI provider or
+	// deployer. Defaults to 30 seconds.
+	ProviderTimeout time.Duration
+
+	// IdempotencyRetention is how long a response is kept for replay under
+	// its Idempotency-Key. Defaults to 24 hours.
+	IdempotencyRetention time.Duration
+
 	// Authenticator authenticates requests. Defaults to bearer API keys
 	// stored, hashed, in Store.
 	Authenticator Authenticator
@@ -82,6 +109,25 @@ func (c Config) withDefaults() (Config, error) {
 		}
 		c.Router = r
 	}
+	if c.ReviewRouter == nil {
+		c.ReviewRouter = ReviewRules{}
+	}
+	if c.ProviderTimeout == 0 {
+		c.ProviderTimeout = 30 * time.Second
+	}
+	if c.IdempotencyRetention == 0 {
+		c.IdempotencyRetention = 24 * time.Hour
+	}
+	seen := map[string]bool{}
+	for i, b := range c.Adapters {
+		if b.Adapter == nil {
+			return c, fmt.Errorf("lifecycle: Config.Adapters[%d] (project %q) has no Adapter", i, b.Project)
+		}
+		if seen[b.Project] {
+			return c, fmt.Errorf("lifecycle: Config.Adapters binds project %q twice", b.Project)
+		}
+		seen[b.Project] = true
+	}
 	if c.KeyCacheTTL == 0 {
 		c.KeyCacheTTL = 5 * time.Second
 	}
@@ -112,6 +158,8 @@ type Service struct {
 	keys    *keyAuthenticator // the default Authenticator, or nil
 	agents  map[string]Agent
 	handler http.Handler
+
+	taskLocks keyedLocks // serialises provider work per task
 
 	mu      sync.Mutex
 	started bool
@@ -152,7 +200,7 @@ func New(cfg Config) (*Service, error) {
 func (s *Service) Handler() http.Handler { return s.handler }
 
 // Start starts the Service's background work: pruning expired events and
-// records. It returns at once; the work runs until [Service.Close].
+// idempotency records. It returns at once; the work runs until [Service.Close].
 func (s *Service) Start(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -214,7 +262,15 @@ func (s *Service) pruneLoop(ctx context.Context) {
 
 // prune deletes what has outlived its retention.
 func (s *Service) prune(ctx context.Context) {
-	cutoff := s.clock.Now().Add(-s.cfg.EventRetention)
+	now := s.clock.Now()
+	if n, err := s.store.DeleteIdempotencyRecordsBefore(ctx, now); err != nil {
+		if ctx.Err() == nil {
+			s.log.Error("prune idempotency records", "err", err)
+		}
+	} else if n > 0 {
+		s.log.Info("pruned idempotency records", "count", n)
+	}
+	cutoff := now.Add(-s.cfg.EventRetention)
 	n, err := s.store.DeleteEventsBefore(ctx, cutoff)
 	if err != nil {
 		if ctx.Err() == nil {

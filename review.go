@@ -1,5 +1,14 @@
 package lifecycle
 
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+
+	"github.com/tasklifecycle/lifecycle/internal/id"
+)
+
 // ReviewOutcome is what a reviewer concluded.
 type ReviewOutcome string
 
@@ -57,4 +66,258 @@ func (p CodeReviewPolicy) Valid() bool {
 		return true
 	}
 	return false
+}
+
+// decide returns the decision the reviews of a submission reach under
+// policy, and whether the latest decisive review (approved or changes
+// requested) asked for changes, which lets the agent start rework.
+//
+// always_require counts only the participants of the review route (anyone,
+// when the route is empty): the decision is changes_requested when a
+// participant's latest decisive review asked for changes, approved when
+// one approved and none asks for changes, else pending. github_rules,
+// without a host that decides, does the same over every reviewer.
+func decide(policy CodeReviewPolicy, participants []Participant, reviews []Review) (ReviewDecision, bool) {
+	latest := map[string]ReviewOutcome{} // reviewer -> latest decisive outcome
+	var order []string
+	rework := false
+	for _, r := range reviews {
+		if r.Outcome == ReviewCommented {
+			continue
+		}
+		rework = r.Outcome == ReviewChangesRequested
+		if policy == PolicyAlwaysRequire && len(participants) > 0 &&
+			!slices.ContainsFunc(participants, func(p Participant) bool { return p.ID == r.Reviewer.ID }) {
+			continue
+		}
+		if _, seen := latest[r.Reviewer.ID]; !seen {
+			order = append(order, r.Reviewer.ID)
+		}
+		latest[r.Reviewer.ID] = r.Outcome
+	}
+	if policy == PolicyNeverRequire {
+		return DecisionNotRequired, rework
+	}
+	decision := DecisionPending
+	for _, id := range order {
+		switch latest[id] {
+		case ReviewChangesRequested:
+			return DecisionChangesRequested, rework
+		case ReviewApproved:
+			decision = DecisionApproved
+		}
+	}
+	return decision, rework
+}
+
+// liveDecision returns the review decision of t for a read: the host's,
+// when the policy is github_rules and its adapter decides, else the one
+// recorded from the reviews posted here.
+func (s *Service) liveDecision(ctx context.Context, t *Task) ReviewDecision {
+	if t.ReviewPolicy != PolicyGitHubRules || t.PRNumber == nil {
+		return recordedDecision(t)
+	}
+	adapter, _ := s.adapterFor(t, t.SubmissionMode)
+	decider, ok := adapter.(ReviewDecider)
+	if !ok {
+		return recordedDecision(t)
+	}
+	d, err := decider.ReviewDecision(ctx, t.pullRequestRef())
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.WarnContext(ctx, "host review decision failed; decision is pending", "task", t.ID, "err", err)
+		}
+		return DecisionPending
+	}
+	return d
+}
+
+// ReviewRouter decides who reviews a submission and under which policy.
+// [ReviewRules] is the included implementation.
+type ReviewRouter interface {
+	// RouteReview returns the review plan of a submission. An error fails
+	// the submission with 500.
+	RouteReview(ctx context.Context, req ReviewRouteRequest) (ReviewPlan, error)
+}
+
+// ReviewRouteRequest is what a ReviewRouter knows of a submission.
+type ReviewRouteRequest struct {
+	// Task is the submitted task.
+	Task Task
+	// PullRequest is the pull request the submission made or reused.
+	PullRequest PullRequest
+	// Reviewers are the logins the agent asked for (pullRequest.reviewers).
+	Reviewers []string
+}
+
+// ReviewPlan is a ReviewRouter's decision.
+type ReviewPlan struct {
+	// Policy is the submission's codeReviewPolicy.
+	Policy CodeReviewPolicy
+	// Participants review the submission.
+	Participants []Participant
+}
+
+// ReviewRules routes reviews by project: each project's policy and
+// reviewers, or, for a project with no reviewers configured, the pull
+// request's requested reviewers mapped from logins to agents.
+type ReviewRules struct {
+	// Projects holds the review plan of each project.
+	Projects map[string]ReviewPlan
+	// Default is the plan of projects not in Projects. Its Policy defaults
+	// to github_rules.
+	Default ReviewPlan
+	// Logins maps a host login to the agent that reviews as it. A login
+	// not in the map reviews as an agent with the login as its ID.
+	Logins map[string]string
+}
+
+var _ ReviewRouter = ReviewRules{}
+
+// RouteReview implements ReviewRouter.
+func (r ReviewRules) RouteReview(ctx context.Context, req ReviewRouteRequest) (ReviewPlan, error) {
+	plan, ok := r.Projects[req.Task.project()]
+	if !ok {
+		plan = r.Default
+	}
+	if plan.Policy == "" {
+		plan.Policy = PolicyGitHubRules
+	}
+	if len(plan.Participants) > 0 {
+		plan.Participants = slices.Clone(plan.Participants)
+		return plan, nil
+	}
+	plan.Participants = []Participant{}
+	for _, login := range append(slices.Clone(req.PullRequest.RequestedReviewers), req.Reviewers...) {
+		agent := login
+		if mapped, ok := r.Logins[login]; ok {
+			agent = mapped
+		}
+		if !slices.ContainsFunc(plan.Participants, func(p Participant) bool { return p.ID == agent }) {
+			plan.Participants = append(plan.Participants, Participant{ID: agent, Role: "reviewer"})
+		}
+	}
+	return plan, nil
+}
+
+// PostReviewParams is a reviewer's verdict. Its JSON form is the body of
+// POST /tasks/{id}/reviews.
+type PostReviewParams struct {
+	// Outcome is approved, changes_requested or commented. Required.
+	Outcome ReviewOutcome `json:"outcome"`
+	// Body is the reviewer's text, at most 10,000 characters.
+	Body string `json:"body"`
+	// Reviewer is who reviews.
+	Reviewer Actor `json:"-"`
+}
+
+// maxReviewBodyLen bounds a review's body.
+const maxReviewBodyLen = 10000
+
+func (p *PostReviewParams) validate() error {
+	var v validator
+	if !p.Outcome.Valid() {
+		v.add("outcome", "must be one of approved, changes_requested, commented")
+	}
+	v.maxLen("body", p.Body, maxReviewBodyLen)
+	return v.err()
+}
+
+// PostReview records a review of a task's latest submission, updates the
+// review decision and emits task.reviewed. The task must be in review.
+func (s *Service) PostReview(ctx context.Context, taskID string, p PostReviewParams) (Review, []Action, error) {
+	if err := p.validate(); err != nil {
+		return Review{}, nil, err
+	}
+	var review Review
+	t, err := s.changeTask(ctx, taskID, func(tx Tx, t *Task) (taskEvent, error) {
+		if t.Status != StatusInReview || t.SubmissionID == nil {
+			return taskEvent{}, &ConflictError{
+				Reason:           "not_in_review",
+				Message:          fmt.Sprintf("Task %s is %s; only a task in review can be reviewed", t.Identifier, t.Status),
+				AvailableActions: t.AvailableActions,
+			}
+		}
+		sub, err := tx.Submission(ctx, *t.SubmissionID)
+		if err != nil {
+			return taskEvent{}, fmt.Errorf("submission of task %s: %w", t.ID, err)
+		}
+		review = Review{ID: id.New("rev_"), Reviewer: p.Reviewer, Outcome: p.Outcome, Body: p.Body,
+			SubmittedAt: s.now(), TaskID: t.ID, SubmissionID: sub.SubmissionID}
+		if err := tx.CreateReview(ctx, review); err != nil {
+			return taskEvent{}, fmt.Errorf("record review: %w", err)
+		}
+		reviews, err := tx.Reviews(ctx, sub.SubmissionID)
+		if err != nil {
+			return taskEvent{}, fmt.Errorf("reviews of task %s: %w", t.ID, err)
+		}
+		t.ReviewDecision, t.ReworkRequested = decide(sub.CodeReviewPolicy, sub.ReviewRoute.Participants, reviews)
+		return taskEvent{typ: EventTaskReviewed, actor: p.Reviewer, reviewOutcome: p.Outcome,
+			summary: fmt.Sprintf("Task %s reviewed by %s: %s", t.Identifier, p.Reviewer.ID, p.Outcome)}, nil
+	})
+	if err != nil {
+		return Review{}, nil, err
+	}
+	acts, err := s.liveActions(ctx, &t)
+	return review, acts, err
+}
+
+// ReviewFeedback is the review state of a task's latest submission, as
+// served by GET /tasks/{id}/review-feedback.
+type ReviewFeedback struct {
+	Decision ReviewDecision `json:"decision"`
+	Reviews  []Review       `json:"reviews"`
+}
+
+// ReviewFeedback returns the decision on a task's latest submission and
+// its reviews, oldest first.
+func (s *Service) ReviewFeedback(ctx context.Context, taskID string) (ReviewFeedback, []Action, error) {
+	t, err := s.readTask(ctx, taskID)
+	if err != nil {
+		return ReviewFeedback{}, nil, err
+	}
+	fb := ReviewFeedback{Decision: DecisionPending, Reviews: []Review{}}
+	if t.SubmissionID == nil {
+		return fb, actionsFor(t.Status, false, false), nil
+	}
+	reviews, err := s.store.Reviews(ctx, *t.SubmissionID)
+	if err != nil {
+		return ReviewFeedback{}, nil, fmt.Errorf("reviews of task %s: %w", t.ID, err)
+	}
+	fb.Reviews = nonNil(reviews)
+	ci, decision, err := s.liveReview(ctx, &t)
+	if err != nil {
+		return ReviewFeedback{}, nil, err
+	}
+	fb.Decision = decision
+	return fb, actionsOf(&t, facts{ci: ci.Overall, decision: decision}), nil
+}
+
+func (s *Service) handlePostReview(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	var params PostReviewParams
+	if err := decodeAndCheck(w, r, &params, false, params.validate); err != nil {
+		return err
+	}
+	params.Reviewer = p.Actor
+	review, acts, err := s.PostReview(requestContext(r), r.PathValue("id"), params)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, struct {
+		Data             Review   `json:"data"`
+		AvailableActions []Action `json:"availableActions"`
+	}{review, acts})
+	return nil
+}
+
+func (s *Service) handleReviewFeedback(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	fb, acts, err := s.ReviewFeedback(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Data             ReviewFeedback `json:"data"`
+		AvailableActions []Action       `json:"availableActions"`
+	}{fb, acts})
+	return nil
 }

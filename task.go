@@ -408,7 +408,7 @@ func (s *Service) CreateTask(ctx context.Context, p CreateTaskParams) (Task, err
 		t.TriageQueueID = &routing.TriageQueueID
 		summary += " and sent to triage queue " + routing.TriageQueueID
 	}
-	t.AvailableActions = s.actions(&t)
+	t.AvailableActions = actionsFor(t.Status, false, false)
 
 	err = s.update(ctx, func(tx Tx) error {
 		if err := tx.CreateTask(ctx, t); err != nil {
@@ -477,17 +477,13 @@ func (s *Service) route(ctx context.Context, p *CreateTaskParams) (Routing, erro
 // Task returns the task with the given ID and its available actions. It
 // returns an error matching ErrNotFound when there is none.
 func (s *Service) Task(ctx context.Context, taskID string) (Task, error) {
-	if !validTaskID(taskID) {
-		return Task{}, notFound("task", taskID)
-	}
-	t, err := s.store.Task(ctx, taskID)
-	if errors.Is(err, ErrNotFound) {
-		return Task{}, notFound("task", taskID)
-	}
+	t, err := s.readTask(ctx, taskID)
 	if err != nil {
-		return Task{}, fmt.Errorf("get task %s: %w", taskID, err)
+		return Task{}, err
 	}
-	t.AvailableActions = s.actions(&t)
+	if t.AvailableActions, err = s.liveActions(ctx, &t); err != nil {
+		return Task{}, err
+	}
 	return t, nil
 }
 
@@ -548,7 +544,9 @@ func (s *Service) ListTasks(ctx context.Context, p ListTasksParams) (TaskList, e
 		return TaskList{}, fmt.Errorf("list tasks: %w", err)
 	}
 	for i := range page.Tasks {
-		page.Tasks[i].AvailableActions = s.actions(&page.Tasks[i])
+		if page.Tasks[i].AvailableActions, err = s.liveActions(ctx, &page.Tasks[i]); err != nil {
+			return TaskList{}, err
+		}
 	}
 	return TaskList{Tasks: nonNil(page.Tasks), NextCursor: encodeCursor(page.Next)}, nil
 }
@@ -628,11 +626,6 @@ func (s *Service) CancelTask(ctx context.Context, taskID string, p CancelTaskPar
 		}
 		return taskEvent{typ: EventTaskUpdated, summary: summary, actor: p.Actor}, nil
 	})
-}
-
-// actions returns the actions available on t given what the Store knows.
-func (s *Service) actions(t *Task) []Action {
-	return actionsFor(t.Status, false, false)
 }
 
 // ptr returns a pointer to v.

@@ -281,8 +281,8 @@ func TestStartAndCancelEvents(t *testing.T) {
 	}
 	todo, inProgress := "todo", "in_progress"
 	want := []update{
-		{&todo, []string{"status"}, "in_progress", lifecycle.Actor{ID: "agent-web", Role: lifecycle.RoleAgent}},
-		{&inProgress, []string{"status"}, "cancelled", lifecycle.Actor{ID: "tester", Role: lifecycle.RoleUser}},
+		{&todo, []string{"status", "availableActions"}, "in_progress", lifecycle.Actor{ID: "agent-web", Role: lifecycle.RoleAgent}},
+		{&inProgress, []string{"status", "availableActions"}, "cancelled", lifecycle.Actor{ID: "tester", Role: lifecycle.RoleUser}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("start and cancel events (-want +got):\n%s", diff)

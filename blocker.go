@@ -1,0 +1,138 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"regexp"
+)
+
+// RecordBlockerParams records why an agent cannot go on without a user.
+// Its JSON form is the body of POST /tasks/{id}/blocker.
+type RecordBlockerParams struct {
+	// Reason is a machine-readable code such as "missing_credentials":
+	// lower-case letters, digits, '_', '.' and '-', at most 100. Required.
+	Reason string `json:"reason"`
+	// ActionRequired says what the user must do. Required, at most 2000.
+	ActionRequired string `json:"actionRequired"`
+	// ResumeInstructions say how the agent resumes, at most 2000.
+	ResumeInstructions string `json:"resumeInstructions"`
+	// SourceRunID identifies the agent run, at most 200.
+	SourceRunID string `json:"sourceRunId"`
+	// Actor is the agent; its ID becomes the blocker's sourceAgentId.
+	Actor Actor `json:"-"`
+}
+
+var reasonCodeRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]*$`)
+
+func (p *RecordBlockerParams) validate() error {
+	var v validator
+	if !reasonCodeRE.MatchString(p.Reason) {
+		v.add("reason", "is required: a code of lower-case letters, digits, '_', '.' or '-'")
+	}
+	v.maxLen("reason", p.Reason, 100)
+	if p.ActionRequired == "" {
+		v.add("actionRequired", "is required")
+	}
+	v.maxLen("actionRequired", p.ActionRequired, maxReasonLen)
+	v.maxLen("resumeInstructions", p.ResumeInstructions, maxReasonLen)
+	v.maxLen("sourceRunId", p.SourceRunID, maxAgentIDLen)
+	return v.err()
+}
+
+// RecordBlocker blocks an in-progress task on a user's action and emits
+// task.awaiting_user. It returns a *ConflictError when the task is not in
+// progress.
+func (s *Service) RecordBlocker(ctx context.Context, taskID string, p RecordBlockerParams) (Task, error) {
+	if err := p.validate(); err != nil {
+		return Task{}, err
+	}
+	return s.changeTask(ctx, taskID, func(tx Tx, t *Task) (taskEvent, error) {
+		if t.Status != StatusInProgress {
+			return taskEvent{}, &ConflictError{
+				Reason:           "not_in_progress",
+				Message:          fmt.Sprintf("Task %s is %s; only a task in progress can be blocked", t.Identifier, t.Status),
+				AvailableActions: t.AvailableActions,
+			}
+		}
+		t.StatusBeforeBlocker = t.Status
+		t.Status = StatusBlocked
+		t.Blocker = &Blocker{
+			Kind:               BlockerKindAwaitingUser,
+			SourceRunID:        p.SourceRunID,
+			SourceAgentID:      p.Actor.ID,
+			Reason:             p.Reason,
+			ActionRequired:     p.ActionRequired,
+			ResumeInstructions: p.ResumeInstructions,
+			CreatedAt:          s.now(),
+		}
+		return taskEvent{typ: EventTaskAwaitingUser, actor: p.Actor,
+			summary: fmt.Sprintf("Task %s is waiting for a user: %s", t.Identifier, p.ActionRequired)}, nil
+	})
+}
+
+// ResolveBlockerParams says how a blocker was resolved. Its JSON form is
+// the body of POST /tasks/{id}/resolve-blocker.
+type ResolveBlockerParams struct {
+	// Resolution is optional, at most 2000 characters; it is kept in the event.
+	Resolution string `json:"resolution"`
+	// Actor resolves.
+	Actor Actor `json:"-"`
+}
+
+// ResolveBlocker returns a blocked task to the status it had before the
+// blocker and emits task.updated. It returns a *ConflictError when the
+// task is not blocked.
+func (s *Service) ResolveBlocker(ctx context.Context, taskID string, p ResolveBlockerParams) (Task, error) {
+	var v validator
+	v.maxLen("resolution", p.Resolution, maxReasonLen)
+	if err := v.err(); err != nil {
+		return Task{}, err
+	}
+	return s.changeTask(ctx, taskID, func(tx Tx, t *Task) (taskEvent, error) {
+		if t.Status != StatusBlocked {
+			return taskEvent{}, &ConflictError{
+				Reason:           "not_blocked",
+				Message:          fmt.Sprintf("Task %s is %s; only a blocked task has a blocker to resolve", t.Identifier, t.Status),
+				AvailableActions: t.AvailableActions,
+			}
+		}
+		t.Status = t.StatusBeforeBlocker
+		if t.Status == "" {
+			t.Status = StatusInProgress
+		}
+		t.StatusBeforeBlocker = ""
+		t.Blocker = nil
+		summary := fmt.Sprintf("Blocker of task %s resolved", t.Identifier)
+		if p.Resolution != "" {
+			summary += ": " + p.Resolution
+		}
+		return taskEvent{typ: EventTaskUpdated, actor: p.Actor, summary: summary}, nil
+	})
+}
+
+func (s *Service) handleRecordBlocker(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	var params RecordBlockerParams
+	if err := decodeAndCheck(w, r, &params, false, params.validate); err != nil {
+		return err
+	}
+	params.Actor = p.Actor
+	t, err := s.RecordBlocker(requestContext(r), r.PathValue("id"), params)
+	if err != nil {
+		return err
+	}
+	return writeTask(w, http.StatusOK, &t, false)
+}
+
+func (s *Service) handleResolveBlocker(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	var params ResolveBlockerParams
+	if err := decodeJSON(w, r, &params, true); err != nil {
+		return err
+	}
+	params.Actor = p.Actor
+	t, err := s.ResolveBlocker(requestContext(r), r.PathValue("id"), params)
+	if err != nil {
+		return err
+	}
+	return writeTask(w, http.StatusOK, &t, false)
+}

@@ -1,0 +1,132 @@
+package lifecycle_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/tasklifecycle/lifecycle"
+)
+
+func TestCIStatusSources(t *testing.T) {
+	t.Parallel()
+	e, a := newSubmitEnv(t)
+	id := e.startedTask("ENG-1")
+	none := e.call(request{method: "GET", path: "/tasks/" + id + "/ci-status", key: e.admin}, http.StatusOK)
+	if diff := cmp.Diff(map[string]any{"overall": "none", "headSha": nil, "provider": nil, "checks": []any{}}, none["data"]); diff != "" {
+		t.Errorf("CI status before any submission (-want +got):\n%s", diff)
+	}
+	sha := e.submitOK(id, "ci-key-123", submitBody())["headSha"].(string)
+	a.web.SetChecks(sha, lifecycle.CIReport{Checks: []lifecycle.CICheck{{Name: "build", Status: lifecycle.CheckRunning, URL: "https://ci.example.com/b"}}})
+
+	got := e.call(request{method: "GET", path: "/tasks/" + id + "/ci-status", key: e.admin}, http.StatusOK)
+	want := map[string]any{
+		"overall":  "running",
+		"headSha":  sha,
+		"provider": "memory",
+		"checks": []any{
+			// Self-reported checks are shown; the memory CI does not count them.
+			map[string]any{"name": "lint", "status": "skipped", "url": nil, "source": "self_reported"},
+			map[string]any{"name": "unit", "status": "passed", "url": nil, "source": "self_reported"},
+			map[string]any{"name": "build", "status": "running", "url": "https://ci.example.com/b", "source": "provider"},
+		},
+	}
+	if diff := cmp.Diff(want, got["data"]); diff != "" {
+		t.Errorf("CI status (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]any{"view_ci_status", "view_review_feedback"}, got["availableActions"]); diff != "" {
+		t.Errorf("availableActions (-want +got):\n%s", diff)
+	}
+
+	// The provider says pending: nothing else decides.
+	a.web.SetChecks(sha, lifecycle.CIReport{Pending: true})
+	if o := e.call(request{method: "GET", path: "/tasks/" + id + "/ci-status", key: e.admin}, http.StatusOK)["data"].(map[string]any)["overall"]; o != "pending" {
+		t.Errorf("overall with the provider pending = %v", o)
+	}
+	// The provider fails: pending, and logged.
+	a.web.SetChecks(sha, lifecycle.CIReport{})
+	a.web.FailNext("checks", errNetwork)
+	if o := e.call(request{method: "GET", path: "/tasks/" + id + "/ci-status", key: e.admin}, http.StatusOK)["data"].(map[string]any)["overall"]; o != "pending" {
+		t.Errorf("overall with the provider down = %v, want pending", o)
+	}
+	if !strings.Contains(e.logs.String(), "CI provider failed") {
+		t.Error("a failing CI provider was not logged")
+	}
+}
+
+var errNetwork = &netError{}
+
+type netError struct{}
+
+func (*netError) Error() string { return "connection refused" }
+
+func TestReportedChecks(t *testing.T) {
+	t.Parallel()
+	e, _ := newSubmitEnv(t, func(c *lifecycle.Config) {
+		c.ReviewRouter = lifecycle.ReviewRules{Default: lifecycle.ReviewPlan{Policy: lifecycle.PolicyNeverRequire}}
+	})
+	id := e.startedTask("ENG-1")
+	sha := e.submitOK(id, "report-key-1", submitBody())["headSha"].(string)
+	ci := e.key(lifecycle.ScopeCIWrite)
+	report := func(sha string, checks ...map[string]any) map[string]any {
+		return e.call(request{method: "POST", path: "/tasks/" + id + "/checks", key: ci, body: map[string]any{"headSha": sha, "checks": checks}}, http.StatusOK)
+	}
+	versions := func() int { return len(e.eventsOf(id)) }
+	before := versions()
+
+	// Checks of another commit are kept but do not count.
+	stale := report(strings.Repeat("a", 40), map[string]any{"name": "build", "status": "passed"})
+	if stale["data"].(map[string]any)["overall"] != "none" || versions() != before {
+		t.Errorf("a stale commit's checks: overall %v, events %d -> %d", stale["data"].(map[string]any)["overall"], before, versions())
+	}
+	running := report(strings.ToUpper(sha), map[string]any{"name": "build", "status": "running"})
+	if running["data"].(map[string]any)["overall"] != "running" || versions() != before {
+		t.Errorf("running: overall %v; events %d -> %d (no next step changed)", running["data"].(map[string]any)["overall"], before, versions())
+	}
+	passed := report(sha, map[string]any{"name": "build", "status": "passed", "url": "https://ci.example.com/9"})
+	if diff := cmp.Diff([]any{"ship", "view_ci_status", "view_review_feedback"}, passed["availableActions"]); diff != "" {
+		t.Errorf("actions once CI passed (-want +got):\n%s", diff)
+	}
+	evs := e.eventsOf(id)
+	if len(evs) != before+1 {
+		t.Fatalf("events %d -> %d, want one for the change of next steps", before, len(evs))
+	}
+	data := evs[len(evs)-1]["data"].(map[string]any)
+	if diff := cmp.Diff([]any{"availableActions"}, data["changedFields"]); diff != "" {
+		t.Errorf("changedFields of a CI change (-want +got):\n%s", diff)
+	}
+	// A later failure takes ship away again.
+	failed := report(sha, map[string]any{"name": "build", "status": "failed"})
+	if failed["data"].(map[string]any)["overall"] != "failed" || cmp.Diff([]any{"view_ci_status", "view_review_feedback"}, failed["availableActions"]) != "" {
+		t.Errorf("after failure: %v", failed)
+	}
+}
+
+func TestReportChecksValidation(t *testing.T) {
+	t.Parallel()
+	e, _ := newSubmitEnv(t)
+	id := e.startedTask("ENG-1")
+	sha := strings.Repeat("b", 40)
+	tests := []struct {
+		body  map[string]any
+		field string
+	}{
+		{map[string]any{"headSha": "abc", "checks": []map[string]any{{"name": "x", "status": "passed"}}}, "headSha"},
+		{map[string]any{"headSha": sha, "checks": []map[string]any{}}, "checks"},
+		{map[string]any{"headSha": sha, "checks": []map[string]any{{"name": "x", "status": "ok"}}}, "checks[0].status"},
+		{map[string]any{"headSha": sha, "checks": []map[string]any{{"name": "x", "status": "passed", "url": "ftp://x"}}}, "checks[0].url"},
+	}
+	for _, tt := range tests {
+		body := e.call(request{method: "POST", path: "/tasks/" + id + "/checks", key: e.admin, body: tt.body}, http.StatusBadRequest)
+		if !hasFieldError(body["error"].(map[string]any), tt.field) {
+			t.Errorf("details.fields lacks %q: %v", tt.field, body)
+		}
+	}
+	ok := map[string]any{"headSha": sha, "checks": []map[string]any{{"name": "x", "status": "passed"}}}
+	e.call(request{method: "POST", path: "/tasks/" + id + "/checks", key: e.key(lifecycle.ScopeTasksWrite), body: ok}, http.StatusForbidden)
+	e.call(request{method: "POST", path: "/tasks/tsk_doesnotexist/checks", key: e.admin, body: ok}, http.StatusNotFound)
+	e.call(request{method: "GET", path: "/tasks/tsk_doesnotexist/ci-status", key: e.admin}, http.StatusNotFound)
+	e.call(request{method: "GET", path: "/tasks/" + id + "/ci-status", key: e.key(lifecycle.ScopeCIWrite)}, http.StatusForbidden)
+}

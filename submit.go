@@ -1,0 +1,428 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/tasklifecycle/lifecycle/internal/id"
+)
+
+// Limits of a submission (SPEC.md "Limits").
+const (
+	maxSummaryLen   = 2000
+	maxNotesLen     = 2000
+	maxPRTitleLen   = 300
+	maxPRBodyLen    = 10000
+	maxReviewers    = 20
+	maxLoginLen     = 100
+	maxBranchLen    = 255
+	submitRoute     = "/tasks/{id}/submit"
+	maxCheckNameLen = 200
+)
+
+// PullRequestHints are an agent's wishes for the pull request of an
+// adapter-managed submission.
+type PullRequestHints struct {
+	// Title is at most 300 characters.
+	Title string `json:"title"`
+	// Body is at most 10,000 characters.
+	Body string `json:"body"`
+	// Draft opens a draft pull request.
+	Draft bool `json:"draft"`
+	// Head overrides the configured source branch.
+	Head string `json:"head"`
+	// Base overrides the configured target branch.
+	Base string `json:"base"`
+	// Reviewers are up to 20 login names.
+	Reviewers []string `json:"reviewers"`
+}
+
+// SubmitParams is an agent's submission of finished work. Its JSON form is
+// the body of POST /tasks/{id}/submit.
+type SubmitParams struct {
+	// Summary says what was done. Required, at most 2000 characters.
+	Summary string `json:"summary"`
+	// Mode defaults to adapter_managed.
+	Mode SubmitMode `json:"mode"`
+	// PullRequest holds hints for the adapter.
+	PullRequest PullRequestHints `json:"pullRequest"`
+	// Checks are self-reported check results.
+	Checks []SubmittedCheck `json:"checks"`
+	// Notes are internal notes, at most 2000 characters.
+	Notes string `json:"notes"`
+
+	// IdempotencyKey is recorded in the submission.
+	IdempotencyKey string `json:"-"`
+	// Actor submits.
+	Actor Actor `json:"-"`
+}
+
+func (p *SubmitParams) validate() error {
+	var v validator
+	if strings.TrimSpace(p.Summary) == "" {
+		v.add("summary", "is required")
+	}
+	v.maxLen("summary", p.Summary, maxSummaryLen)
+	switch p.Mode {
+	case "":
+		p.Mode = ModeAdapterManaged
+	case ModeAdapterManaged, ModeArtifact:
+	default:
+		v.add("mode", "must be adapter_managed or artifact")
+	}
+	pr := &p.PullRequest
+	v.maxLen("pullRequest.title", pr.Title, maxPRTitleLen)
+	v.maxLen("pullRequest.body", pr.Body, maxPRBodyLen)
+	if pr.Head != "" && !validBranch(pr.Head) {
+		v.add("pullRequest.head", "must be a valid branch name")
+	}
+	if pr.Base != "" && !validBranch(pr.Base) {
+		v.add("pullRequest.base", "must be a valid branch name")
+	}
+	if len(pr.Reviewers) > maxReviewers {
+		v.add("pullRequest.reviewers", fmt.Sprintf("at most %d entries", maxReviewers))
+	}
+	for i, login := range pr.Reviewers {
+		if login == "" || strings.ContainsFunc(login, func(r rune) bool { return r <= ' ' }) {
+			v.add(fmt.Sprintf("pullRequest.reviewers[%d]", i), "must be a login name without spaces")
+		}
+		v.maxLen(fmt.Sprintf("pullRequest.reviewers[%d]", i), login, maxLoginLen)
+	}
+	if len(p.Checks) > maxChecks {
+		v.add("checks", fmt.Sprintf("at most %d entries", maxChecks))
+	}
+	for i, c := range p.Checks {
+		validateCheck(&v, fmt.Sprintf("checks[%d]", i), c.Name, c.Status)
+	}
+	v.maxLen("notes", p.Notes, maxNotesLen)
+	return v.err()
+}
+
+// validBranch reports whether s is an acceptable git branch name: no
+// control characters, spaces or the characters git forbids in refs.
+func validBranch(s string) bool {
+	if len(s) > maxBranchLen || strings.HasPrefix(s, "-") || strings.HasPrefix(s, "/") || strings.HasSuffix(s, "/") ||
+		strings.HasSuffix(s, ".lock") || strings.HasSuffix(s, ".") || strings.Contains(s, "..") || strings.Contains(s, "//") || strings.Contains(s, "@{") {
+		return false
+	}
+	return !strings.ContainsFunc(s, func(r rune) bool {
+		return r <= ' ' || r == 0x7f || strings.ContainsRune("~^:?*[\\", r)
+	})
+}
+
+// AdapterBinding makes an adapter live for the tasks of a project.
+type AdapterBinding struct {
+	// Project names the tasks' project; "" binds the tasks of every project
+	// that no other binding names, and those without a project.
+	Project string
+	// Adapter opens and merges their pull requests. Required.
+	Adapter ProviderAdapter
+	// CI reports their CI. When nil, the Adapter does if it is a
+	// CIProvider, else Config.CIProvider.
+	CI CIProvider
+}
+
+// binding returns the binding live for a project, or nil.
+func (s *Service) binding(project string) *AdapterBinding {
+	var fallback *AdapterBinding
+	for i := range s.cfg.Adapters {
+		b := &s.cfg.Adapters[i]
+		if b.Project == project && project != "" {
+			return b
+		}
+		if b.Project == "" {
+			fallback = b
+		}
+	}
+	return fallback
+}
+
+// adapterFor returns the adapter that handles t's submissions in mode. It
+// returns an error matching ErrNotFound when none is configured.
+func (s *Service) adapterFor(t *Task, mode SubmitMode) (ProviderAdapter, error) {
+	if mode == ModeArtifact {
+		if s.cfg.ArtifactAdapter == nil {
+			return nil, fmt.Errorf("artifact submissions are not enabled on this service: %w", ErrNotFound)
+		}
+		return s.cfg.ArtifactAdapter, nil
+	}
+	if b := s.binding(t.project()); b != nil {
+		return b.Adapter, nil
+	}
+	return nil, fmt.Errorf("no live provider adapter matches task %s (project %q): %w", t.Identifier, t.project(), ErrNotFound)
+}
+
+// ciFor returns the CI provider of t's latest submission, or nil.
+func (s *Service) ciFor(t *Task) CIProvider {
+	var adapter ProviderAdapter
+	if t.SubmissionMode == ModeArtifact {
+		adapter = s.cfg.ArtifactAdapter
+	} else if b := s.binding(t.project()); b != nil {
+		if b.CI != nil {
+			return b.CI
+		}
+		adapter = b.Adapter
+	}
+	if ci, ok := adapter.(CIProvider); ok {
+		return ci
+	}
+	return s.cfg.CIProvider
+}
+
+// providerError wraps an adapter failure for the HTTP layer (502).
+func (s *Service) providerError(ctx context.Context, op string, err error) error {
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return err
+	}
+	return &ProviderError{Op: op, Err: err}
+}
+
+// Submit submits a task's finished work: the task's live adapter creates
+// or reuses its pull request (or, in artifact mode, the artifact adapter
+// records the submission), reviewers are routed, and the task moves to
+// in_review with task.updated. It returns a *ConflictError when submit is
+// not an available action, an error matching ErrNotFound when no adapter
+// handles the task, and a *ProviderError when the adapter fails.
+func (s *Service) Submit(ctx context.Context, taskID string, p SubmitParams) (Submission, error) {
+	return s.submit(ctx, taskID, p, nil)
+}
+
+// submit is Submit with a hook that runs in the transaction that accepts
+// the submission (the HTTP layer records the idempotent response there).
+func (s *Service) submit(ctx context.Context, taskID string, p SubmitParams, onCommit func(tx Tx, sub *Submission) error) (Submission, error) {
+	if err := p.validate(); err != nil {
+		return Submission{}, err
+	}
+	// One submission of a task at a time in this process, so that the
+	// adapter is not asked twice for work that can be accepted once.
+	unlock := s.taskLocks.lock(taskID)
+	defer unlock()
+
+	t, err := s.Task(ctx, taskID)
+	if err != nil {
+		return Submission{}, err
+	}
+	if !hasAction(t.AvailableActions, ActionSubmit) {
+		return Submission{}, notSubmittable(&t)
+	}
+	adapter, err := s.adapterFor(&t, p.Mode)
+	if err != nil {
+		return Submission{}, err
+	}
+	req := PullRequestRequest{
+		Task:         t,
+		SubmissionID: id.New("sub_"),
+		Head:         p.PullRequest.Head,
+		Base:         p.PullRequest.Base,
+		Title:        p.PullRequest.Title,
+		Body:         p.PullRequest.Body,
+		Draft:        p.PullRequest.Draft,
+		Reviewers:    p.PullRequest.Reviewers,
+		Summary:      p.Summary,
+		Notes:        p.Notes,
+		Checks:       p.Checks,
+	}
+	if req.Head == "" && t.Branch != nil {
+		req.Head = *t.Branch // rework goes on the same branch
+	}
+	if req.Base == "" && t.BaseBranch != nil {
+		req.Base = *t.BaseBranch
+	}
+	actx, cancel := context.WithTimeout(ctx, s.cfg.ProviderTimeout)
+	pr, err := adapter.EnsurePullRequest(actx, req)
+	cancel()
+	if err != nil {
+		return Submission{}, s.providerError(ctx, "open pull request", err)
+	}
+	if pr.Number < 1 || pr.URL == "" || !shaRE.MatchString(pr.HeadSHA) {
+		return Submission{}, s.providerError(ctx, "open pull request", fmt.Errorf("the adapter returned an incomplete pull request %+v", pr))
+	}
+	pr.HeadSHA = lowerHex(pr.HeadSHA)
+	plan, err := s.cfg.ReviewRouter.RouteReview(ctx, ReviewRouteRequest{Task: t, PullRequest: pr, Reviewers: p.PullRequest.Reviewers})
+	if err != nil {
+		return Submission{}, fmt.Errorf("route review of task %s: %w", t.ID, err)
+	}
+	if !plan.Policy.Valid() {
+		return Submission{}, fmt.Errorf("route review of task %s: invalid policy %q", t.ID, plan.Policy)
+	}
+
+	sub := Submission{
+		SubmissionID:     req.SubmissionID,
+		TaskID:           t.ID,
+		Status:           StatusInReview,
+		PRURL:            pr.URL,
+		PRNumber:         pr.Number,
+		Head:             optional(pr.Head),
+		Base:             optional(pr.Base),
+		HeadSHA:          &pr.HeadSHA,
+		Action:           ActionExisting,
+		IdempotencyKey:   p.IdempotencyKey,
+		Owner:            optional(pr.Owner),
+		Repo:             optional(pr.Repo),
+		CodeReviewPolicy: plan.Policy,
+		ReviewRoute:      ReviewRoute{Participants: nonNil(plan.Participants)},
+		AcceptedAt:       s.now(),
+		Mode:             p.Mode,
+		Summary:          p.Summary,
+		Notes:            p.Notes,
+		Checks:           nonNil(p.Checks),
+		Draft:            p.PullRequest.Draft,
+		Actor:            p.Actor,
+	}
+	switch {
+	case p.Mode == ModeArtifact:
+		sub.Action = ActionAccepted
+	case pr.Created:
+		sub.Action = ActionCreated
+	}
+	loaded := t.Version
+	_, err = s.changeTask(ctx, taskID, func(tx Tx, t *Task) (taskEvent, error) {
+		if t.Version != loaded || !hasAction(t.AvailableActions, ActionSubmit) {
+			return taskEvent{}, notSubmittable(t) // changed while the adapter worked
+		}
+		if err := tx.CreateSubmission(ctx, sub); err != nil {
+			return taskEvent{}, fmt.Errorf("record submission: %w", err)
+		}
+		for _, c := range p.Checks {
+			err := tx.PutCheck(ctx, Check{TaskID: t.ID, HeadSHA: pr.HeadSHA, Source: SourceSelfReported, Name: c.Name, Status: c.Status, UpdatedAt: sub.AcceptedAt})
+			if err != nil {
+				return taskEvent{}, fmt.Errorf("record self-reported check %s: %w", c.Name, err)
+			}
+		}
+		t.Status = StatusInReview
+		t.SubmissionID, t.PRURL, t.PRNumber = &sub.SubmissionID, &sub.PRURL, &sub.PRNumber
+		t.Branch, t.BaseBranch, t.HeadSHA = sub.Head, sub.Base, sub.HeadSHA
+		t.SubmissionMode, t.PROwner, t.PRRepo = p.Mode, pr.Owner, pr.Repo
+		t.ReviewPolicy, t.ReviewDecision, t.ReworkRequested = plan.Policy, DecisionPending, false
+		if ci := s.ciFor(t); ci != nil {
+			sub.CIProvider = optional(ci.Name())
+		}
+		return taskEvent{
+			typ:     EventTaskUpdated,
+			actor:   p.Actor,
+			summary: fmt.Sprintf("Task %s submitted for review: pull request #%d (%s)", t.Identifier, sub.PRNumber, sub.Action),
+			after: func(tx Tx, t *Task) error {
+				sub.AvailableActions = t.AvailableActions
+				if onCommit != nil {
+					return onCommit(tx, &sub)
+				}
+				return nil
+			},
+		}, nil
+	})
+	if err != nil {
+		return Submission{}, err
+	}
+	return sub, nil
+}
+
+// notSubmittable is the conflict of a submit that is not available.
+func notSubmittable(t *Task) error {
+	reason := "not_submittable"
+	if t.Status == StatusInReview {
+		reason = "already_in_review"
+	}
+	return &ConflictError{
+		Reason:           reason,
+		Message:          fmt.Sprintf("Task %s is %s; submit needs status in_progress", t.Identifier, t.Status),
+		AvailableActions: t.AvailableActions,
+	}
+}
+
+// optional returns a pointer to s, or nil when s is empty.
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// submissionEnvelope is the body of a submit response.
+type submissionEnvelope struct {
+	Data             *Submission `json:"data"`
+	AvailableActions []Action    `json:"availableActions"`
+}
+
+func (s *Service) handleSubmit(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	taskID := r.PathValue("id")
+	var params SubmitParams
+	scope, fp, err := idempotentRequest(w, r, p, submitRoute, taskID, &params, params.validate)
+	if err != nil {
+		return err
+	}
+	if !validTaskID(taskID) {
+		return notFound("task", taskID)
+	}
+	ctx := requestContext(r)
+	call, replay, err := s.beginIdempotent(ctx, scope, fp, s.actionsOrNil(taskID))
+	if err != nil {
+		return err
+	}
+	if replay != nil {
+		writeReplay(w, replay)
+		return nil
+	}
+	params.IdempotencyKey, params.Actor = scope.Key, p.Actor
+	var body []byte
+	_, err = s.submit(ctx, taskID, params, func(tx Tx, sub *Submission) error {
+		body = encodeJSON(submissionEnvelope{sub, sub.AvailableActions})
+		return call.record(ctx, tx, http.StatusAccepted, body)
+	})
+	if err != nil {
+		call.release(ctx)
+		return err
+	}
+	writeRaw(w, http.StatusAccepted, body)
+	return nil
+}
+
+// actionsOrNil returns a function that reads a task's available actions for
+// a conflict's details, or none when the task cannot be read.
+func (s *Service) actionsOrNil(taskID string) func(context.Context) []Action {
+	return func(ctx context.Context) []Action {
+		t, err := s.Task(ctx, taskID)
+		if err != nil {
+			return []Action{}
+		}
+		return t.AvailableActions
+	}
+}
+
+// keyedLocks hands out one mutex per key, kept only while in use.
+type keyedLocks struct {
+	mu    sync.Mutex
+	locks map[string]*keyedLock
+}
+
+type keyedLock struct {
+	mu      sync.Mutex
+	holders int
+}
+
+// lock locks key and returns the function that unlocks it.
+func (k *keyedLocks) lock(key string) func() {
+	k.mu.Lock()
+	if k.locks == nil {
+		k.locks = make(map[string]*keyedLock)
+	}
+	l := k.locks[key]
+	if l == nil {
+		l = new(keyedLock)
+		k.locks[key] = l
+	}
+	l.holders++
+	k.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		k.mu.Lock()
+		if l.holders--; l.holders == 0 {
+			delete(k.locks, key)
+		}
+		k.mu.Unlock()
+	}
+}
