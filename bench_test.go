@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/adapter/memory"
 	"github.com/tasklifecycle/lifecycle/store/sqlite"
 )
 
@@ -22,14 +24,18 @@ type benchEnv struct {
 	admin string
 }
 
-func newBenchEnv(b *testing.B) *benchEnv {
+func newBenchEnv(b *testing.B, mutate ...func(*lifecycle.Config)) *benchEnv {
 	b.Helper()
 	store, err := sqlite.New(sqlite.Config{Path: filepath.Join(b.TempDir(), "bench.db")})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { store.Close() })
-	svc, err := lifecycle.New(lifecycle.Config{Store: store, BaseURL: testBase})
+	cfg := lifecycle.Config{Store: store, BaseURL: testBase, Logger: slog.New(slog.DiscardHandler)}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	svc, err := lifecycle.New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -122,6 +128,69 @@ func BenchmarkCreateTask(b *testing.B) {
 		}
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "creations/s")
+}
+
+// startedTasks creates n tasks of project web and starts them.
+func (e *benchEnv) startedTasks(b *testing.B, n int) []string {
+	b.Helper()
+	ids := make([]string, n)
+	web := "web"
+	for i := range ids {
+		t, err := e.svc.CreateTask(b.Context(), lifecycle.CreateTaskParams{
+			Identifier: fmt.Sprintf("SUB-%d", i),
+			Title:      "Fix the login redirect",
+			Links:      lifecycle.TaskLinks{Issue: "https://issues.example.com/x"},
+			Context:    lifecycle.TaskContext{Project: &web},
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := e.svc.StartTask(b.Context(), t.ID, lifecycle.Actor{ID: "bench", Role: lifecycle.RoleAgent}); err != nil {
+			b.Fatal(err)
+		}
+		ids[i] = t.ID
+	}
+	return ids
+}
+
+// benchSubmit submits each of b.N started tasks once, from concurrent
+// clients, through the handler.
+func benchSubmit(b *testing.B, e *benchEnv) {
+	ids := e.startedTasks(b, b.N)
+	body, _ := json.Marshal(map[string]any{
+		"summary": "Fixed the redirect and added a regression test.",
+		"checks":  []map[string]any{{"name": "unit", "status": "passed"}},
+	})
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.SetParallelism(8)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		w := &discardWriter{h: make(http.Header)}
+		for pb.Next() {
+			i := next.Add(1) - 1
+			r := httptest.NewRequest("POST", "/tasks/"+ids[i]+"/submit", bytes.NewReader(body))
+			r.Header.Set("Authorization", "Bearer "+e.admin)
+			r.Header.Set("Idempotency-Key", fmt.Sprintf("bench-submit-%d", i))
+			clear(w.h)
+			e.h.ServeHTTP(w, r)
+			if w.status != http.StatusAccepted {
+				b.Errorf("status %d", w.status)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "submits/s")
+}
+
+// BenchmarkSubmit submits through the handler with an in-memory adapter:
+// key reservation, pull request, review routing and the accepting
+// transaction. Target: at least 1,500 submits per second.
+func BenchmarkSubmit(b *testing.B) {
+	adapter := memory.New(memory.Config{})
+	benchSubmit(b, newBenchEnv(b, func(c *lifecycle.Config) {
+		c.Adapters = []lifecycle.AdapterBinding{{Adapter: adapter}}
+	}))
 }
 
 // discardWriter is a ResponseWriter that keeps only the status.

@@ -18,7 +18,7 @@ func idemKeyArgs(k lifecycle.IdempotencyScope) []any {
 func (x *txn) IdempotencyRecord(ctx context.Context, k lifecycle.IdempotencyScope) (lifecycle.IdempotencyRecord, error) {
 	r := lifecycle.IdempotencyRecord{IdempotencyScope: k}
 	var created, expires, locked int64
-	err := x.tx.QueryRowContext(ctx, `SELECT fingerprint, done, status_code, body, created_at, expires_at, locked_until
+	err := x.conn.QueryRowContext(x.ctx, `SELECT fingerprint, done, status_code, body, created_at, expires_at, locked_until
 		FROM idempotency_records WHERE `+idemKeyWhere, idemKeyArgs(k)...).
 		Scan(&r.Fingerprint, &r.Done, &r.StatusCode, &r.Body, &created, &expires, &locked)
 	if err != nil {
@@ -30,7 +30,7 @@ func (x *txn) IdempotencyRecord(ctx context.Context, k lifecycle.IdempotencyScop
 
 // CreateIdempotencyRecord implements lifecycle.Tx.
 func (x *txn) CreateIdempotencyRecord(ctx context.Context, r lifecycle.IdempotencyRecord) error {
-	_, err := x.tx.ExecContext(ctx, `INSERT INTO idempotency_records (principal_id, method, route, resource_id, key,
+	_, err := x.conn.ExecContext(x.ctx, `INSERT INTO idempotency_records (principal_id, method, route, resource_id, key,
 		fingerprint, done, status_code, body, created_at, expires_at, locked_until) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		append(idemKeyArgs(r.IdempotencyScope), r.Fingerprint, r.Done, r.StatusCode, r.Body,
 			millis(r.CreatedAt), millis(r.ExpiresAt), millis(r.LockedUntil))...)
@@ -42,7 +42,7 @@ func (x *txn) CreateIdempotencyRecord(ctx context.Context, r lifecycle.Idempoten
 
 // UpdateIdempotencyRecord implements lifecycle.Tx.
 func (x *txn) UpdateIdempotencyRecord(ctx context.Context, r lifecycle.IdempotencyRecord) error {
-	res, err := x.tx.ExecContext(ctx, `UPDATE idempotency_records SET fingerprint = ?, done = ?, status_code = ?, body = ?,
+	res, err := x.conn.ExecContext(x.ctx, `UPDATE idempotency_records SET fingerprint = ?, done = ?, status_code = ?, body = ?,
 		created_at = ?, expires_at = ?, locked_until = ? WHERE `+idemKeyWhere,
 		append([]any{r.Fingerprint, r.Done, r.StatusCode, r.Body, millis(r.CreatedAt), millis(r.ExpiresAt), millis(r.LockedUntil)},
 			idemKeyArgs(r.IdempotencyScope)...)...)
@@ -57,7 +57,7 @@ func (x *txn) UpdateIdempotencyRecord(ctx context.Context, r lifecycle.Idempoten
 
 // DeleteIdempotencyRecord implements lifecycle.Tx.
 func (x *txn) DeleteIdempotencyRecord(ctx context.Context, k lifecycle.IdempotencyScope) error {
-	if _, err := x.tx.ExecContext(ctx, "DELETE FROM idempotency_records WHERE "+idemKeyWhere, idemKeyArgs(k)...); err != nil {
+	if _, err := x.conn.ExecContext(x.ctx, "DELETE FROM idempotency_records WHERE "+idemKeyWhere, idemKeyArgs(k)...); err != nil {
 		return fmt.Errorf("sqlite: delete idempotency record: %w", translate(err))
 	}
 	return nil
@@ -68,10 +68,17 @@ func (s *Store) DeleteIdempotencyRecordsBefore(ctx context.Context, t time.Time)
 	if s.closed.Load() {
 		return 0, errClosed
 	}
-	res, err := s.w.ExecContext(ctx, "DELETE FROM idempotency_records WHERE expires_at < ?", millis(t))
+	var n int64
+	err := s.write(ctx, func(x *txn) error {
+		res, err := x.conn.ExecContext(x.ctx, "DELETE FROM idempotency_records WHERE expires_at < ?", millis(t))
+		if err != nil {
+			return err
+		}
+		n, _ = res.RowsAffected()
+		return nil
+	})
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: delete expired idempotency records: %w", translate(err))
 	}
-	n, _ := res.RowsAffected()
 	return n, nil
 }

@@ -81,7 +81,7 @@ func (x *txn) CreateAPIKey(ctx context.Context, k lifecycle.APIKey) error {
 	if k.RevokedAt != nil {
 		revoked = millis(k.RevokedAt.Time)
 	}
-	_, err = x.tx.ExecContext(ctx, "INSERT INTO api_keys ("+keyColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+	_, err = x.conn.ExecContext(x.ctx, "INSERT INTO api_keys ("+keyColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
 		k.ID, k.Name, k.Hash, string(scopes), k.Actor.ID, string(k.Actor.Role), millis(k.CreatedAt.Time), revoked)
 	if err != nil {
 		return fmt.Errorf("sqlite: create key %s: %w", k.ID, translate(err))
@@ -91,10 +91,10 @@ func (x *txn) CreateAPIKey(ctx context.Context, k lifecycle.APIKey) error {
 
 // RevokeAPIKey implements lifecycle.Tx.
 func (x *txn) RevokeAPIKey(ctx context.Context, id string, at time.Time) (lifecycle.APIKey, error) {
-	if _, err := x.tx.ExecContext(ctx, "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", millis(at), id); err != nil {
+	if _, err := x.conn.ExecContext(x.ctx, "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", millis(at), id); err != nil {
 		return lifecycle.APIKey{}, fmt.Errorf("sqlite: revoke key %s: %w", id, translate(err))
 	}
-	k, err := scanKey(x.tx.QueryRowContext(ctx, "SELECT "+keyColumns+" FROM api_keys WHERE id = ?", id))
+	k, err := scanKey(x.conn.QueryRowContext(x.ctx, "SELECT "+keyColumns+" FROM api_keys WHERE id = ?", id))
 	if err != nil {
 		return k, fmt.Errorf("sqlite: revoke key %s: %w", id, err)
 	}

@@ -3,10 +3,12 @@
 //
 // The database runs in WAL mode with foreign keys on and a busy timeout.
 // Its schema is embedded and migrated on open. Writes go through one
-// connection, so transactions never contend inside a process; reads use a
-// pool of their own and run beside writes. By default every commit is
-// fsynced (synchronous=FULL): when Update returns, the change survives a
-// power cut.
+// connection owned by a writer goroutine, so transactions never contend
+// inside a process; transactions that arrive together are committed
+// together (group commit), each in its own savepoint. Reads use a pool of
+// their own and run beside writes. By default every commit is fsynced
+// (synchronous=FULL): when Update returns, the change survives a power
+// cut.
 package sqlite
 
 import (
@@ -19,6 +21,7 @@ import (
 	"net/url"
 	"path"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"sync/atomic"
@@ -59,10 +62,15 @@ type Config struct {
 
 // Store is a lifecycle.Store on a SQLite database file.
 type Store struct {
-	w      *sql.DB // the single writer connection
-	r      *sql.DB // read-only pool
+	w      *sql.DB   // the pool of the write connection
+	conn   *sql.Conn // the write connection, owned by the writer goroutine
+	r      *sql.DB   // read-only pool
 	path   string
 	closed atomic.Bool
+
+	reqs       chan *writeReq
+	stop       chan struct{}
+	writerDone chan struct{}
 }
 
 // Path returns the database file the store was opened on.
@@ -100,7 +108,7 @@ func New(cfg Config) (*Store, error) {
 		q.Set("_stmt_cache_size", "64")
 		return "file:" + (&url.URL{Path: cfg.Path}).EscapedPath() + "?" + q.Encode() + extra
 	}
-	w, err := sql.Open("sqlite3", dsn("&_txlock=immediate"))
+	w, err := sql.Open("sqlite3", dsn(""))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", cfg.Path, err)
 	}
@@ -121,7 +129,16 @@ func New(cfg Config) (*Store, error) {
 	r.SetMaxIdleConns(cfg.MaxReaders)
 	r.SetConnMaxIdleTime(0)
 	r.SetConnMaxLifetime(0)
-	return &Store{w: w, r: r, path: cfg.Path}, nil
+	conn, err := w.Conn(context.Background())
+	if err != nil {
+		r.Close()
+		w.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", cfg.Path, err)
+	}
+	s := &Store{w: w, conn: conn, r: r, path: cfg.Path,
+		reqs: make(chan *writeReq), stop: make(chan struct{}), writerDone: make(chan struct{})}
+	go s.writer()
+	return s, nil
 }
 
 // migrate applies the embedded migrations the database has not seen yet,
@@ -163,44 +180,194 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	return nil
 }
 
-// Close closes the database. Calls that are running may fail.
+// Close stops the writer, answering writes still queued with
+// lifecycle.ErrClosed, and closes the database.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
-	return errors.Join(s.r.Close(), s.w.Close())
+	close(s.stop)
+	<-s.writerDone
+	return errors.Join(s.conn.Close(), s.r.Close(), s.w.Close())
 }
 
 // errClosed is returned by calls made after Close.
 var errClosed = fmt.Errorf("sqlite: %w", lifecycle.ErrClosed)
 
-// Update implements lifecycle.Store.
+// maxBatch bounds the transactions committed together.
+const maxBatch = 128
+
+// writeReq is a transaction waiting for the writer.
+type writeReq struct {
+	ctx  context.Context
+	fn   func(x *txn) error
+	done chan writeResult
+}
+
+type writeResult struct {
+	err   error
+	panic any // a panic of fn, re-raised in the caller's goroutine
+}
+
+// Update implements lifecycle.Store. Transactions that arrive while
+// another commits are committed together (group commit): each runs in a
+// savepoint of one SQLite transaction, so a failing one is rolled back
+// alone, and all share one fsync. A transaction's statements run with the
+// batch's context, so cancelling one caller cannot interrupt the others;
+// a caller cancelled before its turn is skipped.
 func (s *Store) Update(ctx context.Context, fn func(tx lifecycle.Tx) error) error {
+	return s.write(ctx, func(x *txn) error { return fn(x) })
+}
+
+// write queues fn for the writer and waits for its outcome.
+func (s *Store) write(ctx context.Context, fn func(x *txn) error) error {
 	if s.closed.Load() {
 		return errClosed
 	}
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return translate(fmt.Errorf("sqlite: begin: %w", err))
+	req := &writeReq{ctx: ctx, fn: fn, done: make(chan writeResult, 1)}
+	select {
+	case s.reqs <- req:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.stop:
+		return errClosed
 	}
-	if err := fn(&txn{tx: tx}); err != nil {
-		tx.Rollback()
-		return err
+	res := <-req.done // the writer always answers
+	if res.panic != nil {
+		panic(res.panic)
 	}
-	if err := tx.Commit(); err != nil {
-		return translate(fmt.Errorf("sqlite: commit: %w", err))
-	}
-	return nil
+	return res.err
 }
 
-// txn is a lifecycle.Tx on a *sql.Tx.
+// writer owns the write connection: it takes the queued transactions in
+// batches and commits each batch at once.
+func (s *Store) writer() {
+	defer close(s.writerDone)
+	batch := make([]*writeReq, 0, maxBatch)
+	for {
+		var first *writeReq
+		select {
+		case first = <-s.reqs:
+		case <-s.stop:
+			for {
+				select {
+				case r := <-s.reqs:
+					r.done <- writeResult{err: errClosed}
+				default:
+					return
+				}
+			}
+		}
+		batch = append(batch[:0], first)
+	fill:
+		for len(batch) < maxBatch {
+			select {
+			case r := <-s.reqs:
+				batch = append(batch, r)
+			default:
+				break fill
+			}
+		}
+		s.commitBatch(batch)
+	}
+}
+
+// commitBatch runs a batch of transactions in one SQLite transaction and
+// answers each.
+func (s *Store) commitBatch(batch []*writeReq) {
+	ctx := context.Background()
+	results := make([]writeResult, len(batch))
+	answer := func() {
+		for i, r := range batch {
+			r.done <- results[i]
+		}
+	}
+	exec := func(q string) error {
+		_, err := s.conn.ExecContext(ctx, q)
+		return err
+	}
+	if err := exec("BEGIN IMMEDIATE"); err != nil {
+		err = translate(fmt.Errorf("sqlite: begin: %w", err))
+		for i := range results {
+			results[i].err = err
+		}
+		answer()
+		return
+	}
+	x := &txn{conn: s.conn, ctx: ctx}
+	committed := make([]bool, len(batch))
+	var abort error
+	for i, r := range batch {
+		if err := r.ctx.Err(); err != nil {
+			results[i].err = err
+			continue
+		}
+		if err := exec("SAVEPOINT w"); err != nil {
+			abort = err
+			break
+		}
+		err, p := runFn(r.fn, x)
+		if err == nil && p == nil {
+			if err := exec("RELEASE w"); err != nil {
+				abort = err
+				break
+			}
+			committed[i] = true
+			continue
+		}
+		results[i] = writeResult{err: err, panic: p}
+		// Undo this transaction alone. Should SQLite have rolled back the
+		// whole batch (it does so on some I/O errors), this fails.
+		if err := exec("ROLLBACK TO w"); err != nil {
+			abort = err
+			break
+		}
+		if err := exec("RELEASE w"); err != nil {
+			abort = err
+			break
+		}
+	}
+	var commitErr error
+	switch {
+	case abort != nil:
+		commitErr = translate(fmt.Errorf("sqlite: transaction batch failed: %w", abort))
+		exec("ROLLBACK")
+	case slices.Contains(committed, true):
+		if err := exec("COMMIT"); err != nil {
+			commitErr = translate(fmt.Errorf("sqlite: commit: %w", err))
+			exec("ROLLBACK")
+		}
+	default:
+		exec("ROLLBACK")
+	}
+	for i := range batch {
+		if commitErr != nil && (committed[i] || (results[i].err == nil && results[i].panic == nil)) {
+			results[i].err = commitErr
+		}
+	}
+	answer()
+}
+
+// runFn calls fn, turning a panic into a value to re-raise elsewhere.
+func runFn(fn func(*txn) error, x *txn) (err error, p any) {
+	defer func() {
+		if r := recover(); r != nil {
+			p = r
+		}
+	}()
+	return fn(x), nil
+}
+
+// txn is a lifecycle.Tx inside a batch. Its methods run on the write
+// connection with the batch's context and ignore the one they are given.
 type txn struct {
-	tx *sql.Tx
+	conn *sql.Conn
+	ctx  context.Context
 }
 
 var _ lifecycle.Tx = (*txn)(nil)
 
-// queryer is what *sql.DB and *sql.Tx have in common.
+// queryer is what *sql.DB and *sql.Conn have in common.
 type queryer interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row

@@ -55,7 +55,7 @@ func (s *Store) Submission(ctx context.Context, id string) (lifecycle.Submission
 
 // Submission implements lifecycle.Tx.
 func (x *txn) Submission(ctx context.Context, id string) (lifecycle.Submission, error) {
-	return getSubmission(ctx, x.tx, id)
+	return getSubmission(x.ctx, x.conn, id)
 }
 
 func getSubmission(ctx context.Context, q queryer, id string) (lifecycle.Submission, error) {
@@ -76,7 +76,7 @@ func (x *txn) CreateSubmission(ctx context.Context, s lifecycle.Submission) erro
 	if err != nil {
 		return fmt.Errorf("sqlite: encode submission %s: %w", s.SubmissionID, err)
 	}
-	_, err = x.tx.ExecContext(ctx, "INSERT INTO submissions ("+submissionColumns+`)
+	_, err = x.conn.ExecContext(x.ctx, "INSERT INTO submissions ("+submissionColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		s.SubmissionID, s.TaskID, string(s.Status), string(s.Mode), s.PRURL, s.PRNumber, s.Head, s.Base, s.HeadSHA, string(s.Action),
 		s.IdempotencyKey, s.Owner, s.Repo, s.CIProvider, string(s.CodeReviewPolicy), string(participants), s.Summary, s.Notes, string(checks),
@@ -99,7 +99,7 @@ func (s *Store) Reviews(ctx context.Context, submissionID string) ([]lifecycle.R
 
 // Reviews implements lifecycle.Tx.
 func (x *txn) Reviews(ctx context.Context, submissionID string) ([]lifecycle.Review, error) {
-	return listReviews(ctx, x.tx, submissionID)
+	return listReviews(x.ctx, x.conn, submissionID)
 }
 
 func listReviews(ctx context.Context, q queryer, submissionID string) ([]lifecycle.Review, error) {
@@ -129,7 +129,7 @@ func listReviews(ctx context.Context, q queryer, submissionID string) ([]lifecyc
 
 // CreateReview implements lifecycle.Tx.
 func (x *txn) CreateReview(ctx context.Context, r lifecycle.Review) error {
-	_, err := x.tx.ExecContext(ctx, "INSERT INTO reviews ("+reviewColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+	_, err := x.conn.ExecContext(x.ctx, "INSERT INTO reviews ("+reviewColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
 		r.ID, r.TaskID, r.SubmissionID, r.Reviewer.ID, string(r.Reviewer.Role), string(r.Outcome), r.Body, millis(r.SubmittedAt.Time))
 	if err != nil {
 		return fmt.Errorf("sqlite: create review %s: %w", r.ID, translate(err))
@@ -147,7 +147,7 @@ func (s *Store) Checks(ctx context.Context, taskID, headSHA string) ([]lifecycle
 
 // Checks implements lifecycle.Tx.
 func (x *txn) Checks(ctx context.Context, taskID, headSHA string) ([]lifecycle.Check, error) {
-	return listChecks(ctx, x.tx, taskID, headSHA)
+	return listChecks(x.ctx, x.conn, taskID, headSHA)
 }
 
 func listChecks(ctx context.Context, q queryer, taskID, headSHA string) ([]lifecycle.Check, error) {
@@ -180,7 +180,7 @@ func listChecks(ctx context.Context, q queryer, taskID, headSHA string) ([]lifec
 
 // PutCheck implements lifecycle.Tx.
 func (x *txn) PutCheck(ctx context.Context, c lifecycle.Check) error {
-	_, err := x.tx.ExecContext(ctx, `INSERT INTO checks (task_id, head_sha, source, name, status, url, updated_at)
+	_, err := x.conn.ExecContext(x.ctx, `INSERT INTO checks (task_id, head_sha, source, name, status, url, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (task_id, head_sha, source, name) DO UPDATE SET status = excluded.status, url = excluded.url, updated_at = excluded.updated_at`,
 		c.TaskID, c.HeadSHA, string(c.Source), c.Name, string(c.Status), c.URL, millis(c.UpdatedAt.Time))

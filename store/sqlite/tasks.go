@@ -139,7 +139,7 @@ func (s *Store) Task(ctx context.Context, id string) (lifecycle.Task, error) {
 
 // Task implements lifecycle.Tx.
 func (x *txn) Task(ctx context.Context, id string) (lifecycle.Task, error) {
-	return getTask(ctx, x.tx, id)
+	return getTask(x.ctx, x.conn, id)
 }
 
 func getTask(ctx context.Context, q queryer, id string) (lifecycle.Task, error) {
@@ -213,7 +213,7 @@ func (x *txn) CreateTask(ctx context.Context, t lifecycle.Task) error {
 	if err != nil {
 		return fmt.Errorf("sqlite: encode task %s: %w", t.ID, err)
 	}
-	_, err = x.tx.ExecContext(ctx, `INSERT INTO tasks (`+strings.TrimPrefix(taskColumns, "pos, ")+`)
+	_, err = x.conn.ExecContext(x.ctx, `INSERT INTO tasks (`+strings.TrimPrefix(taskColumns, "pos, ")+`)
 		VALUES (?`+strings.Repeat(", ?", len(args)-1)+`)`, args...)
 	if err != nil {
 		return fmt.Errorf("sqlite: create task %s: %w", t.ID, translate(err))
@@ -251,7 +251,7 @@ func (x *txn) UpdateTask(ctx context.Context, t lifecycle.Task) error {
 		}
 	}
 	set = append(set, t.ID)
-	res, err := x.tx.ExecContext(ctx, updateTaskSQL, set...)
+	res, err := x.conn.ExecContext(x.ctx, updateTaskSQL, set...)
 	if err != nil {
 		return fmt.Errorf("sqlite: update task %s: %w", t.ID, translate(err))
 	}
