@@ -55,6 +55,7 @@ func Run(t *testing.T, h Harness) {
 		{"Checks", testChecks},
 		{"IdempotencyRecords", testIdempotencyRecords},
 		{"ConcurrentWriters", testConcurrentWriters},
+		{"ConcurrentFailuresRollBackAlone", testConcurrentFailuresRollBackAlone},
 		{"ReadersNeverSkipEvents", testReadersNeverSkipEvents},
 		{"ReopenKeepsEverything", testReopenKeepsEverything},
 		{"Closed", testClosed},
@@ -988,4 +989,51 @@ func testIdempotencyRecords(t *testing.T, h Harness) {
 		}
 		return nil
 	})
+}
+
+// testConcurrentFailuresRollBackAlone runs many transactions at once, half
+// of which fail after writing: a store that commits them together must roll
+// back each failure alone.
+func testConcurrentFailuresRollBackAlone(t *testing.T, h Harness) {
+	s := open(t, h)
+	const n = 64
+	boom := errors.New("boom")
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			task := minimalTask(i)
+			err := s.Update(context.Background(), func(tx lifecycle.Tx) error {
+				if err := tx.CreateTask(context.Background(), task); err != nil {
+					return err
+				}
+				e := event(task.ID, 1, ts(0))
+				if err := tx.AppendEvent(context.Background(), &e); err != nil {
+					return err
+				}
+				if i%2 == 1 {
+					return boom
+				}
+				return nil
+			})
+			if (i%2 == 1) != errors.Is(err, boom) || (i%2 == 0 && err != nil) {
+				t.Errorf("transaction %d: error %v", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range n {
+		_, err := s.Task(t.Context(), minimalTask(i).ID)
+		if i%2 == 0 && err != nil {
+			t.Errorf("task of committed transaction %d: %v", i, err)
+		}
+		if i%2 == 1 && !errors.Is(err, lifecycle.ErrNotFound) {
+			t.Errorf("task of failed transaction %d: error %v, want ErrNotFound", i, err)
+		}
+	}
+	evs, err := s.Events(t.Context(), lifecycle.EventFilter{Limit: 1000})
+	if err != nil || len(evs) != n/2 {
+		t.Errorf("%d events, %v; want %d", len(evs), err, n/2)
+	}
 }
