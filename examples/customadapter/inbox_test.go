@@ -1,0 +1,22 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/adapter/adaptertest"
+)
+
+// The example adapter passes the same conformance suite as the included ones.
+func TestInboxAdapterConformance(t *testing.T) {
+	t.Parallel()
+	adaptertest.Run(t, adaptertest.Harness{
+		New: func(t *testing.T) lifecycle.ProviderAdapter {
+			a, err := NewInboxAdapter(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return a
+		},
+	})
+}
