@@ -44,6 +44,9 @@ type Store interface {
 	// source and name.
 	Checks(ctx context.Context, taskID, headSHA string) ([]Check, error)
 
+	// ShipOperation returns the ship operation with the given ID.
+	ShipOperation(ctx context.Context, id string) (ShipOperation, error)
+
 	// DeleteIdempotencyRecordsBefore deletes the idempotency records that
 	// expired before t and returns how many it deleted.
 	DeleteIdempotencyRecordsBefore(ctx context.Context, t time.Time) (int64, error)
@@ -94,6 +97,17 @@ type Tx interface {
 	// PutCheck records a check, replacing the one with the same task,
 	// commit, source and name.
 	PutCheck(ctx context.Context, c Check) error
+
+	// ShipOperation returns the ship operation with the given ID.
+	ShipOperation(ctx context.Context, id string) (ShipOperation, error)
+	// CreateShipOperation inserts a new ship operation.
+	CreateShipOperation(ctx context.Context, op ShipOperation) error
+	// UpdateShipOperation replaces the stored operation with op.ID.
+	UpdateShipOperation(ctx context.Context, op ShipOperation) error
+	// RunnableShipOperations returns up to limit operations a runner may
+	// take up at now: queued ones, and running ones whose lease ended
+	// before now, oldest first.
+	RunnableShipOperations(ctx context.Context, now time.Time, limit int) ([]ShipOperation, error)
 
 	// IdempotencyRecord returns the record of an idempotency key.
 	IdempotencyRecord(ctx context.Context, scope IdempotencyScope) (IdempotencyRecord, error)

@@ -184,6 +184,9 @@ type Task struct {
 	// ReworkRequested is set when the latest decisive review of the latest
 	// submission requested changes: the agent may start again.
 	ReworkRequested bool `json:"-"`
+	// ActiveShipID is the ship operation queued or running for the task,
+	// or empty. While it is set the task cannot be shipped again.
+	ActiveShipID string `json:"-"`
 }
 
 // pullRequestRef returns the reference of the latest submission's pull request.

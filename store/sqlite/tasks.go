@@ -17,7 +17,7 @@ const taskColumns = `pos, id, identifier, title, description, status, priority, 
 	assignee_name, assignment_source, routing_decision_id, routing_reason, routing_confidence,
 	triage_queue_id, submission_id, pr_url, pr_number, branch, base_branch, head_sha, blocker,
 	status_before_blocker, version, created_at, updated_at, submission_mode, pr_owner, pr_repo,
-	review_policy, review_decision, rework_requested`
+	review_policy, review_decision, rework_requested, active_ship_id`
 
 // scanner is what *sql.Row and *sql.Rows have in common.
 type scanner interface {
@@ -49,7 +49,7 @@ func scanTask(row scanner) (lifecycle.Task, int64, error) {
 		&r.assigneeName, &r.source, &r.decisionID, &r.reason, &r.confidence,
 		&r.triage, &r.submission, &r.prURL, &r.prNumber, &r.branch, &r.base, &r.headSHA, &r.blocker,
 		&r.statusBefore, &t.Version, &r.created, &r.updated, &r.mode, &t.PROwner, &t.PRRepo,
-		&r.policy, &r.decision, &t.ReworkRequested)
+		&r.policy, &r.decision, &t.ReworkRequested, &t.ActiveShipID)
 	if err != nil {
 		return *t, 0, translate(err)
 	}
@@ -126,6 +126,7 @@ func taskArgs(t *lifecycle.Task) ([]any, error) {
 		t.TriageQueueID, t.SubmissionID, t.PRURL, t.PRNumber, t.Branch, t.BaseBranch, t.HeadSHA, nullBytes(blocker),
 		string(t.StatusBeforeBlocker), t.Version, millis(t.CreatedAt.Time), millis(t.UpdatedAt.Time),
 		string(t.SubmissionMode), t.PROwner, t.PRRepo, string(t.ReviewPolicy), string(t.ReviewDecision), t.ReworkRequested,
+		t.ActiveShipID,
 	}, nil
 }
 

@@ -54,6 +54,8 @@ func Run(t *testing.T, h Harness) {
 		{"Reviews", testReviews},
 		{"Checks", testChecks},
 		{"IdempotencyRecords", testIdempotencyRecords},
+		{"ShipOperations", testShipOperations},
+		{"RunnableShipOperations", testRunnableShipOperations},
 		{"ConcurrentWriters", testConcurrentWriters},
 		{"ConcurrentFailuresRollBackAlone", testConcurrentFailuresRollBackAlone},
 		{"ReadersNeverSkipEvents", testReadersNeverSkipEvents},
@@ -123,6 +125,7 @@ func fullTask(n int) lifecycle.Task {
 		ReviewPolicy:        lifecycle.PolicyAlwaysRequire,
 		ReviewDecision:      lifecycle.DecisionChangesRequested,
 		ReworkRequested:     true,
+		ActiveShipID:        "shp_active",
 	}
 }
 
@@ -1035,5 +1038,101 @@ func testConcurrentFailuresRollBackAlone(t *testing.T, h Harness) {
 	evs, err := s.Events(t.Context(), lifecycle.EventFilter{Limit: 1000})
 	if err != nil || len(evs) != n/2 {
 		t.Errorf("%d events, %v; want %d", len(evs), err, n/2)
+	}
+}
+
+func shipOp(taskID, id string, status lifecycle.ShipStatus, queued time.Duration) lifecycle.ShipOperation {
+	return lifecycle.ShipOperation{
+		TaskID: taskID, OperationID: id, Status: status, QueuedAt: ts(queued),
+		Mode: lifecycle.ShipMergeOnly, TargetEnvironment: lifecycle.EnvironmentStaging,
+		ExpectedHeadSHA: "0123456789abcdef0123456789abcdef01234567", SubmissionMode: lifecycle.ModeAdapterManaged,
+		PullRequest: lifecycle.PullRequestRef{Owner: "acme", Repo: "web", Number: 7},
+		Actor:       lifecycle.Actor{ID: "agent", Role: lifecycle.RoleAgent}, LeaseUntil: ts(queued),
+	}
+}
+
+func testShipOperations(t *testing.T, h Harness) {
+	s := open(t, h)
+	task := minimalTask(1)
+	create(t, s, task)
+	queued := shipOp(task.ID, "shp_1", lifecycle.ShipQueued, 0)
+	queued.TraceID = ptr("4bf92f3577b34da6a3ce929d0e0e4736")
+	update(t, s, func(tx lifecycle.Tx) error { return tx.CreateShipOperation(t.Context(), queued) })
+	got, err := s.ShipOperation(t.Context(), "shp_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := cmp.Options{equateEmpty, cmpopts.IgnoreFields(lifecycle.ShipOperation{}, "AvailableActions")}
+	if diff := cmp.Diff(queued, got, opts); diff != "" {
+		t.Errorf("queued operation (-want +got):\n%s", diff)
+	}
+	done := queued
+	done.Status, done.StartedAt, done.FinishedAt = lifecycle.ShipSucceeded, ptr(ts(time.Second)), ptr(ts(2*time.Second))
+	done.MergeCommitSHA, done.Attempts, done.LeaseUntil = ptr("fedcba9876543210fedcba9876543210fedcba98"), 2, ts(time.Minute)
+	done.Deployment = &lifecycle.Deployment{ID: "dep_1", Environment: lifecycle.EnvironmentStaging, CommitSHA: *done.MergeCommitSHA, URL: "file:///deploy", DeployedAt: ts(2 * time.Second)}
+	done.Error = &lifecycle.ShipError{Code: "none", Message: "kept as given"}
+	update(t, s, func(tx lifecycle.Tx) error { return tx.UpdateShipOperation(t.Context(), done) })
+	update(t, s, func(tx lifecycle.Tx) error {
+		got, err := tx.ShipOperation(t.Context(), "shp_1")
+		if err == nil {
+			if diff := cmp.Diff(done, got, opts); diff != "" {
+				t.Errorf("updated operation (-want +got):\n%s", diff)
+			}
+		}
+		return err
+	})
+	if _, err := s.ShipOperation(t.Context(), "shp_missing"); !errors.Is(err, lifecycle.ErrNotFound) {
+		t.Errorf("ShipOperation(missing) error = %v, want ErrNotFound", err)
+	}
+	err = s.Update(t.Context(), func(tx lifecycle.Tx) error {
+		return tx.UpdateShipOperation(t.Context(), shipOp(task.ID, "shp_missing", lifecycle.ShipQueued, 0))
+	})
+	if !errors.Is(err, lifecycle.ErrNotFound) {
+		t.Errorf("UpdateShipOperation(missing) error = %v, want ErrNotFound", err)
+	}
+	err = s.Update(t.Context(), func(tx lifecycle.Tx) error { return tx.CreateShipOperation(t.Context(), queued) })
+	if !errors.Is(err, lifecycle.ErrConflict) {
+		t.Errorf("CreateShipOperation(same ID) error = %v, want ErrConflict", err)
+	}
+}
+
+func testRunnableShipOperations(t *testing.T, h Harness) {
+	s := open(t, h)
+	task := minimalTask(1)
+	create(t, s, task)
+	ops := []lifecycle.ShipOperation{
+		shipOp(task.ID, "shp_a", lifecycle.ShipQueued, 0),
+		shipOp(task.ID, "shp_b", lifecycle.ShipRunning, time.Second), // lease ends at +1s
+		shipOp(task.ID, "shp_c", lifecycle.ShipRunning, time.Hour),   // lease ends at +1h
+		shipOp(task.ID, "shp_d", lifecycle.ShipSucceeded, 0),
+		shipOp(task.ID, "shp_e", lifecycle.ShipFailed, 0),
+		shipOp(task.ID, "shp_f", lifecycle.ShipQueued, time.Minute),
+	}
+	update(t, s, func(tx lifecycle.Tx) error {
+		var errs []error
+		for _, op := range ops {
+			errs = append(errs, tx.CreateShipOperation(t.Context(), op))
+		}
+		return errors.Join(errs...)
+	})
+	runnable := func(now time.Time, limit int) []string {
+		var got []string
+		update(t, s, func(tx lifecycle.Tx) error {
+			found, err := tx.RunnableShipOperations(t.Context(), now, limit)
+			for _, op := range found {
+				got = append(got, op.OperationID)
+			}
+			return err
+		})
+		return got
+	}
+	if diff := cmp.Diff([]string{"shp_a", "shp_b", "shp_f"}, runnable(base.Add(time.Minute), 10)); diff != "" {
+		t.Errorf("runnable at +1m (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"shp_a", "shp_f"}, runnable(base, 10)); diff != "" {
+		t.Errorf("runnable at +0, no lease ended (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"shp_a", "shp_b"}, runnable(base.Add(2*time.Hour), 2)); diff != "" {
+		t.Errorf("runnable at +2h, limit 2 (-want +got):\n%s", diff)
 	}
 }
