@@ -79,7 +79,7 @@ type facts struct {
 
 // actionsOf returns the actions available on t given f.
 func actionsOf(t *Task, f facts) []Action {
-	return actionsFor(t.Status, f.ci == CIPassed && f.decision.allowsShip(), t.ReworkRequested)
+	return actionsFor(t.Status, f.ci == CIPassed && f.decision.allowsShip() && t.ActiveShipID == "", t.ReworkRequested)
 }
 
 // recordedDecision is the review decision the Store holds for t.

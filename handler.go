@@ -38,6 +38,8 @@ func (s *Service) routes() http.Handler {
 	handle("GET /tasks/{id}/review-feedback", ScopeTasksRead, s.handleReviewFeedback)
 	handle("POST /tasks/{id}/checks", ScopeCIWrite, s.handleReportChecks)
 	handle("GET /tasks/{id}/ci-status", ScopeTasksRead, s.handleCIStatus)
+	handle("POST /tasks/{id}/ship", ScopeShipWrite, s.handleShip)
+	handle("GET /ship-operations/{operationId}", ScopeTasksRead, s.handleGetShipOperation)
 	handle("POST /tasks/{id}/blocker", ScopeTasksWrite, s.handleRecordBlocker)
 	handle("POST /tasks/{id}/resolve-blocker", ScopeTasksWrite, s.handleResolveBlocker)
 

@@ -272,3 +272,21 @@ func (e *env) eventsOf(taskID string) []map[string]any {
 	}
 	return out
 }
+
+// httptestRecorder is the recorder e.do returns.
+type httptestRecorder = httptest.ResponseRecorder
+
+// decode decodes a recorded JSON body.
+func decode(t *testing.T, rec *httptest.ResponseRecorder) map[string]any {
+	t.Helper()
+	var out map[string]any
+	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+		t.Fatalf("body %q: %v", rec.Body, err)
+	}
+	return out
+}
+
+// svcLogger returns a logger writing to the env's log buffer.
+func (e *env) svcLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(&syncWriter{w: e.logs}, nil))
+}

@@ -52,6 +52,23 @@ type Config struct {
 	// pull request's requested reviewers as participants.
 	ReviewRouter ReviewRouter
 
+	// Deployer deploys what merge_and_deploy ships. When nil, such ships
+	// are refused at acceptance (409 deployer_not_configured).
+	Deployer Deployer
+
+	// ShipConcurrency is how many ship operations run at once. Defaults to 16.
+	ShipConcurrency int
+
+	// ShipPollInterval is how often the ship runner looks for work it was
+	// not told about (queued by another process, or left by a dead
+	// runner). Defaults to 1 second.
+	ShipPollInterval time.Duration
+
+	// ShipLease is how long a runner holds a ship operation; an operation
+	// whose runner died is resumed once its lease ends. Defaults to twice
+	// ProviderTimeout plus 30 seconds, so that a merge and a deploy fit.
+	ShipLease time.Duration
+
 	// ProviderTimeout bounds each call to an adapter, CI provider or
 	// deployer. Defaults to 30 seconds.
 	ProviderTimeout time.Duration
@@ -115,6 +132,18 @@ func (c Config) withDefaults() (Config, error) {
 	if c.ProviderTimeout == 0 {
 		c.ProviderTimeout = 30 * time.Second
 	}
+	if c.ShipConcurrency == 0 {
+		c.ShipConcurrency = 16
+	}
+	if c.ShipConcurrency < 0 {
+		return c, fmt.Errorf("lifecycle: Config.ShipConcurrency %d is negative", c.ShipConcurrency)
+	}
+	if c.ShipPollInterval == 0 {
+		c.ShipPollInterval = time.Second
+	}
+	if c.ShipLease == 0 {
+		c.ShipLease = 2*c.ProviderTimeout + 30*time.Second
+	}
 	if c.IdempotencyRetention == 0 {
 		c.IdempotencyRetention = 24 * time.Hour
 	}
@@ -159,7 +188,8 @@ type Service struct {
 	agents  map[string]Agent
 	handler http.Handler
 
-	taskLocks keyedLocks // serialises provider work per task
+	taskLocks keyedLocks    // serialises provider work per task
+	shipWake  chan struct{} // wakes the ship runner
 
 	mu      sync.Mutex
 	started bool
@@ -176,12 +206,13 @@ func New(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{
-		cfg:    cfg,
-		store:  cfg.Store,
-		clock:  cfg.Clock,
-		log:    cfg.Logger,
-		auth:   cfg.Authenticator,
-		agents: make(map[string]Agent, len(cfg.Agents)),
+		cfg:      cfg,
+		store:    cfg.Store,
+		clock:    cfg.Clock,
+		log:      cfg.Logger,
+		auth:     cfg.Authenticator,
+		agents:   make(map[string]Agent, len(cfg.Agents)),
+		shipWake: make(chan struct{}, 1),
 	}
 	for _, a := range cfg.Agents {
 		s.agents[a.ID] = a
@@ -199,8 +230,8 @@ func New(cfg Config) (*Service, error) {
 // built from [Config.BaseURL].
 func (s *Service) Handler() http.Handler { return s.handler }
 
-// Start starts the Service's background work: pruning expired events and
-// idempotency records. It returns at once; the work runs until [Service.Close].
+// Start starts the Service's background work: the ship runner, and pruning
+// expired events and idempotency records. It returns at once; the work runs until [Service.Close].
 func (s *Service) Start(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -213,6 +244,7 @@ func (s *Service) Start(ctx context.Context) error {
 	s.started = true
 	ctx, s.stop = context.WithCancel(context.WithoutCancel(ctx))
 	s.goBackground(func() { s.pruneLoop(ctx) })
+	s.goBackground(func() { s.runShips(ctx) })
 	return nil
 }
 

@@ -620,6 +620,13 @@ func (s *Service) CancelTask(ctx context.Context, taskID string, p CancelTaskPar
 				AvailableActions: t.AvailableActions,
 			}
 		}
+		if t.ActiveShipID != "" {
+			return taskEvent{}, &ConflictError{
+				Reason:           "ship_in_progress",
+				Message:          fmt.Sprintf("Task %s is being shipped by operation %s; cancel it when that ends", t.Identifier, t.ActiveShipID),
+				AvailableActions: t.AvailableActions,
+			}
+		}
 		t.Status = StatusCancelled
 		t.Blocker = nil
 		t.StatusBeforeBlocker = ""

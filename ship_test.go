@@ -1,0 +1,537 @@
+package lifecycle_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/adapter/memory"
+)
+
+// specShipFields is SPEC.md's Ship operation table.
+var specShipFields = map[string]string{
+	"taskId": "string", "operationId": "string", "status": "string", "queuedAt": "string", "availableActions": "string[]",
+}
+
+// fakeDeployer records deployments; it can be made to fail.
+type fakeDeployer struct {
+	mu    sync.Mutex
+	calls []lifecycle.DeployRequest
+	fail  error
+}
+
+func (d *fakeDeployer) Deploy(ctx context.Context, req lifecycle.DeployRequest) (lifecycle.Deployment, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.calls = append(d.calls, req)
+	if d.fail != nil {
+		err := d.fail
+		d.fail = nil
+		return lifecycle.Deployment{}, err
+	}
+	return lifecycle.Deployment{ID: "dep_" + req.OperationID, Environment: req.Environment, CommitSHA: req.CommitSHA,
+		URL: "https://" + string(req.Environment) + ".example.com", DeployedAt: lifecycle.NewTimestamp(epoch)}, nil
+}
+
+func (d *fakeDeployer) count() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.calls)
+}
+
+// newShipEnv is a submit env with a deployer and never_require reviews,
+// whose runner is started.
+func newShipEnv(t *testing.T, mutate ...func(*lifecycle.Config)) (*env, adapters, *fakeDeployer) {
+	t.Helper()
+	d := &fakeDeployer{}
+	e, a := newSubmitEnv(t, append([]func(*lifecycle.Config){func(c *lifecycle.Config) {
+		c.Deployer = d
+		c.ReviewRouter = lifecycle.ReviewRules{Default: lifecycle.ReviewPlan{Policy: lifecycle.PolicyNeverRequire}}
+	}}, mutate...)...)
+	startService(t, e.svc)
+	return e, a, d
+}
+
+func startService(t *testing.T, svc *lifecycle.Service) {
+	t.Helper()
+	if err := svc.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := svc.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+}
+
+// shippableTask returns a task in review whose CI passed, and its head.
+func (e *env) shippableTask(ident string) (string, string) {
+	e.t.Helper()
+	id := e.startedTask(ident)
+	sha := e.submitOK(id, "submit-"+ident, submitBody())["headSha"].(string)
+	e.call(request{method: "POST", path: "/tasks/" + id + "/checks", key: e.admin, body: map[string]any{
+		"headSha": sha, "checks": []map[string]any{{"name": "build", "status": "passed"}},
+	}}, http.StatusOK)
+	return id, sha
+}
+
+func shipBody(mode, env, sha string) map[string]any {
+	return map[string]any{"mode": mode, "targetEnvironment": env, "expectedHeadSha": sha}
+}
+
+func (e *env) ship(taskID, key string, body any) *httptestRecorder {
+	e.t.Helper()
+	return e.do(request{method: "POST", path: "/tasks/" + taskID + "/ship", key: e.admin, body: body, header: http.Header{"Idempotency-Key": {key}}})
+}
+
+// waitShip polls a ship operation until it has finished.
+func (e *env) waitShip(opID string) map[string]any {
+	e.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		op := e.call(request{method: "GET", path: "/ship-operations/" + opID, key: e.admin}, http.StatusOK)
+		data := op["data"].(map[string]any)
+		if st := data["status"]; st == "succeeded" || st == "failed" {
+			return op
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("ship operation %s still %v after 10s", opID, data["status"])
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// shippedEvents returns the task.shipped events of a task.
+func (e *env) shippedEvents(taskID string) []map[string]any {
+	var out []map[string]any
+	for _, ev := range e.eventsOf(taskID) {
+		if ev["type"] == "task.shipped" {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+func TestShipMergeAndDeploy(t *testing.T) {
+	t.Parallel()
+	e, a, d := newShipEnv(t)
+	id, sha := e.shippableTask("ENG-1")
+	if got := e.task(id)["availableActions"]; cmp.Diff([]any{"ship", "view_ci_status", "view_review_feedback"}, got) != "" {
+		t.Fatalf("actions before ship = %v", got)
+	}
+	rec := e.ship(id, "ship-key-001", shipBody("merge_and_deploy", "production", strings.ToUpper(sha)))
+	if rec.Code != http.StatusAccepted {
+		t.Fatalf("ship = %d: %s", rec.Code, rec.Body)
+	}
+	body := decode(t, rec)
+	data := body["data"].(map[string]any)
+	if diff := cmp.Diff(specShipFields, shape(data, specShipFields)); diff != "" {
+		t.Errorf("ship operation shape (-spec +got):\n%s", diff)
+	}
+	if data["status"] != "queued" || data["taskId"] != id || !idRE("shp_").MatchString(data["operationId"].(string)) || !timestampRE.MatchString(data["queuedAt"].(string)) {
+		t.Errorf("accepted operation = %v", data)
+	}
+	if diff := cmp.Diff([]any{"view_ci_status", "view_review_feedback"}, data["availableActions"]); diff != "" {
+		t.Errorf("actions while the ship is queued (-want +got):\n%s", diff)
+	}
+	opID := data["operationId"].(string)
+	op := e.waitShip(opID)["data"].(map[string]any)
+	pr, _ := a.web.PullRequest(t.Context(), lifecycle.PullRequestRef{Owner: "acme", Repo: "web", Number: 1})
+	want := map[string]any{
+		"taskId": id, "operationId": opID, "status": "succeeded", "availableActions": []any{},
+		"mode": "merge_and_deploy", "targetEnvironment": "production", "expectedHeadSha": sha,
+		"mergeCommitSha": pr.MergeCommitSHA, "error": nil,
+		"deployment": map[string]any{"id": "dep_" + opID, "environment": "production", "commitSha": pr.MergeCommitSHA,
+			"url": "https://production.example.com", "deployedAt": "2026-11-21T10:00:00.000Z"},
+	}
+	for k, v := range want {
+		if diff := cmp.Diff(v, op[k]); diff != "" {
+			t.Errorf("operation.%s (-want +got):\n%s", k, diff)
+		}
+	}
+	for _, k := range []string{"queuedAt", "startedAt", "finishedAt"} {
+		if s, _ := op[k].(string); !timestampRE.MatchString(s) {
+			t.Errorf("operation.%s = %v, want a timestamp", k, op[k])
+		}
+	}
+	task := e.task(id)
+	if task["status"] != "done" || cmp.Diff([]any{}, task["availableActions"]) != "" {
+		t.Errorf("task after ship: %v %v, want done and no actions", task["status"], task["availableActions"])
+	}
+	shipped := e.shippedEvents(id)
+	if len(shipped) != 1 {
+		t.Fatalf("%d task.shipped events, want 1", len(shipped))
+	}
+	ev := shipped[0]["data"].(map[string]any)
+	wantEv := map[string]any{"shipStatus": "succeeded", "operationId": opID, "targetEnvironment": "production", "status": "done",
+		"availableActions": []any{}, "links": map[string]any{"task": testBase + "/tasks/" + id, "shipOperation": testBase + "/ship-operations/" + opID}}
+	for k, v := range wantEv {
+		if diff := cmp.Diff(v, ev[k]); diff != "" {
+			t.Errorf("task.shipped data.%s (-want +got):\n%s", k, diff)
+		}
+	}
+	if a.web.Calls(memory.OpMerge) != 1 || d.count() != 1 {
+		t.Errorf("merges %d, deploys %d; want 1 and 1", a.web.Calls(memory.OpMerge), d.count())
+	}
+}
+
+func TestShipMergeOnly(t *testing.T) {
+	t.Parallel()
+	e, _, d := newShipEnv(t)
+	id, sha := e.shippableTask("ENG-1")
+	opID := decode(t, e.ship(id, "ship-key-002", shipBody("merge_only", "staging", sha)))["data"].(map[string]any)["operationId"].(string)
+	op := e.waitShip(opID)["data"].(map[string]any)
+	if op["status"] != "succeeded" || op["deployment"] != nil || op["mergeCommitSha"] == nil || d.count() != 0 {
+		t.Errorf("merge_only operation = %v, deploys %d", op, d.count())
+	}
+}
+
+func TestShipPreconditions(t *testing.T) {
+	t.Parallel()
+	e, a, _ := newShipEnv(t, func(c *lifecycle.Config) {
+		c.ReviewRouter = lifecycle.ReviewRules{Projects: map[string]lifecycle.ReviewPlan{"web": {Policy: lifecycle.PolicyAlwaysRequire}},
+			Default: lifecycle.ReviewPlan{Policy: lifecycle.PolicyNeverRequire}}
+	})
+	approve := func(id string) {
+		e.call(request{method: "POST", path: "/tasks/" + id + "/reviews", key: e.keyAs(lifecycle.Actor{ID: "octocat", Role: lifecycle.RoleReviewer}, lifecycle.ScopeReviewsWrite),
+			body: map[string]any{"outcome": "approved"}}, http.StatusCreated)
+	}
+	inProgress := e.startedTask("ENG-1")
+	noCI := e.startedTask("ENG-2")
+	noCISHA := e.submitOK(noCI, "submit-ENG-2", submitBody())["headSha"].(string)
+	approve(noCI)
+	notApproved, notApprovedSHA := e.shippableTask("ENG-3")
+	ready, readySHA := e.shippableTask("ENG-4")
+	approve(ready)
+	moved, movedSHA := e.shippableTask("ENG-5")
+	approve(moved)
+	a.web.SetHeadSHA(int(e.task(moved)["prNumber"].(float64)), strings.Repeat("e", 40)) // someone pushed to the branch
+
+	tests := []struct {
+		name, task string
+		body       map[string]any
+		reason     string
+		actions    []any
+	}{
+		{"not in review", inProgress, shipBody("merge_only", "staging", strings.Repeat("a", 40)), "not_shippable", []any{"submit"}},
+		{"CI not passed", noCI, shipBody("merge_only", "staging", noCISHA), "ci_not_passed", []any{"view_ci_status", "view_review_feedback"}},
+		{"review not approved", notApproved, shipBody("merge_only", "staging", notApprovedSHA), "review_not_approved", []any{"view_ci_status", "view_review_feedback"}},
+		{"stale SHA", ready, shipBody("merge_only", "staging", strings.Repeat("0", 40)), "head_sha_mismatch", []any{"ship", "view_ci_status", "view_review_feedback"}},
+		{"head moved at the host", moved, shipBody("merge_only", "staging", movedSHA), "head_sha_mismatch", []any{"ship", "view_ci_status", "view_review_feedback"}},
+	}
+	for i, tt := range tests {
+		rec := e.ship(tt.task, fmt.Sprintf("precondition-%d", i), tt.body)
+		if rec.Code != http.StatusConflict {
+			t.Errorf("%s: %d %s, want 409", tt.name, rec.Code, rec.Body)
+			continue
+		}
+		details := decode(t, rec)["error"].(map[string]any)["details"].(map[string]any)
+		if details["reason"] != tt.reason || cmp.Diff(tt.actions, details["availableActions"]) != "" {
+			t.Errorf("%s: details = %v, want reason %s and actions %v", tt.name, details, tt.reason, tt.actions)
+		}
+	}
+	if rec := e.ship(ready, "precondition-ok", shipBody("merge_only", "staging", readySHA)); rec.Code != http.StatusAccepted {
+		t.Errorf("ship of the ready task = %d %s", rec.Code, rec.Body)
+	}
+}
+
+func TestShipWithHostDownAtAcceptanceIs502(t *testing.T) {
+	t.Parallel()
+	e, a, _ := newShipEnv(t)
+	id, sha := e.shippableTask("ENG-1")
+	a.web.FailNext(memory.OpPullRequest, errors.New("dial tcp: refused"))
+	rec := e.ship(id, "host-down-key", shipBody("merge_only", "staging", sha))
+	if rec.Code != http.StatusBadGateway || !strings.Contains(rec.Body.String(), "provider_error") {
+		t.Fatalf("ship with the host down = %d %s, want 502", rec.Code, rec.Body)
+	}
+	// Nothing was queued, and the key is free again.
+	if rec := e.ship(id, "host-down-key", shipBody("merge_only", "staging", sha)); rec.Code != http.StatusAccepted {
+		t.Errorf("retry with the same key = %d %s", rec.Code, rec.Body)
+	}
+}
+
+func TestShipWithoutDeployerRefusedAtAcceptance(t *testing.T) {
+	t.Parallel()
+	e, _, _ := newShipEnv(t, func(c *lifecycle.Config) { c.Deployer = nil })
+	id, sha := e.shippableTask("ENG-1")
+	rec := e.ship(id, "no-deployer-1", shipBody("merge_and_deploy", "staging", sha))
+	if rec.Code != http.StatusConflict || !strings.Contains(rec.Body.String(), "deployer_not_configured") {
+		t.Errorf("merge_and_deploy without a deployer = %d %s", rec.Code, rec.Body)
+	}
+	if rec := e.ship(id, "no-deployer-2", shipBody("merge_only", "staging", sha)); rec.Code != http.StatusAccepted {
+		t.Errorf("merge_only without a deployer = %d %s", rec.Code, rec.Body)
+	}
+}
+
+func TestShipValidationAndAuth(t *testing.T) {
+	t.Parallel()
+	e, _, _ := newShipEnv(t)
+	id, sha := e.shippableTask("ENG-1")
+	tests := []struct {
+		body   map[string]any
+		fields []string
+	}{
+		{shipBody("merge_only", "staging", sha[:39]), []string{"expectedHeadSha"}},
+		{shipBody("merge_only", "staging", strings.Repeat("g", 40)), []string{"expectedHeadSha"}},
+		{shipBody("merge_only", "staging", sha+"0"), []string{"expectedHeadSha"}},
+		{shipBody("squash", "qa", sha), []string{"mode", "targetEnvironment"}},
+		{map[string]any{}, []string{"mode", "targetEnvironment", "expectedHeadSha"}},
+	}
+	for i, tt := range tests {
+		resp := e.call(request{method: "POST", path: "/tasks/" + id + "/ship", key: e.admin, body: tt.body,
+			header: http.Header{"Idempotency-Key": {fmt.Sprintf("bad-ship-%d", i)}}}, http.StatusBadRequest)
+		for _, f := range tt.fields {
+			if !hasFieldError(resp["error"].(map[string]any), f) {
+				t.Errorf("case %d: details.fields lacks %s: %v", i, f, resp)
+			}
+		}
+	}
+	good := shipBody("merge_only", "staging", sha)
+	e.call(request{method: "POST", path: "/tasks/" + id + "/ship", body: good, header: http.Header{"Idempotency-Key": {"auth-key-1"}}}, http.StatusUnauthorized)
+	e.call(request{method: "POST", path: "/tasks/" + id + "/ship", key: e.key(lifecycle.ScopeTasksWrite), body: good, header: http.Header{"Idempotency-Key": {"auth-key-1"}}}, http.StatusForbidden)
+	e.call(request{method: "POST", path: "/tasks/tsk_doesnotexist/ship", key: e.admin, body: good, header: http.Header{"Idempotency-Key": {"auth-key-1"}}}, http.StatusNotFound)
+	e.call(request{method: "POST", path: "/tasks/" + id + "/ship", key: e.admin, body: good}, http.StatusBadRequest) // no key
+	e.call(request{method: "GET", path: "/ship-operations/shp_doesnotexist", key: e.admin}, http.StatusNotFound)
+	e.call(request{method: "GET", path: "/ship-operations/nonsense", key: e.admin}, http.StatusNotFound)
+	e.call(request{method: "GET", path: "/ship-operations/shp_doesnotexist", key: e.key(lifecycle.ScopeShipWrite)}, http.StatusForbidden)
+}
+
+// After a SHA mismatch a client re-reads the task and retries with a new key.
+func TestShipSHAMismatchThenRetry(t *testing.T) {
+	t.Parallel()
+	e, _, _ := newShipEnv(t)
+	id, _ := e.shippableTask("ENG-1")
+	stale := strings.Repeat("1", 40)
+	if rec := e.ship(id, "first-attempt", shipBody("merge_only", "staging", stale)); rec.Code != http.StatusConflict {
+		t.Fatalf("ship with a stale SHA = %d", rec.Code)
+	}
+	head := e.task(id)["headSha"].(string)
+	// The old key stays bound to the failed request's body; a new key is needed.
+	if rec := e.ship(id, "second-attempt", shipBody("merge_only", "staging", head)); rec.Code != http.StatusAccepted {
+		t.Fatalf("retry with the task's head = %d %s", rec.Code, rec.Body)
+	}
+}
+
+func TestShipIdempotency(t *testing.T) {
+	t.Parallel()
+	e, a, _ := newShipEnv(t)
+	id, sha := e.shippableTask("ENG-1")
+	first := e.ship(id, "ship-once-key", shipBody("merge_only", "staging", sha))
+	again := e.ship(id, "ship-once-key", shipBody("merge_only", "staging", sha))
+	if again.Code != http.StatusAccepted || again.Header().Get("Idempotent-Replayed") != "true" || again.Body.String() != first.Body.String() {
+		t.Errorf("replay = %d %q %s", again.Code, again.Header().Get("Idempotent-Replayed"), again.Body)
+	}
+	if rec := e.ship(id, "ship-once-key", shipBody("merge_only", "production", sha)); rec.Code != http.StatusConflict {
+		t.Errorf("same key, other body = %d", rec.Code)
+	}
+	e.waitShip(decode(t, first)["data"].(map[string]any)["operationId"].(string))
+	if n := a.web.Calls(memory.OpMerge); n != 1 {
+		t.Errorf("%d merges, want 1", n)
+	}
+}
+
+func TestSecondShipRefusedWhileShipping(t *testing.T) {
+	t.Parallel()
+	gate := make(chan struct{})
+	base := memory.New(memory.Config{Owner: "acme", Repo: "web"})
+	e, _, _ := newShipEnv(t, func(c *lifecycle.Config) {
+		c.Adapters = []lifecycle.AdapterBinding{{Project: "web", Adapter: &gatedMerge{Adapter: base, gate: gate}, CI: base}}
+	})
+	id, sha := e.shippableTask("ENG-1")
+	first := e.ship(id, "concurrent-ship-1", shipBody("merge_only", "staging", sha))
+	second := e.ship(id, "concurrent-ship-2", shipBody("merge_only", "staging", sha))
+	close(gate)
+	if first.Code != http.StatusAccepted {
+		t.Fatalf("first ship = %d", first.Code)
+	}
+	if second.Code != http.StatusConflict || !strings.Contains(second.Body.String(), "not_shippable") {
+		t.Errorf("second ship while the first runs = %d %s, want 409 not_shippable", second.Code, second.Body)
+	}
+	e.waitShip(decode(t, first)["data"].(map[string]any)["operationId"].(string))
+	if n := base.Calls(memory.OpMerge); n != 1 {
+		t.Errorf("%d merges, want 1", n)
+	}
+}
+
+// gatedMerge holds merges until its gate opens.
+type gatedMerge struct {
+	*memory.Adapter
+	gate chan struct{}
+}
+
+func (g *gatedMerge) Merge(ctx context.Context, req lifecycle.MergeRequest) (lifecycle.MergeResult, error) {
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+		return lifecycle.MergeResult{}, ctx.Err()
+	}
+	return g.Adapter.Merge(ctx, req)
+}
+
+func TestCancelRefusedWhileShipQueued(t *testing.T) {
+	t.Parallel()
+	gate := make(chan struct{})
+	base := memory.New(memory.Config{Owner: "acme", Repo: "web"})
+	e, _, _ := newShipEnv(t, func(c *lifecycle.Config) {
+		c.Adapters = []lifecycle.AdapterBinding{{Project: "web", Adapter: &gatedMerge{Adapter: base, gate: gate}, CI: base}}
+	})
+	id, sha := e.shippableTask("ENG-1")
+	first := e.ship(id, "queued-ship-1", shipBody("merge_only", "staging", sha))
+	resp := e.call(request{method: "POST", path: "/tasks/" + id + "/cancel", key: e.admin}, http.StatusConflict)
+	if d := resp["error"].(map[string]any)["details"].(map[string]any); d["reason"] != "ship_in_progress" {
+		t.Errorf("cancel during ship: %v", d)
+	}
+	close(gate)
+	if op := e.waitShip(decode(t, first)["data"].(map[string]any)["operationId"].(string)); op["data"].(map[string]any)["status"] != "succeeded" {
+		t.Errorf("operation = %v", op)
+	}
+}
+
+func TestShipFaults(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		breakIt  func(a adapters, d *fakeDeployer)
+		mode     string
+		code     string
+		mergeSHA bool
+	}{
+		{"merge fails", func(a adapters, d *fakeDeployer) { a.web.FailNext(memory.OpMerge, errors.New("github: 502")) }, "merge_only", "merge_failed", false},
+		{"host unreachable from the runner", func(a adapters, d *fakeDeployer) {
+			a.web.FailNext(memory.OpPullRequest, nil) // acceptance reads the head
+			a.web.FailNext(memory.OpPullRequest, errors.New("github: dial tcp: refused"))
+		}, "merge_only", "merge_failed", false},
+		{"deploy fails", func(a adapters, d *fakeDeployer) { d.fail = errors.New("kubectl: forbidden") }, "merge_and_deploy", "deploy_failed", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e, a, d := newShipEnv(t)
+			id, sha := e.shippableTask("ENG-1")
+			tt.breakIt(a, d)
+			rec := e.ship(id, "faulty-ship-1", shipBody(tt.mode, "staging", sha))
+			opID := decode(t, rec)["data"].(map[string]any)["operationId"].(string)
+			op := e.waitShip(opID)["data"].(map[string]any)
+			if op["status"] != "failed" || op["error"].(map[string]any)["code"] != tt.code || (op["mergeCommitSha"] != nil) != tt.mergeSHA {
+				t.Errorf("operation = %v, want failed with %s, merge commit recorded %v", op, tt.code, tt.mergeSHA)
+			}
+			if msg := op["error"].(map[string]any)["message"].(string); strings.Contains(msg, "kubectl") || strings.Contains(msg, "github") {
+				t.Errorf("the error message leaks the cause: %q", msg)
+			}
+			task := e.task(id)
+			if task["status"] != "in_review" || cmp.Diff([]any{"ship", "view_ci_status", "view_review_feedback"}, task["availableActions"]) != "" {
+				t.Errorf("task after a failed ship: %v %v", task["status"], task["availableActions"])
+			}
+			shipped := e.shippedEvents(id)
+			if len(shipped) != 1 || shipped[0]["data"].(map[string]any)["shipStatus"] != "failed" || shipped[0]["data"].(map[string]any)["status"] != "in_review" {
+				t.Fatalf("shipped events = %v, want one failed", shipped)
+			}
+			// Shipping again (a new key) succeeds; a merge that happened is not repeated.
+			rec = e.ship(id, "faulty-ship-2", shipBody(tt.mode, "staging", sha))
+			op = e.waitShip(decode(t, rec)["data"].(map[string]any)["operationId"].(string))["data"].(map[string]any)
+			if op["status"] != "succeeded" {
+				t.Fatalf("retry = %v", op)
+			}
+			pr, _ := a.web.PullRequest(t.Context(), lifecycle.PullRequestRef{Owner: "acme", Repo: "web", Number: 1})
+			if pr.State != lifecycle.PullRequestMerged || op["mergeCommitSha"] != pr.MergeCommitSHA {
+				t.Errorf("pull request %s with %s, operation merge %v", pr.State, pr.MergeCommitSHA, op["mergeCommitSha"])
+			}
+			if n := len(e.shippedEvents(id)); n != 2 {
+				t.Errorf("%d task.shipped events for 2 finished operations", n)
+			}
+		})
+	}
+}
+
+// dyingAdapter plays a process that dies in Merge: before the host merged
+// (beforeHost) or after it did.
+type dyingAdapter struct {
+	*memory.Adapter
+	afterHost bool
+	entered   chan struct{}
+	once      sync.Once
+}
+
+func (d *dyingAdapter) Merge(ctx context.Context, req lifecycle.MergeRequest) (lifecycle.MergeResult, error) {
+	if d.afterHost {
+		if _, err := d.Adapter.Merge(ctx, req); err != nil {
+			return lifecycle.MergeResult{}, err
+		}
+	}
+	d.once.Do(func() { close(d.entered) })
+	<-ctx.Done() // the process is gone; only its shutdown ends the call
+	return lifecycle.MergeResult{}, ctx.Err()
+}
+
+// The runner is stopped mid-operation and a new Service on the same
+// database finishes it: one merge at the host, one task.shipped event.
+func TestShipResumesAfterTheRunnerDies(t *testing.T) {
+	t.Parallel()
+	for _, afterHost := range []bool{false, true} {
+		t.Run(fmt.Sprintf("host merged %v", afterHost), func(t *testing.T) {
+			t.Parallel()
+			host := memory.New(memory.Config{Owner: "acme", Repo: "web"})
+			dying := &dyingAdapter{Adapter: host, afterHost: afterHost, entered: make(chan struct{})}
+			e := newEnv(t, func(c *lifecycle.Config) {
+				c.Adapters = []lifecycle.AdapterBinding{{Project: "web", Adapter: dying, CI: host}}
+				c.ReviewRouter = lifecycle.ReviewRules{Default: lifecycle.ReviewPlan{Policy: lifecycle.PolicyNeverRequire}}
+				c.ProviderTimeout = time.Hour
+				c.ShipLease = time.Minute
+			})
+			if err := e.svc.Start(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			id, sha := e.shippableTask("ENG-1")
+			opID := decode(t, e.ship(id, "dying-ship-1", shipBody("merge_only", "staging", sha)))["data"].(map[string]any)["operationId"].(string)
+			<-dying.entered
+			// The process dies: its runner stops mid-operation.
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := e.svc.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if st := e.call(request{method: "GET", path: "/ship-operations/" + opID, key: e.admin}, http.StatusOK)["data"].(map[string]any)["status"]; st != "running" {
+				t.Fatalf("operation after the crash = %v, want running", st)
+			}
+			// A new process on the same database, with a healthy adapter.
+			next, err := lifecycle.New(lifecycle.Config{Store: e.store, BaseURL: testBase, Clock: e.clock, Logger: e.svcLogger(),
+				Adapters:     []lifecycle.AdapterBinding{{Project: "web", Adapter: host}},
+				ReviewRouter: lifecycle.ReviewRules{Default: lifecycle.ReviewPlan{Policy: lifecycle.PolicyNeverRequire}},
+				ShipLease:    time.Minute, ShipPollInterval: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			startService(t, next)
+			e.clock.Advance(time.Minute + time.Second) // the dead runner's lease ends; the poll fires
+			waitFor(t, func() bool {
+				e.clock.Advance(time.Second)
+				op, err := e.store.ShipOperation(t.Context(), opID)
+				return err == nil && op.Status == lifecycle.ShipSucceeded
+			})
+			pr, _ := host.PullRequest(t.Context(), lifecycle.PullRequestRef{Owner: "acme", Repo: "web", Number: 1})
+			merges := host.Calls(memory.OpMerge)
+			// Before the host merged: the new runner merges (one call).
+			// After: it recognises the merge and does not call Merge at all.
+			if pr.State != lifecycle.PullRequestMerged || merges != 1 {
+				t.Errorf("pull request %s after %d successful merge calls at the host, want merged once", pr.State, merges)
+			}
+			op, _ := e.store.ShipOperation(t.Context(), opID)
+			if op.Attempts != 2 || op.MergeCommitSHA == nil || *op.MergeCommitSHA != pr.MergeCommitSHA {
+				t.Errorf("operation: attempts %d, merge %v; want 2 and %s", op.Attempts, op.MergeCommitSHA, pr.MergeCommitSHA)
+			}
+			if n := len(e.shippedEvents(id)); n != 1 {
+				t.Errorf("%d task.shipped events, want 1", n)
+			}
+		})
+	}
+}
