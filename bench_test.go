@@ -20,6 +20,7 @@ import (
 // (synchronous=FULL), called through Handler().ServeHTTP with no prefix.
 type benchEnv struct {
 	svc   *lifecycle.Service
+	store *sqlite.Store
 	h     http.Handler
 	admin string
 }
@@ -43,7 +44,7 @@ func newBenchEnv(b *testing.B, mutate ...func(*lifecycle.Config)) *benchEnv {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return &benchEnv{svc: svc, h: svc.Handler(), admin: admin}
+	return &benchEnv{svc: svc, store: store, h: svc.Handler(), admin: admin}
 }
 
 // seed creates n tasks through the Service and returns their IDs.
