@@ -4,7 +4,8 @@
 // repository, each merge a real merge commit. It needs no code host and no
 // credentials, which makes it the adapter of local demos and of the
 // "artifact" submission mode. The same [Adapter] is the
-// [lifecycle.CIProvider] of that mode.
+// [lifecycle.CIProvider] of that mode, and [Deployer] deploys its merged
+// commits into directories.
 //
 // # Repositories
 //
