@@ -1,0 +1,110 @@
+package artifact
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"regexp"
+	"strings"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/tasklifecycle/lifecycle"
+)
+
+// maxNameLen bounds the repository, branch and directory names derived
+// from projects and task identifiers.
+const maxNameLen = 100
+
+// repoNameRE matches the repository names repoName returns.
+var repoNameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$`)
+
+// validRepoName reports whether s is a repository name this package could
+// have made, which is also a safe directory name.
+func validRepoName(s string) bool {
+	return len(s) <= maxNameLen && repoNameRE.MatchString(s) && !strings.Contains(s, "..")
+}
+
+// slug maps s to the characters keep accepts, lower-cased unless keepCase,
+// with every other run of characters replaced by one '-', and trims
+// separators from both ends. The result is at most maxNameLen bytes.
+func slug(s string, keepCase bool, keep func(r rune) bool) string {
+	if !keepCase {
+		s = strings.ToLower(s)
+	}
+	var b strings.Builder
+	dash := false
+	for _, r := range s {
+		if keep(r) {
+			b.WriteRune(r)
+			dash = false
+			continue
+		}
+		if !dash {
+			b.WriteByte('-')
+			dash = true
+		}
+	}
+	out := b.String()
+	if len(out) > maxNameLen {
+		out = out[:maxNameLen]
+	}
+	return strings.Trim(out, "-._")
+}
+
+func alnum(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
+}
+
+// repoName returns the repository of a project: its name in lower case,
+// with characters other than letters, digits, '.', '_' and '-' replaced. A
+// name with nothing left ("日本") is named after a hash of the project.
+func repoName(project string) string {
+	s := slug(project, false, func(r rune) bool { return alnum(r) || r == '.' || r == '_' || r == '-' })
+	for strings.Contains(s, "..") {
+		s = strings.ReplaceAll(s, "..", ".")
+	}
+	if s == "" {
+		sum := sha256.Sum256([]byte(project))
+		s = "project-" + hex.EncodeToString(sum[:6])
+	}
+	return s
+}
+
+// taskSlug returns the branch-name part of a task: its identifier in lower
+// case with anything but letters, digits, '_' and '-' replaced, or its ID
+// when the identifier leaves nothing.
+func taskSlug(t lifecycle.Task) string {
+	keep := func(r rune) bool { return alnum(r) || r == '_' || r == '-' }
+	if s := slug(t.Identifier, false, keep); s != "" {
+		return s
+	}
+	return slug(t.ID, false, keep)
+}
+
+// taskDir returns the directory, under recordDir, that holds a task's
+// submission record: its identifier with its case kept, or its ID.
+func taskDir(t lifecycle.Task) string {
+	keep := func(r rune) bool { return alnum(r) || r == '_' || r == '-' }
+	if s := slug(t.Identifier, true, keep); s != "" {
+		return s
+	}
+	return slug(t.ID, true, keep)
+}
+
+// branchName checks a branch name given by a caller and returns it without
+// a "refs/heads/" prefix.
+func branchName(s string) (string, bool) {
+	s = strings.TrimPrefix(s, "refs/heads/")
+	if s == "" || len(s) > 200 || strings.HasPrefix(s, "-") || strings.HasSuffix(s, "/") {
+		return "", false
+	}
+	if plumbing.NewBranchReferenceName(s).Validate() != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// oneLine returns s with line breaks replaced by spaces, for commit
+// subjects and trailers.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}

@@ -1,0 +1,153 @@
+package artifact
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/tasklifecycle/lifecycle"
+)
+
+// pullsRef is the ref whose commits hold a repository's pull request
+// records, one file "<number>.json" per pull request at the root of the
+// tree. Each change is a commit, so `git log -p refs/lifecycle/pulls` is
+// the history of the pull requests.
+const pullsRef = plumbing.ReferenceName("refs/lifecycle/pulls")
+
+// pullRecord is a pull request as stored in the repository. The head commit
+// of an open pull request is not stored: it is read from its branch.
+type pullRecord struct {
+	Number             int                        `json:"number"`
+	Title              string                     `json:"title"`
+	Body               string                     `json:"body,omitempty"`
+	Head               string                     `json:"head"`
+	Base               string                     `json:"base"`
+	State              lifecycle.PullRequestState `json:"state"`
+	Draft              bool                       `json:"draft"`
+	RequestedReviewers []string                   `json:"requestedReviewers"`
+	TaskID             string                     `json:"taskId,omitempty"`
+	TaskIdentifier     string                     `json:"taskIdentifier,omitempty"`
+	CreatedAt          lifecycle.Timestamp        `json:"createdAt"`
+	// MergedHeadSHA, MergeCommitSHA and MergedAt are set when State is
+	// merged.
+	MergedHeadSHA  string               `json:"mergedHeadSha,omitempty"`
+	MergeCommitSHA string               `json:"mergeCommitSha,omitempty"`
+	MergedAt       *lifecycle.Timestamp `json:"mergedAt,omitempty"`
+}
+
+// clone returns a copy of p that shares no memory with it.
+func (p *pullRecord) clone() *pullRecord {
+	c := *p
+	c.RequestedReviewers = slices.Clone(p.RequestedReviewers)
+	if p.MergedAt != nil {
+		t := *p.MergedAt
+		c.MergedAt = &t
+	}
+	return &c
+}
+
+// pullSet is the pull requests of a repository as of one commit of
+// pullsRef. It is replaced, never changed, once published in repo.pulls.
+type pullSet struct {
+	commit plumbing.Hash // zero when there are no pull requests yet
+	tree   plumbing.Hash
+	byNum  map[int]*pullRecord
+	max    int
+}
+
+// openFor returns the open pull request from branch head, or nil.
+func (s *pullSet) openFor(head string) *pullRecord {
+	for _, p := range s.byNum {
+		if p.Head == head && p.State == lifecycle.PullRequestOpen {
+			return p
+		}
+	}
+	return nil
+}
+
+// loadPulls returns the repository's pull requests, read again only when
+// pullsRef has moved since they were last read. The caller holds r.sem.
+func (r *repo) loadPulls() (*pullSet, error) {
+	h, err := r.ref(pullsRef)
+	if err != nil {
+		return nil, err
+	}
+	if r.pulls != nil && r.pulls.commit == h {
+		return r.pulls, nil
+	}
+	s := &pullSet{commit: h, byNum: make(map[int]*pullRecord)}
+	if !h.IsZero() {
+		c, err := r.commitInfo(h)
+		if err != nil {
+			return nil, err
+		}
+		s.tree = c.tree
+		entries, err := r.tree(c.tree)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range entries {
+			n, err := strconv.Atoi(strings.TrimSuffix(e.Name, ".json"))
+			if err != nil || n < 1 || e.Name != strconv.Itoa(n)+".json" {
+				continue // not a record; leave it alone
+			}
+			data, err := r.blob(e.Hash)
+			if err != nil {
+				return nil, err
+			}
+			p := new(pullRecord)
+			if err := json.Unmarshal(data, p); err != nil {
+				return nil, fmt.Errorf("read pull request record %s: %w", e.Name, err)
+			}
+			if p.Number != n {
+				return nil, fmt.Errorf("pull request record %s holds number %d", e.Name, p.Number)
+			}
+			s.byNum[n] = p
+			s.max = max(s.max, n)
+		}
+	}
+	r.pulls = s
+	return s, nil
+}
+
+// savePull commits p as a change to s, moves pullsRef and publishes the new
+// set in r.pulls. The caller holds the write lock; on error nothing is
+// published.
+func (r *repo) savePull(s *pullSet, p *pullRecord, sig object.Signature, subject string) error {
+	data, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode pull request #%d: %w", p.Number, err)
+	}
+	data = append(data, '\n')
+	tree, err := r.putFiles(s.tree, nil, []file{{name: strconv.Itoa(p.Number) + ".json", data: data}})
+	if err != nil {
+		return fmt.Errorf("save pull request #%d: %w", p.Number, err)
+	}
+	c := &object.Commit{
+		Author:    sig,
+		Committer: sig,
+		Message:   message(subject, "", "Lifecycle-Pull", strconv.Itoa(p.Number), "Lifecycle-Task", p.TaskID),
+		TreeHash:  tree,
+	}
+	if !s.commit.IsZero() {
+		c.ParentHashes = []plumbing.Hash{s.commit}
+	}
+	h, err := r.writeCommit(c)
+	if err != nil {
+		return fmt.Errorf("save pull request #%d: %w", p.Number, err)
+	}
+	if err := r.setRef(pullsRef, h, s.commit); err != nil {
+		return fmt.Errorf("save pull request #%d: %w", p.Number, err)
+	}
+	next := &pullSet{commit: h, tree: tree, byNum: make(map[int]*pullRecord, len(s.byNum)+1), max: max(s.max, p.Number)}
+	for n, q := range s.byNum {
+		next.byNum[n] = q
+	}
+	next.byNum[p.Number] = p
+	r.pulls = next
+	return nil
+}
