@@ -12,9 +12,11 @@ import (
 // to the host's API. Run adapter/adaptertest from its tests.
 //
 // Errors: methods return an error matching ErrNotFound when the pull
-// request does not exist and ErrHeadMismatch when a merge finds another head
-// commit than expected. Any other error is a failure of the host; the
-// Service reports it as 502 provider_error and logs it.
+// request does not exist, ErrHeadMismatch when a merge finds another head
+// commit than expected, and a *ValidationError naming the member
+// ("pullRequest.base") when a hint of the request cannot be used, which the
+// client gets as 400. Any other error is a failure of the host; the Service
+// reports it as 502 provider_error and logs it.
 type ProviderAdapter interface {
 	// EnsurePullRequest opens a pull request from req.Head into req.Base,
 	// or finds the one already open for req.Head and applies req to it. The

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/adapter/artifact"
 	"github.com/tasklifecycle/lifecycle/adapter/memory"
 	"github.com/tasklifecycle/lifecycle/store/sqlite"
 )
@@ -189,6 +190,19 @@ func benchSubmit(b *testing.B, e *benchEnv) {
 // transaction. Target: at least 1,500 submits per second.
 func BenchmarkSubmit(b *testing.B) {
 	adapter := memory.New(memory.Config{})
+	benchSubmit(b, newBenchEnv(b, func(c *lifecycle.Config) {
+		c.Adapters = []lifecycle.AdapterBinding{{Adapter: adapter}}
+	}))
+}
+
+// BenchmarkSubmitArtifact submits through the handler with the go-git
+// artifact adapter: a real commit per submission. Target: at least 200
+// submits per second.
+func BenchmarkSubmitArtifact(b *testing.B) {
+	adapter, err := artifact.New(artifact.Config{Dir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
 	benchSubmit(b, newBenchEnv(b, func(c *lifecycle.Config) {
 		c.Adapters = []lifecycle.AdapterBinding{{Adapter: adapter}}
 	}))

@@ -173,9 +173,13 @@ func (s *Service) ciFor(t *Task) CIProvider {
 	return s.cfg.CIProvider
 }
 
-// providerError wraps an adapter failure for the HTTP layer (502).
+// providerError wraps an adapter failure for the HTTP layer (502). An
+// adapter's *ValidationError (a hint it cannot use) stays a 400.
 func (s *Service) providerError(ctx context.Context, op string, err error) error {
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return err
+	}
+	if errors.Is(err, ErrValidation) {
 		return err
 	}
 	return &ProviderError{Op: op, Err: err}

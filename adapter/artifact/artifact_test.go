@@ -838,9 +838,9 @@ func TestGitReadsRepositories(t *testing.T) {
 	if !strings.Contains(show, `"submissionId": "sub_c"`) {
 		t.Errorf("git show main:.lifecycle/ENG-1/submission.json:\n%s\nwant submission sub_c", show)
 	}
-	record := gitCLI(t, dir, "show", "refs/lifecycle/pulls:1.json")
+	record := gitCLI(t, dir, "show", "refs/lifecycle/pulls:0/1.json")
 	if !strings.Contains(record, `"state": "merged"`) || !strings.Contains(record, m.MergeCommitSHA) {
-		t.Errorf("git show refs/lifecycle/pulls:1.json:\n%s\nwant merged with %s", record, m.MergeCommitSHA)
+		t.Errorf("git show refs/lifecycle/pulls:0/1.json:\n%s\nwant merged with %s", record, m.MergeCommitSHA)
 	}
 	if graph := gitCLI(t, dir, "log", "--all", "--graph", "--oneline"); !strings.Contains(graph, "Merge pull request #1 from lifecycle/eng-1") {
 		t.Errorf("git log --all --graph lacks the merge:\n%s", graph)
@@ -880,5 +880,33 @@ func TestAfterGitGC(t *testing.T) {
 	gitCLI(t, repoDir, "fsck", "--strict", "--no-dangling")
 	if got := strings.TrimSpace(gitCLI(t, repoDir, "rev-parse", "main")); got != m.MergeCommitSHA {
 		t.Errorf("main = %s, want %s", got, m.MergeCommitSHA)
+	}
+}
+
+// Records are kept in buckets of 100: more than one bucket reads back
+// after a restart, and git finds each record where the docs say.
+func TestPullRecordsAcrossBuckets(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	a := newAdapter(t, dir)
+	const n = 105
+	for i := 1; i <= n; i++ {
+		ensure(t, a, submission(task("web", fmt.Sprintf("ENG-%d", i)), fmt.Sprintf("sub_%d", i)))
+	}
+	b := newAdapter(t, dir) // a restart reads every record back
+	for _, num := range []int{1, 99, 100, n} {
+		pr, err := b.PullRequest(t.Context(), lifecycle.PullRequestRef{Owner: "local", Repo: "web", Number: num})
+		if err != nil || pr.Head != fmt.Sprintf("lifecycle/eng-%d", num) {
+			t.Errorf("pull request #%d after reopening = %+v, %v", num, pr, err)
+		}
+	}
+	again := ensure(t, b, submission(task("web", "ENG-100"), "sub_again"))
+	if again.Created || again.Number != 100 {
+		t.Errorf("resubmitting ENG-100 after reopening = #%d, created %v; want #100 reused", again.Number, again.Created)
+	}
+	if _, err := exec.LookPath("git"); err == nil {
+		if rec := gitCLI(t, a.RepositoryDir("web"), "show", "refs/lifecycle/pulls:1/105.json"); !strings.Contains(rec, `"number": 105`) {
+			t.Errorf("git show refs/lifecycle/pulls:1/105.json:\n%s", rec)
+		}
 	}
 }

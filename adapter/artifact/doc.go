@@ -31,7 +31,7 @@
 //	.lifecycle/ENG-42/submission.json      the latest submission of the task, on its branch:
 //	.lifecycle/ENG-42/submission.md        summary, notes, self-reported checks, IDs, title
 //	refs/lifecycle/pulls                   the pull request records: one commit per change,
-//	                                       whose tree holds <number>.json per pull request
+//	                                       whose tree holds <number/100>/<number>.json
 //
 // Every submission is a new commit on the task's branch (made from the base
 // branch tip on first use) whose full SHA is the HeadSHA returned; its

@@ -8,15 +8,23 @@ import (
 	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/tasklifecycle/lifecycle"
 )
 
 // pullsRef is the ref whose commits hold a repository's pull request
-// records, one file "<number>.json" per pull request at the root of the
-// tree. Each change is a commit, so `git log -p refs/lifecycle/pulls` is
-// the history of the pull requests.
+// records, one file "<bucket>/<number>.json" per pull request, where bucket
+// is number/100: a change rewrites one directory of at most 100 records and
+// the root, not a tree of every record. Each change is a commit, so `git
+// log -p refs/lifecycle/pulls` is the history of the pull requests.
 const pullsRef = plumbing.ReferenceName("refs/lifecycle/pulls")
+
+// pullsPerBucket is how many records share a directory of pullsRef's tree.
+const pullsPerBucket = 100
+
+// pullBucket returns the directory of the record of pull request n.
+func pullBucket(n int) string { return strconv.Itoa(n / pullsPerBucket) }
 
 // pullRecord is a pull request as stored in the repository. The head commit
 // of an open pull request is not stored: it is read from its branch.
@@ -86,28 +94,37 @@ func (r *repo) loadPulls() (*pullSet, error) {
 			return nil, err
 		}
 		s.tree = c.tree
-		entries, err := r.tree(c.tree)
+		buckets, err := r.tree(c.tree)
 		if err != nil {
 			return nil, err
 		}
-		for _, e := range entries {
-			n, err := strconv.Atoi(strings.TrimSuffix(e.Name, ".json"))
-			if err != nil || n < 1 || e.Name != strconv.Itoa(n)+".json" {
-				continue // not a record; leave it alone
+		for _, b := range buckets {
+			if b.Mode != filemode.Dir {
+				continue // not a bucket; leave it alone
 			}
-			data, err := r.blob(e.Hash)
+			entries, err := r.tree(b.Hash)
 			if err != nil {
 				return nil, err
 			}
-			p := new(pullRecord)
-			if err := json.Unmarshal(data, p); err != nil {
-				return nil, fmt.Errorf("read pull request record %s: %w", e.Name, err)
+			for _, e := range entries {
+				n, err := strconv.Atoi(strings.TrimSuffix(e.Name, ".json"))
+				if err != nil || n < 1 || e.Name != strconv.Itoa(n)+".json" || pullBucket(n) != b.Name {
+					continue // not a record; leave it alone
+				}
+				data, err := r.blob(e.Hash)
+				if err != nil {
+					return nil, err
+				}
+				p := new(pullRecord)
+				if err := json.Unmarshal(data, p); err != nil {
+					return nil, fmt.Errorf("read pull request record %s/%s: %w", b.Name, e.Name, err)
+				}
+				if p.Number != n {
+					return nil, fmt.Errorf("pull request record %s/%s holds number %d", b.Name, e.Name, p.Number)
+				}
+				s.byNum[n] = p
+				s.max = max(s.max, n)
 			}
-			if p.Number != n {
-				return nil, fmt.Errorf("pull request record %s holds number %d", e.Name, p.Number)
-			}
-			s.byNum[n] = p
-			s.max = max(s.max, n)
 		}
 	}
 	r.pulls = s
@@ -123,7 +140,7 @@ func (r *repo) savePull(s *pullSet, p *pullRecord, sig object.Signature, subject
 		return fmt.Errorf("encode pull request #%d: %w", p.Number, err)
 	}
 	data = append(data, '\n')
-	tree, err := r.putFiles(s.tree, nil, []file{{name: strconv.Itoa(p.Number) + ".json", data: data}})
+	tree, err := r.putFiles(s.tree, []string{pullBucket(p.Number)}, []file{{name: strconv.Itoa(p.Number) + ".json", data: data}})
 	if err != nil {
 		return fmt.Errorf("save pull request #%d: %w", p.Number, err)
 	}

@@ -1,0 +1,157 @@
+package lifecycle_test
+
+import (
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/adapter/artifact"
+)
+
+// newArtifactEnv is an env whose every task submits to local git
+// repositories through the go-git artifact adapter (live and artifact
+// mode), deployed by its Deployer.
+func newArtifactEnv(t *testing.T, mutate ...func(*lifecycle.Config)) (*env, string) {
+	t.Helper()
+	dir := t.TempDir()
+	a, err := artifact.New(artifact.Config{Dir: filepath.Join(dir, "repos")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := artifact.NewDeployer(artifact.DeployerConfig{Adapter: a, Dir: filepath.Join(dir, "deploy")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, append([]func(*lifecycle.Config){func(c *lifecycle.Config) {
+		c.Adapters = []lifecycle.AdapterBinding{{Adapter: a}}
+		c.ArtifactAdapter = a
+		c.Deployer = d
+	}}, mutate...)...)
+	return e, dir
+}
+
+// git runs the git CLI in a repository, skipping the test without git.
+func git(t *testing.T, repo string, args ...string) string {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed; .ci/run installs it")
+	}
+	out, err := exec.Command("git", append([]string{"-C", repo}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// Fifty clients send the same artifact submit with the same key: one
+// submission and one commit in the repository.
+func TestConcurrentSameKeyOneCommit(t *testing.T) {
+	t.Parallel()
+	e, dir := newArtifactEnv(t)
+	id := e.startedTask("ENG-1")
+	body := withMember(submitBody(), "mode", "artifact")
+	var wg sync.WaitGroup
+	codes := make([]int, 50)
+	bodies := make([]string, 50)
+	for i := range codes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rec := e.submit(id, "one-commit-key", body)
+			codes[i], bodies[i] = rec.Code, rec.Body.String()
+		}()
+	}
+	wg.Wait()
+	var accepted string
+	for i, c := range codes {
+		switch c {
+		case http.StatusAccepted:
+			if accepted != "" && bodies[i] != accepted {
+				t.Errorf("two different 202 bodies:\n%s\n%s", accepted, bodies[i])
+			}
+			accepted = bodies[i]
+		case http.StatusConflict:
+		default:
+			t.Errorf("answer %d: %s", c, bodies[i])
+		}
+	}
+	if accepted == "" {
+		t.Fatal("no submit was accepted")
+	}
+	repo := filepath.Join(dir, "repos", "web")
+	if n := git(t, repo, "rev-list", "--count", "main..lifecycle/eng-1"); n != "1" {
+		t.Errorf("%s commits on the task's branch, want 1", n)
+	}
+}
+
+func TestUnusableBaseHintIsAValidationError(t *testing.T) {
+	t.Parallel()
+	e, _ := newArtifactEnv(t)
+	id := e.startedTask("ENG-1")
+	rec := e.submit(id, "bad-base-key", withMember(submitBody(), "pullRequest", map[string]any{"base": "no-such-branch"}))
+	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "pullRequest.base") {
+		t.Errorf("submit onto a missing base = %d %s, want 400 naming pullRequest.base", rec.Code, rec.Body)
+	}
+}
+
+// The whole lifecycle on local git: submit (created, then existing after
+// rework), CI from self-reported checks, approval, merge and deploy.
+func TestArtifactLifecycleEndToEnd(t *testing.T) {
+	t.Parallel()
+	e, dir := newArtifactEnv(t, func(c *lifecycle.Config) {
+		c.ReviewRouter = lifecycle.ReviewRules{Default: lifecycle.ReviewPlan{Policy: lifecycle.PolicyAlwaysRequire}}
+	})
+	startService(t, e.svc)
+	id := e.startedTask("ENG-1")
+	first := e.submitOK(id, "e2e-submit-1", submitBody())
+	if first["action"] != "created" || first["owner"] != "local" || first["repo"] != "web" || first["ciProvider"] != "artifact" {
+		t.Errorf("first submission = %v", first)
+	}
+	reviewer := e.keyAs(lifecycle.Actor{ID: "octocat", Role: lifecycle.RoleReviewer}, lifecycle.ScopeReviewsWrite)
+	e.call(request{method: "POST", path: "/tasks/" + id + "/reviews", key: reviewer, body: map[string]any{"outcome": "changes_requested"}}, http.StatusCreated)
+	e.call(request{method: "POST", path: "/tasks/" + id + "/start", key: e.admin}, http.StatusOK)
+	second := e.submitOK(id, "e2e-submit-2", submitBody())
+	if second["action"] != "existing" || second["prNumber"] != first["prNumber"] || second["headSha"] == first["headSha"] {
+		t.Errorf("resubmission = %v", second)
+	}
+	resp := e.call(request{method: "POST", path: "/tasks/" + id + "/reviews", key: reviewer, body: map[string]any{"outcome": "approved"}}, http.StatusCreated)
+	// The artifact CI trusts the self-reported checks (unit passed).
+	if !strings.Contains(strings.Join(anyStrings(resp["availableActions"]), ","), "ship") {
+		t.Fatalf("actions after approval = %v, want ship", resp["availableActions"])
+	}
+	head := second["headSha"].(string)
+	opID := decode(t, e.ship(id, "e2e-ship-1", shipBody("merge_and_deploy", "staging", head)))["data"].(map[string]any)["operationId"].(string)
+	op := e.waitShip(opID)["data"].(map[string]any)
+	if op["status"] != "succeeded" {
+		t.Fatalf("ship = %v", op)
+	}
+	repo := filepath.Join(dir, "repos", "web")
+	merge := op["mergeCommitSha"].(string)
+	if got := git(t, repo, "rev-parse", "main"); got != merge {
+		t.Errorf("main is at %s, want the merge commit %s", got, merge)
+	}
+	if parents := strings.Fields(git(t, repo, "show", "-s", "--format=%P", merge)); len(parents) != 2 || parents[1] != head {
+		t.Errorf("merge commit parents %v, want the base tip and %s", parents, head)
+	}
+	deployed := op["deployment"].(map[string]any)
+	path := strings.TrimPrefix(deployed["url"].(string), "file://")
+	if _, err := os.Stat(filepath.Join(path, ".lifecycle", "ENG-1", "submission.md")); err != nil {
+		t.Errorf("the deployed tree lacks the submission: %v", err)
+	}
+	if e.task(id)["status"] != "done" {
+		t.Errorf("task not done")
+	}
+}
+
+func anyStrings(v any) []string {
+	var out []string
+	for _, x := range v.([]any) {
+		out = append(out, x.(string))
+	}
+	return out
+}
