@@ -19,6 +19,10 @@
 //
 //   - store/sqlite: a [Store] on SQLite;
 //   - store/storetest: the conformance suite every Store runs;
+//   - adapter/artifact: a [ProviderAdapter], [CIProvider] and [Deployer] on
+//     local git repositories, for demos and artifact-mode submissions;
+//   - adapter/memory: an in-memory code host for tests;
+//   - adapter/adaptertest: the conformance suite every adapter runs;
 //   - examples/demo: a runnable local server.
 //
 // The Service never holds global state: everything it needs comes through
@@ -45,6 +49,21 @@
 // all. The event outbox must hand out sequences so that a reader that has
 // seen sequence N never later finds a smaller one committed. Run
 // store/storetest from the implementation's tests.
+//
+// # Writing an Adapter
+//
+// A [ProviderAdapter] is three calls to a code host: open or reuse the pull
+// request of a task's branch ([ProviderAdapter.EnsurePullRequest]), read a
+// pull request's head and state ([ProviderAdapter.PullRequest]), and merge
+// it only at an expected head ([ProviderAdapter.Merge]), recognising a merge
+// that already happened. Errors follow the contract on the interface:
+// [ErrNotFound], [ErrHeadMismatch], a [*ValidationError] for an unusable
+// hint, anything else a host failure (502). Optional abilities are found by
+// type assertion: an adapter that also implements [CIProvider] reports the
+// CI of its tasks, one that implements [ReviewDecider] decides reviews under
+// the github_rules policy. [Config.Adapters] binds adapters to projects.
+// examples/customadapter is a complete adapter in about 150 lines; run
+// adapter/adaptertest from your adapter's tests.
 //
 // # Errors
 //

@@ -1,6 +1,8 @@
 // Command demo runs the task lifecycle service locally, with no credentials:
-// a SQLite database in a data directory, a few seeded tasks and an admin key
-// with every scope.
+// a SQLite database in a data directory, local git repositories standing in
+// for a code host (submissions are commits, ships are merge commits,
+// deployments are checked-out directories), a few seeded tasks and an admin
+// key with every scope.
 //
 //	go run ./examples/demo
 //	go run ./examples/demo -addr 127.0.0.1:9090 -data /tmp/lifecycle -admin-key lsk_...
@@ -25,6 +27,7 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/adapter/artifact"
 	"github.com/tasklifecycle/lifecycle/store/sqlite"
 )
 
@@ -81,11 +84,29 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	// Local git repositories stand in for a code host: the artifact
+	// adapter is live for every project and takes artifact-mode
+	// submissions; its deployer checks merged trees out per environment.
+	repos, deploys := filepath.Join(opts.data, "repos"), filepath.Join(opts.data, "deploy")
+	adapter, err := artifact.New(artifact.Config{Dir: repos})
+	if err != nil {
+		return err
+	}
+	deployer, err := artifact.NewDeployer(artifact.DeployerConfig{Adapter: adapter, Dir: deploys})
+	if err != nil {
+		return err
+	}
 	svc, err := lifecycle.New(lifecycle.Config{
-		Store:   store,
-		BaseURL: base,
-		Router:  router,
-		Logger:  log,
+		Store:           store,
+		BaseURL:         base,
+		Router:          router,
+		Adapters:        []lifecycle.AdapterBinding{{Adapter: adapter}},
+		ArtifactAdapter: adapter,
+		Deployer:        deployer,
+		// An approval is needed before shipping; with no reviewers
+		// requested, anyone with reviews:write may give it.
+		ReviewRouter: lifecycle.ReviewRules{Default: lifecycle.ReviewPlan{Policy: lifecycle.PolicyAlwaysRequire}},
+		Logger:       log,
 	})
 	if err != nil {
 		return err
@@ -109,6 +130,8 @@ func run() error {
 	abs, _ := filepath.Abs(opts.data)
 	fmt.Printf("lifecycle demo listening on %s\n", base)
 	fmt.Printf("data directory: %s\n", abs)
+	fmt.Printf("git repos:      %s\n", filepath.Join(abs, "repos"))
+	fmt.Printf("deployments:    %s\n", filepath.Join(abs, "deploy"))
 	fmt.Printf("admin key:      %s\n\n", adminKey)
 	fmt.Printf("try:\n  curl -s -H 'Authorization: Bearer %s' %s/tasks\n\n", adminKey, base)
 
