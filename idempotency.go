@@ -255,3 +255,41 @@ func idempotentRequest(w http.ResponseWriter, r *http.Request, p *Principal, rou
 	scope := IdempotencyScope{PrincipalID: p.ID, Method: r.Method, Route: route, ResourceID: resourceID, Key: key}
 	return scope, fingerprint(r.Method, route, canonical), nil
 }
+
+// serveIdempotent runs an idempotent mutation for the HTTP layer: it reads
+// the key and the body into dst (checked by check), replays a recorded
+// answer or refuses a reused key, and otherwise calls run, whose respond
+// records the response body in the transaction of the change and is then
+// written with status. A run that fails releases the key. actions, when not
+// nil, lists the resource's next steps in a conflict.
+func (s *Service) serveIdempotent(w http.ResponseWriter, r *http.Request, p *Principal, route, resourceID string,
+	dst any, check func() error, status int, actions func(context.Context) []Action,
+	run func(ctx context.Context, key string, respond func(tx Tx, body any) error) error) error {
+	scope, fp, err := idempotentRequest(w, r, p, route, resourceID, dst, check)
+	if err != nil {
+		return err
+	}
+	if actions == nil {
+		actions = func(context.Context) []Action { return nil }
+	}
+	ctx := requestContext(r)
+	call, replay, err := s.beginIdempotent(ctx, scope, fp, actions)
+	if err != nil {
+		return err
+	}
+	if replay != nil {
+		writeReplay(w, replay)
+		return nil
+	}
+	var body []byte
+	err = run(ctx, scope.Key, func(tx Tx, v any) error {
+		body = encodeJSON(v)
+		return call.record(ctx, tx, status, body)
+	})
+	if err != nil {
+		call.release(ctx)
+		return err
+	}
+	writeRaw(w, status, body)
+	return nil
+}

@@ -75,13 +75,9 @@ func TestValidBranch(t *testing.T) {
 	t.Parallel()
 	for s, want := range map[string]bool{
 		"main": true, "feature/x-1": true, "lifecycle/eng-1": true,
-		"":     true, // not given: the caller checks emptiness
 		"a..b": false, "-x": false, "x/": false, "/x": false, "a b": false, "a~1": false, "a^": false,
 		"a:b": false, "a?": false, "a*": false, "a[": false, "a\\b": false, "x.lock": false, "a@{b": false, "a//b": false,
 	} {
-		if s == "" {
-			continue
-		}
 		if got := validBranch(s); got != want {
 			t.Errorf("validBranch(%q) = %v, want %v", s, got, want)
 		}

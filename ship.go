@@ -474,38 +474,17 @@ type shipAccepted struct {
 func (s *Service) handleShip(w http.ResponseWriter, r *http.Request, p *Principal) error {
 	taskID := r.PathValue("id")
 	var params ShipParams
-	scope, fp, err := idempotentRequest(w, r, p, shipRoute, taskID, &params, params.validate)
-	if err != nil {
-		return err
-	}
-	if !validTaskID(taskID) {
-		return notFound("task", taskID)
-	}
-	ctx := requestContext(r)
-	call, replay, err := s.beginIdempotent(ctx, scope, fp, s.actionsOrNil(taskID))
-	if err != nil {
-		return err
-	}
-	if replay != nil {
-		writeReplay(w, replay)
-		return nil
-	}
-	params.Actor = p.Actor
-	var body []byte
-	_, err = s.ship(ctx, taskID, params, func(tx Tx, op *ShipOperation) error {
-		data := shipAccepted{op.TaskID, op.OperationID, op.Status, op.QueuedAt, op.AvailableActions}
-		body = encodeJSON(struct {
-			Data             shipAccepted `json:"data"`
-			AvailableActions []Action     `json:"availableActions"`
-		}{data, op.AvailableActions})
-		return call.record(ctx, tx, http.StatusAccepted, body)
-	})
-	if err != nil {
-		call.release(ctx)
-		return err
-	}
-	writeRaw(w, http.StatusAccepted, body)
-	return nil
+	return s.serveIdempotent(w, r, p, shipRoute, taskID, &params, params.validate, http.StatusAccepted, s.actionsOrNil(taskID),
+		func(ctx context.Context, key string, respond func(Tx, any) error) error {
+			params.Actor = p.Actor
+			_, err := s.ship(ctx, taskID, params, func(tx Tx, op *ShipOperation) error {
+				return respond(tx, struct {
+					Data             shipAccepted `json:"data"`
+					AvailableActions []Action     `json:"availableActions"`
+				}{shipAccepted{op.TaskID, op.OperationID, op.Status, op.QueuedAt, op.AvailableActions}, op.AvailableActions})
+			})
+			return err
+		})
 }
 
 func (s *Service) handleGetShipOperation(w http.ResponseWriter, r *http.Request, p *Principal) error {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -48,25 +47,11 @@ func BenchmarkShipAcceptance(b *testing.B) {
 	host := memory.New(memory.Config{CountSelfReported: true})
 	e := newShipBenchEnv(b, host, host)
 	ids, heads := e.shippable(b, b.N)
-	var next atomic.Int64
-	b.ReportAllocs()
-	b.SetParallelism(8)
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		w := &discardWriter{h: make(http.Header)}
-		for pb.Next() {
-			i := next.Add(1) - 1
-			body, _ := json.Marshal(map[string]any{"mode": "merge_and_deploy", "targetEnvironment": "production", "expectedHeadSha": heads[i]})
-			r := httptest.NewRequest("POST", "/tasks/"+ids[i]+"/ship", bytes.NewReader(body))
-			r.Header.Set("Authorization", "Bearer "+e.admin)
-			r.Header.Set("Idempotency-Key", fmt.Sprintf("bench-ship-%d", i))
-			clear(w.h)
-			e.h.ServeHTTP(w, r)
-			if w.status != http.StatusAccepted {
-				b.Errorf("status %d", w.status)
-				return
-			}
-		}
+	e.parallelRequests(b, http.StatusAccepted, func(i int) *http.Request {
+		body, _ := json.Marshal(map[string]any{"mode": "merge_and_deploy", "targetEnvironment": "production", "expectedHeadSha": heads[i]})
+		r := httptest.NewRequest("POST", "/tasks/"+ids[i]+"/ship", bytes.NewReader(body))
+		r.Header.Set("Idempotency-Key", fmt.Sprintf("bench-ship-%d", i))
+		return r
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ships/s")
 }

@@ -354,34 +354,14 @@ type submissionEnvelope struct {
 func (s *Service) handleSubmit(w http.ResponseWriter, r *http.Request, p *Principal) error {
 	taskID := r.PathValue("id")
 	var params SubmitParams
-	scope, fp, err := idempotentRequest(w, r, p, submitRoute, taskID, &params, params.validate)
-	if err != nil {
-		return err
-	}
-	if !validTaskID(taskID) {
-		return notFound("task", taskID)
-	}
-	ctx := requestContext(r)
-	call, replay, err := s.beginIdempotent(ctx, scope, fp, s.actionsOrNil(taskID))
-	if err != nil {
-		return err
-	}
-	if replay != nil {
-		writeReplay(w, replay)
-		return nil
-	}
-	params.IdempotencyKey, params.Actor = scope.Key, p.Actor
-	var body []byte
-	_, err = s.submit(ctx, taskID, params, func(tx Tx, sub *Submission) error {
-		body = encodeJSON(submissionEnvelope{sub, sub.AvailableActions})
-		return call.record(ctx, tx, http.StatusAccepted, body)
-	})
-	if err != nil {
-		call.release(ctx)
-		return err
-	}
-	writeRaw(w, http.StatusAccepted, body)
-	return nil
+	return s.serveIdempotent(w, r, p, submitRoute, taskID, &params, params.validate, http.StatusAccepted, s.actionsOrNil(taskID),
+		func(ctx context.Context, key string, respond func(Tx, any) error) error {
+			params.IdempotencyKey, params.Actor = key, p.Actor
+			_, err := s.submit(ctx, taskID, params, func(tx Tx, sub *Submission) error {
+				return respond(tx, submissionEnvelope{sub, sub.AvailableActions})
+			})
+			return err
+		})
 }
 
 // actionsOrNil returns a function that reads a task's available actions for

@@ -78,23 +78,11 @@ func (s *Store) Events(ctx context.Context, f lifecycle.EventFilter) ([]lifecycl
 	}
 	b.WriteString(" ORDER BY seq LIMIT ?")
 	args = append(args, limit)
-	rows, err := s.r.QueryContext(ctx, b.String(), args...)
+	evs, err := queryAll(ctx, s.r, scanEvent, b.String(), args...)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: events: %w", translate(err))
+		return nil, fmt.Errorf("sqlite: events: %w", err)
 	}
-	defer rows.Close()
-	out := make([]lifecycle.Event, 0, min(limit, 256))
-	for rows.Next() {
-		e, err := scanEvent(rows)
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: events: %w", err)
-		}
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: events: %w", translate(err))
-	}
-	return out, nil
+	return evs, nil
 }
 
 // Event implements lifecycle.Store.

@@ -52,23 +52,11 @@ func (s *Store) ListAPIKeys(ctx context.Context) ([]lifecycle.APIKey, error) {
 	if s.closed.Load() {
 		return nil, errClosed
 	}
-	rows, err := s.r.QueryContext(ctx, "SELECT "+keyColumns+" FROM api_keys ORDER BY pos")
+	keys, err := queryAll(ctx, s.r, scanKey, "SELECT "+keyColumns+" FROM api_keys ORDER BY pos")
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: list API keys: %w", translate(err))
+		return nil, fmt.Errorf("sqlite: list API keys: %w", err)
 	}
-	defer rows.Close()
-	var out []lifecycle.APIKey
-	for rows.Next() {
-		k, err := scanKey(rows)
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: list API keys: %w", err)
-		}
-		out = append(out, k)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: list API keys: %w", translate(err))
-	}
-	return out, nil
+	return keys, nil
 }
 
 // CreateAPIKey implements lifecycle.Tx.

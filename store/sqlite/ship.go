@@ -144,22 +144,10 @@ func (x *txn) UpdateShipOperation(ctx context.Context, op lifecycle.ShipOperatio
 
 // RunnableShipOperations implements lifecycle.Tx.
 func (x *txn) RunnableShipOperations(ctx context.Context, now time.Time, limit int) ([]lifecycle.ShipOperation, error) {
-	rows, err := x.conn.QueryContext(x.ctx, "SELECT "+shipColumns+` FROM ship_operations
+	ops, err := queryAll(x.ctx, x.conn, scanShip, "SELECT "+shipColumns+` FROM ship_operations
 		WHERE status IN ('queued', 'running') AND (status = 'queued' OR lease_until < ?) ORDER BY pos LIMIT ?`, millis(now), limit)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: runnable ship operations: %w", translate(err))
+		return nil, fmt.Errorf("sqlite: runnable ship operations: %w", err)
 	}
-	defer rows.Close()
-	var out []lifecycle.ShipOperation
-	for rows.Next() {
-		op, err := scanShip(rows)
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: runnable ship operations: %w", err)
-		}
-		out = append(out, op)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: runnable ship operations: %w", translate(err))
-	}
-	return out, nil
+	return ops, nil
 }

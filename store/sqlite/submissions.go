@@ -103,28 +103,24 @@ func (x *txn) Reviews(ctx context.Context, submissionID string) ([]lifecycle.Rev
 }
 
 func listReviews(ctx context.Context, q queryer, submissionID string) ([]lifecycle.Review, error) {
-	rows, err := q.QueryContext(ctx, "SELECT "+reviewColumns+" FROM reviews WHERE submission_id = ? ORDER BY pos", submissionID)
+	reviews, err := queryAll(ctx, q, scanReview, "SELECT "+reviewColumns+" FROM reviews WHERE submission_id = ? ORDER BY pos", submissionID)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: reviews of %s: %w", submissionID, translate(err))
+		return nil, fmt.Errorf("sqlite: reviews of %s: %w", submissionID, err)
 	}
-	defer rows.Close()
-	var out []lifecycle.Review
-	for rows.Next() {
-		var (
-			r             lifecycle.Review
-			role, outcome string
-			at            int64
-		)
-		if err := rows.Scan(&r.ID, &r.TaskID, &r.SubmissionID, &r.Reviewer.ID, &role, &outcome, &r.Body, &at); err != nil {
-			return nil, fmt.Errorf("sqlite: reviews of %s: %w", submissionID, translate(err))
-		}
-		r.Reviewer.Role, r.Outcome, r.SubmittedAt = lifecycle.Role(role), lifecycle.ReviewOutcome(outcome), fromMillis(at)
-		out = append(out, r)
+	return reviews, nil
+}
+
+func scanReview(row scanner) (lifecycle.Review, error) {
+	var (
+		r             lifecycle.Review
+		role, outcome string
+		at            int64
+	)
+	if err := row.Scan(&r.ID, &r.TaskID, &r.SubmissionID, &r.Reviewer.ID, &role, &outcome, &r.Body, &at); err != nil {
+		return r, translate(err)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: reviews of %s: %w", submissionID, translate(err))
-	}
-	return out, nil
+	r.Reviewer.Role, r.Outcome, r.SubmittedAt = lifecycle.Role(role), lifecycle.ReviewOutcome(outcome), fromMillis(at)
+	return r, nil
 }
 
 // CreateReview implements lifecycle.Tx.
@@ -151,31 +147,25 @@ func (x *txn) Checks(ctx context.Context, taskID, headSHA string) ([]lifecycle.C
 }
 
 func listChecks(ctx context.Context, q queryer, taskID, headSHA string) ([]lifecycle.Check, error) {
-	rows, err := q.QueryContext(ctx, `SELECT source, name, status, url, updated_at FROM checks
-		WHERE task_id = ? AND head_sha = ? ORDER BY source, name`, taskID, headSHA)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: checks of %s at %s: %w", taskID, headSHA, translate(err))
-	}
-	defer rows.Close()
-	var out []lifecycle.Check
-	for rows.Next() {
+	scan := func(row scanner) (lifecycle.Check, error) {
 		var (
-			c              lifecycle.Check
+			c              = lifecycle.Check{TaskID: taskID, HeadSHA: headSHA}
 			source, status string
 			url            sql.NullString
 			at             int64
 		)
-		if err := rows.Scan(&source, &c.Name, &status, &url, &at); err != nil {
-			return nil, fmt.Errorf("sqlite: checks of %s: %w", taskID, translate(err))
+		if err := row.Scan(&source, &c.Name, &status, &url, &at); err != nil {
+			return c, translate(err)
 		}
 		c.Source, c.Status, c.URL, c.UpdatedAt = lifecycle.CheckSource(source), lifecycle.CheckStatus(status), nullString(&url), fromMillis(at)
-		c.TaskID, c.HeadSHA = taskID, headSHA
-		out = append(out, c)
+		return c, nil
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: checks of %s: %w", taskID, translate(err))
+	checks, err := queryAll(ctx, q, scan, `SELECT source, name, status, url, updated_at FROM checks
+		WHERE task_id = ? AND head_sha = ? ORDER BY source, name`, taskID, headSHA)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: checks of %s at %s: %w", taskID, headSHA, err)
 	}
-	return out, nil
+	return checks, nil
 }
 
 // PutCheck implements lifecycle.Tx.
