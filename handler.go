@@ -34,6 +34,8 @@ func (s *Service) routes() http.Handler {
 	handle("POST /tasks/{id}/start", ScopeTasksWrite, s.handleStartTask)
 	handle("POST /tasks/{id}/cancel", ScopeTasksAdmin, s.handleCancelTask)
 
+	handle("GET /task-events/stream", ScopeEventsRead, s.handleStream)
+
 	handle("POST /api-keys", ScopeKeysAdmin, s.handleCreateAPIKey)
 	handle("GET /api-keys", ScopeKeysAdmin, s.handleListAPIKeys)
 	handle("DELETE /api-keys/{id}", ScopeKeysAdmin, s.handleRevokeAPIKey)
@@ -136,6 +138,7 @@ func errorResponse(err error) (int, ErrorBody) {
 		var (
 			ve *ValidationError
 			ce *ConflictError
+			rl *RateLimitError
 		)
 		switch {
 		case errors.As(err, &ve):
@@ -146,6 +149,8 @@ func errorResponse(err error) (int, ErrorBody) {
 			if ce.Reason != "" || ce.AvailableActions != nil {
 				obj.Details = &ErrorDetails{Reason: ce.Reason, AvailableActions: ce.AvailableActions}
 			}
+		case errors.As(err, &rl):
+			obj.Message = rl.Message + "."
 		}
 		return m.status, ErrorBody{Error: obj}
 	}
