@@ -69,9 +69,11 @@ type Config struct {
 	// resumes from its cursor. Defaults to 4096.
 	StreamLagLimit int
 
-	// StreamWriteTimeout is how long one write to an event stream may
-	// block before its consumer is cut off as too slow. It replaces the
-	// http.Server's WriteTimeout for streams. Defaults to 15 seconds.
+	// StreamWriteTimeout bounds how long a write to an event stream may
+	// block before its consumer is cut off as too slow: between half of it
+	// and all of it, as the deadline is renewed once half spent. It
+	// replaces the http.Server's WriteTimeout for streams. Defaults to 15
+	// seconds.
 	StreamWriteTimeout time.Duration
 
 	// EventPollInterval is how often the stream broker also reads the

@@ -119,85 +119,141 @@ func parseStreamParams(r *http.Request) (streamParams, error) {
 // handleStream serves GET /task-events/stream: the events after the cursor
 // (or from the live tail), then live ones, as server-sent events.
 func (s *Service) handleStream(w http.ResponseWriter, r *http.Request, p *Principal) error {
-	params, err := parseStreamParams(r)
+	st, err := s.openStream(w, r, p)
 	if err != nil {
-		return err
-	}
-	if err := s.broker.acquire(r.Context(), p.ID); err != nil {
 		return err
 	}
 	defer s.broker.release(p.ID)
-	pos, mode, err := s.streamStart(r.Context(), params.cursor)
+	st.serve(r.Context())
+	return nil
+}
+
+// openStream checks the request, takes one of the principal's places for
+// streams and finds where the stream starts. On success the caller must
+// release the place.
+func (s *Service) openStream(w http.ResponseWriter, r *http.Request, p *Principal) (*stream, error) {
+	params, err := parseStreamParams(r)
 	if err != nil {
-		return err
+		return nil, err
 	}
-
-	// From here on the response is a stream: errors end it and are logged.
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	defer context.AfterFunc(s.broker.ctx, cancel)()
-
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no") // tell reverse proxies not to buffer
-	h.Set("X-Service-Replay-Window-Hours", strconv.FormatInt(int64(s.cfg.EventRetention/time.Hour), 10))
-	h.Set("X-Service-Stream-Heartbeat-Seconds", strconv.Itoa(int(params.heartbeat/time.Second)))
-	h.Set("X-Service-Resume-Mode", mode)
-	st := &stream{
+	if err := s.broker.acquire(r.Context(), p.ID); err != nil {
+		return nil, err
+	}
+	start, err := offStack(func() (streamStart, error) { return s.streamStart(r.Context(), params.cursor) })
+	if err != nil {
+		s.broker.release(p.ID)
+		return nil, err
+	}
+	return &stream{
 		svc:       s,
 		w:         w,
 		rc:        http.NewResponseController(w),
 		filter:    params.filter,
-		pos:       pos,
+		pos:       start.pos,
+		mode:      start.mode,
 		heartbeat: params.heartbeat,
 		principal: p.ID,
-	}
-	w.WriteHeader(http.StatusOK)
-	if err := st.flush(); err != nil {
-		if errors.Is(err, http.ErrNotSupported) {
-			s.log.ErrorContext(ctx, "event stream: the response writer cannot flush; mount the handler behind middleware whose ResponseWriter implements http.Flusher or Unwrap", "err", err)
-		}
-		return nil
-	}
-	err = st.run(ctx)
-	switch {
-	case errors.Is(err, errStreamBehind):
-		s.log.WarnContext(ctx, "event stream cut off; the client resumes from its cursor", "principal", p.ID, "position", st.pos, "err", err)
-	case err != nil && ctx.Err() == nil:
-		s.log.InfoContext(ctx, "event stream ended", "principal", p.ID, "position", st.pos, "err", err)
-	}
-	return nil
+	}, nil
 }
 
-// streamStart returns the sequence a stream starts after, and its resume
-// mode: the cursor's sequence, or the last committed one when there is no
-// cursor. An unknown cursor, or one older than the replay window, gives an
-// error matching ErrCursorExpired.
-func (s *Service) streamStart(ctx context.Context, cursor string) (int64, string, error) {
+// serve sends the response head, then events until the stream ends, and
+// logs why it ended when that is worth knowing.
+//
+// The stream's goroutine waits here for as long as the stream lasts, so the
+// frames of serve and run are kept small (the head, logging and formatting
+// live in functions of their own): writes then fit in the smallest
+// goroutine stack, which halves an idle stream's memory over HTTP/2.
+func (st *stream) serve(ctx context.Context) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(st.svc.broker.ctx, cancel)()
+	if err := st.writeHead(); err != nil {
+		st.ended(ctx, err)
+		return
+	}
+	st.ended(ctx, st.run(ctx))
+}
+
+// writeHead sends the status and headers of the stream.
+func (st *stream) writeHead() error {
+	h := st.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no") // tell reverse proxies not to buffer
+	h.Set("X-Service-Replay-Window-Hours", strconv.FormatInt(int64(st.svc.cfg.EventRetention/time.Hour), 10))
+	h.Set("X-Service-Stream-Heartbeat-Seconds", strconv.Itoa(int(st.heartbeat/time.Second)))
+	h.Set("X-Service-Resume-Mode", st.mode)
+	st.w.WriteHeader(http.StatusOK)
+	return st.write()
+}
+
+// ended logs why the stream ended, unless the client left or the Service
+// closed (ctx is done).
+func (st *stream) ended(ctx context.Context, err error) {
+	log := st.svc.log
+	switch {
+	case errors.Is(err, http.ErrNotSupported):
+		log.ErrorContext(ctx, "event stream: the response writer cannot flush; mount the handler behind middleware whose ResponseWriter implements http.Flusher or Unwrap", "err", err)
+	case errors.Is(err, errStreamBehind):
+		log.WarnContext(ctx, "event stream cut off; the client resumes from its cursor", "principal", st.principal, "position", st.pos, "err", err)
+	case err != nil && ctx.Err() == nil:
+		log.InfoContext(ctx, "event stream ended", "principal", st.principal, "position", st.pos, "err", err)
+	}
+}
+
+// offStack runs f on a goroutine of its own and returns its results. A
+// stream's goroutine lives as long as the stream, and a goroutine stack
+// that has grown stays grown unless it becomes mostly unused, which a
+// waiting stream's is not. Store calls run deep (database/sql, cgo), so
+// streams make them here, and an idle stream keeps the smallest stack.
+func offStack[T any](f func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		v, err := f()
+		ch <- result{v, err}
+	}()
+	r := <-ch
+	return r.v, r.err
+}
+
+// streamStart is where a stream starts.
+type streamStart struct {
+	pos  int64  // the sequence the stream starts after
+	mode string // its X-Service-Resume-Mode
+}
+
+// streamStart returns where a stream starts: after the cursor's event, or
+// after the last committed one when there is no cursor. An unknown cursor,
+// or one older than the replay window, gives an error matching
+// ErrCursorExpired.
+func (s *Service) streamStart(ctx context.Context, cursor string) (streamStart, error) {
 	if cursor == "" {
 		last, err := s.store.LastEventSequence(ctx)
 		if err != nil {
-			return 0, "", fmt.Errorf("find the live tail: %w", err)
+			return streamStart{}, fmt.Errorf("find the live tail: %w", err)
 		}
-		return last, resumeLive, nil
+		return streamStart{last, resumeLive}, nil
 	}
 	expired := fmt.Errorf("cursor %q is unknown or older than the %d-hour replay window; reconnect without a cursor to get the live tail: %w",
 		cursor, int64(s.cfg.EventRetention/time.Hour), ErrCursorExpired)
 	if !id.Valid(cursor, "evt_") {
-		return 0, "", expired
+		return streamStart{}, expired
 	}
 	e, err := s.store.Event(ctx, cursor)
 	if errors.Is(err, ErrNotFound) {
-		return 0, "", expired
+		return streamStart{}, expired
 	}
 	if err != nil {
-		return 0, "", fmt.Errorf("find cursor %s: %w", cursor, err)
+		return streamStart{}, fmt.Errorf("find cursor %s: %w", cursor, err)
 	}
 	if e.OccurredAt.Before(s.clock.Now().Add(-s.cfg.EventRetention)) {
-		return 0, "", expired
+		return streamStart{}, expired
 	}
-	return e.Sequence, resumeReplay, nil
+	return streamStart{e.Sequence, resumeReplay}, nil
 }
 
 // stream is one open event stream.
@@ -208,6 +264,7 @@ type stream struct {
 	filter    streamFilter
 	heartbeat time.Duration
 	principal string
+	mode      string // X-Service-Resume-Mode
 
 	// pos is the sequence read through: every event the stream carries
 	// with a sequence up to pos has been written.
@@ -216,6 +273,7 @@ type stream struct {
 	// out of the ring afterwards cuts it off.
 	live      bool
 	lastWrite time.Time // by the Service's clock, for heartbeats
+	deadline  time.Time // the write deadline last set, by the wall clock
 	frames    [][]byte  // reused between reads of the ring
 	buf       []byte    // reused frame encoding buffer of replay
 }
@@ -224,7 +282,6 @@ type stream struct {
 // cancel ctx), a write fails or the stream falls too far behind.
 func (st *stream) run(ctx context.Context) error {
 	b, clock := st.svc.broker, st.svc.clock
-	st.lastWrite = clock.Now()
 	beat := clock.After(st.heartbeat)
 	for {
 		if err := ctx.Err(); err != nil {
@@ -233,7 +290,7 @@ func (st *stream) run(ctx context.Context) error {
 		frames, next, changed, ok := b.read(st.pos, &st.filter, st.frames[:0], liveBatch)
 		if !ok {
 			if st.live {
-				return fmt.Errorf("%w: read through sequence %d, the broker keeps the last %d events", errStreamBehind, st.pos, len(b.ring.buf))
+				return st.behind()
 			}
 			if err := st.replay(ctx); err != nil {
 				return err
@@ -256,18 +313,34 @@ func (st *stream) run(ctx context.Context) error {
 			return ctx.Err()
 		case <-changed:
 		case <-beat:
-			now := clock.Now()
-			idle := now.Sub(st.lastWrite)
-			if idle < st.heartbeat {
-				beat = clock.After(st.heartbeat - idle)
-				continue
-			}
-			if err := st.write(fmt.Appendf(nil, ": keepalive %s\n\n", NewTimestamp(now))); err != nil {
+			var err error
+			if beat, err = st.beat(); err != nil {
 				return err
 			}
-			beat = clock.After(st.heartbeat)
 		}
 	}
+}
+
+// behind returns the error that cuts off a live stream that fell out of the
+// broker's ring.
+func (st *stream) behind() error {
+	return fmt.Errorf("%w: read through sequence %d, the broker keeps the last %d events", errStreamBehind, st.pos, len(st.svc.broker.ring.buf))
+}
+
+// beat writes a keepalive comment when the stream has been idle for the
+// heartbeat, and returns when to look again.
+func (st *stream) beat() (<-chan time.Time, error) {
+	clock := st.svc.clock
+	now := clock.Now()
+	if idle := now.Sub(st.lastWrite); idle < st.heartbeat {
+		return clock.After(st.heartbeat - idle), nil
+	}
+	c := append(make([]byte, 0, 48), ": keepalive "...)
+	c = NewTimestamp(now).Time.AppendFormat(c, timestampLayout)
+	if err := st.write(append(c, "\n\n"...)); err != nil {
+		return nil, err
+	}
+	return clock.After(st.heartbeat), nil
 }
 
 // replay writes the stored events after pos that pass the filter, up to
@@ -277,7 +350,8 @@ func (st *stream) replay(ctx context.Context) error {
 		// Every event up to the broker's position was committed before
 		// this read starts, so the read returns those the filter keeps.
 		through := st.svc.broker.position()
-		evs, err := st.svc.store.Events(ctx, EventFilter{After: st.pos, Types: st.filter.types, TaskID: st.filter.taskID, Limit: replayPage})
+		f := EventFilter{After: st.pos, Types: st.filter.types, TaskID: st.filter.taskID, Limit: replayPage}
+		evs, err := offStack(func() ([]Event, error) { return st.svc.store.Events(ctx, f) })
 		if err != nil {
 			return fmt.Errorf("replay events after sequence %d: %w", st.pos, err)
 		}
@@ -306,10 +380,14 @@ func (st *stream) replay(ctx context.Context) error {
 // write writes chunks and flushes them, within the write timeout.
 func (st *stream) write(chunks ...[]byte) error {
 	// A socket deadline is wall-clock time, not the Service's clock. It
-	// also lifts any WriteTimeout of the host's http.Server.
-	err := st.rc.SetWriteDeadline(time.Now().Add(st.svc.cfg.StreamWriteTimeout))
-	if err != nil && !errors.Is(err, http.ErrNotSupported) {
-		return fmt.Errorf("set write deadline: %w", err)
+	// also lifts any WriteTimeout of the host's http.Server. Setting it
+	// costs a timer update, so it is renewed only once half spent: a write
+	// that blocks is cut off after half to all of StreamWriteTimeout.
+	if now, timeout := time.Now(), st.svc.cfg.StreamWriteTimeout; st.deadline.Sub(now) < timeout/2 {
+		st.deadline = now.Add(timeout)
+		if err := st.rc.SetWriteDeadline(st.deadline); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return fmt.Errorf("set write deadline: %w", err)
+		}
 	}
 	for _, c := range chunks {
 		if _, err := st.w.Write(c); err != nil {
@@ -330,10 +408,10 @@ func (st *stream) flush() error {
 
 // appendFrame appends the server-sent event frame of e to dst: its retry,
 // id, event and data fields and a blank line. The data is the event's JSON
-// envelope on one line, encoded like every response body of the API. When
-// the stored data of e is not valid JSON the frame carries "data": null and
-// the error is returned, so that the caller logs it and the event, with its
-// id, still reaches the client.
+// envelope on one line, encoded like every response body of the API (see
+// appendEventJSON). When the stored data of e is found not to be valid JSON
+// the frame carries "data": null and the error is returned, so that the
+// caller logs it and the event, with its id, still reaches the client.
 func appendFrame(dst []byte, e *Event) ([]byte, error) {
 	dst = append(dst, "retry: "...)
 	dst = strconv.AppendInt(dst, streamRetryMillis, 10)
@@ -342,6 +420,45 @@ func appendFrame(dst []byte, e *Event) ([]byte, error) {
 	dst = append(dst, "\nevent: "...)
 	dst = append(dst, e.Type...)
 	dst = append(dst, "\ndata: "...)
+	dst, err := appendEventJSON(dst, e)
+	return append(dst, "\n\n"...), err
+}
+
+// appendEventJSON appends the JSON envelope of e exactly as a json.Encoder
+// without HTML escaping writes it, minus the newline. The Service writes
+// events with plain identifiers and data from json.Marshal, which is
+// compact; such data is trusted to be the valid JSON the Service stored and
+// is copied as it is, at a fraction of the encoder's cost (replay is bound
+// by it). Anything else goes through encoding/json, which compacts the data
+// onto one line, or finds it invalid.
+func appendEventJSON(dst []byte, e *Event) ([]byte, error) {
+	if !plainJSONString(e.ID) || !plainJSONString(string(e.Type)) || (e.TraceID != nil && !plainJSONString(*e.TraceID)) || !compactJSON(e.Data) {
+		return appendEventJSONSlow(dst, e)
+	}
+	dst = append(dst, `{"id":"`...)
+	dst = append(dst, e.ID...)
+	dst = append(dst, `","type":"`...)
+	dst = append(dst, e.Type...)
+	dst = append(dst, `","occurredAt":"`...)
+	dst = e.OccurredAt.UTC().AppendFormat(dst, timestampLayout)
+	dst = append(dst, `","sequence":`...)
+	dst = strconv.AppendInt(dst, e.Sequence, 10)
+	dst = append(dst, `,"taskVersion":`...)
+	dst = strconv.AppendInt(dst, e.TaskVersion, 10)
+	if e.TraceID == nil {
+		dst = append(dst, `,"traceId":null`...)
+	} else {
+		dst = append(dst, `,"traceId":"`...)
+		dst = append(dst, *e.TraceID...)
+		dst = append(dst, '"')
+	}
+	dst = append(dst, `,"data":`...)
+	dst = append(dst, e.Data...)
+	return append(dst, '}'), nil
+}
+
+// appendEventJSONSlow is appendEventJSON through encoding/json.
+func appendEventJSONSlow(dst []byte, e *Event) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
@@ -353,6 +470,45 @@ func appendFrame(dst []byte, e *Event) ([]byte, error) {
 		bad.Data = json.RawMessage("null")
 		enc.Encode(&bad) // a valid envelope always encodes
 	}
-	dst = append(dst, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...)
-	return append(dst, "\n\n"...), err
+	return append(dst, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...), err
+}
+
+// plainJSONString reports whether s encodes as a JSON string by itself
+// between quotes: printable ASCII without quote or backslash.
+func plainJSONString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// compactJSON reports whether b, taken to be JSON, is an object with no
+// whitespace outside its strings and no control character inside them,
+// which encoding/json would copy unchanged (and which fits on one line).
+func compactJSON(b []byte) bool {
+	if len(b) < 2 || b[0] != '{' || b[len(b)-1] != '}' {
+		return false
+	}
+	inString, escaped := false, false
+	for _, c := range b {
+		switch {
+		case c < 0x20:
+			return false
+		case escaped:
+			escaped = false
+		case inString:
+			if c == '\\' {
+				escaped = true
+			} else if c == '"' {
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == ' ':
+			return false
+		}
+	}
+	return !inString
 }
