@@ -197,7 +197,7 @@ const streamTimeout = 10 * time.Second
 
 // newMemService returns a Service on a memStore with a fake clock, no
 // polling and an authenticator that lets every request read events.
-func newMemService(t *testing.T, mutate ...func(*Config)) (*Service, *memStore, *bytes.Buffer) {
+func newMemService(t testing.TB, mutate ...func(*Config)) (*Service, *memStore, *bytes.Buffer) {
 	t.Helper()
 	store := newMemStore()
 	logs := &lockedBuffer{}
