@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,11 +40,11 @@ const (
 	resumeReplay = "replay_then_live"
 )
 
-// allEventTypes lists the event types in the order the contract names them.
-var allEventTypes = []EventType{EventTaskUpdated, EventTaskReviewed, EventTaskShipped, EventTaskAwaitingUser}
-
 // errStreamBehind ends a live stream that fell out of the broker's ring.
 var errStreamBehind = errors.New("the consumer fell too far behind the newest events")
+
+// errWrite marks failures to write to the client.
+var errWrite = errors.New("write to the client")
 
 // streamFilter selects the events a stream carries.
 type streamFilter struct {
@@ -187,17 +188,21 @@ func (st *stream) writeHead() error {
 	return st.write()
 }
 
-// ended logs why the stream ended, unless the client left or the Service
-// closed (ctx is done).
+// ended logs why the stream ended: nothing when the client left or the
+// Service closed (ctx is done), little when a write failed, a warning when
+// the consumer was cut off, an error when the Store failed.
 func (st *stream) ended(ctx context.Context, err error) {
 	log := st.svc.log
 	switch {
+	case err == nil || ctx.Err() != nil:
 	case errors.Is(err, http.ErrNotSupported):
 		log.ErrorContext(ctx, "event stream: the response writer cannot flush; mount the handler behind middleware whose ResponseWriter implements http.Flusher or Unwrap", "err", err)
-	case errors.Is(err, errStreamBehind):
-		log.WarnContext(ctx, "event stream cut off; the client resumes from its cursor", "principal", st.principal, "position", st.pos, "err", err)
-	case err != nil && ctx.Err() == nil:
-		log.InfoContext(ctx, "event stream ended", "principal", st.principal, "position", st.pos, "err", err)
+	case errors.Is(err, errStreamBehind), errors.Is(err, os.ErrDeadlineExceeded):
+		log.WarnContext(ctx, "event stream: consumer too slow, cut off; it resumes from its cursor", "principal", st.principal, "position", st.pos, "err", err)
+	case errors.Is(err, errWrite):
+		log.DebugContext(ctx, "event stream ended", "principal", st.principal, "position", st.pos, "err", err)
+	default:
+		log.ErrorContext(ctx, "event stream failed", "principal", st.principal, "position", st.pos, "err", err)
 	}
 }
 
@@ -303,6 +308,9 @@ func (st *stream) run(ctx context.Context) error {
 		if len(frames) > 0 {
 			err := st.write(frames...)
 			clear(frames) // let the ring's frames go
+			if cap(frames) > 16 {
+				st.frames = nil // a burst's worth is not kept while idle
+			}
 			if err != nil {
 				return err
 			}
@@ -369,6 +377,7 @@ func (st *stream) replay(ctx context.Context) error {
 		}
 		if len(evs) < replayPage {
 			st.pos = max(st.pos, through)
+			st.buf = nil // up to a page of frames: not kept while live
 			return nil
 		}
 		if err := ctx.Err(); err != nil {
@@ -386,12 +395,12 @@ func (st *stream) write(chunks ...[]byte) error {
 	if now, timeout := time.Now(), st.svc.cfg.StreamWriteTimeout; st.deadline.Sub(now) < timeout/2 {
 		st.deadline = now.Add(timeout)
 		if err := st.rc.SetWriteDeadline(st.deadline); err != nil && !errors.Is(err, http.ErrNotSupported) {
-			return fmt.Errorf("set write deadline: %w", err)
+			return fmt.Errorf("%w: set deadline: %w", errWrite, err)
 		}
 	}
 	for _, c := range chunks {
 		if _, err := st.w.Write(c); err != nil {
-			return fmt.Errorf("write: %w", err)
+			return fmt.Errorf("%w: %w", errWrite, err)
 		}
 	}
 	return st.flush()
@@ -400,7 +409,7 @@ func (st *stream) write(chunks ...[]byte) error {
 // flush sends what has been written.
 func (st *stream) flush() error {
 	if err := st.rc.Flush(); err != nil {
-		return fmt.Errorf("flush: %w", err)
+		return fmt.Errorf("%w: flush: %w", errWrite, err)
 	}
 	st.lastWrite = st.svc.clock.Now()
 	return nil
