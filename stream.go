@@ -29,7 +29,7 @@ const (
 	minHeartbeat     = 10
 	maxHeartbeat     = 60
 	// replayPage is how many stored events a stream reads at once.
-	replayPage = 1000
+	replayPage = 256
 	// liveBatch is the most frames a live stream writes before it flushes.
 	liveBatch = 256
 )
@@ -314,8 +314,12 @@ func (st *stream) run(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			continue
+			if len(frames) == liveBatch {
+				continue // there may be more already
+			}
 		}
+		// changed was taken with the frames: it is already closed if
+		// events came in since.
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -352,20 +356,24 @@ func (st *stream) beat() (<-chan time.Time, error) {
 }
 
 // replay writes the stored events after pos that pass the filter, up to
-// the newest, and leaves pos where the broker's ring can take over.
+// the newest, and leaves pos where the broker's ring can take over. It
+// reads the next page from the Store while it writes the current one.
 func (st *stream) replay(ctx context.Context) error {
+	page := st.fetch(ctx, st.pos)
 	for {
-		// Every event up to the broker's position was committed before
-		// this read starts, so the read returns those the filter keeps.
-		through := st.svc.broker.position()
-		f := EventFilter{After: st.pos, Types: st.filter.types, TaskID: st.filter.taskID, Limit: replayPage}
-		evs, err := offStack(func() ([]Event, error) { return st.svc.store.Events(ctx, f) })
-		if err != nil {
-			return fmt.Errorf("replay events after sequence %d: %w", st.pos, err)
+		res := <-page
+		if res.err != nil {
+			return fmt.Errorf("replay events after sequence %d: %w", st.pos, res.err)
+		}
+		evs := res.events
+		full := len(evs) == replayPage
+		if full {
+			page = st.fetch(ctx, evs[len(evs)-1].Sequence)
 		}
 		if len(evs) > 0 {
 			st.buf = st.buf[:0]
 			for i := range evs {
+				var err error
 				if st.buf, err = appendFrame(st.buf, &evs[i]); err != nil {
 					st.svc.log.ErrorContext(ctx, "event stream: stored event is corrupt; sent with null data", "err", err)
 				}
@@ -375,15 +383,38 @@ func (st *stream) replay(ctx context.Context) error {
 			}
 			st.pos = evs[len(evs)-1].Sequence
 		}
-		if len(evs) < replayPage {
-			st.pos = max(st.pos, through)
-			st.buf = nil // up to a page of frames: not kept while live
+		if !full {
+			st.pos = max(st.pos, res.through)
+			st.buf = nil // a page of frames: not kept while live
 			return nil
 		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 	}
+}
+
+// storedPage is a page of stored events read for a replay.
+type storedPage struct {
+	events []Event
+	// through is the broker's position before the read: every event up
+	// to it had been committed, so a short page holds every event up to
+	// it that the filter keeps.
+	through int64
+	err     error
+}
+
+// fetch reads the page of events after seq on a goroutine of its own (see
+// offStack) and delivers it on the returned channel.
+func (st *stream) fetch(ctx context.Context, after int64) <-chan storedPage {
+	ch := make(chan storedPage, 1)
+	through := st.svc.broker.position()
+	f := EventFilter{After: after, Types: st.filter.types, TaskID: st.filter.taskID, Limit: replayPage}
+	go func() {
+		evs, err := st.svc.store.Events(ctx, f)
+		ch <- storedPage{evs, through, err}
+	}()
+	return ch
 }
 
 // write writes chunks and flushes them, within the write timeout.
