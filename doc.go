@@ -23,7 +23,8 @@
 //     local git repositories, for demos and artifact-mode submissions;
 //   - adapter/memory: an in-memory code host for tests;
 //   - adapter/adaptertest: the conformance suite every adapter runs;
-//   - examples/demo: a runnable local server.
+//   - examples/demo: a runnable local server;
+//   - examples/sseconsumer: a consumer of the event stream.
 //
 // The Service never holds global state: everything it needs comes through
 // [Config], and two Services can live in one process.
@@ -40,6 +41,22 @@
 // ("https://example.com/lifecycle"): links in events are built from it.
 // Call [Service.Start] to run background work and [Service.Close] to stop it.
 //
+// # Event stream
+//
+// GET /task-events/stream serves the outbox as server-sent events: the
+// events after a cursor (Last-Event-ID), then live ones. One broker per
+// Service reads the outbox through the [Store] interface after each commit
+// made through the Service, and every [Config.EventPollInterval] for events
+// committed by other processes sharing the Store; it keeps the newest
+// [Config.StreamLagLimit] events, encoded once, for all streams. A stream
+// replays from the Store until the broker holds what comes next, then
+// follows it; a stream that falls further behind, or whose writes block,
+// is cut off and its client resumes from its cursor. Streams flush through
+// [http.ResponseController] and end on client disconnect and on
+// [Service.Close]. Browsers' EventSource cannot send an Authorization
+// header: the host translates its own session into a bearer key in front
+// of the handler, or plugs its [Authenticator].
+//
 // # Writing a Store
 //
 // A Store keeps tasks, events and keys. Reads run outside transactions;
@@ -47,8 +64,10 @@
 // check and write atomically, so a state change, the event it causes and
 // (for idempotent requests) the recorded response commit together or not at
 // all. The event outbox must hand out sequences so that a reader that has
-// seen sequence N never later finds a smaller one committed. Run
-// store/storetest from the implementation's tests.
+// seen sequence N never later finds a smaller one committed, and reads must
+// see every commit that has returned: the event stream relies on both to
+// hand over from replay to live without a gap. Run store/storetest from
+// the implementation's tests.
 //
 // # Writing an Adapter
 //

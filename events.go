@@ -217,9 +217,14 @@ type taskEvent struct {
 	after func(tx Tx, t *Task) error
 }
 
-// update runs fn in a Store transaction.
+// update runs fn in a Store transaction, then wakes the stream broker to
+// fan out the events the transaction committed.
 func (s *Service) update(ctx context.Context, fn func(tx Tx) error) error {
-	return s.store.Update(ctx, fn)
+	if err := s.store.Update(ctx, fn); err != nil {
+		return err
+	}
+	s.broker.wake()
+	return nil
 }
 
 // changeTask loads a task in a transaction, lets fn change it, bumps its

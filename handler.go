@@ -43,6 +43,8 @@ func (s *Service) routes() http.Handler {
 	handle("POST /tasks/{id}/blocker", ScopeTasksWrite, s.handleRecordBlocker)
 	handle("POST /tasks/{id}/resolve-blocker", ScopeTasksWrite, s.handleResolveBlocker)
 
+	handle("GET /task-events/stream", ScopeEventsRead, s.handleStream)
+
 	handle("POST /api-keys", ScopeKeysAdmin, s.handleCreateAPIKey)
 	handle("GET /api-keys", ScopeKeysAdmin, s.handleListAPIKeys)
 	handle("DELETE /api-keys/{id}", ScopeKeysAdmin, s.handleRevokeAPIKey)
@@ -96,20 +98,22 @@ func (s *Service) unrouted(mux *http.ServeMux) http.Handler {
 // errorMapping is the one table from errors to HTTP statuses and codes.
 // The first entry the error matches wins; anything else is 500 internal.
 var errorMapping = []struct {
-	err    error
-	status int
-	code   string
+	err     error
+	status  int
+	code    string
+	message string // when set, said instead of the error's own text
 }{
-	{ErrValidation, http.StatusBadRequest, "validation_error"},
-	{ErrUnauthorized, http.StatusUnauthorized, "unauthorized"},
-	{ErrInsufficientScope, http.StatusForbidden, "insufficient_scope"},
-	{ErrNotFound, http.StatusNotFound, "not_found"},
-	{errMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed"},
-	{ErrConflict, http.StatusConflict, "conflict"},
-	{ErrCursorExpired, http.StatusGone, "cursor_expired"},
-	{ErrPayloadTooLarge, http.StatusRequestEntityTooLarge, "payload_too_large"},
-	{ErrRateLimited, http.StatusTooManyRequests, "rate_limited"},
-	{ErrProvider, http.StatusBadGateway, "provider_error"},
+	{ErrValidation, http.StatusBadRequest, "validation_error", ""},
+	{ErrUnauthorized, http.StatusUnauthorized, "unauthorized", ""},
+	{ErrInsufficientScope, http.StatusForbidden, "insufficient_scope", ""},
+	{ErrNotFound, http.StatusNotFound, "not_found", ""},
+	{errMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed", ""},
+	{ErrConflict, http.StatusConflict, "conflict", ""},
+	{ErrCursorExpired, http.StatusGone, "cursor_expired", ""},
+	{ErrPayloadTooLarge, http.StatusRequestEntityTooLarge, "payload_too_large", ""},
+	{ErrRateLimited, http.StatusTooManyRequests, "rate_limited", ""},
+	{ErrProvider, http.StatusBadGateway, "provider_error", ""},
+	{ErrClosed, http.StatusServiceUnavailable, "unavailable", "The service is shutting down; retry shortly."},
 }
 
 // ErrorBody is the JSON body of every error response.
@@ -142,11 +146,15 @@ func errorResponse(err error) (int, ErrorBody) {
 		if !errors.Is(err, m.err) {
 			continue
 		}
-		obj := ErrorObject{Code: m.code, Message: publicMessage(err)}
+		obj := ErrorObject{Code: m.code, Message: m.message}
+		if obj.Message == "" {
+			obj.Message = publicMessage(err)
+		}
 		var (
 			ve *ValidationError
 			ce *ConflictError
 			pe *ProviderError
+			rl *RateLimitError
 		)
 		switch {
 		case errors.As(err, &pe):
@@ -159,6 +167,8 @@ func errorResponse(err error) (int, ErrorBody) {
 			if ce.Reason != "" || ce.AvailableActions != nil {
 				obj.Details = &ErrorDetails{Reason: ce.Reason, AvailableActions: ce.AvailableActions}
 			}
+		case errors.As(err, &rl):
+			obj.Message = rl.Message + "."
 		}
 		return m.status, ErrorBody{Error: obj}
 	}

@@ -101,6 +101,30 @@ type Config struct {
 	// PruneInterval is how often expired events and records are deleted.
 	// Defaults to 10 minutes.
 	PruneInterval time.Duration
+
+	// MaxStreamsPerKey is how many event streams one principal (one API
+	// key) may hold open at once; the next gets 429 rate_limited with
+	// Retry-After. Defaults to 5.
+	MaxStreamsPerKey int
+
+	// StreamLagLimit is how many of the newest events the stream broker
+	// keeps in memory, encoded once for every stream, and so how far a
+	// live stream may fall behind before it is cut off; its client then
+	// resumes from its cursor. Defaults to 4096.
+	StreamLagLimit int
+
+	// StreamWriteTimeout bounds how long a write to an event stream may
+	// block before its consumer is cut off as too slow: between half of it
+	// and all of it, as the deadline is renewed once half spent. It
+	// replaces the http.Server's WriteTimeout for streams. Defaults to 15
+	// seconds.
+	StreamWriteTimeout time.Duration
+
+	// EventPollInterval is how often the stream broker also reads the
+	// Store for events committed by other processes that share it;
+	// commits made through this Service reach streams at once. Defaults
+	// to 1 second; negative disables polling.
+	EventPollInterval time.Duration
 }
 
 // withDefaults returns a copy of c with every unset optional field filled in.
@@ -166,6 +190,21 @@ func (c Config) withDefaults() (Config, error) {
 	if c.PruneInterval == 0 {
 		c.PruneInterval = 10 * time.Minute
 	}
+	if c.MaxStreamsPerKey == 0 {
+		c.MaxStreamsPerKey = 5
+	}
+	if c.StreamLagLimit == 0 {
+		c.StreamLagLimit = 4096
+	}
+	if c.StreamWriteTimeout == 0 {
+		c.StreamWriteTimeout = 15 * time.Second
+	}
+	if c.EventPollInterval == 0 {
+		c.EventPollInterval = time.Second
+	}
+	if c.EventRetention < 0 || c.PruneInterval < 0 || c.MaxStreamsPerKey < 0 || c.StreamLagLimit < 0 || c.StreamWriteTimeout < 0 {
+		return c, errors.New("lifecycle: Config.EventRetention, PruneInterval, MaxStreamsPerKey, StreamLagLimit and StreamWriteTimeout must not be negative; leave them zero for the defaults")
+	}
 	for i, a := range c.Agents {
 		if a.ID == "" {
 			return c, fmt.Errorf("lifecycle: Config.Agents[%d] has no ID", i)
@@ -187,6 +226,7 @@ type Service struct {
 	keys    *keyAuthenticator // the default Authenticator, or nil
 	agents  map[string]Agent
 	handler http.Handler
+	broker  *broker // feeds the event streams
 
 	taskLocks keyedLocks    // serialises provider work per task
 	shipWake  chan struct{} // wakes the ship runner
@@ -217,6 +257,7 @@ func New(cfg Config) (*Service, error) {
 	for _, a := range cfg.Agents {
 		s.agents[a.ID] = a
 	}
+	s.broker = newBroker(cfg.Store, cfg.Clock, cfg.Logger, cfg.StreamLagLimit, cfg.MaxStreamsPerKey, cfg.EventPollInterval)
 	if s.auth == nil {
 		s.keys = newKeyAuthenticator(cfg.Store, cfg.Clock, cfg.KeyCacheTTL)
 		s.auth = s.keys
@@ -248,8 +289,9 @@ func (s *Service) Start(ctx context.Context) error {
 	return nil
 }
 
-// Close stops the background work and waits for it to finish, or until ctx
-// is done. It does not close the Store.
+// Close stops the background work, ends every open event stream and waits
+// for them to finish, or until ctx is done. It does not close the Store;
+// once Close has returned nil, the Service no longer uses it.
 func (s *Service) Close(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
@@ -258,9 +300,11 @@ func (s *Service) Close(ctx context.Context) error {
 	if stop != nil {
 		stop()
 	}
+	s.broker.close()
 	done := make(chan struct{})
 	go func() {
 		s.wg.Wait()
+		s.broker.wait()
 		close(done)
 	}()
 	select {

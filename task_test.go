@@ -417,15 +417,25 @@ func TestUnknownAgentRefusedWhenDirectoryConfigured(t *testing.T) {
 
 func TestInternalErrorsDoNotLeak(t *testing.T) {
 	t.Parallel()
+	e := newEnv(t, func(c *lifecycle.Config) { c.Router = failingRouter{} })
+	body := e.call(request{method: "POST", path: "/tasks", key: e.admin, body: taskBody("ENG-1")}, http.StatusInternalServerError)
+	obj := body["error"].(map[string]any)
+	if obj["code"] != "internal" || strings.Contains(obj["message"].(string), "router down") {
+		t.Errorf("internal error body = %v, want code internal and no internals", obj)
+	}
+	if !strings.Contains(e.logs.String(), "request failed") || !strings.Contains(e.logs.String(), "router down") {
+		t.Errorf("the internal error was not logged with its cause; logs:\n%s", e.logs)
+	}
+}
+
+func TestClosedStoreIsUnavailable(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	id := e.createTask(taskBody("ENG-1"))["id"].(string)
 	e.store.Close()
-	body := e.call(request{method: "GET", path: "/tasks/" + id, key: e.admin}, http.StatusInternalServerError)
+	body := e.call(request{method: "GET", path: "/tasks/" + id, key: e.admin}, http.StatusServiceUnavailable)
 	obj := body["error"].(map[string]any)
-	if obj["code"] != "internal" || strings.Contains(obj["message"].(string), "sqlite") {
-		t.Errorf("internal error body = %v, want code internal and no internals", obj)
-	}
-	if !strings.Contains(e.logs.String(), "request failed") {
-		t.Errorf("the internal error was not logged; logs:\n%s", e.logs)
+	if obj["code"] != "unavailable" || strings.Contains(obj["message"].(string), "sqlite") {
+		t.Errorf("closed store answer = %v, want code unavailable and no internals", obj)
 	}
 }

@@ -143,7 +143,11 @@ func run() error {
 	log.Info("shutting down")
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return errors.Join(srv.Shutdown(shutdownCtx), svc.Close(shutdownCtx))
+	// Event streams never go idle, so Shutdown would wait for them until
+	// its deadline: close the Service beside it, which ends them.
+	closed := make(chan error, 1)
+	go func() { closed <- svc.Close(shutdownCtx) }()
+	return errors.Join(srv.Shutdown(shutdownCtx), <-closed)
 }
 
 // publicAddr turns a listening address into one a client can dial.

@@ -1,0 +1,519 @@
+package lifecycle
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tasklifecycle/lifecycle/internal/fakeclock"
+	"github.com/tasklifecycle/lifecycle/internal/id"
+)
+
+func TestRing(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		size     int
+		pushed   []int64
+		wantSeqs []int64
+		wantBase int64
+	}{
+		{"empty", 4, nil, nil, 10},
+		{"partly full", 4, []int64{11, 12}, []int64{11, 12}, 10},
+		{"full", 4, []int64{11, 12, 14, 15}, []int64{11, 12, 14, 15}, 10},
+		{"wrapped once", 4, []int64{11, 12, 14, 15, 16}, []int64{12, 14, 15, 16}, 11},
+		{"wrapped twice", 3, []int64{11, 12, 13, 14, 15, 16, 17}, []int64{15, 16, 17}, 14},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := ring{buf: make([]ringEvent, tt.size), base: 10}
+			for _, seq := range tt.pushed {
+				r.push(ringEvent{seq: seq})
+			}
+			var got []int64
+			for i := range r.n {
+				got = append(got, r.at(i).seq)
+			}
+			if !slices.Equal(got, tt.wantSeqs) || r.base != tt.wantBase {
+				t.Errorf("held %v with base %d, want %v with base %d", got, r.base, tt.wantSeqs, tt.wantBase)
+			}
+			for _, seq := range []int64{0, 10, 11, 12, 13, 14, 16, 17, 99} {
+				want := slices.IndexFunc(got, func(s int64) bool { return s > seq })
+				if want < 0 {
+					want = len(got)
+				}
+				if i := r.search(seq); i != want {
+					t.Errorf("search(%d) = %d, want %d", seq, i, want)
+				}
+			}
+		})
+	}
+}
+
+func TestBrokerRead(t *testing.T) {
+	t.Parallel()
+	b := newBroker(newMemStore(), fakeclock.New(time.Unix(0, 0)), slog.New(slog.DiscardHandler), 4, 5, -1)
+	b.tail, b.ring.base = 10, 10
+	for seq := int64(11); seq <= 16; seq++ { // 11 and 12 fall out
+		typ := EventTaskUpdated
+		if seq%2 == 0 {
+			typ = EventTaskShipped
+		}
+		b.ring.push(ringEvent{seq: seq, typ: typ, taskID: "tsk_a", frame: fmt.Appendf(nil, "%d", seq)})
+	}
+	b.tail = 16
+	shipped := &streamFilter{types: []EventType{EventTaskShipped}}
+	tests := []struct {
+		name   string
+		pos    int64
+		f      *streamFilter
+		limit  int
+		frames []string
+		next   int64
+		ok     bool
+	}{
+		{"behind the ring", 11, &streamFilter{}, 10, nil, 11, false},
+		{"at the ring's base", 12, &streamFilter{}, 10, []string{"13", "14", "15", "16"}, 16, true},
+		{"in the ring", 14, &streamFilter{}, 10, []string{"15", "16"}, 16, true},
+		{"caught up", 16, &streamFilter{}, 10, nil, 16, true},
+		{"ahead of the broker", 20, &streamFilter{}, 10, nil, 20, true},
+		{"limited", 12, &streamFilter{}, 2, []string{"13", "14"}, 14, true},
+		{"filtered", 12, shipped, 10, []string{"14", "16"}, 16, true},
+		{"filtered and limited", 12, shipped, 1, []string{"14"}, 15, true},
+		{"filtered out", 12, &streamFilter{taskID: "tsk_b"}, 10, nil, 16, true},
+	}
+	for _, tt := range tests {
+		frames, next, changed, ok := b.read(tt.pos, tt.f, nil, tt.limit)
+		var got []string
+		for _, f := range frames {
+			got = append(got, string(f))
+		}
+		if !slices.Equal(got, tt.frames) || next != tt.next || ok != tt.ok || (ok && changed == nil) {
+			t.Errorf("%s: read(%d) = %v, %d, %v; want %v, %d, %v", tt.name, tt.pos, got, next, ok, tt.frames, tt.next, tt.ok)
+		}
+	}
+}
+
+// TestSlowConsumerIsCutOff blocks one stream's writes while events keep
+// coming: the other stream gets every event at once, the blocked one is
+// cut off once released, and resumes from its cursor without a gap.
+func TestSlowConsumerIsCutOff(t *testing.T) {
+	t.Parallel()
+	s, store, logs := newMemService(t, func(c *Config) { c.StreamLagLimit = 8 })
+	task := "tsk_slow"
+	slow := newBlockingWriter()
+	fast := newBlockingWriter()
+	slowDone := serveStream(t, s, slow, "", "")
+	serveStream(t, s, fast, "", "")
+	slow.waitFrames(t, 0) // headers written: both are live
+	fast.waitFrames(t, 0)
+
+	slow.block()
+	publish(t, s, store, task, 1)
+	slow.waitBlocked(t) // the slow stream is stuck writing the first event
+	for i := 2; i <= 21; i++ {
+		publish(t, s, store, task, 1)
+		fast.waitFrames(t, i) // the fast one is not held up
+	}
+	slow.release()
+	select {
+	case <-slowDone:
+	case <-time.After(streamTimeout):
+		t.Fatal("the slow stream was not cut off")
+	}
+	got := slow.eventIDs()
+	all := store.eventIDs()
+	if !slices.Equal(got, all[:1]) {
+		t.Fatalf("the slow stream wrote %v, want only the first event", got)
+	}
+	if !strings.Contains(logs.String(), "cut off") {
+		t.Errorf("no log of the cut-off:\n%s", logs)
+	}
+
+	// It resumes from its cursor with the rest, exactly once.
+	again := newBlockingWriter()
+	serveStream(t, s, again, got[0], "")
+	again.waitFrames(t, 20)
+	if !slices.Equal(again.eventIDs(), all[1:]) {
+		t.Errorf("the resumed stream wrote %v, want %v", again.eventIDs(), all[1:])
+	}
+}
+
+// TestStoreFaultLosesNoEvent makes the Store fail reads for a while: the
+// broker retries by its clock and every event still reaches the stream,
+// once and in order.
+func TestStoreFaultLosesNoEvent(t *testing.T) {
+	t.Parallel()
+	s, store, logs := newMemService(t)
+	clock := s.clock.(*fakeclock.Clock)
+	w := newBlockingWriter()
+	serveStream(t, s, w, "", "")
+	w.waitFrames(t, 0)
+	if !clock.WaitForWaiters(1, streamTimeout) { // the heartbeat
+		t.Fatal("the stream never armed its heartbeat")
+	}
+
+	// Events commit while reads fail; one wake-up comes and is lost on the
+	// failing read.
+	store.failReads(errors.New("disk on fire"))
+	for range 5 {
+		if err := store.Update(t.Context(), func(tx Tx) error {
+			return tx.AppendEvent(t.Context(), &Event{ID: id.New("evt_"), Type: EventTaskUpdated, TaskID: "tsk_a", Data: []byte("{}")})
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.broker.wake()
+	if !clock.WaitForWaiters(2, streamTimeout) { // the heartbeat and the broker's retry
+		t.Fatal("the broker did not schedule a retry")
+	}
+	if got := w.eventIDs(); len(got) != 0 {
+		t.Fatalf("stream wrote %v while the store failed", got)
+	}
+	store.failReads(nil)
+	clock.Advance(brokerRetry)
+	w.waitFrames(t, 5)
+	if got, want := w.eventIDs(), store.eventIDs(); !slices.Equal(got, want) {
+		t.Errorf("stream wrote %v, want %v", got, want)
+	}
+	if !strings.Contains(logs.String(), "disk on fire") {
+		t.Errorf("the fault was not logged:\n%s", logs)
+	}
+}
+
+// streamTimeout bounds, in real time, every wait for a stream.
+const streamTimeout = 10 * time.Second
+
+// newMemService returns a Service on a memStore with a fake clock, no
+// polling and an authenticator that lets every request read events.
+func newMemService(t testing.TB, mutate ...func(*Config)) (*Service, *memStore, *bytes.Buffer) {
+	t.Helper()
+	store := newMemStore()
+	logs := &lockedBuffer{}
+	cfg := Config{
+		Store:             store,
+		BaseURL:           "https://tasks.example.com/api",
+		Clock:             fakeclock.New(time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)),
+		Logger:            slog.New(slog.NewTextHandler(logs, nil)),
+		Authenticator:     allowEvents{},
+		EventPollInterval: -1,
+	}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), streamTimeout)
+		defer cancel()
+		if err := s.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s, store, &logs.buf
+}
+
+// serveStream serves one stream request to w in the background; the
+// returned channel is closed when the handler returns.
+func serveStream(t *testing.T, s *Service, w *blockingWriter, lastEventID, query string) <-chan struct{} {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	r := httptest.NewRequestWithContext(ctx, "GET", "/task-events/stream?"+query, nil)
+	if lastEventID != "" {
+		r.Header.Set("Last-Event-ID", lastEventID)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Handler().ServeHTTP(w, r)
+	}()
+	return done
+}
+
+// publish appends n events about task through the Service.
+func publish(t *testing.T, s *Service, store *memStore, task string, n int) {
+	t.Helper()
+	for range n {
+		err := s.update(t.Context(), func(tx Tx) error {
+			return tx.AppendEvent(t.Context(), &Event{
+				ID: id.New("evt_"), Type: EventTaskUpdated, OccurredAt: s.now(), TaskVersion: 1,
+				Data: []byte(`{"taskId":"` + task + `"}`), TaskID: task,
+			})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// allowEvents authenticates every request as a principal that reads events.
+type allowEvents struct{}
+
+func (allowEvents) Authenticate(*http.Request) (Principal, error) {
+	return Principal{ID: "key_test", Actor: SystemActor(), Scopes: []Scope{ScopeEventsRead}}, nil
+}
+
+// blockingWriter is a ResponseWriter that records what is written and can
+// be made to block inside Write, as a consumer that stops reading does.
+type blockingWriter struct {
+	h http.Header
+
+	mu      sync.Mutex
+	status  int
+	body    bytes.Buffer
+	blocked bool          // Write blocks while set
+	waiting bool          // a Write is blocked
+	changed chan struct{} // closed and replaced on every change
+}
+
+func newBlockingWriter() *blockingWriter {
+	return &blockingWriter{h: make(http.Header), changed: make(chan struct{})}
+}
+
+func (w *blockingWriter) Header() http.Header { return w.h }
+
+func (w *blockingWriter) WriteHeader(status int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.status = status
+	w.signal()
+}
+
+func (w *blockingWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for w.blocked {
+		w.waiting = true
+		w.signal()
+		ch := w.changed
+		w.mu.Unlock()
+		<-ch
+		w.mu.Lock()
+	}
+	w.waiting = false
+	w.body.Write(p)
+	w.signal()
+	return len(p), nil
+}
+
+func (w *blockingWriter) Flush() {}
+
+// signal wakes waiters; w.mu is held.
+func (w *blockingWriter) signal() {
+	close(w.changed)
+	w.changed = make(chan struct{})
+}
+
+func (w *blockingWriter) block() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.blocked = true
+}
+
+func (w *blockingWriter) release() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.blocked = false
+	w.signal()
+}
+
+// await waits until cond, called with w.mu held, holds.
+func (w *blockingWriter) await(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.After(streamTimeout)
+	for {
+		w.mu.Lock()
+		ok, ch := cond(), w.changed
+		w.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			t.Fatalf("timed out waiting for %s; written: %q", what, w.body.String())
+		}
+	}
+}
+
+func (w *blockingWriter) waitBlocked(t *testing.T) {
+	t.Helper()
+	w.await(t, "a blocked write", func() bool { return w.waiting })
+}
+
+// waitFrames waits for the status 200 and at least n event frames.
+func (w *blockingWriter) waitFrames(t *testing.T, n int) {
+	t.Helper()
+	w.await(t, fmt.Sprintf("%d frames", n), func() bool {
+		return w.status == http.StatusOK && strings.Count(w.body.String(), "\nid: ") >= n
+	})
+}
+
+// eventIDs returns the ids of the frames written so far.
+func (w *blockingWriter) eventIDs() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var ids []string
+	for _, line := range strings.Split(w.body.String(), "\n") {
+		if rest, ok := strings.CutPrefix(line, "id: "); ok {
+			ids = append(ids, rest)
+		}
+	}
+	return ids
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent writes.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+var _ io.Writer = (*lockedBuffer)(nil)
+
+// memStore is an in-memory Store of events only, enough to run the event
+// stream on something other than SQLite. Transactions are serialized, so
+// sequences commit in order.
+type memStore struct {
+	Store // nil: the methods the stream never calls panic if called
+
+	mu      sync.Mutex
+	events  []Event
+	seq     int64
+	readErr error
+}
+
+func newMemStore() *memStore { return &memStore{} }
+
+var _ Store = (*memStore)(nil)
+
+// failReads makes every read fail with err; nil heals the store.
+func (m *memStore) failReads(err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.readErr = err
+}
+
+func (m *memStore) eventIDs() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var ids []string
+	for _, e := range m.events {
+		ids = append(ids, e.ID)
+	}
+	return ids
+}
+
+func (m *memStore) Task(context.Context, string) (Task, error) { return Task{}, ErrNotFound }
+
+func (m *memStore) ListTasks(context.Context, TaskFilter) (TaskPage, error) { return TaskPage{}, nil }
+
+func (m *memStore) Events(_ context.Context, f EventFilter) ([]Event, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.readErr != nil {
+		return nil, m.readErr
+	}
+	var out []Event
+	for _, e := range m.events {
+		if e.Sequence > f.After && (f.TaskID == "" || e.TaskID == f.TaskID) && (len(f.Types) == 0 || slices.Contains(f.Types, e.Type)) {
+			out = append(out, e)
+			if len(out) == f.Limit {
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+func (m *memStore) Event(_ context.Context, id string) (Event, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.readErr != nil {
+		return Event{}, m.readErr
+	}
+	for _, e := range m.events {
+		if e.ID == id {
+			return e, nil
+		}
+	}
+	return Event{}, ErrNotFound
+}
+
+func (m *memStore) LastEventSequence(context.Context) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.readErr != nil {
+		return 0, m.readErr
+	}
+	return m.seq, nil
+}
+
+func (m *memStore) DeleteEventsBefore(_ context.Context, t time.Time) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := len(m.events)
+	m.events = slices.DeleteFunc(m.events, func(e Event) bool { return e.OccurredAt.Before(t) })
+	return int64(n - len(m.events)), nil
+}
+
+func (m *memStore) APIKeyByHash(context.Context, []byte) (APIKey, error) {
+	return APIKey{}, ErrNotFound
+}
+
+func (m *memStore) ListAPIKeys(context.Context) ([]APIKey, error) { return nil, nil }
+
+func (m *memStore) Update(_ context.Context, fn func(tx Tx) error) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n, seq := len(m.events), m.seq
+	if err := fn(memTx{m: m}); err != nil {
+		m.events, m.seq = m.events[:n], seq
+		return err
+	}
+	return nil
+}
+
+func (m *memStore) Close() error { return nil }
+
+// memTx is a transaction of memStore; m.mu is held.
+type memTx struct {
+	Tx // nil: the methods the stream never calls panic if called
+	m  *memStore
+}
+
+func (x memTx) Task(context.Context, string) (Task, error) { return Task{}, ErrNotFound }
+func (x memTx) CreateTask(context.Context, Task) error     { return nil }
+func (x memTx) UpdateTask(context.Context, Task) error     { return nil }
+func (x memTx) CreateAPIKey(context.Context, APIKey) error { return nil }
+func (x memTx) RevokeAPIKey(context.Context, string, time.Time) (APIKey, error) {
+	return APIKey{}, ErrNotFound
+}
+
+func (x memTx) AppendEvent(_ context.Context, e *Event) error {
+	x.m.seq++
+	e.Sequence = x.m.seq
+	x.m.events = append(x.m.events, *e)
+	return nil
+}

@@ -1,0 +1,17 @@
+package lifecycle
+
+import "context"
+
+// AppendEventsForTest appends evs in one transaction through the Service,
+// as a state change does, so that the stream broker is woken after the
+// commit. Tests use it to write many events quickly.
+func (s *Service) AppendEventsForTest(ctx context.Context, evs []*Event) error {
+	return s.update(ctx, func(tx Tx) error {
+		for _, e := range evs {
+			if err := tx.AppendEvent(ctx, e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
