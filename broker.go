@@ -40,7 +40,8 @@ type broker struct {
 	log       *slog.Logger
 	poll      time.Duration // <= 0: no polling
 	maxPerKey int
-	page      int // events read from the Store at once
+	page      int           // events read from the Store at once
+	window    time.Duration // least time between catch-ups under load; <= 0: none
 
 	ctx    context.Context // cancelled by close; bounds Store calls
 	cancel context.CancelFunc
@@ -155,7 +156,9 @@ func (b *broker) run() {
 	if b.poll > 0 {
 		pollC = b.clock.After(b.poll)
 	}
+	var last time.Time // when the last catch-up began, by the wall clock
 	for {
+		last = time.Now()
 		if err := b.catchUp(); err != nil {
 			if b.ctx.Err() != nil {
 				return
@@ -169,6 +172,19 @@ func (b *broker) run() {
 		case <-b.ctx.Done():
 			return
 		case <-b.wakeC:
+			// Woken again within the window: events are coming fast. Wait
+			// for the window to pass so that this catch-up takes the
+			// commits of the whole window, and every stream writes them
+			// in one call.
+			if wait := b.window - time.Since(last); wait > 0 {
+				t := time.NewTimer(wait)
+				select {
+				case <-t.C:
+				case <-b.ctx.Done():
+					t.Stop()
+					return
+				}
+			}
 		case <-pollC:
 			pollC = b.clock.After(b.poll)
 		case <-retryC:

@@ -3,12 +3,14 @@
 package lifecycle_test
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -112,16 +114,28 @@ type streamRequest struct {
 	resumeMode  string
 }
 
-// headerSpy records the status and resume mode of a response; it unwraps
-// to the real writer, so flushing goes through.
+// headerSpy records the status and resume mode of a response, written by
+// net/http or by a stream that took its connection over (which sends 200);
+// it unwraps to the real writer, so flushing goes through, and keeps the
+// connections taken over so that the test can drop them.
 type headerSpy struct {
 	http.ResponseWriter
-	seen func(status int, h http.Header)
+	seen     func(status int, h http.Header)
+	hijacked func(net.Conn)
 }
 
 func (w *headerSpy) WriteHeader(status int) {
 	w.seen(status, w.Header())
 	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *headerSpy) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, rw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err == nil {
+		w.seen(http.StatusOK, w.Header())
+		w.hijacked(conn)
+	}
+	return conn, rw, err
 }
 
 func (w *headerSpy) Unwrap() http.ResponseWriter { return w.ResponseWriter }
@@ -145,6 +159,7 @@ func TestBrowserEventSourceResumes(t *testing.T) {
 	var (
 		mu       sync.Mutex
 		requests []streamRequest
+		taken    []net.Conn // stream connections taken over from net/http
 	)
 	ready := make(chan struct{}, 1)
 	progress := make(chan int, total*2)
@@ -161,6 +176,10 @@ func TestBrowserEventSourceResumes(t *testing.T) {
 			mu.Lock()
 			defer mu.Unlock()
 			requests = append(requests, streamRequest{r.Header.Get("Last-Event-ID"), status, h.Get("X-Service-Resume-Mode")})
+		}, hijacked: func(c net.Conn) {
+			mu.Lock()
+			defer mu.Unlock()
+			taken = append(taken, c)
 		}}
 		api.ServeHTTP(spy, r)
 	})
@@ -235,6 +254,11 @@ func TestBrowserEventSourceResumes(t *testing.T) {
 	// Drop the stream (and every other connection); commit the rest while
 	// the browser waits the 5 seconds the retry field asks for.
 	srv.CloseClientConnections()
+	mu.Lock()
+	for _, c := range taken {
+		c.Close()
+	}
+	mu.Unlock()
 	for i := half; i < total; i++ {
 		e.createTask(taskBody(fmt.Sprintf("WEB-%d", i)))
 	}

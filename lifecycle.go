@@ -120,6 +120,25 @@ type Config struct {
 	// seconds.
 	StreamWriteTimeout time.Duration
 
+	// StreamBatchWindow is the least time between two deliveries of new
+	// events to the streams while events arrive faster than that: under
+	// load, each delivery then carries the events of several commits and
+	// each stream writes them in one system call, which is what keeps
+	// latency low when thousands of streams are open. An event that
+	// arrives when none has for a window goes out at once. It is wall-clock
+	// time, not the Service's Clock. Defaults to 10 ms; negative disables.
+	StreamBatchWindow time.Duration
+
+	// KeepStreamsInHandler keeps every event stream inside net/http's
+	// handler. By default a stream over HTTP/1.x takes its connection over
+	// (http.Hijacker) once its response head is decided, which cuts an
+	// idle stream's memory from about 28 KiB to about 6 and writes each
+	// wake-up in one system call; middleware that wraps the body (byte
+	// counting, compression) then does not see the frames, though the
+	// headers it set are sent. Streams over HTTP/2 always stay in the
+	// handler.
+	KeepStreamsInHandler bool
+
 	// EventPollInterval is how often the stream broker also reads the
 	// Store for events committed by other processes that share it;
 	// commits made through this Service reach streams at once. Defaults
@@ -202,6 +221,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.EventPollInterval == 0 {
 		c.EventPollInterval = time.Second
 	}
+	if c.StreamBatchWindow == 0 {
+		c.StreamBatchWindow = 10 * time.Millisecond
+	}
 	if c.EventRetention < 0 || c.PruneInterval < 0 || c.MaxStreamsPerKey < 0 || c.StreamLagLimit < 0 || c.StreamWriteTimeout < 0 {
 		return c, errors.New("lifecycle: Config.EventRetention, PruneInterval, MaxStreamsPerKey, StreamLagLimit and StreamWriteTimeout must not be negative; leave them zero for the defaults")
 	}
@@ -258,6 +280,7 @@ func New(cfg Config) (*Service, error) {
 		s.agents[a.ID] = a
 	}
 	s.broker = newBroker(cfg.Store, cfg.Clock, cfg.Logger, cfg.StreamLagLimit, cfg.MaxStreamsPerKey, cfg.EventPollInterval)
+	s.broker.window = cfg.StreamBatchWindow
 	if s.auth == nil {
 		s.keys = newKeyAuthenticator(cfg.Store, cfg.Clock, cfg.KeyCacheTTL)
 		s.auth = s.keys

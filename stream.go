@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"slices"
@@ -124,9 +125,65 @@ func (s *Service) handleStream(w http.ResponseWriter, r *http.Request, p *Princi
 	if err != nil {
 		return err
 	}
+	st.setHeaders()
+	if st.takeOver(r) {
+		return nil // the stream runs on goroutines of its own and releases its place
+	}
 	defer s.broker.release(p.ID)
 	st.serve(r.Context())
 	return nil
+}
+
+// takeOver takes an HTTP/1.x connection from net/http and serves the stream
+// on it from goroutines of its own, so that the handler returns and
+// net/http lets go of what it holds per connection (its buffers, its
+// background reader, the handler's deep stack): an idle stream then costs a
+// few KiB instead of about 28. It reports false, having done nothing, for
+// HTTP/2, when Config.KeepStreamsInHandler is set, or when the
+// ResponseWriter (wrapped by middleware) cannot be hijacked; the stream is
+// then served inside the handler.
+func (st *stream) takeOver(r *http.Request) bool {
+	if r.ProtoMajor != 1 || st.svc.cfg.KeepStreamsInHandler {
+		return false
+	}
+	head := st.w.Header().Clone() // the ResponseWriter is net/http's again once hijacked
+	conn, _, err := st.rc.Hijack()
+	if err != nil {
+		return false
+	}
+	st.head = head
+	// Let go of net/http's response and connection (their buffers), which
+	// would otherwise stay reachable for as long as the stream lives.
+	st.w, st.rc = nil, nil
+	// Bytes the client sent after its request (a pipelined request) are
+	// dropped: an event stream is the last response on its connection.
+	st.conn, st.http10 = conn, r.ProtoMinor == 0
+	ctx, cancel := context.WithCancel(st.svc.broker.ctx)
+	go watchClient(conn, cancel)
+	go func() {
+		defer st.svc.broker.release(st.principal)
+		defer conn.Close()
+		defer cancel()
+		if err := st.writeHead(); err != nil {
+			st.ended(ctx, err)
+			return
+		}
+		st.ended(ctx, st.run(ctx))
+	}()
+	return true
+}
+
+// watchClient reads a taken-over connection until the client closes it (or
+// the stream does), then cancels the stream. Clients of an event stream
+// send nothing after their request; whatever they send is discarded.
+func watchClient(conn net.Conn, cancel context.CancelFunc) {
+	var b [16]byte
+	for {
+		if _, err := conn.Read(b[:]); err != nil {
+			cancel()
+			return
+		}
+	}
 }
 
 // openStream checks the request, takes one of the principal's places for
@@ -175,8 +232,9 @@ func (st *stream) serve(ctx context.Context) {
 	st.ended(ctx, st.run(ctx))
 }
 
-// writeHead sends the status and headers of the stream.
-func (st *stream) writeHead() error {
+// setHeaders sets the headers of the stream's response, before it is
+// known whether net/http or the stream itself will write them.
+func (st *stream) setHeaders() {
 	h := st.w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
@@ -184,8 +242,31 @@ func (st *stream) writeHead() error {
 	h.Set("X-Service-Replay-Window-Hours", strconv.FormatInt(int64(st.svc.cfg.EventRetention/time.Hour), 10))
 	h.Set("X-Service-Stream-Heartbeat-Seconds", strconv.Itoa(int(st.heartbeat/time.Second)))
 	h.Set("X-Service-Resume-Mode", st.mode)
-	st.w.WriteHeader(http.StatusOK)
-	return st.write()
+}
+
+// writeHead sends the status and headers of the stream.
+func (st *stream) writeHead() error {
+	if st.conn == nil {
+		st.w.WriteHeader(http.StatusOK)
+		return st.write()
+	}
+	h := st.head
+	// A taken-over connection gets the head net/http would have written,
+	// with the headers middleware set, and a body that ends when the
+	// connection does.
+	h.Set("Date", time.Now().UTC().Format(http.TimeFormat))
+	h.Set("Connection", "close")
+	h.Del("Content-Length")
+	h.Del("Transfer-Encoding")
+	var head bytes.Buffer
+	if st.http10 {
+		head.WriteString("HTTP/1.0 200 OK\r\n")
+	} else {
+		head.WriteString("HTTP/1.1 200 OK\r\n")
+	}
+	h.Write(&head) // sorted, and sanitised of line breaks
+	head.WriteString("\r\n")
+	return st.write(head.Bytes())
 }
 
 // ended logs why the stream ended: nothing when the client left or the
@@ -266,6 +347,9 @@ type stream struct {
 	svc       *Service
 	w         http.ResponseWriter
 	rc        *http.ResponseController
+	conn      net.Conn    // the connection once taken over from net/http, else nil
+	head      http.Header // the headers to send on a taken-over connection
+	http10    bool        // the taken-over request was HTTP/1.0
 	filter    streamFilter
 	heartbeat time.Duration
 	principal string
@@ -428,9 +512,23 @@ func (st *stream) write(chunks ...[]byte) error {
 	// that blocks is cut off after half to all of StreamWriteTimeout.
 	if now, timeout := time.Now(), st.svc.cfg.StreamWriteTimeout; st.deadline.Sub(now) < timeout/2 {
 		st.deadline = now.Add(timeout)
-		if err := st.rc.SetWriteDeadline(st.deadline); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		var err error
+		if st.conn != nil {
+			err = st.conn.SetWriteDeadline(st.deadline)
+		} else {
+			err = st.rc.SetWriteDeadline(st.deadline)
+		}
+		if err != nil && !errors.Is(err, http.ErrNotSupported) {
 			return fmt.Errorf("%w: set deadline: %w", errWrite, err)
 		}
+	}
+	if st.conn != nil {
+		// One system call for every frame of the wake-up (writev on TCP).
+		bufs := net.Buffers(chunks)
+		if _, err := bufs.WriteTo(st.conn); err != nil {
+			return fmt.Errorf("%w: %w", errWrite, err)
+		}
+		return nil
 	}
 	for _, c := range chunks {
 		if _, err := st.w.Write(c); err != nil {

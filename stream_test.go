@@ -209,9 +209,35 @@ func wantFrame(t *testing.T, e lifecycle.Event) string {
 	return "retry: 5000\nid: " + e.ID + "\nevent: " + string(e.Type) + "\ndata: " + strings.TrimSuffix(buf.String(), "\n") + "\n\n"
 }
 
+// streamModes are the two ways a stream is served over HTTP/1.1: taking
+// the connection over (the default) and inside net/http's handler.
+var streamModes = []struct {
+	name string
+	set  func(*lifecycle.Config)
+}{
+	{"taken over", func(*lifecycle.Config) {}},
+	{"in the handler", func(c *lifecycle.Config) { c.KeepStreamsInHandler = true }},
+}
+
 func TestStreamHeadersAndFrames(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, noPolling)
+	for _, mode := range streamModes {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			testStreamHeadersAndFrames(t, mode.set)
+		})
+	}
+}
+
+func testStreamHeadersAndFrames(t *testing.T, mode func(*lifecycle.Config)) {
+	e := newEnv(t, noPolling, mode)
+	// Host middleware sets a header before the handler runs: it must reach
+	// the client however the stream is written.
+	inner := e.host
+	e.host = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Access-Control-Allow-Origin", "https://app.example.com")
+		inner.ServeHTTP(w, r)
+	})
 	srv := e.serve()
 	task := e.createTask(taskBody("ENG-1"))["id"].(string)
 	e.call(request{method: "POST", path: "/tasks/" + task + "/start", key: e.admin}, http.StatusOK)
@@ -223,6 +249,7 @@ func TestStreamHeadersAndFrames(t *testing.T) {
 
 	c := stream(t, srv, e.admin, "cursor="+stored[0].ID, nil)
 	wantHeaders := map[string]string{
+		"Access-Control-Allow-Origin":        "https://app.example.com",
 		"Content-Type":                       "text/event-stream",
 		"Cache-Control":                      "no-store",
 		"X-Service-Replay-Window-Hours":      "72",
@@ -612,7 +639,16 @@ func TestStreamEndsOnClose(t *testing.T) {
 
 func TestStreamEndsOnDisconnect(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, noPolling, func(c *lifecycle.Config) { c.MaxStreamsPerKey = 1 })
+	for _, mode := range streamModes {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			testStreamEndsOnDisconnect(t, mode.set)
+		})
+	}
+}
+
+func testStreamEndsOnDisconnect(t *testing.T, mode func(*lifecycle.Config)) {
+	e := newEnv(t, noPolling, mode, func(c *lifecycle.Config) { c.MaxStreamsPerKey = 1 })
 	srv := e.serve()
 	c := stream(t, srv, e.admin, "", nil)
 	c.close()

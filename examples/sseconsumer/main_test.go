@@ -39,7 +39,11 @@ func newServer(t *testing.T) *server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	svc, err := lifecycle.New(lifecycle.Config{Store: store, BaseURL: "http://127.0.0.1", Logger: slog.New(slog.DiscardHandler)})
+	// Streams stay in net/http's handler, so that the test server can drop
+	// them with CloseClientConnections (a stream that took its connection
+	// over is ended by Service.Close instead).
+	svc, err := lifecycle.New(lifecycle.Config{Store: store, BaseURL: "http://127.0.0.1", Logger: slog.New(slog.DiscardHandler),
+		KeepStreamsInHandler: true})
 	if err != nil {
 		t.Fatal(err)
 	}

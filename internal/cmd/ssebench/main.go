@@ -56,6 +56,7 @@ type options struct {
 	rate          int
 	duration      time.Duration
 	replayEvents  int
+	batchWindow   time.Duration
 	timeout       time.Duration
 	cpuprofile    string
 
@@ -77,6 +78,7 @@ func main() {
 	flag.IntVar(&o.rate, "rate", 200, "events published per second in fanout (1..2000)")
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "how long fanout publishes (1s..2m)")
 	flag.IntVar(&o.replayEvents, "replay-events", 1000000, "stored events replayed to one client (1..2000000)")
+	flag.DurationVar(&o.batchWindow, "batch-window", 0, "Config.StreamBatchWindow of the server (0: the default; negative disables)")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "stop everything after this long (at most 30m)")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the server process to this file")
 	flag.StringVar(&o.client, "client", "", "internal: run as the client process of this scenario")
@@ -168,7 +170,7 @@ type server struct {
 
 // startServer starts a server whose database lives in dir. wrap, if not
 // nil, replaces the handler (the bare net/http baseline).
-func startServer(ctx context.Context, dir string, wrap func(http.Handler) http.Handler) (*server, error) {
+func startServer(ctx context.Context, dir string, window time.Duration, wrap func(http.Handler) http.Handler) (*server, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -177,10 +179,11 @@ func startServer(ctx context.Context, dir string, wrap func(http.Handler) http.H
 		return nil, err
 	}
 	svc, err := lifecycle.New(lifecycle.Config{
-		Store:            store,
-		BaseURL:          "http://127.0.0.1",
-		Logger:           slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		MaxStreamsPerKey: 1 << 20, // every stream of the benchmark uses one key
+		Store:             store,
+		BaseURL:           "http://127.0.0.1",
+		Logger:            slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		MaxStreamsPerKey:  1 << 20, // every stream of the benchmark uses one key
+		StreamBatchWindow: window,
 	})
 	if err != nil {
 		store.Close()
@@ -324,7 +327,7 @@ func idle(ctx context.Context, o options, dir string) error {
 		{"bare net/http handler, HTTP/1.1", bareStream, "http1"},
 		{"bare net/http handler, HTTP/2 (h2c)", bareStream, "h2c"},
 	} {
-		s, err := startServer(ctx, filepath.Join(dir, c.proto+strconv.Itoa(len(c.name))), c.wrap)
+		s, err := startServer(ctx, filepath.Join(dir, c.proto+strconv.Itoa(len(c.name))), o.batchWindow, c.wrap)
 		if err != nil {
 			return err
 		}
@@ -405,7 +408,7 @@ type fanoutReport struct {
 // publish-to-receive latency the clients saw.
 func fanout(ctx context.Context, o options, dir string) error {
 	fmt.Printf("\nfanout: %d streams (%s), %d events/s for %s through Service.CreateTask (SQLite, synchronous=FULL)\n", o.fanoutStreams, o.fanoutProto, o.rate, o.duration)
-	s, err := startServer(ctx, dir, nil)
+	s, err := startServer(ctx, dir, o.batchWindow, nil)
 	if err != nil {
 		return err
 	}
@@ -479,7 +482,7 @@ type replayReport struct {
 // from a cursor.
 func replay(ctx context.Context, o options, dir string) error {
 	fmt.Printf("\nreplay: %d stored events to one client (HTTP/1.1) from a cursor\n", o.replayEvents)
-	s, err := startServer(ctx, dir, nil)
+	s, err := startServer(ctx, dir, o.batchWindow, nil)
 	if err != nil {
 		return err
 	}
