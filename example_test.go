@@ -10,8 +10,10 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/adapter/memory"
 	"github.com/tasklifecycle/lifecycle/store/sqlite"
 )
 
@@ -121,4 +123,67 @@ func ExampleService_Handler() {
 	}
 	fmt.Println(resp.Status, body.Data.Status, body.AvailableActions, body.Meta.TokenBudgetHint, body.Meta.TruncatedFields)
 	// Output: 200 OK todo [start] compact [description routingReason]
+}
+
+// ExampleService_Ship takes a task from creation to shipped with the Go
+// API, on an in-memory code host: submit, report CI, approve, ship, and wait
+// for the durable ship operation to finish.
+func ExampleService_Ship() {
+	dir, _ := os.MkdirTemp("", "lifecycle-example")
+	defer os.RemoveAll(dir)
+	store, err := sqlite.New(sqlite.Config{Path: filepath.Join(dir, "lifecycle.db")})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+	host := memory.New(memory.Config{Owner: "acme", Repo: "web"})
+	svc, err := lifecycle.New(lifecycle.Config{
+		Store:        store,
+		BaseURL:      "https://tasks.example.com/api",
+		Adapters:     []lifecycle.AdapterBinding{{Adapter: host}},
+		ReviewRouter: lifecycle.ReviewRules{Default: lifecycle.ReviewPlan{Policy: lifecycle.PolicyAlwaysRequire}},
+		Logger:       slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := svc.Start(ctx); err != nil { // the ship runner
+		log.Fatal(err)
+	}
+	defer svc.Close(ctx)
+
+	agent := lifecycle.Actor{ID: "agent-web", Role: lifecycle.RoleAgent}
+	task, _ := svc.CreateTask(ctx, lifecycle.CreateTaskParams{Identifier: "WEB-1", Title: "Fix the login redirect",
+		Links: lifecycle.TaskLinks{Issue: "https://issues.example.com/WEB-1"}})
+	svc.StartTask(ctx, task.ID, agent)
+	sub, err := svc.Submit(ctx, task.ID, lifecycle.SubmitParams{Summary: "Redirect keeps the query string", Actor: agent})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("submitted:", sub.Action, "pull request", sub.PRNumber, sub.AvailableActions)
+
+	svc.ReportChecks(ctx, task.ID, lifecycle.ReportChecksParams{HeadSHA: *sub.HeadSHA,
+		Checks: []lifecycle.CICheck{{Name: "build", Status: lifecycle.CheckPassed}}})
+	_, actions, _ := svc.PostReview(ctx, task.ID, lifecycle.PostReviewParams{Outcome: lifecycle.ReviewApproved,
+		Reviewer: lifecycle.Actor{ID: "reviewer", Role: lifecycle.RoleReviewer}})
+	fmt.Println("approved:", actions)
+
+	op, err := svc.Ship(ctx, task.ID, lifecycle.ShipParams{Mode: lifecycle.ShipMergeOnly,
+		TargetEnvironment: lifecycle.EnvironmentProduction, ExpectedHeadSHA: *sub.HeadSHA})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("ship:", op.Status)
+	for op.Status == lifecycle.ShipQueued || op.Status == lifecycle.ShipRunning {
+		time.Sleep(time.Millisecond)
+		op, _ = svc.ShipOperation(ctx, op.OperationID)
+	}
+	done, _ := svc.Task(ctx, task.ID)
+	fmt.Println("ship:", op.Status, "task:", done.Status, done.AvailableActions)
+	// Output:
+	// submitted: created pull request 1 [view_ci_status view_review_feedback]
+	// approved: [ship view_ci_status view_review_feedback]
+	// ship: queued
+	// ship: succeeded task: done []
 }
