@@ -39,7 +39,19 @@
 //
 // Set [Config.BaseURL] to the public URL of the mount point
 // ("https://example.com/lifecycle"): links in events are built from it.
-// Call [Service.Start] to run background work and [Service.Close] to stop it.
+// Call [Service.Start] to run background work (the ship runner, pruning)
+// and [Service.Close] to stop it and end the event streams.
+//
+// # Shipping
+//
+// POST /tasks/{id}/ship checks its preconditions and queues a
+// [ShipOperation] in the transaction that answers it; a runner inside the
+// Service takes operations up under a lease, [Config.ShipConcurrency] at a
+// time, merges through the task's [ProviderAdapter] at the expected head
+// commit, deploys through the [Deployer], and finishes the operation, the
+// task and its task.shipped event together. An operation whose runner died
+// is resumed when its lease ends, and a merge that already happened is
+// recognised, never repeated.
 //
 // # Event stream
 //
@@ -51,8 +63,10 @@
 // [Config.StreamLagLimit] events, encoded once, for all streams. A stream
 // replays from the Store until the broker holds what comes next, then
 // follows it; a stream that falls further behind, or whose writes block,
-// is cut off and its client resumes from its cursor. Streams flush through
-// [http.ResponseController] and end on client disconnect and on
+// is cut off and its client resumes from its cursor. Over HTTP/1.x a
+// stream takes its connection over from net/http once its head is decided
+// (see [Config.KeepStreamsInHandler]); otherwise it flushes through
+// [http.ResponseController]. Streams end on client disconnect and on
 // [Service.Close]. Browsers' EventSource cannot send an Authorization
 // header: the host translates its own session into a bearer key in front
 // of the handler, or plugs its [Authenticator].
