@@ -145,9 +145,6 @@ func (b *broker) close() {
 // It is only meaningful after close.
 func (b *broker) wait() { b.wg.Wait() }
 
-// done returns a channel closed by close.
-func (b *broker) done() <-chan struct{} { return b.ctx.Done() }
-
 // run reads new events into the ring whenever woken, polled or retrying,
 // until close.
 func (b *broker) run() {

@@ -306,7 +306,7 @@ func (s *Store) commitBatch(batch []*writeReq) {
 			abort = err
 			break
 		}
-		err, p := runFn(r.fn, x)
+		p, err := runFn(r.fn, x)
 		if err == nil && p == nil {
 			if err := exec("RELEASE w"); err != nil {
 				abort = err
@@ -349,13 +349,13 @@ func (s *Store) commitBatch(batch []*writeReq) {
 }
 
 // runFn calls fn, turning a panic into a value to re-raise elsewhere.
-func runFn(fn func(*txn) error, x *txn) (err error, p any) {
+func runFn(fn func(*txn) error, x *txn) (p any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			p = r
 		}
 	}()
-	return fn(x), nil
+	return nil, fn(x)
 }
 
 // txn is a lifecycle.Tx inside a batch. Its methods run on the write
