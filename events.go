@@ -217,6 +217,15 @@ type taskEvent struct {
 	after func(tx Tx, t *Task) error
 }
 
+// updateRelaxed runs fn in a Store transaction that need not wait for the
+// disk, when the Store can do that (see [RelaxedUpdater]).
+func (s *Service) updateRelaxed(ctx context.Context, fn func(tx Tx) error) error {
+	if r, ok := s.store.(RelaxedUpdater); ok {
+		return r.UpdateRelaxed(ctx, fn)
+	}
+	return s.update(ctx, fn)
+}
+
 // update runs fn in a Store transaction, then wakes the stream broker to
 // fan out the events the transaction committed.
 func (s *Service) update(ctx context.Context, fn func(tx Tx) error) error {

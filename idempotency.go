@@ -125,7 +125,9 @@ func (s *Service) beginIdempotent(ctx context.Context, scope IdempotencyScope, f
 	}
 	var replay *IdempotencyRecord
 	var conflict *ConflictError
-	err := s.update(ctx, func(tx Tx) error {
+	// The reservation may be lost in a power cut: the request then changed
+	// nothing, and its retry runs again. So it need not wait for the disk.
+	err := s.updateRelaxed(ctx, func(tx Tx) error {
 		replay, conflict = nil, nil
 		rec, err := tx.IdempotencyRecord(ctx, scope)
 		switch {
@@ -205,7 +207,8 @@ func (c *idempotentCall) record(ctx context.Context, tx Tx, status int, body []b
 func (c *idempotentCall) release(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	err := c.s.update(ctx, func(tx Tx) error {
+	// Losing the release in a power cut is harmless: the lease frees the key.
+	err := c.s.updateRelaxed(ctx, func(tx Tx) error {
 		rec, err := tx.IdempotencyRecord(ctx, c.scope)
 		if errors.Is(err, ErrNotFound) {
 			return nil

@@ -305,7 +305,9 @@ func (s *Service) runShips(ctx context.Context) {
 // lease and returns them.
 func (s *Service) claimShips(ctx context.Context, limit int) ([]ShipOperation, error) {
 	var claimed []ShipOperation
-	err := s.update(ctx, func(tx Tx) error {
+	// A claim lost in a power cut leaves the operation queued, to be
+	// claimed again: it need not wait for the disk.
+	err := s.updateRelaxed(ctx, func(tx Tx) error {
 		now := s.now()
 		ops, err := tx.RunnableShipOperations(ctx, now.Time, limit)
 		if err != nil {

@@ -127,3 +127,15 @@ type Tx interface {
 	// set yet, and returns the key.
 	RevokeAPIKey(ctx context.Context, id string, at time.Time) (APIKey, error)
 }
+
+// RelaxedUpdater is implemented by a Store that can commit a transaction
+// without waiting for it to reach the disk. The Service uses it for
+// changes whose loss in a power cut harms nothing, such as reserving an
+// idempotency key: a request that made no other change simply runs again.
+// Such a commit must still be visible to every reader at once, and must
+// become durable no later than the next durable commit.
+type RelaxedUpdater interface {
+	// UpdateRelaxed is [Store.Update] for a change that may be lost in a
+	// power cut (not in a crash of the process).
+	UpdateRelaxed(ctx context.Context, fn func(tx Tx) error) error
+}

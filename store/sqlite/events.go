@@ -121,7 +121,7 @@ func (s *Store) DeleteEventsBefore(ctx context.Context, t time.Time) (int64, err
 	var total int64
 	for {
 		var n int64
-		err := s.write(ctx, func(x *txn) error {
+		err := s.write(ctx, false, func(x *txn) error {
 			res, err := x.conn.ExecContext(x.ctx, "DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE occurred_at < ? ORDER BY seq LIMIT 5000)", millis(t))
 			if err != nil {
 				return err

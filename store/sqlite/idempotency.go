@@ -69,7 +69,7 @@ func (s *Store) DeleteIdempotencyRecordsBefore(ctx context.Context, t time.Time)
 		return 0, errClosed
 	}
 	var n int64
-	err := s.write(ctx, func(x *txn) error {
+	err := s.write(ctx, false, func(x *txn) error {
 		res, err := x.conn.ExecContext(x.ctx, "DELETE FROM idempotency_records WHERE expires_at < ?", millis(t))
 		if err != nil {
 			return err

@@ -71,12 +71,18 @@ type Store struct {
 	reqs       chan *writeReq
 	stop       chan struct{}
 	writerDone chan struct{}
+
+	sync    Synchronous // the configured setting
+	relaxed bool        // the writer connection runs with synchronous=NORMAL now; writer goroutine only
 }
 
 // Path returns the database file the store was opened on.
 func (s *Store) Path() string { return s.path }
 
-var _ lifecycle.Store = (*Store)(nil)
+var (
+	_ lifecycle.Store          = (*Store)(nil)
+	_ lifecycle.RelaxedUpdater = (*Store)(nil)
+)
 
 //go:embed migrations/*.sql
 var migrations embed.FS
@@ -135,7 +141,7 @@ func New(cfg Config) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", cfg.Path, err)
 	}
-	s := &Store{w: w, conn: conn, r: r, path: cfg.Path,
+	s := &Store{w: w, conn: conn, r: r, path: cfg.Path, sync: cfg.Synchronous,
 		reqs: make(chan *writeReq), stop: make(chan struct{}), writerDone: make(chan struct{})}
 	go s.writer()
 	return s, nil
@@ -199,9 +205,10 @@ const maxBatch = 128
 
 // writeReq is a transaction waiting for the writer.
 type writeReq struct {
-	ctx  context.Context
-	fn   func(x *txn) error
-	done chan writeResult
+	ctx     context.Context
+	fn      func(x *txn) error
+	relaxed bool // the commit need not wait for the disk
+	done    chan writeResult
 }
 
 type writeResult struct {
@@ -216,15 +223,23 @@ type writeResult struct {
 // batch's context, so cancelling one caller cannot interrupt the others;
 // a caller cancelled before its turn is skipped.
 func (s *Store) Update(ctx context.Context, fn func(tx lifecycle.Tx) error) error {
-	return s.write(ctx, func(x *txn) error { return fn(x) })
+	return s.write(ctx, false, func(x *txn) error { return fn(x) })
+}
+
+// UpdateRelaxed implements lifecycle.RelaxedUpdater. With synchronous=FULL,
+// a batch of relaxed transactions only is committed with synchronous=NORMAL:
+// it is in the WAL, visible to every reader, and reaches the disk with the
+// next fsync of the WAL, at the latest the next durable commit's.
+func (s *Store) UpdateRelaxed(ctx context.Context, fn func(tx lifecycle.Tx) error) error {
+	return s.write(ctx, true, func(x *txn) error { return fn(x) })
 }
 
 // write queues fn for the writer and waits for its outcome.
-func (s *Store) write(ctx context.Context, fn func(x *txn) error) error {
+func (s *Store) write(ctx context.Context, relaxed bool, fn func(x *txn) error) error {
 	if s.closed.Load() {
 		return errClosed
 	}
-	req := &writeReq{ctx: ctx, fn: fn, done: make(chan writeResult, 1)}
+	req := &writeReq{ctx: ctx, fn: fn, relaxed: relaxed, done: make(chan writeResult, 1)}
 	select {
 	case s.reqs <- req:
 	case <-ctx.Done():
@@ -285,6 +300,23 @@ func (s *Store) commitBatch(batch []*writeReq) {
 	exec := func(q string) error {
 		_, err := s.conn.ExecContext(ctx, q)
 		return err
+	}
+	// A batch of relaxed transactions only commits without an fsync.
+	relaxed := s.sync == SynchronousFull && !slices.ContainsFunc(batch, func(r *writeReq) bool { return !r.relaxed })
+	if relaxed != s.relaxed {
+		mode := "FULL"
+		if relaxed {
+			mode = "NORMAL"
+		}
+		if err := exec("PRAGMA synchronous = " + mode); err != nil {
+			err = translate(fmt.Errorf("sqlite: set synchronous: %w", err))
+			for i := range results {
+				results[i].err = err
+			}
+			answer()
+			return
+		}
+		s.relaxed = relaxed
 	}
 	if err := exec("BEGIN IMMEDIATE"); err != nil {
 		err = translate(fmt.Errorf("sqlite: begin: %w", err))

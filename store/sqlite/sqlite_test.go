@@ -3,8 +3,11 @@ package sqlite_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/store/sqlite"
@@ -86,5 +89,65 @@ func TestNewChecksConfig(t *testing.T) {
 	}
 	if _, err := sqlite.New(sqlite.Config{Path: filepath.Join(t.TempDir(), "missing", "x.db")}); err == nil {
 		t.Error("New in a missing directory succeeded")
+	}
+}
+
+// Relaxed commits are visible at once, mix with durable ones in a batch,
+// and are kept across a reopen.
+func TestRelaxedUpdates(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "lifecycle.db")
+	s, err := sqlite.New(sqlite.Config{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(i int) lifecycle.IdempotencyScope {
+		return lifecycle.IdempotencyScope{PrincipalID: "p", Method: "POST", Route: "/r", Key: fmt.Sprintf("key-%04d", i)}
+	}
+	now := time.Now()
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rec := lifecycle.IdempotencyRecord{IdempotencyScope: key(i), Fingerprint: []byte{1}, CreatedAt: now, ExpiresAt: now.Add(time.Hour), LockedUntil: now}
+			put := func(tx lifecycle.Tx) error { return tx.CreateIdempotencyRecord(context.Background(), rec) }
+			var err error
+			if i%2 == 0 {
+				err = s.UpdateRelaxed(context.Background(), put)
+			} else {
+				err = s.Update(context.Background(), put)
+			}
+			if err != nil {
+				t.Errorf("record %d: %v", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	count := func(s *sqlite.Store) int {
+		n := 0
+		s.Update(t.Context(), func(tx lifecycle.Tx) error {
+			for i := range 40 {
+				if _, err := tx.IdempotencyRecord(t.Context(), key(i)); err == nil {
+					n++
+				}
+			}
+			return nil
+		})
+		return n
+	}
+	if n := count(s); n != 40 {
+		t.Fatalf("%d records after relaxed and durable commits, want 40", n)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = sqlite.New(sqlite.Config{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if n := count(s); n != 40 {
+		t.Errorf("%d records after reopening, want 40", n)
 	}
 }
