@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -102,20 +103,40 @@ func (b *broker) acquire(ctx context.Context, key string) error {
 			Message:           fmt.Sprintf("This API key already holds %d open event streams, the most allowed; close one or retry later", b.maxPerKey),
 		}
 	}
-	if !b.started {
-		// The live tail starts at the last committed event. Nothing reads
-		// the ring before this returns, as the write lock is held.
-		last, err := b.store.LastEventSequence(ctx)
-		if err != nil {
-			return fmt.Errorf("start event broker: %w", err)
-		}
-		b.tail, b.ring.base = last, last
-		b.started = true
-		b.wg.Add(1)
-		go b.run()
+	if err := b.startLocked(ctx); err != nil {
+		return err
 	}
 	b.perKey[key]++
 	b.wg.Add(1)
+	return nil
+}
+
+// start starts the broker if it has not started yet, for a reader other
+// than a stream (the webhook dispatcher).
+func (b *broker) start(ctx context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return fmt.Errorf("start event broker: %w", ErrClosed)
+	}
+	return b.startLocked(ctx)
+}
+
+// startLocked starts the broker unless it has started. b.mu is held.
+func (b *broker) startLocked(ctx context.Context) error {
+	if b.started {
+		return nil
+	}
+	// The live tail starts at the last committed event. Nothing reads
+	// the ring before this returns, as the write lock is held.
+	last, err := b.store.LastEventSequence(ctx)
+	if err != nil {
+		return fmt.Errorf("start event broker: %w", err)
+	}
+	b.tail, b.ring.base = last, last
+	b.started = true
+	b.wg.Add(1)
+	go b.run()
 	return nil
 }
 
@@ -203,12 +224,7 @@ func (b *broker) catchUp() error {
 		}
 		batch := make([]ringEvent, len(evs))
 		for i := range evs {
-			e := &evs[i]
-			frame, err := appendFrame(nil, e)
-			if err != nil {
-				b.log.Error("event broker: stored event is corrupt; sent with null data", "err", err)
-			}
-			batch[i] = ringEvent{seq: e.Sequence, typ: e.Type, taskID: e.TaskID, frame: frame}
+			batch[i] = newRingEvent(&evs[i], b.log)
 		}
 		b.mu.Lock()
 		for _, re := range batch {
@@ -256,12 +272,50 @@ func (b *broker) read(pos int64, f *streamFilter, dst [][]byte, limit int) (fram
 	return dst, max(next, b.tail), b.changed, true
 }
 
-// ringEvent is an event held by the ring: what filters need, and its frame.
+// events appends to dst the buffered events after pos that keep keeps, at
+// most limit of them, like read.
+func (b *broker) events(pos int64, keep func(*ringEvent) bool, dst []ringEvent, limit int) (evs []ringEvent, next int64, changed <-chan struct{}, ok bool) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if pos < b.ring.base {
+		return dst, pos, nil, false
+	}
+	next = pos
+	for i := b.ring.search(pos); i < b.ring.n; i++ {
+		e := b.ring.at(i)
+		if keep(e) {
+			if len(dst) == limit {
+				return dst, next, b.changed, true
+			}
+			dst = append(dst, *e)
+		}
+		next = e.seq
+	}
+	return dst, max(next, b.tail), b.changed, true
+}
+
+// ringEvent is an event held by the ring: what filters need, its frame and
+// its envelope. Its byte slices are never written once made.
 type ringEvent struct {
-	seq    int64
-	typ    EventType
-	taskID string
-	frame  []byte
+	seq     int64
+	typ     EventType
+	id      string
+	taskID  string
+	project string
+	frame   []byte // the SSE frame
+	body    []byte // the envelope JSON, within frame: a webhook's body
+}
+
+// newRingEvent encodes e once for both the streams and the webhooks.
+func newRingEvent(e *Event, log *slog.Logger) ringEvent {
+	frame, err := appendFrame(nil, e)
+	if err != nil {
+		log.Error("stored event is corrupt; sent with null data", "event", e.ID, "err", err)
+	}
+	// The frame ends with the envelope, after "data: ", and "\n\n".
+	start := bytes.LastIndex(frame, []byte("\ndata: ")) + len("\ndata: ")
+	return ringEvent{seq: e.Sequence, typ: e.Type, id: e.ID, taskID: e.TaskID, project: e.Project,
+		frame: frame, body: frame[start : len(frame)-2 : len(frame)-2]}
 }
 
 // ring is a fixed-size circular buffer of the most recent events, oldest

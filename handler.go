@@ -45,6 +45,12 @@ func (s *Service) routes() http.Handler {
 
 	handle("GET /task-events/stream", ScopeEventsRead, s.handleStream)
 
+	handle("POST /event-subscriptions", ScopeWebhooksWrite, s.handleCreateSubscription)
+	handle("GET /event-subscriptions", ScopeWebhooksRead, s.handleListSubscriptions)
+	handle("GET /event-subscriptions/{id}", ScopeWebhooksRead, s.handleGetSubscription)
+	handle("DELETE /event-subscriptions/{id}", ScopeWebhooksWrite, s.handleDeleteSubscription)
+	handle("GET /event-subscriptions/{id}/deliveries", ScopeWebhooksRead, s.handleListDeliveries)
+
 	handle("POST /api-keys", ScopeKeysAdmin, s.handleCreateAPIKey)
 	handle("GET /api-keys", ScopeKeysAdmin, s.handleListAPIKeys)
 	handle("DELETE /api-keys/{id}", ScopeKeysAdmin, s.handleRevokeAPIKey)

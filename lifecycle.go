@@ -2,11 +2,14 @@ package lifecycle
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -141,9 +144,64 @@ type Config struct {
 
 	// EventPollInterval is how often the stream broker also reads the
 	// Store for events committed by other processes that share it;
-	// commits made through this Service reach streams at once. Defaults
-	// to 1 second; negative disables polling.
+	// commits made through this Service reach streams and webhooks at
+	// once. Defaults to 1 second; negative disables polling.
 	EventPollInterval time.Duration
+
+	// AllowPrivateWebhookTargets lets webhook subscriptions deliver to
+	// hosts that resolve to loopback, private, link-local or unspecified
+	// addresses. By default such targets are refused when a subscription
+	// is created and again when a delivery dials, as a defence against
+	// server-side request forgery. Tests and local demos set it.
+	AllowPrivateWebhookTargets bool
+
+	// WebhookResolver resolves the hosts of webhook URLs, at creation and
+	// at every dial. Defaults to net.DefaultResolver.
+	WebhookResolver Resolver
+
+	// WebhookTLSConfig configures the TLS of deliveries, such as the root
+	// CAs of receivers with private certificates. Defaults to the system's.
+	WebhookTLSConfig *tls.Config
+
+	// WebhookSecretKey, when set, is the 32-byte AES-256 key that seals
+	// subscription secrets in the Store (AES-GCM). Without it, secrets are
+	// stored as they are. A Service without the key cannot sign for
+	// subscriptions whose secrets were sealed with it.
+	WebhookSecretKey []byte
+
+	// WebhookRetrySchedule is how long each retry of a failed delivery
+	// waits after the attempt before it; its length plus one is the most
+	// attempts, at most 8. Defaults to [DefaultWebhookRetrySchedule].
+	WebhookRetrySchedule []time.Duration
+
+	// WebhookRetryJitter spreads each retry's delay by up to this fraction
+	// either way, so that receivers coming back are not flooded at once.
+	// Defaults to 0.1; negative disables.
+	WebhookRetryJitter float64
+
+	// WebhookTimeout bounds each delivery attempt: a receiver that has not
+	// answered by then has failed. Defaults to 10 seconds.
+	WebhookTimeout time.Duration
+
+	// WebhookConcurrency is the most delivery attempts in flight at once.
+	// Defaults to 256.
+	WebhookConcurrency int
+
+	// WebhookConcurrencyPerSubscription is the most attempts in flight at
+	// once for one subscription, so that a receiver that hangs holds no
+	// more. Defaults to 16.
+	WebhookConcurrencyPerSubscription int
+
+	// WebhookLease is how long a Service holds the subscriptions it
+	// delivers for, renewed every WebhookPollInterval; when it dies,
+	// another Service sharing the Store takes them over once the lease
+	// ends. Defaults to 30 seconds.
+	WebhookLease time.Duration
+
+	// WebhookPollInterval is how often the Service renews its leases and
+	// looks for subscriptions made or deleted by other processes. Defaults
+	// to 1 second.
+	WebhookPollInterval time.Duration
 }
 
 // withDefaults returns a copy of c with every unset optional field filled in.
@@ -227,6 +285,45 @@ func (c Config) withDefaults() (Config, error) {
 	if c.EventRetention < 0 || c.PruneInterval < 0 || c.MaxStreamsPerKey < 0 || c.StreamLagLimit < 0 || c.StreamWriteTimeout < 0 {
 		return c, errors.New("lifecycle: Config.EventRetention, PruneInterval, MaxStreamsPerKey, StreamLagLimit and StreamWriteTimeout must not be negative; leave them zero for the defaults")
 	}
+	if c.WebhookResolver == nil {
+		c.WebhookResolver = net.DefaultResolver
+	}
+	if c.WebhookRetrySchedule == nil {
+		c.WebhookRetrySchedule = DefaultWebhookRetrySchedule()
+	}
+	c.WebhookRetrySchedule = slices.Clone(c.WebhookRetrySchedule)
+	if len(c.WebhookRetrySchedule) > maxDeliveryAttempts-1 {
+		return c, fmt.Errorf("lifecycle: Config.WebhookRetrySchedule has %d delays; at most %d, for at most %d attempts", len(c.WebhookRetrySchedule), maxDeliveryAttempts-1, maxDeliveryAttempts)
+	}
+	for i, d := range c.WebhookRetrySchedule {
+		if d <= 0 {
+			return c, fmt.Errorf("lifecycle: Config.WebhookRetrySchedule[%d] is %s; delays must be positive", i, d)
+		}
+	}
+	if c.WebhookRetryJitter == 0 {
+		c.WebhookRetryJitter = 0.1
+	}
+	if c.WebhookRetryJitter > 1 {
+		return c, fmt.Errorf("lifecycle: Config.WebhookRetryJitter %g is more than 1", c.WebhookRetryJitter)
+	}
+	if c.WebhookTimeout == 0 {
+		c.WebhookTimeout = 10 * time.Second
+	}
+	if c.WebhookConcurrency == 0 {
+		c.WebhookConcurrency = 256
+	}
+	if c.WebhookConcurrencyPerSubscription == 0 {
+		c.WebhookConcurrencyPerSubscription = 16
+	}
+	if c.WebhookLease == 0 {
+		c.WebhookLease = 30 * time.Second
+	}
+	if c.WebhookPollInterval == 0 {
+		c.WebhookPollInterval = time.Second
+	}
+	if c.WebhookTimeout < 0 || c.WebhookConcurrency < 0 || c.WebhookConcurrencyPerSubscription < 0 || c.WebhookLease < 0 || c.WebhookPollInterval < 0 {
+		return c, errors.New("lifecycle: Config.WebhookTimeout, WebhookConcurrency, WebhookConcurrencyPerSubscription, WebhookLease and WebhookPollInterval must not be negative; leave them zero for the defaults")
+	}
 	for i, a := range c.Agents {
 		if a.ID == "" {
 			return c, fmt.Errorf("lifecycle: Config.Agents[%d] has no ID", i)
@@ -240,15 +337,18 @@ func (c Config) withDefaults() (Config, error) {
 // [Service.Close]. A Service is safe for concurrent use; several Services
 // may live in one process.
 type Service struct {
-	cfg     Config
-	store   Store
-	clock   Clock
-	log     *slog.Logger
-	auth    Authenticator
-	keys    *keyAuthenticator // the default Authenticator, or nil
-	agents  map[string]Agent
-	handler http.Handler
-	broker  *broker // feeds the event streams
+	cfg      Config
+	store    Store
+	clock    Clock
+	log      *slog.Logger
+	auth     Authenticator
+	keys     *keyAuthenticator // the default Authenticator, or nil
+	agents   map[string]Agent
+	handler  http.Handler
+	broker   *broker      // feeds the event streams and the webhooks
+	targets  *targetGuard // checks webhook URLs
+	secrets  *secretBox   // seals webhook secrets
+	webhooks *dispatcher  // delivers webhooks
 
 	taskLocks keyedLocks    // serialises provider work per task
 	shipWake  chan struct{} // wakes the ship runner
@@ -281,6 +381,11 @@ func New(cfg Config) (*Service, error) {
 	}
 	s.broker = newBroker(cfg.Store, cfg.Clock, cfg.Logger, cfg.StreamLagLimit, cfg.MaxStreamsPerKey, cfg.EventPollInterval)
 	s.broker.window = cfg.StreamBatchWindow
+	if s.secrets, err = newSecretBox(cfg.WebhookSecretKey); err != nil {
+		return nil, err
+	}
+	s.targets = &targetGuard{allowPrivate: cfg.AllowPrivateWebhookTargets, resolver: cfg.WebhookResolver}
+	s.webhooks = newDispatcher(s)
 	if s.auth == nil {
 		s.keys = newKeyAuthenticator(cfg.Store, cfg.Clock, cfg.KeyCacheTTL)
 		s.auth = s.keys
@@ -294,8 +399,8 @@ func New(cfg Config) (*Service, error) {
 // built from [Config.BaseURL].
 func (s *Service) Handler() http.Handler { return s.handler }
 
-// Start starts the Service's background work: the ship runner, and pruning
-// expired events and idempotency records. It returns at once; the work runs until [Service.Close].
+// Start starts the Service's background work: the ship runner, webhook
+// deliveries, and pruning expired events and records. It returns at once; the work runs until [Service.Close].
 func (s *Service) Start(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -309,6 +414,7 @@ func (s *Service) Start(ctx context.Context) error {
 	ctx, s.stop = context.WithCancel(context.WithoutCancel(ctx))
 	s.goBackground(func() { s.pruneLoop(ctx) })
 	s.goBackground(func() { s.runShips(ctx) })
+	s.goBackground(func() { s.webhooks.run(ctx) })
 	return nil
 }
 
@@ -370,6 +476,13 @@ func (s *Service) prune(ctx context.Context) {
 		s.log.Info("pruned idempotency records", "count", n)
 	}
 	cutoff := now.Add(-s.cfg.EventRetention)
+	if n, err := s.store.DeleteDeliveriesBefore(ctx, cutoff); err != nil {
+		if ctx.Err() == nil {
+			s.log.Error("prune webhook deliveries", "err", err)
+		}
+	} else if n > 0 {
+		s.log.Info("pruned webhook deliveries", "count", n)
+	}
 	n, err := s.store.DeleteEventsBefore(ctx, cutoff)
 	if err != nil {
 		if ctx.Err() == nil {

@@ -57,6 +57,21 @@ type Store interface {
 	// ListAPIKeys returns every API key, revoked ones included, in creation order.
 	ListAPIKeys(ctx context.Context) ([]APIKey, error)
 
+	// Subscription returns the webhook subscription with the given ID.
+	Subscription(ctx context.Context, id string) (Subscription, error)
+	// ListSubscriptions returns the subscriptions after f.After, in
+	// creation order.
+	ListSubscriptions(ctx context.Context, f SubscriptionFilter) (SubscriptionPage, error)
+	// Deliveries returns the delivery attempts of a subscription, newest
+	// first; an unknown subscription has none.
+	Deliveries(ctx context.Context, f DeliveryFilter) (DeliveryPage, error)
+	// PendingDeliveries returns up to limit attempts of a subscription with
+	// status pending, Body included, earliest NextAttemptAt first.
+	PendingDeliveries(ctx context.Context, subscriptionID string, limit int) ([]Delivery, error)
+	// DeleteDeliveriesBefore deletes the attempts made before t that are
+	// not pending and returns how many it deleted.
+	DeleteDeliveriesBefore(ctx context.Context, t time.Time) (int64, error)
+
 	// Update runs fn in a transaction and commits it when fn returns nil.
 	// When fn returns an error, nothing it wrote is kept and Update returns
 	// that error. When Update returns nil the change is durable. fn may be
@@ -126,6 +141,30 @@ type Tx interface {
 	// RevokeAPIKey sets the RevokedAt of the key with the given ID, if not
 	// set yet, and returns the key.
 	RevokeAPIKey(ctx context.Context, id string, at time.Time) (APIKey, error)
+
+	// Subscription returns the webhook subscription with the given ID.
+	Subscription(ctx context.Context, id string) (Subscription, error)
+	// CreateSubscription inserts a new subscription. It returns ErrConflict
+	// when one with the same ID exists.
+	CreateSubscription(ctx context.Context, sub Subscription) error
+	// UpdateSubscription replaces the Status, Cursor, LeaseOwner and
+	// LeaseUntil of the stored subscription with sub.ID; the rest of a
+	// subscription never changes.
+	UpdateSubscription(ctx context.Context, sub Subscription) error
+	// DeleteSubscription deletes a subscription and all its delivery
+	// attempts.
+	DeleteSubscription(ctx context.Context, id string) error
+	// ClaimSubscriptions leases to owner, until until, every active
+	// subscription that owner holds already or whose lease ended before
+	// now, and returns every active subscription owner then holds, in
+	// creation order.
+	ClaimSubscriptions(ctx context.Context, owner string, now, until time.Time) ([]Subscription, error)
+	// CreateDelivery inserts a delivery attempt. Its subscription must
+	// exist (ErrNotFound otherwise).
+	CreateDelivery(ctx context.Context, d Delivery) error
+	// UpdateDelivery replaces the Status, ResponseStatus, Error,
+	// NextAttemptAt and Body of the stored attempt with d.ID.
+	UpdateDelivery(ctx context.Context, d Delivery) error
 }
 
 // RelaxedUpdater is implemented by a Store that can commit a transaction

@@ -1,0 +1,648 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/tasklifecycle/lifecycle"
+)
+
+// subscriptionOpts compare subscriptions as stored: times by instant.
+var subscriptionOpts = cmp.Options{equateEmpty, cmpopts.EquateApproxTime(0)}
+
+// deliveryListOpts compare the attempts of a listing, which need not
+// carry their bodies.
+var deliveryListOpts = cmp.Options{equateEmpty, cmpopts.IgnoreFields(lifecycle.Delivery{}, "Body")}
+
+// fullSubscription returns a subscription with every member set.
+func fullSubscription(n int) lifecycle.Subscription {
+	return lifecycle.Subscription{
+		ID:           fmt.Sprintf("whs_full%04d", n),
+		URL:          "https://hooks.example.com/lifecycle?team=web",
+		EventTypes:   []lifecycle.EventType{lifecycle.EventTaskShipped, lifecycle.EventTaskUpdated},
+		Description:  ptr("Deploy bot ünïcødé ✓"),
+		Filters:      lifecycle.SubscriptionFilters{TaskIDs: []string{"tsk_a", "tsk_b"}, Projects: []string{"web"}},
+		Status:       lifecycle.SubscriptionActive,
+		CreatedAt:    ts(0),
+		SealedSecret: []byte{0, 1, 2, 0xfe, 0xff, 'k', 0},
+		Cursor:       42,
+		LeaseOwner:   "dispatcher-1",
+		LeaseUntil:   base.Add(time.Minute),
+	}
+}
+
+// bareSubscription returns an active subscription with no description,
+// no filters and no lease.
+func bareSubscription(n int) lifecycle.Subscription {
+	return lifecycle.Subscription{
+		ID:           fmt.Sprintf("whs_bare%04d", n),
+		URL:          "https://hooks.example.com/bare",
+		EventTypes:   []lifecycle.EventType{lifecycle.EventTaskUpdated},
+		Filters:      lifecycle.SubscriptionFilters{TaskIDs: []string{}, Projects: []string{}},
+		Status:       lifecycle.SubscriptionActive,
+		CreatedAt:    ts(time.Duration(n) * time.Second),
+		SealedSecret: []byte("sealed"),
+	}
+}
+
+// attempt returns the first attempt at delivering event n, made at
+// base+attempted.
+func attempt(subID string, n int, status lifecycle.DeliveryStatus, attempted time.Duration) lifecycle.Delivery {
+	return lifecycle.Delivery{
+		ID:             fmt.Sprintf("dlv_%s_%04d", subID, n),
+		SubscriptionID: subID,
+		EventID:        fmt.Sprintf("evt_%04d", n),
+		EventSequence:  int64(n),
+		Attempt:        1,
+		Status:         status,
+		AttemptedAt:    ts(attempted),
+	}
+}
+
+// pendingAttempt returns a failed attempt whose retry is due at next.
+func pendingAttempt(subID string, n int, attempted, next time.Duration) lifecycle.Delivery {
+	d := attempt(subID, n, lifecycle.DeliveryPending, attempted)
+	d.ResponseStatus = ptr(503)
+	d.Error = ptr("the receiver answered 503 Service Unavailable")
+	d.NextAttemptAt = ptr(ts(next))
+	d.Body = []byte(fmt.Sprintf(`{"id":"evt_%04d","data":{}}`, n))
+	return d
+}
+
+func createSubscriptions(t *testing.T, s lifecycle.Store, subs ...lifecycle.Subscription) {
+	t.Helper()
+	update(t, s, func(tx lifecycle.Tx) error {
+		for _, sub := range subs {
+			if err := tx.CreateSubscription(t.Context(), sub); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func createDeliveries(t *testing.T, s lifecycle.Store, ds ...lifecycle.Delivery) {
+	t.Helper()
+	update(t, s, func(tx lifecycle.Tx) error {
+		for _, d := range ds {
+			if err := tx.CreateDelivery(t.Context(), d); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// listDeliveries returns every attempt of a subscription, paging by limit,
+// and the number of pages it took.
+func listDeliveries(t *testing.T, s lifecycle.Store, subID string, limit int) ([]lifecycle.Delivery, int) {
+	t.Helper()
+	var (
+		all   []lifecycle.Delivery
+		pages int
+	)
+	f := lifecycle.DeliveryFilter{SubscriptionID: subID, Limit: limit}
+	for {
+		page, err := s.Deliveries(t.Context(), f)
+		if err != nil {
+			t.Fatalf("Deliveries(%+v): %v", f, err)
+		}
+		pages++
+		all = append(all, page.Deliveries...)
+		if page.Next == 0 {
+			return all, pages
+		}
+		if len(page.Deliveries) != limit {
+			t.Fatalf("a page of deliveries before the last has %d, want %d", len(page.Deliveries), limit)
+		}
+		if pages > 1000 {
+			t.Fatal("Deliveries never ends")
+		}
+		f.Before = page.Next
+	}
+}
+
+func deliveryIDs(ds []lifecycle.Delivery) []string {
+	var out []string
+	for _, d := range ds {
+		out = append(out, d.ID)
+	}
+	return out
+}
+
+func subscriptionIDs(subs []lifecycle.Subscription) []string {
+	var out []string
+	for _, sub := range subs {
+		out = append(out, sub.ID)
+	}
+	return out
+}
+
+func testSubscriptionRoundTrip(t *testing.T, h Harness) {
+	s := open(t, h)
+	full, bare := fullSubscription(1), bareSubscription(1)
+	// Filters given as nil lists come back as empty ones.
+	nilFilters := bareSubscription(2)
+	nilFilters.Filters = lifecycle.SubscriptionFilters{}
+	nilFilters.Status = lifecycle.SubscriptionDisabled
+	createSubscriptions(t, s, full, bare, nilFilters)
+	check := func(who string, want, got lifecycle.Subscription) {
+		t.Helper()
+		if diff := cmp.Diff(want, got, subscriptionOpts); diff != "" {
+			t.Errorf("%s(%s) mismatch (-want +got):\n%s", who, want.ID, diff)
+		}
+		if got.Filters.TaskIDs == nil || got.Filters.Projects == nil {
+			t.Errorf("%s(%s) filters %#v: want empty lists, not nil", who, want.ID, got.Filters)
+		}
+		if want.Description == nil && got.Description != nil {
+			t.Errorf("%s(%s) description %q, want nil", who, want.ID, *got.Description)
+		}
+	}
+	for _, want := range []lifecycle.Subscription{full, bare, nilFilters} {
+		got, err := s.Subscription(t.Context(), want.ID)
+		if err != nil {
+			t.Fatalf("Subscription(%s): %v", want.ID, err)
+		}
+		check("Subscription", want, got)
+		update(t, s, func(tx lifecycle.Tx) error {
+			got, err := tx.Subscription(t.Context(), want.ID)
+			if err == nil {
+				check("Tx.Subscription", want, got)
+			}
+			return err
+		})
+	}
+	got, err := s.Subscription(t.Context(), bare.ID)
+	if err == nil && !got.LeaseUntil.IsZero() {
+		t.Errorf("Subscription(%s) LeaseUntil = %v, want the zero time", bare.ID, got.LeaseUntil)
+	}
+	err = s.Update(t.Context(), func(tx lifecycle.Tx) error {
+		dup := bareSubscription(9)
+		dup.ID = full.ID
+		return tx.CreateSubscription(t.Context(), dup)
+	})
+	if !errors.Is(err, lifecycle.ErrConflict) {
+		t.Errorf("CreateSubscription(same ID) error = %v, want ErrConflict", err)
+	}
+}
+
+func testSubscriptionNotFound(t *testing.T, h Harness) {
+	s := open(t, h)
+	createSubscriptions(t, s, bareSubscription(1))
+	const missing = "whs_missing"
+	if _, err := s.Subscription(t.Context(), missing); !errors.Is(err, lifecycle.ErrNotFound) {
+		t.Errorf("Subscription(missing) error = %v, want ErrNotFound", err)
+	}
+	calls := []struct {
+		name string
+		fn   func(tx lifecycle.Tx) error
+	}{
+		{"Tx.Subscription", func(tx lifecycle.Tx) error {
+			_, err := tx.Subscription(t.Context(), missing)
+			return err
+		}},
+		{"UpdateSubscription", func(tx lifecycle.Tx) error {
+			sub := bareSubscription(2)
+			sub.ID = missing
+			return tx.UpdateSubscription(t.Context(), sub)
+		}},
+		{"DeleteSubscription", func(tx lifecycle.Tx) error { return tx.DeleteSubscription(t.Context(), missing) }},
+		{"CreateDelivery", func(tx lifecycle.Tx) error {
+			return tx.CreateDelivery(t.Context(), attempt(missing, 1, lifecycle.DeliverySucceeded, 0))
+		}},
+		{"UpdateDelivery", func(tx lifecycle.Tx) error {
+			return tx.UpdateDelivery(t.Context(), attempt(bareSubscription(1).ID, 1, lifecycle.DeliveryFailed, 0))
+		}},
+	}
+	for _, c := range calls {
+		if err := s.Update(t.Context(), c.fn); !errors.Is(err, lifecycle.ErrNotFound) {
+			t.Errorf("%s(missing) error = %v, want ErrNotFound", c.name, err)
+		}
+	}
+	// An unknown subscription has no deliveries.
+	page, err := s.Deliveries(t.Context(), lifecycle.DeliveryFilter{SubscriptionID: missing, Limit: 10})
+	if err != nil || len(page.Deliveries) != 0 || page.Next != 0 {
+		t.Errorf("Deliveries(missing) = %v, next %d, %v; want none", deliveryIDs(page.Deliveries), page.Next, err)
+	}
+	pending, err := s.PendingDeliveries(t.Context(), missing, 10)
+	if err != nil || len(pending) != 0 {
+		t.Errorf("PendingDeliveries(missing) = %v, %v; want none", deliveryIDs(pending), err)
+	}
+	// The failed calls changed nothing.
+	if _, err := s.Subscription(t.Context(), bareSubscription(1).ID); err != nil {
+		t.Errorf("Subscription after failed calls: %v", err)
+	}
+}
+
+func testListSubscriptionsPagination(t *testing.T, h Harness) {
+	s := open(t, h)
+	page, err := s.ListSubscriptions(t.Context(), lifecycle.SubscriptionFilter{Limit: 10})
+	if err != nil || len(page.Subscriptions) != 0 || page.Next != 0 {
+		t.Errorf("ListSubscriptions(empty store) = %d, next %d, %v; want none", len(page.Subscriptions), page.Next, err)
+	}
+	var want []string
+	// Created in an order that is neither that of their IDs nor of CreatedAt.
+	for i := range 25 {
+		sub := bareSubscription((i * 7) % 25)
+		sub.CreatedAt = ts(-time.Duration(i) * time.Second)
+		createSubscriptions(t, s, sub)
+		want = append(want, sub.ID)
+	}
+	var got []string
+	f := lifecycle.SubscriptionFilter{Limit: 10}
+	pages := 0
+	for {
+		page, err := s.ListSubscriptions(t.Context(), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		got = append(got, subscriptionIDs(page.Subscriptions)...)
+		if page.Next == 0 {
+			break
+		}
+		if len(page.Subscriptions) != 10 {
+			t.Fatalf("a page before the last has %d subscriptions, want 10", len(page.Subscriptions))
+		}
+		if pages > 10 {
+			t.Fatal("ListSubscriptions never ends")
+		}
+		f.After = page.Next
+	}
+	if pages != 3 {
+		t.Errorf("25 subscriptions in pages of 10 took %d pages, want 3", pages)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("listing order (-want +got):\n%s", diff)
+	}
+	// An exact multiple of the limit ends without an empty page.
+	page, err = s.ListSubscriptions(t.Context(), lifecycle.SubscriptionFilter{Limit: 25})
+	if err != nil || len(page.Subscriptions) != 25 || page.Next != 0 {
+		t.Errorf("ListSubscriptions(limit 25 of 25) = %d, next %d, %v; want 25, 0", len(page.Subscriptions), page.Next, err)
+	}
+	// Listed subscriptions are whole.
+	full := fullSubscription(1)
+	createSubscriptions(t, s, full)
+	page, err = s.ListSubscriptions(t.Context(), lifecycle.SubscriptionFilter{Limit: 30})
+	if err != nil || len(page.Subscriptions) != 26 {
+		t.Fatalf("ListSubscriptions(limit 30 of 26) = %d, %v; want 26", len(page.Subscriptions), err)
+	}
+	if diff := cmp.Diff(full, page.Subscriptions[25], subscriptionOpts); diff != "" {
+		t.Errorf("listed subscription (-want +got):\n%s", diff)
+	}
+}
+
+func testUpdateSubscription(t *testing.T, h Harness) {
+	s := open(t, h)
+	orig := fullSubscription(1)
+	createSubscriptions(t, s, orig)
+	changed := bareSubscription(1) // different in every member
+	changed.ID = orig.ID
+	changed.Status, changed.Cursor = lifecycle.SubscriptionDisabled, 1234
+	changed.LeaseOwner, changed.LeaseUntil = "dispatcher-2", base.Add(time.Hour)
+	update(t, s, func(tx lifecycle.Tx) error { return tx.UpdateSubscription(t.Context(), changed) })
+	// Only the status, cursor and lease change.
+	want := orig
+	want.Status, want.Cursor, want.LeaseOwner, want.LeaseUntil = changed.Status, changed.Cursor, changed.LeaseOwner, changed.LeaseUntil
+	got, err := s.Subscription(t.Context(), orig.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got, subscriptionOpts); diff != "" {
+		t.Errorf("after UpdateSubscription (-want +got):\n%s", diff)
+	}
+	// A lease given up.
+	want.Status, want.LeaseOwner, want.LeaseUntil = lifecycle.SubscriptionActive, "", time.Time{}
+	update(t, s, func(tx lifecycle.Tx) error { return tx.UpdateSubscription(t.Context(), want) })
+	update(t, s, func(tx lifecycle.Tx) error {
+		got, err := tx.Subscription(t.Context(), orig.ID)
+		if err == nil {
+			if diff := cmp.Diff(want, got, subscriptionOpts); diff != "" {
+				t.Errorf("after giving the lease up (-want +got):\n%s", diff)
+			}
+		}
+		return err
+	})
+}
+
+func testClaimSubscriptions(t *testing.T, h Harness) {
+	s := open(t, h)
+	a, b, disabled, held := bareSubscription(1), bareSubscription(2), bareSubscription(3), bareSubscription(4)
+	disabled.Status = lifecycle.SubscriptionDisabled
+	held.LeaseOwner, held.LeaseUntil = "other", base.Add(10*time.Minute)
+	createSubscriptions(t, s, a, b, disabled, held)
+	claim := func(owner string, now, until time.Duration) []lifecycle.Subscription {
+		t.Helper()
+		var got []lifecycle.Subscription
+		update(t, s, func(tx lifecycle.Tx) error {
+			var err error
+			got, err = tx.ClaimSubscriptions(t.Context(), owner, base.Add(now), base.Add(until))
+			return err
+		})
+		return got
+	}
+	expect := func(what string, got []lifecycle.Subscription, owner string, until time.Duration, want ...string) {
+		t.Helper()
+		if diff := cmp.Diff(want, subscriptionIDs(got)); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", what, diff)
+		}
+		for _, sub := range got {
+			if sub.LeaseOwner != owner || !sub.LeaseUntil.Equal(base.Add(until)) {
+				t.Errorf("%s: %s leased to %q until %v, want %q until %v", what, sub.ID, sub.LeaseOwner, sub.LeaseUntil, owner, base.Add(until))
+			}
+		}
+	}
+	expect("first claim of A", claim("A", 0, time.Minute), "A", time.Minute, a.ID, b.ID)
+	expect("claim of B while A holds", claim("B", 30*time.Second, 90*time.Second), "B", 0)
+	expect("A renews", claim("A", 45*time.Second, 105*time.Second), "A", 105*time.Second, a.ID, b.ID)
+	// A lease ending exactly at now has not ended before now.
+	expect("claim of B as A's lease ends", claim("B", 105*time.Second, 3*time.Minute), "B", 0)
+	expect("claim of B after A's lease", claim("B", 105*time.Second+time.Millisecond, 3*time.Minute), "B", 3*time.Minute, a.ID, b.ID)
+	expect("claim of A after losing", claim("A", 2*time.Minute, 4*time.Minute), "A", 0)
+	// The lease is stored.
+	got, err := s.Subscription(t.Context(), a.ID)
+	if err != nil || got.LeaseOwner != "B" || !got.LeaseUntil.Equal(base.Add(3*time.Minute)) {
+		t.Errorf("Subscription(a) after B's claim: lease %q until %v, %v; want B until %v", got.LeaseOwner, got.LeaseUntil, err, base.Add(3*time.Minute))
+	}
+	// Other's lease ends; a disabled subscription is never claimed.
+	expect("claim of B after other's lease", claim("B", 11*time.Minute, 12*time.Minute), "B", 12*time.Minute, a.ID, b.ID, held.ID)
+	got, err = s.Subscription(t.Context(), disabled.ID)
+	if err != nil || got.LeaseOwner != "" {
+		t.Errorf("disabled subscription leased to %q, %v; want to nobody", got.LeaseOwner, err)
+	}
+	// A subscription disabled while held is no longer returned.
+	update(t, s, func(tx lifecycle.Tx) error {
+		sub, err := tx.Subscription(t.Context(), b.ID)
+		if err != nil {
+			return err
+		}
+		sub.Status = lifecycle.SubscriptionDisabled
+		return tx.UpdateSubscription(t.Context(), sub)
+	})
+	expect("claim of B after disabling b", claim("B", 11*time.Minute+time.Second, 13*time.Minute), "B", 13*time.Minute, a.ID, held.ID)
+	// A lease given up can be taken at once.
+	update(t, s, func(tx lifecycle.Tx) error {
+		sub, err := tx.Subscription(t.Context(), a.ID)
+		if err != nil {
+			return err
+		}
+		sub.LeaseOwner, sub.LeaseUntil = "", time.Time{}
+		return tx.UpdateSubscription(t.Context(), sub)
+	})
+	expect("claim of A after B gave a up", claim("A", 11*time.Minute+2*time.Second, 14*time.Minute), "A", 14*time.Minute, a.ID)
+}
+
+func testDeliveries(t *testing.T, h Harness) {
+	s := open(t, h)
+	sub, other := bareSubscription(1), bareSubscription(2)
+	createSubscriptions(t, s, sub, other)
+	// 25 attempts of sub, between which other's are recorded.
+	var want []lifecycle.Delivery
+	for i := range 25 {
+		var d lifecycle.Delivery
+		switch i % 3 {
+		case 0:
+			d = attempt(sub.ID, i, lifecycle.DeliverySucceeded, time.Duration(i)*time.Second)
+			d.ResponseStatus = ptr(204)
+		case 1:
+			d = attempt(sub.ID, i, lifecycle.DeliveryFailed, time.Duration(i)*time.Second)
+			d.Attempt, d.Error = 6, ptr("connection refused; that was attempt 6, the last")
+			d.NextAttemptAt = ptr(ts(time.Hour))
+		case 2:
+			d = pendingAttempt(sub.ID, i, time.Duration(i)*time.Second, time.Duration(i)*time.Minute)
+		}
+		createDeliveries(t, s, d, attempt(other.ID, i, lifecycle.DeliverySucceeded, 0))
+		want = append(want, d)
+	}
+	slices.Reverse(want)
+	got, pages := listDeliveries(t, s, sub.ID, 10)
+	if pages != 3 {
+		t.Errorf("25 deliveries in pages of 10 took %d pages, want 3", pages)
+	}
+	if diff := cmp.Diff(want, got, deliveryListOpts); diff != "" {
+		t.Errorf("Deliveries newest first (-want +got):\n%s", diff)
+	}
+	// An exact multiple of the limit ends without an empty page.
+	if _, pages := listDeliveries(t, s, sub.ID, 25); pages != 1 {
+		t.Errorf("25 deliveries in pages of 25 took %d pages, want 1", pages)
+	}
+	if got, _ := listDeliveries(t, s, other.ID, 100); len(got) != 25 {
+		t.Errorf("the other subscription has %d deliveries, want 25", len(got))
+	}
+
+	// Attempts are recorded in one order and retried in that of NextAttemptAt.
+	retries := []lifecycle.Delivery{
+		pendingAttempt(other.ID, 100, time.Hour, 3*time.Hour),
+		pendingAttempt(other.ID, 101, time.Hour, time.Hour+time.Minute),
+		pendingAttempt(other.ID, 102, time.Hour, 2*time.Hour),
+		pendingAttempt(other.ID, 103, time.Hour, time.Hour+time.Minute), // due with 101, recorded after
+	}
+	retries[3].ResponseStatus, retries[3].Error = nil, ptr("timeout")
+	createDeliveries(t, s, retries...)
+	pending, err := s.PendingDeliveries(t.Context(), other.ID, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantPending := []lifecycle.Delivery{retries[1], retries[3], retries[2], retries[0]}
+	if diff := cmp.Diff(wantPending, pending, equateEmpty); diff != "" {
+		t.Errorf("PendingDeliveries with bodies, earliest first (-want +got):\n%s", diff)
+	}
+	pending, err = s.PendingDeliveries(t.Context(), other.ID, 2)
+	if err != nil || !slices.Equal(deliveryIDs(pending), []string{retries[1].ID, retries[3].ID}) {
+		t.Errorf("PendingDeliveries(limit 2) = %v, %v; want %v", deliveryIDs(pending), err, deliveryIDs(wantPending[:2]))
+	}
+	pending, err = s.PendingDeliveries(t.Context(), sub.ID, 100)
+	if err != nil || len(pending) != 8 {
+		t.Errorf("PendingDeliveries(sub) = %d, %v; want 8", len(pending), err)
+	}
+	for i := 1; i < len(pending); i++ {
+		if pending[i].NextAttemptAt.Before(pending[i-1].NextAttemptAt.Time) {
+			t.Errorf("pending attempt %s due at %v follows one due at %v", pending[i].ID, pending[i].NextAttemptAt, pending[i-1].NextAttemptAt)
+		}
+	}
+
+	// The retry of 101 succeeds: 101 fails for good and drops its body.
+	done := retries[1]
+	done.Status, done.ResponseStatus, done.Error, done.NextAttemptAt, done.Body = lifecycle.DeliveryFailed, ptr(500), ptr("500 then"), ptr(ts(time.Hour+2*time.Minute)), nil
+	retry := attempt(other.ID, 101, lifecycle.DeliverySucceeded, time.Hour+time.Minute)
+	retry.ID, retry.Attempt, retry.ResponseStatus = "dlv_retry_101", 2, ptr(200)
+	update(t, s, func(tx lifecycle.Tx) error {
+		return errors.Join(tx.CreateDelivery(t.Context(), retry), tx.UpdateDelivery(t.Context(), done))
+	})
+	// Another update back to nulls.
+	cleared := retries[3]
+	cleared.Status, cleared.ResponseStatus, cleared.Error, cleared.NextAttemptAt, cleared.Body = lifecycle.DeliverySucceeded, nil, nil, nil, nil
+	update(t, s, func(tx lifecycle.Tx) error { return tx.UpdateDelivery(t.Context(), cleared) })
+	pending, err = s.PendingDeliveries(t.Context(), other.ID, 10)
+	if err != nil || !slices.Equal(deliveryIDs(pending), []string{retries[2].ID, retries[0].ID}) {
+		t.Errorf("PendingDeliveries after updates = %v, %v; want %v", deliveryIDs(pending), err, []string{retries[2].ID, retries[0].ID})
+	}
+	page, err := s.Deliveries(t.Context(), lifecycle.DeliveryFilter{SubscriptionID: other.ID, Limit: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The update keeps each attempt's place: newest first is creation order.
+	wantPage := []lifecycle.Delivery{retry, cleared, retries[2], done, retries[0]}
+	if diff := cmp.Diff(wantPage, page.Deliveries, deliveryListOpts); diff != "" {
+		t.Errorf("Deliveries after updates (-want +got):\n%s", diff)
+	}
+	if page.Next == 0 {
+		t.Error("Deliveries(limit 5 of 30) has no next page")
+	}
+	err = s.Update(t.Context(), func(tx lifecycle.Tx) error { return tx.CreateDelivery(t.Context(), retry) })
+	if !errors.Is(err, lifecycle.ErrConflict) {
+		t.Errorf("CreateDelivery(same ID) error = %v, want ErrConflict", err)
+	}
+}
+
+func testDeleteSubscription(t *testing.T, h Harness) {
+	s := open(t, h)
+	gone, kept := bareSubscription(1), bareSubscription(2)
+	createSubscriptions(t, s, gone, kept)
+	createDeliveries(t, s,
+		attempt(gone.ID, 1, lifecycle.DeliverySucceeded, 0),
+		pendingAttempt(gone.ID, 2, 0, time.Minute),
+		attempt(kept.ID, 1, lifecycle.DeliverySucceeded, 0),
+		pendingAttempt(kept.ID, 2, 0, time.Minute),
+	)
+	update(t, s, func(tx lifecycle.Tx) error { return tx.DeleteSubscription(t.Context(), gone.ID) })
+	if _, err := s.Subscription(t.Context(), gone.ID); !errors.Is(err, lifecycle.ErrNotFound) {
+		t.Errorf("Subscription(deleted) error = %v, want ErrNotFound", err)
+	}
+	if got, _ := listDeliveries(t, s, gone.ID, 10); len(got) != 0 {
+		t.Errorf("deliveries of a deleted subscription: %v, want none", deliveryIDs(got))
+	}
+	if got, err := s.PendingDeliveries(t.Context(), gone.ID, 10); err != nil || len(got) != 0 {
+		t.Errorf("pending deliveries of a deleted subscription: %v, %v; want none", deliveryIDs(got), err)
+	}
+	if got, _ := listDeliveries(t, s, kept.ID, 10); len(got) != 2 {
+		t.Errorf("the other subscription has %d deliveries, want 2", len(got))
+	}
+	page, err := s.ListSubscriptions(t.Context(), lifecycle.SubscriptionFilter{Limit: 10})
+	if err != nil || !slices.Equal(subscriptionIDs(page.Subscriptions), []string{kept.ID}) {
+		t.Errorf("ListSubscriptions after delete = %v, %v; want [%s]", subscriptionIDs(page.Subscriptions), err, kept.ID)
+	}
+	// The attempts are gone, not hidden: a new subscription with the same ID has none.
+	createSubscriptions(t, s, gone)
+	if got, _ := listDeliveries(t, s, gone.ID, 10); len(got) != 0 {
+		t.Errorf("deliveries of a recreated subscription: %v, want none", deliveryIDs(got))
+	}
+	// And they may be recorded again.
+	createDeliveries(t, s, attempt(gone.ID, 1, lifecycle.DeliverySucceeded, 0))
+	err = s.Update(t.Context(), func(tx lifecycle.Tx) error { return tx.DeleteSubscription(t.Context(), gone.ID) })
+	if err != nil {
+		t.Errorf("DeleteSubscription: %v", err)
+	}
+	err = s.Update(t.Context(), func(tx lifecycle.Tx) error { return tx.DeleteSubscription(t.Context(), gone.ID) })
+	if !errors.Is(err, lifecycle.ErrNotFound) {
+		t.Errorf("DeleteSubscription twice: error = %v, want ErrNotFound", err)
+	}
+}
+
+func testDeleteDeliveriesBefore(t *testing.T, h Harness) {
+	s := open(t, h)
+	a, b := bareSubscription(1), bareSubscription(2)
+	createSubscriptions(t, s, a, b)
+	oldPending := pendingAttempt(a.ID, 3, -2*time.Hour, time.Hour)
+	createDeliveries(t, s,
+		attempt(a.ID, 1, lifecycle.DeliverySucceeded, -2*time.Hour),
+		attempt(b.ID, 2, lifecycle.DeliveryFailed, -2*time.Hour),
+		oldPending,
+		attempt(a.ID, 4, lifecycle.DeliverySucceeded, -time.Hour), // exactly at the cutoff
+		attempt(b.ID, 5, lifecycle.DeliveryFailed, 0),
+	)
+	n, err := s.DeleteDeliveriesBefore(t.Context(), base.Add(-time.Hour))
+	if err != nil || n != 2 {
+		t.Errorf("DeleteDeliveriesBefore(-1h) = %d, %v; want 2", n, err)
+	}
+	gotA, _ := listDeliveries(t, s, a.ID, 10)
+	gotB, _ := listDeliveries(t, s, b.ID, 10)
+	if diff := cmp.Diff([]string{attempt(a.ID, 4, "", 0).ID, oldPending.ID}, deliveryIDs(gotA)); diff != "" {
+		t.Errorf("a's deliveries after pruning (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{attempt(b.ID, 5, "", 0).ID}, deliveryIDs(gotB)); diff != "" {
+		t.Errorf("b's deliveries after pruning (-want +got):\n%s", diff)
+	}
+	// Everything not pending goes; the pending attempt stays with its body.
+	n, err = s.DeleteDeliveriesBefore(t.Context(), base.Add(time.Hour))
+	if err != nil || n != 2 {
+		t.Errorf("DeleteDeliveriesBefore(+1h) = %d, %v; want 2", n, err)
+	}
+	pending, err := s.PendingDeliveries(t.Context(), a.ID, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]lifecycle.Delivery{oldPending}, pending, equateEmpty); diff != "" {
+		t.Errorf("pending deliveries after pruning (-want +got):\n%s", diff)
+	}
+	if n, err := s.DeleteDeliveriesBefore(t.Context(), base.Add(time.Hour)); err != nil || n != 0 {
+		t.Errorf("DeleteDeliveriesBefore again = %d, %v; want 0", n, err)
+	}
+}
+
+func testReopenKeepsWebhooks(t *testing.T, h Harness) {
+	if h.Reopen == nil {
+		t.Skip("the harness cannot reopen a store")
+	}
+	s := h.Open(t)
+	sub := fullSubscription(1)
+	createSubscriptions(t, s, sub)
+	sent, pending := attempt(sub.ID, 1, lifecycle.DeliverySucceeded, 0), pendingAttempt(sub.ID, 2, time.Second, time.Minute)
+	sent.ResponseStatus = ptr(200)
+	createDeliveries(t, s, sent, pending)
+	s = h.Reopen(t, s)
+	t.Cleanup(func() { s.Close() })
+	got, err := s.Subscription(t.Context(), sub.ID)
+	if err != nil {
+		t.Fatalf("Subscription after reopen: %v", err)
+	}
+	if diff := cmp.Diff(sub, got, subscriptionOpts); diff != "" {
+		t.Errorf("subscription after reopen (-want +got):\n%s", diff)
+	}
+	list, _ := listDeliveries(t, s, sub.ID, 10)
+	if diff := cmp.Diff([]lifecycle.Delivery{pending, sent}, list, deliveryListOpts); diff != "" {
+		t.Errorf("deliveries after reopen (-want +got):\n%s", diff)
+	}
+	gotPending, err := s.PendingDeliveries(t.Context(), sub.ID, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]lifecycle.Delivery{pending}, gotPending, equateEmpty); diff != "" {
+		t.Errorf("pending deliveries after reopen (-want +got):\n%s", diff)
+	}
+	// Attempts recorded after the reopen are listed first.
+	next := attempt(sub.ID, 3, lifecycle.DeliverySucceeded, 2*time.Second)
+	createDeliveries(t, s, next)
+	list, _ = listDeliveries(t, s, sub.ID, 10)
+	if diff := cmp.Diff([]string{next.ID, pending.ID, sent.ID}, deliveryIDs(list)); diff != "" {
+		t.Errorf("deliveries after reopen and a new attempt (-want +got):\n%s", diff)
+	}
+}
+
+func testWebhooksClosed(t *testing.T, h Harness) {
+	s := h.Open(t)
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if _, err := s.Subscription(t.Context(), "whs_x"); !errors.Is(err, lifecycle.ErrClosed) {
+		t.Errorf("Subscription after Close: error = %v, want ErrClosed", err)
+	}
+	if _, err := s.ListSubscriptions(t.Context(), lifecycle.SubscriptionFilter{Limit: 10}); !errors.Is(err, lifecycle.ErrClosed) {
+		t.Errorf("ListSubscriptions after Close: error = %v, want ErrClosed", err)
+	}
+	if _, err := s.Deliveries(t.Context(), lifecycle.DeliveryFilter{SubscriptionID: "whs_x", Limit: 10}); !errors.Is(err, lifecycle.ErrClosed) {
+		t.Errorf("Deliveries after Close: error = %v, want ErrClosed", err)
+	}
+	if _, err := s.PendingDeliveries(t.Context(), "whs_x", 10); !errors.Is(err, lifecycle.ErrClosed) {
+		t.Errorf("PendingDeliveries after Close: error = %v, want ErrClosed", err)
+	}
+	if _, err := s.DeleteDeliveriesBefore(t.Context(), base); !errors.Is(err, lifecycle.ErrClosed) {
+		t.Errorf("DeleteDeliveriesBefore after Close: error = %v, want ErrClosed", err)
+	}
+}

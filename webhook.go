@@ -1,0 +1,521 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/tasklifecycle/lifecycle/internal/id"
+)
+
+// SubscriptionStatus says whether a webhook subscription receives deliveries.
+type SubscriptionStatus string
+
+// The statuses of a subscription.
+const (
+	// SubscriptionActive subscriptions receive deliveries.
+	SubscriptionActive SubscriptionStatus = "active"
+	// SubscriptionDisabled subscriptions receive nothing more: their
+	// receiver answered 410 Gone.
+	SubscriptionDisabled SubscriptionStatus = "disabled"
+)
+
+// Subscription is a webhook subscription: the events of some types,
+// narrowed by filters, are POSTed to its URL, signed with its secret.
+type Subscription struct {
+	// ID begins "whs_".
+	ID string `json:"id"`
+	// URL is the https URL deliveries are POSTed to.
+	URL string `json:"url"`
+	// EventTypes are the types of the events delivered.
+	EventTypes []EventType `json:"eventTypes"`
+	// Description is the creator's note, or nil.
+	Description *string `json:"description"`
+	// Filters narrow the events delivered.
+	Filters SubscriptionFilters `json:"filters"`
+	// Status is active or disabled.
+	Status SubscriptionStatus `json:"status"`
+	// CreatedAt is when the subscription was created.
+	CreatedAt Timestamp `json:"createdAt"`
+
+	// SealedSecret is the signing secret as stored: encrypted when the
+	// Service has a [Config.WebhookSecretKey]. It is never serialised.
+	SealedSecret []byte `json:"-"`
+	// Cursor is the event sequence through which the first attempt of
+	// every matching event has been recorded; delivery resumes after it.
+	Cursor int64 `json:"-"`
+	// LeaseOwner is the dispatcher that delivers for the subscription
+	// until LeaseUntil, or "".
+	LeaseOwner string `json:"-"`
+	// LeaseUntil is when another dispatcher may take the subscription over.
+	LeaseUntil time.Time `json:"-"`
+}
+
+// SubscriptionFilters narrow the events of a subscription. An empty list
+// does not narrow; lists that are set must all match.
+type SubscriptionFilters struct {
+	// TaskIDs, when not empty, keeps the events of these tasks.
+	TaskIDs []string `json:"taskIds"`
+	// Projects, when not empty, keeps the events of tasks of these projects.
+	Projects []string `json:"projects"`
+}
+
+// keep reports whether an event passes the filters of sub.
+func (sub *Subscription) keep(typ EventType, taskID, project string) bool {
+	return slices.Contains(sub.EventTypes, typ) &&
+		(len(sub.Filters.TaskIDs) == 0 || slices.Contains(sub.Filters.TaskIDs, taskID)) &&
+		(len(sub.Filters.Projects) == 0 || slices.Contains(sub.Filters.Projects, project))
+}
+
+// DeliveryStatus is the outcome of a delivery attempt.
+type DeliveryStatus string
+
+// The statuses of a delivery attempt.
+const (
+	// DeliveryPending: the attempt failed and another is scheduled at
+	// NextAttemptAt.
+	DeliveryPending DeliveryStatus = "pending"
+	// DeliverySucceeded: the receiver answered 2xx.
+	DeliverySucceeded DeliveryStatus = "succeeded"
+	// DeliveryFailed: the attempt failed and was followed by another, or
+	// was the last one.
+	DeliveryFailed DeliveryStatus = "failed"
+)
+
+// Delivery is one attempt to deliver an event to a subscription.
+type Delivery struct {
+	// EventID is the event delivered, also sent as X-Service-Event-Id.
+	EventID string `json:"eventId"`
+	// ID begins "dlv_"; it is new for every attempt and sent as
+	// X-Service-Delivery-Id.
+	ID string `json:"deliveryId"`
+	// Attempt counts the attempts at delivering the event, from 1.
+	Attempt int `json:"attempt"`
+	// Status is the attempt's outcome.
+	Status DeliveryStatus `json:"status"`
+	// ResponseStatus is the receiver's HTTP status, or nil when there was
+	// no answer.
+	ResponseStatus *int `json:"responseStatus"`
+	// Error says why the attempt failed, or is nil.
+	Error *string `json:"error"`
+	// AttemptedAt is when the attempt was made.
+	AttemptedAt Timestamp `json:"attemptedAt"`
+	// NextAttemptAt is when the next attempt is (or was) scheduled, or nil
+	// when none was.
+	NextAttemptAt *Timestamp `json:"nextAttemptAt"`
+
+	// SubscriptionID is the subscription the attempt was made for.
+	SubscriptionID string `json:"-"`
+	// EventSequence is the event's sequence.
+	EventSequence int64 `json:"-"`
+	// Body is the request body, kept while the delivery is pending so that
+	// retries send the same bytes even after the event is pruned.
+	Body []byte `json:"-"`
+}
+
+// SubscriptionFilter selects subscriptions from a Store.
+type SubscriptionFilter struct {
+	// After, when not zero, keeps the subscriptions listed after the one
+	// with this position (see [SubscriptionPage.Next]).
+	After int64
+	// Limit is the most subscriptions to return; the Store may assume 1..1000.
+	Limit int
+}
+
+// SubscriptionPage is one page of a subscription listing.
+type SubscriptionPage struct {
+	// Subscriptions are in creation order.
+	Subscriptions []Subscription
+	// Next is the position to pass as SubscriptionFilter.After for the next
+	// page, or 0 when there is none.
+	Next int64
+}
+
+// DeliveryFilter selects the delivery attempts of a subscription.
+type DeliveryFilter struct {
+	// SubscriptionID is the subscription whose attempts are listed.
+	SubscriptionID string
+	// Before, when not zero, keeps the attempts listed after the one with
+	// this position (see [DeliveryPage.Next]), that is, older ones.
+	Before int64
+	// Limit is the most attempts to return; the Store may assume 1..1000.
+	Limit int
+}
+
+// DeliveryPage is one page of a delivery listing.
+type DeliveryPage struct {
+	// Deliveries are newest first.
+	Deliveries []Delivery
+	// Next is the position to pass as DeliveryFilter.Before for the next
+	// page, or 0 when there is none.
+	Next int64
+}
+
+// Subscription limits.
+const (
+	minSecretLen               = 16
+	maxSecretLen               = 128
+	maxSubscriptionDescription = 200
+	maxSubscriptionURL         = 2048
+	maxFilterEntries           = 100
+)
+
+// CreateSubscriptionParams is the body of POST /event-subscriptions.
+type CreateSubscriptionParams struct {
+	// URL is the https URL to POST deliveries to.
+	URL string `json:"url"`
+	// EventTypes are the types of events to deliver; at least one.
+	EventTypes []EventType `json:"eventTypes"`
+	// Secret signs deliveries: 16 to 128 characters. It is never returned.
+	Secret string `json:"secret"`
+	// Description is an optional note of at most 200 characters.
+	Description *string `json:"description"`
+	// Filters optionally narrow the events delivered.
+	Filters *SubscriptionFilters `json:"filters"`
+}
+
+// validate checks everything about p that needs no network; the URL's
+// host is checked by [Service.CreateSubscription].
+func (p *CreateSubscriptionParams) validate() error {
+	var v validator
+	if p.URL == "" {
+		v.add("url", "is required: the https URL that receives deliveries")
+	} else if reason := checkWebhookURL(p.URL); reason != "" {
+		v.add("url", reason)
+	}
+	if len(p.EventTypes) == 0 {
+		v.add("eventTypes", "must list at least one of task.updated, task.reviewed, task.shipped, task.awaiting_user")
+	}
+	for i, t := range p.EventTypes {
+		if !t.Valid() {
+			v.add(fmt.Sprintf("eventTypes[%d]", i), fmt.Sprintf("%q is not an event type; use task.updated, task.reviewed, task.shipped or task.awaiting_user", t))
+		}
+	}
+	switch n := charCount(p.Secret); {
+	case p.Secret == "":
+		v.add("secret", fmt.Sprintf("is required: %d to %d characters", minSecretLen, maxSecretLen))
+	case n < minSecretLen || n > maxSecretLen:
+		v.add("secret", fmt.Sprintf("must be %d to %d characters, not %d", minSecretLen, maxSecretLen, n))
+	}
+	if p.Description != nil {
+		v.maxLen("description", *p.Description, maxSubscriptionDescription)
+	}
+	if f := p.Filters; f != nil {
+		if len(f.TaskIDs) > maxFilterEntries {
+			v.add("filters.taskIds", fmt.Sprintf("at most %d task IDs", maxFilterEntries))
+		}
+		for i, t := range f.TaskIDs {
+			if !validTaskID(t) {
+				v.add(fmt.Sprintf("filters.taskIds[%d]", i), fmt.Sprintf("%q is not a task ID (tsk_ followed by letters and digits)", t))
+			}
+		}
+		if len(f.Projects) > maxFilterEntries {
+			v.add("filters.projects", fmt.Sprintf("at most %d projects", maxFilterEntries))
+		}
+		for i, pr := range f.Projects {
+			if pr == "" {
+				v.add(fmt.Sprintf("filters.projects[%d]", i), "must not be empty")
+			}
+		}
+	}
+	return v.err()
+}
+
+// checkWebhookURL returns why s is not an acceptable webhook URL, or "".
+func checkWebhookURL(s string) string {
+	if len(s) > maxSubscriptionURL {
+		return fmt.Sprintf("at most %d characters", maxSubscriptionURL)
+	}
+	u, err := url.Parse(s)
+	switch {
+	case err != nil || !u.IsAbs() || u.Host == "":
+		return "must be an absolute https URL, such as https://hooks.example.com/lifecycle"
+	case u.Scheme != "https":
+		return fmt.Sprintf("must use https, not %s", u.Scheme)
+	case u.User != nil:
+		return "must not hold credentials; authenticate deliveries with the signature instead"
+	case u.Fragment != "":
+		return "must not have a fragment"
+	case u.Hostname() == "":
+		return "must name a host"
+	}
+	return ""
+}
+
+// CreateSubscription creates a webhook subscription that receives the
+// matching events committed from now on. The URL must be https; a host
+// resolving to a loopback, private, link-local or unspecified address is
+// refused unless [Config.AllowPrivateWebhookTargets] is set.
+func (s *Service) CreateSubscription(ctx context.Context, p CreateSubscriptionParams) (Subscription, error) {
+	if err := p.validate(); err != nil {
+		return Subscription{}, err
+	}
+	return s.createSubscription(ctx, p, nil)
+}
+
+// createSubscription creates the subscription described by the validated
+// p; respond, when set, runs in the transaction with the new record.
+func (s *Service) createSubscription(ctx context.Context, p CreateSubscriptionParams, respond func(tx Tx, sub *Subscription) error) (Subscription, error) {
+	u, _ := url.Parse(p.URL)
+	if err := s.targets.checkHost(ctx, u.Hostname()); err != nil {
+		var refused *RefusedTargetError
+		if errors.As(err, &refused) {
+			return Subscription{}, invalid("url", refused.Reason())
+		}
+		return Subscription{}, err
+	}
+	subID := id.New("whs_")
+	sealed, err := s.secrets.seal(subID, []byte(p.Secret))
+	if err != nil {
+		return Subscription{}, fmt.Errorf("seal webhook secret: %w", err)
+	}
+	// Every event committed after this read is delivered.
+	last, err := s.store.LastEventSequence(ctx)
+	if err != nil {
+		return Subscription{}, fmt.Errorf("create subscription: %w", err)
+	}
+	sub := Subscription{
+		ID:           subID,
+		URL:          p.URL,
+		EventTypes:   dedupe(p.EventTypes),
+		Description:  p.Description,
+		Filters:      SubscriptionFilters{TaskIDs: []string{}, Projects: []string{}},
+		Status:       SubscriptionActive,
+		CreatedAt:    s.now(),
+		SealedSecret: sealed,
+		Cursor:       last,
+	}
+	if p.Filters != nil {
+		sub.Filters.TaskIDs = dedupe(append(sub.Filters.TaskIDs, p.Filters.TaskIDs...))
+		sub.Filters.Projects = dedupe(append(sub.Filters.Projects, p.Filters.Projects...))
+	}
+	err = s.store.Update(ctx, func(tx Tx) error {
+		if err := tx.CreateSubscription(ctx, sub); err != nil {
+			return fmt.Errorf("create subscription: %w", err)
+		}
+		if respond != nil {
+			return respond(tx, &sub)
+		}
+		return nil
+	})
+	if err != nil {
+		return Subscription{}, err
+	}
+	s.webhooks.subscriptionsChanged()
+	return sub, nil
+}
+
+// dedupe returns s without repeated values, in first-seen order.
+func dedupe[T comparable](s []T) []T {
+	out := make([]T, 0, len(s))
+	for _, v := range s {
+		if !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// validSubscriptionID reports whether s has the form of a subscription ID.
+func validSubscriptionID(s string) bool { return id.Valid(s, "whs_") }
+
+// Subscription returns the webhook subscription with the given ID.
+func (s *Service) Subscription(ctx context.Context, subID string) (Subscription, error) {
+	if !validSubscriptionID(subID) {
+		return Subscription{}, notFound("event subscription", subID)
+	}
+	sub, err := s.store.Subscription(ctx, subID)
+	if errors.Is(err, ErrNotFound) {
+		return Subscription{}, notFound("event subscription", subID)
+	}
+	if err != nil {
+		return Subscription{}, fmt.Errorf("get subscription %s: %w", subID, err)
+	}
+	return sub, nil
+}
+
+// ListParams pages through a listing.
+type ListParams struct {
+	// Limit is the page size, 1 to 200. Defaults to 50.
+	Limit int
+	// Cursor continues a listing from the NextCursor of a previous page.
+	Cursor string
+}
+
+// check validates p, filling in the default limit, and returns the
+// position its cursor encodes.
+func (p *ListParams) check() (int64, error) {
+	var v validator
+	switch {
+	case p.Limit == 0:
+		p.Limit = 50
+	case p.Limit < 1 || p.Limit > 200:
+		v.add("limit", "must be between 1 and 200")
+	}
+	pos, ok := decodeCursor(p.Cursor)
+	if !ok {
+		v.add("cursor", "is not a cursor returned by this listing")
+	}
+	return pos, v.err()
+}
+
+// SubscriptionList is a page of subscriptions.
+type SubscriptionList struct {
+	// Subscriptions are in creation order.
+	Subscriptions []Subscription
+	// NextCursor continues the listing, or is "" on the last page.
+	NextCursor string
+}
+
+// ListSubscriptions returns a page of webhook subscriptions in creation order.
+func (s *Service) ListSubscriptions(ctx context.Context, p ListParams) (SubscriptionList, error) {
+	after, err := p.check()
+	if err != nil {
+		return SubscriptionList{}, err
+	}
+	page, err := s.store.ListSubscriptions(ctx, SubscriptionFilter{After: after, Limit: p.Limit})
+	if err != nil {
+		return SubscriptionList{}, fmt.Errorf("list subscriptions: %w", err)
+	}
+	return SubscriptionList{Subscriptions: nonNil(page.Subscriptions), NextCursor: encodeCursor(page.Next)}, nil
+}
+
+// DeleteSubscription deletes a webhook subscription and its delivery
+// history. Deliveries for it stop: an attempt under way is abandoned.
+func (s *Service) DeleteSubscription(ctx context.Context, subID string) error {
+	if !validSubscriptionID(subID) {
+		return notFound("event subscription", subID)
+	}
+	err := s.store.Update(ctx, func(tx Tx) error { return tx.DeleteSubscription(ctx, subID) })
+	if errors.Is(err, ErrNotFound) {
+		return notFound("event subscription", subID)
+	}
+	if err != nil {
+		return fmt.Errorf("delete subscription %s: %w", subID, err)
+	}
+	s.webhooks.stopWorker(ctx, subID)
+	return nil
+}
+
+// DeliveryList is a page of delivery attempts.
+type DeliveryList struct {
+	// Deliveries are newest first.
+	Deliveries []Delivery
+	// NextCursor continues the listing, or is "" on the last page.
+	NextCursor string
+}
+
+// Deliveries returns a page of the delivery attempts of a subscription,
+// newest first.
+func (s *Service) Deliveries(ctx context.Context, subID string, p ListParams) (DeliveryList, error) {
+	before, err := p.check()
+	if err != nil {
+		return DeliveryList{}, err
+	}
+	if _, err := s.Subscription(ctx, subID); err != nil {
+		return DeliveryList{}, err
+	}
+	page, err := s.store.Deliveries(ctx, DeliveryFilter{SubscriptionID: subID, Before: before, Limit: p.Limit})
+	if err != nil {
+		return DeliveryList{}, fmt.Errorf("list deliveries of %s: %w", subID, err)
+	}
+	return DeliveryList{Deliveries: nonNil(page.Deliveries), NextCursor: encodeCursor(page.Next)}, nil
+}
+
+// subscriptionsRoute is the route of POST /event-subscriptions, part of
+// its idempotency scope.
+const subscriptionsRoute = "POST /event-subscriptions"
+
+func (s *Service) handleCreateSubscription(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	var params CreateSubscriptionParams
+	return s.serveIdempotent(w, r, p, subscriptionsRoute, "", &params, params.validate, http.StatusCreated, nil,
+		func(ctx context.Context, _ string, respond func(Tx, any) error) error {
+			_, err := s.createSubscription(ctx, params, func(tx Tx, sub *Subscription) error {
+				return respond(tx, struct {
+					Data *Subscription `json:"data"`
+				}{sub})
+			})
+			return err
+		})
+}
+
+func (s *Service) handleListSubscriptions(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	params, err := listParams(r)
+	if err != nil {
+		return err
+	}
+	list, err := s.ListSubscriptions(r.Context(), params)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Data       []Subscription `json:"data"`
+		NextCursor *string        `json:"nextCursor"`
+	}{list.Subscriptions, nullIfEmpty(list.NextCursor)})
+	return nil
+}
+
+func (s *Service) handleGetSubscription(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	sub, err := s.Subscription(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Data Subscription `json:"data"`
+	}{sub})
+	return nil
+}
+
+func (s *Service) handleDeleteSubscription(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	if err := s.DeleteSubscription(r.Context(), r.PathValue("id")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Service) handleListDeliveries(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	params, err := listParams(r)
+	if err != nil {
+		return err
+	}
+	list, err := s.Deliveries(r.Context(), r.PathValue("id"), params)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Data       []Delivery `json:"data"`
+		NextCursor *string    `json:"nextCursor"`
+	}{list.Deliveries, nullIfEmpty(list.NextCursor)})
+	return nil
+}
+
+// listParams reads the limit and cursor query parameters of a listing.
+func listParams(r *http.Request) (ListParams, error) {
+	q := r.URL.Query()
+	p := ListParams{Cursor: q.Get("cursor")}
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil {
+			return p, invalid("limit", "must be an integer between 1 and 200")
+		}
+		if n == 0 {
+			n = -1 // an explicit 0 is out of range, not the default
+		}
+		p.Limit = n
+	}
+	return p, nil
+}
+
+// nullIfEmpty returns nil for "", so that JSON says null.
+func nullIfEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

@@ -1,0 +1,735 @@
+package lifecycle
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/tasklifecycle/lifecycle/internal/id"
+)
+
+// DefaultWebhookRetrySchedule returns how long attempt n+1 of a delivery
+// waits after attempt n by default: 8 attempts in all, the last about 71
+// hours after the first, inside the 72-hour replay window of the event
+// stream, so that a receiver that gave up can resume from the stream.
+func DefaultWebhookRetrySchedule() []time.Duration {
+	return []time.Duration{
+		10 * time.Second, time.Minute, 10 * time.Minute, time.Hour, 6 * time.Hour, 24 * time.Hour, 40 * time.Hour,
+	}
+}
+
+// maxDeliveryAttempts is the contract's limit on the attempts at one delivery.
+const maxDeliveryAttempts = 8
+
+// webhookBatch is the most events a subscription's worker takes at once.
+const webhookBatch = 256
+
+// webhookUserAgent is the User-Agent of deliveries.
+const webhookUserAgent = "tasklifecycle-webhooks/1"
+
+// webhookRecordDelay is the longest a worker keeps successful first
+// attempts before recording them (wall-clock time).
+const webhookRecordDelay = 50 * time.Millisecond
+
+// webhookRetry is how long a worker waits after its Store failed.
+const webhookRetry = time.Second
+
+// Errors that end a subscription's worker.
+var (
+	errSubscriptionGone = errors.New("the subscription was deleted")
+	errLeaseLost        = errors.New("another dispatcher holds the subscription, or it is disabled")
+)
+
+// dispatcher delivers webhooks. It leases the active subscriptions from
+// the Store, so that one dispatcher among the processes sharing a Store
+// delivers for each, and runs a worker per subscription it holds.
+//
+// A worker reads the events after its subscription's cursor, from the
+// stream broker's ring while it keeps up and from the Store when it falls
+// behind, and delivers those its subscription keeps, with the retries that
+// have come due, at most WebhookConcurrencyPerSubscription at once and at
+// most WebhookConcurrency across all workers. Then, in one transaction, it
+// records every attempt and moves the cursor past the events it read. An
+// event is therefore delivered at least once, whatever stops the process:
+// until the transaction commits, the cursor stays before it and the next
+// worker delivers it again.
+type dispatcher struct {
+	s      *Service
+	owner  string // this dispatcher's lease owner ID
+	client *http.Client
+	global chan struct{} // semaphore of attempts in flight
+	wakeC  chan struct{} // capacity 1: subscriptions changed
+
+	mu      sync.Mutex
+	ctx     context.Context // nil until started
+	workers map[string]*subWorker
+	held    []string       // the subscriptions leased at the last claim
+	running sync.WaitGroup // every worker goroutine
+}
+
+// newDispatcher returns a dispatcher; it does nothing until run.
+func newDispatcher(s *Service) *dispatcher {
+	guard := &targetGuard{allowPrivate: s.cfg.AllowPrivateWebhookTargets, resolver: s.cfg.WebhookResolver}
+	var tlsConfig *tls.Config
+	if s.cfg.WebhookTLSConfig != nil {
+		tlsConfig = s.cfg.WebhookTLSConfig.Clone()
+	}
+	transport := &http.Transport{
+		Proxy:                 nil, // a proxy would dial for us, around the guard
+		DialContext:           guard.dialContext,
+		TLSClientConfig:       tlsConfig,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          4 * s.cfg.WebhookConcurrency,
+		MaxIdleConnsPerHost:   s.cfg.WebhookConcurrency,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   s.cfg.WebhookTimeout,
+		ResponseHeaderTimeout: s.cfg.WebhookTimeout,
+		DisableCompression:    true,
+	}
+	return &dispatcher{
+		s:     s,
+		owner: id.New("wdp_"),
+		client: &http.Client{
+			Transport: transport,
+			// A redirect is a failed attempt: following it would send the
+			// event where the subscriber did not say.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+		global:  make(chan struct{}, s.cfg.WebhookConcurrency),
+		wakeC:   make(chan struct{}, 1),
+		workers: make(map[string]*subWorker),
+	}
+}
+
+// subscriptionsChanged makes the dispatcher claim subscriptions again soon.
+func (d *dispatcher) subscriptionsChanged() {
+	select {
+	case d.wakeC <- struct{}{}:
+	default:
+	}
+}
+
+// run claims subscriptions every poll interval, or when they changed, and
+// keeps a worker running for each one held, until ctx is done. It then
+// stops the workers and gives the leases up.
+func (d *dispatcher) run(ctx context.Context) {
+	s := d.s
+	d.mu.Lock()
+	d.ctx = ctx
+	d.mu.Unlock()
+	for {
+		d.claim(ctx)
+		select {
+		case <-ctx.Done():
+			d.shutdown()
+			return
+		case <-d.wakeC:
+		case <-s.clock.After(s.cfg.WebhookPollInterval):
+		}
+	}
+}
+
+// claim renews this dispatcher's leases and takes up expired ones, then
+// starts a worker for every subscription newly held and stops those of
+// subscriptions no longer held.
+func (d *dispatcher) claim(ctx context.Context) {
+	s := d.s
+	now := s.clock.Now()
+	var held []Subscription
+	err := s.updateRelaxed(ctx, func(tx Tx) error {
+		var err error
+		held, err = tx.ClaimSubscriptions(ctx, d.owner, now, now.Add(s.cfg.WebhookLease))
+		return err
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Error("webhooks: claim subscriptions", "err", err)
+		}
+		return
+	}
+	if len(held) > 0 {
+		// Workers read the events from the stream broker's ring.
+		if err := s.broker.start(ctx); err != nil {
+			if ctx.Err() == nil {
+				s.log.Error("webhooks: start reading events", "err", err)
+			}
+			return
+		}
+	}
+	keep := make(map[string]bool, len(held))
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.held = d.held[:0]
+	for i := range held {
+		sub := &held[i]
+		keep[sub.ID] = true
+		d.held = append(d.held, sub.ID)
+		if d.workers[sub.ID] != nil {
+			continue
+		}
+		secret, err := s.secrets.open(sub.ID, sub.SealedSecret)
+		if err != nil {
+			s.log.Error("webhooks: cannot sign deliveries of the subscription", "subscription", sub.ID, "err", err)
+			continue
+		}
+		w := newSubWorker(d, *sub, secret)
+		d.workers[sub.ID] = w
+		d.running.Add(1)
+		go func() {
+			defer d.running.Done()
+			w.run()
+		}()
+	}
+	for subID, w := range d.workers {
+		if !keep[subID] {
+			w.cancel()
+			delete(d.workers, subID)
+		}
+	}
+}
+
+// stopWorker stops the worker of a subscription, if there is one, and
+// waits until it has stopped or ctx is done.
+func (d *dispatcher) stopWorker(ctx context.Context, subID string) {
+	d.mu.Lock()
+	w := d.workers[subID]
+	delete(d.workers, subID)
+	d.mu.Unlock()
+	if w == nil {
+		return
+	}
+	w.cancel()
+	select {
+	case <-w.done:
+	case <-ctx.Done():
+	}
+}
+
+// workerEnded forgets w when it stopped on its own.
+func (d *dispatcher) workerEnded(w *subWorker) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.workers[w.sub.ID] == w {
+		delete(d.workers, w.sub.ID)
+	}
+}
+
+// shutdown stops every worker, waits for them and gives their leases up
+// so that another process may deliver at once.
+func (d *dispatcher) shutdown() {
+	d.mu.Lock()
+	workers, held := d.workers, d.held
+	d.workers, d.held = map[string]*subWorker{}, nil
+	d.mu.Unlock()
+	for _, w := range workers {
+		w.cancel()
+	}
+	d.running.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := d.s.updateRelaxed(ctx, func(tx Tx) error {
+		for _, subID := range held {
+			sub, err := tx.Subscription(ctx, subID)
+			if errors.Is(err, ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if sub.LeaseOwner == d.owner {
+				sub.LeaseOwner, sub.LeaseUntil = "", time.Time{}
+				if err := tx.UpdateSubscription(ctx, sub); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		d.s.log.Warn("webhooks: give leases up; they expire by themselves", "err", err)
+	}
+}
+
+// subWorker delivers the events of one subscription.
+type subWorker struct {
+	d      *dispatcher
+	sub    Subscription
+	secret []byte
+	sem    chan struct{} // attempts in flight for this subscription
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+	keep   func(*ringEvent) bool
+}
+
+func newSubWorker(d *dispatcher, sub Subscription, secret []byte) *subWorker {
+	ctx, cancel := context.WithCancel(d.ctx)
+	w := &subWorker{
+		d:      d,
+		sub:    sub,
+		secret: secret,
+		sem:    make(chan struct{}, d.s.cfg.WebhookConcurrencyPerSubscription),
+		ctx:    ctx,
+		cancel: cancel,
+		done:   make(chan struct{}),
+	}
+	w.keep = func(e *ringEvent) bool { return w.sub.keep(e.typ, e.taskID, e.project) }
+	return w
+}
+
+// attempt is one attempt at delivering an event, and its outcome.
+type attempt struct {
+	eventID string
+	seq     int64
+	typ     EventType
+	body    []byte
+	n       int       // the attempt's number, from 1
+	prev    *Delivery // the pending attempt this one retries, or nil
+
+	id         string // dlv_
+	at         time.Time
+	status     int    // the receiver's HTTP status, or 0
+	err        string // why it failed, or ""
+	retryAfter time.Duration
+}
+
+// run delivers until the worker is cancelled, its subscription is deleted
+// or disabled, or another dispatcher takes it over.
+//
+// Attempts that succeeded at first try are recorded together, at the
+// latest webhookRecordDelay after the first of them or once a batch's
+// worth has gathered, so that a busy subscription commits a transaction
+// per batch rather than per wake-up; anything else (a failure, a retry) is
+// recorded before the worker goes on. Until recorded, the cursor stays
+// before those events: if the process dies, they are delivered again.
+func (w *subWorker) run() {
+	defer close(w.done)
+	defer w.d.workerEnded(w)
+	s := w.d.s
+	log := s.log.With("subscription", w.sub.ID)
+	pos := w.sub.Cursor
+	var buf []ringEvent
+
+	// Only this worker adds pending attempts to its subscription, so it
+	// knows when the next is due and reads them from the Store only then.
+	retriesKnown := false
+	var nextRetry time.Time // the zero time: none pending
+
+	var unrecorded []*attempt // delivered at first try, not yet recorded
+	recorded := pos           // the cursor as stored
+	var recordBy time.Time    // when unrecorded must be recorded, by the wall clock
+	recordTimer := time.NewTimer(time.Hour)
+	recordTimer.Stop()
+	defer recordTimer.Stop()
+	flush := func(ctx context.Context) error {
+		if len(unrecorded) == 0 && pos == recorded {
+			return nil
+		}
+		retryAt, err := w.record(ctx, unrecorded, pos)
+		if err != nil {
+			return err
+		}
+		if !retryAt.IsZero() && (nextRetry.IsZero() || retryAt.Before(nextRetry)) {
+			nextRetry = retryAt
+		}
+		clear(unrecorded)
+		unrecorded, recorded = unrecorded[:0], pos
+		return nil
+	}
+	defer func() {
+		// Stopping: keep what was delivered, so that it is not sent again.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(w.ctx), 5*time.Second)
+		defer cancel()
+		if len(unrecorded) > 0 {
+			if err := flush(ctx); err != nil && !errors.Is(err, errSubscriptionGone) && !errors.Is(err, errLeaseLost) {
+				log.Warn("webhooks: record deliveries while stopping; they will be delivered again", "err", err)
+			}
+		}
+	}()
+
+	for w.ctx.Err() == nil {
+		now := s.clock.Now()
+		var due []Delivery
+		var err error
+		if !retriesKnown || (!nextRetry.IsZero() && !now.Before(nextRetry)) {
+			due, nextRetry, err = w.dueRetries(now)
+			retriesKnown = err == nil && len(due) < webhookBatch
+		}
+		var evs []ringEvent
+		next := pos
+		var changed <-chan struct{}
+		if err == nil {
+			evs, next, changed, err = w.read(pos, buf[:0])
+			buf = evs
+		}
+		if err == nil && (len(due) > 0 || len(evs) > 0) {
+			attempts := w.deliver(due, evs)
+			if w.ctx.Err() != nil {
+				return // abandoned: what was not recorded is delivered again
+			}
+			pos = next
+			unrecorded = append(unrecorded, attempts...)
+			if len(unrecorded) == len(attempts) {
+				recordBy = time.Now().Add(webhookRecordDelay)
+			}
+			if len(due) > 0 || len(unrecorded) >= webhookBatch || slices.ContainsFunc(attempts, (*attempt).failed) || !time.Now().Before(recordBy) {
+				err = flush(w.ctx)
+			}
+		} else if err == nil {
+			pos = next
+		}
+		switch {
+		case errors.Is(err, errSubscriptionGone) || errors.Is(err, errLeaseLost):
+			log.Info("webhooks: stop delivering", "reason", err)
+			return
+		case err != nil:
+			if w.ctx.Err() != nil {
+				return
+			}
+			retriesKnown = false
+			log.Error("webhooks: deliver", "err", err)
+			select {
+			case <-w.ctx.Done():
+			case <-s.clock.After(webhookRetry):
+			}
+			continue
+		}
+		if len(due) > 0 || len(evs) > 0 || changed == nil {
+			continue // there may be more at once
+		}
+		var retryC <-chan time.Time
+		if !nextRetry.IsZero() {
+			retryC = s.clock.After(nextRetry.Sub(s.clock.Now()))
+			// The clock may have passed nextRetry between reading it and
+			// setting the timer.
+			if !s.clock.Now().Before(nextRetry) {
+				continue
+			}
+		}
+		var recordC <-chan time.Time
+		if len(unrecorded) > 0 {
+			recordTimer.Reset(time.Until(recordBy))
+			recordC = recordTimer.C
+		}
+		select {
+		case <-w.ctx.Done():
+		case <-changed:
+		case <-retryC:
+		case <-recordC:
+			if err := flush(w.ctx); err != nil {
+				if errors.Is(err, errSubscriptionGone) || errors.Is(err, errLeaseLost) {
+					log.Info("webhooks: stop delivering", "reason", err)
+					return
+				}
+				if w.ctx.Err() == nil {
+					log.Error("webhooks: record deliveries", "err", err)
+				}
+			}
+		}
+		recordTimer.Stop()
+	}
+}
+
+// failed reports whether the attempt failed (or never started).
+func (a *attempt) failed() bool { return a.id == "" || a.err != "" }
+
+// dueRetries returns the pending attempts due at now, and when the next
+// one not yet due is, or the zero time.
+func (w *subWorker) dueRetries(now time.Time) ([]Delivery, time.Time, error) {
+	pending, err := w.d.s.store.PendingDeliveries(w.ctx, w.sub.ID, webhookBatch)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("read pending deliveries: %w", err)
+	}
+	for i := range pending {
+		if at := pending[i].NextAttemptAt; at != nil && at.After(now) {
+			return pending[:i], at.Time, nil
+		}
+	}
+	return pending, time.Time{}, nil
+}
+
+// read returns the events after pos that the subscription keeps, the
+// sequence read through, and a channel closed when more events arrive (nil
+// when more may be waiting in the Store).
+func (w *subWorker) read(pos int64, dst []ringEvent) ([]ringEvent, int64, <-chan struct{}, error) {
+	s := w.d.s
+	evs, next, changed, ok := s.broker.events(pos, w.keep, dst, webhookBatch)
+	if ok {
+		return evs, next, changed, nil
+	}
+	// Behind the broker's ring: read the Store.
+	stored, err := s.store.Events(w.ctx, EventFilter{After: pos, Limit: webhookBatch})
+	if err != nil {
+		return nil, pos, nil, fmt.Errorf("read events after %d: %w", pos, err)
+	}
+	next = pos
+	for i := range stored {
+		e := &stored[i]
+		next = e.Sequence
+		if w.sub.keep(e.Type, e.TaskID, e.Project) {
+			dst = append(dst, newRingEvent(e, s.log))
+		}
+	}
+	return dst, next, nil, nil
+}
+
+// deliver makes the attempts of the due retries and of the first
+// deliveries of evs, in that order, and returns them with their outcomes.
+func (w *subWorker) deliver(due []Delivery, evs []ringEvent) []*attempt {
+	attempts := make([]*attempt, 0, len(due)+len(evs))
+	for i := range due {
+		p := &due[i]
+		attempts = append(attempts, &attempt{eventID: p.EventID, seq: p.EventSequence, body: p.Body, n: p.Attempt + 1, prev: p,
+			typ: eventTypeOf(p.Body)})
+	}
+	for i := range evs {
+		e := &evs[i]
+		attempts = append(attempts, &attempt{eventID: e.id, seq: e.seq, typ: e.typ, body: e.body, n: 1})
+	}
+	var wg sync.WaitGroup
+	for _, a := range attempts {
+		// Attempts start in order: first attempts in sequence order.
+		if !acquire(w.ctx, w.sem) {
+			break
+		}
+		if !acquire(w.ctx, w.d.global) {
+			<-w.sem
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-w.d.global; <-w.sem }()
+			w.post(a)
+		}()
+	}
+	wg.Wait()
+	return attempts
+}
+
+// acquire takes a slot of sem, or returns false when ctx is done first.
+func acquire(ctx context.Context, sem chan struct{}) bool {
+	select {
+	case sem <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// post makes one attempt: it POSTs the body, signed, and notes the outcome.
+func (w *subWorker) post(a *attempt) {
+	s := w.d.s
+	a.id = id.New("dlv_")
+	a.at = s.clock.Now()
+	ctx, cancel := context.WithTimeout(w.ctx, s.cfg.WebhookTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.sub.URL, bytes.NewReader(a.body))
+	if err != nil {
+		a.err = "cannot build the request: " + err.Error()
+		return
+	}
+	h := req.Header
+	h.Set("Content-Type", "application/json")
+	h.Set("User-Agent", webhookUserAgent)
+	h.Set(HeaderEventID, a.eventID)
+	h.Set(HeaderDeliveryID, a.id)
+	h.Set(HeaderEventType, string(a.typ))
+	h.Set(HeaderSignature, sign(w.secret, a.body))
+	unix := a.at.Unix()
+	h.Set("Webhook-Id", a.eventID)
+	h.Set("Webhook-Timestamp", strconv.FormatInt(unix, 10))
+	h.Set("Webhook-Signature", signStandard(w.secret, a.eventID, unix, a.body))
+	resp, err := w.d.client.Do(req)
+	if err != nil {
+		a.err = describeDeliveryError(err, s.cfg.WebhookTimeout)
+		return
+	}
+	// Read a little of the body so that the connection can be reused.
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	a.status = resp.StatusCode
+	switch {
+	case a.status >= 200 && a.status < 300:
+	case a.status == http.StatusTooManyRequests || a.status == http.StatusServiceUnavailable:
+		a.retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), a.at)
+		fallthrough
+	default:
+		a.err = fmt.Sprintf("the receiver answered %d %s", a.status, http.StatusText(a.status))
+		if a.status >= 300 && a.status < 400 {
+			a.err += "; redirects are not followed"
+		}
+	}
+}
+
+// eventTypeOf reads the type member of an envelope.
+func eventTypeOf(body []byte) EventType {
+	var env struct {
+		Type EventType `json:"type"`
+	}
+	json.Unmarshal(body, &env) // the Service encoded it
+	return env.Type
+}
+
+// describeDeliveryError says why an attempt got no answer, without the
+// URL (which may hold a token of the subscriber's).
+func describeDeliveryError(err error, timeout time.Duration) string {
+	var refused *RefusedTargetError
+	switch {
+	case errors.As(err, &refused):
+		return refused.Error()
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Sprintf("no answer within %s", timeout)
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return err.Error()
+}
+
+// parseRetryAfter reads a Retry-After header, in seconds or an HTTP date,
+// relative to now; 0 when absent or unreadable.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil && secs >= 0 {
+		return time.Duration(min(secs, 1<<31)) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// retryDelay returns how long after attempt n (from 1) the next waits: the
+// schedule's delay with jitter, or retryAfter when the receiver asked,
+// clamped to between that delay and twice it.
+func (s *Service) retryDelay(n int, retryAfter time.Duration) time.Duration {
+	d := s.cfg.WebhookRetrySchedule[n-1]
+	if j := s.cfg.WebhookRetryJitter; j > 0 {
+		d = time.Duration(float64(d) * (1 + j*(2*rand.Float64()-1)))
+	}
+	if retryAfter > 0 {
+		d = min(max(retryAfter, d), 2*d)
+	}
+	return d
+}
+
+// maxAttempts is the most attempts at one delivery.
+func (s *Service) maxAttempts() int { return len(s.cfg.WebhookRetrySchedule) + 1 }
+
+// record stores the outcomes of attempts and moves the subscription's
+// cursor to next, in one transaction. It returns when the earliest retry
+// it scheduled is due, or the zero time. A receiver that answered 410 Gone
+// disables the subscription.
+func (w *subWorker) record(ctx context.Context, attempts []*attempt, next int64) (time.Time, error) {
+	s := w.d.s
+	disabled := false
+	var retryAt time.Time
+	err := s.updateRelaxed(ctx, func(tx Tx) error {
+		disabled, retryAt = false, time.Time{}
+		sub, err := tx.Subscription(ctx, w.sub.ID)
+		if errors.Is(err, ErrNotFound) {
+			return errSubscriptionGone
+		}
+		if err != nil {
+			return err
+		}
+		if sub.LeaseOwner != w.d.owner || sub.Status != SubscriptionActive {
+			return errLeaseLost
+		}
+		for _, a := range attempts {
+			if a.id == "" {
+				continue // never started
+			}
+			d := Delivery{
+				ID:             a.id,
+				SubscriptionID: sub.ID,
+				EventID:        a.eventID,
+				EventSequence:  a.seq,
+				Attempt:        a.n,
+				AttemptedAt:    NewTimestamp(a.at),
+			}
+			if a.status != 0 {
+				d.ResponseStatus = &a.status
+			}
+			switch {
+			case a.err == "":
+				d.Status = DeliverySucceeded
+			case a.status == http.StatusGone:
+				d.Status, d.Error = DeliveryFailed, ptr(a.err+"; the subscription is disabled")
+				disabled = true
+			case a.n >= s.maxAttempts():
+				d.Status, d.Error = DeliveryFailed, ptr(fmt.Sprintf("%s; that was attempt %d, the last", a.err, a.n))
+			default:
+				at := NewTimestamp(a.at.Add(s.retryDelay(a.n, a.retryAfter)))
+				d.Status, d.Error, d.NextAttemptAt, d.Body = DeliveryPending, &a.err, &at, a.body
+				if retryAt.IsZero() || at.Before(retryAt) {
+					retryAt = at.Time
+				}
+			}
+			if err := tx.CreateDelivery(ctx, d); err != nil {
+				return fmt.Errorf("record delivery %s: %w", d.ID, err)
+			}
+			if p := a.prev; p != nil {
+				p.Status, p.Body = DeliveryFailed, nil
+				if err := tx.UpdateDelivery(ctx, *p); err != nil {
+					return fmt.Errorf("record delivery %s: %w", p.ID, err)
+				}
+			}
+		}
+		if disabled {
+			sub.Status = SubscriptionDisabled
+		}
+		sub.Cursor = max(sub.Cursor, next)
+		return tx.UpdateSubscription(ctx, sub)
+	})
+	if err != nil {
+		return time.Time{}, err
+	}
+	if disabled {
+		s.log.Warn("webhooks: the receiver answered 410 Gone; subscription disabled", "subscription", w.sub.ID)
+		w.failPending(ctx, "the subscription was disabled: its receiver answered 410 Gone")
+		return time.Time{}, errLeaseLost
+	}
+	return retryAt, nil
+}
+
+// failPending marks every pending attempt of the subscription failed, for
+// none will follow.
+func (w *subWorker) failPending(ctx context.Context, reason string) {
+	s := w.d.s
+	for {
+		pending, err := s.store.PendingDeliveries(ctx, w.sub.ID, webhookBatch)
+		if err == nil && len(pending) > 0 {
+			err = s.updateRelaxed(ctx, func(tx Tx) error {
+				for _, p := range pending {
+					p.Status, p.Body, p.Error = DeliveryFailed, nil, ptr(reason)
+					if err := tx.UpdateDelivery(ctx, p); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		}
+		if err != nil {
+			s.log.Error("webhooks: mark the pending deliveries of a disabled subscription failed", "subscription", w.sub.ID, "err", err)
+		}
+		if err != nil || len(pending) < webhookBatch {
+			return
+		}
+	}
+}

@@ -1,0 +1,154 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"syscall"
+	"time"
+)
+
+// Resolver looks up the IP addresses of a host name. *net.Resolver is one;
+// tests give their own.
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+// RefusedTargetError says that a webhook target was refused because it is
+// not a public address: a defence against server-side request forgery.
+// Set [Config.AllowPrivateWebhookTargets] to deliver to such hosts.
+type RefusedTargetError struct {
+	// Host is the host name or address of the URL.
+	Host string
+	// Addr is the refused address Host resolved to.
+	Addr netip.Addr
+	// Kind is what makes Addr private: "loopback", "private",
+	// "link-local", "unspecified" or "multicast".
+	Kind string
+}
+
+// Error implements error.
+func (e *RefusedTargetError) Error() string {
+	return "webhook target refused: " + e.Reason()
+}
+
+// Reason says why the target was refused, in a sentence for the client.
+func (e *RefusedTargetError) Reason() string {
+	if e.Host == e.Addr.String() {
+		return fmt.Sprintf("%s is a %s address; webhooks are delivered only to public addresses", e.Addr, e.Kind)
+	}
+	return fmt.Sprintf("host %s resolves to %s, a %s address; webhooks are delivered only to public addresses", e.Host, e.Addr, e.Kind)
+}
+
+// blockedKind returns what makes a an address that webhooks must not
+// reach, or "" when it is public.
+func blockedKind(a netip.Addr) string {
+	a = a.Unmap()
+	switch {
+	case a.IsLoopback():
+		return "loopback"
+	case a.IsUnspecified() || (a.Is4() && a.As4()[0] == 0): // 0.0.0.0/8: "this network"
+		return "unspecified"
+	case a.IsPrivate():
+		return "private"
+	case a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast():
+		return "link-local"
+	case a.IsMulticast() || a.IsInterfaceLocalMulticast() || a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return "multicast"
+	}
+	return ""
+}
+
+// targetGuard resolves and dials webhook targets, refusing addresses that
+// are not public unless allowed.
+type targetGuard struct {
+	allowPrivate bool
+	resolver     Resolver
+}
+
+// lookup returns the addresses of host: the host itself when it is an IP
+// address.
+func (g *targetGuard) lookup(ctx context.Context, host string) ([]netip.Addr, error) {
+	if a, err := netip.ParseAddr(host); err == nil {
+		return []netip.Addr{a}, nil
+	}
+	addrs, err := g.resolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return nil, err
+	}
+	if len(addrs) == 0 {
+		return nil, fmt.Errorf("host %s has no address", host)
+	}
+	return addrs, nil
+}
+
+// checkHost refuses a host any of whose addresses is not public, with a
+// *RefusedTargetError. A host that does not resolve is refused too.
+func (g *targetGuard) checkHost(ctx context.Context, host string) error {
+	if g.allowPrivate {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	addrs, err := g.lookup(ctx, host)
+	if err != nil {
+		return invalid("url", fmt.Sprintf("host %s does not resolve", host))
+	}
+	for _, a := range addrs {
+		if kind := blockedKind(a); kind != "" {
+			return &RefusedTargetError{Host: host, Addr: a, Kind: kind}
+		}
+	}
+	return nil
+}
+
+// dialContext dials addr ("host:port") for the webhook client. It resolves
+// the host itself and connects only to public addresses, and the dialer's
+// Control checks the address of the socket once more, so that a DNS answer
+// that changed since the subscription was created cannot reach a private
+// address.
+func (g *targetGuard) dialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	addrs, err := g.lookup(ctx, host)
+	if err != nil {
+		return nil, err
+	}
+	d := net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Control: g.control}
+	var firstErr error
+	for _, a := range addrs {
+		if kind := blockedKind(a); kind != "" && !g.allowPrivate {
+			if firstErr == nil {
+				firstErr = &RefusedTargetError{Host: host, Addr: a, Kind: kind}
+			}
+			continue
+		}
+		conn, err := d.DialContext(ctx, network, net.JoinHostPort(a.String(), port))
+		if err == nil {
+			return conn, nil
+		}
+		if firstErr == nil || errors.As(firstErr, new(*RefusedTargetError)) {
+			firstErr = err
+		}
+	}
+	return nil, firstErr
+}
+
+// control refuses to connect a socket to an address that is not public.
+func (g *targetGuard) control(network, address string, _ syscall.RawConn) error {
+	if g.allowPrivate {
+		return nil
+	}
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return fmt.Errorf("webhook target %s: %w", address, err)
+	}
+	if kind := blockedKind(ap.Addr()); kind != "" {
+		return &RefusedTargetError{Host: ap.Addr().String(), Addr: ap.Addr(), Kind: kind}
+	}
+	return nil
+}
