@@ -7,12 +7,25 @@
 //	go run ./examples/demo
 //	go run ./examples/demo -addr 127.0.0.1:9090 -data /tmp/lifecycle -admin-key lsk_...
 //
+// To watch signed webhook deliveries arrive, run the example receiver
+// (go run ./examples/webhookreceiver -secret ...) and pass its URL, secret
+// and certificate; the demo then subscribes it to every event type:
+//
+//	go run ./examples/demo -webhook-url https://127.0.0.1:8443/hooks \
+//		-webhook-secret demo-secret-0123456789 -webhook-ca /tmp/receiver-cert.pem
+//
+// A receiver on loopback is a private target, refused by default as a
+// defence against server-side request forgery: -webhook-url implies
+// -allow-private-webhooks, which lets it through.
+//
 // It prints the base URL and the admin key, then serves until SIGINT or
 // SIGTERM, when it shuts down cleanly.
 package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -44,6 +57,9 @@ type options struct {
 	data                 string
 	adminKey             string
 	allowPrivateWebhooks bool
+	webhookURL           string
+	webhookSecret        string
+	webhookCA            string
 }
 
 func parseFlags() options {
@@ -51,8 +67,14 @@ func parseFlags() options {
 	flag.StringVar(&o.addr, "addr", "127.0.0.1:8080", "address to listen on")
 	flag.StringVar(&o.data, "data", "lifecycle-demo-data", "data directory (SQLite database, admin key)")
 	flag.StringVar(&o.adminKey, "admin-key", os.Getenv("LIFECYCLE_ADMIN_KEY"), "admin API key to install (lsk_ and 32+ letters or digits); also LIFECYCLE_ADMIN_KEY; default: one generated and kept in the data directory")
-	flag.BoolVar(&o.allowPrivateWebhooks, "allow-private-webhooks", false, "let webhook URLs on loopback through, skipping TLS verification for loopback only")
+	flag.BoolVar(&o.allowPrivateWebhooks, "allow-private-webhooks", false, "let webhook subscriptions target loopback and private addresses, such as a local receiver")
+	flag.StringVar(&o.webhookURL, "webhook-url", "", "subscribe this https URL to every event type at start (implies -allow-private-webhooks)")
+	flag.StringVar(&o.webhookSecret, "webhook-secret", os.Getenv("WEBHOOK_SECRET"), "secret of the -webhook-url subscription, 16 to 128 characters; also WEBHOOK_SECRET")
+	flag.StringVar(&o.webhookCA, "webhook-ca", "", "PEM file of certificates to trust for webhook receivers, beside the system's")
 	flag.Parse()
+	if o.webhookURL != "" {
+		o.allowPrivateWebhooks = true
+	}
 	return o
 }
 
@@ -96,6 +118,21 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	var webhookTLS *tls.Config
+	if opts.webhookCA != "" {
+		pool, err := x509.SystemCertPool()
+		if err != nil {
+			pool = x509.NewCertPool()
+		}
+		pem, err := os.ReadFile(opts.webhookCA)
+		if err != nil {
+			return fmt.Errorf("-webhook-ca: %w", err)
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("-webhook-ca: %s holds no PEM certificate", opts.webhookCA)
+		}
+		webhookTLS = &tls.Config{RootCAs: pool}
+	}
 	svc, err := lifecycle.New(lifecycle.Config{
 		Store:           store,
 		BaseURL:         base,
@@ -105,8 +142,10 @@ func run() error {
 		Deployer:        deployer,
 		// An approval is needed before shipping; with no reviewers
 		// requested, anyone with reviews:write may give it.
-		ReviewRouter: lifecycle.ReviewRules{Default: lifecycle.ReviewPlan{Policy: lifecycle.PolicyAlwaysRequire}},
-		Logger:       log,
+		ReviewRouter:               lifecycle.ReviewRules{Default: lifecycle.ReviewPlan{Policy: lifecycle.PolicyAlwaysRequire}},
+		AllowPrivateWebhookTargets: opts.allowPrivateWebhooks,
+		WebhookTLSConfig:           webhookTLS,
+		Logger:                     log,
 	})
 	if err != nil {
 		return err
@@ -117,6 +156,9 @@ func run() error {
 
 	adminKey, err := installAdminKey(ctx, svc, opts)
 	if err != nil {
+		return err
+	}
+	if err := subscribe(ctx, svc, opts); err != nil {
 		return err
 	}
 	if err := seed(ctx, svc); err != nil {
@@ -193,6 +235,34 @@ var allScopes = []lifecycle.Scope{
 	lifecycle.ScopeTasksRead, lifecycle.ScopeTasksWrite, lifecycle.ScopeShipWrite, lifecycle.ScopeEventsRead,
 	lifecycle.ScopeWebhooksRead, lifecycle.ScopeWebhooksWrite, lifecycle.ScopeTasksAdmin, lifecycle.ScopeReviewsWrite,
 	lifecycle.ScopeCIWrite, lifecycle.ScopeKeysAdmin,
+}
+
+// subscribe subscribes -webhook-url to every event type, unless an earlier
+// run did.
+func subscribe(ctx context.Context, svc *lifecycle.Service, opts options) error {
+	if opts.webhookURL == "" {
+		return nil
+	}
+	list, err := svc.ListSubscriptions(ctx, lifecycle.ListParams{Limit: 200})
+	if err != nil {
+		return err
+	}
+	for _, sub := range list.Subscriptions {
+		if sub.URL == opts.webhookURL && sub.Status == lifecycle.SubscriptionActive {
+			fmt.Printf("webhooks:       %s (%s, subscribed by an earlier run)\n", sub.URL, sub.ID)
+			return nil
+		}
+	}
+	sub, err := svc.CreateSubscription(ctx, lifecycle.CreateSubscriptionParams{
+		URL:        opts.webhookURL,
+		EventTypes: []lifecycle.EventType{lifecycle.EventTaskUpdated, lifecycle.EventTaskReviewed, lifecycle.EventTaskShipped, lifecycle.EventTaskAwaitingUser},
+		Secret:     opts.webhookSecret,
+	})
+	if err != nil {
+		return fmt.Errorf("subscribe -webhook-url: %w", err)
+	}
+	fmt.Printf("webhooks:       %s (%s)\n", sub.URL, sub.ID)
+	return nil
 }
 
 // seed creates a few tasks on the first run.
