@@ -149,21 +149,23 @@ type Tx interface {
 	CreateSubscription(ctx context.Context, sub Subscription) error
 	// UpdateSubscription replaces the Status, Cursor, LeaseOwner and
 	// LeaseUntil of the stored subscription with sub.ID; the rest of a
-	// subscription never changes.
+	// subscription never changes. It returns ErrNotFound when there is none.
 	UpdateSubscription(ctx context.Context, sub Subscription) error
 	// DeleteSubscription deletes a subscription and all its delivery
-	// attempts.
+	// attempts. It returns ErrNotFound when there is none.
 	DeleteSubscription(ctx context.Context, id string) error
-	// ClaimSubscriptions leases to owner, until until, every active
-	// subscription that owner holds already or whose lease ended before
-	// now, and returns every active subscription owner then holds, in
-	// creation order.
+	// ClaimSubscriptions leases to owner (not empty), until until, every
+	// active subscription that owner holds already or whose lease ended
+	// before now, and returns every active subscription owner then holds,
+	// in creation order.
 	ClaimSubscriptions(ctx context.Context, owner string, now, until time.Time) ([]Subscription, error)
-	// CreateDelivery inserts a delivery attempt. Its subscription must
-	// exist (ErrNotFound otherwise).
+	// CreateDelivery inserts a delivery attempt. It returns ErrNotFound
+	// when its subscription does not exist, and ErrConflict when an attempt
+	// with the same ID does.
 	CreateDelivery(ctx context.Context, d Delivery) error
 	// UpdateDelivery replaces the Status, ResponseStatus, Error,
-	// NextAttemptAt and Body of the stored attempt with d.ID.
+	// NextAttemptAt and Body of the stored attempt with d.ID. It returns
+	// ErrNotFound when there is none.
 	UpdateDelivery(ctx context.Context, d Delivery) error
 }
 

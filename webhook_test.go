@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -969,4 +971,71 @@ func TestWebhookHangingReceiverDoesNotSlowOthers(t *testing.T) {
 	if hung.inFlight < 1 || hung.maxInFlight > 2 {
 		t.Errorf("the hanging receiver holds %d attempts (at most %d), want 1 or 2: the per-subscription limit is 2", hung.inFlight, hung.maxInFlight)
 	}
+}
+
+// killableStore is a Store that stops answering once killed, as if its
+// process had died: nothing more is read or written through it.
+type killableStore struct {
+	lifecycle.Store
+	dead atomic.Bool
+}
+
+var errKilled = errors.New("the process is dead")
+
+func (k *killableStore) Update(ctx context.Context, fn func(lifecycle.Tx) error) error {
+	if k.dead.Load() {
+		return errKilled
+	}
+	return k.Store.Update(ctx, fn)
+}
+
+func (k *killableStore) Events(ctx context.Context, f lifecycle.EventFilter) ([]lifecycle.Event, error) {
+	if k.dead.Load() {
+		return nil, errKilled
+	}
+	return k.Store.Events(ctx, f)
+}
+
+func (k *killableStore) PendingDeliveries(ctx context.Context, subID string, limit int) ([]lifecycle.Delivery, error) {
+	if k.dead.Load() {
+		return nil, errKilled
+	}
+	return k.Store.PendingDeliveries(ctx, subID, limit)
+}
+
+func TestWebhookLeaseMovesOnWhenAProcessDies(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t)
+	e := newEnv(t, rc.trust) // process B's Service, not started yet
+	a := &killableStore{Store: e.store}
+	cfg := lifecycle.Config{Store: a, BaseURL: testBase, Clock: e.clock, Logger: e.svcLogger()}
+	rc.trust(&cfg)
+	svcA, err := lifecycle.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svcA.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer svcA.Close(t.Context())
+	subID := e.subscribe(subBody(rc.url("/hooks")))["id"].(string)
+	e.clock.Advance(time.Second) // A polls, and finds the subscription
+	waitFor(t, func() bool {
+		sub, err := e.store.Subscription(t.Context(), subID)
+		return err == nil && sub.LeaseOwner != ""
+	})
+
+	a.dead.Store(true) // process A dies holding the lease
+	e.start()          // process B shares the store
+	e.createTask(taskBody("ENG-1"))
+	rc.quiet(200 * time.Millisecond)  // A's lease has not ended: nobody delivers
+	e.clock.Advance(31 * time.Second) // past A's lease
+	d := rc.next()
+	if d.header.Get("X-Service-Event-Type") != "task.updated" {
+		t.Errorf("delivered %s", d.body)
+	}
+	if list := e.waitDeliveries(subID, 1); list[0]["status"] != "succeeded" {
+		t.Errorf("deliveries = %v", list)
+	}
+	rc.quiet(100 * time.Millisecond)
 }
