@@ -253,41 +253,33 @@ func (b *broker) position() int64 {
 // when the ring no longer holds every event after pos: the caller is behind
 // the ring and must read the Store, or be cut off.
 func (b *broker) read(pos int64, f *streamFilter, dst [][]byte, limit int) (frames [][]byte, next int64, changed <-chan struct{}, ok bool) {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	if pos < b.ring.base {
-		return dst, pos, nil, false
-	}
-	next = pos
-	for i := b.ring.search(pos); i < b.ring.n; i++ {
-		e := b.ring.at(i)
-		if f.keep(e.typ, e.taskID) {
-			if len(dst) == limit {
-				return dst, next, b.changed, true
-			}
-			dst = append(dst, e.frame)
-		}
-		next = e.seq
-	}
-	return dst, max(next, b.tail), b.changed, true
+	return scanRing(b, pos, dst, limit,
+		func(e *ringEvent) bool { return f.keep(e.typ, e.taskID) },
+		func(e *ringEvent) []byte { return e.frame })
 }
 
 // events appends to dst the buffered events after pos that keep keeps, at
 // most limit of them, like read.
 func (b *broker) events(pos int64, keep func(*ringEvent) bool, dst []ringEvent, limit int) (evs []ringEvent, next int64, changed <-chan struct{}, ok bool) {
+	return scanRing(b, pos, dst, limit, keep, func(e *ringEvent) ringEvent { return *e })
+}
+
+// scanRing appends to dst what take makes of the buffered events after pos
+// that keep keeps, for read and events.
+func scanRing[T any](b *broker, pos int64, dst []T, limit int, keep func(*ringEvent) bool, take func(*ringEvent) T) ([]T, int64, <-chan struct{}, bool) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	if pos < b.ring.base {
 		return dst, pos, nil, false
 	}
-	next = pos
+	next := pos
 	for i := b.ring.search(pos); i < b.ring.n; i++ {
 		e := b.ring.at(i)
 		if keep(e) {
 			if len(dst) == limit {
 				return dst, next, b.changed, true
 			}
-			dst = append(dst, *e)
+			dst = append(dst, take(e))
 		}
 		next = e.seq
 	}

@@ -114,15 +114,30 @@ func (s *Store) LastEventSequence(ctx context.Context) (int64, error) {
 // DeleteEventsBefore implements lifecycle.Store. It deletes in batches so
 // that writers are not held up by a large prune.
 func (s *Store) DeleteEventsBefore(ctx context.Context, t time.Time) (int64, error) {
+	n, err := s.deleteInBatches(ctx, "DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE occurred_at < ? ORDER BY seq LIMIT ?)", millis(t))
+	if err != nil {
+		return n, fmt.Errorf("sqlite: delete events: %w", err)
+	}
+	return n, nil
+}
+
+// deleteBatch is the most rows deleteInBatches deletes in one transaction.
+const deleteBatch = 5000
+
+// deleteInBatches runs query, a DELETE of at most as many rows as its
+// last parameter says, in transactions of deleteBatch rows until one
+// deletes fewer, so that other writers are not held up for long by a
+// large prune. It returns how many rows it deleted.
+func (s *Store) deleteInBatches(ctx context.Context, query string, args ...any) (int64, error) {
 	if s.closed.Load() {
 		return 0, errClosed
 	}
-	// Batches of 5000, so that other writers are not held up for long.
+	args = append(args, deleteBatch)
 	var total int64
 	for {
 		var n int64
 		err := s.write(ctx, false, func(x *txn) error {
-			res, err := x.conn.ExecContext(x.ctx, "DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE occurred_at < ? ORDER BY seq LIMIT 5000)", millis(t))
+			res, err := x.conn.ExecContext(x.ctx, query, args...)
 			if err != nil {
 				return err
 			}
@@ -130,10 +145,10 @@ func (s *Store) DeleteEventsBefore(ctx context.Context, t time.Time) (int64, err
 			return nil
 		})
 		if err != nil {
-			return total, fmt.Errorf("sqlite: delete events: %w", translate(err))
+			return total, translate(err)
 		}
 		total += n
-		if n < 5000 {
+		if n < deleteBatch {
 			return total, nil
 		}
 	}

@@ -346,27 +346,10 @@ func (s *Store) PendingDeliveries(ctx context.Context, subscriptionID string, li
 // DeleteDeliveriesBefore implements lifecycle.Store. It deletes in batches
 // so that writers are not held up by a large prune.
 func (s *Store) DeleteDeliveriesBefore(ctx context.Context, t time.Time) (int64, error) {
-	if s.closed.Load() {
-		return 0, errClosed
+	n, err := s.deleteInBatches(ctx, `DELETE FROM webhook_deliveries WHERE pos IN (SELECT pos FROM webhook_deliveries
+		WHERE attempted_at < ? AND status != 'pending' LIMIT ?)`, millis(t))
+	if err != nil {
+		return n, fmt.Errorf("sqlite: delete deliveries: %w", err)
 	}
-	var total int64
-	for {
-		var n int64
-		err := s.write(ctx, false, func(x *txn) error {
-			res, err := x.conn.ExecContext(x.ctx, `DELETE FROM webhook_deliveries WHERE pos IN (SELECT pos FROM webhook_deliveries
-				WHERE attempted_at < ? AND status != 'pending' LIMIT 5000)`, millis(t))
-			if err != nil {
-				return err
-			}
-			n, _ = res.RowsAffected()
-			return nil
-		})
-		if err != nil {
-			return total, fmt.Errorf("sqlite: delete deliveries: %w", translate(err))
-		}
-		total += n
-		if n < 5000 {
-			return total, nil
-		}
-	}
+	return n, nil
 }
