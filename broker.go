@@ -240,6 +240,13 @@ func (b *broker) catchUp() error {
 	}
 }
 
+// base returns the sequence after which the ring holds every event read.
+func (b *broker) base() int64 {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.ring.base
+}
+
 // position returns the sequence the broker has read through.
 func (b *broker) position() int64 {
 	b.mu.RLock()

@@ -292,6 +292,9 @@ func (s *Service) changeTask(ctx context.Context, taskID string, fn func(tx Tx, 
 // appendTaskEvent appends the event of a change from before (nil for a new
 // task) to after.
 func (s *Service) appendTaskEvent(ctx context.Context, tx Tx, ev taskEvent, before, after *Task) error {
+	if ev.actor.ID == "" {
+		ev.actor = SystemActor() // a change made through the Go API naming no actor
+	}
 	common := EventData{
 		TaskID:           after.ID,
 		TaskIdentifier:   after.Identifier,

@@ -174,9 +174,11 @@ type Config struct {
 	// attempts, at most 8. Defaults to [DefaultWebhookRetrySchedule].
 	WebhookRetrySchedule []time.Duration
 
-	// WebhookRetryJitter spreads each retry's delay by up to this fraction
-	// either way, so that receivers coming back are not flooded at once.
-	// Defaults to 0.1; negative disables.
+	// WebhookRetryJitter makes each retry's delay up to this fraction
+	// shorter, at random, so that the retries of many deliveries that
+	// failed together do not all come at once; only shorter, so that the
+	// last attempt stays inside the stream's replay window. Defaults to
+	// 0.1; negative disables.
 	WebhookRetryJitter float64
 
 	// WebhookTimeout bounds each delivery attempt: a receiver that has not

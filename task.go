@@ -299,7 +299,8 @@ type CreateTaskParams struct {
 	// instead of routing it.
 	AssigneeAgentID string `json:"assigneeAgentId"`
 
-	// Actor is who creates the task; events name it.
+	// Actor is who creates the task; events name it. Empty means the
+	// system actor.
 	Actor Actor `json:"-"`
 }
 
@@ -600,7 +601,7 @@ func (s *Service) StartTask(ctx context.Context, taskID string, actor Actor) (Ta
 type CancelTaskParams struct {
 	// Reason is optional, at most 2000 characters; it is kept in the event.
 	Reason string `json:"reason"`
-	// Actor is who cancels.
+	// Actor is who cancels. Empty means the system actor.
 	Actor Actor `json:"-"`
 }
 

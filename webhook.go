@@ -44,7 +44,9 @@ type Subscription struct {
 	CreatedAt Timestamp `json:"createdAt"`
 
 	// SealedSecret is the signing secret as stored: encrypted when the
-	// Service has a [Config.WebhookSecretKey]. It is never serialised.
+	// Service has a [Config.WebhookSecretKey]. It is never serialised,
+	// and the Service's methods return subscriptions without it (and
+	// without Cursor and the lease): these are for the Store.
 	SealedSecret []byte `json:"-"`
 	// Cursor is the event sequence through which the first attempt of
 	// every matching event has been recorded; delivery resumes after it.
@@ -307,7 +309,14 @@ func (s *Service) createSubscription(ctx context.Context, p CreateSubscriptionPa
 		return Subscription{}, err
 	}
 	s.webhooks.subscriptionsChanged()
-	return sub, nil
+	return sub.public(), nil
+}
+
+// public returns sub without what the Store keeps for the dispatcher: the
+// sealed secret, the cursor and the lease.
+func (sub Subscription) public() Subscription {
+	sub.SealedSecret, sub.Cursor, sub.LeaseOwner, sub.LeaseUntil = nil, 0, "", time.Time{}
+	return sub
 }
 
 // dedupe returns s without repeated values, in first-seen order.
@@ -336,7 +345,7 @@ func (s *Service) Subscription(ctx context.Context, subID string) (Subscription,
 	if err != nil {
 		return Subscription{}, fmt.Errorf("get subscription %s: %w", subID, err)
 	}
-	return sub, nil
+	return sub.public(), nil
 }
 
 // ListParams pages through a listing.
@@ -381,6 +390,9 @@ func (s *Service) ListSubscriptions(ctx context.Context, p ListParams) (Subscrip
 	page, err := s.store.ListSubscriptions(ctx, SubscriptionFilter{After: after, Limit: p.Limit})
 	if err != nil {
 		return SubscriptionList{}, fmt.Errorf("list subscriptions: %w", err)
+	}
+	for i := range page.Subscriptions {
+		page.Subscriptions[i] = page.Subscriptions[i].public()
 	}
 	return SubscriptionList{Subscriptions: nonNil(page.Subscriptions), NextCursor: encodeCursor(page.Next)}, nil
 }

@@ -71,11 +71,13 @@ type dispatcher struct {
 	global chan struct{} // semaphore of attempts in flight
 	wakeC  chan struct{} // capacity 1: subscriptions changed
 
-	mu      sync.Mutex
-	ctx     context.Context // nil until started
-	workers map[string]*subWorker
-	held    []string       // the subscriptions leased at the last claim
-	running sync.WaitGroup // every worker goroutine
+	mu         sync.Mutex
+	ctx        context.Context // nil until started
+	workers    map[string]*subWorker
+	held       []string        // the subscriptions leased at the last claim
+	leaseUntil time.Time       // when the leases of the last claim end
+	deleted    map[string]bool // subscriptions deleted through this Service
+	running    sync.WaitGroup  // every worker goroutine
 }
 
 // newDispatcher returns a dispatcher; it does nothing until run.
@@ -109,6 +111,7 @@ func newDispatcher(s *Service) *dispatcher {
 		global:  make(chan struct{}, s.cfg.WebhookConcurrency),
 		wakeC:   make(chan struct{}, 1),
 		workers: make(map[string]*subWorker),
+		deleted: make(map[string]bool),
 	}
 }
 
@@ -156,6 +159,16 @@ func (d *dispatcher) claim(ctx context.Context) {
 		if ctx.Err() == nil {
 			s.log.Error("webhooks: claim subscriptions", "err", err)
 		}
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if !now.Before(d.leaseUntil.Add(-s.cfg.WebhookPollInterval)) {
+			// The leases could not be renewed and are about to end: another
+			// Service may take the subscriptions over, so stop delivering.
+			for subID, w := range d.workers {
+				w.cancel()
+				delete(d.workers, subID)
+			}
+		}
 		return
 	}
 	if len(held) > 0 {
@@ -170,12 +183,13 @@ func (d *dispatcher) claim(ctx context.Context) {
 	keep := make(map[string]bool, len(held))
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.leaseUntil = now.Add(s.cfg.WebhookLease)
 	d.held = d.held[:0]
 	for i := range held {
 		sub := &held[i]
 		keep[sub.ID] = true
 		d.held = append(d.held, sub.ID)
-		if d.workers[sub.ID] != nil {
+		if d.workers[sub.ID] != nil || d.deleted[sub.ID] {
 			continue
 		}
 		secret, err := s.secrets.open(sub.ID, sub.SealedSecret)
@@ -205,6 +219,7 @@ func (d *dispatcher) stopWorker(ctx context.Context, subID string) {
 	d.mu.Lock()
 	w := d.workers[subID]
 	delete(d.workers, subID)
+	d.deleted[subID] = true // a claim under way must not start it again
 	d.mu.Unlock()
 	if w == nil {
 		return
@@ -362,7 +377,13 @@ func (w *subWorker) run() {
 		now := s.clock.Now()
 		var due []Delivery
 		var err error
-		if !retriesKnown || (!nextRetry.IsZero() && !now.Before(nextRetry)) {
+		if len(unrecorded) > 0 && !retriesKnown {
+			// The last record failed: until what was delivered is
+			// recorded, nothing else is read or sent, so that a retry
+			// whose outcome is not recorded is not sent again.
+			err = flush(w.ctx)
+		}
+		if err == nil && (!retriesKnown || (!nextRetry.IsZero() && !now.Before(nextRetry))) {
 			due, nextRetry, err = w.dueRetries(now)
 			retriesKnown = err == nil && len(due) < webhookBatch
 		}
@@ -476,12 +497,33 @@ func (w *subWorker) read(pos int64, dst []ringEvent) ([]ringEvent, int64, <-chan
 	next = pos
 	for i := range stored {
 		e := &stored[i]
+		if e.Sequence > next+1 && i == 0 {
+			w.skipped(next, e.Sequence)
+		}
 		next = e.Sequence
 		if w.sub.keep(e.Type, e.TaskID, e.Project) {
 			dst = append(dst, newRingEvent(e, s.log))
 		}
 	}
+	if len(stored) == 0 {
+		// Nothing after pos is stored, yet the ring starts after it: the
+		// events in between were pruned before they could be delivered.
+		base := s.broker.base()
+		w.skipped(pos, base+1)
+		return dst, base, nil, nil
+	}
 	return dst, next, nil, nil
+}
+
+// skipped logs that the events after pos and before seq are gone: they
+// were pruned (Config.EventRetention) before the subscription's worker
+// read them, or their sequences were never used.
+func (w *subWorker) skipped(pos, seq int64) {
+	if seq <= pos+1 {
+		return
+	}
+	w.d.s.log.Warn("webhooks: events missing from the outbox were not delivered; they were pruned before delivery, or never committed",
+		"subscription", w.sub.ID, "after", pos, "before", seq)
 }
 
 // deliver makes the attempts of the due retries and of the first
@@ -615,12 +657,15 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 }
 
 // retryDelay returns how long after attempt n (from 1) the next waits: the
-// schedule's delay with jitter, or retryAfter when the receiver asked,
-// clamped to between that delay and twice it.
+// schedule's delay, made up to WebhookRetryJitter shorter at random, or
+// retryAfter when the receiver asked, clamped to between that delay and
+// twice it.
 func (s *Service) retryDelay(n int, retryAfter time.Duration) time.Duration {
 	d := s.cfg.WebhookRetrySchedule[n-1]
 	if j := s.cfg.WebhookRetryJitter; j > 0 {
-		d = time.Duration(float64(d) * (1 + j*(2*rand.Float64()-1)))
+		// Only sooner, so that the last attempt stays within the replay
+		// window of the stream, as the schedule puts it.
+		d = time.Duration(float64(d) * (1 - j*rand.Float64()))
 	}
 	if retryAfter > 0 {
 		d = min(max(retryAfter, d), 2*d)

@@ -25,7 +25,7 @@ type RefusedTargetError struct {
 	// Addr is the refused address Host resolved to.
 	Addr netip.Addr
 	// Kind is what makes Addr private: "loopback", "private",
-	// "link-local", "unspecified" or "multicast".
+	// "link-local", "unspecified", "multicast" or "special-purpose".
 	Kind string
 }
 
@@ -40,6 +40,21 @@ func (e *RefusedTargetError) Reason() string {
 		return fmt.Sprintf("%s is a %s address; webhooks are delivered only to public addresses", e.Addr, e.Kind)
 	}
 	return fmt.Sprintf("host %s resolves to %s, a %s address; webhooks are delivered only to public addresses", e.Host, e.Addr, e.Kind)
+}
+
+// specialPurpose are ranges that are not public though netip does not say
+// so: carrier-grade NAT (where some clouds put their metadata service),
+// the IETF protocol block, benchmarking, the reserved 240/4, NAT64 and
+// 6to4 (which embed IPv4 addresses), and IPv6 site-local.
+var specialPurpose = []netip.Prefix{
+	netip.MustParsePrefix("100.64.0.0/10"),
+	netip.MustParsePrefix("192.0.0.0/24"),
+	netip.MustParsePrefix("198.18.0.0/15"),
+	netip.MustParsePrefix("240.0.0.0/4"),
+	netip.MustParsePrefix("64:ff9b::/96"),
+	netip.MustParsePrefix("64:ff9b:1::/48"),
+	netip.MustParsePrefix("2002::/16"),
+	netip.MustParsePrefix("fec0::/10"),
 }
 
 // blockedKind returns what makes a an address that webhooks must not
@@ -57,6 +72,11 @@ func blockedKind(a netip.Addr) string {
 		return "link-local"
 	case a.IsMulticast() || a.IsInterfaceLocalMulticast() || a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
 		return "multicast"
+	}
+	for _, p := range specialPurpose {
+		if p.Contains(a) {
+			return "special-purpose"
+		}
 	}
 	return ""
 }
