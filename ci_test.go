@@ -51,7 +51,7 @@ func TestCIStatusSources(t *testing.T) {
 	if o := e.call(request{method: "GET", path: "/tasks/" + id + "/ci-status", key: e.admin}, http.StatusOK)["data"].(map[string]any)["overall"]; o != "pending" {
 		t.Errorf("overall with the provider down = %v, want pending", o)
 	}
-	if !strings.Contains(e.logs.String(), "CI provider failed") {
+	if !strings.Contains(e.logText(), "CI provider failed") {
 		t.Error("a failing CI provider was not logged")
 	}
 }

@@ -2,7 +2,11 @@ package lifecycle_test
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log"
 	"log/slog"
@@ -10,6 +14,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/tasklifecycle/lifecycle"
@@ -186,4 +191,46 @@ func ExampleService_Ship() {
 	// approved: [ship view_ci_status view_review_feedback]
 	// ship: queued
 	// ship: succeeded task: done []
+}
+
+// ExampleVerifyWebhookRequest is the heart of a webhook receiver: check
+// the signature over the raw body before parsing it, and deduplicate on
+// the event ID, which stays the same across retries.
+func ExampleVerifyWebhookRequest() {
+	const secret = "a-long-random-secret"
+	seen := map[string]bool{} // a real receiver bounds this
+	receive := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := lifecycle.VerifyWebhookRequest(r, secret, 0)
+		if errors.Is(err, lifecycle.ErrInvalidSignature) {
+			http.Error(w, "bad signature", http.StatusUnauthorized)
+			return
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if id := r.Header.Get(lifecycle.HeaderEventID); !seen[id] {
+			seen[id] = true
+			fmt.Printf("%s %s\n", r.Header.Get(lifecycle.HeaderEventType), body)
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+
+	// A delivery as the Service sends it, signed with the secret.
+	body := `{"id":"evt_1","type":"task.updated"}`
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(body))
+	for _, signature := range []string{"sha256=" + hex.EncodeToString(mac.Sum(nil)), "sha256=00"} {
+		r := httptest.NewRequest("POST", "/hooks", strings.NewReader(body))
+		r.Header.Set(lifecycle.HeaderEventID, "evt_1")
+		r.Header.Set(lifecycle.HeaderEventType, "task.updated")
+		r.Header.Set(lifecycle.HeaderSignature, signature)
+		w := httptest.NewRecorder()
+		receive.ServeHTTP(w, r)
+		fmt.Println(w.Code)
+	}
+	// Output:
+	// task.updated {"id":"evt_1","type":"task.updated"}
+	// 204
+	// 401
 }

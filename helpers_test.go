@@ -32,8 +32,8 @@ type env struct {
 	store *sqlite.Store
 	clock *fakeclock.Clock
 	host  http.Handler
-	admin string // a key with every scope
-	logs  *bytes.Buffer
+	admin string      // a key with every scope
+	logs  *syncWriter // the Service's log; read it with logText
 }
 
 // newEnv builds an env; mutate adjusts the Config before New.
@@ -45,12 +45,12 @@ func newEnv(t *testing.T, mutate ...func(*lifecycle.Config)) *env {
 	}
 	t.Cleanup(func() { store.Close() })
 	clock := fakeclock.New(epoch)
-	logs := new(bytes.Buffer)
+	logs := &syncWriter{w: new(bytes.Buffer)}
 	cfg := lifecycle.Config{
 		Store:   store,
 		BaseURL: testBase,
 		Clock:   clock,
-		Logger:  slog.New(slog.NewTextHandler(&syncWriter{w: logs}, nil)),
+		Logger:  slog.New(slog.NewTextHandler(logs, nil)),
 	}
 	for _, m := range mutate {
 		m(&cfg)
@@ -286,7 +286,15 @@ func decode(t *testing.T, rec *httptest.ResponseRecorder) map[string]any {
 	return out
 }
 
-// svcLogger returns a logger writing to the env's log buffer.
+// svcLogger returns a logger writing to the env's log.
 func (e *env) svcLogger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(&syncWriter{w: e.logs}, nil))
+	return slog.New(slog.NewTextHandler(e.logs, nil))
+}
+
+// logText returns what has been logged so far; it is safe while Services
+// still log.
+func (e *env) logText() string {
+	e.logs.mu.Lock()
+	defer e.logs.mu.Unlock()
+	return e.logs.w.(*bytes.Buffer).String()
 }

@@ -718,8 +718,8 @@ func TestStreamUnderMiddleware(t *testing.T) {
 	if err := c.ended(); !errors.Is(err, io.EOF) {
 		t.Errorf("stream ended with %v, want a clean end", err)
 	}
-	if !strings.Contains(e.logs.String(), "cannot flush") {
-		t.Errorf("log does not explain the failure:\n%s", e.logs)
+	if logs := e.logText(); !strings.Contains(logs, "cannot flush") {
+		t.Errorf("log does not explain the failure:\n%s", logs)
 	}
 }
 

@@ -524,20 +524,13 @@ func (s *Service) ListTasks(ctx context.Context, p ListTasksParams) (TaskList, e
 			v.add("status", fmt.Sprintf("%q is not a status; use todo, in_progress, in_review, blocked, done or cancelled", st))
 		}
 	}
-	switch {
-	case p.Limit == 0:
-		p.Limit = 50
-	case p.Limit < 1 || p.Limit > 200:
-		v.add("limit", "must be between 1 and 200")
-	}
-	after, ok := decodeCursor(p.Cursor)
-	if !ok {
-		v.add("cursor", "is not a cursor returned by this listing")
-	}
+	page := ListParams{Limit: p.Limit, Cursor: p.Cursor}
+	after := page.check(&v)
 	if err := v.err(); err != nil {
 		return TaskList{}, err
 	}
-	page, err := s.store.ListTasks(ctx, TaskFilter{
+	p.Limit = page.Limit
+	tasks, err := s.store.ListTasks(ctx, TaskFilter{
 		Statuses:        p.Statuses,
 		AssigneeAgentID: p.AssigneeAgentID,
 		Project:         p.Project,
@@ -547,12 +540,12 @@ func (s *Service) ListTasks(ctx context.Context, p ListTasksParams) (TaskList, e
 	if err != nil {
 		return TaskList{}, fmt.Errorf("list tasks: %w", err)
 	}
-	for i := range page.Tasks {
-		if page.Tasks[i].AvailableActions, err = s.liveActions(ctx, &page.Tasks[i]); err != nil {
+	for i := range tasks.Tasks {
+		if tasks.Tasks[i].AvailableActions, err = s.liveActions(ctx, &tasks.Tasks[i]); err != nil {
 			return TaskList{}, err
 		}
 	}
-	return TaskList{Tasks: nonNil(page.Tasks), NextCursor: encodeCursor(page.Next)}, nil
+	return TaskList{Tasks: nonNil(tasks.Tasks), NextCursor: encodeCursor(tasks.Next)}, nil
 }
 
 // encodeCursor makes an opaque cursor of a listing position.
@@ -708,39 +701,30 @@ func (s *Service) handleGetTask(w http.ResponseWriter, r *http.Request, p *Princ
 }
 
 func (s *Service) handleListTasks(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	page, err := listParams(r)
+	if err != nil {
+		return err
+	}
 	q := r.URL.Query()
 	params := ListTasksParams{
 		AssigneeAgentID: q.Get("assigneeAgentId"),
 		Project:         q.Get("project"),
-		Cursor:          q.Get("cursor"),
+		Limit:           page.Limit,
+		Cursor:          page.Cursor,
 	}
 	if st := q.Get("status"); st != "" {
 		for _, part := range strings.Split(st, ",") {
 			params.Statuses = append(params.Statuses, Status(strings.TrimSpace(part)))
 		}
 	}
-	if l := q.Get("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil {
-			return invalid("limit", "must be an integer between 1 and 200")
-		}
-		if n == 0 {
-			n = -1 // an explicit 0 is out of range, not the default
-		}
-		params.Limit = n
-	}
 	list, err := s.ListTasks(r.Context(), params)
 	if err != nil {
 		return err
 	}
-	var next *string
-	if list.NextCursor != "" {
-		next = &list.NextCursor
-	}
 	writeJSON(w, http.StatusOK, struct {
 		Data       []Task  `json:"data"`
 		NextCursor *string `json:"nextCursor"`
-	}{list.Tasks, next})
+	}{list.Tasks, nullIfEmpty(list.NextCursor)})
 	return nil
 }
 

@@ -423,8 +423,8 @@ func TestInternalErrorsDoNotLeak(t *testing.T) {
 	if obj["code"] != "internal" || strings.Contains(obj["message"].(string), "router down") {
 		t.Errorf("internal error body = %v, want code internal and no internals", obj)
 	}
-	if !strings.Contains(e.logs.String(), "request failed") || !strings.Contains(e.logs.String(), "router down") {
-		t.Errorf("the internal error was not logged with its cause; logs:\n%s", e.logs)
+	if logs := e.logText(); !strings.Contains(logs, "request failed") || !strings.Contains(logs, "router down") {
+		t.Errorf("the internal error was not logged with its cause; logs:\n%s", logs)
 	}
 }
 

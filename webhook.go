@@ -356,10 +356,9 @@ type ListParams struct {
 	Cursor string
 }
 
-// check validates p, filling in the default limit, and returns the
+// check validates p into v, filling in the default limit, and returns the
 // position its cursor encodes.
-func (p *ListParams) check() (int64, error) {
-	var v validator
+func (p *ListParams) check(v *validator) int64 {
 	switch {
 	case p.Limit == 0:
 		p.Limit = 50
@@ -370,7 +369,7 @@ func (p *ListParams) check() (int64, error) {
 	if !ok {
 		v.add("cursor", "is not a cursor returned by this listing")
 	}
-	return pos, v.err()
+	return pos
 }
 
 // SubscriptionList is a page of subscriptions.
@@ -383,8 +382,9 @@ type SubscriptionList struct {
 
 // ListSubscriptions returns a page of webhook subscriptions in creation order.
 func (s *Service) ListSubscriptions(ctx context.Context, p ListParams) (SubscriptionList, error) {
-	after, err := p.check()
-	if err != nil {
+	var v validator
+	after := p.check(&v)
+	if err := v.err(); err != nil {
 		return SubscriptionList{}, err
 	}
 	page, err := s.store.ListSubscriptions(ctx, SubscriptionFilter{After: after, Limit: p.Limit})
@@ -425,8 +425,9 @@ type DeliveryList struct {
 // Deliveries returns a page of the delivery attempts of a subscription,
 // newest first.
 func (s *Service) Deliveries(ctx context.Context, subID string, p ListParams) (DeliveryList, error) {
-	before, err := p.check()
-	if err != nil {
+	var v validator
+	before := p.check(&v)
+	if err := v.err(); err != nil {
 		return DeliveryList{}, err
 	}
 	if _, err := s.Subscription(ctx, subID); err != nil {

@@ -82,14 +82,13 @@ type dispatcher struct {
 
 // newDispatcher returns a dispatcher; it does nothing until run.
 func newDispatcher(s *Service) *dispatcher {
-	guard := &targetGuard{allowPrivate: s.cfg.AllowPrivateWebhookTargets, resolver: s.cfg.WebhookResolver}
 	var tlsConfig *tls.Config
 	if s.cfg.WebhookTLSConfig != nil {
 		tlsConfig = s.cfg.WebhookTLSConfig.Clone()
 	}
 	transport := &http.Transport{
 		Proxy:                 nil, // a proxy would dial for us, around the guard
-		DialContext:           guard.dialContext,
+		DialContext:           s.targets.dialContext,
 		TLSClientConfig:       tlsConfig,
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          4 * s.cfg.WebhookConcurrency,

@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -214,10 +213,7 @@ func standardSignature(secret, id, ts string, body []byte) string {
 func TestWebhookDelivery(t *testing.T) {
 	t.Parallel()
 	rc := newReceiver(t)
-	logs := new(lockedLog)
-	e := newHookEnv(t, rc, noPolling, func(c *lifecycle.Config) {
-		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	})
+	e := newHookEnv(t, rc, noPolling)
 	srv := e.serve()
 	sub := e.subscribe(subBody(rc.url("/hooks")))
 	sse := stream(t, srv, e.admin, "", nil)
@@ -280,7 +276,7 @@ func TestWebhookDelivery(t *testing.T) {
 	if diff := cmp.Diff(wantList, list); diff != "" {
 		t.Errorf("deliveries (-want +got):\n%s", diff)
 	}
-	if logs.contains(hookSecret) {
+	if strings.Contains(e.logText(), hookSecret) {
 		t.Error("the secret appears in the logs")
 	}
 }
@@ -1066,8 +1062,7 @@ func TestWebhookCursorBehindPrunedEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	counting := &countingStore{Store: e.store}
-	logs := new(lockedLog)
-	cfg := lifecycle.Config{Store: counting, BaseURL: testBase, Clock: e.clock, Logger: slog.New(slog.NewTextHandler(logs, nil))}
+	cfg := lifecycle.Config{Store: counting, BaseURL: testBase, Clock: e.clock, Logger: e.svcLogger()}
 	rc.trust(&cfg)
 	svc, err := lifecycle.New(cfg)
 	if err != nil {
@@ -1075,7 +1070,7 @@ func TestWebhookCursorBehindPrunedEvents(t *testing.T) {
 	}
 	e.svc = svc
 	e.start()
-	waitFor(t, func() bool { return logs.contains("were not delivered") })
+	waitFor(t, func() bool { return strings.Contains(e.logText(), "were not delivered") })
 	before := counting.reads.Load()
 	time.Sleep(100 * time.Millisecond)
 	if n := counting.reads.Load() - before; n > 10 {
@@ -1091,24 +1086,6 @@ func TestWebhookCursorBehindPrunedEvents(t *testing.T) {
 	if list := e.waitDeliveries(subID, 1); len(list) != 1 {
 		t.Errorf("deliveries = %v", list)
 	}
-}
-
-// lockedLog is a log destination the test may read while it is written.
-type lockedLog struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *lockedLog) contains(s string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Contains(l.buf.String(), s)
 }
 
 // flakyStore fails every Update while failing is set, as a full disk would.
@@ -1130,7 +1107,7 @@ func TestWebhookFailedRecordDoesNotResendRetries(t *testing.T) {
 	rc.setRespond(failing(100, http.StatusInternalServerError))
 	e := newEnv(t, rc.trust)
 	flaky := &flakyStore{Store: e.store}
-	cfg := lifecycle.Config{Store: flaky, BaseURL: testBase, Clock: e.clock, Logger: slog.New(slog.DiscardHandler)}
+	cfg := lifecycle.Config{Store: flaky, BaseURL: testBase, Clock: e.clock, Logger: e.svcLogger()}
 	rc.trust(&cfg)
 	noJitter(&cfg)
 	svc, err := lifecycle.New(cfg)
