@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // ProviderAdapter opens, reads and merges pull requests at a code host
@@ -15,7 +16,9 @@ import (
 // request does not exist, ErrHeadMismatch when a merge finds another head
 // commit than expected, and a *ValidationError naming the member
 // ("pullRequest.base") when a hint of the request cannot be used, which the
-// client gets as 400. Any other error is a failure of the host; the Service
+// client gets as 400. An error matching ErrTemporary (see
+// [TemporaryError]) is a failure worth retrying: the ship runner retries it
+// with backoff. Any other error is a failure of the host; the Service
 // reports it as 502 provider_error and logs it.
 type ProviderAdapter interface {
 	// EnsurePullRequest opens a pull request from req.Head into req.Base,
@@ -38,9 +41,49 @@ type ProviderAdapter interface {
 // pull request is approved (branch protection, approval rules). It is used
 // for tasks whose codeReviewPolicy is github_rules; without it the Service
 // decides from the reviews posted to it.
+//
+// Errors: any error is a failure of the host; the Service keeps the facts
+// it had and reads again later.
 type ReviewDecider interface {
-	// ReviewDecision returns the host's decision on the pull request.
-	ReviewDecision(ctx context.Context, ref PullRequestRef) (ReviewDecision, error)
+	// ReviewDecision returns the host's decision on the pull request at
+	// q.HeadSHA and the reviews the host holds. Whether approvals of an
+	// earlier head still count is the host's rule (GitHub's "dismiss stale
+	// reviews", GitLab's approval reset): the adapter applies it.
+	ReviewDecision(ctx context.Context, q ReviewQuery) (HostReviews, error)
+}
+
+// ReviewQuery asks a ReviewDecider about a pull request.
+type ReviewQuery struct {
+	// PullRequest names the pull request.
+	PullRequest PullRequestRef
+	// HeadSHA is its head commit as the Service last read it.
+	HeadSHA string
+}
+
+// HostReviews is a host's review state of a pull request.
+type HostReviews struct {
+	// Decision is approved, changes_requested, pending or not_required.
+	Decision ReviewDecision
+	// Reviews are the reviews the host holds, oldest first. The Service
+	// records those it has not seen (by ID) and emits task.reviewed for each.
+	Reviews []HostReview
+}
+
+// HostReview is one review at a code host.
+type HostReview struct {
+	// ID identifies the review at the host; it must be stable and unique
+	// within the pull request.
+	ID string
+	// Reviewer is the reviewer's login.
+	Reviewer string
+	// Outcome is approved, changes_requested or commented.
+	Outcome ReviewOutcome
+	// Body is the review's text.
+	Body string
+	// CommitSHA is the head the review was made at, or empty.
+	CommitSHA string
+	// SubmittedAt is when it was made.
+	SubmittedAt time.Time
 }
 
 // ErrHeadMismatch means a pull request's head commit is not the one a
@@ -114,6 +157,11 @@ type PullRequest struct {
 	MergeCommitSHA string
 	// RequestedReviewers are the logins whose review is requested.
 	RequestedReviewers []string
+	// DismissesStaleReviews says that the host no longer counts approvals
+	// of an earlier head once new commits are pushed (GitHub's "dismiss
+	// stale pull request approvals", GitLab's "reset approvals on push").
+	// The Service then does the same with the approvals posted to it.
+	DismissesStaleReviews bool
 	// Created is set by EnsurePullRequest when it opened the pull request.
 	Created bool
 }

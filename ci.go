@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
-	"slices"
 )
 
 // CIOverall is the combined state of a commit's CI checks.
@@ -28,6 +27,9 @@ type CIStatus struct {
 	HeadSHA  *string   `json:"headSha"`
 	Provider *string   `json:"provider"`
 	Checks   []Check   `json:"checks"`
+	// CheckedAt is when the CI provider was last asked about the head
+	// commit, or nil when it has not been (or the task has none).
+	CheckedAt *Timestamp `json:"checkedAt"`
 }
 
 // overallOf combines checks: failed if any failed; else running if any is
@@ -71,74 +73,23 @@ func countedChecks(stored []Check, ci CIProvider) []Check {
 	return out
 }
 
-// facts is what decides the actions of a task in review.
-type facts struct {
-	ci       CIOverall
-	decision ReviewDecision
-}
-
-// actionsOf returns the actions available on t given f.
-func actionsOf(t *Task, f facts) []Action {
-	return actionsFor(t.Status, f.ci == CIPassed && f.decision.allowsShip() && t.ActiveShipID == "", t.ReworkRequested)
-}
-
-// recordedDecision is the review decision the Store holds for t.
-func recordedDecision(t *Task) ReviewDecision {
-	switch {
-	case t.ReviewPolicy == PolicyNeverRequire:
-		return DecisionNotRequired
-	case t.ReviewDecision == "":
-		return DecisionPending
-	}
-	return t.ReviewDecision
-}
-
-// txFacts computes the facts of t from what the transaction holds: the
-// recorded review decision and the stored checks of its head commit.
-func (s *Service) txFacts(ctx context.Context, tx Tx, t *Task) (facts, error) {
-	if t.Status != StatusInReview || t.HeadSHA == nil {
-		return facts{ci: CINone, decision: recordedDecision(t)}, nil
+// refreshCI recomputes t's stored CI state from the checks tx holds for
+// its head commit: reported ones, provider ones, and self-reported ones
+// when the task's CI provider trusts them.
+func (s *Service) refreshCI(ctx context.Context, tx Tx, t *Task) error {
+	if t.HeadSHA == nil {
+		t.Facts.CI = CINone
+		return nil
 	}
 	stored, err := tx.Checks(ctx, t.ID, *t.HeadSHA)
 	if err != nil {
-		return facts{}, fmt.Errorf("checks of task %s: %w", t.ID, err)
+		return fmt.Errorf("checks of task %s: %w", t.ID, err)
 	}
-	return facts{ci: overallOf(countedChecks(stored, s.ciFor(t)), false), decision: recordedDecision(t)}, nil
+	t.Facts.CI = overallOf(countedChecks(stored, s.ciFor(t)), t.Facts.CIPending)
+	return nil
 }
 
-// txActions returns the actions of t as the transaction knows them.
-func (s *Service) txActions(ctx context.Context, tx Tx, t *Task) ([]Action, error) {
-	f, err := s.txFacts(ctx, tx, t)
-	if err != nil {
-		return nil, err
-	}
-	return actionsOf(t, f), nil
-}
-
-// liveActions returns the actions of t for a read: a task in review also
-// consults its CI provider and, under github_rules, the host's decision.
-func (s *Service) liveActions(ctx context.Context, t *Task) ([]Action, error) {
-	if t.Status != StatusInReview {
-		return actionsFor(t.Status, false, false), nil
-	}
-	ci, decision, err := s.liveReview(ctx, t)
-	if err != nil {
-		return nil, err
-	}
-	return actionsOf(t, facts{ci: ci.Overall, decision: decision}), nil
-}
-
-// liveReview returns the CI status and review decision of t, asking its
-// CI provider and host once each.
-func (s *Service) liveReview(ctx context.Context, t *Task) (CIStatus, ReviewDecision, error) {
-	ci, err := s.ciStatus(ctx, t)
-	if err != nil {
-		return CIStatus{}, "", err
-	}
-	return ci, s.liveDecision(ctx, t), nil
-}
-
-// readTask returns a stored task without computing its actions.
+// readTask returns a stored task with its available actions.
 func (s *Service) readTask(ctx context.Context, taskID string) (Task, error) {
 	if !validTaskID(taskID) {
 		return Task{}, notFound("task", taskID)
@@ -150,67 +101,42 @@ func (s *Service) readTask(ctx context.Context, taskID string) (Task, error) {
 	if err != nil {
 		return Task{}, fmt.Errorf("get task %s: %w", taskID, err)
 	}
+	s.setActions(&t)
 	return t, nil
 }
 
-// ciStatus returns the CI state of t's head commit: the stored checks and
-// the provider's. A provider that fails is logged and makes the state
-// pending, since what it would say is unknown.
-func (s *Service) ciStatus(ctx context.Context, t *Task) (CIStatus, error) {
-	st := CIStatus{Overall: CINone, HeadSHA: t.HeadSHA, Checks: []Check{}}
-	if t.HeadSHA == nil {
-		return st, nil
-	}
-	stored, err := s.store.Checks(ctx, t.ID, *t.HeadSHA)
-	if err != nil {
-		return st, fmt.Errorf("checks of task %s: %w", t.ID, err)
-	}
-	ci := s.ciFor(t)
-	checks := countedChecks(stored, ci)
-	pending := false
-	if ci != nil {
-		name := ci.Name()
-		st.Provider = &name
-		rep, err := ci.Checks(ctx, CIQuery{Task: *t, PullRequest: t.pullRequestRef(), HeadSHA: *t.HeadSHA})
-		switch {
-		case err != nil && ctx.Err() != nil:
-			return st, ctx.Err()
-		case err != nil:
-			s.log.WarnContext(ctx, "CI provider failed; CI status is pending", "provider", name, "task", t.ID, "err", err)
-			pending = true
-		default:
-			pending = rep.Pending
-			for _, c := range rep.Checks {
-				var url *string
-				if c.URL != "" {
-					url = &c.URL
-				}
-				checks = append(checks, Check{Name: c.Name, Status: c.Status, URL: url, Source: SourceProvider, TaskID: t.ID, HeadSHA: *t.HeadSHA})
-			}
-		}
-	}
-	// Show every stored check, counted or not, but decide on the counted ones.
-	st.Overall = overallOf(checks, pending)
-	st.Checks = append(st.Checks, stored...)
-	for _, c := range checks {
-		if c.Source == SourceProvider {
-			st.Checks = append(st.Checks, c)
-		}
-	}
-	return st, nil
+// setActions sets t's available actions from its stored state.
+func (s *Service) setActions(t *Task) {
+	t.AvailableActions = s.stateOf(t).actions()
 }
 
-// CIStatus returns the CI state of a task's head commit.
+// stateOf returns the state that decides what t may do next.
+func (s *Service) stateOf(t *Task) taskState {
+	return stateOf(t, s.cfg.ArtifactAdapter != nil || s.binding(t.project()) != nil)
+}
+
+// CIStatus returns the CI state of a task's head commit, as last learned:
+// it never calls the CI provider (the reconciler and provider events keep
+// it current). CheckedAt says when the provider was last asked.
 func (s *Service) CIStatus(ctx context.Context, taskID string) (CIStatus, []Action, error) {
 	t, err := s.readTask(ctx, taskID)
 	if err != nil {
 		return CIStatus{}, nil, err
 	}
-	ci, decision, err := s.liveReview(ctx, &t)
-	if err != nil {
-		return CIStatus{}, nil, err
+	st := CIStatus{Overall: ciOf(&t), HeadSHA: t.HeadSHA, Checks: []Check{}, CheckedAt: t.Facts.CICheckedAt}
+	if t.HeadSHA == nil {
+		return st, t.AvailableActions, nil
 	}
-	return ci, actionsOf(&t, facts{ci: ci.Overall, decision: decision}), nil
+	if ci := s.ciFor(&t); ci != nil {
+		name := ci.Name()
+		st.Provider = &name
+	}
+	stored, err := s.store.Checks(ctx, t.ID, *t.HeadSHA)
+	if err != nil {
+		return CIStatus{}, nil, fmt.Errorf("checks of task %s: %w", t.ID, err)
+	}
+	st.Checks = nonNil(stored)
+	return st, t.AvailableActions, nil
 }
 
 // ReportChecksParams reports CI checks of a commit. Its JSON form is the
@@ -268,7 +194,7 @@ func (s *Service) ReportChecks(ctx context.Context, taskID string, p ReportCheck
 		return CIStatus{}, nil, err
 	}
 	sha := lowerHex(p.HeadSHA)
-	t, err := s.changeTask(ctx, taskID, func(tx Tx, t *Task) (taskEvent, error) {
+	_, err := s.changeTask(ctx, taskID, func(tx Tx, t *Task) (taskEvent, error) {
 		now := s.now()
 		for _, c := range p.Checks {
 			var url *string
@@ -280,24 +206,20 @@ func (s *Service) ReportChecks(ctx context.Context, taskID string, p ReportCheck
 				return taskEvent{}, fmt.Errorf("record check %s: %w", c.Name, err)
 			}
 		}
-		after, err := s.txActions(ctx, tx, t)
-		if err != nil {
+		before := ciOf(t)
+		if err := s.refreshCI(ctx, tx, t); err != nil {
 			return taskEvent{}, err
 		}
-		if slices.Equal(after, t.AvailableActions) {
-			return taskEvent{}, nil // nothing the task can do changed
+		if ciOf(t) == before {
+			return taskEvent{}, nil // the task's CI state did not change
 		}
 		return taskEvent{typ: EventTaskUpdated, actor: p.Actor,
-			summary: fmt.Sprintf("CI of task %s changed its next steps to %v", t.Identifier, after)}, nil
+			summary: fmt.Sprintf("CI of task %s is %s", t.Identifier, ciOf(t))}, nil
 	})
 	if err != nil {
 		return CIStatus{}, nil, err
 	}
-	ci, decision, err := s.liveReview(ctx, &t)
-	if err != nil {
-		return CIStatus{}, nil, err
-	}
-	return ci, actionsOf(&t, facts{ci: ci.Overall, decision: decision}), nil
+	return s.CIStatus(ctx, taskID)
 }
 
 // lowerHex lower-cases a hex string.

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -15,22 +16,29 @@ func TestCIStatusSources(t *testing.T) {
 	e, a := newSubmitEnv(t)
 	id := e.startedTask("ENG-1")
 	none := e.call(request{method: "GET", path: "/tasks/" + id + "/ci-status", key: e.admin}, http.StatusOK)
-	if diff := cmp.Diff(map[string]any{"overall": "none", "headSha": nil, "provider": nil, "checks": []any{}}, none["data"]); diff != "" {
+	if diff := cmp.Diff(map[string]any{"overall": "none", "headSha": nil, "provider": nil, "checks": []any{}, "checkedAt": nil}, none["data"]); diff != "" {
 		t.Errorf("CI status before any submission (-want +got):\n%s", diff)
 	}
 	sha := e.submitOK(id, "ci-key-123", submitBody())["headSha"].(string)
 	a.web.SetChecks(sha, lifecycle.CIReport{Checks: []lifecycle.CICheck{{Name: "build", Status: lifecycle.CheckRunning, URL: "https://ci.example.com/b"}}})
+	// Reads answer from what was learned; the reconciler learns what changed.
+	if o := e.ciOverall(id); o != "none" {
+		t.Errorf("overall before the host was read again = %v, want none (what submit learned)", o)
+	}
+	e.clock.Advance(time.Second)
+	e.reconcile(id)
 
 	got := e.call(request{method: "GET", path: "/tasks/" + id + "/ci-status", key: e.admin}, http.StatusOK)
 	want := map[string]any{
-		"overall":  "running",
-		"headSha":  sha,
-		"provider": "memory",
+		"overall":   "running",
+		"headSha":   sha,
+		"provider":  "memory",
+		"checkedAt": "2026-11-21T10:00:01.000Z",
 		"checks": []any{
+			map[string]any{"name": "build", "status": "running", "url": "https://ci.example.com/b", "source": "provider"},
 			// Self-reported checks are shown; the memory CI does not count them.
 			map[string]any{"name": "lint", "status": "skipped", "url": nil, "source": "self_reported"},
 			map[string]any{"name": "unit", "status": "passed", "url": nil, "source": "self_reported"},
-			map[string]any{"name": "build", "status": "running", "url": "https://ci.example.com/b", "source": "provider"},
 		},
 	}
 	if diff := cmp.Diff(want, got["data"]); diff != "" {
@@ -42,18 +50,30 @@ func TestCIStatusSources(t *testing.T) {
 
 	// The provider says pending: nothing else decides.
 	a.web.SetChecks(sha, lifecycle.CIReport{Pending: true})
-	if o := e.call(request{method: "GET", path: "/tasks/" + id + "/ci-status", key: e.admin}, http.StatusOK)["data"].(map[string]any)["overall"]; o != "pending" {
+	e.reconcile(id)
+	if o := e.ciOverall(id); o != "pending" {
 		t.Errorf("overall with the provider pending = %v", o)
 	}
-	// The provider fails: pending, and logged.
-	a.web.SetChecks(sha, lifecycle.CIReport{})
+	// The provider fails: what was learned last stands, and the failure is logged.
+	a.web.SetChecks(sha, lifecycle.CIReport{Checks: []lifecycle.CICheck{{Name: "build", Status: lifecycle.CheckPassed}}})
 	a.web.FailNext("checks", errNetwork)
-	if o := e.call(request{method: "GET", path: "/tasks/" + id + "/ci-status", key: e.admin}, http.StatusOK)["data"].(map[string]any)["overall"]; o != "pending" {
-		t.Errorf("overall with the provider down = %v, want pending", o)
+	e.reconcile(id)
+	if o := e.ciOverall(id); o != "pending" {
+		t.Errorf("overall with the provider down = %v, want pending as last learned", o)
 	}
 	if !strings.Contains(e.logText(), "CI provider failed") {
 		t.Error("a failing CI provider was not logged")
 	}
+	e.reconcile(id)
+	if o := e.ciOverall(id); o != "passed" {
+		t.Errorf("overall once the provider answers again = %v, want passed", o)
+	}
+}
+
+// ciOverall reads the overall CI state of a task.
+func (e *env) ciOverall(id string) any {
+	e.t.Helper()
+	return e.call(request{method: "GET", path: "/tasks/" + id + "/ci-status", key: e.admin}, http.StatusOK)["data"].(map[string]any)["overall"]
 }
 
 var errNetwork = &netError{}
@@ -82,8 +102,13 @@ func TestReportedChecks(t *testing.T) {
 		t.Errorf("a stale commit's checks: overall %v, events %d -> %d", stale["data"].(map[string]any)["overall"], before, versions())
 	}
 	running := report(strings.ToUpper(sha), map[string]any{"name": "build", "status": "running"})
-	if running["data"].(map[string]any)["overall"] != "running" || versions() != before {
-		t.Errorf("running: overall %v; events %d -> %d (no next step changed)", running["data"].(map[string]any)["overall"], before, versions())
+	if running["data"].(map[string]any)["overall"] != "running" || versions() != before+1 {
+		t.Errorf("running: overall %v; events %d -> %d, want one for the change of CI", running["data"].(map[string]any)["overall"], before, versions())
+	}
+	before = versions()
+	report(sha, map[string]any{"name": "build", "status": "running"})
+	if versions() != before {
+		t.Errorf("the same report again: events %d -> %d, want none", before, versions())
 	}
 	passed := report(sha, map[string]any{"name": "build", "status": "passed", "url": "https://ci.example.com/9"})
 	if diff := cmp.Diff([]any{"ship", "view_ci_status", "view_review_feedback"}, passed["availableActions"]); diff != "" {
@@ -91,10 +116,10 @@ func TestReportedChecks(t *testing.T) {
 	}
 	evs := e.eventsOf(id)
 	if len(evs) != before+1 {
-		t.Fatalf("events %d -> %d, want one for the change of next steps", before, len(evs))
+		t.Fatalf("events %d -> %d, want one for the change of CI", before, len(evs))
 	}
 	data := evs[len(evs)-1]["data"].(map[string]any)
-	if diff := cmp.Diff([]any{"availableActions"}, data["changedFields"]); diff != "" {
+	if diff := cmp.Diff([]any{"availableActions", "ciStatus"}, data["changedFields"]); diff != "" {
 		t.Errorf("changedFields of a CI change (-want +got):\n%s", diff)
 	}
 	// A later failure takes ship away again.

@@ -215,6 +215,10 @@ type taskEvent struct {
 	// after, when set, runs in the transaction once the task is stored and
 	// the event appended, with the task as it now is.
 	after func(tx Tx, t *Task) error
+	// extra are more events of the same change, appended after this one,
+	// each with its own taskVersion; their data show the task as it is
+	// after the whole change.
+	extra []taskEvent
 }
 
 // updateRelaxed runs fn in a Store transaction that need not wait for the
@@ -237,11 +241,12 @@ func (s *Service) update(ctx context.Context, fn func(tx Tx) error) error {
 }
 
 // changeTask loads a task in a transaction, lets fn change it, bumps its
-// version and appends the event fn describes, all in one commit. fn sees
-// the task with its available actions before the change; it must replace
-// pointer and slice members rather than write through them. When fn
-// returns a taskEvent with no type, the task is left as it was (what fn
-// wrote through tx is still committed).
+// version and appends the event fn describes (and its extra ones, each
+// with a version of its own), all in one commit. fn sees the task with its
+// available actions before the change; it must replace pointer and slice
+// members rather than write through them. When fn returns a taskEvent
+// with no type, the task is left as it was (what fn wrote through tx is
+// still committed).
 func (s *Service) changeTask(ctx context.Context, taskID string, fn func(tx Tx, t *Task) (taskEvent, error)) (Task, error) {
 	if !validTaskID(taskID) {
 		return Task{}, notFound("task", taskID)
@@ -255,9 +260,7 @@ func (s *Service) changeTask(ctx context.Context, taskID string, fn func(tx Tx, 
 		if err != nil {
 			return fmt.Errorf("get task %s: %w", taskID, err)
 		}
-		if t.AvailableActions, err = s.txActions(ctx, tx, &t); err != nil {
-			return err
-		}
+		s.setActions(&t)
 		before := t
 		ev, err := fn(tx, &t)
 		if err != nil {
@@ -267,16 +270,23 @@ func (s *Service) changeTask(ctx context.Context, taskID string, fn func(tx Tx, 
 			out = before
 			return nil
 		}
-		t.Version++
 		t.UpdatedAt = s.now()
-		if t.AvailableActions, err = s.txActions(ctx, tx, &t); err != nil {
-			return err
+		s.setActions(&t)
+		for i, e := range append([]taskEvent{ev}, ev.extra...) {
+			t.Version++
+			if i == 0 {
+				if err := tx.UpdateTask(ctx, t); err != nil {
+					return fmt.Errorf("update task %s: %w", taskID, err)
+				}
+			}
+			if err := s.appendTaskEvent(ctx, tx, e, &before, &t); err != nil {
+				return err
+			}
 		}
-		if err := tx.UpdateTask(ctx, t); err != nil {
-			return fmt.Errorf("update task %s: %w", taskID, err)
-		}
-		if err := s.appendTaskEvent(ctx, tx, ev, &before, &t); err != nil {
-			return err
+		if len(ev.extra) > 0 {
+			if err := tx.UpdateTask(ctx, t); err != nil { // the final version
+				return fmt.Errorf("update task %s: %w", taskID, err)
+			}
 		}
 		if ev.after != nil {
 			if err := ev.after(tx, &t); err != nil {
@@ -367,7 +377,8 @@ var diffedMembers = func() []reflect.StructField {
 }()
 
 // changedFields names the members that differ between before (nil for a
-// new task, compared with the zero Task) and after.
+// new task, compared with the zero Task) and after, then the facts that
+// differ: ciStatus, prState and reviewDecision.
 func changedFields(before, after *Task) []string {
 	if before == nil {
 		before = &Task{}
@@ -380,5 +391,5 @@ func changedFields(before, after *Task) []string {
 			out = append(out, f.Name)
 		}
 	}
-	return out
+	return append(out, factFields(before, after)...)
 }

@@ -298,3 +298,12 @@ func (e *env) logText() string {
 	defer e.logs.mu.Unlock()
 	return e.logs.w.(*bytes.Buffer).String()
 }
+
+// reconcile makes the Service read the host for a task now, as its
+// reconciler does on a schedule.
+func (e *env) reconcile(id string) {
+	e.t.Helper()
+	if err := e.svc.Reconcile(e.t.Context(), id); err != nil {
+		e.t.Fatalf("reconcile %s: %v", id, err)
+	}
+}

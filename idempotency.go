@@ -60,15 +60,20 @@ func idempotencyKey(r *http.Request) (string, error) {
 	if key == "" {
 		return "", invalid("Idempotency-Key", "header is required: 8 to 128 characters")
 	}
+	return key, checkIdempotencyKey(key, "Idempotency-Key")
+}
+
+// checkIdempotencyKey checks a key's form, naming field when it is wrong.
+func checkIdempotencyKey(key, field string) error {
 	for i := 0; i < len(key); i++ {
 		if key[i] < 0x21 || key[i] > 0x7e {
-			return "", invalid("Idempotency-Key", "must hold only visible ASCII characters")
+			return invalid(field, "must hold only visible ASCII characters")
 		}
 	}
 	if len(key) < minIdempotencyKeyLen || len(key) > maxIdempotencyKeyLen {
-		return "", invalid("Idempotency-Key", fmt.Sprintf("must be %d to %d characters, not %d", minIdempotencyKeyLen, maxIdempotencyKeyLen, len(key)))
+		return invalid(field, fmt.Sprintf("must be %d to %d characters, not %d", minIdempotencyKeyLen, maxIdempotencyKeyLen, len(key)))
 	}
-	return key, nil
+	return nil
 }
 
 // canonicalJSON re-encodes a JSON value with object members sorted and no
@@ -105,6 +110,7 @@ type idempotentCall struct {
 	scope       IdempotencyScope
 	fingerprint []byte
 	createdAt   time.Time
+	lockedUntil time.Time // identifies this call's reservation
 }
 
 // beginIdempotent looks the key up. When the key answered an identical
@@ -121,8 +127,9 @@ func (s *Service) beginIdempotent(ctx context.Context, scope IdempotencyScope, f
 		Fingerprint:      fp,
 		CreatedAt:        now,
 		ExpiresAt:        now.Add(s.cfg.IdempotencyRetention),
-		LockedUntil:      now.Add(s.idempotencyLease()),
+		LockedUntil:      now.Add(s.idempotencyLease()).Truncate(time.Millisecond), // as stored: it identifies the reservation
 	}
+	call.lockedUntil = reservation.LockedUntil
 	var replay *IdempotencyRecord
 	var conflict *ConflictError
 	// The reservation may be lost in a power cut: the request then changed
@@ -185,9 +192,9 @@ func (c *idempotentCall) record(ctx context.Context, tx Tx, status int, body []b
 	if err != nil {
 		return fmt.Errorf("idempotency key: %w", err)
 	}
-	if rec.Done || !bytes.Equal(rec.Fingerprint, c.fingerprint) {
+	if rec.Done || !bytes.Equal(rec.Fingerprint, c.fingerprint) || !rec.LockedUntil.Equal(c.lockedUntil) {
 		return &ConflictError{Reason: "request_in_progress",
-			Message: "Another request with this Idempotency-Key finished first; retry to get its result"}
+			Message: "Another request with this Idempotency-Key took it over or finished first; retry to get its result"}
 	}
 	now := c.s.clock.Now()
 	return tx.UpdateIdempotencyRecord(ctx, IdempotencyRecord{
@@ -213,8 +220,8 @@ func (c *idempotentCall) release(ctx context.Context) {
 		if errors.Is(err, ErrNotFound) {
 			return nil
 		}
-		if err != nil || rec.Done || !bytes.Equal(rec.Fingerprint, c.fingerprint) {
-			return err
+		if err != nil || rec.Done || !bytes.Equal(rec.Fingerprint, c.fingerprint) || !rec.LockedUntil.Equal(c.lockedUntil) {
+			return err // finished, or taken over by another request: not ours to release
 		}
 		return tx.DeleteIdempotencyRecord(ctx, c.scope)
 	})
@@ -264,35 +271,94 @@ func idempotentRequest(w http.ResponseWriter, r *http.Request, p *Principal, rou
 // answer or refuses a reused key, and otherwise calls run, whose respond
 // records the response body in the transaction of the change and is then
 // written with status. A run that fails releases the key. actions, when not
-// nil, lists the resource's next steps in a conflict.
+// nil, lists the resource's next steps in a conflict. lockKey, when not
+// empty, names the per-task lock taken before the key is reserved, so that
+// a request waiting for the lock cannot outlive its reservation.
 func (s *Service) serveIdempotent(w http.ResponseWriter, r *http.Request, p *Principal, route, resourceID string,
-	dst any, check func() error, status int, actions func(context.Context) []Action,
+	dst any, check func() error, status int, actions func(context.Context) []Action, lockKey string,
 	run func(ctx context.Context, key string, respond func(tx Tx, body any) error) error) error {
 	scope, fp, err := idempotentRequest(w, r, p, route, resourceID, dst, check)
 	if err != nil {
 		return err
 	}
-	if actions == nil {
-		actions = func(context.Context) []Action { return nil }
-	}
 	ctx := requestContext(r)
-	call, replay, err := s.beginIdempotent(ctx, scope, fp, actions)
+	if lockKey != "" {
+		unlock, err := s.taskLocks.lock(ctx, lockKey)
+		if err != nil {
+			return err
+		}
+		defer unlock()
+	}
+	body, replayed, err := s.runIdempotent(ctx, scope, fp, status, actions, func(ctx context.Context, respond func(Tx, any) error) error {
+		return run(ctx, scope.Key, respond)
+	})
 	if err != nil {
 		return err
 	}
-	if replay != nil {
-		writeReplay(w, replay)
+	if replayed != nil {
+		writeReplay(w, replayed)
 		return nil
 	}
-	var body []byte
-	err = run(ctx, scope.Key, func(tx Tx, v any) error {
+	writeRaw(w, status, body)
+	return nil
+}
+
+// runIdempotent runs a mutation under an idempotency key: it returns the
+// recorded answer of an identical earlier request (replayed), refuses a key
+// used for another request or still running, and otherwise calls run, whose
+// respond records the response body, with status, in the transaction of
+// the change. A run that fails releases the key.
+func (s *Service) runIdempotent(ctx context.Context, scope IdempotencyScope, fp []byte, status int, actions func(context.Context) []Action,
+	run func(ctx context.Context, respond func(tx Tx, body any) error) error) (body []byte, replayed *IdempotencyRecord, err error) {
+	if actions == nil {
+		actions = func(context.Context) []Action { return nil }
+	}
+	call, replay, err := s.beginIdempotent(ctx, scope, fp, actions)
+	if err != nil {
+		return nil, nil, err
+	}
+	if replay != nil {
+		return nil, replay, nil
+	}
+	err = run(ctx, func(tx Tx, v any) error {
 		body = encodeJSON(v)
 		return call.record(ctx, tx, status, body)
 	})
 	if err != nil {
 		call.release(ctx)
-		return err
+		return nil, nil, err
 	}
-	writeRaw(w, status, body)
-	return nil
+	return body, nil, nil
+}
+
+// goIdempotent runs a mutation of the Go API under key with the rules of
+// the HTTP API: the scope is the actor's, the fingerprint that of params'
+// JSON form (the request body it stands for). With no key, run simply
+// runs. It returns the recorded response body when an identical call was
+// answered before.
+func (s *Service) goIdempotent(ctx context.Context, actor Actor, route, resourceID, key string, params any,
+	run func(ctx context.Context, respond func(tx Tx, body any) error) error) ([]byte, error) {
+	if key == "" {
+		return nil, run(ctx, func(Tx, any) error { return nil })
+	}
+	if err := checkIdempotencyKey(key, "IdempotencyKey"); err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(params)
+	if err != nil {
+		return nil, fmt.Errorf("idempotency fingerprint: %w", err)
+	}
+	canonical, err := canonicalJSON(raw)
+	if err != nil {
+		return nil, fmt.Errorf("idempotency fingerprint: %w", err)
+	}
+	if actor.ID == "" {
+		actor = SystemActor()
+	}
+	scope := IdempotencyScope{PrincipalID: "actor:" + string(actor.Role) + ":" + actor.ID, Method: http.MethodPost, Route: route, ResourceID: resourceID, Key: key}
+	_, replayed, err := s.runIdempotent(ctx, scope, fingerprint(http.MethodPost, route, canonical), http.StatusOK, nil, run)
+	if err != nil || replayed == nil {
+		return nil, err
+	}
+	return replayed.Body, nil
 }

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tasklifecycle/lifecycle/internal/id"
 )
 
 // Config configures a Service. Store and BaseURL are required; every other
@@ -67,14 +69,56 @@ type Config struct {
 	// runner). Defaults to 1 second.
 	ShipPollInterval time.Duration
 
-	// ShipLease is how long a runner holds a ship operation; an operation
-	// whose runner died is resumed once its lease ends. Defaults to twice
-	// ProviderTimeout plus 30 seconds, so that a merge and a deploy fit.
+	// ShipLease is how long a runner holds a ship operation without
+	// renewing it; the runner renews it every third of it while it works,
+	// however long a merge or deploy takes, and an operation whose runner
+	// died is resumed by another once its lease ends. Defaults to 30
+	// seconds; at least 3 seconds.
 	ShipLease time.Duration
 
-	// ProviderTimeout bounds each call to an adapter, CI provider or
-	// deployer. Defaults to 30 seconds.
+	// ShipRetryBudget is how long the ship runner keeps retrying a merge,
+	// a read of the pull request or a deploy that fails temporarily (an
+	// error matching ErrTemporary: HTTP 5xx, rate limits, GitHub's "Base
+	// branch was modified"). Defaults to 10 minutes.
+	ShipRetryBudget time.Duration
+
+	// ShipRetryBackoff is the first wait between two tries of a temporary
+	// failure; each later wait doubles, up to a minute, unless the host
+	// said how long to wait. Defaults to 1 second.
+	ShipRetryBackoff time.Duration
+
+	// ProviderTimeout bounds each call to an adapter or CI provider, and
+	// the whole reading of one task's host facts by the reconciler.
+	// Defaults to 30 seconds.
 	ProviderTimeout time.Duration
+
+	// DeployTimeout bounds each call to the Deployer, which may wait for a
+	// deployment to finish. Defaults to 30 minutes.
+	DeployTimeout time.Duration
+
+	// ReconcileInterval is how often the reconciler reads the host again
+	// for each task in review, so that what a lost webhook would have said
+	// is learned anyway. The readings of different tasks are spread over
+	// the interval. Defaults to 60 seconds, or twice ProviderTimeout when
+	// that is longer; negative disables reconciliation. It must be longer
+	// than ProviderTimeout.
+	ReconcileInterval time.Duration
+
+	// ReconcileConcurrency is how many tasks the reconciler reads at once.
+	// Defaults to 16.
+	ReconcileConcurrency int
+
+	// ReconcilePollInterval is how often the reconciler looks for tasks
+	// due. Defaults to 1 second.
+	ReconcilePollInterval time.Duration
+
+	// InstanceID names this Service as the holder of the leases it takes
+	// (ship operations), so that a process restarted with the same ID
+	// resumes its earlier life's ship operations at once instead of when
+	// their leases end. Give each live process its own stable ID (a pod or
+	// host name); two live processes must never share one. Defaults to a
+	// random ID, new for each Service.
+	InstanceID string
 
 	// IdempotencyRetention is how long a response is kept for replay under
 	// its Idempotency-Key. Defaults to 24 hours.
@@ -245,7 +289,37 @@ func (c Config) withDefaults() (Config, error) {
 		c.ShipPollInterval = time.Second
 	}
 	if c.ShipLease == 0 {
-		c.ShipLease = 2*c.ProviderTimeout + 30*time.Second
+		c.ShipLease = 30 * time.Second
+	}
+	if c.ShipLease < 3*time.Second {
+		return c, fmt.Errorf("lifecycle: Config.ShipLease %s is shorter than 3s: it is renewed every third of itself, and a renewal must fit", c.ShipLease)
+	}
+	if c.ShipRetryBudget == 0 {
+		c.ShipRetryBudget = 10 * time.Minute
+	}
+	if c.ShipRetryBackoff == 0 {
+		c.ShipRetryBackoff = time.Second
+	}
+	if c.DeployTimeout == 0 {
+		c.DeployTimeout = 30 * time.Minute
+	}
+	if c.ReconcileInterval == 0 {
+		c.ReconcileInterval = max(time.Minute, 2*c.ProviderTimeout)
+	}
+	if c.ReconcileInterval > 0 && c.ReconcileInterval <= c.ProviderTimeout {
+		return c, fmt.Errorf("lifecycle: Config.ReconcileInterval %s must be longer than ProviderTimeout %s: a task is claimed for one interval, and its reading must end within it", c.ReconcileInterval, c.ProviderTimeout)
+	}
+	if c.ReconcileConcurrency == 0 {
+		c.ReconcileConcurrency = 16
+	}
+	if c.ReconcilePollInterval == 0 {
+		c.ReconcilePollInterval = time.Second
+	}
+	if c.ShipRetryBudget < 0 || c.ShipRetryBackoff < 0 || c.DeployTimeout < 0 || c.ReconcileConcurrency < 0 || c.ReconcilePollInterval < 0 || c.ProviderTimeout < 0 {
+		return c, errors.New("lifecycle: Config.ProviderTimeout, ShipRetryBudget, ShipRetryBackoff, DeployTimeout, ReconcileConcurrency and ReconcilePollInterval must not be negative; leave them zero for the defaults")
+	}
+	if c.InstanceID == "" {
+		c.InstanceID = id.New("svc_")
 	}
 	if c.IdempotencyRetention == 0 {
 		c.IdempotencyRetention = 24 * time.Hour
@@ -323,6 +397,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.WebhookPollInterval == 0 {
 		c.WebhookPollInterval = time.Second
 	}
+	if c.WebhookLease > 0 && c.WebhookLease <= 2*c.WebhookPollInterval {
+		return c, fmt.Errorf("lifecycle: Config.WebhookLease %s must be more than twice WebhookPollInterval %s, at which it is renewed", c.WebhookLease, c.WebhookPollInterval)
+	}
 	if c.WebhookTimeout < 0 || c.WebhookConcurrency < 0 || c.WebhookConcurrencyPerSubscription < 0 || c.WebhookLease < 0 || c.WebhookPollInterval < 0 {
 		return c, errors.New("lifecycle: Config.WebhookTimeout, WebhookConcurrency, WebhookConcurrencyPerSubscription, WebhookLease and WebhookPollInterval must not be negative; leave them zero for the defaults")
 	}
@@ -352,8 +429,10 @@ type Service struct {
 	secrets  *secretBox   // seals webhook secrets
 	webhooks *dispatcher  // delivers webhooks
 
+	owner     string        // Config.InstanceID: the holder of this Service's leases
 	taskLocks keyedLocks    // serialises provider work per task
 	shipWake  chan struct{} // wakes the ship runner
+	reconcile *reconciler   // reads hosts for tasks in review
 
 	mu      sync.Mutex
 	started bool
@@ -377,7 +456,9 @@ func New(cfg Config) (*Service, error) {
 		auth:     cfg.Authenticator,
 		agents:   make(map[string]Agent, len(cfg.Agents)),
 		shipWake: make(chan struct{}, 1),
+		owner:    cfg.InstanceID,
 	}
+	s.reconcile = newReconciler(s)
 	for _, a := range cfg.Agents {
 		s.agents[a.ID] = a
 	}
@@ -402,7 +483,7 @@ func New(cfg Config) (*Service, error) {
 func (s *Service) Handler() http.Handler { return s.handler }
 
 // Start starts the Service's background work: the ship runner, webhook
-// deliveries, and pruning expired events and records. It returns at once; the work runs until [Service.Close].
+// deliveries, the reconciler, and pruning expired events and records. It returns at once; the work runs until [Service.Close].
 func (s *Service) Start(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -417,6 +498,9 @@ func (s *Service) Start(ctx context.Context) error {
 	s.goBackground(func() { s.pruneLoop(ctx) })
 	s.goBackground(func() { s.runShips(ctx) })
 	s.goBackground(func() { s.webhooks.run(ctx) })
+	if s.cfg.ReconcileInterval > 0 {
+		s.goBackground(func() { s.reconcile.run(ctx) })
+	}
 	return nil
 }
 
@@ -478,6 +562,13 @@ func (s *Service) prune(ctx context.Context) {
 		s.log.Info("pruned idempotency records", "count", n)
 	}
 	cutoff := now.Add(-s.cfg.EventRetention)
+	if n, err := s.store.DeleteProviderDeliveriesBefore(ctx, cutoff); err != nil {
+		if ctx.Err() == nil {
+			s.log.Error("prune provider deliveries", "err", err)
+		}
+	} else if n > 0 {
+		s.log.Info("pruned provider deliveries", "count", n)
+	}
 	if n, err := s.store.DeleteDeliveriesBefore(ctx, cutoff); err != nil {
 		if ctx.Err() == nil {
 			s.log.Error("prune webhook deliveries", "err", err)

@@ -70,14 +70,18 @@ func (p CodeReviewPolicy) Valid() bool {
 
 // decide returns the decision the reviews of a submission reach under
 // policy, and whether the latest decisive review (approved or changes
-// requested) asked for changes, which lets the agent start rework.
+// requested) that counts asked for changes, which lets the agent start
+// rework.
 //
 // always_require counts only the participants of the review route (anyone,
 // when the route is empty): the decision is changes_requested when a
 // participant's latest decisive review asked for changes, approved when
 // one approved and none asks for changes, else pending. github_rules,
-// without a host that decides, does the same over every reviewer.
-func decide(policy CodeReviewPolicy, participants []Participant, reviews []Review) (ReviewDecision, bool) {
+// without a host that decides, does the same over every reviewer. When
+// stale approvals are dismissed (the host's rule, see
+// [PullRequest.DismissesStaleReviews]), approvals made at another head
+// than head do not count.
+func decide(policy CodeReviewPolicy, participants []Participant, reviews []Review, head string, dismissStale bool) (ReviewDecision, bool) {
 	latest := map[string]ReviewOutcome{} // reviewer -> latest decisive outcome
 	var order []string
 	rework := false
@@ -85,11 +89,14 @@ func decide(policy CodeReviewPolicy, participants []Participant, reviews []Revie
 		if r.Outcome == ReviewCommented {
 			continue
 		}
-		rework = r.Outcome == ReviewChangesRequested
 		if policy == PolicyAlwaysRequire && len(participants) > 0 &&
 			!slices.ContainsFunc(participants, func(p Participant) bool { return p.ID == r.Reviewer.ID }) {
 			continue
 		}
+		if r.Outcome == ReviewApproved && dismissStale && r.HeadSHA != "" && r.HeadSHA != head {
+			continue
+		}
+		rework = r.Outcome == ReviewChangesRequested
 		if _, seen := latest[r.Reviewer.ID]; !seen {
 			order = append(order, r.Reviewer.ID)
 		}
@@ -110,26 +117,26 @@ func decide(policy CodeReviewPolicy, participants []Participant, reviews []Revie
 	return decision, rework
 }
 
-// liveDecision returns the review decision of t for a read: the host's,
-// when the policy is github_rules and its adapter decides, else the one
-// recorded from the reviews posted here.
-func (s *Service) liveDecision(ctx context.Context, t *Task) ReviewDecision {
-	if t.ReviewPolicy != PolicyGitHubRules || t.PRNumber == nil {
-		return recordedDecision(t)
+// redecide recomputes the decision reached by the reviews tx holds for t's
+// latest submission.
+func (s *Service) redecide(ctx context.Context, tx Tx, t *Task) error {
+	if t.SubmissionID == nil {
+		return nil
 	}
-	adapter, _ := s.adapterFor(t, t.SubmissionMode)
-	decider, ok := adapter.(ReviewDecider)
-	if !ok {
-		return recordedDecision(t)
-	}
-	d, err := decider.ReviewDecision(ctx, t.pullRequestRef())
+	sub, err := tx.Submission(ctx, *t.SubmissionID)
 	if err != nil {
-		if ctx.Err() == nil {
-			s.log.WarnContext(ctx, "host review decision failed; decision is pending", "task", t.ID, "err", err)
-		}
-		return DecisionPending
+		return fmt.Errorf("submission of task %s: %w", t.ID, err)
 	}
-	return d
+	reviews, err := tx.Reviews(ctx, sub.SubmissionID)
+	if err != nil {
+		return fmt.Errorf("reviews of task %s: %w", t.ID, err)
+	}
+	head := ""
+	if t.HeadSHA != nil {
+		head = *t.HeadSHA
+	}
+	t.ReviewDecision, t.ReworkRequested = decide(sub.CodeReviewPolicy, sub.ReviewRoute.Participants, reviews, head, t.Facts.DismissesStaleReviews)
+	return nil
 }
 
 // ReviewRouter decides who reviews a submission and under which policy.
@@ -225,6 +232,10 @@ func (p *PostReviewParams) validate() error {
 
 // PostReview records a review of a task's latest submission, updates the
 // review decision and emits task.reviewed. The task must be in review.
+// While its ship operation is merging, reviews are refused with a
+// *ConflictError (ship_in_progress): they could no longer change anything.
+// A changes_requested review posted while a ship operation is queued makes
+// that operation fail (preconditions_changed) instead of merging.
 func (s *Service) PostReview(ctx context.Context, taskID string, p PostReviewParams) (Review, []Action, error) {
 	if err := p.validate(); err != nil {
 		return Review{}, nil, err
@@ -238,28 +249,31 @@ func (s *Service) PostReview(ctx context.Context, taskID string, p PostReviewPar
 				AvailableActions: t.AvailableActions,
 			}
 		}
-		sub, err := tx.Submission(ctx, *t.SubmissionID)
-		if err != nil {
-			return taskEvent{}, fmt.Errorf("submission of task %s: %w", t.ID, err)
+		if t.ShipMerging {
+			return taskEvent{}, &ConflictError{
+				Reason:           "ship_in_progress",
+				Message:          fmt.Sprintf("Task %s is being merged by operation %s; a review can no longer change it", t.Identifier, t.ActiveShipID),
+				AvailableActions: t.AvailableActions,
+			}
 		}
 		review = Review{ID: id.New("rev_"), Reviewer: p.Reviewer, Outcome: p.Outcome, Body: p.Body,
-			SubmittedAt: s.now(), TaskID: t.ID, SubmissionID: sub.SubmissionID}
+			SubmittedAt: s.now(), TaskID: t.ID, SubmissionID: *t.SubmissionID}
+		if t.HeadSHA != nil {
+			review.HeadSHA = *t.HeadSHA
+		}
 		if err := tx.CreateReview(ctx, review); err != nil {
 			return taskEvent{}, fmt.Errorf("record review: %w", err)
 		}
-		reviews, err := tx.Reviews(ctx, sub.SubmissionID)
-		if err != nil {
-			return taskEvent{}, fmt.Errorf("reviews of task %s: %w", t.ID, err)
+		if err := s.redecide(ctx, tx, t); err != nil {
+			return taskEvent{}, err
 		}
-		t.ReviewDecision, t.ReworkRequested = decide(sub.CodeReviewPolicy, sub.ReviewRoute.Participants, reviews)
 		return taskEvent{typ: EventTaskReviewed, actor: p.Reviewer, reviewOutcome: p.Outcome,
 			summary: fmt.Sprintf("Task %s reviewed by %s: %s", t.Identifier, p.Reviewer.ID, p.Outcome)}, nil
 	})
 	if err != nil {
 		return Review{}, nil, err
 	}
-	acts, err := s.liveActions(ctx, &t)
-	return review, acts, err
+	return review, t.AvailableActions, nil
 }
 
 // ReviewFeedback is the review state of a task's latest submission, as
@@ -270,27 +284,22 @@ type ReviewFeedback struct {
 }
 
 // ReviewFeedback returns the decision on a task's latest submission and
-// its reviews, oldest first.
+// its reviews, oldest first, as last learned: it never calls the host.
 func (s *Service) ReviewFeedback(ctx context.Context, taskID string) (ReviewFeedback, []Action, error) {
 	t, err := s.readTask(ctx, taskID)
 	if err != nil {
 		return ReviewFeedback{}, nil, err
 	}
-	fb := ReviewFeedback{Decision: DecisionPending, Reviews: []Review{}}
+	fb := ReviewFeedback{Decision: decisionOf(&t), Reviews: []Review{}}
 	if t.SubmissionID == nil {
-		return fb, actionsFor(t.Status, false, false), nil
+		return fb, t.AvailableActions, nil
 	}
 	reviews, err := s.store.Reviews(ctx, *t.SubmissionID)
 	if err != nil {
 		return ReviewFeedback{}, nil, fmt.Errorf("reviews of task %s: %w", t.ID, err)
 	}
 	fb.Reviews = nonNil(reviews)
-	ci, decision, err := s.liveReview(ctx, &t)
-	if err != nil {
-		return ReviewFeedback{}, nil, err
-	}
-	fb.Decision = decision
-	return fb, actionsOf(&t, facts{ci: ci.Overall, decision: decision}), nil
+	return fb, t.AvailableActions, nil
 }
 
 func (s *Service) handlePostReview(w http.ResponseWriter, r *http.Request, p *Principal) error {

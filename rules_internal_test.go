@@ -59,12 +59,38 @@ func TestDecide(t *testing.T) {
 		{"always_require, one approves one requests", PolicyAlwaysRequire, route, []Review{r("alice", ReviewApproved), r("bob", ReviewChangesRequested)}, DecisionChangesRequested, true},
 		{"always_require, request then approve", PolicyAlwaysRequire, route, []Review{r("alice", ReviewChangesRequested), r("alice", ReviewApproved)}, DecisionApproved, false},
 		{"comments change nothing", PolicyAlwaysRequire, route, []Review{r("alice", ReviewChangesRequested), r("alice", ReviewCommented)}, DecisionChangesRequested, true},
-		{"outsider requests changes: rework offered, decision kept", PolicyAlwaysRequire, route, []Review{r("alice", ReviewApproved), r("mallory", ReviewChangesRequested)}, DecisionApproved, true},
+		{"outsider requests changes: no rework, decision kept", PolicyAlwaysRequire, route, []Review{r("alice", ReviewApproved), r("mallory", ReviewChangesRequested)}, DecisionApproved, false},
 		{"github_rules without a host decision", PolicyGitHubRules, nil, []Review{r("x", ReviewApproved)}, DecisionApproved, false},
 		{"github_rules, only comments", PolicyGitHubRules, nil, []Review{r("x", ReviewCommented)}, DecisionPending, false},
 	}
 	for _, tt := range tests {
-		got, rework := decide(tt.policy, tt.participants, tt.reviews)
+		got, rework := decide(tt.policy, tt.participants, tt.reviews, "", false)
+		if got != tt.want || rework != tt.rework {
+			t.Errorf("%s: decide = %s, rework %v; want %s, %v", tt.name, got, rework, tt.want, tt.rework)
+		}
+	}
+}
+
+func TestDecideStaleApprovals(t *testing.T) {
+	t.Parallel()
+	old, cur := "1111111111111111111111111111111111111111", "2222222222222222222222222222222222222222"
+	at := func(who string, o ReviewOutcome, head string) Review {
+		return Review{Reviewer: Actor{ID: who, Role: RoleReviewer}, Outcome: o, HeadSHA: head}
+	}
+	tests := []struct {
+		name    string
+		dismiss bool
+		reviews []Review
+		want    ReviewDecision
+		rework  bool
+	}{
+		{"approval of the old head kept", false, []Review{at("alice", ReviewApproved, old)}, DecisionApproved, false},
+		{"approval of the old head dismissed", true, []Review{at("alice", ReviewApproved, old)}, DecisionPending, false},
+		{"approval of the current head counts", true, []Review{at("alice", ReviewApproved, old), at("alice", ReviewApproved, cur)}, DecisionApproved, false},
+		{"changes requested at the old head still count", true, []Review{at("alice", ReviewChangesRequested, old)}, DecisionChangesRequested, true},
+	}
+	for _, tt := range tests {
+		got, rework := decide(PolicyAlwaysRequire, nil, tt.reviews, cur, tt.dismiss)
 		if got != tt.want || rework != tt.rework {
 			t.Errorf("%s: decide = %s, rework %v; want %s, %v", tt.name, got, rework, tt.want, tt.rework)
 		}

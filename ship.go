@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -42,7 +43,9 @@ const (
 // ShipError says why a ship operation failed.
 type ShipError struct {
 	// Code is machine-readable: head_sha_mismatch, merge_failed,
-	// deploy_failed or not_shippable.
+	// deploy_failed, not_shippable, or preconditions_changed (the task's
+	// head, CI, review decision or pull request changed after the ship was
+	// accepted, and nothing was merged).
 	Code string `json:"code"`
 	// Message says what happened, in words.
 	Message string `json:"message"`
@@ -75,8 +78,10 @@ type ShipOperation struct {
 	TraceID *string `json:"-"`
 	// Attempts counts the times a runner took the operation up.
 	Attempts int `json:"-"`
-	// LeaseUntil is when a running operation whose runner went silent may
-	// be taken over.
+	// LeaseOwner names the process whose runner holds a running
+	// operation; LeaseUntil is when the operation may be taken over if that
+	// runner goes silent. The runner renews the lease while it works.
+	LeaseOwner string    `json:"-"`
 	LeaseUntil Timestamp `json:"-"`
 }
 
@@ -101,6 +106,9 @@ type ShipParams struct {
 	ExpectedHeadSHA string `json:"expectedHeadSha"`
 	// Actor asks for the ship.
 	Actor Actor `json:"-"`
+	// IdempotencyKey, when set (8 to 128 visible ASCII characters), makes
+	// the call idempotent as POST /tasks/{id}/ship is: see [Service.Ship].
+	IdempotencyKey string `json:"-"`
 }
 
 func (p *ShipParams) validate() error {
@@ -118,14 +126,39 @@ func (p *ShipParams) validate() error {
 }
 
 // Ship accepts a ship of a task: when `ship` is available, CI passed, the
-// review decision allows it and expectedHeadSha is the pull request's
-// current head, a ship operation is queued for the runner and returned. It
-// returns a *ConflictError whose Reason names the failed precondition
-// (not_shippable, ci_not_passed, review_not_approved, head_sha_mismatch,
-// deployer_not_configured) and a *ProviderError when the host cannot be
-// asked for the pull request's head.
+// review decision allows it and expectedHeadSha is the task's head, all as
+// last learned from the host (no host is called), a ship operation is
+// queued for the runner and returned, and task.updated is emitted (ship is
+// no longer available). It returns a *ConflictError whose Reason names the
+// failed precondition (not_shippable, ship_in_progress, ci_not_passed,
+// review_not_approved, head_sha_mismatch, deployer_not_configured).
+//
+// With p.IdempotencyKey set, a retry with the same key and parameters
+// returns the operation the first call queued, and the same key with other
+// parameters is a *ConflictError (idempotency_key_reused).
 func (s *Service) Ship(ctx context.Context, taskID string, p ShipParams) (ShipOperation, error) {
-	return s.ship(ctx, taskID, p, nil)
+	if err := p.validate(); err != nil {
+		return ShipOperation{}, err
+	}
+	var op ShipOperation
+	replayed, err := s.goIdempotent(ctx, p.Actor, shipRoute, taskID, p.IdempotencyKey, p, func(ctx context.Context, respond func(Tx, any) error) error {
+		var err error
+		op, err = s.ship(ctx, taskID, p, func(tx Tx, op *ShipOperation) error {
+			return respond(tx, shipResponse(op))
+		})
+		return err
+	})
+	if err != nil {
+		return ShipOperation{}, err
+	}
+	if replayed != nil {
+		var env struct{ Data shipAccepted }
+		if err := json.Unmarshal(replayed, &env); err != nil {
+			return ShipOperation{}, fmt.Errorf("replay ship of task %s: %w", taskID, err)
+		}
+		return s.ShipOperation(ctx, env.Data.OperationID)
+	}
+	return op, nil
 }
 
 // ship is Ship with a hook run in the transaction that queues the operation.
@@ -133,96 +166,49 @@ func (s *Service) ship(ctx context.Context, taskID string, p ShipParams, onCommi
 	if err := p.validate(); err != nil {
 		return ShipOperation{}, err
 	}
-	unlock := s.taskLocks.lock(taskID)
-	defer unlock()
-	t, err := s.readTask(ctx, taskID)
-	if err != nil {
-		return ShipOperation{}, err
-	}
-	ci, decision := CIStatus{Overall: CINone}, recordedDecision(&t)
-	if t.Status == StatusInReview {
-		if ci, decision, err = s.liveReview(ctx, &t); err != nil {
-			return ShipOperation{}, err
-		}
-	}
-	t.AvailableActions = actionsOf(&t, facts{ci: ci.Overall, decision: decision})
-	refuse := func(reason, format string, args ...any) (ShipOperation, error) {
-		return ShipOperation{}, &ConflictError{Reason: reason, Message: fmt.Sprintf(format, args...), AvailableActions: t.AvailableActions}
-	}
 	expected := lowerHex(p.ExpectedHeadSHA)
-	switch {
-	case t.Status != StatusInReview || t.PRNumber == nil || t.HeadSHA == nil:
-		return refuse("not_shippable", "Task %s is %s; only a submitted task in review can be shipped", t.Identifier, t.Status)
-	case t.ActiveShipID != "":
-		return refuse("not_shippable", "Task %s is already being shipped by operation %s", t.Identifier, t.ActiveShipID)
-	case ci.Overall != CIPassed:
-		return refuse("ci_not_passed", "CI of task %s is %s, not passed", t.Identifier, ci.Overall)
-	case !decision.allowsShip():
-		return refuse("review_not_approved", "The review decision on task %s is %s, not approved", t.Identifier, decision)
-	case expected != *t.HeadSHA:
-		return refuse("head_sha_mismatch", "expectedHeadSha %s is not the head of task %s (%s); read the task again", expected, t.Identifier, *t.HeadSHA)
-	case p.Mode == ShipMergeAndDeploy && s.cfg.Deployer == nil:
-		return refuse("deployer_not_configured", "This service has no deployer; ship task %s with mode merge_only", t.Identifier)
-	}
-	adapter, err := s.adapterFor(&t, t.SubmissionMode)
-	if err != nil {
-		return ShipOperation{}, err
-	}
-	actx, cancel := context.WithTimeout(ctx, s.cfg.ProviderTimeout)
-	pr, err := adapter.PullRequest(actx, t.pullRequestRef())
-	cancel()
-	if err != nil {
-		return ShipOperation{}, s.providerError(ctx, "read the pull request", err)
-	}
-	// A pull request merged at the expected head is accepted too: a ship
-	// whose deploy failed is retried, and the runner recognises the merge.
-	switch {
-	case pr.State == PullRequestClosed:
-		return refuse("not_shippable", "Pull request #%d of task %s is closed", pr.Number, t.Identifier)
-	case lowerHex(pr.HeadSHA) != expected:
-		return refuse("head_sha_mismatch", "The head of pull request #%d moved to %s; submit the task again", pr.Number, lowerHex(pr.HeadSHA))
-	}
-
-	now := s.now()
-	op := ShipOperation{
-		TaskID:            t.ID,
-		OperationID:       id.New("shp_"),
-		Status:            ShipQueued,
-		QueuedAt:          now,
-		Mode:              p.Mode,
-		TargetEnvironment: p.TargetEnvironment,
-		ExpectedHeadSHA:   expected,
-		SubmissionMode:    t.SubmissionMode,
-		PullRequest:       t.pullRequestRef(),
-		Actor:             p.Actor,
-		TraceID:           traceIDFrom(ctx),
-		LeaseUntil:        now,
-	}
-	err = s.update(ctx, func(tx Tx) error {
-		cur, err := tx.Task(ctx, t.ID)
-		if err != nil {
-			return fmt.Errorf("get task %s: %w", t.ID, err)
+	var op ShipOperation
+	_, err := s.changeTask(ctx, taskID, func(tx Tx, t *Task) (taskEvent, error) {
+		if t.ActiveShipID != "" {
+			return taskEvent{}, &ConflictError{Reason: "ship_in_progress", AvailableActions: t.AvailableActions,
+				Message: fmt.Sprintf("Task %s is already being shipped by operation %s", t.Identifier, t.ActiveShipID)}
 		}
-		if cur.Version != t.Version || cur.ActiveShipID != "" {
-			return &ConflictError{Reason: "not_shippable", Message: fmt.Sprintf("Task %s changed while the ship was checked; read it again", t.Identifier),
-				AvailableActions: t.AvailableActions}
+		if c := shipRefusal(t, s.stateOf(t), expected); c != nil {
+			c.AvailableActions = t.AvailableActions
+			return taskEvent{}, c
+		}
+		if p.Mode == ShipMergeAndDeploy && s.cfg.Deployer == nil {
+			return taskEvent{}, &ConflictError{Reason: "deployer_not_configured", AvailableActions: t.AvailableActions,
+				Message: fmt.Sprintf("This service has no deployer; ship task %s with mode merge_only", t.Identifier)}
+		}
+		now := s.now()
+		op = ShipOperation{
+			TaskID:            t.ID,
+			OperationID:       id.New("shp_"),
+			Status:            ShipQueued,
+			QueuedAt:          now,
+			Mode:              p.Mode,
+			TargetEnvironment: p.TargetEnvironment,
+			ExpectedHeadSHA:   expected,
+			SubmissionMode:    t.SubmissionMode,
+			PullRequest:       t.pullRequestRef(),
+			Actor:             p.Actor,
+			TraceID:           traceIDFrom(ctx),
+			LeaseUntil:        now,
 		}
 		if err := tx.CreateShipOperation(ctx, op); err != nil {
-			return fmt.Errorf("queue ship operation: %w", err)
+			return taskEvent{}, fmt.Errorf("queue ship operation: %w", err)
 		}
-		// Not a change of the task's state: no version, no event. It only
-		// keeps a second ship out until this one finishes.
-		cur.ActiveShipID = op.OperationID
-		if err := tx.UpdateTask(ctx, cur); err != nil {
-			return fmt.Errorf("update task %s: %w", t.ID, err)
-		}
-		if op.AvailableActions, err = s.txActions(ctx, tx, &cur); err != nil {
-			return err
-		}
-		if onCommit != nil {
-			return onCommit(tx, &op)
-		}
-		return nil
+		t.ActiveShipID = op.OperationID
+		return taskEvent{typ: EventTaskUpdated, actor: p.Actor,
+			summary: fmt.Sprintf("Ship of task %s queued as operation %s (%s, %s)", t.Identifier, op.OperationID, op.Mode, op.TargetEnvironment),
+			after: func(tx Tx, t *Task) error {
+				op.AvailableActions = t.AvailableActions
+				if onCommit != nil {
+					return onCommit(tx, &op)
+				}
+				return nil
+			}}, nil
 	})
 	if err != nil {
 		return ShipOperation{}, err
@@ -260,23 +246,21 @@ func (s *Service) wakeShipRunner() {
 	}
 }
 
-// shipLease is how long a runner holds an operation before another may
-// take it over.
-func (s *Service) shipLease() time.Duration {
-	return s.cfg.ShipLease
-}
-
 // runShips is the ship runner: it takes up to ShipConcurrency operations
 // at a time and works them, until ctx ends. Operations it is working when
 // ctx ends stay running; their lease runs out and a runner (this process
 // restarted, or another) resumes them.
 func (s *Service) runShips(ctx context.Context) {
 	slots := make(chan struct{}, s.cfg.ShipConcurrency)
+	resume := true // the first claim also resumes what this owner held before a restart
 	for {
 		if free := cap(slots) - len(slots); free > 0 {
-			ops, err := s.claimShips(ctx, free)
+			ops, err := s.claimShips(ctx, free, resume)
 			if err != nil && ctx.Err() == nil {
 				s.log.Error("claim ship operations", "err", err)
+			}
+			if err == nil {
+				resume = false
 			}
 			for _, op := range ops {
 				slots <- struct{}{}
@@ -301,36 +285,24 @@ func (s *Service) runShips(ctx context.Context) {
 	}
 }
 
-// claimShips marks up to limit runnable operations running under a new
-// lease and returns them.
-func (s *Service) claimShips(ctx context.Context, limit int) ([]ShipOperation, error) {
+// claimShips claims up to limit runnable operations for this Service.
+func (s *Service) claimShips(ctx context.Context, limit int, resume bool) ([]ShipOperation, error) {
 	var claimed []ShipOperation
-	// A claim lost in a power cut leaves the operation queued, to be
+	// A claim lost in a power cut leaves the operation as it was, to be
 	// claimed again: it need not wait for the disk.
 	err := s.updateRelaxed(ctx, func(tx Tx) error {
-		now := s.now()
-		ops, err := tx.RunnableShipOperations(ctx, now.Time, limit)
-		if err != nil {
-			return err
-		}
-		claimed = claimed[:0]
-		for _, op := range ops {
-			if op.Status == ShipRunning {
-				s.log.Warn("resuming a ship operation whose runner went silent", "operation", op.OperationID, "attempt", op.Attempts+1)
-			}
-			op.Status = ShipRunning
-			op.Attempts++
-			if op.StartedAt == nil {
-				op.StartedAt = &now
-			}
-			op.LeaseUntil = NewTimestamp(now.Add(s.shipLease()))
-			if err := tx.UpdateShipOperation(ctx, op); err != nil {
-				return err
-			}
-			claimed = append(claimed, op)
-		}
-		return nil
+		now := s.clock.Now()
+		ops, err := tx.ClaimShipOperations(ctx, ClaimShipOperationsParams{
+			Owner: s.owner, Now: now, Until: now.Add(s.cfg.ShipLease), Limit: limit, Resume: resume,
+		})
+		claimed = ops
+		return err
 	})
+	for _, op := range claimed {
+		if op.Attempts > 1 {
+			s.log.Warn("resuming a ship operation whose runner stopped", "operation", op.OperationID, "attempt", op.Attempts)
+		}
+	}
 	return claimed, err
 }
 
@@ -339,16 +311,68 @@ type shipOutcome struct {
 	mergeSHA   string
 	deployment *Deployment
 	err        *ShipError
+	// abandon leaves the operation running: its lease ends and it is
+	// resumed, as after a crash (the Store failed, or the lease was lost).
+	abandon bool
 }
 
-// runShip works one claimed operation and records how it ended.
+// runShip works one claimed operation, renewing its lease meanwhile, and
+// records how it ended.
 func (s *Service) runShip(ctx context.Context, op ShipOperation) {
-	out := s.workShip(ctx, op)
-	if ctx.Err() != nil {
-		return // shutting down: the lease runs out and the operation resumes
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	lost := make(chan struct{})
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		s.renewShipLease(wctx, op, func() { close(lost); cancel() })
+	}()
+	out := s.workShip(wctx, op)
+	cancel()
+	<-renewed
+	select {
+	case <-lost:
+		s.log.Warn("lost the lease of a ship operation; another runner resumes it", "operation", op.OperationID)
+		return
+	default:
+	}
+	if ctx.Err() != nil || out.abandon {
+		return // shutting down or failing: the lease runs out and the operation resumes
 	}
 	if err := s.finishShip(context.WithoutCancel(ctx), op, out); err != nil {
 		s.log.Error("finish ship operation; it resumes when its lease ends", "operation", op.OperationID, "err", err)
+	}
+}
+
+// renewShipLease renews op's lease every third of ShipLease until ctx
+// ends. When the lease turns out to be held by another runner it calls
+// lost and returns. A renewal that fails is tried again at the next tick;
+// the lease has two more thirds to run.
+func (s *Service) renewShipLease(ctx context.Context, op ShipOperation, lost func()) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.clock.After(s.cfg.ShipLease / 3):
+		}
+		err := s.updateRelaxed(ctx, func(tx Tx) error {
+			cur, err := tx.ShipOperation(ctx, op.OperationID)
+			if err != nil {
+				return err
+			}
+			if cur.Status != ShipRunning || cur.LeaseOwner != s.owner || cur.Attempts != op.Attempts {
+				return ErrConflict
+			}
+			cur.LeaseUntil = NewTimestamp(s.clock.Now().Add(s.cfg.ShipLease))
+			return tx.UpdateShipOperation(ctx, cur)
+		})
+		switch {
+		case errors.Is(err, ErrConflict):
+			lost()
+			return
+		case err != nil && ctx.Err() == nil:
+			s.log.Warn("renew the lease of a ship operation", "operation", op.OperationID, "err", err)
+		}
 	}
 }
 
@@ -362,7 +386,10 @@ func (s *Service) workShip(ctx context.Context, op ShipOperation) shipOutcome {
 	}
 	t, err := s.readTask(ctx, op.TaskID)
 	if err != nil {
-		return fail("not_shippable", "The task could not be read.", err)
+		if ctx.Err() == nil {
+			s.log.Error("read the task of a ship operation", "operation", op.OperationID, "err", err)
+		}
+		return shipOutcome{abandon: true}
 	}
 	if t.Status != StatusInReview || t.ActiveShipID != op.OperationID {
 		return fail("not_shippable", fmt.Sprintf("Task %s is %s and no longer waits for this operation.", t.Identifier, t.Status), nil)
@@ -371,11 +398,9 @@ func (s *Service) workShip(ctx context.Context, op ShipOperation) shipOutcome {
 	if err != nil {
 		return fail("merge_failed", "No adapter handles the task's pull request any more.", err)
 	}
-	pctx, cancel := context.WithTimeout(ctx, s.cfg.ProviderTimeout)
-	defer cancel()
 	// A merge that already happened (before a crash, say) is recognised,
 	// not repeated.
-	pr, err := adapter.PullRequest(pctx, op.PullRequest)
+	pr, err := s.readPullRequest(ctx, adapter, op.PullRequest)
 	if err != nil {
 		return fail("merge_failed", "The code host could not be asked for the pull request.", err)
 	}
@@ -388,11 +413,22 @@ func (s *Service) workShip(ctx context.Context, op ShipOperation) shipOutcome {
 	case pr.State == PullRequestClosed:
 		return fail("not_shippable", fmt.Sprintf("Pull request #%d is closed.", pr.Number), nil)
 	default:
-		res, err := adapter.Merge(pctx, MergeRequest{Ref: op.PullRequest, ExpectedHeadSHA: op.ExpectedHeadSHA,
+		if refusal, err := s.beginMerge(ctx, op); err != nil {
+			if ctx.Err() == nil {
+				s.log.Error("check the preconditions of a ship operation", "operation", op.OperationID, "err", err)
+			}
+			return shipOutcome{abandon: true}
+		} else if refusal != nil {
+			return fail("preconditions_changed", refusal.Message+"; the task changed after the ship was accepted.", nil)
+		}
+		res, err := s.merge(ctx, adapter, op, MergeRequest{Ref: op.PullRequest, ExpectedHeadSHA: op.ExpectedHeadSHA,
 			CommitTitle: fmt.Sprintf("Merge #%d: %s %s", pr.Number, t.Identifier, t.Title)})
+		var refused *RefusedError
 		switch {
 		case errors.Is(err, ErrHeadMismatch):
 			return fail("head_sha_mismatch", fmt.Sprintf("The head of pull request #%d is no longer %s.", pr.Number, op.ExpectedHeadSHA), err)
+		case errors.As(err, &refused):
+			return fail("merge_failed", refused.Message, err)
 		case err != nil:
 			return fail("merge_failed", "The code host failed to merge the pull request; the service log has the details.", err)
 		}
@@ -404,12 +440,20 @@ func (s *Service) workShip(ctx context.Context, op ShipOperation) shipOutcome {
 	if s.cfg.Deployer == nil {
 		return shipOutcome{mergeSHA: out.mergeSHA, err: &ShipError{Code: "deploy_failed", Message: "This service has no deployer any more."}}
 	}
-	dctx, dcancel := context.WithTimeout(ctx, s.cfg.ProviderTimeout)
-	defer dcancel()
-	dep, err := s.cfg.Deployer.Deploy(dctx, DeployRequest{Task: t, OperationID: op.OperationID, Environment: op.TargetEnvironment,
-		PullRequest: op.PullRequest, CommitSHA: out.mergeSHA})
+	req := DeployRequest{Task: t, OperationID: op.OperationID, Environment: op.TargetEnvironment, PullRequest: op.PullRequest, CommitSHA: out.mergeSHA}
+	var dep Deployment
+	err = s.retryTemporary(ctx, "deploy", op.OperationID, s.cfg.DeployTimeout, func(ctx context.Context) error {
+		var err error
+		dep, err = s.cfg.Deployer.Deploy(ctx, req)
+		return err
+	})
 	if err != nil {
-		o := fail("deploy_failed", "The deployer failed; the merge stands and a new ship deploys it again.", err)
+		msg := "The deployer failed; the merge stands and a new ship deploys it again."
+		var refused *RefusedError
+		if errors.As(err, &refused) {
+			msg = refused.Message
+		}
+		o := fail("deploy_failed", msg, err)
 		o.mergeSHA = out.mergeSHA
 		return o
 	}
@@ -417,10 +461,106 @@ func (s *Service) workShip(ctx context.Context, op ShipOperation) shipOutcome {
 	return out
 }
 
+// readPullRequest reads a pull request, retrying temporary failures.
+func (s *Service) readPullRequest(ctx context.Context, adapter ProviderAdapter, ref PullRequestRef) (PullRequest, error) {
+	var pr PullRequest
+	err := s.retryTemporary(ctx, "read pull request", ref.String(), s.cfg.ProviderTimeout, func(ctx context.Context) error {
+		var err error
+		pr, err = adapter.PullRequest(ctx, ref)
+		return err
+	})
+	return pr, err
+}
+
+// merge merges through the adapter, retrying temporary failures. After a
+// failure whose answer may have been lost (a timeout after the host
+// merged, say) it reads the pull request again: merged at the expected
+// head is a success, never a second merge.
+func (s *Service) merge(ctx context.Context, adapter ProviderAdapter, op ShipOperation, req MergeRequest) (MergeResult, error) {
+	var res MergeResult
+	err := s.retryTemporary(ctx, "merge", op.OperationID, s.cfg.ProviderTimeout, func(ctx context.Context) error {
+		var err error
+		res, err = adapter.Merge(ctx, req)
+		if err == nil || errors.Is(err, ErrHeadMismatch) {
+			return err
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ProviderTimeout)
+		defer cancel()
+		if pr, rerr := adapter.PullRequest(rctx, req.Ref); rerr == nil && pr.State == PullRequestMerged && lowerHex(pr.HeadSHA) == req.ExpectedHeadSHA {
+			s.log.Warn("a merge reported an error but the pull request is merged at the expected head", "operation", op.OperationID, "err", err)
+			res = MergeResult{MergeCommitSHA: pr.MergeCommitSHA, AlreadyMerged: true}
+			return nil
+		}
+		return err
+	})
+	return res, err
+}
+
+// retryTemporary calls f, each call bounded by timeout, until it succeeds,
+// fails for good, or fails temporarily (ErrTemporary) past the retry
+// budget. Between tries it waits the host's Retry-After, or a backoff that
+// doubles from ShipRetryBackoff.
+func (s *Service) retryTemporary(ctx context.Context, what, subject string, timeout time.Duration, f func(ctx context.Context) error) error {
+	deadline := s.clock.Now().Add(s.cfg.ShipRetryBudget)
+	backoff := s.cfg.ShipRetryBackoff
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, timeout)
+		err := f(actx)
+		cancel()
+		if err == nil || !errors.Is(err, ErrTemporary) || ctx.Err() != nil {
+			return err
+		}
+		wait := backoff
+		if ra := retryAfter(err); ra > 0 {
+			wait = ra
+		}
+		if s.clock.Now().Add(wait).After(deadline) {
+			return fmt.Errorf("%s gave up after %d tries: %w", what, attempt, err)
+		}
+		s.log.Warn("temporary failure; retrying", "op", what, "subject", subject, "attempt", attempt, "wait", wait, "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.clock.After(wait):
+		}
+		backoff = min(2*backoff, time.Minute)
+	}
+}
+
+// beginMerge checks, right before the merge, that the preconditions of
+// the ship still hold in the stored facts (the head, CI, review decision
+// and pull request state may have changed while the operation was
+// queued), and marks the task as merging, in one transaction: from then
+// on reviews are refused, so none can be lost to the merge. It returns the
+// refusal when they no longer hold.
+func (s *Service) beginMerge(ctx context.Context, op ShipOperation) (*ConflictError, error) {
+	var refusal *ConflictError
+	err := s.update(ctx, func(tx Tx) error {
+		refusal = nil
+		t, err := tx.Task(ctx, op.TaskID)
+		if err != nil {
+			return fmt.Errorf("get task %s: %w", op.TaskID, err)
+		}
+		if t.ActiveShipID != op.OperationID {
+			refusal = &ConflictError{Message: fmt.Sprintf("Task %s no longer waits for this operation", t.Identifier)}
+			return nil
+		}
+		st := s.stateOf(&t)
+		st.shipping = false // the operation itself
+		if refusal = shipRefusal(&t, st, op.ExpectedHeadSHA); refusal != nil || t.ShipMerging {
+			return nil
+		}
+		t.ShipMerging = true // not a change a client can see: no version, no event
+		return tx.UpdateTask(ctx, t)
+	})
+	return refusal, err
+}
+
 // finishShip records the outcome of an operation: the operation ends, the
 // task is done (or stays in review) and task.shipped is emitted, in one
 // transaction. An operation another runner finished or took over is left
-// alone.
+// alone. A task whose pull request the host merged or closed meanwhile
+// settles as the facts say.
 func (s *Service) finishShip(ctx context.Context, op ShipOperation, out shipOutcome) error {
 	var stale bool
 	_, err := s.changeTask(ctx, op.TaskID, func(tx Tx, t *Task) (taskEvent, error) {
@@ -428,7 +568,7 @@ func (s *Service) finishShip(ctx context.Context, op ShipOperation, out shipOutc
 		if err != nil {
 			return taskEvent{}, fmt.Errorf("get ship operation %s: %w", op.OperationID, err)
 		}
-		if cur.Status != ShipRunning || cur.Attempts != op.Attempts {
+		if cur.Status != ShipRunning || cur.Attempts != op.Attempts || cur.LeaseOwner != s.owner {
 			stale = true
 			return taskEvent{}, nil
 		}
@@ -439,9 +579,14 @@ func (s *Service) finishShip(ctx context.Context, op ShipOperation, out shipOutc
 		}
 		cur.Deployment, cur.Error = out.deployment, out.err
 		ev := taskEvent{typ: EventTaskShipped, actor: op.Actor, operationID: op.OperationID, environment: op.TargetEnvironment}
+		if t.ActiveShipID == op.OperationID {
+			t.ActiveShipID = ""
+			t.ShipMerging = false
+		}
 		if out.err == nil {
 			cur.Status, ev.shipStatus = ShipSucceeded, ShipSucceeded
 			t.Status = StatusDone
+			t.Facts.PRState, t.Facts.MergeCommitSHA = PullRequestMerged, out.mergeSHA
 			ev.summary = fmt.Sprintf("Task %s shipped to %s", t.Identifier, op.TargetEnvironment)
 			if op.Mode == ShipMergeOnly {
 				ev.summary = fmt.Sprintf("Task %s merged (%s)", t.Identifier, op.TargetEnvironment)
@@ -449,9 +594,7 @@ func (s *Service) finishShip(ctx context.Context, op ShipOperation, out shipOutc
 		} else {
 			cur.Status, ev.shipStatus = ShipFailed, ShipFailed
 			ev.summary = fmt.Sprintf("Shipping task %s failed: %s", t.Identifier, out.err.Code)
-		}
-		if t.ActiveShipID == op.OperationID {
-			t.ActiveShipID = ""
+			settle(t)
 		}
 		if err := tx.UpdateShipOperation(ctx, cur); err != nil {
 			return taskEvent{}, fmt.Errorf("update ship operation %s: %w", op.OperationID, err)
@@ -462,6 +605,14 @@ func (s *Service) finishShip(ctx context.Context, op ShipOperation, out shipOutc
 		s.log.Warn("a ship operation was finished by another runner", "operation", op.OperationID)
 	}
 	return err
+}
+
+// shipResponse is the body of a ship's 202.
+func shipResponse(op *ShipOperation) any {
+	return struct {
+		Data             shipAccepted `json:"data"`
+		AvailableActions []Action     `json:"availableActions"`
+	}{shipAccepted{op.TaskID, op.OperationID, op.Status, op.QueuedAt, op.AvailableActions}, op.AvailableActions}
 }
 
 // shipAccepted is the operation as POST /tasks/{id}/ship answers it.
@@ -476,14 +627,11 @@ type shipAccepted struct {
 func (s *Service) handleShip(w http.ResponseWriter, r *http.Request, p *Principal) error {
 	taskID := r.PathValue("id")
 	var params ShipParams
-	return s.serveIdempotent(w, r, p, shipRoute, taskID, &params, params.validate, http.StatusAccepted, s.actionsOrNil(taskID),
+	return s.serveIdempotent(w, r, p, shipRoute, taskID, &params, params.validate, http.StatusAccepted, s.actionsOrNil(taskID), "",
 		func(ctx context.Context, key string, respond func(Tx, any) error) error {
 			params.Actor = p.Actor
 			_, err := s.ship(ctx, taskID, params, func(tx Tx, op *ShipOperation) error {
-				return respond(tx, struct {
-					Data             shipAccepted `json:"data"`
-					AvailableActions []Action     `json:"availableActions"`
-				}{shipAccepted{op.TaskID, op.OperationID, op.Status, op.QueuedAt, op.AvailableActions}, op.AvailableActions})
+				return respond(tx, shipResponse(op))
 			})
 			return err
 		})

@@ -30,7 +30,9 @@ type Store interface {
 	Events(ctx context.Context, f EventFilter) ([]Event, error)
 	// Event returns the event with the given ID.
 	Event(ctx context.Context, id string) (Event, error)
-	// LastEventSequence returns the greatest sequence ever assigned, or 0.
+	// LastEventSequence returns the greatest sequence of a committed event
+	// (pruned or not), or 0: every event up to it that still exists is
+	// visible to Events.
 	LastEventSequence(ctx context.Context) (int64, error)
 	// DeleteEventsBefore deletes the events that occurred before t and
 	// returns how many it deleted. Sequences are never reused.
@@ -46,6 +48,13 @@ type Store interface {
 
 	// ShipOperation returns the ship operation with the given ID.
 	ShipOperation(ctx context.Context, id string) (ShipOperation, error)
+
+	// ProviderDelivery returns the record of a webhook delivery from a
+	// code host, if it was applied.
+	ProviderDelivery(ctx context.Context, source, id string) (ProviderDelivery, error)
+	// DeleteProviderDeliveriesBefore deletes the delivery records received
+	// before t and returns how many it deleted.
+	DeleteProviderDeliveriesBefore(ctx context.Context, t time.Time) (int64, error)
 
 	// DeleteIdempotencyRecordsBefore deletes the idempotency records that
 	// expired before t and returns how many it deleted.
@@ -112,17 +121,39 @@ type Tx interface {
 	// PutCheck records a check, replacing the one with the same task,
 	// commit, source and name.
 	PutCheck(ctx context.Context, c Check) error
+	// ReplaceChecks replaces every check of a task's commit from source
+	// with checks (which all have that task, commit and source).
+	ReplaceChecks(ctx context.Context, taskID, headSHA string, source CheckSource, checks []Check) error
+	// RecordProviderDelivery records a webhook delivery as applied. It
+	// returns ErrConflict when one with the same source and ID is recorded.
+	RecordProviderDelivery(ctx context.Context, d ProviderDelivery) error
 
-	// ShipOperation returns the ship operation with the given ID.
+	// ShipOperation returns the ship operation with the given ID, read for
+	// update.
 	ShipOperation(ctx context.Context, id string) (ShipOperation, error)
 	// CreateShipOperation inserts a new ship operation.
 	CreateShipOperation(ctx context.Context, op ShipOperation) error
 	// UpdateShipOperation replaces the stored operation with op.ID.
 	UpdateShipOperation(ctx context.Context, op ShipOperation) error
-	// RunnableShipOperations returns up to limit operations a runner may
-	// take up at now: queued ones, and running ones whose lease ended
-	// before now, oldest first.
-	RunnableShipOperations(ctx context.Context, now time.Time, limit int) ([]ShipOperation, error)
+	// ClaimShipOperations takes up to p.Limit operations for p.Owner, oldest
+	// first: queued ones, running ones whose lease ended before p.Now, and,
+	// when p.Resume is set, running ones whose LeaseOwner is p.Owner. Each
+	// becomes running with Attempts one more, StartedAt set if it was not,
+	// LeaseOwner p.Owner and LeaseUntil p.Until; the claimed operations
+	// are returned as stored.
+	//
+	// Locking contract: the claim is one atomic step. When several
+	// processes claim at once, each operation goes to one of them (SQL
+	// stores: SELECT ... FOR UPDATE SKIP LOCKED, then UPDATE, in one
+	// statement or transaction).
+	ClaimShipOperations(ctx context.Context, p ClaimShipOperationsParams) ([]ShipOperation, error)
+	// ClaimReconciliations takes up to p.Limit tasks in review whose
+	// ReconcileAt is not after p.Now, earliest first, by setting their
+	// ReconcileAt to p.Until, and returns them as stored. Until then no
+	// other claim returns them: p.Until is the lease of the reconciler that
+	// claimed them, and its next reading. The locking contract is the one
+	// of ClaimShipOperations.
+	ClaimReconciliations(ctx context.Context, p ClaimReconciliationsParams) ([]Task, error)
 
 	// IdempotencyRecord returns the record of an idempotency key.
 	IdempotencyRecord(ctx context.Context, scope IdempotencyScope) (IdempotencyRecord, error)
@@ -179,4 +210,30 @@ type RelaxedUpdater interface {
 	// UpdateRelaxed is [Store.Update] for a change that may be lost in a
 	// power cut (not in a crash of the process).
 	UpdateRelaxed(ctx context.Context, fn func(tx Tx) error) error
+}
+
+// ClaimShipOperationsParams says which ship operations a runner claims.
+type ClaimShipOperationsParams struct {
+	// Owner names the claiming process; it becomes the LeaseOwner.
+	Owner string
+	// Now is the time of the claim; leases that ended before it are over.
+	Now time.Time
+	// Until is when the new leases end.
+	Until time.Time
+	// Limit is the most operations to claim, at least 1.
+	Limit int
+	// Resume also takes the running operations Owner holds already: a
+	// process restarted with the same Owner resumes its earlier life's
+	// work at once rather than when its leases end.
+	Resume bool
+}
+
+// ClaimReconciliationsParams says which tasks a reconciler claims.
+type ClaimReconciliationsParams struct {
+	// Now is the time of the claim.
+	Now time.Time
+	// Until is the claimed tasks' new ReconcileAt.
+	Until time.Time
+	// Limit is the most tasks to claim, at least 1.
+	Limit int
 }

@@ -80,6 +80,11 @@ type Review struct {
 	// TaskID and SubmissionID say what was reviewed.
 	TaskID       string `json:"-"`
 	SubmissionID string `json:"-"`
+	// HeadSHA is the task's head commit when the review was made, or "".
+	HeadSHA string `json:"-"`
+	// HostID is the review's ID at the code host for a review learned from
+	// the host, or "" for one posted to the Service.
+	HostID string `json:"-"`
 }
 
 // CheckSource says where a check result came from.

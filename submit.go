@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -55,7 +56,9 @@ type SubmitParams struct {
 	// Notes are internal notes, at most 2000 characters.
 	Notes string `json:"notes"`
 
-	// IdempotencyKey is recorded in the submission.
+	// IdempotencyKey, when set (8 to 128 visible ASCII characters), makes
+	// the call idempotent as POST /tasks/{id}/submit is (see
+	// [Service.Submit]); it is recorded in the submission.
 	IdempotencyKey string `json:"-"`
 	// Actor submits.
 	Actor Actor `json:"-"`
@@ -187,30 +190,64 @@ func (s *Service) providerError(ctx context.Context, op string, err error) error
 
 // Submit submits a task's finished work: the task's live adapter creates
 // or reuses its pull request (or, in artifact mode, the artifact adapter
-// records the submission), reviewers are routed, and the task moves to
-// in_review with task.updated. It returns a *ConflictError when submit is
-// not an available action, an error matching ErrNotFound when no adapter
-// handles the task, and a *ProviderError when the adapter fails.
+// records the submission), reviewers are routed, the CI and review state
+// of the pull request's head are read, and the task moves to in_review
+// with task.updated. It returns a *ConflictError when submit is not an
+// available action, an error matching ErrNotFound when no adapter handles
+// the task, and a *ProviderError when the adapter fails.
+//
+// With p.IdempotencyKey set, a retry with the same key and parameters
+// returns the first call's submission without submitting again, and the
+// same key with other parameters is a *ConflictError
+// (idempotency_key_reused), as with POST /tasks/{id}/submit.
 func (s *Service) Submit(ctx context.Context, taskID string, p SubmitParams) (Submission, error) {
-	return s.submit(ctx, taskID, p, nil)
-}
-
-// submit is Submit with a hook that runs in the transaction that accepts
-// the submission (the HTTP layer records the idempotent response there).
-func (s *Service) submit(ctx context.Context, taskID string, p SubmitParams, onCommit func(tx Tx, sub *Submission) error) (Submission, error) {
 	if err := p.validate(); err != nil {
 		return Submission{}, err
 	}
-	// One submission of a task at a time in this process, so that the
-	// adapter is not asked twice for work that can be accepted once.
-	unlock := s.taskLocks.lock(taskID)
+	unlock, err := s.taskLocks.lock(ctx, taskID)
+	if err != nil {
+		return Submission{}, err
+	}
 	defer unlock()
+	var sub Submission
+	replayed, err := s.goIdempotent(ctx, p.Actor, submitRoute, taskID, p.IdempotencyKey, p, func(ctx context.Context, respond func(Tx, any) error) error {
+		var err error
+		sub, err = s.submitLocked(ctx, taskID, p, func(tx Tx, sub *Submission) error {
+			return respond(tx, submissionEnvelope{sub, sub.AvailableActions})
+		})
+		return err
+	})
+	if err != nil {
+		return Submission{}, err
+	}
+	if replayed != nil {
+		var env struct{ Data Submission }
+		if err := json.Unmarshal(replayed, &env); err != nil {
+			return Submission{}, fmt.Errorf("replay submission of task %s: %w", taskID, err)
+		}
+		return env.Data, nil
+	}
+	return sub, nil
+}
 
+// submitLocked is Submit, with the task's lock held, with a hook that
+// runs in the transaction that accepts the submission (the idempotency
+// layer records the response there).
+func (s *Service) submitLocked(ctx context.Context, taskID string, p SubmitParams, onCommit func(tx Tx, sub *Submission) error) (Submission, error) {
+	if err := p.validate(); err != nil {
+		return Submission{}, err
+	}
 	t, err := s.Task(ctx, taskID)
 	if err != nil {
 		return Submission{}, err
 	}
+	if t.ActiveShipID != "" {
+		return Submission{}, shipInProgress(&t, "submit")
+	}
 	if !hasAction(t.AvailableActions, ActionSubmit) {
+		if _, err := s.adapterFor(&t, p.Mode); err != nil && t.Status == StatusInProgress {
+			return Submission{}, err
+		}
 		return Submission{}, notSubmittable(&t)
 	}
 	adapter, err := s.adapterFor(&t, p.Mode)
@@ -237,8 +274,8 @@ func (s *Service) submit(ctx context.Context, taskID string, p SubmitParams, onC
 		req.Base = *t.BaseBranch
 	}
 	actx, cancel := context.WithTimeout(ctx, s.cfg.ProviderTimeout)
+	defer cancel()
 	pr, err := adapter.EnsurePullRequest(actx, req)
-	cancel()
 	if err != nil {
 		return Submission{}, s.providerError(ctx, "open pull request", err)
 	}
@@ -246,6 +283,9 @@ func (s *Service) submit(ctx context.Context, taskID string, p SubmitParams, onC
 		return Submission{}, s.providerError(ctx, "open pull request", fmt.Errorf("the adapter returned an incomplete pull request %+v", pr))
 	}
 	pr.HeadSHA = lowerHex(pr.HeadSHA)
+	if pr.State == "" {
+		pr.State = PullRequestOpen
+	}
 	plan, err := s.cfg.ReviewRouter.RouteReview(ctx, ReviewRouteRequest{Task: t, PullRequest: pr, Reviewers: p.PullRequest.Reviewers})
 	if err != nil {
 		return Submission{}, fmt.Errorf("route review of task %s: %w", t.ID, err)
@@ -253,6 +293,11 @@ func (s *Service) submit(ctx context.Context, taskID string, p SubmitParams, onC
 	if !plan.Policy.Valid() {
 		return Submission{}, fmt.Errorf("route review of task %s: invalid policy %q", t.ID, plan.Policy)
 	}
+	// Learn the CI and review state of the head now, so that the task's
+	// first read in review already shows them; what cannot be read now is
+	// read by the reconciler.
+	t.ReviewPolicy = plan.Policy
+	obs := s.observeHead(actx, adapter, &t, pr)
 
 	sub := Submission{
 		SubmissionID:     req.SubmissionID,
@@ -283,10 +328,14 @@ func (s *Service) submit(ctx context.Context, taskID string, p SubmitParams, onC
 	case pr.Created:
 		sub.Action = ActionCreated
 	}
-	loaded := t.Version
+	loaded := t
 	_, err = s.changeTask(ctx, taskID, func(tx Tx, t *Task) (taskEvent, error) {
-		if t.Version != loaded || !hasAction(t.AvailableActions, ActionSubmit) {
-			return taskEvent{}, notSubmittable(t) // changed while the adapter worked
+		if t.Version != loaded.Version {
+			return taskEvent{}, &ConflictError{
+				Reason:           "task_changed",
+				Message:          fmt.Sprintf("Task %s changed while its pull request was prepared (it was %s, it is %s now); read it and submit again if submit is offered", t.Identifier, loaded.Status, t.Status),
+				AvailableActions: t.AvailableActions,
+			}
 		}
 		if err := tx.CreateSubmission(ctx, sub); err != nil {
 			return taskEvent{}, fmt.Errorf("record submission: %w", err)
@@ -299,9 +348,21 @@ func (s *Service) submit(ctx context.Context, taskID string, p SubmitParams, onC
 		}
 		t.Status = StatusInReview
 		t.SubmissionID, t.PRURL, t.PRNumber = &sub.SubmissionID, &sub.PRURL, &sub.PRNumber
-		t.Branch, t.BaseBranch, t.HeadSHA = sub.Head, sub.Base, sub.HeadSHA
+		t.Branch, t.BaseBranch = sub.Head, sub.Base
 		t.SubmissionMode, t.PROwner, t.PRRepo = p.Mode, pr.Owner, pr.Repo
 		t.ReviewPolicy, t.ReviewDecision, t.ReworkRequested = plan.Policy, DecisionPending, false
+		t.Facts = Facts{}
+		t.HeadSHA = nil // so that applyFacts sees the head as new
+		if _, err := s.applyFacts(ctx, tx, t, obs, true); err != nil {
+			return taskEvent{}, err
+		}
+		t.ReconcileAt = s.firstReconcile(s.clock.Now())
+		if obs.ciFailed || (obs.reviews == nil && t.ReviewPolicy == PolicyGitHubRules && isDecider(adapter)) {
+			t.ReconcileAt = s.now() // read again at once what could not be read now
+			if isDecider(adapter) && obs.reviews == nil {
+				t.Facts.HostDecision = DecisionPending
+			}
+		}
 		if ci := s.ciFor(t); ci != nil {
 			sub.CIProvider = optional(ci.Name())
 		}
@@ -322,6 +383,12 @@ func (s *Service) submit(ctx context.Context, taskID string, p SubmitParams, onC
 		return Submission{}, err
 	}
 	return sub, nil
+}
+
+// isDecider reports whether an adapter decides reviews itself.
+func isDecider(a ProviderAdapter) bool {
+	_, ok := a.(ReviewDecider)
+	return ok
 }
 
 // notSubmittable is the conflict of a submit that is not available.
@@ -354,10 +421,10 @@ type submissionEnvelope struct {
 func (s *Service) handleSubmit(w http.ResponseWriter, r *http.Request, p *Principal) error {
 	taskID := r.PathValue("id")
 	var params SubmitParams
-	return s.serveIdempotent(w, r, p, submitRoute, taskID, &params, params.validate, http.StatusAccepted, s.actionsOrNil(taskID),
+	return s.serveIdempotent(w, r, p, submitRoute, taskID, &params, params.validate, http.StatusAccepted, s.actionsOrNil(taskID), taskID,
 		func(ctx context.Context, key string, respond func(Tx, any) error) error {
 			params.IdempotencyKey, params.Actor = key, p.Actor
-			_, err := s.submit(ctx, taskID, params, func(tx Tx, sub *Submission) error {
+			_, err := s.submitLocked(ctx, taskID, params, func(tx Tx, sub *Submission) error {
 				return respond(tx, submissionEnvelope{sub, sub.AvailableActions})
 			})
 			return err
@@ -376,37 +443,43 @@ func (s *Service) actionsOrNil(taskID string) func(context.Context) []Action {
 	}
 }
 
-// keyedLocks hands out one mutex per key, kept only while in use.
+// keyedLocks hands out one lock per key, kept only while in use.
 type keyedLocks struct {
 	mu    sync.Mutex
 	locks map[string]*keyedLock
 }
 
 type keyedLock struct {
-	mu      sync.Mutex
-	holders int
+	ch      chan struct{} // holds a token while locked
+	holders int           // holders and waiters
 }
 
-// lock locks key and returns the function that unlocks it.
-func (k *keyedLocks) lock(key string) func() {
+// lock locks key and returns the function that unlocks it. It gives up
+// when ctx ends first.
+func (k *keyedLocks) lock(ctx context.Context, key string) (func(), error) {
 	k.mu.Lock()
 	if k.locks == nil {
 		k.locks = make(map[string]*keyedLock)
 	}
 	l := k.locks[key]
 	if l == nil {
-		l = new(keyedLock)
+		l = &keyedLock{ch: make(chan struct{}, 1)}
 		k.locks[key] = l
 	}
 	l.holders++
 	k.mu.Unlock()
-	l.mu.Lock()
-	return func() {
-		l.mu.Unlock()
+	done := func() {
 		k.mu.Lock()
 		if l.holders--; l.holders == 0 {
 			delete(k.locks, key)
 		}
 		k.mu.Unlock()
+	}
+	select {
+	case l.ch <- struct{}{}:
+		return func() { <-l.ch; done() }, nil
+	case <-ctx.Done():
+		done()
+		return nil, ctx.Err()
 	}
 }

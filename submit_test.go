@@ -123,7 +123,7 @@ func TestSubmitMovesTaskToReview(t *testing.T) {
 	if last["traceId"] != "0af7651916cd43dd8448eb211c80319c" {
 		t.Errorf("traceId = %v, want the traceparent's", last["traceId"])
 	}
-	if diff := cmp.Diff([]any{"status", "availableActions", "submissionId", "prUrl", "prNumber", "branch", "baseBranch", "headSha"}, data["changedFields"]); diff != "" {
+	if diff := cmp.Diff([]any{"status", "availableActions", "submissionId", "prUrl", "prNumber", "branch", "baseBranch", "headSha", "prState"}, data["changedFields"]); diff != "" {
 		t.Errorf("changedFields (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff(map[string]any{"task": testBase + "/tasks/" + id, "reviewFeedback": testBase + "/tasks/" + id + "/review-feedback"}, data["links"]); diff != "" {
@@ -342,7 +342,15 @@ func TestGitHubRulesUsesTheHostsDecision(t *testing.T) {
 	if got := e.task(id)["availableActions"]; cmp.Diff([]any{"view_ci_status", "view_review_feedback"}, got) != "" {
 		t.Errorf("actions before the host approves = %v", got)
 	}
+	e.reconcile(id)
+	if got := e.task(id)["availableActions"]; cmp.Diff([]any{"view_ci_status", "view_review_feedback"}, got) != "" {
+		t.Errorf("actions while the host's decision is pending = %v", got)
+	}
 	a.web.SetReviewDecision(1, lifecycle.DecisionApproved)
+	if got := e.task(id)["availableActions"]; cmp.Diff([]any{"view_ci_status", "view_review_feedback"}, got) != "" {
+		t.Errorf("actions before the host is read again = %v; reads must not call the host", got)
+	}
+	e.reconcile(id)
 	if got := e.task(id)["availableActions"]; cmp.Diff([]any{"ship", "view_ci_status", "view_review_feedback"}, got) != "" {
 		t.Errorf("actions after the host approves = %v", got)
 	}

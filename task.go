@@ -185,8 +185,20 @@ type Task struct {
 	// submission requested changes: the agent may start again.
 	ReworkRequested bool `json:"-"`
 	// ActiveShipID is the ship operation queued or running for the task,
-	// or empty. While it is set the task cannot be shipped again.
+	// or empty. While it is set the task cannot be shipped again, started
+	// or submitted.
 	ActiveShipID string `json:"-"`
+	// ShipMerging is set once the runner of the active ship operation has
+	// checked its preconditions and asks the host to merge; reviews are
+	// then refused until the operation ends.
+	ShipMerging bool `json:"-"`
+	// Facts are what the Service last learned from the code host and CI
+	// about the latest submission. Reads and availableActions are computed
+	// from them and never call a host.
+	Facts Facts `json:"-"`
+	// ReconcileAt is when the reconciler next reads the host for the task
+	// while it is in review.
+	ReconcileAt Timestamp `json:"-"`
 }
 
 // pullRequestRef returns the reference of the latest submission's pull request.
@@ -214,6 +226,11 @@ type TaskFilter struct {
 	AssigneeAgentID string
 	// Project, when not empty, keeps tasks of this project.
 	Project string
+	// PullRequest, when not zero, keeps tasks whose latest submission's
+	// pull request it is.
+	PullRequest PullRequestRef
+	// HeadSHA, when not empty, keeps tasks whose head commit it is.
+	HeadSHA string
 	// After, when not zero, keeps tasks listed after the task with this
 	// position (see [TaskPage.Next]).
 	After int64
@@ -228,35 +245,6 @@ type TaskPage struct {
 	// Next is the position to pass as TaskFilter.After for the next page,
 	// or 0 when there is none.
 	Next int64
-}
-
-// actionsFor returns the actions available on a task in status st, given
-// what is known of its review and CI. It never returns nil, so the JSON is
-// [] rather than null.
-func actionsFor(st Status, shippable, rework bool) []Action {
-	switch st {
-	case StatusTodo:
-		return []Action{ActionStart}
-	case StatusInProgress:
-		return []Action{ActionSubmit}
-	case StatusInReview:
-		acts := make([]Action, 0, 4)
-		if rework {
-			acts = append(acts, ActionStart)
-		}
-		if shippable {
-			acts = append(acts, ActionShip)
-		}
-		return append(acts, ActionViewCIStatus, ActionViewReviewFeedback)
-	case StatusBlocked:
-		return []Action{ActionResolveBlocker}
-	}
-	return []Action{}
-}
-
-// hasAction reports whether acts contains a.
-func hasAction(acts []Action, a Action) bool {
-	return slices.Contains(acts, a)
 }
 
 // Limits on the members of a new task.
@@ -412,7 +400,7 @@ func (s *Service) CreateTask(ctx context.Context, p CreateTaskParams) (Task, err
 		t.TriageQueueID = &routing.TriageQueueID
 		summary += " and sent to triage queue " + routing.TriageQueueID
 	}
-	t.AvailableActions = actionsFor(t.Status, false, false)
+	s.setActions(&t)
 
 	err = s.update(ctx, func(tx Tx) error {
 		if err := tx.CreateTask(ctx, t); err != nil {
@@ -481,14 +469,7 @@ func (s *Service) route(ctx context.Context, p *CreateTaskParams) (Routing, erro
 // Task returns the task with the given ID and its available actions. It
 // returns an error matching ErrNotFound when there is none.
 func (s *Service) Task(ctx context.Context, taskID string) (Task, error) {
-	t, err := s.readTask(ctx, taskID)
-	if err != nil {
-		return Task{}, err
-	}
-	if t.AvailableActions, err = s.liveActions(ctx, &t); err != nil {
-		return Task{}, err
-	}
-	return t, nil
+	return s.readTask(ctx, taskID)
 }
 
 // validTaskID reports whether s has the form of a task ID.
@@ -541,9 +522,7 @@ func (s *Service) ListTasks(ctx context.Context, p ListTasksParams) (TaskList, e
 		return TaskList{}, fmt.Errorf("list tasks: %w", err)
 	}
 	for i := range tasks.Tasks {
-		if tasks.Tasks[i].AvailableActions, err = s.liveActions(ctx, &tasks.Tasks[i]); err != nil {
-			return TaskList{}, err
-		}
+		s.setActions(&tasks.Tasks[i])
 	}
 	return TaskList{Tasks: nonNil(tasks.Tasks), NextCursor: encodeCursor(tasks.Next)}, nil
 }
@@ -574,6 +553,9 @@ func decodeCursor(c string) (int64, bool) {
 // available actions when start is not one of them.
 func (s *Service) StartTask(ctx context.Context, taskID string, actor Actor) (Task, error) {
 	return s.changeTask(ctx, taskID, func(tx Tx, t *Task) (taskEvent, error) {
+		if t.ActiveShipID != "" {
+			return taskEvent{}, shipInProgress(t, "start")
+		}
 		if !hasAction(t.AvailableActions, ActionStart) {
 			return taskEvent{}, &ConflictError{
 				Reason:           "not_startable",
@@ -586,6 +568,7 @@ func (s *Service) StartTask(ctx context.Context, taskID string, actor Actor) (Ta
 			summary = fmt.Sprintf("Task %s back in progress for rework", t.Identifier)
 		}
 		t.Status = StatusInProgress
+		t.ReconcileAt = Timestamp{}
 		return taskEvent{typ: EventTaskUpdated, summary: summary, actor: actor}, nil
 	})
 }
@@ -615,11 +598,7 @@ func (s *Service) CancelTask(ctx context.Context, taskID string, p CancelTaskPar
 			}
 		}
 		if t.ActiveShipID != "" {
-			return taskEvent{}, &ConflictError{
-				Reason:           "ship_in_progress",
-				Message:          fmt.Sprintf("Task %s is being shipped by operation %s; cancel it when that ends", t.Identifier, t.ActiveShipID),
-				AvailableActions: t.AvailableActions,
-			}
+			return taskEvent{}, shipInProgress(t, "cancel")
 		}
 		t.Status = StatusCancelled
 		t.Blocker = nil
@@ -630,6 +609,16 @@ func (s *Service) CancelTask(ctx context.Context, taskID string, p CancelTaskPar
 		}
 		return taskEvent{typ: EventTaskUpdated, summary: summary, actor: p.Actor}, nil
 	})
+}
+
+// shipInProgress is the conflict of an action refused while t is being
+// shipped.
+func shipInProgress(t *Task, action string) *ConflictError {
+	return &ConflictError{
+		Reason:           "ship_in_progress",
+		Message:          fmt.Sprintf("Task %s is being shipped by operation %s; %s it when that ends", t.Identifier, t.ActiveShipID, action),
+		AvailableActions: t.AvailableActions,
+	}
 }
 
 // ptr returns a pointer to v.

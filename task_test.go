@@ -240,7 +240,7 @@ func TestCreateTaskEmitsEvent(t *testing.T) {
 
 func TestStartAndCancelEvents(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e, _ := newSubmitEnv(t)
 	id := e.createTask(taskBody("ENG-1"))["id"].(string)
 	agent := e.keyAs(lifecycle.Actor{ID: "agent-web", Role: lifecycle.RoleAgent}, lifecycle.ScopeTasksWrite)
 	e.clock.Advance(time.Minute)

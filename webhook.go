@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -179,6 +180,12 @@ type CreateSubscriptionParams struct {
 	Description *string `json:"description"`
 	// Filters optionally narrow the events delivered.
 	Filters *SubscriptionFilters `json:"filters"`
+
+	// IdempotencyKey, when set (8 to 128 visible ASCII characters), makes
+	// the call idempotent as POST /event-subscriptions is: a retry with the
+	// same key and parameters returns the subscription the first call
+	// made, and the same key with other parameters is a *ConflictError.
+	IdempotencyKey string `json:"-"`
 }
 
 // validate checks everything about p that needs no network; the URL's
@@ -257,7 +264,30 @@ func (s *Service) CreateSubscription(ctx context.Context, p CreateSubscriptionPa
 	if err := p.validate(); err != nil {
 		return Subscription{}, err
 	}
-	return s.createSubscription(ctx, p, nil)
+	var sub Subscription
+	replayed, err := s.goIdempotent(ctx, SystemActor(), subscriptionsRoute, "", p.IdempotencyKey, p, func(ctx context.Context, respond func(Tx, any) error) error {
+		var err error
+		sub, err = s.createSubscription(ctx, p, func(tx Tx, sub *Subscription) error {
+			return respond(tx, subscriptionEnvelope{sub})
+		})
+		return err
+	})
+	if err != nil {
+		return Subscription{}, err
+	}
+	if replayed != nil {
+		var env struct{ Data Subscription }
+		if err := json.Unmarshal(replayed, &env); err != nil {
+			return Subscription{}, fmt.Errorf("replay subscription: %w", err)
+		}
+		return env.Data, nil
+	}
+	return sub, nil
+}
+
+// subscriptionEnvelope is the body of a subscription's 201.
+type subscriptionEnvelope struct {
+	Data *Subscription `json:"data"`
 }
 
 // createSubscription creates the subscription described by the validated
@@ -446,12 +476,10 @@ const subscriptionsRoute = "POST /event-subscriptions"
 
 func (s *Service) handleCreateSubscription(w http.ResponseWriter, r *http.Request, p *Principal) error {
 	var params CreateSubscriptionParams
-	return s.serveIdempotent(w, r, p, subscriptionsRoute, "", &params, params.validate, http.StatusCreated, nil,
+	return s.serveIdempotent(w, r, p, subscriptionsRoute, "", &params, params.validate, http.StatusCreated, nil, "",
 		func(ctx context.Context, _ string, respond func(Tx, any) error) error {
 			_, err := s.createSubscription(ctx, params, func(tx Tx, sub *Subscription) error {
-				return respond(tx, struct {
-					Data *Subscription `json:"data"`
-				}{sub})
+				return respond(tx, subscriptionEnvelope{sub})
 			})
 			return err
 		})

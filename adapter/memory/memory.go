@@ -27,6 +27,7 @@ const (
 	OpPullRequest Op = "pull_request"
 	OpMerge       Op = "merge"
 	OpChecks      Op = "checks"
+	OpReviews     Op = "reviews"
 )
 
 // Config configures an Adapter.
@@ -42,6 +43,10 @@ type Config struct {
 	Latency time.Duration
 	// CountSelfReported is what CountsSelfReported answers.
 	CountSelfReported bool
+	// DismissStaleReviews makes the host stop counting approvals of an
+	// earlier head when the head moves, as GitHub's branch protection
+	// option does; pull requests report it.
+	DismissStaleReviews bool
 }
 
 // Adapter is an in-memory code host. It is safe for concurrent use.
@@ -51,9 +56,11 @@ type Adapter struct {
 	mu        sync.Mutex
 	prs       []*lifecycle.PullRequest // index = number-1
 	faults    map[Op][]error
+	lost      map[Op][]error // errors returned after the call took effect
 	calls     map[Op]int
 	checks    map[string]lifecycle.CIReport
 	decisions map[int]lifecycle.ReviewDecision
+	reviews   map[int][]lifecycle.HostReview
 }
 
 var (
@@ -79,9 +86,11 @@ func New(cfg Config) *Adapter {
 	return &Adapter{
 		cfg:       cfg,
 		faults:    make(map[Op][]error),
+		lost:      make(map[Op][]error),
 		calls:     make(map[Op]int),
 		checks:    make(map[string]lifecycle.CIReport),
 		decisions: make(map[int]lifecycle.ReviewDecision),
+		reviews:   make(map[int][]lifecycle.HostReview),
 	}
 }
 
@@ -90,6 +99,36 @@ func (a *Adapter) FailNext(op Op, err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.faults[op] = append(a.faults[op], err)
+}
+
+// LoseNextAnswer makes the next call of op take effect and then return err,
+// as a call whose answer was lost (a timeout after the host acted) does.
+func (a *Adapter) LoseNextAnswer(op Op, err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.lost[op] = append(a.lost[op], err)
+}
+
+// lostAnswer returns the error queued by LoseNextAnswer, if any; a.mu
+// must be held.
+func (a *Adapter) lostAnswer(op Op) error {
+	q := a.lost[op]
+	if len(q) == 0 {
+		return nil
+	}
+	a.lost[op] = q[1:]
+	return q[0]
+}
+
+// TotalCalls returns how many calls were made of every operation.
+func (a *Adapter) TotalCalls() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for _, c := range a.calls {
+		n += c
+	}
+	return n
 }
 
 // Calls returns how many times op was called, failed calls included.
@@ -104,6 +143,51 @@ func (a *Adapter) SetHeadSHA(number int, sha string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.prs[number-1].HeadSHA = sha
+}
+
+// Push pushes a new commit to pull request number, as an agent or a person
+// would at the host, and returns its SHA.
+func (a *Adapter) Push(number int) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	pr := a.prs[number-1]
+	pr.HeadSHA = sha("push", pr.HeadSHA)
+	return pr.HeadSHA
+}
+
+// MergeByHand merges pull request number at its head, as a person would
+// at the host, and returns the merge commit.
+func (a *Adapter) MergeByHand(number int) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	pr := a.prs[number-1]
+	pr.State = lifecycle.PullRequestMerged
+	pr.MergeCommitSHA = sha("merge", pr.Owner, pr.Repo, pr.Base, pr.HeadSHA)
+	return pr.MergeCommitSHA
+}
+
+// SetState sets the state of pull request number, as closing or reopening
+// it at the host does.
+func (a *Adapter) SetState(number int, st lifecycle.PullRequestState) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.prs[number-1].State = st
+}
+
+// AddReview adds a review of pull request number at the host; its ID is
+// made up when empty. The host's decision is not changed: set it with
+// SetReviewDecision.
+func (a *Adapter) AddReview(number int, r lifecycle.HostReview) lifecycle.HostReview {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if r.ID == "" {
+		r.ID = fmt.Sprintf("review-%d-%d", number, len(a.reviews[number])+1)
+	}
+	if r.CommitSHA == "" {
+		r.CommitSHA = a.prs[number-1].HeadSHA
+	}
+	a.reviews[number] = append(a.reviews[number], r)
+	return r
 }
 
 // SetChecks sets the CI report of a commit.
@@ -169,8 +253,8 @@ func (a *Adapter) EnsurePullRequest(ctx context.Context, req lifecycle.PullReque
 	defer a.mu.Unlock()
 	headSHA := sha(a.cfg.Owner, a.cfg.Repo, head, req.SubmissionID)
 	for _, pr := range a.prs {
-		if pr.Head == head && pr.State == lifecycle.PullRequestOpen {
-			pr.HeadSHA, pr.Draft = headSHA, req.Draft
+		if pr.Head == head && pr.State != lifecycle.PullRequestMerged {
+			pr.HeadSHA, pr.Draft, pr.State = headSHA, req.Draft, lifecycle.PullRequestOpen // reopened if closed
 			pr.RequestedReviewers = mergeLogins(pr.RequestedReviewers, req.Reviewers)
 			out := clonePR(pr)
 			out.Created = false
@@ -187,6 +271,8 @@ func (a *Adapter) EnsurePullRequest(ctx context.Context, req lifecycle.PullReque
 		Draft:              req.Draft,
 		State:              lifecycle.PullRequestOpen,
 		RequestedReviewers: slices.Clone(req.Reviewers),
+
+		DismissesStaleReviews: a.cfg.DismissStaleReviews,
 	}
 	a.prs = append(a.prs, pr)
 	out := clonePR(pr)
@@ -254,6 +340,9 @@ func (a *Adapter) Merge(ctx context.Context, req lifecycle.MergeRequest) (lifecy
 	}
 	pr.State = lifecycle.PullRequestMerged
 	pr.MergeCommitSHA = sha("merge", pr.Owner, pr.Repo, pr.Base, pr.HeadSHA)
+	if err := a.lostAnswer(OpMerge); err != nil {
+		return lifecycle.MergeResult{}, fmt.Errorf("memory: merge %s: %w", req.Ref, err)
+	}
 	return lifecycle.MergeResult{MergeCommitSHA: pr.MergeCommitSHA}, nil
 }
 
@@ -276,15 +365,20 @@ func (a *Adapter) Checks(ctx context.Context, q lifecycle.CIQuery) (lifecycle.CI
 func (a *Adapter) CountsSelfReported() bool { return a.cfg.CountSelfReported }
 
 // ReviewDecision implements lifecycle.ReviewDecider with the decision set
-// by SetReviewDecision, pending when none was set.
-func (a *Adapter) ReviewDecision(ctx context.Context, ref lifecycle.PullRequestRef) (lifecycle.ReviewDecision, error) {
+// by SetReviewDecision (pending when none was set) and the reviews added
+// by AddReview.
+func (a *Adapter) ReviewDecision(ctx context.Context, q lifecycle.ReviewQuery) (lifecycle.HostReviews, error) {
+	if err := a.begin(ctx, OpReviews); err != nil {
+		return lifecycle.HostReviews{}, fmt.Errorf("memory: reviews of %s: %w", q.PullRequest, err)
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if _, err := a.lookup(ref); err != nil {
-		return "", err
+	if _, err := a.lookup(q.PullRequest); err != nil {
+		return lifecycle.HostReviews{}, err
 	}
-	if d, ok := a.decisions[ref.Number]; ok {
-		return d, nil
+	out := lifecycle.HostReviews{Decision: lifecycle.DecisionPending, Reviews: slices.Clone(a.reviews[q.PullRequest.Number])}
+	if d, ok := a.decisions[q.PullRequest.Number]; ok {
+		out.Decision = d
 	}
-	return lifecycle.DecisionPending, nil
+	return out, nil
 }

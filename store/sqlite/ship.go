@@ -5,14 +5,13 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/tasklifecycle/lifecycle"
 )
 
 const shipColumns = `id, task_id, status, mode, environment, expected_head_sha, submission_mode, pr_owner, pr_repo,
 	pr_number, actor_id, actor_role, trace_id, queued_at, started_at, finished_at, merge_commit_sha, deployment,
-	error, attempts, lease_until`
+	error, attempts, lease_until, lease_owner`
 
 // shipRow holds the scanned columns of a ship operation.
 type shipRow struct {
@@ -29,7 +28,7 @@ func scanShip(row scanner) (lifecycle.ShipOperation, error) {
 	op := &r.op
 	err := row.Scan(&op.OperationID, &op.TaskID, &r.status, &r.mode, &r.env, &op.ExpectedHeadSHA, &r.subMode,
 		&op.PullRequest.Owner, &op.PullRequest.Repo, &op.PullRequest.Number, &op.Actor.ID, &r.role, &r.trace,
-		&r.queued, &r.started, &r.finished, &r.mergeSHA, &r.deployment, &r.shipErr, &op.Attempts, &r.lease)
+		&r.queued, &r.started, &r.finished, &r.mergeSHA, &r.deployment, &r.shipErr, &op.Attempts, &r.lease, &op.LeaseOwner)
 	if err != nil {
 		return *op, translate(err)
 	}
@@ -86,7 +85,7 @@ func shipArgs(op *lifecycle.ShipOperation) ([]any, error) {
 	return []any{op.OperationID, op.TaskID, string(op.Status), string(op.Mode), string(op.TargetEnvironment), op.ExpectedHeadSHA,
 		string(op.SubmissionMode), op.PullRequest.Owner, op.PullRequest.Repo, op.PullRequest.Number, op.Actor.ID, string(op.Actor.Role),
 		op.TraceID, millis(op.QueuedAt.Time), optionalMillis(op.StartedAt), optionalMillis(op.FinishedAt), op.MergeCommitSHA,
-		deployment, shipErr, op.Attempts, millis(op.LeaseUntil.Time)}, nil
+		deployment, shipErr, op.Attempts, millis(op.LeaseUntil.Time), op.LeaseOwner}, nil
 }
 
 // ShipOperation implements lifecycle.Store.
@@ -117,7 +116,7 @@ func (x *txn) CreateShipOperation(ctx context.Context, op lifecycle.ShipOperatio
 		return fmt.Errorf("sqlite: encode ship operation %s: %w", op.OperationID, err)
 	}
 	_, err = x.conn.ExecContext(x.ctx, "INSERT INTO ship_operations ("+shipColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
 	if err != nil {
 		return fmt.Errorf("sqlite: create ship operation %s: %w", op.OperationID, translate(err))
 	}
@@ -131,8 +130,8 @@ func (x *txn) UpdateShipOperation(ctx context.Context, op lifecycle.ShipOperatio
 		return fmt.Errorf("sqlite: encode ship operation %s: %w", op.OperationID, err)
 	}
 	res, err := x.conn.ExecContext(x.ctx, `UPDATE ship_operations SET status = ?, started_at = ?, finished_at = ?,
-		merge_commit_sha = ?, deployment = ?, error = ?, attempts = ?, lease_until = ? WHERE id = ?`,
-		args[2], args[14], args[15], args[16], args[17], args[18], args[19], args[20], op.OperationID)
+		merge_commit_sha = ?, deployment = ?, error = ?, attempts = ?, lease_until = ?, lease_owner = ? WHERE id = ?`,
+		args[2], args[14], args[15], args[16], args[17], args[18], args[19], args[20], args[21], op.OperationID)
 	if err != nil {
 		return fmt.Errorf("sqlite: update ship operation %s: %w", op.OperationID, translate(err))
 	}
@@ -142,12 +141,29 @@ func (x *txn) UpdateShipOperation(ctx context.Context, op lifecycle.ShipOperatio
 	return nil
 }
 
-// RunnableShipOperations implements lifecycle.Tx.
-func (x *txn) RunnableShipOperations(ctx context.Context, now time.Time, limit int) ([]lifecycle.ShipOperation, error) {
+// ClaimShipOperations implements lifecycle.Tx. SQLite has one writer, so
+// the select and the update of this transaction are atomic with respect
+// to every other claim.
+func (x *txn) ClaimShipOperations(ctx context.Context, p lifecycle.ClaimShipOperationsParams) ([]lifecycle.ShipOperation, error) {
+	now := millis(p.Now)
 	ops, err := queryAll(x.ctx, x.conn, scanShip, "SELECT "+shipColumns+` FROM ship_operations
-		WHERE status IN ('queued', 'running') AND (status = 'queued' OR lease_until < ?) ORDER BY pos LIMIT ?`, millis(now), limit)
+		WHERE status IN ('queued', 'running') AND (status = 'queued' OR lease_until < ? OR (? AND lease_owner = ?))
+		ORDER BY pos LIMIT ?`, now, p.Resume, p.Owner, p.Limit)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: runnable ship operations: %w", err)
+		return nil, fmt.Errorf("sqlite: claim ship operations: %w", err)
+	}
+	for i := range ops {
+		op := &ops[i]
+		op.Status = lifecycle.ShipRunning
+		op.Attempts++
+		if op.StartedAt == nil {
+			at := fromMillis(now)
+			op.StartedAt = &at
+		}
+		op.LeaseOwner, op.LeaseUntil = p.Owner, fromMillis(millis(p.Until))
+		if err := x.UpdateShipOperation(ctx, *op); err != nil {
+			return nil, err
+		}
 	}
 	return ops, nil
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/tasklifecycle/lifecycle"
 )
@@ -87,7 +88,7 @@ func (x *txn) CreateSubmission(ctx context.Context, s lifecycle.Submission) erro
 	return nil
 }
 
-const reviewColumns = "id, task_id, submission_id, reviewer_id, reviewer_role, outcome, body, submitted_at"
+const reviewColumns = "id, task_id, submission_id, reviewer_id, reviewer_role, outcome, body, submitted_at, head_sha, host_id"
 
 // Reviews implements lifecycle.Store.
 func (s *Store) Reviews(ctx context.Context, submissionID string) ([]lifecycle.Review, error) {
@@ -116,7 +117,7 @@ func scanReview(row scanner) (lifecycle.Review, error) {
 		role, outcome string
 		at            int64
 	)
-	if err := row.Scan(&r.ID, &r.TaskID, &r.SubmissionID, &r.Reviewer.ID, &role, &outcome, &r.Body, &at); err != nil {
+	if err := row.Scan(&r.ID, &r.TaskID, &r.SubmissionID, &r.Reviewer.ID, &role, &outcome, &r.Body, &at, &r.HeadSHA, &r.HostID); err != nil {
 		return r, translate(err)
 	}
 	r.Reviewer.Role, r.Outcome, r.SubmittedAt = lifecycle.Role(role), lifecycle.ReviewOutcome(outcome), fromMillis(at)
@@ -125,8 +126,8 @@ func scanReview(row scanner) (lifecycle.Review, error) {
 
 // CreateReview implements lifecycle.Tx.
 func (x *txn) CreateReview(ctx context.Context, r lifecycle.Review) error {
-	_, err := x.conn.ExecContext(x.ctx, "INSERT INTO reviews ("+reviewColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-		r.ID, r.TaskID, r.SubmissionID, r.Reviewer.ID, string(r.Reviewer.Role), string(r.Outcome), r.Body, millis(r.SubmittedAt.Time))
+	_, err := x.conn.ExecContext(x.ctx, "INSERT INTO reviews ("+reviewColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		r.ID, r.TaskID, r.SubmissionID, r.Reviewer.ID, string(r.Reviewer.Role), string(r.Outcome), r.Body, millis(r.SubmittedAt.Time), r.HeadSHA, r.HostID)
 	if err != nil {
 		return fmt.Errorf("sqlite: create review %s: %w", r.ID, translate(err))
 	}
@@ -178,4 +179,53 @@ func (x *txn) PutCheck(ctx context.Context, c lifecycle.Check) error {
 		return fmt.Errorf("sqlite: put check %s of %s: %w", c.Name, c.TaskID, translate(err))
 	}
 	return nil
+}
+
+// ReplaceChecks implements lifecycle.Tx.
+func (x *txn) ReplaceChecks(ctx context.Context, taskID, headSHA string, source lifecycle.CheckSource, checks []lifecycle.Check) error {
+	_, err := x.conn.ExecContext(x.ctx, "DELETE FROM checks WHERE task_id = ? AND head_sha = ? AND source = ?", taskID, headSHA, string(source))
+	if err != nil {
+		return fmt.Errorf("sqlite: replace checks of %s: %w", taskID, translate(err))
+	}
+	for _, c := range checks {
+		c.TaskID, c.HeadSHA, c.Source = taskID, headSHA, source
+		if err := x.PutCheck(ctx, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ProviderDelivery implements lifecycle.Store.
+func (s *Store) ProviderDelivery(ctx context.Context, source, id string) (lifecycle.ProviderDelivery, error) {
+	if s.closed.Load() {
+		return lifecycle.ProviderDelivery{}, errClosed
+	}
+	d := lifecycle.ProviderDelivery{Source: source, ID: id}
+	var at int64
+	err := s.r.QueryRowContext(ctx, "SELECT received_at FROM provider_deliveries WHERE source = ? AND id = ?", source, id).Scan(&at)
+	if err != nil {
+		return d, fmt.Errorf("sqlite: provider delivery %s: %w", id, translate(err))
+	}
+	d.ReceivedAt = time.UnixMilli(at)
+	return d, nil
+}
+
+// RecordProviderDelivery implements lifecycle.Tx.
+func (x *txn) RecordProviderDelivery(ctx context.Context, d lifecycle.ProviderDelivery) error {
+	_, err := x.conn.ExecContext(x.ctx, "INSERT INTO provider_deliveries (source, id, received_at) VALUES (?, ?, ?)", d.Source, d.ID, millis(d.ReceivedAt))
+	if err != nil {
+		return fmt.Errorf("sqlite: record provider delivery %s: %w", d.ID, translate(err))
+	}
+	return nil
+}
+
+// DeleteProviderDeliveriesBefore implements lifecycle.Store.
+func (s *Store) DeleteProviderDeliveriesBefore(ctx context.Context, t time.Time) (int64, error) {
+	n, err := s.deleteInBatches(ctx, `DELETE FROM provider_deliveries WHERE (source, id) IN (SELECT source, id FROM provider_deliveries
+		WHERE received_at < ? LIMIT ?)`, millis(t))
+	if err != nil {
+		return n, fmt.Errorf("sqlite: delete provider deliveries: %w", err)
+	}
+	return n, nil
 }

@@ -17,7 +17,7 @@ const taskColumns = `pos, id, identifier, title, description, status, priority, 
 	assignee_name, assignment_source, routing_decision_id, routing_reason, routing_confidence,
 	triage_queue_id, submission_id, pr_url, pr_number, branch, base_branch, head_sha, blocker,
 	status_before_blocker, version, created_at, updated_at, submission_mode, pr_owner, pr_repo,
-	review_policy, review_decision, rework_requested, active_ship_id`
+	review_policy, review_decision, rework_requested, active_ship_id, facts, reconcile_at, active_ship_merging`
 
 // scanner is what *sql.Row and *sql.Rows have in common.
 type scanner interface {
@@ -34,6 +34,8 @@ type taskRow struct {
 	parent, project, agentID, decisionID    sql.NullString
 	triage, submission, prURL, branch, base sql.NullString
 	headSHA                                 sql.NullString
+	facts                                   []byte
+	reconcileAt                             int64
 	confidence                              sql.NullFloat64
 	prNumber                                sql.NullInt64
 	status, priority, statusBefore          string
@@ -49,7 +51,7 @@ func scanTask(row scanner) (lifecycle.Task, int64, error) {
 		&r.assigneeName, &r.source, &r.decisionID, &r.reason, &r.confidence,
 		&r.triage, &r.submission, &r.prURL, &r.prNumber, &r.branch, &r.base, &r.headSHA, &r.blocker,
 		&r.statusBefore, &t.Version, &r.created, &r.updated, &r.mode, &t.PROwner, &t.PRRepo,
-		&r.policy, &r.decision, &t.ReworkRequested, &t.ActiveShipID)
+		&r.policy, &r.decision, &t.ReworkRequested, &t.ActiveShipID, &r.facts, &r.reconcileAt, &t.ShipMerging)
 	if err != nil {
 		return *t, 0, translate(err)
 	}
@@ -64,6 +66,14 @@ func scanTask(row scanner) (lifecycle.Task, int64, error) {
 	}
 	if len(r.reason) > 0 {
 		t.RoutingReason = json.RawMessage(r.reason)
+	}
+	if len(r.facts) > 2 { // not "{}"
+		if err := json.Unmarshal(r.facts, &t.Facts); err != nil {
+			return *t, 0, fmt.Errorf("sqlite: task %s facts: %w", t.ID, err)
+		}
+	}
+	if r.reconcileAt != 0 {
+		t.ReconcileAt = fromMillis(r.reconcileAt)
 	}
 	if len(r.blocker) > 0 {
 		t.Blocker = new(lifecycle.Blocker)
@@ -119,6 +129,14 @@ func taskArgs(t *lifecycle.Task) ([]any, error) {
 	if t.Assignee != nil {
 		assigneeName = t.Assignee.Name
 	}
+	facts, err := json.Marshal(t.Facts)
+	if err != nil {
+		return nil, err
+	}
+	var reconcileAt int64
+	if !t.ReconcileAt.IsZero() {
+		reconcileAt = millis(t.ReconcileAt.Time)
+	}
 	return []any{
 		t.ID, t.Identifier, t.Title, t.Description, string(t.Status), string(t.Priority), string(labels),
 		string(criteria), t.Links.Issue, t.Links.ParentIssue, t.Context.Project, t.Context.Goal, t.AssigneeAgentID,
@@ -126,7 +144,7 @@ func taskArgs(t *lifecycle.Task) ([]any, error) {
 		t.TriageQueueID, t.SubmissionID, t.PRURL, t.PRNumber, t.Branch, t.BaseBranch, t.HeadSHA, nullBytes(blocker),
 		string(t.StatusBeforeBlocker), t.Version, millis(t.CreatedAt.Time), millis(t.UpdatedAt.Time),
 		string(t.SubmissionMode), t.PROwner, t.PRRepo, string(t.ReviewPolicy), string(t.ReviewDecision), t.ReworkRequested,
-		t.ActiveShipID,
+		t.ActiveShipID, string(facts), reconcileAt, t.ShipMerging,
 	}, nil
 }
 
@@ -175,6 +193,14 @@ func (s *Store) ListTasks(ctx context.Context, f lifecycle.TaskFilter) (lifecycl
 	if f.Project != "" {
 		where = append(where, "project = ?")
 		args = append(args, f.Project)
+	}
+	if f.PullRequest != (lifecycle.PullRequestRef{}) {
+		where = append(where, "pr_number = ? AND pr_repo = ? AND pr_owner = ?")
+		args = append(args, f.PullRequest.Number, f.PullRequest.Repo, f.PullRequest.Owner)
+	}
+	if f.HeadSHA != "" {
+		where = append(where, "head_sha = ?")
+		args = append(args, f.HeadSHA)
 	}
 	limit := f.Limit
 	if limit <= 0 {
@@ -283,4 +309,25 @@ func nonNil[T any](s []T) []T {
 		return []T{}
 	}
 	return s
+}
+
+// ClaimReconciliations implements lifecycle.Tx. SQLite has one writer, so
+// the select and the update of this transaction are atomic with respect
+// to every other claim.
+func (x *txn) ClaimReconciliations(ctx context.Context, p lifecycle.ClaimReconciliationsParams) ([]lifecycle.Task, error) {
+	tasks, err := queryAll(x.ctx, x.conn, func(row scanner) (lifecycle.Task, error) {
+		t, _, err := scanTask(row)
+		return t, err
+	}, "SELECT "+taskColumns+" FROM tasks WHERE status = 'in_review' AND reconcile_at <= ? ORDER BY reconcile_at LIMIT ?", millis(p.Now), p.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: claim reconciliations: %w", err)
+	}
+	until := millis(p.Until)
+	for i := range tasks {
+		if _, err := x.conn.ExecContext(x.ctx, "UPDATE tasks SET reconcile_at = ? WHERE id = ?", until, tasks[i].ID); err != nil {
+			return nil, fmt.Errorf("sqlite: claim reconciliation of %s: %w", tasks[i].ID, translate(err))
+		}
+		tasks[i].ReconcileAt = fromMillis(until)
+	}
+	return tasks, nil
 }

@@ -55,7 +55,7 @@ func Run(t *testing.T, h Harness) {
 		{"Checks", testChecks},
 		{"IdempotencyRecords", testIdempotencyRecords},
 		{"ShipOperations", testShipOperations},
-		{"RunnableShipOperations", testRunnableShipOperations},
+		{"ClaimShipOperations", testClaimShipOperations},
 		{"SubscriptionRoundTrip", testSubscriptionRoundTrip},
 		{"SubscriptionNotFound", testSubscriptionNotFound},
 		{"ListSubscriptionsPagination", testListSubscriptionsPagination},
@@ -1106,10 +1106,12 @@ func testShipOperations(t *testing.T, h Harness) {
 	}
 }
 
-func testRunnableShipOperations(t *testing.T, h Harness) {
+func testClaimShipOperations(t *testing.T, h Harness) {
 	s := open(t, h)
 	task := minimalTask(1)
 	create(t, s, task)
+	held := shipOp(task.ID, "shp_g", lifecycle.ShipRunning, time.Hour) // held by "me" for an hour
+	held.LeaseOwner = "me"
 	ops := []lifecycle.ShipOperation{
 		shipOp(task.ID, "shp_a", lifecycle.ShipQueued, 0),
 		shipOp(task.ID, "shp_b", lifecycle.ShipRunning, time.Second), // lease ends at +1s
@@ -1117,6 +1119,7 @@ func testRunnableShipOperations(t *testing.T, h Harness) {
 		shipOp(task.ID, "shp_d", lifecycle.ShipSucceeded, 0),
 		shipOp(task.ID, "shp_e", lifecycle.ShipFailed, 0),
 		shipOp(task.ID, "shp_f", lifecycle.ShipQueued, time.Minute),
+		held,
 	}
 	update(t, s, func(tx lifecycle.Tx) error {
 		var errs []error
@@ -1125,24 +1128,54 @@ func testRunnableShipOperations(t *testing.T, h Harness) {
 		}
 		return errors.Join(errs...)
 	})
-	runnable := func(now time.Time, limit int) []string {
-		var got []string
+	claim := func(p lifecycle.ClaimShipOperationsParams) []lifecycle.ShipOperation {
+		var got []lifecycle.ShipOperation
 		update(t, s, func(tx lifecycle.Tx) error {
-			found, err := tx.RunnableShipOperations(t.Context(), now, limit)
-			for _, op := range found {
-				got = append(got, op.OperationID)
-			}
+			var err error
+			got, err = tx.ClaimShipOperations(t.Context(), p)
 			return err
 		})
 		return got
 	}
-	if diff := cmp.Diff([]string{"shp_a", "shp_b", "shp_f"}, runnable(base.Add(time.Minute), 10)); diff != "" {
-		t.Errorf("runnable at +1m (-want +got):\n%s", diff)
+	ids := func(ops []lifecycle.ShipOperation) []string {
+		var out []string
+		for _, op := range ops {
+			out = append(out, op.OperationID)
+		}
+		return out
 	}
-	if diff := cmp.Diff([]string{"shp_a", "shp_f"}, runnable(base, 10)); diff != "" {
-		t.Errorf("runnable at +0, no lease ended (-want +got):\n%s", diff)
+	// At +0 no lease has ended: the queued ones, oldest first, up to the limit.
+	got := claim(lifecycle.ClaimShipOperationsParams{Owner: "a", Now: base, Until: base.Add(time.Minute), Limit: 1})
+	if diff := cmp.Diff([]string{"shp_a"}, ids(got)); diff != "" {
+		t.Fatalf("claim at +0, limit 1 (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{"shp_a", "shp_b"}, runnable(base.Add(2*time.Hour), 2)); diff != "" {
-		t.Errorf("runnable at +2h, limit 2 (-want +got):\n%s", diff)
+	op := got[0]
+	if op.Status != lifecycle.ShipRunning || op.Attempts != 1 || op.LeaseOwner != "a" || !op.LeaseUntil.Equal(base.Add(time.Minute)) || op.StartedAt == nil {
+		t.Errorf("claimed operation = %+v; want running, attempt 1, owner a, lease until +1m, started", op)
+	}
+	stored, err := s.ShipOperation(t.Context(), "shp_a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(op, stored, cmpopts.EquateApproxTime(time.Millisecond)); diff != "" {
+		t.Errorf("stored claim differs from the returned one (-returned +stored):\n%s", diff)
+	}
+	// At +1m: shp_b's lease ended; shp_a is now held by a until +1m (not before it).
+	got = claim(lifecycle.ClaimShipOperationsParams{Owner: "b", Now: base.Add(time.Minute), Until: base.Add(2 * time.Minute), Limit: 10})
+	if diff := cmp.Diff([]string{"shp_b", "shp_f"}, ids(got)); diff != "" {
+		t.Errorf("claim at +1m (-want +got):\n%s", diff)
+	}
+	// Resume takes what the owner holds, lease or not.
+	got = claim(lifecycle.ClaimShipOperationsParams{Owner: "me", Now: base.Add(time.Minute), Until: base.Add(2 * time.Minute), Limit: 10, Resume: true})
+	if diff := cmp.Diff([]string{"shp_g"}, ids(got)); diff != "" {
+		t.Errorf("resume at +1m (-want +got):\n%s", diff)
+	}
+	if len(got) == 1 && got[0].Attempts != 1 {
+		t.Errorf("resumed attempts = %d, want 1", got[0].Attempts)
+	}
+	// Without Resume, the owner's own running operations wait for their lease.
+	got = claim(lifecycle.ClaimShipOperationsParams{Owner: "me", Now: base.Add(time.Minute), Until: base.Add(2 * time.Minute), Limit: 10})
+	if len(got) != 0 {
+		t.Errorf("claim without resume = %v, want none", ids(got))
 	}
 }

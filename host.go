@@ -1,0 +1,174 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// ErrTemporary means a code host, CI system or deployer failed in a way
+// that may pass: an HTTP 5xx, a rate limit, GitHub's "Base branch was
+// modified". Adapters and deployers wrap it, usually in a
+// *TemporaryError; the ship runner retries such failures with backoff for
+// up to [Config.ShipRetryBudget], while every other failure is final.
+var ErrTemporary = errors.New("temporary failure")
+
+// TemporaryError is a failure worth retrying. It matches ErrTemporary and
+// unwraps to its cause.
+type TemporaryError struct {
+	// Err is the cause.
+	Err error
+	// RetryAfter is how long the host asked to wait (a Retry-After header,
+	// a rate limit's reset), or 0 to let the runner's backoff decide.
+	RetryAfter time.Duration
+}
+
+// Error implements error.
+func (e *TemporaryError) Error() string {
+	if e.RetryAfter > 0 {
+		return fmt.Sprintf("temporary: %v (retry after %s)", e.Err, e.RetryAfter)
+	}
+	return "temporary: " + e.Err.Error()
+}
+
+// Unwrap returns the cause.
+func (e *TemporaryError) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrTemporary.
+func (e *TemporaryError) Is(target error) bool { return target == ErrTemporary }
+
+// retryAfter returns the wait a temporary error asks for, or 0.
+func retryAfter(err error) time.Duration {
+	var te *TemporaryError
+	if errors.As(err, &te) {
+		return te.RetryAfter
+	}
+	return 0
+}
+
+// ProviderEventKind says what a code host reported.
+type ProviderEventKind string
+
+// The provider event kinds.
+const (
+	// ProviderHeadChanged: commits were pushed to a pull request's branch.
+	ProviderHeadChanged ProviderEventKind = "head_changed"
+	// ProviderPullRequestClosed: a pull request was closed without merging.
+	ProviderPullRequestClosed ProviderEventKind = "pull_request_closed"
+	// ProviderPullRequestMerged: a pull request was merged.
+	ProviderPullRequestMerged ProviderEventKind = "pull_request_merged"
+	// ProviderPullRequestReopened: a closed pull request was reopened.
+	ProviderPullRequestReopened ProviderEventKind = "pull_request_reopened"
+	// ProviderPullRequestEdited: a pull request changed otherwise (its
+	// base branch, say).
+	ProviderPullRequestEdited ProviderEventKind = "pull_request_edited"
+	// ProviderReviewSubmitted: a reviewer approved, requested changes or
+	// commented.
+	ProviderReviewSubmitted ProviderEventKind = "review_submitted"
+	// ProviderReviewDismissed: a review was dismissed.
+	ProviderReviewDismissed ProviderEventKind = "review_dismissed"
+	// ProviderChecksChanged: a check run, commit status or pipeline of a
+	// commit changed.
+	ProviderChecksChanged ProviderEventKind = "checks_changed"
+	// ProviderDeploymentStatus: a deployment reached a new status.
+	ProviderDeploymentStatus ProviderEventKind = "deployment_status"
+)
+
+// ProviderEvent is what a code host reported through its webhook, turned
+// into the host-agnostic terms of this package by an adapter. The Service
+// treats it as a hint: it never trusts the event's content, but re-reads
+// the pull requests it names through their adapter and applies what it
+// reads (see [Service.ApplyProviderEvent]).
+type ProviderEvent struct {
+	// Source names the host the event came from, such as "github"; with
+	// DeliveryID it identifies the delivery.
+	Source string
+	// DeliveryID is the host's ID of the webhook delivery (GitHub's
+	// X-GitHub-Delivery), or "". A delivery applied once is not applied
+	// again.
+	DeliveryID string
+	// Kind says what happened.
+	Kind ProviderEventKind
+	// PullRequest names the pull request concerned. For checks that name
+	// only a commit it may be zero; HeadSHA then says which tasks it
+	// concerns.
+	PullRequest PullRequestRef
+	// HeadSHA is the commit concerned, when the host names one.
+	HeadSHA string
+	// Deployment is set for ProviderDeploymentStatus.
+	Deployment *DeploymentStatus
+}
+
+// DeploymentStatus is a deployment's state as its host reports it.
+type DeploymentStatus struct {
+	// ID identifies the deployment at the host (Deployment.ID).
+	ID string
+	// State is the host's word for it, such as "success", "failure",
+	// "in_progress".
+	State string
+	// EnvironmentURL is where the deployment can be seen, if any.
+	EnvironmentURL string
+}
+
+// DeploymentObserver is implemented by a Deployer that wants to hear of
+// deployment statuses the host reports by webhook, so that a Deploy
+// waiting for a terminal status need not poll.
+type DeploymentObserver interface {
+	// ObserveDeployment is told of a deployment status. It must return
+	// quickly.
+	ObserveDeployment(ctx context.Context, st DeploymentStatus)
+}
+
+// ProviderEventSink takes provider events; [*Service] is one.
+type ProviderEventSink interface {
+	// ApplyProviderEvent applies one event. An error means it was not
+	// applied (the host should deliver it again).
+	ApplyProviderEvent(ctx context.Context, ev ProviderEvent) error
+}
+
+// WebhookIntake is implemented by adapters that take their host's
+// webhooks. The host program mounts the handler it returns, such as at
+// /hooks/github:
+//
+//	mux.Handle("POST /hooks/github", gh.WebhookHandler(svc))
+//
+// The handler verifies each delivery (signature or token), turns it into
+// ProviderEvents and passes them to sink; it answers 401 to a delivery
+// that fails verification and 2xx to events it ignores.
+type WebhookIntake interface {
+	WebhookHandler(sink ProviderEventSink) http.Handler
+}
+
+// ProviderDelivery records a webhook delivery applied, so that a second
+// delivery of it is ignored.
+type ProviderDelivery struct {
+	// Source and ID identify the delivery.
+	Source string
+	ID     string
+	// ReceivedAt is when it was applied.
+	ReceivedAt time.Time
+}
+
+// RefusedError is a host's or deployer's final refusal with a message meant
+// for people, such as GitHub's "Pull Request is not mergeable". A failed
+// ship operation's error carries the message; nothing else of the error is
+// shown to clients.
+type RefusedError struct {
+	// Message is the host's own words.
+	Message string
+	// Err is the cause, for the log; it may be nil.
+	Err error
+}
+
+// Error implements error.
+func (e *RefusedError) Error() string {
+	if e.Err != nil {
+		return "refused: " + e.Message + ": " + e.Err.Error()
+	}
+	return "refused: " + e.Message
+}
+
+// Unwrap returns the cause.
+func (e *RefusedError) Unwrap() error { return e.Err }
