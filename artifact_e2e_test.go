@@ -1,13 +1,16 @@
 package lifecycle_test
 
 import (
+	"context"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/artifact"
@@ -154,4 +157,69 @@ func anyStrings(v any) []string {
 		out = append(out, x.(string))
 	}
 	return out
+}
+
+// A commit pushed with git to a task's branch, outside the Service, is
+// learned by the reconciler: the task's headSha moves, task.updated says
+// so, a ship at the old head is refused, and the agent's resubmission
+// reuses the pull request at the new head.
+func TestArtifactPushPickedUpByReconciler(t *testing.T) {
+	t.Parallel()
+	e, dir := newArtifactEnv(t, func(c *lifecycle.Config) {
+		c.ReviewRouter = lifecycle.ReviewRules{Default: lifecycle.ReviewPlan{Policy: lifecycle.PolicyNeverRequire}}
+		c.ProviderTimeout = 5 * time.Second
+		c.ReconcileInterval = 10 * time.Second
+	})
+	if err := e.svc.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.svc.Close(context.Background()) })
+	id := e.startedTask("ENG-1")
+	body := withMember(submitBody(), "mode", "artifact")
+	first := e.submitOK(id, "push-submit-1", body)
+	old := first["headSha"].(string)
+	if acts := e.task(id)["availableActions"]; !slices.Contains(acts.([]any), any("ship")) {
+		t.Fatalf("actions after submit = %v, want ship (self-reported checks passed, no review needed)", acts)
+	}
+
+	// A person pushes a commit to the branch with git.
+	repo := filepath.Join(dir, "repos", "web")
+	clone := filepath.Join(t.TempDir(), "clone")
+	git(t, dir, "clone", "-q", "-b", "lifecycle/eng-1", repo, clone)
+	if err := os.WriteFile(filepath.Join(clone, "NOTES.md"), []byte("Also handle a missing referrer.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git(t, clone, "add", "NOTES.md")
+	git(t, clone, "-c", "user.name=Dev", "-c", "user.email=dev@example.com", "commit", "-qm", "Handle a missing referrer")
+	git(t, clone, "push", "-q", "origin", "lifecycle/eng-1")
+	pushed := git(t, clone, "rev-parse", "HEAD")
+
+	// The reconciler reads the host once the task is due: within one interval.
+	deadline := time.Now().Add(10 * time.Second)
+	for e.task(id)["headSha"] != pushed {
+		if time.Now().After(deadline) {
+			t.Fatalf("headSha = %v after the push, want %s", e.task(id)["headSha"], pushed)
+		}
+		e.clock.Advance(time.Second)
+		time.Sleep(5 * time.Millisecond)
+	}
+	evs := e.eventsOf(id)
+	last := evs[len(evs)-1]["data"].(map[string]any)
+	if evs[len(evs)-1]["type"] != "task.updated" || !slices.Contains(last["changedFields"].([]any), any("headSha")) {
+		t.Errorf("last event = %v %v, want task.updated naming headSha", evs[len(evs)-1]["type"], last["changedFields"])
+	}
+	// The new head has no checks yet: no ship, and the old head is refused.
+	if acts := e.task(id)["availableActions"]; slices.Contains(acts.([]any), any("ship")) {
+		t.Errorf("actions at the new head = %v, want no ship before its CI", acts)
+	}
+	if rec := e.ship(id, "push-ship-old", shipBody("merge_only", "staging", old)); rec.Code != http.StatusConflict {
+		t.Errorf("ship at the old head = %d %s, want 409", rec.Code, rec.Body)
+	}
+	// CI reports on the new head: ship at the new head is accepted.
+	e.call(request{method: "POST", path: "/tasks/" + id + "/checks", key: e.admin, body: map[string]any{
+		"headSha": pushed, "checks": []map[string]any{{"name": "build", "status": "passed"}},
+	}}, http.StatusOK)
+	if rec := e.ship(id, "push-ship-new", shipBody("merge_only", "staging", pushed)); rec.Code != http.StatusAccepted {
+		t.Fatalf("ship at the new head = %d %s, want 202", rec.Code, rec.Body)
+	}
 }

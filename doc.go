@@ -39,19 +39,55 @@
 //
 // Set [Config.BaseURL] to the public URL of the mount point
 // ("https://example.com/lifecycle"): links in events are built from it.
-// Call [Service.Start] to run background work (the ship runner, pruning)
+// Call [Service.Start] to run background work (the ship runner, the
+// reconciler, webhook deliveries, pruning)
 // and [Service.Close] to stop it and end the event streams.
+//
+// # Facts from the code host
+//
+// The code host changes things on its own: commits pushed to a pull
+// request's branch, reviews, CI results, merges and closes by hand. What
+// the Service last learned of a task's pull request ([Facts]: its head
+// commit, state, CI checks and the host's review decision) is stored with
+// the task and changed in the transaction of the event it causes. Reads
+// (tasks, lists, CI status, review feedback) and ship acceptance answer from
+// stored facts and never call a host; [CIStatus.CheckedAt] says how fresh
+// the CI facts are.
+//
+// One pure rule table (state.go) decides availableActions, how facts move
+// a task (a pull request merged by hand makes it done; closed without
+// merging sends it back to in_progress) and the ship preconditions, for
+// reads, events, acceptance and the ship runner alike, so an event's
+// availableActions are always those a read returns.
+//
+// Facts are learned two ways. A [ProviderEvent], which an adapter's
+// [WebhookIntake] makes of its host's webhook, is applied by
+// [Service.ApplyProviderEvent]: a hint, deduplicated by delivery ID, on
+// which the Service re-reads the pull request, its CI and its reviews
+// through the adapter. And since webhooks get lost, a reconciler reads the
+// host again for every task in review every [Config.ReconcileInterval],
+// spread out, [Config.ReconcileConcurrency] at a time, each task claimed
+// through the Store so that Services sharing one Store read it once.
 //
 // # Shipping
 //
-// POST /tasks/{id}/ship checks its preconditions and queues a
-// [ShipOperation] in the transaction that answers it; a runner inside the
-// Service takes operations up under a lease, [Config.ShipConcurrency] at a
-// time, merges through the task's [ProviderAdapter] at the expected head
-// commit, deploys through the [Deployer], and finishes the operation, the
-// task and its task.shipped event together. An operation whose runner died
-// is resumed when its lease ends, and a merge that already happened is
-// recognised, never repeated.
+// POST /tasks/{id}/ship checks its preconditions against the stored facts
+// and queues a [ShipOperation] in the transaction that answers it; a runner
+// inside the Service claims operations under a lease that it renews while
+// it works, [Config.ShipConcurrency] at a time. Right before it merges, it
+// checks the preconditions again in the stored facts and marks the task as
+// merging, in one transaction: a review requesting changes, a new head or a
+// closed pull request that arrived while the operation was queued fails it
+// with preconditions_changed, and nothing is merged. It then merges through
+// the task's [ProviderAdapter] at the expected head commit, deploys through
+// the [Deployer], and finishes the operation, the task and its task.shipped
+// event together. Failures an adapter marks [ErrTemporary] are retried with
+// backoff within [Config.ShipRetryBudget]. An operation whose runner died
+// is resumed when its lease ends (at once by a Service restarted with the
+// same [Config.InstanceID]), and a merge that already happened, or whose
+// answer was lost, is recognised by reading the pull request, never
+// repeated. While an operation is queued or running, start and submit are
+// refused.
 //
 // # Event stream
 //
@@ -91,10 +127,13 @@
 // it only at an expected head ([ProviderAdapter.Merge]), recognising a merge
 // that already happened. Errors follow the contract on the interface:
 // [ErrNotFound], [ErrHeadMismatch], a [*ValidationError] for an unusable
-// hint, anything else a host failure (502). Optional abilities are found by
-// type assertion: an adapter that also implements [CIProvider] reports the
-// CI of its tasks, one that implements [ReviewDecider] decides reviews under
-// the github_rules policy. [Config.Adapters] binds adapters to projects.
+// hint, [ErrTemporary] for a failure worth retrying, [*RefusedError] for a
+// final refusal whose message people should read, anything else a host
+// failure (502). Optional abilities are found by type assertion: an adapter
+// that also implements [CIProvider] reports the CI of its tasks, one that
+// implements [ReviewDecider] decides reviews under the github_rules policy,
+// and one that implements [WebhookIntake] turns its host's webhooks into
+// [ProviderEvent]s. [Config.Adapters] binds adapters to projects.
 // examples/customadapter is a complete adapter in about 150 lines; run
 // adapter/adaptertest from your adapter's tests.
 //

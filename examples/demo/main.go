@@ -60,6 +60,7 @@ type options struct {
 	webhookURL           string
 	webhookSecret        string
 	webhookCA            string
+	reconcileInterval    time.Duration
 }
 
 func parseFlags() options {
@@ -71,6 +72,7 @@ func parseFlags() options {
 	flag.StringVar(&o.webhookURL, "webhook-url", "", "subscribe this https URL to every event type at start (implies -allow-private-webhooks)")
 	flag.StringVar(&o.webhookSecret, "webhook-secret", os.Getenv("WEBHOOK_SECRET"), "secret of the -webhook-url subscription, 16 to 128 characters; also WEBHOOK_SECRET")
 	flag.StringVar(&o.webhookCA, "webhook-ca", "", "PEM file of certificates to trust for webhook receivers, beside the system's")
+	flag.DurationVar(&o.reconcileInterval, "reconcile-interval", 10*time.Second, "how often the code host (the local git repositories) is read again for each task in review, so that commits pushed to a task's branch are learned")
 	flag.Parse()
 	if o.webhookURL != "" {
 		o.allowPrivateWebhooks = true
@@ -142,7 +144,12 @@ func run() error {
 		Deployer:        deployer,
 		// An approval is needed before shipping; with no reviewers
 		// requested, anyone with reviews:write may give it.
-		ReviewRouter:               lifecycle.ReviewRules{Default: lifecycle.ReviewPlan{Policy: lifecycle.PolicyAlwaysRequire}},
+		ReviewRouter: lifecycle.ReviewRules{Default: lifecycle.ReviewPlan{Policy: lifecycle.PolicyAlwaysRequire}},
+		// The local repositories answer at once: a short provider timeout
+		// allows a short reconcile interval, so that a commit pushed to a
+		// task's branch with git shows within seconds.
+		ProviderTimeout:            5 * time.Second,
+		ReconcileInterval:          opts.reconcileInterval,
 		AllowPrivateWebhookTargets: opts.allowPrivateWebhooks,
 		WebhookTLSConfig:           webhookTLS,
 		Logger:                     log,
