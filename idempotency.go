@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 )
 
@@ -45,6 +46,10 @@ type IdempotencyRecord struct {
 	// LockedUntil is when a reservation that has not finished may be taken
 	// over (its process is presumed dead).
 	LockedUntil time.Time
+	// Owner is the instance ID ([Config.InstanceID]) of the Service that
+	// holds the reservation; a Service restarted with that ID takes its
+	// earlier life's reservations over at once.
+	Owner string
 }
 
 // Idempotency-Key limits.
@@ -128,6 +133,7 @@ func (s *Service) beginIdempotent(ctx context.Context, scope IdempotencyScope, f
 		CreatedAt:        now,
 		ExpiresAt:        now.Add(s.cfg.IdempotencyRetention),
 		LockedUntil:      now.Add(s.idempotencyLease()).Truncate(time.Millisecond), // as stored: it identifies the reservation
+		Owner:            s.owner,
 	}
 	call.lockedUntil = reservation.LockedUntil
 	var replay *IdempotencyRecord
@@ -151,7 +157,9 @@ func (s *Service) beginIdempotent(ctx context.Context, scope IdempotencyScope, f
 		case rec.Done:
 			replay = &rec
 			return nil
-		case now.Before(rec.LockedUntil):
+		case now.Before(rec.LockedUntil) && !(rec.Owner == s.owner && !s.inflight.has(scope)):
+			// Held by a live request; a reservation of this instance that no
+			// request of this life holds was left by its earlier life.
 			conflict = &ConflictError{Reason: "request_in_progress",
 				Message: "A request with this Idempotency-Key is still being processed; retry it later to get its result"}
 			return nil
@@ -176,7 +184,37 @@ func (s *Service) beginIdempotent(ctx context.Context, scope IdempotencyScope, f
 	if replay != nil {
 		return nil, replay, nil
 	}
+	s.inflight.add(scope)
 	return call, nil, nil
+}
+
+// inflightKeys are the idempotency keys the requests of this life hold.
+type inflightKeys struct {
+	mu   sync.Mutex
+	keys map[IdempotencyScope]int
+}
+
+func (k *inflightKeys) add(scope IdempotencyScope) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.keys == nil {
+		k.keys = make(map[IdempotencyScope]int)
+	}
+	k.keys[scope]++
+}
+
+func (k *inflightKeys) done(scope IdempotencyScope) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.keys[scope]--; k.keys[scope] <= 0 {
+		delete(k.keys, scope)
+	}
+}
+
+func (k *inflightKeys) has(scope IdempotencyScope) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.keys[scope] > 0
 }
 
 // idempotencyLease is how long a reservation is held before another
@@ -206,6 +244,7 @@ func (c *idempotentCall) record(ctx context.Context, tx Tx, status int, body []b
 		CreatedAt:        c.createdAt,
 		ExpiresAt:        now.Add(c.s.cfg.IdempotencyRetention),
 		LockedUntil:      now,
+		Owner:            c.s.owner,
 	})
 }
 
@@ -320,6 +359,7 @@ func (s *Service) runIdempotent(ctx context.Context, scope IdempotencyScope, fp 
 	if replay != nil {
 		return nil, replay, nil
 	}
+	defer s.inflight.done(scope)
 	err = run(ctx, func(tx Tx, v any) error {
 		body = encodeJSON(v)
 		return call.record(ctx, tx, status, body)

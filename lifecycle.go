@@ -113,11 +113,13 @@ type Config struct {
 	ReconcilePollInterval time.Duration
 
 	// InstanceID names this Service as the holder of the leases it takes
-	// (ship operations), so that a process restarted with the same ID
-	// resumes its earlier life's ship operations at once instead of when
-	// their leases end. Give each live process its own stable ID (a pod or
-	// host name); two live processes must never share one. Defaults to a
-	// random ID, new for each Service.
+	// (ship operations, webhook subscriptions, idempotency reservations),
+	// so that a process restarted with the same ID resumes its earlier
+	// life's work at once instead of when the leases end. Give each
+	// process its own stable ID (a pod or host name, or one kept in a data
+	// directory, as the demo does); [Service.Start] refuses an ID that a
+	// live process holds (see [ErrInstanceInUse]). Defaults to a random
+	// ID, new for each Service.
 	InstanceID string
 
 	// IdempotencyRetention is how long a response is kept for replay under
@@ -430,6 +432,8 @@ type Service struct {
 	webhooks *dispatcher  // delivers webhooks
 
 	owner     string        // Config.InstanceID: the holder of this Service's leases
+	life      string        // this life of the instance, new at each New
+	inflight  inflightKeys  // idempotency keys this life holds
 	taskLocks keyedLocks    // serialises provider work per task
 	shipWake  chan struct{} // wakes the ship runner
 	reconcile *reconciler   // reads hosts for tasks in review
@@ -457,6 +461,7 @@ func New(cfg Config) (*Service, error) {
 		agents:   make(map[string]Agent, len(cfg.Agents)),
 		shipWake: make(chan struct{}, 1),
 		owner:    cfg.InstanceID,
+		life:     newLife(),
 	}
 	s.reconcile = newReconciler(s)
 	for _, a := range cfg.Agents {
@@ -483,7 +488,14 @@ func New(cfg Config) (*Service, error) {
 func (s *Service) Handler() http.Handler { return s.handler }
 
 // Start starts the Service's background work: the ship runner, webhook
-// deliveries, the reconciler, and pruning expired events and records. It returns at once; the work runs until [Service.Close].
+// deliveries, the reconciler, and pruning expired events and records. The
+// work runs until [Service.Close].
+//
+// Start first takes the lease of [Config.InstanceID] in the Store. When a
+// process that crashed held it, Start waits until its lease ends (at most
+// 3 seconds), then resumes that process's ship operations and idempotency
+// reservations at once. When a live process holds it, Start fails with an
+// error matching [ErrInstanceInUse].
 func (s *Service) Start(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -493,8 +505,12 @@ func (s *Service) Start(ctx context.Context) error {
 	if s.started {
 		return errors.New("lifecycle: Start called twice")
 	}
+	if err := s.claimInstance(ctx); err != nil {
+		return err
+	}
 	s.started = true
 	ctx, s.stop = context.WithCancel(context.WithoutCancel(ctx))
+	s.goBackground(func() { s.renewInstance(ctx) })
 	s.goBackground(func() { s.pruneLoop(ctx) })
 	s.goBackground(func() { s.runShips(ctx) })
 	s.goBackground(func() { s.webhooks.run(ctx) })

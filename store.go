@@ -194,6 +194,11 @@ type Tx interface {
 	// when its subscription does not exist, and ErrConflict when an attempt
 	// with the same ID does.
 	CreateDelivery(ctx context.Context, d Delivery) error
+	// InstanceLease returns the lease of an instance ID.
+	InstanceLease(ctx context.Context, id string) (InstanceLease, error)
+	// PutInstanceLease creates or replaces the lease of l.ID.
+	PutInstanceLease(ctx context.Context, l InstanceLease) error
+
 	// UpdateDelivery replaces the Status, ResponseStatus, Error,
 	// NextAttemptAt and Body of the stored attempt with d.ID. It returns
 	// ErrNotFound when there is none.

@@ -18,9 +18,9 @@ func idemKeyArgs(k lifecycle.IdempotencyScope) []any {
 func (x *txn) IdempotencyRecord(ctx context.Context, k lifecycle.IdempotencyScope) (lifecycle.IdempotencyRecord, error) {
 	r := lifecycle.IdempotencyRecord{IdempotencyScope: k}
 	var created, expires, locked int64
-	err := x.conn.QueryRowContext(x.ctx, `SELECT fingerprint, done, status_code, body, created_at, expires_at, locked_until
+	err := x.conn.QueryRowContext(x.ctx, `SELECT fingerprint, done, status_code, body, created_at, expires_at, locked_until, owner
 		FROM idempotency_records WHERE `+idemKeyWhere, idemKeyArgs(k)...).
-		Scan(&r.Fingerprint, &r.Done, &r.StatusCode, &r.Body, &created, &expires, &locked)
+		Scan(&r.Fingerprint, &r.Done, &r.StatusCode, &r.Body, &created, &expires, &locked, &r.Owner)
 	if err != nil {
 		return r, fmt.Errorf("sqlite: idempotency record: %w", translate(err))
 	}
@@ -31,9 +31,9 @@ func (x *txn) IdempotencyRecord(ctx context.Context, k lifecycle.IdempotencyScop
 // CreateIdempotencyRecord implements lifecycle.Tx.
 func (x *txn) CreateIdempotencyRecord(ctx context.Context, r lifecycle.IdempotencyRecord) error {
 	_, err := x.conn.ExecContext(x.ctx, `INSERT INTO idempotency_records (principal_id, method, route, resource_id, key,
-		fingerprint, done, status_code, body, created_at, expires_at, locked_until) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		fingerprint, done, status_code, body, created_at, expires_at, locked_until, owner) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		append(idemKeyArgs(r.IdempotencyScope), r.Fingerprint, r.Done, r.StatusCode, r.Body,
-			millis(r.CreatedAt), millis(r.ExpiresAt), millis(r.LockedUntil))...)
+			millis(r.CreatedAt), millis(r.ExpiresAt), millis(r.LockedUntil), r.Owner)...)
 	if err != nil {
 		return fmt.Errorf("sqlite: create idempotency record: %w", translate(err))
 	}
@@ -43,8 +43,8 @@ func (x *txn) CreateIdempotencyRecord(ctx context.Context, r lifecycle.Idempoten
 // UpdateIdempotencyRecord implements lifecycle.Tx.
 func (x *txn) UpdateIdempotencyRecord(ctx context.Context, r lifecycle.IdempotencyRecord) error {
 	res, err := x.conn.ExecContext(x.ctx, `UPDATE idempotency_records SET fingerprint = ?, done = ?, status_code = ?, body = ?,
-		created_at = ?, expires_at = ?, locked_until = ? WHERE `+idemKeyWhere,
-		append([]any{r.Fingerprint, r.Done, r.StatusCode, r.Body, millis(r.CreatedAt), millis(r.ExpiresAt), millis(r.LockedUntil)},
+		created_at = ?, expires_at = ?, locked_until = ?, owner = ? WHERE `+idemKeyWhere,
+		append([]any{r.Fingerprint, r.Done, r.StatusCode, r.Body, millis(r.CreatedAt), millis(r.ExpiresAt), millis(r.LockedUntil), r.Owner},
 			idemKeyArgs(r.IdempotencyScope)...)...)
 	if err != nil {
 		return fmt.Errorf("sqlite: update idempotency record: %w", translate(err))
@@ -81,4 +81,26 @@ func (s *Store) DeleteIdempotencyRecordsBefore(ctx context.Context, t time.Time)
 		return 0, fmt.Errorf("sqlite: delete expired idempotency records: %w", translate(err))
 	}
 	return n, nil
+}
+
+// InstanceLease implements lifecycle.Tx.
+func (x *txn) InstanceLease(ctx context.Context, id string) (lifecycle.InstanceLease, error) {
+	l := lifecycle.InstanceLease{ID: id}
+	var until int64
+	err := x.conn.QueryRowContext(x.ctx, "SELECT life, until FROM instance_leases WHERE id = ?", id).Scan(&l.Life, &until)
+	if err != nil {
+		return l, fmt.Errorf("sqlite: instance lease %s: %w", id, translate(err))
+	}
+	l.Until = time.UnixMilli(until)
+	return l, nil
+}
+
+// PutInstanceLease implements lifecycle.Tx.
+func (x *txn) PutInstanceLease(ctx context.Context, l lifecycle.InstanceLease) error {
+	_, err := x.conn.ExecContext(x.ctx, `INSERT INTO instance_leases (id, life, until) VALUES (?, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET life = excluded.life, until = excluded.until`, l.ID, l.Life, millis(l.Until))
+	if err != nil {
+		return fmt.Errorf("sqlite: put instance lease %s: %w", l.ID, translate(err))
+	}
+	return nil
 }

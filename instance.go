@@ -1,0 +1,113 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tasklifecycle/lifecycle/internal/id"
+)
+
+// InstanceLease records that a live Service holds an instance ID
+// ([Config.InstanceID]), so that a second live process started with the
+// same ID is refused, while a process restarted after a crash takes its
+// earlier life's work back at once.
+type InstanceLease struct {
+	// ID is the instance ID.
+	ID string
+	// Life identifies the process holding it: new each time a Service
+	// starts.
+	Life string
+	// Until is when the lease ends unless renewed.
+	Until time.Time
+}
+
+// ErrInstanceInUse means another live Service holds the instance ID a
+// Service was started with.
+var ErrInstanceInUse = errors.New("instance ID in use by a live Service")
+
+// instanceRenewal is how often a Service renews its instance lease; the
+// lease lasts three renewals.
+const instanceRenewal = time.Second
+
+// claimInstance takes the instance lease of s.owner for this life. When a
+// lease of another life holds it, it waits until that lease ends: if it is
+// renewed meanwhile, a live process holds the ID, and claimInstance fails
+// with ErrInstanceInUse; if not, its holder is dead (a crash), and its work
+// is taken over.
+func (s *Service) claimInstance(ctx context.Context) error {
+	var seen InstanceLease // the other life's lease, as first read
+	for {
+		var held InstanceLease
+		err := s.store.Update(ctx, func(tx Tx) error {
+			held = InstanceLease{}
+			now := s.clock.Now()
+			cur, err := tx.InstanceLease(ctx, s.owner)
+			switch {
+			case errors.Is(err, ErrNotFound):
+			case err != nil:
+				return err
+			case cur.Life != s.life && !cur.Until.Before(now):
+				held = cur
+				return nil
+			}
+			return tx.PutInstanceLease(ctx, InstanceLease{ID: s.owner, Life: s.life, Until: now.Add(3 * instanceRenewal)})
+		})
+		switch {
+		case err != nil:
+			return fmt.Errorf("lifecycle: claim instance %s: %w", s.owner, err)
+		case held.Life == "":
+			return nil
+		case seen.Life == held.Life && !seen.Until.Equal(held.Until):
+			return fmt.Errorf("lifecycle: Config.InstanceID %q: another process renewed its lease while this one waited: %w; give each process its own ID",
+				s.owner, ErrInstanceInUse)
+		}
+		// Wait for the lease to end: a live holder renews it every
+		// instanceRenewal, a dead one does not.
+		seen = held
+		s.log.Warn("another life of this instance holds its lease; waiting for it to end", "instance", s.owner, "until", held.Until)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.clock.After(held.Until.Sub(s.clock.Now()) + time.Millisecond):
+		}
+	}
+}
+
+// renewInstance renews the instance lease every instanceRenewal until ctx
+// ends, then gives it up, so that a restart need not wait for it.
+func (s *Service) renewInstance(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			s.putInstance(rctx, s.clock.Now())
+			return
+		case <-s.clock.After(instanceRenewal):
+		}
+		s.putInstance(ctx, s.clock.Now().Add(3*instanceRenewal))
+	}
+}
+
+// putInstance sets the end of this life's instance lease, unless another
+// life holds it.
+func (s *Service) putInstance(ctx context.Context, until time.Time) {
+	err := s.updateRelaxed(ctx, func(tx Tx) error {
+		cur, err := tx.InstanceLease(ctx, s.owner)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		if err == nil && cur.Life != s.life {
+			return fmt.Errorf("life %s took the lease over: %w", cur.Life, ErrInstanceInUse)
+		}
+		return tx.PutInstanceLease(ctx, InstanceLease{ID: s.owner, Life: s.life, Until: until})
+	})
+	if err != nil && ctx.Err() == nil {
+		s.log.Error("renew the instance lease", "instance", s.owner, "err", err)
+	}
+}
+
+// newLife returns the ID of one life of a Service.
+func newLife() string { return id.New("lif_") }

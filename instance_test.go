@@ -1,0 +1,145 @@
+package lifecycle_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/adapter/memory"
+)
+
+// startAsync starts svc in a goroutine and returns the channel of its
+// result; the fake clock is advanced by the caller.
+func startAsync(t *testing.T, svc *lifecycle.Service) <-chan error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- svc.Start(t.Context()) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		svc.Close(ctx)
+	})
+	return done
+}
+
+// advanceUntil advances the fake clock a step at a time until done yields.
+func (e *env) advanceUntil(done <-chan error, step time.Duration, max int) error {
+	e.t.Helper()
+	for range max {
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(20 * time.Millisecond):
+		}
+		e.clock.Advance(step)
+	}
+	e.t.Fatalf("still waiting after %d steps of %s", max, step)
+	return nil
+}
+
+// A process restarted with its instance ID, after a crash that left a ship
+// operation running under its lease and a submit's idempotency key
+// reserved, resumes both at once: the operation does not wait for its
+// 30-second lease, and the retried submit runs instead of answering 409.
+func TestRestartWithSameInstanceResumesAtOnce(t *testing.T) {
+	t.Parallel()
+	d := &fakeDeployer{}
+	e, _ := newSubmitEnv(t, func(c *lifecycle.Config) {
+		c.InstanceID = "web-1"
+		c.Deployer = d
+		c.ReviewRouter = lifecycle.ReviewRules{Default: lifecycle.ReviewPlan{Policy: lifecycle.PolicyNeverRequire}}
+	})
+	id, sha := e.shippableTask("ENG-1")
+	rec := e.ship(id, "crash-ship-1", shipBody("merge_only", "staging", sha))
+	opID := decode(t, rec)["data"].(map[string]any)["operationId"].(string)
+	other := e.startedTask("ENG-2")
+
+	// What the earlier life left: its instance lease, the operation running
+	// under its 30-second lease, and a reservation of a submit key.
+	now := e.clock.Now()
+	err := e.store.Update(t.Context(), func(tx lifecycle.Tx) error {
+		if err := tx.PutInstanceLease(t.Context(), lifecycle.InstanceLease{ID: "web-1", Life: "lif_dead", Until: now.Add(3 * time.Second)}); err != nil {
+			return err
+		}
+		ops, err := tx.ClaimShipOperations(t.Context(), lifecycle.ClaimShipOperationsParams{Owner: "web-1", Now: now, Until: now.Add(30 * time.Second), Limit: 10})
+		if err != nil || len(ops) != 1 {
+			return errors.Join(err, errors.New("the queued operation was not claimed"))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The earlier life is a Service with the same ID that took the submit's
+	// key and hangs in the adapter: as good as dead.
+	hang := &hangingAdapter{Adapter: memory.New(memory.Config{}), entered: make(chan struct{}), release: make(chan struct{})}
+	dead, err := lifecycle.New(lifecycle.Config{Store: e.store, BaseURL: testBase, Clock: e.clock, InstanceID: "web-1",
+		Adapters: []lifecycle.AdapterBinding{{Project: "web", Adapter: hang}}, Logger: e.svcLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadDone := make(chan struct{})
+	go func() {
+		defer close(deadDone)
+		req := httptest.NewRequestWithContext(t.Context(), "POST", "/tasks/"+other+"/submit", strings.NewReader(mustJSON(submitBody())))
+		req.Header.Set("Authorization", "Bearer "+e.admin)
+		req.Header.Set("Idempotency-Key", "crash-submit-1")
+		dead.Handler().ServeHTTP(httptest.NewRecorder(), req)
+	}()
+	<-hang.entered
+	t.Cleanup(func() { close(hang.release); <-deadDone })
+
+	// The restarted process waits out the dead life's instance lease (3 s),
+	// no more.
+	if err := e.advanceUntil(startAsync(t, e.svc), 500*time.Millisecond, 20); err != nil {
+		t.Fatalf("Start after a crash: %v", err)
+	}
+	if waited := e.clock.Now().Sub(now); waited > 4*time.Second {
+		t.Errorf("Start waited %s, want at most the 3 s instance lease", waited)
+	}
+	if op := e.waitShip(opID)["data"].(map[string]any); op["status"] != "succeeded" {
+		t.Errorf("resumed operation = %v, want succeeded", op)
+	}
+	if e.clock.Now().Sub(now) >= 30*time.Second {
+		t.Error("the operation waited for its ship lease")
+	}
+	if rec := e.submit(other, "crash-submit-1", submitBody()); rec.Code != http.StatusAccepted {
+		t.Errorf("retried submit after the restart = %d %s, want 202 at once", rec.Code, rec.Body)
+	}
+}
+
+// Two live processes with one instance ID: the second Start sees the
+// first renew its lease while it waits, and fails with ErrInstanceInUse.
+func TestSecondLiveInstanceRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *lifecycle.Config) { c.InstanceID = "web-1" })
+	if err := e.advanceUntil(startAsync(t, e.svc), 100*time.Millisecond, 10); err != nil {
+		t.Fatal(err)
+	}
+	twin, err := lifecycle.New(lifecycle.Config{Store: e.store, BaseURL: testBase, Clock: e.clock, InstanceID: "web-1", Logger: e.svcLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = e.advanceUntil(startAsync(t, twin), 250*time.Millisecond, 100)
+	if !errors.Is(err, lifecycle.ErrInstanceInUse) {
+		t.Fatalf("second Start = %v, want ErrInstanceInUse", err)
+	}
+	// Once the first closes (giving the lease up), the ID is free at once.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.svc.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	third, err := lifecycle.New(lifecycle.Config{Store: e.store, BaseURL: testBase, Clock: e.clock, InstanceID: "web-1", Logger: e.svcLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.advanceUntil(startAsync(t, third), 10*time.Millisecond, 5); err != nil {
+		t.Errorf("Start after the holder closed = %v", err)
+	}
+}
