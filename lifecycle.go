@@ -204,6 +204,13 @@ type Config struct {
 	// looks for subscriptions made or deleted by other processes. Defaults
 	// to 1 second.
 	WebhookPollInterval time.Duration
+
+	// WebhookClaimBatch is the most subscriptions without a live lease that
+	// the Service takes up at each poll (WebhookPollInterval), so that a
+	// process that starts, or outlives the others, leaves some to the
+	// processes sharing the Store. Those it holds are renewed whatever
+	// their number. Defaults to 64.
+	WebhookClaimBatch int
 }
 
 // withDefaults returns a copy of c with every unset optional field filled in.
@@ -322,6 +329,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.WebhookPollInterval == 0 {
 		c.WebhookPollInterval = time.Second
+	}
+	if c.WebhookClaimBatch == 0 {
+		c.WebhookClaimBatch = 64
+	}
+	if c.WebhookClaimBatch < 0 {
+		return c, errors.New("lifecycle: Config.WebhookClaimBatch must not be negative; leave it zero for the default")
 	}
 	if c.WebhookTimeout < 0 || c.WebhookConcurrency < 0 || c.WebhookConcurrencyPerSubscription < 0 || c.WebhookLease < 0 || c.WebhookPollInterval < 0 {
 		return c, errors.New("lifecycle: Config.WebhookTimeout, WebhookConcurrency, WebhookConcurrencyPerSubscription, WebhookLease and WebhookPollInterval must not be negative; leave them zero for the defaults")

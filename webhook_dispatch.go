@@ -142,16 +142,18 @@ func (d *dispatcher) run(ctx context.Context) {
 	}
 }
 
-// claim renews this dispatcher's leases and takes up expired ones, then
-// starts a worker for every subscription newly held and stops those of
-// subscriptions no longer held.
+// claim renews this dispatcher's leases and takes up expired ones, at most
+// WebhookClaimBatch at a time, then starts a worker for every subscription
+// newly held and stops those of subscriptions no longer held.
 func (d *dispatcher) claim(ctx context.Context) {
 	s := d.s
 	now := s.clock.Now()
 	var held []Subscription
 	err := s.updateRelaxed(ctx, func(tx Tx) error {
 		var err error
-		held, err = tx.ClaimSubscriptions(ctx, d.owner, now, now.Add(s.cfg.WebhookLease))
+		held, err = tx.ClaimSubscriptions(ctx, ClaimSubscriptionsParams{
+			Owner: d.owner, Now: now, Until: now.Add(s.cfg.WebhookLease), Max: s.cfg.WebhookClaimBatch,
+		})
 		return err
 	})
 	if err != nil {
