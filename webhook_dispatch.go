@@ -45,6 +45,18 @@ const webhookRecordDelay = 50 * time.Millisecond
 // webhookRetry is how long a worker waits after its Store failed.
 const webhookRetry = time.Second
 
+// webhookCursorLag is how many events a worker may read past, none of
+// which its subscription keeps, before it stores its cursor; and
+// webhookCursorDelay the longest it keeps such a cursor unstored (by the
+// Service's clock). A subscription whose filters keep nothing thus writes
+// its cursor now and then rather than never, and a restart neither reads
+// everything again nor, once those events are pruned, warns that they
+// were not delivered.
+const (
+	webhookCursorLag   = webhookBatch
+	webhookCursorDelay = 5 * time.Second
+)
+
 // Errors that end a subscription's worker.
 var (
 	errSubscriptionGone = errors.New("the subscription was deleted")
@@ -342,9 +354,11 @@ func (w *subWorker) run() {
 	retriesKnown := false
 	var nextRetry time.Time // the zero time: none pending
 
-	var unrecorded []*attempt // delivered at first try, not yet recorded
-	recorded := pos           // the cursor as stored
-	var recordBy time.Time    // when unrecorded must be recorded, by the wall clock
+	var unrecorded []*attempt    // delivered at first try, not yet recorded
+	recorded := pos              // the cursor as stored
+	var recordBy time.Time       // when unrecorded must be recorded, by the wall clock
+	var cursorBy time.Time       // when a cursor moved past events not kept must be stored, by s.clock
+	var cursorC <-chan time.Time // fires at cursorBy; nil when the cursor is stored
 	recordTimer := time.NewTimer(time.Hour)
 	recordTimer.Stop()
 	defer recordTimer.Stop()
@@ -360,16 +374,20 @@ func (w *subWorker) run() {
 			nextRetry = retryAt
 		}
 		clear(unrecorded)
-		unrecorded, recorded = unrecorded[:0], pos
+		unrecorded, recorded, cursorBy, cursorC = unrecorded[:0], pos, time.Time{}, nil
 		return nil
 	}
 	defer func() {
-		// Stopping: keep what was delivered, so that it is not sent again.
+		// Stopping: keep what was delivered, so that it is not sent again,
+		// and how far the events were read.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(w.ctx), 5*time.Second)
 		defer cancel()
-		if len(unrecorded) > 0 {
-			if err := flush(ctx); err != nil && !errors.Is(err, errSubscriptionGone) && !errors.Is(err, errLeaseLost) {
+		delivered := len(unrecorded) > 0
+		if err := flush(ctx); err != nil && !errors.Is(err, errSubscriptionGone) && !errors.Is(err, errLeaseLost) {
+			if delivered {
 				log.Warn("webhooks: record deliveries while stopping; they will be delivered again", "err", err)
+			} else {
+				log.Warn("webhooks: store the cursor while stopping; the events after it will be read again", "err", err)
 			}
 		}
 	}()
@@ -408,8 +426,16 @@ func (w *subWorker) run() {
 			if len(due) > 0 || len(unrecorded) >= webhookBatch || slices.ContainsFunc(attempts, (*attempt).failed) || !time.Now().Before(recordBy) {
 				err = flush(w.ctx)
 			}
-		} else if err == nil {
+		} else if err == nil && next != pos {
+			// Nothing to deliver: the cursor moves past events the
+			// subscription does not keep, and is stored now and then.
 			pos = next
+			if cursorC == nil {
+				cursorBy, cursorC = now.Add(webhookCursorDelay), s.clock.After(webhookCursorDelay)
+			}
+			if pos-recorded >= webhookCursorLag || !now.Before(cursorBy) {
+				err = flush(w.ctx)
+			}
 		}
 		switch {
 		case errors.Is(err, errSubscriptionGone) || errors.Is(err, errLeaseLost):
@@ -448,6 +474,17 @@ func (w *subWorker) run() {
 		case <-w.ctx.Done():
 		case <-changed:
 		case <-retryC:
+		case <-cursorC:
+			if err := flush(w.ctx); err != nil {
+				if errors.Is(err, errSubscriptionGone) || errors.Is(err, errLeaseLost) {
+					log.Info("webhooks: stop delivering", "reason", err)
+					return
+				}
+				if w.ctx.Err() == nil {
+					log.Error("webhooks: store the cursor", "err", err)
+				}
+				cursorC = s.clock.After(webhookRetry)
+			}
 		case <-recordC:
 			if err := flush(w.ctx); err != nil {
 				if errors.Is(err, errSubscriptionGone) || errors.Is(err, errLeaseLost) {

@@ -2,6 +2,7 @@ package lifecycle_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -9,12 +10,14 @@ import (
 	"github.com/tasklifecycle/lifecycle"
 )
 
-// claimRecorder is a Store that records the claims made through it.
+// claimRecorder is a Store that records the claims made through it, and
+// counts the subscription updates.
 type claimRecorder struct {
 	lifecycle.Store
 
-	mu     sync.Mutex
-	claims []recordedClaim
+	mu      sync.Mutex
+	claims  []recordedClaim
+	updates int
 }
 
 // recordedClaim is one claim: what was asked and how many it returned.
@@ -41,6 +44,20 @@ func (x *claimRecorderTx) ClaimSubscriptions(ctx context.Context, p lifecycle.Cl
 		x.c.mu.Unlock()
 	}
 	return subs, err
+}
+
+func (x *claimRecorderTx) UpdateSubscription(ctx context.Context, sub lifecycle.Subscription) error {
+	x.c.mu.Lock()
+	x.c.updates++
+	x.c.mu.Unlock()
+	return x.Tx.UpdateSubscription(ctx, sub)
+}
+
+// updated returns how many subscription updates were made so far.
+func (c *claimRecorder) updated() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.updates
 }
 
 // recorded returns the claims so far.
@@ -98,5 +115,89 @@ func TestWebhookClaimBatchDefault(t *testing.T) {
 	}
 	if _, err := lifecycle.New(lifecycle.Config{Store: e.store, BaseURL: testBase, WebhookClaimBatch: -1}); err == nil {
 		t.Error("New with a negative WebhookClaimBatch succeeded")
+	}
+}
+
+// storedCursor returns the cursor of a subscription as stored.
+func (e *env) storedCursor(subID string) int64 {
+	e.t.Helper()
+	sub, err := e.store.Subscription(e.t.Context(), subID)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return sub.Cursor
+}
+
+// A subscription whose filters keep none of the events still stores how
+// far it read, now and then rather than per event: a restart does not read
+// them all again, and once they are pruned it does not warn that they were
+// not delivered.
+func TestWebhookFilteredCursorIsStored(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t)
+	rec := &claimRecorder{}
+	e := newHookEnv(t, rc, func(c *lifecycle.Config) {
+		rec.Store = c.Store
+		c.Store = rec
+	})
+	keep := e.createTask(taskBody("ENG-1"))["id"].(string)
+	other := e.createTask(taskBody("ENG-2"))["id"].(string)
+	body := subBody(rc.url("/hooks"))
+	body["filters"] = map[string]any{"taskIds": []string{keep}}
+	subID := e.subscribe(body)["id"].(string)
+	appendOther := func(n int) int64 {
+		t.Helper()
+		var evs []*lifecycle.Event
+		for range n {
+			evs = append(evs, testEvent(other, lifecycle.EventTaskUpdated))
+		}
+		if err := e.svc.AppendEventsForTest(t.Context(), evs); err != nil {
+			t.Fatal(err)
+		}
+		return evs[n-1].Sequence
+	}
+	updatesBefore := rec.updated()
+
+	// A few events the subscription does not keep: the cursor is stored
+	// once some time has passed.
+	last := appendOther(100)
+	waitFor(t, func() bool {
+		if e.storedCursor(subID) == last {
+			return true
+		}
+		e.clock.Advance(time.Second)
+		return false
+	})
+	// Many: it is stored once the worker has read far enough, at once.
+	last = appendOther(600)
+	waitFor(t, func() bool { return e.storedCursor(subID) == last })
+	if n := rec.updated() - updatesBefore; n > 10 {
+		t.Errorf("%d subscription updates for 700 events read: not batched", n)
+	}
+
+	// Every process stops; the events are pruned; one starts again.
+	if err := e.svc.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(73 * time.Hour)
+	if _, err := e.store.DeleteEventsBefore(t.Context(), e.clock.Now().Add(-72*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	cfg := lifecycle.Config{Store: e.store, BaseURL: testBase, Clock: e.clock, Logger: e.svcLogger()}
+	rc.trust(&cfg)
+	svc, err := lifecycle.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.svc = svc
+	e.start()
+	if _, err := svc.StartTask(t.Context(), keep, lifecycle.Actor{ID: "agent", Role: lifecycle.RoleAgent}); err != nil {
+		t.Fatal(err)
+	}
+	if d := rc.next(); !strings.Contains(string(d.body), keep) {
+		t.Errorf("delivered %s, want the event of %s", d.body, keep)
+	}
+	if strings.Contains(e.logText(), "were not delivered") {
+		t.Errorf("warned of undelivered events though the subscription kept none:\n%s", e.logText())
 	}
 }
