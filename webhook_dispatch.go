@@ -86,10 +86,14 @@ type dispatcher struct {
 	mu         sync.Mutex
 	ctx        context.Context // nil until started
 	workers    map[string]*subWorker
-	held       []string        // the subscriptions leased at the last claim
-	leaseUntil time.Time       // when the leases of the last claim end
-	deleted    map[string]bool // subscriptions deleted through this Service
-	running    sync.WaitGroup  // every worker goroutine
+	held       []string       // the subscriptions leased at the last claim
+	leaseUntil time.Time      // when the leases of the last claim end
+	claims     uint64         // the claims begun
+	running    sync.WaitGroup // every worker goroutine
+	// deleted holds the subscriptions deleted through this Service, with
+	// the number of the claim begun last when they were, until every
+	// claim that may have read them before the deletion is over.
+	deleted map[string]uint64
 }
 
 // newDispatcher returns a dispatcher; it does nothing until run.
@@ -122,7 +126,7 @@ func newDispatcher(s *Service) *dispatcher {
 		global:  make(chan struct{}, s.cfg.WebhookConcurrency),
 		wakeC:   make(chan struct{}, 1),
 		workers: make(map[string]*subWorker),
-		deleted: make(map[string]bool),
+		deleted: make(map[string]uint64),
 	}
 }
 
@@ -159,6 +163,11 @@ func (d *dispatcher) run(ctx context.Context) {
 // newly held and stops those of subscriptions no longer held.
 func (d *dispatcher) claim(ctx context.Context) {
 	s := d.s
+	d.mu.Lock()
+	d.claims++
+	n := d.claims
+	d.mu.Unlock()
+	defer d.forgetDeleted(n)
 	now := s.clock.Now()
 	var held []Subscription
 	err := s.updateRelaxed(ctx, func(tx Tx) error {
@@ -202,7 +211,7 @@ func (d *dispatcher) claim(ctx context.Context) {
 		sub := &held[i]
 		keep[sub.ID] = true
 		d.held = append(d.held, sub.ID)
-		if d.workers[sub.ID] != nil || d.deleted[sub.ID] {
+		if _, gone := d.deleted[sub.ID]; gone || d.workers[sub.ID] != nil {
 			continue
 		}
 		secret, err := s.secrets.open(sub.ID, sub.SealedSecret)
@@ -232,7 +241,11 @@ func (d *dispatcher) stopWorker(ctx context.Context, subID string) {
 	d.mu.Lock()
 	w := d.workers[subID]
 	delete(d.workers, subID)
-	d.deleted[subID] = true // a claim under way must not start it again
+	if d.ctx != nil && d.ctx.Err() == nil {
+		// A claim under way must not start it again. Before run and after
+		// it, no claim is under way.
+		d.deleted[subID] = d.claims
+	}
 	d.mu.Unlock()
 	if w == nil {
 		return
@@ -241,6 +254,20 @@ func (d *dispatcher) stopWorker(ctx context.Context, subID string) {
 	select {
 	case <-w.done:
 	case <-ctx.Done():
+	}
+}
+
+// forgetDeleted forgets the subscriptions deleted before claim n began,
+// as it ends: claims run one at a time, and n and those after it read the
+// Store after the deletions committed, so none of them can return those
+// subscriptions.
+func (d *dispatcher) forgetDeleted(n uint64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for subID, at := range d.deleted {
+		if at < n {
+			delete(d.deleted, subID)
+		}
 	}
 }
 

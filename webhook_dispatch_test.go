@@ -2,8 +2,10 @@ package lifecycle_test
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -200,4 +202,105 @@ func TestWebhookFilteredCursorIsStored(t *testing.T) {
 	if strings.Contains(e.logText(), "were not delivered") {
 		t.Errorf("warned of undelivered events though the subscription kept none:\n%s", e.logText())
 	}
+}
+
+// claimGate is a Store that, while closed, holds every claim after its
+// transaction committed until the test lets it go on.
+type claimGate struct {
+	lifecycle.Store
+	closed  atomic.Bool
+	claimed chan []string // the subscriptions a held claim returned
+	release chan struct{}
+}
+
+func (g *claimGate) Update(ctx context.Context, fn func(lifecycle.Tx) error) error {
+	var held []string
+	claimed := false
+	err := g.Store.Update(ctx, func(tx lifecycle.Tx) error {
+		held, claimed = nil, false
+		return fn(&gatedTx{Tx: tx, held: &held, claimed: &claimed})
+	})
+	if err == nil && claimed && g.closed.Load() {
+		g.claimed <- held
+		<-g.release
+	}
+	return err
+}
+
+// gatedTx notes the claims of a claimGate's transaction.
+type gatedTx struct {
+	lifecycle.Tx
+	held    *[]string
+	claimed *bool
+}
+
+func (x *gatedTx) ClaimSubscriptions(ctx context.Context, p lifecycle.ClaimSubscriptionsParams) ([]lifecycle.Subscription, error) {
+	subs, err := x.Tx.ClaimSubscriptions(ctx, p)
+	*x.claimed = true
+	for _, sub := range subs {
+		*x.held = append(*x.held, sub.ID)
+	}
+	return subs, err
+}
+
+// A subscription deleted while a claim that returned it is under way is
+// not started again, and the dispatcher forgets it once no claim can.
+func TestWebhookDeletedSubscriptionsAreForgotten(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t)
+	gate := &claimGate{claimed: make(chan []string), release: make(chan struct{})}
+	e := newEnv(t, rc.trust, func(c *lifecycle.Config) {
+		gate.Store = c.Store
+		c.Store = gate
+	})
+	// nextClaim waits for the next claim, moving the clock on so that the
+	// dispatcher polls, and returns what it returned.
+	nextClaim := func() []string {
+		t.Helper()
+		deadline := time.After(5 * time.Second)
+		for {
+			select {
+			case held := <-gate.claimed:
+				return held
+			case <-time.After(time.Millisecond):
+				e.clock.Advance(100 * time.Millisecond)
+			case <-deadline:
+				t.Fatal("no claim within 5s")
+			}
+		}
+	}
+	var subIDs []string
+	for range 3 {
+		subIDs = append(subIDs, e.subscribe(subBody(rc.url("/hooks")))["id"].(string))
+	}
+	// Deleted before the dispatcher runs: no claim is under way.
+	early := e.subscribe(subBody(rc.url("/hooks")))["id"].(string)
+	e.call(request{method: "DELETE", path: "/event-subscriptions/" + early, key: e.admin}, http.StatusNoContent)
+	if _, deleted := e.svc.WebhookStateForTest(); deleted != 0 {
+		t.Errorf("%d deleted remembered before the dispatcher runs, want 0", deleted)
+	}
+	gate.closed.Store(true)
+	e.start()
+	if held := nextClaim(); len(held) != 3 {
+		t.Fatalf("the first claim returned %v, want the 3 subscriptions", held)
+	}
+	// Deleted while that claim is under way.
+	for _, subID := range subIDs {
+		e.call(request{method: "DELETE", path: "/event-subscriptions/" + subID, key: e.admin}, http.StatusNoContent)
+	}
+	gate.release <- struct{}{}
+	if held := nextClaim(); len(held) != 0 {
+		t.Errorf("the claim after the deletions returned %v", held)
+	}
+	// The first claim is over, the second has not started workers yet.
+	if workers, deleted := e.svc.WebhookStateForTest(); workers != 0 || deleted != 3 {
+		t.Errorf("after the claim under way: %d workers, %d deleted remembered; want 0 and 3", workers, deleted)
+	}
+	gate.release <- struct{}{}
+	nextClaim() // the second claim is over
+	if workers, deleted := e.svc.WebhookStateForTest(); workers != 0 || deleted != 0 {
+		t.Errorf("once no claim can return them: %d workers, %d deleted remembered; want 0 and 0", workers, deleted)
+	}
+	gate.closed.Store(false)
+	gate.release <- struct{}{}
 }
