@@ -497,29 +497,26 @@ func (w *subWorker) run() {
 			recordTimer.Reset(time.Until(recordBy))
 			recordC = recordTimer.C
 		}
+		record := false
 		select {
 		case <-w.ctx.Done():
 		case <-changed:
 		case <-retryC:
 		case <-cursorC:
-			if err := flush(w.ctx); err != nil {
-				if errors.Is(err, errSubscriptionGone) || errors.Is(err, errLeaseLost) {
-					log.Info("webhooks: stop delivering", "reason", err)
-					return
-				}
-				if w.ctx.Err() == nil {
-					log.Error("webhooks: store the cursor", "err", err)
-				}
-				cursorC = s.clock.After(webhookRetry)
-			}
+			// Stored again after webhookRetry if this fails; a success
+			// drops the timer.
+			record, cursorC = true, s.clock.After(webhookRetry)
 		case <-recordC:
+			record = true
+		}
+		if record {
 			if err := flush(w.ctx); err != nil {
 				if errors.Is(err, errSubscriptionGone) || errors.Is(err, errLeaseLost) {
 					log.Info("webhooks: stop delivering", "reason", err)
 					return
 				}
 				if w.ctx.Err() == nil {
-					log.Error("webhooks: record deliveries", "err", err)
+					log.Error("webhooks: record deliveries and the cursor", "err", err)
 				}
 			}
 		}

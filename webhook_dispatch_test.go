@@ -120,6 +120,20 @@ func TestWebhookClaimBatchDefault(t *testing.T) {
 	}
 }
 
+// restart replaces e's Service, stopped, with a new one on the same Store
+// that delivers to rc, and starts it.
+func (e *env) restart(rc *receiver) {
+	e.t.Helper()
+	cfg := lifecycle.Config{Store: e.store, BaseURL: testBase, Clock: e.clock, Logger: e.svcLogger()}
+	rc.trust(&cfg)
+	svc, err := lifecycle.New(cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.svc = svc
+	e.start()
+}
+
 // storedCursor returns the cursor of a subscription as stored.
 func (e *env) storedCursor(subID string) int64 {
 	e.t.Helper()
@@ -185,15 +199,8 @@ func TestWebhookFilteredCursorIsStored(t *testing.T) {
 	if _, err := e.store.DeleteEventsBefore(t.Context(), e.clock.Now().Add(-72*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	cfg := lifecycle.Config{Store: e.store, BaseURL: testBase, Clock: e.clock, Logger: e.svcLogger()}
-	rc.trust(&cfg)
-	svc, err := lifecycle.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.svc = svc
-	e.start()
-	if _, err := svc.StartTask(t.Context(), keep, lifecycle.Actor{ID: "agent", Role: lifecycle.RoleAgent}); err != nil {
+	e.restart(rc)
+	if _, err := e.svc.StartTask(t.Context(), keep, lifecycle.Actor{ID: "agent", Role: lifecycle.RoleAgent}); err != nil {
 		t.Fatal(err)
 	}
 	if d := rc.next(); !strings.Contains(string(d.body), keep) {
