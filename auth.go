@@ -118,6 +118,10 @@ type keyAuthenticator struct {
 
 	mu    sync.RWMutex
 	cache map[[sha256.Size]byte]cachedKey
+	// gen counts the calls of forget. A lookup caches what it read only
+	// when no forget came since it began: the key it read may be the one
+	// just revoked.
+	gen uint64
 }
 
 type cachedKey struct {
@@ -153,6 +157,7 @@ func (a *keyAuthenticator) lookup(ctx context.Context, hash [sha256.Size]byte) (
 	now := a.clock.Now()
 	a.mu.RLock()
 	c, ok := a.cache[hash]
+	gen := a.gen
 	a.mu.RUnlock()
 	if ok && now.Before(c.expires) {
 		return c.key, nil
@@ -174,19 +179,23 @@ func (a *keyAuthenticator) lookup(ctx context.Context, hash [sha256.Size]byte) (
 	}
 	if a.ttl > 0 {
 		a.mu.Lock()
-		if len(a.cache) >= maxCachedKeys {
-			clear(a.cache)
+		if a.gen == gen {
+			if len(a.cache) >= maxCachedKeys {
+				clear(a.cache)
+			}
+			a.cache[hash] = cachedKey{key: key, expires: now.Add(a.ttl)}
 		}
-		a.cache[hash] = cachedKey{key: key, expires: now.Add(a.ttl)}
 		a.mu.Unlock()
 	}
 	return key, nil
 }
 
-// forget drops a key from the cache, so a revocation takes effect at once.
+// forget drops a key from the cache, so a revocation takes effect at
+// once, and keeps lookups under way from caching what they read.
 func (a *keyAuthenticator) forget(keyID string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.gen++
 	for h, c := range a.cache {
 		if c.key.ID == keyID {
 			delete(a.cache, h)

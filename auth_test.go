@@ -1,12 +1,15 @@
 package lifecycle_test
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -152,4 +155,57 @@ func TestPluggableAuthenticator(t *testing.T) {
 	if data.Actor != (lifecycle.Actor{ID: "alice", Role: lifecycle.RoleUser}) {
 		t.Errorf("event actor = %+v, want alice", data.Actor)
 	}
+}
+
+// keyLookupGate is a Store whose lookup of one key hash, the first time,
+// reads the key and then waits, so that a revocation can happen between
+// the read and what the authenticator does with it.
+type keyLookupGate struct {
+	lifecycle.Store
+	hash    []byte
+	read    chan struct{} // closed once the gated lookup has read the key
+	release chan struct{} // closed to let it return
+	once    sync.Once
+}
+
+func (g *keyLookupGate) APIKeyByHash(ctx context.Context, hash []byte) (lifecycle.APIKey, error) {
+	key, err := g.Store.APIKeyByHash(ctx, hash)
+	if bytes.Equal(hash, g.hash) {
+		g.once.Do(func() {
+			close(g.read)
+			<-g.release
+		})
+	}
+	return key, err
+}
+
+// A lookup that read a key before it was revoked through this Service
+// must not put it back in the cache once the revocation has cleared it.
+func TestRevocationDuringLookupIsNotUndone(t *testing.T) {
+	t.Parallel()
+	plaintext := "lsk_" + strings.Repeat("R", 40)
+	gate := &keyLookupGate{hash: lifecycle.HashAPIKey(plaintext), read: make(chan struct{}), release: make(chan struct{})}
+	e := newEnv(t, func(c *lifecycle.Config) {
+		gate.Store = c.Store
+		c.Store = gate
+		c.KeyCacheTTL = time.Hour
+	})
+	key, _, err := e.svc.CreateAPIKey(t.Context(), lifecycle.CreateAPIKeyParams{Name: "agent",
+		Scopes: []lifecycle.Scope{lifecycle.ScopeTasksRead}, Actor: lifecycle.Actor{ID: "agent", Role: lifecycle.RoleAgent}, Plaintext: plaintext})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A request starts and its lookup reads the key, not yet revoked.
+	done := make(chan int)
+	go func() { done <- e.do(request{method: "GET", path: "/tasks", key: plaintext}).Code }()
+	<-gate.read
+	// The key is revoked while the lookup is under way; then it finishes.
+	if _, err := e.svc.RevokeAPIKey(t.Context(), key.ID); err != nil {
+		t.Fatal(err)
+	}
+	close(gate.release)
+	<-done // it began before the revocation: either answer is right
+
+	e.call(request{method: "GET", path: "/tasks", key: plaintext}, http.StatusUnauthorized)
 }

@@ -15,3 +15,12 @@ func (s *Service) AppendEventsForTest(ctx context.Context, evs []*Event) error {
 		return nil
 	})
 }
+
+// WebhookStateForTest returns how many subscription workers the Service
+// runs and how many deleted subscriptions its dispatcher remembers.
+func (s *Service) WebhookStateForTest() (workers, deleted int) {
+	d := s.webhooks
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.workers), len(d.deleted)
+}

@@ -103,12 +103,15 @@ func (s *Service) unrouted(mux *http.ServeMux) http.Handler {
 
 // errorMapping is the one table from errors to HTTP statuses and codes.
 // The first entry the error matches wins; anything else is 500 internal.
+// ErrProvider comes first: a provider's failure is a 502 whatever its
+// cause wraps (an adapter's ErrNotFound is not the caller's 404).
 var errorMapping = []struct {
 	err     error
 	status  int
 	code    string
 	message string // when set, said instead of the error's own text
 }{
+	{ErrProvider, http.StatusBadGateway, "provider_error", ""},
 	{ErrValidation, http.StatusBadRequest, "validation_error", ""},
 	{ErrUnauthorized, http.StatusUnauthorized, "unauthorized", ""},
 	{ErrInsufficientScope, http.StatusForbidden, "insufficient_scope", ""},
@@ -118,7 +121,6 @@ var errorMapping = []struct {
 	{ErrCursorExpired, http.StatusGone, "cursor_expired", ""},
 	{ErrPayloadTooLarge, http.StatusRequestEntityTooLarge, "payload_too_large", ""},
 	{ErrRateLimited, http.StatusTooManyRequests, "rate_limited", ""},
-	{ErrProvider, http.StatusBadGateway, "provider_error", ""},
 	{ErrClosed, http.StatusServiceUnavailable, "unavailable", "The service is shutting down; retry shortly."},
 }
 

@@ -250,6 +250,13 @@ type Config struct {
 	// looks for subscriptions made or deleted by other processes. Defaults
 	// to 1 second.
 	WebhookPollInterval time.Duration
+
+	// WebhookClaimBatch is the most subscriptions without a live lease that
+	// the Service takes up at each poll (WebhookPollInterval), so that a
+	// process that starts, or outlives the others, leaves some to the
+	// processes sharing the Store. Those it holds are renewed whatever
+	// their number. Defaults to 64.
+	WebhookClaimBatch int
 }
 
 // withDefaults returns a copy of c with every unset optional field filled in.
@@ -401,6 +408,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.WebhookLease > 0 && c.WebhookLease <= 2*c.WebhookPollInterval {
 		return c, fmt.Errorf("lifecycle: Config.WebhookLease %s must be more than twice WebhookPollInterval %s, at which it is renewed", c.WebhookLease, c.WebhookPollInterval)
+	}
+	if c.WebhookClaimBatch == 0 {
+		c.WebhookClaimBatch = 64
+	}
+	if c.WebhookClaimBatch < 0 {
+		return c, errors.New("lifecycle: Config.WebhookClaimBatch must not be negative; leave it zero for the default")
 	}
 	if c.WebhookTimeout < 0 || c.WebhookConcurrency < 0 || c.WebhookConcurrencyPerSubscription < 0 || c.WebhookLease < 0 || c.WebhookPollInterval < 0 {
 		return c, errors.New("lifecycle: Config.WebhookTimeout, WebhookConcurrency, WebhookConcurrencyPerSubscription, WebhookLease and WebhookPollInterval must not be negative; leave them zero for the defaults")

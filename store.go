@@ -185,11 +185,14 @@ type Tx interface {
 	// DeleteSubscription deletes a subscription and all its delivery
 	// attempts. It returns ErrNotFound when there is none.
 	DeleteSubscription(ctx context.Context, id string) error
-	// ClaimSubscriptions leases to owner (not empty), until until, every
-	// active subscription that owner holds already or whose lease ended
-	// before now, and returns every active subscription owner then holds,
-	// in creation order.
-	ClaimSubscriptions(ctx context.Context, owner string, now, until time.Time) ([]Subscription, error)
+	// ClaimSubscriptions leases subscriptions to p.Owner until p.Until: it
+	// renews every active subscription p.Owner holds, and takes at most
+	// p.Max more active ones whose lease ended before p.Now, oldest lease
+	// first. It returns every active subscription p.Owner then holds, in
+	// creation order. It is one atomic operation, safe when several
+	// processes claim at once: a subscription is leased to one owner at a
+	// time, and only that owner's claims return it.
+	ClaimSubscriptions(ctx context.Context, p ClaimSubscriptionsParams) ([]Subscription, error)
 	// CreateDelivery inserts a delivery attempt. It returns ErrNotFound
 	// when its subscription does not exist, and ErrConflict when an attempt
 	// with the same ID does.

@@ -139,6 +139,22 @@ type SubscriptionPage struct {
 	Next int64
 }
 
+// ClaimSubscriptionsParams say what [Tx.ClaimSubscriptions] leases.
+type ClaimSubscriptionsParams struct {
+	// Owner identifies the claimer, such as one Service's dispatcher. Not
+	// empty.
+	Owner string
+	// Now is the time of the claim: leases that ended before it may be
+	// taken.
+	Now time.Time
+	// Until is when the leases taken or renewed end.
+	Until time.Time
+	// Max is the most subscriptions taken from other owners (or from none)
+	// in this claim; those Owner holds already are renewed whatever their
+	// number. Less than 1 takes none.
+	Max int
+}
+
 // DeliveryFilter selects the delivery attempts of a subscription.
 type DeliveryFilter struct {
 	// SubscriptionID is the subscription whose attempts are listed.

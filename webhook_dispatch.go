@@ -45,6 +45,18 @@ const webhookRecordDelay = 50 * time.Millisecond
 // webhookRetry is how long a worker waits after its Store failed.
 const webhookRetry = time.Second
 
+// webhookCursorLag is how many events a worker may read past, none of
+// which its subscription keeps, before it stores its cursor; and
+// webhookCursorDelay the longest it keeps such a cursor unstored (by the
+// Service's clock). A subscription whose filters keep nothing thus writes
+// its cursor now and then rather than never, and a restart neither reads
+// everything again nor, once those events are pruned, warns that they
+// were not delivered.
+const (
+	webhookCursorLag   = webhookBatch
+	webhookCursorDelay = 5 * time.Second
+)
+
 // Errors that end a subscription's worker.
 var (
 	errSubscriptionGone = errors.New("the subscription was deleted")
@@ -74,10 +86,14 @@ type dispatcher struct {
 	mu         sync.Mutex
 	ctx        context.Context // nil until started
 	workers    map[string]*subWorker
-	held       []string        // the subscriptions leased at the last claim
-	leaseUntil time.Time       // when the leases of the last claim end
-	deleted    map[string]bool // subscriptions deleted through this Service
-	running    sync.WaitGroup  // every worker goroutine
+	held       []string       // the subscriptions leased at the last claim
+	leaseUntil time.Time      // when the leases of the last claim end
+	claims     uint64         // the claims begun
+	running    sync.WaitGroup // every worker goroutine
+	// deleted holds the subscriptions deleted through this Service, with
+	// the number of the claim begun last when they were, until every
+	// claim that may have read them before the deletion is over.
+	deleted map[string]uint64
 }
 
 // newDispatcher returns a dispatcher; it does nothing until run.
@@ -100,7 +116,7 @@ func newDispatcher(s *Service) *dispatcher {
 	}
 	return &dispatcher{
 		s:     s,
-		owner: id.New("wdp_"),
+		owner: s.owner, // Config.InstanceID: a restarted Service takes its subscriptions back at once
 		client: &http.Client{
 			Transport: transport,
 			// A redirect is a failed attempt: following it would send the
@@ -110,7 +126,7 @@ func newDispatcher(s *Service) *dispatcher {
 		global:  make(chan struct{}, s.cfg.WebhookConcurrency),
 		wakeC:   make(chan struct{}, 1),
 		workers: make(map[string]*subWorker),
-		deleted: make(map[string]bool),
+		deleted: make(map[string]uint64),
 	}
 }
 
@@ -142,16 +158,23 @@ func (d *dispatcher) run(ctx context.Context) {
 	}
 }
 
-// claim renews this dispatcher's leases and takes up expired ones, then
-// starts a worker for every subscription newly held and stops those of
-// subscriptions no longer held.
+// claim renews this dispatcher's leases and takes up expired ones, at most
+// WebhookClaimBatch at a time, then starts a worker for every subscription
+// newly held and stops those of subscriptions no longer held.
 func (d *dispatcher) claim(ctx context.Context) {
 	s := d.s
+	d.mu.Lock()
+	d.claims++
+	n := d.claims
+	d.mu.Unlock()
+	defer d.forgetDeleted(n)
 	now := s.clock.Now()
 	var held []Subscription
 	err := s.updateRelaxed(ctx, func(tx Tx) error {
 		var err error
-		held, err = tx.ClaimSubscriptions(ctx, d.owner, now, now.Add(s.cfg.WebhookLease))
+		held, err = tx.ClaimSubscriptions(ctx, ClaimSubscriptionsParams{
+			Owner: d.owner, Now: now, Until: now.Add(s.cfg.WebhookLease), Max: s.cfg.WebhookClaimBatch,
+		})
 		return err
 	})
 	if err != nil {
@@ -188,7 +211,7 @@ func (d *dispatcher) claim(ctx context.Context) {
 		sub := &held[i]
 		keep[sub.ID] = true
 		d.held = append(d.held, sub.ID)
-		if d.workers[sub.ID] != nil || d.deleted[sub.ID] {
+		if _, gone := d.deleted[sub.ID]; gone || d.workers[sub.ID] != nil {
 			continue
 		}
 		secret, err := s.secrets.open(sub.ID, sub.SealedSecret)
@@ -218,7 +241,11 @@ func (d *dispatcher) stopWorker(ctx context.Context, subID string) {
 	d.mu.Lock()
 	w := d.workers[subID]
 	delete(d.workers, subID)
-	d.deleted[subID] = true // a claim under way must not start it again
+	if d.ctx != nil && d.ctx.Err() == nil {
+		// A claim under way must not start it again. Before run and after
+		// it, no claim is under way.
+		d.deleted[subID] = d.claims
+	}
 	d.mu.Unlock()
 	if w == nil {
 		return
@@ -227,6 +254,20 @@ func (d *dispatcher) stopWorker(ctx context.Context, subID string) {
 	select {
 	case <-w.done:
 	case <-ctx.Done():
+	}
+}
+
+// forgetDeleted forgets the subscriptions deleted before claim n began,
+// as it ends: claims run one at a time, and n and those after it read the
+// Store after the deletions committed, so none of them can return those
+// subscriptions.
+func (d *dispatcher) forgetDeleted(n uint64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for subID, at := range d.deleted {
+		if at < n {
+			delete(d.deleted, subID)
+		}
 	}
 }
 
@@ -340,9 +381,11 @@ func (w *subWorker) run() {
 	retriesKnown := false
 	var nextRetry time.Time // the zero time: none pending
 
-	var unrecorded []*attempt // delivered at first try, not yet recorded
-	recorded := pos           // the cursor as stored
-	var recordBy time.Time    // when unrecorded must be recorded, by the wall clock
+	var unrecorded []*attempt    // delivered at first try, not yet recorded
+	recorded := pos              // the cursor as stored
+	var recordBy time.Time       // when unrecorded must be recorded, by the wall clock
+	var cursorBy time.Time       // when a cursor moved past events not kept must be stored, by s.clock
+	var cursorC <-chan time.Time // fires at cursorBy; nil when the cursor is stored
 	recordTimer := time.NewTimer(time.Hour)
 	recordTimer.Stop()
 	defer recordTimer.Stop()
@@ -358,16 +401,20 @@ func (w *subWorker) run() {
 			nextRetry = retryAt
 		}
 		clear(unrecorded)
-		unrecorded, recorded = unrecorded[:0], pos
+		unrecorded, recorded, cursorBy, cursorC = unrecorded[:0], pos, time.Time{}, nil
 		return nil
 	}
 	defer func() {
-		// Stopping: keep what was delivered, so that it is not sent again.
+		// Stopping: keep what was delivered, so that it is not sent again,
+		// and how far the events were read.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(w.ctx), 5*time.Second)
 		defer cancel()
-		if len(unrecorded) > 0 {
-			if err := flush(ctx); err != nil && !errors.Is(err, errSubscriptionGone) && !errors.Is(err, errLeaseLost) {
+		delivered := len(unrecorded) > 0
+		if err := flush(ctx); err != nil && !errors.Is(err, errSubscriptionGone) && !errors.Is(err, errLeaseLost) {
+			if delivered {
 				log.Warn("webhooks: record deliveries while stopping; they will be delivered again", "err", err)
+			} else {
+				log.Warn("webhooks: store the cursor while stopping; the events after it will be read again", "err", err)
 			}
 		}
 	}()
@@ -406,8 +453,16 @@ func (w *subWorker) run() {
 			if len(due) > 0 || len(unrecorded) >= webhookBatch || slices.ContainsFunc(attempts, (*attempt).failed) || !time.Now().Before(recordBy) {
 				err = flush(w.ctx)
 			}
-		} else if err == nil {
+		} else if err == nil && next != pos {
+			// Nothing to deliver: the cursor moves past events the
+			// subscription does not keep, and is stored now and then.
 			pos = next
+			if cursorC == nil {
+				cursorBy, cursorC = now.Add(webhookCursorDelay), s.clock.After(webhookCursorDelay)
+			}
+			if pos-recorded >= webhookCursorLag || !now.Before(cursorBy) {
+				err = flush(w.ctx)
+			}
 		}
 		switch {
 		case errors.Is(err, errSubscriptionGone) || errors.Is(err, errLeaseLost):
@@ -442,18 +497,26 @@ func (w *subWorker) run() {
 			recordTimer.Reset(time.Until(recordBy))
 			recordC = recordTimer.C
 		}
+		record := false
 		select {
 		case <-w.ctx.Done():
 		case <-changed:
 		case <-retryC:
+		case <-cursorC:
+			// Stored again after webhookRetry if this fails; a success
+			// drops the timer.
+			record, cursorC = true, s.clock.After(webhookRetry)
 		case <-recordC:
+			record = true
+		}
+		if record {
 			if err := flush(w.ctx); err != nil {
 				if errors.Is(err, errSubscriptionGone) || errors.Is(err, errLeaseLost) {
 					log.Info("webhooks: stop delivering", "reason", err)
 					return
 				}
 				if w.ctx.Err() == nil {
-					log.Error("webhooks: record deliveries", "err", err)
+					log.Error("webhooks: record deliveries and the cursor", "err", err)
 				}
 			}
 		}

@@ -517,14 +517,7 @@ func TestWebhookAbandonedAttemptIsDeliveredAgain(t *testing.T) {
 	rc.hold = nil
 	rc.mu.Unlock()
 
-	cfg := lifecycle.Config{Store: e.store, BaseURL: testBase, Clock: e.clock, Logger: e.svcLogger()}
-	rc.trust(&cfg)
-	svc2, err := lifecycle.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.svc = svc2
-	e.start()
+	e.restart(rc)
 	d := rc.next()
 	if d.header.Get("X-Service-Event-Type") != "task.updated" {
 		t.Errorf("redelivered %s", d.body)

@@ -168,21 +168,25 @@ func (x *txn) DeleteSubscription(ctx context.Context, id string) error {
 	return nil
 }
 
-// ClaimSubscriptions implements lifecycle.Tx.
-func (x *txn) ClaimSubscriptions(ctx context.Context, owner string, now, until time.Time) ([]lifecycle.Subscription, error) {
+// ClaimSubscriptions implements lifecycle.Tx. One statement renews and
+// takes the leases, inside a transaction that holds the write lock from its
+// start (BEGIN IMMEDIATE), so claims of several processes never overlap.
+func (x *txn) ClaimSubscriptions(ctx context.Context, p lifecycle.ClaimSubscriptionsParams) ([]lifecycle.Subscription, error) {
 	_, err := x.conn.ExecContext(x.ctx, `UPDATE webhook_subscriptions SET lease_owner = ?, lease_until = ?
-		WHERE status = 'active' AND (lease_owner = ? OR lease_until < ?)`, owner, millis(until), owner, millis(now))
+		WHERE status = 'active' AND (lease_owner = ? OR pos IN (SELECT pos FROM webhook_subscriptions
+			WHERE status = 'active' AND lease_owner != ? AND lease_until < ? ORDER BY lease_until, pos LIMIT ?))`,
+		p.Owner, millis(p.Until), p.Owner, p.Owner, millis(p.Now), max(p.Max, 0))
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: claim subscriptions for %s: %w", owner, translate(err))
+		return nil, fmt.Errorf("sqlite: claim subscriptions for %s: %w", p.Owner, translate(err))
 	}
 	scan := func(row scanner) (lifecycle.Subscription, error) {
 		sub, _, err := scanSubscription(row)
 		return sub, err
 	}
 	subs, err := queryAll(x.ctx, x.conn, scan, "SELECT "+subscriptionColumns+` FROM webhook_subscriptions
-		WHERE status = 'active' AND lease_owner = ? ORDER BY pos`, owner)
+		WHERE status = 'active' AND lease_owner = ? ORDER BY pos`, p.Owner)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: claim subscriptions for %s: %w", owner, err)
+		return nil, fmt.Errorf("sqlite: claim subscriptions for %s: %w", p.Owner, err)
 	}
 	return subs, nil
 }

@@ -61,6 +61,8 @@ func Run(t *testing.T, h Harness) {
 		{"ListSubscriptionsPagination", testListSubscriptionsPagination},
 		{"UpdateSubscription", testUpdateSubscription},
 		{"ClaimSubscriptions", testClaimSubscriptions},
+		{"ClaimSubscriptionsMax", testClaimSubscriptionsMax},
+		{"ClaimSubscriptionsConcurrently", testClaimSubscriptionsConcurrently},
 		{"Deliveries", testDeliveries},
 		{"DeleteSubscription", testDeleteSubscription},
 		{"DeleteDeliveriesBefore", testDeleteDeliveriesBefore},

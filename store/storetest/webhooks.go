@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -342,7 +343,9 @@ func testClaimSubscriptions(t *testing.T, h Harness) {
 		var got []lifecycle.Subscription
 		update(t, s, func(tx lifecycle.Tx) error {
 			var err error
-			got, err = tx.ClaimSubscriptions(t.Context(), owner, base.Add(now), base.Add(until))
+			got, err = tx.ClaimSubscriptions(t.Context(), lifecycle.ClaimSubscriptionsParams{
+				Owner: owner, Now: base.Add(now), Until: base.Add(until), Max: 100,
+			})
 			return err
 		})
 		return got
@@ -396,6 +399,133 @@ func testClaimSubscriptions(t *testing.T, h Harness) {
 		return tx.UpdateSubscription(t.Context(), sub)
 	})
 	expect("claim of A after B gave a up", claim("A", 11*time.Minute+2*time.Second, 14*time.Minute), "A", 14*time.Minute, a.ID)
+}
+
+func testClaimSubscriptionsMax(t *testing.T, h Harness) {
+	s := open(t, h)
+	var subs []lifecycle.Subscription
+	for i := range 7 {
+		subs = append(subs, bareSubscription(i))
+	}
+	// 0, 2 and 3 had leases that ended at different times; 1 and 4 never
+	// had one; 5 is held; 6 is disabled.
+	subs[0].LeaseOwner, subs[0].LeaseUntil = "gone", base.Add(3*time.Minute)
+	subs[2].LeaseOwner, subs[2].LeaseUntil = "gone", base.Add(time.Minute)
+	subs[3].LeaseOwner, subs[3].LeaseUntil = "gone", base.Add(2*time.Minute)
+	subs[5].LeaseOwner, subs[5].LeaseUntil = "live", base.Add(time.Hour)
+	subs[6].Status = lifecycle.SubscriptionDisabled
+	createSubscriptions(t, s, subs...)
+	now := base.Add(10 * time.Minute)
+	claim := func(owner string, max int) []string {
+		t.Helper()
+		var got []lifecycle.Subscription
+		update(t, s, func(tx lifecycle.Tx) error {
+			var err error
+			got, err = tx.ClaimSubscriptions(t.Context(), lifecycle.ClaimSubscriptionsParams{
+				Owner: owner, Now: now, Until: now.Add(time.Minute), Max: max,
+			})
+			return err
+		})
+		for _, sub := range got {
+			if sub.LeaseOwner != owner || !sub.LeaseUntil.Equal(now.Add(time.Minute)) {
+				t.Errorf("claim of %s returned %s leased to %q until %v", owner, sub.ID, sub.LeaseOwner, sub.LeaseUntil)
+			}
+		}
+		return subscriptionIDs(got)
+	}
+	expect := func(what string, got []string, want ...lifecycle.Subscription) {
+		t.Helper()
+		if diff := cmp.Diff(subscriptionIDs(want), got, equateEmpty); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", what, diff)
+		}
+	}
+	// Oldest lease first (never leased before any), returned in creation order.
+	expect("A takes 2", claim("A", 2), subs[1], subs[4])
+	expect("A renews and takes 1 more", claim("A", 1), subs[1], subs[2], subs[4])
+	expect("A renews only", claim("A", 0), subs[1], subs[2], subs[4])
+	expect("A renews only, Max negative", claim("A", -1), subs[1], subs[2], subs[4])
+	expect("B takes what is left", claim("B", 10), subs[0], subs[3])
+	expect("A renews, nothing left to take", claim("A", 10), subs[1], subs[2], subs[4])
+	got, err := s.Subscription(t.Context(), subs[5].ID)
+	if err != nil || got.LeaseOwner != "live" {
+		t.Errorf("a subscription whose lease has not ended went to %q, %v; want it kept by live", got.LeaseOwner, err)
+	}
+}
+
+// testClaimSubscriptionsConcurrently has two claimers claim from one store
+// at the same moments, round after round, with leases that end before the
+// next round, so that each takes from the other: no subscription is
+// returned to both in one round, and each ends with exactly one owner.
+func testClaimSubscriptionsConcurrently(t *testing.T, h Harness) {
+	s := open(t, h)
+	const n, rounds, max = 20, 15, 3
+	var subs []lifecycle.Subscription
+	for i := range n {
+		subs = append(subs, bareSubscription(i))
+	}
+	createSubscriptions(t, s, subs...)
+	owners := []string{"A", "B"}
+	var last [2][]string
+	for r := range rounds {
+		now := base.Add(time.Duration(r) * time.Minute)
+		var (
+			wg  sync.WaitGroup
+			got [2][]lifecycle.Subscription
+		)
+		start := make(chan struct{})
+		for i, owner := range owners {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				err := s.Update(t.Context(), func(tx lifecycle.Tx) error {
+					var err error
+					got[i], err = tx.ClaimSubscriptions(t.Context(), lifecycle.ClaimSubscriptionsParams{
+						Owner: owner, Now: now, Until: now.Add(30 * time.Second), Max: max,
+					})
+					return err
+				})
+				if err != nil {
+					t.Errorf("round %d: claim of %s: %v", r, owner, err)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		seen := make(map[string]string)
+		for i, owner := range owners {
+			last[i] = subscriptionIDs(got[i])
+			for _, sub := range got[i] {
+				if sub.LeaseOwner != owner {
+					t.Errorf("round %d: claim of %s returned %s leased to %q", r, owner, sub.ID, sub.LeaseOwner)
+				}
+				if other, ok := seen[sub.ID]; ok {
+					t.Errorf("round %d: %s returned to both %s and %s", r, sub.ID, other, owner)
+				}
+				seen[sub.ID] = owner
+			}
+		}
+		if t.Failed() {
+			return
+		}
+	}
+	// After the last round every subscription is held by the one claimer
+	// that was last given it.
+	held := make(map[string]string)
+	for i, owner := range owners {
+		for _, id := range last[i] {
+			held[id] = owner
+		}
+	}
+	for _, sub := range subs {
+		got, err := s.Subscription(t.Context(), sub.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.LeaseOwner == "" || got.LeaseOwner != held[sub.ID] {
+			t.Errorf("%s ends leased to %q; the last claims returned it to %q", sub.ID, got.LeaseOwner, held[sub.ID])
+		}
+	}
 }
 
 func testDeliveries(t *testing.T, h Harness) {
