@@ -24,6 +24,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -135,7 +136,15 @@ func run() error {
 		}
 		webhookTLS = &tls.Config{RootCAs: pool}
 	}
+	instance, err := instanceID(opts.data)
+	if err != nil {
+		return err
+	}
 	svc, err := lifecycle.New(lifecycle.Config{
+		// One identity per data directory: restarted after a crash, the
+		// demo resumes the ship operations and requests it was working at
+		// once; a second demo on the same directory is refused.
+		InstanceID:      instance,
 		Store:           store,
 		BaseURL:         base,
 		Router:          router,
@@ -205,6 +214,27 @@ func publicAddr(a *net.TCPAddr) string {
 		return net.JoinHostPort("127.0.0.1", fmt.Sprint(a.Port))
 	}
 	return a.String()
+}
+
+// instanceID returns the instance ID kept in the data directory, making
+// and keeping one on first use.
+func instanceID(dir string) (string, error) {
+	file := filepath.Join(dir, "instance.id")
+	if b, err := os.ReadFile(file); err == nil {
+		if id := strings.TrimSpace(string(b)); id != "" {
+			return id, nil
+		}
+	}
+	host, _ := os.Hostname()
+	var suffix [6]byte
+	if _, err := rand.Read(suffix[:]); err != nil {
+		return "", err
+	}
+	id := fmt.Sprintf("demo-%s-%x", host, suffix)
+	if err := os.WriteFile(file, []byte(id+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("keep instance ID: %w", err)
+	}
+	return id, nil
 }
 
 // installAdminKey installs the key given by flag or environment, or the one
