@@ -252,3 +252,126 @@ func mustJSON(v any) string {
 	}
 	return string(b)
 }
+
+// onceHanging hangs in its first EnsurePullRequest until released; later
+// calls go through.
+type onceHanging struct {
+	*memory.Adapter
+	entered, release chan struct{}
+	once             sync.Once
+}
+
+func (h *onceHanging) EnsurePullRequest(ctx context.Context, req lifecycle.PullRequestRequest) (lifecycle.PullRequest, error) {
+	hang := false
+	h.once.Do(func() { hang = true })
+	if hang {
+		close(h.entered)
+		select {
+		case <-h.release:
+		case <-ctx.Done():
+			return lifecycle.PullRequest{}, ctx.Err()
+		}
+	}
+	return h.Adapter.EnsurePullRequest(ctx, req)
+}
+
+// Requests wait for the task's lock before they reserve their key, so a
+// wait longer than a reservation's lease cannot let a second request with
+// the same key run beside the first: of two same-key submits queued behind
+// a slow one, one submits and the other replays its answer or is told the
+// key is in use.
+func TestKeyReservedOnlyOnceTheTaskIsFree(t *testing.T) {
+	t.Parallel()
+	hang := &onceHanging{Adapter: memory.New(memory.Config{}), entered: make(chan struct{}), release: make(chan struct{})}
+	e := newEnv(t, func(c *lifecycle.Config) {
+		c.Adapters = []lifecycle.AdapterBinding{{Adapter: hang}}
+		c.ProviderTimeout = time.Minute
+	})
+	id := e.startedTask("ENG-1")
+	slow := make(chan int)
+	go func() { slow <- e.submit(id, "slow-key-123", submitBody()).Code }()
+	<-hang.entered
+
+	codes := make(chan *httptest.ResponseRecorder, 2)
+	for range 2 {
+		go func() { codes <- e.submit(id, "same-key-123", withMember(submitBody(), "summary", "Second try")) }()
+	}
+	time.Sleep(50 * time.Millisecond)
+	e.clock.Advance(2 * time.Hour) // far past any reservation's lease
+	close(hang.release)
+	if code := <-slow; code != http.StatusAccepted {
+		t.Fatalf("slow submit = %d", code)
+	}
+	var accepted, replayed, refused int
+	for range 2 {
+		rec := <-codes
+		switch {
+		case rec.Code == http.StatusAccepted && rec.Header().Get("Idempotent-Replayed") == "true":
+			replayed++
+		case rec.Code == http.StatusAccepted:
+			accepted++
+		case rec.Code == http.StatusConflict:
+			refused++ // the task is in review now, or the key is in use
+		default:
+			t.Errorf("same-key submit = %d %s", rec.Code, rec.Body)
+		}
+	}
+	if accepted > 1 {
+		t.Errorf("%d same-key submits ran, want at most one", accepted)
+	}
+	if n := hang.Calls(memory.OpEnsure); n > 1 {
+		t.Errorf("the adapter was asked %d times past the slow call, want at most once", n)
+	}
+}
+
+// A call waiting for a task's lock gives up when its context ends.
+func TestSubmitHonoursItsContextWhileWaiting(t *testing.T) {
+	t.Parallel()
+	hang := &onceHanging{Adapter: memory.New(memory.Config{}), entered: make(chan struct{}), release: make(chan struct{})}
+	e := newEnv(t, func(c *lifecycle.Config) { c.Adapters = []lifecycle.AdapterBinding{{Adapter: hang}} })
+	id := e.startedTask("ENG-1")
+	go e.svc.Submit(t.Context(), id, lifecycle.SubmitParams{Summary: "first"})
+	<-hang.entered
+	defer close(hang.release)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := e.svc.Submit(ctx, id, lifecycle.SubmitParams{Summary: "second"})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Submit behind a held lock = %v, want context.DeadlineExceeded", err)
+	}
+	if d := time.Since(start); d > 500*time.Millisecond {
+		t.Errorf("Submit returned after %s, want about 50 ms", d)
+	}
+}
+
+// The Go API keeps the HTTP API's idempotency rules: the same key and
+// parameters return the first result without a second execution; the same
+// key with other parameters is a conflict.
+func TestGoAPIIdempotency(t *testing.T) {
+	t.Parallel()
+	e, a := newSubmitEnv(t)
+	id := e.startedTask("ENG-1")
+	p := lifecycle.SubmitParams{Summary: "Done.", IdempotencyKey: "go-key-1234", Actor: lifecycle.Actor{ID: "agent-web", Role: lifecycle.RoleAgent}}
+	first, err := e.svc.Submit(t.Context(), id, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := e.svc.Submit(t.Context(), id, p)
+	if err != nil {
+		t.Fatalf("retry with the same key: %v", err)
+	}
+	if again.SubmissionID != first.SubmissionID || a.web.Calls(memory.OpEnsure) != 1 {
+		t.Errorf("retry gave submission %s (first %s) after %d adapter calls, want the first and one call", again.SubmissionID, first.SubmissionID, a.web.Calls(memory.OpEnsure))
+	}
+	p.Summary = "Something else."
+	var ce *lifecycle.ConflictError
+	if _, err := e.svc.Submit(t.Context(), id, p); !errors.As(err, &ce) || ce.Reason != "idempotency_key_reused" {
+		t.Errorf("same key, other parameters = %v, want idempotency_key_reused", err)
+	}
+	p.IdempotencyKey = "short"
+	if _, err := e.svc.Submit(t.Context(), id, p); !errors.Is(err, lifecycle.ErrValidation) {
+		t.Errorf("a malformed key = %v, want a validation error", err)
+	}
+}
