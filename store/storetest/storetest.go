@@ -56,6 +56,18 @@ func Run(t *testing.T, h Harness) {
 		{"IdempotencyRecords", testIdempotencyRecords},
 		{"ShipOperations", testShipOperations},
 		{"ClaimShipOperations", testClaimShipOperations},
+		{"HostFactsRoundTrip", testHostFactsRoundTrip},
+		{"ReviewHostFields", testReviewHostFields},
+		{"ShipLeaseOwner", testShipLeaseOwner},
+		{"ListTasksByPullRequestAndHead", testListTasksByPullRequestAndHead},
+		{"ReplaceChecks", testReplaceChecks},
+		{"ProviderDeliveries", testProviderDeliveries},
+		{"ConcurrentProviderDeliveries", testConcurrentProviderDeliveries},
+		{"ClaimReconciliations", testClaimReconciliations},
+		{"ConcurrentClaimShipOperations", testConcurrentClaimShipOperations},
+		{"ConcurrentClaimReconciliations", testConcurrentClaimReconciliations},
+		{"LastEventSequenceCommitted", testLastEventSequenceCommitted},
+		{"HostFactsClosed", testHostFactsClosed},
 		{"SubscriptionRoundTrip", testSubscriptionRoundTrip},
 		{"SubscriptionNotFound", testSubscriptionNotFound},
 		{"ListSubscriptionsPagination", testListSubscriptionsPagination},
@@ -138,6 +150,13 @@ func fullTask(n int) lifecycle.Task {
 		ReviewDecision:      lifecycle.DecisionChangesRequested,
 		ReworkRequested:     true,
 		ActiveShipID:        "shp_active",
+		ShipMerging:         true,
+		Facts: lifecycle.Facts{
+			PRState: lifecycle.PullRequestMerged, MergeCommitSHA: "fedcba9876543210fedcba9876543210fedcba98",
+			DismissesStaleReviews: true, CI: lifecycle.CIFailed, CIPending: true, CICheckedAt: ptr(ts(40 * time.Second)),
+			HostDecision: lifecycle.DecisionApproved, CheckedAt: ptr(ts(50 * time.Second)),
+		},
+		ReconcileAt: ts(5 * time.Minute),
 	}
 }
 
@@ -360,32 +379,44 @@ func testListTasksFilters(t *testing.T, h Harness) {
 	b.Status, b.AssigneeAgentID, b.Assignee = lifecycle.StatusDone, ptr("agent-api"), &lifecycle.Agent{ID: "agent-api", Name: "API"}
 	b.Context.Project = ptr("api")
 	create(t, s, a, b, c)
-	tests := []struct {
-		name string
-		f    lifecycle.TaskFilter
-		want []string
-	}{
+	checkFilters(t, s, []filterCase{
 		{"all", lifecycle.TaskFilter{}, []string{a.ID, b.ID, c.ID}},
 		{"status", lifecycle.TaskFilter{Statuses: []lifecycle.Status{lifecycle.StatusTodo}}, []string{c.ID}},
 		{"statuses", lifecycle.TaskFilter{Statuses: []lifecycle.Status{lifecycle.StatusTodo, lifecycle.StatusDone}}, []string{b.ID, c.ID}},
 		{"assignee", lifecycle.TaskFilter{AssigneeAgentID: "agent-web"}, []string{a.ID}},
 		{"project", lifecycle.TaskFilter{Project: "api"}, []string{b.ID}},
 		{"combined", lifecycle.TaskFilter{Project: "web", Statuses: []lifecycle.Status{lifecycle.StatusDone}}, nil},
-	}
-	for _, tt := range tests {
+	})
+}
+
+// filterCase is a listing and the IDs of the tasks it must list, in order.
+type filterCase struct {
+	name string
+	f    lifecycle.TaskFilter
+	want []string
+}
+
+// checkFilters lists the tasks of each case and compares their IDs.
+func checkFilters(t *testing.T, s lifecycle.Store, cases []filterCase) {
+	t.Helper()
+	for _, tt := range cases {
 		tt.f.Limit = 50
 		page, err := s.ListTasks(t.Context(), tt.f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var got []string
-		for _, task := range page.Tasks {
-			got = append(got, task.ID)
-		}
-		if diff := cmp.Diff(tt.want, got, cmpopts.EquateEmpty()); diff != "" {
+		if diff := cmp.Diff(tt.want, taskIDs(page.Tasks), cmpopts.EquateEmpty()); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", tt.name, diff)
 		}
 	}
+}
+
+func taskIDs(tasks []lifecycle.Task) []string {
+	var out []string
+	for _, task := range tasks {
+		out = append(out, task.ID)
+	}
+	return out
 }
 
 // event returns an event of task taskID.
