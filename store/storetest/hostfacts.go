@@ -667,3 +667,35 @@ func testHostFactsClosed(t *testing.T, h Harness) {
 		t.Errorf("DeleteProviderDeliveriesBefore after Close: error = %v, want ErrClosed", err)
 	}
 }
+
+func testInstanceLeases(t *testing.T, h Harness) {
+	s := open(t, h)
+	update(t, s, func(tx lifecycle.Tx) error {
+		if _, err := tx.InstanceLease(t.Context(), "web-1"); !errors.Is(err, lifecycle.ErrNotFound) {
+			t.Errorf("InstanceLease(unknown) error = %v, want ErrNotFound", err)
+		}
+		return tx.PutInstanceLease(t.Context(), lifecycle.InstanceLease{ID: "web-1", Life: "lif_a", Until: base.Add(3 * time.Second)})
+	})
+	update(t, s, func(tx lifecycle.Tx) error {
+		return tx.PutInstanceLease(t.Context(), lifecycle.InstanceLease{ID: "web-2", Life: "lif_b", Until: base.Add(time.Second)})
+	})
+	// Putting again replaces the lease of that ID only.
+	update(t, s, func(tx lifecycle.Tx) error {
+		return tx.PutInstanceLease(t.Context(), lifecycle.InstanceLease{ID: "web-1", Life: "lif_c", Until: base.Add(time.Minute)})
+	})
+	update(t, s, func(tx lifecycle.Tx) error {
+		for _, want := range []lifecycle.InstanceLease{
+			{ID: "web-1", Life: "lif_c", Until: base.Add(time.Minute)},
+			{ID: "web-2", Life: "lif_b", Until: base.Add(time.Second)},
+		} {
+			got, err := tx.InstanceLease(t.Context(), want.ID)
+			if err != nil {
+				return err
+			}
+			if got.ID != want.ID || got.Life != want.Life || !got.Until.Equal(want.Until) {
+				t.Errorf("InstanceLease(%s) = %+v, want %+v", want.ID, got, want)
+			}
+		}
+		return nil
+	})
+}

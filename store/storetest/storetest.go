@@ -56,6 +56,7 @@ func Run(t *testing.T, h Harness) {
 		{"IdempotencyRecords", testIdempotencyRecords},
 		{"ShipOperations", testShipOperations},
 		{"ClaimShipOperations", testClaimShipOperations},
+		{"InstanceLeases", testInstanceLeases},
 		{"HostFactsRoundTrip", testHostFactsRoundTrip},
 		{"ReviewHostFields", testReviewHostFields},
 		{"ShipLeaseOwner", testShipLeaseOwner},
@@ -983,7 +984,7 @@ func testIdempotencyRecords(t *testing.T, h Harness) {
 	s := open(t, h)
 	key := lifecycle.IdempotencyScope{PrincipalID: "key_1", Method: "POST", Route: "/tasks/{id}/submit", ResourceID: "tsk_1", Key: "abcdefgh"}
 	reserved := lifecycle.IdempotencyRecord{IdempotencyScope: key, Fingerprint: []byte{1, 2, 3},
-		CreatedAt: base, ExpiresAt: base.Add(24 * time.Hour), LockedUntil: base.Add(time.Minute)}
+		CreatedAt: base, ExpiresAt: base.Add(24 * time.Hour), LockedUntil: base.Add(time.Minute), Owner: "web-1"}
 	update(t, s, func(tx lifecycle.Tx) error {
 		if _, err := tx.IdempotencyRecord(t.Context(), key); !errors.Is(err, lifecycle.ErrNotFound) {
 			t.Errorf("IdempotencyRecord(unknown) error = %v, want ErrNotFound", err)
@@ -1007,7 +1008,7 @@ func testIdempotencyRecords(t *testing.T, h Harness) {
 		update(t, s, func(tx lifecycle.Tx) error { return tx.CreateIdempotencyRecord(t.Context(), r) })
 	}
 	done := reserved
-	done.Done, done.StatusCode, done.Body, done.LockedUntil = true, 202, []byte(`{"data":{}}`+"\n"), base
+	done.Done, done.StatusCode, done.Body, done.LockedUntil, done.Owner = true, 202, []byte(`{"data":{}}`+"\n"), base, "web-2"
 	update(t, s, func(tx lifecycle.Tx) error { return tx.UpdateIdempotencyRecord(t.Context(), done) })
 	update(t, s, func(tx lifecycle.Tx) error {
 		got, err := tx.IdempotencyRecord(t.Context(), key)
