@@ -1,0 +1,30 @@
+// Package gitlab implements [lifecycle.ProviderAdapter] on GitLab, through
+// gitlab.com/gitlab-org/api/client-go (the maintained continuation of
+// github.com/xanzy/go-gitlab), for gitlab.com and self-managed instances.
+//
+// An [Adapter] works on one project, given by path or ID in [Config]:
+//
+//   - Merge requests: EnsurePullRequest finds the open merge request from
+//     the task's branch (lifecycle/<identifier in lower case> unless the
+//     submission names one) into the target branch (the project's default
+//     unless configured or named), and opens one only when there is none;
+//     a 409 from a concurrent create is answered by listing again. A draft
+//     is GitLab's "Draft: " title prefix. Reviewer logins are resolved to
+//     user IDs; an unknown login is a [*lifecycle.ValidationError] on
+//     pullRequest.reviewers.
+//   - CI ([lifecycle.CIProvider]): the commit statuses of the merge
+//     request's head pipeline, when that pipeline is of the head commit;
+//     otherwise CI is pending.
+//   - Reviews ([lifecycle.ReviewDecider]): the merge request's approvals.
+//     A project that resets approvals on push sets
+//     [lifecycle.PullRequest.DismissesStaleReviews].
+//   - Merge: GitLab's accept merge request call with sha set to the
+//     expected head, sent once (client-go's own retries are off for it;
+//     the ship runner owns retries). A 409 is [lifecycle.ErrHeadMismatch];
+//     a merge request that cannot be merged is a [*lifecycle.RefusedError]
+//     in GitLab's words, with its detailed_merge_status; one merged at the
+//     expected head already is reported AlreadyMerged, never merged again.
+//
+// Rate limits (429, with RateLimit-Reset or Retry-After) and 5xx answers
+// are [*lifecycle.TemporaryError]s carrying the wait GitLab asks for.
+package gitlab

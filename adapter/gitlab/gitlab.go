@@ -1,0 +1,302 @@
+package gitlab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	gl "gitlab.com/gitlab-org/api/client-go"
+
+	"github.com/tasklifecycle/lifecycle"
+)
+
+// Config configures an [Adapter].
+type Config struct {
+	// BaseURL is the GitLab instance: https://gitlab.com or a self-managed
+	// one such as https://gitlab.example.com. The API is under /api/v4/.
+	// Plain http is allowed only for loopback hosts (a local instance or a
+	// test server). Defaults to https://gitlab.com.
+	BaseURL string
+
+	// Token is a personal, project or group access token with the api
+	// scope. Required. It is sent to BaseURL only and never logged.
+	Token string
+
+	// Project is the project's path ("group/subgroup/name") or numeric ID.
+	// Required.
+	Project string
+
+	// TargetBranch is the branch merge requests merge into when a
+	// submission names none. Defaults to the project's default branch.
+	TargetBranch string
+
+	// BranchPrefix starts the source branch of a task that names none: the
+	// branch is BranchPrefix followed by the task's identifier in lower
+	// case. Defaults to "lifecycle/".
+	BranchPrefix string
+
+	// Merge are the options of every merge.
+	Merge MergeOptions
+
+	// Environments maps the lifecycle's environments (staging,
+	// production) to GitLab environment names. An environment it does not
+	// name keeps its own name.
+	Environments map[lifecycle.Environment]string
+
+	// SettingsTTL is how long the project's settings (default branch, path,
+	// approval reset on push) are kept before being read again. Defaults to
+	// one minute.
+	SettingsTTL time.Duration
+
+	// HTTPClient makes the requests. Defaults to client-go's pooled client.
+	HTTPClient *http.Client
+
+	// Clock tells the time: a rate limit's reset is turned into a wait with
+	// it. Defaults to the system clock; pass the Service's Clock.
+	Clock lifecycle.Clock
+
+	// Logger receives warnings. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// MergeOptions are the options of a merge.
+type MergeOptions struct {
+	// Squash squashes the merge request's commits into one.
+	Squash bool
+	// RemoveSourceBranch deletes the source branch once merged.
+	RemoveSourceBranch bool
+}
+
+// Adapter is a [lifecycle.ProviderAdapter] on a GitLab project. It is also
+// a [lifecycle.CIProvider] (the merge request's head pipeline), a
+// [lifecycle.ReviewDecider] (merge request approvals) and a
+// [lifecycle.WebhookIntake] (see [Adapter.WebhookHandler]). It is safe for
+// concurrent use.
+type Adapter struct {
+	cfg    Config
+	client *gl.Client
+	clock  lifecycle.Clock
+	log    *slog.Logger
+
+	mu       sync.Mutex
+	settings *settings
+	readAt   time.Time
+}
+
+var (
+	_ lifecycle.ProviderAdapter = (*Adapter)(nil)
+	_ lifecycle.CIProvider      = (*Adapter)(nil)
+	_ lifecycle.ReviewDecider   = (*Adapter)(nil)
+)
+
+// settings are what the adapter keeps of the project.
+type settings struct {
+	id            int64
+	owner, repo   string // path_with_namespace split at its last slash
+	defaultBranch string
+	resetOnPush   bool
+}
+
+// New returns an Adapter on cfg.Project. It makes no request: the project
+// is read on first use.
+func New(cfg Config) (*Adapter, error) {
+	if cfg.Token == "" {
+		return nil, errors.New("gitlab: Config.Token is required: give an access token with the api scope")
+	}
+	if strings.TrimSpace(cfg.Project) == "" {
+		return nil, errors.New("gitlab: Config.Project is required: give the project's path (group/name) or numeric ID")
+	}
+	if cfg.BaseURL == "" {
+		cfg.BaseURL = "https://gitlab.com"
+	}
+	api, err := apiURL(cfg.BaseURL)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.BranchPrefix == "" {
+		cfg.BranchPrefix = "lifecycle/"
+	}
+	if cfg.SettingsTTL <= 0 {
+		cfg.SettingsTTL = time.Minute
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = systemClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	opts := []gl.ClientOptionFunc{gl.WithBaseURL(api), gl.WithCustomLeveledLogger(quietLogger{})}
+	if cfg.HTTPClient != nil {
+		opts = append(opts, gl.WithHTTPClient(cfg.HTTPClient))
+	}
+	client, err := gl.NewClient(cfg.Token, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("gitlab: %w", err)
+	}
+	return &Adapter{cfg: cfg, client: client, clock: cfg.Clock, log: cfg.Logger}, nil
+}
+
+// apiURL checks a base URL and returns its API root.
+func apiURL(base string) (string, error) {
+	u, err := url.Parse(strings.TrimSpace(base))
+	if err != nil || u.Host == "" {
+		return "", fmt.Errorf("gitlab: Config.BaseURL %q is not a URL such as https://gitlab.example.com", base)
+	}
+	switch u.Scheme {
+	case "https":
+	case "http":
+		if !loopback(u.Hostname()) {
+			return "", fmt.Errorf("gitlab: Config.BaseURL %q: plain http is allowed only for loopback hosts; use https", base)
+		}
+	default:
+		return "", fmt.Errorf("gitlab: Config.BaseURL %q: the scheme must be https", base)
+	}
+	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return "", fmt.Errorf("gitlab: Config.BaseURL %q must hold no credentials, query or fragment", base)
+	}
+	p := strings.TrimSuffix(u.Path, "/")
+	p = strings.TrimSuffix(p, "/api/v4")
+	u.Path = p + "/api/v4/"
+	return u.String(), nil
+}
+
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Name implements [lifecycle.CIProvider]: "gitlab".
+func (a *Adapter) Name() string { return "gitlab" }
+
+// CountsSelfReported implements [lifecycle.CIProvider]: GitLab has its own
+// pipelines, so the checks an agent reports do not count.
+func (a *Adapter) CountsSelfReported() bool { return false }
+
+// project returns the project's settings, read again once SettingsTTL has
+// passed.
+func (a *Adapter) project(ctx context.Context) (*settings, error) {
+	a.mu.Lock()
+	s, at := a.settings, a.readAt
+	a.mu.Unlock()
+	now := a.clock.Now()
+	if s != nil && now.Sub(at) < a.cfg.SettingsTTL {
+		return s, nil
+	}
+	p, resp, err := a.client.Projects.GetProject(a.cfg.Project, nil, gl.WithContext(ctx))
+	if err != nil {
+		return nil, a.fail(ctx, "read project "+a.cfg.Project, resp, err)
+	}
+	s = &settings{id: p.ID, defaultBranch: p.DefaultBranch}
+	s.owner, s.repo = splitPath(p.PathWithNamespace)
+	// Approval settings are a Premium feature: without them nothing is
+	// reset on push.
+	appr, resp, err := a.client.Projects.GetApprovalConfiguration(p.ID, gl.WithContext(ctx))
+	switch {
+	case err == nil:
+		s.resetOnPush = appr.ResetApprovalsOnPush
+	case resp != nil && (resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusForbidden):
+	default:
+		return nil, a.fail(ctx, "read approval settings of project "+a.cfg.Project, resp, err)
+	}
+	a.mu.Lock()
+	a.settings, a.readAt = s, now
+	a.mu.Unlock()
+	return s, nil
+}
+
+// splitPath splits "group/sub/name" into "group/sub" and "name".
+func splitPath(p string) (owner, repo string) {
+	i := strings.LastIndex(p, "/")
+	if i < 0 {
+		return "", p
+	}
+	return p[:i], p[i+1:]
+}
+
+// checkRef makes sure ref names this adapter's project.
+func (a *Adapter) checkRef(s *settings, ref lifecycle.PullRequestRef) error {
+	if ref.Owner != s.owner || ref.Repo != s.repo {
+		return fmt.Errorf("gitlab: merge request %s is not in project %s/%s: %w", ref, s.owner, s.repo, lifecycle.ErrNotFound)
+	}
+	return nil
+}
+
+// fail translates an error of client-go: 404 → ErrNotFound; 429 and 5xx
+// and failures of the connection → a *lifecycle.TemporaryError, with the
+// wait a rate limit asks for; anything else wrapped with what was done.
+func (a *Adapter) fail(ctx context.Context, what string, resp *gl.Response, err error) error {
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return fmt.Errorf("gitlab: %s: %w", what, err)
+	}
+	status := 0
+	if resp != nil {
+		status = resp.StatusCode
+	}
+	switch {
+	case status == http.StatusNotFound || errors.Is(err, gl.ErrNotFound):
+		return fmt.Errorf("gitlab: %s: %w", what, lifecycle.ErrNotFound)
+	case status == http.StatusTooManyRequests:
+		return &lifecycle.TemporaryError{Err: fmt.Errorf("gitlab: %s: rate limited: %w", what, err), RetryAfter: a.retryAfter(resp.Header)}
+	case status >= 500 || status == 0:
+		var ra time.Duration
+		if resp != nil {
+			ra = a.retryAfter(resp.Header)
+		}
+		return &lifecycle.TemporaryError{Err: fmt.Errorf("gitlab: %s: %w", what, err), RetryAfter: ra}
+	}
+	return fmt.Errorf("gitlab: %s: %w", what, err)
+}
+
+// retryAfter reads the wait a response asks for: Retry-After in seconds,
+// else RateLimit-Reset, a Unix time, measured on the adapter's Clock.
+func (a *Adapter) retryAfter(h http.Header) time.Duration {
+	if v := h.Get("Retry-After"); v != "" {
+		if s, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && s > 0 {
+			return time.Duration(s) * time.Second
+		}
+		if t, err := http.ParseTime(v); err == nil {
+			if d := t.Sub(a.clock.Now()); d > 0 {
+				return d
+			}
+		}
+	}
+	if v := h.Get("RateLimit-Reset"); v != "" {
+		if reset, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
+			if d := time.Unix(reset, 0).Sub(a.clock.Now()); d > 0 {
+				return d.Round(time.Second)
+			}
+		}
+	}
+	return 0
+}
+
+// noRetry turns client-go's own retries off for one request: the caller
+// (the ship runner) owns them.
+func noRetry() gl.RequestOptionFunc {
+	return gl.WithRequestRetry(func(context.Context, *http.Response, error) (bool, error) { return false, nil })
+}
+
+// quietLogger drops client-go's retry logs, which carry request URLs; the
+// adapter logs what matters itself.
+type quietLogger struct{}
+
+func (quietLogger) Error(string, ...any) {}
+func (quietLogger) Info(string, ...any)  {}
+func (quietLogger) Debug(string, ...any) {}
+func (quietLogger) Warn(string, ...any)  {}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time                         { return time.Now() }
+func (systemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }

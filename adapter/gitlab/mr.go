@@ -1,0 +1,414 @@
+package gitlab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	gl "gitlab.com/gitlab-org/api/client-go"
+
+	"github.com/tasklifecycle/lifecycle"
+)
+
+// draftPrefix marks a draft merge request in its title.
+const draftPrefix = "Draft: "
+
+// EnsurePullRequest implements [lifecycle.ProviderAdapter]. It finds the
+// open merge request from the task's branch into the target branch and
+// applies req to it (title, description, reviewers), or opens one. A 409
+// from GitLab on create means another call opened it meanwhile: it is
+// found again. Reviewer logins GitLab does not know are a
+// *lifecycle.ValidationError on pullRequest.reviewers.
+func (a *Adapter) EnsurePullRequest(ctx context.Context, req lifecycle.PullRequestRequest) (lifecycle.PullRequest, error) {
+	if err := ctx.Err(); err != nil {
+		return lifecycle.PullRequest{}, err
+	}
+	s, err := a.project(ctx)
+	if err != nil {
+		return lifecycle.PullRequest{}, err
+	}
+	source := req.Head
+	if source == "" {
+		source = a.cfg.BranchPrefix + strings.ToLower(req.Task.Identifier)
+	}
+	target := req.Base
+	if target == "" {
+		target = a.cfg.TargetBranch
+	}
+	if target == "" {
+		target = s.defaultBranch
+	}
+	reviewers, err := a.userIDs(ctx, req.Reviewers)
+	if err != nil {
+		return lifecycle.PullRequest{}, err
+	}
+	title, body := titleOf(req), bodyOf(req)
+	if mr, err := a.findOpen(ctx, s, source, target); err != nil || mr != nil {
+		if err != nil {
+			return lifecycle.PullRequest{}, err
+		}
+		return a.apply(ctx, s, mr, req, title, body, reviewers)
+	}
+	opt := &gl.CreateMergeRequestOptions{
+		Title:              &title,
+		Description:        &body,
+		SourceBranch:       &source,
+		TargetBranch:       &target,
+		RemoveSourceBranch: gl.Ptr(a.cfg.Merge.RemoveSourceBranch),
+		Squash:             gl.Ptr(a.cfg.Merge.Squash),
+	}
+	if len(reviewers) > 0 {
+		opt.ReviewerIDs = &reviewers
+	}
+	created, resp, err := a.client.MergeRequests.CreateMergeRequest(s.id, opt, gl.WithContext(ctx))
+	if err != nil {
+		if resp != nil && resp.StatusCode == http.StatusConflict {
+			// Opened by a concurrent call: use it.
+			mr, ferr := a.findOpen(ctx, s, source, target)
+			if ferr != nil {
+				return lifecycle.PullRequest{}, ferr
+			}
+			if mr != nil {
+				return a.apply(ctx, s, mr, req, title, body, reviewers)
+			}
+		}
+		if resp != nil && (resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusUnprocessableEntity) {
+			return lifecycle.PullRequest{}, &lifecycle.ValidationError{Fields: []lifecycle.FieldError{{
+				Field: "pullRequest", Reason: fmt.Sprintf("GitLab refused a merge request from %s into %s: %s", source, target, message(err))}}}
+		}
+		return lifecycle.PullRequest{}, a.fail(ctx, "open a merge request from "+source, resp, err)
+	}
+	pr := a.pullRequest(s, &created.BasicMergeRequest)
+	pr.Created = true
+	return pr, nil
+}
+
+// findOpen returns the open merge request from source into target, or nil.
+func (a *Adapter) findOpen(ctx context.Context, s *settings, source, target string) (*gl.BasicMergeRequest, error) {
+	list, resp, err := a.client.MergeRequests.ListProjectMergeRequests(s.id, &gl.ListProjectMergeRequestsOptions{
+		State: gl.Ptr("opened"), SourceBranch: &source, TargetBranch: &target,
+		OrderBy: gl.Ptr("created_at"), Sort: gl.Ptr("asc"),
+	}, gl.WithContext(ctx))
+	if err != nil {
+		return nil, a.fail(ctx, "list merge requests of "+source, resp, err)
+	}
+	for _, mr := range list {
+		if mr.SourceBranch == source && mr.TargetBranch == target && mr.State == "opened" {
+			return mr, nil
+		}
+	}
+	return nil, nil
+}
+
+// apply updates an open merge request to what req asks, when it differs.
+func (a *Adapter) apply(ctx context.Context, s *settings, mr *gl.BasicMergeRequest, req lifecycle.PullRequestRequest, title, body string, reviewers []int64) (lifecycle.PullRequest, error) {
+	opt := &gl.UpdateMergeRequestOptions{}
+	changed := false
+	if mr.Title != title {
+		opt.Title, changed = &title, true
+	}
+	if (req.Body != "" || req.Summary != "") && mr.Description != body {
+		opt.Description, changed = &body, true
+	}
+	if len(reviewers) > 0 {
+		have := make([]int64, 0, len(mr.Reviewers))
+		for _, u := range mr.Reviewers {
+			have = append(have, u.ID)
+		}
+		want := slices.Clone(reviewers)
+		for _, id := range have {
+			if !slices.Contains(want, id) {
+				want = append(want, id) // keep those requested at GitLab
+			}
+		}
+		slices.Sort(have)
+		slices.Sort(want)
+		if !slices.Equal(have, want) {
+			opt.ReviewerIDs, changed = &want, true
+		}
+	}
+	if !changed {
+		return a.pullRequest(s, mr), nil
+	}
+	updated, resp, err := a.client.MergeRequests.UpdateMergeRequest(s.id, mr.IID, opt, gl.WithContext(ctx))
+	if err != nil {
+		return lifecycle.PullRequest{}, a.fail(ctx, fmt.Sprintf("update merge request !%d", mr.IID), resp, err)
+	}
+	return a.pullRequest(s, &updated.BasicMergeRequest), nil
+}
+
+// userIDs resolves login names to GitLab user IDs.
+func (a *Adapter) userIDs(ctx context.Context, logins []string) ([]int64, error) {
+	var ids []int64
+	var unknown []string
+	for _, login := range logins {
+		users, resp, err := a.client.Users.ListUsers(&gl.ListUsersOptions{Username: gl.Ptr(login)}, gl.WithContext(ctx))
+		if err != nil {
+			return nil, a.fail(ctx, "look up user "+login, resp, err)
+		}
+		found := false
+		for _, u := range users {
+			if strings.EqualFold(u.Username, login) {
+				ids, found = append(ids, u.ID), true
+				break
+			}
+		}
+		if !found {
+			unknown = append(unknown, login)
+		}
+	}
+	if len(unknown) > 0 {
+		return nil, &lifecycle.ValidationError{Fields: []lifecycle.FieldError{{
+			Field: "pullRequest.reviewers", Reason: "GitLab knows no user named " + strings.Join(unknown, ", ")}}}
+	}
+	return ids, nil
+}
+
+// titleOf returns the merge request's title, with GitLab's draft prefix
+// when req asks for a draft.
+func titleOf(req lifecycle.PullRequestRequest) string {
+	title := req.Title
+	if title == "" {
+		title = req.Task.Identifier + ": " + req.Task.Title
+	}
+	title = strings.TrimSpace(title)
+	for _, p := range []string{"Draft: ", "Draft:", "[Draft]", "(Draft)"} {
+		title = strings.TrimSpace(strings.TrimPrefix(title, p))
+	}
+	if req.Draft {
+		return draftPrefix + title
+	}
+	return title
+}
+
+// bodyOf returns the merge request's description.
+func bodyOf(req lifecycle.PullRequestRequest) string {
+	if req.Body != "" {
+		return req.Body
+	}
+	var b strings.Builder
+	if req.Summary != "" {
+		b.WriteString(req.Summary)
+		b.WriteString("\n\n")
+	}
+	if req.Notes != "" {
+		b.WriteString(req.Notes)
+		b.WriteString("\n\n")
+	}
+	if req.Task.Links.Issue != "" {
+		fmt.Fprintf(&b, "Task %s: %s\n", req.Task.Identifier, req.Task.Links.Issue)
+	} else {
+		fmt.Fprintf(&b, "Task %s\n", req.Task.Identifier)
+	}
+	return b.String()
+}
+
+// PullRequest implements [lifecycle.ProviderAdapter]: the merge request
+// with iid ref.Number.
+func (a *Adapter) PullRequest(ctx context.Context, ref lifecycle.PullRequestRef) (lifecycle.PullRequest, error) {
+	s, mr, err := a.read(ctx, ref)
+	if err != nil {
+		return lifecycle.PullRequest{}, err
+	}
+	return a.pullRequest(s, &mr.BasicMergeRequest), nil
+}
+
+// read reads a merge request.
+func (a *Adapter) read(ctx context.Context, ref lifecycle.PullRequestRef) (*settings, *gl.MergeRequest, error) {
+	s, err := a.project(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := a.checkRef(s, ref); err != nil {
+		return nil, nil, err
+	}
+	mr, resp, err := a.client.MergeRequests.GetMergeRequest(s.id, int64(ref.Number), nil, gl.WithContext(ctx))
+	if err != nil {
+		return nil, nil, a.fail(ctx, fmt.Sprintf("read merge request !%d", ref.Number), resp, err)
+	}
+	return s, mr, nil
+}
+
+// pullRequest turns a merge request into the lifecycle's terms.
+func (a *Adapter) pullRequest(s *settings, mr *gl.BasicMergeRequest) lifecycle.PullRequest {
+	pr := lifecycle.PullRequest{
+		PullRequestRef:        lifecycle.PullRequestRef{Owner: s.owner, Repo: s.repo, Number: int(mr.IID)},
+		URL:                   mr.WebURL,
+		Head:                  mr.SourceBranch,
+		Base:                  mr.TargetBranch,
+		HeadSHA:               strings.ToLower(mr.SHA),
+		Draft:                 mr.Draft || strings.HasPrefix(mr.Title, "Draft:"),
+		DismissesStaleReviews: s.resetOnPush,
+	}
+	switch mr.State {
+	case "merged":
+		pr.State = lifecycle.PullRequestMerged
+		pr.MergeCommitSHA = mergeCommit(mr)
+	case "closed":
+		pr.State = lifecycle.PullRequestClosed
+	default: // opened, locked (a merge under way)
+		pr.State = lifecycle.PullRequestOpen
+	}
+	for _, u := range mr.Reviewers {
+		pr.RequestedReviewers = append(pr.RequestedReviewers, u.Username)
+	}
+	return pr
+}
+
+// mergeCommit is the commit a merged merge request became: its merge
+// commit, else its squash commit, else (fast-forward) its head.
+func mergeCommit(mr *gl.BasicMergeRequest) string {
+	switch {
+	case mr.MergeCommitSHA != "":
+		return strings.ToLower(mr.MergeCommitSHA)
+	case mr.SquashCommitSHA != "":
+		return strings.ToLower(mr.SquashCommitSHA)
+	}
+	return strings.ToLower(mr.SHA)
+}
+
+// Merge implements [lifecycle.ProviderAdapter] with GitLab's accept merge
+// request call at sha = req.ExpectedHeadSHA, without client-go's retries
+// (the ship runner owns them). A 409 (the SHA is not the head) is
+// lifecycle.ErrHeadMismatch; a 405 or 422 (not mergeable) reads the merge
+// request again: merged at the expected head is AlreadyMerged, else a
+// *lifecycle.RefusedError with GitLab's message and the reasons it
+// reports (detailed_merge_status, unresolved blocking discussions).
+func (a *Adapter) Merge(ctx context.Context, req lifecycle.MergeRequest) (lifecycle.MergeResult, error) {
+	s, err := a.project(ctx)
+	if err != nil {
+		return lifecycle.MergeResult{}, err
+	}
+	if err := a.checkRef(s, req.Ref); err != nil {
+		return lifecycle.MergeResult{}, err
+	}
+	want := strings.ToLower(req.ExpectedHeadSHA)
+	opt := &gl.AcceptMergeRequestOptions{
+		SHA:                      &want,
+		Squash:                   gl.Ptr(a.cfg.Merge.Squash),
+		ShouldRemoveSourceBranch: gl.Ptr(a.cfg.Merge.RemoveSourceBranch),
+	}
+	if req.CommitTitle != "" {
+		if a.cfg.Merge.Squash {
+			opt.SquashCommitMessage = &req.CommitTitle
+		} else {
+			opt.MergeCommitMessage = &req.CommitTitle
+		}
+	}
+	mr, resp, err := a.client.MergeRequests.AcceptMergeRequest(s.id, int64(req.Ref.Number), opt, noRetry(), gl.WithContext(ctx))
+	if err != nil {
+		status := 0
+		if resp != nil {
+			status = resp.StatusCode
+		}
+		switch status {
+		case http.StatusConflict:
+			return lifecycle.MergeResult{}, fmt.Errorf("gitlab: merge !%d at %s: %s: %w", req.Ref.Number, want, message(err), lifecycle.ErrHeadMismatch)
+		case http.StatusMethodNotAllowed, http.StatusUnprocessableEntity, http.StatusNotAcceptable:
+			return a.notMerged(ctx, req, want, message(err))
+		}
+		return lifecycle.MergeResult{}, a.fail(ctx, fmt.Sprintf("merge !%d", req.Ref.Number), resp, err)
+	}
+	if mr.State != "merged" {
+		// Accepted but not finished (GitLab merges in the background):
+		// read it again; the runner retries a temporary failure, and the
+		// next Merge finds it merged.
+		_, again, rerr := a.read(ctx, req.Ref)
+		if rerr != nil {
+			return lifecycle.MergeResult{}, rerr
+		}
+		if again.State != "merged" {
+			return lifecycle.MergeResult{}, &lifecycle.TemporaryError{Err: fmt.Errorf("gitlab: merge !%d accepted, but it is still %s (%s)", req.Ref.Number, again.State, again.DetailedMergeStatus)}
+		}
+		mr = again
+	}
+	if !strings.EqualFold(mr.SHA, want) {
+		return lifecycle.MergeResult{}, fmt.Errorf("gitlab: merge !%d merged head %s, not %s: %w", req.Ref.Number, mr.SHA, want, lifecycle.ErrHeadMismatch)
+	}
+	return lifecycle.MergeResult{MergeCommitSHA: mergeCommit(&mr.BasicMergeRequest)}, nil
+}
+
+// notMerged reads a merge request GitLab refused to merge: merged at want
+// is a success, never a second merge; otherwise the refusal, in GitLab's
+// words and with the reasons it gives.
+func (a *Adapter) notMerged(ctx context.Context, req lifecycle.MergeRequest, want, msg string) (lifecycle.MergeResult, error) {
+	_, mr, err := a.read(ctx, req.Ref)
+	if err != nil {
+		return lifecycle.MergeResult{}, err
+	}
+	switch {
+	case mr.State == "merged" && strings.EqualFold(mr.SHA, want):
+		return lifecycle.MergeResult{MergeCommitSHA: mergeCommit(&mr.BasicMergeRequest), AlreadyMerged: true}, nil
+	case mr.State == "merged" || (mr.State == "opened" && !strings.EqualFold(mr.SHA, want)):
+		return lifecycle.MergeResult{}, fmt.Errorf("gitlab: merge request !%d is %s at %s, not %s: %w", mr.IID, mr.State, mr.SHA, want, lifecycle.ErrHeadMismatch)
+	}
+	return lifecycle.MergeResult{}, &lifecycle.RefusedError{Message: refusal(mr, msg)}
+}
+
+// refusal says in words why GitLab does not merge mr.
+func refusal(mr *gl.MergeRequest, msg string) string {
+	out := fmt.Sprintf("GitLab refused to merge merge request !%d: %s", mr.IID, msg)
+	st := mr.DetailedMergeStatus
+	if mr.State != "opened" {
+		return out + " (it is " + mr.State + ")"
+	}
+	if st == "" || st == "mergeable" {
+		return out
+	}
+	if why := mergeBlock(st); why != "" {
+		return fmt.Sprintf("%s (detailed_merge_status %s: %s)", out, st, why)
+	}
+	return fmt.Sprintf("%s (detailed_merge_status %s)", out, st)
+}
+
+// mergeBlock says in words what a value of detailed_merge_status that
+// blocks a merge means, or "".
+func mergeBlock(status string) string {
+	switch status {
+	case "discussions_not_resolved":
+		return "unresolved blocking discussions"
+	case "not_approved":
+		return "the approvals required are missing"
+	case "requested_changes":
+		return "a reviewer requested changes"
+	case "draft_status":
+		return "the merge request is a draft"
+	case "ci_must_pass":
+		return "the pipeline must succeed first"
+	case "ci_still_running":
+		return "the pipeline is still running"
+	case "conflict":
+		return "the source branch conflicts with the target"
+	case "need_rebase":
+		return "the source branch must be rebased"
+	case "blocked_status":
+		return "another merge request blocks it"
+	case "merge_request_blocked":
+		return "another merge request blocks it"
+	case "checking":
+		return "GitLab is still checking whether it can be merged"
+	case "unchecked":
+		return "GitLab has not checked whether it can be merged yet"
+	case "not_open":
+		return "the merge request is not open"
+	case "broken_status":
+		return "the source branch is broken"
+	case "jira_association_missing":
+		return "the title or description must name a Jira issue"
+	case "external_status_checks":
+		return "external status checks have not passed"
+	}
+	return ""
+}
+
+// message returns GitLab's own message of a failed call.
+func message(err error) string {
+	var er *gl.ErrorResponse
+	if errors.As(err, &er) && er.Message != "" {
+		return strings.Trim(er.Message, "[]{}")
+	}
+	return err.Error()
+}
