@@ -33,11 +33,11 @@ import (
 
 // Harness tells the suite how to make adapters and how to change things at
 // their host. Hooks get the adapter New returned for the test: a harness
-// whose host lives apart from the adapter (a fake server) keeps it
-// reachable from there, say in a map keyed by the adapter. Tests run in
-// parallel, each on its own adapter, so hooks must be safe to call for
-// different adapters at once. Hooks fail the test (t.Fatal) when they
-// cannot do their work.
+// whose host lives apart from the adapter (an httptest.Server faking
+// GitHub) keeps it reachable from there, say in a map keyed by the adapter
+// that New fills. Tests run in parallel, each on its own adapter, so hooks
+// must be safe to call for different adapters at once. Hooks fail the test
+// (t.Fatal) when they cannot do their work.
 type Harness struct {
 	// New returns an adapter on a fresh, empty repository. Required.
 	New func(t *testing.T) lifecycle.ProviderAdapter
@@ -70,12 +70,15 @@ type Harness struct {
 	Review func(t *testing.T, a lifecycle.ProviderAdapter, pr lifecycle.PullRequest, r lifecycle.HostReview)
 
 	// NewDeployer returns the Deployer that deploys the merged commits of
-	// a's repositories.
+	// a's repositories (a itself, if it is one).
 	NewDeployer func(t *testing.T, a lifecycle.ProviderAdapter) lifecycle.Deployer
 	// FinishDeployment, if set, is called while Deploy(req) runs, for a
-	// Deployer that waits for the host to report its deployment done: it
-	// waits for the deployment of req to appear at the host and completes
-	// it successfully. Nil means Deploy finishes on its own.
+	// Deployer that waits for the host to report its deployment done (a
+	// GitHub deployment status set by the CD system): it waits for the
+	// deployment of req to appear at the host and completes it
+	// successfully, failing the test if none appears within seconds. It is
+	// not called for a Deploy that must not deploy again. Nil means Deploy
+	// finishes on its own.
 	FinishDeployment func(t *testing.T, a lifecycle.ProviderAdapter, req lifecycle.DeployRequest)
 
 	// Deliver returns a new delivery of the host's webhook, as the host
@@ -85,7 +88,8 @@ type Harness struct {
 	// [IgnoredEvent], an event the adapter takes nothing from, such as
 	// GitHub's ping). Each call is a new delivery, with its own delivery
 	// ID. It returns nil for a kind the host cannot deliver, which skips
-	// that kind. The suite mounts the handler at a path of its own.
+	// that kind. The suite mounts the handler at a path of its own. Needs
+	// a lifecycle.WebhookIntake.
 	Deliver func(t *testing.T, a lifecycle.ProviderAdapter, pr lifecycle.PullRequest, kind lifecycle.ProviderEventKind) *http.Request
 	// WebhookSignatureHeader names the header of a delivery that signs
 	// its body (GitHub's "X-Hub-Signature-256"), and WebhookTokenHeader
@@ -170,6 +174,23 @@ func needs(hooks ...string) func(h Harness) string {
 		}
 		return ""
 	}
+}
+
+// implements returns a as an I, the optional interface a test is about,
+// or skips the test when a is not one. When hookSet says that the
+// harness sets hook, a hook of I, it fails the test instead: the adapter
+// lost an interface.
+func implements[I any](t *testing.T, a lifecycle.ProviderAdapter, hook string, hookSet bool) I {
+	t.Helper()
+	i, ok := a.(I)
+	switch {
+	case ok:
+	case hookSet:
+		t.Fatalf("Harness.%s is set but %T is not a %s", hook, a, reflect.TypeFor[I]())
+	default:
+		t.Skipf("%T is not a %s", a, reflect.TypeFor[I]())
+	}
+	return i
 }
 
 var baseTests = []test{

@@ -16,22 +16,6 @@ var ciTests = []test{
 	{name: "ChecksOfTheHead", skip: needs("SetCheck"), fn: testChecksOfTheHead},
 }
 
-// ciProvider returns a as a CIProvider, or skips the test when it is not
-// one (and fails it when the harness has a CI hook).
-func ciProvider(t *testing.T, h Harness, a lifecycle.ProviderAdapter) lifecycle.CIProvider {
-	t.Helper()
-	ci, ok := a.(lifecycle.CIProvider)
-	switch {
-	case ok:
-		return ci
-	case h.SetCheck != nil:
-		t.Fatalf("Harness.SetCheck is set but %T is not a lifecycle.CIProvider", a)
-	default:
-		t.Skipf("%T is not a lifecycle.CIProvider", a)
-	}
-	return nil
-}
-
 // checks returns the checks the provider reports of pr at head, by name,
 // after checking each is valid and reported once.
 func checks(t *testing.T, ci lifecycle.CIProvider, pr lifecycle.PullRequest, head string) (map[string]lifecycle.CheckStatus, lifecycle.CIReport) {
@@ -54,7 +38,7 @@ func checks(t *testing.T, ci lifecycle.CIProvider, pr lifecycle.PullRequest, hea
 }
 
 func testNoChecksYet(t *testing.T, h Harness, a lifecycle.ProviderAdapter) {
-	ci := ciProvider(t, h, a)
+	ci := implements[lifecycle.CIProvider](t, a, "SetCheck", h.SetCheck != nil)
 	if ci.Name() == "" {
 		t.Error("Name() is empty")
 	}
@@ -69,7 +53,7 @@ func testNoChecksYet(t *testing.T, h Harness, a lifecycle.ProviderAdapter) {
 }
 
 func testChecksOfTheHead(t *testing.T, h Harness, a lifecycle.ProviderAdapter) {
-	ci := ciProvider(t, h, a)
+	ci := implements[lifecycle.CIProvider](t, a, "SetCheck", h.SetCheck != nil)
 	if ci.CountsSelfReported() {
 		t.Error("CountsSelfReported() = true for a host with checks of its own; only a provider without checks may count the agent's")
 	}

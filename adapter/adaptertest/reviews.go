@@ -14,22 +14,6 @@ var reviewTests = []test{
 	{name: "StaleApprovals", skip: needs("Review", "Push"), fn: testStaleApprovals},
 }
 
-// reviewDecider returns a as a ReviewDecider, or skips the test when it
-// is not one (and fails it when the harness has a review hook).
-func reviewDecider(t *testing.T, h Harness, a lifecycle.ProviderAdapter) lifecycle.ReviewDecider {
-	t.Helper()
-	d, ok := a.(lifecycle.ReviewDecider)
-	switch {
-	case ok:
-		return d
-	case h.Review != nil:
-		t.Fatalf("Harness.Review is set but %T is not a lifecycle.ReviewDecider", a)
-	default:
-		t.Skipf("%T is not a lifecycle.ReviewDecider", a)
-	}
-	return nil
-}
-
 // reviews returns the host's review state of pr at head, after checking
 // every review is well formed and IDs are unique.
 func reviews(t *testing.T, d lifecycle.ReviewDecider, pr lifecycle.PullRequest, head string) lifecycle.HostReviews {
@@ -78,7 +62,7 @@ func wantReviews(t *testing.T, got []lifecycle.HostReview, head string, want ...
 }
 
 func testNoReviewsYet(t *testing.T, h Harness, a lifecycle.ProviderAdapter) {
-	d := reviewDecider(t, h, a)
+	d := implements[lifecycle.ReviewDecider](t, a, "Review", h.Review != nil)
 	pr := ensure(t, a, request(1, "sub_a"))
 	hr := reviews(t, d, pr, pr.HeadSHA)
 	if len(hr.Reviews) != 0 || hr.Decision == lifecycle.DecisionApproved || hr.Decision == lifecycle.DecisionChangesRequested {
@@ -87,7 +71,7 @@ func testNoReviewsYet(t *testing.T, h Harness, a lifecycle.ProviderAdapter) {
 }
 
 func testDecisionFollowsReviews(t *testing.T, h Harness, a lifecycle.ProviderAdapter) {
-	d := reviewDecider(t, h, a)
+	d := implements[lifecycle.ReviewDecider](t, a, "Review", h.Review != nil)
 	pr := ensure(t, a, request(1, "sub_a"))
 	comment := lifecycle.HostReview{Reviewer: "alice", Outcome: lifecycle.ReviewCommented, Body: "Why the redirect?"}
 	approve := lifecycle.HostReview{Reviewer: "alice", Outcome: lifecycle.ReviewApproved, Body: "LGTM"}
@@ -127,7 +111,7 @@ func testDecisionFollowsReviews(t *testing.T, h Harness, a lifecycle.ProviderAda
 }
 
 func testStaleApprovals(t *testing.T, h Harness, a lifecycle.ProviderAdapter) {
-	d := reviewDecider(t, h, a)
+	d := implements[lifecycle.ReviewDecider](t, a, "Review", h.Review != nil)
 	pr := ensure(t, a, request(1, "sub_a"))
 	h.Review(t, a, pr, lifecycle.HostReview{Reviewer: "alice", Outcome: lifecycle.ReviewApproved, Body: "LGTM"})
 	if hr := reviews(t, d, pr, pr.HeadSHA); hr.Decision != lifecycle.DecisionApproved {

@@ -76,10 +76,7 @@ type intake struct {
 // it has none.
 func newIntake(t *testing.T, h Harness, a lifecycle.ProviderAdapter) *intake {
 	t.Helper()
-	wi, ok := a.(lifecycle.WebhookIntake)
-	if !ok {
-		t.Fatalf("Harness.Deliver is set but %T is not a lifecycle.WebhookIntake", a)
-	}
+	wi := implements[lifecycle.WebhookIntake](t, a, "Deliver", true)
 	if h.WebhookSignatureHeader == "" && h.WebhookTokenHeader == "" {
 		t.Fatal("Harness.Deliver is set but neither Harness.WebhookSignatureHeader nor Harness.WebhookTokenHeader names the header that authenticates a delivery")
 	}
