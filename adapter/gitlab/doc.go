@@ -27,4 +27,9 @@
 //
 // Rate limits (429, with RateLimit-Reset or Retry-After) and 5xx answers
 // are [*lifecycle.TemporaryError]s carrying the wait GitLab asks for.
+//
+// [Deployer] records deployments of merge commits through GitLab's
+// Deployments API and waits for the team's deploy job to finish them.
+// [Adapter.WebhookHandler] takes the project's webhooks (merge requests,
+// pipelines, jobs, deployments) as [lifecycle.ProviderEvent]s.
 package gitlab

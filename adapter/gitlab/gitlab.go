@@ -34,6 +34,11 @@ type Config struct {
 	// Required.
 	Project string
 
+	// WebhookToken is the secret token of the project's webhook, which
+	// GitLab sends as X-Gitlab-Token. Without it [Adapter.WebhookHandler]
+	// refuses every delivery.
+	WebhookToken string
+
 	// TargetBranch is the branch merge requests merge into when a
 	// submission names none. Defaults to the project's default branch.
 	TargetBranch string
@@ -95,6 +100,7 @@ var (
 	_ lifecycle.ProviderAdapter = (*Adapter)(nil)
 	_ lifecycle.CIProvider      = (*Adapter)(nil)
 	_ lifecycle.ReviewDecider   = (*Adapter)(nil)
+	_ lifecycle.WebhookIntake   = (*Adapter)(nil)
 )
 
 // settings are what the adapter keeps of the project.

@@ -11,7 +11,6 @@ import (
 	gl "gitlab.com/gitlab-org/api/client-go"
 
 	"github.com/tasklifecycle/lifecycle"
-	"github.com/tasklifecycle/lifecycle/adapter/adaptertest"
 	"github.com/tasklifecycle/lifecycle/adapter/gitlab"
 	"github.com/tasklifecycle/lifecycle/internal/fakeclock"
 )
@@ -27,12 +26,6 @@ func newAdapter(t testing.TB, f *fakeGitLab, mutate ...func(*gitlab.Config)) *gi
 		t.Fatal(err)
 	}
 	return a
-}
-
-func TestConformance(t *testing.T) {
-	adaptertest.Run(t, adaptertest.Harness{New: func(t *testing.T) lifecycle.ProviderAdapter {
-		return newAdapter(t, newFake(t))
-	}})
 }
 
 func TestNewChecksConfig(t *testing.T) {

@@ -1,0 +1,181 @@
+package gitlab
+
+import (
+	"crypto/subtle"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	gl "gitlab.com/gitlab-org/api/client-go"
+
+	"github.com/tasklifecycle/lifecycle"
+)
+
+// maxHookBody bounds a webhook delivery's body; GitLab's largest (a push
+// of many commits) stay well below it.
+const maxHookBody = 25 << 20
+
+// WebhookHandler implements [lifecycle.WebhookIntake]: it returns the
+// handler of the project's webhook, to mount at a path of the host
+// program's choosing (POST /hooks/gitlab, say) and to register in GitLab
+// (Settings → Webhooks) with the secret token [Config.WebhookToken].
+//
+// A delivery whose X-Gitlab-Token is not the secret token (compared in
+// constant time) is answered 401; with no WebhookToken configured, every
+// delivery is. These events are passed to sink, with the delivery's
+// Idempotency-Key (else X-Gitlab-Event-UUID) as DeliveryID, and answered
+// 200:
+//
+//   - Merge Request Hook: update with new commits (oldrev set) →
+//     head_changed at last_commit; other updates and open → edited;
+//     approved/approval → review_submitted; unapproved/unapproval →
+//     review_dismissed; merge → merged; close → closed; reopen → reopened;
+//   - Pipeline Hook and Job Hook → checks_changed of the commit (and of
+//     the merge request a merge request pipeline names);
+//   - Deployment Hook → deployment_status, which wakes a [Deployer]
+//     waiting for that deployment.
+//
+// Other events, and events of other projects, are answered 204. A sink
+// that fails is answered 500, so that GitLab delivers the event again.
+func (a *Adapter) WebhookHandler(sink lifecycle.ProviderEventSink) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			http.Error(w, "use POST", http.StatusMethodNotAllowed)
+			return
+		}
+		want := a.cfg.WebhookToken
+		got := r.Header.Get("X-Gitlab-Token")
+		if want == "" || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
+			if want == "" {
+				a.log.WarnContext(r.Context(), "GitLab webhook refused: no webhook token is configured (Config.WebhookToken)")
+			}
+			http.Error(w, "the X-Gitlab-Token header is not this hook's secret token", http.StatusUnauthorized)
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxHookBody))
+		if err != nil {
+			var tooLarge *http.MaxBytesError
+			if errors.As(err, &tooLarge) {
+				http.Error(w, "the delivery is too large", http.StatusRequestEntityTooLarge)
+				return
+			}
+			http.Error(w, "could not read the delivery", http.StatusBadRequest)
+			return
+		}
+		kind := gl.HookEventType(r)
+		switch kind {
+		case gl.EventTypeMergeRequest, gl.EventTypePipeline, gl.EventTypeJob, gl.EventTypeDeployment:
+		default:
+			w.WriteHeader(http.StatusNoContent) // nothing the lifecycle follows
+			return
+		}
+		event, err := gl.ParseWebhook(kind, body)
+		if err != nil {
+			http.Error(w, "the delivery is not a "+string(kind)+" payload", http.StatusBadRequest)
+			return
+		}
+		s, err := a.project(r.Context())
+		if err != nil {
+			a.log.WarnContext(r.Context(), "GitLab webhook: the project could not be read; GitLab delivers again", "event", string(kind), "err", err)
+			http.Error(w, "the project could not be read; deliver again", http.StatusServiceUnavailable)
+			return
+		}
+		ev, ok := a.providerEvent(s, event)
+		if !ok {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		ev.Source = "gitlab"
+		ev.DeliveryID = r.Header.Get("Idempotency-Key")
+		if ev.DeliveryID == "" {
+			ev.DeliveryID = r.Header.Get("X-Gitlab-Event-UUID")
+		}
+		if err := sink.ApplyProviderEvent(r.Context(), ev); err != nil {
+			a.log.WarnContext(r.Context(), "GitLab webhook not applied; GitLab delivers it again", "event", string(kind), "delivery", ev.DeliveryID, "err", err)
+			http.Error(w, "the event could not be applied; deliver again", http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+}
+
+// providerEvent turns a parsed GitLab event of the adapter's project into
+// a provider event; ok is false for events of other projects and those
+// the lifecycle does not follow.
+func (a *Adapter) providerEvent(s *settings, event any) (ev lifecycle.ProviderEvent, ok bool) {
+	ours := func(id int64, path string) bool {
+		return id == s.id || (path != "" && path == s.owner+"/"+s.repo)
+	}
+	ref := func(iid int64) lifecycle.PullRequestRef {
+		return lifecycle.PullRequestRef{Owner: s.owner, Repo: s.repo, Number: int(iid)}
+	}
+	switch e := event.(type) {
+	case *gl.MergeEvent:
+		if !ours(e.Project.ID, e.Project.PathWithNamespace) {
+			return ev, false
+		}
+		attrs := e.ObjectAttributes
+		ev.PullRequest = ref(attrs.IID)
+		ev.HeadSHA = sha(attrs.LastCommit.ID)
+		switch attrs.Action {
+		case "update":
+			ev.Kind = lifecycle.ProviderPullRequestEdited
+			if attrs.OldRev != "" {
+				ev.Kind = lifecycle.ProviderHeadChanged
+			}
+		case "approved", "approval":
+			ev.Kind = lifecycle.ProviderReviewSubmitted
+		case "unapproved", "unapproval":
+			ev.Kind = lifecycle.ProviderReviewDismissed
+		case "merge":
+			ev.Kind = lifecycle.ProviderPullRequestMerged
+		case "close":
+			ev.Kind = lifecycle.ProviderPullRequestClosed
+		case "reopen":
+			ev.Kind = lifecycle.ProviderPullRequestReopened
+		default: // open, and actions GitLab may add: a hint to read it again
+			ev.Kind = lifecycle.ProviderPullRequestEdited
+		}
+		return ev, true
+	case *gl.PipelineEvent:
+		if !ours(e.Project.ID, e.Project.PathWithNamespace) {
+			return ev, false
+		}
+		ev.Kind, ev.HeadSHA = lifecycle.ProviderChecksChanged, sha(e.ObjectAttributes.SHA)
+		if e.MergeRequest.IID > 0 && (e.MergeRequest.TargetProjectID == 0 || e.MergeRequest.TargetProjectID == s.id) {
+			ev.PullRequest = ref(e.MergeRequest.IID)
+		}
+		return ev, ev.HeadSHA != "" || ev.PullRequest.Number > 0
+	case *gl.JobEvent:
+		if !ours(e.ProjectID, "") {
+			return ev, false
+		}
+		ev.Kind, ev.HeadSHA = lifecycle.ProviderChecksChanged, sha(e.SHA)
+		return ev, ev.HeadSHA != ""
+	case *gl.DeploymentEvent:
+		if !ours(e.Project.ID, e.Project.PathWithNamespace) || e.DeploymentID == 0 {
+			return ev, false
+		}
+		ev.Kind = lifecycle.ProviderDeploymentStatus
+		ev.Deployment = &lifecycle.DeploymentStatus{ID: strconv.FormatInt(e.DeploymentID, 10), State: e.Status, EnvironmentURL: e.EnvironmentExternalURL}
+		return ev, true
+	}
+	return ev, false
+}
+
+// sha returns s in lower case if it is a full commit SHA, else "".
+func sha(s string) string {
+	s = strings.ToLower(s)
+	if len(s) != 40 {
+		return ""
+	}
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return ""
+		}
+	}
+	return s
+}
