@@ -1,0 +1,359 @@
+package gitlab_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	gl "gitlab.com/gitlab-org/api/client-go"
+
+	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/adapter/gitlab"
+	"github.com/tasklifecycle/lifecycle/internal/fakeclock"
+	"github.com/tasklifecycle/lifecycle/store/sqlite"
+)
+
+// stack is a Service whose "gitlab" project lives on a fake GitLab.
+type stack struct {
+	f       *fakeGitLab
+	a       *gitlab.Adapter
+	d       *gitlab.Deployer
+	svc     *lifecycle.Service
+	clock   *fakeclock.Clock // nil: the system clock
+	server  *httptest.Server // svc.Handler() at /, the hook at POST /hooks/gitlab
+	key     string
+	project string
+}
+
+type stackOptions struct {
+	fakeClock bool
+	approvals int64
+}
+
+func newStack(t *testing.T, o stackOptions) *stack {
+	t.Helper()
+	st := &stack{f: newFake(t), project: "gitlab"}
+	st.f.approvals = o.approvals
+	var clock lifecycle.Clock
+	if o.fakeClock {
+		st.clock = fakeclock.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+		clock = st.clock
+	}
+	st.a = newAdapter(t, st.f, func(c *gitlab.Config) { c.Clock = clock; c.WebhookToken = hookToken })
+	var err error
+	// An hour between readings: only a Deployment Hook ends the wait.
+	st.d, err = gitlab.NewDeployer(gitlab.DeployerConfig{Adapter: st.a, PollInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := sqlite.New(sqlite.Config{Path: filepath.Join(t.TempDir(), "lifecycle.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	st.svc, err = lifecycle.New(lifecycle.Config{
+		Store:            store,
+		BaseURL:          "http://lifecycle.test",
+		Adapters:         []lifecycle.AdapterBinding{{Project: st.project, Adapter: st.a}},
+		Deployer:         st.d,
+		Clock:            clock,
+		ShipPollInterval: 20 * time.Millisecond,
+		Logger:           slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.svc.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.svc.Close(t.Context()) })
+	_, st.key, err = st.svc.CreateAPIKey(t.Context(), lifecycle.CreateAPIKeyParams{Name: "test", Scopes: []lifecycle.Scope{lifecycle.ScopeEventsRead, lifecycle.ScopeTasksRead},
+		Actor: lifecycle.Actor{ID: "tester", Role: lifecycle.RoleUser}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", st.svc.Handler())
+	mux.Handle("POST /hooks/gitlab", st.a.WebhookHandler(st.svc))
+	st.server = httptest.NewServer(mux)
+	t.Cleanup(st.server.Close)
+	return st
+}
+
+var agent = lifecycle.Actor{ID: "agent-1", Role: lifecycle.RoleAgent}
+
+// submitted creates, starts and submits a task, returning it.
+func (st *stack) submitted(t *testing.T, ident string) lifecycle.Task {
+	t.Helper()
+	ctx := t.Context()
+	tk, err := st.svc.CreateTask(ctx, lifecycle.CreateTaskParams{Identifier: ident, Title: "Fix the login redirect",
+		Links: lifecycle.TaskLinks{Issue: "https://issues.example.com/" + ident}, Context: lifecycle.TaskContext{Project: &st.project}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.svc.StartTask(ctx, tk.ID, agent); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := st.svc.Submit(ctx, tk.ID, lifecycle.SubmitParams{Summary: "Fixed the redirect.", Actor: agent})
+	if err != nil {
+		t.Fatalf("Submit: %v", err)
+	}
+	if sub.Action != "created" || sub.Owner == nil || *sub.Owner != "acme" || sub.PRNumber < 1 {
+		t.Fatalf("submission = %+v, want a merge request opened in acme/web", sub)
+	}
+	return st.task(t, tk.ID)
+}
+
+func (st *stack) task(t *testing.T, id string) lifecycle.Task {
+	t.Helper()
+	tk, err := st.svc.Task(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tk
+}
+
+// green runs a passing pipeline on the task's merge request and has the
+// Service read the host again.
+func (st *stack) green(t *testing.T, tk lifecycle.Task) lifecycle.Task {
+	t.Helper()
+	st.f.pipeline(int64(*tk.PRNumber), "success", &gl.CommitStatus{Name: "build", Status: "success"}, &gl.CommitStatus{Name: "test", Status: "success"})
+	for range st.f.approvals {
+		st.f.approve(int64(*tk.PRNumber), "alice")
+	}
+	if err := st.svc.Reconcile(t.Context(), tk.ID); err != nil {
+		t.Fatal(err)
+	}
+	tk = st.task(t, tk.ID)
+	if !slices.Contains(tk.AvailableActions, lifecycle.ActionShip) {
+		t.Fatalf("after CI passed and approval: actions %v, want ship", tk.AvailableActions)
+	}
+	return tk
+}
+
+func (st *stack) ship(t *testing.T, tk lifecycle.Task, mode lifecycle.ShipMode, head string) lifecycle.ShipOperation {
+	t.Helper()
+	op, err := st.svc.Ship(t.Context(), tk.ID, lifecycle.ShipParams{Mode: mode, TargetEnvironment: lifecycle.EnvironmentStaging, ExpectedHeadSHA: head,
+		Actor: lifecycle.Actor{ID: "lead", Role: lifecycle.RoleUser}})
+	if err != nil {
+		t.Fatalf("Ship: %v", err)
+	}
+	return op
+}
+
+// finished waits (in real time) for a ship operation to end.
+func (st *stack) finished(t *testing.T, id string) lifecycle.ShipOperation {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		op, err := st.svc.ShipOperation(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if op.Status == lifecycle.ShipSucceeded || op.Status == lifecycle.ShipFailed {
+			return op
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("ship operation %s did not finish", id)
+	return lifecycle.ShipOperation{}
+}
+
+// hook posts a webhook delivery to the stack's server.
+func (st *stack) hook(t *testing.T, req *http.Request) int {
+	t.Helper()
+	body, _ := io.ReadAll(req.Body)
+	out, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, st.server.URL+"/hooks/gitlab", strings.NewReader(string(body)))
+	out.Header = req.Header.Clone()
+	resp, err := http.DefaultClient.Do(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// The whole lifecycle: submit opens a merge request, CI and an approval
+// make it shippable, ship merges it at the head and deploys the merge
+// commit to staging, finished by the deploy job and woken by GitLab's
+// Deployment Hook.
+func TestLifecycleThroughService(t *testing.T) {
+	t.Parallel()
+	st := newStack(t, stackOptions{approvals: 1})
+	tk := st.submitted(t, "GL-1")
+	if tk.Status != lifecycle.StatusInReview || tk.Facts.CI != "" && tk.Facts.CI == lifecycle.CIPassed {
+		t.Fatalf("after submit: %s CI %q", tk.Status, tk.Facts.CI)
+	}
+	tk = st.green(t, tk)
+	op := st.ship(t, tk, lifecycle.ShipMergeAndDeploy, *tk.HeadSHA)
+
+	// The deploy job finishes the deployment; GitLab's hook says so.
+	var dep int64
+	for deadline := time.Now().Add(10 * time.Second); dep == 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		dep = st.f.runningDeployment("staging", st.f.mr(1).mergeCommit)
+	}
+	if dep == 0 {
+		t.Fatal("no deployment of the merge commit was recorded at GitLab")
+	}
+	st.f.setDeployment(dep, "success")
+	payload := readJSON(t, "testdata/webhooks/deployment.json").(map[string]any)
+	payload["deployment_id"], payload["status"] = dep, "success"
+	payload["project"].(map[string]any)["id"], payload["project"].(map[string]any)["path_with_namespace"] = st.f.projectID, st.f.path
+	req := httptest.NewRequest(http.MethodPost, "/hooks/gitlab", strings.NewReader(string(mustJSON(t, payload))))
+	req.Header.Set("X-Gitlab-Event", "Deployment Hook")
+	req.Header.Set("X-Gitlab-Token", hookToken)
+	req.Header.Set("X-Gitlab-Event-UUID", newUUID())
+	if code := st.hook(t, req); code != http.StatusOK {
+		t.Fatalf("Deployment Hook answered %d", code)
+	}
+
+	done := st.finished(t, op.OperationID)
+	mr := st.f.mr(1)
+	if done.Status != lifecycle.ShipSucceeded || done.MergeCommitSHA == nil || *done.MergeCommitSHA != mr.mergeCommit || done.Deployment == nil || done.Deployment.ID != strconv.FormatInt(dep, 10) {
+		t.Fatalf("operation = %+v (error %+v); want succeeded, merged as %s, deployment %d", done, done.Error, mr.mergeCommit, dep)
+	}
+	if mr.state != "merged" {
+		t.Errorf("merge request is %s", mr.state)
+	}
+	if tk := st.task(t, tk.ID); tk.Status != lifecycle.StatusDone {
+		t.Errorf("task is %s, want done", tk.Status)
+	}
+}
+
+// A commit pushed after the ship was accepted: GitLab's 409 fails the
+// operation with head_sha_mismatch, and nothing is merged.
+func TestShipHeadMismatch(t *testing.T) {
+	t.Parallel()
+	st := newStack(t, stackOptions{})
+	tk := st.green(t, st.submitted(t, "GL-2"))
+	st.f.push(*tk.Branch)
+	op := st.finished(t, st.ship(t, tk, lifecycle.ShipMergeOnly, *tk.HeadSHA).OperationID)
+	if op.Status != lifecycle.ShipFailed || op.Error == nil || op.Error.Code != "head_sha_mismatch" {
+		t.Fatalf("operation = %+v, error %+v; want failed with head_sha_mismatch", op, op.Error)
+	}
+	if st.f.mr(1).state != "opened" {
+		t.Error("merged despite the new head")
+	}
+}
+
+// GitLab merged but its answer was lost (a 502 from a proxy): the runner
+// reads the merge request, finds it merged at the expected head, and
+// does not merge again.
+func TestLostMergeAnswerMergesOnce(t *testing.T) {
+	t.Parallel()
+	st := newStack(t, stackOptions{})
+	tk := st.green(t, st.submitted(t, "GL-3"))
+	st.f.inject(mergeRoute, fault{status: http.StatusBadGateway, body: `{"message":"502 Bad Gateway"}`, apply: true})
+	op := st.finished(t, st.ship(t, tk, lifecycle.ShipMergeOnly, *tk.HeadSHA).OperationID)
+	if op.Status != lifecycle.ShipSucceeded || op.MergeCommitSHA == nil || *op.MergeCommitSHA != st.f.mr(1).mergeCommit {
+		t.Fatalf("operation = %+v, error %+v; want succeeded with the merge commit", op, op.Error)
+	}
+	if n := st.f.count(mergeRoute); n != 1 {
+		t.Errorf("merge was sent %d times, want once", n)
+	}
+}
+
+// A 429 on merge with RateLimit-Reset 30 seconds ahead: the runner waits
+// those 30 seconds on the Service's clock, not its own backoff, and then
+// merges.
+func TestRateLimitResetHonoured(t *testing.T) {
+	t.Parallel()
+	st := newStack(t, stackOptions{fakeClock: true})
+	tk := st.green(t, st.submitted(t, "GL-4"))
+	reset := st.clock.Now().Add(30 * time.Second).Unix()
+	st.f.inject(mergeRoute, fault{status: http.StatusTooManyRequests, header: http.Header{"Ratelimit-Reset": {strconv.FormatInt(reset, 10)}}, body: `{"message":"Retry later"}`})
+	op := st.ship(t, tk, lifecycle.ShipMergeOnly, *tk.HeadSHA)
+	for deadline := time.Now().Add(10 * time.Second); st.f.count(mergeRoute) == 0; time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the runner never tried to merge")
+		}
+	}
+	// Past the runner's own first backoff (1s), short of the reset.
+	for range 29 {
+		st.clock.Advance(time.Second)
+		time.Sleep(3 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := st.f.count(mergeRoute); n != 1 {
+		t.Fatalf("merge sent %d times before the rate limit's reset, want once", n)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		st.clock.Advance(time.Second)
+		got, err := st.svc.ShipOperation(t.Context(), op.OperationID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status == lifecycle.ShipSucceeded {
+			break
+		}
+		if got.Status == lifecycle.ShipFailed || time.Now().After(deadline) {
+			t.Fatalf("operation = %+v, error %+v; want succeeded after the reset", got, got.Error)
+		}
+	}
+	if n := st.f.count(mergeRoute); n != 2 {
+		t.Errorf("merge sent %d times, want twice (the 429, then the merge)", n)
+	}
+}
+
+// A Merge Request Hook for new commits makes the Service read the merge
+// request again: task.updated with the new headSha reaches the event
+// stream. A delivery with another token is refused.
+func TestMergeRequestHookUpdatesTheStream(t *testing.T) {
+	t.Parallel()
+	st := newStack(t, stackOptions{})
+	tk := st.submitted(t, "GL-5")
+
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, st.server.URL+"/task-events/stream?eventTypes=task.updated", nil)
+	req.Header.Set("Authorization", "Bearer "+st.key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("stream: %s", resp.Status)
+	}
+
+	head := st.f.push(*tk.Branch)
+	pr := lifecycle.PullRequest{PullRequestRef: lifecycle.PullRequestRef{Owner: "acme", Repo: "web", Number: *tk.PRNumber}}
+	if code := st.hook(t, st.f.delivery(t, pr, lifecycle.ProviderHeadChanged, "not-the-token")); code != http.StatusUnauthorized {
+		t.Errorf("a delivery with another token was answered %d, want 401", code)
+	}
+	if code := st.hook(t, st.f.delivery(t, pr, lifecycle.ProviderHeadChanged, hookToken)); code != http.StatusOK {
+		t.Fatalf("Merge Request Hook answered %d", code)
+	}
+
+	lines := bufio.NewScanner(resp.Body)
+	for lines.Scan() {
+		data, ok := strings.CutPrefix(lines.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var ev struct {
+			Type string                    `json:"type"`
+			Data lifecycle.TaskUpdatedData `json:"data"`
+		}
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type == "task.updated" && ev.Data.TaskID == tk.ID && slices.Contains(ev.Data.ChangedFields, "headSha") {
+			if !strings.Contains(ev.Data.Summary, head) {
+				t.Errorf("task.updated summary %q does not name the new head %s", ev.Data.Summary, head)
+			}
+			if got := st.task(t, tk.ID); got.HeadSHA == nil || *got.HeadSHA != head {
+				t.Errorf("task headSha = %v, want %s", got.HeadSHA, head)
+			}
+			return
+		}
+	}
+	t.Fatalf("the stream ended without task.updated for the new head: %v", lines.Err())
+}
