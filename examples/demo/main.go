@@ -18,6 +18,14 @@
 // defence against server-side request forgery: -webhook-url implies
 // -allow-private-webhooks, which lets it through.
 //
+// To work on a real GitLab project as well, name it; tasks whose
+// context.project is -gitlab-project (default "gitlab") then open merge
+// requests there, take their CI and approvals from it and deploy through
+// its Deployments API, and GitLab's webhook is taken at POST /hooks/gitlab:
+//
+//	GITLAB_TOKEN=glpat-... GITLAB_WEBHOOK_TOKEN=... go run ./examples/demo \
+//		-gitlab-project-path GROUP/NAME [-gitlab-url https://gitlab.example.com]
+//
 // It prints the base URL and the admin key, then serves until SIGINT or
 // SIGTERM, when it shuts down cleanly.
 package main
@@ -42,6 +50,7 @@ import (
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/artifact"
+	"github.com/tasklifecycle/lifecycle/adapter/gitlab"
 	"github.com/tasklifecycle/lifecycle/store/sqlite"
 )
 
@@ -62,6 +71,11 @@ type options struct {
 	webhookSecret        string
 	webhookCA            string
 	reconcileInterval    time.Duration
+	gitlabProjectPath    string
+	gitlabProject        string
+	gitlabURL            string
+	gitlabToken          string
+	gitlabWebhookToken   string
 }
 
 func parseFlags() options {
@@ -74,6 +88,11 @@ func parseFlags() options {
 	flag.StringVar(&o.webhookSecret, "webhook-secret", os.Getenv("WEBHOOK_SECRET"), "secret of the -webhook-url subscription, 16 to 128 characters; also WEBHOOK_SECRET")
 	flag.StringVar(&o.webhookCA, "webhook-ca", "", "PEM file of certificates to trust for webhook receivers, beside the system's")
 	flag.DurationVar(&o.reconcileInterval, "reconcile-interval", 10*time.Second, "how often the code host (the local git repositories) is read again for each task in review, so that commits pushed to a task's branch are learned")
+	flag.StringVar(&o.gitlabProjectPath, "gitlab-project-path", "", "GROUP/NAME of a GitLab project: tasks of -gitlab-project open merge requests there, with its CI, approvals and deployments")
+	flag.StringVar(&o.gitlabProject, "gitlab-project", "gitlab", "the context.project of the tasks that -gitlab-project-path serves")
+	flag.StringVar(&o.gitlabURL, "gitlab-url", "https://gitlab.com", "the GitLab instance (its API is under /api/v4/); plain http only for loopback")
+	flag.StringVar(&o.gitlabToken, "gitlab-token", os.Getenv("GITLAB_TOKEN"), "GitLab access token with the api scope; also GITLAB_TOKEN")
+	flag.StringVar(&o.gitlabWebhookToken, "gitlab-webhook-token", os.Getenv("GITLAB_WEBHOOK_TOKEN"), "secret token of the project's webhook, served at POST /hooks/gitlab; also GITLAB_WEBHOOK_TOKEN")
 	flag.Parse()
 	if o.webhookURL != "" {
 		o.allowPrivateWebhooks = true
@@ -121,6 +140,27 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	bindings := []lifecycle.AdapterBinding{{Adapter: adapter}}
+	deployers := projectDeployers{fallback: deployer}
+	var gl *gitlab.Adapter
+	if opts.gitlabProjectPath != "" {
+		if gl, err = gitlab.New(gitlab.Config{
+			BaseURL: opts.gitlabURL, Token: opts.gitlabToken, Project: opts.gitlabProjectPath,
+			WebhookToken: opts.gitlabWebhookToken, Logger: log,
+		}); err != nil {
+			return fmt.Errorf("-gitlab-project-path: %w", err)
+		}
+		gd, err := gitlab.NewDeployer(gitlab.DeployerConfig{Adapter: gl})
+		if err != nil {
+			return err
+		}
+		bindings = append(bindings, lifecycle.AdapterBinding{Project: opts.gitlabProject, Adapter: gl})
+		deployers.byProject = map[string]lifecycle.Deployer{opts.gitlabProject: gd}
+	}
+	reviews := lifecycle.ReviewRules{Default: lifecycle.ReviewPlan{Policy: lifecycle.PolicyAlwaysRequire}}
+	if gl != nil {
+		reviews.Projects = map[string]lifecycle.ReviewPlan{opts.gitlabProject: {Policy: lifecycle.PolicyGitHubRules}}
+	}
 	var webhookTLS *tls.Config
 	if opts.webhookCA != "" {
 		pool, err := x509.SystemCertPool()
@@ -148,12 +188,13 @@ func run() error {
 		Store:           store,
 		BaseURL:         base,
 		Router:          router,
-		Adapters:        []lifecycle.AdapterBinding{{Adapter: adapter}},
+		Adapters:        bindings,
 		ArtifactAdapter: adapter,
-		Deployer:        deployer,
+		Deployer:        deployers,
 		// An approval is needed before shipping; with no reviewers
-		// requested, anyone with reviews:write may give it.
-		ReviewRouter: lifecycle.ReviewRules{Default: lifecycle.ReviewPlan{Policy: lifecycle.PolicyAlwaysRequire}},
+		// requested, anyone with reviews:write may give it. GitLab's
+		// tasks follow the project's approval rules.
+		ReviewRouter: reviews,
 		// The local repositories answer at once: a short provider timeout
 		// allows a short reconcile interval, so that a commit pushed to a
 		// task's branch with git shows within seconds.
@@ -181,7 +222,14 @@ func run() error {
 		return err
 	}
 
-	srv := &http.Server{Handler: svc.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	handler := svc.Handler()
+	if gl != nil {
+		mux := http.NewServeMux()
+		mux.Handle("/", handler)
+		mux.Handle("POST /hooks/gitlab", gl.WebhookHandler(svc))
+		handler = mux
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 
@@ -190,6 +238,9 @@ func run() error {
 	fmt.Printf("data directory: %s\n", abs)
 	fmt.Printf("git repos:      %s\n", filepath.Join(abs, "repos"))
 	fmt.Printf("deployments:    %s\n", filepath.Join(abs, "deploy"))
+	if gl != nil {
+		fmt.Printf("gitlab:         %s on %s for tasks of project %q; webhook at %s/hooks/gitlab\n", opts.gitlabProjectPath, opts.gitlabURL, opts.gitlabProject, base)
+	}
 	fmt.Printf("admin key:      %s\n\n", adminKey)
 	fmt.Printf("try:\n  curl -s -H 'Authorization: Bearer %s' %s/tasks\n\n", adminKey, base)
 
@@ -342,4 +393,30 @@ func seed(ctx context.Context, svc *lifecycle.Service) error {
 		}
 	}
 	return nil
+}
+
+// projectDeployers deploys the tasks of each project with its own
+// Deployer (GitLab's for -gitlab-project), the rest with the fallback.
+type projectDeployers struct {
+	byProject map[string]lifecycle.Deployer
+	fallback  lifecycle.Deployer
+}
+
+func (p projectDeployers) Deploy(ctx context.Context, req lifecycle.DeployRequest) (lifecycle.Deployment, error) {
+	if req.Task.Context.Project != nil {
+		if d, ok := p.byProject[*req.Task.Context.Project]; ok {
+			return d.Deploy(ctx, req)
+		}
+	}
+	return p.fallback.Deploy(ctx, req)
+}
+
+// ObserveDeployment passes deployment statuses on to the deployers that
+// wait for them.
+func (p projectDeployers) ObserveDeployment(ctx context.Context, st lifecycle.DeploymentStatus) {
+	for _, d := range p.byProject {
+		if o, ok := d.(lifecycle.DeploymentObserver); ok {
+			o.ObserveDeployment(ctx, st)
+		}
+	}
 }
