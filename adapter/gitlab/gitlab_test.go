@@ -130,8 +130,9 @@ func TestReviewerIDsAndTargetBranch(t *testing.T) {
 		t.Errorf("reviewer_ids = %v, want [3 1]", got)
 	}
 	_, err := a.EnsurePullRequest(t.Context(), lifecycle.PullRequestRequest{Task: task("ENG-4"), Base: "no-such-branch"})
-	if !errors.Is(err, lifecycle.ErrValidation) {
-		t.Errorf("onto a missing branch: %v, want a validation error", err)
+	var ve *lifecycle.ValidationError
+	if !errors.As(err, &ve) || ve.Fields[0].Field != "pullRequest.base" {
+		t.Errorf("onto a missing branch: %v, want a validation error on pullRequest.base", err)
 	}
 }
 

@@ -76,8 +76,16 @@ func (a *Adapter) EnsurePullRequest(ctx context.Context, req lifecycle.PullReque
 			}
 		}
 		if resp != nil && (resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusUnprocessableEntity) {
+			msg := message(err)
+			field := "pullRequest"
+			switch {
+			case strings.Contains(strings.ToLower(msg), "source branch"):
+				field = "pullRequest.head" // not pushed yet, say
+			case strings.Contains(strings.ToLower(msg), "target branch"):
+				field = "pullRequest.base"
+			}
 			return lifecycle.PullRequest{}, &lifecycle.ValidationError{Fields: []lifecycle.FieldError{{
-				Field: "pullRequest", Reason: fmt.Sprintf("GitLab refused a merge request from %s into %s: %s", source, target, message(err))}}}
+				Field: field, Reason: fmt.Sprintf("GitLab refused a merge request from %s into %s: %s", source, target, msg)}}}
 		}
 		return lifecycle.PullRequest{}, a.fail(ctx, "open a merge request from "+source, resp, err)
 	}

@@ -37,9 +37,11 @@ type stack struct {
 type stackOptions struct {
 	fakeClock bool
 	approvals int64
+	// reconcile is the Service's ReconcileInterval; 0 keeps its default.
+	reconcile time.Duration
 }
 
-func newStack(t *testing.T, o stackOptions) *stack {
+func newStack(t testing.TB, o stackOptions) *stack {
 	t.Helper()
 	st := &stack{f: newFake(t), project: "gitlab"}
 	st.f.approvals = o.approvals
@@ -61,13 +63,14 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	}
 	t.Cleanup(func() { store.Close() })
 	st.svc, err = lifecycle.New(lifecycle.Config{
-		Store:            store,
-		BaseURL:          "http://lifecycle.test",
-		Adapters:         []lifecycle.AdapterBinding{{Project: st.project, Adapter: st.a}},
-		Deployer:         st.d,
-		Clock:            clock,
-		ShipPollInterval: 20 * time.Millisecond,
-		Logger:           slog.New(slog.DiscardHandler),
+		Store:             store,
+		BaseURL:           "http://lifecycle.test",
+		Adapters:          []lifecycle.AdapterBinding{{Project: st.project, Adapter: st.a}},
+		Deployer:          st.d,
+		Clock:             clock,
+		ShipPollInterval:  20 * time.Millisecond,
+		ReconcileInterval: o.reconcile,
+		Logger:            slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -91,29 +94,36 @@ func newStack(t *testing.T, o stackOptions) *stack {
 
 var agent = lifecycle.Actor{ID: "agent-1", Role: lifecycle.RoleAgent}
 
-// submitted creates, starts and submits a task, returning it.
-func (st *stack) submitted(t *testing.T, ident string) lifecycle.Task {
+// started creates and starts a task of the GitLab project, returning its
+// ID.
+func (st *stack) started(t testing.TB, ident string) string {
 	t.Helper()
-	ctx := t.Context()
-	tk, err := st.svc.CreateTask(ctx, lifecycle.CreateTaskParams{Identifier: ident, Title: "Fix the login redirect",
+	tk, err := st.svc.CreateTask(t.Context(), lifecycle.CreateTaskParams{Identifier: ident, Title: "Fix the login redirect",
 		Links: lifecycle.TaskLinks{Issue: "https://issues.example.com/" + ident}, Context: lifecycle.TaskContext{Project: &st.project}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.svc.StartTask(ctx, tk.ID, agent); err != nil {
+	if _, err := st.svc.StartTask(t.Context(), tk.ID, agent); err != nil {
 		t.Fatal(err)
 	}
-	sub, err := st.svc.Submit(ctx, tk.ID, lifecycle.SubmitParams{Summary: "Fixed the redirect.", Actor: agent})
+	return tk.ID
+}
+
+// submitted creates, starts and submits a task, returning it.
+func (st *stack) submitted(t testing.TB, ident string) lifecycle.Task {
+	t.Helper()
+	id := st.started(t, ident)
+	sub, err := st.svc.Submit(t.Context(), id, lifecycle.SubmitParams{Summary: "Fixed the redirect.", Actor: agent})
 	if err != nil {
 		t.Fatalf("Submit: %v", err)
 	}
 	if sub.Action != "created" || sub.Owner == nil || *sub.Owner != "acme" || sub.PRNumber < 1 {
 		t.Fatalf("submission = %+v, want a merge request opened in acme/web", sub)
 	}
-	return st.task(t, tk.ID)
+	return st.task(t, id)
 }
 
-func (st *stack) task(t *testing.T, id string) lifecycle.Task {
+func (st *stack) task(t testing.TB, id string) lifecycle.Task {
 	t.Helper()
 	tk, err := st.svc.Task(t.Context(), id)
 	if err != nil {
@@ -124,7 +134,7 @@ func (st *stack) task(t *testing.T, id string) lifecycle.Task {
 
 // green runs a passing pipeline on the task's merge request and has the
 // Service read the host again.
-func (st *stack) green(t *testing.T, tk lifecycle.Task) lifecycle.Task {
+func (st *stack) green(t testing.TB, tk lifecycle.Task) lifecycle.Task {
 	t.Helper()
 	st.f.pipeline(int64(*tk.PRNumber), "success", &gl.CommitStatus{Name: "build", Status: "success"}, &gl.CommitStatus{Name: "test", Status: "success"})
 	for range st.f.approvals {
@@ -140,7 +150,7 @@ func (st *stack) green(t *testing.T, tk lifecycle.Task) lifecycle.Task {
 	return tk
 }
 
-func (st *stack) ship(t *testing.T, tk lifecycle.Task, mode lifecycle.ShipMode, head string) lifecycle.ShipOperation {
+func (st *stack) ship(t testing.TB, tk lifecycle.Task, mode lifecycle.ShipMode, head string) lifecycle.ShipOperation {
 	t.Helper()
 	op, err := st.svc.Ship(t.Context(), tk.ID, lifecycle.ShipParams{Mode: mode, TargetEnvironment: lifecycle.EnvironmentStaging, ExpectedHeadSHA: head,
 		Actor: lifecycle.Actor{ID: "lead", Role: lifecycle.RoleUser}})
@@ -151,7 +161,7 @@ func (st *stack) ship(t *testing.T, tk lifecycle.Task, mode lifecycle.ShipMode, 
 }
 
 // finished waits (in real time) for a ship operation to end.
-func (st *stack) finished(t *testing.T, id string) lifecycle.ShipOperation {
+func (st *stack) finished(t testing.TB, id string) lifecycle.ShipOperation {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
@@ -169,7 +179,7 @@ func (st *stack) finished(t *testing.T, id string) lifecycle.ShipOperation {
 }
 
 // hook posts a webhook delivery to the stack's server.
-func (st *stack) hook(t *testing.T, req *http.Request) int {
+func (st *stack) hook(t testing.TB, req *http.Request) int {
 	t.Helper()
 	body, _ := io.ReadAll(req.Body)
 	out, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, st.server.URL+"/hooks/gitlab", strings.NewReader(string(body)))
