@@ -96,8 +96,12 @@ func newFake(t testing.TB) *fakeGitLab {
 	route := func(pattern string, h func(w http.ResponseWriter, r *http.Request)) {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 			key := pattern
+			defer func() { // counted once answered
+				f.mu.Lock()
+				f.calls[key]++
+				f.mu.Unlock()
+			}()
 			f.mu.Lock()
-			f.calls[key]++
 			var flt *fault
 			if q := f.faults[key]; len(q) > 0 {
 				flt, f.faults[key] = &q[0], q[1:]
