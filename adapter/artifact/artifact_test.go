@@ -20,19 +20,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tasklifecycle/lifecycle"
-	"github.com/tasklifecycle/lifecycle/adapter/adaptertest"
 	"github.com/tasklifecycle/lifecycle/adapter/artifact"
 )
 
 // epoch is the time of every test clock, so commit SHAs are deterministic.
 var epoch = time.Date(2026, 11, 21, 10, 4, 5, 0, time.UTC)
-
-func TestConformance(t *testing.T) {
-	t.Parallel()
-	adaptertest.Run(t, adaptertest.Harness{
-		New: func(t *testing.T) lifecycle.ProviderAdapter { return newAdapter(t, t.TempDir()) },
-	})
-}
 
 // newAdapter returns an Adapter on dir with a fixed clock.
 func newAdapter(t *testing.T, dir string) *artifact.Adapter {

@@ -45,7 +45,8 @@ type Config struct {
 	CountSelfReported bool
 	// DismissStaleReviews makes the host stop counting approvals of an
 	// earlier head when the head moves, as GitHub's branch protection
-	// option does; pull requests report it.
+	// option does: an approved decision becomes pending. Pull requests
+	// report it.
 	DismissStaleReviews bool
 }
 
@@ -142,7 +143,7 @@ func (a *Adapter) Calls(op Op) int {
 func (a *Adapter) SetHeadSHA(number int, sha string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.prs[number-1].HeadSHA = sha
+	a.moveHead(a.prs[number-1], sha)
 }
 
 // Push pushes a new commit to pull request number, as an agent or a person
@@ -151,8 +152,21 @@ func (a *Adapter) Push(number int) string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	pr := a.prs[number-1]
-	pr.HeadSHA = sha("push", pr.HeadSHA)
+	a.moveHead(pr, sha("push", pr.HeadSHA))
 	return pr.HeadSHA
+}
+
+// moveHead moves the head of pr to head. With DismissStaleReviews an
+// approval of the pull request no longer counts: an approved decision
+// becomes pending. a.mu must be held.
+func (a *Adapter) moveHead(pr *lifecycle.PullRequest, head string) {
+	if pr.HeadSHA == head {
+		return
+	}
+	pr.HeadSHA = head
+	if a.cfg.DismissStaleReviews && a.decisions[pr.Number] == lifecycle.DecisionApproved {
+		a.decisions[pr.Number] = lifecycle.DecisionPending
+	}
 }
 
 // MergeByHand merges pull request number at its head, as a person would
@@ -194,6 +208,20 @@ func (a *Adapter) AddReview(number int, r lifecycle.HostReview) lifecycle.HostRe
 func (a *Adapter) SetChecks(sha string, r lifecycle.CIReport) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.checks[sha] = r
+}
+
+// SetCheck sets check c of a commit, replacing the check of that name.
+func (a *Adapter) SetCheck(sha string, c lifecycle.CICheck) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	r := a.checks[sha]
+	r.Checks = slices.Clone(r.Checks)
+	if i := slices.IndexFunc(r.Checks, func(o lifecycle.CICheck) bool { return o.Name == c.Name }); i >= 0 {
+		r.Checks[i] = c
+	} else {
+		r.Checks = append(r.Checks, c)
+	}
 	a.checks[sha] = r
 }
 
@@ -254,7 +282,8 @@ func (a *Adapter) EnsurePullRequest(ctx context.Context, req lifecycle.PullReque
 	headSHA := sha(a.cfg.Owner, a.cfg.Repo, head, req.SubmissionID)
 	for _, pr := range a.prs {
 		if pr.Head == head && pr.State != lifecycle.PullRequestMerged {
-			pr.HeadSHA, pr.Draft, pr.State = headSHA, req.Draft, lifecycle.PullRequestOpen // reopened if closed
+			a.moveHead(pr, headSHA)
+			pr.Draft, pr.State = req.Draft, lifecycle.PullRequestOpen // reopened if closed
 			pr.RequestedReviewers = mergeLogins(pr.RequestedReviewers, req.Reviewers)
 			out := clonePR(pr)
 			out.Created = false

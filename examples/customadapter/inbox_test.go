@@ -7,7 +7,9 @@ import (
 	"github.com/tasklifecycle/lifecycle/adapter/adaptertest"
 )
 
-// The example adapter passes the same conformance suite as the included ones.
+// The example adapter passes the same conformance suite as the included
+// ones. With only Harness.New set, the suite runs its base tests and skips
+// those that need a hook into the host (pushes, reviews, webhooks).
 func TestInboxAdapterConformance(t *testing.T) {
 	t.Parallel()
 	adaptertest.Run(t, adaptertest.Harness{
