@@ -12,17 +12,8 @@ import (
 
 	gh "github.com/google/go-github/v60/github"
 	"github.com/tasklifecycle/lifecycle"
-	"github.com/tasklifecycle/lifecycle/adapter/adaptertest"
 	"github.com/tasklifecycle/lifecycle/internal/fakeclock"
 )
-
-func TestConformance(t *testing.T) {
-	adaptertest.Run(t, adaptertest.Harness{New: func(t *testing.T) lifecycle.ProviderAdapter {
-		f := newFakeGitHub(t)
-		f.autoBranch = true
-		return f.adapter(t, Config{})
-	}})
-}
 
 func testTask(n int) lifecycle.Task {
 	project := "github"
@@ -126,7 +117,7 @@ func TestChecksMapping(t *testing.T) {
 	}
 	want := map[string]lifecycle.CheckStatus{}
 	for conclusion, st := range map[string]lifecycle.CheckStatus{
-		"success": lifecycle.CheckPassed, "neutral": lifecycle.CheckPassed, "skipped": lifecycle.CheckPassed,
+		"success": lifecycle.CheckPassed, "neutral": lifecycle.CheckPassed, "skipped": lifecycle.CheckSkipped,
 		"failure": lifecycle.CheckFailed, "timed_out": lifecycle.CheckFailed, "cancelled": lifecycle.CheckFailed,
 		"action_required": lifecycle.CheckFailed, "stale": lifecycle.CheckFailed, "": lifecycle.CheckRunning,
 	} {
@@ -380,7 +371,7 @@ func TestDeployFoundAgainAfterRestart(t *testing.T) {
 	f := newFakeGitHub(t)
 	clock := fakeclock.New(time.Unix(1_800_000_000, 0))
 	a := f.adapter(t, Config{Clock: clock, DeployPollInterval: time.Minute})
-	req := lifecycle.DeployRequest{Task: testTask(1), OperationID: "shp_one", Environment: lifecycle.EnvironmentStaging, CommitSHA: newSHA()}
+	req := lifecycle.DeployRequest{Task: testTask(1), OperationID: "shp_one", Environment: lifecycle.EnvironmentStaging, CommitSHA: f.push("main")}
 
 	// The first process creates the deployment, then dies while it waits.
 	ctx, cancel := context.WithCancel(t.Context())
@@ -428,7 +419,7 @@ func TestDeployFailure(t *testing.T) {
 	a := f.adapter(t, Config{Clock: clock, DeployPollInterval: time.Minute})
 	errc := make(chan error, 1)
 	go func() {
-		_, err := a.Deploy(t.Context(), lifecycle.DeployRequest{Task: testTask(1), OperationID: "shp_x", Environment: lifecycle.EnvironmentProduction, CommitSHA: newSHA()})
+		_, err := a.Deploy(t.Context(), lifecycle.DeployRequest{Task: testTask(1), OperationID: "shp_x", Environment: lifecycle.EnvironmentProduction, CommitSHA: f.push("main")})
 		errc <- err
 	}()
 	if !clock.WaitForWaiters(1, 5*time.Second) {

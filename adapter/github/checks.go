@@ -13,8 +13,8 @@ import (
 
 // Checks reports the CI of q.HeadSHA: its check runs (the latest of each,
 // every page) and its commit statuses. A check run not completed is
-// running; success, neutral and skipped pass; every other conclusion
-// fails. A status that is pending is running, success passes, failure and
+// running; success and neutral pass; skipped is skipped (it neither
+// passes nor fails CI); every other conclusion fails. A status that is pending is running, success passes, failure and
 // error fail. When the base branch's protection or rulesets name required
 // checks, only those are reported, and one without a result yet makes the
 // report Pending; otherwise every check counts.
@@ -92,8 +92,10 @@ func runStatus(r *gh.CheckRun) lifecycle.CheckStatus {
 		return lifecycle.CheckRunning
 	}
 	switch r.GetConclusion() {
-	case "success", "neutral", "skipped":
+	case "success", "neutral":
 		return lifecycle.CheckPassed
+	case "skipped":
+		return lifecycle.CheckSkipped // counts as neither passed nor failed
 	}
 	return lifecycle.CheckFailed // failure, timed_out, cancelled, action_required, stale, startup_failure
 }

@@ -47,9 +47,8 @@
 //
 // # Webhooks
 //
-// [Adapter.WebhookHandler] verifies X-Hub-Signature-256, answers at once,
-// and applies the events it uses through a few workers;
-// [Adapter.Close] stops them. Add a webhook in the repository's settings
+// [Adapter.WebhookHandler] verifies X-Hub-Signature-256 and applies the
+// events it uses before answering, within [Config.WebhookApplyTimeout]. Add a webhook in the repository's settings
 // with content type application/json, the secret of
 // [Config.WebhookSecret], and the events: pull requests, pull request
 // reviews, check runs, check suites, statuses and deployment statuses.

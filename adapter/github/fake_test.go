@@ -1,7 +1,6 @@
 package github
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -40,6 +39,7 @@ type fakeGitHub struct {
 	now           time.Time
 	defaultBranch string
 	branches      map[string]string // name → head SHA
+	commits       map[string]bool   // every commit the repository has
 	pulls         map[int]*fakePull
 	nextNumber    int
 	nextID        int64
@@ -85,11 +85,12 @@ func newFakeGitHub(t testing.TB) *fakeGitHub {
 	f := &fakeGitHub{
 		owner: "acme", repo: "widgets", token: "ghp_fakeTokenNeverLogged0123456789",
 		now: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC), defaultBranch: "main",
-		branches: map[string]string{"main": newSHA()}, pulls: map[int]*fakePull{}, nextNumber: 1, nextID: 1000,
+		branches: map[string]string{}, commits: map[string]bool{}, pulls: map[int]*fakePull{}, nextNumber: 1, nextID: 1000,
 		runs: map[string][]*gh.CheckRun{}, statuses: map[string][]*gh.RepoStatus{}, reviews: map[int][]*gh.PullRequestReview{},
 		protection: map[string]*gh.Protection{}, protectionErr: http.StatusNotFound, rules: map[string][]*gh.RepositoryRule{},
 		depStatuses: map[int64][]*gh.DeploymentStatus{}, script: map[string][]scripted{},
 	}
+	f.branches["main"] = f.commit()
 	mux := http.NewServeMux()
 	f.routes(mux)
 	f.srv = httptest.NewServer(mux)
@@ -104,6 +105,13 @@ func newSHA() string {
 	var b [20]byte
 	rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// commit makes a new commit of the repository and returns its SHA.
+func (f *fakeGitHub) commit() string {
+	sha := newSHA()
+	f.commits[sha] = true
+	return sha
 }
 
 func (f *fakeGitHub) id() int64 { f.nextID++; return f.nextID }
@@ -343,7 +351,7 @@ func (f *fakeGitHub) createPull(w http.ResponseWriter, r *http.Request) {
 			writeScripted(w, ghError(422, "Validation Failed", map[string]string{"resource": "PullRequest", "field": "head", "code": "invalid"}))
 			return
 		}
-		f.branches[head] = newSHA()
+		f.branches[head] = f.commit()
 	}
 	for _, p := range f.pulls {
 		if p.head == head && p.base == req.GetBase() && !p.closed && !p.merged {
@@ -445,7 +453,7 @@ func (f *fakeGitHub) mergePull(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.merges++
-	p.merged, p.mergeSHA = true, newSHA()
+	p.merged, p.mergeSHA = true, f.commit()
 	f.branches[p.base] = p.mergeSHA
 	f.tick()
 	writeJSON(w, http.StatusOK, &gh.PullRequestMergeResult{SHA: gh.String(p.mergeSHA), Merged: gh.Bool(true), Message: gh.String("Pull Request successfully merged")})
@@ -551,6 +559,12 @@ func (f *fakeGitHub) createDeployment(w http.ResponseWriter, r *http.Request) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if !f.commits[req.Ref] {
+		if _, ok := f.branches[req.Ref]; !ok {
+			writeScripted(w, ghError(http.StatusUnprocessableEntity, "No ref found for: "+req.Ref))
+			return
+		}
+	}
 	id := f.id()
 	d := &gh.Deployment{
 		ID: gh.Int64(id), SHA: gh.String(req.Ref), Ref: gh.String(req.Ref), Task: gh.String(req.Task), Payload: req.Payload,
@@ -598,7 +612,7 @@ func (f *fakeGitHub) listDeploymentStatuses(w http.ResponseWriter, r *http.Reque
 func (f *fakeGitHub) push(branch string) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	sha := newSHA()
+	sha := f.commit()
 	f.branches[branch] = sha
 	for _, p := range f.pulls {
 		if p.head == branch && !p.closed && !p.merged {
@@ -614,7 +628,7 @@ func (f *fakeGitHub) mergeByHand(n int) string {
 	defer f.mu.Unlock()
 	p := f.pulls[n]
 	f.merges++
-	p.merged, p.mergeSHA = true, newSHA()
+	p.merged, p.mergeSHA = true, f.commit()
 	f.branches[p.base] = p.mergeSHA
 	return p.mergeSHA
 }
@@ -624,6 +638,25 @@ func (f *fakeGitHub) closeByHand(n int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.pulls[n].closed = true
+}
+
+// reopen reopens a closed pull request.
+func (f *fakeGitHub) reopen(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pulls[n].closed = false
+}
+
+// deploymentOf returns the newest deployment of sha in env, or nil.
+func (f *fakeGitHub) deploymentOf(sha, env string) *gh.Deployment {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := len(f.deployments) - 1; i >= 0; i-- {
+		if d := f.deployments[i]; d.GetSHA() == sha && d.GetEnvironment() == env {
+			return d
+		}
+	}
+	return nil
 }
 
 // checkRun records a check run on sha; conclusion "" means not completed.
@@ -652,10 +685,15 @@ func (f *fakeGitHub) status(sha, context, state string) {
 // review records a review of pull request n at commit sha; state is
 // APPROVED, CHANGES_REQUESTED or COMMENTED. It returns its ID.
 func (f *fakeGitHub) review(n int, login, state, sha string) int64 {
+	return f.reviewWithBody(n, login, state, sha, state+" by "+login)
+}
+
+// reviewWithBody is review with the review's text.
+func (f *fakeGitHub) reviewWithBody(n int, login, state, sha, body string) int64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	id := f.id()
-	f.reviews[n] = append(f.reviews[n], &gh.PullRequestReview{ID: gh.Int64(id), User: f.user(login), Body: gh.String(state + " by " + login),
+	f.reviews[n] = append(f.reviews[n], &gh.PullRequestReview{ID: gh.Int64(id), User: f.user(login), Body: gh.String(body),
 		State: gh.String(state), CommitID: gh.String(sha), SubmittedAt: &gh.Timestamp{Time: f.tick()},
 		HTMLURL: gh.String(fmt.Sprintf("https://github.example/%s/%s/pull/%d#pullrequestreview-%d", f.owner, f.repo, n, id))})
 	return id
@@ -708,6 +746,5 @@ func (f *fakeGitHub) adapter(t testing.TB, cfg Config) *Adapter {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { a.Close(context.Background()) })
 	return a
 }

@@ -1,7 +1,6 @@
 package github
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -74,14 +73,9 @@ type Config struct {
 	// WebhookSecret is the secret of the repository's webhook. Required
 	// by WebhookHandler, which refuses every delivery without it.
 	WebhookSecret string
-	// WebhookWorkers is how many webhook deliveries are applied at once,
-	// after they are answered. Defaults to 4.
-	WebhookWorkers int
-	// WebhookQueue is how many verified deliveries may wait to be
-	// applied; beyond it deliveries are answered 503. Defaults to 1024.
-	WebhookQueue int
-	// WebhookApplyTimeout bounds the application of one delivery.
-	// Defaults to 30 seconds.
+	// WebhookApplyTimeout bounds the application of one delivery, so that
+	// GitHub, which gives up after 10 seconds, gets an answer. Defaults to
+	// 8 seconds.
 	WebhookApplyTimeout time.Duration
 
 	// Clock tells the time of rate-limit resets and waits between
@@ -131,14 +125,8 @@ func (cfg Config) withDefaults() Config {
 	if cfg.DeployPollInterval == 0 {
 		cfg.DeployPollInterval = 15 * time.Second
 	}
-	if cfg.WebhookWorkers == 0 {
-		cfg.WebhookWorkers = 4
-	}
-	if cfg.WebhookQueue == 0 {
-		cfg.WebhookQueue = 1024
-	}
 	if cfg.WebhookApplyTimeout == 0 {
-		cfg.WebhookApplyTimeout = 30 * time.Second
+		cfg.WebhookApplyTimeout = 8 * time.Second
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = systemClock{}
@@ -163,8 +151,6 @@ func (cfg Config) validate() error {
 		return fmt.Errorf("github: Config.MergeMethod %q is not merge, squash or rebase", cfg.MergeMethod)
 	case cfg.DefaultRequiredApprovals < 0:
 		return errors.New("github: Config.DefaultRequiredApprovals is negative")
-	case cfg.WebhookWorkers < 0 || cfg.WebhookQueue < 0:
-		return errors.New("github: Config.WebhookWorkers and Config.WebhookQueue must not be negative")
 	case cfg.App != nil && (cfg.App.AppID == 0 || cfg.App.InstallationID == 0 || len(cfg.App.PrivateKey) == 0):
 		return errors.New("github: Config.App needs AppID, InstallationID and PrivateKey")
 	}
@@ -196,8 +182,6 @@ type Adapter struct {
 	bases       map[int]string         // base branch of pull requests read
 	branchLocks map[string]*sync.Mutex // serialises EnsurePullRequest per head
 	waiters     map[string]map[chan struct{}]struct{}
-
-	hooks webhookState
 }
 
 var (
@@ -229,7 +213,6 @@ func New(cfg Config) (*Adapter, error) {
 		branchLocks: make(map[string]*sync.Mutex),
 		waiters:     make(map[string]map[chan struct{}]struct{}),
 	}
-	a.hooks.init()
 	return a, nil
 }
 
@@ -281,12 +264,6 @@ func (a *Adapter) Name() string { return "github" }
 // CountsSelfReported returns false: checks an agent reports do not count,
 // GitHub's do.
 func (a *Adapter) CountsSelfReported() bool { return false }
-
-// Close stops the workers applying webhook deliveries, after they finish
-// the deliveries queued, or when ctx ends.
-func (a *Adapter) Close(ctx context.Context) error {
-	return a.hooks.close(ctx)
-}
 
 // ref names a pull request of the Adapter's repository.
 func (a *Adapter) ref(n int) lifecycle.PullRequestRef {

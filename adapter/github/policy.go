@@ -3,9 +3,11 @@ package github
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"time"
 
+	gh "github.com/google/go-github/v60/github"
 	"github.com/tasklifecycle/lifecycle"
 )
 
@@ -69,8 +71,8 @@ func (a *Adapter) readPolicy(ctx context.Context, base string) (policy, bool) {
 			p.approvals = rv.RequiredApprovingReviewCount
 			p.dismissStale = rv.DismissStaleReviews
 		}
-	case statusOf(err) == http.StatusForbidden || statusOf(err) == http.StatusNotFound:
-		// Not readable with these credentials, or not protected.
+	case errors.Is(err, gh.ErrBranchNotProtected) || statusOf(err) == http.StatusForbidden || statusOf(err) == http.StatusNotFound:
+		// Not protected, or not readable with these credentials.
 	default:
 		complete = false
 		a.log.WarnContext(ctx, "read branch protection; every check counts meanwhile", "branch", base, "err", err)
