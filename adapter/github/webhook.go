@@ -2,6 +2,7 @@ package github
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -61,7 +62,7 @@ func (a *Adapter) serveWebhook(w http.ResponseWriter, r *http.Request, sink life
 		http.Error(w, "missing or unverifiable X-Hub-Signature-256", http.StatusUnauthorized)
 		return
 	}
-	payload, err := gh.ValidatePayload(r, []byte(a.cfg.WebhookSecret))
+	body, err := gh.ValidatePayload(r, []byte(a.cfg.WebhookSecret))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -72,13 +73,17 @@ func (a *Adapter) serveWebhook(w http.ResponseWriter, r *http.Request, sink life
 		http.Error(w, "signature does not match", http.StatusUnauthorized)
 		return
 	}
-	kind := gh.WebHookType(r)
-	parsed, err := gh.ParseWebHook(kind, payload)
-	if err != nil {
-		w.WriteHeader(http.StatusNoContent) // an event this version does not know
+	event := gh.WebHookType(r)
+	if !usedEvents[event] {
+		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	ev, ok := a.eventOf(parsed)
+	var p payload
+	if err := json.Unmarshal(body, &p); err != nil {
+		http.Error(w, "payload is not JSON", http.StatusBadRequest)
+		return
+	}
+	ev, ok := a.eventOf(event, &p)
 	if !ok {
 		w.WriteHeader(http.StatusNoContent)
 		return
@@ -96,37 +101,83 @@ func (a *Adapter) serveWebhook(w http.ResponseWriter, r *http.Request, sink life
 	w.WriteHeader(http.StatusOK)
 }
 
-// eventOf maps a parsed webhook payload to a provider event, or reports
-// that it is not one the lifecycle uses.
-func (a *Adapter) eventOf(parsed any) (lifecycle.ProviderEvent, bool) {
+// payload holds the members of the webhook payloads the Adapter uses,
+// named as GitHub names them. It is decoded instead of go-github's event
+// types, which refuse some of GitHub's own payloads (go-github v60 fails
+// on the "2018-04-25 20:42:10" timestamps of the published check_run
+// examples) and decode far more than is used.
+type payload struct {
+	Action     string `json:"action"`
+	Repository *struct {
+		Name  string `json:"name"`
+		Owner struct {
+			Login string `json:"login"`
+		} `json:"owner"`
+	} `json:"repository"`
+	PullRequest *struct {
+		Number int  `json:"number"`
+		Merged bool `json:"merged"`
+		Head   struct {
+			SHA string `json:"sha"`
+		} `json:"head"`
+	} `json:"pull_request"`
+	Changes *struct {
+		Base json.RawMessage `json:"base"`
+	} `json:"changes"`
+	CheckRun *struct {
+		HeadSHA string `json:"head_sha"`
+	} `json:"check_run"`
+	CheckSuite *struct {
+		HeadSHA string `json:"head_sha"`
+	} `json:"check_suite"`
+	SHA        string `json:"sha"` // status
+	Deployment *struct {
+		ID  int64  `json:"id"`
+		SHA string `json:"sha"`
+	} `json:"deployment"`
+	DeploymentStatus *struct {
+		State          string `json:"state"`
+		EnvironmentURL string `json:"environment_url"`
+	} `json:"deployment_status"`
+}
+
+// usedEvents are the X-GitHub-Event values the Adapter takes.
+var usedEvents = map[string]bool{
+	"pull_request": true, "pull_request_review": true, "check_run": true, "check_suite": true, "status": true, "deployment_status": true,
+}
+
+// eventOf maps a webhook payload to a provider event, or reports that it
+// is not one the lifecycle uses.
+func (a *Adapter) eventOf(event string, p *payload) (lifecycle.ProviderEvent, bool) {
 	var ev lifecycle.ProviderEvent
-	var repo *gh.Repository
-	switch e := parsed.(type) {
-	case *gh.PullRequestEvent:
-		repo = e.Repo
-		switch e.GetAction() {
+	switch event {
+	case "pull_request":
+		if p.PullRequest == nil {
+			return ev, false
+		}
+		switch p.Action {
 		case "synchronize":
 			ev.Kind = lifecycle.ProviderHeadChanged
 		case "closed":
 			ev.Kind = lifecycle.ProviderPullRequestClosed
-			if e.GetPullRequest().GetMerged() {
+			if p.PullRequest.Merged {
 				ev.Kind = lifecycle.ProviderPullRequestMerged
 			}
 		case "reopened":
 			ev.Kind = lifecycle.ProviderPullRequestReopened
 		case "edited":
-			if e.GetChanges().GetBase() == nil {
+			if p.Changes == nil || len(p.Changes.Base) == 0 {
 				return ev, false
 			}
 			ev.Kind = lifecycle.ProviderPullRequestEdited
 		default:
 			return ev, false
 		}
-		ev.PullRequest = a.ref(e.GetPullRequest().GetNumber())
-		ev.HeadSHA = e.GetPullRequest().GetHead().GetSHA()
-	case *gh.PullRequestReviewEvent:
-		repo = e.Repo
-		switch e.GetAction() {
+	case "pull_request_review":
+		if p.PullRequest == nil {
+			return ev, false
+		}
+		switch p.Action {
 		case "submitted":
 			ev.Kind = lifecycle.ProviderReviewSubmitted
 		case "dismissed":
@@ -134,34 +185,41 @@ func (a *Adapter) eventOf(parsed any) (lifecycle.ProviderEvent, bool) {
 		default:
 			return ev, false
 		}
-		ev.PullRequest = a.ref(e.GetPullRequest().GetNumber())
-		ev.HeadSHA = e.GetPullRequest().GetHead().GetSHA()
-	case *gh.CheckRunEvent:
-		repo = e.Repo
-		ev.Kind, ev.HeadSHA = lifecycle.ProviderChecksChanged, e.GetCheckRun().GetHeadSHA()
-	case *gh.CheckSuiteEvent:
-		repo = e.Repo
-		ev.Kind, ev.HeadSHA = lifecycle.ProviderChecksChanged, e.GetCheckSuite().GetHeadSHA()
-	case *gh.StatusEvent:
-		repo = e.Repo
-		ev.Kind, ev.HeadSHA = lifecycle.ProviderChecksChanged, e.GetSHA()
-	case *gh.DeploymentStatusEvent:
-		repo = e.Repo
-		ev.Kind = lifecycle.ProviderDeploymentStatus
-		ev.HeadSHA = e.GetDeployment().GetSHA()
+	case "check_run":
+		if p.CheckRun == nil {
+			return ev, false
+		}
+		ev.Kind, ev.HeadSHA = lifecycle.ProviderChecksChanged, p.CheckRun.HeadSHA
+	case "check_suite":
+		if p.CheckSuite == nil {
+			return ev, false
+		}
+		ev.Kind, ev.HeadSHA = lifecycle.ProviderChecksChanged, p.CheckSuite.HeadSHA
+	case "status":
+		ev.Kind, ev.HeadSHA = lifecycle.ProviderChecksChanged, p.SHA
+	case "deployment_status":
+		if p.Deployment == nil || p.DeploymentStatus == nil {
+			return ev, false
+		}
+		ev.Kind, ev.HeadSHA = lifecycle.ProviderDeploymentStatus, p.Deployment.SHA
 		ev.Deployment = &lifecycle.DeploymentStatus{
-			ID:             strconv.FormatInt(e.GetDeployment().GetID(), 10),
-			State:          e.GetDeploymentStatus().GetState(),
-			EnvironmentURL: e.GetDeploymentStatus().GetEnvironmentURL(),
+			ID:             strconv.FormatInt(p.Deployment.ID, 10),
+			State:          p.DeploymentStatus.State,
+			EnvironmentURL: p.DeploymentStatus.EnvironmentURL,
 		}
 	default:
 		return ev, false
+	}
+	if p.PullRequest != nil && strings.HasPrefix(event, "pull_request") {
+		ev.PullRequest = a.ref(p.PullRequest.Number)
+		ev.HeadSHA = p.PullRequest.Head.SHA
 	}
 	// Checks and deployments name a commit, not a pull request: the
 	// Service finds the tasks by head. An organisation's webhook sends
 	// every repository's events; those of others are ignored.
 	ev.HeadSHA = strings.ToLower(ev.HeadSHA)
-	if repo == nil || !strings.EqualFold(repo.GetOwner().GetLogin(), a.cfg.Owner) || !strings.EqualFold(repo.GetName(), a.cfg.Repo) {
+	repo := p.Repository
+	if repo == nil || !strings.EqualFold(repo.Owner.Login, a.cfg.Owner) || !strings.EqualFold(repo.Name, a.cfg.Repo) {
 		return ev, false
 	}
 	return ev, true
