@@ -18,6 +18,13 @@
 // defence against server-side request forgery: -webhook-url implies
 // -allow-private-webhooks, which lets it through.
 //
+// To run the tasks of one project on a GitHub repository instead of a local
+// one (pull requests, CI, review decision, merges and deployments at
+// GitHub, webhooks at POST /hooks/github beside the API):
+//
+//	GITHUB_TOKEN=ghp_... GITHUB_WEBHOOK_SECRET=... go run ./examples/demo \
+//		-github-repo acme/web -github-project github
+//
 // It prints the base URL and the admin key, then serves until SIGINT or
 // SIGTERM, when it shuts down cleanly.
 package main
@@ -42,6 +49,7 @@ import (
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/artifact"
+	"github.com/tasklifecycle/lifecycle/adapter/github"
 	"github.com/tasklifecycle/lifecycle/store/sqlite"
 )
 
@@ -62,6 +70,12 @@ type options struct {
 	webhookSecret        string
 	webhookCA            string
 	reconcileInterval    time.Duration
+
+	githubRepo          string
+	githubProject       string
+	githubAPIURL        string
+	githubToken         string
+	githubWebhookSecret string
 }
 
 func parseFlags() options {
@@ -74,7 +88,19 @@ func parseFlags() options {
 	flag.StringVar(&o.webhookSecret, "webhook-secret", os.Getenv("WEBHOOK_SECRET"), "secret of the -webhook-url subscription, 16 to 128 characters; also WEBHOOK_SECRET")
 	flag.StringVar(&o.webhookCA, "webhook-ca", "", "PEM file of certificates to trust for webhook receivers, beside the system's")
 	flag.DurationVar(&o.reconcileInterval, "reconcile-interval", 10*time.Second, "how often the code host (the local git repositories) is read again for each task in review, so that commits pushed to a task's branch are learned")
+	flag.StringVar(&o.githubRepo, "github-repo", "", "OWNER/NAME of a GitHub repository: tasks of -github-project get their pull requests, CI, review decision and deployments there")
+	flag.StringVar(&o.githubProject, "github-project", "github", "the context.project of the tasks that run on -github-repo")
+	flag.StringVar(&o.githubAPIURL, "github-api-url", github.DefaultAPIURL, "GitHub's REST API; for GitHub Enterprise Server https://HOST/api/v3/ (plain http only to loopback)")
+	flag.StringVar(&o.githubToken, "github-token", "", "token for -github-repo (never logged); default: GITHUB_TOKEN")
+	flag.StringVar(&o.githubWebhookSecret, "github-webhook-secret", "", "secret of the repository's webhook to POST /hooks/github; default: GITHUB_WEBHOOK_SECRET")
 	flag.Parse()
+	// Read after parsing, so that -h never prints them.
+	if o.githubToken == "" {
+		o.githubToken = os.Getenv("GITHUB_TOKEN")
+	}
+	if o.githubWebhookSecret == "" {
+		o.githubWebhookSecret = os.Getenv("GITHUB_WEBHOOK_SECRET")
+	}
 	if o.webhookURL != "" {
 		o.allowPrivateWebhooks = true
 	}
@@ -121,6 +147,25 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	bindings := []lifecycle.AdapterBinding{{Adapter: adapter}}
+	var gh *github.Adapter
+	var shipper lifecycle.Deployer = deployer
+	reviews := lifecycle.ReviewRules{Default: lifecycle.ReviewPlan{Policy: lifecycle.PolicyAlwaysRequire}}
+	if opts.githubRepo != "" {
+		owner, name, ok := strings.Cut(opts.githubRepo, "/")
+		if !ok {
+			return fmt.Errorf("-github-repo %q is not OWNER/NAME", opts.githubRepo)
+		}
+		gh, err = github.New(github.Config{Owner: owner, Repo: name, Token: opts.githubToken, APIURL: opts.githubAPIURL,
+			WebhookSecret: opts.githubWebhookSecret, Logger: log})
+		if err != nil {
+			return err
+		}
+		bindings = append([]lifecycle.AdapterBinding{{Project: opts.githubProject, Adapter: gh}}, bindings...)
+		shipper = projectDeployer{project: opts.githubProject, github: gh, local: deployer}
+		// GitHub's branch protection decides reviews of its tasks.
+		reviews.Projects = map[string]lifecycle.ReviewPlan{opts.githubProject: {Policy: lifecycle.PolicyGitHubRules}}
+	}
 	var webhookTLS *tls.Config
 	if opts.webhookCA != "" {
 		pool, err := x509.SystemCertPool()
@@ -148,12 +193,12 @@ func run() error {
 		Store:           store,
 		BaseURL:         base,
 		Router:          router,
-		Adapters:        []lifecycle.AdapterBinding{{Adapter: adapter}},
+		Adapters:        bindings,
 		ArtifactAdapter: adapter,
-		Deployer:        deployer,
+		Deployer:        shipper,
 		// An approval is needed before shipping; with no reviewers
 		// requested, anyone with reviews:write may give it.
-		ReviewRouter: lifecycle.ReviewRules{Default: lifecycle.ReviewPlan{Policy: lifecycle.PolicyAlwaysRequire}},
+		ReviewRouter: reviews,
 		// The local repositories answer at once: a short provider timeout
 		// allows a short reconcile interval, so that a commit pushed to a
 		// task's branch with git shows within seconds.
@@ -181,7 +226,14 @@ func run() error {
 		return err
 	}
 
-	srv := &http.Server{Handler: svc.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	handler := svc.Handler()
+	if gh != nil {
+		mux := http.NewServeMux()
+		mux.Handle("/", handler)
+		mux.Handle("POST /hooks/github", gh.WebhookHandler(svc))
+		handler = mux
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 
@@ -190,6 +242,9 @@ func run() error {
 	fmt.Printf("data directory: %s\n", abs)
 	fmt.Printf("git repos:      %s\n", filepath.Join(abs, "repos"))
 	fmt.Printf("deployments:    %s\n", filepath.Join(abs, "deploy"))
+	if gh != nil {
+		fmt.Printf("github:         %s for project %q; webhook at %s/hooks/github\n", opts.githubRepo, opts.githubProject, base)
+	}
 	fmt.Printf("admin key:      %s\n\n", adminKey)
 	fmt.Printf("try:\n  curl -s -H 'Authorization: Bearer %s' %s/tasks\n\n", adminKey, base)
 
@@ -206,6 +261,28 @@ func run() error {
 	closed := make(chan error, 1)
 	go func() { closed <- svc.Close(shutdownCtx) }()
 	return errors.Join(srv.Shutdown(shutdownCtx), <-closed)
+}
+
+// projectDeployer deploys the tasks of one project with GitHub's
+// Deployments API and the others into local directories.
+type projectDeployer struct {
+	project string
+	github  *github.Adapter
+	local   lifecycle.Deployer
+}
+
+// Deploy implements lifecycle.Deployer.
+func (d projectDeployer) Deploy(ctx context.Context, req lifecycle.DeployRequest) (lifecycle.Deployment, error) {
+	if req.Task.Context.Project != nil && *req.Task.Context.Project == d.project {
+		return d.github.Deploy(ctx, req)
+	}
+	return d.local.Deploy(ctx, req)
+}
+
+// ObserveDeployment implements lifecycle.DeploymentObserver: GitHub's
+// deployment_status webhook wakes the deploy waiting for it.
+func (d projectDeployer) ObserveDeployment(ctx context.Context, st lifecycle.DeploymentStatus) {
+	d.github.ObserveDeployment(ctx, st)
 }
 
 // publicAddr turns a listening address into one a client can dial.
