@@ -18,6 +18,13 @@
 // defence against server-side request forgery: -webhook-url implies
 // -allow-private-webhooks, which lets it through.
 //
+// To run the tasks of one project on a GitHub repository instead of a local
+// one (pull requests, CI, review decision, merges and deployments at
+// GitHub, webhooks at POST /hooks/github beside the API):
+//
+//	GITHUB_TOKEN=ghp_... GITHUB_WEBHOOK_SECRET=... go run ./examples/demo \
+//		-github-repo acme/web -github-project github
+//
 // To work on a real GitLab project as well, name it; tasks whose
 // context.project is -gitlab-project (default "gitlab") then open merge
 // requests there, take their CI and approvals from it and deploy through
@@ -50,6 +57,7 @@ import (
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/artifact"
+	"github.com/tasklifecycle/lifecycle/adapter/github"
 	"github.com/tasklifecycle/lifecycle/adapter/gitlab"
 	"github.com/tasklifecycle/lifecycle/store/sqlite"
 )
@@ -76,6 +84,12 @@ type options struct {
 	gitlabURL            string
 	gitlabToken          string
 	gitlabWebhookToken   string
+
+	githubRepo          string
+	githubProject       string
+	githubAPIURL        string
+	githubToken         string
+	githubWebhookSecret string
 }
 
 func parseFlags() options {
@@ -93,7 +107,19 @@ func parseFlags() options {
 	flag.StringVar(&o.gitlabURL, "gitlab-url", "https://gitlab.com", "the GitLab instance (its API is under /api/v4/); plain http only for loopback")
 	flag.StringVar(&o.gitlabToken, "gitlab-token", os.Getenv("GITLAB_TOKEN"), "GitLab access token with the api scope; also GITLAB_TOKEN")
 	flag.StringVar(&o.gitlabWebhookToken, "gitlab-webhook-token", os.Getenv("GITLAB_WEBHOOK_TOKEN"), "secret token of the project's webhook, served at POST /hooks/gitlab; also GITLAB_WEBHOOK_TOKEN")
+	flag.StringVar(&o.githubRepo, "github-repo", "", "OWNER/NAME of a GitHub repository: tasks of -github-project get their pull requests, CI, review decision and deployments there")
+	flag.StringVar(&o.githubProject, "github-project", "github", "the context.project of the tasks that run on -github-repo")
+	flag.StringVar(&o.githubAPIURL, "github-api-url", github.DefaultAPIURL, "GitHub's REST API; for GitHub Enterprise Server https://HOST/api/v3/ (plain http only to loopback)")
+	flag.StringVar(&o.githubToken, "github-token", "", "token for -github-repo (never logged); default: GITHUB_TOKEN")
+	flag.StringVar(&o.githubWebhookSecret, "github-webhook-secret", "", "secret of the repository's webhook to POST /hooks/github; default: GITHUB_WEBHOOK_SECRET")
 	flag.Parse()
+	// Read after parsing, so that -h never prints them.
+	if o.githubToken == "" {
+		o.githubToken = os.Getenv("GITHUB_TOKEN")
+	}
+	if o.githubWebhookSecret == "" {
+		o.githubWebhookSecret = os.Getenv("GITHUB_WEBHOOK_SECRET")
+	}
 	if o.webhookURL != "" {
 		o.allowPrivateWebhooks = true
 	}
@@ -141,7 +167,24 @@ func run() error {
 		return err
 	}
 	bindings := []lifecycle.AdapterBinding{{Adapter: adapter}}
-	deployers := projectDeployers{fallback: deployer}
+	deployers := projectDeployers{fallback: deployer, byProject: map[string]lifecycle.Deployer{}}
+	reviews := lifecycle.ReviewRules{Default: lifecycle.ReviewPlan{Policy: lifecycle.PolicyAlwaysRequire}, Projects: map[string]lifecycle.ReviewPlan{}}
+	var gh *github.Adapter
+	if opts.githubRepo != "" {
+		owner, name, ok := strings.Cut(opts.githubRepo, "/")
+		if !ok {
+			return fmt.Errorf("-github-repo %q is not OWNER/NAME", opts.githubRepo)
+		}
+		gh, err = github.New(github.Config{Owner: owner, Repo: name, Token: opts.githubToken, APIURL: opts.githubAPIURL,
+			WebhookSecret: opts.githubWebhookSecret, Logger: log})
+		if err != nil {
+			return err
+		}
+		bindings = append([]lifecycle.AdapterBinding{{Project: opts.githubProject, Adapter: gh}}, bindings...)
+		deployers.byProject[opts.githubProject] = gh
+		// GitHub's branch protection decides reviews of its tasks.
+		reviews.Projects[opts.githubProject] = lifecycle.ReviewPlan{Policy: lifecycle.PolicyGitHubRules}
+	}
 	var gl *gitlab.Adapter
 	if opts.gitlabProjectPath != "" {
 		if gl, err = gitlab.New(gitlab.Config{
@@ -154,12 +197,10 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		bindings = append(bindings, lifecycle.AdapterBinding{Project: opts.gitlabProject, Adapter: gl})
-		deployers.byProject = map[string]lifecycle.Deployer{opts.gitlabProject: gd}
-	}
-	reviews := lifecycle.ReviewRules{Default: lifecycle.ReviewPlan{Policy: lifecycle.PolicyAlwaysRequire}}
-	if gl != nil {
-		reviews.Projects = map[string]lifecycle.ReviewPlan{opts.gitlabProject: {Policy: lifecycle.PolicyGitHubRules}}
+		bindings = append([]lifecycle.AdapterBinding{{Project: opts.gitlabProject, Adapter: gl}}, bindings...)
+		deployers.byProject[opts.gitlabProject] = gd
+		// GitLab's approval rules decide reviews of its tasks.
+		reviews.Projects[opts.gitlabProject] = lifecycle.ReviewPlan{Policy: lifecycle.PolicyGitHubRules}
 	}
 	var webhookTLS *tls.Config
 	if opts.webhookCA != "" {
@@ -192,8 +233,8 @@ func run() error {
 		ArtifactAdapter: adapter,
 		Deployer:        deployers,
 		// An approval is needed before shipping; with no reviewers
-		// requested, anyone with reviews:write may give it. GitLab's
-		// tasks follow the project's approval rules.
+		// requested, anyone with reviews:write may give it. The tasks of
+		// GitHub and GitLab projects follow their host's rules.
 		ReviewRouter: reviews,
 		// The local repositories answer at once: a short provider timeout
 		// allows a short reconcile interval, so that a commit pushed to a
@@ -223,10 +264,15 @@ func run() error {
 	}
 
 	handler := svc.Handler()
-	if gl != nil {
+	if gh != nil || gl != nil {
 		mux := http.NewServeMux()
 		mux.Handle("/", handler)
-		mux.Handle("POST /hooks/gitlab", gl.WebhookHandler(svc))
+		if gh != nil {
+			mux.Handle("POST /hooks/github", gh.WebhookHandler(svc))
+		}
+		if gl != nil {
+			mux.Handle("POST /hooks/gitlab", gl.WebhookHandler(svc))
+		}
 		handler = mux
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
@@ -238,6 +284,9 @@ func run() error {
 	fmt.Printf("data directory: %s\n", abs)
 	fmt.Printf("git repos:      %s\n", filepath.Join(abs, "repos"))
 	fmt.Printf("deployments:    %s\n", filepath.Join(abs, "deploy"))
+	if gh != nil {
+		fmt.Printf("github:         %s for project %q; webhook at %s/hooks/github\n", opts.githubRepo, opts.githubProject, base)
+	}
 	if gl != nil {
 		fmt.Printf("gitlab:         %s on %s for tasks of project %q; webhook at %s/hooks/gitlab\n", opts.gitlabProjectPath, opts.gitlabURL, opts.gitlabProject, base)
 	}

@@ -1,0 +1,279 @@
+package github
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	gh "github.com/google/go-github/v60/github"
+	"github.com/tasklifecycle/lifecycle"
+)
+
+// DefaultAPIURL is the REST API of github.com.
+const DefaultAPIURL = "https://api.github.com/"
+
+// Config configures an Adapter. Owner, Repo and one way to authenticate
+// (Client, Token or App) are required.
+type Config struct {
+	// Owner and Repo name the repository, as in github.com/OWNER/REPO.
+	// Required.
+	Owner string
+	Repo  string
+
+	// Token is a personal access token or an installation token, sent as
+	// "Authorization: Bearer". It is never logged.
+	Token string
+	// App authenticates as a GitHub App installation instead of with a
+	// Token.
+	App *AppAuth
+	// Client is a go-github client to use as it is configured (its base
+	// URL and authentication); Token, App, APIURL and HTTPClient are then
+	// ignored. The Adapter reads the client's http.Client and adds its own
+	// handling of rate limits and server errors to it.
+	Client *gh.Client
+	// HTTPClient is the http.Client under Token or App authentication.
+	// Defaults to a client with a 30-second timeout.
+	HTTPClient *http.Client
+	// APIURL is the REST API's base URL. Defaults to DefaultAPIURL. For
+	// GitHub Enterprise Server give "https://HOST/api/v3/" (or
+	// "https://HOST/", to which "api/v3/" is added). Plain http is
+	// accepted only for loopback hosts.
+	APIURL string
+
+	// MergeMethod is how pull requests are merged: "merge", "squash" or
+	// "rebase". Defaults to "merge".
+	MergeMethod string
+	// BaseBranch is the branch pull requests merge into when a request
+	// names none. Defaults to the repository's default branch, read once.
+	BaseBranch string
+	// BranchPrefix starts the head branch of a task when a request names
+	// none, followed by the task's identifier in lower case
+	// ("lifecycle/eng-42"), the artifact adapter's convention. Defaults to
+	// "lifecycle/".
+	BranchPrefix string
+
+	// DefaultRequiredApprovals is the number of approvals a pull request
+	// needs when neither branch protection nor rulesets can be read.
+	// Defaults to 1.
+	DefaultRequiredApprovals int
+	// ProtectionTTL is how long the branch protection and rulesets of a
+	// base branch are kept before being read again. Defaults to 1 minute.
+	ProtectionTTL time.Duration
+
+	// DeployPollInterval is how often Deploy reads the statuses of a
+	// deployment while it waits for a terminal one; a deployment_status
+	// webhook wakes it sooner. Defaults to 15 seconds.
+	DeployPollInterval time.Duration
+
+	// WebhookSecret is the secret of the repository's webhook. Required
+	// by WebhookHandler, which refuses every delivery without it.
+	WebhookSecret string
+	// WebhookApplyTimeout bounds the application of one delivery, so that
+	// GitHub, which gives up after 10 seconds, gets an answer. Defaults to
+	// 8 seconds.
+	WebhookApplyTimeout time.Duration
+
+	// Clock tells the time of rate-limit resets and waits between
+	// deployment polls. Defaults to the system clock.
+	Clock lifecycle.Clock
+	// Logger receives the Adapter's logs. Tokens and secrets are never
+	// logged. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// AppAuth authenticates as an installation of a GitHub App, with
+// github.com/bradleyfalzon/ghinstallation/v2: a JWT signed with the App's
+// private key is exchanged for an installation token, renewed before it
+// expires.
+type AppAuth struct {
+	// AppID is the App's ID.
+	AppID int64
+	// InstallationID is the ID of its installation on the repository's
+	// owner.
+	InstallationID int64
+	// PrivateKey is the App's private key, PEM-encoded.
+	PrivateKey []byte
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time                         { return time.Now() }
+func (systemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// withDefaults returns cfg with the documented defaults filled in.
+func (cfg Config) withDefaults() Config {
+	if cfg.APIURL == "" {
+		cfg.APIURL = DefaultAPIURL
+	}
+	if cfg.MergeMethod == "" {
+		cfg.MergeMethod = "merge"
+	}
+	if cfg.BranchPrefix == "" {
+		cfg.BranchPrefix = "lifecycle/"
+	}
+	if cfg.DefaultRequiredApprovals == 0 {
+		cfg.DefaultRequiredApprovals = 1
+	}
+	if cfg.ProtectionTTL == 0 {
+		cfg.ProtectionTTL = time.Minute
+	}
+	if cfg.DeployPollInterval == 0 {
+		cfg.DeployPollInterval = 15 * time.Second
+	}
+	if cfg.WebhookApplyTimeout == 0 {
+		cfg.WebhookApplyTimeout = 8 * time.Second
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = systemClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{Timeout: 30 * time.Second}
+	}
+	return cfg
+}
+
+// validate checks cfg, defaults filled in.
+func (cfg Config) validate() error {
+	switch {
+	case cfg.Owner == "" || cfg.Repo == "" || strings.Contains(cfg.Owner, "/") || strings.Contains(cfg.Repo, "/"):
+		return fmt.Errorf("github: Config.Owner %q and Config.Repo %q must name a repository, as in github.com/OWNER/REPO", cfg.Owner, cfg.Repo)
+	case cfg.Client == nil && cfg.Token == "" && cfg.App == nil:
+		return errors.New("github: no credentials; set Config.Token (a token with the repo scope), Config.App or Config.Client")
+	case cfg.MergeMethod != "merge" && cfg.MergeMethod != "squash" && cfg.MergeMethod != "rebase":
+		return fmt.Errorf("github: Config.MergeMethod %q is not merge, squash or rebase", cfg.MergeMethod)
+	case cfg.DefaultRequiredApprovals < 0:
+		return errors.New("github: Config.DefaultRequiredApprovals is negative")
+	case cfg.App != nil && (cfg.App.AppID == 0 || cfg.App.InstallationID == 0 || len(cfg.App.PrivateKey) == 0):
+		return errors.New("github: Config.App needs AppID, InstallationID and PrivateKey")
+	}
+	if cfg.Client == nil {
+		u, err := url.Parse(cfg.APIURL)
+		if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+			return fmt.Errorf("github: Config.APIURL %q is not an http(s) URL; use %s or https://HOST/api/v3/", cfg.APIURL, DefaultAPIURL)
+		}
+		if u.Scheme == "http" && !isLoopback(u.Hostname()) {
+			return fmt.Errorf("github: Config.APIURL %q uses plain http to a host that is not loopback; use https", cfg.APIURL)
+		}
+	}
+	return nil
+}
+
+// Adapter runs pull requests, CI, reviews, deployments and webhooks of one
+// GitHub repository. It implements [lifecycle.ProviderAdapter],
+// [lifecycle.CIProvider], [lifecycle.ReviewDecider],
+// [lifecycle.WebhookIntake], [lifecycle.Deployer] and
+// [lifecycle.DeploymentObserver]. It is safe for concurrent use.
+type Adapter struct {
+	cfg    Config
+	client *gh.Client
+	log    *slog.Logger
+
+	mu          sync.Mutex
+	baseBranch  string                 // the repository's default branch, once read
+	policies    map[string]policyEntry // by base branch
+	bases       map[int]string         // base branch of pull requests read
+	branchLocks map[string]*sync.Mutex // serialises EnsurePullRequest per head
+	waiters     map[string]map[chan struct{}]struct{}
+}
+
+var (
+	_ lifecycle.ProviderAdapter    = (*Adapter)(nil)
+	_ lifecycle.CIProvider         = (*Adapter)(nil)
+	_ lifecycle.ReviewDecider      = (*Adapter)(nil)
+	_ lifecycle.WebhookIntake      = (*Adapter)(nil)
+	_ lifecycle.Deployer           = (*Adapter)(nil)
+	_ lifecycle.DeploymentObserver = (*Adapter)(nil)
+)
+
+// New returns an Adapter for the repository cfg names.
+func New(cfg Config) (*Adapter, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	client, err := newClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	a := &Adapter{
+		cfg:         cfg,
+		client:      client,
+		log:         cfg.Logger.With("adapter", "github", "repo", cfg.Owner+"/"+cfg.Repo),
+		baseBranch:  cfg.BaseBranch,
+		policies:    make(map[string]policyEntry),
+		bases:       make(map[int]string),
+		branchLocks: make(map[string]*sync.Mutex),
+		waiters:     make(map[string]map[chan struct{}]struct{}),
+	}
+	return a, nil
+}
+
+// newClient builds the go-github client of cfg, with the Adapter's
+// transport (rate limits, server errors) under its authentication.
+func newClient(cfg Config) (*gh.Client, error) {
+	if cfg.Client != nil {
+		hc := cfg.Client.Client()
+		hc.Transport = &hostTransport{base: hc.Transport, clock: cfg.Clock}
+		c := gh.NewClient(hc)
+		c.BaseURL, c.UploadURL, c.UserAgent = cfg.Client.BaseURL, cfg.Client.UploadURL, cfg.Client.UserAgent
+		return c, nil
+	}
+	hc := *cfg.HTTPClient
+	var base http.RoundTripper = &hostTransport{base: hc.Transport, clock: cfg.Clock}
+	if cfg.App != nil {
+		tr, err := newAppTransport(base, cfg)
+		if err != nil {
+			return nil, err
+		}
+		base = tr
+	}
+	hc.Transport = base
+	c := gh.NewClient(&hc)
+	if cfg.Token != "" && cfg.App == nil {
+		c = c.WithAuthToken(cfg.Token)
+	}
+	if strings.TrimSuffix(cfg.APIURL, "/") != strings.TrimSuffix(DefaultAPIURL, "/") {
+		var err error
+		c, err = c.WithEnterpriseURLs(cfg.APIURL, cfg.APIURL)
+		if err != nil {
+			return nil, fmt.Errorf("github: Config.APIURL: %w", err)
+		}
+	}
+	c.UserAgent = "tasklifecycle-lifecycle"
+	return c, nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	return strings.HasPrefix(host, "127.") || host == "::1"
+}
+
+// Name returns "github", the name served as a submission's ciProvider.
+func (a *Adapter) Name() string { return "github" }
+
+// CountsSelfReported returns false: checks an agent reports do not count,
+// GitHub's do.
+func (a *Adapter) CountsSelfReported() bool { return false }
+
+// ref names a pull request of the Adapter's repository.
+func (a *Adapter) ref(n int) lifecycle.PullRequestRef {
+	return lifecycle.PullRequestRef{Owner: a.cfg.Owner, Repo: a.cfg.Repo, Number: n}
+}
+
+// checkRef refuses pull requests of another repository.
+func (a *Adapter) checkRef(ref lifecycle.PullRequestRef) error {
+	if !strings.EqualFold(ref.Owner, a.cfg.Owner) || !strings.EqualFold(ref.Repo, a.cfg.Repo) {
+		return fmt.Errorf("github: pull request %s is not of repository %s/%s: %w", ref, a.cfg.Owner, a.cfg.Repo, lifecycle.ErrNotFound)
+	}
+	return nil
+}

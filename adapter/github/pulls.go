@@ -1,0 +1,324 @@
+package github
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	gh "github.com/google/go-github/v60/github"
+	"github.com/tasklifecycle/lifecycle"
+)
+
+// EnsurePullRequest finds the open pull request of req's head branch into
+// its base, or opens one. The head defaults to Config.BranchPrefix and the
+// task's identifier in lower case, the base to Config.BaseBranch or the
+// repository's default branch. The title and body given are applied to an
+// existing pull request, and the reviewers requested; draft applies to a
+// pull request opened by this call only (GitHub changes it through
+// GraphQL, not REST). A head branch that does not exist at GitHub is a
+// *lifecycle.ValidationError on pullRequest.head.
+func (a *Adapter) EnsurePullRequest(ctx context.Context, req lifecycle.PullRequestRequest) (lifecycle.PullRequest, error) {
+	if err := ctx.Err(); err != nil {
+		return lifecycle.PullRequest{}, err
+	}
+	head := req.Head
+	if head == "" {
+		head = a.cfg.BranchPrefix + strings.ToLower(req.Task.Identifier)
+	}
+	base := req.Base
+	if base == "" {
+		var err error
+		if base, err = a.defaultBase(ctx); err != nil {
+			return lifecycle.PullRequest{}, err
+		}
+	}
+	// One call at a time per head in this process; GitHub's 422 "already
+	// exists" covers other processes.
+	unlock := a.lockBranch(head)
+	defer unlock()
+
+	pr, err := a.findOpen(ctx, head, base)
+	if err != nil {
+		return lifecycle.PullRequest{}, err
+	}
+	created := false
+	if pr == nil {
+		pr, created, err = a.create(ctx, req, head, base)
+		if err != nil {
+			return lifecycle.PullRequest{}, err
+		}
+	} else if pr, err = a.update(ctx, pr, req); err != nil {
+		return lifecycle.PullRequest{}, err
+	}
+	if err := a.requestReviewers(ctx, pr, req.Reviewers); err != nil {
+		return lifecycle.PullRequest{}, err
+	}
+	out := a.convert(ctx, pr)
+	out.Created = created
+	return out, nil
+}
+
+// lockBranch takes the lock of a head branch and returns its release.
+func (a *Adapter) lockBranch(head string) func() {
+	a.mu.Lock()
+	l, ok := a.branchLocks[head]
+	if !ok {
+		l = new(sync.Mutex)
+		a.branchLocks[head] = l
+	}
+	a.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+// defaultBase returns Config.BaseBranch or the repository's default
+// branch, read once.
+func (a *Adapter) defaultBase(ctx context.Context) (string, error) {
+	a.mu.Lock()
+	b := a.baseBranch
+	a.mu.Unlock()
+	if b != "" {
+		return b, nil
+	}
+	repo, _, err := a.client.Repositories.Get(ctx, a.cfg.Owner, a.cfg.Repo)
+	if err != nil {
+		return "", wrap(err, "read repository %s/%s", a.cfg.Owner, a.cfg.Repo)
+	}
+	a.mu.Lock()
+	a.baseBranch = repo.GetDefaultBranch()
+	a.mu.Unlock()
+	return repo.GetDefaultBranch(), nil
+}
+
+// findOpen returns the open pull request from head into base, or nil. The
+// head filter is owner-qualified: GitHub ignores a bare branch name and
+// returns every pull request.
+func (a *Adapter) findOpen(ctx context.Context, head, base string) (*gh.PullRequest, error) {
+	prs, _, err := a.client.PullRequests.List(ctx, a.cfg.Owner, a.cfg.Repo, &gh.PullRequestListOptions{
+		State: "open", Head: a.cfg.Owner + ":" + head, Base: base, ListOptions: gh.ListOptions{PerPage: 10},
+	})
+	if err != nil {
+		return nil, wrap(err, "list pull requests of %s", head)
+	}
+	for _, pr := range prs {
+		if pr.GetHead().GetRef() == head && pr.GetBase().GetRef() == base {
+			return pr, nil
+		}
+	}
+	return nil, nil
+}
+
+// create opens a pull request; a race lost to another opener is answered
+// with the pull request it opened.
+func (a *Adapter) create(ctx context.Context, req lifecycle.PullRequestRequest, head, base string) (*gh.PullRequest, bool, error) {
+	title, body := req.Title, req.Body
+	if title == "" {
+		title = fmt.Sprintf("%s: %s", req.Task.Identifier, req.Task.Title)
+	}
+	if body == "" {
+		body = defaultBody(req)
+	}
+	pr, _, err := a.client.PullRequests.Create(ctx, a.cfg.Owner, a.cfg.Repo, &gh.NewPullRequest{
+		Title: gh.String(title), Head: gh.String(head), Base: gh.String(base), Body: gh.String(body), Draft: gh.Bool(req.Draft),
+	})
+	if err == nil {
+		return pr, true, nil
+	}
+	if statusOf(err) != http.StatusUnprocessableEntity {
+		return nil, false, wrap(err, "open a pull request from %s into %s", head, base)
+	}
+	if alreadyExists(err) {
+		pr, ferr := a.findOpen(ctx, head, base)
+		if ferr != nil {
+			return nil, false, ferr
+		}
+		if pr != nil {
+			return pr, false, nil
+		}
+	}
+	switch field := invalidField(err); field {
+	case "head", "base":
+		return nil, false, &lifecycle.ValidationError{Fields: []lifecycle.FieldError{{
+			Field: "pullRequest." + field, Reason: fmt.Sprintf("GitHub refused branch %q: %s", map[string]string{"head": head, "base": base}[field], ghMessage(err)),
+		}}}
+	}
+	return nil, false, &lifecycle.RefusedError{Message: "GitHub refused to open the pull request: " + ghMessage(err), Err: err}
+}
+
+// alreadyExists reports whether a 422 says a pull request for the branch
+// already exists.
+func alreadyExists(err error) bool {
+	return strings.Contains(strings.ToLower(ghMessage(err)), "already exists")
+}
+
+// invalidField returns the field ("head" or "base") a 422 refuses, or "".
+func invalidField(err error) string {
+	var er *gh.ErrorResponse
+	if !errors.As(err, &er) {
+		return ""
+	}
+	for _, e := range er.Errors {
+		if e.Field == "head" || e.Field == "base" {
+			return e.Field
+		}
+	}
+	return ""
+}
+
+func defaultBody(req lifecycle.PullRequestRequest) string {
+	var b strings.Builder
+	if req.Summary != "" {
+		b.WriteString(req.Summary)
+		b.WriteString("\n\n")
+	}
+	if req.Task.Links.Issue != "" {
+		fmt.Fprintf(&b, "Task %s: %s\n", req.Task.Identifier, req.Task.Links.Issue)
+	} else {
+		fmt.Fprintf(&b, "Task %s\n", req.Task.Identifier)
+	}
+	return b.String()
+}
+
+// update applies the title and body a request gives to an existing pull
+// request, when they differ.
+func (a *Adapter) update(ctx context.Context, pr *gh.PullRequest, req lifecycle.PullRequestRequest) (*gh.PullRequest, error) {
+	edit := &gh.PullRequest{}
+	changed := false
+	if req.Title != "" && req.Title != pr.GetTitle() {
+		edit.Title, changed = gh.String(req.Title), true
+	}
+	if req.Body != "" && req.Body != pr.GetBody() {
+		edit.Body, changed = gh.String(req.Body), true
+	}
+	if !changed {
+		return pr, nil
+	}
+	out, _, err := a.client.PullRequests.Edit(ctx, a.cfg.Owner, a.cfg.Repo, pr.GetNumber(), edit)
+	if err != nil {
+		return nil, wrap(err, "edit pull request #%d", pr.GetNumber())
+	}
+	return out, nil
+}
+
+// requestReviewers requests the reviews of those not yet requested.
+func (a *Adapter) requestReviewers(ctx context.Context, pr *gh.PullRequest, reviewers []string) error {
+	var missing []string
+	for _, r := range reviewers {
+		if !slices.ContainsFunc(pr.RequestedReviewers, func(u *gh.User) bool { return strings.EqualFold(u.GetLogin(), r) }) {
+			missing = append(missing, r)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	out, _, err := a.client.PullRequests.RequestReviewers(ctx, a.cfg.Owner, a.cfg.Repo, pr.GetNumber(), gh.ReviewersRequest{Reviewers: missing})
+	if err != nil {
+		if statusOf(err) == http.StatusUnprocessableEntity {
+			return &lifecycle.ValidationError{Fields: []lifecycle.FieldError{{Field: "pullRequest.reviewers", Reason: "GitHub refused the reviewers: " + ghMessage(err)}}}
+		}
+		return wrap(err, "request reviewers of pull request #%d", pr.GetNumber())
+	}
+	pr.RequestedReviewers = out.RequestedReviewers
+	return nil
+}
+
+// PullRequest reads a pull request. DismissesStaleReviews comes from the
+// branch protection or rulesets of its base (read at most once per
+// Config.ProtectionTTL).
+func (a *Adapter) PullRequest(ctx context.Context, ref lifecycle.PullRequestRef) (lifecycle.PullRequest, error) {
+	if err := a.checkRef(ref); err != nil {
+		return lifecycle.PullRequest{}, err
+	}
+	pr, _, err := a.client.PullRequests.Get(ctx, a.cfg.Owner, a.cfg.Repo, ref.Number)
+	if err != nil {
+		return lifecycle.PullRequest{}, wrap(err, "read pull request #%d", ref.Number)
+	}
+	return a.convert(ctx, pr), nil
+}
+
+// convert turns GitHub's pull request into the lifecycle's, and remembers
+// its base branch.
+func (a *Adapter) convert(ctx context.Context, pr *gh.PullRequest) lifecycle.PullRequest {
+	out := lifecycle.PullRequest{
+		PullRequestRef: a.ref(pr.GetNumber()),
+		URL:            pr.GetHTMLURL(),
+		Head:           pr.GetHead().GetRef(),
+		Base:           pr.GetBase().GetRef(),
+		HeadSHA:        strings.ToLower(pr.GetHead().GetSHA()),
+		Draft:          pr.GetDraft(),
+		State:          lifecycle.PullRequestOpen,
+	}
+	switch {
+	case pr.GetMerged() || pr.MergedAt != nil:
+		out.State = lifecycle.PullRequestMerged
+		out.MergeCommitSHA = strings.ToLower(pr.GetMergeCommitSHA())
+	case pr.GetState() == "closed":
+		out.State = lifecycle.PullRequestClosed
+	}
+	for _, u := range pr.RequestedReviewers {
+		out.RequestedReviewers = append(out.RequestedReviewers, u.GetLogin())
+	}
+	a.mu.Lock()
+	a.bases[pr.GetNumber()] = out.Base
+	a.mu.Unlock()
+	if out.State == lifecycle.PullRequestOpen {
+		out.DismissesStaleReviews = a.policy(ctx, out.Base).dismissStale
+	}
+	return out
+}
+
+// rereadTimeout bounds the reading of a pull request after a failed merge.
+const rereadTimeout = 10 * time.Second
+
+// Merge merges the pull request at req.ExpectedHeadSHA with
+// Config.MergeMethod (GitHub's "sha" parameter: GitHub refuses another
+// head with 409, which is lifecycle.ErrHeadMismatch). GitHub's 405 "Base
+// branch was modified" is a *lifecycle.TemporaryError; its other 405s (not
+// mergeable, merge queue required, method not allowed) are a
+// *lifecycle.RefusedError with GitHub's message. After any failure the
+// pull request is read again: merged at the expected head is a success
+// with AlreadyMerged set, so a merge whose answer was lost is never made
+// twice.
+func (a *Adapter) Merge(ctx context.Context, req lifecycle.MergeRequest) (lifecycle.MergeResult, error) {
+	if err := a.checkRef(req.Ref); err != nil {
+		return lifecycle.MergeResult{}, err
+	}
+	expected := strings.ToLower(req.ExpectedHeadSHA)
+	res, _, err := a.client.PullRequests.Merge(ctx, a.cfg.Owner, a.cfg.Repo, req.Ref.Number, "", &gh.PullRequestOptions{
+		SHA: expected, MergeMethod: a.cfg.MergeMethod, CommitTitle: req.CommitTitle,
+	})
+	if err == nil && res.GetMerged() {
+		return lifecycle.MergeResult{MergeCommitSHA: strings.ToLower(res.GetSHA())}, nil
+	}
+	if err == nil {
+		err = &lifecycle.RefusedError{Message: "GitHub did not merge the pull request: " + res.GetMessage()}
+	}
+	// Whatever happened, the pull request tells whether it is merged; the
+	// answer may have been lost to ctx's deadline, so it is read beyond it.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rereadTimeout)
+	defer cancel()
+	if pr, _, rerr := a.client.PullRequests.Get(rctx, a.cfg.Owner, a.cfg.Repo, req.Ref.Number); rerr == nil && (pr.GetMerged() || pr.MergedAt != nil) {
+		if strings.EqualFold(pr.GetHead().GetSHA(), expected) {
+			return lifecycle.MergeResult{MergeCommitSHA: strings.ToLower(pr.GetMergeCommitSHA()), AlreadyMerged: true}, nil
+		}
+		return lifecycle.MergeResult{}, fmt.Errorf("github: pull request #%d was merged at %s: %w", req.Ref.Number, pr.GetHead().GetSHA(), lifecycle.ErrHeadMismatch)
+	}
+	msg := ghMessage(err)
+	switch statusOf(err) {
+	case http.StatusConflict:
+		return lifecycle.MergeResult{}, fmt.Errorf("github: merge pull request #%d at %s: %s: %w", req.Ref.Number, expected, msg, lifecycle.ErrHeadMismatch)
+	case http.StatusMethodNotAllowed:
+		if strings.Contains(strings.ToLower(msg), "base branch was modified") {
+			return lifecycle.MergeResult{}, &lifecycle.TemporaryError{Err: fmt.Errorf("github: merge pull request #%d: %s", req.Ref.Number, msg)}
+		}
+		return lifecycle.MergeResult{}, &lifecycle.RefusedError{Message: msg, Err: err}
+	case http.StatusUnprocessableEntity:
+		return lifecycle.MergeResult{}, &lifecycle.RefusedError{Message: msg, Err: err}
+	}
+	return lifecycle.MergeResult{}, wrap(err, "merge pull request #%d", req.Ref.Number)
+}

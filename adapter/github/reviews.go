@@ -1,0 +1,96 @@
+package github
+
+import (
+	"context"
+	"sort"
+	"strconv"
+	"strings"
+
+	gh "github.com/google/go-github/v60/github"
+	"github.com/tasklifecycle/lifecycle"
+)
+
+// ReviewDecision decides the review of a pull request as GitHub's branch
+// rules do: the latest review of each reviewer counts, COMMENTED reviews
+// do not change it, a DISMISSED one withdraws it; when the base branch
+// dismisses stale approvals, only approvals of q.HeadSHA count. Any
+// reviewer requesting changes makes the decision changes_requested;
+// otherwise the approvals are held against the required count (from branch
+// protection or rulesets; Config.DefaultRequiredApprovals when neither can
+// be read), and a required count of zero is not_required. The reviews
+// returned are every approving, change-requesting and commenting review,
+// oldest first.
+func (a *Adapter) ReviewDecision(ctx context.Context, q lifecycle.ReviewQuery) (lifecycle.HostReviews, error) {
+	if err := a.checkRef(q.PullRequest); err != nil {
+		return lifecycle.HostReviews{}, err
+	}
+	base, err := a.baseOf(ctx, q.PullRequest)
+	if err != nil {
+		return lifecycle.HostReviews{}, err
+	}
+	var all []*gh.PullRequestReview
+	opts := &gh.ListOptions{PerPage: 100}
+	for {
+		page, resp, err := a.client.PullRequests.ListReviews(ctx, a.cfg.Owner, a.cfg.Repo, q.PullRequest.Number, opts)
+		if err != nil {
+			return lifecycle.HostReviews{}, wrap(err, "list reviews of pull request #%d", q.PullRequest.Number)
+		}
+		all = append(all, page...)
+		if resp.NextPage == 0 {
+			break
+		}
+		opts.Page = resp.NextPage
+	}
+	sort.SliceStable(all, func(i, j int) bool { return all[i].GetSubmittedAt().Before(all[j].GetSubmittedAt().Time) })
+	p := a.policy(ctx, base)
+	return decide(all, p, q.HeadSHA), nil
+}
+
+// decide applies GitHub's rules to reviews sorted oldest first.
+func decide(reviews []*gh.PullRequestReview, p policy, head string) lifecycle.HostReviews {
+	var out lifecycle.HostReviews
+	latest := map[string]*gh.PullRequestReview{} // by reviewer, lower case
+	for _, r := range reviews {
+		login := strings.ToLower(r.GetUser().GetLogin())
+		hr := lifecycle.HostReview{ID: strconv.FormatInt(r.GetID(), 10), Reviewer: r.GetUser().GetLogin(), Body: r.GetBody(),
+			CommitSHA: strings.ToLower(r.GetCommitID()), SubmittedAt: r.GetSubmittedAt().Time}
+		switch r.GetState() {
+		case "APPROVED":
+			hr.Outcome = lifecycle.ReviewApproved
+			latest[login] = r
+		case "CHANGES_REQUESTED":
+			hr.Outcome = lifecycle.ReviewChangesRequested
+			latest[login] = r
+		case "DISMISSED":
+			delete(latest, login)
+			continue
+		case "COMMENTED":
+			hr.Outcome = lifecycle.ReviewCommented
+		default: // PENDING: not submitted yet
+			continue
+		}
+		out.Reviews = append(out.Reviews, hr)
+	}
+	approvals, changes := 0, false
+	for _, r := range latest {
+		switch r.GetState() {
+		case "CHANGES_REQUESTED":
+			changes = true
+		case "APPROVED":
+			if !p.dismissStale || strings.EqualFold(r.GetCommitID(), head) {
+				approvals++
+			}
+		}
+	}
+	switch {
+	case changes:
+		out.Decision = lifecycle.DecisionChangesRequested
+	case p.approvals == 0:
+		out.Decision = lifecycle.DecisionNotRequired
+	case approvals >= p.approvals:
+		out.Decision = lifecycle.DecisionApproved
+	default:
+		out.Decision = lifecycle.DecisionPending
+	}
+	return out
+}

@@ -1,0 +1,226 @@
+package github
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+
+	gh "github.com/google/go-github/v60/github"
+	"github.com/tasklifecycle/lifecycle"
+)
+
+// MaxWebhookBody is the largest webhook body taken: GitHub caps payloads
+// at 25 MB.
+const MaxWebhookBody = 25 << 20
+
+// Source is the ProviderEvent.Source of the Adapter's events.
+const Source = "github"
+
+// WebhookHandler returns the handler of the repository's webhook, to mount
+// at the URL configured at GitHub (content type application/json, secret
+// Config.WebhookSecret):
+//
+//	mux.Handle("POST /hooks/github", adapter.WebhookHandler(svc))
+//
+// It verifies X-Hub-Signature-256 against Config.WebhookSecret with
+// go-github's ValidatePayload (an HMAC compared in constant time), and
+// answers 401 when it does not match, is missing, or no secret is
+// configured; it refuses bodies over MaxWebhookBody with 413 and answers
+// events it does not use with 204. The others become
+// [lifecycle.ProviderEvent]s, with X-GitHub-Delivery as their DeliveryID,
+// which sink applies before the answer (the Service ignores a delivery it
+// applied before): 200 when applied, 503 when not, so that a redelivery
+// from the webhook's settings is taken. Applying is bounded by
+// Config.WebhookApplyTimeout, below GitHub's 10 seconds. The events used:
+// pull_request (synchronize, closed, reopened, edited with a new base),
+// pull_request_review (submitted, dismissed), check_run, check_suite,
+// status and deployment_status.
+func (a *Adapter) WebhookHandler(sink lifecycle.ProviderEventSink) http.Handler {
+	if a.cfg.WebhookSecret == "" {
+		a.log.Error("webhook handler without Config.WebhookSecret: every delivery is refused")
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a.serveWebhook(w, r, sink)
+	})
+}
+
+func (a *Adapter) serveWebhook(w http.ResponseWriter, r *http.Request, sink lifecycle.ProviderEventSink) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "use POST", http.StatusMethodNotAllowed)
+		return
+	}
+	if r.ContentLength > MaxWebhookBody {
+		http.Error(w, "body too large", http.StatusRequestEntityTooLarge)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, MaxWebhookBody)
+	if a.cfg.WebhookSecret == "" || r.Header.Get(gh.SHA256SignatureHeader) == "" {
+		http.Error(w, "missing or unverifiable X-Hub-Signature-256", http.StatusUnauthorized)
+		return
+	}
+	body, err := gh.ValidatePayload(r, []byte(a.cfg.WebhookSecret))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			http.Error(w, "body too large", http.StatusRequestEntityTooLarge)
+			return
+		}
+		a.log.WarnContext(r.Context(), "webhook delivery refused: signature does not match", "delivery", r.Header.Get("X-GitHub-Delivery"))
+		http.Error(w, "signature does not match", http.StatusUnauthorized)
+		return
+	}
+	event := gh.WebHookType(r)
+	if !usedEvents[event] {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	var p payload
+	if err := json.Unmarshal(body, &p); err != nil {
+		http.Error(w, "payload is not JSON", http.StatusBadRequest)
+		return
+	}
+	ev, ok := a.eventOf(event, &p)
+	if !ok {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	ev.Source, ev.DeliveryID = Source, gh.DeliveryID(r)
+	ctx, cancel := context.WithTimeout(r.Context(), a.cfg.WebhookApplyTimeout)
+	defer cancel()
+	if err := sink.ApplyProviderEvent(ctx, ev); err != nil {
+		// The reconciler reads the host again anyway; a redelivery is
+		// applied sooner.
+		a.log.WarnContext(ctx, "apply webhook delivery", "delivery", ev.DeliveryID, "kind", ev.Kind, "err", err)
+		http.Error(w, "not applied; deliver again", http.StatusServiceUnavailable)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// payload holds the members of the webhook payloads the Adapter uses,
+// named as GitHub names them. It is decoded instead of go-github's event
+// types, which refuse some of GitHub's own payloads (go-github v60 fails
+// on the "2018-04-25 20:42:10" timestamps of the published check_run
+// examples) and decode far more than is used.
+type payload struct {
+	Action     string `json:"action"`
+	Repository *struct {
+		Name  string `json:"name"`
+		Owner struct {
+			Login string `json:"login"`
+		} `json:"owner"`
+	} `json:"repository"`
+	PullRequest *struct {
+		Number int  `json:"number"`
+		Merged bool `json:"merged"`
+		Head   struct {
+			SHA string `json:"sha"`
+		} `json:"head"`
+	} `json:"pull_request"`
+	Changes *struct {
+		Base json.RawMessage `json:"base"`
+	} `json:"changes"`
+	CheckRun *struct {
+		HeadSHA string `json:"head_sha"`
+	} `json:"check_run"`
+	CheckSuite *struct {
+		HeadSHA string `json:"head_sha"`
+	} `json:"check_suite"`
+	SHA        string `json:"sha"` // status
+	Deployment *struct {
+		ID  int64  `json:"id"`
+		SHA string `json:"sha"`
+	} `json:"deployment"`
+	DeploymentStatus *struct {
+		State          string `json:"state"`
+		EnvironmentURL string `json:"environment_url"`
+	} `json:"deployment_status"`
+}
+
+// usedEvents are the X-GitHub-Event values the Adapter takes.
+var usedEvents = map[string]bool{
+	"pull_request": true, "pull_request_review": true, "check_run": true, "check_suite": true, "status": true, "deployment_status": true,
+}
+
+// eventOf maps a webhook payload to a provider event, or reports that it
+// is not one the lifecycle uses.
+func (a *Adapter) eventOf(event string, p *payload) (lifecycle.ProviderEvent, bool) {
+	var ev lifecycle.ProviderEvent
+	switch event {
+	case "pull_request":
+		if p.PullRequest == nil {
+			return ev, false
+		}
+		switch p.Action {
+		case "synchronize":
+			ev.Kind = lifecycle.ProviderHeadChanged
+		case "closed":
+			ev.Kind = lifecycle.ProviderPullRequestClosed
+			if p.PullRequest.Merged {
+				ev.Kind = lifecycle.ProviderPullRequestMerged
+			}
+		case "reopened":
+			ev.Kind = lifecycle.ProviderPullRequestReopened
+		case "edited":
+			if p.Changes == nil || len(p.Changes.Base) == 0 {
+				return ev, false
+			}
+			ev.Kind = lifecycle.ProviderPullRequestEdited
+		default:
+			return ev, false
+		}
+	case "pull_request_review":
+		if p.PullRequest == nil {
+			return ev, false
+		}
+		switch p.Action {
+		case "submitted":
+			ev.Kind = lifecycle.ProviderReviewSubmitted
+		case "dismissed":
+			ev.Kind = lifecycle.ProviderReviewDismissed
+		default:
+			return ev, false
+		}
+	case "check_run":
+		if p.CheckRun == nil {
+			return ev, false
+		}
+		ev.Kind, ev.HeadSHA = lifecycle.ProviderChecksChanged, p.CheckRun.HeadSHA
+	case "check_suite":
+		if p.CheckSuite == nil {
+			return ev, false
+		}
+		ev.Kind, ev.HeadSHA = lifecycle.ProviderChecksChanged, p.CheckSuite.HeadSHA
+	case "status":
+		ev.Kind, ev.HeadSHA = lifecycle.ProviderChecksChanged, p.SHA
+	case "deployment_status":
+		if p.Deployment == nil || p.DeploymentStatus == nil {
+			return ev, false
+		}
+		ev.Kind, ev.HeadSHA = lifecycle.ProviderDeploymentStatus, p.Deployment.SHA
+		ev.Deployment = &lifecycle.DeploymentStatus{
+			ID:             strconv.FormatInt(p.Deployment.ID, 10),
+			State:          p.DeploymentStatus.State,
+			EnvironmentURL: p.DeploymentStatus.EnvironmentURL,
+		}
+	default:
+		return ev, false
+	}
+	if p.PullRequest != nil && strings.HasPrefix(event, "pull_request") {
+		ev.PullRequest = a.ref(p.PullRequest.Number)
+		ev.HeadSHA = p.PullRequest.Head.SHA
+	}
+	// Checks and deployments name a commit, not a pull request: the
+	// Service finds the tasks by head. An organisation's webhook sends
+	// every repository's events; those of others are ignored.
+	ev.HeadSHA = strings.ToLower(ev.HeadSHA)
+	repo := p.Repository
+	if repo == nil || !strings.EqualFold(repo.Owner.Login, a.cfg.Owner) || !strings.EqualFold(repo.Name, a.cfg.Repo) {
+		return ev, false
+	}
+	return ev, true
+}
