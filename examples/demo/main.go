@@ -42,6 +42,7 @@ import (
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/artifact"
+	"github.com/tasklifecycle/lifecycle/store/postgres"
 	"github.com/tasklifecycle/lifecycle/store/sqlite"
 )
 
@@ -62,6 +63,8 @@ type options struct {
 	webhookSecret        string
 	webhookCA            string
 	reconcileInterval    time.Duration
+	postgres             string
+	instanceID           string
 }
 
 func parseFlags() options {
@@ -74,6 +77,8 @@ func parseFlags() options {
 	flag.StringVar(&o.webhookSecret, "webhook-secret", os.Getenv("WEBHOOK_SECRET"), "secret of the -webhook-url subscription, 16 to 128 characters; also WEBHOOK_SECRET")
 	flag.StringVar(&o.webhookCA, "webhook-ca", "", "PEM file of certificates to trust for webhook receivers, beside the system's")
 	flag.DurationVar(&o.reconcileInterval, "reconcile-interval", 10*time.Second, "how often the code host (the local git repositories) is read again for each task in review, so that commits pushed to a task's branch are learned")
+	flag.StringVar(&o.postgres, "postgres", os.Getenv("LIFECYCLE_POSTGRES_DSN"), "keep tasks in this PostgreSQL database (a DSN such as postgres://postgres@127.0.0.1:5432/postgres) instead of the SQLite file; demos started with the same DSN are replicas of one Service; also LIFECYCLE_POSTGRES_DSN")
+	flag.StringVar(&o.instanceID, "instance-id", os.Getenv("LIFECYCLE_INSTANCE_ID"), "this process's instance ID; replicas sharing a data directory need one each; also LIFECYCLE_INSTANCE_ID; default: one kept in the data directory")
 	flag.Parse()
 	if o.webhookURL != "" {
 		o.allowPrivateWebhooks = true
@@ -87,10 +92,16 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	if err := os.MkdirAll(opts.data, 0o700); err != nil {
+	var err error
+	if err = os.MkdirAll(opts.data, 0o700); err != nil {
 		return fmt.Errorf("create data directory: %w", err)
 	}
-	store, err := sqlite.New(sqlite.Config{Path: filepath.Join(opts.data, "lifecycle.db")})
+	var store lifecycle.Store
+	if opts.postgres != "" {
+		store, err = postgres.New(ctx, postgres.Config{DSN: opts.postgres})
+	} else {
+		store, err = sqlite.New(sqlite.Config{Path: filepath.Join(opts.data, "lifecycle.db")})
+	}
 	if err != nil {
 		return err
 	}
@@ -136,9 +147,11 @@ func run() error {
 		}
 		webhookTLS = &tls.Config{RootCAs: pool}
 	}
-	instance, err := instanceID(opts.data)
-	if err != nil {
-		return err
+	instance := opts.instanceID
+	if instance == "" {
+		if instance, err = instanceID(opts.data); err != nil {
+			return err
+		}
 	}
 	svc, err := lifecycle.New(lifecycle.Config{
 		// One identity per data directory: restarted after a crash, the
@@ -337,7 +350,8 @@ func seed(ctx context.Context, svc *lifecycle.Service) error {
 	}
 	for _, p := range tasks {
 		p.Actor = actor
-		if _, err := svc.CreateTask(ctx, p); err != nil {
+		// A replica starting at the same time may have seeded it.
+		if _, err := svc.CreateTask(ctx, p); err != nil && !errors.Is(err, lifecycle.ErrConflict) {
 			return fmt.Errorf("seed %s: %w", p.Identifier, err)
 		}
 	}
