@@ -5,6 +5,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io/fs"
 	"math/rand/v2"
 	"path"
@@ -68,6 +69,7 @@ type Store struct {
 	pool    *pgxpool.Pool
 	ownPool bool
 	schema  string
+	ns      int32 // the first half of the keys of this schema's advisory locks
 	retries int
 	closed  atomic.Bool
 
@@ -94,7 +96,9 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{pool: cfg.Pool, schema: cfg.Schema, retries: cfg.MaxRetries}
+	h := fnv.New32a()
+	h.Write([]byte(cfg.Schema))
+	s := &Store{pool: cfg.Pool, schema: cfg.Schema, ns: int32(h.Sum32() & 0x7fffffff), retries: cfg.MaxRetries}
 	if s.pool == nil {
 		pc, err := pgxpool.ParseConfig(cfg.DSN)
 		if err != nil {
@@ -304,6 +308,9 @@ type txn struct {
 	// failed is the first error PostgreSQL returned in the transaction,
 	// which aborts it.
 	failed error
+	// appending is set once the transaction holds its advisory lock of
+	// event appends.
+	appending bool
 }
 
 var _ lifecycle.Tx = (*txn)(nil)

@@ -53,15 +53,18 @@ CREATE INDEX tasks_reconcile       ON tasks (reconcile_at) WHERE status = 'in_re
 CREATE INDEX tasks_by_pull_request ON tasks (pr_number, pr_repo, pr_owner) WHERE pr_number IS NOT NULL;
 CREATE INDEX tasks_by_head         ON tasks (head_sha) WHERE head_sha IS NOT NULL;
 
--- The outbox. Sequences come from event_counter, whose one row every
--- appending transaction locks until it ends: appends are serialised, so
--- sequences are committed in order and a reader never skips one. The
--- counter also keeps the last sequence when the newest events are pruned.
-CREATE TABLE event_counter (
-	one      BOOLEAN PRIMARY KEY DEFAULT true CHECK (one),
-	last_seq BIGINT  NOT NULL
+-- The outbox. Sequences come from events_seq (CACHE 1, so that its
+-- last_value is the greatest sequence handed out). A transaction takes a
+-- shared advisory lock keyed by last_value before its first nextval, and
+-- holds it until it ends; readers return no event past the smallest key
+-- held (see events.go). event_pruned keeps the greatest sequence pruned,
+-- so that LastEventSequence survives the pruning of the newest events.
+CREATE SEQUENCE events_seq;
+CREATE TABLE event_pruned (
+	one     BOOLEAN PRIMARY KEY DEFAULT true CHECK (one),
+	max_seq BIGINT  NOT NULL
 );
-INSERT INTO event_counter (last_seq) VALUES (0);
+INSERT INTO event_pruned (max_seq) VALUES (0);
 
 CREATE TABLE events (
 	seq          BIGINT PRIMARY KEY,
