@@ -202,7 +202,7 @@ func BenchmarkShipAcceptance(b *testing.B) {
 				}
 			}
 			runParallel(b, "ships", func(i int64) {
-				e.serve(b, "POST", "/tasks/"+ids[i]+"/ship", fmt.Sprintf("ship-%d", i),
+				e.serve(b, "POST", "/tasks/"+ids[i]+"/ship", fmt.Sprintf("ship-key-%08d", i),
 					map[string]any{"mode": "merge_only", "targetEnvironment": "staging", "expectedHeadSha": shas[i]}, http.StatusAccepted)
 			})
 		})
