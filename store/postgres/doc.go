@@ -29,17 +29,21 @@
 // # Event sequences
 //
 // PostgreSQL commits concurrent transactions in any order, so sequences
-// drawn from a SEQUENCE could commit out of order and a reader that saw N
-// could later find N-1. Instead every appended event takes its sequence
-// from a one-row counter table, whose row lock the transaction then holds
-// until it ends: transactions that append events commit one after another,
-// in sequence order, and a reader never skips an event. The counter holds
-// the greatest committed sequence, which LastEventSequence returns and
-// pruning does not lower. The cost is that appending transactions do not
-// overlap from their first AppendEvent to their commit, fsync included;
-// BENCHMARKS.md measures it. A transaction that appends and then waits for
-// a row lock held by another that waits for the counter is a deadlock,
-// which PostgreSQL breaks and Update retries.
+// drawn from a SEQUENCE can commit out of order: a reader that saw N could
+// later find N-1. Serialising the appending transactions would prevent it
+// but would also serialise their commits and fsyncs. Instead, before its
+// first nextval a transaction takes a shared advisory lock (transaction
+// scoped) keyed by the greatest sequence handed out so far, so that every
+// sequence it draws is above its key. Events and LastEventSequence first
+// read that greatest sequence, then the keys of the locks held (pg_locks),
+// in one round trip, and return nothing past the smallest: the horizon at
+// or below which every sequence is committed or rolled back. PostgreSQL
+// makes a transaction's rows visible before it releases its locks, so the
+// next statement's snapshot holds every event up to the horizon. A reader
+// never skips an event, and appending transactions still commit together.
+// A transaction left open after appending holds every reader at its
+// sequence until it ends. Pruning keeps the greatest sequence it deleted,
+// so that LastEventSequence never goes back.
 //
 // # Claims
 //
