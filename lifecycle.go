@@ -527,6 +527,7 @@ func (s *Service) Start(ctx context.Context) error {
 	s.goBackground(func() { s.pruneLoop(ctx) })
 	s.goBackground(func() { s.runShips(ctx) })
 	s.goBackground(func() { s.webhooks.run(ctx) })
+	s.goBackground(func() { s.listen(ctx) }) // when the Store is a Notifier
 	if s.cfg.ReconcileInterval > 0 {
 		s.goBackground(func() { s.reconcile.run(ctx) })
 	}

@@ -59,6 +59,7 @@ import (
 	"github.com/tasklifecycle/lifecycle/adapter/artifact"
 	"github.com/tasklifecycle/lifecycle/adapter/github"
 	"github.com/tasklifecycle/lifecycle/adapter/gitlab"
+	"github.com/tasklifecycle/lifecycle/store/postgres"
 	"github.com/tasklifecycle/lifecycle/store/sqlite"
 )
 
@@ -90,6 +91,8 @@ type options struct {
 	githubAPIURL        string
 	githubToken         string
 	githubWebhookSecret string
+	postgres            string
+	instanceID          string
 }
 
 func parseFlags() options {
@@ -112,6 +115,8 @@ func parseFlags() options {
 	flag.StringVar(&o.githubAPIURL, "github-api-url", github.DefaultAPIURL, "GitHub's REST API; for GitHub Enterprise Server https://HOST/api/v3/ (plain http only to loopback)")
 	flag.StringVar(&o.githubToken, "github-token", "", "token for -github-repo (never logged); default: GITHUB_TOKEN")
 	flag.StringVar(&o.githubWebhookSecret, "github-webhook-secret", "", "secret of the repository's webhook to POST /hooks/github; default: GITHUB_WEBHOOK_SECRET")
+	flag.StringVar(&o.postgres, "postgres", os.Getenv("LIFECYCLE_POSTGRES_DSN"), "keep tasks in this PostgreSQL database (a DSN such as postgres://postgres@127.0.0.1:5432/postgres) instead of the SQLite file; demos started with the same DSN are replicas of one Service; also LIFECYCLE_POSTGRES_DSN")
+	flag.StringVar(&o.instanceID, "instance-id", os.Getenv("LIFECYCLE_INSTANCE_ID"), "this process's instance ID; replicas sharing a data directory need one each; also LIFECYCLE_INSTANCE_ID; default: one kept in the data directory")
 	flag.Parse()
 	// Read after parsing, so that -h never prints them.
 	if o.githubToken == "" {
@@ -132,10 +137,16 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	if err := os.MkdirAll(opts.data, 0o700); err != nil {
+	var err error
+	if err = os.MkdirAll(opts.data, 0o700); err != nil {
 		return fmt.Errorf("create data directory: %w", err)
 	}
-	store, err := sqlite.New(sqlite.Config{Path: filepath.Join(opts.data, "lifecycle.db")})
+	var store lifecycle.Store
+	if opts.postgres != "" {
+		store, err = postgres.New(ctx, postgres.Config{DSN: opts.postgres})
+	} else {
+		store, err = sqlite.New(sqlite.Config{Path: filepath.Join(opts.data, "lifecycle.db")})
+	}
 	if err != nil {
 		return err
 	}
@@ -217,9 +228,11 @@ func run() error {
 		}
 		webhookTLS = &tls.Config{RootCAs: pool}
 	}
-	instance, err := instanceID(opts.data)
-	if err != nil {
-		return err
+	instance := opts.instanceID
+	if instance == "" {
+		if instance, err = instanceID(opts.data); err != nil {
+			return err
+		}
 	}
 	svc, err := lifecycle.New(lifecycle.Config{
 		// One identity per data directory: restarted after a crash, the
@@ -437,7 +450,8 @@ func seed(ctx context.Context, svc *lifecycle.Service) error {
 	}
 	for _, p := range tasks {
 		p.Actor = actor
-		if _, err := svc.CreateTask(ctx, p); err != nil {
+		// A replica starting at the same time may have seeded it.
+		if _, err := svc.CreateTask(ctx, p); err != nil && !errors.Is(err, lifecycle.ErrConflict) {
 			return fmt.Errorf("seed %s: %w", p.Identifier, err)
 		}
 	}

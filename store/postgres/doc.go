@@ -1,0 +1,64 @@
+// Package postgres implements [lifecycle.Store] on PostgreSQL, through
+// github.com/jackc/pgx/v5 (pgxpool), so that several replicas of a
+// Service can share one database.
+//
+// # Schema and migrations
+//
+// The Store keeps its tables in one schema ([Config.Schema], by default
+// "lifecycle"), created when missing. Its migrations are embedded and
+// applied by [New] under a session advisory lock, so replicas that start
+// together migrate once; a database migrated by a newer program is
+// refused.
+//
+// # Transactions
+//
+// [Store.Update] runs its function in a READ COMMITTED transaction. The
+// reads of a Tx that the contract calls "read for update" (Tx.Task,
+// Tx.ShipOperation, and the records the Service reads and rewrites:
+// subscriptions, idempotency records, instance leases) are SELECT ... FOR
+// UPDATE, so concurrent read-modify-writes of one row wait for each other
+// instead of losing an update. Inserts that may collide use ON CONFLICT DO
+// NOTHING and report [lifecycle.ErrConflict] without aborting the
+// transaction, as SQLite's do. A deadlock or serialization failure rolls
+// the transaction back and Update runs the function again, up to
+// [Config.MaxRetries] times. [Store.UpdateRelaxed] is Update with SET LOCAL
+// synchronous_commit = off: the commit is visible at once and reaches the
+// disk with the WAL writer, within a few hundred milliseconds, and at the
+// latest with the next durable commit.
+//
+// # Event sequences
+//
+// PostgreSQL commits concurrent transactions in any order, so sequences
+// drawn from a SEQUENCE can commit out of order: a reader that saw N could
+// later find N-1. Serialising the appending transactions would prevent it
+// but would also serialise their commits and fsyncs. Instead, before its
+// first nextval a transaction takes a shared advisory lock (transaction
+// scoped) keyed by the greatest sequence handed out so far, so that every
+// sequence it draws is above its key. Events and LastEventSequence first
+// read that greatest sequence, then the keys of the locks held (pg_locks),
+// in one round trip, and return nothing past the smallest: the horizon at
+// or below which every sequence is committed or rolled back. PostgreSQL
+// makes a transaction's rows visible before it releases its locks, so the
+// next statement's snapshot holds every event up to the horizon. A reader
+// never skips an event, and appending transactions still commit together.
+// A transaction left open after appending holds every reader at its
+// sequence until it ends. Pruning keeps the greatest sequence it deleted,
+// so that LastEventSequence never goes back.
+//
+// # Claims
+//
+// ClaimShipOperations, ClaimReconciliations and ClaimSubscriptions select
+// their rows with FOR UPDATE SKIP LOCKED and update them in one statement:
+// processes that claim at once each take different rows, and none waits
+// for another's.
+//
+// # Wake-ups
+//
+// The Store implements [lifecycle.Notifier] with LISTEN/NOTIFY: a
+// transaction that appends events, queues a ship operation or creates,
+// changes the status of or deletes a subscription sends a notification
+// that is delivered when it commits, and [Store.Listen] passes it on to
+// the Service, which wakes its event streams, ship runner or webhook
+// dispatcher at once rather than at its next poll. Polling stays the
+// backstop when the listening connection is lost.
+package postgres
