@@ -6,6 +6,13 @@
 //
 //	go run ./examples/demo
 //	go run ./examples/demo -addr 127.0.0.1:9090 -data /tmp/lifecycle -admin-key lsk_...
+//	eval "$(go run ./examples/demo -background)"
+//
+// With -background it starts the server as a process of its own, waits
+// until it serves, prints the shell commands that set KEY and BASE (so
+// that eval sets them) and exits; the server keeps running, logging to
+// demo.log in the data directory, until killed (kill $(cat
+// lifecycle-demo-data/demo.pid)).
 //
 // To watch signed webhook deliveries arrive, run the example receiver
 // (go run ./examples/webhookreceiver -secret ...) and pass its URL, secret
@@ -35,6 +42,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -60,6 +68,7 @@ type options struct {
 	webhookURL           string
 	webhookSecret        string
 	webhookCA            string
+	background           bool
 }
 
 func parseFlags() options {
@@ -71,6 +80,7 @@ func parseFlags() options {
 	flag.StringVar(&o.webhookURL, "webhook-url", "", "subscribe this https URL to every event type at start (implies -allow-private-webhooks)")
 	flag.StringVar(&o.webhookSecret, "webhook-secret", os.Getenv("WEBHOOK_SECRET"), "secret of the -webhook-url subscription, 16 to 128 characters; also WEBHOOK_SECRET")
 	flag.StringVar(&o.webhookCA, "webhook-ca", "", "PEM file of certificates to trust for webhook receivers, beside the system's")
+	flag.BoolVar(&o.background, "background", false, "start the server in the background, wait until it serves, and print the shell commands that export KEY and BASE")
 	flag.Parse()
 	if o.webhookURL != "" {
 		o.allowPrivateWebhooks = true
@@ -80,24 +90,30 @@ func parseFlags() options {
 
 func run() error {
 	opts := parseFlags()
+	if opts.adminKey != "" && !apiKeyForm.MatchString(opts.adminKey) {
+		return fmt.Errorf("-admin-key (or LIFECYCLE_ADMIN_KEY) %q is not an API key: use lsk_ followed by at least 32 letters or digits", opts.adminKey)
+	}
+	if opts.background && os.Getenv(childEnv) == "" {
+		return runBackground(opts)
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	if err := os.MkdirAll(opts.data, 0o700); err != nil {
-		return fmt.Errorf("create data directory: %w", err)
+	// Listen first: a second demo on the same address fails here, before
+	// it touches the data directory.
+	ln, err := net.Listen("tcp", opts.addr)
+	if err != nil {
+		return fmt.Errorf("cannot listen on %s (%w): is another demo already running? Stop it, or pass -addr 127.0.0.1:8081", opts.addr, err)
 	}
+	defer ln.Close()
+	base := "http://" + publicAddr(ln.Addr().(*net.TCPAddr))
+
 	store, err := sqlite.New(sqlite.Config{Path: filepath.Join(opts.data, "lifecycle.db")})
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-
-	ln, err := net.Listen("tcp", opts.addr)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	base := "http://" + publicAddr(ln.Addr().(*net.TCPAddr))
 
 	router, err := lifecycle.NewRulesRouter(lifecycle.RulesRouterConfig{Rules: []lifecycle.RoutingRule{
 		{Name: "web-frontend", Project: "web", Labels: []string{"frontend"}, Agent: lifecycle.Agent{ID: "agent-web", Name: "Web Agent"}},
@@ -153,6 +169,8 @@ func run() error {
 	if err := svc.Start(ctx); err != nil {
 		return err
 	}
+	// On an early return, stop the Service before the store closes.
+	defer svc.Close(context.Background())
 
 	adminKey, err := installAdminKey(ctx, svc, opts)
 	if err != nil {
@@ -175,7 +193,10 @@ func run() error {
 	fmt.Printf("git repos:      %s\n", filepath.Join(abs, "repos"))
 	fmt.Printf("deployments:    %s\n", filepath.Join(abs, "deploy"))
 	fmt.Printf("admin key:      %s\n\n", adminKey)
-	fmt.Printf("try:\n  curl -s -H 'Authorization: Bearer %s' %s/tasks\n\n", adminKey, base)
+	fmt.Printf("in another shell:\n  export KEY=%s BASE=%s\n  curl -s -H \"Authorization: Bearer $KEY\" \"$BASE/tasks\"\n\n", adminKey, base)
+	if err := notifyReady(base, adminKey); err != nil {
+		return err
+	}
 
 	select {
 	case err := <-serveErr:
@@ -191,6 +212,9 @@ func run() error {
 	go func() { closed <- svc.Close(shutdownCtx) }()
 	return errors.Join(srv.Shutdown(shutdownCtx), <-closed)
 }
+
+// apiKeyForm is the form of an API key.
+var apiKeyForm = regexp.MustCompile(`^lsk_[A-Za-z0-9]{32,}$`)
 
 // publicAddr turns a listening address into one a client can dial.
 func publicAddr(a *net.TCPAddr) string {
