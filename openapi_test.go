@@ -370,3 +370,34 @@ func (f *fakeT) runCleanups() {
 		f.cleanups[i]()
 	}
 }
+
+// TestEventsMatchTheSchema checks every event of a task's whole lifecycle
+// (created, started, blocked, resolved, submitted, checked, reviewed,
+// shipped) against the Event schema, which describes the stream's data
+// lines and the webhook deliveries.
+func TestEventsMatchTheSchema(t *testing.T) {
+	t.Parallel()
+	s := loadSpec(t)
+	e, _, _ := newShipEnv(t)
+	id := e.startedTask("WEB-1")
+	e.call(request{method: "POST", path: "/tasks/" + id + "/blocker", key: e.admin, body: blockerBody()}, http.StatusOK)
+	e.call(request{method: "POST", path: "/tasks/" + id + "/resolve-blocker", key: e.admin}, http.StatusOK)
+	sha := e.submitOK(id, "submit-WEB-1", submitBody())["headSha"].(string)
+	e.call(request{method: "POST", path: "/tasks/" + id + "/checks", key: e.admin, body: map[string]any{
+		"headSha": sha, "checks": []map[string]any{{"name": "build", "status": "passed"}}}}, http.StatusOK)
+	e.call(request{method: "POST", path: "/tasks/" + id + "/reviews", key: e.admin, body: map[string]any{"outcome": "approved"}}, http.StatusCreated)
+	op := decode(t, e.ship(id, "ship-WEB-1", shipBody("merge_and_deploy", "staging", sha)))["data"].(map[string]any)
+	e.waitShip(op["operationId"].(string))
+
+	types := map[string]bool{}
+	schema := s.doc.Components.Schemas["Event"].Value
+	for _, ev := range e.eventsOf(id) {
+		types[ev["type"].(string)] = true
+		if err := schema.VisitJSON(ev); err != nil {
+			t.Errorf("event %v does not match the Event schema: %v", ev, err)
+		}
+	}
+	if len(types) != 4 {
+		t.Errorf("the lifecycle emitted the event types %v, want all four", types)
+	}
+}
