@@ -18,7 +18,7 @@ import (
 // Scope is a permission an API key grants.
 type Scope string
 
-// The scopes. SPEC.md names the first six; EXTENSIONS.md adds the rest.
+// The scopes; docs/api.md lists what each grants.
 const (
 	ScopeTasksRead     Scope = "tasks:read"     // read tasks, CI status, review feedback, ship operations
 	ScopeTasksWrite    Scope = "tasks:write"    // submit, start, record and resolve blockers
