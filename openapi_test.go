@@ -217,16 +217,19 @@ func (w *recordingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter
 // routePattern matches the patterns of the handler's routes.
 var routePattern = regexp.MustCompile(`^(GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS) /\S*$`)
 
-// handlerRoutes returns the route patterns the root package registers: the
-// first argument of every call of handle, Handle or HandleFunc that is a
-// string literal like "GET /tasks/{id}".
-func handlerRoutes(t *testing.T) []string {
+// handlerRoutes returns the routes the root package registers, by
+// pattern, with the value of the scope each needs ("" for none): the first
+// argument of every call of handle, Handle or HandleFunc that is a string
+// literal like "GET /tasks/{id}", and its second when it names a constant.
+func handlerRoutes(t *testing.T) map[string]string {
 	t.Helper()
 	files, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var routes []string
+	type route struct{ pattern, scope string }
+	var found []route
+	consts := map[string]string{}
 	fset := token.NewFileSet()
 	for _, name := range files {
 		if strings.HasSuffix(name, "_test.go") {
@@ -237,31 +240,55 @@ func handlerRoutes(t *testing.T) []string {
 			t.Fatal(err)
 		}
 		ast.Inspect(f, func(n ast.Node) bool {
-			call, ok := n.(*ast.CallExpr)
-			if !ok || len(call.Args) == 0 {
-				return true
-			}
-			var fn string
-			switch f := call.Fun.(type) {
-			case *ast.Ident:
-				fn = f.Name
-			case *ast.SelectorExpr:
-				fn = f.Sel.Name
-			}
-			if fn != "handle" && fn != "Handle" && fn != "HandleFunc" {
-				return true
-			}
-			lit, ok := call.Args[0].(*ast.BasicLit)
-			if !ok || lit.Kind != token.STRING {
-				return true
-			}
-			if p, err := strconv.Unquote(lit.Value); err == nil && routePattern.MatchString(p) {
-				routes = append(routes, p)
+			switch n := n.(type) {
+			case *ast.ValueSpec:
+				for i, id := range n.Names {
+					if i < len(n.Values) {
+						if lit, ok := n.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+							consts[id.Name], _ = strconv.Unquote(lit.Value)
+						}
+					}
+				}
+			case *ast.CallExpr:
+				if len(n.Args) == 0 {
+					return true
+				}
+				var fn string
+				switch f := n.Fun.(type) {
+				case *ast.Ident:
+					fn = f.Name
+				case *ast.SelectorExpr:
+					fn = f.Sel.Name
+				}
+				if fn != "handle" && fn != "Handle" && fn != "HandleFunc" {
+					return true
+				}
+				lit, ok := n.Args[0].(*ast.BasicLit)
+				if !ok || lit.Kind != token.STRING {
+					return true
+				}
+				p, err := strconv.Unquote(lit.Value)
+				if err != nil || !routePattern.MatchString(p) {
+					return true
+				}
+				r := route{pattern: p}
+				if len(n.Args) > 2 {
+					if id, ok := n.Args[1].(*ast.Ident); ok {
+						r.scope = id.Name
+					}
+				}
+				found = append(found, r)
 			}
 			return true
 		})
 	}
-	sort.Strings(routes)
+	routes := map[string]string{}
+	for _, r := range found {
+		routes[r.pattern] = consts[r.scope]
+		if r.scope != "" && consts[r.scope] == "" {
+			t.Fatalf("route %s needs scope %s, whose value the test cannot find", r.pattern, r.scope)
+		}
+	}
 	return routes
 }
 
@@ -282,15 +309,24 @@ func TestOpenAPICoversEveryRoute(t *testing.T) {
 		documented = append(documented, pattern)
 	}
 	sort.Strings(documented)
-	for _, r := range routes {
-		if !slices.Contains(documented, r) {
+	for r, scope := range routes {
+		op := s.ops[r]
+		if op == nil || !slices.Contains(documented, r) {
 			t.Errorf("the handler serves %q, which docs/openapi.yaml does not document: add an operation under paths (and describe it in docs/api.md)", r)
+			continue
+		}
+		docScope, _ := op.Operation.Extensions["x-scope"].(string)
+		if docScope != scope {
+			t.Errorf("%s needs scope %q, but docs/openapi.yaml says x-scope %q", r, scope, docScope)
+		}
+		if public := op.Operation.Security != nil && len(*op.Operation.Security) == 0; public != (scope == "") {
+			t.Errorf("%s: docs/openapi.yaml says it needs no key: %v, the handler: %v", r, public, scope == "")
 		}
 	}
 
 	e := newEnv(t)
 	for _, pattern := range documented {
-		if !slices.Contains(routes, pattern) {
+		if _, ok := routes[pattern]; !ok {
 			t.Errorf("docs/openapi.yaml documents %q, which no handle(...) call of the root package registers", pattern)
 		}
 		// Whatever the source says, the handler must route the operation:
