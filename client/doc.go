@@ -17,9 +17,11 @@
 // # Retries and idempotency
 //
 // Calls that can be repeated safely are retried on a transport error, 429,
-// 500, 502, 503 and 504, with exponential backoff and jitter, honouring
-// Retry-After: reads, deletes, and the calls that take an Idempotency-Key
-// (submit, ship, creating a subscription). The client gives each of the
+// 500, 502, 503 and 504 (and on 409 request_in_progress, while an earlier
+// attempt with the same key still runs), with exponential backoff and
+// jitter, honouring Retry-After, up to [Config.MaxRetries] times: reads,
+// deletes, and the calls that take an Idempotency-Key (submit, ship,
+// creating a subscription). The client gives each of the
 // latter a fresh random key, or the one set with [WithIdempotencyKey], and
 // sends the same key on every retry, so a retry after a lost answer gets the
 // first answer replayed instead of doing the work twice. Other calls (create,
