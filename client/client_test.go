@@ -313,3 +313,38 @@ func TestBaseURLWithPrefix(t *testing.T) {
 		t.Fatalf("path %q", got)
 	}
 }
+
+// TestRetryWhileInProgress checks that a 409 request_in_progress is
+// retried with the same key, and another conflict is not.
+func TestRetryWhileInProgress(t *testing.T) {
+	t.Parallel()
+	var keys []string
+	reason := "request_in_progress"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		keys = append(keys, r.Header.Get("Idempotency-Key"))
+		w.Header().Set("Content-Type", "application/json")
+		if len(keys) == 1 {
+			w.WriteHeader(http.StatusConflict)
+			w.Write([]byte(`{"error":{"code":"conflict","message":"busy","details":{"reason":"` + reason + `"}}}`))
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+		w.Write([]byte(`{"data":{"operationId":"shp_a","status":"queued"},"availableActions":[]}`))
+	}))
+	defer srv.Close()
+	c, err := client.New(client.Config{BaseURL: srv.URL, APIKey: "lsk_x", MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, err := c.Ship(t.Context(), "tsk_a", lifecycle.ShipParams{})
+	if err != nil || op.OperationID != "shp_a" || len(keys) != 2 || keys[0] != keys[1] || keys[0] == "" {
+		t.Fatalf("Ship = %+v, %v; keys %q", op, err, keys)
+	}
+
+	keys, reason = nil, "idempotency_key_reused"
+	_, err = c.Ship(t.Context(), "tsk_a", lifecycle.ShipParams{})
+	var apiErr *client.Error
+	if !errors.As(err, &apiErr) || apiErr.Reason != reason || len(keys) != 1 {
+		t.Fatalf("Ship after a reused key = %v, %d requests", err, len(keys))
+	}
+}
