@@ -18,7 +18,7 @@ import (
 // Scope is a permission an API key grants.
 type Scope string
 
-// The scopes. SPEC.md names the first six; EXTENSIONS.md adds the rest.
+// The scopes; docs/api.md lists what each grants.
 const (
 	ScopeTasksRead     Scope = "tasks:read"     // read tasks, CI status, review feedback, ship operations
 	ScopeTasksWrite    Scope = "tasks:write"    // submit, start, record and resolve blockers
@@ -140,10 +140,10 @@ func newKeyAuthenticator(store Store, clock Clock, ttl time.Duration) *keyAuthen
 func (a *keyAuthenticator) Authenticate(r *http.Request) (Principal, error) {
 	token, ok := bearerToken(r)
 	if !ok {
-		return Principal{}, fmt.Errorf("missing bearer token: %w", ErrUnauthorized)
+		return Principal{}, fmt.Errorf("missing API key; send the header \"Authorization: Bearer lsk_...\" with a key of this service: %w", ErrUnauthorized)
 	}
 	if !validAPIKey(token) {
-		return Principal{}, fmt.Errorf("malformed API key: %w", ErrUnauthorized)
+		return Principal{}, fmt.Errorf("malformed API key; send the header \"Authorization: Bearer lsk_...\" with lsk_ followed by at least 32 letters or digits: %w", ErrUnauthorized)
 	}
 	hash := sha256.Sum256([]byte(token))
 	key, err := a.lookup(r.Context(), hash)
@@ -164,7 +164,7 @@ func (a *keyAuthenticator) lookup(ctx context.Context, hash [sha256.Size]byte) (
 	}
 	key, err := a.store.APIKeyByHash(ctx, hash[:])
 	if errors.Is(err, ErrNotFound) {
-		return APIKey{}, fmt.Errorf("unknown API key: %w", ErrUnauthorized)
+		return APIKey{}, fmt.Errorf("unknown API key; send \"Authorization: Bearer lsk_...\" with a key issued by this service: %w", ErrUnauthorized)
 	}
 	if err != nil {
 		return APIKey{}, fmt.Errorf("look up API key: %w", err)
@@ -172,10 +172,10 @@ func (a *keyAuthenticator) lookup(ctx context.Context, hash [sha256.Size]byte) (
 	// The store found the key by its hash; compare anyway, in constant time,
 	// so that a store with a loose index cannot let a wrong key through.
 	if subtle.ConstantTimeCompare(key.Hash, hash[:]) != 1 {
-		return APIKey{}, fmt.Errorf("unknown API key: %w", ErrUnauthorized)
+		return APIKey{}, fmt.Errorf("unknown API key; send \"Authorization: Bearer lsk_...\" with a key issued by this service: %w", ErrUnauthorized)
 	}
 	if key.RevokedAt != nil {
-		return APIKey{}, fmt.Errorf("revoked API key: %w", ErrUnauthorized)
+		return APIKey{}, fmt.Errorf("revoked API key; ask for a new one: %w", ErrUnauthorized)
 	}
 	if a.ttl > 0 {
 		a.mu.Lock()

@@ -23,7 +23,9 @@
 //     local git repositories, for demos and artifact-mode submissions;
 //   - adapter/memory: an in-memory code host for tests;
 //   - adapter/adaptertest: the conformance suite every adapter runs;
+//   - client: a Go client of the HTTP API;
 //   - examples/demo: a runnable local server;
+//   - examples/chi: the API under a go-chi/chi router;
 //   - examples/sseconsumer: a consumer of the event stream.
 //
 // The Service never holds global state: everything it needs comes through
@@ -37,11 +39,23 @@
 //	mux := http.NewServeMux()
 //	mux.Handle("/lifecycle/", http.StripPrefix("/lifecycle", svc.Handler()))
 //
-// Set [Config.BaseURL] to the public URL of the mount point
-// ("https://example.com/lifecycle"): links in events are built from it.
-// Call [Service.Start] to run background work (the ship runner, the
-// reconciler, webhook deliveries, pruning)
-// and [Service.Close] to stop it and end the event streams.
+// The prefix given to http.StripPrefix has no trailing slash; a request
+// that reaches the handler with its prefix, or without a leading slash,
+// gets a 404 that says how to mount it. Set [Config.BaseURL] to the public
+// URL of the mount point ("https://example.com/lifecycle"): links in
+// events are built from it. Call [Service.Start] to run background work
+// (the ship runner, the reconciler, webhook deliveries, pruning; a
+// Service that serves without it logs a warning) and [Service.Close] to stop it and end the
+// event streams. A new Service has no API keys: install the first with
+// [Service.CreateAPIKey].
+//
+// # API reference
+//
+// docs/api.md in the repository describes the HTTP API: every endpoint,
+// member, status, limit, error code and event type. [OpenAPIDocument]
+// returns the same API as OpenAPI 3.1, which the handler serves at
+// GET /openapi.yaml without authentication. Package client calls it from
+// Go over HTTP.
 //
 // # Facts from the code host
 //

@@ -143,7 +143,7 @@ func (e *RateLimitError) Is(target error) bool { return target == ErrRateLimited
 
 // notFound returns an error matching ErrNotFound that names what was missing.
 func notFound(what, id string) error {
-	return fmt.Errorf("%s %q: %w", what, id, ErrNotFound)
+	return fmt.Errorf("%s %q not found: %w", what, id, ErrNotFound)
 }
 
 // ErrProvider means a code host, CI system or deployer failed (HTTP 502

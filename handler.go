@@ -55,8 +55,10 @@ func (s *Service) routes() http.Handler {
 	handle("GET /api-keys", ScopeKeysAdmin, s.handleListAPIKeys)
 	handle("DELETE /api-keys/{id}", ScopeKeysAdmin, s.handleRevokeAPIKey)
 
+	mux.HandleFunc("GET /openapi.yaml", handleOpenAPI)
+
 	mux.Handle("/", s.unrouted(mux))
-	return mux
+	return s.guardMount(mux)
 }
 
 // authorize authenticates the request, checks that the principal holds
@@ -97,7 +99,7 @@ func (s *Service) unrouted(mux *http.ServeMux) http.Handler {
 			s.writeError(w, r, fmt.Errorf("%s is not allowed on %s; use %s: %w", r.Method, r.URL.Path, strings.Join(allowed, " or "), errMethodNotAllowed))
 			return
 		}
-		s.writeError(w, r, fmt.Errorf("no such endpoint: %s %s: %w", r.Method, r.URL.Path, ErrNotFound))
+		s.writeError(w, r, fmt.Errorf("no such endpoint: %s %s%s: %w", r.Method, r.URL.Path, mountHint(mux, r), ErrNotFound))
 	})
 }
 

@@ -60,7 +60,7 @@ func newEnv(t *testing.T, mutate ...func(*lifecycle.Config)) *env {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/api/", http.StripPrefix("/api", svc.Handler()))
+	mux.Handle("/api/", http.StripPrefix("/api", validating(t, svc.Handler())))
 	e := &env{t: t, svc: svc, store: store, clock: clock, host: mux, logs: logs}
 	e.admin = e.key(allScopes()...)
 	return e

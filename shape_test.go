@@ -10,7 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// specTaskFields is SPEC.md's Task field table: each member and the JSON
+// specTaskFields is the Task table of docs/api.md: each member and the JSON
 // types it may take. "assignee" is "object|null" by the decision recorded in
 // the README (a task in triage has no assignee).
 var specTaskFields = map[string]string{

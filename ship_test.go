@@ -16,7 +16,7 @@ import (
 	"github.com/tasklifecycle/lifecycle/adapter/memory"
 )
 
-// specShipFields is SPEC.md's Ship operation table.
+// specShipFields are the members of an accepted ship operation (docs/api.md).
 var specShipFields = map[string]string{
 	"taskId": "string", "operationId": "string", "status": "string", "queuedAt": "string", "availableActions": "string[]",
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/tasklifecycle/lifecycle/internal/id"
 )
 
-// Limits of a submission (SPEC.md "Limits").
+// Limits of a submission (docs/api.md, "Limits").
 const (
 	maxSummaryLen   = 2000
 	maxNotesLen     = 2000

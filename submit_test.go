@@ -16,7 +16,7 @@ import (
 	"github.com/tasklifecycle/lifecycle/adapter/memory"
 )
 
-// specSubmissionFields is SPEC.md's Submission field table.
+// specSubmissionFields are the Submission members of docs/api.md.
 var specSubmissionFields = map[string]string{
 	"submissionId":     "string",
 	"taskId":           "string",

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// Every submit limit of SPEC.md at its boundary: the limit passes, one more fails.
+// Every submit limit of docs/api.md at its boundary: the limit passes, one more fails.
 func TestSubmitLimits(t *testing.T) {
 	t.Parallel()
 	e, _ := newSubmitEnv(t)

@@ -6,6 +6,13 @@
 //
 //	go run ./examples/demo
 //	go run ./examples/demo -addr 127.0.0.1:9090 -data /tmp/lifecycle -admin-key lsk_...
+//	eval "$(go run ./examples/demo -background)"
+//
+// With -background it starts the server as a process of its own, waits
+// until it serves, prints the shell commands that set KEY and BASE (so
+// that eval sets them) and exits; the server keeps running, logging to
+// demo.log in the data directory, until killed (kill $(cat
+// lifecycle-demo-data/demo.pid)).
 //
 // To watch signed webhook deliveries arrive, run the example receiver
 // (go run ./examples/webhookreceiver -secret ...) and pass its URL, secret
@@ -51,6 +58,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -93,6 +101,7 @@ type options struct {
 	githubWebhookSecret string
 	postgres            string
 	instanceID          string
+	background          bool
 }
 
 func parseFlags() options {
@@ -117,6 +126,7 @@ func parseFlags() options {
 	flag.StringVar(&o.githubWebhookSecret, "github-webhook-secret", "", "secret of the repository's webhook to POST /hooks/github; default: GITHUB_WEBHOOK_SECRET")
 	flag.StringVar(&o.postgres, "postgres", os.Getenv("LIFECYCLE_POSTGRES_DSN"), "keep tasks in this PostgreSQL database (a DSN such as postgres://postgres@127.0.0.1:5432/postgres) instead of the SQLite file; demos started with the same DSN are replicas of one Service; also LIFECYCLE_POSTGRES_DSN")
 	flag.StringVar(&o.instanceID, "instance-id", os.Getenv("LIFECYCLE_INSTANCE_ID"), "this process's instance ID; replicas sharing a data directory need one each; also LIFECYCLE_INSTANCE_ID; default: one kept in the data directory")
+	flag.BoolVar(&o.background, "background", false, "start the server in the background, wait until it serves, and print the shell commands that export KEY and BASE")
 	flag.Parse()
 	// Read after parsing, so that -h never prints them.
 	if o.githubToken == "" {
@@ -133,11 +143,25 @@ func parseFlags() options {
 
 func run() error {
 	opts := parseFlags()
+	if opts.adminKey != "" && !apiKeyForm.MatchString(opts.adminKey) {
+		return fmt.Errorf("-admin-key (or LIFECYCLE_ADMIN_KEY) %q is not an API key: use lsk_ followed by at least 32 letters or digits", opts.adminKey)
+	}
+	if opts.background && os.Getenv(childEnv) == "" {
+		return runBackground(opts)
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	var err error
+	// Listen first: a second demo on the same address fails here, before
+	// it touches the data directory.
+	ln, err := net.Listen("tcp", opts.addr)
+	if err != nil {
+		return fmt.Errorf("cannot listen on %s (%w): is another demo already running? Stop it, or pass -addr 127.0.0.1:8081", opts.addr, err)
+	}
+	defer ln.Close()
+	base := "http://" + publicAddr(ln.Addr().(*net.TCPAddr))
+
 	if err = os.MkdirAll(opts.data, 0o700); err != nil {
 		return fmt.Errorf("create data directory: %w", err)
 	}
@@ -151,12 +175,6 @@ func run() error {
 		return err
 	}
 	defer store.Close()
-
-	ln, err := net.Listen("tcp", opts.addr)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	base := "http://" + publicAddr(ln.Addr().(*net.TCPAddr))
 
 	router, err := lifecycle.NewRulesRouter(lifecycle.RulesRouterConfig{Rules: []lifecycle.RoutingRule{
 		{Name: "web-frontend", Project: "web", Labels: []string{"frontend"}, Agent: lifecycle.Agent{ID: "agent-web", Name: "Web Agent"}},
@@ -264,6 +282,8 @@ func run() error {
 	if err := svc.Start(ctx); err != nil {
 		return err
 	}
+	// On an early return, stop the Service before the store closes.
+	defer svc.Close(context.Background())
 
 	adminKey, err := installAdminKey(ctx, svc, opts)
 	if err != nil {
@@ -304,7 +324,10 @@ func run() error {
 		fmt.Printf("gitlab:         %s on %s for tasks of project %q; webhook at %s/hooks/gitlab\n", opts.gitlabProjectPath, opts.gitlabURL, opts.gitlabProject, base)
 	}
 	fmt.Printf("admin key:      %s\n\n", adminKey)
-	fmt.Printf("try:\n  curl -s -H 'Authorization: Bearer %s' %s/tasks\n\n", adminKey, base)
+	fmt.Printf("in another shell:\n  export KEY=%s BASE=%s\n  curl -s -H \"Authorization: Bearer $KEY\" \"$BASE/tasks\"\n\n", adminKey, base)
+	if err := notifyReady(base, adminKey); err != nil {
+		return err
+	}
 
 	select {
 	case err := <-serveErr:
@@ -320,6 +343,9 @@ func run() error {
 	go func() { closed <- svc.Close(shutdownCtx) }()
 	return errors.Join(srv.Shutdown(shutdownCtx), <-closed)
 }
+
+// apiKeyForm is the form of an API key.
+var apiKeyForm = regexp.MustCompile(`^lsk_[A-Za-z0-9]{32,}$`)
 
 // publicAddr turns a listening address into one a client can dial.
 func publicAddr(a *net.TCPAddr) string {

@@ -8,14 +8,16 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/client"
 	"github.com/tasklifecycle/lifecycle/store/sqlite"
 )
 
@@ -64,7 +66,7 @@ func newServer(t *testing.T) *server {
 	return s
 }
 
-// create creates a task and returns the ID of its event.
+// create creates a task.
 func (s *server) create(t *testing.T, ident string) {
 	t.Helper()
 	_, err := s.svc.CreateTask(t.Context(), lifecycle.CreateTaskParams{Identifier: ident, Title: "t",
@@ -80,53 +82,48 @@ func (s *server) requests() []string {
 	return slices.Clone(s.seen)
 }
 
-// start runs a consumer that does not wait between connections, sends
-// what it handles to the first channel returned and the resume mode of
-// each connection it opens to the second.
-func start(t *testing.T, url, key, lastID string) (<-chan event, <-chan string) {
+// eventIDs returns the IDs of every event in the store.
+func (s *server) eventIDs(t *testing.T) []string {
 	t.Helper()
-	got, opens := make(chan event, 100), make(chan string, 100)
-	c := &consumer{url: url, key: key, lastID: lastID, client: http.DefaultClient,
-		handle: func(e event) { got <- e },
-		opened: func(mode string) {
-			select {
-			case opens <- mode:
-			default: // a test that does not read them
-			}
-		},
-		sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() },
+	evs, err := s.store.Events(t.Context(), lifecycle.EventFilter{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
 	}
+	var ids []string
+	for _, e := range evs {
+		ids = append(ids, e.ID)
+	}
+	return ids
+}
+
+// start runs consume and sends what it handles to the channel returned;
+// the returned function stops it.
+func start(t *testing.T, s *server, state string) (<-chan lifecycle.Event, func()) {
+	t.Helper()
+	c, err := client.New(client.Config{BaseURL: s.srv.URL, APIKey: s.key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan lifecycle.Event, 100)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		c.run(ctx)
+		consume(ctx, c, client.StreamParams{MaxReconnectDelay: 10 * time.Millisecond}, state, func(e lifecycle.Event) { got <- e })
 	}()
-	t.Cleanup(func() { cancel(); <-done })
-	return got, opens
+	stop := func() { cancel(); <-done }
+	t.Cleanup(stop)
+	return got, stop
 }
 
-// opened waits for the consumer to open a connection and returns its
-// resume mode.
-func opened(t *testing.T, opens <-chan string) string {
+// receive returns the IDs of the next n events handled.
+func receive(t *testing.T, got <-chan lifecycle.Event, n int) []string {
 	t.Helper()
-	select {
-	case mode := <-opens:
-		return mode
-	case <-time.After(10 * time.Second):
-		t.Fatal("the consumer did not connect")
-	}
-	return ""
-}
-
-// receive returns the next n events handled.
-func receive(t *testing.T, got <-chan event, n int) []event {
-	t.Helper()
-	var out []event
+	var out []string
 	for range n {
 		select {
 		case e := <-got:
-			out = append(out, e)
+			out = append(out, e.ID)
 		case <-time.After(10 * time.Second):
 			t.Fatalf("%d events handled, want %d", len(out), n)
 		}
@@ -134,84 +131,55 @@ func receive(t *testing.T, got <-chan event, n int) []event {
 	return out
 }
 
-func TestConsumerResumesWithLastEventID(t *testing.T) {
+func TestConsumerResumesAfterDisconnectsAndRestarts(t *testing.T) {
 	s := newServer(t)
+	state := filepath.Join(t.TempDir(), "cursor.txt")
 	s.create(t, "T-0")
-	got, opens := start(t, s.srv.URL+"/task-events/stream", s.key, "")
-	if mode := opened(t, opens); mode != "live" {
-		t.Errorf("first connection %q, want live", mode)
-	}
+	os.WriteFile(state, []byte(s.eventIDs(t)[0]+"\n"), 0o600)
+
+	got, stop := start(t, s, state)
 	for i := 1; i <= 3; i++ {
 		s.create(t, fmt.Sprintf("T-%d", i))
 	}
-	first := receive(t, got, 3)
-	s.srv.CloseClientConnections()
-	for i := 4; i <= 6; i++ {
-		s.create(t, fmt.Sprintf("T-%d", i))
-	}
-	if mode := opened(t, opens); mode != "replay_then_live" {
-		t.Errorf("second connection %q, want replay_then_live", mode)
-	}
-	rest := receive(t, got, 3)
+	handled := receive(t, got, 3)
+	s.srv.CloseClientConnections() // a disconnect: the consumer resumes
+	s.create(t, "T-4")
+	handled = append(handled, receive(t, got, 1)...)
+	stop() // a restart: the state file has the cursor
+	s.create(t, "T-5")
+	got, stop = start(t, s, state)
+	handled = append(handled, receive(t, got, 1)...)
+	stop()
 
-	var ids []string
-	for _, e := range append(first, rest...) {
-		if e.typ != "task.updated" {
-			t.Errorf("event %s has type %q", e.id, e.typ)
-		}
-		ids = append(ids, e.id)
+	if want := s.eventIDs(t)[1:]; !slices.Equal(handled, want) {
+		t.Errorf("handled %v, want %v", handled, want)
 	}
-	var want []string
-	evs, err := s.store.Events(t.Context(), lifecycle.EventFilter{Limit: 100})
-	if err != nil {
-		t.Fatal(err)
+	reqs := s.requests()
+	if len(reqs) < 3 || reqs[0] != s.eventIDs(t)[0] || reqs[len(reqs)-1] != handled[3] {
+		t.Errorf("requests carried Last-Event-ID %q", reqs)
 	}
-	for _, e := range evs[1:] {
-		want = append(want, e.ID)
-	}
-	if !slices.Equal(ids, want) {
-		t.Errorf("handled %v, want %v", ids, want)
-	}
-	if reqs := s.requests(); len(reqs) != 2 || reqs[0] != "" || reqs[1] != first[2].id {
-		t.Errorf("requests carried Last-Event-ID %q, want none, then %s", reqs, first[2].id)
+	if b, _ := os.ReadFile(state); strings.TrimSpace(string(b)) != handled[4] {
+		t.Errorf("state file %q, want %s", b, handled[4])
 	}
 }
 
 func TestConsumerRestartsLiveAfterExpiredCursor(t *testing.T) {
 	s := newServer(t)
-	got, opens := start(t, s.srv.URL+"/task-events/stream", s.key, "evt_0000000000000000000000")
-	if mode := opened(t, opens); mode != "live" {
-		t.Errorf("connection after 410 %q, want live", mode)
+	state := filepath.Join(t.TempDir(), "cursor.txt")
+	os.WriteFile(state, []byte("evt_0000000000000000000000\n"), 0o600)
+	got, _ := start(t, s, state)
+	// After the 410 the stream starts at the live tail: create tasks until
+	// one reaches the consumer.
+	for i := 0; ; i++ {
+		s.create(t, fmt.Sprintf("T-%d", i))
+		select {
+		case <-got:
+		case <-time.After(50 * time.Millisecond):
+			continue
+		}
+		break
 	}
-	s.create(t, "T-1")
-	receive(t, got, 1)
 	if reqs := s.requests(); len(reqs) != 2 || reqs[0] != "evt_0000000000000000000000" || reqs[1] != "" {
 		t.Errorf("requests carried Last-Event-ID %q, want the expired cursor, then none", reqs)
-	}
-}
-
-func TestConsumerDropsDuplicates(t *testing.T) {
-	// A server that replays the same two events on every connection, as an
-	// at-least-once source may.
-	var conns atomic.Int32
-	third := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		io.WriteString(w, "retry: 5000\nid: evt_a\nevent: task.updated\ndata: {\"n\":1}\n\n: keepalive\n\nid: evt_b\nevent: task.shipped\ndata: {\ndata: \"n\":2}\n\n")
-		if conns.Add(1) == 3 {
-			close(third)
-		}
-	}))
-	defer srv.Close()
-	got, _ := start(t, srv.URL, "k", "")
-	<-third
-	handled := receive(t, got, 2)
-	if handled[0].id != "evt_a" || handled[1].id != "evt_b" || handled[1].typ != "task.shipped" || handled[1].data != "{\n\"n\":2}" {
-		t.Errorf("handled %+v", handled)
-	}
-	select {
-	case e := <-got:
-		t.Errorf("a duplicate was handled: %+v", e)
-	default:
 	}
 }

@@ -48,7 +48,8 @@ const (
 
 // Config configures a Store.
 type Config struct {
-	// Path is the database file. Required. Its directory must exist.
+	// Path is the database file. Required. Its directory is created when
+	// missing.
 	Path string
 	// Synchronous defaults to SynchronousFull.
 	Synchronous Synchronous
@@ -113,6 +114,9 @@ func New(cfg Config) (*Store, error) {
 		q.Set("_synchronous", string(cfg.Synchronous))
 		q.Set("_stmt_cache_size", "64")
 		return "file:" + (&url.URL{Path: cfg.Path}).EscapedPath() + "?" + q.Encode() + extra
+	}
+	if err := prepareDir(cfg.Path); err != nil {
+		return nil, err
 	}
 	w, err := sql.Open("sqlite3", dsn(""))
 	if err != nil {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -87,8 +89,12 @@ func TestNewChecksConfig(t *testing.T) {
 	if _, err := sqlite.New(sqlite.Config{Path: filepath.Join(t.TempDir(), "x.db"), Synchronous: "OFF"}); err == nil {
 		t.Error("New with synchronous OFF succeeded")
 	}
-	if _, err := sqlite.New(sqlite.Config{Path: filepath.Join(t.TempDir(), "missing", "x.db")}); err == nil {
-		t.Error("New in a missing directory succeeded")
+	notADir := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(notADir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sqlite.New(sqlite.Config{Path: filepath.Join(notADir, "x.db")}); err == nil || !strings.Contains(err.Error(), "not a directory") {
+		t.Errorf("New under a file = %v, want an error saying it is not a directory", err)
 	}
 }
 

@@ -1,0 +1,86 @@
+package lifecycle_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// TestMountingMistakesSayWhatToFix checks the answers to the usual mounting
+// mistakes: a prefix that was not stripped, and one stripped with its
+// trailing slash (which would otherwise redirect outside the mount).
+func TestMountingMistakesSayWhatToFix(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tests := []struct {
+		name  string
+		mount func(h http.Handler) http.Handler
+		path  string
+		want  string
+	}{
+		{"prefix not stripped", func(h http.Handler) http.Handler {
+			mux := http.NewServeMux()
+			mux.Handle("/api/lifecycle/", h)
+			return mux
+		}, "/api/lifecycle/tasks", `mount the handler with http.StripPrefix(\"/api/lifecycle\", svc.Handler())`},
+		{"trailing slash stripped", func(h http.Handler) http.Handler {
+			mux := http.NewServeMux()
+			mux.Handle("/api/lifecycle/", http.StripPrefix("/api/lifecycle/", h))
+			return mux
+		}, "/api/lifecycle/tasks", `mount it with http.StripPrefix(\"/api/lifecycle\", ...), without the trailing slash`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := httptest.NewRequest("GET", tt.path, nil)
+			req.Header.Set("Authorization", "Bearer "+e.admin)
+			rec := httptest.NewRecorder()
+			tt.mount(e.svc.Handler()).ServeHTTP(rec, req)
+			if rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), tt.want) {
+				t.Fatalf("GET %s = %d %s\nwant 404 saying %s", tt.path, rec.Code, rec.Body, tt.want)
+			}
+		})
+	}
+}
+
+// TestErrorMessagesSayWhatIsWrong checks the wording of 401 and 404
+// answers: the expected header form, and "not found".
+func TestErrorMessagesSayWhatIsWrong(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tests := []struct {
+		path, key, want string
+	}{
+		{"/tasks", "", `Missing API key; send the header \"Authorization: Bearer lsk_...\"`},
+		{"/tasks", "nope", `Malformed API key; send the header \"Authorization: Bearer lsk_...\"`},
+		{"/tasks", "lsk_0123456789abcdefghijklmnopqrstuvwxyz", `Unknown API key; send \"Authorization: Bearer lsk_...\"`},
+		{"/tasks/tsk_nope", e.admin, `Task \"tsk_nope\" not found.`},
+		{"/ship-operations/shp_nope", e.admin, `Ship operation \"shp_nope\" not found.`},
+		{"/event-subscriptions/whs_nope", e.admin, `Event subscription \"whs_nope\" not found.`},
+	}
+	for _, tt := range tests {
+		rec := e.do(request{method: "GET", path: tt.path, key: tt.key})
+		if !strings.Contains(rec.Body.String(), tt.want) {
+			t.Errorf("GET %s = %d %s\nwant a message with %s", tt.path, rec.Code, rec.Body, tt.want)
+		}
+	}
+}
+
+// TestServingWithoutStartWarns checks that a Service whose Start was not
+// called says so in its log when it serves its first request, once.
+func TestServingWithoutStartWarns(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.do(request{method: "GET", path: "/tasks", key: e.admin})
+	e.do(request{method: "GET", path: "/tasks", key: e.admin})
+	if n := strings.Count(e.logText(), "Service.Start was not called"); n != 1 {
+		t.Fatalf("the log warns %d times about Start, want once:\n%s", n, e.logText())
+	}
+
+	started := newEnv(t)
+	startService(t, started.svc)
+	started.do(request{method: "GET", path: "/tasks", key: started.admin})
+	if strings.Contains(started.logText(), "Service.Start was not called") {
+		t.Fatalf("a started Service warns about Start:\n%s", started.logText())
+	}
+}
