@@ -38,6 +38,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -55,7 +56,13 @@ import (
 )
 
 func main() {
-	if err := run(); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return // -h: the flags' usage was printed
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
@@ -78,7 +85,12 @@ type options struct {
 	gitlabWebhookToken   string
 }
 
-func parseFlags() options {
+// parseFlags parses the demo's command-line arguments (without the
+// program's name).
+func parseFlags(args []string) (options, error) {
+	// A flag set of its own, under the package's name, so that run can be
+	// called from tests with arguments of their own.
+	flag := flag.NewFlagSet("demo", flag.ContinueOnError)
 	var o options
 	flag.StringVar(&o.addr, "addr", "127.0.0.1:8080", "address to listen on")
 	flag.StringVar(&o.data, "data", "lifecycle-demo-data", "data directory (SQLite database, admin key)")
@@ -93,18 +105,23 @@ func parseFlags() options {
 	flag.StringVar(&o.gitlabURL, "gitlab-url", "https://gitlab.com", "the GitLab instance (its API is under /api/v4/); plain http only for loopback")
 	flag.StringVar(&o.gitlabToken, "gitlab-token", os.Getenv("GITLAB_TOKEN"), "GitLab access token with the api scope; also GITLAB_TOKEN")
 	flag.StringVar(&o.gitlabWebhookToken, "gitlab-webhook-token", os.Getenv("GITLAB_WEBHOOK_TOKEN"), "secret token of the project's webhook, served at POST /hooks/gitlab; also GITLAB_WEBHOOK_TOKEN")
-	flag.Parse()
+	if err := flag.Parse(args); err != nil {
+		return o, err
+	}
 	if o.webhookURL != "" {
 		o.allowPrivateWebhooks = true
 	}
-	return o
+	return o, nil
 }
 
-func run() error {
-	opts := parseFlags()
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+// run runs the demo with command-line arguments args until ctx ends,
+// printing what it serves to stdout and its log to stderr.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	opts, err := parseFlags(args)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 
 	if err := os.MkdirAll(opts.data, 0o700); err != nil {
 		return fmt.Errorf("create data directory: %w", err)
@@ -234,15 +251,15 @@ func run() error {
 	go func() { serveErr <- srv.Serve(ln) }()
 
 	abs, _ := filepath.Abs(opts.data)
-	fmt.Printf("lifecycle demo listening on %s\n", base)
-	fmt.Printf("data directory: %s\n", abs)
-	fmt.Printf("git repos:      %s\n", filepath.Join(abs, "repos"))
-	fmt.Printf("deployments:    %s\n", filepath.Join(abs, "deploy"))
+	fmt.Fprintf(stdout, "lifecycle demo listening on %s\n", base)
+	fmt.Fprintf(stdout, "data directory: %s\n", abs)
+	fmt.Fprintf(stdout, "git repos:      %s\n", filepath.Join(abs, "repos"))
+	fmt.Fprintf(stdout, "deployments:    %s\n", filepath.Join(abs, "deploy"))
 	if gl != nil {
-		fmt.Printf("gitlab:         %s on %s for tasks of project %q; webhook at %s/hooks/gitlab\n", opts.gitlabProjectPath, opts.gitlabURL, opts.gitlabProject, base)
+		fmt.Fprintf(stdout, "gitlab:         %s on %s for tasks of project %q; webhook at %s/hooks/gitlab\n", opts.gitlabProjectPath, opts.gitlabURL, opts.gitlabProject, base)
 	}
-	fmt.Printf("admin key:      %s\n\n", adminKey)
-	fmt.Printf("try:\n  curl -s -H 'Authorization: Bearer %s' %s/tasks\n\n", adminKey, base)
+	fmt.Fprintf(stdout, "admin key:      %s\n\n", adminKey)
+	fmt.Fprintf(stdout, "try:\n  curl -s -H 'Authorization: Bearer %s' %s/tasks\n\n", adminKey, base)
 
 	select {
 	case err := <-serveErr:
