@@ -329,3 +329,31 @@ func TestOtherProjectIsNotFound(t *testing.T) {
 		t.Errorf("a merge request of another project: %v, want ErrNotFound", err)
 	}
 }
+
+// With the task's branch known (as the Service keeps it), CI is one
+// request, the commit's statuses: the newest pipeline of the merge
+// request at the commit (here a merge request pipeline, on
+// refs/merge-requests/1/head) is the head pipeline; a pipeline of another
+// branch at the same commit does not count.
+func TestCIIsOneRequestWhenTheTaskNamesItsBranch(t *testing.T) {
+	t.Parallel()
+	f := gitlabtest.NewServer(t, gitlabtest.Options{})
+	a := newAdapter(t, f)
+	pr := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-1")})
+	f.Pipeline(1, "success", &gl.CommitStatus{Name: "build", Status: "success"})
+	f.AddStatus(&gl.CommitStatus{SHA: pr.HeadSHA, Ref: "refs/merge-requests/1/head", Name: "test", Status: "failed", PipelineID: 9000})
+	f.AddStatus(&gl.CommitStatus{SHA: pr.HeadSHA, Ref: "someone-else", Name: "other", Status: "failed", PipelineID: 9001})
+	tk := task("ENG-1")
+	tk.Branch = &pr.Head
+	before := f.TotalCalls()
+	rep, err := a.Checks(t.Context(), lifecycle.CIQuery{Task: tk, PullRequest: pr.PullRequestRef, HeadSHA: pr.HeadSHA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Pending || len(rep.Checks) != 1 || rep.Checks[0].Name != "test" || rep.Checks[0].Status != lifecycle.CheckFailed {
+		t.Errorf("checks = %+v, want only the merge request pipeline's failed test", rep)
+	}
+	if n := f.TotalCalls() - before; n != 1 || f.Calls(gitlabtest.RouteGetMR) != 0 {
+		t.Errorf("%d requests (%d reads of the merge request), want 1: the statuses", n, f.Calls(gitlabtest.RouteGetMR))
+	}
+}
