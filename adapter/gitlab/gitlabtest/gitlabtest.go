@@ -133,30 +133,46 @@ type pipeline struct {
 
 // MergeRequest is what the fake holds of a merge request.
 type MergeRequest struct {
-	IID                        int64
+	// IID is its number in the project.
+	IID int64
+	// SourceBranch and TargetBranch are its branches.
 	SourceBranch, TargetBranch string
-	Title, Description         string
-	State                      string // opened, closed, merged
-	SHA                        string // the head
-	MergeCommitSHA             string // empty unless merged with a merge commit
-	SquashCommitSHA            string // empty unless squashed
-	ReviewerIDs                []int64
-	DetailedMergeStatus        string
-	ApprovedBy                 []int64
-	HeadPipelineID             int64
-	ReviewerStates             map[int64]string
-	SquashOnMerge              bool
+	// Title and Description are as last set.
+	Title, Description string
+	// State is opened, closed or merged.
+	State string
+	// SHA is its head commit.
+	SHA string
+	// MergeCommitSHA is its merge commit; empty unless merged with one.
+	MergeCommitSHA string
+	// SquashCommitSHA is its squash commit; empty unless squashed.
+	SquashCommitSHA string
+	// ReviewerIDs are the user IDs of its reviewers.
+	ReviewerIDs []int64
+	// ReviewerStates are the reviewers' states by user ID.
+	ReviewerStates map[int64]string
+	// ApprovedBy are the user IDs of those who approved it.
+	ApprovedBy []int64
+	// DetailedMergeStatus is GitLab's detailed_merge_status.
+	DetailedMergeStatus string
+	// HeadPipelineID is the ID of its head pipeline, or 0.
+	HeadPipelineID int64
+	// SquashOnMerge is its squash setting.
+	SquashOnMerge bool
 }
 
 // Fault is an answer the fake gives instead of doing a call, or, with
 // Apply, after doing it (an answer lost on the way back).
 type Fault struct {
+	// Status is the answer's HTTP status.
 	Status int
+	// Header holds headers of the answer (Retry-After, RateLimit-Reset).
 	Header http.Header
-	Body   string
-	Apply  bool
+	// Body is the answer's body, GitLab's JSON error.
+	Body string
+	// Apply does the call before answering with the fault.
+	Apply bool
 }
-
 // NewServer starts a fake GitLab, closed when t's test ends.
 func NewServer(t testing.TB, opts Options) *Server {
 	t.Helper()
