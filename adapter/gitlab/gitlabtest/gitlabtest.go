@@ -173,6 +173,7 @@ type Fault struct {
 	// Apply does the call before answering with the fault.
 	Apply bool
 }
+
 // NewServer starts a fake GitLab, closed when t's test ends.
 func NewServer(t testing.TB, opts Options) *Server {
 	t.Helper()
