@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/adapter/gitlab/gitlabtest"
 )
 
 // The benchmarks run a Service against the fake GitLab on loopback: they
@@ -27,7 +28,7 @@ func BenchmarkSubmit(b *testing.B) {
 	for i := range ids {
 		ids[i] = st.started(b, fmt.Sprintf("SUB-%d", i))
 	}
-	before := st.f.total()
+	before := st.f.TotalCalls()
 	b.ResetTimer()
 	clients(b.N, func(i int) {
 		if _, err := st.svc.Submit(b.Context(), ids[i], lifecycle.SubmitParams{Summary: "Fixed.", Actor: agent}); err != nil {
@@ -36,7 +37,7 @@ func BenchmarkSubmit(b *testing.B) {
 	})
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "submits/s")
-	b.ReportMetric(float64(st.f.total()-before)/float64(b.N), "api-calls/op")
+	b.ReportMetric(float64(st.f.TotalCalls()-before)/float64(b.N), "api-calls/op")
 }
 
 // BenchmarkShipRunner queues b.N ships (merge_only) of tasks whose CI
@@ -50,7 +51,7 @@ func BenchmarkShipRunner(b *testing.B) {
 		tasks[i] = st.green(b, st.submitted(b, fmt.Sprintf("SHP-%d", i)))
 	}
 	ops := make([]string, b.N)
-	before := st.f.total()
+	before := st.f.TotalCalls()
 	b.ResetTimer()
 	clients(b.N, func(i int) {
 		op, err := st.svc.Ship(b.Context(), tasks[i].ID, lifecycle.ShipParams{Mode: lifecycle.ShipMergeOnly, TargetEnvironment: lifecycle.EnvironmentStaging,
@@ -66,7 +67,7 @@ func BenchmarkShipRunner(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(st.f.total()-before)/float64(b.N), "api-calls/op")
+	b.ReportMetric(float64(st.f.TotalCalls()-before)/float64(b.N), "api-calls/op")
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
 }
 
@@ -84,15 +85,15 @@ func BenchmarkWebhookIntake(b *testing.B) {
 	}{{"intake", discardSink{}}, {"applied", st.svc}} {
 		b.Run(bc.name, func(b *testing.B) {
 			h := st.a.WebhookHandler(bc.sink)
-			tmpl := st.f.delivery(b, pr, lifecycle.ProviderHeadChanged, hookToken)
+			tmpl := delivery(st.f, pr, lifecycle.ProviderHeadChanged, hookToken)
 			body, _ := io.ReadAll(tmpl.Body)
-			before := st.f.total()
+			before := st.f.TotalCalls()
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
 				req := httptest.NewRequest(http.MethodPost, "/hooks/gitlab", bytes.NewReader(body))
 				req.Header = tmpl.Header.Clone()
-				req.Header.Set("Idempotency-Key", newUUID())
+				req.Header.Set("Idempotency-Key", gitlabtest.NewSHA())
 				rec := httptest.NewRecorder()
 				h.ServeHTTP(rec, req)
 				if rec.Code != http.StatusOK {
@@ -100,7 +101,7 @@ func BenchmarkWebhookIntake(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			b.ReportMetric(float64(st.f.total()-before)/float64(b.N), "api-calls/op")
+			b.ReportMetric(float64(st.f.TotalCalls()-before)/float64(b.N), "api-calls/op")
 		})
 	}
 }

@@ -10,60 +10,92 @@ import (
 	"github.com/tasklifecycle/lifecycle"
 )
 
-// Checks implements [lifecycle.CIProvider] from the merge request's head
-// pipeline. A head pipeline that is absent, or of another commit than
-// q.HeadSHA, is pending: GitLab has not started the pipeline of that
-// commit yet. Otherwise the checks are the commit statuses of that
-// pipeline (its jobs, and statuses posted by other CI systems into it),
-// the latest of each name; statuses of other pipelines of the same commit
-// (other merge requests, other branches) do not count.
+// Checks implements [lifecycle.CIProvider] from the merge request's
+// pipeline of q.HeadSHA, found through the commit statuses of that
+// commit, in one request whatever the merge request: the statuses GitLab
+// keeps of a commit each name their pipeline and its ref, and those of
+// this merge request's pipelines have as ref its source branch (branch
+// pipelines) or refs/merge-requests/<iid>/head (merge request
+// pipelines). The newest such pipeline is the head pipeline, and its
+// statuses (its jobs, and statuses posted by other CI systems into it),
+// the latest of each name, are the checks. Statuses of other pipelines of
+// the same commit (other merge requests, other branches) do not count.
+// A commit with no status of such a pipeline yet is pending: GitLab has
+// not started its pipeline, or its jobs are not created yet.
+//
+// The source branch is q.Task.Branch, which the Service keeps from the
+// merge request; only for a task that names none is the merge request
+// read for it. A reading of a task's facts (the merge request, its CI, its
+// reviews) thus reads the merge request once.
 //
 // GitLab's statuses map as: success → passed; failed and canceled →
 // failed, except a job allowed to fail, which is skipped (it carries no
 // verdict); created, waiting_for_resource, preparing, pending, running
 // and scheduled → running; skipped and manual → skipped.
 func (a *Adapter) Checks(ctx context.Context, q lifecycle.CIQuery) (lifecycle.CIReport, error) {
-	s, mr, err := a.read(ctx, q.PullRequest)
+	s, err := a.project(ctx)
 	if err != nil {
 		return lifecycle.CIReport{}, err
 	}
-	hp := mr.HeadPipeline
-	if hp == nil || !strings.EqualFold(hp.SHA, q.HeadSHA) {
-		return lifecycle.CIReport{Pending: true}, nil
+	if err := a.checkRef(s, q.PullRequest); err != nil {
+		return lifecycle.CIReport{}, err
 	}
-	latest := map[string]*gl.CommitStatus{}
-	var names []string
-	opt := &gl.GetCommitStatusesOptions{PipelineID: gl.Ptr(hp.ID), ListOptions: gl.ListOptions{PerPage: 100}}
-	for {
+	var branch string
+	if q.Task.Branch != nil {
+		branch = *q.Task.Branch
+	}
+	if branch == "" {
+		_, mr, err := a.read(ctx, q.PullRequest)
+		if err != nil {
+			return lifecycle.CIReport{}, err
+		}
+		branch = mr.SourceBranch
+	}
+	mrRef := fmt.Sprintf("refs/merge-requests/%d/head", q.PullRequest.Number)
+	var (
+		head   int64 // the newest pipeline of the merge request at the commit
+		ofHead []*gl.CommitStatus
+	)
+	opt := &gl.GetCommitStatusesOptions{ListOptions: gl.ListOptions{PerPage: 100}}
+	for pages := 0; ; pages++ {
 		page, resp, err := a.client.Commits.GetCommitStatuses(s.id, strings.ToLower(q.HeadSHA), opt, gl.WithContext(ctx))
 		if err != nil {
-			return lifecycle.CIReport{}, a.fail(ctx, fmt.Sprintf("read the statuses of pipeline %d", hp.ID), resp, err)
+			return lifecycle.CIReport{}, a.fail(ctx, "read the statuses of commit "+q.HeadSHA, resp, err)
 		}
 		for _, st := range page {
-			if st.PipelineID != 0 && st.PipelineID != hp.ID {
+			if st.Ref != branch && st.Ref != mrRef {
 				continue
 			}
-			prev, ok := latest[st.Name]
-			if !ok {
-				names = append(names, st.Name)
-			}
-			if !ok || st.ID > prev.ID {
-				latest[st.Name] = st
+			switch {
+			case st.PipelineID > head:
+				head, ofHead = st.PipelineID, []*gl.CommitStatus{st}
+			case st.PipelineID == head:
+				ofHead = append(ofHead, st)
 			}
 		}
-		if resp.NextPage == 0 || len(names) > 1000 {
+		if resp.NextPage == 0 || pages >= 10 {
 			break
 		}
 		opt.Page = resp.NextPage
+	}
+	latest := map[string]*gl.CommitStatus{}
+	var names []string
+	for _, st := range ofHead {
+		prev, ok := latest[st.Name]
+		if !ok {
+			names = append(names, st.Name)
+		}
+		if !ok || st.ID > prev.ID {
+			latest[st.Name] = st
+		}
+	}
+	if len(names) == 0 {
+		return lifecycle.CIReport{Pending: true}, nil
 	}
 	var rep lifecycle.CIReport
 	for _, name := range names {
 		st := latest[name]
 		rep.Checks = append(rep.Checks, lifecycle.CICheck{Name: name, Status: checkStatus(st.Status, st.AllowFailure), URL: st.TargetURL})
-	}
-	if len(rep.Checks) == 0 {
-		// A pipeline without jobs listed yet: its own status stands.
-		rep.Checks = []lifecycle.CICheck{{Name: "pipeline", Status: checkStatus(hp.Status, false), URL: hp.WebURL}}
 	}
 	return rep, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/gitlab"
+	"github.com/tasklifecycle/lifecycle/adapter/gitlab/gitlabtest"
 	"github.com/tasklifecycle/lifecycle/internal/fakeclock"
 )
 
@@ -17,7 +18,7 @@ import (
 // polling), instead of recording another; a failed one is a refusal.
 func TestDeployerFindsItsDeploymentAgain(t *testing.T) {
 	t.Parallel()
-	f := newFake(t)
+	f := gitlabtest.NewServer(t, gitlabtest.Options{})
 	clock := fakeclock.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	a := newAdapter(t, f, func(c *gitlab.Config) { c.Clock = clock })
 	pr := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-1")})
@@ -39,7 +40,7 @@ func TestDeployerFindsItsDeploymentAgain(t *testing.T) {
 	go func() { _, _ = first.Deploy(dctx, req) }()
 	var id int64
 	for deadline := time.Now().Add(5 * time.Second); id == 0 && time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
-		id = f.runningDeployment("production", res.MergeCommitSHA)
+		id = f.RunningDeployment("production", res.MergeCommitSHA)
 	}
 	stop()
 	if id == 0 {
@@ -56,14 +57,14 @@ func TestDeployerFindsItsDeploymentAgain(t *testing.T) {
 		dep, err := second.Deploy(t.Context(), req)
 		done <- result{dep, err}
 	}()
-	for deadline := time.Now().Add(5 * time.Second); f.count("GET /api/v4/projects/{pid}/deployments") < 2; time.Sleep(2 * time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); f.Calls(gitlabtest.RouteListDeployments) < 2; time.Sleep(2 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the restarted Deployer did not look for its deployment")
 		}
 	}
 	// The deploy job fails it; GitLab's hook says so (again, until the
 	// Deployer, which never polls in this test, has started waiting).
-	f.setDeployment(id, "failed")
+	f.SetDeployment(id, "failed")
 	var r result
 	for deadline := time.Now().Add(5 * time.Second); ; {
 		second.ObserveDeployment(t.Context(), lifecycle.DeploymentStatus{ID: itoa(id), State: "failed"})
@@ -81,7 +82,7 @@ func TestDeployerFindsItsDeploymentAgain(t *testing.T) {
 	if !errors.As(r.err, &refused) {
 		t.Fatalf("Deploy of a failed deployment = %+v, %v; want a RefusedError", r.dep, r.err)
 	}
-	if n := f.count("POST /api/v4/projects/{pid}/deployments"); n != 1 {
+	if n := f.Calls(gitlabtest.RouteCreateDeployment); n != 1 {
 		t.Errorf("%d deployments recorded, want 1 (found again after the crash)", n)
 	}
 }

@@ -15,9 +15,10 @@
 //   - CI ([lifecycle.CIProvider]): the commit statuses of the merge
 //     request's head pipeline, when that pipeline is of the head commit;
 //     otherwise CI is pending.
-//   - Reviews ([lifecycle.ReviewDecider]): the merge request's approvals.
-//     A project that resets approvals on push sets
-//     [lifecycle.PullRequest.DismissesStaleReviews].
+//   - Reviews ([lifecycle.ReviewDecider]): the merge request's approvals
+//     and its reviewers' states; a reviewer's "Request changes" makes the
+//     decision changes_requested. A project that resets approvals on push
+//     sets [lifecycle.PullRequest.DismissesStaleReviews].
 //   - Merge: GitLab's accept merge request call with sha set to the
 //     expected head, sent once (client-go's own retries are off for it;
 //     the ship runner owns retries). A 409 is [lifecycle.ErrHeadMismatch];

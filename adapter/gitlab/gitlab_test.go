@@ -12,12 +12,13 @@ import (
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/gitlab"
+	"github.com/tasklifecycle/lifecycle/adapter/gitlab/gitlabtest"
 	"github.com/tasklifecycle/lifecycle/internal/fakeclock"
 )
 
-func newAdapter(t testing.TB, f *fakeGitLab, mutate ...func(*gitlab.Config)) *gitlab.Adapter {
+func newAdapter(t testing.TB, f *gitlabtest.Server, mutate ...func(*gitlab.Config)) *gitlab.Adapter {
 	t.Helper()
-	cfg := gitlab.Config{BaseURL: f.srv.URL, Token: "glpat-test-token", Project: f.path}
+	cfg := gitlab.Config{BaseURL: f.URL, Token: "glpat-test-token", Project: gitlabtest.ProjectPath}
 	for _, m := range mutate {
 		m(&cfg)
 	}
@@ -67,13 +68,13 @@ func ensure(t *testing.T, a *gitlab.Adapter, req lifecycle.PullRequestRequest) l
 // list call, no create) and applies the new title and reviewers to it.
 func TestEnsureReusesOpenMergeRequest(t *testing.T) {
 	t.Parallel()
-	f := newFake(t)
+	f := gitlabtest.NewServer(t, gitlabtest.Options{})
 	a := newAdapter(t, f)
 	first := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-7"), Draft: true})
 	if !first.Created || first.Head != "lifecycle/eng-7" || first.Base != "main" || !first.Draft || first.Owner != "acme" || first.Repo != "web" {
 		t.Fatalf("first = %+v; want created, lifecycle/eng-7 into main, draft, acme/web", first)
 	}
-	if got := f.mr(1).title; got != "Draft: ENG-7: Fix the login redirect" {
+	if got := f.MergeRequest(1).Title; got != "Draft: ENG-7: Fix the login redirect" {
 		t.Errorf("title = %q, want the Draft: prefix", got)
 	}
 	again := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-7"), Reviewers: []string{"bob"}})
@@ -83,7 +84,7 @@ func TestEnsureReusesOpenMergeRequest(t *testing.T) {
 	if len(again.RequestedReviewers) != 1 || again.RequestedReviewers[0] != "bob" {
 		t.Errorf("RequestedReviewers = %v, want [bob]", again.RequestedReviewers)
 	}
-	if n := f.count("POST /api/v4/projects/{pid}/merge_requests"); n != 1 {
+	if n := f.Calls(gitlabtest.RouteCreateMR); n != 1 {
 		t.Errorf("%d creates, want 1", n)
 	}
 }
@@ -92,11 +93,11 @@ func TestEnsureReusesOpenMergeRequest(t *testing.T) {
 // uses the merge request found.
 func TestEnsureConflictListsAgain(t *testing.T) {
 	t.Parallel()
-	f := newFake(t)
+	f := gitlabtest.NewServer(t, gitlabtest.Options{})
 	a := newAdapter(t, f)
 	first := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-1")})
 	// The next list misses it, as if it were opened right after.
-	f.inject("GET /api/v4/projects/{pid}/merge_requests", fault{status: http.StatusOK, body: "[]"})
+	f.Inject(gitlabtest.RouteListMRs, gitlabtest.Fault{Status: http.StatusOK, Body: "[]"})
 	again := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-1")})
 	if again.Created || again.Number != first.Number {
 		t.Errorf("after a 409: %+v, want #%d not created", again, first.Number)
@@ -105,28 +106,28 @@ func TestEnsureConflictListsAgain(t *testing.T) {
 
 func TestUnknownReviewerIsAValidationError(t *testing.T) {
 	t.Parallel()
-	f := newFake(t)
+	f := gitlabtest.NewServer(t, gitlabtest.Options{})
 	a := newAdapter(t, f)
 	_, err := a.EnsurePullRequest(t.Context(), lifecycle.PullRequestRequest{Task: task("ENG-1"), Reviewers: []string{"alice", "mallory"}})
 	var ve *lifecycle.ValidationError
 	if !errors.As(err, &ve) || ve.Fields[0].Field != "pullRequest.reviewers" || !strings.Contains(ve.Fields[0].Reason, "mallory") {
 		t.Fatalf("error = %v, want a ValidationError on pullRequest.reviewers naming mallory", err)
 	}
-	if n := f.count("POST /api/v4/projects/{pid}/merge_requests"); n != 0 {
+	if n := f.Calls(gitlabtest.RouteCreateMR); n != 0 {
 		t.Errorf("a merge request was opened despite the unknown reviewer")
 	}
 }
 
 func TestReviewerIDsAndTargetBranch(t *testing.T) {
 	t.Parallel()
-	f := newFake(t)
-	f.branches["release"] = sha()
+	f := gitlabtest.NewServer(t, gitlabtest.Options{})
+	f.Push("release")
 	a := newAdapter(t, f, func(c *gitlab.Config) { c.TargetBranch = "release"; c.BranchPrefix = "agents/" })
 	pr := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-3"), Reviewers: []string{"carol", "alice"}})
 	if pr.Base != "release" || pr.Head != "agents/eng-3" {
 		t.Errorf("pr = %s into %s, want agents/eng-3 into release", pr.Head, pr.Base)
 	}
-	if got := f.mr(1).reviewers; len(got) != 2 || got[0] != 3 || got[1] != 1 {
+	if got := f.MergeRequest(1).ReviewerIDs; len(got) != 2 || got[0] != 3 || got[1] != 1 {
 		t.Errorf("reviewer_ids = %v, want [3 1]", got)
 	}
 	_, err := a.EnsurePullRequest(t.Context(), lifecycle.PullRequestRequest{Task: task("ENG-4"), Base: "no-such-branch"})
@@ -138,7 +139,7 @@ func TestReviewerIDsAndTargetBranch(t *testing.T) {
 
 func TestCIFromHeadPipeline(t *testing.T) {
 	t.Parallel()
-	f := newFake(t)
+	f := gitlabtest.NewServer(t, gitlabtest.Options{})
 	a := newAdapter(t, f)
 	pr := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-1")})
 	q := lifecycle.CIQuery{PullRequest: pr.PullRequestRef, HeadSHA: pr.HeadSHA}
@@ -147,7 +148,7 @@ func TestCIFromHeadPipeline(t *testing.T) {
 	if err != nil || !rep.Pending || len(rep.Checks) != 0 {
 		t.Fatalf("no head pipeline: %+v, %v; want pending", rep, err)
 	}
-	f.pipeline(1, "failed",
+	f.Pipeline(1, "failed",
 		&gl.CommitStatus{Name: "build", Status: "success", TargetURL: "https://ci.example.com/1"},
 		&gl.CommitStatus{Name: "test", Status: "failed"},
 		&gl.CommitStatus{Name: "test", Status: "success"}, // retried: the latest counts
@@ -157,9 +158,7 @@ func TestCIFromHeadPipeline(t *testing.T) {
 		&gl.CommitStatus{Name: "flaky", Status: "canceled"},
 	)
 	// A pipeline of another merge request on the same commit is not this one's.
-	f.mu.Lock()
-	f.statuses = append(f.statuses, &gl.CommitStatus{ID: 9999, SHA: pr.HeadSHA, Name: "other", Status: "failed", PipelineID: 4242})
-	f.mu.Unlock()
+	f.AddStatus(&gl.CommitStatus{SHA: pr.HeadSHA, Ref: "refs/merge-requests/2/head", Name: "other", Status: "failed", PipelineID: 4242})
 	rep, err = a.Checks(t.Context(), q)
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +178,7 @@ func TestCIFromHeadPipeline(t *testing.T) {
 	}
 
 	// New commits: the head pipeline is still the old commit's → pending.
-	head := f.push("lifecycle/eng-1")
+	head := f.Push("lifecycle/eng-1")
 	rep, err = a.Checks(t.Context(), lifecycle.CIQuery{PullRequest: pr.PullRequestRef, HeadSHA: head})
 	if err != nil || !rep.Pending || len(rep.Checks) != 0 {
 		t.Errorf("head pipeline of another SHA: %+v, %v; want pending, no checks", rep, err)
@@ -188,7 +187,7 @@ func TestCIFromHeadPipeline(t *testing.T) {
 
 func TestReviewDecisionFromApprovals(t *testing.T) {
 	t.Parallel()
-	f := newFake(t)
+	f := gitlabtest.NewServer(t, gitlabtest.Options{})
 	a := newAdapter(t, f)
 	pr := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-1")})
 	q := lifecycle.ReviewQuery{PullRequest: pr.PullRequestRef, HeadSHA: pr.HeadSHA}
@@ -204,20 +203,19 @@ func TestReviewDecisionFromApprovals(t *testing.T) {
 		t.Errorf("no approval rules: %s, want not_required", hr.Decision)
 	}
 
-	f2 := newFake(t)
-	f2.approvals, f2.resetOnPush = 2, true
+	f2 := gitlabtest.NewServer(t, gitlabtest.Options{ApprovalsRequired: 2, ResetApprovalsOnPush: true})
 	a2 := newAdapter(t, f2)
 	pr2 := ensure(t, a2, lifecycle.PullRequestRequest{Task: task("ENG-1")})
 	if !pr2.DismissesStaleReviews {
 		t.Error("DismissesStaleReviews is false on a project that resets approvals on push")
 	}
-	f2.approve(1, "alice")
+	f2.Approve(1, "alice")
 	q2 := lifecycle.ReviewQuery{PullRequest: pr2.PullRequestRef, HeadSHA: pr2.HeadSHA}
 	hr, err := a2.ReviewDecision(t.Context(), q2)
 	if err != nil || hr.Decision != lifecycle.DecisionPending || len(hr.Reviews) != 1 || hr.Reviews[0].Reviewer != "alice" || hr.Reviews[0].CommitSHA != pr2.HeadSHA {
 		t.Fatalf("one approval of two: %+v, %v; want pending with alice's approval at the head", hr, err)
 	}
-	f2.approve(1, "bob")
+	f2.Approve(1, "bob")
 	if hr, _ := a2.ReviewDecision(t.Context(), q2); hr.Decision != lifecycle.DecisionApproved || len(hr.Reviews) != 2 {
 		t.Errorf("two approvals of two: %+v, want approved", hr)
 	}
@@ -229,26 +227,25 @@ func TestMergeAtExpectedHead(t *testing.T) {
 		name        string
 		mergeMethod string
 		squash      bool
-		want        func(mr fakeMR) string
+		want        func(mr gitlabtest.MergeRequest) string
 	}{
-		{"merge commit", "merge", false, func(mr fakeMR) string { return mr.mergeCommit }},
-		{"fast-forward", "ff", false, func(mr fakeMR) string { return mr.sha }},
-		{"squash", "ff", true, func(mr fakeMR) string { return mr.squashC }},
-		{"squash and merge commit", "merge", true, func(mr fakeMR) string { return mr.mergeCommit }},
+		{"merge commit", "merge", false, func(mr gitlabtest.MergeRequest) string { return mr.MergeCommitSHA }},
+		{"fast-forward", "ff", false, func(mr gitlabtest.MergeRequest) string { return mr.SHA }},
+		{"squash", "ff", true, func(mr gitlabtest.MergeRequest) string { return mr.SquashCommitSHA }},
+		{"squash and merge commit", "merge", true, func(mr gitlabtest.MergeRequest) string { return mr.MergeCommitSHA }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFake(t)
-			f.mergeMethod = tc.mergeMethod
+			f := gitlabtest.NewServer(t, gitlabtest.Options{MergeMethod: tc.mergeMethod})
 			a := newAdapter(t, f, func(c *gitlab.Config) { c.Merge.Squash = tc.squash })
 			pr := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-1")})
 			res, err := a.Merge(t.Context(), lifecycle.MergeRequest{Ref: pr.PullRequestRef, ExpectedHeadSHA: pr.HeadSHA, CommitTitle: "Merge ENG-1"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			mr := f.mr(1)
+			mr := f.MergeRequest(1)
 			if want := tc.want(mr); res.MergeCommitSHA != want || want == "" {
-				t.Errorf("merge commit = %s, want %s (merge_commit_sha %q, squash_commit_sha %q, sha %s)", res.MergeCommitSHA, want, mr.mergeCommit, mr.squashC, mr.sha)
+				t.Errorf("merge commit = %s, want %s (merge_commit_sha %q, squash_commit_sha %q, sha %s)", res.MergeCommitSHA, want, mr.MergeCommitSHA, mr.SquashCommitSHA, mr.SHA)
 			}
 			got, err := a.PullRequest(t.Context(), pr.PullRequestRef)
 			if err != nil || got.State != lifecycle.PullRequestMerged || got.MergeCommitSHA != res.MergeCommitSHA {
@@ -260,25 +257,23 @@ func TestMergeAtExpectedHead(t *testing.T) {
 
 func TestMergeRefusals(t *testing.T) {
 	t.Parallel()
-	f := newFake(t)
+	f := gitlabtest.NewServer(t, gitlabtest.Options{})
 	a := newAdapter(t, f)
 	pr := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-1")})
 	old := pr.HeadSHA
-	f.push("lifecycle/eng-1")
+	f.Push("lifecycle/eng-1")
 	_, err := a.Merge(t.Context(), lifecycle.MergeRequest{Ref: pr.PullRequestRef, ExpectedHeadSHA: old})
 	if !errors.Is(err, lifecycle.ErrHeadMismatch) || !strings.Contains(err.Error(), "SHA does not match HEAD of source branch") {
 		t.Errorf("409: %v, want ErrHeadMismatch with GitLab's message", err)
 	}
-	head := f.mr(1).sha
-	f.mu.Lock()
-	f.mrs[0].detailed = "discussions_not_resolved"
-	f.mu.Unlock()
+	head := f.MergeRequest(1).SHA
+	f.SetDetailedMergeStatus(1, "discussions_not_resolved")
 	_, err = a.Merge(t.Context(), lifecycle.MergeRequest{Ref: pr.PullRequestRef, ExpectedHeadSHA: head})
 	var refused *lifecycle.RefusedError
 	if !errors.As(err, &refused) || !strings.Contains(refused.Message, "Branch cannot be merged") || !strings.Contains(refused.Message, "unresolved blocking discussions") {
 		t.Errorf("422: %v, want a RefusedError with GitLab's message and the blocking discussions", err)
 	}
-	if n := f.count("GET /api/v4/projects/{pid}/merge_requests/{iid}"); n != 1 {
+	if n := f.Calls(gitlabtest.RouteGetMR); n != 1 {
 		t.Errorf("the refused merge request was read %d times, want once", n)
 	}
 }
@@ -287,38 +282,38 @@ func TestMergeRefusals(t *testing.T) {
 // off, so that a 502 on merge is one request and a temporary error.
 func TestMergeIsNotRetriedByClient(t *testing.T) {
 	t.Parallel()
-	f := newFake(t)
+	f := gitlabtest.NewServer(t, gitlabtest.Options{})
 	a := newAdapter(t, f)
 	pr := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-1")})
-	f.inject("PUT /api/v4/projects/{pid}/merge_requests/{iid}/merge", fault{status: http.StatusBadGateway, body: `{"message":"502 Bad Gateway"}`})
+	f.Inject(gitlabtest.RouteMerge, gitlabtest.Fault{Status: http.StatusBadGateway, Body: `{"message":"502 Bad Gateway"}`})
 	_, err := a.Merge(t.Context(), lifecycle.MergeRequest{Ref: pr.PullRequestRef, ExpectedHeadSHA: pr.HeadSHA})
 	if !errors.Is(err, lifecycle.ErrTemporary) {
 		t.Errorf("502: %v, want a temporary error", err)
 	}
-	if n := f.count("PUT /api/v4/projects/{pid}/merge_requests/{iid}/merge"); n != 1 {
+	if n := f.Calls(gitlabtest.RouteMerge); n != 1 {
 		t.Errorf("merge was sent %d times, want once", n)
 	}
-	if f.mr(1).state != "opened" {
+	if f.MergeRequest(1).State != "opened" {
 		t.Error("merged despite the 502")
 	}
 }
 
 func TestRateLimitIsTemporaryWithItsReset(t *testing.T) {
 	t.Parallel()
-	f := newFake(t)
+	f := gitlabtest.NewServer(t, gitlabtest.Options{})
 	clock := fakeclock.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	a := newAdapter(t, f, func(c *gitlab.Config) { c.Clock = clock })
 	pr := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-1")})
 	reset := clock.Now().Add(42 * time.Second).Unix()
-	f.inject("PUT /api/v4/projects/{pid}/merge_requests/{iid}/merge", fault{status: http.StatusTooManyRequests,
-		header: http.Header{"Ratelimit-Reset": {strconv.FormatInt(reset, 10)}}, body: `{"message":"Retry later"}`})
+	f.Inject(gitlabtest.RouteMerge, gitlabtest.Fault{Status: http.StatusTooManyRequests,
+		Header: http.Header{"Ratelimit-Reset": {strconv.FormatInt(reset, 10)}}, Body: `{"message":"Retry later"}`})
 	_, err := a.Merge(t.Context(), lifecycle.MergeRequest{Ref: pr.PullRequestRef, ExpectedHeadSHA: pr.HeadSHA})
 	var te *lifecycle.TemporaryError
 	if !errors.As(err, &te) || te.RetryAfter != 42*time.Second {
 		t.Fatalf("429: %v, want a TemporaryError retrying after 42s", err)
 	}
-	f.inject("PUT /api/v4/projects/{pid}/merge_requests/{iid}/merge", fault{status: http.StatusTooManyRequests,
-		header: http.Header{"Retry-After": {"7"}}, body: `{"message":"Retry later"}`})
+	f.Inject(gitlabtest.RouteMerge, gitlabtest.Fault{Status: http.StatusTooManyRequests,
+		Header: http.Header{"Retry-After": {"7"}}, Body: `{"message":"Retry later"}`})
 	_, err = a.Merge(t.Context(), lifecycle.MergeRequest{Ref: pr.PullRequestRef, ExpectedHeadSHA: pr.HeadSHA})
 	if !errors.As(err, &te) || te.RetryAfter != 7*time.Second {
 		t.Errorf("429 with Retry-After: %v, want a TemporaryError retrying after 7s", err)
@@ -327,10 +322,38 @@ func TestRateLimitIsTemporaryWithItsReset(t *testing.T) {
 
 func TestOtherProjectIsNotFound(t *testing.T) {
 	t.Parallel()
-	f := newFake(t)
+	f := gitlabtest.NewServer(t, gitlabtest.Options{})
 	a := newAdapter(t, f)
 	_, err := a.PullRequest(t.Context(), lifecycle.PullRequestRef{Owner: "other", Repo: "web", Number: 1})
 	if !errors.Is(err, lifecycle.ErrNotFound) {
 		t.Errorf("a merge request of another project: %v, want ErrNotFound", err)
+	}
+}
+
+// With the task's branch known (as the Service keeps it), CI is one
+// request, the commit's statuses: the newest pipeline of the merge
+// request at the commit (here a merge request pipeline, on
+// refs/merge-requests/1/head) is the head pipeline; a pipeline of another
+// branch at the same commit does not count.
+func TestCIIsOneRequestWhenTheTaskNamesItsBranch(t *testing.T) {
+	t.Parallel()
+	f := gitlabtest.NewServer(t, gitlabtest.Options{})
+	a := newAdapter(t, f)
+	pr := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-1")})
+	f.Pipeline(1, "success", &gl.CommitStatus{Name: "build", Status: "success"})
+	f.AddStatus(&gl.CommitStatus{SHA: pr.HeadSHA, Ref: "refs/merge-requests/1/head", Name: "test", Status: "failed", PipelineID: 9000})
+	f.AddStatus(&gl.CommitStatus{SHA: pr.HeadSHA, Ref: "someone-else", Name: "other", Status: "failed", PipelineID: 9001})
+	tk := task("ENG-1")
+	tk.Branch = &pr.Head
+	before := f.TotalCalls()
+	rep, err := a.Checks(t.Context(), lifecycle.CIQuery{Task: tk, PullRequest: pr.PullRequestRef, HeadSHA: pr.HeadSHA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Pending || len(rep.Checks) != 1 || rep.Checks[0].Name != "test" || rep.Checks[0].Status != lifecycle.CheckFailed {
+		t.Errorf("checks = %+v, want only the merge request pipeline's failed test", rep)
+	}
+	if n := f.TotalCalls() - before; n != 1 || f.Calls(gitlabtest.RouteGetMR) != 0 {
+		t.Errorf("%d requests (%d reads of the merge request), want 1: the statuses", n, f.Calls(gitlabtest.RouteGetMR))
 	}
 }

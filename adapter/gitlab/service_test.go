@@ -18,20 +18,22 @@ import (
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/gitlab"
+	"github.com/tasklifecycle/lifecycle/adapter/gitlab/gitlabtest"
 	"github.com/tasklifecycle/lifecycle/internal/fakeclock"
 	"github.com/tasklifecycle/lifecycle/store/sqlite"
 )
 
 // stack is a Service whose "gitlab" project lives on a fake GitLab.
 type stack struct {
-	f       *fakeGitLab
-	a       *gitlab.Adapter
-	d       *gitlab.Deployer
-	svc     *lifecycle.Service
-	clock   *fakeclock.Clock // nil: the system clock
-	server  *httptest.Server // svc.Handler() at /, the hook at POST /hooks/gitlab
-	key     string
-	project string
+	f         *gitlabtest.Server
+	a         *gitlab.Adapter
+	d         *gitlab.Deployer
+	svc       *lifecycle.Service
+	clock     *fakeclock.Clock // nil: the system clock
+	server    *httptest.Server // svc.Handler() at /, the hook at POST /hooks/gitlab
+	key       string
+	project   string
+	approvals int64 // approvals each merge request needs
 }
 
 type stackOptions struct {
@@ -43,8 +45,7 @@ type stackOptions struct {
 
 func newStack(t testing.TB, o stackOptions) *stack {
 	t.Helper()
-	st := &stack{f: newFake(t), project: "gitlab"}
-	st.f.approvals = o.approvals
+	st := &stack{f: gitlabtest.NewServer(t, gitlabtest.Options{ApprovalsRequired: o.approvals}), project: "gitlab", approvals: o.approvals}
 	var clock lifecycle.Clock
 	if o.fakeClock {
 		st.clock = fakeclock.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
@@ -136,9 +137,9 @@ func (st *stack) task(t testing.TB, id string) lifecycle.Task {
 // Service read the host again.
 func (st *stack) green(t testing.TB, tk lifecycle.Task) lifecycle.Task {
 	t.Helper()
-	st.f.pipeline(int64(*tk.PRNumber), "success", &gl.CommitStatus{Name: "build", Status: "success"}, &gl.CommitStatus{Name: "test", Status: "success"})
-	for range st.f.approvals {
-		st.f.approve(int64(*tk.PRNumber), "alice")
+	st.f.Pipeline(int64(*tk.PRNumber), "success", &gl.CommitStatus{Name: "build", Status: "success"}, &gl.CommitStatus{Name: "test", Status: "success"})
+	for range st.approvals {
+		st.f.Approve(int64(*tk.PRNumber), "alice")
 	}
 	if err := st.svc.Reconcile(t.Context(), tk.ID); err != nil {
 		t.Fatal(err)
@@ -209,30 +210,23 @@ func TestLifecycleThroughService(t *testing.T) {
 	// The deploy job finishes the deployment; GitLab's hook says so.
 	var dep int64
 	for deadline := time.Now().Add(10 * time.Second); dep == 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		dep = st.f.runningDeployment("staging", st.f.mr(1).mergeCommit)
+		dep = st.f.RunningDeployment("staging", st.f.MergeRequest(1).MergeCommitSHA)
 	}
 	if dep == 0 {
 		t.Fatal("no deployment of the merge commit was recorded at GitLab")
 	}
-	st.f.setDeployment(dep, "success")
-	payload := readJSON(t, "testdata/webhooks/deployment.json").(map[string]any)
-	payload["deployment_id"], payload["status"] = dep, "success"
-	payload["project"].(map[string]any)["id"], payload["project"].(map[string]any)["path_with_namespace"] = st.f.projectID, st.f.path
-	req := httptest.NewRequest(http.MethodPost, "/hooks/gitlab", strings.NewReader(string(mustJSON(t, payload))))
-	req.Header.Set("X-Gitlab-Event", "Deployment Hook")
-	req.Header.Set("X-Gitlab-Token", hookToken)
-	req.Header.Set("X-Gitlab-Event-UUID", newUUID())
-	if code := st.hook(t, req); code != http.StatusOK {
+	st.f.SetDeployment(dep, "success")
+	if code := st.hook(t, st.f.DeploymentHook(dep, "success", hookToken)); code != http.StatusOK {
 		t.Fatalf("Deployment Hook answered %d", code)
 	}
 
 	done := st.finished(t, op.OperationID)
-	mr := st.f.mr(1)
-	if done.Status != lifecycle.ShipSucceeded || done.MergeCommitSHA == nil || *done.MergeCommitSHA != mr.mergeCommit || done.Deployment == nil || done.Deployment.ID != strconv.FormatInt(dep, 10) {
-		t.Fatalf("operation = %+v (error %+v); want succeeded, merged as %s, deployment %d", done, done.Error, mr.mergeCommit, dep)
+	mr := st.f.MergeRequest(1)
+	if done.Status != lifecycle.ShipSucceeded || done.MergeCommitSHA == nil || *done.MergeCommitSHA != mr.MergeCommitSHA || done.Deployment == nil || done.Deployment.ID != strconv.FormatInt(dep, 10) {
+		t.Fatalf("operation = %+v (error %+v); want succeeded, merged as %s, deployment %d", done, done.Error, mr.MergeCommitSHA, dep)
 	}
-	if mr.state != "merged" {
-		t.Errorf("merge request is %s", mr.state)
+	if mr.State != "merged" {
+		t.Errorf("merge request is %s", mr.State)
 	}
 	if tk := st.task(t, tk.ID); tk.Status != lifecycle.StatusDone {
 		t.Errorf("task is %s, want done", tk.Status)
@@ -245,12 +239,12 @@ func TestShipHeadMismatch(t *testing.T) {
 	t.Parallel()
 	st := newStack(t, stackOptions{})
 	tk := st.green(t, st.submitted(t, "GL-2"))
-	st.f.push(*tk.Branch)
+	st.f.Push(*tk.Branch)
 	op := st.finished(t, st.ship(t, tk, lifecycle.ShipMergeOnly, *tk.HeadSHA).OperationID)
 	if op.Status != lifecycle.ShipFailed || op.Error == nil || op.Error.Code != "head_sha_mismatch" {
 		t.Fatalf("operation = %+v, error %+v; want failed with head_sha_mismatch", op, op.Error)
 	}
-	if st.f.mr(1).state != "opened" {
+	if st.f.MergeRequest(1).State != "opened" {
 		t.Error("merged despite the new head")
 	}
 }
@@ -262,12 +256,12 @@ func TestLostMergeAnswerMergesOnce(t *testing.T) {
 	t.Parallel()
 	st := newStack(t, stackOptions{})
 	tk := st.green(t, st.submitted(t, "GL-3"))
-	st.f.inject(mergeRoute, fault{status: http.StatusBadGateway, body: `{"message":"502 Bad Gateway"}`, apply: true})
+	st.f.Inject(gitlabtest.RouteMerge, gitlabtest.Fault{Status: http.StatusBadGateway, Body: `{"message":"502 Bad Gateway"}`, Apply: true})
 	op := st.finished(t, st.ship(t, tk, lifecycle.ShipMergeOnly, *tk.HeadSHA).OperationID)
-	if op.Status != lifecycle.ShipSucceeded || op.MergeCommitSHA == nil || *op.MergeCommitSHA != st.f.mr(1).mergeCommit {
+	if op.Status != lifecycle.ShipSucceeded || op.MergeCommitSHA == nil || *op.MergeCommitSHA != st.f.MergeRequest(1).MergeCommitSHA {
 		t.Fatalf("operation = %+v, error %+v; want succeeded with the merge commit", op, op.Error)
 	}
-	if n := st.f.count(mergeRoute); n != 1 {
+	if n := st.f.Calls(gitlabtest.RouteMerge); n != 1 {
 		t.Errorf("merge was sent %d times, want once", n)
 	}
 }
@@ -280,9 +274,9 @@ func TestRateLimitResetHonoured(t *testing.T) {
 	st := newStack(t, stackOptions{fakeClock: true})
 	tk := st.green(t, st.submitted(t, "GL-4"))
 	reset := st.clock.Now().Add(30 * time.Second).Unix()
-	st.f.inject(mergeRoute, fault{status: http.StatusTooManyRequests, header: http.Header{"Ratelimit-Reset": {strconv.FormatInt(reset, 10)}}, body: `{"message":"Retry later"}`})
+	st.f.Inject(gitlabtest.RouteMerge, gitlabtest.Fault{Status: http.StatusTooManyRequests, Header: http.Header{"Ratelimit-Reset": {strconv.FormatInt(reset, 10)}}, Body: `{"message":"Retry later"}`})
 	op := st.ship(t, tk, lifecycle.ShipMergeOnly, *tk.HeadSHA)
-	for deadline := time.Now().Add(10 * time.Second); st.f.count(mergeRoute) == 0; time.Sleep(2 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); st.f.Calls(gitlabtest.RouteMerge) == 0; time.Sleep(2 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the runner never tried to merge")
 		}
@@ -293,7 +287,7 @@ func TestRateLimitResetHonoured(t *testing.T) {
 		time.Sleep(3 * time.Millisecond)
 	}
 	time.Sleep(50 * time.Millisecond)
-	if n := st.f.count(mergeRoute); n != 1 {
+	if n := st.f.Calls(gitlabtest.RouteMerge); n != 1 {
 		t.Fatalf("merge sent %d times before the rate limit's reset, want once", n)
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
@@ -309,7 +303,7 @@ func TestRateLimitResetHonoured(t *testing.T) {
 			t.Fatalf("operation = %+v, error %+v; want succeeded after the reset", got, got.Error)
 		}
 	}
-	if n := st.f.count(mergeRoute); n != 2 {
+	if n := st.f.Calls(gitlabtest.RouteMerge); n != 2 {
 		t.Errorf("merge sent %d times, want twice (the 429, then the merge)", n)
 	}
 }
@@ -333,12 +327,12 @@ func TestMergeRequestHookUpdatesTheStream(t *testing.T) {
 		t.Fatalf("stream: %s", resp.Status)
 	}
 
-	head := st.f.push(*tk.Branch)
+	head := st.f.Push(*tk.Branch)
 	pr := lifecycle.PullRequest{PullRequestRef: lifecycle.PullRequestRef{Owner: "acme", Repo: "web", Number: *tk.PRNumber}}
-	if code := st.hook(t, st.f.delivery(t, pr, lifecycle.ProviderHeadChanged, "not-the-token")); code != http.StatusUnauthorized {
+	if code := st.hook(t, delivery(st.f, pr, lifecycle.ProviderHeadChanged, "not-the-token")); code != http.StatusUnauthorized {
 		t.Errorf("a delivery with another token was answered %d, want 401", code)
 	}
-	if code := st.hook(t, st.f.delivery(t, pr, lifecycle.ProviderHeadChanged, hookToken)); code != http.StatusOK {
+	if code := st.hook(t, delivery(st.f, pr, lifecycle.ProviderHeadChanged, hookToken)); code != http.StatusOK {
 		t.Fatalf("Merge Request Hook answered %d", code)
 	}
 
@@ -366,4 +360,39 @@ func TestMergeRequestHookUpdatesTheStream(t *testing.T) {
 		}
 	}
 	t.Fatalf("the stream ended without task.updated for the new head: %v", lines.Err())
+}
+
+// A reviewer's "Request changes" at GitLab: the task's host decision is
+// changes_requested, the agent is offered the task again (rework), and
+// it cannot be shipped.
+func TestRequestedChangesOfferRework(t *testing.T) {
+	t.Parallel()
+	st := newStack(t, stackOptions{approvals: 1})
+	tk := st.green(t, st.submitted(t, "GL-6"))
+	st.f.SetReviewerState(int64(*tk.PRNumber), "bob", "requested_changes")
+	if err := st.svc.Reconcile(t.Context(), tk.ID); err != nil {
+		t.Fatal(err)
+	}
+	tk = st.task(t, tk.ID)
+	if tk.Facts.HostDecision != lifecycle.DecisionChangesRequested || !slices.Contains(tk.AvailableActions, lifecycle.ActionStart) || slices.Contains(tk.AvailableActions, lifecycle.ActionShip) {
+		t.Errorf("after bob requested changes: host decision %q, actions %v; want changes_requested, start (rework) and no ship", tk.Facts.HostDecision, tk.AvailableActions)
+	}
+}
+
+// GitLab refuses the merge for unresolved blocking discussions: the ship
+// operation fails, its message in GitLab's words and naming the reason
+// from detailed_merge_status, and nothing is merged.
+func TestShipRefusalNamesBlockingDiscussions(t *testing.T) {
+	t.Parallel()
+	st := newStack(t, stackOptions{})
+	tk := st.green(t, st.submitted(t, "GL-7"))
+	st.f.SetDetailedMergeStatus(int64(*tk.PRNumber), "discussions_not_resolved")
+	op := st.finished(t, st.ship(t, tk, lifecycle.ShipMergeOnly, *tk.HeadSHA).OperationID)
+	if op.Status != lifecycle.ShipFailed || op.Error == nil ||
+		!strings.Contains(op.Error.Message, "Branch cannot be merged") || !strings.Contains(op.Error.Message, "discussions_not_resolved: unresolved blocking discussions") {
+		t.Fatalf("operation = %+v, error %+v; want failed, in GitLab's words, naming the unresolved blocking discussions", op, op.Error)
+	}
+	if st.f.MergeRequest(int64(*tk.PRNumber)).State != "opened" {
+		t.Error("merged despite the refusal")
+	}
 }

@@ -37,8 +37,10 @@ const maxHookBody = 25 << 20
 //   - Deployment Hook → deployment_status, which wakes a [Deployer]
 //     waiting for that deployment.
 //
-// Other events, and events of other projects, are answered 204. A sink
-// that fails is answered 500, so that GitLab delivers the event again.
+// Other events, and events of other projects, are answered 204. A body
+// over 25 MiB is answered 413 Request Entity Too Large without being
+// parsed; one that is not the event's JSON, 400. A sink that fails is
+// answered 500, so that GitLab delivers the event again.
 func (a *Adapter) WebhookHandler(sink lifecycle.ProviderEventSink) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {

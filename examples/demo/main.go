@@ -52,6 +52,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -72,7 +73,13 @@ import (
 )
 
 func main() {
-	if err := run(); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return // -h: the flags' usage was printed
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
@@ -104,7 +111,12 @@ type options struct {
 	background          bool
 }
 
-func parseFlags() options {
+// parseFlags parses the demo's command-line arguments (without the
+// program's name).
+func parseFlags(args []string) (options, error) {
+	// A flag set of its own, under the package's name, so that run can be
+	// called from tests with arguments of their own.
+	flag := flag.NewFlagSet("demo", flag.ContinueOnError)
 	var o options
 	flag.StringVar(&o.addr, "addr", "127.0.0.1:8080", "address to listen on")
 	flag.StringVar(&o.data, "data", "lifecycle-demo-data", "data directory (SQLite database, admin key)")
@@ -127,7 +139,9 @@ func parseFlags() options {
 	flag.StringVar(&o.postgres, "postgres", os.Getenv("LIFECYCLE_POSTGRES_DSN"), "keep tasks in this PostgreSQL database (a DSN such as postgres://postgres@127.0.0.1:5432/postgres) instead of the SQLite file; demos started with the same DSN are replicas of one Service; also LIFECYCLE_POSTGRES_DSN")
 	flag.StringVar(&o.instanceID, "instance-id", os.Getenv("LIFECYCLE_INSTANCE_ID"), "this process's instance ID; replicas sharing a data directory need one each; also LIFECYCLE_INSTANCE_ID; default: one kept in the data directory")
 	flag.BoolVar(&o.background, "background", false, "start the server in the background, wait until it serves, and print the shell commands that export KEY and BASE")
-	flag.Parse()
+	if err := flag.Parse(args); err != nil {
+		return o, err
+	}
 	// Read after parsing, so that -h never prints them.
 	if o.githubToken == "" {
 		o.githubToken = os.Getenv("GITHUB_TOKEN")
@@ -138,20 +152,23 @@ func parseFlags() options {
 	if o.webhookURL != "" {
 		o.allowPrivateWebhooks = true
 	}
-	return o
+	return o, nil
 }
 
-func run() error {
-	opts := parseFlags()
+// run runs the demo with command-line arguments args until ctx ends,
+// printing what it serves to stdout and its log to stderr.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	opts, err := parseFlags(args)
+	if err != nil {
+		return err
+	}
 	if opts.adminKey != "" && !apiKeyForm.MatchString(opts.adminKey) {
 		return fmt.Errorf("-admin-key (or LIFECYCLE_ADMIN_KEY) %q is not an API key: use lsk_ followed by at least 32 letters or digits", opts.adminKey)
 	}
 	if opts.background && os.Getenv(childEnv) == "" {
 		return runBackground(opts)
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 
 	// Listen first: a second demo on the same address fails here, before
 	// it touches the data directory.
@@ -313,18 +330,18 @@ func run() error {
 	go func() { serveErr <- srv.Serve(ln) }()
 
 	abs, _ := filepath.Abs(opts.data)
-	fmt.Printf("lifecycle demo listening on %s\n", base)
-	fmt.Printf("data directory: %s\n", abs)
-	fmt.Printf("git repos:      %s\n", filepath.Join(abs, "repos"))
-	fmt.Printf("deployments:    %s\n", filepath.Join(abs, "deploy"))
+	fmt.Fprintf(stdout, "lifecycle demo listening on %s\n", base)
+	fmt.Fprintf(stdout, "data directory: %s\n", abs)
+	fmt.Fprintf(stdout, "git repos:      %s\n", filepath.Join(abs, "repos"))
+	fmt.Fprintf(stdout, "deployments:    %s\n", filepath.Join(abs, "deploy"))
 	if gh != nil {
-		fmt.Printf("github:         %s for project %q; webhook at %s/hooks/github\n", opts.githubRepo, opts.githubProject, base)
+		fmt.Fprintf(stdout, "github:         %s for project %q; webhook at %s/hooks/github\n", opts.githubRepo, opts.githubProject, base)
 	}
 	if gl != nil {
-		fmt.Printf("gitlab:         %s on %s for tasks of project %q; webhook at %s/hooks/gitlab\n", opts.gitlabProjectPath, opts.gitlabURL, opts.gitlabProject, base)
+		fmt.Fprintf(stdout, "gitlab:         %s on %s for tasks of project %q; webhook at %s/hooks/gitlab\n", opts.gitlabProjectPath, opts.gitlabURL, opts.gitlabProject, base)
 	}
-	fmt.Printf("admin key:      %s\n\n", adminKey)
-	fmt.Printf("in another shell:\n  export KEY=%s BASE=%s\n  curl -s -H \"Authorization: Bearer $KEY\" \"$BASE/tasks\"\n\n", adminKey, base)
+	fmt.Fprintf(stdout, "admin key:      %s\n\n", adminKey)
+	fmt.Fprintf(stdout, "in another shell:\n  export KEY=%s BASE=%s\n  curl -s -H \"Authorization: Bearer $KEY\" \"$BASE/tasks\"\n\n", adminKey, base)
 	if err := notifyReady(base, adminKey); err != nil {
 		return err
 	}

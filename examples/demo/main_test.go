@@ -1,0 +1,190 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	gl "gitlab.com/gitlab-org/api/client-go"
+
+	"github.com/tasklifecycle/lifecycle/adapter/gitlab/gitlabtest"
+)
+
+const (
+	testAdminKey  = "lsk_0123456789abcdefghijklmnopqrstuvwxyz"
+	testHookToken = "demo-hook-token"
+)
+
+// The whole lifecycle of a GitLab task through the demo, over HTTP, with
+// the demo pointed at a fake GitLab by -gitlab-url and
+// -gitlab-project-path: create, start, submit (a merge request opens at
+// the fake), CI passes and a reviewer approves at the fake, ship
+// merge_and_deploy (merged at the expected head; a deployment of the merge
+// commit recorded at the fake), the deploy job finishes it and GitLab's
+// Deployment Hook reaches POST /hooks/gitlab, and the task is done.
+func TestGitLabLifecycleThroughTheDemo(t *testing.T) {
+	f := gitlabtest.NewServer(t, gitlabtest.Options{ApprovalsRequired: 1})
+	base := startDemo(t, "-gitlab-project-path", gitlabtest.ProjectPath, "-gitlab-url", f.URL,
+		"-gitlab-token", "glpat-demo-test", "-gitlab-webhook-token", testHookToken)
+	c := client{t: t, base: base}
+
+	task := c.do("POST", "/tasks", map[string]any{"identifier": "GL-1", "title": "Fix the login redirect",
+		"links": map[string]any{"issue": "https://issues.example.com/GL-1"}, "context": map[string]any{"project": "gitlab"}})
+	id := task["id"].(string)
+	c.do("POST", "/tasks/"+id+"/start", map[string]any{})
+	c.do("POST", "/tasks/"+id+"/submit", map[string]any{"summary": "Fixed the redirect."})
+	mr := f.MergeRequest(1)
+	if mr.State != "opened" || mr.SourceBranch != "lifecycle/gl-1" || mr.TargetBranch != "main" {
+		t.Fatalf("merge request at GitLab = %+v, want lifecycle/gl-1 into main, open", mr)
+	}
+
+	// CI passes and alice approves, at GitLab, whose Merge Request Hook
+	// (approved) makes the demo read both; it offers ship.
+	f.Pipeline(1, "success", &gl.CommitStatus{Name: "build", Status: "success"}, &gl.CommitStatus{Name: "test", Status: "success"})
+	f.Approve(1, "alice")
+	c.hook(f.MergeRequestHook(1, "approved", false, testHookToken))
+	task = c.await("ship offered", "/tasks/"+id, func(v map[string]any) bool {
+		actions, _ := v["availableActions"].([]any)
+		return slices.Contains(actions, any("ship"))
+	})
+	if task["headSha"] != mr.SHA {
+		t.Fatalf("task headSha = %v, want the merge request's head %s", task["headSha"], mr.SHA)
+	}
+
+	op := c.do("POST", "/tasks/"+id+"/ship", map[string]any{"mode": "merge_and_deploy", "targetEnvironment": "staging", "expectedHeadSha": mr.SHA})
+	opID := op["operationId"].(string)
+
+	// The deploy job finishes the deployment of the merge commit; GitLab
+	// says so on the demo's hook.
+	var dep int64
+	for deadline := time.Now().Add(20 * time.Second); dep == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no deployment of the merge commit was recorded at GitLab; merge request %+v", f.MergeRequest(1))
+		}
+		if merged := f.MergeRequest(1); merged.MergeCommitSHA != "" {
+			dep = f.RunningDeployment("staging", merged.MergeCommitSHA)
+		}
+	}
+	f.SetDeployment(dep, "success")
+	c.hook(f.DeploymentHook(dep, "success", testHookToken))
+
+	done := c.await("ship finished", "/ship-operations/"+opID, func(v map[string]any) bool {
+		return v["status"] == "succeeded" || v["status"] == "failed"
+	})
+	merged := f.MergeRequest(1)
+	if done["status"] != "succeeded" || done["mergeCommitSha"] != merged.MergeCommitSHA || merged.State != "merged" {
+		t.Fatalf("ship operation = %v; merge request %+v; want succeeded with its merge commit", done, merged)
+	}
+	if task := c.do("GET", "/tasks/"+id, nil); task["status"] != "done" {
+		t.Errorf("task status = %v, want done", task["status"])
+	}
+}
+
+// startDemo runs the demo on a free loopback port with a fresh data
+// directory and the given flags until the test ends, and returns its base
+// URL.
+func startDemo(t *testing.T, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	out, w := io.Pipe()
+	done := make(chan error, 1)
+	args = append([]string{"-addr", "127.0.0.1:0", "-data", t.TempDir(), "-admin-key", testAdminKey}, args...)
+	go func() {
+		err := run(ctx, args, w, io.Discard)
+		w.CloseWithError(fmt.Errorf("demo ended: %v", err))
+		done <- err
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("demo: %v", err)
+		}
+	})
+	lines := bufio.NewScanner(out)
+	for lines.Scan() {
+		if base, ok := strings.CutPrefix(lines.Text(), "lifecycle demo listening on "); ok {
+			go func() { _, _ = io.Copy(io.Discard, out) }()
+			return base
+		}
+	}
+	t.Fatalf("the demo did not start: %v", lines.Err())
+	return ""
+}
+
+// client calls the demo's API with the admin key.
+type client struct {
+	t    *testing.T
+	base string
+}
+
+// do sends a request and returns the answer's data, failing the test on
+// an answer other than 2xx.
+func (c client) do(method, path string, body any) map[string]any {
+	c.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequestWithContext(c.t.Context(), method, c.base+path, rd)
+	req.Header.Set("Authorization", "Bearer "+testAdminKey)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", fmt.Sprintf("demo-test-%d", time.Now().UnixNano()))
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode/100 != 2 {
+		c.t.Fatalf("%s %s: %s %s", method, path, resp.Status, raw)
+	}
+	var v map[string]any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		c.t.Fatalf("%s %s: %v: %s", method, path, err, raw)
+	}
+	if data, ok := v["data"].(map[string]any); ok {
+		return data
+	}
+	return v
+}
+
+// hook posts a delivery of GitLab's webhook to the demo's POST
+// /hooks/gitlab, failing the test unless it is answered 200.
+func (c client) hook(delivery *http.Request) {
+	c.t.Helper()
+	body, _ := io.ReadAll(delivery.Body)
+	req, _ := http.NewRequestWithContext(c.t.Context(), http.MethodPost, c.base+"/hooks/gitlab", bytes.NewReader(body))
+	req.Header = delivery.Header.Clone()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		c.t.Fatalf("%s was answered %s", delivery.Header.Get("X-Gitlab-Event"), resp.Status)
+	}
+}
+
+// await reads path until ok holds, for up to 20 seconds.
+func (c client) await(what, path string, ok func(map[string]any) bool) map[string]any {
+	c.t.Helper()
+	var v map[string]any
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if v = c.do("GET", path, nil); ok(v) {
+			return v
+		}
+	}
+	c.t.Fatalf("%s: not after 20s; last %s: %v", what, path, v)
+	return nil
+}
