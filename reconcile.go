@@ -291,23 +291,12 @@ func (s *Service) ApplyProviderEvent(ctx context.Context, ev ProviderEvent) erro
 		}
 		return s.recordDelivery(ctx, ev)
 	}
-	f := TaskFilter{Statuses: []Status{StatusInReview}, PullRequest: ev.PullRequest, Limit: 100}
-	switch {
-	case ev.PullRequest.Number > 0:
-	case ev.HeadSHA != "" && shaRE.MatchString(ev.HeadSHA):
-		f.PullRequest, f.HeadSHA = PullRequestRef{}, lowerHex(ev.HeadSHA)
-	default:
-		return s.recordDelivery(ctx, ev) // names nothing the Service tracks
-	}
-	page, err := s.store.ListTasks(ctx, f)
+	tasks, err := s.tasksOf(ctx, ev)
 	if err != nil {
-		return fmt.Errorf("tasks of provider event: %w", err)
+		return err
 	}
 	var errs []error
-	for _, t := range page.Tasks {
-		if ev.PullRequest.Owner != "" && (t.PROwner != ev.PullRequest.Owner || t.PRRepo != ev.PullRequest.Repo) {
-			continue // the same commit in another repository
-		}
+	for _, t := range tasks {
 		if err := s.reconcileTask(ctx, t); err != nil {
 			errs = append(errs, fmt.Errorf("task %s: %w", t.ID, err))
 			s.reconcileSoon(context.WithoutCancel(ctx), t.ID)
@@ -317,6 +306,102 @@ func (s *Service) ApplyProviderEvent(ctx context.Context, ev ProviderEvent) erro
 		return err
 	}
 	return s.recordDelivery(ctx, ev)
+}
+
+// tasksOf returns the tasks in review that a provider event concerns: those
+// of the pull request it names, or else those whose head is its commit.
+func (s *Service) tasksOf(ctx context.Context, ev ProviderEvent) ([]Task, error) {
+	f := TaskFilter{Statuses: []Status{StatusInReview}, PullRequest: ev.PullRequest, Limit: 100}
+	switch {
+	case ev.PullRequest.Number > 0:
+	case ev.HeadSHA != "" && shaRE.MatchString(ev.HeadSHA):
+		f.PullRequest, f.HeadSHA = PullRequestRef{}, lowerHex(ev.HeadSHA)
+	default:
+		return nil, nil // names nothing the Service tracks
+	}
+	page, err := s.store.ListTasks(ctx, f)
+	if err != nil {
+		return nil, fmt.Errorf("tasks of provider event: %w", err)
+	}
+	tasks := page.Tasks[:0]
+	for _, t := range page.Tasks {
+		if ev.PullRequest.Owner != "" && (t.PROwner != ev.PullRequest.Owner || t.PRRepo != ev.PullRequest.Repo) {
+			continue // the same commit in another repository
+		}
+		tasks = append(tasks, t)
+	}
+	return tasks, nil
+}
+
+// QueueProviderEvent takes a provider event durably and returns at once:
+// in one transaction it records the delivery (a delivery queued or applied
+// before is ignored) and makes the tasks the event concerns due for
+// reconciliation now; the reconciler then reads them in the background,
+// [Config.ReconcileConcurrency] at a time. A webhook is so answered after
+// one Store write, and a burst of deliveries about one pull request costs
+// the host one reading when they arrive before it starts. It needs a
+// started Service with reconciliation enabled; otherwise it applies the
+// event as [Service.ApplyProviderEvent] does.
+func (s *Service) QueueProviderEvent(ctx context.Context, ev ProviderEvent) error {
+	s.mu.Lock()
+	running := s.started && !s.closed
+	s.mu.Unlock()
+	if !running || s.cfg.ReconcileInterval <= 0 {
+		return s.ApplyProviderEvent(ctx, ev)
+	}
+	if ev.Kind == ProviderDeploymentStatus {
+		return s.ApplyProviderEvent(ctx, ev) // no host read: it is quick
+	}
+	tasks, err := s.tasksOf(ctx, ev)
+	if err != nil {
+		return err
+	}
+	err = s.updateRelaxed(ctx, func(tx Tx) error {
+		if ev.DeliveryID != "" {
+			err := tx.RecordProviderDelivery(ctx, ProviderDelivery{Source: ev.Source, ID: ev.DeliveryID, ReceivedAt: s.clock.Now()})
+			if err != nil {
+				return err
+			}
+		}
+		now := s.now()
+		for _, t := range tasks {
+			cur, err := tx.Task(ctx, t.ID)
+			if err != nil {
+				return fmt.Errorf("get task %s: %w", t.ID, err)
+			}
+			if cur.Status != StatusInReview || cur.pullRequestRef() != t.pullRequestRef() || !cur.ReconcileAt.After(now.Time) {
+				continue // left review, or already due
+			}
+			cur.ReconcileAt = now
+			if err := tx.UpdateTask(ctx, cur); err != nil {
+				return fmt.Errorf("update task %s: %w", t.ID, err)
+			}
+		}
+		return nil
+	})
+	if errors.Is(err, ErrConflict) {
+		return nil // queued or applied before
+	}
+	if err != nil {
+		return fmt.Errorf("queue provider event: %w", err)
+	}
+	s.reconcile.wakeUp()
+	return nil
+}
+
+// QueuedEvents returns a sink whose ApplyProviderEvent is
+// [Service.QueueProviderEvent], for an adapter's webhook handler that
+// should answer after one Store write:
+//
+//	mux.Handle("POST /hooks/github", gh.WebhookHandler(svc.QueuedEvents()))
+func (s *Service) QueuedEvents() ProviderEventSink { return queuedEvents{s} }
+
+// queuedEvents is the sink of QueuedEvents.
+type queuedEvents struct{ s *Service }
+
+// ApplyProviderEvent implements ProviderEventSink by queueing ev.
+func (q queuedEvents) ApplyProviderEvent(ctx context.Context, ev ProviderEvent) error {
+	return q.s.QueueProviderEvent(ctx, ev)
 }
 
 // recordDelivery remembers that ev's delivery was applied.

@@ -13,7 +13,7 @@
 //		Adapters: []lifecycle.AdapterBinding{{Project: "web", Adapter: gh}},
 //		Deployer: gh,
 //	})
-//	mux.Handle("POST /hooks/github", gh.WebhookHandler(svc))
+//	mux.Handle("POST /hooks/github", gh.WebhookHandler(svc.QueuedEvents()))
 //
 // # Pull requests
 //

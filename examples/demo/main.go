@@ -318,10 +318,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		mux := http.NewServeMux()
 		mux.Handle("/", handler)
 		if gh != nil {
-			mux.Handle("POST /hooks/github", gh.WebhookHandler(svc))
+			mux.Handle("POST /hooks/github", gh.WebhookHandler(svc.QueuedEvents()))
 		}
 		if gl != nil {
-			mux.Handle("POST /hooks/gitlab", gl.WebhookHandler(svc))
+			mux.Handle("POST /hooks/gitlab", gl.WebhookHandler(svc.QueuedEvents()))
 		}
 		handler = mux
 	}

@@ -1,0 +1,71 @@
+package lifecycle_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/adapter/memory"
+)
+
+// A queued provider event is taken in one write and applied by the
+// reconciler in the background: a push reaches the task as a new headSha
+// with task.updated; the same delivery queued again reads the host no more.
+func TestQueuedProviderEventAppliedInTheBackground(t *testing.T) {
+	t.Parallel()
+	e, a := newSubmitEnv(t)
+	startService(t, e.svc)
+	id := e.startedTask("ENG-1")
+	sub := e.submitOK(id, "queue-submit-1", submitBody())
+	number := int(sub["prNumber"].(float64))
+	pushed := a.web.Push(number)
+	ev := lifecycle.ProviderEvent{Source: "memory", DeliveryID: "d-1", Kind: lifecycle.ProviderHeadChanged,
+		PullRequest: lifecycle.PullRequestRef{Owner: "acme", Repo: "web", Number: number}}
+	before := a.web.Calls(memory.OpPullRequest)
+	if err := e.svc.QueuedEvents().ApplyProviderEvent(t.Context(), ev); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for e.task(id)["headSha"] != pushed {
+		if time.Now().After(deadline) {
+			t.Fatalf("headSha = %v, want the pushed %s", e.task(id)["headSha"], pushed)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	evs := e.eventsOf(id)
+	last := evs[len(evs)-1]
+	if last["type"] != "task.updated" || !slices.Contains(last["data"].(map[string]any)["changedFields"].([]any), any("headSha")) {
+		t.Errorf("last event = %v %v, want task.updated naming headSha", last["type"], last["data"])
+	}
+	reads := a.web.Calls(memory.OpPullRequest)
+	if reads == before {
+		t.Fatal("the host was not read")
+	}
+	if err := e.svc.QueueProviderEvent(t.Context(), ev); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := a.web.Calls(memory.OpPullRequest); n != reads {
+		t.Errorf("a delivery queued again read the host %d more times, want none", n-reads)
+	}
+}
+
+// Without a started Service there is no reconciler: a queued event is
+// applied at once.
+func TestQueuedProviderEventWithoutReconcilerAppliesAtOnce(t *testing.T) {
+	t.Parallel()
+	e, a := newSubmitEnv(t)
+	id := e.startedTask("ENG-1")
+	number := int(e.submitOK(id, "queue-submit-2", submitBody())["prNumber"].(float64))
+	pushed := a.web.Push(number)
+	err := e.svc.QueueProviderEvent(context.Background(), lifecycle.ProviderEvent{Source: "memory", DeliveryID: "d-2",
+		Kind: lifecycle.ProviderHeadChanged, PullRequest: lifecycle.PullRequestRef{Owner: "acme", Repo: "web", Number: number}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.task(id)["headSha"]; got != pushed {
+		t.Errorf("headSha = %v, want %s at once", got, pushed)
+	}
+}
