@@ -62,7 +62,14 @@ func newShipEnv(t *testing.T, mutate ...func(*lifecycle.Config)) (*env, adapters
 
 func startService(t *testing.T, svc *lifecycle.Service) {
 	t.Helper()
-	if err := svc.Start(t.Context()); err != nil {
+	startServiceWith(t, t.Context(), svc)
+}
+
+// startServiceWith starts svc with ctx, whose values reach its background
+// work, and closes it when the test ends.
+func startServiceWith(t *testing.T, ctx context.Context, svc *lifecycle.Service) {
+	t.Helper()
+	if err := svc.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
