@@ -63,44 +63,34 @@ func (r *lifecycleRun) step() string {
 			outcome := []string{"approved", "approved", "changes_requested", "commented"}[r.rng.IntN(4)]
 			r.api("POST", "/tasks/"+id+"/reviews", r.reviewer, map[string]any{"outcome": outcome}, "")
 		}},
-		{"host push", func(id string) {
-			if n, ok := r.openPR(id); ok {
-				r.g.Push(n)
-				r.hostEvent(lifecycle.ProviderHeadChanged, n)
+		{"host push", r.atHost(func(n int) lifecycle.ProviderEventKind {
+			r.g.Push(n)
+			return lifecycle.ProviderHeadChanged
+		})},
+		{"host review", r.atHost(func(n int) lifecycle.ProviderEventKind {
+			outcome := []lifecycle.ReviewOutcome{lifecycle.ReviewApproved, lifecycle.ReviewChangesRequested, lifecycle.ReviewCommented}[r.rng.IntN(3)]
+			r.g.AddReview(n, lifecycle.HostReview{Reviewer: "hubot", Outcome: outcome, SubmittedAt: epoch})
+			decision := []lifecycle.ReviewDecision{lifecycle.DecisionApproved, lifecycle.DecisionApproved, lifecycle.DecisionChangesRequested, lifecycle.DecisionPending}[r.rng.IntN(4)]
+			r.g.SetReviewDecision(n, decision)
+			return lifecycle.ProviderReviewSubmitted
+		})},
+		{"host CI", r.atHost(func(n int) lifecycle.ProviderEventKind {
+			pr, _ := r.g.Adapter.PullRequest(r.t.Context(), webPR(n))
+			r.g.SetChecks(pr.HeadSHA, lifecycle.CIReport{Checks: []lifecycle.CICheck{{Name: "ci", Status: lifecycle.CheckStatus(r.checkStatus())}}})
+			if r.rng.IntN(2) == 0 { // as GitHub's check_suite: the commit only
+				r.applyEvent(lifecycle.ProviderEvent{Kind: lifecycle.ProviderChecksChanged, HeadSHA: pr.HeadSHA})
+				return ""
 			}
-		}},
-		{"host review", func(id string) {
-			if n, ok := r.openPR(id); ok {
-				outcome := []lifecycle.ReviewOutcome{lifecycle.ReviewApproved, lifecycle.ReviewChangesRequested, lifecycle.ReviewCommented}[r.rng.IntN(3)]
-				r.g.AddReview(n, lifecycle.HostReview{Reviewer: "hubot", Outcome: outcome, SubmittedAt: epoch})
-				decision := []lifecycle.ReviewDecision{lifecycle.DecisionApproved, lifecycle.DecisionApproved, lifecycle.DecisionChangesRequested, lifecycle.DecisionPending}[r.rng.IntN(4)]
-				r.g.SetReviewDecision(n, decision)
-				r.hostEvent(lifecycle.ProviderReviewSubmitted, n)
-			}
-		}},
-		{"host CI", func(id string) {
-			if n, ok := r.openPR(id); ok {
-				pr, _ := r.g.Adapter.PullRequest(r.t.Context(), webPR(n))
-				r.g.SetChecks(pr.HeadSHA, lifecycle.CIReport{Checks: []lifecycle.CICheck{{Name: "ci", Status: lifecycle.CheckStatus(r.checkStatus())}}})
-				if r.rng.IntN(2) == 0 {
-					r.applyEvent(lifecycle.ProviderEvent{Kind: lifecycle.ProviderChecksChanged, HeadSHA: pr.HeadSHA})
-				} else {
-					r.hostEvent(lifecycle.ProviderChecksChanged, n)
-				}
-			}
-		}},
-		{"host merge", func(id string) {
-			if n, ok := r.openPR(id); ok {
-				r.g.MergeByHand(n)
-				r.hostEvent(lifecycle.ProviderPullRequestMerged, n)
-			}
-		}},
-		{"host close", func(id string) {
-			if n, ok := r.openPR(id); ok {
-				r.g.SetState(n, lifecycle.PullRequestClosed)
-				r.hostEvent(lifecycle.ProviderPullRequestClosed, n)
-			}
-		}},
+			return lifecycle.ProviderChecksChanged
+		})},
+		{"host merge", r.atHost(func(n int) lifecycle.ProviderEventKind {
+			r.g.MergeByHand(n)
+			return lifecycle.ProviderPullRequestMerged
+		})},
+		{"host close", r.atHost(func(n int) lifecycle.ProviderEventKind {
+			r.g.SetState(n, lifecycle.PullRequestClosed)
+			return lifecycle.ProviderPullRequestClosed
+		})},
 		{"ship", func(id string) {
 			head, _ := r.e.task(id)["headSha"].(string)
 			if head == "" {
@@ -196,9 +186,19 @@ func (r *lifecycleRun) openPR(id string) (int, bool) {
 	return int(n), err == nil && pr.State == lifecycle.PullRequestOpen
 }
 
-// hostEvent delivers a provider event about pull request n.
-func (r *lifecycleRun) hostEvent(kind lifecycle.ProviderEventKind, n int) {
-	r.applyEvent(lifecycle.ProviderEvent{Kind: kind, PullRequest: webPR(n)})
+// atHost returns a step that, when the task's pull request is open at the
+// host, changes it there with change and delivers the provider event of
+// the kind change returns (none when "").
+func (r *lifecycleRun) atHost(change func(n int) lifecycle.ProviderEventKind) func(id string) {
+	return func(id string) {
+		n, ok := r.openPR(id)
+		if !ok {
+			return
+		}
+		if kind := change(n); kind != "" {
+			r.applyEvent(lifecycle.ProviderEvent{Kind: kind, PullRequest: webPR(n)})
+		}
+	}
 }
 
 func (r *lifecycleRun) applyEvent(ev lifecycle.ProviderEvent) {

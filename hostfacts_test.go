@@ -73,6 +73,14 @@ func stringsOf(v any) []string {
 // hasString reports whether the decoded JSON array v holds s.
 func hasString(v any, s string) bool { return slices.Contains(stringsOf(v), s) }
 
+// submittedTask creates a task of project web, starts and submits it, and
+// returns it with its head.
+func (e *env) submittedTask(ident string) (id, sha string) {
+	e.t.Helper()
+	id = e.startedTask(ident)
+	return id, e.submitOK(id, "submit-"+ident, submitBody())["headSha"].(string)
+}
+
 // reportCI posts a passing build check for sha.
 func (e *env) reportCI(taskID, sha string) {
 	e.t.Helper()
@@ -144,8 +152,7 @@ func TestHostPushMovesTheHead(t *testing.T) {
 func TestHostChangesRequestedOffersStart(t *testing.T) {
 	t.Parallel()
 	e, a := newSubmitEnv(t) // ReviewRules{}: github_rules
-	id := e.startedTask("ENG-1")
-	e.submitOK(id, "host-review-1", submitBody())
+	id, _ := e.submittedTask("ENG-1")
 	if got := e.task(id)["availableActions"]; hasString(got, "start") {
 		t.Fatalf("start offered before any review: %v", got)
 	}
@@ -177,8 +184,7 @@ func TestHostCIGreenOffersShip(t *testing.T) {
 	t.Parallel()
 	e, a := newSubmitEnv(t)
 	a.web.SetReviewDecision(1, lifecycle.DecisionApproved) // the host approves the pull request the submission opens
-	id := e.startedTask("ENG-1")
-	sha := e.submitOK(id, "host-ci-1", submitBody())["headSha"].(string)
+	id, sha := e.submittedTask("ENG-1")
 	if got := e.task(id)["availableActions"]; hasString(got, "ship") {
 		t.Fatalf("ship offered before CI: %v", got)
 	}
@@ -204,8 +210,7 @@ func TestHostCIGreenOffersShip(t *testing.T) {
 func TestHostManualMergeMakesTheTaskDone(t *testing.T) {
 	t.Parallel()
 	e, a := newSubmitEnv(t)
-	id := e.startedTask("ENG-1")
-	e.submitOK(id, "host-merge-1", submitBody())
+	id, _ := e.submittedTask("ENG-1")
 	a.web.MergeByHand(1)
 	e.hostEvent(lifecycle.ProviderPullRequestMerged, 1, "merge-1")
 
@@ -226,8 +231,7 @@ func TestHostManualMergeMakesTheTaskDone(t *testing.T) {
 func TestHostCloseSendsTheTaskBack(t *testing.T) {
 	t.Parallel()
 	e, a := newSubmitEnv(t)
-	id := e.startedTask("ENG-1")
-	e.submitOK(id, "host-close-1", submitBody())
+	id, _ := e.submittedTask("ENG-1")
 	a.web.SetState(1, lifecycle.PullRequestClosed)
 	e.hostEvent(lifecycle.ProviderPullRequestClosed, 1, "close-1")
 
@@ -254,8 +258,7 @@ func TestLostWebhookIsReconciled(t *testing.T) {
 		c.ReconcileInterval, c.ReconcilePollInterval = interval, time.Second
 	})
 	startService(t, e.svc)
-	id := e.startedTask("ENG-1")
-	oldSHA := e.submitOK(id, "lost-hook-1", submitBody())["headSha"].(string)
+	id, oldSHA := e.submittedTask("ENG-1")
 	newSHA := a.web.Push(1) // no webhook arrives
 	a.web.SetChecks(newSHA, lifecycle.CIReport{Checks: []lifecycle.CICheck{{Name: "build", Status: lifecycle.CheckPassed}}})
 	reads := a.web.Calls(memory.OpPullRequest)
@@ -290,8 +293,7 @@ func TestLostWebhookIsReconciled(t *testing.T) {
 func TestDuplicateDeliveryIsAppliedOnce(t *testing.T) {
 	t.Parallel()
 	e, a := newSubmitEnv(t)
-	id := e.startedTask("ENG-1")
-	e.submitOK(id, "dup-submit-1", submitBody())
+	id, _ := e.submittedTask("ENG-1")
 	a.web.Push(1)
 	before := len(e.eventsOf(id))
 	e.hostEvent(lifecycle.ProviderHeadChanged, 1, "delivery-42")

@@ -84,11 +84,8 @@ func startServiceWith(t *testing.T, ctx context.Context, svc *lifecycle.Service)
 // shippableTask returns a task in review whose CI passed, and its head.
 func (e *env) shippableTask(ident string) (string, string) {
 	e.t.Helper()
-	id := e.startedTask(ident)
-	sha := e.submitOK(id, "submit-"+ident, submitBody())["headSha"].(string)
-	e.call(request{method: "POST", path: "/tasks/" + id + "/checks", key: e.admin, body: map[string]any{
-		"headSha": sha, "checks": []map[string]any{{"name": "build", "status": "passed"}},
-	}}, http.StatusOK)
+	id, sha := e.submittedTask(ident)
+	e.reportCI(id, sha)
 	return id, sha
 }
 
