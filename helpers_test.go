@@ -258,11 +258,12 @@ func (e *env) task(id string) map[string]any {
 // eventsOf returns the events of one task, decoded.
 func (e *env) eventsOf(taskID string) []map[string]any {
 	e.t.Helper()
+	evs, err := e.store.Events(e.t.Context(), lifecycle.EventFilter{TaskID: taskID, Limit: 10000})
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	var out []map[string]any
-	for _, ev := range e.events() {
-		if ev.TaskID != taskID {
-			continue
-		}
+	for _, ev := range evs {
 		var m map[string]any
 		raw, _ := json.Marshal(ev)
 		if err := json.Unmarshal(raw, &m); err != nil {

@@ -62,7 +62,14 @@ func newShipEnv(t *testing.T, mutate ...func(*lifecycle.Config)) (*env, adapters
 
 func startService(t *testing.T, svc *lifecycle.Service) {
 	t.Helper()
-	if err := svc.Start(t.Context()); err != nil {
+	startServiceWith(t, t.Context(), svc)
+}
+
+// startServiceWith starts svc with ctx, whose values reach its background
+// work, and closes it when the test ends.
+func startServiceWith(t *testing.T, ctx context.Context, svc *lifecycle.Service) {
+	t.Helper()
+	if err := svc.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -77,11 +84,8 @@ func startService(t *testing.T, svc *lifecycle.Service) {
 // shippableTask returns a task in review whose CI passed, and its head.
 func (e *env) shippableTask(ident string) (string, string) {
 	e.t.Helper()
-	id := e.startedTask(ident)
-	sha := e.submitOK(id, "submit-"+ident, submitBody())["headSha"].(string)
-	e.call(request{method: "POST", path: "/tasks/" + id + "/checks", key: e.admin, body: map[string]any{
-		"headSha": sha, "checks": []map[string]any{{"name": "build", "status": "passed"}},
-	}}, http.StatusOK)
+	id, sha := e.submittedTask(ident)
+	e.reportCI(id, sha)
 	return id, sha
 }
 

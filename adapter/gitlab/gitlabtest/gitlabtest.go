@@ -514,7 +514,7 @@ func (s *Server) getProjectApprovals(w http.ResponseWriter, r *http.Request) {
 	if !s.project(w, r) {
 		return
 	}
-	writeJSON(w, http.StatusOK, &gl.ProjectApprovals{ResetApprovalsOnPush: s.opts.ResetApprovalsOnPush, ApprovalsBeforeMerge: s.opts.ApprovalsRequired})
+	writeJSON(w, http.StatusOK, &gl.ProjectApprovals{ResetApprovalsOnPush: s.opts.ResetApprovalsOnPush})
 }
 
 func (s *Server) listMRs(w http.ResponseWriter, r *http.Request) {

@@ -1,0 +1,173 @@
+package lifecycle_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/adapter/memory"
+	"github.com/tasklifecycle/lifecycle/internal/fakeclock"
+)
+
+// newHostBenchEnv is a bench env whose tasks (every project) go to host,
+// which also reports their CI and decides their reviews (github_rules,
+// the default policy).
+func newHostBenchEnv(b *testing.B, host *memory.Adapter, mutate ...func(*lifecycle.Config)) *benchEnv {
+	return newBenchEnv(b, append([]func(*lifecycle.Config){func(c *lifecycle.Config) {
+		c.Adapters = []lifecycle.AdapterBinding{{Adapter: host}}
+	}}, mutate...)...)
+}
+
+// inReview creates n tasks of project web, starts and submits them from
+// 64 clients at once (the host may be slow), and returns them with the
+// numbers of their pull requests.
+func (e *benchEnv) inReview(b *testing.B, n int) (ids []string, prs []int) {
+	b.Helper()
+	ids = e.startedTasks(b, n)
+	prs = make([]int, n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				sub, err := e.svc.Submit(b.Context(), ids[i], lifecycle.SubmitParams{Summary: "done"})
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				prs[i] = sub.PRNumber
+			}
+		}()
+	}
+	wg.Wait()
+	if b.Failed() {
+		b.FailNow()
+	}
+	return ids, prs
+}
+
+// ciReport is a one-check CI report; passed alternates with running so
+// that each reading of the host finds the CI changed.
+func ciReport(passed bool) lifecycle.CIReport {
+	st := lifecycle.CheckRunning
+	if passed {
+		st = lifecycle.CheckPassed
+	}
+	return lifecycle.CIReport{Checks: []lifecycle.CICheck{{Name: "build", Status: st}}}
+}
+
+// BenchmarkApplyProviderEvent applies checks_changed deliveries to 1,000
+// tasks in review against a no-latency memory host, as a webhook handler
+// would: look the delivery up, find the tasks of the pull request, read
+// the pull request, its CI and its review decision, store the change with
+// its task.updated event, record the delivery. Each delivery follows a
+// change of the CI at the host, so each one writes. Target: at least
+// 2,000 events per second.
+func BenchmarkApplyProviderEvent(b *testing.B) {
+	for _, clients := range []int{1, 8} {
+		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
+			host := memory.New(memory.Config{Owner: "acme", Repo: "web"})
+			e := newHostBenchEnv(b, host)
+			_, prs := e.inReview(b, 1000)
+			heads := make([]string, len(prs))
+			for i, n := range prs {
+				pr, _ := host.PullRequest(b.Context(), webPR(n))
+				heads[i] = pr.HeadSHA
+			}
+			var next atomic.Int64
+			b.ReportAllocs()
+			b.SetParallelism(clients)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					k := int(next.Add(1) - 1)
+					i := k % len(prs)
+					host.SetChecks(heads[i], ciReport((k/len(prs))%2 == 0))
+					err := e.svc.ApplyProviderEvent(b.Context(), lifecycle.ProviderEvent{Source: "memory", DeliveryID: fmt.Sprintf("bench-%d", k),
+						Kind: lifecycle.ProviderChecksChanged, PullRequest: webPR(prs[i]), HeadSHA: heads[i]})
+					if err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+		})
+	}
+}
+
+// BenchmarkReconcile1000 has the background reconciler read 1,000 tasks
+// in review from a memory host that takes 50 ms per call, with the
+// default ReconcileConcurrency: each iteration makes every task due (the
+// fake clock moves one ReconcileInterval), and lasts until every task has
+// its task.updated event (the CI changed at the host before). Target: at
+// most 10 s for the 1,000.
+func BenchmarkReconcile1000(b *testing.B) {
+	const tasks = 1000
+	host := memory.New(memory.Config{Owner: "acme", Repo: "web", Latency: 50 * time.Millisecond})
+	clock := fakeclock.New(epoch)
+	e := newHostBenchEnv(b, host, func(c *lifecycle.Config) { c.Clock = clock })
+	_, prs := e.inReview(b, tasks)
+	heads := make([]string, len(prs))
+	for i, n := range prs {
+		pr, _ := host.PullRequest(b.Context(), webPR(n))
+		heads[i] = pr.HeadSHA
+	}
+	startBench(b, e.svc)
+	b.ResetTimer()
+	for it := range b.N {
+		b.StopTimer()
+		for _, h := range heads {
+			host.SetChecks(h, ciReport(it%2 == 0))
+		}
+		cursor := lastSequence(b, e)
+		b.StartTimer()
+		clock.Advance(time.Hour) // every task is due, and the reconciler's poll fires
+		for n := 0; n < tasks; {
+			time.Sleep(10 * time.Millisecond)
+			evs, err := e.store.Events(b.Context(), lifecycle.EventFilter{After: cursor, Limit: 10000})
+			if err != nil {
+				b.Fatal(err)
+			}
+			n = len(evs)
+		}
+	}
+	b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/1000tasks")
+}
+
+// lastSequence returns the sequence of the newest event.
+func lastSequence(b *testing.B, e *benchEnv) int64 {
+	b.Helper()
+	var last int64
+	for {
+		evs, err := e.store.Events(b.Context(), lifecycle.EventFilter{After: last, Limit: 10000})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(evs) == 0 {
+			return last
+		}
+		last = evs[len(evs)-1].Sequence
+	}
+}
+
+// startBench starts svc for the rest of the benchmark.
+func startBench(b *testing.B, svc *lifecycle.Service) {
+	b.Helper()
+	if err := svc.Start(b.Context()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := svc.Close(ctx); err != nil {
+			b.Error(err)
+		}
+	})
+}
