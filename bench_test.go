@@ -74,7 +74,7 @@ func (e *benchEnv) seed(b *testing.B, n int) []string {
 }
 
 // BenchmarkGetTask reads random tasks of a warm 10,000-task store.
-// Target: at most 40 µs and 100 allocations per request.
+// Target: at most 20 µs and 70 allocations per request.
 func BenchmarkGetTask(b *testing.B) {
 	e := newBenchEnv(b)
 	ids := e.seed(b, 10000)

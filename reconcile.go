@@ -31,35 +31,64 @@ type observation struct {
 	reviews *HostReviews
 }
 
-// observe reads the pull request of t, then its CI and review state at
-// the head it found, all within ProviderTimeout.
+// observe reads the pull request of t and its CI and review state, all
+// within ProviderTimeout. CI and reviews are read at the stored head beside
+// the pull request, since most readings find the head where it was; when
+// it moved, they are read again at the new head.
 func (s *Service) observe(ctx context.Context, adapter ProviderAdapter, t *Task) (observation, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.ProviderTimeout)
 	defer cancel()
-	pr, err := adapter.PullRequest(ctx, t.pullRequestRef())
+	ref := t.pullRequestRef()
+	var (
+		early observation
+		wg    sync.WaitGroup
+	)
+	if t.HeadSHA != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			early = s.observeAt(ctx, adapter, t, ref, *t.HeadSHA)
+		}()
+	}
+	pr, err := adapter.PullRequest(ctx, ref)
+	wg.Wait()
 	if err != nil {
-		return observation{}, fmt.Errorf("read pull request %s: %w", t.pullRequestRef(), err)
+		return observation{}, fmt.Errorf("read pull request %s: %w", ref, err)
 	}
 	if !shaRE.MatchString(pr.HeadSHA) {
-		return observation{}, fmt.Errorf("read pull request %s: the adapter returned head %q, not a 40-hex-digit SHA", t.pullRequestRef(), pr.HeadSHA)
+		return observation{}, fmt.Errorf("read pull request %s: the adapter returned head %q, not a 40-hex-digit SHA", ref, pr.HeadSHA)
 	}
 	pr.HeadSHA = lowerHex(pr.HeadSHA)
+	switch {
+	case pr.State != PullRequestOpen:
+		return observation{pr: pr}, nil // nothing more will be merged or reviewed
+	case t.HeadSHA != nil && *t.HeadSHA == pr.HeadSHA:
+		early.pr = pr
+		return early, nil
+	}
 	return s.observeHead(ctx, adapter, t, pr), nil
 }
 
 // observeHead reads the CI and review state of pr's head for t, at once.
-// Failures are logged and leave the part unknown.
 func (s *Service) observeHead(ctx context.Context, adapter ProviderAdapter, t *Task, pr PullRequest) observation {
-	obs := observation{pr: pr}
 	if pr.State != PullRequestOpen {
-		return obs // nothing more will be merged or reviewed
+		return observation{pr: pr}
 	}
+	obs := s.observeAt(ctx, adapter, t, pr.PullRequestRef, pr.HeadSHA)
+	obs.pr = pr
+	return obs
+}
+
+// observeAt reads the CI and review state of commit head of pull request
+// ref for t, both at once. Failures are logged and leave the part unknown.
+func (s *Service) observeAt(ctx context.Context, adapter ProviderAdapter, t *Task, ref PullRequestRef, head string) observation {
+	var obs observation
 	var wg sync.WaitGroup
 	if ci := s.ciFor(t); ci != nil {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rep, err := ci.Checks(ctx, CIQuery{Task: *t, PullRequest: pr.PullRequestRef, HeadSHA: pr.HeadSHA})
+			rep, err := ci.Checks(ctx, CIQuery{Task: *t, PullRequest: ref, HeadSHA: head})
 			if err != nil {
 				if ctx.Err() == nil || !errors.Is(err, ctx.Err()) {
 					s.log.WarnContext(ctx, "CI provider failed; the task's CI stays as last known", "provider", ci.Name(), "task", t.ID, "err", err)
@@ -71,7 +100,7 @@ func (s *Service) observeHead(ctx context.Context, adapter ProviderAdapter, t *T
 		}()
 	}
 	if decider, ok := adapter.(ReviewDecider); ok && t.ReviewPolicy == PolicyGitHubRules {
-		hr, err := decider.ReviewDecision(ctx, ReviewQuery{PullRequest: pr.PullRequestRef, HeadSHA: pr.HeadSHA})
+		hr, err := decider.ReviewDecision(ctx, ReviewQuery{PullRequest: ref, HeadSHA: head})
 		if err != nil {
 			s.log.WarnContext(ctx, "host review decision failed; the task's decision stays as last known", "task", t.ID, "err", err)
 		} else {
@@ -170,8 +199,14 @@ func (s *Service) applyFacts(ctx context.Context, tx Tx, t *Task, obs observatio
 // decision or status changed, task.reviewed for each new host review. A
 // pull request merged by hand makes the task done; one closed without
 // merging sends it back to in_progress (see settle).
-func (s *Service) applyObservation(ctx context.Context, taskID string, ref PullRequestRef, obs observation) error {
+func (s *Service) applyObservation(ctx context.Context, taskID string, ref PullRequestRef, obs observation, d *ProviderDelivery) error {
 	_, err := s.changeTask(ctx, taskID, func(tx Tx, t *Task) (taskEvent, error) {
+		if d != nil {
+			d.ReceivedAt = s.clock.Now()
+			if err := tx.RecordProviderDelivery(ctx, *d); err != nil {
+				return taskEvent{}, err // ErrConflict: a concurrent delivery of the same event applied it
+			}
+		}
 		if t.Status != StatusInReview || t.pullRequestRef() != ref {
 			return taskEvent{}, nil // resubmitted, started or done meanwhile
 		}
@@ -200,6 +235,9 @@ func (s *Service) applyObservation(ctx context.Context, taskID string, ref PullR
 		ev.extra = events[1:]
 		return ev, nil
 	})
+	if d != nil && errors.Is(err, ErrConflict) {
+		return nil
+	}
 	return err
 }
 
@@ -252,6 +290,12 @@ func (s *Service) Reconcile(ctx context.Context, taskID string) error {
 
 // reconcileTask reads the host for t and applies what it finds.
 func (s *Service) reconcileTask(ctx context.Context, t Task) error {
+	return s.reconcileTaskFor(ctx, t, nil)
+}
+
+// reconcileTaskFor is reconcileTask that also records the delivery d,
+// when not nil, in the transaction that applies what it found.
+func (s *Service) reconcileTaskFor(ctx context.Context, t Task, d *ProviderDelivery) error {
 	if t.Status != StatusInReview || t.PRNumber == nil {
 		return nil
 	}
@@ -263,7 +307,7 @@ func (s *Service) reconcileTask(ctx context.Context, t Task) error {
 	if err != nil {
 		return s.providerError(ctx, "read the pull request", err)
 	}
-	return s.applyObservation(ctx, t.ID, t.pullRequestRef(), obs)
+	return s.applyObservation(ctx, t.ID, t.pullRequestRef(), obs, d)
 }
 
 // ApplyProviderEvent applies an event a code host reported (through an
@@ -295,14 +339,19 @@ func (s *Service) ApplyProviderEvent(ctx context.Context, ev ProviderEvent) erro
 	if err != nil {
 		return err
 	}
+	var delivery *ProviderDelivery
+	if ev.DeliveryID != "" && len(tasks) == 1 {
+		// Recorded with the change it causes: one write per delivery.
+		delivery = &ProviderDelivery{Source: ev.Source, ID: ev.DeliveryID}
+	}
 	var errs []error
 	for _, t := range tasks {
-		if err := s.reconcileTask(ctx, t); err != nil {
+		if err := s.reconcileTaskFor(ctx, t, delivery); err != nil {
 			errs = append(errs, fmt.Errorf("task %s: %w", t.ID, err))
 			s.reconcileSoon(context.WithoutCancel(ctx), t.ID)
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
+	if err := errors.Join(errs...); err != nil || delivery != nil {
 		return err
 	}
 	return s.recordDelivery(ctx, ev)
