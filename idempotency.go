@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"time"
 )
@@ -234,12 +233,12 @@ func writeReplay(w http.ResponseWriter, rec *IdempotencyRecord) {
 // fingerprint.
 func idempotentRequest(w http.ResponseWriter, r *http.Request, p *Principal, route, resourceID string, dst any, check func() error) (IdempotencyScope, []byte, error) {
 	key, keyErr := idempotencyKey(r)
-	raw, err := readBody(w, r)
+	raw, release, err := readBody(w, r)
 	if err != nil {
 		return IdempotencyScope{}, nil, err
 	}
-	r.Body = io.NopCloser(bytes.NewReader(raw))
-	err = decodeAndCheck(w, r, dst, false, check)
+	defer release()
+	err = decodeRaw(r.Context(), raw, dst, false, check)
 	if keyErr != nil {
 		var ve *ValidationError
 		if errors.As(err, &ve) {

@@ -157,6 +157,7 @@ func (st *stream) takeOver(r *http.Request) bool {
 	st.w, st.rc = nil, nil
 	// Bytes the client sent after its request (a pipelined request) are
 	// dropped: an event stream is the last response on its connection.
+	conn = unwrapConn(conn) // write to the socket itself: one writev per wake-up
 	st.conn, st.http10 = conn, r.ProtoMinor == 0
 	ctx, cancel := context.WithCancel(st.svc.broker.ctx)
 	go watchClient(conn, cancel)

@@ -165,9 +165,19 @@ func run() error {
 		return err
 	}
 
-	srv := &http.Server{Handler: svc.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{
+		Handler:           svc.Handler(),
+		ReadHeaderTimeout: 10 * time.Second, // a client that sends no request is let go
+		IdleTimeout:       30 * time.Second, // and so is an idle keep-alive connection
+		MaxHeaderBytes:    64 << 10,
+		// No ReadTimeout or WriteTimeout: the Service bounds each body
+		// (Config.BodyReadTimeout) and each event stream write
+		// (Config.StreamWriteTimeout) itself, and a stream lasts for hours.
+	}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	// JSONErrorListener: net/http's own answers to malformed requests come
+	// in the API's JSON error shape too.
+	go func() { serveErr <- srv.Serve(lifecycle.JSONErrorListener(ln)) }()
 
 	abs, _ := filepath.Abs(opts.data)
 	fmt.Printf("lifecycle demo listening on %s\n", base)
