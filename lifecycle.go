@@ -412,7 +412,7 @@ func New(cfg Config) (*Service, error) {
 	if s.secrets, err = newSecretBox(cfg.WebhookSecretKey); err != nil {
 		return nil, err
 	}
-	s.targets = &targetGuard{allowPrivate: cfg.AllowPrivateWebhookTargets, resolver: cfg.WebhookResolver}
+	s.targets = &targetGuard{allowPrivate: cfg.AllowPrivateWebhookTargets, resolver: cfg.WebhookResolver, log: cfg.Logger}
 	s.webhooks = newDispatcher(s)
 	if s.auth == nil {
 		s.keys = newKeyAuthenticator(cfg.Store, cfg.Clock, cfg.KeyCacheTTL)
