@@ -223,9 +223,9 @@ func (c *idempotentCall) release(ctx context.Context) {
 }
 
 // writeReplay answers with a recorded response, byte for byte.
-func writeReplay(w http.ResponseWriter, rec *IdempotencyRecord) {
+func writeReplay(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Idempotent-Replayed", "true")
-	writeRaw(w, rec.StatusCode, rec.Body)
+	writeRaw(w, status, body)
 }
 
 // idempotentRequest reads what an idempotent handler needs: the key, and
@@ -267,6 +267,15 @@ func idempotentRequest(w http.ResponseWriter, r *http.Request, p *Principal, rou
 func (s *Service) serveIdempotent(w http.ResponseWriter, r *http.Request, p *Principal, route, resourceID string,
 	dst any, check func() error, status int, actions func(context.Context) []Action,
 	run func(ctx context.Context, key string, respond func(tx Tx, body any) error) error) error {
+	return s.serveIdempotentSealed(w, r, p, route, resourceID, dst, check, status, actions, nil, run)
+}
+
+// serveIdempotentSealed is serveIdempotent for responses that hold a
+// secret: when box is not nil, the response is kept sealed with it in the
+// idempotency record (bound to the key's scope) and opened to be replayed.
+func (s *Service) serveIdempotentSealed(w http.ResponseWriter, r *http.Request, p *Principal, route, resourceID string,
+	dst any, check func() error, status int, actions func(context.Context) []Action, box *secretBox,
+	run func(ctx context.Context, key string, respond func(tx Tx, body any) error) error) error {
 	scope, fp, err := idempotentRequest(w, r, p, route, resourceID, dst, check)
 	if err != nil {
 		return err
@@ -279,14 +288,28 @@ func (s *Service) serveIdempotent(w http.ResponseWriter, r *http.Request, p *Pri
 	if err != nil {
 		return err
 	}
+	aad := scope.PrincipalID + "\n" + scope.Method + " " + scope.Route + "\n" + scope.ResourceID + "\n" + scope.Key
 	if replay != nil {
-		writeReplay(w, replay)
+		body := replay.Body
+		if box != nil {
+			if body, err = box.open(aad, body); err != nil {
+				return fmt.Errorf("open the recorded response: %w", err)
+			}
+		}
+		writeReplay(w, replay.StatusCode, body)
 		return nil
 	}
 	var body []byte
 	err = run(ctx, scope.Key, func(tx Tx, v any) error {
 		body = encodeJSON(v)
-		return call.record(ctx, tx, status, body)
+		kept := body
+		if box != nil {
+			var err error
+			if kept, err = box.seal(aad, body); err != nil {
+				return fmt.Errorf("seal the response: %w", err)
+			}
+		}
+		return call.record(ctx, tx, status, kept)
 	})
 	if err != nil {
 		call.release(ctx)
