@@ -318,6 +318,7 @@ func (s *Service) RevokeAPIKey(ctx context.Context, keyID string) (APIKey, error
 	if s.keys != nil {
 		s.keys.forget(keyID)
 	}
+	s.streamKeys.revoke(keyID) // its open streams end now
 	return key, nil
 }
 

@@ -378,6 +378,8 @@ type Service struct {
 	webhooks *dispatcher  // delivers webhooks
 	decoding *byteBudget  // bounds request bodies decoded at once; nil: unbounded
 
+	streamKeys streamKeys // the keys of open streams, to end them on revocation
+
 	taskLocks keyedLocks    // serialises provider work per task
 	shipWake  chan struct{} // wakes the ship runner
 
@@ -446,6 +448,7 @@ func (s *Service) Start(ctx context.Context) error {
 	s.goBackground(func() { s.pruneLoop(ctx) })
 	s.goBackground(func() { s.runShips(ctx) })
 	s.goBackground(func() { s.webhooks.run(ctx) })
+	s.goBackground(func() { s.watchRevocations(ctx) })
 	return nil
 }
 
