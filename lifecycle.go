@@ -411,7 +411,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	s.broker = newBroker(cfg.Store, cfg.Clock, cfg.Logger, cfg.StreamLagLimit, cfg.MaxStreamsPerKey, cfg.EventPollInterval)
 	s.broker.window = cfg.StreamBatchWindow
-	if s.secrets, err = newSecretBox(cfg.WebhookSecretKey); err != nil {
+	if s.secrets, err = newSecretBox(cfg.WebhookSecretKey, cfg.WebhookPreviousSecretKeys...); err != nil {
 		return nil, err
 	}
 	s.targets = &targetGuard{allowPrivate: cfg.AllowPrivateWebhookTargets, resolver: cfg.WebhookResolver, log: cfg.Logger}

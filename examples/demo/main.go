@@ -18,14 +18,25 @@
 // defence against server-side request forgery: -webhook-url implies
 // -allow-private-webhooks, which lets it through.
 //
+// Webhook secrets are sealed in the database with a 32-byte key, by default
+// one generated on the first run and kept in the data directory
+// (webhook-secret.key); -webhook-secret-key or LIFECYCLE_WEBHOOK_SECRET_KEY
+// choose it (64 hex digits or standard base64). To rotate it, start with
+// the new key and the old one in -webhook-previous-secret-keys: the demo
+// reseals every secret with the new key at start, after which the old key
+// can go.
+//
 // It prints the base URL and the admin key, then serves until SIGINT or
 // SIGTERM, when it shuts down cleanly.
 package main
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -60,6 +71,8 @@ type options struct {
 	webhookURL           string
 	webhookSecret        string
 	webhookCA            string
+	webhookSecretKey     string
+	previousSecretKeys   string
 }
 
 func parseFlags() options {
@@ -71,6 +84,8 @@ func parseFlags() options {
 	flag.StringVar(&o.webhookURL, "webhook-url", "", "subscribe this https URL to every event type at start (implies -allow-private-webhooks)")
 	flag.StringVar(&o.webhookSecret, "webhook-secret", os.Getenv("WEBHOOK_SECRET"), "secret of the -webhook-url subscription, 16 to 128 characters; also WEBHOOK_SECRET")
 	flag.StringVar(&o.webhookCA, "webhook-ca", "", "PEM file of certificates to trust for webhook receivers, beside the system's")
+	flag.StringVar(&o.webhookSecretKey, "webhook-secret-key", os.Getenv("LIFECYCLE_WEBHOOK_SECRET_KEY"), "32-byte key that seals webhook secrets at rest, as 64 hex digits or base64; also LIFECYCLE_WEBHOOK_SECRET_KEY; default: one generated and kept in the data directory")
+	flag.StringVar(&o.previousSecretKeys, "webhook-previous-secret-keys", "", "comma-separated keys that -webhook-secret-key replaces: secrets sealed with them are resealed at start")
 	flag.Parse()
 	if o.webhookURL != "" {
 		o.allowPrivateWebhooks = true
@@ -133,6 +148,10 @@ func run() error {
 		}
 		webhookTLS = &tls.Config{RootCAs: pool}
 	}
+	sealKey, previousKeys, err := webhookSecretKeys(opts)
+	if err != nil {
+		return err
+	}
 	svc, err := lifecycle.New(lifecycle.Config{
 		Store:           store,
 		BaseURL:         base,
@@ -145,10 +164,19 @@ func run() error {
 		ReviewRouter:               lifecycle.ReviewRules{Default: lifecycle.ReviewPlan{Policy: lifecycle.PolicyAlwaysRequire}},
 		AllowPrivateWebhookTargets: opts.allowPrivateWebhooks,
 		WebhookTLSConfig:           webhookTLS,
+		WebhookSecretKey:           sealKey,
+		WebhookPreviousSecretKeys:  previousKeys,
 		Logger:                     log,
 	})
 	if err != nil {
 		return err
+	}
+	// Secrets kept in the clear by an older run, or sealed with a previous
+	// key, are sealed with the current key.
+	if n, err := svc.ResealWebhookSecrets(ctx); err != nil {
+		return err
+	} else if n > 0 {
+		log.Info("webhook secrets sealed with the current key", "count", n)
 	}
 	if err := svc.Start(ctx); err != nil {
 		return err
@@ -239,6 +267,57 @@ func installAdminKey(ctx context.Context, svc *lifecycle.Service, opts options) 
 		}
 	}
 	return plaintext, nil
+}
+
+// webhookSecretKeys returns the key that seals webhook secrets, given by
+// flag or environment, or kept in the data directory, or generated and
+// kept there; and the previous keys of a rotation.
+func webhookSecretKeys(opts options) (key []byte, previous [][]byte, err error) {
+	for _, s := range strings.Split(opts.previousSecretKeys, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		k, err := parseKey(s)
+		if err != nil {
+			return nil, nil, fmt.Errorf("-webhook-previous-secret-keys: %w", err)
+		}
+		previous = append(previous, k)
+	}
+	if opts.webhookSecretKey != "" {
+		key, err = parseKey(opts.webhookSecretKey)
+		if err != nil {
+			return nil, nil, fmt.Errorf("-webhook-secret-key: %w", err)
+		}
+		return key, previous, nil
+	}
+	keyFile := filepath.Join(opts.data, "webhook-secret.key")
+	if b, err := os.ReadFile(keyFile); err == nil {
+		if key, err = parseKey(strings.TrimSpace(string(b))); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", keyFile, err)
+		}
+		return key, previous, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, nil, err
+	}
+	key = make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return nil, nil, err
+	}
+	if err := os.WriteFile(keyFile, []byte(hex.EncodeToString(key)+"\n"), 0o600); err != nil {
+		return nil, nil, fmt.Errorf("keep the webhook secret key: %w", err)
+	}
+	return key, previous, nil
+}
+
+// parseKey reads a 32-byte key written as 64 hex digits or in base64.
+func parseKey(s string) ([]byte, error) {
+	if k, err := hex.DecodeString(s); err == nil && len(k) == 32 {
+		return k, nil
+	}
+	if k, err := base64.StdEncoding.DecodeString(s); err == nil && len(k) == 32 {
+		return k, nil
+	}
+	return nil, errors.New("a key is 32 bytes, written as 64 hex digits or in base64")
 }
 
 var allScopes = []lifecycle.Scope{
