@@ -561,7 +561,7 @@ func decodeCursor(c string) (int64, bool) {
 	if c == "" {
 		return 0, true
 	}
-	b, err := base64.RawURLEncoding.DecodeString(c)
+	b, err := base64.RawURLEncoding.Strict().DecodeString(c) // one spelling per cursor
 	if err != nil || len(b) < 2 || b[0] != 'p' {
 		return 0, false
 	}
