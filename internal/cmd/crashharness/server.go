@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -97,8 +96,11 @@ func (s *server) start() error {
 	return errors.New("the demo did not answer within 60 s")
 }
 
-// kill sends SIGKILL to the demo and waits for it to die.
+// kill sends SIGKILL to the demo and waits for it to die; no restart
+// begins before it is dead (and its port free).
 func (s *server) kill(reason string) {
+	s.startMu.Lock()
+	defer s.startMu.Unlock()
 	s.mu.Lock()
 	cmd, exited := s.cmd, s.exited
 	if cmd == nil {
@@ -181,16 +183,4 @@ func (l *lockedWriter) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.buf.String()
-}
-
-// isConnError reports whether err means the server is not there (down or
-// restarting), as opposed to an answer.
-func isConnError(err error) bool {
-	if err == nil {
-		return false
-	}
-	msg := err.Error()
-	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) ||
-		errors.Is(err, io.ErrUnexpectedEOF) || strings.Contains(msg, "connection reset") || strings.Contains(msg, "refused") ||
-		strings.Contains(msg, "EOF") || strings.Contains(msg, "broken pipe") || strings.Contains(msg, "server closed")
 }
