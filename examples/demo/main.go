@@ -193,15 +193,7 @@ func run() error {
 		return err
 	}
 
-	srv := &http.Server{
-		Handler:           svc.Handler(),
-		ReadHeaderTimeout: 10 * time.Second, // a client that sends no request is let go
-		IdleTimeout:       30 * time.Second, // and so is an idle keep-alive connection
-		MaxHeaderBytes:    64 << 10,
-		// No ReadTimeout or WriteTimeout: the Service bounds each body
-		// (Config.BodyReadTimeout) and each event stream write
-		// (Config.StreamWriteTimeout) itself, and a stream lasts for hours.
-	}
+	srv := newHTTPServer(svc.Handler())
 	serveErr := make(chan error, 1)
 	// JSONErrorListener: net/http's own answers to malformed requests come
 	// in the API's JSON error shape too.
@@ -228,6 +220,20 @@ func run() error {
 	closed := make(chan error, 1)
 	go func() { closed <- svc.Close(shutdownCtx) }()
 	return errors.Join(srv.Shutdown(shutdownCtx), <-closed)
+}
+
+// newHTTPServer returns the demo's http.Server for h, with the settings
+// the README recommends.
+func newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second, // a client that sends no request is let go
+		IdleTimeout:       30 * time.Second, // and so is an idle keep-alive connection
+		MaxHeaderBytes:    64 << 10,
+		// No ReadTimeout or WriteTimeout: the Service bounds each body
+		// (Config.BodyReadTimeout) and each event stream write
+		// (Config.StreamWriteTimeout) itself, and a stream lasts for hours.
+	}
 }
 
 // publicAddr turns a listening address into one a client can dial.

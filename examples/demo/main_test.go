@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/hex"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The demo seals webhook secrets by default: it generates a key on the
@@ -34,5 +36,17 @@ func TestWebhookSecretKeyIsKeptInTheDataDirectory(t *testing.T) {
 	}
 	if _, _, err := webhookSecretKeys(options{data: dir, webhookSecretKey: "short"}); err == nil {
 		t.Error("a short key was accepted")
+	}
+}
+
+// The demo's server lets idle and silent connections go, and leaves
+// write deadlines to the Service (event streams last).
+func TestHTTPServerTimeouts(t *testing.T) {
+	srv := newHTTPServer(http.NotFoundHandler())
+	if srv.ReadHeaderTimeout <= 0 || srv.IdleTimeout <= 0 || srv.IdleTimeout > time.Minute || srv.MaxHeaderBytes <= 0 {
+		t.Errorf("ReadHeaderTimeout %s, IdleTimeout %s, MaxHeaderBytes %d", srv.ReadHeaderTimeout, srv.IdleTimeout, srv.MaxHeaderBytes)
+	}
+	if srv.WriteTimeout != 0 || srv.ReadTimeout != 0 {
+		t.Errorf("WriteTimeout %s, ReadTimeout %s: event streams and bodies set their own deadlines", srv.WriteTimeout, srv.ReadTimeout)
 	}
 }
