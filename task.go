@@ -561,12 +561,14 @@ func decodeCursor(c string) (int64, bool) {
 	if c == "" {
 		return 0, true
 	}
-	b, err := base64.RawURLEncoding.Strict().DecodeString(c) // one spelling per cursor
+	b, err := base64.RawURLEncoding.DecodeString(c)
 	if err != nil || len(b) < 2 || b[0] != 'p' {
 		return 0, false
 	}
 	pos, err := strconv.ParseInt(string(b[1:]), 10, 64)
-	return pos, err == nil && pos > 0
+	// One spelling per cursor: base64 decoding skips line breaks and
+	// ignores stray bits, and ParseInt takes "+1" and "01".
+	return pos, err == nil && pos > 0 && encodeCursor(pos) == c
 }
 
 // StartTask moves a task to in_progress: from todo, or from in_review after
