@@ -26,6 +26,7 @@ func TestTextMembersRefuseControlCharactersAndInvalidUTF8(t *testing.T) {
 		{"raw invalid UTF-8 in title", "/tasks", task("title", "caf\xe9"), "title", nil},
 		{"lone surrogate in title", "/tasks", task("title", `\ud800x`), "title", nil},
 		{"NUL in summary", "/tasks/" + id + "/submit", `{"summary":"done\u0000"}`, "summary", http.Header{"Idempotency-Key": {"text-key-01"}}},
+		{"raw DEL in a title", "/tasks", task("title", "a\x7fb"), "title", nil},
 		{"DEL in a label", "/tasks", strings.Replace(task("title", "t"), `"context"`, `"labels":["ok","b\u007f"],"context"`, 1), "labels[1]", nil},
 		{"NUL in a key name", "/api-keys", `{"name":"n\u0000","scopes":["tasks:read"],"actor":{"id":"a","role":"agent"}}`, "name", nil},
 	}

@@ -245,6 +245,9 @@ func (s *bodyScanner) str(check bool) bool {
 				}
 			}
 		case c < utf8.RuneSelf:
+			if c == 0x7f {
+				report(reasonControl) // DEL, which JSON lets through unescaped
+			}
 			s.pos++
 		default:
 			r, size := utf8.DecodeRune(s.raw[s.pos:])
