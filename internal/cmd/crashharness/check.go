@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -250,7 +251,8 @@ func (r *results) print(srv *server, st *state) {
 	}
 }
 
-// spread formats durations as "n=3: 0.41 s (min 0.30, median 0.41, max 0.52)".
+// spread formats durations as their median and spread: "0.41 s (n=3:
+// min 0.30, median 0.41, p90 0.52, max 0.52; 0 over 10 s)".
 func spread(ds []time.Duration) string {
 	if len(ds) == 0 {
 		return "n=0: no such kill in this run"
@@ -258,7 +260,9 @@ func spread(ds []time.Duration) string {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	sec := func(d time.Duration) string { return fmt.Sprintf("%.2f", d.Seconds()) }
-	return fmt.Sprintf("%s s (n=%d: min %s, median %s, max %s)", sec(s[len(s)/2]), len(s), sec(s[0]), sec(s[len(s)/2]), sec(s[len(s)-1]))
+	over := len(s) - sort.Search(len(s), func(i int) bool { return s[i] > 10*time.Second })
+	return fmt.Sprintf("%s s (n=%d: min %s, median %s, p90 %s, max %s; %d over 10 s)", sec(s[len(s)/2]), len(s),
+		sec(s[0]), sec(s[len(s)/2]), sec(s[len(s)*9/10]), sec(s[len(s)-1]), over)
 }
 
 func joinCounts(m map[string]int) string {
