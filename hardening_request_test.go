@@ -295,3 +295,22 @@ func TestPathCleaningIsNotARedirect(t *testing.T) {
 		}
 	}
 }
+
+// panicky is an Authenticator that panics.
+type panicky struct{}
+
+func (panicky) Authenticate(*http.Request) (lifecycle.Principal, error) { panic("boom") }
+
+// A handler that panics answers a JSON 500 and logs the panic, instead of
+// dropping the connection.
+func TestPanicIsAJSON500(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *lifecycle.Config) { c.Authenticator = panicky{} })
+	rec := e.do(request{method: "GET", path: "/tasks", key: "x"})
+	if rec.Code != http.StatusInternalServerError || errorCode(decode(t, rec)) != "internal" {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	if !strings.Contains(e.logText(), "panicked") || strings.Contains(rec.Body.String(), "boom") {
+		t.Errorf("the panic is not logged, or leaks: %s", rec.Body)
+	}
+}
