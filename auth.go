@@ -250,8 +250,16 @@ func (p *CreateAPIKeyParams) validate() error {
 
 // CreateAPIKey stores a new API key and returns its record and its
 // plaintext, which is not kept and cannot be shown again. It returns a
-// *ConflictError when p.Plaintext is already a key.
+// *ConflictError when p.Plaintext is already a key. Unlike POST /api-keys,
+// it may create any key: the host is trusted.
 func (s *Service) CreateAPIKey(ctx context.Context, p CreateAPIKeyParams) (APIKey, string, error) {
+	return s.createAPIKey(ctx, p, nil)
+}
+
+// createAPIKey is CreateAPIKey with a hook that runs in the transaction
+// that stores the key (the HTTP layer records the idempotent response
+// there).
+func (s *Service) createAPIKey(ctx context.Context, p CreateAPIKeyParams, respond func(tx Tx, key *APIKey, plaintext string) error) (APIKey, string, error) {
 	if err := p.validate(); err != nil {
 		return APIKey{}, "", err
 	}
@@ -273,6 +281,9 @@ func (s *Service) CreateAPIKey(ctx context.Context, p CreateAPIKeyParams) (APIKe
 				return &ConflictError{Reason: "key_exists", Message: "That API key is already installed"}
 			}
 			return fmt.Errorf("create API key: %w", err)
+		}
+		if respond != nil {
+			return respond(tx, &key, plaintext)
 		}
 		return nil
 	})
@@ -316,6 +327,7 @@ func (s *Service) RevokeAPIKey(ctx context.Context, keyID string) (APIKey, error
 	if s.keys != nil {
 		s.keys.forget(keyID)
 	}
+	s.streamKeys.revoke(keyID) // its open streams end now
 	return key, nil
 }
 
@@ -326,23 +338,43 @@ type createdAPIKey struct {
 	Key string `json:"key"`
 }
 
+// apiKeysRoute is the route of key creation, for idempotency scopes.
+const apiKeysRoute = "/api-keys"
+
+// createdAPIKeyEnvelope is the body of a POST /api-keys response.
+type createdAPIKeyEnvelope struct {
+	Data createdAPIKey `json:"data"`
+}
+
+// handleCreateAPIKey creates a key within the rules of keyrules.go. With an
+// Idempotency-Key the creation is idempotent like the API's others; its
+// recorded answer, which holds the plaintext key, is sealed with
+// Config.WebhookSecretKey when there is one.
 func (s *Service) handleCreateAPIKey(w http.ResponseWriter, r *http.Request, p *Principal) error {
 	var params CreateAPIKeyParams
-	if err := decodeJSON(w, r, &params, false); err != nil {
+	check := func() error {
+		if err := p.checkGrant(&params); err != nil {
+			return err
+		}
+		return params.validate()
+	}
+	if _, ok := r.Header["Idempotency-Key"]; ok {
+		return s.serveIdempotentSealed(w, r, p, apiKeysRoute, "", &params, check, http.StatusCreated, nil, "", s.secrets,
+			func(ctx context.Context, _ string, respond func(Tx, any) error) error {
+				_, _, err := s.createAPIKey(ctx, params, func(tx Tx, key *APIKey, plaintext string) error {
+					return respond(tx, createdAPIKeyEnvelope{createdAPIKey{*key, plaintext}})
+				})
+				return err
+			})
+	}
+	if err := decodeAndCheck(w, r, &params, false, check); err != nil {
 		return err
 	}
-	for _, sc := range params.Scopes {
-		if sc.Valid() && !p.Has(sc) {
-			return fmt.Errorf("a key can only grant scopes its creator holds, and yours lacks %s: %w", sc, ErrInsufficientScope)
-		}
-	}
-	key, plaintext, err := s.CreateAPIKey(r.Context(), params)
+	key, plaintext, err := s.createAPIKey(r.Context(), params, nil)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, struct {
-		Data createdAPIKey `json:"data"`
-	}{createdAPIKey{key, plaintext}})
+	writeJSON(w, http.StatusCreated, createdAPIKeyEnvelope{createdAPIKey{key, plaintext}})
 	return nil
 }
 
@@ -358,6 +390,12 @@ func (s *Service) handleListAPIKeys(w http.ResponseWriter, r *http.Request, p *P
 }
 
 func (s *Service) handleRevokeAPIKey(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	if !id.Valid(r.PathValue("id"), "key_") {
+		return notFound("API key", r.PathValue("id"))
+	}
+	if err := s.checkRevoke(r.Context(), p, r.PathValue("id")); err != nil {
+		return err
+	}
 	if _, err := s.RevokeAPIKey(r.Context(), r.PathValue("id")); err != nil {
 		return err
 	}

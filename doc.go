@@ -121,6 +121,21 @@
 // header: the host translates its own session into a bearer key in front
 // of the handler, or plugs its [Authenticator].
 //
+// # Serving it safely
+//
+// No request can make the handler work more than its size allows: a body
+// over 1 MiB is refused from its Content-Length, one pass over each body
+// refuses arrays over their limit and deep nesting before decoding, field
+// errors are capped at 100, the bodies decoded at once are bounded by
+// [Config.MaxDecodingBytes], and a body must arrive within
+// [Config.BodyReadTimeout]. Give the http.Server a ReadHeaderTimeout and an
+// IdleTimeout but no WriteTimeout (event streams set their own deadlines),
+// and serve on [JSONErrorListener] so that even net/http's own answers to
+// malformed requests are JSON errors. Through the API a key manages only
+// keys within its own scopes and actors, and revoking a key ends its open
+// event streams. [Config.WebhookSecretKey] seals webhook secrets at rest;
+// [Service.ResealWebhookSecrets] finishes a rotation of it.
+//
 // # Writing a Store
 //
 // A Store keeps tasks, events and keys. Reads run outside transactions;

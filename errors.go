@@ -34,6 +34,9 @@ var (
 	// ErrRateLimited means a limit on concurrent use was reached (HTTP 429
 	// rate_limited). A *RateLimitError says when to retry.
 	ErrRateLimited = errors.New("rate limited")
+	// ErrRequestTimeout means a request body did not arrive within
+	// [Config.BodyReadTimeout] (HTTP 408 request_timeout).
+	ErrRequestTimeout = errors.New("request timeout")
 	// ErrClosed means the Service or Store has been closed.
 	ErrClosed = errors.New("closed")
 )
@@ -51,6 +54,9 @@ type FieldError struct {
 // ErrValidation.
 type ValidationError struct {
 	Fields []FieldError
+	// Truncated says that more fields were invalid than the first
+	// maxFieldErrors listed in Fields; it is sent as details.truncated.
+	Truncated bool
 
 	// typeOnly marks an error of JSON decoding where only member types were
 	// wrong: the rest of the body was decoded and can still be checked.
@@ -74,14 +80,24 @@ func invalid(field, reason string) *ValidationError {
 	return &ValidationError{Fields: []FieldError{{Field: field, Reason: reason}}}
 }
 
+// maxFieldErrors is the most field errors one response lists; past it,
+// details.truncated says there were more. It keeps the work and the answer
+// bounded whatever the request holds.
+const maxFieldErrors = 100
+
 // validator collects field errors while a request is checked, so that one
-// response lists every failing field.
+// response lists every failing field, up to maxFieldErrors.
 type validator struct {
-	fields []FieldError
+	fields    []FieldError
+	truncated bool
 }
 
 // add records that field is invalid for reason.
 func (v *validator) add(field, reason string) {
+	if len(v.fields) >= maxFieldErrors {
+		v.truncated = true
+		return
+	}
 	v.fields = append(v.fields, FieldError{Field: field, Reason: reason})
 }
 
@@ -97,7 +113,7 @@ func (v *validator) err() error {
 	if len(v.fields) == 0 {
 		return nil
 	}
-	return &ValidationError{Fields: v.fields}
+	return &ValidationError{Fields: v.fields, Truncated: v.truncated}
 }
 
 // charCount counts the characters (Unicode code points) of s, the unit of

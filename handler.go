@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -58,13 +57,14 @@ func (s *Service) routes() http.Handler {
 	mux.HandleFunc("GET /openapi.yaml", handleOpenAPI)
 
 	mux.Handle("/", s.unrouted(mux))
-	return s.guardMount(mux)
+	return s.guardMount(s.guard(mux))
 }
 
 // authorize authenticates the request, checks that the principal holds
 // scope, and runs h, writing whatever error comes back.
 func (s *Service) authorize(scope Scope, h apiHandler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r = r.WithContext(contextWithService(r.Context(), s)) // for readBody
 		p, err := s.auth.Authenticate(r)
 		if err == nil && !p.Has(scope) {
 			err = fmt.Errorf("this operation needs an API key with scope %s: %w", scope, ErrInsufficientScope)
@@ -122,6 +122,7 @@ var errorMapping = []struct {
 	{ErrConflict, http.StatusConflict, "conflict", ""},
 	{ErrCursorExpired, http.StatusGone, "cursor_expired", ""},
 	{ErrPayloadTooLarge, http.StatusRequestEntityTooLarge, "payload_too_large", ""},
+	{ErrRequestTimeout, http.StatusRequestTimeout, "request_timeout", ""},
 	{ErrRateLimited, http.StatusTooManyRequests, "rate_limited", ""},
 	{ErrClosed, http.StatusServiceUnavailable, "unavailable", "The service is shutting down; retry shortly."},
 }
@@ -141,8 +142,10 @@ type ErrorObject struct {
 
 // ErrorDetails carries the specifics of an error.
 type ErrorDetails struct {
-	// Fields lists every invalid field of a validation_error.
+	// Fields lists every invalid field of a validation_error, up to 100.
 	Fields []FieldError `json:"fields,omitempty"`
+	// Truncated says that more fields were invalid than Fields lists.
+	Truncated bool `json:"truncated,omitempty"`
 	// Reason is the machine-readable cause of a conflict.
 	Reason string `json:"reason,omitempty"`
 	// AvailableActions lists the task's next steps on a conflict over a
@@ -171,7 +174,10 @@ func errorResponse(err error) (int, ErrorBody) {
 			obj.Message = "The code host failed to " + pe.Op + "; the request changed nothing and can be retried."
 		case errors.As(err, &ve):
 			obj.Message = "The request is invalid; error.details.fields lists every problem."
-			obj.Details = &ErrorDetails{Fields: ve.Fields}
+			obj.Details = &ErrorDetails{Fields: ve.Fields, Truncated: ve.Truncated}
+			if len(ve.Fields) > maxFieldErrors {
+				obj.Details.Fields, obj.Details.Truncated = ve.Fields[:maxFieldErrors], true
+			}
 		case errors.As(err, &ce):
 			obj.Message = ce.Message
 			if ce.Reason != "" || ce.AvailableActions != nil {
@@ -204,6 +210,12 @@ func publicMessage(err error) string {
 // writeError writes err as an error response and logs what is not the
 // client's fault.
 func (s *Service) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil && errors.Is(err, r.Context().Err()) {
+		// The client went away (or the server is closing the connection):
+		// nobody reads an answer, and nothing failed on our side.
+		s.log.DebugContext(r.Context(), "request abandoned by its client", "method", r.Method, "path", r.URL.Path)
+		return
+	}
 	status, body := errorResponse(err)
 	if status >= 500 {
 		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
@@ -244,68 +256,113 @@ func writeRaw(w http.ResponseWriter, status int, body []byte) {
 }
 
 // decodeJSON decodes the request body into dst, refusing unknown members,
-// trailing data and bodies over 1 MiB. An empty body decodes as {} when
-// allowEmpty is set.
+// trailing data and bodies over 1 MiB (see readBody and decodeStrict). An
+// empty body decodes as {} when allowEmpty is set.
 func decodeJSON(w http.ResponseWriter, r *http.Request, dst any, allowEmpty bool) error {
-	raw, err := readBody(w, r)
+	return decodeAndCheck(w, r, dst, allowEmpty, nil)
+}
+
+// decodeAndCheck decodes the request body into dst like decodeJSON, then
+// runs check (when not nil) on it, so that one response lists every
+// invalid field: those of the wrong JSON type or text, and those check
+// refuses.
+func decodeAndCheck(w http.ResponseWriter, r *http.Request, dst any, allowEmpty bool, check func() error) error {
+	raw, release, err := readBody(w, r)
 	if err != nil {
 		return err
 	}
+	defer release()
+	return decodeRaw(r.Context(), raw, dst, allowEmpty, check)
+}
+
+// decodeRaw decodes a request body read by readBody into dst and runs
+// check on it; see decodeAndCheck. It stops when ctx is done (the client
+// went away).
+func decodeRaw(ctx context.Context, raw []byte, dst any, allowEmpty bool, check func() error) error {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		if allowEmpty {
 			return nil
 		}
 		return invalid("body", "a JSON object is required")
 	}
-	return decodeStrict(raw, dst)
-}
-
-// readBody reads the request body, refusing more than 1 MiB.
-func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
-	if err != nil {
-		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
-			return nil, fmt.Errorf("the request body exceeds %d bytes: %w", maxBodyBytes, ErrPayloadTooLarge)
-		}
-		return nil, invalid("body", "could not be read")
-	}
-	return raw, nil
-}
-
-// decodeAndCheck decodes the request body into dst like decodeJSON, then
-// runs check on it, so that one response lists every invalid field: those
-// of the wrong JSON type and those check refuses.
-func decodeAndCheck(w http.ResponseWriter, r *http.Request, dst any, allowEmpty bool, check func() error) error {
-	err := decodeJSON(w, r, dst, allowEmpty)
+	err := decodeStrict(raw, dst)
 	var ve *ValidationError
 	if err != nil && (!errors.As(err, &ve) || !ve.typeOnly) {
 		return err
 	}
-	cerr := check()
-	if ve == nil {
-		return cerr
+	if err := ctx.Err(); err != nil {
+		return err
 	}
-	var more *ValidationError
-	if errors.As(cerr, &more) {
-		for _, f := range more.Fields {
-			if !slices.ContainsFunc(ve.Fields, func(g FieldError) bool { return g.Field == f.Field }) {
-				ve.Fields = append(ve.Fields, f)
+	if check == nil {
+		return err
+	}
+	return mergeFieldErrors(ve, check())
+}
+
+// mergeFieldErrors adds the fields of the *ValidationError in more (if it
+// is one) to those of ve, leaving out fields ve already names, in time
+// linear in both, and keeping at most maxFieldErrors. An error of more that
+// is not a validation error is returned as it is.
+func mergeFieldErrors(ve *ValidationError, more error) error {
+	if ve == nil {
+		return more
+	}
+	var mv *ValidationError
+	if more != nil && !errors.As(more, &mv) {
+		return more
+	}
+	out := &ValidationError{Fields: ve.Fields, Truncated: ve.Truncated}
+	if mv != nil {
+		seen := make(map[string]bool, len(ve.Fields))
+		for _, f := range ve.Fields {
+			seen[f.Field] = true
+		}
+		out.Truncated = out.Truncated || mv.Truncated
+		for _, f := range mv.Fields {
+			if seen[f.Field] {
+				continue
 			}
+			if len(out.Fields) >= maxFieldErrors {
+				out.Truncated = true
+				break
+			}
+			seen[f.Field] = true
+			out.Fields = append(out.Fields, f)
 		}
 	}
-	return &ValidationError{Fields: ve.Fields}
+	return out
 }
 
 // decodeStrict decodes one JSON value from raw into dst, refusing unknown
 // members and trailing data, and turns decoding errors into field errors.
+// It first scans raw (see scanBody): a body with an array over its limit,
+// or nested too deeply, is refused without being decoded; strings with
+// invalid UTF-8 or control characters are refused by name, along with any
+// wrong member type, as an error marked typeOnly (the rest was decoded and
+// can still be checked).
 func decodeStrict(raw []byte, dst any) error {
+	scanned, hard := scanBody(raw)
+	if hard {
+		return scanned
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
-		return jsonFieldError(err)
+		err = jsonFieldError(err)
+		var ve *ValidationError
+		if errors.As(err, &ve) && ve.typeOnly && scanned != nil {
+			merged := mergeFieldErrors(scanned, ve).(*ValidationError)
+			merged.typeOnly = true
+			return merged
+		}
+		return err
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return invalid("body", "must hold exactly one JSON object")
+	}
+	if scanned != nil {
+		scanned.typeOnly = true
+		return scanned
 	}
 	return nil
 }

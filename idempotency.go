@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"sync"
 	"time"
@@ -270,9 +269,9 @@ func (c *idempotentCall) release(ctx context.Context) {
 }
 
 // writeReplay answers with a recorded response, byte for byte.
-func writeReplay(w http.ResponseWriter, rec *IdempotencyRecord) {
+func writeReplay(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Idempotent-Replayed", "true")
-	writeRaw(w, rec.StatusCode, rec.Body)
+	writeRaw(w, status, body)
 }
 
 // idempotentRequest reads what an idempotent handler needs: the key, and
@@ -280,12 +279,12 @@ func writeReplay(w http.ResponseWriter, rec *IdempotencyRecord) {
 // fingerprint.
 func idempotentRequest(w http.ResponseWriter, r *http.Request, p *Principal, route, resourceID string, dst any, check func() error) (IdempotencyScope, []byte, error) {
 	key, keyErr := idempotencyKey(r)
-	raw, err := readBody(w, r)
+	raw, release, err := readBody(w, r)
 	if err != nil {
 		return IdempotencyScope{}, nil, err
 	}
-	r.Body = io.NopCloser(bytes.NewReader(raw))
-	err = decodeAndCheck(w, r, dst, false, check)
+	defer release()
+	err = decodeRaw(r.Context(), raw, dst, false, check)
 	if keyErr != nil {
 		var ve *ValidationError
 		if errors.As(err, &ve) {
@@ -316,6 +315,15 @@ func idempotentRequest(w http.ResponseWriter, r *http.Request, p *Principal, rou
 func (s *Service) serveIdempotent(w http.ResponseWriter, r *http.Request, p *Principal, route, resourceID string,
 	dst any, check func() error, status int, actions func(context.Context) []Action, lockKey string,
 	run func(ctx context.Context, key string, respond func(tx Tx, body any) error) error) error {
+	return s.serveIdempotentSealed(w, r, p, route, resourceID, dst, check, status, actions, lockKey, nil, run)
+}
+
+// serveIdempotentSealed is serveIdempotent that, when box is not nil,
+// keeps the recorded response sealed with it (a response that holds a
+// secret, such as a new API key's plaintext).
+func (s *Service) serveIdempotentSealed(w http.ResponseWriter, r *http.Request, p *Principal, route, resourceID string,
+	dst any, check func() error, status int, actions func(context.Context) []Action, lockKey string, box *secretBox,
+	run func(ctx context.Context, key string, respond func(tx Tx, body any) error) error) error {
 	scope, fp, err := idempotentRequest(w, r, p, route, resourceID, dst, check)
 	if err != nil {
 		return err
@@ -328,14 +336,25 @@ func (s *Service) serveIdempotent(w http.ResponseWriter, r *http.Request, p *Pri
 		}
 		defer unlock()
 	}
-	body, replayed, err := s.runIdempotent(ctx, scope, fp, status, actions, func(ctx context.Context, respond func(Tx, any) error) error {
+	aad := scope.PrincipalID + "\n" + scope.Method + " " + scope.Route + "\n" + scope.ResourceID + "\n" + scope.Key
+	var keep func([]byte) ([]byte, error)
+	if box != nil {
+		keep = func(body []byte) ([]byte, error) { return box.seal(aad, body) }
+	}
+	body, replayed, err := s.runIdempotent(ctx, scope, fp, status, actions, keep, func(ctx context.Context, respond func(Tx, any) error) error {
 		return run(ctx, scope.Key, respond)
 	})
 	if err != nil {
 		return err
 	}
 	if replayed != nil {
-		writeReplay(w, replayed)
+		body := replayed.Body
+		if box != nil {
+			if body, err = box.open(aad, body); err != nil {
+				return fmt.Errorf("open the recorded response: %w", err)
+			}
+		}
+		writeReplay(w, replayed.StatusCode, body)
 		return nil
 	}
 	writeRaw(w, status, body)
@@ -346,9 +365,10 @@ func (s *Service) serveIdempotent(w http.ResponseWriter, r *http.Request, p *Pri
 // recorded answer of an identical earlier request (replayed), refuses a key
 // used for another request or still running, and otherwise calls run, whose
 // respond records the response body, with status, in the transaction of
-// the change. A run that fails releases the key.
+// the change (as keep turns it, when not nil: sealed, say). A run that
+// fails releases the key.
 func (s *Service) runIdempotent(ctx context.Context, scope IdempotencyScope, fp []byte, status int, actions func(context.Context) []Action,
-	run func(ctx context.Context, respond func(tx Tx, body any) error) error) (body []byte, replayed *IdempotencyRecord, err error) {
+	keep func([]byte) ([]byte, error), run func(ctx context.Context, respond func(tx Tx, body any) error) error) (body []byte, replayed *IdempotencyRecord, err error) {
 	if actions == nil {
 		actions = func(context.Context) []Action { return nil }
 	}
@@ -362,7 +382,14 @@ func (s *Service) runIdempotent(ctx context.Context, scope IdempotencyScope, fp 
 	defer s.inflight.done(scope)
 	err = run(ctx, func(tx Tx, v any) error {
 		body = encodeJSON(v)
-		return call.record(ctx, tx, status, body)
+		kept := body
+		if keep != nil {
+			var err error
+			if kept, err = keep(body); err != nil {
+				return fmt.Errorf("seal the response: %w", err)
+			}
+		}
+		return call.record(ctx, tx, status, kept)
 	})
 	if err != nil {
 		call.release(ctx)
@@ -396,7 +423,7 @@ func (s *Service) goIdempotent(ctx context.Context, actor Actor, route, resource
 		actor = SystemActor()
 	}
 	scope := IdempotencyScope{PrincipalID: "actor:" + string(actor.Role) + ":" + actor.ID, Method: http.MethodPost, Route: route, ResourceID: resourceID, Key: key}
-	_, replayed, err := s.runIdempotent(ctx, scope, fingerprint(http.MethodPost, route, canonical), http.StatusOK, nil, run)
+	_, replayed, err := s.runIdempotent(ctx, scope, fingerprint(http.MethodPost, route, canonical), http.StatusOK, nil, nil, run)
 	if err != nil || replayed == nil {
 		return nil, err
 	}

@@ -257,6 +257,28 @@ type Config struct {
 	// processes sharing the Store. Those it holds are renewed whatever
 	// their number. Defaults to 64.
 	WebhookClaimBatch int
+
+	// WebhookPreviousSecretKeys are the keys WebhookSecretKey replaced,
+	// during a rotation: secrets sealed with them still open, and new
+	// secrets are sealed with WebhookSecretKey. See
+	// [Service.ResealWebhookSecrets] to finish a rotation.
+	WebhookPreviousSecretKeys [][]byte
+
+	// MaxDecodingBytes bounds the bytes of request bodies being read and
+	// decoded at once, so that concurrent large bodies cannot grow memory
+	// without bound; a request that cannot get its share within 2 seconds
+	// gets 429 rate_limited with Retry-After. Each body counts its
+	// Content-Length, or 1 MiB when it has none. Defaults to 8 MiB; at
+	// least 1 MiB; negative disables the bound.
+	MaxDecodingBytes int64
+
+	// BodyReadTimeout bounds how long reading one request body may take,
+	// by the wall clock; a body still arriving then gets 408
+	// request_timeout and its connection is closed. The deadline is set on
+	// the connection through http.ResponseController, replacing the
+	// http.Server's ReadTimeout while the body is read. Defaults to 30
+	// seconds; negative disables it.
+	BodyReadTimeout time.Duration
 }
 
 // withDefaults returns a copy of c with every unset optional field filled in.
@@ -418,6 +440,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.WebhookTimeout < 0 || c.WebhookConcurrency < 0 || c.WebhookConcurrencyPerSubscription < 0 || c.WebhookLease < 0 || c.WebhookPollInterval < 0 {
 		return c, errors.New("lifecycle: Config.WebhookTimeout, WebhookConcurrency, WebhookConcurrencyPerSubscription, WebhookLease and WebhookPollInterval must not be negative; leave them zero for the defaults")
 	}
+	if err := c.requestDefaults(); err != nil {
+		return c, err
+	}
 	for i, a := range c.Agents {
 		if a.ID == "" {
 			return c, fmt.Errorf("lifecycle: Config.Agents[%d] has no ID", i)
@@ -443,6 +468,9 @@ type Service struct {
 	targets  *targetGuard // checks webhook URLs
 	secrets  *secretBox   // seals webhook secrets
 	webhooks *dispatcher  // delivers webhooks
+	decoding *byteBudget  // bounds request bodies decoded at once; nil: unbounded
+
+	streamKeys streamKeys // the keys of open streams, to end them on revocation
 
 	owner     string        // Config.InstanceID: the holder of this Service's leases
 	life      string        // this life of the instance, new at each New
@@ -482,14 +510,17 @@ func New(cfg Config) (*Service, error) {
 	}
 	s.broker = newBroker(cfg.Store, cfg.Clock, cfg.Logger, cfg.StreamLagLimit, cfg.MaxStreamsPerKey, cfg.EventPollInterval)
 	s.broker.window = cfg.StreamBatchWindow
-	if s.secrets, err = newSecretBox(cfg.WebhookSecretKey); err != nil {
+	if s.secrets, err = newSecretBox(cfg.WebhookSecretKey, cfg.WebhookPreviousSecretKeys...); err != nil {
 		return nil, err
 	}
-	s.targets = &targetGuard{allowPrivate: cfg.AllowPrivateWebhookTargets, resolver: cfg.WebhookResolver}
+	s.targets = &targetGuard{allowPrivate: cfg.AllowPrivateWebhookTargets, resolver: cfg.WebhookResolver, log: cfg.Logger}
 	s.webhooks = newDispatcher(s)
 	if s.auth == nil {
 		s.keys = newKeyAuthenticator(cfg.Store, cfg.Clock, cfg.KeyCacheTTL)
 		s.auth = s.keys
+	}
+	if cfg.MaxDecodingBytes > 0 {
+		s.decoding = newByteBudget(cfg.MaxDecodingBytes)
 	}
 	s.handler = s.routes()
 	return s, nil
@@ -531,6 +562,7 @@ func (s *Service) Start(ctx context.Context) error {
 	if s.cfg.ReconcileInterval > 0 {
 		s.goBackground(func() { s.reconcile.run(ctx) })
 	}
+	s.goBackground(func() { s.watchRevocations(ctx) })
 	return nil
 }
 

@@ -126,10 +126,13 @@ func (s *Service) handleStream(w http.ResponseWriter, r *http.Request, p *Princi
 		return err
 	}
 	st.setHeaders()
-	if st.takeOver(r) {
+	var unwatch func()
+	st.revoked, unwatch = s.streamKeys.watch(p.ID, r)
+	if st.takeOver(r, unwatch) {
 		return nil // the stream runs on goroutines of its own and releases its place
 	}
 	defer s.broker.release(p.ID)
+	defer unwatch()
 	st.serve(r.Context())
 	return nil
 }
@@ -142,7 +145,7 @@ func (s *Service) handleStream(w http.ResponseWriter, r *http.Request, p *Princi
 // HTTP/2, when Config.KeepStreamsInHandler is set, or when the
 // ResponseWriter (wrapped by middleware) cannot be hijacked; the stream is
 // then served inside the handler.
-func (st *stream) takeOver(r *http.Request) bool {
+func (st *stream) takeOver(r *http.Request, unwatch func()) bool {
 	if r.ProtoMajor != 1 || st.svc.cfg.KeepStreamsInHandler {
 		return false
 	}
@@ -157,11 +160,13 @@ func (st *stream) takeOver(r *http.Request) bool {
 	st.w, st.rc = nil, nil
 	// Bytes the client sent after its request (a pipelined request) are
 	// dropped: an event stream is the last response on its connection.
+	conn = unwrapConn(conn) // write to the socket itself: one writev per wake-up
 	st.conn, st.http10 = conn, r.ProtoMinor == 0
 	ctx, cancel := context.WithCancel(st.svc.broker.ctx)
 	go watchClient(conn, cancel)
 	go func() {
 		defer st.svc.broker.release(st.principal)
+		defer unwatch()
 		defer conn.Close()
 		defer cancel()
 		if err := st.writeHead(); err != nil {
@@ -280,6 +285,8 @@ func (st *stream) ended(ctx context.Context, err error) {
 		log.ErrorContext(ctx, "event stream: the response writer cannot flush; mount the handler behind middleware whose ResponseWriter implements http.Flusher or Unwrap", "err", err)
 	case errors.Is(err, errStreamBehind), errors.Is(err, os.ErrDeadlineExceeded):
 		log.WarnContext(ctx, "event stream: consumer too slow, cut off; it resumes from its cursor", "principal", st.principal, "position", st.pos, "err", err)
+	case errors.Is(err, errKeyRevoked):
+		log.InfoContext(ctx, "event stream ended: its API key was revoked", "principal", st.principal)
 	case errors.Is(err, errWrite):
 		log.DebugContext(ctx, "event stream ended", "principal", st.principal, "position", st.pos, "err", err)
 	default:
@@ -353,7 +360,8 @@ type stream struct {
 	filter    streamFilter
 	heartbeat time.Duration
 	principal string
-	mode      string // X-Service-Resume-Mode
+	revoked   <-chan struct{} // closed when the principal's key is revoked
+	mode      string          // X-Service-Resume-Mode
 
 	// pos is the sequence read through: every event the stream carries
 	// with a sequence up to pos has been written.
@@ -375,6 +383,11 @@ func (st *stream) run(ctx context.Context) error {
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		select {
+		case <-st.revoked:
+			return st.endRevoked()
+		default:
 		}
 		frames, next, changed, ok := b.read(st.pos, &st.filter, st.frames[:0], liveBatch)
 		if !ok {
@@ -407,6 +420,8 @@ func (st *stream) run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-st.revoked:
+			return st.endRevoked()
 		case <-changed:
 		case <-beat:
 			var err error
@@ -415,6 +430,15 @@ func (st *stream) run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// endRevoked writes the comment that says the stream's key was revoked,
+// and returns the error that ends the stream.
+func (st *stream) endRevoked() error {
+	if err := st.write([]byte(revokedComment)); err != nil {
+		return err
+	}
+	return errKeyRevoked
 }
 
 // behind returns the error that cuts off a live stream that fell out of the

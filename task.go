@@ -545,7 +545,9 @@ func decodeCursor(c string) (int64, bool) {
 		return 0, false
 	}
 	pos, err := strconv.ParseInt(string(b[1:]), 10, 64)
-	return pos, err == nil && pos > 0
+	// One spelling per cursor: base64 decoding skips line breaks and
+	// ignores stray bits, and ParseInt takes "+1" and "01".
+	return pos, err == nil && pos > 0 && encodeCursor(pos) == c
 }
 
 // StartTask moves a task to in_progress: from todo, or from in_review after

@@ -692,7 +692,7 @@ func describeDeliveryError(err error, timeout time.Duration) string {
 	var refused *RefusedTargetError
 	switch {
 	case errors.As(err, &refused):
-		return refused.Error()
+		return refused.Reason() // the address goes to the log only
 	case errors.Is(err, context.DeadlineExceeded):
 		return fmt.Sprintf("no answer within %s", timeout)
 	}

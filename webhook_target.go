@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"syscall"
@@ -29,17 +30,24 @@ type RefusedTargetError struct {
 	Kind string
 }
 
-// Error implements error.
+// Error implements error. It names the address a host resolved to: it is
+// for the log. Clients are told [RefusedTargetError.Reason].
 func (e *RefusedTargetError) Error() string {
-	return "webhook target refused: " + e.Reason()
+	if e.Host == e.Addr.String() {
+		return "webhook target refused: " + e.Reason()
+	}
+	return fmt.Sprintf("webhook target refused: host %s resolves to %s, a %s address", e.Host, e.Addr, e.Kind)
 }
 
-// Reason says why the target was refused, in a sentence for the client.
+// Reason says why the target was refused, in a sentence for the client. It
+// never names the address a host name resolved to, which would map the
+// internal network for whoever asks; an address given as the host is
+// named, with its kind.
 func (e *RefusedTargetError) Reason() string {
 	if e.Host == e.Addr.String() {
 		return fmt.Sprintf("%s is a %s address; webhooks are delivered only to public addresses", e.Addr, e.Kind)
 	}
-	return fmt.Sprintf("host %s resolves to %s, a %s address; webhooks are delivered only to public addresses", e.Host, e.Addr, e.Kind)
+	return fmt.Sprintf("host %s resolves to a private or reserved address; webhooks are delivered only to public addresses", e.Host)
 }
 
 // specialPurpose are ranges that are not public though netip does not say
@@ -86,6 +94,16 @@ func blockedKind(a netip.Addr) string {
 type targetGuard struct {
 	allowPrivate bool
 	resolver     Resolver
+	log          *slog.Logger // where refused addresses are named
+}
+
+// refuse logs a refused target with its address, and returns the error.
+func (g *targetGuard) refuse(host string, a netip.Addr, kind string) error {
+	err := &RefusedTargetError{Host: host, Addr: a, Kind: kind}
+	if g.log != nil {
+		g.log.Warn("webhook target refused", "host", host, "addr", a.String(), "kind", kind)
+	}
+	return err
 }
 
 // lookup returns the addresses of host: the host itself when it is an IP
@@ -118,7 +136,7 @@ func (g *targetGuard) checkHost(ctx context.Context, host string) error {
 	}
 	for _, a := range addrs {
 		if kind := blockedKind(a); kind != "" {
-			return &RefusedTargetError{Host: host, Addr: a, Kind: kind}
+			return g.refuse(host, a, kind)
 		}
 	}
 	return nil
@@ -143,7 +161,7 @@ func (g *targetGuard) dialContext(ctx context.Context, network, addr string) (ne
 	for _, a := range addrs {
 		if kind := blockedKind(a); kind != "" && !g.allowPrivate {
 			if firstErr == nil {
-				firstErr = &RefusedTargetError{Host: host, Addr: a, Kind: kind}
+				firstErr = g.refuse(host, a, kind)
 			}
 			continue
 		}
@@ -168,7 +186,7 @@ func (g *targetGuard) control(network, address string, _ syscall.RawConn) error 
 		return fmt.Errorf("webhook target %s: %w", address, err)
 	}
 	if kind := blockedKind(ap.Addr()); kind != "" {
-		return &RefusedTargetError{Host: ap.Addr().String(), Addr: ap.Addr(), Kind: kind}
+		return g.refuse(ap.Addr().String(), ap.Addr(), kind)
 	}
 	return nil
 }

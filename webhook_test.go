@@ -711,8 +711,8 @@ func TestSubscriptionSSRF(t *testing.T) {
 		{"https://[::1]:8443/hooks", "::1 is a loopback address"},
 		{"https://0.0.0.0/hooks", "0.0.0.0 is a unspecified address"},
 		{"https://[::ffff:192.168.1.1]/hooks", "private address"},
-		{"https://internal.example.com/hooks", "host internal.example.com resolves to 169.254.169.254, a link-local address"},
-		{"https://six.example.com/hooks", "resolves to fd00::1, a private address"},
+		{"https://internal.example.com/hooks", "host internal.example.com resolves to a private or reserved address"},
+		{"https://six.example.com/hooks", "host six.example.com resolves to a private or reserved address"},
 		{"https://100.100.100.200/latest/meta-data", "100.100.100.200 is a special-purpose address"},
 		{"https://[64:ff9b::a00:1]/hooks", "special-purpose address"},
 	}
@@ -721,6 +721,15 @@ func TestSubscriptionSSRF(t *testing.T) {
 			header: http.Header{"Idempotency-Key": {"ssrf-" + tt.url}}})
 		if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), tt.reason) {
 			t.Errorf("%s: %d %s, want 400 saying %q", tt.url, rec.Code, rec.Body, tt.reason)
+		}
+		// The address a name resolves to goes to the log, never to the client.
+		if strings.Contains(tt.url, "example.com") && (strings.Contains(rec.Body.String(), "169.254") || strings.Contains(rec.Body.String(), "fd00")) {
+			t.Errorf("%s: the answer names the address: %s", tt.url, rec.Body)
+		}
+	}
+	for _, logged := range []string{"addr=169.254.169.254", "addr=fd00::1"} {
+		if !strings.Contains(e.logText(), logged) {
+			t.Errorf("the log does not name the refused address %s:\n%s", logged, e.logText())
 		}
 	}
 	e.subscribe(subBody("https://hooks.example.com/hooks"))
@@ -760,8 +769,12 @@ func TestWebhookDialRefusesPrivateAddresses(t *testing.T) {
 	res.set("127.0.0.1")
 	e.createTask(taskBody("ENG-1"))
 	list := e.waitDeliveries(subID, 1)
-	if list[0]["status"] != "pending" || !strings.Contains(fmt.Sprint(list[0]["error"]), "resolves to 127.0.0.1, a loopback address") {
-		t.Errorf("delivery = %v, want pending with the refusal", list[0])
+	if list[0]["status"] != "pending" || !strings.Contains(fmt.Sprint(list[0]["error"]), "resolves to a private or reserved address") ||
+		strings.Contains(fmt.Sprint(list[0]["error"]), "127.0.0.1") {
+		t.Errorf("delivery = %v, want pending with the refusal, without the address", list[0])
+	}
+	if !strings.Contains(e.logText(), "addr=127.0.0.1") {
+		t.Errorf("the log does not name the refused address")
 	}
 	rc.quiet(50 * time.Millisecond)
 }

@@ -105,6 +105,10 @@ func New(cfg Config) (*Adapter, error) {
 		return nil, fmt.Errorf("artifact: Config.Dir %q: %w", cfg.Dir, err)
 	}
 	cfg.Dir = dir
+	if gitText(cfg.CommitterName) != cfg.CommitterName || gitText(cfg.CommitterEmail) != cfg.CommitterEmail ||
+		strings.ContainsAny(cfg.CommitterName+cfg.CommitterEmail, "<>\n") {
+		return nil, fmt.Errorf("artifact: Config.CommitterName %q and CommitterEmail %q must be valid UTF-8 without control characters, '<' or '>'", cfg.CommitterName, cfg.CommitterEmail)
+	}
 	if !validRepoName(cfg.DefaultRepo) {
 		return nil, fmt.Errorf("artifact: Config.DefaultRepo %q is not a repository name; use lower-case letters, digits, '.', '_' and '-', beginning and ending with a letter or digit", cfg.DefaultRepo)
 	}

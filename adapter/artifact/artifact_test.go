@@ -137,6 +137,8 @@ func TestNewChecksConfig(t *testing.T) {
 		{"bad base branch", artifact.Config{Dir: dir, BaseBranch: "two words"}, "Config.BaseBranch"},
 		{"bad branch prefix", artifact.Config{Dir: dir, BranchPrefix: "a..b/"}, "Config.BranchPrefix"},
 		{"directory is a file", artifact.Config{Dir: filepath.Join(dir, "file", "sub")}, "Config.Dir"},
+		{"NUL in the committer", artifact.Config{Dir: dir, CommitterName: "a\x00b"}, "Config.CommitterName"},
+		{"bracket in the email", artifact.Config{Dir: dir, CommitterEmail: "a>b@example.com"}, "CommitterEmail"},
 	}
 	if err := os.WriteFile(filepath.Join(dir, "file"), nil, 0o644); err != nil {
 		t.Fatal(err)

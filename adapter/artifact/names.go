@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"regexp"
 	"strings"
+	"unicode"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/tasklifecycle/lifecycle"
@@ -103,8 +104,23 @@ func branchName(s string) (string, bool) {
 	return s, true
 }
 
-// oneLine returns s with line breaks replaced by spaces, for commit
-// subjects and trailers.
+// oneLine returns s as gitText does, with line breaks replaced by spaces,
+// for commit subjects and trailers.
 func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
+	return strings.Join(strings.Fields(gitText(s)), " ")
+}
+
+// gitText returns s fit for a commit message: valid UTF-8 (invalid bytes
+// become U+FFFD), without NUL or other control characters but tab and
+// newline. git fsck refuses a NUL in a commit, and C git ends the message
+// there; the lifecycle's HTTP API refuses such text, but callers of the Go
+// API reach adapters directly.
+func gitText(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	return strings.Map(func(r rune) rune {
+		if r != '\n' && r != '\t' && unicode.IsControl(r) {
+			return -1
+		}
+		return r
+	}, s)
 }

@@ -572,7 +572,7 @@ func message(subject, body string, trailers ...string) string {
 	var b bytes.Buffer
 	b.WriteString(oneLine(subject))
 	b.WriteString("\n")
-	if body = strings.TrimSpace(body); body != "" {
+	if body = strings.TrimSpace(gitText(body)); body != "" {
 		b.WriteString("\n")
 		b.WriteString(body)
 		b.WriteString("\n")

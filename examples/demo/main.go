@@ -40,6 +40,14 @@
 //	GITLAB_TOKEN=glpat-... GITLAB_WEBHOOK_TOKEN=... go run ./examples/demo \
 //		-gitlab-project-path GROUP/NAME [-gitlab-url https://gitlab.example.com]
 //
+// Webhook secrets are sealed in the database with a 32-byte key, by default
+// one generated on the first run and kept in the data directory
+// (webhook-secret.key); -webhook-secret-key or LIFECYCLE_WEBHOOK_SECRET_KEY
+// choose it (64 hex digits or standard base64). To rotate it, start with
+// the new key and the old one in -webhook-previous-secret-keys: the demo
+// reseals every secret with the new key at start, after which the old key
+// can go.
+//
 // It prints the base URL and the admin key, then serves until SIGINT or
 // SIGTERM, when it shuts down cleanly.
 package main
@@ -49,6 +57,8 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -109,6 +119,8 @@ type options struct {
 	postgres            string
 	instanceID          string
 	background          bool
+	webhookSecretKey    string
+	previousSecretKeys  string
 }
 
 // parseFlags parses the demo's command-line arguments (without the
@@ -139,6 +151,8 @@ func parseFlags(args []string) (options, error) {
 	flag.StringVar(&o.postgres, "postgres", os.Getenv("LIFECYCLE_POSTGRES_DSN"), "keep tasks in this PostgreSQL database (a DSN such as postgres://postgres@127.0.0.1:5432/postgres) instead of the SQLite file; demos started with the same DSN are replicas of one Service; also LIFECYCLE_POSTGRES_DSN")
 	flag.StringVar(&o.instanceID, "instance-id", os.Getenv("LIFECYCLE_INSTANCE_ID"), "this process's instance ID; replicas sharing a data directory need one each; also LIFECYCLE_INSTANCE_ID; default: one kept in the data directory")
 	flag.BoolVar(&o.background, "background", false, "start the server in the background, wait until it serves, and print the shell commands that export KEY and BASE")
+	flag.StringVar(&o.webhookSecretKey, "webhook-secret-key", os.Getenv("LIFECYCLE_WEBHOOK_SECRET_KEY"), "32-byte key that seals webhook secrets at rest, as 64 hex digits or base64; also LIFECYCLE_WEBHOOK_SECRET_KEY; default: one generated and kept in the data directory")
+	flag.StringVar(&o.previousSecretKeys, "webhook-previous-secret-keys", "", "comma-separated keys that -webhook-secret-key replaces: secrets sealed with them are resealed at start")
 	if err := flag.Parse(args); err != nil {
 		return o, err
 	}
@@ -269,6 +283,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	sealKey, previousKeys, err := webhookSecretKeys(opts)
+	if err != nil {
+		return err
+	}
 	svc, err := lifecycle.New(lifecycle.Config{
 		// One identity per data directory: restarted after a crash, the
 		// demo resumes the ship operations and requests it was working at
@@ -291,10 +309,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ReconcileInterval:          opts.reconcileInterval,
 		AllowPrivateWebhookTargets: opts.allowPrivateWebhooks,
 		WebhookTLSConfig:           webhookTLS,
+		WebhookSecretKey:           sealKey,
+		WebhookPreviousSecretKeys:  previousKeys,
 		Logger:                     log,
 	})
 	if err != nil {
 		return err
+	}
+	// Secrets kept in the clear by an older run, or sealed with a previous
+	// key, are sealed with the current key.
+	if n, err := svc.ResealWebhookSecrets(ctx); err != nil {
+		return err
+	} else if n > 0 {
+		log.Info("webhook secrets sealed with the current key", "count", n)
 	}
 	if err := svc.Start(ctx); err != nil {
 		return err
@@ -325,9 +352,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		handler = mux
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	srv := newHTTPServer(handler)
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	// JSONErrorListener: net/http's own answers to malformed requests come
+	// in the API's JSON error shape too.
+	go func() { serveErr <- srv.Serve(lifecycle.JSONErrorListener(ln)) }()
 
 	abs, _ := filepath.Abs(opts.data)
 	fmt.Fprintf(stdout, "lifecycle demo listening on %s\n", base)
@@ -363,6 +392,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 // apiKeyForm is the form of an API key.
 var apiKeyForm = regexp.MustCompile(`^lsk_[A-Za-z0-9]{32,}$`)
+
+// newHTTPServer returns the demo's http.Server for h, with the settings
+// the README recommends.
+func newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second, // a client that sends no request is let go
+		IdleTimeout:       30 * time.Second, // and so is an idle keep-alive connection
+		MaxHeaderBytes:    64 << 10,
+		// No ReadTimeout or WriteTimeout: the Service bounds each body
+		// (Config.BodyReadTimeout) and each event stream write
+		// (Config.StreamWriteTimeout) itself, and a stream lasts for hours.
+	}
+}
 
 // publicAddr turns a listening address into one a client can dial.
 func publicAddr(a *net.TCPAddr) string {
@@ -422,6 +465,57 @@ func installAdminKey(ctx context.Context, svc *lifecycle.Service, opts options) 
 		}
 	}
 	return plaintext, nil
+}
+
+// webhookSecretKeys returns the key that seals webhook secrets, given by
+// flag or environment, or kept in the data directory, or generated and
+// kept there; and the previous keys of a rotation.
+func webhookSecretKeys(opts options) (key []byte, previous [][]byte, err error) {
+	for _, s := range strings.Split(opts.previousSecretKeys, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		k, err := parseKey(s)
+		if err != nil {
+			return nil, nil, fmt.Errorf("-webhook-previous-secret-keys: %w", err)
+		}
+		previous = append(previous, k)
+	}
+	if opts.webhookSecretKey != "" {
+		key, err = parseKey(opts.webhookSecretKey)
+		if err != nil {
+			return nil, nil, fmt.Errorf("-webhook-secret-key: %w", err)
+		}
+		return key, previous, nil
+	}
+	keyFile := filepath.Join(opts.data, "webhook-secret.key")
+	if b, err := os.ReadFile(keyFile); err == nil {
+		if key, err = parseKey(strings.TrimSpace(string(b))); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", keyFile, err)
+		}
+		return key, previous, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, nil, err
+	}
+	key = make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return nil, nil, err
+	}
+	if err := os.WriteFile(keyFile, []byte(hex.EncodeToString(key)+"\n"), 0o600); err != nil {
+		return nil, nil, fmt.Errorf("keep the webhook secret key: %w", err)
+	}
+	return key, previous, nil
+}
+
+// parseKey reads a 32-byte key written as 64 hex digits or in base64.
+func parseKey(s string) ([]byte, error) {
+	if k, err := hex.DecodeString(s); err == nil && len(k) == 32 {
+		return k, nil
+	}
+	if k, err := base64.StdEncoding.DecodeString(s); err == nil && len(k) == 32 {
+		return k, nil
+	}
+	return nil, errors.New("a key is 32 bytes, written as 64 hex digits or in base64")
 }
 
 var allScopes = []lifecycle.Scope{

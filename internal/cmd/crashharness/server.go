@@ -1,0 +1,186 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// adminKey is the demo's admin key in every run.
+const adminKey = "lsk_crashharnesscrashharnesscrashharness0"
+
+// server runs the demo process and restarts it.
+type server struct {
+	bin, data string
+	addr      string // fixed across restarts
+	base      string
+	recv      *receiver
+	log       *slog.Logger
+	client    *http.Client
+
+	startMu sync.Mutex // one restart at a time
+
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	exited   chan struct{}
+	kills    []kill
+	restarts []time.Duration // from process start to the first answer
+	stderr   *lockedWriter
+}
+
+// kill is one SIGKILL: when, and what triggered it.
+type kill struct {
+	at     time.Time
+	reason string
+}
+
+func newServer(bin, data string, recv *receiver, log *slog.Logger) (*server, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return &server{bin: bin, data: data, addr: addr, base: "http://" + addr, recv: recv, log: log,
+		client: &http.Client{Timeout: 15 * time.Second}}, nil
+}
+
+// start starts the demo and waits until it answers.
+func (s *server) start() error {
+	s.mu.Lock()
+	cmd := exec.Command(s.bin, "-addr", s.addr, "-data", s.data, "-admin-key", adminKey,
+		"-webhook-url", s.recv.url, "-webhook-secret", webhookSecret, "-webhook-ca", s.recv.caFile)
+	stderr := &lockedWriter{}
+	cmd.Stdout, cmd.Stderr = io.Discard, stderr
+	cmd.Env = append(os.Environ(), "LIFECYCLE_ADMIN_KEY=", "WEBHOOK_SECRET=")
+	t0 := time.Now()
+	if err := cmd.Start(); err != nil {
+		s.mu.Unlock()
+		return fmt.Errorf("start the demo: %w", err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	s.cmd, s.exited, s.stderr = cmd, exited, stderr
+	s.mu.Unlock()
+
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-exited:
+			return fmt.Errorf("the demo exited at start: %s", stderr.String())
+		default:
+		}
+		req, _ := http.NewRequest("GET", s.base+"/tasks?limit=1", nil)
+		req.Header.Set("Authorization", "Bearer "+adminKey)
+		if resp, err := s.client.Do(req); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				s.mu.Lock()
+				s.restarts = append(s.restarts, time.Since(t0))
+				s.mu.Unlock()
+				return nil
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return errors.New("the demo did not answer within 60 s")
+}
+
+// kill sends SIGKILL to the demo and waits for it to die; no restart
+// begins before it is dead (and its port free).
+func (s *server) kill(reason string) {
+	s.startMu.Lock()
+	defer s.startMu.Unlock()
+	s.mu.Lock()
+	cmd, exited := s.cmd, s.exited
+	if cmd == nil {
+		s.mu.Unlock()
+		return
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	s.kills = append(s.kills, kill{at: time.Now(), reason: reason})
+	s.cmd = nil
+	s.mu.Unlock()
+	<-exited
+}
+
+// restart starts the demo again unless it runs.
+func (s *server) restart() error {
+	s.startMu.Lock()
+	defer s.startMu.Unlock()
+	s.mu.Lock()
+	running := s.cmd != nil
+	s.mu.Unlock()
+	if running {
+		return nil
+	}
+	return s.start()
+}
+
+// lastKill returns the time of the last kill.
+func (s *server) lastKill() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.kills) == 0 {
+		return time.Time{}
+	}
+	return s.kills[len(s.kills)-1].at
+}
+
+// stop ends the demo with SIGTERM (a clean shutdown) and waits.
+func (s *server) stop() error {
+	s.mu.Lock()
+	cmd, exited := s.cmd, s.exited
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+		return nil
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		<-exited
+		return errors.New("the demo did not stop within 30 s of SIGTERM")
+	}
+}
+
+// logs returns what the running demo wrote to stderr.
+func (s *server) logs() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stderr == nil {
+		return ""
+	}
+	return s.stderr.String()
+}
+
+// lockedWriter is a buffer that a process writes while logs reads it.
+type lockedWriter struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lockedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}

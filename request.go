@@ -1,0 +1,149 @@
+package lifecycle
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path"
+	"runtime/debug"
+	"time"
+)
+
+// Defaults of the request limits of Config.
+const (
+	defaultMaxDecodingBytes = 8 << 20
+	defaultBodyReadTimeout  = 30 * time.Second
+	// decodingWait is the longest a request waits for its share of
+	// Config.MaxDecodingBytes before it is refused with 429.
+	decodingWait = 2 * time.Second
+)
+
+// requestDefaults fills in and checks the request limits of c.
+func (c *Config) requestDefaults() error {
+	if c.MaxDecodingBytes == 0 {
+		c.MaxDecodingBytes = defaultMaxDecodingBytes
+	}
+	if c.MaxDecodingBytes > 0 && c.MaxDecodingBytes < maxBodyBytes {
+		return fmt.Errorf("lifecycle: Config.MaxDecodingBytes %d is less than one body of 1 MiB (%d); raise it, or make it negative to lift the bound", c.MaxDecodingBytes, maxBodyBytes)
+	}
+	if c.BodyReadTimeout == 0 {
+		c.BodyReadTimeout = defaultBodyReadTimeout
+	}
+	return nil
+}
+
+// serviceKey is the context key under which the handler passes its
+// Service to readBody.
+type serviceKey struct{}
+
+// readBody reads the request body, at most 1 MiB: a larger Content-Length
+// is refused with 413 before anything is read. Under a Service's handler
+// it first takes the body's share of Config.MaxDecodingBytes, and reads
+// under Config.BodyReadTimeout (408 when the body is late). On success the
+// caller must call release once it no longer needs the body decoded.
+func readBody(w http.ResponseWriter, r *http.Request) (raw []byte, release func(), err error) {
+	release = func() {}
+	tooLarge := fmt.Errorf("the request body exceeds %d bytes: %w", maxBodyBytes, ErrPayloadTooLarge)
+	if r.ContentLength > maxBodyBytes {
+		w.Header().Set("Connection", "close") // do not wait for the rest
+		return nil, release, tooLarge
+	}
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		return nil, release, nil
+	}
+	ctx := r.Context()
+	s, _ := ctx.Value(serviceKey{}).(*Service)
+	if s != nil && s.decoding != nil {
+		n := r.ContentLength
+		if n < 0 {
+			n = maxBodyBytes
+		}
+		if release, err = s.decoding.acquire(ctx, n, decodingWait); err != nil {
+			return nil, func() {}, err
+		}
+	}
+	if s != nil && s.cfg.BodyReadTimeout > 0 {
+		// A socket deadline is wall-clock time, not the Service's Clock.
+		rc := http.NewResponseController(w)
+		if rc.SetReadDeadline(time.Now().Add(s.cfg.BodyReadTimeout)) == nil {
+			// Lift it once read: net/http reads on in the background to see
+			// the client leave, and a passing deadline would end the request.
+			defer rc.SetReadDeadline(time.Time{})
+		}
+	}
+	size := r.ContentLength
+	if size < 0 {
+		size = 512
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, size+1))
+	_, err = buf.ReadFrom(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	if err == nil && ctx.Err() != nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		release()
+		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+			return nil, func() {}, tooLarge
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			w.Header().Set("Connection", "close")
+			return nil, func() {}, fmt.Errorf("the request body did not arrive within %s: %w", s.cfg.BodyReadTimeout, ErrRequestTimeout)
+		}
+		if ctx.Err() != nil {
+			return nil, func() {}, ctx.Err()
+		}
+		return nil, func() {}, invalid("body", "could not be read")
+	}
+	return buf.Bytes(), release, nil
+}
+
+// guard wraps the API's mux: a path that the mux would redirect to its
+// cleaned form ("//tasks", "/tasks/./x") is answered with a JSON 404
+// instead of an HTML redirect, and a handler that panics is answered with
+// a JSON 500 (and logged) instead of a dropped connection.
+func (s *Service) guard(mux http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.log.ErrorContext(r.Context(), "request handler panicked", "method", r.Method, "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
+			status, body := errorResponse(errors.New("panic"))
+			writeJSON(w, status, body)
+		}()
+		if r.Method != http.MethodConnect && cleanPath(r.URL.Path) != r.URL.Path {
+			s.writeError(w, r, fmt.Errorf("no such endpoint: %s %q; paths are not cleaned or redirected: %w", r.Method, r.URL.Path, ErrNotFound))
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// cleanPath returns the canonical form of p that http.ServeMux redirects
+// to: rooted, without . and .. elements or repeated slashes, keeping a
+// trailing slash.
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	if p[0] != '/' {
+		p = "/" + p
+	}
+	np := path.Clean(p)
+	if p[len(p)-1] == '/' && np != "/" {
+		np += "/"
+	}
+	return np
+}
+
+// contextWithService returns ctx carrying s for readBody.
+func contextWithService(ctx context.Context, s *Service) context.Context {
+	return context.WithValue(ctx, serviceKey{}, s)
+}

@@ -1,0 +1,68 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// SecretResealer is an optional ability of a Store's [Tx]: replacing the
+// sealed secret of a webhook subscription. [Service.ResealWebhookSecrets]
+// needs it to finish a rotation of [Config.WebhookSecretKey]; store/sqlite
+// implements it.
+type SecretResealer interface {
+	// UpdateSubscriptionSecret replaces the sealed secret of the
+	// subscription with the given ID. It returns an error matching
+	// ErrNotFound when there is none.
+	UpdateSubscriptionSecret(ctx context.Context, id string, sealed []byte) error
+}
+
+// ResealWebhookSecrets seals again, with [Config.WebhookSecretKey], every
+// subscription secret stored in the clear or sealed with one of
+// [Config.WebhookPreviousSecretKeys], and returns how many it changed. It
+// finishes a rotation: once it has returned without error, every Service
+// sharing the Store can drop the previous keys. It may run while webhooks
+// are delivered; it needs a Store whose Tx implements [SecretResealer].
+func (s *Service) ResealWebhookSecrets(ctx context.Context) (int, error) {
+	if s.secrets.aead == nil {
+		return 0, errors.New("lifecycle: ResealWebhookSecrets needs Config.WebhookSecretKey, the key to seal with")
+	}
+	changed := 0
+	for after := int64(0); ; {
+		page, err := s.store.ListSubscriptions(ctx, SubscriptionFilter{After: after, Limit: 200})
+		if err != nil {
+			return changed, fmt.Errorf("lifecycle: reseal webhook secrets: %w", err)
+		}
+		for _, sub := range page.Subscriptions {
+			secret, current, err := s.secrets.openCurrent(sub.ID, sub.SealedSecret)
+			if err != nil {
+				return changed, fmt.Errorf("lifecycle: reseal the secret of %s: %w", sub.ID, err)
+			}
+			if current {
+				continue
+			}
+			sealed, err := s.secrets.seal(sub.ID, secret)
+			if err != nil {
+				return changed, fmt.Errorf("lifecycle: reseal the secret of %s: %w", sub.ID, err)
+			}
+			err = s.update(ctx, func(tx Tx) error {
+				r, ok := tx.(SecretResealer)
+				if !ok {
+					return fmt.Errorf("the Store's Tx (%T) does not implement lifecycle.SecretResealer", tx)
+				}
+				return r.UpdateSubscriptionSecret(ctx, sub.ID, sealed)
+			})
+			switch {
+			case errors.Is(err, ErrNotFound): // deleted meanwhile
+			case err != nil:
+				return changed, fmt.Errorf("lifecycle: reseal the secret of %s: %w", sub.ID, err)
+			default:
+				changed++
+			}
+		}
+		if page.Next == 0 {
+			return changed, nil
+		}
+		after = page.Next
+	}
+}
