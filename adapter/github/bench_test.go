@@ -37,7 +37,7 @@ func (e *env) started(b *testing.B, n int) []lifecycle.Task {
 		if _, err := e.svc.StartTask(ctx, t.ID, e.agent); err != nil {
 			b.Fatal(err)
 		}
-		e.f.push(fmt.Sprintf("lifecycle/gh-%d", e.n))
+		e.f.Push(fmt.Sprintf("lifecycle/gh-%d", e.n))
 		tasks[i] = t
 	}
 	return tasks
@@ -64,7 +64,7 @@ func parallel(n int, fn func(i int)) {
 func BenchmarkSubmit(b *testing.B) {
 	e := newEnv(b, nil, nil)
 	tasks := e.started(b, b.N)
-	calls := e.f.count("")
+	calls := e.f.Calls("")
 	b.ResetTimer()
 	start := time.Now()
 	parallel(b.N, func(i int) {
@@ -75,7 +75,7 @@ func BenchmarkSubmit(b *testing.B) {
 	elapsed := time.Since(start)
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "submits/s")
-	b.ReportMetric(float64(e.f.count("")-calls)/float64(b.N), "api-calls/submit")
+	b.ReportMetric(float64(e.f.Calls("")-calls)/float64(b.N), "api-calls/submit")
 }
 
 // BenchmarkShipRunner: b.N shippable tasks shipped (merge_only) at once;
@@ -92,13 +92,13 @@ func BenchmarkShipRunner(b *testing.B) {
 			return
 		}
 		subs[i] = sub
-		e.f.checkRun(*sub.HeadSHA, "build", "success")
-		e.f.review(sub.PRNumber, "octocat", "APPROVED", *sub.HeadSHA)
+		e.f.CheckRun(*sub.HeadSHA, "build", "success")
+		e.f.Review(sub.PRNumber, "octocat", "APPROVED", *sub.HeadSHA)
 		if err := e.svc.Reconcile(ctx, tasks[i].ID); err != nil {
 			b.Error(err)
 		}
 	})
-	calls := e.f.count("")
+	calls := e.f.Calls("")
 	b.ResetTimer()
 	start := time.Now()
 	ops := make([]string, b.N)
@@ -127,11 +127,11 @@ func BenchmarkShipRunner(b *testing.B) {
 	}
 	elapsed := time.Since(start)
 	b.StopTimer()
-	if e.f.mergeCount() != b.N {
-		b.Fatalf("%d merges, want %d", e.f.mergeCount(), b.N)
+	if e.f.Merges() != b.N {
+		b.Fatalf("%d merges, want %d", e.f.Merges(), b.N)
 	}
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "merges/s")
-	b.ReportMetric(float64(e.f.count("")-calls)/float64(b.N), "api-calls/ship")
+	b.ReportMetric(float64(e.f.Calls("")-calls)/float64(b.N), "api-calls/ship")
 }
 
 // BenchmarkWebhookIntake: signed check_run deliveries POSTed over
@@ -150,7 +150,7 @@ func BenchmarkWebhookIntake(b *testing.B) {
 		}
 		heads = append(heads, *sub.HeadSHA)
 	}
-	calls := e.f.count("")
+	calls := e.f.Calls("")
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
 	b.ResetTimer()
 	start := time.Now()
@@ -171,5 +171,5 @@ func BenchmarkWebhookIntake(b *testing.B) {
 	elapsed := time.Since(start)
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "deliveries/s")
-	b.ReportMetric(float64(e.f.count("")-calls)/float64(b.N), "api-calls/delivery")
+	b.ReportMetric(float64(e.f.Calls("")-calls)/float64(b.N), "api-calls/delivery")
 }
