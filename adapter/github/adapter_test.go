@@ -72,10 +72,16 @@ func TestEnsurePullRequestRaceAnswersExisting(t *testing.T) {
 	first := open(t, f, a, 1)
 	// Another process opened it between our list and our create: the list
 	// answers nothing, the create 422.
-	f.Inject("GET /pulls", githubtest.Fault{Status: 200, Body: "[]"})
+	f.Inject(githubtest.RouteListPulls, githubtest.Fault{Status: 200, Body: "[]"})
+	lists, creates := f.Calls(githubtest.RouteListPulls), f.Calls(githubtest.RouteCreatePull)
 	pr, err := a.EnsurePullRequest(t.Context(), lifecycle.PullRequestRequest{Task: testTask(1)})
 	if err != nil || pr.Created || pr.Number != first.Number {
 		t.Fatalf("EnsurePullRequest after a lost race = %+v, %v; want #%d existing", pr, err, first.Number)
+	}
+	// One create, answered 422 "A pull request already exists", then a
+	// second listing that finds it; no second create.
+	if l, c := f.Calls(githubtest.RouteListPulls)-lists, f.Calls(githubtest.RouteCreatePull)-creates; l != 2 || c != 1 {
+		t.Errorf("%d listings and %d creates, want 2 and 1", l, c)
 	}
 	if n := f.PullRequests(); n != 1 {
 		t.Errorf("%d pull requests, want 1", n)
@@ -287,8 +293,9 @@ func TestMergeErrors(t *testing.T) {
 
 	f.Inject("PUT /pulls/{number}/merge", githubtest.Error(http.StatusMethodNotAllowed, "Base branch was modified. Review and try the merge again."))
 	_, err := a.Merge(t.Context(), req)
-	if !errors.Is(err, lifecycle.ErrTemporary) {
-		t.Errorf("405 base modified: %v, want temporary", err)
+	var kept *lifecycle.RefusedError
+	if !errors.Is(err, lifecycle.ErrTemporary) || !errors.As(err, &kept) || kept.Message != "Base branch was modified. Review and try the merge again." {
+		t.Errorf("405 base modified: %v, want temporary, keeping GitHub's message", err)
 	}
 	f.Inject("PUT /pulls/{number}/merge", githubtest.Error(http.StatusMethodNotAllowed, "Merge commits are not allowed on this repository."))
 	_, err = a.Merge(t.Context(), req)

@@ -274,8 +274,12 @@ func TestShipRefusedKeepsGitHubsMessage(t *testing.T) {
 	e.shippable(t, task, sub)
 	e.f.Inject("PUT /pulls/{number}/merge", githubtest.Error(http.StatusMethodNotAllowed, "Repository rule violations found\n\nChanges must be made through the merge queue"))
 	op := e.ship(t, task, sub, lifecycle.ShipMergeOnly, nil)
-	if op.Status != lifecycle.ShipFailed || op.Error == nil || op.Error.Code != "merge_failed" || !strings.Contains(op.Error.Message, "merge queue") {
+	if op.Status != lifecycle.ShipFailed || op.Error == nil || op.Error.Code != "merge_failed" || !strings.Contains(op.Error.Message, "Changes must be made through the merge queue") {
 		t.Fatalf("ship refused: %s %+v, want merge_failed with GitHub's message", op.Status, op.Error)
+	}
+	// Final: not tried again.
+	if n := e.f.Calls(githubtest.RouteMerge); n != 1 || e.f.Merges() != 0 {
+		t.Errorf("%d merge requests, %d merges; want 1 and none", n, e.f.Merges())
 	}
 }
 
@@ -287,12 +291,31 @@ func TestShipBaseModifiedRetried(t *testing.T) {
 	e.shippable(t, task, sub)
 	base := githubtest.Error(http.StatusMethodNotAllowed, "Base branch was modified. Review and try the merge again.")
 	e.f.Inject("PUT /pulls/{number}/merge", base, base)
-	op := e.ship(t, task, sub, lifecycle.ShipMergeOnly, nil)
+	start := clock.Now()
+	var thirdAt time.Time
+	op := e.ship(t, task, sub, lifecycle.ShipMergeOnly, func(lifecycle.ShipOperation) {
+		if thirdAt.IsZero() && e.f.Calls(githubtest.RouteMerge) == 3 {
+			thirdAt = clock.Now()
+		}
+	})
+	if thirdAt.IsZero() {
+		thirdAt = clock.Now()
+	}
 	if op.Status != lifecycle.ShipSucceeded {
 		t.Fatalf("ship: %s %+v, want succeeded after two 405s", op.Status, op.Error)
 	}
 	if n := e.f.Calls("PUT /pulls/{number}/merge"); n != 3 || e.f.Merges() != 1 {
 		t.Errorf("%d merge requests, %d merges; want 3 and 1", n, e.f.Merges())
+	}
+	// With backoff: the tries are ShipRetryBackoff (1 s) and then 2 s
+	// apart on the Service's clock.
+	if waited := thirdAt.Sub(start); waited < 3*time.Second {
+		t.Errorf("third try after %s of the clock, want the 1 s and 2 s backoffs before it", waited)
+	}
+	for _, want := range []string{"attempt=1 wait=1s", "attempt=2 wait=2s"} {
+		if !strings.Contains(e.logs.String(), want) {
+			t.Errorf("no retry logged with %q", want)
+		}
 	}
 }
 
@@ -411,4 +434,25 @@ func TestSynchronizeWebhookOnStream(t *testing.T) {
 		}
 	}
 	t.Fatalf("no task.updated with headSha %s on the stream (%v)", head, sc.Err())
+}
+
+// TestShipBaseModifiedGivesUp: a base branch that keeps changing is tried
+// a few times within ShipRetryBudget (here 10 s: at most at 0, 1, 3 and 7
+// s of the clock, as the backoff doubles; the next wait of 8 s would pass
+// it), then the operation fails with GitHub's message.
+func TestShipBaseModifiedGivesUp(t *testing.T) {
+	t.Parallel()
+	clock := fakeclock.New(time.Now())
+	e := newEnv(t, clock, func(c *lifecycle.Config) { c.ShipLease = time.Hour; c.ShipRetryBudget = 10 * time.Second })
+	task, sub := e.submitted(t)
+	e.shippable(t, task, sub)
+	base := githubtest.Error(http.StatusMethodNotAllowed, "Base branch was modified. Review and try the merge again.")
+	e.f.Inject(githubtest.RouteMerge, base, base, base, base, base, base)
+	op := e.ship(t, task, sub, lifecycle.ShipMergeOnly, nil)
+	if op.Status != lifecycle.ShipFailed || op.Error == nil || !strings.Contains(op.Error.Message, "Base branch was modified") {
+		t.Fatalf("ship: %s %+v, want failed with GitHub's message", op.Status, op.Error)
+	}
+	if n := e.f.Calls(githubtest.RouteMerge); n < 2 || n > 4 || e.f.Merges() != 0 {
+		t.Errorf("%d merge requests, %d merges; want 2 to 4 tries and no merge", n, e.f.Merges())
+	}
 }
