@@ -39,8 +39,9 @@ func (s *syncBuffer) String() string {
 }
 
 // env is a Service whose project "github" runs on an Adapter on the fake,
-// served with the webhook at /hooks/github beside the API at /api/, as
-// the demo serves them.
+// served with the webhook at /hooks/github (applied before the answer)
+// and /hooks/github-queued (queued, as the demo mounts it) beside the API
+// at /api/.
 type env struct {
 	f     *fakeGitHub
 	a     *Adapter
@@ -100,6 +101,9 @@ func newEnv(t testing.TB, clock *fakeclock.Clock, edit func(*lifecycle.Config)) 
 	e.svc = svc
 	mux.Handle("/api/", http.StripPrefix("/api", svc.Handler()))
 	mux.Handle("POST /hooks/github", e.a.WebhookHandler(svc))
+	// As the demo mounts it: answered after one Store write, the host
+	// read by the reconciler in the background.
+	mux.Handle("POST /hooks/github-queued", e.a.WebhookHandler(svc.QueuedEvents()))
 	t.Cleanup(func() {
 		if strings.Contains(e.logs.String(), githubtest.Token) {
 			t.Error("the token appears in the logs")

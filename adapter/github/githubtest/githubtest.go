@@ -30,6 +30,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -187,6 +188,7 @@ type Server struct {
 
 	calls     sync.Map // route → *atomic.Int64
 	callTotal atomic.Int64
+	conns     atomic.Int64
 }
 
 // NewServer starts a fake GitHub, closed when t's test ends.
@@ -208,7 +210,13 @@ func NewServer(t testing.TB, opts Options) *Server {
 	s.branches["main"] = s.commit()
 	mux := http.NewServeMux()
 	s.routes(mux)
-	s.srv = httptest.NewServer(mux)
+	s.srv = httptest.NewUnstartedServer(mux)
+	s.srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			s.conns.Add(1)
+		}
+	}
+	s.srv.Start()
 	s.URL = s.srv.URL
 	t.Cleanup(s.srv.Close)
 	return s
@@ -247,6 +255,10 @@ func (s *Server) Calls(route string) int64 {
 	}
 	return 0
 }
+
+// Connections returns how many TCP connections clients opened to the
+// fake.
+func (s *Server) Connections() int64 { return s.conns.Load() }
 
 // Inject makes the next calls of route answer with faults, one each, in
 // order.
