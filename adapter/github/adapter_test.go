@@ -461,3 +461,37 @@ func TestConfigValidation(t *testing.T) {
 type jsonRaw []byte
 
 func (j *jsonRaw) ptr() *json.RawMessage { m := json.RawMessage(*j); return &m }
+
+// TestDeployStatusBeforeWait: a deployment's status observed before its
+// Deploy waits (between the creation and the wait) is not lost: the wait
+// reads at once instead of sleeping a poll interval. A Deploy that creates
+// its deployment costs 3 calls: the listing, the creation and one read
+// of the statuses once told.
+func TestDeployStatusBeforeWait(t *testing.T) {
+	t.Parallel()
+	f := newFakeGitHub(t)
+	clock := fakeclock.New(time.Unix(1_800_000_000, 0))
+	a := f.adapter(t, Config{Clock: clock, DeployPollInterval: time.Hour})
+	a.ObserveDeployment(t.Context(), lifecycle.DeploymentStatus{ID: "7", State: "success"})
+	select {
+	case <-a.watch("7"):
+	default:
+		t.Error("a status observed before the wait does not wake it")
+	}
+
+	req := lifecycle.DeployRequest{Task: testTask(1), OperationID: "shp_early", Environment: lifecycle.EnvironmentStaging, CommitSHA: f.Push("main")}
+	res := make(chan error, 1)
+	go func() { _, err := a.Deploy(t.Context(), req); res <- err }()
+	if !clock.WaitForWaiters(1, 5*time.Second) {
+		t.Fatal("Deploy does not wait")
+	}
+	d := f.LastDeployment()
+	f.DeploymentStatus(d.GetID(), "success", "https://staging.example.com")
+	a.ObserveDeployment(t.Context(), lifecycle.DeploymentStatus{ID: fmt.Sprint(d.GetID()), State: "success"})
+	if err := <-res; err != nil {
+		t.Fatal(err)
+	}
+	if n := f.Calls(githubtest.RouteListDeployments) + f.Calls(githubtest.RouteCreateDeployment) + f.Calls(githubtest.RouteDeploymentStatuses); n != 3 {
+		t.Errorf("Deploy made %d calls, want 3", n)
+	}
+}

@@ -193,6 +193,7 @@ type Adapter struct {
 	bases       map[int]string         // base branch of pull requests read
 	branchLocks map[string]*sync.Mutex // serialises EnsurePullRequest per head
 	waiters     map[string]map[chan struct{}]struct{}
+	early       map[string]struct{} // deployments observed before their wait
 }
 
 var (
@@ -223,6 +224,7 @@ func New(cfg Config) (*Adapter, error) {
 		bases:       make(map[int]string),
 		branchLocks: make(map[string]*sync.Mutex),
 		waiters:     make(map[string]map[chan struct{}]struct{}),
+		early:       make(map[string]struct{}),
 	}
 	return a, nil
 }
