@@ -12,6 +12,7 @@ import (
 
 	gh "github.com/google/go-github/v60/github"
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/adapter/github/githubtest"
 	"github.com/tasklifecycle/lifecycle/internal/fakeclock"
 )
 
@@ -24,7 +25,7 @@ func testTask(n int) lifecycle.Task {
 // open pushes the branch of task n and opens its pull request.
 func open(t *testing.T, f *fakeGitHub, a *Adapter, n int) lifecycle.PullRequest {
 	t.Helper()
-	f.push(fmt.Sprintf("lifecycle/eng-%d", n))
+	f.Push(fmt.Sprintf("lifecycle/eng-%d", n))
 	pr, err := a.EnsurePullRequest(t.Context(), lifecycle.PullRequestRequest{Task: testTask(n), SubmissionID: "sub_1", Reviewers: []string{"octocat"}})
 	if err != nil {
 		t.Fatal(err)
@@ -49,10 +50,10 @@ func TestEnsurePullRequest(t *testing.T) {
 	if err != nil || again.Created || again.Number != pr.Number {
 		t.Fatalf("second EnsurePullRequest = %+v, %v; want #%d existing", again, err, pr.Number)
 	}
-	if got := f.pulls[pr.Number].title; got != "New title" {
+	if got := f.pull(t, pr.Number).Title; got != "New title" {
 		t.Errorf("title = %q, want the one applied", got)
 	}
-	if n := f.count("GET "); n != 1 {
+	if n := f.Calls("GET "); n != 1 {
 		t.Errorf("the repository was read %d times, want once (default branch cached)", n)
 	}
 
@@ -71,13 +72,19 @@ func TestEnsurePullRequestRaceAnswersExisting(t *testing.T) {
 	first := open(t, f, a, 1)
 	// Another process opened it between our list and our create: the list
 	// answers nothing, the create 422.
-	f.fail("GET /pulls", scripted{status: 200, body: "[]"})
+	f.Inject(githubtest.RouteListPulls, githubtest.Fault{Status: 200, Body: "[]"})
+	lists, creates := f.Calls(githubtest.RouteListPulls), f.Calls(githubtest.RouteCreatePull)
 	pr, err := a.EnsurePullRequest(t.Context(), lifecycle.PullRequestRequest{Task: testTask(1)})
 	if err != nil || pr.Created || pr.Number != first.Number {
 		t.Fatalf("EnsurePullRequest after a lost race = %+v, %v; want #%d existing", pr, err, first.Number)
 	}
-	if len(f.pulls) != 1 {
-		t.Errorf("%d pull requests, want 1", len(f.pulls))
+	// One create, answered 422 "A pull request already exists", then a
+	// second listing that finds it; no second create.
+	if l, c := f.Calls(githubtest.RouteListPulls)-lists, f.Calls(githubtest.RouteCreatePull)-creates; l != 2 || c != 1 {
+		t.Errorf("%d listings and %d creates, want 2 and 1", l, c)
+	}
+	if n := f.PullRequests(); n != 1 {
+		t.Errorf("%d pull requests, want 1", n)
 	}
 }
 
@@ -87,9 +94,9 @@ func TestChecksEveryPage(t *testing.T) {
 	a := f.adapter(t, Config{})
 	pr := open(t, f, a, 1)
 	for i := range 150 {
-		f.checkRun(pr.HeadSHA, fmt.Sprintf("job-%03d", i), "success")
+		f.CheckRun(pr.HeadSHA, fmt.Sprintf("job-%03d", i), "success")
 	}
-	f.checkRun(pr.HeadSHA, "job-149", "failure") // a rerun: the latest wins
+	f.CheckRun(pr.HeadSHA, "job-149", "failure") // a rerun: the latest wins
 	rep, err := a.Checks(t.Context(), lifecycle.CIQuery{PullRequest: pr.PullRequestRef, HeadSHA: pr.HeadSHA})
 	if err != nil {
 		t.Fatal(err)
@@ -100,7 +107,7 @@ func TestChecksEveryPage(t *testing.T) {
 	if c := rep.Checks[149]; c.Name != "job-149" || c.Status != lifecycle.CheckFailed {
 		t.Errorf("rerun check = %+v, want failed", c)
 	}
-	if n := f.count("GET /commits/{ref}/check-runs"); n != 2 {
+	if n := f.Calls("GET /commits/{ref}/check-runs"); n != 2 {
 		t.Errorf("check runs read in %d requests, want 2 pages", n)
 	}
 }
@@ -121,11 +128,11 @@ func TestChecksMapping(t *testing.T) {
 		"failure": lifecycle.CheckFailed, "timed_out": lifecycle.CheckFailed, "cancelled": lifecycle.CheckFailed,
 		"action_required": lifecycle.CheckFailed, "stale": lifecycle.CheckFailed, "": lifecycle.CheckRunning,
 	} {
-		f.checkRun(sha, "run-"+conclusion, conclusion)
+		f.CheckRun(sha, "run-"+conclusion, conclusion)
 		want["run-"+conclusion] = st
 	}
 	for state, st := range map[string]lifecycle.CheckStatus{"success": lifecycle.CheckPassed, "pending": lifecycle.CheckRunning, "failure": lifecycle.CheckFailed, "error": lifecycle.CheckFailed} {
-		f.status(sha, "ci/"+state, state)
+		f.Status(sha, "ci/"+state, state)
 		want["ci/"+state] = st
 	}
 	rep, err = a.Checks(t.Context(), lifecycle.CIQuery{PullRequest: pr.PullRequestRef, HeadSHA: sha})
@@ -145,11 +152,11 @@ func TestChecksMapping(t *testing.T) {
 func TestRequiredChecks(t *testing.T) {
 	t.Parallel()
 	f := newFakeGitHub(t)
-	f.protection["main"] = &gh.Protection{RequiredStatusChecks: &gh.RequiredStatusChecks{Strict: true, Checks: &[]*gh.RequiredStatusCheck{{Context: "build"}, {Context: "ci/lint"}}}}
+	f.SetProtection("main", &gh.Protection{RequiredStatusChecks: &gh.RequiredStatusChecks{Strict: true, Checks: &[]*gh.RequiredStatusCheck{{Context: "build"}, {Context: "ci/lint"}}}})
 	a := f.adapter(t, Config{})
 	pr := open(t, f, a, 1)
-	f.checkRun(pr.HeadSHA, "build", "success")
-	f.checkRun(pr.HeadSHA, "flaky-optional", "failure")
+	f.CheckRun(pr.HeadSHA, "build", "success")
+	f.CheckRun(pr.HeadSHA, "flaky-optional", "failure")
 	q := lifecycle.CIQuery{PullRequest: pr.PullRequestRef, HeadSHA: pr.HeadSHA}
 	rep, err := a.Checks(t.Context(), q)
 	if err != nil {
@@ -158,11 +165,11 @@ func TestRequiredChecks(t *testing.T) {
 	if !rep.Pending || len(rep.Checks) != 1 || rep.Checks[0].Name != "build" {
 		t.Errorf("required ci/lint missing: %+v; want pending with build only", rep)
 	}
-	f.status(pr.HeadSHA, "ci/lint", "success")
+	f.Status(pr.HeadSHA, "ci/lint", "success")
 	if rep, _ = a.Checks(t.Context(), q); rep.Pending || len(rep.Checks) != 2 {
 		t.Errorf("every required check passed: %+v", rep)
 	}
-	if n := f.count("GET /branches/{branch}/protection"); n != 1 {
+	if n := f.Calls("GET /branches/{branch}/protection"); n != 1 {
 		t.Errorf("protection read %d times, want once (cached)", n)
 	}
 }
@@ -170,13 +177,13 @@ func TestRequiredChecks(t *testing.T) {
 func TestRequiredChecksFromRulesets(t *testing.T) {
 	t.Parallel()
 	f := newFakeGitHub(t)
-	f.protectionErr = http.StatusForbidden // no admin rights
+	f.SetProtectionError(http.StatusForbidden) // no admin rights
 	params := []byte(`{"required_status_checks":[{"context":"build","integration_id":15368}],"strict_required_status_checks_policy":false}`)
 	rules := []byte(`{"dismiss_stale_reviews_on_push":true,"require_code_owner_review":false,"require_last_push_approval":false,"required_approving_review_count":2,"required_review_thread_resolution":false}`)
-	f.rules["main"] = []*gh.RepositoryRule{
+	f.SetRules("main", []*gh.RepositoryRule{
 		{Type: "required_status_checks", Parameters: (*jsonRaw)(&params).ptr()},
 		{Type: "pull_request", Parameters: (*jsonRaw)(&rules).ptr()},
-	}
+	})
 	a := f.adapter(t, Config{})
 	pr := open(t, f, a, 1)
 	if !pr.DismissesStaleReviews {
@@ -186,7 +193,7 @@ func TestRequiredChecksFromRulesets(t *testing.T) {
 	if !rep.Pending {
 		t.Errorf("required check from a ruleset missing: %+v, want pending", rep)
 	}
-	f.review(pr.Number, "alice", "APPROVED", pr.HeadSHA)
+	f.Review(pr.Number, "alice", "APPROVED", pr.HeadSHA)
 	hr, _ := a.ReviewDecision(t.Context(), lifecycle.ReviewQuery{PullRequest: pr.PullRequestRef, HeadSHA: pr.HeadSHA})
 	if hr.Decision != lifecycle.DecisionPending {
 		t.Errorf("one approval of two required: %s", hr.Decision)
@@ -196,10 +203,10 @@ func TestRequiredChecksFromRulesets(t *testing.T) {
 func TestUnreadableProtectionEveryCheckCounts(t *testing.T) {
 	t.Parallel()
 	f := newFakeGitHub(t)
-	f.protectionErr = http.StatusForbidden
+	f.SetProtectionError(http.StatusForbidden)
 	a := f.adapter(t, Config{})
 	pr := open(t, f, a, 1)
-	f.checkRun(pr.HeadSHA, "optional", "failure")
+	f.CheckRun(pr.HeadSHA, "optional", "failure")
 	rep, err := a.Checks(t.Context(), lifecycle.CIQuery{PullRequest: pr.PullRequestRef, HeadSHA: pr.HeadSHA})
 	if err != nil || len(rep.Checks) != 1 || rep.Checks[0].Status != lifecycle.CheckFailed {
 		t.Errorf("Checks = %+v, %v; want the failing check to count", rep, err)
@@ -213,7 +220,7 @@ func TestUnreadableProtectionEveryCheckCounts(t *testing.T) {
 func TestReviewDecision(t *testing.T) {
 	t.Parallel()
 	f := newFakeGitHub(t)
-	f.protection["main"] = &gh.Protection{RequiredPullRequestReviews: &gh.PullRequestReviewsEnforcement{DismissStaleReviews: true, RequiredApprovingReviewCount: 1}}
+	f.SetProtection("main", &gh.Protection{RequiredPullRequestReviews: &gh.PullRequestReviewsEnforcement{DismissStaleReviews: true, RequiredApprovingReviewCount: 1}})
 	a := f.adapter(t, Config{})
 	pr := open(t, f, a, 1)
 	decide := func(head string) lifecycle.HostReviews {
@@ -227,32 +234,32 @@ func TestReviewDecision(t *testing.T) {
 	if !pr.DismissesStaleReviews {
 		t.Error("PullRequest.DismissesStaleReviews false under a protection that dismisses stale reviews")
 	}
-	f.review(pr.Number, "bob", "CHANGES_REQUESTED", pr.HeadSHA)
+	f.Review(pr.Number, "bob", "CHANGES_REQUESTED", pr.HeadSHA)
 	if d := decide(pr.HeadSHA).Decision; d != lifecycle.DecisionChangesRequested {
 		t.Errorf("changes requested: %s", d)
 	}
-	f.review(pr.Number, "bob", "COMMENTED", pr.HeadSHA) // a comment changes nothing
+	f.Review(pr.Number, "bob", "COMMENTED", pr.HeadSHA) // a comment changes nothing
 	if d := decide(pr.HeadSHA).Decision; d != lifecycle.DecisionChangesRequested {
 		t.Errorf("changes requested then commented: %s", d)
 	}
-	approval := f.review(pr.Number, "alice", "APPROVED", pr.HeadSHA)
-	f.review(pr.Number, "bob", "APPROVED", pr.HeadSHA)
+	approval := f.Review(pr.Number, "alice", "APPROVED", pr.HeadSHA)
+	f.Review(pr.Number, "bob", "APPROVED", pr.HeadSHA)
 	hr := decide(pr.HeadSHA)
 	if hr.Decision != lifecycle.DecisionApproved || len(hr.Reviews) != 4 {
 		t.Errorf("approved by both: %s with %d reviews, want approved with 4", hr.Decision, len(hr.Reviews))
 	}
 	// Stale approvals: a push makes both approvals of the old head not count.
-	head := f.push(pr.Head)
+	head := f.Push(pr.Head)
 	if d := decide(head).Decision; d != lifecycle.DecisionPending {
 		t.Errorf("after a push, with stale reviews dismissed: %s, want pending", d)
 	}
-	f.review(pr.Number, "alice", "APPROVED", head)
+	again := f.Review(pr.Number, "alice", "APPROVED", head)
 	if d := decide(head).Decision; d != lifecycle.DecisionApproved {
 		t.Errorf("approved again at the new head: %s", d)
 	}
 	// A dismissed review is dropped.
-	f.dismiss(pr.Number, approval)
-	f.dismiss(pr.Number, f.reviews[pr.Number][len(f.reviews[pr.Number])-1].GetID())
+	f.Dismiss(pr.Number, approval)
+	f.Dismiss(pr.Number, again)
 	if d := decide(head).Decision; d != lifecycle.DecisionPending {
 		t.Errorf("after dismissal: %s, want pending", d)
 	}
@@ -261,16 +268,16 @@ func TestReviewDecision(t *testing.T) {
 func TestReviewDecisionKeepsStaleApprovalsWithoutDismissal(t *testing.T) {
 	t.Parallel()
 	f := newFakeGitHub(t)
-	f.protection["main"] = &gh.Protection{RequiredPullRequestReviews: &gh.PullRequestReviewsEnforcement{RequiredApprovingReviewCount: 1}}
+	f.SetProtection("main", &gh.Protection{RequiredPullRequestReviews: &gh.PullRequestReviewsEnforcement{RequiredApprovingReviewCount: 1}})
 	a := f.adapter(t, Config{})
 	pr := open(t, f, a, 1)
-	f.review(pr.Number, "alice", "APPROVED", pr.HeadSHA)
-	head := f.push(pr.Head)
+	f.Review(pr.Number, "alice", "APPROVED", pr.HeadSHA)
+	head := f.Push(pr.Head)
 	hr, _ := a.ReviewDecision(t.Context(), lifecycle.ReviewQuery{PullRequest: pr.PullRequestRef, HeadSHA: head})
 	if hr.Decision != lifecycle.DecisionApproved {
 		t.Errorf("approval of an earlier head, stale reviews not dismissed: %s, want approved", hr.Decision)
 	}
-	f.protection["main"] = &gh.Protection{}
+	f.SetProtection("main", &gh.Protection{})
 	b := f.adapter(t, Config{})
 	if hr, _ := b.ReviewDecision(t.Context(), lifecycle.ReviewQuery{PullRequest: pr.PullRequestRef, HeadSHA: head}); hr.Decision != lifecycle.DecisionNotRequired {
 		t.Errorf("protection requiring no reviews: %s, want not_required", hr.Decision)
@@ -284,23 +291,24 @@ func TestMergeErrors(t *testing.T) {
 	pr := open(t, f, a, 1)
 	req := lifecycle.MergeRequest{Ref: pr.PullRequestRef, ExpectedHeadSHA: pr.HeadSHA}
 
-	f.fail("PUT /pulls/{number}/merge", ghError(http.StatusMethodNotAllowed, "Base branch was modified. Review and try the merge again."))
+	f.Inject("PUT /pulls/{number}/merge", githubtest.Error(http.StatusMethodNotAllowed, "Base branch was modified. Review and try the merge again."))
 	_, err := a.Merge(t.Context(), req)
-	if !errors.Is(err, lifecycle.ErrTemporary) {
-		t.Errorf("405 base modified: %v, want temporary", err)
+	var kept *lifecycle.RefusedError
+	if !errors.Is(err, lifecycle.ErrTemporary) || !errors.As(err, &kept) || kept.Message != "Base branch was modified. Review and try the merge again." {
+		t.Errorf("405 base modified: %v, want temporary, keeping GitHub's message", err)
 	}
-	f.fail("PUT /pulls/{number}/merge", ghError(http.StatusMethodNotAllowed, "Merge commits are not allowed on this repository."))
+	f.Inject("PUT /pulls/{number}/merge", githubtest.Error(http.StatusMethodNotAllowed, "Merge commits are not allowed on this repository."))
 	_, err = a.Merge(t.Context(), req)
 	var refused *lifecycle.RefusedError
 	if !errors.As(err, &refused) || refused.Message != "Merge commits are not allowed on this repository." || errors.Is(err, lifecycle.ErrTemporary) {
 		t.Errorf("405 not allowed: %v, want a refusal with GitHub's message", err)
 	}
-	f.push(pr.Head)
+	f.Push(pr.Head)
 	if _, err = a.Merge(t.Context(), req); !errors.Is(err, lifecycle.ErrHeadMismatch) {
 		t.Errorf("409: %v, want ErrHeadMismatch", err)
 	}
-	if f.mergeCount() != 0 {
-		t.Errorf("%d merges, want none", f.mergeCount())
+	if f.Merges() != 0 {
+		t.Errorf("%d merges, want none", f.Merges())
 	}
 }
 
@@ -309,12 +317,12 @@ func TestMergeLostAnswer(t *testing.T) {
 	f := newFakeGitHub(t)
 	a := f.adapter(t, Config{})
 	pr := open(t, f, a, 1)
-	f.fail("PUT /pulls/{number}/merge", scripted{dropped: true})
+	f.Inject("PUT /pulls/{number}/merge", githubtest.Fault{Drop: true})
 	res, err := a.Merge(t.Context(), lifecycle.MergeRequest{Ref: pr.PullRequestRef, ExpectedHeadSHA: pr.HeadSHA})
-	if err != nil || !res.AlreadyMerged || res.MergeCommitSHA != f.pulls[pr.Number].mergeSHA {
+	if err != nil || !res.AlreadyMerged || res.MergeCommitSHA != f.pull(t, pr.Number).MergeCommitSHA {
 		t.Fatalf("Merge with its answer lost = %+v, %v; want the merge recognised", res, err)
 	}
-	if n := f.mergeCount(); n != 1 {
+	if n := f.Merges(); n != 1 {
 		t.Errorf("%d merges, want 1", n)
 	}
 }
@@ -326,14 +334,14 @@ func TestRateLimitsAndServerErrors(t *testing.T) {
 	a := f.adapter(t, Config{Clock: clock})
 	pr := open(t, f, a, 1)
 	reset := fmt.Sprint(clock.Now().Add(90 * time.Second).Unix())
-	limited := func(status int, header http.Header, message string) scripted {
-		s := ghError(status, message)
-		s.header = header
+	limited := func(status int, header http.Header, message string) githubtest.Fault {
+		s := githubtest.Error(status, message)
+		s.Header = header
 		return s
 	}
 	for _, tc := range []struct {
 		name   string
-		answer scripted
+		answer githubtest.Fault
 		wait   time.Duration
 	}{
 		{"primary 403", limited(403, http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {reset}}, "API rate limit exceeded for user ID 1."), 90 * time.Second},
@@ -345,7 +353,7 @@ func TestRateLimitsAndServerErrors(t *testing.T) {
 		{"502", limited(502, nil, "Server Error"), 0},
 		{"503 Retry-After", limited(503, http.Header{"Retry-After": {"5"}}, "Service Unavailable"), 5 * time.Second},
 	} {
-		f.fail("GET /pulls/{number}", tc.answer)
+		f.Inject("GET /pulls/{number}", tc.answer)
 		_, err := a.PullRequest(t.Context(), pr.PullRequestRef)
 		var te *lifecycle.TemporaryError
 		if !errors.As(err, &te) || te.RetryAfter != tc.wait {
@@ -353,7 +361,7 @@ func TestRateLimitsAndServerErrors(t *testing.T) {
 		}
 	}
 	// A 403 that is not a rate limit is final.
-	f.fail("GET /pulls/{number}", ghError(403, "Resource not accessible by personal access token"))
+	f.Inject("GET /pulls/{number}", githubtest.Error(403, "Resource not accessible by personal access token"))
 	if _, err := a.PullRequest(t.Context(), pr.PullRequestRef); err == nil || errors.Is(err, lifecycle.ErrTemporary) {
 		t.Errorf("403 permission: %v, want a final error", err)
 	}
@@ -371,7 +379,7 @@ func TestDeployFoundAgainAfterRestart(t *testing.T) {
 	f := newFakeGitHub(t)
 	clock := fakeclock.New(time.Unix(1_800_000_000, 0))
 	a := f.adapter(t, Config{Clock: clock, DeployPollInterval: time.Minute})
-	req := lifecycle.DeployRequest{Task: testTask(1), OperationID: "shp_one", Environment: lifecycle.EnvironmentStaging, CommitSHA: f.push("main")}
+	req := lifecycle.DeployRequest{Task: testTask(1), OperationID: "shp_one", Environment: lifecycle.EnvironmentStaging, CommitSHA: f.Push("main")}
 
 	// The first process creates the deployment, then dies while it waits.
 	ctx, cancel := context.WithCancel(t.Context())
@@ -384,7 +392,7 @@ func TestDeployFoundAgainAfterRestart(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled Deploy: %v", err)
 	}
-	dep := f.lastDeployment()
+	dep := f.LastDeployment()
 	if dep == nil || string(dep.Payload) != `{"operation_id":"shp_one","task":"ENG-1"}` || dep.GetEnvironment() != "staging" || dep.GetSHA() != req.CommitSHA {
 		t.Fatalf("deployment = %+v, payload %s", dep, dep.Payload)
 	}
@@ -400,14 +408,14 @@ func TestDeployFoundAgainAfterRestart(t *testing.T) {
 	if !clock.WaitForWaiters(1, 5*time.Second) {
 		t.Fatal("Deploy does not wait")
 	}
-	f.deploymentStatus(dep.GetID(), "in_progress", "")
-	f.deploymentStatus(dep.GetID(), "success", "https://staging.example.com")
+	f.DeploymentStatus(dep.GetID(), "in_progress", "")
+	f.DeploymentStatus(dep.GetID(), "success", "https://staging.example.com")
 	b.ObserveDeployment(t.Context(), lifecycle.DeploymentStatus{ID: fmt.Sprint(dep.GetID()), State: "success"})
 	r := <-res
 	if r.err != nil || r.d.URL != "https://staging.example.com" || r.d.ID != fmt.Sprint(dep.GetID()) {
 		t.Fatalf("Deploy = %+v, %v", r.d, r.err)
 	}
-	if n := f.count("POST /deployments"); n != 1 {
+	if n := f.Calls("POST /deployments"); n != 1 {
 		t.Errorf("%d deployments created, want 1", n)
 	}
 }
@@ -419,13 +427,13 @@ func TestDeployFailure(t *testing.T) {
 	a := f.adapter(t, Config{Clock: clock, DeployPollInterval: time.Minute})
 	errc := make(chan error, 1)
 	go func() {
-		_, err := a.Deploy(t.Context(), lifecycle.DeployRequest{Task: testTask(1), OperationID: "shp_x", Environment: lifecycle.EnvironmentProduction, CommitSHA: f.push("main")})
+		_, err := a.Deploy(t.Context(), lifecycle.DeployRequest{Task: testTask(1), OperationID: "shp_x", Environment: lifecycle.EnvironmentProduction, CommitSHA: f.Push("main")})
 		errc <- err
 	}()
 	if !clock.WaitForWaiters(1, 5*time.Second) {
 		t.Fatal("Deploy does not wait")
 	}
-	f.deploymentStatus(f.lastDeployment().GetID(), "failure", "")
+	f.DeploymentStatus(f.LastDeployment().GetID(), "failure", "")
 	clock.Advance(time.Minute) // polling finds it without a webhook
 	var refused *lifecycle.RefusedError
 	if err := <-errc; !errors.As(err, &refused) || !strings.Contains(refused.Message, "failure") {
@@ -453,3 +461,37 @@ func TestConfigValidation(t *testing.T) {
 type jsonRaw []byte
 
 func (j *jsonRaw) ptr() *json.RawMessage { m := json.RawMessage(*j); return &m }
+
+// TestDeployStatusBeforeWait: a deployment's status observed before its
+// Deploy waits (between the creation and the wait) is not lost: the wait
+// reads at once instead of sleeping a poll interval. A Deploy that creates
+// its deployment costs 3 calls: the listing, the creation and one read
+// of the statuses once told.
+func TestDeployStatusBeforeWait(t *testing.T) {
+	t.Parallel()
+	f := newFakeGitHub(t)
+	clock := fakeclock.New(time.Unix(1_800_000_000, 0))
+	a := f.adapter(t, Config{Clock: clock, DeployPollInterval: time.Hour})
+	a.ObserveDeployment(t.Context(), lifecycle.DeploymentStatus{ID: "7", State: "success"})
+	select {
+	case <-a.watch("7"):
+	default:
+		t.Error("a status observed before the wait does not wake it")
+	}
+
+	req := lifecycle.DeployRequest{Task: testTask(1), OperationID: "shp_early", Environment: lifecycle.EnvironmentStaging, CommitSHA: f.Push("main")}
+	res := make(chan error, 1)
+	go func() { _, err := a.Deploy(t.Context(), req); res <- err }()
+	if !clock.WaitForWaiters(1, 5*time.Second) {
+		t.Fatal("Deploy does not wait")
+	}
+	d := f.LastDeployment()
+	f.DeploymentStatus(d.GetID(), "success", "https://staging.example.com")
+	a.ObserveDeployment(t.Context(), lifecycle.DeploymentStatus{ID: fmt.Sprint(d.GetID()), State: "success"})
+	if err := <-res; err != nil {
+		t.Fatal(err)
+	}
+	if n := f.Calls(githubtest.RouteListDeployments) + f.Calls(githubtest.RouteCreateDeployment) + f.Calls(githubtest.RouteDeploymentStatuses); n != 3 {
+		t.Errorf("Deploy made %d calls, want 3", n)
+	}
+}

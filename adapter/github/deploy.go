@@ -22,19 +22,21 @@ type deployPayload struct {
 // (auto_merge false, required_contexts empty, the operation ID in its
 // payload) for the team's deploy system to act on, then waits for a
 // terminal deployment status: success is a Deployment with the status's
-// environment URL, failure or error a *lifecycle.RefusedError. A deployment
-// of the same commit, environment and operation made before (by a process
-// that crashed) is found and waited for instead of creating a second. It
-// reads the statuses every Config.DeployPollInterval, and at once when
-// ObserveDeployment hears of the deployment; it waits until ctx ends (the
-// Service's DeployTimeout).
+// environment URL, failure or error a *lifecycle.RefusedError. A
+// deployment of the same commit, environment and operation made before
+// (by a process that crashed) is found and waited for instead of creating
+// a second. It reads the statuses every Config.DeployPollInterval, and at
+// once when ObserveDeployment hears of the deployment, but not before the
+// first wait for a deployment it created, which has none yet; it waits
+// until ctx ends (the Service's DeployTimeout).
 func (a *Adapter) Deploy(ctx context.Context, req lifecycle.DeployRequest) (lifecycle.Deployment, error) {
 	env := string(req.Environment)
 	dep, err := a.findDeployment(ctx, req.CommitSHA, env, req.OperationID)
 	if err != nil {
 		return lifecycle.Deployment{}, err
 	}
-	if dep == nil {
+	created := dep == nil
+	if created {
 		dep, _, err = a.client.Repositories.CreateDeployment(ctx, a.cfg.Owner, a.cfg.Repo, &gh.DeploymentRequest{
 			Ref:                   gh.String(req.CommitSHA),
 			Task:                  gh.String("deploy"),
@@ -53,22 +55,16 @@ func (a *Adapter) Deploy(ctx context.Context, req lifecycle.DeployRequest) (life
 	id := strconv.FormatInt(dep.GetID(), 10)
 	wake := a.watch(id)
 	defer a.unwatch(id, wake)
-	for {
-		st, done, err := a.deploymentState(ctx, dep.GetID())
-		if err != nil {
-			return lifecycle.Deployment{}, err
-		}
-		if done {
-			switch st.GetState() {
-			case "success":
-				return lifecycle.Deployment{ID: id, Environment: req.Environment, CommitSHA: req.CommitSHA, URL: st.GetEnvironmentURL(),
-					DeployedAt: lifecycle.NewTimestamp(st.GetCreatedAt().Time)}, nil
-			default:
-				msg := fmt.Sprintf("Deployment %s to %s ended %s", id, env, st.GetState())
-				if d := st.GetDescription(); d != "" {
-					msg += ": " + d
-				}
-				return lifecycle.Deployment{}, &lifecycle.RefusedError{Message: msg}
+	// A deployment this call created has no status yet: wait first. A
+	// status observed before the wait began wakes it at once (see watch).
+	for first := true; ; first = false {
+		if !first || !created {
+			st, done, err := a.deploymentState(ctx, dep.GetID())
+			if err != nil {
+				return lifecycle.Deployment{}, err
+			}
+			if done {
+				return a.deployed(st, id, req)
 			}
 		}
 		select {
@@ -78,6 +74,20 @@ func (a *Adapter) Deploy(ctx context.Context, req lifecycle.DeployRequest) (life
 		case <-a.cfg.Clock.After(a.cfg.DeployPollInterval):
 		}
 	}
+}
+
+// deployed returns the outcome of deployment id, whose terminal status is
+// st.
+func (a *Adapter) deployed(st *gh.DeploymentStatus, id string, req lifecycle.DeployRequest) (lifecycle.Deployment, error) {
+	if st.GetState() == "success" {
+		return lifecycle.Deployment{ID: id, Environment: req.Environment, CommitSHA: req.CommitSHA, URL: st.GetEnvironmentURL(),
+			DeployedAt: lifecycle.NewTimestamp(st.GetCreatedAt().Time)}, nil
+	}
+	msg := fmt.Sprintf("Deployment %s to %s ended %s", id, req.Environment, st.GetState())
+	if d := st.GetDescription(); d != "" {
+		msg += ": " + d
+	}
+	return lifecycle.Deployment{}, &lifecycle.RefusedError{Message: msg}
 }
 
 // findDeployment returns the deployment of sha in env made for operation,
@@ -125,11 +135,24 @@ func (a *Adapter) deploymentState(ctx context.Context, id int64) (*gh.Deployment
 	}
 }
 
+// maxEarly bounds the deployments observed while no Deploy waited for
+// them that the Adapter remembers.
+const maxEarly = 1024
+
 // ObserveDeployment wakes the Deploy waiting for the deployment st names,
-// which then reads its statuses.
+// which then reads its statuses. A status of a deployment nobody waits for
+// yet (posted between its creation and the wait) is remembered, so that
+// the wait, once it begins, reads at once.
 func (a *Adapter) ObserveDeployment(_ context.Context, st lifecycle.DeploymentStatus) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if len(a.waiters[st.ID]) == 0 {
+		if len(a.early) >= maxEarly {
+			clear(a.early) // statuses of deployments of others, mostly
+		}
+		a.early[st.ID] = struct{}{}
+		return
+	}
 	for ch := range a.waiters[st.ID] {
 		select {
 		case ch <- struct{}{}:
@@ -138,10 +161,16 @@ func (a *Adapter) ObserveDeployment(_ context.Context, st lifecycle.DeploymentSt
 	}
 }
 
+// watch returns the channel ObserveDeployment wakes for deployment id,
+// already woken if a status of it was observed before.
 func (a *Adapter) watch(id string) chan struct{} {
 	ch := make(chan struct{}, 1)
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if _, ok := a.early[id]; ok {
+		delete(a.early, id)
+		ch <- struct{}{}
+	}
 	if a.waiters[id] == nil {
 		a.waiters[id] = map[chan struct{}]struct{}{}
 	}

@@ -17,6 +17,11 @@ import (
 // DefaultAPIURL is the REST API of github.com.
 const DefaultAPIURL = "https://api.github.com/"
 
+// maxIdleConnsPerHost is the number of idle connections to GitHub the
+// default HTTPClient keeps: above the concurrency of the ship runner (16)
+// and of the reconciler.
+const maxIdleConnsPerHost = 32
+
 // Config configures an Adapter. Owner, Repo and one way to authenticate
 // (Client, Token or App) are required.
 type Config struct {
@@ -37,7 +42,8 @@ type Config struct {
 	// handling of rate limits and server errors to it.
 	Client *gh.Client
 	// HTTPClient is the http.Client under Token or App authentication.
-	// Defaults to a client with a 30-second timeout.
+	// Defaults to a client with a 30-second timeout that keeps up to 32
+	// idle connections to GitHub open for reuse.
 	HTTPClient *http.Client
 	// APIURL is the REST API's base URL. Defaults to DefaultAPIURL. For
 	// GitHub Enterprise Server give "https://HOST/api/v3/" (or
@@ -135,7 +141,12 @@ func (cfg Config) withDefaults() Config {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{Timeout: 30 * time.Second}
+		// net/http keeps 2 idle connections per host by default: the ship
+		// runner's 16 concurrent merges would open a connection (a TLS
+		// handshake at GitHub) for most calls.
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = maxIdleConnsPerHost
+		cfg.HTTPClient = &http.Client{Timeout: 30 * time.Second, Transport: tr}
 	}
 	return cfg
 }
@@ -182,6 +193,7 @@ type Adapter struct {
 	bases       map[int]string         // base branch of pull requests read
 	branchLocks map[string]*sync.Mutex // serialises EnsurePullRequest per head
 	waiters     map[string]map[chan struct{}]struct{}
+	early       map[string]struct{} // deployments observed before their wait
 }
 
 var (
@@ -212,6 +224,7 @@ func New(cfg Config) (*Adapter, error) {
 		bases:       make(map[int]string),
 		branchLocks: make(map[string]*sync.Mutex),
 		waiters:     make(map[string]map[chan struct{}]struct{}),
+		early:       make(map[string]struct{}),
 	}
 	return a, nil
 }

@@ -1,14 +1,9 @@
 package github
 
 import (
-	"bytes"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +11,7 @@ import (
 	gh "github.com/google/go-github/v60/github"
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/adaptertest"
+	"github.com/tasklifecycle/lifecycle/adapter/github/githubtest"
 )
 
 const testSecret = "it's-a-secret-to-everybody"
@@ -34,8 +30,7 @@ func TestConformance(t *testing.T) {
 	var deliveries atomic.Int64
 	adaptertest.Run(t, adaptertest.Harness{
 		New: func(t *testing.T) lifecycle.ProviderAdapter {
-			f := newFakeGitHub(t)
-			f.autoBranch = true
+			f := newFakeGitHubWith(t, githubtest.Options{AutoBranch: true})
 			a := f.adapter(t, Config{WebhookSecret: testSecret, DeployPollInterval: 50 * time.Millisecond})
 			mu <- struct{}{}
 			all[a] = f
@@ -43,36 +38,33 @@ func TestConformance(t *testing.T) {
 			return a
 		},
 		Push: func(t *testing.T, a lifecycle.ProviderAdapter, pr lifecycle.PullRequest) string {
-			return fakeOf(a).push(pr.Head)
+			return fakeOf(a).Push(pr.Head)
 		},
 		MergeByHand: func(t *testing.T, a lifecycle.ProviderAdapter, pr lifecycle.PullRequest) string {
-			return fakeOf(a).mergeByHand(pr.Number)
+			return fakeOf(a).MergeByHand(pr.Number)
 		},
 		Close: func(t *testing.T, a lifecycle.ProviderAdapter, pr lifecycle.PullRequest) {
-			fakeOf(a).closeByHand(pr.Number)
+			fakeOf(a).ClosePullRequest(pr.Number)
 		},
 		Reopen: func(t *testing.T, a lifecycle.ProviderAdapter, pr lifecycle.PullRequest) {
-			fakeOf(a).reopen(pr.Number)
+			fakeOf(a).Reopen(pr.Number)
 		},
 		SetCheck: func(t *testing.T, a lifecycle.ProviderAdapter, sha string, c lifecycle.CICheck) {
 			conclusion := map[lifecycle.CheckStatus]string{lifecycle.CheckPassed: "success", lifecycle.CheckFailed: "failure", lifecycle.CheckSkipped: "skipped"}[c.Status]
-			fakeOf(a).checkRun(sha, c.Name, conclusion)
+			fakeOf(a).CheckRun(sha, c.Name, conclusion)
 		},
 		Review: func(t *testing.T, a lifecycle.ProviderAdapter, pr lifecycle.PullRequest, r lifecycle.HostReview) {
 			f := fakeOf(a)
 			state := map[lifecycle.ReviewOutcome]string{lifecycle.ReviewApproved: "APPROVED", lifecycle.ReviewChangesRequested: "CHANGES_REQUESTED", lifecycle.ReviewCommented: "COMMENTED"}[r.Outcome]
-			f.mu.Lock()
-			head := f.pulls[pr.Number].headSHA
-			f.mu.Unlock()
-			f.reviewWithBody(pr.Number, r.Reviewer, state, head, r.Body)
+			f.ReviewWithBody(pr.Number, r.Reviewer, state, f.pull(t, pr.Number).HeadSHA, r.Body)
 		},
 		NewDeployer: func(t *testing.T, a lifecycle.ProviderAdapter) lifecycle.Deployer { return a.(*Adapter) },
 		FinishDeployment: func(t *testing.T, a lifecycle.ProviderAdapter, req lifecycle.DeployRequest) {
 			f := fakeOf(a)
 			deadline := time.Now().Add(5 * time.Second)
 			for time.Now().Before(deadline) {
-				if d := f.deploymentOf(req.CommitSHA, string(req.Environment)); d != nil {
-					f.deploymentStatus(d.GetID(), "success", "https://staging.example.com")
+				if d := f.DeploymentOf(req.CommitSHA, string(req.Environment)); d != nil {
+					f.DeploymentStatus(d.GetID(), "success", "https://staging.example.com")
 					a.(*Adapter).ObserveDeployment(t.Context(), lifecycle.DeploymentStatus{ID: fmt.Sprint(d.GetID()), State: "success"})
 					return
 				}
@@ -90,82 +82,53 @@ func TestConformance(t *testing.T) {
 		},
 		WebhookSignatureHeader: "X-Hub-Signature-256",
 		FailNextMerge: func(t *testing.T, a lifecycle.ProviderAdapter) {
-			fakeOf(a).fail("PUT /pulls/{number}/merge", ghError(http.StatusMethodNotAllowed, "Base branch was modified. Review and try the merge again."))
+			fakeOf(a).Inject("PUT /pulls/{number}/merge", githubtest.Error(http.StatusMethodNotAllowed, "Base branch was modified. Review and try the merge again."))
 		},
 		RefuseNextMerge: func(t *testing.T, a lifecycle.ProviderAdapter) string {
-			fakeOf(a).fail("PUT /pulls/{number}/merge", ghError(http.StatusMethodNotAllowed, "Pull Request is not mergeable"))
+			fakeOf(a).Inject("PUT /pulls/{number}/merge", githubtest.Error(http.StatusMethodNotAllowed, "Pull Request is not mergeable"))
 			return "Pull Request is not mergeable"
 		},
 	})
 }
 
-// signedDelivery returns a webhook delivery as GitHub POSTs it.
+// signedDelivery returns a webhook delivery as GitHub POSTs it, signed
+// with testSecret.
 func signedDelivery(t testing.TB, event, id string, payload []byte) *http.Request {
-	req := httptest.NewRequest(http.MethodPost, "/hooks/github", bytes.NewReader(payload))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "GitHub-Hookshot/044aadd")
-	req.Header.Set("X-GitHub-Event", event)
-	req.Header.Set("X-GitHub-Delivery", id)
-	req.Header.Set("X-GitHub-Hook-ID", "292430182")
-	req.Header.Set("X-Hub-Signature-256", sign(payload))
-	return req
-}
-
-func sign(payload []byte) string {
-	mac := hmac.New(sha256.New, []byte(testSecret))
-	mac.Write(payload)
-	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
+	return githubtest.Delivery("/hooks/github", event, id, testSecret, payload)
 }
 
 // webhookPayload returns the event name and payload GitHub sends for kind
 // on pr, or nil.
 func (f *fakeGitHub) webhookPayload(pr lifecycle.PullRequest, kind lifecycle.ProviderEventKind) (string, []byte) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	repo, sender := f.repoJSON(), f.user("octocat")
-	p := f.pulls[pr.Number]
-	var pull *gh.PullRequest
-	if p != nil {
-		pull = f.pullJSON(p)
-	}
-	var event string
-	var v any
 	switch kind {
 	case lifecycle.ProviderHeadChanged:
-		event, v = "pull_request", &gh.PullRequestEvent{Action: gh.String("synchronize"), Number: gh.Int(pr.Number), PullRequest: pull, Repo: repo, Sender: sender,
-			Before: gh.String(newSHA()), After: gh.String(p.headSHA)}
+		return "pull_request", f.PullRequestPayload(pr.Number, "synchronize")
 	case lifecycle.ProviderPullRequestClosed, lifecycle.ProviderPullRequestMerged:
-		pull.State = gh.String("closed")
-		pull.Merged = gh.Bool(kind == lifecycle.ProviderPullRequestMerged)
-		event, v = "pull_request", &gh.PullRequestEvent{Action: gh.String("closed"), Number: gh.Int(pr.Number), PullRequest: pull, Repo: repo, Sender: sender}
-	case lifecycle.ProviderPullRequestReopened:
-		event, v = "pull_request", &gh.PullRequestEvent{Action: gh.String("reopened"), Number: gh.Int(pr.Number), PullRequest: pull, Repo: repo, Sender: sender}
-	case lifecycle.ProviderPullRequestEdited:
-		event, v = "pull_request", &gh.PullRequestEvent{Action: gh.String("edited"), Number: gh.Int(pr.Number), PullRequest: pull, Repo: repo, Sender: sender,
-			Changes: &gh.EditChange{Base: &gh.EditBase{Ref: &gh.EditRef{From: gh.String("develop")}, SHA: &gh.EditSHA{From: gh.String(newSHA())}}}}
-	case lifecycle.ProviderReviewSubmitted, lifecycle.ProviderReviewDismissed:
-		action, state := "submitted", "approved"
-		if kind == lifecycle.ProviderReviewDismissed {
-			action, state = "dismissed", "dismissed"
+		// Closed, merged or not as kind says, whatever the fake holds.
+		var v map[string]any
+		if err := json.Unmarshal(f.PullRequestPayload(pr.Number, "closed"), &v); err != nil {
+			panic(err)
 		}
-		event, v = "pull_request_review", &gh.PullRequestReviewEvent{Action: gh.String(action), PullRequest: pull, Repo: repo, Sender: sender,
-			Review: &gh.PullRequestReview{ID: gh.Int64(f.id()), User: sender, State: gh.String(state), CommitID: gh.String(p.headSHA), SubmittedAt: &gh.Timestamp{Time: f.now}}}
+		pull := v["pull_request"].(map[string]any)
+		pull["state"], pull["merged"] = "closed", kind == lifecycle.ProviderPullRequestMerged
+		b, _ := json.Marshal(v)
+		return "pull_request", b
+	case lifecycle.ProviderPullRequestReopened:
+		return "pull_request", f.PullRequestPayload(pr.Number, "reopened")
+	case lifecycle.ProviderPullRequestEdited:
+		return "pull_request", f.PullRequestPayload(pr.Number, "edited")
+	case lifecycle.ProviderReviewSubmitted:
+		return "pull_request_review", f.ReviewPayload(pr.Number, "submitted", "octocat", "approved")
+	case lifecycle.ProviderReviewDismissed:
+		return "pull_request_review", f.ReviewPayload(pr.Number, "dismissed", "octocat", "dismissed")
 	case lifecycle.ProviderChecksChanged:
-		event, v = "check_run", &gh.CheckRunEvent{Action: gh.String("completed"), Repo: repo, Sender: sender,
-			CheckRun: &gh.CheckRun{ID: gh.Int64(f.id()), Name: gh.String("build"), HeadSHA: gh.String(p.headSHA), Status: gh.String("completed"), Conclusion: gh.String("success")}}
+		p, _ := f.PullRequest(pr.Number)
+		return "check_run", f.CheckRunPayload(p.HeadSHA, "build", "success")
 	case lifecycle.ProviderDeploymentStatus:
-		id := f.id()
-		event, v = "deployment_status", &gh.DeploymentStatusEvent{Repo: repo, Sender: sender,
-			Deployment:       &gh.Deployment{ID: gh.Int64(id), SHA: gh.String(newSHA()), Environment: gh.String("staging")},
-			DeploymentStatus: &gh.DeploymentStatus{ID: gh.Int64(f.id()), State: gh.String("success"), EnvironmentURL: gh.String("https://staging.example.com")}}
+		d := &gh.Deployment{ID: gh.Int64(time.Now().UnixNano() % 1e9), SHA: gh.String(githubtest.NewSHA()), Environment: gh.String("staging")}
+		return "deployment_status", f.DeploymentStatusPayload(d, "success", "https://staging.example.com")
 	case adaptertest.IgnoredEvent:
-		event, v = "ping", &gh.PingEvent{Zen: gh.String("Design for failure."), HookID: gh.Int64(292430182), Repo: repo, Sender: sender}
-	default:
-		return "", nil
+		return "ping", f.PingPayload()
 	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	return event, b
+	return "", nil
 }

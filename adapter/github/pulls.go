@@ -278,7 +278,9 @@ const rereadTimeout = 10 * time.Second
 // Merge merges the pull request at req.ExpectedHeadSHA with
 // Config.MergeMethod (GitHub's "sha" parameter: GitHub refuses another
 // head with 409, which is lifecycle.ErrHeadMismatch). GitHub's 405 "Base
-// branch was modified" is a *lifecycle.TemporaryError; its other 405s (not
+// branch was modified" is a *lifecycle.TemporaryError (around a
+// *lifecycle.RefusedError with GitHub's message, which the ship runner
+// reports when its retry budget is spent); its other 405s (not
 // mergeable, merge queue required, method not allowed) are a
 // *lifecycle.RefusedError with GitHub's message. After any failure the
 // pull request is read again: merged at the expected head is a success
@@ -314,7 +316,9 @@ func (a *Adapter) Merge(ctx context.Context, req lifecycle.MergeRequest) (lifecy
 		return lifecycle.MergeResult{}, fmt.Errorf("github: merge pull request #%d at %s: %s: %w", req.Ref.Number, expected, msg, lifecycle.ErrHeadMismatch)
 	case http.StatusMethodNotAllowed:
 		if strings.Contains(strings.ToLower(msg), "base branch was modified") {
-			return lifecycle.MergeResult{}, &lifecycle.TemporaryError{Err: fmt.Errorf("github: merge pull request #%d: %s", req.Ref.Number, msg)}
+			// Retried; GitHub's words are the refusal once the retry
+			// budget is spent.
+			return lifecycle.MergeResult{}, &lifecycle.TemporaryError{Err: &lifecycle.RefusedError{Message: msg, Err: err}}
 		}
 		return lifecycle.MergeResult{}, &lifecycle.RefusedError{Message: msg, Err: err}
 	case http.StatusUnprocessableEntity:

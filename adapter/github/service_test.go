@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/adapter/github/githubtest"
 	"github.com/tasklifecycle/lifecycle/internal/fakeclock"
 	"github.com/tasklifecycle/lifecycle/store/sqlite"
 )
@@ -38,8 +39,9 @@ func (s *syncBuffer) String() string {
 }
 
 // env is a Service whose project "github" runs on an Adapter on the fake,
-// served with the webhook at /hooks/github beside the API at /api/, as
-// the demo serves them.
+// served with the webhook at /hooks/github (applied before the answer)
+// and /hooks/github-queued (queued, as the demo mounts it) beside the API
+// at /api/.
 type env struct {
 	f     *fakeGitHub
 	a     *Adapter
@@ -99,8 +101,11 @@ func newEnv(t testing.TB, clock *fakeclock.Clock, edit func(*lifecycle.Config)) 
 	e.svc = svc
 	mux.Handle("/api/", http.StripPrefix("/api", svc.Handler()))
 	mux.Handle("POST /hooks/github", e.a.WebhookHandler(svc))
+	// As the demo mounts it: answered after one Store write, the host
+	// read by the reconciler in the background.
+	mux.Handle("POST /hooks/github-queued", e.a.WebhookHandler(svc.QueuedEvents()))
 	t.Cleanup(func() {
-		if strings.Contains(e.logs.String(), e.f.token) {
+		if strings.Contains(e.logs.String(), githubtest.Token) {
 			t.Error("the token appears in the logs")
 		}
 	})
@@ -122,7 +127,7 @@ func (e *env) submitted(t testing.TB) (lifecycle.Task, lifecycle.Submission) {
 	if _, err := e.svc.StartTask(ctx, task.ID, e.agent); err != nil {
 		t.Fatal(err)
 	}
-	e.f.push(fmt.Sprintf("lifecycle/gh-%d", e.n)) // the agent pushes its work
+	e.f.Push(fmt.Sprintf("lifecycle/gh-%d", e.n)) // the agent pushes its work
 	sub, err := e.svc.Submit(ctx, task.ID, lifecycle.SubmitParams{Summary: "Redirect keeps the query string", Actor: e.agent})
 	if err != nil {
 		t.Fatal(err)
@@ -134,10 +139,7 @@ func (e *env) submitted(t testing.TB) (lifecycle.Task, lifecycle.Submission) {
 // does, and returns the answer's status.
 func (e *env) deliver(t testing.TB, n int, kind lifecycle.ProviderEventKind, id string) int {
 	t.Helper()
-	e.f.mu.Lock()
-	p := e.f.pulls[n]
-	pr := lifecycle.PullRequest{PullRequestRef: e.a.ref(n), Head: p.head}
-	e.f.mu.Unlock()
+	pr := lifecycle.PullRequest{PullRequestRef: e.a.ref(n), Head: e.f.pull(t, n).Head}
 	event, payload := e.f.webhookPayload(pr, kind)
 	req := signedDelivery(t, event, id, payload)
 	req.RequestURI = ""
@@ -153,11 +155,11 @@ func (e *env) deliver(t testing.TB, n int, kind lifecycle.ProviderEventKind, id 
 // shippable makes CI pass and a reviewer approve, told by webhooks.
 func (e *env) shippable(t testing.TB, task lifecycle.Task, sub lifecycle.Submission) {
 	t.Helper()
-	e.f.checkRun(*sub.HeadSHA, "build", "success")
+	e.f.CheckRun(*sub.HeadSHA, "build", "success")
 	if code := e.deliver(t, sub.PRNumber, lifecycle.ProviderChecksChanged, "d-ci-"+task.ID); code != http.StatusOK {
 		t.Fatalf("check_run delivery answered %d", code)
 	}
-	e.f.review(sub.PRNumber, "octocat", "APPROVED", *sub.HeadSHA)
+	e.f.Review(sub.PRNumber, "octocat", "APPROVED", *sub.HeadSHA)
 	if code := e.deliver(t, sub.PRNumber, lifecycle.ProviderReviewSubmitted, "d-rv-"+task.ID); code != http.StatusOK {
 		t.Fatalf("review delivery answered %d", code)
 	}
@@ -212,9 +214,9 @@ func (e *env) ship(t testing.TB, task lifecycle.Task, sub lifecycle.Submission, 
 func TestLifecycle(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil, nil)
-	before := e.f.count("")
+	before := e.f.Calls("")
 	task, sub := e.submitted(t)
-	submitCalls := e.f.count("") - before
+	submitCalls := e.f.Calls("") - before
 	if sub.Action != lifecycle.ActionCreated || sub.PRNumber != 1 {
 		t.Fatalf("submission %+v", sub)
 	}
@@ -224,13 +226,13 @@ func TestLifecycle(t *testing.T) {
 	}
 	e.shippable(t, task, sub)
 
-	before = e.f.count("")
+	before = e.f.Calls("")
 	deployed := false
 	op := e.ship(t, task, sub, lifecycle.ShipMergeAndDeploy, func(lifecycle.ShipOperation) {
-		if d := e.f.lastDeployment(); d != nil && !deployed {
+		if d := e.f.LastDeployment(); d != nil && !deployed {
 			deployed = true
-			e.f.deploymentStatus(d.GetID(), "in_progress", "")
-			e.f.deploymentStatus(d.GetID(), "success", "https://staging.example.com")
+			e.f.DeploymentStatus(d.GetID(), "in_progress", "")
+			e.f.DeploymentStatus(d.GetID(), "success", "https://staging.example.com")
 			// The deploy system's status reaches the Service by webhook.
 			event, payload := "deployment_status", []byte(fmt.Sprintf(`{"deployment_status":{"state":"success","environment_url":"https://staging.example.com"},"deployment":{"id":%d,"sha":%q,"environment":"staging"},"repository":{"name":"widgets","owner":{"login":"acme"}}}`, d.GetID(), d.GetSHA()))
 			req := signedDelivery(t, event, "d-dep", payload)
@@ -240,7 +242,7 @@ func TestLifecycle(t *testing.T) {
 			}
 		}
 	})
-	shipCalls := e.f.count("") - before
+	shipCalls := e.f.Calls("") - before
 	if op.Status != lifecycle.ShipSucceeded || op.Deployment == nil || op.Deployment.URL != "https://staging.example.com" {
 		t.Fatalf("ship operation %+v (error %+v)", op, op.Error)
 	}
@@ -248,8 +250,8 @@ func TestLifecycle(t *testing.T) {
 	if done.Status != lifecycle.StatusDone || len(done.AvailableActions) != 0 {
 		t.Errorf("after ship: %s %v, want done", done.Status, done.AvailableActions)
 	}
-	if e.f.mergeCount() != 1 || e.f.count("POST /deployments") != 1 {
-		t.Errorf("%d merges, %d deployments; want one each", e.f.mergeCount(), e.f.count("POST /deployments"))
+	if e.f.Merges() != 1 || e.f.Calls("POST /deployments") != 1 {
+		t.Errorf("%d merges, %d deployments; want one each", e.f.Merges(), e.f.Calls("POST /deployments"))
 	}
 	t.Logf("API calls: submit %d, ship (merge and deploy) %d", submitCalls, shipCalls)
 }
@@ -259,12 +261,12 @@ func TestShipHeadMismatch(t *testing.T) {
 	e := newEnv(t, nil, nil)
 	task, sub := e.submitted(t)
 	e.shippable(t, task, sub)
-	e.f.fail("PUT /pulls/{number}/merge", ghError(http.StatusConflict, "Head branch was modified. Review and try the merge again."))
+	e.f.Inject("PUT /pulls/{number}/merge", githubtest.Error(http.StatusConflict, "Head branch was modified. Review and try the merge again."))
 	op := e.ship(t, task, sub, lifecycle.ShipMergeOnly, nil)
 	if op.Status != lifecycle.ShipFailed || op.Error == nil || op.Error.Code != "head_sha_mismatch" {
 		t.Fatalf("ship after a 409: %s %+v, want failed with head_sha_mismatch", op.Status, op.Error)
 	}
-	if e.f.mergeCount() != 0 {
+	if e.f.Merges() != 0 {
 		t.Error("merged")
 	}
 }
@@ -274,10 +276,14 @@ func TestShipRefusedKeepsGitHubsMessage(t *testing.T) {
 	e := newEnv(t, nil, nil)
 	task, sub := e.submitted(t)
 	e.shippable(t, task, sub)
-	e.f.fail("PUT /pulls/{number}/merge", ghError(http.StatusMethodNotAllowed, "Repository rule violations found\n\nChanges must be made through the merge queue"))
+	e.f.Inject("PUT /pulls/{number}/merge", githubtest.Error(http.StatusMethodNotAllowed, "Repository rule violations found\n\nChanges must be made through the merge queue"))
 	op := e.ship(t, task, sub, lifecycle.ShipMergeOnly, nil)
-	if op.Status != lifecycle.ShipFailed || op.Error == nil || op.Error.Code != "merge_failed" || !strings.Contains(op.Error.Message, "merge queue") {
+	if op.Status != lifecycle.ShipFailed || op.Error == nil || op.Error.Code != "merge_failed" || !strings.Contains(op.Error.Message, "Changes must be made through the merge queue") {
 		t.Fatalf("ship refused: %s %+v, want merge_failed with GitHub's message", op.Status, op.Error)
+	}
+	// Final: not tried again.
+	if n := e.f.Calls(githubtest.RouteMerge); n != 1 || e.f.Merges() != 0 {
+		t.Errorf("%d merge requests, %d merges; want 1 and none", n, e.f.Merges())
 	}
 }
 
@@ -287,14 +293,33 @@ func TestShipBaseModifiedRetried(t *testing.T) {
 	e := newEnv(t, clock, func(c *lifecycle.Config) { c.ShipLease = time.Hour })
 	task, sub := e.submitted(t)
 	e.shippable(t, task, sub)
-	base := ghError(http.StatusMethodNotAllowed, "Base branch was modified. Review and try the merge again.")
-	e.f.fail("PUT /pulls/{number}/merge", base, base)
-	op := e.ship(t, task, sub, lifecycle.ShipMergeOnly, nil)
+	base := githubtest.Error(http.StatusMethodNotAllowed, "Base branch was modified. Review and try the merge again.")
+	e.f.Inject("PUT /pulls/{number}/merge", base, base)
+	start := clock.Now()
+	var thirdAt time.Time
+	op := e.ship(t, task, sub, lifecycle.ShipMergeOnly, func(lifecycle.ShipOperation) {
+		if thirdAt.IsZero() && e.f.Calls(githubtest.RouteMerge) == 3 {
+			thirdAt = clock.Now()
+		}
+	})
+	if thirdAt.IsZero() {
+		thirdAt = clock.Now()
+	}
 	if op.Status != lifecycle.ShipSucceeded {
 		t.Fatalf("ship: %s %+v, want succeeded after two 405s", op.Status, op.Error)
 	}
-	if n := e.f.count("PUT /pulls/{number}/merge"); n != 3 || e.f.mergeCount() != 1 {
-		t.Errorf("%d merge requests, %d merges; want 3 and 1", n, e.f.mergeCount())
+	if n := e.f.Calls("PUT /pulls/{number}/merge"); n != 3 || e.f.Merges() != 1 {
+		t.Errorf("%d merge requests, %d merges; want 3 and 1", n, e.f.Merges())
+	}
+	// With backoff: the tries are ShipRetryBackoff (1 s) and then 2 s
+	// apart on the Service's clock.
+	if waited := thirdAt.Sub(start); waited < 3*time.Second {
+		t.Errorf("third try after %s of the clock, want the 1 s and 2 s backoffs before it", waited)
+	}
+	for _, want := range []string{"attempt=1 wait=1s", "attempt=2 wait=2s"} {
+		if !strings.Contains(e.logs.String(), want) {
+			t.Errorf("no retry logged with %q", want)
+		}
 	}
 }
 
@@ -303,12 +328,12 @@ func TestShipLostMergeAnswer(t *testing.T) {
 	e := newEnv(t, nil, nil)
 	task, sub := e.submitted(t)
 	e.shippable(t, task, sub)
-	e.f.fail("PUT /pulls/{number}/merge", scripted{dropped: true})
+	e.f.Inject("PUT /pulls/{number}/merge", githubtest.Fault{Drop: true})
 	op := e.ship(t, task, sub, lifecycle.ShipMergeOnly, nil)
-	if op.Status != lifecycle.ShipSucceeded || op.MergeCommitSHA == nil || *op.MergeCommitSHA != e.f.pulls[sub.PRNumber].mergeSHA {
+	if op.Status != lifecycle.ShipSucceeded || op.MergeCommitSHA == nil || *op.MergeCommitSHA != e.f.pull(t, sub.PRNumber).MergeCommitSHA {
 		t.Fatalf("ship with the merge's answer lost: %+v", op)
 	}
-	if n := e.f.mergeCount(); n != 1 {
+	if n := e.f.Merges(); n != 1 {
 		t.Errorf("%d merges, want 1", n)
 	}
 }
@@ -321,13 +346,13 @@ func TestShipHonoursRetryAfter(t *testing.T) {
 	e := newEnv(t, clock, func(c *lifecycle.Config) { c.ShipLease = time.Hour })
 	task, sub := e.submitted(t)
 	e.shippable(t, task, sub)
-	limited := ghError(http.StatusForbidden, "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.")
-	limited.header = http.Header{"Retry-After": {"120"}}
-	e.f.fail("PUT /pulls/{number}/merge", limited)
+	limited := githubtest.Error(http.StatusForbidden, "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.")
+	limited.Header = http.Header{"Retry-After": {"120"}}
+	e.f.Inject("PUT /pulls/{number}/merge", limited)
 	start := clock.Now()
 	var retriedAt time.Time
 	op := e.ship(t, task, sub, lifecycle.ShipMergeOnly, func(lifecycle.ShipOperation) {
-		if retriedAt.IsZero() && e.f.count("PUT /pulls/{number}/merge") == 2 {
+		if retriedAt.IsZero() && e.f.Calls("PUT /pulls/{number}/merge") == 2 {
 			retriedAt = clock.Now()
 		}
 	})
@@ -348,17 +373,17 @@ func TestDuplicateDeliveryAppliedOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil, nil)
 	_, sub := e.submitted(t)
-	e.f.push(fmt.Sprintf("lifecycle/gh-%d", e.n))
+	e.f.Push(fmt.Sprintf("lifecycle/gh-%d", e.n))
 	for range 2 {
 		if code := e.deliver(t, sub.PRNumber, lifecycle.ProviderHeadChanged, "same-delivery"); code != http.StatusOK {
 			t.Fatalf("delivery answered %d", code)
 		}
 	}
-	reads := e.f.count("GET /pulls/{number}")
+	reads := e.f.Calls("GET /pulls/{number}")
 	if code := e.deliver(t, sub.PRNumber, lifecycle.ProviderHeadChanged, "same-delivery"); code != http.StatusOK {
 		t.Fatalf("delivery answered %d", code)
 	}
-	if n := e.f.count("GET /pulls/{number}"); n != reads {
+	if n := e.f.Calls("GET /pulls/{number}"); n != reads {
 		t.Errorf("a delivery applied before read the pull request again (%d reads, then %d)", reads, n)
 	}
 }
@@ -387,7 +412,7 @@ func TestSynchronizeWebhookOnStream(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("stream: %s", resp.Status)
 	}
-	head := e.f.push(fmt.Sprintf("lifecycle/gh-%d", e.n))
+	head := e.f.Push(fmt.Sprintf("lifecycle/gh-%d", e.n))
 	if code := e.deliver(t, sub.PRNumber, lifecycle.ProviderHeadChanged, "d-sync"); code != http.StatusOK {
 		t.Fatalf("synchronize delivery answered %d", code)
 	}
@@ -413,4 +438,25 @@ func TestSynchronizeWebhookOnStream(t *testing.T) {
 		}
 	}
 	t.Fatalf("no task.updated with headSha %s on the stream (%v)", head, sc.Err())
+}
+
+// TestShipBaseModifiedGivesUp: a base branch that keeps changing is tried
+// a few times within ShipRetryBudget (here 10 s: at most at 0, 1, 3 and 7
+// s of the clock, as the backoff doubles; the next wait of 8 s would pass
+// it), then the operation fails with GitHub's message.
+func TestShipBaseModifiedGivesUp(t *testing.T) {
+	t.Parallel()
+	clock := fakeclock.New(time.Now())
+	e := newEnv(t, clock, func(c *lifecycle.Config) { c.ShipLease = time.Hour; c.ShipRetryBudget = 10 * time.Second })
+	task, sub := e.submitted(t)
+	e.shippable(t, task, sub)
+	base := githubtest.Error(http.StatusMethodNotAllowed, "Base branch was modified. Review and try the merge again.")
+	e.f.Inject(githubtest.RouteMerge, base, base, base, base, base, base)
+	op := e.ship(t, task, sub, lifecycle.ShipMergeOnly, nil)
+	if op.Status != lifecycle.ShipFailed || op.Error == nil || !strings.Contains(op.Error.Message, "Base branch was modified") {
+		t.Fatalf("ship: %s %+v, want failed with GitHub's message", op.Status, op.Error)
+	}
+	if n := e.f.Calls(githubtest.RouteMerge); n < 2 || n > 4 || e.f.Merges() != 0 {
+		t.Errorf("%d merge requests, %d merges; want 2 to 4 tries and no merge", n, e.f.Merges())
+	}
 }

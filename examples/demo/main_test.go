@@ -161,10 +161,14 @@ func (c client) do(method, path string, body any) map[string]any {
 
 // hook posts a delivery of GitLab's webhook to the demo's POST
 // /hooks/gitlab, failing the test unless it is answered 200.
-func (c client) hook(delivery *http.Request) {
+func (c client) hook(delivery *http.Request) { c.t.Helper(); c.deliver("/hooks/gitlab", delivery) }
+
+// deliver posts a webhook delivery (its header and body) to path on the
+// demo, failing the test unless it is answered 200.
+func (c client) deliver(path string, delivery *http.Request) {
 	c.t.Helper()
 	body, _ := io.ReadAll(delivery.Body)
-	req, _ := http.NewRequestWithContext(c.t.Context(), http.MethodPost, c.base+"/hooks/gitlab", bytes.NewReader(body))
+	req, _ := http.NewRequestWithContext(c.t.Context(), http.MethodPost, c.base+path, bytes.NewReader(body))
 	req.Header = delivery.Header.Clone()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -172,7 +176,7 @@ func (c client) hook(delivery *http.Request) {
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		c.t.Fatalf("%s was answered %s", delivery.Header.Get("X-Gitlab-Event"), resp.Status)
+		c.t.Fatalf("delivery to %s was answered %s", path, resp.Status)
 	}
 }
 
