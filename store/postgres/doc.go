@@ -54,11 +54,19 @@
 //
 // # Wake-ups
 //
-// The Store implements [lifecycle.Notifier] with LISTEN/NOTIFY: a
-// transaction that appends events, queues a ship operation or creates,
-// changes the status of or deletes a subscription sends a notification
-// that is delivered when it commits, and [Store.Listen] passes it on to
-// the Service, which wakes its event streams, ship runner or webhook
-// dispatcher at once rather than at its next poll. Polling stays the
-// backstop when the listening connection is lost.
+// The Store implements [lifecycle.Notifier] with LISTEN/NOTIFY: after a
+// transaction that appended events, queued a ship operation or created,
+// changed the status of or deleted a subscription commits, the Store
+// sends a notification of each kind of change (pg_notify, in a
+// transaction of its own that does not wait for the disk), and
+// [Store.Listen] passes it on to the Service, which wakes its event
+// streams, ship runner or webhook dispatcher at once rather than at its
+// next poll. Notifications of transactions that commit while one is being
+// sent are sent together next. They are not sent from inside the
+// transactions themselves: PostgreSQL serialises the commits of
+// notifying transactions on one lock for the whole cluster, held until the
+// commit reaches the disk, which made transactions that appended events
+// commit one at a time. Polling stays the backstop when the listening
+// connection is lost, or when a process dies between a commit and its
+// notification.
 package postgres

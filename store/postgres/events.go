@@ -48,11 +48,9 @@ const seqKeyRange = 1 << 31
 // greater than the key.
 const lockAppendsSQL = "SELECT pg_advisory_xact_lock_shared($1::int4, (" + currentSeq + " % " + "2147483648)::int4)"
 
-// appendEventSQL inserts an event with the next sequence and sends the
-// events notification, which is delivered at commit.
-const appendEventSQL = `WITH n AS (SELECT pg_notify($9, ''))
-INSERT INTO events (seq, id, type, task_id, project, task_version, occurred_at, trace_id, data)
-SELECT nextval('events_seq'), $1, $2, $3, $4, $5, $6, $7, $8 FROM n
+// appendEventSQL inserts an event with the next sequence.
+const appendEventSQL = `INSERT INTO events (seq, id, type, task_id, project, task_version, occurred_at, trace_id, data)
+VALUES (nextval('events_seq'), $1, $2, $3, $4, $5, $6, $7, $8)
 ON CONFLICT DO NOTHING RETURNING seq`
 
 // AppendEvent implements lifecycle.Tx. The first append of a transaction
@@ -63,7 +61,7 @@ func (x *txn) AppendEvent(ctx context.Context, e *lifecycle.Event) error {
 		project = &e.Project
 	}
 	args := []any{e.ID, string(e.Type), e.TaskID, project, e.TaskVersion,
-		millis(e.OccurredAt.Time), e.TraceID, []byte(e.Data), x.s.channel(lifecycle.ChangeEvents)}
+		millis(e.OccurredAt.Time), e.TraceID, []byte(e.Data)}
 	var (
 		seq int64
 		err error
@@ -90,6 +88,7 @@ func (x *txn) AppendEvent(ctx context.Context, e *lifecycle.Event) error {
 		return fmt.Errorf("postgres: append event %s: %w", e.ID, x.fail(err))
 	}
 	e.Sequence = seq
+	x.changes |= lifecycle.ChangeEvents
 	return nil
 }
 

@@ -77,7 +77,12 @@ type Store struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	mu     sync.Mutex     // orders Listen's start with Close
-	wg     sync.WaitGroup // calls of Listen
+	wg     sync.WaitGroup // calls of Listen, and the announcer
+
+	// pending are the changes committed and not yet announced; kick
+	// wakes the announcer.
+	pending atomic.Uint32
+	kick    chan struct{}
 }
 
 var (
@@ -118,6 +123,9 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("postgres: schema %s: %w", cfg.Schema, err)
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.kick = make(chan struct{}, 1)
+	s.wg.Add(1)
+	go s.announcer()
 	return s, nil
 }
 
@@ -274,6 +282,9 @@ func (s *Store) try(ctx context.Context, opts pgx.TxOptions, fn func(tx lifecycl
 	if err := tx.Commit(ctx); err != nil {
 		return s.translate(fmt.Errorf("postgres: commit: %w", err))
 	}
+	if x.changes != 0 {
+		s.announce(x.changes)
+	}
 	return nil
 }
 
@@ -311,6 +322,9 @@ type txn struct {
 	// appending is set once the transaction holds its advisory lock of
 	// event appends.
 	appending bool
+	// changes are the kinds of change the transaction made, announced
+	// to every process after it commits.
+	changes lifecycle.Change
 }
 
 var _ lifecycle.Tx = (*txn)(nil)

@@ -98,22 +98,22 @@ func (x *txn) ShipOperation(ctx context.Context, id string) (lifecycle.ShipOpera
 }
 
 // CreateShipOperation implements lifecycle.Tx. It notifies the ship
-// runners of every process at commit.
+// runners of every process after commit.
 func (x *txn) CreateShipOperation(ctx context.Context, op lifecycle.ShipOperation) error {
 	args, err := shipArgs(&op)
 	if err != nil {
 		return fmt.Errorf("postgres: encode ship operation %s: %w", op.OperationID, err)
 	}
-	n, err := x.exec(ctx, `WITH n AS (SELECT pg_notify($23, ''))
-		INSERT INTO ship_operations (`+shipColumns+`)
-		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22 FROM n
-		ON CONFLICT DO NOTHING`, append(args, x.s.channel(lifecycle.ChangeShips))...)
+	n, err := x.exec(ctx, `INSERT INTO ship_operations (`+shipColumns+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)
+		ON CONFLICT DO NOTHING`, args...)
 	if err != nil {
 		return fmt.Errorf("postgres: create ship operation %s: %w", op.OperationID, err)
 	}
 	if n == 0 {
 		return fmt.Errorf("postgres: create ship operation %s: one with this ID exists: %w", op.OperationID, lifecycle.ErrConflict)
 	}
+	x.changes |= lifecycle.ChangeShips
 	return nil
 }
 

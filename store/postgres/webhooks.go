@@ -123,7 +123,7 @@ func (s *Store) ListSubscriptions(ctx context.Context, f lifecycle.SubscriptionF
 }
 
 // CreateSubscription implements lifecycle.Tx. It notifies the webhook
-// dispatchers of every process at commit.
+// dispatchers of every process after commit.
 func (x *txn) CreateSubscription(ctx context.Context, sub lifecycle.Subscription) error {
 	types, err := json.Marshal(nonNil(sub.EventTypes))
 	if err != nil {
@@ -136,19 +136,18 @@ func (x *txn) CreateSubscription(ctx context.Context, sub lifecycle.Subscription
 	if err != nil {
 		return fmt.Errorf("postgres: encode subscription %s: %w", sub.ID, err)
 	}
-	n, err := x.exec(ctx, `WITH n AS (SELECT pg_notify($12, ''))
-		INSERT INTO webhook_subscriptions (id, url, event_types, description, filters, status,
-		secret, created_at, cursor, lease_owner, lease_until) SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11 FROM n
+	n, err := x.exec(ctx, `INSERT INTO webhook_subscriptions (id, url, event_types, description, filters, status,
+		secret, created_at, cursor, lease_owner, lease_until) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 		ON CONFLICT DO NOTHING`,
 		sub.ID, sub.URL, string(types), sub.Description, string(filters), string(sub.Status),
-		nonNil(sub.SealedSecret), millis(sub.CreatedAt.Time), sub.Cursor, sub.LeaseOwner, millis(sub.LeaseUntil),
-		x.s.channel(lifecycle.ChangeSubscriptions))
+		nonNil(sub.SealedSecret), millis(sub.CreatedAt.Time), sub.Cursor, sub.LeaseOwner, millis(sub.LeaseUntil))
 	if err != nil {
 		return fmt.Errorf("postgres: create subscription %s: %w", sub.ID, err)
 	}
 	if n == 0 {
 		return fmt.Errorf("postgres: create subscription %s: one with this ID exists: %w", sub.ID, lifecycle.ErrConflict)
 	}
+	x.changes |= lifecycle.ChangeSubscriptions
 	return nil
 }
 
@@ -164,14 +163,14 @@ func (x *txn) UpdateSubscription(ctx context.Context, sub lifecycle.Subscription
 		return fmt.Errorf("postgres: update subscription %s: %w", sub.ID, x.fail(err))
 	}
 	if old != string(sub.Status) {
-		return x.notify(ctx, lifecycle.ChangeSubscriptions)
+		x.changes |= lifecycle.ChangeSubscriptions
 	}
 	return nil
 }
 
 // DeleteSubscription implements lifecycle.Tx. The foreign key deletes the
 // subscription's deliveries with it; the webhook dispatchers of every
-// process are notified at commit.
+// process are notified after commit.
 func (x *txn) DeleteSubscription(ctx context.Context, id string) error {
 	n, err := x.exec(ctx, "DELETE FROM webhook_subscriptions WHERE id = $1", id)
 	if err != nil {
@@ -180,7 +179,8 @@ func (x *txn) DeleteSubscription(ctx context.Context, id string) error {
 	if n == 0 {
 		return fmt.Errorf("postgres: delete subscription %s: %w", id, lifecycle.ErrNotFound)
 	}
-	return x.notify(ctx, lifecycle.ChangeSubscriptions)
+	x.changes |= lifecycle.ChangeSubscriptions
+	return nil
 }
 
 // ClaimSubscriptions implements lifecycle.Tx. One statement takes up to
