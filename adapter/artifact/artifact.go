@@ -212,19 +212,32 @@ func (a *Adapter) recoverMerges(ctx context.Context, r *repo) error {
 	return nil
 }
 
-// findMerge returns the tip of p's base branch when it is the merge of
-// head made for p, else the zero hash.
+// mergeSearchDepth bounds how far back findMerge looks along the base
+// branch's first parents for a merge that was not recorded.
+const mergeSearchDepth = 1000
+
+// findMerge returns the merge of head made for p on p's base branch, else
+// the zero hash. It is not always the tip: a process may stop between
+// moving the base branch and recording the merge, and other merges may
+// land on top before the merge is recorded, so it looks back along the
+// branch's first parents (up to mergeSearchDepth commits).
 func (r *repo) findMerge(p *pullRecord, head plumbing.Hash) (plumbing.Hash, error) {
-	tip, err := r.ref(plumbing.NewBranchReferenceName(p.Base))
-	if err != nil || tip.IsZero() {
+	at, err := r.ref(plumbing.NewBranchReferenceName(p.Base))
+	if err != nil || at.IsZero() {
 		return plumbing.ZeroHash, err
 	}
-	c, err := r.commitInfo(tip)
-	if err != nil {
-		return plumbing.ZeroHash, err
-	}
-	if len(c.parents) == 2 && c.parents[1] == head && trailer(c.message, "Lifecycle-Pull") == strconv.Itoa(p.Number) {
-		return tip, nil
+	for range mergeSearchDepth {
+		c, err := r.commitInfo(at)
+		if err != nil {
+			return plumbing.ZeroHash, err
+		}
+		if len(c.parents) == 2 && c.parents[1] == head && trailer(c.message, "Lifecycle-Pull") == strconv.Itoa(p.Number) {
+			return at, nil
+		}
+		if len(c.parents) == 0 {
+			break
+		}
+		at = c.parents[0]
 	}
 	return plumbing.ZeroHash, nil
 }

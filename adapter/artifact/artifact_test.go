@@ -608,6 +608,40 @@ func TestMergeInterrupted(t *testing.T) {
 	}
 }
 
+// TestMergeInterruptedThenBuriedByAnother stops a merge between moving the
+// base branch and saving its record, then merges another pull request on
+// top (as another process sharing the repository would): the first merge
+// is still recognised, deep in the base branch, and not repeated.
+func TestMergeInterruptedThenBuriedByAnother(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	a := newAdapter(t, dir)
+	first := ensure(t, a, submission(task("web", "ENG-1"), "sub_a"))
+	second := ensure(t, a, submission(task("web", "ENG-2"), "sub_b"))
+	r := openRepo(t, a, "web")
+	pullsBefore := refs(t, r)["refs/lifecycle/pulls"]
+	res := merge(t, a, first)
+	pullsFile := filepath.Join(a.RepositoryDir("web"), ".git", "refs", "lifecycle", "pulls")
+	if err := os.WriteFile(pullsFile, []byte(pullsBefore+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Another Adapter, which opened the repository before, merges on top.
+	other := merge(t, a, second)
+	if got := refs(t, r)["refs/heads/main"]; got != other.MergeCommitSHA {
+		t.Fatalf("main at %s, want the second merge %s", got, other.MergeCommitSHA)
+	}
+	again, err := a.Merge(t.Context(), lifecycle.MergeRequest{Ref: first.PullRequestRef, ExpectedHeadSHA: first.HeadSHA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !again.AlreadyMerged || again.MergeCommitSHA != res.MergeCommitSHA {
+		t.Errorf("Merge = %+v, want AlreadyMerged with %s", again, res.MergeCommitSHA)
+	}
+	if got := refs(t, r)["refs/heads/main"]; got != other.MergeCommitSHA {
+		t.Errorf("main at %s, want %s (no third merge commit)", got, other.MergeCommitSHA)
+	}
+}
+
 // branchHistory returns the submission IDs of the commits on head since
 // it left base, newest first, failing unless the history is linear.
 func branchHistory(t *testing.T, r *git.Repository, head, base string) []string {
