@@ -375,3 +375,62 @@ func TestGoAPIIdempotency(t *testing.T) {
 		t.Errorf("a malformed key = %v, want a validation error", err)
 	}
 }
+
+// A submit whose task changed while its pull request was prepared says
+// what changed, rather than "Task X is in_progress; submit needs status
+// in_progress".
+func TestSubmitRacingAChangeSaysWhatChanged(t *testing.T) {
+	t.Parallel()
+	hang := &onceHanging{Adapter: memory.New(memory.Config{}), entered: make(chan struct{}), release: make(chan struct{})}
+	e := newEnv(t, func(c *lifecycle.Config) { c.Adapters = []lifecycle.AdapterBinding{{Adapter: hang}} })
+	id := e.startedTask("ENG-1")
+	answer := make(chan *httptest.ResponseRecorder)
+	go func() { answer <- e.submit(id, "race-key-123", submitBody()) }()
+	<-hang.entered
+	e.call(request{method: "POST", path: "/tasks/" + id + "/cancel", key: e.admin}, http.StatusOK)
+	close(hang.release)
+	rec := <-answer
+	if rec.Code != http.StatusConflict {
+		t.Fatalf("submit after the task changed = %d %s, want 409", rec.Code, rec.Body)
+	}
+	obj := decode(t, rec)["error"].(map[string]any)
+	msg := obj["message"].(string)
+	if obj["details"].(map[string]any)["reason"] != "task_changed" || !strings.Contains(msg, "cancelled") || !strings.Contains(msg, "changed") {
+		t.Errorf("conflict = %v, want reason task_changed and a message naming the change", obj)
+	}
+}
+
+// Ship and CreateSubscription of the Go API keep the idempotency rules too.
+func TestGoAPIIdempotencyOfShipAndSubscriptions(t *testing.T) {
+	t.Parallel()
+	e, a, _ := newShipEnv(t, func(c *lifecycle.Config) { c.WebhookResolver = fakeResolver{"hooks.example.com": "93.184.216.34"} })
+	id, sha := e.shippableTask("ENG-1")
+	p := lifecycle.ShipParams{Mode: lifecycle.ShipMergeOnly, TargetEnvironment: lifecycle.EnvironmentStaging, ExpectedHeadSHA: sha, IdempotencyKey: "go-ship-123"}
+	first, err := e.svc.Ship(t.Context(), id, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := e.svc.Ship(t.Context(), id, p)
+	if err != nil || again.OperationID != first.OperationID {
+		t.Fatalf("retried Ship = %s, %v; want the first operation %s", again.OperationID, err, first.OperationID)
+	}
+	e.waitShip(first.OperationID)
+	if n := a.web.Calls(memory.OpMerge); n != 1 {
+		t.Errorf("%d merges, want 1", n)
+	}
+	sp := lifecycle.CreateSubscriptionParams{URL: "https://hooks.example.com/x", EventTypes: []lifecycle.EventType{lifecycle.EventTaskShipped},
+		Secret: "a-secret-of-16-chars-or-more", IdempotencyKey: "go-sub-1234"}
+	s1, err := e.svc.CreateSubscription(t.Context(), sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := e.svc.CreateSubscription(t.Context(), sp)
+	if err != nil || s2.ID != s1.ID {
+		t.Errorf("retried CreateSubscription = %s, %v; want %s", s2.ID, err, s1.ID)
+	}
+	sp.Secret = "another-secret-of-16-chars"
+	var ce *lifecycle.ConflictError
+	if _, err := e.svc.CreateSubscription(t.Context(), sp); !errors.As(err, &ce) || ce.Reason != "idempotency_key_reused" {
+		t.Errorf("same key, other parameters = %v, want idempotency_key_reused", err)
+	}
+}
