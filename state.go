@@ -80,26 +80,40 @@ func stateOf(t *Task, canSubmit bool) taskState {
 func (st taskState) actions() []Action {
 	switch st.status {
 	case StatusTodo:
-		return []Action{ActionStart}
+		return actionsTodo
 	case StatusInProgress:
 		if st.canSubmit && !st.shipping {
-			return []Action{ActionSubmit}
+			return actionsSubmit
 		}
 		return []Action{}
 	case StatusInReview:
-		acts := make([]Action, 0, 4)
-		if st.rework && !st.shipping {
-			acts = append(acts, ActionStart)
+		rework, ship := st.rework && !st.shipping, st.shippable()
+		switch {
+		case rework && ship:
+			return actionsReviewReworkShip
+		case rework:
+			return actionsReviewRework
+		case ship:
+			return actionsReviewShip
 		}
-		if st.shippable() {
-			acts = append(acts, ActionShip)
-		}
-		return append(acts, ActionViewCIStatus, ActionViewReviewFeedback)
+		return actionsReview
 	case StatusBlocked:
-		return []Action{ActionResolveBlocker}
+		return actionsBlocked
 	}
 	return []Action{}
 }
+
+// The lists actions returns, shared by every task that has them (a read
+// costs no allocation for them): never modify their elements.
+var (
+	actionsTodo             = []Action{ActionStart}
+	actionsSubmit           = []Action{ActionSubmit}
+	actionsBlocked          = []Action{ActionResolveBlocker}
+	actionsReview           = []Action{ActionViewCIStatus, ActionViewReviewFeedback}
+	actionsReviewShip       = []Action{ActionShip, ActionViewCIStatus, ActionViewReviewFeedback}
+	actionsReviewRework     = []Action{ActionStart, ActionViewCIStatus, ActionViewReviewFeedback}
+	actionsReviewReworkShip = []Action{ActionStart, ActionShip, ActionViewCIStatus, ActionViewReviewFeedback}
+)
 
 // shippable reports whether a task in st may be shipped.
 func (st taskState) shippable() bool {
