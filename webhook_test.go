@@ -1022,8 +1022,14 @@ func TestWebhookLeaseMovesOnWhenAProcessDies(t *testing.T) {
 	}
 	defer svcA.Close(t.Context())
 	subID := e.subscribe(subBody(rc.url("/hooks")))["id"].(string)
-	e.clock.Advance(time.Second) // A polls, and finds the subscription
+	// A polls, and finds the subscription: the clock moves on in small
+	// steps until it has, whenever A's poll started waiting.
+	steps := 0
 	waitFor(t, func() bool {
+		if steps < 50 { // at most 5 s of A's 30-second lease
+			e.clock.Advance(100 * time.Millisecond)
+			steps++
+		}
 		sub, err := e.store.Subscription(t.Context(), subID)
 		return err == nil && sub.LeaseOwner != ""
 	})
