@@ -34,7 +34,7 @@ func (e *env) advanceUntil(done <-chan error, step time.Duration, max int) error
 		select {
 		case err := <-done:
 			return err
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(50 * time.Millisecond): // time for the Services to act on the last step
 		}
 		e.clock.Advance(step)
 	}

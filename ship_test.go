@@ -252,7 +252,10 @@ func TestShipPreconditions(t *testing.T) {
 
 func TestShipAcceptanceCallsNoHost(t *testing.T) {
 	t.Parallel()
-	e, a, _ := newShipEnv(t)
+	// Not started: no runner reads the pull request after the acceptance.
+	e, a := newSubmitEnv(t, func(c *lifecycle.Config) {
+		c.ReviewRouter = lifecycle.ReviewRules{Default: lifecycle.ReviewPlan{Policy: lifecycle.PolicyNeverRequire}}
+	})
 	id, sha := e.shippableTask("ENG-1")
 	before := a.web.TotalCalls()
 	a.web.FailNext(memory.OpPullRequest, errors.New("dial tcp: refused"))
