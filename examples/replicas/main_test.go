@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -24,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/store/postgres/pgtest"
 )
 
 // The test re-executes its own binary as each replica: TestMain runs main
@@ -31,9 +31,8 @@ import (
 // default the local one with trust authentication), where it creates a
 // database of its own and drops it at the end.
 var (
-	testDSN    string // the test database, "" when no server answered
-	skipReason string
-	runs       atomic.Int64 // runs of TestKillReplica, for schema names
+	testDB pgtest.Database // the test database; DSN "" when no server answered
+	runs   atomic.Int64    // runs of TestKillReplica, for schema names
 )
 
 func TestMain(m *testing.M) {
@@ -41,56 +40,19 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
-	os.Exit(runTests(m))
-}
-
-func runTests(m *testing.M) int {
-	admin := os.Getenv("LIFECYCLE_TEST_POSTGRES")
-	if admin == "" {
-		admin = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, admin)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			fmt.Fprintf(os.Stderr, "examples/replicas: no PostgreSQL server at %s, and CI=true requires one (.ci/run starts it): %v\n", admin, err)
-			return 1
-		}
-		skipReason = fmt.Sprintf("no PostgreSQL server answers at %s (%v); start one, or set LIFECYCLE_TEST_POSTGRES to the DSN of a server where the tests may create databases", admin, err)
-		return m.Run()
-	}
-	name := fmt.Sprintf("lifecycle_replicas_test_%d_%d", os.Getpid(), rand.IntN(1_000_000))
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		fmt.Fprintf(os.Stderr, "examples/replicas: create database %s: %v\n", name, err)
-		return 1
-	}
-	cfg := conn.Config()
-	user := cfg.User
-	if cfg.Password != "" {
-		user += ":" + cfg.Password
-	}
-	testDSN = fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", user, cfg.Host, cfg.Port, name)
-	code := m.Run()
-	drop, cancel2 := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel2()
-	if _, err := conn.Exec(drop, "DROP DATABASE "+name+" WITH (FORCE)"); err != nil {
-		fmt.Fprintf(os.Stderr, "examples/replicas: drop database %s: %v\n", name, err)
-	}
-	conn.Close(drop)
-	return code
+	os.Exit(pgtest.Main(m, "examples/replicas", &testDB))
 }
 
 // TestSmoke runs the example as `replicas -smoke` does.
 func TestSmoke(t *testing.T) {
-	if testDSN == "" {
-		t.Skip(skipReason)
+	if testDB.DSN == "" {
+		t.Skip(testDB.SkipReason)
 	}
 	out, err := os.CreateTemp(t.TempDir(), "out")
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = launch(t.Context(), launchOptions{n: 2, smoke: true, replica: replicaOptions{dsn: testDSN}}, out)
+	err = launch(t.Context(), launchOptions{n: 2, smoke: true, replica: replicaOptions{dsn: testDB.DSN}}, out)
 	b, _ := os.ReadFile(out.Name())
 	if err != nil {
 		t.Fatalf("%v\n%s", err, b)
@@ -138,8 +100,8 @@ func (h *hookReceiver) deliveries() map[string][]time.Time {
 // gap and no duplicate; the receiver gets every event, twice only when one
 // delivery came before the kill and one after.
 func TestKillReplica(t *testing.T) {
-	if testDSN == "" {
-		t.Skip(skipReason)
+	if testDB.DSN == "" {
+		t.Skip(testDB.SkipReason)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
@@ -152,7 +114,7 @@ func TestKillReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	schema := fmt.Sprintf("kill_%d", runs.Add(1)) // one per run, under -count
-	common := replicaOptions{dsn: testDSN, schema: schema, data: data, adminKey: newAdminKey(), webhookCA: caFile,
+	common := replicaOptions{dsn: testDB.DSN, schema: schema, data: data, adminKey: newAdminKey(), webhookCA: caFile,
 		shipLease: 3 * time.Second, webhookLease: 3 * time.Second, deployTime: 300 * time.Millisecond}
 
 	// Start a, b and c together: they migrate once, under the lock.
@@ -172,7 +134,7 @@ func TestKillReplica(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	db, err := pgx.Connect(ctx, testDSN)
+	db, err := pgx.Connect(ctx, testDB.DSN)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,7 +69,7 @@ func newReplicas(t testing.TB, n int, hook *httptest.Server, configure func(*lif
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.stores[i], errs[i] = postgres.New(context.Background(), postgres.Config{DSN: testDSN, Schema: schema, MaxConns: 8})
+			r.stores[i], errs[i] = postgres.New(context.Background(), postgres.Config{DSN: testDB.DSN, Schema: schema, MaxConns: 8})
 		}()
 	}
 	wg.Wait()
