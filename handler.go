@@ -57,7 +57,7 @@ func (s *Service) routes() http.Handler {
 	mux.HandleFunc("GET /openapi.yaml", handleOpenAPI)
 
 	mux.Handle("/", s.unrouted(mux))
-	return s.guardMount(s.guard(mux))
+	return s.guard(mux)
 }
 
 // authorize authenticates the request, checks that the principal holds

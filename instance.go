@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/tasklifecycle/lifecycle/internal/id"
 )
 
 // InstanceLease records that a live Service holds an instance ID
@@ -108,6 +106,3 @@ func (s *Service) putInstance(ctx context.Context, until time.Time) {
 		s.log.Error("renew the instance lease", "instance", s.owner, "err", err)
 	}
 }
-
-// newLife returns the ID of one life of a Service.
-func newLife() string { return id.New("lif_") }

@@ -502,7 +502,7 @@ func New(cfg Config) (*Service, error) {
 		agents:   make(map[string]Agent, len(cfg.Agents)),
 		shipWake: make(chan struct{}, 1),
 		owner:    cfg.InstanceID,
-		life:     newLife(),
+		life:     id.New("lif_"), // this life of the instance
 	}
 	s.reconcile = newReconciler(s)
 	for _, a := range cfg.Agents {

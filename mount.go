@@ -7,36 +7,35 @@ import (
 	"sync/atomic"
 )
 
-// guardMount wraps the API's ServeMux with the checks that turn mounting
-// mistakes into answers that say what to fix:
-//
-//   - a path without a leading slash (http.StripPrefix given a prefix that
-//     ends with "/") is answered 404 with a hint, where the ServeMux would
-//     redirect to a path outside the mount point;
-//   - the first request served by a Service whose Start was not called logs
-//     a warning, since ship operations then stay queued and webhooks are
-//     not delivered.
-func (s *Service) guardMount(mux http.Handler) http.Handler {
-	var checkedStart atomic.Bool
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !checkedStart.Load() {
-			s.mu.Lock()
-			started, closed := s.started, s.closed
-			s.mu.Unlock()
-			if started || closed {
-				checkedStart.Store(true)
-			} else if checkedStart.CompareAndSwap(false, true) {
-				s.log.WarnContext(r.Context(), "lifecycle: the Service serves requests but Service.Start was not called: "+
-					"ship operations stay queued, webhooks are not delivered and old events are not pruned until it is")
-			}
-		}
-		if !strings.HasPrefix(r.URL.Path, "/") {
-			s.writeError(w, r, fmt.Errorf("no such endpoint: %s %s; the handler got a path without a leading slash: "+
-				"mount it with %s, without the trailing slash: %w", r.Method, r.URL.Path, stripPrefixFix(r), ErrNotFound))
-			return
-		}
-		mux.ServeHTTP(w, r)
-	})
+// startCheck logs, once, that a Service serves requests though Start was
+// not called: ship operations then stay queued and webhooks are not
+// delivered.
+type startCheck struct{ done atomic.Bool }
+
+func (c *startCheck) check(s *Service, r *http.Request) {
+	if c.done.Load() {
+		return
+	}
+	s.mu.Lock()
+	started, closed := s.started, s.closed
+	s.mu.Unlock()
+	if started || closed {
+		c.done.Store(true)
+	} else if c.done.CompareAndSwap(false, true) {
+		s.log.WarnContext(r.Context(), "lifecycle: the Service serves requests but Service.Start was not called: "+
+			"ship operations stay queued, webhooks are not delivered and old events are not pruned until it is")
+	}
+}
+
+// unmountedPath returns the error of a path without a leading slash
+// (http.StripPrefix given a prefix that ends with "/"), which the ServeMux
+// would redirect outside the mount point, or nil.
+func unmountedPath(r *http.Request) error {
+	if strings.HasPrefix(r.URL.Path, "/") {
+		return nil
+	}
+	return fmt.Errorf("no such endpoint: %s %s; the handler got a path without a leading slash: "+
+		"mount it with %s, without the trailing slash: %w", r.Method, r.URL.Path, stripPrefixFix(r), ErrNotFound)
 }
 
 // mountHint explains a request that no route matched when its path ends

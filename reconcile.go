@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -259,21 +260,12 @@ func factSummary(t *Task, changed []string) string {
 		return fmt.Sprintf("Pull request #%d of task %s was merged at the code host", *t.PRNumber, t.Identifier)
 	case t.Status == StatusInProgress:
 		return fmt.Sprintf("Pull request #%d of task %s was closed at the code host; submit again", *t.PRNumber, t.Identifier)
-	case hasField(changed, "headSha"):
+	case slices.Contains(changed, "headSha"):
 		return fmt.Sprintf("New commits on pull request #%d of task %s: head is %s", *t.PRNumber, t.Identifier, *t.HeadSHA)
-	case hasField(changed, "ciStatus"):
+	case slices.Contains(changed, "ciStatus"):
 		return fmt.Sprintf("CI of task %s is %s", t.Identifier, ciOf(t))
 	}
 	return fmt.Sprintf("Task %s changed at the code host: %v", t.Identifier, changed)
-}
-
-func hasField(fields []string, f string) bool {
-	for _, x := range fields {
-		if x == f {
-			return true
-		}
-	}
-	return false
 }
 
 // Reconcile reads the code host for a task in review now and applies what

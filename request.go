@@ -100,11 +100,14 @@ func readBody(w http.ResponseWriter, r *http.Request) (raw []byte, release func(
 	return buf.Bytes(), release, nil
 }
 
-// guard wraps the API's mux: a path that the mux would redirect to its
-// cleaned form ("//tasks", "/tasks/./x") is answered with a JSON 404
-// instead of an HTML redirect, and a handler that panics is answered with
-// a JSON 500 (and logged) instead of a dropped connection.
+// guard wraps the API's mux, in one handler: a handler that panics is
+// answered with a JSON 500 (and logged) instead of a dropped connection; a
+// path without a leading slash (a mounting mistake) gets a 404 that says
+// how to mount; a path that the mux would redirect to its cleaned form
+// ("//tasks", "/tasks/./x") gets a JSON 404 instead of an HTML redirect;
+// and the first request served before Start logs a warning.
 func (s *Service) guard(mux http.Handler) http.Handler {
+	var started startCheck
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
 			v := recover()
@@ -118,6 +121,11 @@ func (s *Service) guard(mux http.Handler) http.Handler {
 			status, body := errorResponse(errors.New("panic"))
 			writeJSON(w, status, body)
 		}()
+		started.check(s, r)
+		if err := unmountedPath(r); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
 		if r.Method != http.MethodConnect && cleanPath(r.URL.Path) != r.URL.Path {
 			s.writeError(w, r, fmt.Errorf("no such endpoint: %s %q; paths are not cleaned or redirected: %w", r.Method, r.URL.Path, ErrNotFound))
 			return

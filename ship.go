@@ -162,10 +162,8 @@ func (s *Service) Ship(ctx context.Context, taskID string, p ShipParams) (ShipOp
 }
 
 // ship is Ship with a hook run in the transaction that queues the operation.
+// p has been validated: by Ship, or by the HTTP layer's decoding.
 func (s *Service) ship(ctx context.Context, taskID string, p ShipParams, onCommit func(tx Tx, op *ShipOperation) error) (ShipOperation, error) {
-	if err := p.validate(); err != nil {
-		return ShipOperation{}, err
-	}
 	expected := lowerHex(p.ExpectedHeadSHA)
 	var op ShipOperation
 	_, err := s.changeTask(ctx, taskID, func(tx Tx, t *Task) (taskEvent, error) {

@@ -233,10 +233,8 @@ func (s *Service) Submit(ctx context.Context, taskID string, p SubmitParams) (Su
 // submitLocked is Submit, with the task's lock held, with a hook that
 // runs in the transaction that accepts the submission (the idempotency
 // layer records the response there).
+// p has been validated: by Submit, or by the HTTP layer's decoding.
 func (s *Service) submitLocked(ctx context.Context, taskID string, p SubmitParams, onCommit func(tx Tx, sub *Submission) error) (Submission, error) {
-	if err := p.validate(); err != nil {
-		return Submission{}, err
-	}
 	t, err := s.Task(ctx, taskID)
 	if err != nil {
 		return Submission{}, err
@@ -356,12 +354,14 @@ func (s *Service) submitLocked(ctx context.Context, taskID string, p SubmitParam
 		if _, err := s.applyFacts(ctx, tx, t, obs, true); err != nil {
 			return taskEvent{}, err
 		}
+		_, decides := adapter.(ReviewDecider)
+		reviewsUnread := decides && t.ReviewPolicy == PolicyGitHubRules && obs.reviews == nil
+		if reviewsUnread {
+			t.Facts.HostDecision = DecisionPending // the host decides; it could not be asked yet
+		}
 		t.ReconcileAt = s.firstReconcile(s.clock.Now())
-		if obs.ciFailed || (obs.reviews == nil && t.ReviewPolicy == PolicyGitHubRules && isDecider(adapter)) {
+		if obs.ciFailed || reviewsUnread {
 			t.ReconcileAt = s.now() // read again at once what could not be read now
-			if isDecider(adapter) && obs.reviews == nil {
-				t.Facts.HostDecision = DecisionPending
-			}
 		}
 		if ci := s.ciFor(t); ci != nil {
 			sub.CIProvider = optional(ci.Name())
@@ -383,12 +383,6 @@ func (s *Service) submitLocked(ctx context.Context, taskID string, p SubmitParam
 		return Submission{}, err
 	}
 	return sub, nil
-}
-
-// isDecider reports whether an adapter decides reviews itself.
-func isDecider(a ProviderAdapter) bool {
-	_, ok := a.(ReviewDecider)
-	return ok
 }
 
 // notSubmittable is the conflict of a submit that is not available.
