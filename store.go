@@ -49,6 +49,13 @@ type Store interface {
 	// ShipOperation returns the ship operation with the given ID.
 	ShipOperation(ctx context.Context, id string) (ShipOperation, error)
 
+	// Submissions returns every submission of a task, oldest first; a
+	// task without submissions, or an unknown one, has none.
+	Submissions(ctx context.Context, taskID string) ([]Submission, error)
+	// ShipOperations returns every ship operation of a task, oldest first;
+	// a task without any, or an unknown one, has none.
+	ShipOperations(ctx context.Context, taskID string) ([]ShipOperation, error)
+
 	// ProviderDelivery returns the record of a webhook delivery from a
 	// code host, if it was applied.
 	ProviderDelivery(ctx context.Context, source, id string) (ProviderDelivery, error)
@@ -80,6 +87,13 @@ type Store interface {
 	// DeleteDeliveriesBefore deletes the attempts made before t that are
 	// not pending and returns how many it deleted.
 	DeleteDeliveriesBefore(ctx context.Context, t time.Time) (int64, error)
+
+	// ConsoleSession returns the console session whose token hashes to
+	// hash, expired or not.
+	ConsoleSession(ctx context.Context, hash []byte) (ConsoleSession, error)
+	// DeleteConsoleSessionsBefore deletes the console sessions that
+	// expired before t and returns how many it deleted.
+	DeleteConsoleSessionsBefore(ctx context.Context, t time.Time) (int64, error)
 
 	// Update runs fn in a transaction and commits it when fn returns nil.
 	// When fn returns an error, nothing it wrote is kept and Update returns
@@ -178,9 +192,10 @@ type Tx interface {
 	// CreateSubscription inserts a new subscription. It returns ErrConflict
 	// when one with the same ID exists.
 	CreateSubscription(ctx context.Context, sub Subscription) error
-	// UpdateSubscription replaces the Status, Cursor, LeaseOwner and
-	// LeaseUntil of the stored subscription with sub.ID; the rest of a
-	// subscription never changes. It returns ErrNotFound when there is none.
+	// UpdateSubscription replaces the Status, Cursor, LeaseOwner,
+	// LeaseUntil, Revision and Rewound of the stored subscription with
+	// sub.ID; the rest of a subscription never changes. It returns
+	// ErrNotFound when there is none.
 	UpdateSubscription(ctx context.Context, sub Subscription) error
 	// DeleteSubscription deletes a subscription and all its delivery
 	// attempts. It returns ErrNotFound when there is none.
@@ -202,10 +217,20 @@ type Tx interface {
 	// PutInstanceLease creates or replaces the lease of l.ID.
 	PutInstanceLease(ctx context.Context, l InstanceLease) error
 
+	// Delivery returns the delivery attempt with the given ID, Body
+	// included, read for update.
+	Delivery(ctx context.Context, id string) (Delivery, error)
 	// UpdateDelivery replaces the Status, ResponseStatus, Error,
 	// NextAttemptAt and Body of the stored attempt with d.ID. It returns
 	// ErrNotFound when there is none.
 	UpdateDelivery(ctx context.Context, d Delivery) error
+
+	// CreateConsoleSession inserts a console session. It returns
+	// ErrConflict when one with the same Hash exists.
+	CreateConsoleSession(ctx context.Context, cs ConsoleSession) error
+	// DeleteConsoleSession deletes the console session whose token hashes
+	// to hash. It returns ErrNotFound when there is none.
+	DeleteConsoleSession(ctx context.Context, hash []byte) error
 }
 
 // RelaxedUpdater is implemented by a Store that can commit a transaction

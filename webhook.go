@@ -57,6 +57,14 @@ type Subscription struct {
 	LeaseOwner string `json:"-"`
 	// LeaseUntil is when another dispatcher may take the subscription over.
 	LeaseUntil time.Time `json:"-"`
+	// Revision counts the changes an operator made to the subscription's
+	// deliveries (a replay, a retry): the dispatcher holding it sees a new
+	// revision at its next claim and looks again at what it must deliver.
+	Revision int64 `json:"-"`
+	// Rewound says a replay moved Cursor back since the dispatcher last
+	// recorded its deliveries: it must read on from Cursor, not from where
+	// it was.
+	Rewound bool `json:"-"`
 }
 
 // SubscriptionFilters narrow the events of a subscription. An empty list
@@ -159,6 +167,8 @@ type ClaimSubscriptionsParams struct {
 type DeliveryFilter struct {
 	// SubscriptionID is the subscription whose attempts are listed.
 	SubscriptionID string
+	// EventID, when not empty, keeps the attempts at delivering this event.
+	EventID string
 	// Before, when not zero, keeps the attempts listed after the one with
 	// this position (see [DeliveryPage.Next]), that is, older ones.
 	Before int64
