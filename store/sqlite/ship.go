@@ -109,6 +109,19 @@ func getShip(ctx context.Context, q queryer, id string) (lifecycle.ShipOperation
 	return op, nil
 }
 
+// ShipOperations implements lifecycle.Store. They come in the order they
+// were queued.
+func (s *Store) ShipOperations(ctx context.Context, taskID string) ([]lifecycle.ShipOperation, error) {
+	if s.closed.Load() {
+		return nil, errClosed
+	}
+	ops, err := queryAll(ctx, s.r, scanShip, "SELECT "+shipColumns+" FROM ship_operations WHERE task_id = ? ORDER BY pos", taskID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: ship operations of %s: %w", taskID, err)
+	}
+	return ops, nil
+}
+
 // CreateShipOperation implements lifecycle.Tx.
 func (x *txn) CreateShipOperation(ctx context.Context, op lifecycle.ShipOperation) error {
 	args, err := shipArgs(&op)

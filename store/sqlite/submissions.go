@@ -67,6 +67,19 @@ func getSubmission(ctx context.Context, q queryer, id string) (lifecycle.Submiss
 	return sub, nil
 }
 
+// Submissions implements lifecycle.Store. They come in the order they
+// were recorded.
+func (s *Store) Submissions(ctx context.Context, taskID string) ([]lifecycle.Submission, error) {
+	if s.closed.Load() {
+		return nil, errClosed
+	}
+	subs, err := queryAll(ctx, s.r, scanSubmission, "SELECT "+submissionColumns+" FROM submissions WHERE task_id = ? ORDER BY pos", taskID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: submissions of %s: %w", taskID, err)
+	}
+	return subs, nil
+}
+
 // CreateSubmission implements lifecycle.Tx.
 func (x *txn) CreateSubmission(ctx context.Context, s lifecycle.Submission) error {
 	participants, err := json.Marshal(nonNil(s.ReviewRoute.Participants))

@@ -17,7 +17,7 @@ import (
 // subscriptionColumns are the columns of a subscription, in the order
 // scanSubscription reads them.
 const subscriptionColumns = `pos, id, url, event_types, description, filters, status, secret, created_at,
-	cursor, lease_owner, lease_until`
+	cursor, lease_owner, lease_until, revision, rewound`
 
 // subscriptionRow holds the scanned columns of a subscription.
 type subscriptionRow struct {
@@ -33,7 +33,7 @@ func scanSubscription(row scanner) (lifecycle.Subscription, int64, error) {
 	r := new(subscriptionRow)
 	sub := &r.sub
 	err := row.Scan(&r.pos, &sub.ID, &sub.URL, &r.types, &r.description, &r.filters, &r.status, &sub.SealedSecret,
-		&r.created, &sub.Cursor, &sub.LeaseOwner, &r.lease)
+		&r.created, &sub.Cursor, &sub.LeaseOwner, &r.lease, &sub.Revision, &sub.Rewound)
 	if err != nil {
 		return *sub, 0, translate(err)
 	}
@@ -133,9 +133,9 @@ func (x *txn) CreateSubscription(ctx context.Context, sub lifecycle.Subscription
 		return fmt.Errorf("sqlite: encode subscription %s: %w", sub.ID, err)
 	}
 	_, err = x.conn.ExecContext(x.ctx, `INSERT INTO webhook_subscriptions (id, url, event_types, description, filters, status,
-		secret, created_at, cursor, lease_owner, lease_until) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		secret, created_at, cursor, lease_owner, lease_until, revision, rewound) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sub.ID, sub.URL, string(types), sub.Description, string(filters), string(sub.Status),
-		nonNil(sub.SealedSecret), millis(sub.CreatedAt.Time), sub.Cursor, sub.LeaseOwner, millis(sub.LeaseUntil))
+		nonNil(sub.SealedSecret), millis(sub.CreatedAt.Time), sub.Cursor, sub.LeaseOwner, millis(sub.LeaseUntil), sub.Revision, sub.Rewound)
 	if err != nil {
 		return fmt.Errorf("sqlite: create subscription %s: %w", sub.ID, translate(err))
 	}
@@ -144,8 +144,9 @@ func (x *txn) CreateSubscription(ctx context.Context, sub lifecycle.Subscription
 
 // UpdateSubscription implements lifecycle.Tx.
 func (x *txn) UpdateSubscription(ctx context.Context, sub lifecycle.Subscription) error {
-	res, err := x.conn.ExecContext(x.ctx, `UPDATE webhook_subscriptions SET status = ?, cursor = ?, lease_owner = ?, lease_until = ?
-		WHERE id = ?`, string(sub.Status), sub.Cursor, sub.LeaseOwner, millis(sub.LeaseUntil), sub.ID)
+	res, err := x.conn.ExecContext(x.ctx, `UPDATE webhook_subscriptions SET status = ?, cursor = ?, lease_owner = ?, lease_until = ?,
+		revision = ?, rewound = ? WHERE id = ?`,
+		string(sub.Status), sub.Cursor, sub.LeaseOwner, millis(sub.LeaseUntil), sub.Revision, sub.Rewound, sub.ID)
 	if err != nil {
 		return fmt.Errorf("sqlite: update subscription %s: %w", sub.ID, translate(err))
 	}
@@ -271,6 +272,16 @@ func (x *txn) CreateDelivery(ctx context.Context, d lifecycle.Delivery) error {
 	return nil
 }
 
+// Delivery implements lifecycle.Tx. The transaction holds SQLite's write
+// lock, so what it reads no other writer changes before it ends.
+func (x *txn) Delivery(ctx context.Context, id string) (lifecycle.Delivery, error) {
+	d, _, err := scanDelivery(x.conn.QueryRowContext(x.ctx, "SELECT "+deliveryColumns+", body FROM webhook_deliveries WHERE id = ?", id), true)
+	if err != nil {
+		return d, fmt.Errorf("sqlite: delivery %s: %w", id, err)
+	}
+	return d, nil
+}
+
 // UpdateDelivery implements lifecycle.Tx.
 func (x *txn) UpdateDelivery(ctx context.Context, d lifecycle.Delivery) error {
 	response, errText, next, body := deliveryArgs(&d)
@@ -298,10 +309,17 @@ func (s *Store) Deliveries(ctx context.Context, f lifecycle.DeliveryFilter) (lif
 	if limit <= 0 {
 		limit = 50
 	}
-	rows, err := s.r.QueryContext(ctx, "SELECT "+deliveryColumns+` FROM webhook_deliveries
-		WHERE subscription_id = ? AND pos < ? ORDER BY pos DESC LIMIT ?`, f.SubscriptionID, before, limit+1)
+	what := "deliveries of " + f.SubscriptionID
+	query, args := "SELECT "+deliveryColumns+` FROM webhook_deliveries
+		WHERE subscription_id = ? AND pos < ? ORDER BY pos DESC LIMIT ?`, []any{f.SubscriptionID, before, limit + 1}
+	if f.EventID != "" {
+		what += " for event " + f.EventID
+		query, args = "SELECT "+deliveryColumns+` FROM webhook_deliveries
+			WHERE subscription_id = ? AND event_id = ? AND pos < ? ORDER BY pos DESC LIMIT ?`, []any{f.SubscriptionID, f.EventID, before, limit + 1}
+	}
+	rows, err := s.r.QueryContext(ctx, query, args...)
 	if err != nil {
-		return lifecycle.DeliveryPage{}, fmt.Errorf("sqlite: deliveries of %s: %w", f.SubscriptionID, translate(err))
+		return lifecycle.DeliveryPage{}, fmt.Errorf("sqlite: %s: %w", what, translate(err))
 	}
 	defer rows.Close()
 	var (
@@ -311,7 +329,7 @@ func (s *Store) Deliveries(ctx context.Context, f lifecycle.DeliveryFilter) (lif
 	for rows.Next() {
 		d, pos, err := scanDelivery(rows, false)
 		if err != nil {
-			return lifecycle.DeliveryPage{}, fmt.Errorf("sqlite: deliveries of %s: %w", f.SubscriptionID, err)
+			return lifecycle.DeliveryPage{}, fmt.Errorf("sqlite: %s: %w", what, err)
 		}
 		if len(page.Deliveries) == limit {
 			page.Next = last
@@ -321,7 +339,7 @@ func (s *Store) Deliveries(ctx context.Context, f lifecycle.DeliveryFilter) (lif
 		last = pos
 	}
 	if err := rows.Err(); err != nil {
-		return lifecycle.DeliveryPage{}, fmt.Errorf("sqlite: deliveries of %s: %w", f.SubscriptionID, translate(err))
+		return lifecycle.DeliveryPage{}, fmt.Errorf("sqlite: %s: %w", what, translate(err))
 	}
 	return page, nil
 }
