@@ -15,7 +15,7 @@ const (
 	// ChangeShips: ship operations were queued.
 	ChangeShips
 	// ChangeSubscriptions: webhook subscriptions were created or deleted,
-	// or their status changed.
+	// or their status or revision changed.
 	ChangeSubscriptions
 
 	// ChangeAll is every kind of change.

@@ -14,17 +14,17 @@
 //
 // [Store.Update] runs its function in a READ COMMITTED transaction. The
 // reads of a Tx that the contract calls "read for update" (Tx.Task,
-// Tx.ShipOperation, and the records the Service reads and rewrites:
-// subscriptions, idempotency records, instance leases) are SELECT ... FOR
-// UPDATE, so concurrent read-modify-writes of one row wait for each other
-// instead of losing an update. Inserts that may collide use ON CONFLICT DO
-// NOTHING and report [lifecycle.ErrConflict] without aborting the
-// transaction, as SQLite's do. A deadlock or serialization failure rolls
-// the transaction back and Update runs the function again, up to
-// [Config.MaxRetries] times. [Store.UpdateRelaxed] is Update with SET LOCAL
-// synchronous_commit = off: the commit is visible at once and reaches the
-// disk with the WAL writer, within a few hundred milliseconds, and at the
-// latest with the next durable commit.
+// Tx.ShipOperation, Tx.Delivery, and the records the Service reads and
+// rewrites: subscriptions, idempotency records, instance leases) are
+// SELECT ... FOR UPDATE, so concurrent read-modify-writes of one row wait
+// for each other instead of losing an update. Inserts that may collide use
+// ON CONFLICT DO NOTHING and report [lifecycle.ErrConflict] without
+// aborting the transaction, as SQLite's do. A deadlock or serialization
+// failure rolls the transaction back and Update runs the function again,
+// up to [Config.MaxRetries] times. [Store.UpdateRelaxed] is Update with
+// SET LOCAL synchronous_commit = off: the commit is visible at once and
+// reaches the disk with the WAL writer, within a few hundred milliseconds,
+// and at the latest with the next durable commit.
 //
 // # Event sequences
 //
@@ -56,8 +56,8 @@
 //
 // The Store implements [lifecycle.Notifier] with LISTEN/NOTIFY: after a
 // transaction that appended events, queued a ship operation or created,
-// changed the status of or deleted a subscription commits, the Store
-// sends a notification of each kind of change (pg_notify, in a
+// deleted or changed the status or revision of a subscription commits, the
+// Store sends a notification of each kind of change (pg_notify, in a
 // transaction of its own that does not wait for the disk), and
 // [Store.Listen] passes it on to the Service, which wakes its event
 // streams, ship runner or webhook dispatcher at once rather than at its

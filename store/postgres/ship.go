@@ -97,6 +97,19 @@ func (x *txn) ShipOperation(ctx context.Context, id string) (lifecycle.ShipOpera
 	return op, nil
 }
 
+// ShipOperations implements lifecycle.Store. They come in the order they
+// were queued.
+func (s *Store) ShipOperations(ctx context.Context, taskID string) ([]lifecycle.ShipOperation, error) {
+	if s.closed.Load() {
+		return nil, errClosed
+	}
+	ops, err := queryAll(ctx, s.pool, scanShip, "SELECT "+shipColumns+" FROM ship_operations WHERE task_id = $1 ORDER BY pos", taskID)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: ship operations of %s: %w", taskID, s.translate(err))
+	}
+	return ops, nil
+}
+
 // CreateShipOperation implements lifecycle.Tx. It notifies the ship
 // runners of every process after commit.
 func (x *txn) CreateShipOperation(ctx context.Context, op lifecycle.ShipOperation) error {

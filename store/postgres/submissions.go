@@ -64,6 +64,19 @@ func (x *txn) Submission(ctx context.Context, id string) (lifecycle.Submission, 
 	return sub, nil
 }
 
+// Submissions implements lifecycle.Store. They come in the order they
+// were recorded.
+func (s *Store) Submissions(ctx context.Context, taskID string) ([]lifecycle.Submission, error) {
+	if s.closed.Load() {
+		return nil, errClosed
+	}
+	subs, err := queryAll(ctx, s.pool, scanSubmission, "SELECT "+submissionColumns+" FROM submissions WHERE task_id = $1 ORDER BY pos", taskID)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: submissions of %s: %w", taskID, s.translate(err))
+	}
+	return subs, nil
+}
+
 // CreateSubmission implements lifecycle.Tx.
 func (x *txn) CreateSubmission(ctx context.Context, s lifecycle.Submission) error {
 	participants, err := json.Marshal(nonNil(s.ReviewRoute.Participants))

@@ -16,7 +16,7 @@ import (
 // subscriptionColumns are the columns of a subscription, in the order
 // scanSubscription reads them.
 const subscriptionColumns = `pos, id, url, event_types, description, filters, status, secret, created_at,
-	cursor, lease_owner, lease_until`
+	cursor, lease_owner, lease_until, revision, rewound`
 
 // subscriptionRow holds the scanned columns of a subscription.
 type subscriptionRow struct {
@@ -31,7 +31,7 @@ func scanSubscription(row scanner) (lifecycle.Subscription, int64, error) {
 	r := new(subscriptionRow)
 	sub := &r.sub
 	err := row.Scan(&r.pos, &sub.ID, &sub.URL, &r.types, &sub.Description, &r.filters, &r.status, &sub.SealedSecret,
-		&r.created, &sub.Cursor, &sub.LeaseOwner, &r.lease)
+		&r.created, &sub.Cursor, &sub.LeaseOwner, &r.lease, &sub.Revision, &sub.Rewound)
 	if err != nil {
 		return *sub, 0, err
 	}
@@ -137,10 +137,11 @@ func (x *txn) CreateSubscription(ctx context.Context, sub lifecycle.Subscription
 		return fmt.Errorf("postgres: encode subscription %s: %w", sub.ID, err)
 	}
 	n, err := x.exec(ctx, `INSERT INTO webhook_subscriptions (id, url, event_types, description, filters, status,
-		secret, created_at, cursor, lease_owner, lease_until) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+		secret, created_at, cursor, lease_owner, lease_until, revision, rewound)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 		ON CONFLICT DO NOTHING`,
 		sub.ID, sub.URL, string(types), sub.Description, string(filters), string(sub.Status),
-		nonNil(sub.SealedSecret), millis(sub.CreatedAt.Time), sub.Cursor, sub.LeaseOwner, millis(sub.LeaseUntil))
+		nonNil(sub.SealedSecret), millis(sub.CreatedAt.Time), sub.Cursor, sub.LeaseOwner, millis(sub.LeaseUntil), sub.Revision, sub.Rewound)
 	if err != nil {
 		return fmt.Errorf("postgres: create subscription %s: %w", sub.ID, err)
 	}
@@ -151,18 +152,22 @@ func (x *txn) CreateSubscription(ctx context.Context, sub lifecycle.Subscription
 	return nil
 }
 
-// UpdateSubscription implements lifecycle.Tx. A change of status notifies
-// the webhook dispatchers of every process at commit.
+// UpdateSubscription implements lifecycle.Tx. A change of status or of
+// revision notifies the webhook dispatchers of every process at commit.
 func (x *txn) UpdateSubscription(ctx context.Context, sub lifecycle.Subscription) error {
-	var old string
-	err := x.tx.QueryRow(ctx, `WITH old AS (SELECT id, status FROM webhook_subscriptions WHERE id = $1 FOR UPDATE)
-		UPDATE webhook_subscriptions w SET status = $2, cursor = $3, lease_owner = $4, lease_until = $5
-		FROM old WHERE w.id = old.id RETURNING old.status`,
-		sub.ID, string(sub.Status), sub.Cursor, sub.LeaseOwner, millis(sub.LeaseUntil)).Scan(&old)
+	var (
+		oldStatus   string
+		oldRevision int64
+	)
+	err := x.tx.QueryRow(ctx, `WITH old AS (SELECT id, status, revision FROM webhook_subscriptions WHERE id = $1 FOR UPDATE)
+		UPDATE webhook_subscriptions w SET status = $2, cursor = $3, lease_owner = $4, lease_until = $5,
+			revision = $6, rewound = $7
+		FROM old WHERE w.id = old.id RETURNING old.status, old.revision`,
+		sub.ID, string(sub.Status), sub.Cursor, sub.LeaseOwner, millis(sub.LeaseUntil), sub.Revision, sub.Rewound).Scan(&oldStatus, &oldRevision)
 	if err != nil {
 		return fmt.Errorf("postgres: update subscription %s: %w", sub.ID, x.fail(err))
 	}
-	if old != string(sub.Status) {
+	if oldStatus != string(sub.Status) || oldRevision != sub.Revision {
 		x.changes |= lifecycle.ChangeSubscriptions
 	}
 	return nil
@@ -285,6 +290,15 @@ func (x *txn) CreateDelivery(ctx context.Context, d lifecycle.Delivery) error {
 	return fmt.Errorf("postgres: create delivery %s: one with this ID exists: %w", d.ID, lifecycle.ErrConflict)
 }
 
+// Delivery implements lifecycle.Tx: SELECT ... FOR UPDATE.
+func (x *txn) Delivery(ctx context.Context, id string) (lifecycle.Delivery, error) {
+	d, _, err := scanDelivery(x.tx.QueryRow(ctx, "SELECT "+deliveryColumns+", body FROM webhook_deliveries WHERE id = $1 FOR UPDATE", id), true)
+	if err != nil {
+		return d, fmt.Errorf("postgres: delivery %s: %w", id, x.fail(err))
+	}
+	return d, nil
+}
+
 // UpdateDelivery implements lifecycle.Tx.
 func (x *txn) UpdateDelivery(ctx context.Context, d lifecycle.Delivery) error {
 	response, next, body := deliveryArgs(&d)
@@ -312,10 +326,17 @@ func (s *Store) Deliveries(ctx context.Context, f lifecycle.DeliveryFilter) (lif
 	if limit <= 0 {
 		limit = 50
 	}
-	rows, err := s.pool.Query(ctx, "SELECT "+deliveryColumns+` FROM webhook_deliveries
-		WHERE subscription_id = $1 AND pos < $2 ORDER BY pos DESC LIMIT $3`, f.SubscriptionID, before, limit+1)
+	what := "deliveries of " + f.SubscriptionID
+	query, args := "SELECT "+deliveryColumns+` FROM webhook_deliveries
+		WHERE subscription_id = $1 AND pos < $2 ORDER BY pos DESC LIMIT $3`, []any{f.SubscriptionID, before, limit + 1}
+	if f.EventID != "" {
+		what += " for event " + f.EventID
+		query, args = "SELECT "+deliveryColumns+` FROM webhook_deliveries
+			WHERE subscription_id = $1 AND event_id = $2 AND pos < $3 ORDER BY pos DESC LIMIT $4`, []any{f.SubscriptionID, f.EventID, before, limit + 1}
+	}
+	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
-		return lifecycle.DeliveryPage{}, fmt.Errorf("postgres: deliveries of %s: %w", f.SubscriptionID, s.translate(err))
+		return lifecycle.DeliveryPage{}, fmt.Errorf("postgres: %s: %w", what, s.translate(err))
 	}
 	defer rows.Close()
 	var (
@@ -325,7 +346,7 @@ func (s *Store) Deliveries(ctx context.Context, f lifecycle.DeliveryFilter) (lif
 	for rows.Next() {
 		d, pos, err := scanDelivery(rows, false)
 		if err != nil {
-			return lifecycle.DeliveryPage{}, fmt.Errorf("postgres: deliveries of %s: %w", f.SubscriptionID, s.translate(err))
+			return lifecycle.DeliveryPage{}, fmt.Errorf("postgres: %s: %w", what, s.translate(err))
 		}
 		if len(page.Deliveries) == limit {
 			page.Next = last
@@ -335,7 +356,7 @@ func (s *Store) Deliveries(ctx context.Context, f lifecycle.DeliveryFilter) (lif
 		last = pos
 	}
 	if err := rows.Err(); err != nil {
-		return lifecycle.DeliveryPage{}, fmt.Errorf("postgres: deliveries of %s: %w", f.SubscriptionID, s.translate(err))
+		return lifecycle.DeliveryPage{}, fmt.Errorf("postgres: %s: %w", what, s.translate(err))
 	}
 	return page, nil
 }
