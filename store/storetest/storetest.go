@@ -51,10 +51,12 @@ func Run(t *testing.T, h Harness) {
 		{"EventsPruneKeepsSequence", testEventsPruneKeepsSequence},
 		{"APIKeys", testAPIKeys},
 		{"Submissions", testSubmissions},
+		{"SubmissionsOfTask", testSubmissionsOfTask},
 		{"Reviews", testReviews},
 		{"Checks", testChecks},
 		{"IdempotencyRecords", testIdempotencyRecords},
 		{"ShipOperations", testShipOperations},
+		{"ShipOperationsOfTask", testShipOperationsOfTask},
 		{"ClaimShipOperations", testClaimShipOperations},
 		{"InstanceLeases", testInstanceLeases},
 		{"HostFactsRoundTrip", testHostFactsRoundTrip},
@@ -902,6 +904,48 @@ func testSubmissions(t *testing.T, h Harness) {
 	}
 }
 
+// testSubmissionsOfTask records submissions of two tasks, interleaved and
+// with IDs that do not sort in the order they were recorded: each task
+// lists its own, oldest first, whole.
+func testSubmissionsOfTask(t *testing.T, h Harness) {
+	s := open(t, h)
+	task, other, idle := minimalTask(1), minimalTask(2), minimalTask(3)
+	create(t, s, task, other, idle)
+	bare := func(taskID, id string, accepted time.Duration) lifecycle.Submission {
+		return lifecycle.Submission{SubmissionID: id, TaskID: taskID, Status: lifecycle.StatusInReview, PRURL: "x", PRNumber: 1,
+			Action: lifecycle.ActionAccepted, CodeReviewPolicy: lifecycle.PolicyNeverRequire, Mode: lifecycle.ModeArtifact, AcceptedAt: ts(accepted)}
+	}
+	full := submission(task.ID, "sub_c")
+	full.AcceptedAt = ts(0)
+	want := []lifecycle.Submission{full, bare(task.ID, "sub_a", time.Minute), bare(task.ID, "sub_b", 2*time.Minute)}
+	wantOther := []lifecycle.Submission{bare(other.ID, "sub_z", 30*time.Second), bare(other.ID, "sub_0", 90*time.Second)}
+	// One per transaction, the other task's between this one's.
+	for _, sub := range []lifecycle.Submission{want[0], wantOther[0], want[1], wantOther[1], want[2]} {
+		update(t, s, func(tx lifecycle.Tx) error { return tx.CreateSubmission(t.Context(), sub) })
+	}
+	opts := cmp.Options{equateEmpty, cmpopts.IgnoreFields(lifecycle.Submission{}, "AvailableActions")}
+	cases := []struct {
+		name   string
+		taskID string
+		want   []lifecycle.Submission
+	}{
+		{"three, oldest first", task.ID, want},
+		{"the other task's", other.ID, wantOther},
+		{"a task without submissions", idle.ID, nil},
+		{"an unknown task", "tsk_missing", nil},
+	}
+	for _, c := range cases {
+		got, err := s.Submissions(t.Context(), c.taskID)
+		if err != nil {
+			t.Errorf("Submissions(%s), %s: %v", c.taskID, c.name, err)
+			continue
+		}
+		if diff := cmp.Diff(c.want, got, opts); diff != "" {
+			t.Errorf("Submissions(%s), %s (-want +got):\n%s", c.taskID, c.name, diff)
+		}
+	}
+}
+
 func testReviews(t *testing.T, h Harness) {
 	s := open(t, h)
 	task := minimalTask(1)
@@ -1137,6 +1181,56 @@ func testShipOperations(t *testing.T, h Harness) {
 	err = s.Update(t.Context(), func(tx lifecycle.Tx) error { return tx.CreateShipOperation(t.Context(), queued) })
 	if !errors.Is(err, lifecycle.ErrConflict) {
 		t.Errorf("CreateShipOperation(same ID) error = %v, want ErrConflict", err)
+	}
+}
+
+// testShipOperationsOfTask queues operations of two tasks, interleaved and
+// with IDs that do not sort in the order they were queued, and updates the
+// oldest: each task lists its own, oldest first, as stored.
+func testShipOperationsOfTask(t *testing.T, h Harness) {
+	s := open(t, h)
+	task, other, idle := minimalTask(1), minimalTask(2), minimalTask(3)
+	create(t, s, task, other, idle)
+	want := []lifecycle.ShipOperation{
+		shipOp(task.ID, "shp_c", lifecycle.ShipQueued, 0),
+		shipOp(task.ID, "shp_a", lifecycle.ShipQueued, time.Minute),
+		shipOp(task.ID, "shp_b", lifecycle.ShipRunning, 2*time.Minute),
+	}
+	want[2].TraceID, want[2].LeaseOwner, want[2].Attempts, want[2].StartedAt = ptr("4bf92f3577b34da6a3ce929d0e0e4736"), "runner-1", 1, ptr(ts(2*time.Minute))
+	wantOther := []lifecycle.ShipOperation{
+		shipOp(other.ID, "shp_z", lifecycle.ShipQueued, 30*time.Second),
+		shipOp(other.ID, "shp_0", lifecycle.ShipQueued, 90*time.Second),
+	}
+	for _, op := range []lifecycle.ShipOperation{want[0], wantOther[0], want[1], wantOther[1], want[2]} {
+		update(t, s, func(tx lifecycle.Tx) error { return tx.CreateShipOperation(t.Context(), op) })
+	}
+	// The oldest finishes; it keeps its place.
+	done := &want[0]
+	done.Status, done.StartedAt, done.FinishedAt = lifecycle.ShipFailed, ptr(ts(time.Second)), ptr(ts(3*time.Minute))
+	done.Attempts, done.LeaseUntil = 2, ts(4*time.Minute)
+	done.Deployment = &lifecycle.Deployment{ID: "dep_1", Environment: lifecycle.EnvironmentStaging, CommitSHA: "fedcba9876543210fedcba9876543210fedcba98", URL: "file:///deploy", DeployedAt: ts(2 * time.Second)}
+	done.Error = &lifecycle.ShipError{Code: "deploy_failed", Message: "the deployer gave up"}
+	update(t, s, func(tx lifecycle.Tx) error { return tx.UpdateShipOperation(t.Context(), *done) })
+	opts := cmp.Options{equateEmpty, cmpopts.IgnoreFields(lifecycle.ShipOperation{}, "AvailableActions")}
+	cases := []struct {
+		name   string
+		taskID string
+		want   []lifecycle.ShipOperation
+	}{
+		{"three, oldest first", task.ID, want},
+		{"the other task's", other.ID, wantOther},
+		{"a task without operations", idle.ID, nil},
+		{"an unknown task", "tsk_missing", nil},
+	}
+	for _, c := range cases {
+		got, err := s.ShipOperations(t.Context(), c.taskID)
+		if err != nil {
+			t.Errorf("ShipOperations(%s), %s: %v", c.taskID, c.name, err)
+			continue
+		}
+		if diff := cmp.Diff(c.want, got, opts); diff != "" {
+			t.Errorf("ShipOperations(%s), %s (-want +got):\n%s", c.taskID, c.name, diff)
+		}
 	}
 }
 
