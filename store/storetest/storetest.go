@@ -59,6 +59,8 @@ func Run(t *testing.T, h Harness) {
 		{"ShipOperationsOfTask", testShipOperationsOfTask},
 		{"ClaimShipOperations", testClaimShipOperations},
 		{"InstanceLeases", testInstanceLeases},
+		{"ConsoleSessions", testConsoleSessions},
+		{"DeleteConsoleSessionsBefore", testDeleteConsoleSessionsBefore},
 		{"HostFactsRoundTrip", testHostFactsRoundTrip},
 		{"ReviewHostFields", testReviewHostFields},
 		{"ShipLeaseOwner", testShipLeaseOwner},

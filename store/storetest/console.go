@@ -1,0 +1,143 @@
+package storetest
+
+import (
+	"crypto/sha256"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/tasklifecycle/lifecycle"
+)
+
+// consoleSession returns a session opened with key at base+created that
+// expires at base+expires; its hash is that of token.
+func consoleSession(token, key string, created, expires time.Duration) lifecycle.ConsoleSession {
+	hash, keyHash := sha256.Sum256([]byte(token)), sha256.Sum256([]byte("lk_"+key))
+	return lifecycle.ConsoleSession{Hash: hash[:], KeyID: key, KeyHash: keyHash[:], CreatedAt: ts(created), ExpiresAt: ts(expires)}
+}
+
+func createConsoleSessions(t *testing.T, s lifecycle.Store, sessions ...lifecycle.ConsoleSession) {
+	t.Helper()
+	update(t, s, func(tx lifecycle.Tx) error {
+		for _, cs := range sessions {
+			if err := tx.CreateConsoleSession(t.Context(), cs); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func testConsoleSessions(t *testing.T, h Harness) {
+	s := open(t, h)
+	a, b := consoleSession("token-a", "key_1", 0, time.Hour), consoleSession("token-b", "key_1", time.Minute, 2*time.Hour)
+	// Hashes are bytes: a prefix of another's, or one that differs from
+	// another's in a zero byte, is another session's.
+	prefix, zero := consoleSession("token-c", "key_2", 0, time.Hour), consoleSession("token-d", "key_2", 0, time.Hour)
+	prefix.Hash = slices.Clone(a.Hash[:16])
+	zero.Hash = append([]byte{0}, a.Hash[1:]...) // a's hash begins with 0xa7
+	expired := consoleSession("token-e", "key_2", -2*time.Hour, -time.Hour)
+	createConsoleSessions(t, s, a, b, prefix, zero, expired)
+	// Expired or not, a session is returned as created.
+	for _, want := range []lifecycle.ConsoleSession{a, b, prefix, zero, expired} {
+		got, err := s.ConsoleSession(t.Context(), want.Hash)
+		if err != nil {
+			t.Errorf("ConsoleSession(%x): %v", want.Hash, err)
+			continue
+		}
+		if diff := cmp.Diff(want, got, equateEmpty); diff != "" {
+			t.Errorf("ConsoleSession(%x) (-want +got):\n%s", want.Hash, diff)
+		}
+	}
+	missing := consoleSession("token-missing", "key_1", 0, time.Hour)
+	calls := []struct {
+		name string
+		fn   func(tx lifecycle.Tx) error
+		want error
+	}{
+		{"CreateConsoleSession(same hash)", func(tx lifecycle.Tx) error {
+			dup := consoleSession("token-a", "key_2", 5*time.Minute, 3*time.Hour) // another key, the same token
+			return tx.CreateConsoleSession(t.Context(), dup)
+		}, lifecycle.ErrConflict},
+		{"DeleteConsoleSession(missing)", func(tx lifecycle.Tx) error { return tx.DeleteConsoleSession(t.Context(), missing.Hash) }, lifecycle.ErrNotFound},
+		{"DeleteConsoleSession(a prefix of a hash)", func(tx lifecycle.Tx) error { return tx.DeleteConsoleSession(t.Context(), a.Hash[:8]) }, lifecycle.ErrNotFound},
+		{"DeleteConsoleSession(no hash)", func(tx lifecycle.Tx) error { return tx.DeleteConsoleSession(t.Context(), nil) }, lifecycle.ErrNotFound},
+	}
+	for _, c := range calls {
+		if err := s.Update(t.Context(), c.fn); !errors.Is(err, c.want) {
+			t.Errorf("%s error = %v, want %v", c.name, err, c.want)
+		}
+	}
+	if _, err := s.ConsoleSession(t.Context(), missing.Hash); !errors.Is(err, lifecycle.ErrNotFound) {
+		t.Errorf("ConsoleSession(missing) error = %v, want ErrNotFound", err)
+	}
+	// The failed calls changed nothing.
+	if got, err := s.ConsoleSession(t.Context(), a.Hash); err != nil || !cmp.Equal(a, got, equateEmpty) {
+		t.Errorf("ConsoleSession(a) after failed calls = %+v, %v; want it unchanged", got, err)
+	}
+
+	// Sign-out deletes one session, and only once.
+	update(t, s, func(tx lifecycle.Tx) error { return tx.DeleteConsoleSession(t.Context(), a.Hash) })
+	if _, err := s.ConsoleSession(t.Context(), a.Hash); !errors.Is(err, lifecycle.ErrNotFound) {
+		t.Errorf("ConsoleSession(deleted) error = %v, want ErrNotFound", err)
+	}
+	if err := s.Update(t.Context(), func(tx lifecycle.Tx) error { return tx.DeleteConsoleSession(t.Context(), a.Hash) }); !errors.Is(err, lifecycle.ErrNotFound) {
+		t.Errorf("DeleteConsoleSession twice: error = %v, want ErrNotFound", err)
+	}
+	for _, kept := range []lifecycle.ConsoleSession{b, prefix, zero} {
+		if _, err := s.ConsoleSession(t.Context(), kept.Hash); err != nil {
+			t.Errorf("ConsoleSession(%x) after deleting another: %v", kept.Hash, err)
+		}
+	}
+	// A deleted session's hash may be used again.
+	createConsoleSessions(t, s, a)
+}
+
+func testDeleteConsoleSessionsBefore(t *testing.T, h Harness) {
+	s := open(t, h)
+	sessions := []lifecycle.ConsoleSession{
+		consoleSession("token-1", "key_1", -3*time.Hour, -2*time.Hour),
+		consoleSession("token-2", "key_2", -3*time.Hour, -2*time.Hour),
+		consoleSession("token-3", "key_1", -2*time.Hour, -time.Hour), // exactly at the first cutoff
+		consoleSession("token-4", "key_1", -time.Hour, time.Hour),
+		consoleSession("token-5", "key_2", 0, 2*time.Hour),
+	}
+	createConsoleSessions(t, s, sessions...)
+	left := func() []int {
+		t.Helper()
+		var out []int
+		for i, cs := range sessions {
+			_, err := s.ConsoleSession(t.Context(), cs.Hash)
+			switch {
+			case err == nil:
+				out = append(out, i+1)
+			case !errors.Is(err, lifecycle.ErrNotFound):
+				t.Fatalf("ConsoleSession(%d): %v", i+1, err)
+			}
+		}
+		return out
+	}
+	cases := []struct {
+		cutoff  time.Duration
+		deleted int64
+		left    []int
+	}{
+		{-3 * time.Hour, 0, []int{1, 2, 3, 4, 5}},
+		{-time.Hour, 2, []int{3, 4, 5}},
+		{90 * time.Minute, 2, []int{5}},
+		{90 * time.Minute, 0, []int{5}},
+		{3 * time.Hour, 1, nil},
+	}
+	for _, c := range cases {
+		n, err := s.DeleteConsoleSessionsBefore(t.Context(), base.Add(c.cutoff))
+		if err != nil || n != c.deleted {
+			t.Errorf("DeleteConsoleSessionsBefore(%v) = %d, %v; want %d", c.cutoff, n, err, c.deleted)
+		}
+		if diff := cmp.Diff(c.left, left(), equateEmpty); diff != "" {
+			t.Errorf("sessions left after DeleteConsoleSessionsBefore(%v) (-want +got):\n%s", c.cutoff, diff)
+		}
+	}
+}
