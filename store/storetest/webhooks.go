@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -104,11 +105,18 @@ func createDeliveries(t *testing.T, s lifecycle.Store, ds ...lifecycle.Delivery)
 // and the number of pages it took.
 func listDeliveries(t *testing.T, s lifecycle.Store, subID string, limit int) ([]lifecycle.Delivery, int) {
 	t.Helper()
+	return listFilteredDeliveries(t, s, lifecycle.DeliveryFilter{SubscriptionID: subID, Limit: limit})
+}
+
+// listFilteredDeliveries returns every attempt that f keeps, paging by
+// f.Limit from f.Before, and the number of pages it took.
+func listFilteredDeliveries(t *testing.T, s lifecycle.Store, f lifecycle.DeliveryFilter) ([]lifecycle.Delivery, int) {
+	t.Helper()
 	var (
 		all   []lifecycle.Delivery
 		pages int
 	)
-	f := lifecycle.DeliveryFilter{SubscriptionID: subID, Limit: limit}
+	limit := f.Limit
 	for {
 		page, err := s.Deliveries(t.Context(), f)
 		if err != nil {
@@ -135,6 +143,14 @@ func deliveryIDs(ds []lifecycle.Delivery) []string {
 		out = append(out, d.ID)
 	}
 	return out
+}
+
+// fmtPtr formats an optional string: quoted, or nil.
+func fmtPtr(s *string) string {
+	if s == nil {
+		return "nil"
+	}
+	return fmt.Sprintf("%q", *s)
 }
 
 func subscriptionIDs(subs []lifecycle.Subscription) []string {
@@ -629,6 +645,181 @@ func testDeliveries(t *testing.T, h Harness) {
 	if !errors.Is(err, lifecycle.ErrConflict) {
 		t.Errorf("CreateDelivery(same ID) error = %v, want ErrConflict", err)
 	}
+}
+
+// testDeliveriesOfEvent records several attempts at delivering each of
+// three events to two subscriptions, interleaved: the attempts at one
+// event of one subscription are listed newest first, page by page.
+func testDeliveriesOfEvent(t *testing.T, h Harness) {
+	s := open(t, h)
+	sub, other := bareSubscription(1), bareSubscription(2)
+	createSubscriptions(t, s, sub, other)
+	try := func(subID string, event, n int) lifecycle.Delivery {
+		d := attempt(subID, event, lifecycle.DeliveryFailed, time.Duration(n)*time.Minute)
+		d.ID, d.Attempt, d.ResponseStatus = fmt.Sprintf("%s_try%d", d.ID, n), n, ptr(500)
+		if n == 4 {
+			d.Status, d.ResponseStatus = lifecycle.DeliverySucceeded, ptr(204)
+		}
+		return d
+	}
+	want := map[string][]lifecycle.Delivery{} // by subscription and event, newest first
+	for n := 1; n <= 4; n++ {
+		var round []lifecycle.Delivery
+		for event := 1; event <= 3; event++ {
+			for _, subID := range []string{sub.ID, other.ID} {
+				d := try(subID, event, n)
+				round = append(round, d)
+				want[subID+" "+d.EventID] = append([]lifecycle.Delivery{d}, want[subID+" "+d.EventID]...)
+			}
+		}
+		createDeliveries(t, s, round...)
+	}
+	// An event only the other subscription was sent.
+	only := attempt(other.ID, 9, lifecycle.DeliverySucceeded, time.Hour)
+	createDeliveries(t, s, only)
+	cases := []struct {
+		name       string
+		sub, event string
+		limit      int
+		want       []lifecycle.Delivery
+		wantPages  int
+	}{
+		{"four attempts in pages of 3", sub.ID, "evt_0002", 3, want[sub.ID+" evt_0002"], 2},
+		{"four attempts in pages of 4", sub.ID, "evt_0002", 4, want[sub.ID+" evt_0002"], 1},
+		{"four attempts in pages of 1", sub.ID, "evt_0001", 1, want[sub.ID+" evt_0001"], 4},
+		{"the other subscription's attempts at the same event", other.ID, "evt_0002", 3, want[other.ID+" evt_0002"], 2},
+		{"an event sent to the other subscription only", sub.ID, only.EventID, 10, nil, 1},
+		{"an event sent to the other subscription only, to it", other.ID, only.EventID, 10, []lifecycle.Delivery{only}, 1},
+		{"an unknown event", sub.ID, "evt_missing", 10, nil, 1},
+		{"an unknown subscription", "whs_missing", "evt_0002", 10, nil, 1},
+	}
+	for _, c := range cases {
+		f := lifecycle.DeliveryFilter{SubscriptionID: c.sub, EventID: c.event, Limit: c.limit}
+		got, pages := listFilteredDeliveries(t, s, f)
+		if diff := cmp.Diff(c.want, got, deliveryListOpts); diff != "" {
+			t.Errorf("%s: Deliveries(%+v) newest first (-want +got):\n%s", c.name, f, diff)
+		}
+		if pages != c.wantPages {
+			t.Errorf("%s: Deliveries(%+v) took %d pages, want %d", c.name, f, pages, c.wantPages)
+		}
+	}
+	// Without an event, every attempt of the subscription.
+	if got, _ := listDeliveries(t, s, sub.ID, 100); len(got) != 12 {
+		t.Errorf("Deliveries(%s) without an event has %d attempts, want 12", sub.ID, len(got))
+	}
+}
+
+// testDeliveryByID reads attempts by ID in a transaction, bodies
+// included, and reads them again after an update in the same one.
+func testDeliveryByID(t *testing.T, h Harness) {
+	s := open(t, h)
+	sub := bareSubscription(1)
+	createSubscriptions(t, s, sub)
+	pending, sent := pendingAttempt(sub.ID, 1, 0, time.Minute), attempt(sub.ID, 2, lifecycle.DeliverySucceeded, time.Second)
+	sent.ResponseStatus = ptr(204)
+	createDeliveries(t, s, pending, sent)
+	read := func(tx lifecycle.Tx, want lifecycle.Delivery) {
+		t.Helper()
+		got, err := tx.Delivery(t.Context(), want.ID)
+		if err != nil {
+			t.Errorf("Tx.Delivery(%s): %v", want.ID, err)
+			return
+		}
+		if diff := cmp.Diff(want, got, equateEmpty); diff != "" {
+			t.Errorf("Tx.Delivery(%s) (-want +got):\n%s", want.ID, diff)
+		}
+	}
+	update(t, s, func(tx lifecycle.Tx) error {
+		read(tx, pending)
+		read(tx, sent)
+		if _, err := tx.Delivery(t.Context(), "dlv_missing"); !errors.Is(err, lifecycle.ErrNotFound) {
+			t.Errorf("Tx.Delivery(missing) error = %v, want ErrNotFound", err)
+		}
+		return nil
+	})
+	// An operator's retry makes a failed attempt pending again, with its
+	// body; the transaction reads its own writes.
+	failed := pending
+	failed.Status, failed.ResponseStatus, failed.Error, failed.NextAttemptAt, failed.Body = lifecycle.DeliveryFailed, ptr(500), ptr("gave up"), nil, nil
+	retried := failed
+	retried.Status, retried.NextAttemptAt, retried.Body = lifecycle.DeliveryPending, ptr(ts(time.Hour)), []byte(`{"id":"evt_0001","retried":true}`)
+	update(t, s, func(tx lifecycle.Tx) error {
+		if err := tx.UpdateDelivery(t.Context(), failed); err != nil {
+			return err
+		}
+		read(tx, failed)
+		return nil
+	})
+	update(t, s, func(tx lifecycle.Tx) error {
+		d, err := tx.Delivery(t.Context(), failed.ID)
+		if err != nil {
+			return err
+		}
+		d.Status, d.NextAttemptAt, d.Body = retried.Status, retried.NextAttemptAt, retried.Body
+		if err := tx.UpdateDelivery(t.Context(), d); err != nil {
+			return err
+		}
+		read(tx, retried)
+		return nil
+	})
+	got, err := s.PendingDeliveries(t.Context(), sub.ID, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]lifecycle.Delivery{retried}, got, equateEmpty); diff != "" {
+		t.Errorf("PendingDeliveries after the retry (-want +got):\n%s", diff)
+	}
+	// A delivery of a deleted subscription is gone with it.
+	update(t, s, func(tx lifecycle.Tx) error { return tx.DeleteSubscription(t.Context(), sub.ID) })
+	err = s.Update(t.Context(), func(tx lifecycle.Tx) error {
+		_, err := tx.Delivery(t.Context(), sent.ID)
+		return err
+	})
+	if !errors.Is(err, lifecycle.ErrNotFound) {
+		t.Errorf("Tx.Delivery(of a deleted subscription) error = %v, want ErrNotFound", err)
+	}
+}
+
+// testDeliveryReadForUpdate has many transactions at once read an attempt
+// and write it back changed: as Tx.Delivery reads for update, none loses
+// another's change.
+func testDeliveryReadForUpdate(t *testing.T, h Harness) {
+	s := open(t, h)
+	sub := bareSubscription(1)
+	createSubscriptions(t, s, sub)
+	d := pendingAttempt(sub.ID, 1, 0, time.Minute)
+	d.Error = ptr("")
+	createDeliveries(t, s, d)
+	const writers = 16
+	var wg sync.WaitGroup
+	for range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := s.Update(t.Context(), func(tx lifecycle.Tx) error {
+				got, err := tx.Delivery(t.Context(), d.ID)
+				if err != nil {
+					return err
+				}
+				got.Error = ptr(*got.Error + "x")
+				return tx.UpdateDelivery(t.Context(), got)
+			})
+			if err != nil {
+				t.Errorf("read-modify-write of %s: %v", d.ID, err)
+			}
+		}()
+	}
+	wg.Wait()
+	update(t, s, func(tx lifecycle.Tx) error {
+		got, err := tx.Delivery(t.Context(), d.ID)
+		if err != nil {
+			return err
+		}
+		if want := strings.Repeat("x", writers); got.Error == nil || *got.Error != want {
+			t.Errorf("after %d read-modify-writes the error is %s, want %q", writers, fmtPtr(got.Error), want)
+		}
+		return nil
+	})
 }
 
 func testDeleteSubscription(t *testing.T, h Harness) {
