@@ -77,6 +77,7 @@ func Run(t *testing.T, h Harness) {
 		{"SubscriptionNotFound", testSubscriptionNotFound},
 		{"ListSubscriptionsPagination", testListSubscriptionsPagination},
 		{"UpdateSubscription", testUpdateSubscription},
+		{"SubscriptionRevision", testSubscriptionRevision},
 		{"ClaimSubscriptions", testClaimSubscriptions},
 		{"ClaimSubscriptionsMax", testClaimSubscriptionsMax},
 		{"ClaimSubscriptionsConcurrently", testClaimSubscriptionsConcurrently},

@@ -36,6 +36,8 @@ func fullSubscription(n int) lifecycle.Subscription {
 		Cursor:       42,
 		LeaseOwner:   "dispatcher-1",
 		LeaseUntil:   base.Add(time.Minute),
+		Revision:     7,
+		Rewound:      true,
 	}
 }
 
@@ -323,10 +325,12 @@ func testUpdateSubscription(t *testing.T, h Harness) {
 	changed.ID = orig.ID
 	changed.Status, changed.Cursor = lifecycle.SubscriptionDisabled, 1234
 	changed.LeaseOwner, changed.LeaseUntil = "dispatcher-2", base.Add(time.Hour)
+	changed.Revision, changed.Rewound = 8, false
 	update(t, s, func(tx lifecycle.Tx) error { return tx.UpdateSubscription(t.Context(), changed) })
-	// Only the status, cursor and lease change.
+	// Only the status, cursor, lease, revision and rewind change.
 	want := orig
 	want.Status, want.Cursor, want.LeaseOwner, want.LeaseUntil = changed.Status, changed.Cursor, changed.LeaseOwner, changed.LeaseUntil
+	want.Revision, want.Rewound = changed.Revision, changed.Rewound
 	got, err := s.Subscription(t.Context(), orig.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -334,8 +338,9 @@ func testUpdateSubscription(t *testing.T, h Harness) {
 	if diff := cmp.Diff(want, got, subscriptionOpts); diff != "" {
 		t.Errorf("after UpdateSubscription (-want +got):\n%s", diff)
 	}
-	// A lease given up.
+	// A lease given up, and a replay.
 	want.Status, want.LeaseOwner, want.LeaseUntil = lifecycle.SubscriptionActive, "", time.Time{}
+	want.Cursor, want.Revision, want.Rewound = 3, 9, true
 	update(t, s, func(tx lifecycle.Tx) error { return tx.UpdateSubscription(t.Context(), want) })
 	update(t, s, func(tx lifecycle.Tx) error {
 		got, err := tx.Subscription(t.Context(), orig.ID)
@@ -346,6 +351,95 @@ func testUpdateSubscription(t *testing.T, h Harness) {
 		}
 		return err
 	})
+}
+
+// testSubscriptionRevision takes a subscription through an operator's
+// replay and retry and the dispatcher's recording of them: after each
+// change, every read of it, the claims of its holder included, returns the
+// revision and rewind stored.
+func testSubscriptionRevision(t *testing.T, h Harness) {
+	s := open(t, h)
+	sub, other := bareSubscription(1), bareSubscription(2)
+	sub.Cursor, sub.Revision, sub.Rewound = 40, 3, true
+	createSubscriptions(t, s, sub, other)
+	now := base
+	claim := func() []lifecycle.Subscription {
+		t.Helper()
+		now = now.Add(time.Second)
+		var got []lifecycle.Subscription
+		update(t, s, func(tx lifecycle.Tx) error {
+			var err error
+			got, err = tx.ClaimSubscriptions(t.Context(), lifecycle.ClaimSubscriptionsParams{
+				Owner: "dispatcher-1", Now: now, Until: now.Add(time.Minute), Max: 10,
+			})
+			return err
+		})
+		return got
+	}
+	claim()
+	steps := []struct {
+		name     string
+		change   func(sub *lifecycle.Subscription)
+		cursor   int64
+		revision int64
+		rewound  bool
+	}{
+		{"as created", func(*lifecycle.Subscription) {}, 40, 3, true},
+		{"the dispatcher read on from the cursor", func(sub *lifecycle.Subscription) { sub.Cursor, sub.Rewound = 45, false }, 45, 3, false},
+		{"an operator's replay from 10", func(sub *lifecycle.Subscription) { sub.Cursor, sub.Revision, sub.Rewound = 10, 4, true }, 10, 4, true},
+		{"an operator's retry", func(sub *lifecycle.Subscription) { sub.Revision++ }, 10, 5, true},
+		{"the dispatcher recorded its deliveries", func(sub *lifecycle.Subscription) { sub.Cursor, sub.Rewound = 46, false }, 46, 5, false},
+	}
+	for _, step := range steps {
+		update(t, s, func(tx lifecycle.Tx) error {
+			stored, err := tx.Subscription(t.Context(), sub.ID)
+			if err != nil {
+				return err
+			}
+			step.change(&stored)
+			return tx.UpdateSubscription(t.Context(), stored)
+		})
+		check := func(who string, got lifecycle.Subscription) {
+			t.Helper()
+			if got.Cursor != step.cursor || got.Revision != step.revision || got.Rewound != step.rewound {
+				t.Errorf("after %s, %s: cursor %d, revision %d, rewound %v; want %d, %d, %v",
+					step.name, who, got.Cursor, got.Revision, got.Rewound, step.cursor, step.revision, step.rewound)
+			}
+		}
+		stored, err := s.Subscription(t.Context(), sub.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("Subscription", stored)
+		update(t, s, func(tx lifecycle.Tx) error {
+			got, err := tx.Subscription(t.Context(), sub.ID)
+			if err == nil {
+				check("Tx.Subscription", got)
+			}
+			return err
+		})
+		page, err := s.ListSubscriptions(t.Context(), lifecycle.SubscriptionFilter{Limit: 10})
+		if err != nil || len(page.Subscriptions) != 2 {
+			t.Fatalf("ListSubscriptions = %v, %v; want 2", subscriptionIDs(page.Subscriptions), err)
+		}
+		check("ListSubscriptions", page.Subscriptions[0])
+		claimed := claim()
+		if len(claimed) != 2 {
+			t.Fatalf("after %s, the claim returned %v; want both", step.name, subscriptionIDs(claimed))
+		}
+		check("ClaimSubscriptions", claimed[0])
+		// The claim returns the subscription as it then stands.
+		if stored, err = s.Subscription(t.Context(), sub.ID); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(stored, claimed[0], subscriptionOpts); diff != "" {
+			t.Errorf("after %s, the claimed subscription differs from the stored one (-stored +claimed):\n%s", step.name, diff)
+		}
+		// The other subscription keeps its zero revision.
+		if o := claimed[1]; o.Revision != 0 || o.Rewound {
+			t.Errorf("after %s, the other subscription has revision %d, rewound %v; want 0, false", step.name, o.Revision, o.Rewound)
+		}
+	}
 }
 
 func testClaimSubscriptions(t *testing.T, h Harness) {
