@@ -141,3 +141,31 @@ func testDeleteConsoleSessionsBefore(t *testing.T, h Harness) {
 		}
 	}
 }
+
+// testHistoryAndSessionsClosed calls the reads of a task's history and the
+// console session methods of a closed store.
+func testHistoryAndSessionsClosed(t *testing.T, h Harness) {
+	s := h.Open(t)
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	calls := []struct {
+		name string
+		fn   func() error
+	}{
+		{"Submissions", func() error { _, err := s.Submissions(t.Context(), "tsk_x"); return err }},
+		{"ShipOperations", func() error { _, err := s.ShipOperations(t.Context(), "tsk_x"); return err }},
+		{"ConsoleSession", func() error { _, err := s.ConsoleSession(t.Context(), []byte("hash")); return err }},
+		{"DeleteConsoleSessionsBefore", func() error { _, err := s.DeleteConsoleSessionsBefore(t.Context(), base); return err }},
+		{"Update(CreateConsoleSession)", func() error {
+			return s.Update(t.Context(), func(tx lifecycle.Tx) error {
+				return tx.CreateConsoleSession(t.Context(), consoleSession("token", "key_1", 0, time.Hour))
+			})
+		}},
+	}
+	for _, c := range calls {
+		if err := c.fn(); !errors.Is(err, lifecycle.ErrClosed) {
+			t.Errorf("%s after Close: error = %v, want ErrClosed", c.name, err)
+		}
+	}
+}

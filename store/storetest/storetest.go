@@ -61,6 +61,7 @@ func Run(t *testing.T, h Harness) {
 		{"InstanceLeases", testInstanceLeases},
 		{"ConsoleSessions", testConsoleSessions},
 		{"DeleteConsoleSessionsBefore", testDeleteConsoleSessionsBefore},
+		{"HistoryAndSessionsClosed", testHistoryAndSessionsClosed},
 		{"HostFactsRoundTrip", testHostFactsRoundTrip},
 		{"ReviewHostFields", testReviewHostFields},
 		{"ShipLeaseOwner", testShipLeaseOwner},
