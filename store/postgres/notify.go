@@ -103,11 +103,10 @@ const announceRetry = 100 * time.Millisecond
 // Listen implements lifecycle.Notifier with LISTEN on a connection of its
 // own, opened with the pool's configuration. After a transaction that
 // appended events, queued ship operations, or created, deleted or changed
-// the status of subscriptions commits, the Store sends notifications
-// (pg_notify) of those kinds of change, one for the transactions that
-// commit while it sends the last. Listen returns
-// when ctx is done, when the Store is closed, or when the connection
-// fails.
+// the status or revision of subscriptions commits, the Store sends
+// notifications (pg_notify) of those kinds of change, one for the
+// transactions that commit while it sends the last. Listen returns when
+// ctx is done, when the Store is closed, or when the connection fails.
 func (s *Store) Listen(ctx context.Context, notify func(lifecycle.Change)) error {
 	s.mu.Lock()
 	if s.closed.Load() {
