@@ -193,7 +193,7 @@ type Tx interface {
 	// when one with the same ID exists.
 	CreateSubscription(ctx context.Context, sub Subscription) error
 	// UpdateSubscription replaces the Status, Cursor, LeaseOwner,
-	// LeaseUntil, Revision and Rewound of the stored subscription with
+	// LeaseUntil, Revision, Rewound and RewindTo of the stored subscription with
 	// sub.ID; the rest of a subscription never changes. It returns
 	// ErrNotFound when there is none.
 	UpdateSubscription(ctx context.Context, sub Subscription) error

@@ -61,10 +61,16 @@ type Subscription struct {
 	// deliveries (a replay, a retry): the dispatcher holding it sees a new
 	// revision at its next claim and looks again at what it must deliver.
 	Revision int64 `json:"-"`
-	// Rewound says a replay moved Cursor back since the dispatcher last
-	// recorded its deliveries: it must read on from Cursor, not from where
-	// it was.
+	// Rewound says a replay asked since the dispatcher last recorded its
+	// deliveries for the events after RewindTo (the earliest, when there
+	// were several) to be delivered again: the dispatcher reads on from
+	// RewindTo, or from where it was if that is earlier. The replay also
+	// moved Cursor back to RewindTo at most, so that a dispatcher that
+	// starts afresh reads from there.
 	Rewound bool `json:"-"`
+	// RewindTo is the sequence after which a replay delivers again; it
+	// means something only while Rewound is set.
+	RewindTo int64 `json:"-"`
 }
 
 // SubscriptionFilters narrow the events of a subscription. An empty list

@@ -16,7 +16,7 @@ import (
 // subscriptionColumns are the columns of a subscription, in the order
 // scanSubscription reads them.
 const subscriptionColumns = `pos, id, url, event_types, description, filters, status, secret, created_at,
-	cursor, lease_owner, lease_until, revision, rewound`
+	cursor, lease_owner, lease_until, revision, rewound, rewind_to`
 
 // subscriptionRow holds the scanned columns of a subscription.
 type subscriptionRow struct {
@@ -31,7 +31,7 @@ func scanSubscription(row scanner) (lifecycle.Subscription, int64, error) {
 	r := new(subscriptionRow)
 	sub := &r.sub
 	err := row.Scan(&r.pos, &sub.ID, &sub.URL, &r.types, &sub.Description, &r.filters, &r.status, &sub.SealedSecret,
-		&r.created, &sub.Cursor, &sub.LeaseOwner, &r.lease, &sub.Revision, &sub.Rewound)
+		&r.created, &sub.Cursor, &sub.LeaseOwner, &r.lease, &sub.Revision, &sub.Rewound, &sub.RewindTo)
 	if err != nil {
 		return *sub, 0, err
 	}
@@ -137,11 +137,11 @@ func (x *txn) CreateSubscription(ctx context.Context, sub lifecycle.Subscription
 		return fmt.Errorf("postgres: encode subscription %s: %w", sub.ID, err)
 	}
 	n, err := x.exec(ctx, `INSERT INTO webhook_subscriptions (id, url, event_types, description, filters, status,
-		secret, created_at, cursor, lease_owner, lease_until, revision, rewound)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+		secret, created_at, cursor, lease_owner, lease_until, revision, rewound, rewind_to)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
 		ON CONFLICT DO NOTHING`,
 		sub.ID, sub.URL, string(types), sub.Description, string(filters), string(sub.Status),
-		nonNil(sub.SealedSecret), millis(sub.CreatedAt.Time), sub.Cursor, sub.LeaseOwner, millis(sub.LeaseUntil), sub.Revision, sub.Rewound)
+		nonNil(sub.SealedSecret), millis(sub.CreatedAt.Time), sub.Cursor, sub.LeaseOwner, millis(sub.LeaseUntil), sub.Revision, sub.Rewound, sub.RewindTo)
 	if err != nil {
 		return fmt.Errorf("postgres: create subscription %s: %w", sub.ID, err)
 	}
@@ -161,9 +161,9 @@ func (x *txn) UpdateSubscription(ctx context.Context, sub lifecycle.Subscription
 	)
 	err := x.tx.QueryRow(ctx, `WITH old AS (SELECT id, status, revision FROM webhook_subscriptions WHERE id = $1 FOR UPDATE)
 		UPDATE webhook_subscriptions w SET status = $2, cursor = $3, lease_owner = $4, lease_until = $5,
-			revision = $6, rewound = $7
+			revision = $6, rewound = $7, rewind_to = $8
 		FROM old WHERE w.id = old.id RETURNING old.status, old.revision`,
-		sub.ID, string(sub.Status), sub.Cursor, sub.LeaseOwner, millis(sub.LeaseUntil), sub.Revision, sub.Rewound).Scan(&oldStatus, &oldRevision)
+		sub.ID, string(sub.Status), sub.Cursor, sub.LeaseOwner, millis(sub.LeaseUntil), sub.Revision, sub.Rewound, sub.RewindTo).Scan(&oldStatus, &oldRevision)
 	if err != nil {
 		return fmt.Errorf("postgres: update subscription %s: %w", sub.ID, x.fail(err))
 	}

@@ -17,7 +17,7 @@ import (
 // subscriptionColumns are the columns of a subscription, in the order
 // scanSubscription reads them.
 const subscriptionColumns = `pos, id, url, event_types, description, filters, status, secret, created_at,
-	cursor, lease_owner, lease_until, revision, rewound`
+	cursor, lease_owner, lease_until, revision, rewound, rewind_to`
 
 // subscriptionRow holds the scanned columns of a subscription.
 type subscriptionRow struct {
@@ -33,7 +33,7 @@ func scanSubscription(row scanner) (lifecycle.Subscription, int64, error) {
 	r := new(subscriptionRow)
 	sub := &r.sub
 	err := row.Scan(&r.pos, &sub.ID, &sub.URL, &r.types, &r.description, &r.filters, &r.status, &sub.SealedSecret,
-		&r.created, &sub.Cursor, &sub.LeaseOwner, &r.lease, &sub.Revision, &sub.Rewound)
+		&r.created, &sub.Cursor, &sub.LeaseOwner, &r.lease, &sub.Revision, &sub.Rewound, &sub.RewindTo)
 	if err != nil {
 		return *sub, 0, translate(err)
 	}
@@ -133,9 +133,9 @@ func (x *txn) CreateSubscription(ctx context.Context, sub lifecycle.Subscription
 		return fmt.Errorf("sqlite: encode subscription %s: %w", sub.ID, err)
 	}
 	_, err = x.conn.ExecContext(x.ctx, `INSERT INTO webhook_subscriptions (id, url, event_types, description, filters, status,
-		secret, created_at, cursor, lease_owner, lease_until, revision, rewound) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		secret, created_at, cursor, lease_owner, lease_until, revision, rewound, rewind_to) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sub.ID, sub.URL, string(types), sub.Description, string(filters), string(sub.Status),
-		nonNil(sub.SealedSecret), millis(sub.CreatedAt.Time), sub.Cursor, sub.LeaseOwner, millis(sub.LeaseUntil), sub.Revision, sub.Rewound)
+		nonNil(sub.SealedSecret), millis(sub.CreatedAt.Time), sub.Cursor, sub.LeaseOwner, millis(sub.LeaseUntil), sub.Revision, sub.Rewound, sub.RewindTo)
 	if err != nil {
 		return fmt.Errorf("sqlite: create subscription %s: %w", sub.ID, translate(err))
 	}
@@ -145,8 +145,8 @@ func (x *txn) CreateSubscription(ctx context.Context, sub lifecycle.Subscription
 // UpdateSubscription implements lifecycle.Tx.
 func (x *txn) UpdateSubscription(ctx context.Context, sub lifecycle.Subscription) error {
 	res, err := x.conn.ExecContext(x.ctx, `UPDATE webhook_subscriptions SET status = ?, cursor = ?, lease_owner = ?, lease_until = ?,
-		revision = ?, rewound = ? WHERE id = ?`,
-		string(sub.Status), sub.Cursor, sub.LeaseOwner, millis(sub.LeaseUntil), sub.Revision, sub.Rewound, sub.ID)
+		revision = ?, rewound = ?, rewind_to = ? WHERE id = ?`,
+		string(sub.Status), sub.Cursor, sub.LeaseOwner, millis(sub.LeaseUntil), sub.Revision, sub.Rewound, sub.RewindTo, sub.ID)
 	if err != nil {
 		return fmt.Errorf("sqlite: update subscription %s: %w", sub.ID, translate(err))
 	}

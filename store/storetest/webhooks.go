@@ -38,6 +38,7 @@ func fullSubscription(n int) lifecycle.Subscription {
 		LeaseUntil:   base.Add(time.Minute),
 		Revision:     7,
 		Rewound:      true,
+		RewindTo:     11,
 	}
 }
 
@@ -325,12 +326,12 @@ func testUpdateSubscription(t *testing.T, h Harness) {
 	changed.ID = orig.ID
 	changed.Status, changed.Cursor = lifecycle.SubscriptionDisabled, 1234
 	changed.LeaseOwner, changed.LeaseUntil = "dispatcher-2", base.Add(time.Hour)
-	changed.Revision, changed.Rewound = 8, false
+	changed.Revision, changed.Rewound, changed.RewindTo = 8, false, 0
 	update(t, s, func(tx lifecycle.Tx) error { return tx.UpdateSubscription(t.Context(), changed) })
 	// Only the status, cursor, lease, revision and rewind change.
 	want := orig
 	want.Status, want.Cursor, want.LeaseOwner, want.LeaseUntil = changed.Status, changed.Cursor, changed.LeaseOwner, changed.LeaseUntil
-	want.Revision, want.Rewound = changed.Revision, changed.Rewound
+	want.Revision, want.Rewound, want.RewindTo = changed.Revision, changed.Rewound, changed.RewindTo
 	got, err := s.Subscription(t.Context(), orig.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -340,7 +341,7 @@ func testUpdateSubscription(t *testing.T, h Harness) {
 	}
 	// A lease given up, and a replay.
 	want.Status, want.LeaseOwner, want.LeaseUntil = lifecycle.SubscriptionActive, "", time.Time{}
-	want.Cursor, want.Revision, want.Rewound = 3, 9, true
+	want.Cursor, want.Revision, want.Rewound, want.RewindTo = 3, 9, true, 5
 	update(t, s, func(tx lifecycle.Tx) error { return tx.UpdateSubscription(t.Context(), want) })
 	update(t, s, func(tx lifecycle.Tx) error {
 		got, err := tx.Subscription(t.Context(), orig.ID)
@@ -383,12 +384,15 @@ func testSubscriptionRevision(t *testing.T, h Harness) {
 		cursor   int64
 		revision int64
 		rewound  bool
+		rewindTo int64
 	}{
-		{"as created", func(*lifecycle.Subscription) {}, 40, 3, true},
-		{"the dispatcher read on from the cursor", func(sub *lifecycle.Subscription) { sub.Cursor, sub.Rewound = 45, false }, 45, 3, false},
-		{"an operator's replay from 10", func(sub *lifecycle.Subscription) { sub.Cursor, sub.Revision, sub.Rewound = 10, 4, true }, 10, 4, true},
-		{"an operator's retry", func(sub *lifecycle.Subscription) { sub.Revision++ }, 10, 5, true},
-		{"the dispatcher recorded its deliveries", func(sub *lifecycle.Subscription) { sub.Cursor, sub.Rewound = 46, false }, 46, 5, false},
+		{"as created", func(*lifecycle.Subscription) {}, 40, 3, true, 0},
+		{"the dispatcher read on from the cursor", func(sub *lifecycle.Subscription) { sub.Cursor, sub.Rewound = 45, false }, 45, 3, false, 0},
+		{"an operator's replay from 10", func(sub *lifecycle.Subscription) {
+			sub.Cursor, sub.Revision, sub.Rewound, sub.RewindTo = 10, 4, true, 10
+		}, 10, 4, true, 10},
+		{"an operator's retry", func(sub *lifecycle.Subscription) { sub.Revision++ }, 10, 5, true, 10},
+		{"the dispatcher recorded its deliveries", func(sub *lifecycle.Subscription) { sub.Cursor, sub.Rewound = 46, false }, 46, 5, false, 10},
 	}
 	for _, step := range steps {
 		update(t, s, func(tx lifecycle.Tx) error {
@@ -401,9 +405,9 @@ func testSubscriptionRevision(t *testing.T, h Harness) {
 		})
 		check := func(who string, got lifecycle.Subscription) {
 			t.Helper()
-			if got.Cursor != step.cursor || got.Revision != step.revision || got.Rewound != step.rewound {
-				t.Errorf("after %s, %s: cursor %d, revision %d, rewound %v; want %d, %d, %v",
-					step.name, who, got.Cursor, got.Revision, got.Rewound, step.cursor, step.revision, step.rewound)
+			if got.Cursor != step.cursor || got.Revision != step.revision || got.Rewound != step.rewound || got.RewindTo != step.rewindTo {
+				t.Errorf("after %s, %s: cursor %d, revision %d, rewound %v to %d; want %d, %d, %v to %d",
+					step.name, who, got.Cursor, got.Revision, got.Rewound, got.RewindTo, step.cursor, step.revision, step.rewound, step.rewindTo)
 			}
 		}
 		stored, err := s.Subscription(t.Context(), sub.ID)

@@ -14,6 +14,7 @@ CREATE INDEX console_sessions_by_expiry ON console_sessions (expires_at);
 
 ALTER TABLE webhook_subscriptions ADD COLUMN revision INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE webhook_subscriptions ADD COLUMN rewound  INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE webhook_subscriptions ADD COLUMN rewind_to INTEGER NOT NULL DEFAULT 0;
 
 -- The attempts at delivering one event, newest first.
 CREATE INDEX webhook_deliveries_by_event ON webhook_deliveries (subscription_id, event_id, pos);
