@@ -25,7 +25,7 @@ const (
 	ScopeShipWrite     Scope = "ship:write"     // ship a task
 	ScopeEventsRead    Scope = "events:read"    // open the event stream
 	ScopeWebhooksRead  Scope = "webhooks:read"  // list subscriptions and deliveries
-	ScopeWebhooksWrite Scope = "webhooks:write" // create and delete subscriptions
+	ScopeWebhooksWrite Scope = "webhooks:write" // create, delete, replay, retry and enable subscriptions
 	ScopeTasksAdmin    Scope = "tasks:admin"    // create and cancel tasks
 	ScopeReviewsWrite  Scope = "reviews:write"  // post reviews
 	ScopeCIWrite       Scope = "ci:write"       // report CI checks

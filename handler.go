@@ -20,11 +20,12 @@ const maxBodyBytes = 1 << 20
 // error instead of writing one, so that errors are mapped in one place.
 type apiHandler func(w http.ResponseWriter, r *http.Request, p *Principal) error
 
-// routes builds the API's ServeMux.
-func (s *Service) routes() http.Handler {
+// routes builds the API's ServeMux, authenticating requests with auth:
+// the Service's Authenticator for Handler, console sessions for Console.
+func (s *Service) routes(auth Authenticator) http.Handler {
 	mux := http.NewServeMux()
 	handle := func(pattern string, scope Scope, h apiHandler) {
-		mux.Handle(pattern, s.authorize(scope, h))
+		mux.Handle(pattern, s.authorize(auth, scope, h))
 	}
 
 	handle("GET /tasks", ScopeTasksRead, s.handleListTasks)
@@ -49,6 +50,9 @@ func (s *Service) routes() http.Handler {
 	handle("GET /event-subscriptions/{id}", ScopeWebhooksRead, s.handleGetSubscription)
 	handle("DELETE /event-subscriptions/{id}", ScopeWebhooksWrite, s.handleDeleteSubscription)
 	handle("GET /event-subscriptions/{id}/deliveries", ScopeWebhooksRead, s.handleListDeliveries)
+	handle("POST /event-subscriptions/{id}/replay", ScopeWebhooksWrite, s.handleReplay)
+	handle("POST /event-subscriptions/{id}/deliveries/{deliveryId}/retry", ScopeWebhooksWrite, s.handleRetryDelivery)
+	handle("POST /event-subscriptions/{id}/enable", ScopeWebhooksWrite, s.handleEnableSubscription)
 
 	handle("POST /api-keys", ScopeKeysAdmin, s.handleCreateAPIKey)
 	handle("GET /api-keys", ScopeKeysAdmin, s.handleListAPIKeys)
@@ -60,12 +64,12 @@ func (s *Service) routes() http.Handler {
 	return s.guard(mux)
 }
 
-// authorize authenticates the request, checks that the principal holds
-// scope, and runs h, writing whatever error comes back.
-func (s *Service) authorize(scope Scope, h apiHandler) http.Handler {
+// authorize authenticates the request with auth, checks that the
+// principal holds scope, and runs h, writing whatever error comes back.
+func (s *Service) authorize(auth Authenticator, scope Scope, h apiHandler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r = r.WithContext(contextWithService(r.Context(), s)) // for readBody
-		p, err := s.auth.Authenticate(r)
+		p, err := auth.Authenticate(r)
 		if err == nil && !p.Has(scope) {
 			err = fmt.Errorf("this operation needs an API key with scope %s: %w", scope, ErrInsufficientScope)
 		}
@@ -117,6 +121,7 @@ var errorMapping = []struct {
 	{ErrValidation, http.StatusBadRequest, "validation_error", ""},
 	{ErrUnauthorized, http.StatusUnauthorized, "unauthorized", ""},
 	{ErrInsufficientScope, http.StatusForbidden, "insufficient_scope", ""},
+	{ErrCSRF, http.StatusForbidden, "csrf_failed", ""},
 	{ErrNotFound, http.StatusNotFound, "not_found", ""},
 	{errMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed", ""},
 	{ErrConflict, http.StatusConflict, "conflict", ""},

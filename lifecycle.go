@@ -522,7 +522,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.MaxDecodingBytes > 0 {
 		s.decoding = newByteBudget(cfg.MaxDecodingBytes)
 	}
-	s.handler = s.routes()
+	s.handler = s.routes(s.auth)
 	return s, nil
 }
 

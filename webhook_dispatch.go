@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tasklifecycle/lifecycle/internal/id"
@@ -211,7 +212,13 @@ func (d *dispatcher) claim(ctx context.Context) {
 		sub := &held[i]
 		keep[sub.ID] = true
 		d.held = append(d.held, sub.ID)
-		if _, gone := d.deleted[sub.ID]; gone || d.workers[sub.ID] != nil {
+		if _, gone := d.deleted[sub.ID]; gone {
+			continue
+		}
+		if w := d.workers[sub.ID]; w != nil {
+			if w.notified.Swap(sub.Revision) != sub.Revision {
+				w.poke() // an operator replayed or retried
+			}
 			continue
 		}
 		secret, err := s.secrets.open(sub.ID, sub.SealedSecret)
@@ -326,6 +333,15 @@ type subWorker struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	keep   func(*ringEvent) bool
+
+	// notified is the subscription's Revision as its dispatcher's claims
+	// last read it, and pokeC (capacity 1) tells the worker it changed.
+	notified atomic.Int64
+	pokeC    chan struct{}
+	// rev is the Revision the worker last acted on: a rewind made after
+	// it moves the worker back to the stored cursor. Only the worker's
+	// goroutine uses it.
+	rev int64
 }
 
 func newSubWorker(d *dispatcher, sub Subscription, secret []byte) *subWorker {
@@ -338,9 +354,21 @@ func newSubWorker(d *dispatcher, sub Subscription, secret []byte) *subWorker {
 		ctx:    ctx,
 		cancel: cancel,
 		done:   make(chan struct{}),
+		pokeC:  make(chan struct{}, 1),
+		rev:    sub.Revision,
 	}
+	w.notified.Store(sub.Revision)
 	w.keep = func(e *ringEvent) bool { return w.sub.keep(e.typ, e.taskID, e.project) }
 	return w
+}
+
+// poke tells the worker that an operator changed its subscription: it
+// reads its pending attempts again, and its cursor when rewound.
+func (w *subWorker) poke() {
+	select {
+	case w.pokeC <- struct{}{}:
+	default:
+	}
 }
 
 // attempt is one attempt at delivering an event, and its outcome.
@@ -376,8 +404,10 @@ func (w *subWorker) run() {
 	pos := w.sub.Cursor
 	var buf []ringEvent
 
-	// Only this worker adds pending attempts to its subscription, so it
-	// knows when the next is due and reads them from the Store only then.
+	// Only this worker and operators (see webhook_ops.go) add pending
+	// attempts to its subscription, and operators poke it when they do;
+	// so it knows when the next is due and reads them from the Store only
+	// then.
 	retriesKnown := false
 	var nextRetry time.Time // the zero time: none pending
 
@@ -389,11 +419,12 @@ func (w *subWorker) run() {
 	recordTimer := time.NewTimer(time.Hour)
 	recordTimer.Stop()
 	defer recordTimer.Stop()
+	poked := false // an operator changed the subscription: record, to see a rewind
 	flush := func(ctx context.Context) error {
-		if len(unrecorded) == 0 && pos == recorded {
+		if len(unrecorded) == 0 && pos == recorded && !poked {
 			return nil
 		}
-		retryAt, err := w.record(ctx, unrecorded, pos)
+		retryAt, rewound, err := w.record(ctx, unrecorded, pos)
 		if err != nil {
 			return err
 		}
@@ -401,7 +432,11 @@ func (w *subWorker) run() {
 			nextRetry = retryAt
 		}
 		clear(unrecorded)
-		unrecorded, recorded, cursorBy, cursorC = unrecorded[:0], pos, time.Time{}, nil
+		unrecorded, recorded, cursorBy, cursorC, poked = unrecorded[:0], pos, time.Time{}, nil, false
+		if rewound != nil {
+			// A replay: read on from the cursor it set.
+			pos, recorded = *rewound, *rewound
+		}
 		return nil
 	}
 	defer func() {
@@ -420,13 +455,19 @@ func (w *subWorker) run() {
 	}()
 
 	for w.ctx.Err() == nil {
+		select {
+		case <-w.pokeC: // busy: not waiting below
+			poked, retriesKnown = true, false
+		default:
+		}
 		now := s.clock.Now()
 		var due []Delivery
 		var err error
-		if len(unrecorded) > 0 && !retriesKnown {
+		if (len(unrecorded) > 0 && !retriesKnown) || poked {
 			// The last record failed: until what was delivered is
 			// recorded, nothing else is read or sent, so that a retry
-			// whose outcome is not recorded is not sent again.
+			// whose outcome is not recorded is not sent again. Or an
+			// operator poked: a replay may have moved the cursor back.
 			err = flush(w.ctx)
 		}
 		if err == nil && (!retriesKnown || (!nextRetry.IsZero() && !now.Before(nextRetry))) {
@@ -508,6 +549,8 @@ func (w *subWorker) run() {
 			record, cursorC = true, s.clock.After(webhookRetry)
 		case <-recordC:
 			record = true
+		case <-w.pokeC:
+			poked, retriesKnown = true, false
 		}
 		if record {
 			if err := flush(w.ctx); err != nil {
@@ -742,12 +785,18 @@ func (s *Service) maxAttempts() int { return len(s.cfg.WebhookRetrySchedule) + 1
 // cursor to next, in one transaction. It returns when the earliest retry
 // it scheduled is due, or the zero time. A receiver that answered 410 Gone
 // disables the subscription.
-func (w *subWorker) record(ctx context.Context, attempts []*attempt, next int64) (time.Time, error) {
+//
+// When a replay rewound the subscription after the revision the worker
+// last acted on, record returns where the worker reads on from: the
+// replay's sequence, or next if that is earlier.
+func (w *subWorker) record(ctx context.Context, attempts []*attempt, next int64) (time.Time, *int64, error) {
 	s := w.d.s
 	disabled := false
 	var retryAt time.Time
+	var rewound *int64
+	var rev int64
 	err := s.updateRelaxed(ctx, func(tx Tx) error {
-		disabled, retryAt = false, time.Time{}
+		disabled, retryAt, rewound = false, time.Time{}, nil
 		sub, err := tx.Subscription(ctx, w.sub.ID)
 		if errors.Is(err, ErrNotFound) {
 			return errSubscriptionGone
@@ -801,18 +850,34 @@ func (w *subWorker) record(ctx context.Context, attempts []*attempt, next int64)
 		if disabled {
 			sub.Status = SubscriptionDisabled
 		}
-		sub.Cursor = max(sub.Cursor, next)
+		if sub.Rewound && sub.Revision != w.rev {
+			// Every event through next was delivered, and is recorded
+			// now: read on from the replay's sequence, or from next if
+			// that is earlier.
+			to := min(next, sub.RewindTo)
+			sub.Cursor = max(sub.Cursor, to)
+			rewound = &to
+		} else {
+			// Not rewound, or rewound before this worker read the
+			// subscription: it started at the rewound cursor.
+			sub.Cursor = max(sub.Cursor, next)
+		}
+		sub.Rewound, rev = false, sub.Revision
 		return tx.UpdateSubscription(ctx, sub)
 	})
 	if err != nil {
-		return time.Time{}, err
+		return time.Time{}, nil, err
 	}
+	w.rev = rev
 	if disabled {
 		s.log.Warn("webhooks: the receiver answered 410 Gone; subscription disabled", "subscription", w.sub.ID)
 		w.failPending(ctx, "the subscription was disabled: its receiver answered 410 Gone")
-		return time.Time{}, errLeaseLost
+		return time.Time{}, nil, errLeaseLost
 	}
-	return retryAt, nil
+	if rewound != nil {
+		s.log.Info("webhooks: replaying", "subscription", w.sub.ID, "after", *rewound)
+	}
+	return retryAt, rewound, nil
 }
 
 // failPending marks every pending attempt of the subscription failed, for

@@ -218,6 +218,36 @@ func (cl *Client) Deliveries(ctx context.Context, subscriptionID string, p lifec
 	return lifecycle.DeliveryList{Deliveries: ds, NextCursor: next}, err
 }
 
+// ReplaySubscription delivers a subscription's events after
+// p.FromSequence again, in order, each as a new delivery (POST
+// /event-subscriptions/{id}/replay, scope webhooks:write). The
+// Idempotency-Key is the context's (see [WithIdempotencyKey]) or a new
+// one, the same on every retry, so a retried call replays once;
+// p.IdempotencyKey is not used. Events that were pruned give an error
+// matching lifecycle.ErrCursorExpired.
+func (cl *Client) ReplaySubscription(ctx context.Context, id string, p lifecycle.ReplayParams) (lifecycle.Replay, error) {
+	r, _, err := post[lifecycle.Replay](ctx, cl, call{path: "/event-subscriptions/" + url.PathEscape(id) + "/replay", body: p, idempotent: true, idemKey: true})
+	return r, err
+}
+
+// RetryDelivery makes the next attempt at a delivery now (POST
+// /event-subscriptions/{id}/deliveries/{deliveryId}/retry, scope
+// webhooks:write) and returns the attempt, pending and due. It is not
+// retried: a lost answer could make a second attempt.
+func (cl *Client) RetryDelivery(ctx context.Context, subscriptionID, deliveryID string) (lifecycle.Delivery, error) {
+	d, _, err := post[lifecycle.Delivery](ctx, cl, call{path: "/event-subscriptions/" + url.PathEscape(subscriptionID) + "/deliveries/" +
+		url.PathEscape(deliveryID) + "/retry"})
+	return d, err
+}
+
+// EnableSubscription makes a disabled subscription active again (POST
+// /event-subscriptions/{id}/enable, scope webhooks:write). Enabling is
+// idempotent, so the call is retried like a read.
+func (cl *Client) EnableSubscription(ctx context.Context, id string) (lifecycle.Subscription, error) {
+	sub, _, err := post[lifecycle.Subscription](ctx, cl, call{path: "/event-subscriptions/" + url.PathEscape(id) + "/enable", idempotent: true})
+	return sub, err
+}
+
 // CreateAPIKey issues an API key (POST /api-keys, scope keys:admin) and
 // returns its record and its plaintext, which the server shows this once.
 // It is not retried: a lost answer would leave a key nobody knows.

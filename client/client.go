@@ -86,7 +86,7 @@ func New(cfg Config) (*Client, error) {
 type idempotencyKeyCtx struct{}
 
 // WithIdempotencyKey returns a context whose calls that take an
-// Idempotency-Key (Submit, Ship, CreateSubscription) send key instead of a
+// Idempotency-Key (Submit, Ship, CreateSubscription, ReplaySubscription) send key instead of a
 // fresh random one. Use it to make a call safe across restarts of your own
 // program: the same key and body get the first answer back.
 func WithIdempotencyKey(ctx context.Context, key string) context.Context {

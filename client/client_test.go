@@ -112,6 +112,15 @@ func TestEveryEndpoint(t *testing.T) {
 	if _, err := c.Deliveries(ctx, whs.ID, lifecycle.ListParams{Limit: 10}); err != nil {
 		t.Fatalf("Deliveries: %v", err)
 	}
+	if r, err := c.ReplaySubscription(ctx, whs.ID, lifecycle.ReplayParams{FromSequence: 0}); err != nil || r.SubscriptionID != whs.ID {
+		t.Fatalf("ReplaySubscription = %+v, %v", r, err)
+	}
+	if got, err := c.EnableSubscription(ctx, whs.ID); err != nil || got.Status != lifecycle.SubscriptionActive {
+		t.Fatalf("EnableSubscription = %+v, %v", got, err)
+	}
+	if _, err := c.RetryDelivery(ctx, whs.ID, "dlv_nosuchdelivery000000000"); !errors.Is(err, lifecycle.ErrNotFound) {
+		t.Fatalf("RetryDelivery of an unknown delivery: %v, want ErrNotFound", err)
+	}
 	if err := c.DeleteSubscription(ctx, whs.ID); err != nil {
 		t.Fatalf("DeleteSubscription: %v", err)
 	}

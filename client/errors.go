@@ -44,6 +44,7 @@ var codeSentinels = map[string]error{
 	"validation_error":   lifecycle.ErrValidation,
 	"unauthorized":       lifecycle.ErrUnauthorized,
 	"insufficient_scope": lifecycle.ErrInsufficientScope,
+	"csrf_failed":        lifecycle.ErrCSRF,
 	"not_found":          lifecycle.ErrNotFound,
 	"conflict":           lifecycle.ErrConflict,
 	"cursor_expired":     lifecycle.ErrCursorExpired,

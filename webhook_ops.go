@@ -1,0 +1,361 @@
+package lifecycle
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/tasklifecycle/lifecycle/internal/id"
+)
+
+// This file holds what an operator does to a subscription's deliveries:
+// replay its events from a sequence, retry a delivery now, and enable it
+// again after its receiver disabled it. Each is one Store transaction that
+// bumps the subscription's Revision; the dispatcher holding the
+// subscription sees the new revision at its next claim (at once in this
+// process, and through a Notifier Store in the others) and looks again at
+// its cursor and pending attempts.
+
+// ReplayParams asks for a subscription's events to be delivered again. Its
+// JSON form is the body of POST /event-subscriptions/{id}/replay.
+type ReplayParams struct {
+	// FromSequence is where the replay starts: the events with a greater
+	// sequence that the subscription keeps are delivered again, in
+	// sequence order, each as a new delivery (a new delivery ID, the same
+	// event ID). 0 replays every stored event. The events after it must
+	// all still be stored (they are kept [Config.EventRetention], 72 hours
+	// by default), and it must not be after the last event.
+	FromSequence int64 `json:"fromSequence"`
+
+	// IdempotencyKey, when set (8 to 128 visible ASCII characters), makes
+	// the call idempotent as the HTTP endpoint is: a retry with the same
+	// key and parameters returns the first answer without replaying again.
+	IdempotencyKey string `json:"-"`
+}
+
+// Replay is the answer to a replay request.
+type Replay struct {
+	// SubscriptionID is the subscription whose events are replayed.
+	SubscriptionID string `json:"subscriptionId"`
+	// FromSequence is where the replay starts, as asked.
+	FromSequence int64 `json:"fromSequence"`
+	// ThroughSequence is the last event committed when the replay was
+	// accepted: the events after FromSequence through it are delivered
+	// again; those after it are delivered as any new event is.
+	ThroughSequence int64 `json:"throughSequence"`
+}
+
+// replayBody is the HTTP body of a replay, whose fromSequence is required.
+type replayBody struct {
+	FromSequence *int64 `json:"fromSequence"`
+}
+
+func (b *replayBody) validate() error {
+	switch {
+	case b.FromSequence == nil:
+		return invalid("fromSequence", "is required: the sequence after which events are delivered again (0 for every stored event)")
+	case *b.FromSequence < 0:
+		return invalid("fromSequence", "must be 0 or more")
+	}
+	return nil
+}
+
+// replayRoute is the route of POST /event-subscriptions/{id}/replay, part
+// of its idempotency scope.
+const replayRoute = "POST /event-subscriptions/{id}/replay"
+
+// ReplaySubscription delivers a subscription's events again from a
+// sequence (see [ReplayParams]). It returns an error matching ErrNotFound
+// for an unknown subscription, ErrValidation for a sequence after the last
+// event, and ErrCursorExpired when events after the sequence were pruned.
+// A disabled subscription is replayed once it is enabled again.
+func (s *Service) ReplaySubscription(ctx context.Context, subID string, p ReplayParams) (Replay, error) {
+	body := replayBody{FromSequence: &p.FromSequence}
+	if err := body.validate(); err != nil {
+		return Replay{}, err
+	}
+	var out Replay
+	replayed, err := s.goIdempotent(ctx, SystemActor(), replayRoute, subID, p.IdempotencyKey, body, func(ctx context.Context, respond func(Tx, any) error) error {
+		var err error
+		out, err = s.replay(ctx, subID, p.FromSequence, func(tx Tx, r *Replay) error {
+			return respond(tx, replayEnvelope{r})
+		})
+		return err
+	})
+	if err != nil {
+		return Replay{}, err
+	}
+	if replayed != nil {
+		var env struct{ Data Replay }
+		if err := json.Unmarshal(replayed, &env); err != nil {
+			return Replay{}, fmt.Errorf("replay of a replay: %w", err)
+		}
+		return env.Data, nil
+	}
+	return out, nil
+}
+
+// replayEnvelope is the body of a replay's 202.
+type replayEnvelope struct {
+	Data *Replay `json:"data"`
+}
+
+// replay marks the subscription rewound to from, so that its dispatcher
+// reads on from there (or from where it was, if earlier), and moves its
+// stored cursor back to from at most, for a dispatcher that starts afresh;
+// respond, when set, runs in the transaction.
+func (s *Service) replay(ctx context.Context, subID string, from int64, respond func(tx Tx, r *Replay) error) (Replay, error) {
+	if !validSubscriptionID(subID) {
+		return Replay{}, notFound("event subscription", subID)
+	}
+	last, err := s.store.LastEventSequence(ctx)
+	if err != nil {
+		return Replay{}, fmt.Errorf("replay: %w", err)
+	}
+	if from > last {
+		return Replay{}, invalid("fromSequence", fmt.Sprintf("is after the last event, whose sequence is %d", last))
+	}
+	// Pruning deletes the oldest events first: the range is whole when
+	// the oldest stored event comes right after from, or before it.
+	oldest := last + 1
+	first, err := s.store.Events(ctx, EventFilter{Limit: 1})
+	if err != nil {
+		return Replay{}, fmt.Errorf("replay: %w", err)
+	}
+	if len(first) > 0 {
+		oldest = first[0].Sequence
+	}
+	if from < oldest-1 && from < last {
+		return Replay{}, fmt.Errorf("the events after sequence %d are no longer all stored (events are kept %d hours; the oldest stored is %d): replay from %d or later: %w",
+			from, int64(s.cfg.EventRetention/time.Hour), oldest, oldest-1, ErrCursorExpired)
+	}
+	out := Replay{SubscriptionID: subID, FromSequence: from, ThroughSequence: last}
+	err = s.store.Update(ctx, func(tx Tx) error {
+		sub, err := tx.Subscription(ctx, subID)
+		if errors.Is(err, ErrNotFound) {
+			return notFound("event subscription", subID)
+		}
+		if err != nil {
+			return err
+		}
+		if !sub.Rewound || from < sub.RewindTo {
+			sub.RewindTo = from
+		}
+		sub.Cursor = min(sub.Cursor, from) // where a dispatcher that starts afresh begins
+		sub.Rewound = true
+		sub.Revision++
+		if err := tx.UpdateSubscription(ctx, sub); err != nil {
+			return fmt.Errorf("rewind subscription %s: %w", subID, err)
+		}
+		if respond != nil {
+			return respond(tx, &out)
+		}
+		return nil
+	})
+	if err != nil {
+		return Replay{}, err
+	}
+	s.webhooks.subscriptionsChanged()
+	s.log.InfoContext(ctx, "webhooks: subscription replayed", "subscription", subID, "from", from, "through", last)
+	return out, nil
+}
+
+// validDeliveryID reports whether s has the form of a delivery attempt's ID.
+func validDeliveryID(s string) bool { return id.Valid(s, "dlv_") }
+
+// RetryDelivery makes the next attempt at a delivery now: a pending one
+// is not left to wait for its schedule, and a failed one is attempted once
+// more, with the body it was first sent with. The automatic schedule goes
+// on after a failed retry while fewer than 8 attempts were made; each
+// retry asked for beyond that is one attempt. Only the newest attempt at
+// an event can be retried.
+//
+// It returns the attempt, now pending and due, or an error matching
+// ErrNotFound (no such attempt of that subscription), ErrConflict (it
+// succeeded, a newer attempt followed it, or the subscription is
+// disabled), or ErrCursorExpired (a failed attempt whose event was pruned:
+// its body is gone).
+func (s *Service) RetryDelivery(ctx context.Context, subID, deliveryID string) (Delivery, error) {
+	if !validSubscriptionID(subID) {
+		return Delivery{}, notFound("event subscription", subID)
+	}
+	if !validDeliveryID(deliveryID) {
+		return Delivery{}, notFound("delivery", deliveryID)
+	}
+	// The newest attempt at the event, to tell whether this one was
+	// followed by another. Only a dispatcher's record or another retry
+	// changes an attempt; the transaction below refuses if this one
+	// changed since it was read here.
+	newest, err := s.latestAttempt(ctx, subID, deliveryID)
+	if err != nil {
+		return Delivery{}, err
+	}
+	if newest.ID != deliveryID {
+		return Delivery{}, &ConflictError{Reason: "delivery_superseded",
+			Message: fmt.Sprintf("delivery %s was followed by attempt %d (%s); retry the newest attempt at the event", deliveryID, newest.Attempt, newest.ID)}
+	}
+	var body []byte
+	if newest.Status == DeliveryFailed {
+		// A failed attempt keeps no body: encode the event again.
+		e, err := s.store.Event(ctx, newest.EventID)
+		if errors.Is(err, ErrNotFound) {
+			return Delivery{}, fmt.Errorf("event %s of delivery %s is no longer stored (events are kept %d hours), so it cannot be sent again: %w",
+				newest.EventID, deliveryID, int64(s.cfg.EventRetention/time.Hour), ErrCursorExpired)
+		}
+		if err != nil {
+			return Delivery{}, fmt.Errorf("retry delivery %s: %w", deliveryID, err)
+		}
+		body = newRingEvent(&e, s.log).body
+	}
+	var d Delivery
+	err = s.store.Update(ctx, func(tx Tx) error {
+		sub, err := tx.Subscription(ctx, subID)
+		if errors.Is(err, ErrNotFound) {
+			return notFound("event subscription", subID)
+		}
+		if err != nil {
+			return err
+		}
+		if sub.Status != SubscriptionActive {
+			return &ConflictError{Reason: "subscription_disabled",
+				Message: fmt.Sprintf("subscription %s is disabled; enable it (POST /event-subscriptions/%s/enable) before retrying its deliveries", subID, subID)}
+		}
+		d, err = tx.Delivery(ctx, deliveryID)
+		if errors.Is(err, ErrNotFound) || (err == nil && d.SubscriptionID != subID) {
+			return notFound("delivery", deliveryID)
+		}
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.Status == DeliverySucceeded:
+			return &ConflictError{Reason: "delivery_succeeded", Message: fmt.Sprintf("delivery %s succeeded; there is nothing to retry", deliveryID)}
+		case d.Status != newest.Status:
+			return &ConflictError{Reason: "delivery_changed",
+				Message: fmt.Sprintf("delivery %s changed while it was being retried (it is %s now); read it again", deliveryID, d.Status)}
+		}
+		now := s.now()
+		if d.Status == DeliveryFailed {
+			d.Status, d.Body = DeliveryPending, body
+		}
+		d.NextAttemptAt = &now
+		if err := tx.UpdateDelivery(ctx, d); err != nil {
+			return fmt.Errorf("retry delivery %s: %w", deliveryID, err)
+		}
+		sub.Revision++
+		return tx.UpdateSubscription(ctx, sub)
+	})
+	if err != nil {
+		return Delivery{}, err
+	}
+	s.webhooks.subscriptionsChanged()
+	s.log.InfoContext(ctx, "webhooks: delivery retried", "subscription", subID, "delivery", deliveryID, "attempt", d.Attempt+1)
+	d.Body = nil
+	return d, nil
+}
+
+// latestAttempt returns the newest attempt at the event of a subscription's
+// delivery.
+func (s *Service) latestAttempt(ctx context.Context, subID, deliveryID string) (Delivery, error) {
+	var d Delivery
+	err := s.updateRelaxed(ctx, func(tx Tx) error { // a read: nothing to make durable
+		var err error
+		d, err = tx.Delivery(ctx, deliveryID)
+		return err
+	})
+	if errors.Is(err, ErrNotFound) || (err == nil && d.SubscriptionID != subID) {
+		return Delivery{}, notFound("delivery", deliveryID)
+	}
+	if err != nil {
+		return Delivery{}, fmt.Errorf("find delivery %s: %w", deliveryID, err)
+	}
+	page, err := s.store.Deliveries(ctx, DeliveryFilter{SubscriptionID: subID, EventID: d.EventID, Limit: 1})
+	if err != nil {
+		return Delivery{}, fmt.Errorf("find the newest attempt at event %s: %w", d.EventID, err)
+	}
+	if len(page.Deliveries) == 0 {
+		return Delivery{}, notFound("delivery", deliveryID)
+	}
+	return page.Deliveries[0], nil
+}
+
+// EnableSubscription makes a disabled subscription active again: delivery
+// resumes after the last event whose first attempt was recorded before it
+// was disabled, so the events committed meanwhile that are still stored
+// are delivered (older ones were pruned, and are logged as missed). The
+// attempts failed by the disabling stay failed; [Service.RetryDelivery]
+// retries them. Enabling an active subscription changes nothing. It
+// returns an error matching ErrNotFound for an unknown subscription.
+func (s *Service) EnableSubscription(ctx context.Context, subID string) (Subscription, error) {
+	if !validSubscriptionID(subID) {
+		return Subscription{}, notFound("event subscription", subID)
+	}
+	var sub Subscription
+	changed := false
+	err := s.store.Update(ctx, func(tx Tx) error {
+		var err error
+		sub, err = tx.Subscription(ctx, subID)
+		if errors.Is(err, ErrNotFound) {
+			return notFound("event subscription", subID)
+		}
+		if err != nil || sub.Status == SubscriptionActive {
+			return err
+		}
+		// Any dispatcher may take it up at once.
+		sub.Status, sub.LeaseOwner, sub.LeaseUntil = SubscriptionActive, "", time.Time{}
+		sub.Revision++
+		changed = true
+		return tx.UpdateSubscription(ctx, sub)
+	})
+	if err != nil {
+		return Subscription{}, err
+	}
+	if changed {
+		s.webhooks.subscriptionsChanged()
+		s.log.InfoContext(ctx, "webhooks: subscription enabled", "subscription", subID)
+	}
+	return sub.public(), nil
+}
+
+func (s *Service) handleReplay(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	subID := r.PathValue("id")
+	var body replayBody
+	return s.serveIdempotent(w, r, p, replayRoute, subID, &body, body.validate, http.StatusAccepted, nil, "",
+		func(ctx context.Context, _ string, respond func(Tx, any) error) error {
+			_, err := s.replay(ctx, subID, *body.FromSequence, func(tx Tx, rp *Replay) error {
+				return respond(tx, replayEnvelope{rp})
+			})
+			return err
+		})
+}
+
+func (s *Service) handleRetryDelivery(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	if err := decodeJSON(w, r, &struct{}{}, true); err != nil {
+		return err
+	}
+	d, err := s.RetryDelivery(requestContext(r), r.PathValue("id"), r.PathValue("deliveryId"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusAccepted, struct {
+		Data Delivery `json:"data"`
+	}{d})
+	return nil
+}
+
+func (s *Service) handleEnableSubscription(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	if err := decodeJSON(w, r, &struct{}{}, true); err != nil {
+		return err
+	}
+	sub, err := s.EnableSubscription(requestContext(r), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Data Subscription `json:"data"`
+	}{sub})
+	return nil
+}

@@ -1,0 +1,462 @@
+package lifecycle_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/tasklifecycle/lifecycle"
+)
+
+// oneAtATime makes each subscription deliver one attempt at a time, so
+// that receivers see its events in sequence order.
+func oneAtATime(c *lifecycle.Config) { c.WebhookConcurrencyPerSubscription = 1 }
+
+// envelope is what a test reads of a delivered event.
+type envelope struct {
+	ID       string `json:"id"`
+	Sequence int64  `json:"sequence"`
+	Data     struct {
+		TaskIdentifier string `json:"taskIdentifier"`
+	} `json:"data"`
+}
+
+func envelopeOf(t *testing.T, d delivery) envelope {
+	t.Helper()
+	var env envelope
+	if err := json.Unmarshal(d.body, &env); err != nil {
+		t.Fatalf("delivery body: %v: %s", err, d.body)
+	}
+	if env.ID != d.header.Get("X-Service-Event-Id") {
+		t.Fatalf("body of event %s delivered as %s", env.ID, d.header.Get("X-Service-Event-Id"))
+	}
+	return env
+}
+
+// replay posts a replay of subID from seq with an Idempotency-Key.
+func (e *env) replay(subID string, seq int64, key string, wantStatus int) map[string]any {
+	e.t.Helper()
+	return e.call(request{method: "POST", path: "/event-subscriptions/" + subID + "/replay", key: e.admin,
+		body: map[string]any{"fromSequence": seq}, header: http.Header{"Idempotency-Key": {key}}}, wantStatus)
+}
+
+// TestReplayDeliversTheMatchingEventsAfterTheSequence: two subscriptions
+// with different filters receive their events; a replay of one from a
+// sequence delivers to it exactly its events after that sequence, in
+// order, with new delivery IDs and the same event IDs, and nothing to the
+// other.
+func TestReplayDeliversTheMatchingEventsAfterTheSequence(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t)
+	e := newHookEnv(t, rc, oneAtATime)
+	web := subBody(rc.url("/web"))
+	web["filters"] = map[string]any{"projects": []string{"web"}}
+	webID := e.subscribe(web)["id"].(string)
+	ops := subBody(rc.url("/ops"))
+	ops["filters"] = map[string]any{"projects": []string{"ops"}}
+	opsID := e.subscribe(ops)["id"].(string)
+
+	for i := range 10 {
+		body := taskBody(fmt.Sprintf("ENG-%d", i))
+		if i%2 == 1 {
+			body["context"] = map[string]any{"project": "ops", "goal": "g"}
+		}
+		e.createTask(body)
+	}
+	first := map[string][]envelope{} // by receiver path
+	seenDelivery := map[string]bool{}
+	for range 10 {
+		d := rc.next()
+		first[d.path] = append(first[d.path], envelopeOf(t, d))
+		seenDelivery[d.header.Get("X-Service-Delivery-Id")] = true
+	}
+	if len(first["/web"]) != 5 || len(first["/ops"]) != 5 {
+		t.Fatalf("first deliveries: %d to /web, %d to /ops; want 5 each", len(first["/web"]), len(first["/ops"]))
+	}
+	e.waitDeliveries(webID, 5)
+	e.waitDeliveries(opsID, 5)
+
+	// Replay /web after its second event: its last three come again.
+	from := first["/web"][1].Sequence
+	out := e.replay(webID, from, "replay-web-1", http.StatusAccepted)["data"].(map[string]any)
+	last := e.events()[len(e.events())-1].Sequence
+	want := map[string]any{"subscriptionId": webID, "fromSequence": float64(from), "throughSequence": float64(last)}
+	if diff := cmp.Diff(want, out); diff != "" {
+		t.Errorf("replay answer (-want +got):\n%s", diff)
+	}
+	var got []envelope
+	for range 3 {
+		d := rc.next()
+		if d.path != "/web" {
+			t.Fatalf("replay delivered to %s, want /web only", d.path)
+		}
+		if id := d.header.Get("X-Service-Delivery-Id"); seenDelivery[id] {
+			t.Errorf("replayed delivery reuses delivery ID %s", id)
+		}
+		if got := d.header.Get("X-Service-Signature"); got != hexHMAC(hookSecret, d.body) {
+			t.Errorf("replayed delivery signature %s does not verify", got)
+		}
+		got = append(got, envelopeOf(t, d))
+	}
+	if diff := cmp.Diff(first["/web"][2:], got); diff != "" {
+		t.Errorf("replayed events (-want +got):\n%s", diff)
+	}
+	rc.quiet(200 * time.Millisecond)
+
+	// The history shows the new attempts as first attempts of those events.
+	list := e.waitDeliveries(webID, 8)
+	var newest []string
+	for _, d := range list[:3] {
+		newest = append(newest, fmt.Sprintf("%v %v %v", d["eventId"], d["attempt"], d["status"]))
+	}
+	wantNewest := []string{
+		first["/web"][4].ID + " 1 succeeded", first["/web"][3].ID + " 1 succeeded", first["/web"][2].ID + " 1 succeeded",
+	}
+	if diff := cmp.Diff(wantNewest, newest); diff != "" {
+		t.Errorf("newest attempts (-want +got):\n%s", diff)
+	}
+
+	// New events after a replay are delivered once, as always.
+	e.createTask(taskBody("ENG-10"))
+	if d := rc.next(); d.path != "/web" || envelopeOf(t, d).Data.TaskIdentifier != "ENG-10" {
+		t.Errorf("after the replay got %s on %s, want ENG-10's event on /web", d.body, d.path)
+	}
+	rc.quiet(200 * time.Millisecond)
+}
+
+// TestReplayIsIdempotent: the same key and body answer the first replay
+// again and deliver nothing more; the same key with another body is 409.
+func TestReplayIsIdempotent(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t)
+	e := newHookEnv(t, rc, oneAtATime)
+	subID := e.subscribe(subBody(rc.url("/hooks")))["id"].(string)
+	e.createTask(taskBody("ENG-1"))
+	e.createTask(taskBody("ENG-2"))
+	rc.next()
+	second := envelopeOf(t, rc.next())
+	e.waitDeliveries(subID, 2)
+
+	firstAnswer := e.do(request{method: "POST", path: "/event-subscriptions/" + subID + "/replay", key: e.admin,
+		body: map[string]any{"fromSequence": second.Sequence - 1}, header: http.Header{"Idempotency-Key": {"replay-once"}}})
+	if firstAnswer.Code != http.StatusAccepted {
+		t.Fatalf("replay = %d %s", firstAnswer.Code, firstAnswer.Body)
+	}
+	if d := envelopeOf(t, rc.next()); d.ID != second.ID {
+		t.Errorf("replayed %s, want %s", d.ID, second.ID)
+	}
+	e.waitDeliveries(subID, 3)
+	again := e.do(request{method: "POST", path: "/event-subscriptions/" + subID + "/replay", key: e.admin,
+		body: map[string]any{"fromSequence": second.Sequence - 1}, header: http.Header{"Idempotency-Key": {"replay-once"}}})
+	if again.Code != http.StatusAccepted || again.Header().Get("Idempotent-Replayed") != "true" || again.Body.String() != firstAnswer.Body.String() {
+		t.Errorf("the same replay again = %d (replayed %q) %s; want the first answer, replayed", again.Code, again.Header().Get("Idempotent-Replayed"), again.Body)
+	}
+	rc.quiet(200 * time.Millisecond)
+	other := e.replay(subID, 0, "replay-once", http.StatusConflict)
+	if code := errorCode(other); code != "conflict" {
+		t.Errorf("the key with another body: %s, want conflict", code)
+	}
+
+	// The Go API keeps the same rules.
+	r1, err := e.svc.ReplaySubscription(t.Context(), subID, lifecycle.ReplayParams{FromSequence: second.Sequence - 1, IdempotencyKey: "go-replay-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	envelopeOf(t, rc.next())
+	e.waitDeliveries(subID, 4)
+	r2, err := e.svc.ReplaySubscription(t.Context(), subID, lifecycle.ReplayParams{FromSequence: second.Sequence - 1, IdempotencyKey: "go-replay-1"})
+	if err != nil || r2 != r1 {
+		t.Errorf("Go replay again = %+v, %v; want %+v", r2, err, r1)
+	}
+	rc.quiet(200 * time.Millisecond)
+}
+
+// TestReplayRefusals: bad bodies, unknown subscriptions, missing keys,
+// scopes, and a range whose events were pruned.
+func TestReplayRefusals(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t)
+	e := newHookEnv(t, rc)
+	subID := e.subscribe(subBody(rc.url("/hooks")))["id"].(string)
+	e.createTask(taskBody("ENG-1"))
+	rc.next()
+	last := e.events()[len(e.events())-1].Sequence
+
+	for _, tc := range []struct {
+		name   string
+		path   string
+		body   any
+		header http.Header
+		key    string
+		status int
+		code   string
+		field  string
+	}{
+		{"no body", "/event-subscriptions/" + subID + "/replay", nil, nil, e.admin, 400, "validation_error", "body"},
+		{"no fromSequence", "/event-subscriptions/" + subID + "/replay", map[string]any{}, nil, e.admin, 400, "validation_error", "fromSequence"},
+		{"negative", "/event-subscriptions/" + subID + "/replay", map[string]any{"fromSequence": -1}, nil, e.admin, 400, "validation_error", "fromSequence"},
+		{"a string", "/event-subscriptions/" + subID + "/replay", map[string]any{"fromSequence": "3"}, nil, e.admin, 400, "validation_error", "fromSequence"},
+		{"after the last event", "/event-subscriptions/" + subID + "/replay", map[string]any{"fromSequence": last + 1}, nil, e.admin, 400, "validation_error", "fromSequence"},
+		{"unknown member", "/event-subscriptions/" + subID + "/replay", map[string]any{"fromSequence": 0, "to": 3}, nil, e.admin, 400, "validation_error", "to"},
+		{"no Idempotency-Key", "/event-subscriptions/" + subID + "/replay", map[string]any{"fromSequence": 0}, http.Header{}, e.admin, 400, "validation_error", "Idempotency-Key"},
+		{"unknown subscription", "/event-subscriptions/whs_nosuchsubscription00000/replay", map[string]any{"fromSequence": 0}, nil, e.admin, 404, "not_found", ""},
+		{"read-only key", "/event-subscriptions/" + subID + "/replay", map[string]any{"fromSequence": 0}, nil, e.key(lifecycle.ScopeWebhooksRead), 403, "insufficient_scope", ""},
+		{"no key", "/event-subscriptions/" + subID + "/replay", map[string]any{"fromSequence": 0}, nil, "", 401, "unauthorized", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			header := tc.header
+			if header == nil {
+				header = http.Header{"Idempotency-Key": {"refusal-" + strings.ReplaceAll(tc.name, " ", "-")}}
+			}
+			out := e.call(request{method: "POST", path: tc.path, key: tc.key, body: tc.body, header: header}, tc.status)
+			if code := errorCode(out); code != tc.code {
+				t.Errorf("code %s, want %s", code, tc.code)
+			}
+			if tc.field != "" {
+				fields := out["error"].(map[string]any)["details"].(map[string]any)["fields"].([]any)
+				if f := fields[0].(map[string]any)["field"]; f != tc.field {
+					t.Errorf("field %v, want %s", f, tc.field)
+				}
+			}
+		})
+	}
+
+	// Events older than the retention are pruned; a replay that needs
+	// them is 410, one after them is fine.
+	e.clock.Advance(73 * time.Hour)
+	waitFor(t, func() bool { return len(e.events()) == 0 })
+	e.createTask(taskBody("ENG-2"))
+	rc.next()
+	oldest := e.events()[0].Sequence
+	gone := e.replay(subID, oldest-2, "replay-pruned", http.StatusGone)
+	if code := errorCode(gone); code != "cursor_expired" {
+		t.Errorf("replay of a pruned range: %s, want cursor_expired", code)
+	}
+	if msg := gone["error"].(map[string]any)["message"].(string); !strings.Contains(msg, fmt.Sprint(oldest-1)) {
+		t.Errorf("message %q does not name %d, the earliest sequence to replay from", msg, oldest-1)
+	}
+	e.replay(subID, oldest-1, "replay-kept", http.StatusAccepted)
+	if d := envelopeOf(t, rc.next()); d.Sequence != oldest {
+		t.Errorf("replayed %d, want %d\n%s", d.Sequence, oldest, e.logText())
+	}
+}
+
+// failingUntil answers status until it is told to succeed.
+type switchable struct{ ok chan struct{} }
+
+func (s *switchable) respond(status int) func(int, http.ResponseWriter) {
+	return func(_ int, w http.ResponseWriter) {
+		select {
+		case <-s.ok:
+			w.WriteHeader(http.StatusOK)
+		default:
+			w.WriteHeader(status)
+		}
+	}
+}
+
+// retry posts a retry of a delivery.
+func (e *env) retry(subID, deliveryID string, wantStatus int) map[string]any {
+	e.t.Helper()
+	return e.call(request{method: "POST", path: "/event-subscriptions/" + subID + "/deliveries/" + deliveryID + "/retry", key: e.admin}, wantStatus)
+}
+
+// TestRetryFailedDeliveryNow: a delivery that failed its every scheduled
+// attempt is attempted once more when asked, with the same body, and the
+// history shows it; older attempts, succeeded ones and unknown ones are
+// refused.
+func TestRetryFailedDeliveryNow(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t)
+	sw := &switchable{ok: make(chan struct{})}
+	rc.setRespond(sw.respond(http.StatusInternalServerError))
+	e := newHookEnv(t, rc, noJitter, func(c *lifecycle.Config) { c.WebhookRetrySchedule = []time.Duration{time.Minute} })
+	subID := e.subscribe(subBody(rc.url("/hooks")))["id"].(string)
+	e.createTask(taskBody("ENG-1"))
+	firstTry := rc.next()
+	e.waitDeliveries(subID, 1)
+	e.clock.Advance(time.Minute)
+	rc.next()
+	list := e.waitDeliveries(subID, 2)
+	lastID, firstID := list[0]["deliveryId"].(string), list[1]["deliveryId"].(string)
+	if list[0]["status"] != "failed" || list[0]["attempt"] != 2.0 || list[0]["nextAttemptAt"] != nil {
+		t.Fatalf("after the schedule, newest = %v; want attempt 2 failed, the last", list[0])
+	}
+
+	old := e.retry(subID, firstID, http.StatusConflict)
+	if reason := old["error"].(map[string]any)["details"].(map[string]any)["reason"]; reason != "delivery_superseded" ||
+		!strings.Contains(old["error"].(map[string]any)["message"].(string), lastID) {
+		t.Errorf("retry of attempt 1 = %v; want delivery_superseded naming %s", old, lastID)
+	}
+
+	close(sw.ok)
+	got := e.retry(subID, lastID, http.StatusAccepted)["data"].(map[string]any)
+	now := e.clock.Now().UTC().Format("2006-01-02T15:04:05.000Z")
+	if got["deliveryId"] != lastID || got["status"] != "pending" || got["nextAttemptAt"] != now {
+		t.Errorf("retry answered %v; want %s pending, due %s", got, lastID, now)
+	}
+	d := rc.next()
+	if d.header.Get("X-Service-Event-Id") != firstTry.header.Get("X-Service-Event-Id") || string(d.body) != string(firstTry.body) {
+		t.Errorf("retry sent event %s %s; want the first attempt's event and body", d.header.Get("X-Service-Event-Id"), d.body)
+	}
+	if d.header.Get("X-Service-Delivery-Id") == lastID || d.header.Get("X-Service-Delivery-Id") == firstID {
+		t.Errorf("retry reused delivery ID %s", d.header.Get("X-Service-Delivery-Id"))
+	}
+	list = e.waitDeliveries(subID, 3)
+	var history []string
+	for _, d := range list {
+		history = append(history, fmt.Sprintf("%v %v", d["attempt"], d["status"]))
+	}
+	if diff := cmp.Diff([]string{"3 succeeded", "2 failed", "1 failed"}, history); diff != "" {
+		t.Errorf("history (-want +got):\n%s", diff)
+	}
+
+	done := e.retry(subID, list[0]["deliveryId"].(string), http.StatusConflict)
+	if reason := done["error"].(map[string]any)["details"].(map[string]any)["reason"]; reason != "delivery_succeeded" {
+		t.Errorf("retry of a success: %v, want delivery_succeeded", reason)
+	}
+	if code := errorCode(e.retry(subID, "dlv_nosuchdelivery000000000", http.StatusNotFound)); code != "not_found" {
+		t.Errorf("unknown delivery: %s", code)
+	}
+	otherID := e.subscribe(subBody(rc.url("/other")))["id"].(string)
+	e.retry(otherID, lastID, http.StatusNotFound)
+	if code := errorCode(e.call(request{method: "POST", path: "/event-subscriptions/" + subID + "/deliveries/" + lastID + "/retry",
+		key: e.key(lifecycle.ScopeWebhooksRead)}, http.StatusForbidden)); code != "insufficient_scope" {
+		t.Errorf("read-only key: %s", code)
+	}
+	rc.quiet(200 * time.Millisecond)
+}
+
+// TestRetryPendingDeliveryNow: a pending attempt is made at once instead
+// of at its scheduled time, and the schedule goes on from it.
+func TestRetryPendingDeliveryNow(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t)
+	rc.setRespond(failing(2, http.StatusServiceUnavailable))
+	e := newHookEnv(t, rc, noJitter)
+	subID := e.subscribe(subBody(rc.url("/hooks")))["id"].(string)
+	e.createTask(taskBody("ENG-1"))
+	rc.next()
+	list := e.waitDeliveries(subID, 1)
+	if list[0]["status"] != "pending" {
+		t.Fatalf("first attempt %v, want pending", list[0])
+	}
+	// The clock does not move: without the retry, attempt 2 would wait 10 s.
+	e.retry(subID, list[0]["deliveryId"].(string), http.StatusAccepted)
+	rc.next()
+	list = e.waitDeliveries(subID, 2)
+	if list[0]["attempt"] != 2.0 || list[0]["status"] != "pending" {
+		t.Fatalf("attempt 2 = %v, want it made and failed, pending", list[0])
+	}
+	want := e.clock.Now().Add(time.Minute).UTC().Format("2006-01-02T15:04:05.000Z")
+	if list[0]["nextAttemptAt"] != want {
+		t.Errorf("attempt 3 due %v, want %s: the schedule goes on from attempt 2", list[0]["nextAttemptAt"], want)
+	}
+	e.clock.Advance(time.Minute)
+	rc.next()
+	if list = e.waitDeliveries(subID, 3); list[0]["status"] != "succeeded" {
+		t.Errorf("attempt 3 = %v, want succeeded", list[0])
+	}
+}
+
+// TestEnableDisabledSubscription: a receiver's 410 disables its
+// subscription; its deliveries cannot be retried until it is enabled
+// again; enabling resumes delivery with the events committed meanwhile.
+func TestEnableDisabledSubscription(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t)
+	sw := &switchable{ok: make(chan struct{})}
+	rc.setRespond(sw.respond(http.StatusGone))
+	e := newHookEnv(t, rc)
+	subID := e.subscribe(subBody(rc.url("/hooks")))["id"].(string)
+	e.createTask(taskBody("ENG-1"))
+	rc.next()
+	gone := e.waitDeliveries(subID, 1)[0]["deliveryId"].(string)
+	getSub := func() map[string]any {
+		return e.call(request{method: "GET", path: "/event-subscriptions/" + subID, key: e.admin}, http.StatusOK)["data"].(map[string]any)
+	}
+	waitFor(t, func() bool { return getSub()["status"] == "disabled" })
+
+	e.createTask(taskBody("ENG-2")) // committed while disabled
+	rc.quiet(100 * time.Millisecond)
+	refused := e.retry(subID, gone, http.StatusConflict)
+	if reason := refused["error"].(map[string]any)["details"].(map[string]any)["reason"]; reason != "subscription_disabled" {
+		t.Errorf("retry while disabled: %v, want subscription_disabled", reason)
+	}
+
+	close(sw.ok)
+	enabled := e.call(request{method: "POST", path: "/event-subscriptions/" + subID + "/enable", key: e.admin}, http.StatusOK)["data"].(map[string]any)
+	if enabled["status"] != "active" || enabled["id"] != subID {
+		t.Errorf("enable answered %v, want the subscription, active", enabled)
+	}
+	if d := envelopeOf(t, rc.next()); d.Data.TaskIdentifier != "ENG-2" {
+		t.Errorf("after enabling got %s's event, want ENG-2's (committed while disabled)", d.Data.TaskIdentifier)
+	}
+	rc.quiet(100 * time.Millisecond)
+	e.retry(subID, gone, http.StatusAccepted)
+	if d := envelopeOf(t, rc.next()); d.Data.TaskIdentifier != "ENG-1" {
+		t.Errorf("retry delivered %s's event, want ENG-1's", d.Data.TaskIdentifier)
+	}
+	again := e.call(request{method: "POST", path: "/event-subscriptions/" + subID + "/enable", key: e.admin, body: map[string]any{}}, http.StatusOK)
+	if again["data"].(map[string]any)["status"] != "active" {
+		t.Errorf("enabling an active subscription: %v", again)
+	}
+	e.call(request{method: "POST", path: "/event-subscriptions/whs_nosuchsubscription00000/enable", key: e.admin}, http.StatusNotFound)
+	e.call(request{method: "POST", path: "/event-subscriptions/" + subID + "/enable", key: e.admin, body: map[string]any{"status": "active"}}, http.StatusBadRequest)
+	rc.quiet(100 * time.Millisecond)
+}
+
+// TestReplayWhileDelivering: a replay accepted while the subscription's
+// worker has an attempt under way delivers that event again, and every
+// later one, none lost.
+func TestReplayWhileDelivering(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t)
+	hold := make(chan struct{})
+	rc.mu.Lock()
+	rc.hold = hold
+	rc.mu.Unlock()
+	e := newHookEnv(t, rc, oneAtATime)
+	subID := e.subscribe(subBody(rc.url("/hooks")))["id"].(string)
+	const n = 20
+	for i := range n {
+		e.createTask(taskBody(fmt.Sprintf("ENG-%d", i)))
+	}
+	evs := e.events()
+	waitFor(t, func() bool {
+		rc.mu.Lock()
+		defer rc.mu.Unlock()
+		return rc.inFlight == 1
+	})
+	if _, err := e.svc.ReplaySubscription(t.Context(), subID, lifecycle.ReplayParams{FromSequence: evs[0].Sequence - 1}); err != nil {
+		t.Fatal(err)
+	}
+	rc.mu.Lock()
+	rc.hold = nil
+	rc.mu.Unlock()
+	close(hold)
+
+	seen := map[int64]int{}
+	deadline := time.After(10 * time.Second)
+	for done := false; !done; {
+		select {
+		case d := <-rc.got:
+			seen[envelopeOf(t, d).Sequence]++
+		case <-deadline:
+			t.Fatalf("within 10s: %v; want every event, and the first twice", seen)
+		}
+		done = seen[evs[0].Sequence] >= 2
+		for _, ev := range evs {
+			done = done && seen[ev.Sequence] >= 1
+		}
+	}
+	if _, err := e.svc.ReplaySubscription(t.Context(), "whs_nosuchsubscription00000", lifecycle.ReplayParams{}); !errors.Is(err, lifecycle.ErrNotFound) {
+		t.Errorf("replay of an unknown subscription: %v", err)
+	}
+}
