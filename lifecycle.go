@@ -136,6 +136,16 @@ type Config struct {
 	// effect at once. Defaults to 5 seconds; negative disables the cache.
 	KeyCacheTTL time.Duration
 
+	// ConsoleSessionTTL is how long a sign-in to the operator console
+	// ([Service.Console]) lasts; revoking its API key ends it at once.
+	// Defaults to 8 hours.
+	ConsoleSessionTTL time.Duration
+
+	// ConsoleSecureCookie marks the console's session cookie Secure even
+	// on requests that came without TLS, for a server behind a proxy that
+	// terminates TLS. The cookie is always Secure on TLS requests.
+	ConsoleSecureCookie bool
+
 	// Clock tells the time. Defaults to the system clock.
 	Clock Clock
 
@@ -368,6 +378,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.KeyCacheTTL == 0 {
 		c.KeyCacheTTL = 5 * time.Second
 	}
+	switch {
+	case c.ConsoleSessionTTL == 0:
+		c.ConsoleSessionTTL = 8 * time.Hour
+	case c.ConsoleSessionTTL < time.Minute:
+		return c, fmt.Errorf("lifecycle: Config.ConsoleSessionTTL %s is too short to use the console; give at least a minute", c.ConsoleSessionTTL)
+	}
 	if c.EventRetention == 0 {
 		c.EventRetention = 72 * time.Hour
 	}
@@ -478,6 +494,7 @@ type Service struct {
 	taskLocks keyedLocks    // serialises provider work per task
 	shipWake  chan struct{} // wakes the ship runner
 	reconcile *reconciler   // reads hosts for tasks in review
+	console   *console      // the operator console, served by Console
 
 	mu      sync.Mutex
 	started bool
@@ -523,6 +540,7 @@ func New(cfg Config) (*Service, error) {
 		s.decoding = newByteBudget(cfg.MaxDecodingBytes)
 	}
 	s.handler = s.routes(s.auth)
+	s.console = newConsole(s)
 	return s, nil
 }
 
@@ -630,6 +648,13 @@ func (s *Service) prune(ctx context.Context) {
 		}
 	} else if n > 0 {
 		s.log.Info("pruned provider deliveries", "count", n)
+	}
+	if n, err := s.store.DeleteConsoleSessionsBefore(ctx, now); err != nil {
+		if ctx.Err() == nil {
+			s.log.Error("prune console sessions", "err", err)
+		}
+	} else if n > 0 {
+		s.log.Info("pruned expired console sessions", "count", n)
 	}
 	if n, err := s.store.DeleteDeliveriesBefore(ctx, cutoff); err != nil {
 		if ctx.Err() == nil {

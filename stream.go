@@ -128,6 +128,7 @@ func (s *Service) handleStream(w http.ResponseWriter, r *http.Request, p *Princi
 	st.setHeaders()
 	var unwatch func()
 	st.revoked, unwatch = s.streamKeys.watch(p.ID, r)
+	st.session, _ = r.Context().Value(streamSessionKey{}).(streamSession)
 	if st.takeOver(r, unwatch) {
 		return nil // the stream runs on goroutines of its own and releases its place
 	}
@@ -287,6 +288,8 @@ func (st *stream) ended(ctx context.Context, err error) {
 		log.WarnContext(ctx, "event stream: consumer too slow, cut off; it resumes from its cursor", "principal", st.principal, "position", st.pos, "err", err)
 	case errors.Is(err, errKeyRevoked):
 		log.InfoContext(ctx, "event stream ended: its API key was revoked", "principal", st.principal)
+	case errors.Is(err, errSessionEnded):
+		log.InfoContext(ctx, "event stream ended with its console session", "principal", st.principal)
 	case errors.Is(err, errWrite):
 		log.DebugContext(ctx, "event stream ended", "principal", st.principal, "position", st.pos, "err", err)
 	default:
@@ -361,6 +364,7 @@ type stream struct {
 	heartbeat time.Duration
 	principal string
 	revoked   <-chan struct{} // closed when the principal's key is revoked
+	session   streamSession   // the console session of the stream, if any
 	mode      string          // X-Service-Resume-Mode
 
 	// pos is the sequence read through: every event the stream carries
@@ -387,6 +391,10 @@ func (st *stream) run(ctx context.Context) error {
 		select {
 		case <-st.revoked:
 			return st.endRevoked()
+		case <-st.session.ended:
+			return st.endSession()
+		case <-st.session.expires:
+			return st.endSession()
 		default:
 		}
 		frames, next, changed, ok := b.read(st.pos, &st.filter, st.frames[:0], liveBatch)
@@ -422,6 +430,10 @@ func (st *stream) run(ctx context.Context) error {
 			return ctx.Err()
 		case <-st.revoked:
 			return st.endRevoked()
+		case <-st.session.ended:
+			return st.endSession()
+		case <-st.session.expires:
+			return st.endSession()
 		case <-changed:
 		case <-beat:
 			var err error
@@ -430,6 +442,33 @@ func (st *stream) run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// streamSession ends a stream opened through the operator console with
+// its session: ended is closed when the session signs out, and expires
+// fires when it expires. Both are nil for other streams.
+type streamSession struct {
+	ended   <-chan struct{}
+	expires <-chan time.Time
+}
+
+// streamSessionKey keys a streamSession in a request's context.
+type streamSessionKey struct{}
+
+// errSessionEnded ends an event stream whose console session ended.
+var errSessionEnded = errors.New("the stream's console session ended")
+
+// sessionEndedComment is the last thing a stream ended with its console
+// session sends.
+const sessionEndedComment = ": session ended: the console session of this stream ended; sign in again\n\n"
+
+// endSession writes the comment that says the stream's console session
+// ended, and returns the error that ends the stream.
+func (st *stream) endSession() error {
+	if err := st.write([]byte(sessionEndedComment)); err != nil {
+		return err
+	}
+	return errSessionEnded
 }
 
 // endRevoked writes the comment that says the stream's key was revoked,

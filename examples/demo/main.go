@@ -340,19 +340,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	handler := svc.Handler()
-	if gh != nil || gl != nil {
-		mux := http.NewServeMux()
-		mux.Handle("/", handler)
-		if gh != nil {
-			mux.Handle("POST /hooks/github", gh.WebhookHandler(svc.QueuedEvents()))
-		}
-		if gl != nil {
-			mux.Handle("POST /hooks/gitlab", gl.WebhookHandler(svc.QueuedEvents()))
-		}
-		handler = mux
+	mux := http.NewServeMux()
+	mux.Handle("/", svc.Handler())
+	mux.Handle("/console/", http.StripPrefix("/console", svc.Console()))
+	if gh != nil {
+		mux.Handle("POST /hooks/github", gh.WebhookHandler(svc.QueuedEvents()))
 	}
-	srv := newHTTPServer(handler)
+	if gl != nil {
+		mux.Handle("POST /hooks/gitlab", gl.WebhookHandler(svc.QueuedEvents()))
+	}
+	srv := newHTTPServer(mux)
 	serveErr := make(chan error, 1)
 	// JSONErrorListener: net/http's own answers to malformed requests come
 	// in the API's JSON error shape too.
@@ -369,6 +366,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if gl != nil {
 		fmt.Fprintf(stdout, "gitlab:         %s on %s for tasks of project %q; webhook at %s/hooks/gitlab\n", opts.gitlabProjectPath, opts.gitlabURL, opts.gitlabProject, base)
 	}
+	fmt.Fprintf(stdout, "console:        %s/console/ (sign in with the admin key)\n", base)
 	fmt.Fprintf(stdout, "admin key:      %s\n\n", adminKey)
 	fmt.Fprintf(stdout, "in another shell:\n  export KEY=%s BASE=%s\n  curl -s -H \"Authorization: Bearer $KEY\" \"$BASE/tasks\"\n\n", adminKey, base)
 	if err := notifyReady(base, adminKey); err != nil {
