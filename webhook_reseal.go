@@ -9,7 +9,7 @@ import (
 // SecretResealer is an optional ability of a Store's [Tx]: replacing the
 // sealed secret of a webhook subscription. [Service.ResealWebhookSecrets]
 // needs it to finish a rotation of [Config.WebhookSecretKey]; store/sqlite
-// implements it.
+// and store/postgres implement it.
 type SecretResealer interface {
 	// UpdateSubscriptionSecret replaces the sealed secret of the
 	// subscription with the given ID. It returns an error matching

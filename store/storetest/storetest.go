@@ -79,6 +79,7 @@ func Run(t *testing.T, h Harness) {
 		{"ListSubscriptionsPagination", testListSubscriptionsPagination},
 		{"UpdateSubscription", testUpdateSubscription},
 		{"SubscriptionRevision", testSubscriptionRevision},
+		{"UpdateSubscriptionSecret", testUpdateSubscriptionSecret},
 		{"ClaimSubscriptions", testClaimSubscriptions},
 		{"ClaimSubscriptionsMax", testClaimSubscriptionsMax},
 		{"ClaimSubscriptionsConcurrently", testClaimSubscriptionsConcurrently},
