@@ -398,6 +398,30 @@ func (s *Service) runIdempotent(ctx context.Context, scope IdempotencyScope, fp 
 	return body, nil, nil
 }
 
+// goIdempotentData is goIdempotent for a mutation that answers
+// {"data": T}: run makes the T, recording envelope(&T) through respond in
+// the transaction of its change, and an identical earlier call's recorded
+// data is returned instead of running again.
+func goIdempotentData[T any](s *Service, ctx context.Context, actor Actor, route, resourceID, key string, params any,
+	envelope func(*T) any, run func(ctx context.Context, respond func(Tx, *T) error) (T, error)) (T, error) {
+	var out T
+	replayed, err := s.goIdempotent(ctx, actor, route, resourceID, key, params, func(ctx context.Context, respond func(Tx, any) error) error {
+		var err error
+		out, err = run(ctx, func(tx Tx, v *T) error { return respond(tx, envelope(v)) })
+		return err
+	})
+	if err != nil || replayed == nil {
+		return out, err
+	}
+	var env struct {
+		Data T `json:"data"`
+	}
+	if err := json.Unmarshal(replayed, &env); err != nil {
+		return out, fmt.Errorf("decode the answer recorded for %s %s: %w", route, resourceID, err)
+	}
+	return env.Data, nil
+}
+
 // goIdempotent runs a mutation of the Go API under key with the rules of
 // the HTTP API: the scope is the actor's, the fingerprint that of params'
 // JSON form (the request body it stands for). With no key, run simply

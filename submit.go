@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -209,25 +208,11 @@ func (s *Service) Submit(ctx context.Context, taskID string, p SubmitParams) (Su
 		return Submission{}, err
 	}
 	defer unlock()
-	var sub Submission
-	replayed, err := s.goIdempotent(ctx, p.Actor, submitRoute, taskID, p.IdempotencyKey, p, func(ctx context.Context, respond func(Tx, any) error) error {
-		var err error
-		sub, err = s.submitLocked(ctx, taskID, p, func(tx Tx, sub *Submission) error {
-			return respond(tx, submissionEnvelope{sub, sub.AvailableActions})
+	return goIdempotentData(s, ctx, p.Actor, submitRoute, taskID, p.IdempotencyKey, p,
+		func(sub *Submission) any { return submissionEnvelope{sub, sub.AvailableActions} },
+		func(ctx context.Context, respond func(Tx, *Submission) error) (Submission, error) {
+			return s.submitLocked(ctx, taskID, p, respond)
 		})
-		return err
-	})
-	if err != nil {
-		return Submission{}, err
-	}
-	if replayed != nil {
-		var env struct{ Data Submission }
-		if err := json.Unmarshal(replayed, &env); err != nil {
-			return Submission{}, fmt.Errorf("replay submission of task %s: %w", taskID, err)
-		}
-		return env.Data, nil
-	}
-	return sub, nil
 }
 
 // submitLocked is Submit, with the task's lock held, with a hook that

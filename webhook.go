@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -296,25 +295,11 @@ func (s *Service) CreateSubscription(ctx context.Context, p CreateSubscriptionPa
 	if err := p.validate(); err != nil {
 		return Subscription{}, err
 	}
-	var sub Subscription
-	replayed, err := s.goIdempotent(ctx, SystemActor(), subscriptionsRoute, "", p.IdempotencyKey, p, func(ctx context.Context, respond func(Tx, any) error) error {
-		var err error
-		sub, err = s.createSubscription(ctx, p, func(tx Tx, sub *Subscription) error {
-			return respond(tx, subscriptionEnvelope{sub})
+	return goIdempotentData(s, ctx, SystemActor(), subscriptionsRoute, "", p.IdempotencyKey, p,
+		func(sub *Subscription) any { return subscriptionEnvelope{sub} },
+		func(ctx context.Context, respond func(Tx, *Subscription) error) (Subscription, error) {
+			return s.createSubscription(ctx, p, respond)
 		})
-		return err
-	})
-	if err != nil {
-		return Subscription{}, err
-	}
-	if replayed != nil {
-		var env struct{ Data Subscription }
-		if err := json.Unmarshal(replayed, &env); err != nil {
-			return Subscription{}, fmt.Errorf("replay subscription: %w", err)
-		}
-		return env.Data, nil
-	}
-	return sub, nil
 }
 
 // subscriptionEnvelope is the body of a subscription's 201.

@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -77,25 +76,11 @@ func (s *Service) ReplaySubscription(ctx context.Context, subID string, p Replay
 	if err := body.validate(); err != nil {
 		return Replay{}, err
 	}
-	var out Replay
-	replayed, err := s.goIdempotent(ctx, SystemActor(), replayRoute, subID, p.IdempotencyKey, body, func(ctx context.Context, respond func(Tx, any) error) error {
-		var err error
-		out, err = s.replay(ctx, subID, p.FromSequence, func(tx Tx, r *Replay) error {
-			return respond(tx, replayEnvelope{r})
+	return goIdempotentData(s, ctx, SystemActor(), replayRoute, subID, p.IdempotencyKey, body,
+		func(r *Replay) any { return replayEnvelope{r} },
+		func(ctx context.Context, respond func(Tx, *Replay) error) (Replay, error) {
+			return s.replay(ctx, subID, p.FromSequence, respond)
 		})
-		return err
-	})
-	if err != nil {
-		return Replay{}, err
-	}
-	if replayed != nil {
-		var env struct{ Data Replay }
-		if err := json.Unmarshal(replayed, &env); err != nil {
-			return Replay{}, fmt.Errorf("replay of a replay: %w", err)
-		}
-		return env.Data, nil
-	}
-	return out, nil
 }
 
 // replayEnvelope is the body of a replay's 202.
@@ -134,10 +119,7 @@ func (s *Service) replay(ctx context.Context, subID string, from int64, respond 
 	}
 	out := Replay{SubscriptionID: subID, FromSequence: from, ThroughSequence: last}
 	err = s.store.Update(ctx, func(tx Tx) error {
-		sub, err := tx.Subscription(ctx, subID)
-		if errors.Is(err, ErrNotFound) {
-			return notFound("event subscription", subID)
-		}
+		sub, err := subscriptionIn(ctx, tx, subID)
 		if err != nil {
 			return err
 		}
@@ -161,6 +143,16 @@ func (s *Service) replay(ctx context.Context, subID string, from int64, respond 
 	s.webhooks.subscriptionsChanged()
 	s.log.InfoContext(ctx, "webhooks: subscription replayed", "subscription", subID, "from", from, "through", last)
 	return out, nil
+}
+
+// subscriptionIn reads a subscription in tx, with the API's not-found
+// error for an unknown one.
+func subscriptionIn(ctx context.Context, tx Tx, subID string) (Subscription, error) {
+	sub, err := tx.Subscription(ctx, subID)
+	if errors.Is(err, ErrNotFound) {
+		return Subscription{}, notFound("event subscription", subID)
+	}
+	return sub, err
 }
 
 // validDeliveryID reports whether s has the form of a delivery attempt's ID.
@@ -212,10 +204,7 @@ func (s *Service) RetryDelivery(ctx context.Context, subID, deliveryID string) (
 	}
 	var d Delivery
 	err = s.store.Update(ctx, func(tx Tx) error {
-		sub, err := tx.Subscription(ctx, subID)
-		if errors.Is(err, ErrNotFound) {
-			return notFound("event subscription", subID)
-		}
+		sub, err := subscriptionIn(ctx, tx, subID)
 		if err != nil {
 			return err
 		}
@@ -297,10 +286,7 @@ func (s *Service) EnableSubscription(ctx context.Context, subID string) (Subscri
 	changed := false
 	err := s.store.Update(ctx, func(tx Tx) error {
 		var err error
-		sub, err = tx.Subscription(ctx, subID)
-		if errors.Is(err, ErrNotFound) {
-			return notFound("event subscription", subID)
-		}
+		sub, err = subscriptionIn(ctx, tx, subID)
 		if err != nil || sub.Status == SubscriptionActive {
 			return err
 		}
