@@ -119,7 +119,29 @@
 // [http.ResponseController]. Streams end on client disconnect and on
 // [Service.Close]. Browsers' EventSource cannot send an Authorization
 // header: the host translates its own session into a bearer key in front
-// of the handler, or plugs its [Authenticator].
+// of the handler, or plugs its [Authenticator]; [Service.Console] does it
+// with its own session cookies.
+//
+// # Webhook operations
+//
+// A subscription's events can be delivered again from a sequence
+// ([Service.ReplaySubscription]), a delivery attempted now
+// ([Service.RetryDelivery]) and a subscription its receiver disabled made
+// active again ([Service.EnableSubscription]), through the Go API or the
+// HTTP API. Each is one transaction that bumps the subscription's revision;
+// the dispatcher holding the subscription, in whichever process, sees it at
+// its next claim (at once where the Store is a [Notifier]).
+//
+// # Operator console
+//
+// [Service.Console] returns an optional handler, served only where the
+// host mounts it, with a page embedded in the binary: a board of the tasks
+// by status, updated live from the event stream, each task's timeline, and
+// the webhook subscriptions with their deliveries and operations. An
+// operator signs in with an API key once; the console keeps a session
+// cookie (HttpOnly, SameSite=Strict, [Config.ConsoleSessionTTL]) that acts
+// with the key's scopes and ends when the key is revoked, and needs a CSRF
+// token for every change.
 //
 // # Serving it safely
 //

@@ -121,4 +121,3 @@ func mapsEqual(a, b map[string]int) bool {
 	}
 	return true
 }
-
