@@ -495,3 +495,43 @@ func TestDeployStatusBeforeWait(t *testing.T) {
 		t.Errorf("Deploy made %d calls, want 3", n)
 	}
 }
+
+// TestDeployRetriedAfterAFailure: a deploy system that retries on the
+// same deployment posts in_progress after its failure; the newest status
+// decides, so the deployment is not over until the retry ends.
+func TestDeployRetriedAfterAFailure(t *testing.T) {
+	t.Parallel()
+	f := newFakeGitHub(t)
+	clock := fakeclock.New(time.Unix(1_800_000_000, 0))
+	a := f.adapter(t, Config{Clock: clock, DeployPollInterval: time.Minute})
+	type result struct {
+		d   lifecycle.Deployment
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		d, err := a.Deploy(t.Context(), lifecycle.DeployRequest{Task: testTask(1), OperationID: "shp_retried", Environment: lifecycle.EnvironmentStaging, CommitSHA: f.Push("main")})
+		res <- result{d, err}
+	}()
+	if !clock.WaitForWaiters(1, 5*time.Second) {
+		t.Fatal("Deploy does not wait")
+	}
+	id := f.LastDeployment().GetID()
+	for _, state := range []string{"in_progress", "failure", "in_progress"} {
+		f.DeploymentStatus(id, state, "")
+	}
+	clock.Advance(time.Minute)
+	if !clock.WaitForWaiters(1, 5*time.Second) {
+		t.Fatal("Deploy did not wait again")
+	}
+	select {
+	case r := <-res:
+		t.Fatalf("Deploy ended while the deploy system retried: %+v, %v", r.d, r.err)
+	default:
+	}
+	f.DeploymentStatus(id, "success", "https://staging.example.com")
+	clock.Advance(time.Minute)
+	if r := <-res; r.err != nil || r.d.URL != "https://staging.example.com" {
+		t.Errorf("Deploy = %+v, %v; want deployed", r.d, r.err)
+	}
+}

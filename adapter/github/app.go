@@ -21,16 +21,8 @@ func newAppTransport(base http.RoundTripper, cfg Config) (http.RoundTripper, err
 	return tr, nil
 }
 
-// apiBase returns the REST base URL go-github uses for apiURL: for
-// another host than api.github.com, "api/v3/" is added unless present.
+// apiBase returns the REST base URL of apiURL: the URL as given, with one
+// trailing slash.
 func apiBase(apiURL string) string {
-	u := strings.TrimSuffix(apiURL, "/") + "/"
-	if strings.TrimSuffix(u, "/") == strings.TrimSuffix(DefaultAPIURL, "/") || strings.HasSuffix(u, "/api/v3/") {
-		return u
-	}
-	host := strings.TrimPrefix(strings.TrimPrefix(u, "https://"), "http://")
-	if strings.HasPrefix(host, "api.") || strings.Contains(strings.SplitN(host, "/", 2)[0], ".api.") {
-		return u
-	}
-	return u + "api/v3/"
+	return strings.TrimRight(apiURL, "/") + "/"
 }

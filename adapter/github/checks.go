@@ -33,8 +33,12 @@ func (a *Adapter) Checks(ctx context.Context, q lifecycle.CIQuery) (lifecycle.CI
 	if err := a.statuses(ctx, q.HeadSHA, latest); err != nil {
 		return lifecycle.CIReport{}, err
 	}
+	p, err := a.policy(ctx, base)
+	if err != nil {
+		return lifecycle.CIReport{}, err
+	}
 	var rep lifecycle.CIReport
-	if req := a.policy(ctx, base).requiredChecks; req != nil {
+	if req := p.requiredChecks; req != nil {
 		for _, name := range req {
 			if f, ok := latest[name]; ok {
 				rep.Checks = append(rep.Checks, f.check)
@@ -55,11 +59,22 @@ type found struct {
 	check lifecycle.CICheck
 	at    time.Time
 	id    int64
+	run   bool // a check run, not a commit status
 }
 
+// keep records f unless a newer check of its name is recorded: between
+// check runs, the one created last (the larger ID: a re-run, or the run of
+// a later suite), whenever either completed; between a check run and a
+// status, the one that changed last.
 func keep(m map[string]found, f found) {
-	if old, ok := m[f.check.Name]; ok && (old.at.After(f.at) || (old.at.Equal(f.at) && old.id > f.id)) {
-		return
+	if old, ok := m[f.check.Name]; ok {
+		newer := old.at.After(f.at) || (old.at.Equal(f.at) && old.id > f.id)
+		if old.run && f.run {
+			newer = old.id > f.id
+		}
+		if newer {
+			return
+		}
 	}
 	m[f.check.Name] = f
 }
@@ -77,7 +92,7 @@ func (a *Adapter) checkRuns(ctx context.Context, sha string, into map[string]fou
 			if r.CompletedAt != nil {
 				at = r.GetCompletedAt().Time
 			}
-			keep(into, found{check: lifecycle.CICheck{Name: r.GetName(), Status: runStatus(r), URL: r.GetHTMLURL()}, at: at, id: r.GetID()})
+			keep(into, found{check: lifecycle.CICheck{Name: r.GetName(), Status: runStatus(r), URL: r.GetHTMLURL()}, at: at, id: r.GetID(), run: true})
 		}
 		if resp.NextPage == 0 {
 			return nil

@@ -113,8 +113,11 @@ func (a *Adapter) findDeployment(ctx context.Context, sha, env, operation string
 }
 
 // deploymentState returns the terminal status of a deployment and true,
-// or false while it has none. GitHub lists statuses newest first; a
-// deployment made inactive by a later one had succeeded first.
+// or false while it has none. GitHub lists statuses newest first, and the
+// newest decides: a deploy system that retries after a failure posts
+// in_progress again, and the deployment is not over. Only "inactive" is
+// looked past: GitHub marks a deployment inactive when a later one to the
+// same environment succeeds, so it had succeeded first.
 func (a *Adapter) deploymentState(ctx context.Context, id int64) (*gh.DeploymentStatus, bool, error) {
 	opts := &gh.ListOptions{PerPage: 100}
 	for {
@@ -124,9 +127,12 @@ func (a *Adapter) deploymentState(ctx context.Context, id int64) (*gh.Deployment
 		}
 		for _, st := range sts {
 			switch st.GetState() {
+			case "inactive":
+				continue
 			case "success", "failure", "error":
 				return st, true, nil
 			}
+			return nil, false, nil // queued, pending, in_progress
 		}
 		if resp.NextPage == 0 {
 			return nil, false, nil

@@ -29,21 +29,29 @@
 //
 // # CI and reviews
 //
-// CI is the latest check run of each name (filter=latest, every page)
-// and the commit statuses of the head. Required checks and review rules
-// come from the base branch's protection when the credentials may read it
-// (admin rights), and from its rulesets (readable by anyone who can read
-// the repository); when the protection cannot be read every check counts
-// and [Config.DefaultRequiredApprovals] approvals are needed. Both are
-// cached for [Config.ProtectionTTL].
+// CI is the latest check run of each name (filter=latest, every page;
+// the run created last wins) and the commit statuses of the head.
+// Required checks and review rules come from the base branch's protection
+// when the credentials may read it (admin rights), and from its rulesets
+// (readable by anyone who can read the repository; rules of every type
+// are read, those the adapter does not use skipped). When the protection
+// cannot be read (403, 404), every check counts and
+// [Config.DefaultRequiredApprovals] approvals are needed; an unprotected
+// branch (GitHub's "Branch not protected") requires none. Both are cached
+// for [Config.ProtectionTTL]; a read that fails for a while (a rate limit,
+// a server error) keeps the policy read before, and with none fails the
+// reading rather than loosen it.
 //
 // # Errors and rate limits
 //
 // A 404 is [lifecycle.ErrNotFound]. Rate limits (403 or 429 with
 // X-RateLimit-Remaining: 0, or with Retry-After, or saying "secondary rate
 // limit") and 5xx answers are [*lifecycle.TemporaryError]s carrying the
-// wait GitHub asked for, which the ship runner honours. The Adapter does
-// not retry by itself and never logs a token or a secret.
+// wait GitHub asked for, which the ship runner honours. go-github is kept
+// from refusing requests by itself after an answer that used the limit up,
+// so the Adapter's Clock and GitHub decide waits. The Adapter does not
+// retry by itself and never logs a token or a secret. [Config.APIURL] is
+// used as given.
 //
 // # Webhooks
 //

@@ -45,9 +45,9 @@ type Config struct {
 	// Defaults to a client with a 30-second timeout that keeps up to 32
 	// idle connections to GitHub open for reuse.
 	HTTPClient *http.Client
-	// APIURL is the REST API's base URL. Defaults to DefaultAPIURL. For
-	// GitHub Enterprise Server give "https://HOST/api/v3/" (or
-	// "https://HOST/", to which "api/v3/" is added). Plain http is
+	// APIURL is the REST API's base URL, used as given: requests go to
+	// APIURL + "repos/...". Defaults to DefaultAPIURL. For GitHub
+	// Enterprise Server give "https://HOST/api/v3/". Plain http is
 	// accepted only for loopback hosts.
 	APIURL string
 
@@ -253,11 +253,18 @@ func newClient(cfg Config) (*gh.Client, error) {
 	if cfg.Token != "" && cfg.App == nil {
 		c = c.WithAuthToken(cfg.Token)
 	}
-	if strings.TrimSuffix(cfg.APIURL, "/") != strings.TrimSuffix(DefaultAPIURL, "/") {
-		var err error
-		c, err = c.WithEnterpriseURLs(cfg.APIURL, cfg.APIURL)
+	if base := apiBase(cfg.APIURL); base != DefaultAPIURL {
+		// As given: go-github's WithEnterpriseURLs would add "api/v3/" to a
+		// URL without it, and miss an API served elsewhere.
+		u, err := url.Parse(base)
 		if err != nil {
 			return nil, fmt.Errorf("github: Config.APIURL: %w", err)
+		}
+		c.BaseURL = u
+		if up, ok := strings.CutSuffix(base, "/api/v3/"); ok {
+			c.UploadURL, _ = url.Parse(up + "/api/uploads/") // GitHub Enterprise Server's
+		} else {
+			c.UploadURL = u
 		}
 	}
 	c.UserAgent = "tasklifecycle-lifecycle"

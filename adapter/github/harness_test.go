@@ -31,6 +31,9 @@ func TestConformance(t *testing.T) {
 	adaptertest.Run(t, adaptertest.Harness{
 		New: func(t *testing.T) lifecycle.ProviderAdapter {
 			f := newFakeGitHubWith(t, githubtest.Options{AutoBranch: true})
+			// One approving review required, as a team that lets GitHub's
+			// rules decide sets it (an unprotected branch requires none).
+			f.SetProtection("main", &gh.Protection{RequiredPullRequestReviews: &gh.PullRequestReviewsEnforcement{RequiredApprovingReviewCount: 1}})
 			a := f.adapter(t, Config{WebhookSecret: testSecret, DeployPollInterval: 50 * time.Millisecond})
 			mu <- struct{}{}
 			all[a] = f

@@ -58,7 +58,10 @@ func (a *Adapter) EnsurePullRequest(ctx context.Context, req lifecycle.PullReque
 	if err := a.requestReviewers(ctx, pr, req.Reviewers); err != nil {
 		return lifecycle.PullRequest{}, err
 	}
-	out := a.convert(ctx, pr)
+	out, err := a.convert(ctx, pr)
+	if err != nil {
+		return lifecycle.PullRequest{}, err
+	}
 	out.Created = created
 	return out, nil
 }
@@ -238,12 +241,13 @@ func (a *Adapter) PullRequest(ctx context.Context, ref lifecycle.PullRequestRef)
 	if err != nil {
 		return lifecycle.PullRequest{}, wrap(err, "read pull request #%d", ref.Number)
 	}
-	return a.convert(ctx, pr), nil
+	return a.convert(ctx, pr)
 }
 
 // convert turns GitHub's pull request into the lifecycle's, and remembers
-// its base branch.
-func (a *Adapter) convert(ctx context.Context, pr *gh.PullRequest) lifecycle.PullRequest {
+// its base branch. It fails only when the policy of an open pull
+// request's base cannot be had (see Adapter.policy).
+func (a *Adapter) convert(ctx context.Context, pr *gh.PullRequest) (lifecycle.PullRequest, error) {
 	out := lifecycle.PullRequest{
 		PullRequestRef: a.ref(pr.GetNumber()),
 		URL:            pr.GetHTMLURL(),
@@ -267,9 +271,13 @@ func (a *Adapter) convert(ctx context.Context, pr *gh.PullRequest) lifecycle.Pul
 	a.bases[pr.GetNumber()] = out.Base
 	a.mu.Unlock()
 	if out.State == lifecycle.PullRequestOpen {
-		out.DismissesStaleReviews = a.policy(ctx, out.Base).dismissStale
+		p, err := a.policy(ctx, out.Base)
+		if err != nil {
+			return lifecycle.PullRequest{}, err
+		}
+		out.DismissesStaleReviews = p.dismissStale
 	}
-	return out
+	return out, nil
 }
 
 // rereadTimeout bounds the reading of a pull request after a failed merge.

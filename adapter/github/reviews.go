@@ -16,8 +16,9 @@ import (
 // dismisses stale approvals, only approvals of q.HeadSHA count. Any
 // reviewer requesting changes makes the decision changes_requested;
 // otherwise the approvals are held against the required count (from branch
-// protection or rulesets; Config.DefaultRequiredApprovals when neither can
-// be read), and a required count of zero is not_required. The reviews
+// protection and rulesets; Config.DefaultRequiredApprovals when the branch
+// protection cannot be read), and a required count of zero is
+// not_required. The reviews
 // returned are every approving, change-requesting and commenting review,
 // oldest first.
 func (a *Adapter) ReviewDecision(ctx context.Context, q lifecycle.ReviewQuery) (lifecycle.HostReviews, error) {
@@ -42,7 +43,10 @@ func (a *Adapter) ReviewDecision(ctx context.Context, q lifecycle.ReviewQuery) (
 		opts.Page = resp.NextPage
 	}
 	sort.SliceStable(all, func(i, j int) bool { return all[i].GetSubmittedAt().Before(all[j].GetSubmittedAt().Time) })
-	p := a.policy(ctx, base)
+	p, err := a.policy(ctx, base)
+	if err != nil {
+		return lifecycle.HostReviews{}, err
+	}
 	return decide(all, p, q.HeadSHA), nil
 }
 

@@ -50,6 +50,14 @@ func (t *hostTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		msg := drainMessage(resp)
 		return nil, &lifecycle.TemporaryError{Err: &hostError{Status: code, Method: req.Method, Path: req.URL.Path, Message: msg}, RetryAfter: retryAfterHeader(resp)}
 	}
+	if resp.Header.Get("X-RateLimit-Remaining") == "0" {
+		// The answer that used the limit up. go-github would remember it
+		// and refuse every request until the reset, by the wall clock,
+		// with an error of its own; it does not for an answer "from a
+		// cache". The next request then gets GitHub's 403 or 429, which
+		// becomes a TemporaryError above, with GitHub's wait.
+		resp.Header.Set("X-From-Cache", "1")
+	}
 	return resp, nil
 }
 
@@ -147,11 +155,21 @@ func ghMessage(err error) string {
 }
 
 // wrap wraps a go-github error with what was being done, translating a
-// 404 into lifecycle.ErrNotFound.
+// 404 into lifecycle.ErrNotFound and go-github's own rate limit errors
+// into a *lifecycle.TemporaryError with the wait they name.
 func wrap(err error, format string, args ...any) error {
 	what := fmt.Sprintf(format, args...)
-	if statusOf(err) == http.StatusNotFound {
+	var (
+		primary   *gh.RateLimitError
+		secondary *gh.AbuseRateLimitError
+	)
+	switch {
+	case statusOf(err) == http.StatusNotFound:
 		return fmt.Errorf("github: %s: %w (%w)", what, lifecycle.ErrNotFound, err)
+	case errors.As(err, &primary):
+		err = &lifecycle.TemporaryError{Err: err, RetryAfter: max(time.Until(primary.Rate.Reset.Time), time.Second)}
+	case errors.As(err, &secondary):
+		err = &lifecycle.TemporaryError{Err: err, RetryAfter: max(secondary.GetRetryAfter(), time.Second)}
 	}
 	return fmt.Errorf("github: %s: %w", what, err)
 }

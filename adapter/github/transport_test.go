@@ -1,8 +1,14 @@
 package github
 
 import (
+	"errors"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/adapter/github/githubtest"
+	"github.com/tasklifecycle/lifecycle/internal/fakeclock"
 )
 
 // TestConnectionsReused: 16 concurrent callers (the ship runner's
@@ -31,5 +37,67 @@ func TestConnectionsReused(t *testing.T) {
 	// A dial raced by a connection freed meanwhile may add a few.
 	if n := f.Connections(); n > 32 {
 		t.Errorf("%d connections opened for 320 calls from 16 callers, want about one per caller", n)
+	}
+}
+
+// TestRateLimitUsedUpByASuccess: GitHub answers the request that uses
+// the primary rate limit up with 200 and X-RateLimit-Remaining 0. The
+// next request still goes to GitHub (go-github would refuse it by the wall
+// clock, with an error of its own), and GitHub's 403 becomes a temporary
+// error with the wait until the reset; after the reset, calls work again.
+func TestRateLimitUsedUpByASuccess(t *testing.T) {
+	t.Parallel()
+	f := newFakeGitHub(t)
+	clock := fakeclock.New(time.Now())
+	a := f.adapter(t, Config{Clock: clock})
+	pr := open(t, f, a, 1)
+	reset := time.Now().Add(30 * time.Minute).Truncate(time.Second)
+	f.SetRateLimit(1, reset)
+	if _, err := a.PullRequest(t.Context(), pr.PullRequestRef); err != nil {
+		t.Fatalf("the call that uses the limit up: %v", err)
+	}
+	calls := f.Calls("")
+	for _, call := range []func() error{
+		func() error { _, err := a.PullRequest(t.Context(), pr.PullRequestRef); return err },
+		func() error {
+			_, err := a.Merge(t.Context(), lifecycle.MergeRequest{Ref: pr.PullRequestRef, ExpectedHeadSHA: pr.HeadSHA})
+			return err
+		},
+	} {
+		err := call()
+		var te *lifecycle.TemporaryError
+		if !errors.As(err, &te) || te.RetryAfter < 29*time.Minute || te.RetryAfter > 31*time.Minute {
+			t.Errorf("a call after the limit was used up: %v, want temporary, about 30 minutes", err)
+		}
+	}
+	if f.Calls("") == calls {
+		t.Error("no request reached GitHub after the limit was used up: the client refused them itself")
+	}
+	f.SetRateLimit(0, time.Time{})
+	if _, err := a.PullRequest(t.Context(), pr.PullRequestRef); err != nil {
+		t.Errorf("after the reset: %v", err)
+	}
+}
+
+// TestAPIURLUsedAsGiven: the API served at the root of a host, as
+// api.github.com serves it, is reached there: no "api/v3/" is added.
+func TestAPIURLUsedAsGiven(t *testing.T) {
+	t.Parallel()
+	f := newFakeGitHub(t)
+	a, err := New(Config{Owner: githubtest.Owner, Repo: githubtest.Repo, Token: githubtest.Token, APIURL: f.RootAPIURL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Push("lifecycle/eng-1")
+	pr, err := a.EnsurePullRequest(t.Context(), lifecycle.PullRequestRequest{Task: testTask(1)})
+	if err != nil || !pr.Created {
+		t.Fatalf("EnsurePullRequest on a root URL = %+v, %v", pr, err)
+	}
+	if a.client.BaseURL.String() != f.RootAPIURL() || apiBase(f.URL) != f.RootAPIURL() {
+		t.Errorf("base URL %s, want %s", a.client.BaseURL, f.RootAPIURL())
+	}
+	b := f.adapter(t, Config{}) // the Enterprise form, URL/api/v3/
+	if b.client.BaseURL.String() != f.APIURL() || b.client.UploadURL.String() != f.URL+"/api/uploads/" {
+		t.Errorf("Enterprise URLs %s, %s", b.client.BaseURL, b.client.UploadURL)
 	}
 }

@@ -105,6 +105,7 @@ type options struct {
 	webhookSecret        string
 	webhookCA            string
 	reconcileInterval    time.Duration
+	reconcileSet         bool // -reconcile-interval was given
 	gitlabProjectPath    string
 	gitlabProject        string
 	gitlabURL            string
@@ -128,34 +129,35 @@ type options struct {
 func parseFlags(args []string) (options, error) {
 	// A flag set of its own, under the package's name, so that run can be
 	// called from tests with arguments of their own.
-	flag := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	var o options
-	flag.StringVar(&o.addr, "addr", "127.0.0.1:8080", "address to listen on")
-	flag.StringVar(&o.data, "data", "lifecycle-demo-data", "data directory (SQLite database, admin key)")
-	flag.StringVar(&o.adminKey, "admin-key", os.Getenv("LIFECYCLE_ADMIN_KEY"), "admin API key to install (lsk_ and 32+ letters or digits); also LIFECYCLE_ADMIN_KEY; default: one generated and kept in the data directory")
-	flag.BoolVar(&o.allowPrivateWebhooks, "allow-private-webhooks", false, "let webhook subscriptions target loopback and private addresses, such as a local receiver")
-	flag.StringVar(&o.webhookURL, "webhook-url", "", "subscribe this https URL to every event type at start (implies -allow-private-webhooks)")
-	flag.StringVar(&o.webhookSecret, "webhook-secret", os.Getenv("WEBHOOK_SECRET"), "secret of the -webhook-url subscription, 16 to 128 characters; also WEBHOOK_SECRET")
-	flag.StringVar(&o.webhookCA, "webhook-ca", "", "PEM file of certificates to trust for webhook receivers, beside the system's")
-	flag.DurationVar(&o.reconcileInterval, "reconcile-interval", 10*time.Second, "how often the code host (the local git repositories) is read again for each task in review, so that commits pushed to a task's branch are learned")
-	flag.StringVar(&o.gitlabProjectPath, "gitlab-project-path", "", "GROUP/NAME of a GitLab project: tasks of -gitlab-project open merge requests there, with its CI, approvals and deployments")
-	flag.StringVar(&o.gitlabProject, "gitlab-project", "gitlab", "the context.project of the tasks that -gitlab-project-path serves")
-	flag.StringVar(&o.gitlabURL, "gitlab-url", "https://gitlab.com", "the GitLab instance (its API is under /api/v4/); plain http only for loopback")
-	flag.StringVar(&o.gitlabToken, "gitlab-token", os.Getenv("GITLAB_TOKEN"), "GitLab access token with the api scope; also GITLAB_TOKEN")
-	flag.StringVar(&o.gitlabWebhookToken, "gitlab-webhook-token", os.Getenv("GITLAB_WEBHOOK_TOKEN"), "secret token of the project's webhook, served at POST /hooks/gitlab; also GITLAB_WEBHOOK_TOKEN")
-	flag.StringVar(&o.githubRepo, "github-repo", "", "OWNER/NAME of a GitHub repository: tasks of -github-project get their pull requests, CI, review decision and deployments there")
-	flag.StringVar(&o.githubProject, "github-project", "github", "the context.project of the tasks that run on -github-repo")
-	flag.StringVar(&o.githubAPIURL, "github-api-url", github.DefaultAPIURL, "GitHub's REST API; for GitHub Enterprise Server https://HOST/api/v3/ (plain http only to loopback)")
-	flag.StringVar(&o.githubToken, "github-token", "", "token for -github-repo (never logged); default: GITHUB_TOKEN")
-	flag.StringVar(&o.githubWebhookSecret, "github-webhook-secret", "", "secret of the repository's webhook to POST /hooks/github; default: GITHUB_WEBHOOK_SECRET")
-	flag.StringVar(&o.postgres, "postgres", os.Getenv("LIFECYCLE_POSTGRES_DSN"), "keep tasks in this PostgreSQL database (a DSN such as postgres://postgres@127.0.0.1:5432/postgres) instead of the SQLite file; demos started with the same DSN are replicas of one Service; also LIFECYCLE_POSTGRES_DSN")
-	flag.StringVar(&o.instanceID, "instance-id", os.Getenv("LIFECYCLE_INSTANCE_ID"), "this process's instance ID; replicas sharing a data directory need one each; also LIFECYCLE_INSTANCE_ID; default: one kept in the data directory")
-	flag.BoolVar(&o.background, "background", false, "start the server in the background, wait until it serves, and print the shell commands that export KEY and BASE")
-	flag.StringVar(&o.webhookSecretKey, "webhook-secret-key", os.Getenv("LIFECYCLE_WEBHOOK_SECRET_KEY"), "32-byte key that seals webhook secrets at rest, as 64 hex digits or base64; also LIFECYCLE_WEBHOOK_SECRET_KEY; default: one generated and kept in the data directory")
-	flag.StringVar(&o.previousSecretKeys, "webhook-previous-secret-keys", "", "comma-separated keys that -webhook-secret-key replaces: secrets sealed with them are resealed at start")
-	if err := flag.Parse(args); err != nil {
+	fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "address to listen on")
+	fs.StringVar(&o.data, "data", "lifecycle-demo-data", "data directory (SQLite database, admin key)")
+	fs.StringVar(&o.adminKey, "admin-key", os.Getenv("LIFECYCLE_ADMIN_KEY"), "admin API key to install (lsk_ and 32+ letters or digits); also LIFECYCLE_ADMIN_KEY; default: one generated and kept in the data directory")
+	fs.BoolVar(&o.allowPrivateWebhooks, "allow-private-webhooks", false, "let webhook subscriptions target loopback and private addresses, such as a local receiver")
+	fs.StringVar(&o.webhookURL, "webhook-url", "", "subscribe this https URL to every event type at start (implies -allow-private-webhooks)")
+	fs.StringVar(&o.webhookSecret, "webhook-secret", os.Getenv("WEBHOOK_SECRET"), "secret of the -webhook-url subscription, 16 to 128 characters; also WEBHOOK_SECRET")
+	fs.StringVar(&o.webhookCA, "webhook-ca", "", "PEM file of certificates to trust for webhook receivers, beside the system's")
+	fs.DurationVar(&o.reconcileInterval, "reconcile-interval", 10*time.Second, "how often the code host is read again for each task in review, so that commits pushed to a task's branch are learned; with -github-repo or -gitlab-project-path the default is 30s, for the hosts' rate limits")
+	fs.StringVar(&o.gitlabProjectPath, "gitlab-project-path", "", "GROUP/NAME of a GitLab project: tasks of -gitlab-project open merge requests there, with its CI, approvals and deployments")
+	fs.StringVar(&o.gitlabProject, "gitlab-project", "gitlab", "the context.project of the tasks that -gitlab-project-path serves")
+	fs.StringVar(&o.gitlabURL, "gitlab-url", "https://gitlab.com", "the GitLab instance (its API is under /api/v4/); plain http only for loopback")
+	fs.StringVar(&o.gitlabToken, "gitlab-token", os.Getenv("GITLAB_TOKEN"), "GitLab access token with the api scope; also GITLAB_TOKEN")
+	fs.StringVar(&o.gitlabWebhookToken, "gitlab-webhook-token", os.Getenv("GITLAB_WEBHOOK_TOKEN"), "secret token of the project's webhook, served at POST /hooks/gitlab; also GITLAB_WEBHOOK_TOKEN")
+	fs.StringVar(&o.githubRepo, "github-repo", "", "OWNER/NAME of a GitHub repository: tasks of -github-project get their pull requests, CI, review decision and deployments there")
+	fs.StringVar(&o.githubProject, "github-project", "github", "the context.project of the tasks that run on -github-repo")
+	fs.StringVar(&o.githubAPIURL, "github-api-url", github.DefaultAPIURL, "GitHub's REST API, used as given; for GitHub Enterprise Server https://HOST/api/v3/ (plain http only to loopback)")
+	fs.StringVar(&o.githubToken, "github-token", "", "token for -github-repo (never logged); default: GITHUB_TOKEN")
+	fs.StringVar(&o.githubWebhookSecret, "github-webhook-secret", "", "secret of the repository's webhook to POST /hooks/github; default: GITHUB_WEBHOOK_SECRET")
+	fs.StringVar(&o.postgres, "postgres", os.Getenv("LIFECYCLE_POSTGRES_DSN"), "keep tasks in this PostgreSQL database (a DSN such as postgres://postgres@127.0.0.1:5432/postgres) instead of the SQLite file; demos started with the same DSN are replicas of one Service; also LIFECYCLE_POSTGRES_DSN")
+	fs.StringVar(&o.instanceID, "instance-id", os.Getenv("LIFECYCLE_INSTANCE_ID"), "this process's instance ID; replicas sharing a data directory need one each; also LIFECYCLE_INSTANCE_ID; default: one kept in the data directory")
+	fs.BoolVar(&o.background, "background", false, "start the server in the background, wait until it serves, and print the shell commands that export KEY and BASE")
+	fs.StringVar(&o.webhookSecretKey, "webhook-secret-key", os.Getenv("LIFECYCLE_WEBHOOK_SECRET_KEY"), "32-byte key that seals webhook secrets at rest, as 64 hex digits or base64; also LIFECYCLE_WEBHOOK_SECRET_KEY; default: one generated and kept in the data directory")
+	fs.StringVar(&o.previousSecretKeys, "webhook-previous-secret-keys", "", "comma-separated keys that -webhook-secret-key replaces: secrets sealed with them are resealed at start")
+	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
+	fs.Visit(func(f *flag.Flag) { o.reconcileSet = o.reconcileSet || f.Name == "reconcile-interval" })
 	// Read after parsing, so that -h never prints them.
 	if o.githubToken == "" {
 		o.githubToken = os.Getenv("GITHUB_TOKEN")
@@ -283,6 +285,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	// The local repositories answer at once: a short provider timeout
+	// allows a short reconcile interval, so that a commit pushed to a
+	// task's branch with git shows within seconds. A code host answers
+	// more slowly, and each reading of a task in review costs four of its
+	// calls (at GitHub, 5,000 an hour for a token): read it less often.
+	providerTimeout, reconcile := 5*time.Second, opts.reconcileInterval
+	if gh != nil || gl != nil {
+		providerTimeout = 20 * time.Second
+		if !opts.reconcileSet {
+			reconcile = 30 * time.Second
+		}
+	}
 	sealKey, previousKeys, err := webhookSecretKeys(opts)
 	if err != nil {
 		return err
@@ -301,12 +315,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		// An approval is needed before shipping; with no reviewers
 		// requested, anyone with reviews:write may give it. The tasks of
 		// GitHub and GitLab projects follow their host's rules.
-		ReviewRouter: reviews,
-		// The local repositories answer at once: a short provider timeout
-		// allows a short reconcile interval, so that a commit pushed to a
-		// task's branch with git shows within seconds.
-		ProviderTimeout:            5 * time.Second,
-		ReconcileInterval:          opts.reconcileInterval,
+		ReviewRouter:               reviews,
+		ProviderTimeout:            providerTimeout,
+		ReconcileInterval:          reconcile,
 		AllowPrivateWebhookTargets: opts.allowPrivateWebhooks,
 		WebhookTLSConfig:           webhookTLS,
 		WebhookSecretKey:           sealKey,

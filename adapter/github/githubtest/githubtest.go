@@ -1,6 +1,7 @@
 // Package githubtest is a stateful fake of the parts of GitHub's REST API
-// that package github uses, on an httptest server served under /api/v3/
-// as GitHub Enterprise Server serves it, for tests of the adapter and of
+// that package github uses, on an httptest server served both under
+// /api/v3/, as GitHub Enterprise Server serves it ([Server.APIURL]), and at
+// its root, as api.github.com does ([Server.RootAPIURL]), for tests of the adapter and of
 // programs built on it (the demo's test runs the whole lifecycle against
 // it).
 //
@@ -178,7 +179,10 @@ type Server struct {
 	reviews       map[int][]*gh.PullRequestReview
 	protection    map[string]*gh.Protection
 	protectionErr int
-	rules         map[string][]*gh.RepositoryRule
+	rules         map[string][]json.RawMessage
+	rateLimit     int       // requests allowed per window; 0: unlimited
+	rateUsed      int       // requests made in the window
+	rateReset     time.Time // when the window ends
 	deployments   []*gh.Deployment
 	depStatuses   map[int64][]*gh.DeploymentStatus
 	merges        int
@@ -204,7 +208,7 @@ func NewServer(t testing.TB, opts Options) *Server {
 		opts: opts, now: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC), defaultBranch: "main",
 		branches: map[string]string{}, commits: map[string]bool{}, pulls: map[int]*pull{}, nextNumber: 1, nextID: 1000,
 		runs: map[string][]*gh.CheckRun{}, statuses: map[string][]*gh.RepoStatus{}, reviews: map[int][]*gh.PullRequestReview{},
-		protection: map[string]*gh.Protection{}, protectionErr: http.StatusNotFound, rules: map[string][]*gh.RepositoryRule{},
+		protection: map[string]*gh.Protection{}, protectionErr: http.StatusNotFound, rules: map[string][]json.RawMessage{},
 		depStatuses: map[int64][]*gh.DeploymentStatus{}, faults: map[string][]Fault{}, installTokens: map[string]time.Time{},
 	}
 	s.branches["main"] = s.commit()
@@ -225,6 +229,49 @@ func NewServer(t testing.TB, opts Options) *Server {
 // APIURL is the Enterprise-style base URL of the fake's REST API,
 // URL/api/v3/, to give as the adapter's Config.APIURL.
 func (s *Server) APIURL() string { return s.URL + "/api/v3/" }
+
+// RootAPIURL is the base URL of the same API served at the root, as
+// api.github.com serves it: URL/.
+func (s *Server) RootAPIURL() string { return s.URL + "/" }
+
+// SetRateLimit makes the fake limit requests as GitHub's primary rate
+// limit does: limit requests until reset. Every answer then carries
+// X-RateLimit-Limit, -Remaining, -Used, -Reset and -Resource; the request
+// that uses the last one is answered as usual, with X-RateLimit-Remaining
+// 0, and later ones until reset get 403 "API rate limit exceeded".
+func (s *Server) SetRateLimit(limit int, reset time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rateLimit, s.rateUsed, s.rateReset = limit, 0, reset
+}
+
+// rated counts a request against the rate limit, sets the rate headers,
+// and reports whether the request may go on.
+func (s *Server) rated(w http.ResponseWriter) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.rateLimit == 0 {
+		return true
+	}
+	if !time.Now().Before(s.rateReset) {
+		s.rateUsed, s.rateReset = 0, time.Now().Add(time.Hour)
+	}
+	allowed := s.rateUsed < s.rateLimit
+	if allowed {
+		s.rateUsed++
+	}
+	h := w.Header()
+	h.Set("X-RateLimit-Limit", strconv.Itoa(s.rateLimit))
+	h.Set("X-RateLimit-Remaining", strconv.Itoa(s.rateLimit-s.rateUsed))
+	h.Set("X-RateLimit-Used", strconv.Itoa(s.rateUsed))
+	h.Set("X-RateLimit-Reset", strconv.FormatInt(s.rateReset.Unix(), 10))
+	h.Set("X-RateLimit-Resource", "core")
+	if !allowed {
+		writeJSON(w, http.StatusForbidden, map[string]string{"message": "API rate limit exceeded for user ID 1.",
+			"documentation_url": "https://docs.github.com/rest/overview/resources-in-the-rest-api#rate-limiting"})
+	}
+	return allowed
+}
 
 // NewSHA returns a random commit SHA.
 func NewSHA() string {
@@ -337,12 +384,11 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, route string, fn
 func (s *Server) routes(mux *http.ServeMux) {
 	h := func(route string, fn http.HandlerFunc) {
 		method, path, _ := strings.Cut(route, " ")
-		pattern := method + " /api/v3/repos/{owner}/{repo}" + path
-		if path == "" {
-			pattern = method + " /api/v3/repos/{owner}/{repo}"
-		}
-		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		serve := func(w http.ResponseWriter, r *http.Request) {
 			s.count(route)
+			if !s.rated(w) {
+				return
+			}
 			auth := r.Header.Get("Authorization")
 			s.mu.Lock()
 			s.lastAuth = auth
@@ -356,7 +402,10 @@ func (s *Server) routes(mux *http.ServeMux) {
 				return
 			}
 			s.answer(w, r, route, fn)
-		})
+		}
+		for _, prefix := range []string{"/api/v3", ""} {
+			mux.HandleFunc(method+" "+prefix+"/repos/{owner}/{repo}"+path, serve)
+		}
 	}
 	h(RouteRepo, s.getRepo)
 	h(RouteListPulls, s.listPulls)
@@ -373,10 +422,12 @@ func (s *Server) routes(mux *http.ServeMux) {
 	h(RouteCreateDeployment, s.createDeployment)
 	h(RouteListDeployments, s.listDeployments)
 	h(RouteDeploymentStatuses, s.listDeploymentStatuses)
-	mux.HandleFunc("POST /api/v3/app/installations/{id}/access_tokens", func(w http.ResponseWriter, r *http.Request) {
-		s.count(RouteAccessTokens)
-		s.answer(w, r, RouteAccessTokens, s.accessToken)
-	})
+	for _, prefix := range []string{"/api/v3", ""} {
+		mux.HandleFunc("POST "+prefix+"/app/installations/{id}/access_tokens", func(w http.ResponseWriter, r *http.Request) {
+			s.count(RouteAccessTokens)
+			s.answer(w, r, RouteAccessTokens, s.accessToken)
+		})
+	}
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -706,7 +757,9 @@ func (s *Server) getProtection(w http.ResponseWriter, r *http.Request) {
 func (s *Server) getRules(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	writeJSON(w, http.StatusOK, append([]*gh.RepositoryRule{}, s.rules[r.PathValue("branch")]...))
+	all := s.rules[r.PathValue("branch")]
+	from, to := page(w, r, len(all))
+	writeJSON(w, http.StatusOK, append([]json.RawMessage{}, all[from:to]...))
 }
 
 func (s *Server) createDeployment(w http.ResponseWriter, r *http.Request) {
@@ -952,9 +1005,27 @@ func (s *Server) SetProtectionError(status int) {
 
 // SetRules sets the ruleset rules that apply to branch.
 func (s *Server) SetRules(branch string, rules []*gh.RepositoryRule) {
+	raw := make([]json.RawMessage, len(rules))
+	for i, r := range rules {
+		raw[i], _ = json.Marshal(r)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.rules[branch] = rules
+	s.rules[branch] = raw
+}
+
+// SetRulesJSON sets the ruleset rules that apply to branch as GitHub's
+// JSON: one object per rule, {"type", "parameters", "ruleset_source_type",
+// "ruleset_source", "ruleset_id"}, of any type, those go-github v60 does
+// not know (merge_queue, code_scanning, ...) included.
+func (s *Server) SetRulesJSON(branch string, rules ...string) {
+	raw := make([]json.RawMessage, len(rules))
+	for i, r := range rules {
+		raw[i] = json.RawMessage(r)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rules[branch] = raw
 }
 
 // CheckRun records a check run of GitHub Actions named name on sha;
