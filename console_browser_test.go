@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -258,7 +259,7 @@ func newBoardEnv(t *testing.T) *boardEnv {
 	return &boardEnv{env: e, web: web, ids: make(map[string]string)}
 }
 
-// keys of the seeded actors, by actor ID.
+// as returns a new key, with every scope, of actor in role.
 func (b *boardEnv) as(actor string, role lifecycle.Role) string {
 	return b.keyAs(lifecycle.Actor{ID: actor, Role: role}, allScopes()...)
 }
@@ -473,7 +474,7 @@ func TestConsoleBrowser(t *testing.T) {
 			t.Errorf("column %s counts %q, want %d", status, count, len(want))
 		}
 	}
-	checkNoDuplicates(t, p, slices.Collect(mapValues(b.ids)))
+	checkNoDuplicates(t, p, slices.Collect(maps.Values(b.ids)))
 	type cardView struct {
 		Ident, Title, Assignee, PR, Href, Rel, Target, SHA, Badges, Blocker string
 	}
@@ -609,7 +610,7 @@ func TestConsoleBrowser(t *testing.T) {
 	p.waitFor(fmt.Sprintf(`[...document.querySelectorAll("#board .card .assignee")].every((a) => a.textContent === "web-agent-2") && %s === %d`, cardCount, agent2), 5*time.Second)
 	p.must("Runtime.evaluate", map[string]any{"expression": `(() => { const f = document.getElementById("filter"); f.value = ""; f.dispatchEvent(new Event("input")); })()`}, nil)
 	p.waitFor(cardCount+fmt.Sprintf(" === %d", len(b.ids)), 5*time.Second)
-	checkNoDuplicates(t, p, slices.Collect(mapValues(b.ids)))
+	checkNoDuplicates(t, p, slices.Collect(maps.Values(b.ids)))
 
 	// A 401 anywhere returns to the sign-in form: the key is revoked, and
 	// the next request of the page (opening a timeline) is refused.
@@ -628,17 +629,6 @@ func TestConsoleBrowser(t *testing.T) {
 	p.waitFor(`!document.getElementById("sign-in").hidden && document.getElementById("board-view").hidden && `+cardCount+` === 0 &&
 		document.getElementById("sign-in-error").textContent.includes("revoked")`, 10*time.Second)
 	p.checkProblems(unauthorizedAt(site))
-}
-
-// mapValues yields the values of m.
-func mapValues[K comparable, V any](m map[K]V) func(func(V) bool) {
-	return func(yield func(V) bool) {
-		for _, v := range m {
-			if !yield(v) {
-				return
-			}
-		}
-	}
 }
 
 // TestConsoleBrowserSignOut: the sign-out button ends the session (the
