@@ -31,7 +31,7 @@ const browserTimeout = 60 * time.Second
 // findChromium returns the Chromium binary to run, or skips the test (fails
 // it when CI=true, as CI installs Chromium). LIFECYCLE_CHROMIUM overrides
 // the search.
-func findChromium(t *testing.T) string {
+func findChromium(t testing.TB) string {
 	t.Helper()
 	if p := os.Getenv("LIFECYCLE_CHROMIUM"); p != "" {
 		return p
