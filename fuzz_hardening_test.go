@@ -118,6 +118,10 @@ func FuzzSubscriptionRequest(f *testing.F) {
 		`{"url":"https://hooks.example.com/x","eventTypes":["task.shipped"],"secret":"0123456789abcdef","description":"d","filters":{"taskIds":["tsk_abcdefghijklmnopqrstuv"],"projects":["web"]}}`)
 }
 
+func FuzzReplayRequest(f *testing.F) {
+	fuzzDecoder(f, false, (*replayBody).validate, `{"fromSequence":1200}`, `{"fromSequence":-1}`, `{"fromSequence":"3"}`, `{}`)
+}
+
 func FuzzAPIKeyRequest(f *testing.F) {
 	admin := Principal{ID: "key_a", Actor: Actor{ID: "ops", Role: RoleUser}, Scopes: []Scope{ScopeKeysAdmin, ScopeTasksRead}}
 	fuzzDecoder(f, false, func(p *CreateAPIKeyParams) error {
