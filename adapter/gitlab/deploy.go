@@ -91,7 +91,7 @@ func (d *Deployer) Deploy(ctx context.Context, req lifecycle.DeployRequest) (lif
 		// Sent once: a lost answer is found again by the next Deploy.
 		dep, resp, err = d.a.client.Deployments.CreateProjectDeployment(s.id, &gl.CreateProjectDeploymentOptions{
 			Environment: &env, Ref: &mr.TargetBranch, SHA: &want, Tag: gl.Ptr(false), Status: gl.Ptr(gl.DeploymentStatusRunning),
-		}, noRetry(), gl.WithContext(ctx))
+		}, gl.WithContext(ctx))
 		if err != nil {
 			return lifecycle.Deployment{}, d.a.fail(ctx, "record a deployment to "+env, resp, err)
 		}

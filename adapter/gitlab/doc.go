@@ -20,14 +20,16 @@
 //     decision changes_requested. A project that resets approvals on push
 //     sets [lifecycle.PullRequest.DismissesStaleReviews].
 //   - Merge: GitLab's accept merge request call with sha set to the
-//     expected head, sent once (client-go's own retries are off for it;
-//     the ship runner owns retries). A 409 is [lifecycle.ErrHeadMismatch];
+//     expected head, sent once (the ship runner owns retries). A 409 is [lifecycle.ErrHeadMismatch];
 //     a merge request that cannot be merged is a [*lifecycle.RefusedError]
 //     in GitLab's words, with its detailed_merge_status; one merged at the
 //     expected head already is reported AlreadyMerged, never merged again.
 //
-// Rate limits (429, with RateLimit-Reset or Retry-After) and 5xx answers
-// are [*lifecycle.TemporaryError]s carrying the wait GitLab asks for.
+// client-go's own retries are off for every request: each request is sent
+// once. Rate limits (429, with Retry-After in seconds or as a date, or
+// RateLimit-Reset) and 5xx answers are [*lifecycle.TemporaryError]s
+// carrying the wait GitLab asks for, measured on [Config.Clock]; the
+// caller (the ship runner, the reconciler) retries them.
 //
 // [Deployer] records deployments of merge commits through GitLab's
 // Deployments API and waits for the team's deploy job to finish them.

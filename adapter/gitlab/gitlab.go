@@ -139,7 +139,13 @@ func New(cfg Config) (*Adapter, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	opts := []gl.ClientOptionFunc{gl.WithBaseURL(api), gl.WithCustomLeveledLogger(quietLogger{})}
+	// client-go's own retries are off for every request: it would retry
+	// a 429 or a 5xx up to five times, on the wall clock and blind to
+	// Retry-After, turning a rate limit into a context deadline and
+	// stalling webhook handling. Each such answer is instead a
+	// *lifecycle.TemporaryError with the wait GitLab asked for (see fail),
+	// and the caller (the ship runner, the reconciler) owns retries.
+	opts := []gl.ClientOptionFunc{gl.WithBaseURL(api), gl.WithoutRetries(), gl.WithCustomLeveledLogger(quietLogger{})}
 	if cfg.HTTPClient != nil {
 		opts = append(opts, gl.WithHTTPClient(cfg.HTTPClient))
 	}
@@ -264,8 +270,9 @@ func (a *Adapter) fail(ctx context.Context, what string, resp *gl.Response, err 
 	return fmt.Errorf("gitlab: %s: %w", what, err)
 }
 
-// retryAfter reads the wait a response asks for: Retry-After in seconds,
-// else RateLimit-Reset, a Unix time, measured on the adapter's Clock.
+// retryAfter reads the wait a response asks for: Retry-After in seconds or
+// as an HTTP date, else RateLimit-Reset, a Unix time; dates are measured
+// on the adapter's Clock.
 func (a *Adapter) retryAfter(h http.Header) time.Duration {
 	if v := h.Get("Retry-After"); v != "" {
 		if s, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && s > 0 {
@@ -287,14 +294,8 @@ func (a *Adapter) retryAfter(h http.Header) time.Duration {
 	return 0
 }
 
-// noRetry turns client-go's own retries off for one request: the caller
-// (the ship runner) owns them.
-func noRetry() gl.RequestOptionFunc {
-	return gl.WithRequestRetry(func(context.Context, *http.Response, error) (bool, error) { return false, nil })
-}
-
-// quietLogger drops client-go's retry logs, which carry request URLs; the
-// adapter logs what matters itself.
+// quietLogger drops client-go's request logs, which carry request URLs;
+// the adapter logs what matters itself.
 type quietLogger struct{}
 
 func (quietLogger) Error(string, ...any) {}

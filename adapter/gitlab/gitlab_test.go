@@ -1,7 +1,9 @@
 package gitlab_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -355,5 +357,45 @@ func TestCIIsOneRequestWhenTheTaskNamesItsBranch(t *testing.T) {
 	}
 	if n := f.TotalCalls() - before; n != 1 || f.Calls(gitlabtest.RouteGetMR) != 0 {
 		t.Errorf("%d requests (%d reads of the merge request), want 1: the statuses", n, f.Calls(gitlabtest.RouteGetMR))
+	}
+}
+
+// client-go would retry a 429 or a 5xx by itself, up to five times, on the
+// wall clock and without reading Retry-After: the adapter turns its
+// retries off for every request, so that one answer asking to wait is one
+// request and a *lifecycle.TemporaryError carrying the wait GitLab asked
+// for, measured on the adapter's Clock.
+func TestHostAskingToWaitIsOneRequest(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name   string
+		status int
+		header http.Header
+		want   time.Duration
+	}{
+		{"429 Retry-After seconds", http.StatusTooManyRequests, http.Header{"Retry-After": {"30"}}, 30 * time.Second},
+		{"429 Retry-After date", http.StatusTooManyRequests, http.Header{"Retry-After": {now.Add(45 * time.Second).Format(http.TimeFormat)}}, 45 * time.Second},
+		{"429 RateLimit-Reset", http.StatusTooManyRequests, http.Header{"Ratelimit-Reset": {strconv.FormatInt(now.Add(42*time.Second).Unix(), 10)}}, 42 * time.Second},
+		{"502", http.StatusBadGateway, nil, 0},
+		{"503 Retry-After", http.StatusServiceUnavailable, http.Header{"Retry-After": {"5"}}, 5 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := gitlabtest.NewServer(t, gitlabtest.Options{})
+			a := newAdapter(t, f, func(c *gitlab.Config) { c.Clock = fakeclock.New(now) })
+			pr := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-1")})
+			f.Inject(gitlabtest.RouteGetMR, gitlabtest.Fault{Status: tc.status, Header: tc.header, Body: fmt.Sprintf(`{"message":"%d %s"}`, tc.status, http.StatusText(tc.status))})
+			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+			defer cancel()
+			_, err := a.PullRequest(ctx, pr.PullRequestRef)
+			var te *lifecycle.TemporaryError
+			if !errors.As(err, &te) || te.RetryAfter != tc.want {
+				t.Errorf("PullRequest: %v, want a TemporaryError retrying after %s", err, tc.want)
+			}
+			if n := f.Calls(gitlabtest.RouteGetMR); n != 1 {
+				t.Errorf("the merge request was read %d times, want once", n)
+			}
+		})
 	}
 }

@@ -279,8 +279,8 @@ func mergeCommit(mr *gl.BasicMergeRequest) string {
 }
 
 // Merge implements [lifecycle.ProviderAdapter] with GitLab's accept merge
-// request call at sha = req.ExpectedHeadSHA, without client-go's retries
-// (the ship runner owns them). A 409 (the SHA is not the head) is
+// request call at sha = req.ExpectedHeadSHA, sent once (client-go's
+// retries are off; the ship runner owns them). A 409 (the SHA is not the head) is
 // lifecycle.ErrHeadMismatch; a 405 or 422 (not mergeable) reads the merge
 // request again: merged at the expected head is AlreadyMerged, else a
 // *lifecycle.RefusedError with GitLab's message and the reasons it
@@ -306,7 +306,7 @@ func (a *Adapter) Merge(ctx context.Context, req lifecycle.MergeRequest) (lifecy
 			opt.MergeCommitMessage = &req.CommitTitle
 		}
 	}
-	mr, resp, err := a.client.MergeRequests.AcceptMergeRequest(s.id, int64(req.Ref.Number), opt, noRetry(), gl.WithContext(ctx))
+	mr, resp, err := a.client.MergeRequests.AcceptMergeRequest(s.id, int64(req.Ref.Number), opt, gl.WithContext(ctx))
 	if err != nil {
 		status := 0
 		if resp != nil {
