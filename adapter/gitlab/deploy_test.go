@@ -21,6 +21,7 @@ func TestDeployerFindsItsDeploymentAgain(t *testing.T) {
 	f := gitlabtest.NewServer(t, gitlabtest.Options{})
 	clock := fakeclock.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	a := newAdapter(t, f, func(c *gitlab.Config) { c.Clock = clock })
+	f.Push("lifecycle/eng-1") // the agent pushed its work
 	pr := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-1")})
 	res, err := a.Merge(t.Context(), lifecycle.MergeRequest{Ref: pr.PullRequestRef, ExpectedHeadSHA: pr.HeadSHA})
 	if err != nil {

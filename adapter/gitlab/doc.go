@@ -11,7 +11,10 @@
 //     a 409 from a concurrent create is answered by listing again. A draft
 //     is GitLab's "Draft: " title prefix. Reviewer logins are resolved to
 //     user IDs; an unknown login is a [*lifecycle.ValidationError] on
-//     pullRequest.reviewers.
+//     pullRequest.reviewers. GitLab's validation errors of the create
+//     (400 {"message":{"source_branch":["does not exist"]}}) are a
+//     [*lifecycle.ValidationError] too: source_branch on pullRequest.head
+//     (the branch is not pushed yet), target_branch on pullRequest.base.
 //   - CI ([lifecycle.CIProvider]): the commit statuses of the merge
 //     request's head pipeline, when that pipeline is of the head commit;
 //     otherwise CI is pending.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -72,6 +73,7 @@ func TestEnsureReusesOpenMergeRequest(t *testing.T) {
 	t.Parallel()
 	f := gitlabtest.NewServer(t, gitlabtest.Options{})
 	a := newAdapter(t, f)
+	f.Push("lifecycle/eng-7") // the agent pushed its work
 	first := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-7"), Draft: true})
 	if !first.Created || first.Head != "lifecycle/eng-7" || first.Base != "main" || !first.Draft || first.Owner != "acme" || first.Repo != "web" {
 		t.Fatalf("first = %+v; want created, lifecycle/eng-7 into main, draft, acme/web", first)
@@ -97,6 +99,7 @@ func TestEnsureConflictListsAgain(t *testing.T) {
 	t.Parallel()
 	f := gitlabtest.NewServer(t, gitlabtest.Options{})
 	a := newAdapter(t, f)
+	f.Push("lifecycle/eng-1") // the agent pushed its work
 	first := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-1")})
 	// The next list misses it, as if it were opened right after.
 	f.Inject(gitlabtest.RouteListMRs, gitlabtest.Fault{Status: http.StatusOK, Body: "[]"})
@@ -124,6 +127,8 @@ func TestReviewerIDsAndTargetBranch(t *testing.T) {
 	t.Parallel()
 	f := gitlabtest.NewServer(t, gitlabtest.Options{})
 	f.Push("release")
+	f.Push("agents/eng-3")
+	f.Push("agents/eng-4")
 	a := newAdapter(t, f, func(c *gitlab.Config) { c.TargetBranch = "release"; c.BranchPrefix = "agents/" })
 	pr := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-3"), Reviewers: []string{"carol", "alice"}})
 	if pr.Base != "release" || pr.Head != "agents/eng-3" {
@@ -139,10 +144,64 @@ func TestReviewerIDsAndTargetBranch(t *testing.T) {
 	}
 }
 
+// A merge request from a branch nobody pushed: GitLab answers 400 with its
+// validation errors keyed by attribute, {"message":{"source_branch":
+// ["does not exist"]}}, which is a ValidationError on pullRequest.head; a
+// missing target branch one on pullRequest.base. GitLab's message may also
+// be a string or an array of strings: the old text forms map too.
+func TestMergeRequestOfAMissingBranch(t *testing.T) {
+	t.Parallel()
+	f := gitlabtest.NewServer(t, gitlabtest.Options{})
+	a := newAdapter(t, f)
+	fields := func(err error) []string {
+		t.Helper()
+		var ve *lifecycle.ValidationError
+		if !errors.As(err, &ve) {
+			t.Fatalf("error = %v, want a ValidationError", err)
+		}
+		var out []string
+		for _, fe := range ve.Fields {
+			out = append(out, fe.Field)
+			if !strings.Contains(fe.Reason, "does not exist") {
+				t.Errorf("%s: reason %q does not say what GitLab said", fe.Field, fe.Reason)
+			}
+		}
+		return out
+	}
+	_, err := a.EnsurePullRequest(t.Context(), lifecycle.PullRequestRequest{Task: task("ENG-9")})
+	if got := fields(err); !slices.Equal(got, []string{"pullRequest.head"}) {
+		t.Errorf("from an unpushed branch: fields %v, want [pullRequest.head]", got)
+	}
+	_, err = a.EnsurePullRequest(t.Context(), lifecycle.PullRequestRequest{Task: task("ENG-9"), Base: "no-such-branch"})
+	if got := fields(err); !slices.Equal(got, []string{"pullRequest.base", "pullRequest.head"}) {
+		t.Errorf("from an unpushed branch onto a missing one: fields %v, want [pullRequest.base pullRequest.head]", got)
+	}
+	if n := f.Calls(gitlabtest.RouteCreateMR); n != 2 {
+		t.Errorf("%d creates, want 2", n)
+	}
+	f.Push("lifecycle/eng-9")
+	if pr := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-9")}); !pr.Created {
+		t.Errorf("once pushed: %+v, want a merge request opened", pr)
+	}
+
+	for _, tc := range []struct{ body, want string }{
+		{`{"message":["Source branch \"lifecycle/eng-10\" does not exist"]}`, "pullRequest.head"},
+		{`{"message":"Target branch \"nope\" does not exist"}`, "pullRequest.base"},
+		{`{"message":{"target_branch":["does not exist"]}}`, "pullRequest.base"},
+	} {
+		f.Inject(gitlabtest.RouteCreateMR, gitlabtest.Fault{Status: http.StatusBadRequest, Body: tc.body})
+		_, err := a.EnsurePullRequest(t.Context(), lifecycle.PullRequestRequest{Task: task("ENG-10")})
+		if got := fields(err); !slices.Equal(got, []string{tc.want}) {
+			t.Errorf("400 %s: fields %v, want [%s]", tc.body, got, tc.want)
+		}
+	}
+}
+
 func TestCIFromHeadPipeline(t *testing.T) {
 	t.Parallel()
 	f := gitlabtest.NewServer(t, gitlabtest.Options{})
 	a := newAdapter(t, f)
+	f.Push("lifecycle/eng-1") // the agent pushed its work
 	pr := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-1")})
 	q := lifecycle.CIQuery{PullRequest: pr.PullRequestRef, HeadSHA: pr.HeadSHA}
 
@@ -191,6 +250,7 @@ func TestReviewDecisionFromApprovals(t *testing.T) {
 	t.Parallel()
 	f := gitlabtest.NewServer(t, gitlabtest.Options{})
 	a := newAdapter(t, f)
+	f.Push("lifecycle/eng-1") // the agent pushed its work
 	pr := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-1")})
 	q := lifecycle.ReviewQuery{PullRequest: pr.PullRequestRef, HeadSHA: pr.HeadSHA}
 	decide := func() lifecycle.HostReviews {
@@ -207,6 +267,7 @@ func TestReviewDecisionFromApprovals(t *testing.T) {
 
 	f2 := gitlabtest.NewServer(t, gitlabtest.Options{ApprovalsRequired: 2, ResetApprovalsOnPush: true})
 	a2 := newAdapter(t, f2)
+	f2.Push("lifecycle/eng-1") // the agent pushed its work
 	pr2 := ensure(t, a2, lifecycle.PullRequestRequest{Task: task("ENG-1")})
 	if !pr2.DismissesStaleReviews {
 		t.Error("DismissesStaleReviews is false on a project that resets approvals on push")
@@ -240,6 +301,7 @@ func TestMergeAtExpectedHead(t *testing.T) {
 			t.Parallel()
 			f := gitlabtest.NewServer(t, gitlabtest.Options{MergeMethod: tc.mergeMethod})
 			a := newAdapter(t, f, func(c *gitlab.Config) { c.Merge.Squash = tc.squash })
+			f.Push("lifecycle/eng-1") // the agent pushed its work
 			pr := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-1")})
 			res, err := a.Merge(t.Context(), lifecycle.MergeRequest{Ref: pr.PullRequestRef, ExpectedHeadSHA: pr.HeadSHA, CommitTitle: "Merge ENG-1"})
 			if err != nil {
@@ -261,6 +323,7 @@ func TestMergeRefusals(t *testing.T) {
 	t.Parallel()
 	f := gitlabtest.NewServer(t, gitlabtest.Options{})
 	a := newAdapter(t, f)
+	f.Push("lifecycle/eng-1") // the agent pushed its work
 	pr := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-1")})
 	old := pr.HeadSHA
 	f.Push("lifecycle/eng-1")
@@ -286,6 +349,7 @@ func TestMergeIsNotRetriedByClient(t *testing.T) {
 	t.Parallel()
 	f := gitlabtest.NewServer(t, gitlabtest.Options{})
 	a := newAdapter(t, f)
+	f.Push("lifecycle/eng-1") // the agent pushed its work
 	pr := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-1")})
 	f.Inject(gitlabtest.RouteMerge, gitlabtest.Fault{Status: http.StatusBadGateway, Body: `{"message":"502 Bad Gateway"}`})
 	_, err := a.Merge(t.Context(), lifecycle.MergeRequest{Ref: pr.PullRequestRef, ExpectedHeadSHA: pr.HeadSHA})
@@ -305,6 +369,7 @@ func TestRateLimitIsTemporaryWithItsReset(t *testing.T) {
 	f := gitlabtest.NewServer(t, gitlabtest.Options{})
 	clock := fakeclock.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	a := newAdapter(t, f, func(c *gitlab.Config) { c.Clock = clock })
+	f.Push("lifecycle/eng-1") // the agent pushed its work
 	pr := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-1")})
 	reset := clock.Now().Add(42 * time.Second).Unix()
 	f.Inject(gitlabtest.RouteMerge, gitlabtest.Fault{Status: http.StatusTooManyRequests,
@@ -341,6 +406,7 @@ func TestCIIsOneRequestWhenTheTaskNamesItsBranch(t *testing.T) {
 	t.Parallel()
 	f := gitlabtest.NewServer(t, gitlabtest.Options{})
 	a := newAdapter(t, f)
+	f.Push("lifecycle/eng-1") // the agent pushed its work
 	pr := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-1")})
 	f.Pipeline(1, "success", &gl.CommitStatus{Name: "build", Status: "success"})
 	f.AddStatus(&gl.CommitStatus{SHA: pr.HeadSHA, Ref: "refs/merge-requests/1/head", Name: "test", Status: "failed", PipelineID: 9000})
@@ -384,6 +450,7 @@ func TestHostAskingToWaitIsOneRequest(t *testing.T) {
 			t.Parallel()
 			f := gitlabtest.NewServer(t, gitlabtest.Options{})
 			a := newAdapter(t, f, func(c *gitlab.Config) { c.Clock = fakeclock.New(now) })
+			f.Push("lifecycle/eng-1") // the agent pushed its work
 			pr := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-1")})
 			f.Inject(gitlabtest.RouteGetMR, gitlabtest.Fault{Status: tc.status, Header: tc.header, Body: fmt.Sprintf(`{"message":"%d %s"}`, tc.status, http.StatusText(tc.status))})
 			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)

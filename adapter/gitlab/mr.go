@@ -2,7 +2,6 @@ package gitlab
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -76,16 +75,7 @@ func (a *Adapter) EnsurePullRequest(ctx context.Context, req lifecycle.PullReque
 			}
 		}
 		if resp != nil && (resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusUnprocessableEntity) {
-			msg := message(err)
-			field := "pullRequest"
-			switch {
-			case strings.Contains(strings.ToLower(msg), "source branch"):
-				field = "pullRequest.head" // not pushed yet, say
-			case strings.Contains(strings.ToLower(msg), "target branch"):
-				field = "pullRequest.base"
-			}
-			return lifecycle.PullRequest{}, &lifecycle.ValidationError{Fields: []lifecycle.FieldError{{
-				Field: field, Reason: fmt.Sprintf("GitLab refused a merge request from %s into %s: %s", source, target, msg)}}}
+			return lifecycle.PullRequest{}, mergeRequestRefused(source, target, parseAPIError(err))
 		}
 		return lifecycle.PullRequest{}, a.fail(ctx, "open a merge request from "+source, resp, err)
 	}
@@ -410,13 +400,4 @@ func mergeBlock(status string) string {
 		return "external status checks have not passed"
 	}
 	return ""
-}
-
-// message returns GitLab's own message of a failed call.
-func message(err error) string {
-	var er *gl.ErrorResponse
-	if errors.As(err, &er) && er.Message != "" {
-		return strings.Trim(er.Message, "[]{}")
-	}
-	return err.Error()
 }

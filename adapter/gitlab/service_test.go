@@ -95,10 +95,11 @@ func newStack(t testing.TB, o stackOptions) *stack {
 
 var agent = lifecycle.Actor{ID: "agent-1", Role: lifecycle.RoleAgent}
 
-// started creates and starts a task of the GitLab project, returning its
-// ID.
+// started creates and starts a task of the GitLab project and pushes the
+// agent's work to its branch, returning its ID.
 func (st *stack) started(t testing.TB, ident string) string {
 	t.Helper()
+	st.f.Push("lifecycle/" + strings.ToLower(ident))
 	tk, err := st.svc.CreateTask(t.Context(), lifecycle.CreateTaskParams{Identifier: ident, Title: "Fix the login redirect",
 		Links: lifecycle.TaskLinks{Issue: "https://issues.example.com/" + ident}, Context: lifecycle.TaskContext{Project: &st.project}})
 	if err != nil {

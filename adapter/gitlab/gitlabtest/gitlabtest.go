@@ -81,6 +81,12 @@ type Options struct {
 	// MergeMethod is the project's merge method: "merge" (a merge commit,
 	// the default) or "ff" (fast-forward).
 	MergeMethod string
+	// AutoBranch makes a merge request's missing source branch exist, with
+	// a new commit, as if the agent had pushed it before submitting (for
+	// harnesses that cannot push first, such as adaptertest's). Otherwise,
+	// as at GitLab, opening a merge request from a branch nobody pushed is
+	// answered 400 {"message":{"source_branch":["does not exist"]}}.
+	AutoBranch bool
 }
 
 // Server is the fake GitLab. Its methods are safe for concurrent use.
@@ -553,8 +559,17 @@ func (s *Server) createMR(w http.ResponseWriter, r *http.Request) {
 	if !s.project(w, r) {
 		return
 	}
+	// GitLab's validation errors: 400 with the model's errors keyed by
+	// attribute.
+	invalid := map[string][]string{}
 	if _, ok := s.branches[body.TargetBranch]; !ok {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"message": []string{"Target branch is invalid"}})
+		invalid["target_branch"] = []string{"does not exist"}
+	}
+	if _, ok := s.branches[body.SourceBranch]; !ok && !s.opts.AutoBranch {
+		invalid["source_branch"] = []string{"does not exist"}
+	}
+	if len(invalid) > 0 {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"message": invalid})
 		return
 	}
 	for _, mr := range s.mrs {
@@ -564,7 +579,7 @@ func (s *Server) createMR(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if _, ok := s.branches[body.SourceBranch]; !ok {
-		s.pushLocked(body.SourceBranch) // the agent pushed its work
+		s.pushLocked(body.SourceBranch) // AutoBranch: the agent pushed its work
 	}
 	s.nextID++
 	mr := &mergeRequest{iid: int64(len(s.mrs) + 1), id: s.nextID, source: body.SourceBranch, target: body.TargetBranch, title: body.Title,
