@@ -8,7 +8,11 @@
 //     the task's branch (lifecycle/<identifier in lower case> unless the
 //     submission names one) into the target branch (the project's default
 //     unless configured or named), and opens one only when there is none;
-//     a 409 from a concurrent create is answered by listing again. A draft
+//     a 409 from a concurrent create is answered by listing again. Only a
+//     merge request whose source and target project are the adapter's
+//     counts: GitLab's source_branch filter also lists forks' merge
+//     requests from a branch of the same name, which are never adopted.
+//     A draft
 //     is GitLab's "Draft: " title prefix. Reviewer logins are resolved to
 //     user IDs; an unknown login is a [*lifecycle.ValidationError] on
 //     pullRequest.reviewers. GitLab's validation errors of the create

@@ -109,6 +109,31 @@ func TestEnsureConflictListsAgain(t *testing.T) {
 	}
 }
 
+// GitLab's list of a project's merge requests filtered by source_branch
+// ignores the source project: a fork's open merge request from a branch of
+// the same name is listed. It is not the task's: the adapter opens the
+// task's own merge request and leaves the fork's alone (its title, its
+// head).
+func TestForkMergeRequestIsNotAdopted(t *testing.T) {
+	t.Parallel()
+	f := gitlabtest.NewServer(t, gitlabtest.Options{})
+	a := newAdapter(t, f)
+	fork := f.OpenForkMergeRequest(4242, "lifecycle/eng-1", "main", "Someone else's work")
+	forkHead := f.MergeRequest(fork).SHA
+	head := f.Push("lifecycle/eng-1")
+	pr := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-1")})
+	if !pr.Created || pr.Number == int(fork) || pr.HeadSHA != head {
+		t.Errorf("EnsurePullRequest = #%d created %v head %s; want a new merge request at the project's head %s, not the fork's !%d", pr.Number, pr.Created, pr.HeadSHA, head, fork)
+	}
+	if got := f.MergeRequest(fork); got.Title != "Someone else's work" || got.SHA != forkHead || got.State != "opened" {
+		t.Errorf("the fork's merge request became %+v", got)
+	}
+	again := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-1")})
+	if again.Created || again.Number != pr.Number {
+		t.Errorf("again: #%d created %v, want #%d reused", again.Number, again.Created, pr.Number)
+	}
+}
+
 func TestUnknownReviewerIsAValidationError(t *testing.T) {
 	t.Parallel()
 	f := gitlabtest.NewServer(t, gitlabtest.Options{})

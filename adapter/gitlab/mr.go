@@ -84,17 +84,22 @@ func (a *Adapter) EnsurePullRequest(ctx context.Context, req lifecycle.PullReque
 	return pr, nil
 }
 
-// findOpen returns the open merge request from source into target, or nil.
+// findOpen returns the open merge request from the project's branch
+// source into target, or nil. GitLab's source_branch filter ignores the
+// source project, so the list also holds merge requests from forks'
+// branches of that name: those are someone else's work, never adopted
+// (retitled, tracked, merged).
 func (a *Adapter) findOpen(ctx context.Context, s *settings, source, target string) (*gl.BasicMergeRequest, error) {
 	list, resp, err := a.client.MergeRequests.ListProjectMergeRequests(s.id, &gl.ListProjectMergeRequestsOptions{
 		State: gl.Ptr("opened"), SourceBranch: &source, TargetBranch: &target,
-		OrderBy: gl.Ptr("created_at"), Sort: gl.Ptr("asc"),
+		OrderBy: gl.Ptr("created_at"), Sort: gl.Ptr("asc"), ListOptions: gl.ListOptions{PerPage: 100},
 	}, gl.WithContext(ctx))
 	if err != nil {
 		return nil, a.fail(ctx, "list merge requests of "+source, resp, err)
 	}
 	for _, mr := range list {
-		if mr.SourceBranch == source && mr.TargetBranch == target && mr.State == "opened" {
+		if mr.SourceProjectID == s.id && mr.TargetProjectID == s.id &&
+			mr.SourceBranch == source && mr.TargetBranch == target && mr.State == "opened" {
 			return mr, nil
 		}
 	}

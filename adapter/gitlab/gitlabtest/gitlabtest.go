@@ -117,6 +117,7 @@ type Server struct {
 type mergeRequest struct {
 	iid                  int64
 	id                   int64
+	sourceProject        int64 // ProjectID, or a fork's ID
 	source, target       string
 	title, description   string
 	state                string
@@ -141,6 +142,9 @@ type pipeline struct {
 type MergeRequest struct {
 	// IID is its number in the project.
 	IID int64
+	// SourceProjectID is the project of its source branch: ProjectID, or
+	// a fork's.
+	SourceProjectID int64
 	// SourceBranch and TargetBranch are its branches.
 	SourceBranch, TargetBranch string
 	// Title and Description are as last set.
@@ -295,7 +299,7 @@ func (s *Server) pushLocked(branch string) string {
 	c := NewSHA()
 	s.branches[branch] = c
 	for _, mr := range s.mrs {
-		if mr.source == branch && mr.state == "opened" {
+		if mr.sourceProject == ProjectID && mr.source == branch && mr.state == "opened" {
 			mr.sha = c
 			if s.opts.ResetApprovalsOnPush {
 				mr.approvedBy = nil
@@ -303,6 +307,30 @@ func (s *Server) pushLocked(branch string) string {
 		}
 	}
 	return c
+}
+
+// OpenForkMergeRequest opens a merge request into the project's target
+// branch from branch of another project, a fork whose ID is
+// sourceProjectID, as someone outside the project may, and returns its
+// IID. Its head is a commit of the fork; pushes to the project's own
+// branch of that name do not move it. GitLab's list of the project's merge
+// requests filtered by source_branch includes it, whatever its source
+// project.
+func (s *Server) OpenForkMergeRequest(sourceProjectID int64, branch, target, title string) int64 {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sourceProjectID == ProjectID {
+		s.t.Fatalf("gitlabtest: a fork's project ID must not be the project's (%d)", ProjectID)
+	}
+	if _, ok := s.branches[target]; !ok {
+		s.t.Fatalf("gitlabtest: no target branch %q", target)
+	}
+	s.nextID++
+	mr := &mergeRequest{iid: int64(len(s.mrs) + 1), id: s.nextID, sourceProject: sourceProjectID, source: branch, target: target,
+		title: title, state: "opened", sha: NewSHA(), detailed: "mergeable", reviewerState: map[int64]string{}}
+	s.mrs = append(s.mrs, mr)
+	return mr.iid
 }
 
 // Pipeline runs a pipeline for merge request iid at its current head,
@@ -440,7 +468,7 @@ func (s *Server) MergeRequest(iid int64) MergeRequest {
 	defer s.mu.Unlock()
 	mr := s.mr(iid)
 	return MergeRequest{
-		IID: mr.iid, SourceBranch: mr.source, TargetBranch: mr.target, Title: mr.title, Description: mr.description,
+		IID: mr.iid, SourceProjectID: mr.sourceProject, SourceBranch: mr.source, TargetBranch: mr.target, Title: mr.title, Description: mr.description,
 		State: mr.state, SHA: mr.sha, MergeCommitSHA: mr.mergeCommit, SquashCommitSHA: mr.squashC,
 		ReviewerIDs: slices.Clone(mr.reviewers), DetailedMergeStatus: mr.detailed, ApprovedBy: slices.Clone(mr.approvedBy),
 		HeadPipelineID: mr.headPipeline, ReviewerStates: maps.Clone(mr.reviewerState), SquashOnMerge: mr.squash,
@@ -573,7 +601,7 @@ func (s *Server) createMR(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, mr := range s.mrs {
-		if mr.source == body.SourceBranch && mr.target == body.TargetBranch && mr.state == "opened" {
+		if mr.sourceProject == ProjectID && mr.source == body.SourceBranch && mr.target == body.TargetBranch && mr.state == "opened" {
 			writeJSON(w, http.StatusConflict, map[string]any{"message": []string{fmt.Sprintf("Another open merge request already exists for this source branch: !%d", mr.iid)}})
 			return
 		}
@@ -582,7 +610,7 @@ func (s *Server) createMR(w http.ResponseWriter, r *http.Request) {
 		s.pushLocked(body.SourceBranch) // AutoBranch: the agent pushed its work
 	}
 	s.nextID++
-	mr := &mergeRequest{iid: int64(len(s.mrs) + 1), id: s.nextID, source: body.SourceBranch, target: body.TargetBranch, title: body.Title,
+	mr := &mergeRequest{iid: int64(len(s.mrs) + 1), id: s.nextID, sourceProject: ProjectID, source: body.SourceBranch, target: body.TargetBranch, title: body.Title,
 		description: body.Description, state: "opened", sha: s.branches[body.SourceBranch],
 		squash: body.Squash, detailed: "mergeable", reviewerState: map[int64]string{}}
 	mr.setReviewers(body.ReviewerIDs)
@@ -829,7 +857,7 @@ func (s *Server) mrJSON(mr *mergeRequest) map[string]any {
 	m := maps.Clone(s.mrTemplate)
 	web := fmt.Sprintf("%s/%s/-/merge_requests/%d", s.URL, ProjectPath, mr.iid)
 	m["id"], m["iid"], m["project_id"] = mr.id, mr.iid, ProjectID
-	m["source_project_id"], m["target_project_id"] = ProjectID, ProjectID
+	m["source_project_id"], m["target_project_id"] = mr.sourceProject, ProjectID
 	m["title"], m["description"], m["state"] = mr.title, mr.description, mr.state
 	m["source_branch"], m["target_branch"] = mr.source, mr.target
 	m["sha"], m["merge_commit_sha"], m["squash_commit_sha"] = mr.sha, nullable(mr.mergeCommit), nullable(mr.squashC)
