@@ -27,10 +27,16 @@
 //     decision changes_requested. A project that resets approvals on push
 //     sets [lifecycle.PullRequest.DismissesStaleReviews].
 //   - Merge: GitLab's accept merge request call with sha set to the
-//     expected head, sent once (the ship runner owns retries). A 409 is [lifecycle.ErrHeadMismatch];
-//     a merge request that cannot be merged is a [*lifecycle.RefusedError]
-//     in GitLab's words, with its detailed_merge_status; one merged at the
-//     expected head already is reported AlreadyMerged, never merged again.
+//     expected head, sent once (the ship runner owns retries). A 409 is
+//     [lifecycle.ErrHeadMismatch]. A merge request GitLab cannot merge
+//     now (405) is a [*lifecycle.TemporaryError] while it is locked
+//     (GitLab is merging it) or its detailed_merge_status passes by itself
+//     (checking, unchecked, preparing, approvals_syncing,
+//     ci_still_running), and otherwise a [*lifecycle.RefusedError] in
+//     GitLab's words, with its detailed_merge_status. One merged at the
+//     expected head already is reported AlreadyMerged, never merged
+//     again; so is one found merged after a merge call that got no answer
+//     before its deadline (still open or locked then: temporary).
 //
 // client-go's own retries are off for every request: each request is sent
 // once. Rate limits (429, with Retry-After in seconds or as a date, or

@@ -360,11 +360,108 @@ func TestMergeRefusals(t *testing.T) {
 	f.SetDetailedMergeStatus(1, "discussions_not_resolved")
 	_, err = a.Merge(t.Context(), lifecycle.MergeRequest{Ref: pr.PullRequestRef, ExpectedHeadSHA: head})
 	var refused *lifecycle.RefusedError
-	if !errors.As(err, &refused) || !strings.Contains(refused.Message, "Branch cannot be merged") || !strings.Contains(refused.Message, "unresolved blocking discussions") {
-		t.Errorf("422: %v, want a RefusedError with GitLab's message and the blocking discussions", err)
+	if !errors.As(err, &refused) || !strings.Contains(refused.Message, "405 Method Not Allowed") || !strings.Contains(refused.Message, "unresolved blocking discussions") {
+		t.Errorf("405: %v, want a RefusedError with GitLab's message and the blocking discussions", err)
 	}
 	if n := f.Calls(gitlabtest.RouteGetMR); n != 1 {
 		t.Errorf("the refused merge request was read %d times, want once", n)
+	}
+}
+
+// GitLab answers 405 to a merge it cannot make now: a merge request that
+// is locked (GitLab is merging it) or whose mergeability is being worked
+// out (checking, unchecked, preparing, approvals_syncing) or whose
+// pipeline still runs may merge when asked again, and is a
+// TemporaryError; one that someone must change first (conflicts, missing
+// approvals, a draft, blocking discussions, a failed pipeline, a rebase)
+// is a RefusedError in GitLab's words.
+func TestMergeBlockedForNowIsTemporary(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		status    string
+		temporary bool
+	}{
+		{"checking", true}, {"unchecked", true}, {"preparing", true}, {"approvals_syncing", true}, {"ci_still_running", true},
+		{"conflict", false}, {"not_approved", false}, {"draft_status", false}, {"discussions_not_resolved", false},
+		{"ci_must_pass", false}, {"need_rebase", false}, {"requested_changes", false},
+	} {
+		t.Run(tc.status, func(t *testing.T) {
+			t.Parallel()
+			f := gitlabtest.NewServer(t, gitlabtest.Options{})
+			a := newAdapter(t, f)
+			f.Push("lifecycle/eng-1")
+			pr := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-1")})
+			f.SetDetailedMergeStatus(1, tc.status)
+			_, err := a.Merge(t.Context(), lifecycle.MergeRequest{Ref: pr.PullRequestRef, ExpectedHeadSHA: pr.HeadSHA})
+			var refused *lifecycle.RefusedError
+			switch {
+			case tc.temporary && (!errors.Is(err, lifecycle.ErrTemporary) || errors.As(err, &refused)):
+				t.Errorf("Merge: %v, want a TemporaryError", err)
+			case !tc.temporary && (!errors.As(err, &refused) || !strings.Contains(refused.Message, "405 Method Not Allowed") || !strings.Contains(refused.Message, tc.status)):
+				t.Errorf("Merge: %v, want a RefusedError with GitLab's message and %s", err, tc.status)
+			}
+			if f.MergeRequest(1).State != "opened" {
+				t.Error("merged")
+			}
+		})
+	}
+}
+
+// While GitLab merges a merge request it is locked, and another merge
+// answers 405: that is temporary, and once GitLab has merged it at the
+// expected head, the next Merge reports it merged, never merging again.
+func TestMergeWhileLockedIsTemporary(t *testing.T) {
+	t.Parallel()
+	f := gitlabtest.NewServer(t, gitlabtest.Options{})
+	a := newAdapter(t, f)
+	f.Push("lifecycle/eng-1")
+	pr := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-1")})
+	req := lifecycle.MergeRequest{Ref: pr.PullRequestRef, ExpectedHeadSHA: pr.HeadSHA}
+	f.LockForMerge(1)
+	if _, err := a.Merge(t.Context(), req); !errors.Is(err, lifecycle.ErrTemporary) {
+		t.Fatalf("Merge of a locked merge request: %v, want a TemporaryError", err)
+	}
+	if got, err := a.PullRequest(t.Context(), pr.PullRequestRef); err != nil || got.State != lifecycle.PullRequestOpen {
+		t.Errorf("a locked merge request reads %+v, %v; want open", got, err)
+	}
+	commit := f.MergeByHand(1)
+	res, err := a.Merge(t.Context(), req)
+	if err != nil || !res.AlreadyMerged || res.MergeCommitSHA != commit {
+		t.Errorf("Merge once GitLab merged it: %+v, %v; want already merged as %s", res, err, commit)
+	}
+}
+
+// A merge whose answer does not come before the deadline: the adapter
+// reads the merge request again. Merged at the expected head is a success
+// (merged once); still open is a TemporaryError, never a final failure.
+func TestMergePastItsDeadlineReadsAgain(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		apply  bool // GitLab merged before the answer was lost
+		merged bool
+	}{{"merged meanwhile", true, true}, {"not merged", false, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := gitlabtest.NewServer(t, gitlabtest.Options{})
+			a := newAdapter(t, f)
+			f.Push("lifecycle/eng-1")
+			pr := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-1")})
+			f.Inject(gitlabtest.RouteMerge, gitlabtest.Fault{Status: http.StatusGatewayTimeout, Body: `{"message":"504 Gateway Timeout"}`, Apply: tc.apply, Delay: 5 * time.Second})
+			ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+			defer cancel()
+			res, err := a.Merge(ctx, lifecycle.MergeRequest{Ref: pr.PullRequestRef, ExpectedHeadSHA: pr.HeadSHA})
+			mr := f.MergeRequest(1)
+			switch {
+			case tc.merged && (err != nil || res.MergeCommitSHA != mr.MergeCommitSHA || mr.MergeCommitSHA == ""):
+				t.Errorf("Merge = %+v, %v; want merged as %s", res, err, mr.MergeCommitSHA)
+			case !tc.merged && !errors.Is(err, lifecycle.ErrTemporary):
+				t.Errorf("Merge = %+v, %v; want a TemporaryError", res, err)
+			}
+			if n := f.Calls(gitlabtest.RouteMerge); n > 1 {
+				t.Errorf("merge sent %d times", n)
+			}
+		})
 	}
 }
 

@@ -390,7 +390,7 @@ func TestShipRefusalNamesBlockingDiscussions(t *testing.T) {
 	st.f.SetDetailedMergeStatus(int64(*tk.PRNumber), "discussions_not_resolved")
 	op := st.finished(t, st.ship(t, tk, lifecycle.ShipMergeOnly, *tk.HeadSHA).OperationID)
 	if op.Status != lifecycle.ShipFailed || op.Error == nil ||
-		!strings.Contains(op.Error.Message, "Branch cannot be merged") || !strings.Contains(op.Error.Message, "discussions_not_resolved: unresolved blocking discussions") {
+		!strings.Contains(op.Error.Message, "405 Method Not Allowed") || !strings.Contains(op.Error.Message, "discussions_not_resolved: unresolved blocking discussions") {
 		t.Fatalf("operation = %+v, error %+v; want failed, in GitLab's words, naming the unresolved blocking discussions", op, op.Error)
 	}
 	if st.f.MergeRequest(int64(*tk.PRNumber)).State != "opened" {

@@ -26,6 +26,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -149,7 +150,7 @@ type MergeRequest struct {
 	SourceBranch, TargetBranch string
 	// Title and Description are as last set.
 	Title, Description string
-	// State is opened, closed or merged.
+	// State is opened, closed, merged, or locked (while a merge runs).
 	State string
 	// SHA is its head commit.
 	SHA string
@@ -182,6 +183,9 @@ type Fault struct {
 	Body string
 	// Apply does the call before answering with the fault.
 	Apply bool
+	// Delay holds the answer back that long (a slow GitLab), or until the
+	// client gives up on the request.
+	Delay time.Duration
 }
 
 // NewServer starts a fake GitLab, closed when t's test ends.
@@ -218,12 +222,17 @@ func NewServer(t testing.TB, opts Options) *Server {
 				writeJSON(w, http.StatusUnauthorized, map[string]any{"message": "401 Unauthorized"})
 				return
 			}
-			if flt != nil && !flt.Apply {
-				flt.write(w)
-				return
-			}
 			if flt != nil {
-				h(httptest.NewRecorder(), r)
+				if flt.Apply {
+					h(httptest.NewRecorder(), r)
+				}
+				// With the body read, the server notices a client that
+				// gives up.
+				_, _ = io.Copy(io.Discard, r.Body)
+				select {
+				case <-time.After(flt.Delay):
+				case <-r.Context().Done():
+				}
 				flt.write(w)
 				return
 			}
@@ -428,11 +437,24 @@ func (s *Server) SetReviewerState(iid int64, user, state string) {
 }
 
 // SetDetailedMergeStatus sets merge request iid's detailed_merge_status;
-// any value but "mergeable" makes a merge answer 422.
+// any value but "mergeable" makes a merge answer 405, as GitLab does for a
+// merge request that cannot be merged (not approved, a draft, conflicts,
+// blocking discussions, a failed or running pipeline, mergeability not
+// checked yet: checking, unchecked, preparing, approvals_syncing, ...).
 func (s *Server) SetDetailedMergeStatus(iid int64, status string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.mr(iid).detailed = status
+}
+
+// LockForMerge makes merge request iid locked, the state GitLab gives a
+// merge request while it merges it (a person pressed the merge button, a
+// merge train merges it): a merge meanwhile answers 405. MergeByHand then
+// finishes the merge.
+func (s *Server) LockForMerge(iid int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mr(iid).state = "locked"
 }
 
 // MergeByHand merges merge request iid at its head with a merge commit,
@@ -683,9 +705,12 @@ func (s *Server) updateMR(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.mrJSON(mr))
 }
 
-// mergeMR answers as GitLab's PUT .../merge: 405 when the merge request
-// is not open, 422 when it is not mergeable, 409 when sha is not its
-// head, 200 with the merged merge request.
+// mergeMR answers as GitLab's PUT .../merge ("Merge a merge request"):
+// 405 Method Not Allowed when it cannot be merged (not open: closed,
+// merged, or locked while a merge runs; or its detailed_merge_status is
+// not mergeable), 409 when sha is not its head, 200 with the merged merge
+// request. GitLab's 422 "Branch cannot be merged", a merge that failed
+// while being made, is given with [Server.Inject].
 func (s *Server) mergeMR(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		SHA    string `json:"sha"`
@@ -706,7 +731,7 @@ func (s *Server) mergeMR(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusMethodNotAllowed, map[string]any{"message": "405 Method Not Allowed"})
 		return
 	case mr.detailed != "mergeable":
-		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": "Branch cannot be merged"})
+		writeJSON(w, http.StatusMethodNotAllowed, map[string]any{"message": "405 Method Not Allowed"})
 		return
 	case body.SHA != "" && body.SHA != mr.sha:
 		writeJSON(w, http.StatusConflict, map[string]any{"message": "SHA does not match HEAD of source branch: " + mr.sha})
