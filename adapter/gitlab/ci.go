@@ -31,7 +31,9 @@ import (
 // GitLab's statuses map as: success → passed; failed and canceled →
 // failed, except a job allowed to fail, which is skipped (it carries no
 // verdict); created, waiting_for_resource, preparing, pending, running
-// and scheduled → running; skipped and manual → skipped.
+// and scheduled → running; manual → running for a blocking manual job
+// (not allowed to fail: it holds the pipeline until someone runs it),
+// skipped for one allowed to fail; skipped → skipped.
 func (a *Adapter) Checks(ctx context.Context, q lifecycle.CIQuery) (lifecycle.CIReport, error) {
 	s, err := a.project(ctx)
 	if err != nil {
@@ -110,8 +112,16 @@ func checkStatus(status string, allowFailure bool) lifecycle.CheckStatus {
 			return lifecycle.CheckSkipped
 		}
 		return lifecycle.CheckFailed
-	case "skipped", "manual":
+	case "skipped":
 		return lifecycle.CheckSkipped
+	case "manual":
+		// A manual job allowed to fail does not block its pipeline; one
+		// that is not (when: manual in rules, allow_failure: false) holds
+		// it until someone runs it.
+		if allowFailure {
+			return lifecycle.CheckSkipped
+		}
+		return lifecycle.CheckRunning
 	}
 	// created, waiting_for_resource, preparing, pending, running,
 	// scheduled, and states GitLab may add: not finished.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -239,7 +240,7 @@ func TestCIFromHeadPipeline(t *testing.T) {
 		&gl.CommitStatus{Name: "test", Status: "failed"},
 		&gl.CommitStatus{Name: "test", Status: "success"}, // retried: the latest counts
 		&gl.CommitStatus{Name: "lint", Status: "failed", AllowFailure: true},
-		&gl.CommitStatus{Name: "deploy-review", Status: "manual"},
+		&gl.CommitStatus{Name: "deploy-review", Status: "manual", AllowFailure: true},
 		&gl.CommitStatus{Name: "e2e", Status: "waiting_for_resource"},
 		&gl.CommitStatus{Name: "flaky", Status: "canceled"},
 	)
@@ -268,6 +269,36 @@ func TestCIFromHeadPipeline(t *testing.T) {
 	rep, err = a.Checks(t.Context(), lifecycle.CIQuery{PullRequest: pr.PullRequestRef, HeadSHA: head})
 	if err != nil || !rep.Pending || len(rep.Checks) != 0 {
 		t.Errorf("head pipeline of another SHA: %+v, %v; want pending, no checks", rep, err)
+	}
+}
+
+// A manual job that is not allowed to fail (when: manual in rules, or
+// allow_failure: false) blocks its pipeline until someone runs it: it is
+// running, not skipped, so CI does not pass without it. A manual job
+// allowed to fail (GitLab's default for when: manual outside rules) does
+// not block, and is skipped.
+func TestBlockingManualJobIsRunning(t *testing.T) {
+	t.Parallel()
+	f := gitlabtest.NewServer(t, gitlabtest.Options{})
+	a := newAdapter(t, f)
+	f.Push("lifecycle/eng-1")
+	pr := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-1")})
+	f.Pipeline(1, "manual",
+		&gl.CommitStatus{Name: "build", Status: "success"},
+		&gl.CommitStatus{Name: "approve-migration", Status: "manual", AllowFailure: false},
+		&gl.CommitStatus{Name: "deploy-review", Status: "manual", AllowFailure: true},
+	)
+	rep, err := a.Checks(t.Context(), lifecycle.CIQuery{PullRequest: pr.PullRequestRef, HeadSHA: pr.HeadSHA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]lifecycle.CheckStatus{}
+	for _, c := range rep.Checks {
+		got[c.Name] = c.Status
+	}
+	want := map[string]lifecycle.CheckStatus{"build": lifecycle.CheckPassed, "approve-migration": lifecycle.CheckRunning, "deploy-review": lifecycle.CheckSkipped}
+	if !maps.Equal(got, want) {
+		t.Errorf("checks = %v, want %v", got, want)
 	}
 }
 
