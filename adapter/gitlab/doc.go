@@ -20,8 +20,12 @@
 //     [*lifecycle.ValidationError] too: source_branch on pullRequest.head
 //     (the branch is not pushed yet), target_branch on pullRequest.base.
 //   - CI ([lifecycle.CIProvider]): the commit statuses of the merge
-//     request's head pipeline, when that pipeline is of the head commit;
-//     otherwise CI is pending.
+//     request's head pipeline, when that pipeline is of the head commit: a
+//     branch or merge request pipeline at the head, or a merged-results
+//     pipeline (Premium; also a merge train's) at a merge commit of the
+//     head; otherwise CI is pending. A reading is two requests (the merge
+//     request, one list of statuses), and one more the first time a
+//     merged-results pipeline's merge commit is seen.
 //   - Reviews ([lifecycle.ReviewDecider]): the merge request's approvals
 //     and its reviewers' states; a reviewer's "Request changes" makes the
 //     decision changes_requested. A project that resets approvals on push

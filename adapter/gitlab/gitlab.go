@@ -94,6 +94,7 @@ type Adapter struct {
 	mu       sync.Mutex
 	settings *settings
 	readAt   time.Time
+	parents  map[string][]string // merge commits of merged-results pipelines: their parents
 }
 
 var (
@@ -153,7 +154,7 @@ func New(cfg Config) (*Adapter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gitlab: %w", err)
 	}
-	return &Adapter{cfg: cfg, client: client, clock: cfg.Clock, log: cfg.Logger}, nil
+	return &Adapter{cfg: cfg, client: client, clock: cfg.Clock, log: cfg.Logger, parents: map[string][]string{}}, nil
 }
 
 // apiURL checks a base URL and returns its API root.

@@ -550,32 +550,87 @@ func TestOtherProjectIsNotFound(t *testing.T) {
 	}
 }
 
-// With the task's branch known (as the Service keeps it), CI is one
-// request, the commit's statuses: the newest pipeline of the merge
-// request at the commit (here a merge request pipeline, on
-// refs/merge-requests/1/head) is the head pipeline; a pipeline of another
-// branch at the same commit does not count.
-func TestCIIsOneRequestWhenTheTaskNamesItsBranch(t *testing.T) {
+// A reading of CI is two requests: the merge request (its head pipeline)
+// and the statuses of the head commit, whether the task names its branch
+// or not. The newest pipeline of the merge request at the commit (here a
+// merge request pipeline, on refs/merge-requests/1/head) is the head
+// pipeline; a pipeline of another branch at the same commit does not
+// count.
+func TestCIReadsTheMergeRequestAndTheHeadsStatuses(t *testing.T) {
 	t.Parallel()
 	f := gitlabtest.NewServer(t, gitlabtest.Options{})
 	a := newAdapter(t, f)
-	f.Push("lifecycle/eng-1") // the agent pushed its work
+	f.Push("lifecycle/eng-1")
 	pr := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-1")})
 	f.Pipeline(1, "success", &gl.CommitStatus{Name: "build", Status: "success"})
 	f.AddStatus(&gl.CommitStatus{SHA: pr.HeadSHA, Ref: "refs/merge-requests/1/head", Name: "test", Status: "failed", PipelineID: 9000})
 	f.AddStatus(&gl.CommitStatus{SHA: pr.HeadSHA, Ref: "someone-else", Name: "other", Status: "failed", PipelineID: 9001})
+	for _, named := range []bool{true, false} {
+		tk := task("ENG-1")
+		if named {
+			tk.Branch = &pr.Head
+		}
+		before, reads := f.TotalCalls(), f.Calls(gitlabtest.RouteGetMR)
+		rep, err := a.Checks(t.Context(), lifecycle.CIQuery{Task: tk, PullRequest: pr.PullRequestRef, HeadSHA: pr.HeadSHA})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Pending || len(rep.Checks) != 1 || rep.Checks[0].Name != "test" || rep.Checks[0].Status != lifecycle.CheckFailed {
+			t.Errorf("checks = %+v, want only the merge request pipeline's failed test", rep)
+		}
+		if n, r := f.TotalCalls()-before, f.Calls(gitlabtest.RouteGetMR)-reads; n != 2 || r != 1 {
+			t.Errorf("branch named %v: %d requests (%d reads of the merge request), want 2: the merge request and the statuses", named, n, r)
+		}
+	}
+}
+
+// With pipelines for merged results (GitLab Premium) or a merge train,
+// the merge request's head pipeline runs on refs/merge-requests/<iid>/merge
+// at a merge commit of the head into the target branch; the head commit
+// has no status of it. Its statuses are the checks of the head, once the
+// merge commit is known to merge that head (one more request, the first
+// time). After a push, GitLab keeps the previous head's pipeline as the
+// head pipeline until a new one runs: that one does not count for the new
+// head, which is pending.
+func TestCIFromMergedResultsPipeline(t *testing.T) {
+	t.Parallel()
+	f := gitlabtest.NewServer(t, gitlabtest.Options{})
+	a := newAdapter(t, f)
+	branch := "lifecycle/eng-1"
+	f.Push(branch)
+	pr := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-1")})
+	f.MergedResultsPipeline(1, "running",
+		&gl.CommitStatus{Name: "build", Status: "success", TargetURL: "https://ci.example.com/build"},
+		&gl.CommitStatus{Name: "test", Status: "failed"},
+		&gl.CommitStatus{Name: "test", Status: "success"}, // retried: the latest counts
+		&gl.CommitStatus{Name: "e2e", Status: "running"},
+	)
 	tk := task("ENG-1")
-	tk.Branch = &pr.Head
-	before := f.TotalCalls()
-	rep, err := a.Checks(t.Context(), lifecycle.CIQuery{Task: tk, PullRequest: pr.PullRequestRef, HeadSHA: pr.HeadSHA})
-	if err != nil {
-		t.Fatal(err)
+	tk.Branch = &branch
+	q := lifecycle.CIQuery{Task: tk, PullRequest: pr.PullRequestRef, HeadSHA: pr.HeadSHA}
+	want := map[string]lifecycle.CheckStatus{"build": lifecycle.CheckPassed, "test": lifecycle.CheckPassed, "e2e": lifecycle.CheckRunning}
+	for i, calls := range []int{3, 2} {
+		before := f.TotalCalls()
+		rep, err := a.Checks(t.Context(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]lifecycle.CheckStatus{}
+		for _, c := range rep.Checks {
+			got[c.Name] = c.Status
+		}
+		if rep.Pending || !maps.Equal(got, want) {
+			t.Errorf("reading %d: %+v, want %v", i+1, rep, want)
+		}
+		if n := f.TotalCalls() - before; n != calls {
+			t.Errorf("reading %d: %d requests, want %d", i+1, n, calls)
+		}
 	}
-	if rep.Pending || len(rep.Checks) != 1 || rep.Checks[0].Name != "test" || rep.Checks[0].Status != lifecycle.CheckFailed {
-		t.Errorf("checks = %+v, want only the merge request pipeline's failed test", rep)
-	}
-	if n := f.TotalCalls() - before; n != 1 || f.Calls(gitlabtest.RouteGetMR) != 0 {
-		t.Errorf("%d requests (%d reads of the merge request), want 1: the statuses", n, f.Calls(gitlabtest.RouteGetMR))
+
+	head := f.Push(branch)
+	rep, err := a.Checks(t.Context(), lifecycle.CIQuery{Task: tk, PullRequest: pr.PullRequestRef, HeadSHA: head})
+	if err != nil || !rep.Pending || len(rep.Checks) != 0 {
+		t.Errorf("new head, head pipeline still the previous head's: %+v, %v; want pending", rep, err)
 	}
 }
 

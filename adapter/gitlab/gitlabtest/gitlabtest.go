@@ -7,13 +7,14 @@
 // default branch "main" and the users alice, bob and carol (IDs 1 to 3).
 // Merge requests, users and webhook payloads are served in the shapes of
 // the real GitLab responses recorded in client-go's testdata (copied into
-// this package, see testdata/README.md); the rest (projects, approvals,
-// commit statuses, deployments) as client-go's own types encode them,
-// whose members are GitLab's. Any access token is accepted; a request
+// this package, see testdata/README.md), and so are the merge commits of
+// merged-results pipelines; the rest (projects, approvals, commit
+// statuses, deployments) as client-go's own types encode them, whose
+// members are GitLab's. Any access token is accepted; a request
 // without one is answered 401.
 //
 // Tests change the project as people and CI would ([Server.Push],
-// [Server.Pipeline], [Server.Approve], [Server.SetReviewerState],
+// [Server.Pipeline], [Server.MergedResultsPipeline], [Server.Approve], [Server.SetReviewerState],
 // [Server.SetDeployment], ...), make GitLab misbehave with
 // [Server.Inject], and count the calls the adapter made with
 // [Server.Calls].
@@ -64,6 +65,7 @@ const (
 	RouteApprovals        = "GET /api/v4/projects/{pid}/merge_requests/{iid}/approvals"
 	RouteReviewers        = "GET /api/v4/projects/{pid}/merge_requests/{iid}/reviewers"
 	RouteStatuses         = "GET /api/v4/projects/{pid}/repository/commits/{sha}/statuses"
+	RouteCommit           = "GET /api/v4/projects/{pid}/repository/commits/{sha}"
 	RouteUsers            = "GET /api/v4/users"
 	RouteListDeployments  = "GET /api/v4/projects/{pid}/deployments"
 	RouteCreateDeployment = "POST /api/v4/projects/{pid}/deployments"
@@ -106,13 +108,15 @@ type Server struct {
 	users       map[string]int64
 	pipelines   map[int64]*pipeline
 	statuses    []*gl.CommitStatus
+	parents     map[string][]string // merge ref commits by SHA: their parents
 	deployments []*gl.Deployment
 	nextID      int64
 	calls       map[string]int
 	faults      map[string][]Fault
 
-	mrTemplate   map[string]any
-	userTemplate map[string]any
+	mrTemplate     map[string]any
+	userTemplate   map[string]any
+	commitTemplate map[string]any
 }
 
 type mergeRequest struct {
@@ -197,9 +201,10 @@ func NewServer(t testing.TB, opts Options) *Server {
 	s := &Server{
 		t: t, opts: opts,
 		branches: map[string]string{"main": NewSHA()}, users: map[string]int64{},
-		pipelines: map[int64]*pipeline{}, nextID: 100, calls: map[string]int{}, faults: map[string][]Fault{},
+		pipelines: map[int64]*pipeline{}, parents: map[string][]string{}, nextID: 100, calls: map[string]int{}, faults: map[string][]Fault{},
 	}
 	s.mrTemplate = s.payload("get_merge_request.json").(map[string]any)
+	s.commitTemplate = s.payload("get_commit.json").(map[string]any)
 	s.userTemplate = s.payload("list_users.json").([]any)[0].(map[string]any)
 	for i, name := range []string{"alice", "bob", "carol"} {
 		s.users[name] = int64(i + 1)
@@ -249,6 +254,7 @@ func NewServer(t testing.TB, opts Options) *Server {
 	route(RouteApprovals, s.getApprovals)
 	route(RouteReviewers, s.getReviewers)
 	route(RouteStatuses, s.getStatuses)
+	route(RouteCommit, s.getCommit)
 	route(RouteUsers, s.listUsers)
 	route(RouteListDeployments, s.listDeployments)
 	route(RouteCreateDeployment, s.createDeployment)
@@ -366,6 +372,36 @@ func (s *Server) newPipelineLocked(mr *mergeRequest, status string) *pipeline {
 	s.pipelines[p.id] = p
 	mr.headPipeline = p.id
 	return p
+}
+
+// MergedResultsPipeline runs a merged-results pipeline (GitLab Premium's
+// "pipelines for merged results", also what a merge train runs) for merge
+// request iid: a pipeline on refs/merge-requests/<iid>/merge at a new
+// commit merging the merge request's head into its target branch, which
+// becomes the head pipeline. Its jobs (Name, Status and optionally
+// AllowFailure and TargetURL set) are recorded as commit statuses of that
+// merge commit. It returns the pipeline's ID and the merge commit's SHA.
+//
+// As at GitLab, the head pipeline stays this one after a push until a
+// pipeline of the new head is run.
+func (s *Server) MergedResultsPipeline(iid int64, status string, jobs ...*gl.CommitStatus) (id int64, mergeSHA string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	mr := s.mr(iid)
+	mergeSHA = NewSHA()
+	s.parents[mergeSHA] = []string{s.branches[mr.target], mr.sha}
+	s.nextID++
+	ref := fmt.Sprintf("refs/merge-requests/%d/merge", iid)
+	p := &pipeline{id: s.nextID, sha: mergeSHA, ref: ref, status: status,
+		webURL: fmt.Sprintf("%s/%s/-/pipelines/%d", s.URL, ProjectPath, s.nextID)}
+	s.pipelines[p.id] = p
+	mr.headPipeline = p.id
+	for _, j := range jobs {
+		s.nextID++
+		j.ID, j.SHA, j.Ref, j.PipelineID = s.nextID, mergeSHA, ref, p.id
+		s.statuses = append(s.statuses, j)
+	}
+	return p.id, mergeSHA
 }
 
 // SetCheck makes the head pipeline of the open merge request whose head
@@ -808,6 +844,27 @@ func (s *Server) getStatuses(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// getCommit answers GET .../repository/commits/:sha for the merge commits
+// of merged-results pipelines, in the shape of the recorded commit.
+func (s *Server) getCommit(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.project(w, r) {
+		return
+	}
+	sha := r.PathValue("sha")
+	parents, ok := s.parents[sha]
+	if !ok {
+		writeJSON(w, http.StatusNotFound, map[string]any{"message": "404 Commit Not Found"})
+		return
+	}
+	c := maps.Clone(s.commitTemplate)
+	c["id"], c["short_id"], c["parent_ids"], c["project_id"] = sha, sha[:11], parents, ProjectID
+	c["title"] = "Merge branch into target"
+	c["message"], c["last_pipeline"], c["status"] = c["title"], nil, nil
+	writeJSON(w, http.StatusOK, c)
 }
 
 func (s *Server) listUsers(w http.ResponseWriter, r *http.Request) {
