@@ -48,8 +48,12 @@
 // carrying the wait GitLab asks for, measured on [Config.Clock]; the
 // caller (the ship runner, the reconciler) retries them.
 //
-// [Deployer] records deployments of merge commits through GitLab's
-// Deployments API and waits for the team's deploy job to finish them.
+// [Deployer] waits for the deployment of a merge commit in an environment
+// and follows the one GitLab has: the deployment a GitLab CI deploy job
+// (environment: in the target branch's pipeline) makes of the merge
+// commit, or, in an environment no job deploys to, one it records
+// through the Deployments API for a deploy system that sets its status
+// there. See [Deployer] for what each setup needs.
 // [Adapter.WebhookHandler] takes the project's webhooks (merge requests,
 // pipelines, jobs, deployments) as [lifecycle.ProviderEvent]s.
 package gitlab
