@@ -228,6 +228,24 @@ func (a *Adapter) project(ctx context.Context) (*settings, error) {
 	return s, nil
 }
 
+// hookProject returns the project's settings for a webhook delivery: as
+// read again once SettingsTTL has passed, or as last read when GitLab
+// cannot be read now. It fails only when they were never read.
+func (a *Adapter) hookProject(ctx context.Context) (*settings, error) {
+	s, err := a.project(ctx)
+	if err == nil {
+		return s, nil
+	}
+	a.mu.Lock()
+	last := a.settings
+	a.mu.Unlock()
+	if last == nil {
+		return nil, err
+	}
+	a.log.WarnContext(ctx, "GitLab project settings not read again; the webhook uses those last read", "err", err)
+	return last, nil
+}
+
 // splitPath splits "group/sub/name" into "group/sub" and "name".
 func splitPath(p string) (owner, repo string) {
 	i := strings.LastIndex(p, "/")

@@ -397,3 +397,29 @@ func TestShipRefusalNamesBlockingDiscussions(t *testing.T) {
 		t.Error("merged despite the refusal")
 	}
 }
+
+// A Merge Request Hook applied by the Service while GitLab rate-limits the
+// adapter: the Service cannot read the merge request, marks the task to
+// be read again and fails the event; the delivery was taken, and is
+// answered 202, not an error that GitLab would count toward disabling the
+// hook (it delivers nothing again). Once GitLab answers, the reconciler
+// learns the new head.
+func TestHookWhileGitLabIsRateLimited(t *testing.T) {
+	t.Parallel()
+	st := newStack(t, stackOptions{})
+	tk := st.submitted(t, "GL-8")
+	head := st.f.Push(*tk.Branch)
+	pr := lifecycle.PullRequest{PullRequestRef: lifecycle.PullRequestRef{Owner: "acme", Repo: "web", Number: *tk.PRNumber}}
+	limited := gitlabtest.Fault{Status: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {"30"}}, Body: `{"message":"Retry later"}`}
+	st.f.Inject(gitlabtest.RouteGetMR, limited) // the merge request itself
+	st.f.Inject(gitlabtest.RouteGetMR, limited) // its CI, read beside it
+	if code := st.hook(t, delivery(st.f, pr, lifecycle.ProviderHeadChanged, hookToken)); code != http.StatusAccepted {
+		t.Fatalf("Merge Request Hook while rate limited answered %d, want 202", code)
+	}
+	if err := st.svc.Reconcile(t.Context(), tk.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := st.task(t, tk.ID); got.HeadSHA == nil || *got.HeadSHA != head {
+		t.Errorf("after the reconciler: headSha %v, want %s", got.HeadSHA, head)
+	}
+}
