@@ -12,10 +12,10 @@
 //     merge request whose source and target project are the adapter's
 //     counts: GitLab's source_branch filter also lists forks' merge
 //     requests from a branch of the same name, which are never adopted.
-//     A draft
-//     is GitLab's "Draft: " title prefix. Reviewer logins are resolved to
-//     user IDs; an unknown login is a [*lifecycle.ValidationError] on
-//     pullRequest.reviewers. GitLab's validation errors of the create
+//     A draft is GitLab's "Draft: " title prefix. Reviewer logins are
+//     resolved to user IDs; an unknown login is a
+//     [*lifecycle.ValidationError] on pullRequest.reviewers. GitLab's
+//     validation errors of the create
 //     (400 {"message":{"source_branch":["does not exist"]}}) are a
 //     [*lifecycle.ValidationError] too: source_branch on pullRequest.head
 //     (the branch is not pushed yet), target_branch on pullRequest.base.
@@ -54,6 +54,10 @@
 // commit, or, in an environment no job deploys to, one it records
 // through the Deployments API for a deploy system that sets its status
 // there. See [Deployer] for what each setup needs.
+//
 // [Adapter.WebhookHandler] takes the project's webhooks (merge requests,
-// pipelines, jobs, deployments) as [lifecycle.ProviderEvent]s.
+// pipelines, jobs, deployments) as [lifecycle.ProviderEvent]s. GitLab
+// does not deliver a failed delivery again and disables a hook that keeps
+// failing, so a delivery the sink took is never answered with an error;
+// the reconciler reads GitLab again anyway.
 package gitlab
