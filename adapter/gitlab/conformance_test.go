@@ -38,7 +38,8 @@ func TestConformance(t *testing.T) {
 	}
 	adaptertest.Run(t, adaptertest.Harness{
 		New: func(t *testing.T) lifecycle.ProviderAdapter {
-			f := gitlabtest.NewServer(t, gitlabtest.Options{})
+			// The suite opens merge requests without pushing first.
+			f := gitlabtest.NewServer(t, gitlabtest.Options{AutoBranch: true})
 			a := newAdapter(t, f, func(c *gitlab.Config) { c.WebhookToken = hookToken })
 			mu.Lock()
 			fakes[a] = f

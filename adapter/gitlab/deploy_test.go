@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ func TestDeployerFindsItsDeploymentAgain(t *testing.T) {
 	f := gitlabtest.NewServer(t, gitlabtest.Options{})
 	clock := fakeclock.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	a := newAdapter(t, f, func(c *gitlab.Config) { c.Clock = clock })
+	f.Push("lifecycle/eng-1") // the agent pushed its work
 	pr := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-1")})
 	res, err := a.Merge(t.Context(), lifecycle.MergeRequest{Ref: pr.PullRequestRef, ExpectedHeadSHA: pr.HeadSHA})
 	if err != nil {
@@ -88,3 +90,136 @@ func TestDeployerFindsItsDeploymentAgain(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// deployStart merges a merge request at a fake and starts a Deploy of its
+// merge commit to staging, which polls only when the test's clock says
+// (it never does here): Deployment Hooks wake it.
+func deployStart(t *testing.T, f *gitlabtest.Server) (*gitlab.Deployer, string, <-chan deployResult) {
+	t.Helper()
+	clock := fakeclock.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	a := newAdapter(t, f, func(c *gitlab.Config) { c.Clock = clock })
+	f.Push("lifecycle/eng-1")
+	pr := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-1")})
+	res, err := a.Merge(t.Context(), lifecycle.MergeRequest{Ref: pr.PullRequestRef, ExpectedHeadSHA: pr.HeadSHA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := gitlab.NewDeployer(gitlab.DeployerConfig{Adapter: a, PollInterval: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	t.Cleanup(cancel)
+	done := make(chan deployResult, 1)
+	go func() {
+		dep, err := d.Deploy(ctx, lifecycle.DeployRequest{Task: task("ENG-1"), OperationID: "shp_1", Environment: lifecycle.EnvironmentStaging,
+			PullRequest: pr.PullRequestRef, CommitSHA: res.MergeCommitSHA})
+		done <- deployResult{dep, err}
+	}()
+	return d, res.MergeCommitSHA, done
+}
+
+type deployResult struct {
+	dep lifecycle.Deployment
+	err error
+}
+
+// lists waits until the fake has answered more than n lists of
+// deployments, and returns how many it has.
+func lists(t *testing.T, f *gitlabtest.Server, n int) int {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		if got := f.Calls(gitlabtest.RouteListDeployments); got > n {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the Deployer did not look at the deployments again (%d lists)", n)
+		}
+	}
+}
+
+// result waits for a Deploy to return.
+func result(t *testing.T, done <-chan deployResult) deployResult {
+	t.Helper()
+	select {
+	case r := <-done:
+		return r
+	case <-time.After(5 * time.Second):
+		t.Fatal("Deploy did not return")
+	}
+	return deployResult{}
+}
+
+// An environment deployed by a CI job (environment: in .gitlab-ci.yml):
+// the job makes its own deployment, linked to it, when the pipeline of the
+// merge commit is created, and never updates one made through the API.
+// The Deployer records none; it waits for the job's deployment of the
+// merge commit to appear and follows it: created (a pending or manual
+// job), blocked (waiting for approval) and running keep it waiting;
+// success is deployed, failed and canceled a refusal.
+func TestDeployFollowsTheDeployJobsDeployment(t *testing.T) {
+	t.Parallel()
+	for _, final := range []string{"success", "failed", "canceled"} {
+		t.Run(final, func(t *testing.T) {
+			t.Parallel()
+			f := gitlabtest.NewServer(t, gitlabtest.Options{})
+			f.JobDeployment("staging", gitlabtest.NewSHA(), "main", "success") // the job deployed an earlier commit
+			d, commit, done := deployStart(t, f)
+			n := lists(t, f, 0)
+			id := f.JobDeployment("staging", commit, "main", "created")
+			for _, st := range []string{"created", "blocked", "running", final} {
+				f.SetDeployment(id, st)
+				d.ObserveDeployment(t.Context(), lifecycle.DeploymentStatus{ID: itoa(id), State: st})
+				if st != final {
+					n = lists(t, f, n)
+				}
+			}
+			r := result(t, done)
+			var refused *lifecycle.RefusedError
+			switch {
+			case final == "success" && (r.err != nil || r.dep.ID != itoa(id) || r.dep.CommitSHA != commit || r.dep.URL != "https://staging.example.com"):
+				t.Errorf("Deploy = %+v, %v; want deployment %d of %s", r.dep, r.err, id, commit)
+			case final != "success" && (!errors.As(r.err, &refused) || !strings.Contains(refused.Message, final)):
+				t.Errorf("Deploy = %+v, %v; want a RefusedError saying it %s", r.dep, r.err, final)
+			}
+			if n := f.Calls(gitlabtest.RouteCreateDeployment); n != 0 {
+				t.Errorf("%d deployments recorded through the API, want none: the job makes its own", n)
+			}
+		})
+	}
+}
+
+// An environment that no job has deployed yet: the Deployer records a
+// deployment through the API (for a deploy system that finishes it
+// there), and when the first deploy job's deployment of the merge commit
+// appears, follows that one and cancels its own, which nothing would
+// finish.
+func TestDeployFollowsAJobDeploymentThatAppears(t *testing.T) {
+	t.Parallel()
+	f := gitlabtest.NewServer(t, gitlabtest.Options{})
+	d, commit, done := deployStart(t, f)
+	var own int64
+	for deadline := time.Now().Add(5 * time.Second); own == 0; time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no deployment recorded through the API")
+		}
+		own = f.RunningDeployment("staging", commit)
+	}
+	n := f.Calls(gitlabtest.RouteListDeployments)
+	job := f.JobDeployment("staging", commit, "main", "running")
+	d.ObserveDeployment(t.Context(), lifecycle.DeploymentStatus{ID: itoa(job), State: "running"})
+	lists(t, f, n)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		if st, _ := f.Deployment(own); st == "canceled" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the deployment recorded through the API was not canceled once the job's appeared")
+		}
+	}
+	f.SetDeployment(job, "success")
+	d.ObserveDeployment(t.Context(), lifecycle.DeploymentStatus{ID: itoa(job), State: "success"})
+	if r := result(t, done); r.err != nil || r.dep.ID != itoa(job) {
+		t.Errorf("Deploy = %+v, %v; want the job's deployment %d", r.dep, r.err, job)
+	}
+}

@@ -94,6 +94,7 @@ type Adapter struct {
 	mu       sync.Mutex
 	settings *settings
 	readAt   time.Time
+	parents  map[string][]string // merge commits of merged-results pipelines: their parents
 }
 
 var (
@@ -139,7 +140,13 @@ func New(cfg Config) (*Adapter, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	opts := []gl.ClientOptionFunc{gl.WithBaseURL(api), gl.WithCustomLeveledLogger(quietLogger{})}
+	// client-go's own retries are off for every request: it would retry
+	// a 429 or a 5xx up to five times, on the wall clock and blind to
+	// Retry-After, turning a rate limit into a context deadline and
+	// stalling webhook handling. Each such answer is instead a
+	// *lifecycle.TemporaryError with the wait GitLab asked for (see fail),
+	// and the caller (the ship runner, the reconciler) owns retries.
+	opts := []gl.ClientOptionFunc{gl.WithBaseURL(api), gl.WithoutRetries(), gl.WithCustomLeveledLogger(quietLogger{})}
 	if cfg.HTTPClient != nil {
 		opts = append(opts, gl.WithHTTPClient(cfg.HTTPClient))
 	}
@@ -147,7 +154,7 @@ func New(cfg Config) (*Adapter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gitlab: %w", err)
 	}
-	return &Adapter{cfg: cfg, client: client, clock: cfg.Clock, log: cfg.Logger}, nil
+	return &Adapter{cfg: cfg, client: client, clock: cfg.Clock, log: cfg.Logger, parents: map[string][]string{}}, nil
 }
 
 // apiURL checks a base URL and returns its API root.
@@ -221,6 +228,24 @@ func (a *Adapter) project(ctx context.Context) (*settings, error) {
 	return s, nil
 }
 
+// hookProject returns the project's settings for a webhook delivery: as
+// read again once SettingsTTL has passed, or as last read when GitLab
+// cannot be read now. It fails only when they were never read.
+func (a *Adapter) hookProject(ctx context.Context) (*settings, error) {
+	s, err := a.project(ctx)
+	if err == nil {
+		return s, nil
+	}
+	a.mu.Lock()
+	last := a.settings
+	a.mu.Unlock()
+	if last == nil {
+		return nil, err
+	}
+	a.log.WarnContext(ctx, "GitLab project settings not read again; the webhook uses those last read", "err", err)
+	return last, nil
+}
+
 // splitPath splits "group/sub/name" into "group/sub" and "name".
 func splitPath(p string) (owner, repo string) {
 	i := strings.LastIndex(p, "/")
@@ -264,8 +289,9 @@ func (a *Adapter) fail(ctx context.Context, what string, resp *gl.Response, err 
 	return fmt.Errorf("gitlab: %s: %w", what, err)
 }
 
-// retryAfter reads the wait a response asks for: Retry-After in seconds,
-// else RateLimit-Reset, a Unix time, measured on the adapter's Clock.
+// retryAfter reads the wait a response asks for: Retry-After in seconds or
+// as an HTTP date, else RateLimit-Reset, a Unix time; dates are measured
+// on the adapter's Clock.
 func (a *Adapter) retryAfter(h http.Header) time.Duration {
 	if v := h.Get("Retry-After"); v != "" {
 		if s, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && s > 0 {
@@ -287,14 +313,8 @@ func (a *Adapter) retryAfter(h http.Header) time.Duration {
 	return 0
 }
 
-// noRetry turns client-go's own retries off for one request: the caller
-// (the ship runner) owns them.
-func noRetry() gl.RequestOptionFunc {
-	return gl.WithRequestRetry(func(context.Context, *http.Response, error) (bool, error) { return false, nil })
-}
-
-// quietLogger drops client-go's retry logs, which carry request URLs; the
-// adapter logs what matters itself.
+// quietLogger drops client-go's request logs, which carry request URLs;
+// the adapter logs what matters itself.
 type quietLogger struct{}
 
 func (quietLogger) Error(string, ...any) {}

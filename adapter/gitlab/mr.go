@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	gl "gitlab.com/gitlab-org/api/client-go"
 
@@ -76,16 +77,7 @@ func (a *Adapter) EnsurePullRequest(ctx context.Context, req lifecycle.PullReque
 			}
 		}
 		if resp != nil && (resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusUnprocessableEntity) {
-			msg := message(err)
-			field := "pullRequest"
-			switch {
-			case strings.Contains(strings.ToLower(msg), "source branch"):
-				field = "pullRequest.head" // not pushed yet, say
-			case strings.Contains(strings.ToLower(msg), "target branch"):
-				field = "pullRequest.base"
-			}
-			return lifecycle.PullRequest{}, &lifecycle.ValidationError{Fields: []lifecycle.FieldError{{
-				Field: field, Reason: fmt.Sprintf("GitLab refused a merge request from %s into %s: %s", source, target, msg)}}}
+			return lifecycle.PullRequest{}, mergeRequestRefused(source, target, parseAPIError(err))
 		}
 		return lifecycle.PullRequest{}, a.fail(ctx, "open a merge request from "+source, resp, err)
 	}
@@ -94,17 +86,22 @@ func (a *Adapter) EnsurePullRequest(ctx context.Context, req lifecycle.PullReque
 	return pr, nil
 }
 
-// findOpen returns the open merge request from source into target, or nil.
+// findOpen returns the open merge request from the project's branch
+// source into target, or nil. GitLab's source_branch filter ignores the
+// source project, so the list also holds merge requests from forks'
+// branches of that name: those are someone else's work, never adopted
+// (retitled, tracked, merged).
 func (a *Adapter) findOpen(ctx context.Context, s *settings, source, target string) (*gl.BasicMergeRequest, error) {
 	list, resp, err := a.client.MergeRequests.ListProjectMergeRequests(s.id, &gl.ListProjectMergeRequestsOptions{
 		State: gl.Ptr("opened"), SourceBranch: &source, TargetBranch: &target,
-		OrderBy: gl.Ptr("created_at"), Sort: gl.Ptr("asc"),
+		OrderBy: gl.Ptr("created_at"), Sort: gl.Ptr("asc"), ListOptions: gl.ListOptions{PerPage: 100},
 	}, gl.WithContext(ctx))
 	if err != nil {
 		return nil, a.fail(ctx, "list merge requests of "+source, resp, err)
 	}
 	for _, mr := range list {
-		if mr.SourceBranch == source && mr.TargetBranch == target && mr.State == "opened" {
+		if mr.SourceProjectID == s.id && mr.TargetProjectID == s.id &&
+			mr.SourceBranch == source && mr.TargetBranch == target && mr.State == "opened" {
 			return mr, nil
 		}
 	}
@@ -279,12 +276,18 @@ func mergeCommit(mr *gl.BasicMergeRequest) string {
 }
 
 // Merge implements [lifecycle.ProviderAdapter] with GitLab's accept merge
-// request call at sha = req.ExpectedHeadSHA, without client-go's retries
-// (the ship runner owns them). A 409 (the SHA is not the head) is
-// lifecycle.ErrHeadMismatch; a 405 or 422 (not mergeable) reads the merge
-// request again: merged at the expected head is AlreadyMerged, else a
-// *lifecycle.RefusedError with GitLab's message and the reasons it
-// reports (detailed_merge_status, unresolved blocking discussions).
+// request call at sha = req.ExpectedHeadSHA, sent once (client-go's
+// retries are off; the ship runner owns them). A 409 (the SHA is not the
+// head) is lifecycle.ErrHeadMismatch. A 405 (GitLab cannot merge it now)
+// or 422 (the merge failed) reads the merge request again: merged at the
+// expected head is AlreadyMerged; locked (GitLab is merging it) or a
+// detailed_merge_status that passes by itself (checking, unchecked,
+// preparing, approvals_syncing, ci_still_running) is a
+// *lifecycle.TemporaryError; anything else is a *lifecycle.RefusedError
+// with GitLab's message and the reason it reports. A merge whose answer
+// does not come before ctx's deadline reads the merge request again too,
+// within mergeReadTimeout: merged at the expected head is AlreadyMerged,
+// still open or locked a TemporaryError.
 func (a *Adapter) Merge(ctx context.Context, req lifecycle.MergeRequest) (lifecycle.MergeResult, error) {
 	s, err := a.project(ctx)
 	if err != nil {
@@ -306,17 +309,19 @@ func (a *Adapter) Merge(ctx context.Context, req lifecycle.MergeRequest) (lifecy
 			opt.MergeCommitMessage = &req.CommitTitle
 		}
 	}
-	mr, resp, err := a.client.MergeRequests.AcceptMergeRequest(s.id, int64(req.Ref.Number), opt, noRetry(), gl.WithContext(ctx))
+	mr, resp, err := a.client.MergeRequests.AcceptMergeRequest(s.id, int64(req.Ref.Number), opt, gl.WithContext(ctx))
 	if err != nil {
 		status := 0
 		if resp != nil {
 			status = resp.StatusCode
 		}
-		switch status {
-		case http.StatusConflict:
+		switch {
+		case status == http.StatusConflict:
 			return lifecycle.MergeResult{}, fmt.Errorf("gitlab: merge !%d at %s: %s: %w", req.Ref.Number, want, message(err), lifecycle.ErrHeadMismatch)
-		case http.StatusMethodNotAllowed, http.StatusUnprocessableEntity, http.StatusNotAcceptable:
+		case status == http.StatusMethodNotAllowed || status == http.StatusUnprocessableEntity || status == http.StatusNotAcceptable:
 			return a.notMerged(ctx, req, want, message(err))
+		case errors.Is(ctx.Err(), context.DeadlineExceeded) && errors.Is(err, context.DeadlineExceeded):
+			return a.mergeTimedOut(ctx, req, want, err)
 		}
 		return lifecycle.MergeResult{}, a.fail(ctx, fmt.Sprintf("merge !%d", req.Ref.Number), resp, err)
 	}
@@ -339,8 +344,38 @@ func (a *Adapter) Merge(ctx context.Context, req lifecycle.MergeRequest) (lifecy
 	return lifecycle.MergeResult{MergeCommitSHA: mergeCommit(&mr.BasicMergeRequest)}, nil
 }
 
+// mergeReadTimeout bounds the reading of a merge request after a merge
+// whose answer did not come before the caller's deadline.
+const mergeReadTimeout = 10 * time.Second
+
+// mergeTimedOut reads a merge request again after a merge whose answer did
+// not come before ctx's deadline (GitLab may have merged it, or be merging
+// it): merged at want is a success, merged at another head
+// ErrHeadMismatch, and open or locked a *lifecycle.TemporaryError, since
+// the merge may still be under way; a merge request that cannot be read
+// is temporary too. The next Merge then finds it merged, or merges it.
+func (a *Adapter) mergeTimedOut(ctx context.Context, req lifecycle.MergeRequest, want string, cause error) (lifecycle.MergeResult, error) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), mergeReadTimeout)
+	defer cancel()
+	_, mr, err := a.read(rctx, req.Ref)
+	if err != nil {
+		return lifecycle.MergeResult{}, &lifecycle.TemporaryError{Err: fmt.Errorf("gitlab: merge !%d: %w; reading it again: %w", req.Ref.Number, cause, err)}
+	}
+	switch mr.State {
+	case "merged":
+		if strings.EqualFold(mr.SHA, want) {
+			return lifecycle.MergeResult{MergeCommitSHA: mergeCommit(&mr.BasicMergeRequest), AlreadyMerged: true}, nil
+		}
+		return lifecycle.MergeResult{}, fmt.Errorf("gitlab: merge request !%d is merged at %s, not %s: %w", mr.IID, mr.SHA, want, lifecycle.ErrHeadMismatch)
+	case "opened", "locked":
+		return lifecycle.MergeResult{}, &lifecycle.TemporaryError{Err: fmt.Errorf("gitlab: merge !%d got no answer in time and it is %s: %w", req.Ref.Number, mr.State, cause)}
+	}
+	return lifecycle.MergeResult{}, &lifecycle.RefusedError{Message: fmt.Sprintf("GitLab did not merge merge request !%d: it is %s", mr.IID, mr.State), Err: cause}
+}
+
 // notMerged reads a merge request GitLab refused to merge: merged at want
-// is a success, never a second merge; otherwise the refusal, in GitLab's
+// is a success, never a second merge; locked, or blocked for a reason
+// that passes by itself, is temporary; otherwise the refusal, in GitLab's
 // words and with the reasons it gives.
 func (a *Adapter) notMerged(ctx context.Context, req lifecycle.MergeRequest, want, msg string) (lifecycle.MergeResult, error) {
 	_, mr, err := a.read(ctx, req.Ref)
@@ -352,8 +387,24 @@ func (a *Adapter) notMerged(ctx context.Context, req lifecycle.MergeRequest, wan
 		return lifecycle.MergeResult{MergeCommitSHA: mergeCommit(&mr.BasicMergeRequest), AlreadyMerged: true}, nil
 	case mr.State == "merged" || (mr.State == "opened" && !strings.EqualFold(mr.SHA, want)):
 		return lifecycle.MergeResult{}, fmt.Errorf("gitlab: merge request !%d is %s at %s, not %s: %w", mr.IID, mr.State, mr.SHA, want, lifecycle.ErrHeadMismatch)
+	case mr.State == "locked":
+		return lifecycle.MergeResult{}, &lifecycle.TemporaryError{Err: fmt.Errorf("gitlab: merge request !%d is locked: GitLab is merging it (%s)", mr.IID, msg)}
+	case mr.State == "opened" && passing(mr.DetailedMergeStatus):
+		return lifecycle.MergeResult{}, &lifecycle.TemporaryError{Err: fmt.Errorf("gitlab: merge request !%d cannot be merged yet: %s (detailed_merge_status %s: %s)", mr.IID, msg, mr.DetailedMergeStatus, mergeBlock(mr.DetailedMergeStatus))}
 	}
 	return lifecycle.MergeResult{}, &lifecycle.RefusedError{Message: refusal(mr, msg)}
+}
+
+// passing reports whether a detailed_merge_status that blocks a merge
+// passes without anyone doing anything: GitLab is still working out
+// whether the merge request can be merged, syncing its approvals after a
+// push, or running its pipeline.
+func passing(status string) bool {
+	switch status {
+	case "checking", "unchecked", "preparing", "approvals_syncing", "ci_still_running":
+		return true
+	}
+	return false
 }
 
 // refusal says in words why GitLab does not merge mr.
@@ -400,6 +451,10 @@ func mergeBlock(status string) string {
 		return "GitLab is still checking whether it can be merged"
 	case "unchecked":
 		return "GitLab has not checked whether it can be merged yet"
+	case "preparing":
+		return "GitLab is still preparing the merge request"
+	case "approvals_syncing":
+		return "GitLab is still syncing its approvals"
 	case "not_open":
 		return "the merge request is not open"
 	case "broken_status":
@@ -410,13 +465,4 @@ func mergeBlock(status string) string {
 		return "external status checks have not passed"
 	}
 	return ""
-}
-
-// message returns GitLab's own message of a failed call.
-func message(err error) string {
-	var er *gl.ErrorResponse
-	if errors.As(err, &er) && er.Message != "" {
-		return strings.Trim(er.Message, "[]{}")
-	}
-	return err.Error()
 }

@@ -18,6 +18,7 @@ func TestReviewDecisionFollowsReviewerStates(t *testing.T) {
 	t.Parallel()
 	f := gitlabtest.NewServer(t, gitlabtest.Options{})
 	a := newAdapter(t, f)
+	f.Push("lifecycle/eng-1") // the agent pushed its work
 	pr := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-1"), Reviewers: []string{"alice", "bob"}})
 	q := lifecycle.ReviewQuery{PullRequest: pr.PullRequestRef, HeadSHA: pr.HeadSHA}
 	type review struct {
@@ -75,6 +76,7 @@ func TestChangesRequestedWinsOverRequiredApprovals(t *testing.T) {
 	t.Parallel()
 	f := gitlabtest.NewServer(t, gitlabtest.Options{ApprovalsRequired: 1})
 	a := newAdapter(t, f)
+	f.Push("lifecycle/eng-1") // the agent pushed its work
 	pr := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-1")})
 	f.Approve(1, "alice")
 	f.SetReviewerState(1, "carol", "requested_changes")

@@ -95,10 +95,11 @@ func newStack(t testing.TB, o stackOptions) *stack {
 
 var agent = lifecycle.Actor{ID: "agent-1", Role: lifecycle.RoleAgent}
 
-// started creates and starts a task of the GitLab project, returning its
-// ID.
+// started creates and starts a task of the GitLab project and pushes the
+// agent's work to its branch, returning its ID.
 func (st *stack) started(t testing.TB, ident string) string {
 	t.Helper()
+	st.f.Push("lifecycle/" + strings.ToLower(ident))
 	tk, err := st.svc.CreateTask(t.Context(), lifecycle.CreateTaskParams{Identifier: ident, Title: "Fix the login redirect",
 		Links: lifecycle.TaskLinks{Issue: "https://issues.example.com/" + ident}, Context: lifecycle.TaskContext{Project: &st.project}})
 	if err != nil {
@@ -389,10 +390,36 @@ func TestShipRefusalNamesBlockingDiscussions(t *testing.T) {
 	st.f.SetDetailedMergeStatus(int64(*tk.PRNumber), "discussions_not_resolved")
 	op := st.finished(t, st.ship(t, tk, lifecycle.ShipMergeOnly, *tk.HeadSHA).OperationID)
 	if op.Status != lifecycle.ShipFailed || op.Error == nil ||
-		!strings.Contains(op.Error.Message, "Branch cannot be merged") || !strings.Contains(op.Error.Message, "discussions_not_resolved: unresolved blocking discussions") {
+		!strings.Contains(op.Error.Message, "405 Method Not Allowed") || !strings.Contains(op.Error.Message, "discussions_not_resolved: unresolved blocking discussions") {
 		t.Fatalf("operation = %+v, error %+v; want failed, in GitLab's words, naming the unresolved blocking discussions", op, op.Error)
 	}
 	if st.f.MergeRequest(int64(*tk.PRNumber)).State != "opened" {
 		t.Error("merged despite the refusal")
+	}
+}
+
+// A Merge Request Hook applied by the Service while GitLab rate-limits the
+// adapter: the Service cannot read the merge request, marks the task to
+// be read again and fails the event; the delivery was taken, and is
+// answered 202, not an error that GitLab would count toward disabling the
+// hook (it delivers nothing again). Once GitLab answers, the reconciler
+// learns the new head.
+func TestHookWhileGitLabIsRateLimited(t *testing.T) {
+	t.Parallel()
+	st := newStack(t, stackOptions{})
+	tk := st.submitted(t, "GL-8")
+	head := st.f.Push(*tk.Branch)
+	pr := lifecycle.PullRequest{PullRequestRef: lifecycle.PullRequestRef{Owner: "acme", Repo: "web", Number: *tk.PRNumber}}
+	limited := gitlabtest.Fault{Status: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {"30"}}, Body: `{"message":"Retry later"}`}
+	st.f.Inject(gitlabtest.RouteGetMR, limited) // the merge request itself
+	st.f.Inject(gitlabtest.RouteGetMR, limited) // its CI, read beside it
+	if code := st.hook(t, delivery(st.f, pr, lifecycle.ProviderHeadChanged, hookToken)); code != http.StatusAccepted {
+		t.Fatalf("Merge Request Hook while rate limited answered %d, want 202", code)
+	}
+	if err := st.svc.Reconcile(t.Context(), tk.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := st.task(t, tk.ID); got.HeadSHA == nil || *got.HeadSHA != head {
+		t.Errorf("after the reconciler: headSha %v, want %s", got.HeadSHA, head)
 	}
 }

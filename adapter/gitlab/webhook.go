@@ -35,12 +35,31 @@ const maxHookBody = 25 << 20
 //   - Pipeline Hook and Job Hook → checks_changed of the commit (and of
 //     the merge request a merge request pipeline names);
 //   - Deployment Hook → deployment_status, which wakes a [Deployer]
-//     waiting for that deployment.
+//     waiting for a deployment.
 //
 // Other events, and events of other projects, are answered 204. A body
 // over 25 MiB is answered 413 Request Entity Too Large without being
-// parsed; one that is not the event's JSON, 400. A sink that fails is
-// answered 500, so that GitLab delivers the event again.
+// parsed; one that is not the event's JSON, 400.
+//
+// GitLab delivers a failed delivery only when someone resends it by
+// hand, and a hook whose deliveries fail four times in a row is disabled
+// for a while (a minute, doubling up to a day), forty times for good. The
+// handler therefore fails no delivery it has taken, and relies on the
+// reconciler, which reads every task in review again anyway:
+//
+//   - A sink error matching [lifecycle.ErrProvider] means the Service
+//     could not read GitLab while applying the event, and has marked its
+//     tasks to be reconciled at once ([lifecycle.Service.ApplyProviderEvent]):
+//     the delivery was taken, and is answered 202 Accepted.
+//   - The project's settings, read again once SettingsTTL has passed, are
+//     taken as last read when GitLab cannot be read; before any reading
+//     has succeeded an event cannot be mapped to the project, and is
+//     answered 202 Accepted without being passed on (logged).
+//   - Any other sink error (the Store failing) is answered 500: the
+//     delivery was not taken. GitLab will not deliver it again; the
+//     reconciler reads the tasks in review at its next pass, and the 500
+//     shows in the hook's recent events at GitLab, where a hook disabled
+//     by a long outage is enabled again.
 func (a *Adapter) WebhookHandler(sink lifecycle.ProviderEventSink) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
@@ -79,10 +98,10 @@ func (a *Adapter) WebhookHandler(sink lifecycle.ProviderEventSink) http.Handler 
 			http.Error(w, "the delivery is not a "+string(kind)+" payload", http.StatusBadRequest)
 			return
 		}
-		s, err := a.project(r.Context())
+		s, err := a.hookProject(r.Context())
 		if err != nil {
-			a.log.WarnContext(r.Context(), "GitLab webhook: the project could not be read; GitLab delivers again", "event", string(kind), "err", err)
-			http.Error(w, "the project could not be read; deliver again", http.StatusServiceUnavailable)
+			a.log.WarnContext(r.Context(), "GitLab webhook not applied: the project could not be read; the reconciler reads GitLab again", "event", string(kind), "err", err)
+			http.Error(w, "accepted, not applied: the project could not be read; the tasks in review are read again at the next reconciliation", http.StatusAccepted)
 			return
 		}
 		ev, ok := a.providerEvent(s, event)
@@ -96,8 +115,13 @@ func (a *Adapter) WebhookHandler(sink lifecycle.ProviderEventSink) http.Handler 
 			ev.DeliveryID = r.Header.Get("X-Gitlab-Event-UUID")
 		}
 		if err := sink.ApplyProviderEvent(r.Context(), ev); err != nil {
-			a.log.WarnContext(r.Context(), "GitLab webhook not applied; GitLab delivers it again", "event", string(kind), "delivery", ev.DeliveryID, "err", err)
-			http.Error(w, "the event could not be applied; deliver again", http.StatusInternalServerError)
+			if errors.Is(err, lifecycle.ErrProvider) {
+				a.log.WarnContext(r.Context(), "GitLab webhook taken, but GitLab could not be read to apply it; its tasks are reconciled again", "event", string(kind), "delivery", ev.DeliveryID, "err", err)
+				http.Error(w, "accepted: GitLab could not be read to apply it; its tasks are read again", http.StatusAccepted)
+				return
+			}
+			a.log.ErrorContext(r.Context(), "GitLab webhook not taken; GitLab does not deliver it again, the reconciler reads the tasks in review at its next pass", "event", string(kind), "delivery", ev.DeliveryID, "err", err)
+			http.Error(w, "the event could not be taken", http.StatusInternalServerError)
 			return
 		}
 		w.WriteHeader(http.StatusOK)

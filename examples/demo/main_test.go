@@ -40,6 +40,7 @@ func TestGitLabLifecycleThroughTheDemo(t *testing.T) {
 		"links": map[string]any{"issue": "https://issues.example.com/GL-1"}, "context": map[string]any{"project": "gitlab"}})
 	id := task["id"].(string)
 	c.do("POST", "/tasks/"+id+"/start", map[string]any{})
+	f.Push("lifecycle/gl-1") // the agent pushes its work before it submits
 	c.do("POST", "/tasks/"+id+"/submit", map[string]any{"summary": "Fixed the redirect."})
 	mr := f.MergeRequest(1)
 	if mr.State != "opened" || mr.SourceBranch != "lifecycle/gl-1" || mr.TargetBranch != "main" {

@@ -7,13 +7,15 @@
 // default branch "main" and the users alice, bob and carol (IDs 1 to 3).
 // Merge requests, users and webhook payloads are served in the shapes of
 // the real GitLab responses recorded in client-go's testdata (copied into
-// this package, see testdata/README.md); the rest (projects, approvals,
-// commit statuses, deployments) as client-go's own types encode them,
-// whose members are GitLab's. Any access token is accepted; a request
+// this package, see testdata/README.md), and so are the merge commits of
+// merged-results pipelines; the rest (projects, approvals, commit
+// statuses, deployments) as client-go's own types encode them, whose
+// members are GitLab's. Any access token is accepted; a request
 // without one is answered 401.
 //
 // Tests change the project as people and CI would ([Server.Push],
-// [Server.Pipeline], [Server.Approve], [Server.SetReviewerState],
+// [Server.Pipeline], [Server.MergedResultsPipeline], [Server.Approve],
+// [Server.SetReviewerState], [Server.JobDeployment],
 // [Server.SetDeployment], ...), make GitLab misbehave with
 // [Server.Inject], and count the calls the adapter made with
 // [Server.Calls].
@@ -26,6 +28,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -63,10 +66,12 @@ const (
 	RouteApprovals        = "GET /api/v4/projects/{pid}/merge_requests/{iid}/approvals"
 	RouteReviewers        = "GET /api/v4/projects/{pid}/merge_requests/{iid}/reviewers"
 	RouteStatuses         = "GET /api/v4/projects/{pid}/repository/commits/{sha}/statuses"
+	RouteCommit           = "GET /api/v4/projects/{pid}/repository/commits/{sha}"
 	RouteUsers            = "GET /api/v4/users"
 	RouteListDeployments  = "GET /api/v4/projects/{pid}/deployments"
 	RouteCreateDeployment = "POST /api/v4/projects/{pid}/deployments"
 	RouteGetDeployment    = "GET /api/v4/projects/{pid}/deployments/{did}"
+	RouteUpdateDeployment = "PUT /api/v4/projects/{pid}/deployments/{did}"
 )
 
 // Options shape the fake's project.
@@ -81,6 +86,12 @@ type Options struct {
 	// MergeMethod is the project's merge method: "merge" (a merge commit,
 	// the default) or "ff" (fast-forward).
 	MergeMethod string
+	// AutoBranch makes a merge request's missing source branch exist, with
+	// a new commit, as if the agent had pushed it before submitting (for
+	// harnesses that cannot push first, such as adaptertest's). Otherwise,
+	// as at GitLab, opening a merge request from a branch nobody pushed is
+	// answered 400 {"message":{"source_branch":["does not exist"]}}.
+	AutoBranch bool
 }
 
 // Server is the fake GitLab. Its methods are safe for concurrent use.
@@ -99,18 +110,21 @@ type Server struct {
 	users       map[string]int64
 	pipelines   map[int64]*pipeline
 	statuses    []*gl.CommitStatus
+	parents     map[string][]string // merge ref commits by SHA: their parents
 	deployments []*gl.Deployment
 	nextID      int64
 	calls       map[string]int
 	faults      map[string][]Fault
 
-	mrTemplate   map[string]any
-	userTemplate map[string]any
+	mrTemplate     map[string]any
+	userTemplate   map[string]any
+	commitTemplate map[string]any
 }
 
 type mergeRequest struct {
 	iid                  int64
 	id                   int64
+	sourceProject        int64 // ProjectID, or a fork's ID
 	source, target       string
 	title, description   string
 	state                string
@@ -135,11 +149,14 @@ type pipeline struct {
 type MergeRequest struct {
 	// IID is its number in the project.
 	IID int64
+	// SourceProjectID is the project of its source branch: ProjectID, or
+	// a fork's.
+	SourceProjectID int64
 	// SourceBranch and TargetBranch are its branches.
 	SourceBranch, TargetBranch string
 	// Title and Description are as last set.
 	Title, Description string
-	// State is opened, closed or merged.
+	// State is opened, closed, merged, or locked (while a merge runs).
 	State string
 	// SHA is its head commit.
 	SHA string
@@ -172,6 +189,9 @@ type Fault struct {
 	Body string
 	// Apply does the call before answering with the fault.
 	Apply bool
+	// Delay holds the answer back that long (a slow GitLab), or until the
+	// client gives up on the request.
+	Delay time.Duration
 }
 
 // NewServer starts a fake GitLab, closed when t's test ends.
@@ -183,9 +203,10 @@ func NewServer(t testing.TB, opts Options) *Server {
 	s := &Server{
 		t: t, opts: opts,
 		branches: map[string]string{"main": NewSHA()}, users: map[string]int64{},
-		pipelines: map[int64]*pipeline{}, nextID: 100, calls: map[string]int{}, faults: map[string][]Fault{},
+		pipelines: map[int64]*pipeline{}, parents: map[string][]string{}, nextID: 100, calls: map[string]int{}, faults: map[string][]Fault{},
 	}
 	s.mrTemplate = s.payload("get_merge_request.json").(map[string]any)
+	s.commitTemplate = s.payload("get_commit.json").(map[string]any)
 	s.userTemplate = s.payload("list_users.json").([]any)[0].(map[string]any)
 	for i, name := range []string{"alice", "bob", "carol"} {
 		s.users[name] = int64(i + 1)
@@ -208,12 +229,17 @@ func NewServer(t testing.TB, opts Options) *Server {
 				writeJSON(w, http.StatusUnauthorized, map[string]any{"message": "401 Unauthorized"})
 				return
 			}
-			if flt != nil && !flt.Apply {
-				flt.write(w)
-				return
-			}
 			if flt != nil {
-				h(httptest.NewRecorder(), r)
+				if flt.Apply {
+					h(httptest.NewRecorder(), r)
+				}
+				// With the body read, the server notices a client that
+				// gives up.
+				_, _ = io.Copy(io.Discard, r.Body)
+				select {
+				case <-time.After(flt.Delay):
+				case <-r.Context().Done():
+				}
 				flt.write(w)
 				return
 			}
@@ -230,10 +256,12 @@ func NewServer(t testing.TB, opts Options) *Server {
 	route(RouteApprovals, s.getApprovals)
 	route(RouteReviewers, s.getReviewers)
 	route(RouteStatuses, s.getStatuses)
+	route(RouteCommit, s.getCommit)
 	route(RouteUsers, s.listUsers)
 	route(RouteListDeployments, s.listDeployments)
 	route(RouteCreateDeployment, s.createDeployment)
 	route(RouteGetDeployment, s.getDeployment)
+	route(RouteUpdateDeployment, s.updateDeployment)
 	s.srv = httptest.NewServer(mux)
 	s.URL = s.srv.URL
 	t.Cleanup(s.srv.Close)
@@ -289,7 +317,7 @@ func (s *Server) pushLocked(branch string) string {
 	c := NewSHA()
 	s.branches[branch] = c
 	for _, mr := range s.mrs {
-		if mr.source == branch && mr.state == "opened" {
+		if mr.sourceProject == ProjectID && mr.source == branch && mr.state == "opened" {
 			mr.sha = c
 			if s.opts.ResetApprovalsOnPush {
 				mr.approvedBy = nil
@@ -297,6 +325,30 @@ func (s *Server) pushLocked(branch string) string {
 		}
 	}
 	return c
+}
+
+// OpenForkMergeRequest opens a merge request into the project's target
+// branch from branch of another project, a fork whose ID is
+// sourceProjectID, as someone outside the project may, and returns its
+// IID. Its head is a commit of the fork; pushes to the project's own
+// branch of that name do not move it. GitLab's list of the project's merge
+// requests filtered by source_branch includes it, whatever its source
+// project.
+func (s *Server) OpenForkMergeRequest(sourceProjectID int64, branch, target, title string) int64 {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sourceProjectID == ProjectID {
+		s.t.Fatalf("gitlabtest: a fork's project ID must not be the project's (%d)", ProjectID)
+	}
+	if _, ok := s.branches[target]; !ok {
+		s.t.Fatalf("gitlabtest: no target branch %q", target)
+	}
+	s.nextID++
+	mr := &mergeRequest{iid: int64(len(s.mrs) + 1), id: s.nextID, sourceProject: sourceProjectID, source: branch, target: target,
+		title: title, state: "opened", sha: NewSHA(), detailed: "mergeable", reviewerState: map[int64]string{}}
+	s.mrs = append(s.mrs, mr)
+	return mr.iid
 }
 
 // Pipeline runs a pipeline for merge request iid at its current head,
@@ -323,6 +375,36 @@ func (s *Server) newPipelineLocked(mr *mergeRequest, status string) *pipeline {
 	s.pipelines[p.id] = p
 	mr.headPipeline = p.id
 	return p
+}
+
+// MergedResultsPipeline runs a merged-results pipeline (GitLab Premium's
+// "pipelines for merged results", also what a merge train runs) for merge
+// request iid: a pipeline on refs/merge-requests/<iid>/merge at a new
+// commit merging the merge request's head into its target branch, which
+// becomes the head pipeline. Its jobs (Name, Status and optionally
+// AllowFailure and TargetURL set) are recorded as commit statuses of that
+// merge commit. It returns the pipeline's ID and the merge commit's SHA.
+//
+// As at GitLab, the head pipeline stays this one after a push until a
+// pipeline of the new head is run.
+func (s *Server) MergedResultsPipeline(iid int64, status string, jobs ...*gl.CommitStatus) (id int64, mergeSHA string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	mr := s.mr(iid)
+	mergeSHA = NewSHA()
+	s.parents[mergeSHA] = []string{s.branches[mr.target], mr.sha}
+	s.nextID++
+	ref := fmt.Sprintf("refs/merge-requests/%d/merge", iid)
+	p := &pipeline{id: s.nextID, sha: mergeSHA, ref: ref, status: status,
+		webURL: fmt.Sprintf("%s/%s/-/pipelines/%d", s.URL, ProjectPath, s.nextID)}
+	s.pipelines[p.id] = p
+	mr.headPipeline = p.id
+	for _, j := range jobs {
+		s.nextID++
+		j.ID, j.SHA, j.Ref, j.PipelineID = s.nextID, mergeSHA, ref, p.id
+		s.statuses = append(s.statuses, j)
+	}
+	return p.id, mergeSHA
 }
 
 // SetCheck makes the head pipeline of the open merge request whose head
@@ -394,11 +476,24 @@ func (s *Server) SetReviewerState(iid int64, user, state string) {
 }
 
 // SetDetailedMergeStatus sets merge request iid's detailed_merge_status;
-// any value but "mergeable" makes a merge answer 422.
+// any value but "mergeable" makes a merge answer 405, as GitLab does for a
+// merge request that cannot be merged (not approved, a draft, conflicts,
+// blocking discussions, a failed or running pipeline, mergeability not
+// checked yet: checking, unchecked, preparing, approvals_syncing, ...).
 func (s *Server) SetDetailedMergeStatus(iid int64, status string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.mr(iid).detailed = status
+}
+
+// LockForMerge makes merge request iid locked, the state GitLab gives a
+// merge request while it merges it (a person pressed the merge button, a
+// merge train merges it): a merge meanwhile answers 405. MergeByHand then
+// finishes the merge.
+func (s *Server) LockForMerge(iid int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mr(iid).state = "locked"
 }
 
 // MergeByHand merges merge request iid at its head with a merge commit,
@@ -434,7 +529,7 @@ func (s *Server) MergeRequest(iid int64) MergeRequest {
 	defer s.mu.Unlock()
 	mr := s.mr(iid)
 	return MergeRequest{
-		IID: mr.iid, SourceBranch: mr.source, TargetBranch: mr.target, Title: mr.title, Description: mr.description,
+		IID: mr.iid, SourceProjectID: mr.sourceProject, SourceBranch: mr.source, TargetBranch: mr.target, Title: mr.title, Description: mr.description,
 		State: mr.state, SHA: mr.sha, MergeCommitSHA: mr.mergeCommit, SquashCommitSHA: mr.squashC,
 		ReviewerIDs: slices.Clone(mr.reviewers), DetailedMergeStatus: mr.detailed, ApprovedBy: slices.Clone(mr.approvedBy),
 		HeadPipelineID: mr.headPipeline, ReviewerStates: maps.Clone(mr.reviewerState), SquashOnMerge: mr.squash,
@@ -442,20 +537,64 @@ func (s *Server) MergeRequest(iid int64) MergeRequest {
 }
 
 // RunningDeployment returns the ID of the running deployment of sha to
-// the environment env, or 0.
+// the environment env recorded through the Deployments API (not by a CI
+// job), or 0.
 func (s *Server) RunningDeployment(env, sha string) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, d := range s.deployments {
-		if d.Environment.Name == env && d.SHA == sha && d.Status == "running" {
+		if d.Environment.Name == env && d.SHA == sha && d.Status == "running" && d.Deployable.ID == 0 {
 			return d.ID
 		}
 	}
 	return 0
 }
 
-// SetDeployment sets the status of deployment id (success, failed,
-// canceled), as the team's deploy job does.
+// Deployment returns the status of deployment id and whether a CI job made
+// it, failing the test if there is none.
+func (s *Server) Deployment(id int64) (status string, byJob bool) {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, d := range s.deployments {
+		if d.ID == id {
+			return d.Status, d.Deployable.ID != 0
+		}
+	}
+	s.t.Fatalf("gitlabtest: no deployment %d", id)
+	return "", false
+}
+
+// JobDeployment records the deployment a CI job with environment: env
+// makes for a pipeline of ref at sha, as GitLab does when it creates the
+// pipeline: linked to the job (its "deployable"), with status created
+// (the job waits or is manual), and later running, success, failed,
+// canceled, skipped or blocked (waiting for approval) as the job goes,
+// which [Server.SetDeployment] sets. GitLab refuses to update such a
+// deployment through the API. It returns the deployment's ID.
+func (s *Server) JobDeployment(env, sha, ref, status string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now().UTC()
+	d := s.newDeploymentLocked(env, ref, sha, status, now)
+	s.nextID++
+	pipeline := s.nextID
+	s.nextID++
+	d.Deployable = gl.DeploymentDeployable{ID: s.nextID, Status: jobStatus(status), Stage: "deploy", Name: "deploy-" + env, Ref: ref, CreatedAt: &now,
+		Pipeline: gl.DeploymentDeployablePipeline{ID: pipeline, SHA: sha, Ref: ref, Status: jobStatus(status), CreatedAt: &now, UpdatedAt: &now}}
+	return d.ID
+}
+
+// jobStatus is the status of a deploy job whose deployment has status st.
+func jobStatus(st string) string {
+	if st == "blocked" {
+		return "manual" // waiting for a deployment approval
+	}
+	return st
+}
+
+// SetDeployment sets the status of deployment id (running, success,
+// failed, canceled, ...), as the team's deploy job or deploy system does.
 func (s *Server) SetDeployment(id int64, status string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -464,8 +603,33 @@ func (s *Server) SetDeployment(id int64, status string) {
 			d.Status = status
 			now := time.Now().UTC()
 			d.UpdatedAt = &now
+			if d.Deployable.ID != 0 {
+				d.Deployable.Status = jobStatus(status)
+				d.Deployable.Pipeline.Status = jobStatus(status)
+			}
 		}
 	}
+}
+
+func (s *Server) newDeploymentLocked(env, ref, sha, status string, now time.Time) *gl.Deployment {
+	s.nextID++
+	d := &gl.Deployment{ID: s.nextID, IID: int64(len(s.deployments) + 1), Ref: ref, SHA: sha, Status: status,
+		CreatedAt: &now, UpdatedAt: &now,
+		Environment: &gl.Environment{ID: 7, Name: env, Slug: env, ExternalURL: "https://" + env + ".example.com"}}
+	s.deployments = append(s.deployments, d)
+	return d
+}
+
+// deploymentJSON renders a deployment as GitLab does: "deployable" is the
+// job that made it, or null for one recorded through the API.
+func deploymentJSON(d *gl.Deployment) map[string]any {
+	b, _ := json.Marshal(d)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	if d.Deployable.ID == 0 {
+		m["deployable"] = nil
+	}
+	return m
 }
 
 // mr returns merge request iid, failing the test if there is none.
@@ -553,21 +717,30 @@ func (s *Server) createMR(w http.ResponseWriter, r *http.Request) {
 	if !s.project(w, r) {
 		return
 	}
+	// GitLab's validation errors: 400 with the model's errors keyed by
+	// attribute.
+	invalid := map[string][]string{}
 	if _, ok := s.branches[body.TargetBranch]; !ok {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"message": []string{"Target branch is invalid"}})
+		invalid["target_branch"] = []string{"does not exist"}
+	}
+	if _, ok := s.branches[body.SourceBranch]; !ok && !s.opts.AutoBranch {
+		invalid["source_branch"] = []string{"does not exist"}
+	}
+	if len(invalid) > 0 {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"message": invalid})
 		return
 	}
 	for _, mr := range s.mrs {
-		if mr.source == body.SourceBranch && mr.target == body.TargetBranch && mr.state == "opened" {
+		if mr.sourceProject == ProjectID && mr.source == body.SourceBranch && mr.target == body.TargetBranch && mr.state == "opened" {
 			writeJSON(w, http.StatusConflict, map[string]any{"message": []string{fmt.Sprintf("Another open merge request already exists for this source branch: !%d", mr.iid)}})
 			return
 		}
 	}
 	if _, ok := s.branches[body.SourceBranch]; !ok {
-		s.pushLocked(body.SourceBranch) // the agent pushed its work
+		s.pushLocked(body.SourceBranch) // AutoBranch: the agent pushed its work
 	}
 	s.nextID++
-	mr := &mergeRequest{iid: int64(len(s.mrs) + 1), id: s.nextID, source: body.SourceBranch, target: body.TargetBranch, title: body.Title,
+	mr := &mergeRequest{iid: int64(len(s.mrs) + 1), id: s.nextID, sourceProject: ProjectID, source: body.SourceBranch, target: body.TargetBranch, title: body.Title,
 		description: body.Description, state: "opened", sha: s.branches[body.SourceBranch],
 		squash: body.Squash, detailed: "mergeable", reviewerState: map[int64]string{}}
 	mr.setReviewers(body.ReviewerIDs)
@@ -640,9 +813,12 @@ func (s *Server) updateMR(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.mrJSON(mr))
 }
 
-// mergeMR answers as GitLab's PUT .../merge: 405 when the merge request
-// is not open, 422 when it is not mergeable, 409 when sha is not its
-// head, 200 with the merged merge request.
+// mergeMR answers as GitLab's PUT .../merge ("Merge a merge request"):
+// 405 Method Not Allowed when it cannot be merged (not open: closed,
+// merged, or locked while a merge runs; or its detailed_merge_status is
+// not mergeable), 409 when sha is not its head, 200 with the merged merge
+// request. GitLab's 422 "Branch cannot be merged", a merge that failed
+// while being made, is given with [Server.Inject].
 func (s *Server) mergeMR(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		SHA    string `json:"sha"`
@@ -663,7 +839,7 @@ func (s *Server) mergeMR(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusMethodNotAllowed, map[string]any{"message": "405 Method Not Allowed"})
 		return
 	case mr.detailed != "mergeable":
-		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": "Branch cannot be merged"})
+		writeJSON(w, http.StatusMethodNotAllowed, map[string]any{"message": "405 Method Not Allowed"})
 		return
 	case body.SHA != "" && body.SHA != mr.sha:
 		writeJSON(w, http.StatusConflict, map[string]any{"message": "SHA does not match HEAD of source branch: " + mr.sha})
@@ -742,6 +918,27 @@ func (s *Server) getStatuses(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// getCommit answers GET .../repository/commits/:sha for the merge commits
+// of merged-results pipelines, in the shape of the recorded commit.
+func (s *Server) getCommit(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.project(w, r) {
+		return
+	}
+	sha := r.PathValue("sha")
+	parents, ok := s.parents[sha]
+	if !ok {
+		writeJSON(w, http.StatusNotFound, map[string]any{"message": "404 Commit Not Found"})
+		return
+	}
+	c := maps.Clone(s.commitTemplate)
+	c["id"], c["short_id"], c["parent_ids"], c["project_id"] = sha, sha[:11], parents, ProjectID
+	c["title"] = "Merge branch into target"
+	c["message"], c["last_pipeline"], c["status"] = c["title"], nil, nil
+	writeJSON(w, http.StatusOK, c)
+}
+
 func (s *Server) listUsers(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -759,10 +956,10 @@ func (s *Server) listDeployments(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	env := r.URL.Query().Get("environment")
-	out := []*gl.Deployment{}
+	out := []any{}
 	for _, d := range slices.Backward(s.deployments) { // order_by id, sort desc
 		if env == "" || d.Environment.Name == env {
-			out = append(out, d)
+			out = append(out, deploymentJSON(d))
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -784,29 +981,57 @@ func (s *Server) createDeployment(w http.ResponseWriter, r *http.Request) {
 	if !s.project(w, r) {
 		return
 	}
-	s.nextID++
-	now := time.Now().UTC()
-	d := &gl.Deployment{ID: s.nextID, IID: int64(len(s.deployments) + 1), Ref: body.Ref, SHA: body.SHA, Status: body.Status,
-		CreatedAt: &now, UpdatedAt: &now,
-		Environment: &gl.Environment{ID: 7, Name: body.Environment, Slug: body.Environment, ExternalURL: "https://" + body.Environment + ".example.com"}}
-	s.deployments = append(s.deployments, d)
-	writeJSON(w, http.StatusCreated, d)
+	d := s.newDeploymentLocked(body.Environment, body.Ref, body.SHA, body.Status, time.Now().UTC())
+	writeJSON(w, http.StatusCreated, deploymentJSON(d))
+}
+
+// deployment returns the deployment of a request's {did}, or answers 404.
+func (s *Server) deployment(w http.ResponseWriter, r *http.Request) *gl.Deployment {
+	if !s.project(w, r) {
+		return nil
+	}
+	id, _ := strconv.ParseInt(r.PathValue("did"), 10, 64)
+	for _, d := range s.deployments {
+		if d.ID == id {
+			return d
+		}
+	}
+	writeJSON(w, http.StatusNotFound, map[string]any{"message": "404 Not found"})
+	return nil
 }
 
 func (s *Server) getDeployment(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.project(w, r) {
+	if d := s.deployment(w, r); d != nil {
+		writeJSON(w, http.StatusOK, deploymentJSON(d))
+	}
+}
+
+// updateDeployment answers PUT .../deployments/:id {"status": ...}; a
+// deployment made by a CI job is GitLab's 403.
+func (s *Server) updateDeployment(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Status string `json:"status"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"message": err.Error()})
 		return
 	}
-	id, _ := strconv.ParseInt(r.PathValue("did"), 10, 64)
-	for _, d := range s.deployments {
-		if d.ID == id {
-			writeJSON(w, http.StatusOK, d)
-			return
-		}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := s.deployment(w, r)
+	if d == nil {
+		return
 	}
-	writeJSON(w, http.StatusNotFound, map[string]any{"message": "404 Not found"})
+	if d.Deployable.ID != 0 {
+		writeJSON(w, http.StatusForbidden, map[string]any{"message": "403 Forbidden - Deployments created using GitLab CI can not be updated using the API"})
+		return
+	}
+	d.Status = body.Status
+	now := time.Now().UTC()
+	d.UpdatedAt = &now
+	writeJSON(w, http.StatusOK, deploymentJSON(d))
 }
 
 // mrJSON renders a merge request in the shape of the recorded response.
@@ -814,7 +1039,7 @@ func (s *Server) mrJSON(mr *mergeRequest) map[string]any {
 	m := maps.Clone(s.mrTemplate)
 	web := fmt.Sprintf("%s/%s/-/merge_requests/%d", s.URL, ProjectPath, mr.iid)
 	m["id"], m["iid"], m["project_id"] = mr.id, mr.iid, ProjectID
-	m["source_project_id"], m["target_project_id"] = ProjectID, ProjectID
+	m["source_project_id"], m["target_project_id"] = mr.sourceProject, ProjectID
 	m["title"], m["description"], m["state"] = mr.title, mr.description, mr.state
 	m["source_branch"], m["target_branch"] = mr.source, mr.target
 	m["sha"], m["merge_commit_sha"], m["squash_commit_sha"] = mr.sha, nullable(mr.mergeCommit), nullable(mr.squashC)
