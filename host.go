@@ -124,7 +124,9 @@ type DeploymentObserver interface {
 // ProviderEventSink takes provider events; [*Service] is one.
 type ProviderEventSink interface {
 	// ApplyProviderEvent applies one event. An error means it was not
-	// applied (the host should deliver it again).
+	// applied; neither GitHub nor GitLab delivers a failed webhook again
+	// by itself, so what it would have told is learned by the
+	// reconciler's next reading of the task (Config.ReconcileInterval).
 	ApplyProviderEvent(ctx context.Context, ev ProviderEvent) error
 }
 
