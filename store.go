@@ -37,6 +37,10 @@ type Store interface {
 	// DeleteEventsBefore deletes the events that occurred before t and
 	// returns how many it deleted. Sequences are never reused.
 	DeleteEventsBefore(ctx context.Context, t time.Time) (int64, error)
+	// EventsPrunedThrough returns the greatest sequence of an event that
+	// DeleteEventsBefore deleted, or 0: the events after it that still
+	// exist are all there is.
+	EventsPrunedThrough(ctx context.Context) (int64, error)
 
 	// Submission returns the submission with the given ID.
 	Submission(ctx context.Context, id string) (Submission, error)

@@ -204,8 +204,21 @@ func (s *Store) LastEventSequence(ctx context.Context) (int64, error) {
 	return seq, nil
 }
 
+// EventsPrunedThrough implements lifecycle.Store from the sequence
+// DeleteEventsBefore keeps.
+func (s *Store) EventsPrunedThrough(ctx context.Context) (int64, error) {
+	if s.closed.Load() {
+		return 0, errClosed
+	}
+	var seq int64
+	if err := s.pool.QueryRow(ctx, "SELECT max_seq FROM event_pruned").Scan(&seq); err != nil {
+		return 0, fmt.Errorf("postgres: events pruned through: %w", s.translate(err))
+	}
+	return seq, nil
+}
+
 // DeleteEventsBefore implements lifecycle.Store. It keeps the greatest
-// sequence it deletes, for LastEventSequence.
+// sequence it deletes, for LastEventSequence and EventsPrunedThrough.
 func (s *Store) DeleteEventsBefore(ctx context.Context, t time.Time) (int64, error) {
 	var total int64
 	for {

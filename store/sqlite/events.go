@@ -111,8 +111,22 @@ func (s *Store) LastEventSequence(ctx context.Context) (int64, error) {
 	return seq, nil
 }
 
+// EventsPrunedThrough implements lifecycle.Store from the table a trigger
+// on the deletion of events keeps.
+func (s *Store) EventsPrunedThrough(ctx context.Context) (int64, error) {
+	if s.closed.Load() {
+		return 0, errClosed
+	}
+	var seq int64
+	if err := s.r.QueryRowContext(ctx, "SELECT max_seq FROM event_pruned").Scan(&seq); err != nil {
+		return 0, fmt.Errorf("sqlite: events pruned through: %w", translate(err))
+	}
+	return seq, nil
+}
+
 // DeleteEventsBefore implements lifecycle.Store. It deletes in batches so
-// that writers are not held up by a large prune.
+// that writers are not held up by a large prune; a trigger keeps the
+// greatest sequence deleted (EventsPrunedThrough).
 func (s *Store) DeleteEventsBefore(ctx context.Context, t time.Time) (int64, error) {
 	n, err := s.deleteInBatches(ctx, "DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE occurred_at < ? ORDER BY seq LIMIT ?)", millis(t))
 	if err != nil {

@@ -49,6 +49,22 @@ func TestMigratesFromVersion6(t *testing.T) {
 			t.Fatalf("the schema of version 6: %v", err)
 		}
 	}
+	// Events 5 and 6 kept: 1 to 4 were pruned (their task is gone too).
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		"PRAGMA foreign_keys = OFF",
+		`INSERT INTO events (seq, id, type, task_id, task_version, occurred_at, data) VALUES (5, 'evt_5', 'task.updated', 'tsk_gone', 5, 0, x'7b7d')`,
+		`INSERT INTO events (seq, id, type, task_id, task_version, occurred_at, data) VALUES (6, 'evt_6', 'task.updated', 'tsk_gone', 6, 0, x'7b7d')`,
+		"PRAGMA foreign_keys = ON",
+	} {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			t.Fatalf("events of version 6: %v", err)
+		}
+	}
+	conn.Close()
 	version := func() int {
 		t.Helper()
 		var v int
@@ -77,6 +93,9 @@ func TestMigratesFromVersion6(t *testing.T) {
 	page, err := s.Deliveries(ctx, lifecycle.DeliveryFilter{SubscriptionID: "whs_old", EventID: "evt_old", Limit: 10})
 	if err != nil || len(page.Deliveries) != 1 || page.Deliveries[0].ID != "dlv_old" {
 		t.Errorf("Deliveries of evt_old after migrating = %v, %v; want dlv_old", page.Deliveries, err)
+	}
+	if through, err := s.EventsPrunedThrough(ctx); err != nil || through != 4 {
+		t.Errorf("EventsPrunedThrough after migrating = %d, %v; want 4, below the oldest event kept", through, err)
 	}
 	cs := lifecycle.ConsoleSession{Hash: []byte{1, 2, 3}, KeyID: "key_1", KeyHash: []byte{4, 5, 6},
 		CreatedAt: lifecycle.NewTimestamp(time.Now()), ExpiresAt: lifecycle.NewTimestamp(time.Now().Add(time.Hour))}

@@ -567,9 +567,15 @@ func testEventsPruneKeepsSequence(t *testing.T, h Harness) {
 	create(t, s, task)
 	old, recent := event(task.ID, 1, ts(0)), event(task.ID, 2, ts(time.Hour))
 	appendEvents(t, s, &old, &recent)
+	if through, err := s.EventsPrunedThrough(t.Context()); err != nil || through != 0 {
+		t.Errorf("EventsPrunedThrough before any prune = %d, %v; want 0", through, err)
+	}
 	n, err := s.DeleteEventsBefore(t.Context(), base.Add(time.Minute))
 	if err != nil || n != 1 {
 		t.Fatalf("DeleteEventsBefore = %d, %v; want 1", n, err)
+	}
+	if through, err := s.EventsPrunedThrough(t.Context()); err != nil || through != old.Sequence {
+		t.Errorf("EventsPrunedThrough = %d, %v; want %d, the sequence pruned", through, err, old.Sequence)
 	}
 	got, err := s.Events(t.Context(), lifecycle.EventFilter{Limit: 10})
 	if err != nil || len(got) != 1 || got[0].ID != recent.ID {
@@ -582,6 +588,16 @@ func testEventsPruneKeepsSequence(t *testing.T, h Harness) {
 	last, err := s.LastEventSequence(t.Context())
 	if err != nil || last != recent.Sequence {
 		t.Errorf("LastEventSequence after pruning all = %d, %v; want %d", last, err, recent.Sequence)
+	}
+	if through, err := s.EventsPrunedThrough(t.Context()); err != nil || through != recent.Sequence {
+		t.Errorf("EventsPrunedThrough after pruning all = %d, %v; want %d", through, err, recent.Sequence)
+	}
+	// Nothing deleted: the mark stays.
+	if _, err := s.DeleteEventsBefore(t.Context(), base); err != nil {
+		t.Fatal(err)
+	}
+	if through, _ := s.EventsPrunedThrough(t.Context()); through != recent.Sequence {
+		t.Errorf("EventsPrunedThrough after a prune that deleted nothing = %d, want %d", through, recent.Sequence)
 	}
 	next := event(task.ID, 3, ts(3*time.Hour))
 	appendEvents(t, s, &next)

@@ -22,3 +22,15 @@ CREATE INDEX webhook_deliveries_by_event ON webhook_deliveries (subscription_id,
 -- The ship operations of a task, oldest first. (submissions_by_task, of
 -- 0002, serves the submissions of a task.)
 CREATE INDEX ship_operations_by_task ON ship_operations (task_id, pos);
+
+-- The greatest sequence of an event pruned, kept by a trigger: a replay
+-- from before it cannot deliver every event it asks for. A database
+-- pruned before this migration counts everything below its oldest event
+-- as pruned.
+CREATE TABLE event_pruned (max_seq INTEGER NOT NULL);
+INSERT INTO event_pruned (max_seq)
+	SELECT COALESCE((SELECT min(seq) - 1 FROM events), (SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0);
+CREATE TRIGGER events_pruned AFTER DELETE ON events
+BEGIN
+	UPDATE event_pruned SET max_seq = max(max_seq, OLD.seq);
+END;
