@@ -187,9 +187,11 @@ func (d *dispatcher) claim(ctx context.Context) {
 		if !now.Before(d.leaseUntil.Add(-s.cfg.WebhookPollInterval)) {
 			// The leases could not be renewed and are about to end: another
 			// Service may take the subscriptions over, so stop delivering.
-			for subID, w := range d.workers {
+			// A stopped worker stays in workers until it has ended (its
+			// last record done), so that no claim starts a second one
+			// beside it.
+			for _, w := range d.workers {
 				w.cancel()
-				delete(d.workers, subID)
 			}
 		}
 		return
@@ -236,8 +238,7 @@ func (d *dispatcher) claim(ctx context.Context) {
 	}
 	for subID, w := range d.workers {
 		if !keep[subID] {
-			w.cancel()
-			delete(d.workers, subID)
+			w.cancel() // forgotten by workerEnded once it has ended
 		}
 	}
 }
@@ -278,13 +279,16 @@ func (d *dispatcher) forgetDeleted(n uint64) {
 	}
 }
 
-// workerEnded forgets w when it stopped on its own.
+// workerEnded forgets w once it has ended, stopped on its own or
+// cancelled, unless another took its place, and has the dispatcher claim
+// again: a claim made while w was ending started no worker beside it.
 func (d *dispatcher) workerEnded(w *subWorker) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.workers[w.sub.ID] == w {
 		delete(d.workers, w.sub.ID)
 	}
+	d.subscriptionsChanged()
 }
 
 // shutdown stops every worker, waits for them and gives their leases up
@@ -419,7 +423,11 @@ func (w *subWorker) run() {
 	recordTimer := time.NewTimer(time.Hour)
 	recordTimer.Stop()
 	defer recordTimer.Stop()
-	poked := false // an operator changed the subscription: record, to see a rewind
+	// An operator changed the subscription: record, to see a rewind. A
+	// worker that starts on a rewound subscription records before it
+	// delivers anything, so that the rewind it started at is not applied
+	// again at its first record.
+	poked := w.sub.Rewound
 	flush := func(ctx context.Context) error {
 		if len(unrecorded) == 0 && pos == recorded && !poked {
 			return nil
@@ -871,7 +879,7 @@ func (w *subWorker) record(ctx context.Context, attempts []*attempt, next int64)
 	w.rev = rev
 	if disabled {
 		s.log.Warn("webhooks: the receiver answered 410 Gone; subscription disabled", "subscription", w.sub.ID)
-		w.failPending(ctx, "the subscription was disabled: its receiver answered 410 Gone")
+		w.failPending(ctx, "the subscription was disabled: its receiver answered 410 Gone", rev)
 		return time.Time{}, nil, errLeaseLost
 	}
 	if rewound != nil {
@@ -880,16 +888,26 @@ func (w *subWorker) record(ctx context.Context, attempts []*attempt, next int64)
 	return retryAt, rewound, nil
 }
 
-// failPending marks every pending attempt of the subscription failed, for
-// none will follow.
-func (w *subWorker) failPending(ctx context.Context, reason string) {
+// failPending marks every pending attempt of the subscription failed, with
+// no next attempt, for none will follow: the subscription was disabled at
+// revision rev. It stops as soon as the subscription is no longer so (an
+// operator enabled it): the attempts pending then are the new life's.
+func (w *subWorker) failPending(ctx context.Context, reason string, rev int64) {
 	s := w.d.s
+	errEnabled := errors.New("enabled again")
 	for {
 		pending, err := s.store.PendingDeliveries(ctx, w.sub.ID, webhookBatch)
 		if err == nil && len(pending) > 0 {
 			err = s.updateRelaxed(ctx, func(tx Tx) error {
+				sub, err := tx.Subscription(ctx, w.sub.ID)
+				if err != nil {
+					return err
+				}
+				if sub.Status != SubscriptionDisabled || sub.Revision != rev {
+					return errEnabled
+				}
 				for _, p := range pending {
-					p.Status, p.Body, p.Error = DeliveryFailed, nil, ptr(reason)
+					p.Status, p.Body, p.Error, p.NextAttemptAt = DeliveryFailed, nil, ptr(reason), nil
 					if err := tx.UpdateDelivery(ctx, p); err != nil {
 						return err
 					}
@@ -897,10 +915,14 @@ func (w *subWorker) failPending(ctx context.Context, reason string) {
 				return nil
 			})
 		}
-		if err != nil {
-			s.log.Error("webhooks: mark the pending deliveries of a disabled subscription failed", "subscription", w.sub.ID, "err", err)
-		}
-		if err != nil || len(pending) < webhookBatch {
+		switch {
+		case errors.Is(err, errEnabled) || errors.Is(err, ErrNotFound):
+			return
+		case err != nil:
+			s.log.Error("webhooks: mark the pending deliveries of a disabled subscription failed; they are attempted if it is enabled again",
+				"subscription", w.sub.ID, "err", err)
+			return
+		case len(pending) < webhookBatch:
 			return
 		}
 	}

@@ -93,8 +93,8 @@ type replayEnvelope struct {
 // stored cursor back to from at most, for a dispatcher that starts afresh;
 // respond, when set, runs in the transaction.
 func (s *Service) replay(ctx context.Context, subID string, from int64, respond func(tx Tx, r *Replay) error) (Replay, error) {
-	if !validSubscriptionID(subID) {
-		return Replay{}, notFound("event subscription", subID)
+	if _, err := s.Subscription(ctx, subID); err != nil {
+		return Replay{}, err // an unknown subscription is 404 whatever the sequence
 	}
 	last, err := s.store.LastEventSequence(ctx)
 	if err != nil {
@@ -103,19 +103,13 @@ func (s *Service) replay(ctx context.Context, subID string, from int64, respond 
 	if from > last {
 		return Replay{}, invalid("fromSequence", fmt.Sprintf("is after the last event, whose sequence is %d", last))
 	}
-	// Pruning deletes the oldest events first: the range is whole when
-	// the oldest stored event comes right after from, or before it.
-	oldest := last + 1
-	first, err := s.store.Events(ctx, EventFilter{Limit: 1})
+	pruned, err := s.store.EventsPrunedThrough(ctx)
 	if err != nil {
 		return Replay{}, fmt.Errorf("replay: %w", err)
 	}
-	if len(first) > 0 {
-		oldest = first[0].Sequence
-	}
-	if from < oldest-1 && from < last {
-		return Replay{}, fmt.Errorf("the events after sequence %d are no longer all stored (events are kept %d hours; the oldest stored is %d): replay from %d or later: %w",
-			from, int64(s.cfg.EventRetention/time.Hour), oldest, oldest-1, ErrCursorExpired)
+	if from < pruned {
+		return Replay{}, fmt.Errorf("events after sequence %d, through %d, were pruned (events are kept %d hours): replay from %d or later: %w",
+			from, pruned, int64(s.cfg.EventRetention/time.Hour), pruned, ErrCursorExpired)
 	}
 	out := Replay{SubscriptionID: subID, FromSequence: from, ThroughSequence: last}
 	err = s.store.Update(ctx, func(tx Tx) error {
@@ -162,12 +156,13 @@ func validDeliveryID(s string) bool { return id.Valid(s, "dlv_") }
 // is not left to wait for its schedule, and a failed one is attempted once
 // more, with the body it was first sent with. The automatic schedule goes
 // on after a failed retry while fewer than 8 attempts were made; each
-// retry asked for beyond that is one attempt. Only the newest attempt at
-// an event can be retried.
+// retry asked for beyond that is one attempt. Only the last attempt of a
+// delivery's chain can be retried: a failed attempt that another
+// followed (its NextAttemptAt is set) cannot.
 //
 // It returns the attempt, now pending and due, or an error matching
 // ErrNotFound (no such attempt of that subscription), ErrConflict (it
-// succeeded, a newer attempt followed it, or the subscription is
+// succeeded, another attempt followed it, or the subscription is
 // disabled), or ErrCursorExpired (a failed attempt whose event was pruned:
 // its body is gone).
 func (s *Service) RetryDelivery(ctx context.Context, subID, deliveryID string) (Delivery, error) {
@@ -177,68 +172,71 @@ func (s *Service) RetryDelivery(ctx context.Context, subID, deliveryID string) (
 	if !validDeliveryID(deliveryID) {
 		return Delivery{}, notFound("delivery", deliveryID)
 	}
-	// The newest attempt at the event, to tell whether this one was
-	// followed by another. Only a dispatcher's record or another retry
-	// changes an attempt; the transaction below refuses if this one
-	// changed since it was read here.
-	newest, err := s.latestAttempt(ctx, subID, deliveryID)
-	if err != nil {
-		return Delivery{}, err
-	}
-	if newest.ID != deliveryID {
-		return Delivery{}, &ConflictError{Reason: "delivery_superseded",
-			Message: fmt.Sprintf("delivery %s was followed by attempt %d (%s); retry the newest attempt at the event", deliveryID, newest.Attempt, newest.ID)}
-	}
-	var body []byte
-	if newest.Status == DeliveryFailed {
-		// A failed attempt keeps no body: encode the event again.
-		e, err := s.store.Event(ctx, newest.EventID)
-		if errors.Is(err, ErrNotFound) {
-			return Delivery{}, fmt.Errorf("event %s of delivery %s is no longer stored (events are kept %d hours), so it cannot be sent again: %w",
-				newest.EventID, deliveryID, int64(s.cfg.EventRetention/time.Hour), ErrCursorExpired)
-		}
-		if err != nil {
-			return Delivery{}, fmt.Errorf("retry delivery %s: %w", deliveryID, err)
-		}
-		body = newRingEvent(&e, s.log).body
-	}
-	var d Delivery
-	err = s.store.Update(ctx, func(tx Tx) error {
-		sub, err := subscriptionIn(ctx, tx, subID)
-		if err != nil {
-			return err
-		}
-		if sub.Status != SubscriptionActive {
-			return &ConflictError{Reason: "subscription_disabled",
-				Message: fmt.Sprintf("subscription %s is disabled; enable it (POST /event-subscriptions/%s/enable) before retrying its deliveries", subID, subID)}
-		}
-		d, err = tx.Delivery(ctx, deliveryID)
-		if errors.Is(err, ErrNotFound) || (err == nil && d.SubscriptionID != subID) {
-			return notFound("delivery", deliveryID)
-		}
-		if err != nil {
-			return err
-		}
+	// Everything is decided in one transaction, on the attempt read for
+	// update: another retry, or the dispatcher recording the next attempt,
+	// commits before or after it, never between the check and the change.
+	// A failed attempt keeps no body: the first pass finds which event to
+	// encode again, the second uses it.
+	var (
+		d    Delivery
+		body []byte
+	)
+	for {
+		var needEvent string
+		err := s.store.Update(ctx, func(tx Tx) error {
+			needEvent = ""
+			sub, err := subscriptionIn(ctx, tx, subID)
+			if err != nil {
+				return err
+			}
+			if sub.Status != SubscriptionActive {
+				return &ConflictError{Reason: "subscription_disabled",
+					Message: fmt.Sprintf("subscription %s is disabled; enable it (POST /event-subscriptions/%s/enable) before retrying its deliveries", subID, subID)}
+			}
+			d, err = tx.Delivery(ctx, deliveryID)
+			if errors.Is(err, ErrNotFound) || (err == nil && d.SubscriptionID != subID) {
+				return notFound("delivery", deliveryID)
+			}
+			if err != nil {
+				return err
+			}
+			switch {
+			case d.Status == DeliverySucceeded:
+				return &ConflictError{Reason: "delivery_succeeded", Message: fmt.Sprintf("delivery %s succeeded; there is nothing to retry", deliveryID)}
+			case d.Status == DeliveryFailed && d.NextAttemptAt != nil:
+				return errSuperseded
+			case d.Status == DeliveryFailed && body == nil:
+				needEvent = d.EventID
+				return errNeedBody
+			case d.Status == DeliveryFailed:
+				d.Status, d.Body = DeliveryPending, body
+			}
+			now := s.now()
+			d.NextAttemptAt = &now
+			if err := tx.UpdateDelivery(ctx, d); err != nil {
+				return fmt.Errorf("retry delivery %s: %w", deliveryID, err)
+			}
+			sub.Revision++
+			return tx.UpdateSubscription(ctx, sub)
+		})
 		switch {
-		case d.Status == DeliverySucceeded:
-			return &ConflictError{Reason: "delivery_succeeded", Message: fmt.Sprintf("delivery %s succeeded; there is nothing to retry", deliveryID)}
-		case d.Status != newest.Status:
-			return &ConflictError{Reason: "delivery_changed",
-				Message: fmt.Sprintf("delivery %s changed while it was being retried (it is %s now); read it again", deliveryID, d.Status)}
+		case errors.Is(err, errNeedBody):
+			e, err := s.store.Event(ctx, needEvent)
+			if errors.Is(err, ErrNotFound) {
+				return Delivery{}, fmt.Errorf("event %s of delivery %s is no longer stored (events are kept %d hours), so it cannot be sent again: %w",
+					needEvent, deliveryID, int64(s.cfg.EventRetention/time.Hour), ErrCursorExpired)
+			}
+			if err != nil {
+				return Delivery{}, fmt.Errorf("retry delivery %s: %w", deliveryID, err)
+			}
+			body = newRingEvent(&e, s.log).body
+			continue
+		case errors.Is(err, errSuperseded):
+			return Delivery{}, s.superseded(ctx, d)
+		case err != nil:
+			return Delivery{}, err
 		}
-		now := s.now()
-		if d.Status == DeliveryFailed {
-			d.Status, d.Body = DeliveryPending, body
-		}
-		d.NextAttemptAt = &now
-		if err := tx.UpdateDelivery(ctx, d); err != nil {
-			return fmt.Errorf("retry delivery %s: %w", deliveryID, err)
-		}
-		sub.Revision++
-		return tx.UpdateSubscription(ctx, sub)
-	})
-	if err != nil {
-		return Delivery{}, err
+		break
 	}
 	s.webhooks.subscriptionsChanged()
 	s.log.InfoContext(ctx, "webhooks: delivery retried", "subscription", subID, "delivery", deliveryID, "attempt", d.Attempt+1)
@@ -246,29 +244,23 @@ func (s *Service) RetryDelivery(ctx context.Context, subID, deliveryID string) (
 	return d, nil
 }
 
-// latestAttempt returns the newest attempt at the event of a subscription's
-// delivery.
-func (s *Service) latestAttempt(ctx context.Context, subID, deliveryID string) (Delivery, error) {
-	var d Delivery
-	err := s.updateRelaxed(ctx, func(tx Tx) error { // a read: nothing to make durable
-		var err error
-		d, err = tx.Delivery(ctx, deliveryID)
-		return err
-	})
-	if errors.Is(err, ErrNotFound) || (err == nil && d.SubscriptionID != subID) {
-		return Delivery{}, notFound("delivery", deliveryID)
+// errSuperseded and errNeedBody end a retry's transaction without a
+// change: the attempt was followed by another, or its event must be read
+// first.
+var (
+	errSuperseded = errors.New("the attempt was followed by another")
+	errNeedBody   = errors.New("the event is read first")
+)
+
+// superseded returns the conflict of a retry of d, an attempt another
+// followed, naming the newest attempt at its event.
+func (s *Service) superseded(ctx context.Context, d Delivery) error {
+	msg := fmt.Sprintf("delivery %s (attempt %d) was followed by another attempt; retry the last attempt of its chain", d.ID, d.Attempt)
+	if page, err := s.store.Deliveries(ctx, DeliveryFilter{SubscriptionID: d.SubscriptionID, EventID: d.EventID, Limit: 1}); err == nil && len(page.Deliveries) > 0 {
+		newest := page.Deliveries[0]
+		msg += fmt.Sprintf(" (the newest attempt at event %s is %s, attempt %d, %s)", d.EventID, newest.ID, newest.Attempt, newest.Status)
 	}
-	if err != nil {
-		return Delivery{}, fmt.Errorf("find delivery %s: %w", deliveryID, err)
-	}
-	page, err := s.store.Deliveries(ctx, DeliveryFilter{SubscriptionID: subID, EventID: d.EventID, Limit: 1})
-	if err != nil {
-		return Delivery{}, fmt.Errorf("find the newest attempt at event %s: %w", d.EventID, err)
-	}
-	if len(page.Deliveries) == 0 {
-		return Delivery{}, notFound("delivery", deliveryID)
-	}
-	return page.Deliveries[0], nil
+	return &ConflictError{Reason: "delivery_superseded", Message: msg}
 }
 
 // EnableSubscription makes a disabled subscription active again: delivery

@@ -17,6 +17,7 @@
   const PAGE = 100; // cards a column shows at first, and more per "show more"
   const MAX_IDS = 100; // task IDs per board?id= request, the console's limit
   const DELIVERIES = 20; // recent deliveries shown per subscription
+  const DELIVERY_READS = 4; // deliveries lists read at once
   const WEBHOOKS_REFRESH_MS = 5000;
 
   const $ = (id) => document.getElementById(id);
@@ -748,6 +749,21 @@
 
   // ---- Webhooks ----
 
+  // mapLimit calls fn on every item, at most limit at a time, and resolves
+  // to the results in the items' order.
+  async function mapLimit(items, limit, fn) {
+    const out = new Array(items.length);
+    let next = 0;
+    const worker = async () => {
+      while (next < items.length) {
+        const i = next++;
+        out[i] = await fn(items[i]);
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+    return out;
+  }
+
   async function loadWebhooks() {
     clearTimeout(state.webhooksTimer);
     const gen = state.generation;
@@ -761,8 +777,9 @@
         cursor = res.nextCursor;
       } while (cursor && subs.length < 1000);
       if (gen !== state.generation) return;
-      const deliveries = await Promise.all(subs.map((s) =>
-        api("GET", `api/event-subscriptions/${encodeURIComponent(s.id)}/deliveries?limit=${DELIVERIES}`).then((r) => r.data, (e) => e)));
+      // A few reads at a time, however many subscriptions there are.
+      const deliveries = await mapLimit(subs, DELIVERY_READS, (s) =>
+        api("GET", `api/event-subscriptions/${encodeURIComponent(s.id)}/deliveries?limit=${DELIVERIES}`).then((r) => r.data, (e) => e));
       if (gen !== state.generation) return;
       renderWebhooks(subs, deliveries);
       status.textContent = `${subs.length} subscription${subs.length === 1 ? "" : "s"}, read ${timeFormat.format(new Date())}`;
@@ -839,14 +856,12 @@
       p.deliveries.replaceChildren(el("p", { class: "muted" }, "No deliveries yet."));
       return;
     }
-    // Only the newest attempt at an event can be retried (the list is
-    // newest first): an older one answers 409 delivery_superseded.
-    const newest = new Set();
+    // Only the last attempt of a chain can be retried: a pending one, or a
+    // failed one with no next attempt (a failed attempt with nextAttemptAt
+    // was followed by another, and answers 409 delivery_superseded).
     const rows = deliveries.map((d) => {
       let action = null;
-      const isNewest = !newest.has(d.eventId);
-      newest.add(d.eventId);
-      if (isNewest && (d.status === "pending" || d.status === "failed")) {
+      if (d.status === "pending" || (d.status === "failed" && !d.nextAttemptAt)) {
         action = el("button", { type: "button", class: "retry" }, "Retry now");
         action.addEventListener("click", () => retry(sub.id, d.deliveryId, p, action));
       }

@@ -1,0 +1,239 @@
+package lifecycle_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/store/sqlite"
+)
+
+// gatedStore blocks chosen Store reads until released, to make the
+// interleavings of operators and the dispatcher happen.
+type gatedStore struct {
+	*sqlite.Store
+	mu          sync.Mutex
+	eventGate   chan struct{} // when set, the next Event call blocks on it
+	eventHit    chan struct{}
+	pendingGate chan struct{} // when set, the next PendingDeliveries call blocks on it
+	pendingHit  chan struct{}
+}
+
+func (g *gatedStore) Event(ctx context.Context, id string) (lifecycle.Event, error) {
+	g.mu.Lock()
+	gate, hit := g.eventGate, g.eventHit
+	g.eventGate = nil
+	g.mu.Unlock()
+	if gate != nil {
+		close(hit)
+		<-gate
+	}
+	return g.Store.Event(ctx, id)
+}
+
+func (g *gatedStore) PendingDeliveries(ctx context.Context, subID string, limit int) ([]lifecycle.Delivery, error) {
+	g.mu.Lock()
+	gate, hit := g.pendingGate, g.pendingHit
+	g.pendingGate = nil
+	g.mu.Unlock()
+	if gate != nil {
+		close(hit)
+		<-gate
+	}
+	return g.Store.PendingDeliveries(ctx, subID, limit)
+}
+
+func withGate(g **gatedStore) func(*lifecycle.Config) {
+	return func(c *lifecycle.Config) {
+		*g = &gatedStore{Store: c.Store.(*sqlite.Store)}
+		c.Store = *g
+	}
+}
+
+// statusResponder answers the status held in code.
+func statusResponder(code *atomic.Int64) func(int, http.ResponseWriter) {
+	return func(_ int, w http.ResponseWriter) { w.WriteHeader(int(code.Load())) }
+}
+
+// TestConcurrentRetriesMakeOneAttempt: two retries of one failed delivery
+// at once, the dispatcher making the first one's attempt while the second
+// is under way: the second is refused, and one attempt is made.
+func TestConcurrentRetriesMakeOneAttempt(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t)
+	var code atomic.Int64
+	code.Store(500)
+	rc.setRespond(statusResponder(&code))
+	var g *gatedStore
+	e := newHookEnv(t, rc, noJitter, withGate(&g), func(c *lifecycle.Config) { c.WebhookRetrySchedule = []time.Duration{time.Minute} })
+	subID := e.subscribe(subBody(rc.url("/hooks")))["id"].(string)
+	e.createTask(taskBody("ENG-1"))
+	rc.next()
+	e.waitDeliveries(subID, 1)
+	e.clock.Advance(time.Minute)
+	rc.next()
+	list := e.waitDeliveries(subID, 2)
+	failedID := list[0]["deliveryId"].(string)
+	code.Store(200)
+
+	// op2 reads the delivery (failed, newest), then stalls reading the event.
+	g.mu.Lock()
+	gate, hit := make(chan struct{}), make(chan struct{})
+	g.eventGate, g.eventHit = gate, hit
+	g.mu.Unlock()
+	op2 := make(chan error, 1)
+	go func() {
+		_, err := e.svc.RetryDelivery(context.Background(), subID, failedID)
+		op2 <- err
+	}()
+	<-hit
+	// op1 retries; the dispatcher makes attempt 3 and records it.
+	if _, err := e.svc.RetryDelivery(context.Background(), subID, failedID); err != nil {
+		t.Fatal(err)
+	}
+	rc.next()
+	e.waitDeliveries(subID, 3)
+	close(gate)
+	err := <-op2
+	var conflict *lifecycle.ConflictError
+	if !errors.As(err, &conflict) || conflict.Reason != "delivery_superseded" {
+		t.Errorf("the second retry: %v, want 409 delivery_superseded", err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	n := 0
+	for {
+		select {
+		case <-rc.got:
+			n++
+			continue
+		default:
+		}
+		break
+	}
+	var history []string
+	for _, d := range e.deliveries(subID) {
+		history = append(history, fmt.Sprintf("%v:%v:%v", d["deliveryId"], d["attempt"], d["status"]))
+	}
+	if n > 0 || len(history) != 3 {
+		t.Errorf("%d more deliveries after the first retry's; history %v; want none, and 3 attempts", n, history)
+	}
+}
+
+// TestReplayAppliedOnceByANewWorker: a subscription replayed while
+// disabled, then enabled, starts its worker at the rewound cursor; a retry
+// that changes its revision before the worker first records must not
+// rewind it again: one replay delivers each event once.
+func TestReplayAppliedOnceByANewWorker(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t)
+	var code atomic.Int64
+	code.Store(200)
+	rc.setRespond(statusResponder(&code))
+	e := newHookEnv(t, rc, oneAtATime)
+	subID := e.subscribe(subBody(rc.url("/hooks")))["id"].(string)
+	for i := range 4 {
+		e.createTask(taskBody(fmt.Sprintf("ENG-%d", i)))
+		rc.next()
+	}
+	e.waitDeliveries(subID, 4)
+	code.Store(410)
+	e.createTask(taskBody("ENG-4"))
+	rc.next()
+	gone := e.waitDeliveries(subID, 5)[0]["deliveryId"].(string)
+	waitFor(t, func() bool {
+		return e.call(request{method: "GET", path: "/event-subscriptions/" + subID, key: e.admin}, 200)["data"].(map[string]any)["status"] == "disabled"
+	})
+	evs := e.events()
+	from := evs[1].Sequence
+	if _, err := e.svc.ReplaySubscription(t.Context(), subID, lifecycle.ReplayParams{FromSequence: from}); err != nil {
+		t.Fatal(err)
+	}
+	code.Store(200)
+	hold := make(chan struct{})
+	rc.mu.Lock()
+	rc.hold = hold
+	rc.mu.Unlock()
+	if _, err := e.svc.EnableSubscription(t.Context(), subID); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { rc.mu.Lock(); defer rc.mu.Unlock(); return rc.inFlight == 1 })
+	// A retry (not a replay) bumps the revision before the worker records.
+	if _, err := e.svc.RetryDelivery(t.Context(), subID, gone); err != nil {
+		t.Fatal(err)
+	}
+	rc.mu.Lock()
+	rc.hold = nil
+	rc.mu.Unlock()
+	close(hold)
+	seen := map[int64]int{}
+	deadline := time.After(3 * time.Second)
+loop:
+	for {
+		select {
+		case d := <-rc.got:
+			seen[envelopeOf(t, d).Sequence]++
+		case <-deadline:
+			break loop
+		}
+	}
+	for _, ev := range evs[2:4] {
+		if seen[ev.Sequence] != 1 {
+			t.Errorf("event %d delivered %d times after one replay, want 1", ev.Sequence, seen[ev.Sequence])
+		}
+	}
+}
+
+// TestRetryAfterEnableNotFailedByTheDisabling: the disabling's clean-up of
+// pending attempts reads them after the subscription was enabled again and
+// a retry was accepted; it must leave that retry alone.
+func TestRetryAfterEnableNotFailedByTheDisabling(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t)
+	var code atomic.Int64
+	code.Store(200)
+	rc.setRespond(statusResponder(&code))
+	var g *gatedStore
+	e := newHookEnv(t, rc, withGate(&g))
+	subID := e.subscribe(subBody(rc.url("/hooks")))["id"].(string)
+	e.createTask(taskBody("ENG-0"))
+	rc.next()
+	e.waitDeliveries(subID, 1)
+	code.Store(410)
+	g.mu.Lock()
+	gate, hit := make(chan struct{}), make(chan struct{})
+	g.pendingGate, g.pendingHit = gate, hit
+	g.mu.Unlock()
+	e.createTask(taskBody("ENG-1"))
+	rc.next()
+	<-hit // the disabling's clean-up reads the pending attempts
+	gone := e.waitDeliveries(subID, 2)[0]["deliveryId"].(string)
+	if e.deliveries(subID)[0]["status"] != "failed" {
+		t.Fatalf("not disabled yet")
+	}
+	waitFor(t, func() bool {
+		return e.call(request{method: "GET", path: "/event-subscriptions/" + subID, key: e.admin}, 200)["data"].(map[string]any)["status"] == "disabled"
+	})
+	code.Store(200)
+	if _, err := e.svc.EnableSubscription(t.Context(), subID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.RetryDelivery(t.Context(), subID, gone); err != nil {
+		t.Fatalf("retry after enabling: %v", err)
+	}
+	close(gate)
+	select {
+	case <-rc.got:
+	case <-time.After(3 * time.Second):
+		var history []string
+		for _, d := range e.deliveries(subID) {
+			history = append(history, fmt.Sprintf("%v:%v:%v:%v", d["attempt"], d["status"], d["error"], d["nextAttemptAt"]))
+		}
+		t.Errorf("the retry accepted after enabling was never made; history %v", history)
+	}
+}
