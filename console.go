@@ -70,15 +70,18 @@ type console struct {
 	api     http.Handler // the API, authenticated by console sessions
 
 	mu sync.Mutex
-	// streaming holds the sessions with event streams open in this
-	// process, by session hash, until they sign out or expire: signing
-	// out closes ended, which ends their streams.
+	// streaming holds the sessions that opened event streams in this
+	// process, by session hash, until they expire: signing out (here, or
+	// in another process, found by checkSessions) closes ended, which ends
+	// their streams, and keeps the entry, so that a stream opened while
+	// the sign-out ran ends at once too.
 	streaming map[string]*streamingSession
 }
 
-// streamingSession is a session with event streams open.
+// streamingSession is a session that opened event streams.
 type streamingSession struct {
 	ended     chan struct{}
+	signedOut bool // ended is closed
 	expiresAt time.Time
 }
 
@@ -281,7 +284,7 @@ func (c *console) serveAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := context.WithValue(r.Context(), consoleSessionKey{}, cs)
-	if r.Method == http.MethodGet && r.URL.Path == "/api/task-events/stream" {
+	if (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.URL.Path == "/api/task-events/stream" {
 		ctx = context.WithValue(ctx, streamSessionKey{}, streamSession{
 			ended: c.streamingEnded(cs), expires: c.s.clock.After(cs.ExpiresAt.Sub(c.s.clock.Now())),
 		})
@@ -308,13 +311,47 @@ func (c *console) streamingEnded(cs *consoleSession) <-chan struct{} {
 	return ss.ended
 }
 
-// signedOut ends the event streams of the session with hash.
-func (c *console) signedOut(hash []byte) {
+// signedOut ends the event streams of the session with hash, and those it
+// opens later.
+func (c *console) signedOut(hash []byte, expiresAt time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if ss := c.streaming[string(hash)]; ss != nil {
+	ss := c.streaming[string(hash)]
+	if ss == nil {
+		ss = &streamingSession{ended: make(chan struct{}), expiresAt: expiresAt}
+		c.streaming[string(hash)] = ss
+	}
+	if !ss.signedOut {
+		ss.signedOut = true
 		close(ss.ended)
-		delete(c.streaming, string(hash))
+	}
+}
+
+// checkSessions ends the event streams of the sessions that signed out
+// through another process sharing the Store: it reads each session with
+// streams in this process (one query each). The Service runs it with its
+// check of revoked keys.
+func (c *console) checkSessions(ctx context.Context) {
+	c.mu.Lock()
+	var live []string
+	for hash, ss := range c.streaming {
+		if !ss.signedOut {
+			live = append(live, hash)
+		}
+	}
+	c.mu.Unlock()
+	for _, hash := range live {
+		_, err := c.s.store.ConsoleSession(ctx, []byte(hash))
+		if errors.Is(err, ErrNotFound) {
+			c.signedOut([]byte(hash), c.s.clock.Now()) // the entry keeps its expiry
+			continue
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				c.s.log.WarnContext(ctx, "console: check the sessions of open event streams", "err", err)
+			}
+			return
+		}
 	}
 }
 
@@ -407,7 +444,7 @@ func (c *console) handleSignOut(w http.ResponseWriter, r *http.Request, _ *conso
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("end console session: %w", err)
 	}
-	c.signedOut(cs.Hash)
+	c.signedOut(cs.Hash, cs.ExpiresAt.Time)
 	http.SetCookie(w, &http.Cookie{Name: consoleCookie, Value: "", Path: consolePath(r), MaxAge: -1, HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil || c.s.cfg.ConsoleSecureCookie})
 	c.s.log.InfoContext(r.Context(), "console: signed out", "key", cs.KeyID)

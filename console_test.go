@@ -488,3 +488,37 @@ func TestConsoleTimeline(t *testing.T) {
 	tasksOnly, _ := c.signIn(c.key(lifecycle.ScopeTasksRead))
 	c.call(consoleCall{method: "GET", path: "/timeline/" + id, session: tasksOnly}, http.StatusForbidden)
 }
+
+// TestConsoleSignOutElsewhereEndsStreams: a session signed out through
+// another Service sharing the Store ends the event stream it opened here
+// at this Service's next check of revocations.
+func TestConsoleSignOutElsewhereEndsStreams(t *testing.T) {
+	t.Parallel()
+	a := newConsoleEnv(t, newEnv(t))
+	a.start()
+	cfg := lifecycle.Config{Store: a.store, BaseURL: testBase, Clock: a.clock, Logger: a.svcLogger(), InstanceID: "other"}
+	other, err := lifecycle.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &consoleEnv{env: &env{t: t, svc: other, store: a.store, clock: a.clock, logs: a.logs}, console: http.StripPrefix("/console", other.Console())}
+	srv := httptest.NewServer(a.console)
+	t.Cleanup(srv.Close)
+
+	ck, csrf := a.signIn(a.admin)
+	ended := consoleStream(t, srv, ck)
+	if rec := b.do(consoleCall{method: "DELETE", path: "/session", session: ck, csrf: csrf}); rec.Code != http.StatusNoContent {
+		t.Fatalf("sign out through the other Service = %d %s", rec.Code, rec.Body)
+	}
+	deadline := time.After(5 * time.Second)
+	for {
+		a.clock.Advance(5 * time.Second) // past the revocation check's interval
+		select {
+		case <-ended:
+			return
+		case <-time.After(50 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("the stream did not end after its session signed out through the other Service")
+		}
+	}
+}

@@ -105,11 +105,13 @@ func (s *Service) watchRevocations(ctx context.Context) {
 	}
 }
 
-// checkRevocations checks the keys of open streams once. With the default
+// checkRevocations checks the keys of open streams once, and the console
+// sessions that opened streams here (see console.checkSessions). With the default
 // Authenticator it reads the keys from the Store (one query); with a
 // host's, it authenticates each principal's request again, and a request
 // it now refuses as unauthorized counts as revoked.
 func (s *Service) checkRevocations(ctx context.Context) {
+	s.console.checkSessions(ctx)
 	open := s.streamKeys.snapshot()
 	if len(open) == 0 {
 		return
