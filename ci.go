@@ -123,20 +123,30 @@ func (s *Service) CIStatus(ctx context.Context, taskID string) (CIStatus, []Acti
 	if err != nil {
 		return CIStatus{}, nil, err
 	}
-	st := CIStatus{Overall: ciOf(&t), HeadSHA: t.HeadSHA, Checks: []Check{}, CheckedAt: t.Facts.CICheckedAt}
-	if t.HeadSHA == nil {
-		return st, t.AvailableActions, nil
+	st, err := s.ciStatusOf(ctx, &t)
+	if err != nil {
+		return CIStatus{}, nil, err
 	}
-	if ci := s.ciFor(&t); ci != nil {
+	return st, t.AvailableActions, nil
+}
+
+// ciStatusOf returns the CI state of t's head commit: its stored facts and
+// checks.
+func (s *Service) ciStatusOf(ctx context.Context, t *Task) (CIStatus, error) {
+	st := CIStatus{Overall: ciOf(t), HeadSHA: t.HeadSHA, Checks: []Check{}, CheckedAt: t.Facts.CICheckedAt}
+	if t.HeadSHA == nil {
+		return st, nil
+	}
+	if ci := s.ciFor(t); ci != nil {
 		name := ci.Name()
 		st.Provider = &name
 	}
 	stored, err := s.store.Checks(ctx, t.ID, *t.HeadSHA)
 	if err != nil {
-		return CIStatus{}, nil, fmt.Errorf("checks of task %s: %w", t.ID, err)
+		return CIStatus{}, fmt.Errorf("checks of task %s: %w", t.ID, err)
 	}
 	st.Checks = nonNil(stored)
-	return st, t.AvailableActions, nil
+	return st, nil
 }
 
 // ReportChecksParams reports CI checks of a commit. Its JSON form is the

@@ -41,7 +41,10 @@ import (
 // Under the console's mount point, api/ serves the whole API of
 // [Service.Handler] for the signed-in session; docs/console.md in the
 // repository describes the rest.
-func (s *Service) Console() http.Handler { return s.console.handler }
+func (s *Service) Console() http.Handler {
+	s.console.once.Do(s.console.build)
+	return s.console.handler
+}
 
 // consoleCookie is the name of the console's session cookie.
 const consoleCookie = "lifecycle_console"
@@ -63,9 +66,12 @@ var consoleHeaders = [][2]string{
 	{"Cache-Control", "no-store"},
 }
 
-// console serves Service.Console.
+// console serves Service.Console. Its handlers are built at the first
+// call of Console: a Service that does not serve the console pays nothing
+// for it.
 type console struct {
 	s       *Service
+	once    sync.Once
 	handler http.Handler
 	api     http.Handler // the API, authenticated by console sessions
 
@@ -86,7 +92,12 @@ type streamingSession struct {
 }
 
 func newConsole(s *Service) *console {
-	c := &console{s: s, streaming: make(map[string]*streamingSession)}
+	return &console{s: s, streaming: make(map[string]*streamingSession)}
+}
+
+// build builds the console's handlers.
+func (c *console) build() {
+	s := c.s
 	c.api = http.StripPrefix("/api", s.routes(c))
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", c.serveAsset("index.html"))
@@ -102,7 +113,7 @@ func newConsole(s *Service) *console {
 	mux.HandleFunc("GET /board", c.handle(c.handleBoard))
 	mux.HandleFunc("GET /timeline/{id}", c.handle(c.handleTimeline))
 	mux.HandleFunc("/api/", c.serveAPI)
-	mux.HandleFunc("/", c.handle(func(w http.ResponseWriter, r *http.Request, _ *consoleSession) error {
+	mux.HandleFunc("/", c.handle(func(w http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("no such console page: %s %s: %w", r.Method, r.URL.Path, ErrNotFound)
 	}))
 	c.handler = s.guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -112,7 +123,6 @@ func newConsole(s *Service) *console {
 		}
 		mux.ServeHTTP(w, r)
 	}))
-	return c
 }
 
 // serveAsset serves an embedded file of the page.
@@ -215,12 +225,13 @@ func (c *console) checkSite(r *http.Request, cs *consoleSession) error {
 // request's session, from its own site, with its CSRF token on a change,
 // acts as the API key it was opened with.
 func (c *console) Authenticate(r *http.Request) (Principal, error) {
-	cs, err := c.session(r)
-	if err != nil {
-		return Principal{}, err
-	}
-	return c.principal(r, cs)
+	_, p, err := c.signedIn(r)
+	return p, err
 }
+
+// errConsoleNeedsKeys refuses console sign-in on a Service with a host's
+// Authenticator.
+var errConsoleNeedsKeys = fmt.Errorf("the console signs in with the service's own API keys, and this service authenticates with its host's: %w", ErrUnauthorized)
 
 // principal checks the request's site and returns the principal of cs's
 // API key, or an error matching ErrUnauthorized when the key was revoked.
@@ -229,7 +240,7 @@ func (c *console) principal(r *http.Request, cs *consoleSession) (Principal, err
 		return Principal{}, err
 	}
 	if c.s.keys == nil {
-		return Principal{}, fmt.Errorf("the console signs in with the service's own API keys, and this service authenticates with its host's: %w", ErrUnauthorized)
+		return Principal{}, errConsoleNeedsKeys
 	}
 	key, err := c.s.keys.lookup(r.Context(), [sha256.Size]byte(cs.KeyHash))
 	if err != nil {
@@ -241,15 +252,12 @@ func (c *console) principal(r *http.Request, cs *consoleSession) (Principal, err
 	return Principal{ID: key.ID, Actor: key.Actor, Scopes: key.Scopes}, nil
 }
 
-// consoleHandler serves a console route for a signed-in session (nil for
-// sign-in), returning an error instead of writing one.
-type consoleHandler func(w http.ResponseWriter, r *http.Request, cs *consoleSession) error
-
-// handle runs h, writing its error.
-func (c *console) handle(h consoleHandler) http.HandlerFunc {
+// handle runs h, a console route that returns its error instead of
+// writing it, and writes the error.
+func (c *console) handle(h func(w http.ResponseWriter, r *http.Request) error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		r = r.WithContext(contextWithService(r.Context(), c.s)) // for readBody
-		if err := h(w, r, nil); err != nil {
+		if err := h(w, r); err != nil {
 			c.s.writeError(w, r, err)
 		}
 	}
@@ -303,12 +311,18 @@ func (c *console) streamingEnded(cs *consoleSession) <-chan struct{} {
 			delete(c.streaming, hash)
 		}
 	}
-	ss := c.streaming[string(cs.Hash)]
+	return c.streamingLocked(cs.Hash, cs.ExpiresAt.Time).ended
+}
+
+// streamingLocked returns the entry of the session with hash, made if
+// there is none; c.mu is held.
+func (c *console) streamingLocked(hash []byte, expiresAt time.Time) *streamingSession {
+	ss := c.streaming[string(hash)]
 	if ss == nil {
-		ss = &streamingSession{ended: make(chan struct{}), expiresAt: cs.ExpiresAt.Time}
-		c.streaming[string(cs.Hash)] = ss
+		ss = &streamingSession{ended: make(chan struct{}), expiresAt: expiresAt}
+		c.streaming[string(hash)] = ss
 	}
-	return ss.ended
+	return ss
 }
 
 // signedOut ends the event streams of the session with hash, and those it
@@ -316,12 +330,7 @@ func (c *console) streamingEnded(cs *consoleSession) <-chan struct{} {
 func (c *console) signedOut(hash []byte, expiresAt time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ss := c.streaming[string(hash)]
-	if ss == nil {
-		ss = &streamingSession{ended: make(chan struct{}), expiresAt: expiresAt}
-		c.streaming[string(hash)] = ss
-	}
-	if !ss.signedOut {
+	if ss := c.streamingLocked(hash, expiresAt); !ss.signedOut {
 		ss.signedOut = true
 		close(ss.ended)
 	}
@@ -376,7 +385,7 @@ type signInBody struct {
 
 // handleSignIn exchanges an API key for a session: POST session with
 // {"key": "lsk_..."}. It answers 200 with the session and its cookie.
-func (c *console) handleSignIn(w http.ResponseWriter, r *http.Request, _ *consoleSession) error {
+func (c *console) handleSignIn(w http.ResponseWriter, r *http.Request) error {
 	if err := c.checkSite(r, nil); err != nil {
 		return err
 	}
@@ -385,7 +394,7 @@ func (c *console) handleSignIn(w http.ResponseWriter, r *http.Request, _ *consol
 		return err
 	}
 	if c.s.keys == nil {
-		return fmt.Errorf("the console signs in with the service's own API keys, and this service authenticates with its host's: %w", ErrUnauthorized)
+		return errConsoleNeedsKeys
 	}
 	key := strings.TrimSpace(body.Key)
 	if !validAPIKey(key) {
@@ -405,11 +414,7 @@ func (c *console) handleSignIn(w http.ResponseWriter, r *http.Request, _ *consol
 	if err := c.s.store.Update(r.Context(), func(tx Tx) error { return tx.CreateConsoleSession(r.Context(), cs) }); err != nil {
 		return fmt.Errorf("open console session: %w", err)
 	}
-	http.SetCookie(w, &http.Cookie{
-		Name: consoleCookie, Value: token, Path: consolePath(r),
-		MaxAge: int(c.s.cfg.ConsoleSessionTTL / time.Second), HttpOnly: true, SameSite: http.SameSiteStrictMode,
-		Secure: r.TLS != nil || c.s.cfg.ConsoleSecureCookie,
-	})
+	http.SetCookie(w, c.cookie(r, token, int(c.s.cfg.ConsoleSessionTTL/time.Second)))
 	c.s.log.InfoContext(r.Context(), "console: signed in", "key", k.ID, "actor", k.Actor.ID, "expires", cs.ExpiresAt.String())
 	writeJSON(w, http.StatusOK, struct {
 		Data sessionInfo `json:"data"`
@@ -418,7 +423,7 @@ func (c *console) handleSignIn(w http.ResponseWriter, r *http.Request, _ *consol
 }
 
 // handleSession answers GET session: the signed-in session, or 401.
-func (c *console) handleSession(w http.ResponseWriter, r *http.Request, _ *consoleSession) error {
+func (c *console) handleSession(w http.ResponseWriter, r *http.Request) error {
 	cs, p, err := c.signedIn(r)
 	if err != nil {
 		return err
@@ -432,7 +437,7 @@ func (c *console) handleSession(w http.ResponseWriter, r *http.Request, _ *conso
 // handleSignOut ends the session: DELETE session, with its CSRF token.
 // Its event streams in this process end at once; in other processes
 // sharing the Store, its next request is refused.
-func (c *console) handleSignOut(w http.ResponseWriter, r *http.Request, _ *consoleSession) error {
+func (c *console) handleSignOut(w http.ResponseWriter, r *http.Request) error {
 	cs, err := c.session(r)
 	if err != nil {
 		return err
@@ -445,11 +450,18 @@ func (c *console) handleSignOut(w http.ResponseWriter, r *http.Request, _ *conso
 		return fmt.Errorf("end console session: %w", err)
 	}
 	c.signedOut(cs.Hash, cs.ExpiresAt.Time)
-	http.SetCookie(w, &http.Cookie{Name: consoleCookie, Value: "", Path: consolePath(r), MaxAge: -1, HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil || c.s.cfg.ConsoleSecureCookie})
+	http.SetCookie(w, c.cookie(r, "", -1))
 	c.s.log.InfoContext(r.Context(), "console: signed out", "key", cs.KeyID)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// cookie returns the session cookie holding token for maxAge seconds (-1:
+// cleared): HttpOnly, SameSite=Strict, on the console's path, Secure on
+// TLS requests or with Config.ConsoleSecureCookie.
+func (c *console) cookie(r *http.Request, token string, maxAge int) *http.Cookie {
+	return &http.Cookie{Name: consoleCookie, Value: token, Path: consolePath(r), MaxAge: maxAge, HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil || c.s.cfg.ConsoleSecureCookie}
 }
 
 // consolePath returns the path the console is mounted at, with a trailing
@@ -513,7 +525,7 @@ const maxBoardIDs = 100
 // event the board is current through (null when there is none), from
 // which the page opens the event stream; or, with id=... (up to 100), the
 // cards of those tasks only.
-func (c *console) handleBoard(w http.ResponseWriter, r *http.Request, _ *consoleSession) error {
+func (c *console) handleBoard(w http.ResponseWriter, r *http.Request) error {
 	if _, _, err := c.signedIn(r, ScopeTasksRead); err != nil {
 		return err
 	}
@@ -598,7 +610,7 @@ const maxTimelineEvents = 10000
 // still stored (in taskVersion order, as the stream sends them), its
 // submissions with their reviews, the CI of its head and its ship
 // operations.
-func (c *console) handleTimeline(w http.ResponseWriter, r *http.Request, _ *consoleSession) error {
+func (c *console) handleTimeline(w http.ResponseWriter, r *http.Request) error {
 	if _, _, err := c.signedIn(r, ScopeTasksRead, ScopeEventsRead); err != nil {
 		return err
 	}
@@ -628,7 +640,7 @@ func (c *console) handleTimeline(w http.ResponseWriter, r *http.Request, _ *cons
 		sub.AvailableActions = nil
 		submissions[i] = timelineSubmission{Submission: sub, Summary: sub.Summary, Notes: sub.Notes, Actor: sub.Actor, Reviews: nonNil(reviews)}
 	}
-	ci, _, err := c.s.CIStatus(ctx, t.ID)
+	ci, err := c.s.ciStatusOf(ctx, &t)
 	if err != nil {
 		return err
 	}

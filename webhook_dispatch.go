@@ -343,8 +343,8 @@ type subWorker struct {
 	notified atomic.Int64
 	pokeC    chan struct{}
 	// rev is the Revision the worker last acted on: a rewind made after
-	// it moves the worker back to the stored cursor. Only the worker's
-	// goroutine uses it.
+	// it moves the worker back to the rewind's sequence (see record).
+	// Only the worker's goroutine uses it.
 	rev int64
 }
 
