@@ -40,7 +40,11 @@ type ProviderAdapter interface {
 // ReviewDecider is implemented by adapters whose host decides whether a
 // pull request is approved (branch protection, approval rules). It is used
 // for tasks whose codeReviewPolicy is github_rules; without it the Service
-// decides from the reviews posted to it.
+// decides from the reviews posted to it. Where the host gives a decision
+// of its own (GitHub's reviewDecision, GitLab's approvals), that decision
+// is what an adapter returns; where it gives none, an adapter decides from
+// the reviews of people with write access to the repository only, so that
+// an outsider's review on a public repository counts for nothing.
 //
 // Errors: any error is a failure of the host; the Service keeps the facts
 // it had and reads again later.
@@ -50,6 +54,92 @@ type ReviewDecider interface {
 	// earlier head still count is the host's rule (GitHub's "dismiss stale
 	// reviews", GitLab's approval reset): the adapter applies it.
 	ReviewDecision(ctx context.Context, q ReviewQuery) (HostReviews, error)
+}
+
+// BatchReader is implemented by adapters that read many pull requests,
+// with their CI and review state, in a few host requests (GitHub's GraphQL
+// API, GitLab's list endpoints), and that can tell cheaply that nothing
+// changed since an earlier reading. When a task's adapter is one, the
+// Service reads through it instead of calling PullRequest, Checks and
+// ReviewDecision one by one: the reconciler for every task in review (see
+// [Config.ReconcileInterval]), a submission for its pull request, and the
+// ship runner right before it merges.
+//
+// Errors: ReadPullRequests returns an error when it read nothing (the host
+// is down, its rate limit is spent); a *TemporaryError whose RateLimited is
+// set says when to try again. One pull request that cannot be read has its
+// Reading.Err set (matching ErrNotFound when it does not exist) and does not
+// fail the others.
+type BatchReader interface {
+	// ReadPullRequests reads the pull requests q names and returns one
+	// Reading for each, in the order of q.Reads.
+	ReadPullRequests(ctx context.Context, q BatchQuery) ([]Reading, error)
+}
+
+// ReadPurpose says why the Service reads a code host, so that an adapter
+// puts first what cannot wait and paces the rest within the host's rate
+// limit.
+type ReadPurpose string
+
+// The read purposes.
+const (
+	// ReadSweep is the reconciler's reading of the tasks in review, on its
+	// schedule or after a webhook. It is paced: an adapter uses at most a
+	// share of the host's rate limit for it and, when that share is spent,
+	// fails with a *TemporaryError that is RateLimited. It may answer
+	// Unchanged for a pull request whose Version says nothing changed.
+	ReadSweep ReadPurpose = "sweep"
+	// ReadNow is a reading a caller waits for (a submission, a call of
+	// Service.Reconcile). It is read in full.
+	ReadNow ReadPurpose = "now"
+	// ReadMerge is the ship runner's reading right before a merge: in full,
+	// and first in line for the host's rate limit, as writes are.
+	ReadMerge ReadPurpose = "merge"
+)
+
+// BatchQuery asks a BatchReader for pull requests.
+type BatchQuery struct {
+	// Purpose says why they are read.
+	Purpose ReadPurpose
+	// Reads name the pull requests; an adapter splits them into as many
+	// host requests as it needs.
+	Reads []ReadRequest
+}
+
+// ReadRequest names one pull request of a BatchQuery.
+type ReadRequest struct {
+	// PullRequest names it.
+	PullRequest PullRequestRef
+	// HeadSHA is its head commit as the Service last read it, or "".
+	HeadSHA string
+	// Version is the Version of the Service's last Reading of it, or "".
+	// With ReadSweep, an adapter that finds nothing changed since answers
+	// Unchanged.
+	Version string
+}
+
+// Reading is what a BatchReader read of one pull request.
+type Reading struct {
+	// Unchanged says nothing changed since the Version of the request: the
+	// facts the Service holds are current. PullRequest, CI and Reviews are
+	// then zero.
+	Unchanged bool
+	// PullRequest is the pull request as it is now.
+	PullRequest PullRequest
+	// CI is the CI of its head (as [CIProvider.Checks] reports it), or nil
+	// when the adapter does not report CI.
+	CI *CIReport
+	// Reviews is the host's review state of its head (as
+	// [ReviewDecider.ReviewDecision] reports it), or nil when the host does
+	// not decide reviews.
+	Reviews *HostReviews
+	// Version is what the adapter wants as ReadRequest.Version of the next
+	// reading: an opaque summary of what it read, at most 1,000 bytes. The
+	// Service stores it with the task.
+	Version string
+	// Err says why this pull request could not be read; the other members
+	// are then zero.
+	Err error
 }
 
 // ReviewQuery asks a ReviewDecider about a pull request.
@@ -149,8 +239,13 @@ type PullRequest struct {
 	Base string
 	// HeadSHA is the full 40-hex-digit SHA of the head commit.
 	HeadSHA string
-	// Draft says whether the pull request is a draft.
+	// Draft says whether the pull request is a draft. A draft is not
+	// shipped: the host does not merge it.
 	Draft bool
+	// Mergeable says whether the host can merge the pull request into its
+	// base as it is, or "" when the adapter does not say (then the merge
+	// is tried and the host decides).
+	Mergeable Mergeability
 	// State is open, closed or merged.
 	State PullRequestState
 	// MergeCommitSHA is the merge commit, when State is merged.
@@ -164,6 +259,34 @@ type PullRequest struct {
 	DismissesStaleReviews bool
 	// Created is set by EnsurePullRequest when it opened the pull request.
 	Created bool
+}
+
+// Mergeability says whether a host can merge a pull request into its base
+// branch as it is.
+type Mergeability string
+
+// The mergeabilities.
+const (
+	// MergeabilityMergeable: the host can merge it.
+	MergeabilityMergeable Mergeability = "mergeable"
+	// MergeabilityConflicting: it conflicts with its base; the agent must
+	// rebase (or merge the base) and submit again.
+	MergeabilityConflicting Mergeability = "conflicting"
+	// MergeabilityBehind: its base moved on, and the host requires it to
+	// be up to date before merging (GitHub's "require branches to be up to
+	// date", GitLab's fast-forward and semi-linear merges); the agent must
+	// rebase and submit again.
+	MergeabilityBehind Mergeability = "behind"
+	// MergeabilityUnknown: the host has not worked it out yet (GitHub and
+	// GitLab compute it in the background after a push to the pull
+	// request or its base). It is read again before a merge.
+	MergeabilityUnknown Mergeability = "unknown"
+)
+
+// needsRework reports whether m keeps the pull request from merging until
+// its branch is rebased.
+func (m Mergeability) needsRework() bool {
+	return m == MergeabilityConflicting || m == MergeabilityBehind
 }
 
 // MergeRequest asks an adapter to merge a pull request.

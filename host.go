@@ -23,10 +23,19 @@ type TemporaryError struct {
 	// RetryAfter is how long the host asked to wait (a Retry-After header,
 	// a rate limit's reset), or 0 to let the runner's backoff decide.
 	RetryAfter time.Duration
+	// RateLimited says the host's rate limit, or the share of it the
+	// adapter keeps for the purpose of the call, is spent until RetryAfter
+	// has passed. The ship runner waits for it however long it is (the
+	// operation stays running and says why in [ShipOperation.Wait]), and
+	// the reconciler reads the tasks concerned again once it has passed.
+	RateLimited bool
 }
 
 // Error implements error.
 func (e *TemporaryError) Error() string {
+	if e.RateLimited {
+		return fmt.Sprintf("rate limited for %s: %v", e.RetryAfter, e.Err)
+	}
 	if e.RetryAfter > 0 {
 		return fmt.Sprintf("temporary: %v (retry after %s)", e.Err, e.RetryAfter)
 	}
@@ -46,6 +55,16 @@ func retryAfter(err error) time.Duration {
 		return te.RetryAfter
 	}
 	return 0
+}
+
+// rateLimited returns the wait of an error that says a rate limit is spent,
+// and whether it says so.
+func rateLimited(err error) (time.Duration, bool) {
+	var te *TemporaryError
+	if errors.As(err, &te) && te.RateLimited {
+		return te.RetryAfter, true
+	}
+	return 0, false
 }
 
 // ProviderEventKind says what a code host reported.

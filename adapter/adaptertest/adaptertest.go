@@ -1,7 +1,7 @@
 // Package adaptertest is the conformance suite of [lifecycle.ProviderAdapter]
 // and of the optional interfaces an adapter may implement besides it
 // ([lifecycle.CIProvider], [lifecycle.ReviewDecider], [lifecycle.Deployer],
-// [lifecycle.WebhookIntake]). Every adapter runs it from its own tests,
+// [lifecycle.WebhookIntake], [lifecycle.BatchReader]). Every adapter runs it from its own tests,
 // pointed at a real or faked host (an httptest.Server for GitHub and
 // GitLab):
 //
@@ -139,6 +139,7 @@ func Run(t *testing.T, h Harness) {
 		{"Reviews", reviewTests},
 		{"Deploy", deployTests},
 		{"Webhook", webhookTests},
+		{"Batch", batchTests},
 	}
 	for _, g := range groups {
 		for _, tt := range g.tests {

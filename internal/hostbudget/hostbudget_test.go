@@ -1,0 +1,71 @@
+package hostbudget
+
+import (
+	"testing"
+	"time"
+)
+
+func TestWait(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	reset := start.Add(30 * time.Minute)
+	tests := []struct {
+		name      string
+		remaining int
+		p         Priority
+		at        time.Time
+		want      time.Duration
+	}{
+		{"plenty left", 4000, Deferrable, start, 0},
+		{"the share is spent", 1000, Deferrable, start, 30 * time.Minute},
+		{"just above the reserve", 1001, Deferrable, start, 0},
+		{"urgent within the reserve", 1, Urgent, start, 0},
+		{"urgent with nothing left", 0, Urgent, start, 30 * time.Minute},
+		{"the window has reset", 0, Urgent, reset, 0},
+		{"deferrable after the reset", 0, Deferrable, reset.Add(time.Second), 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			now := tt.at
+			b := New(0.8, func() time.Time { return now })
+			b.Observe("core", State{Limit: 5000, Remaining: tt.remaining, Reset: reset})
+			if got := b.Wait("core", tt.p); got != tt.want {
+				t.Errorf("Wait = %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestWaitUnknownLimit(t *testing.T) {
+	t.Parallel()
+	b := New(0.8, time.Now)
+	if got := b.Wait("graphql", Deferrable); got != 0 {
+		t.Errorf("Wait before any answer = %s, want 0", got)
+	}
+}
+
+// Answers that arrive out of order do not raise what is left within a
+// window; a later window replaces it.
+func TestObserveOutOfOrder(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	b := New(0.8, func() time.Time { return now })
+	reset := now.Add(time.Hour)
+	b.Observe("core", State{Limit: 5000, Remaining: 10, Reset: reset})
+	b.Observe("core", State{Limit: 5000, Remaining: 12, Reset: reset})
+	if st, _ := b.State("core"); st.Remaining != 10 {
+		t.Errorf("Remaining = %d after a late answer, want 10", st.Remaining)
+	}
+	b.Observe("core", State{Limit: 5000, Remaining: 4999, Reset: reset.Add(time.Hour)})
+	if st, _ := b.State("core"); st.Remaining != 4999 {
+		t.Errorf("Remaining = %d in the next window, want 4999", st.Remaining)
+	}
+	b.Spend("core", 9)
+	if st, _ := b.State("core"); st.Remaining != 4990 {
+		t.Errorf("Remaining = %d after spending 9, want 4990", st.Remaining)
+	}
+	now = reset.Add(2 * time.Hour)
+	if st, _ := b.State("core"); st.Remaining != 5000 {
+		t.Errorf("Remaining = %d after the reset, want the limit", st.Remaining)
+	}
+}
