@@ -112,7 +112,9 @@ func (s *Service) setActions(t *Task) {
 
 // stateOf returns the state that decides what t may do next.
 func (s *Service) stateOf(t *Task) taskState {
-	return stateOf(t, s.cfg.ArtifactAdapter != nil || s.binding(t.project()) != nil)
+	b := s.binding(t.project())
+	ciRequired := t.SubmissionMode == ModeArtifact || b == nil || b.ciRequired()
+	return stateOf(t, s.cfg.ArtifactAdapter != nil || b != nil, ciRequired)
 }
 
 // CIStatus returns the CI state of a task's head commit, as last learned:

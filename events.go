@@ -123,6 +123,9 @@ type TaskUpdatedData struct {
 	PreviousStatus *Status `json:"previousStatus"`
 	// ChangedFields names the Task members the change touched.
 	ChangedFields []string `json:"changedFields"`
+	// ReworkReason says why the task offers start for rework (see
+	// [Task.ReworkReason]), or is empty (and left out) when it offers none.
+	ReworkReason string `json:"reworkReason,omitempty"`
 	// Actor performed the change.
 	Actor Actor `json:"actor"`
 }
@@ -321,7 +324,8 @@ func (s *Service) appendTaskEvent(ctx context.Context, tx Tx, ev taskEvent, befo
 	switch ev.typ {
 	case EventTaskUpdated:
 		common.Links.ReviewFeedback = s.link("/tasks/" + after.ID + "/review-feedback")
-		data = TaskUpdatedData{EventData: common, PreviousStatus: prev, ChangedFields: changedFields(before, after), Actor: ev.actor}
+		data = TaskUpdatedData{EventData: common, PreviousStatus: prev, ChangedFields: changedFields(before, after),
+			ReworkReason: after.ReworkReason(), Actor: ev.actor}
 	case EventTaskAwaitingUser:
 		b := after.Blocker
 		if b == nil {

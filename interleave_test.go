@@ -162,7 +162,7 @@ func alwaysRequire(c *lifecycle.Config) {
 }
 
 // A ship accepted, then changes requested before the runner merges: the
-// operation fails with preconditions_changed, nothing is merged, and the
+// operation fails with review_not_approved, nothing is merged, and the
 // agent may start the rework.
 func TestChangesRequestedAfterShipAcceptedPreventsTheMerge(t *testing.T) {
 	t.Parallel()
@@ -175,8 +175,8 @@ func TestChangesRequestedAfterShipAcceptedPreventsTheMerge(t *testing.T) {
 	e.drainRunner(g, []string{opID})
 
 	op := e.waitShip(opID)["data"].(map[string]any)
-	if op["status"] != "failed" || op["error"].(map[string]any)["code"] != "preconditions_changed" || op["mergeCommitSha"] != nil {
-		t.Errorf("operation = %v, want failed with preconditions_changed and no merge", op)
+	if op["status"] != "failed" || op["error"].(map[string]any)["code"] != "review_not_approved" || op["mergeCommitSha"] != nil {
+		t.Errorf("operation = %v, want failed with review_not_approved and no merge", op)
 	}
 	if n := g.Calls(memory.OpMerge); n != 0 {
 		t.Errorf("%d merge calls, want 0", n)
@@ -262,8 +262,8 @@ func TestShipAndReviewInterleavings(t *testing.T) {
 			if merged || g.Calls(memory.OpMerge) != merges {
 				t.Errorf("%s: the review was accepted, yet the pull request was merged (%d merge calls)", where, g.Calls(memory.OpMerge)-merges)
 			}
-			if opID != "" && (opStatus != "failed" || opCode != "preconditions_changed") {
-				t.Errorf("%s: the review was accepted; operation %s %s, want failed preconditions_changed", where, opStatus, opCode)
+			if opID != "" && (opStatus != "failed" || opCode != "review_not_approved") {
+				t.Errorf("%s: the review was accepted; operation %s %s, want failed review_not_approved", where, opStatus, opCode)
 			}
 			if !hasString(task["availableActions"], "start") {
 				t.Errorf("%s: the review was accepted; task offers %v, want start", where, task["availableActions"])

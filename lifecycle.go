@@ -96,20 +96,22 @@ type Config struct {
 	// deployment to finish. Defaults to 30 minutes.
 	DeployTimeout time.Duration
 
-	// ReconcileInterval is how often the reconciler reads the host again
-	// for each task in review, so that what a lost webhook would have said
-	// is learned anyway. The readings of different tasks are spread over
-	// the interval. Defaults to 60 seconds, or twice ProviderTimeout when
-	// that is longer; negative disables reconciliation. It must be longer
-	// than ProviderTimeout.
+	// ReconcileInterval is the longest time a change made at the code host
+	// without a webhook (or whose webhook was lost) stays unnoticed: the
+	// reconciler reads the host again for every task in review at each
+	// multiple of it (a sweep), those of one adapter together, in batches
+	// when the adapter is a [BatchReader]. A sweep still running when the
+	// next is due delays it rather than overlapping it. Defaults to 60
+	// seconds; at least 1 second; negative disables reconciliation.
 	ReconcileInterval time.Duration
 
-	// ReconcileConcurrency is how many tasks the reconciler reads at once.
-	// Defaults to 16.
+	// ReconcileConcurrency is how many tasks the reconciler reads at once
+	// through adapters that read one task at a time. Defaults to 16.
 	ReconcileConcurrency int
 
 	// ReconcilePollInterval is how often the reconciler looks for tasks
-	// due. Defaults to 1 second.
+	// due between sweeps (made due by a webhook another process took, or
+	// left by a process that died). Defaults to 1 second.
 	ReconcilePollInterval time.Duration
 
 	// InstanceID names this Service as the holder of the leases it takes
@@ -345,10 +347,10 @@ func (c Config) withDefaults() (Config, error) {
 		c.DeployTimeout = 30 * time.Minute
 	}
 	if c.ReconcileInterval == 0 {
-		c.ReconcileInterval = max(time.Minute, 2*c.ProviderTimeout)
+		c.ReconcileInterval = time.Minute
 	}
-	if c.ReconcileInterval > 0 && c.ReconcileInterval <= c.ProviderTimeout {
-		return c, fmt.Errorf("lifecycle: Config.ReconcileInterval %s must be longer than ProviderTimeout %s: a task is claimed for one interval, and its reading must end within it", c.ReconcileInterval, c.ProviderTimeout)
+	if c.ReconcileInterval > 0 && c.ReconcileInterval < time.Second {
+		return c, fmt.Errorf("lifecycle: Config.ReconcileInterval %s is shorter than a second; give at least 1s, or a negative one to disable reconciliation", c.ReconcileInterval)
 	}
 	if c.ReconcileConcurrency == 0 {
 		c.ReconcileConcurrency = 16

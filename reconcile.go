@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -13,104 +12,13 @@ import (
 )
 
 // This file is how the Service learns what happens at a code host: a push
-// to a pull request's branch, a review, CI turning green or red, a merge
-// or close by hand. Webhooks ([Service.ApplyProviderEvent]) make it learn
-// at once; the reconciler reads the host again for every task in review
-// on a schedule, so that a lost webhook delays a fact but never loses it.
-// Both read the host through the task's adapter and apply what they read
-// with applyObservation, in one transaction with the events it causes.
-
-// observation is what one reading of the host found for a task.
-type observation struct {
-	pr PullRequest
-	// ci is the CI provider's report of the head, or nil when there is no
-	// provider or it failed (ciFailed).
-	ci       *CIReport
-	ciFailed bool
-	// reviews is the host's review state, or nil when the host does not
-	// decide or failed.
-	reviews *HostReviews
-}
-
-// observe reads the pull request of t and its CI and review state, all
-// within ProviderTimeout. CI and reviews are read at the stored head beside
-// the pull request, since most readings find the head where it was; when
-// it moved, they are read again at the new head.
-func (s *Service) observe(ctx context.Context, adapter ProviderAdapter, t *Task) (observation, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.ProviderTimeout)
-	defer cancel()
-	ref := t.pullRequestRef()
-	var (
-		early observation
-		wg    sync.WaitGroup
-	)
-	if t.HeadSHA != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			early = s.observeAt(ctx, adapter, t, ref, *t.HeadSHA)
-		}()
-	}
-	pr, err := adapter.PullRequest(ctx, ref)
-	wg.Wait()
-	if err != nil {
-		return observation{}, fmt.Errorf("read pull request %s: %w", ref, err)
-	}
-	if !shaRE.MatchString(pr.HeadSHA) {
-		return observation{}, fmt.Errorf("read pull request %s: the adapter returned head %q, not a 40-hex-digit SHA", ref, pr.HeadSHA)
-	}
-	pr.HeadSHA = lowerHex(pr.HeadSHA)
-	switch {
-	case pr.State != PullRequestOpen:
-		return observation{pr: pr}, nil // nothing more will be merged or reviewed
-	case t.HeadSHA != nil && *t.HeadSHA == pr.HeadSHA:
-		early.pr = pr
-		return early, nil
-	}
-	return s.observeHead(ctx, adapter, t, pr), nil
-}
-
-// observeHead reads the CI and review state of pr's head for t, at once.
-func (s *Service) observeHead(ctx context.Context, adapter ProviderAdapter, t *Task, pr PullRequest) observation {
-	if pr.State != PullRequestOpen {
-		return observation{pr: pr}
-	}
-	obs := s.observeAt(ctx, adapter, t, pr.PullRequestRef, pr.HeadSHA)
-	obs.pr = pr
-	return obs
-}
-
-// observeAt reads the CI and review state of commit head of pull request
-// ref for t, both at once. Failures are logged and leave the part unknown.
-func (s *Service) observeAt(ctx context.Context, adapter ProviderAdapter, t *Task, ref PullRequestRef, head string) observation {
-	var obs observation
-	var wg sync.WaitGroup
-	if ci := s.ciFor(t); ci != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rep, err := ci.Checks(ctx, CIQuery{Task: *t, PullRequest: ref, HeadSHA: head})
-			if err != nil {
-				if ctx.Err() == nil || !errors.Is(err, ctx.Err()) {
-					s.log.WarnContext(ctx, "CI provider failed; the task's CI stays as last known", "provider", ci.Name(), "task", t.ID, "err", err)
-				}
-				obs.ciFailed = true
-				return
-			}
-			obs.ci = &rep
-		}()
-	}
-	if decider, ok := adapter.(ReviewDecider); ok && t.ReviewPolicy == PolicyGitHubRules {
-		hr, err := decider.ReviewDecision(ctx, ReviewQuery{PullRequest: ref, HeadSHA: head})
-		if err != nil {
-			s.log.WarnContext(ctx, "host review decision failed; the task's decision stays as last known", "task", t.ID, "err", err)
-		} else {
-			obs.reviews = &hr
-		}
-	}
-	wg.Wait()
-	return obs
-}
+// to a pull request's branch, a review, CI turning green or red, a merge,
+// close or reopen by hand. Webhooks ([Service.ApplyProviderEvent]) make it
+// learn at once; the reconciler reads the host again for every task in
+// review on a schedule, so that a lost webhook delays a fact but never
+// loses it. Both read the host through the task's adapter (hostread.go)
+// and apply what they read with applyObservation, in one transaction with
+// the events it causes.
 
 // applyFacts writes what obs found into t (and the checks and reviews tx
 // holds), and returns a task.reviewed event for each host review not seen
@@ -118,15 +26,29 @@ func (s *Service) observeAt(ctx context.Context, adapter ProviderAdapter, t *Tas
 // over the reviews its pull request already has).
 func (s *Service) applyFacts(ctx context.Context, tx Tx, t *Task, obs observation, quiet bool) ([]taskEvent, error) {
 	now := s.now()
+	t.Facts.CheckedAt = &now
+	if obs.version != "" {
+		t.Facts.HostVersion = obs.version
+	}
+	if obs.unchanged {
+		if t.Facts.CICheckedAt != nil {
+			t.Facts.CICheckedAt = &now
+		}
+		return nil, nil
+	}
 	head := obs.pr.HeadSHA
 	headChanged := t.HeadSHA == nil || *t.HeadSHA != head
 	if headChanged {
 		t.HeadSHA = &head
 	}
+	if base := obs.pr.Base; base != "" && (t.BaseBranch == nil || *t.BaseBranch != base) {
+		t.BaseBranch = &base // retargeted at the host: judged by the new base's rules
+	}
 	t.Facts.PRState = obs.pr.State
 	t.Facts.MergeCommitSHA = obs.pr.MergeCommitSHA
 	t.Facts.DismissesStaleReviews = obs.pr.DismissesStaleReviews
-	t.Facts.CheckedAt = &now
+	t.Facts.Draft = obs.pr.Draft
+	t.Facts.Mergeable = obs.pr.Mergeable
 	switch {
 	case obs.ci != nil:
 		checks := make([]Check, 0, len(obs.ci.Checks))
@@ -147,43 +69,16 @@ func (s *Service) applyFacts(ctx context.Context, tx Tx, t *Task, obs observatio
 		return nil, err
 	}
 	var events []taskEvent
-	if obs.reviews != nil && t.SubmissionID != nil {
-		d := obs.reviews.Decision
-		switch d {
-		case DecisionApproved, DecisionChangesRequested, DecisionPending, DecisionNotRequired:
-		default:
-			s.log.WarnContext(ctx, "host review decision unknown; taken as pending", "task", t.ID, "decision", d)
-			d = DecisionPending
+	switch {
+	case obs.reviews != nil && t.SubmissionID != nil:
+		var err error
+		if events, err = s.recordHostReviews(ctx, tx, t, obs.reviews, quiet); err != nil {
+			return nil, err
 		}
-		t.Facts.HostDecision = d
-		known, err := tx.Reviews(ctx, *t.SubmissionID)
-		if err != nil {
-			return nil, fmt.Errorf("reviews of task %s: %w", t.ID, err)
-		}
-		seen := make(map[string]bool, len(known))
-		for _, r := range known {
-			if r.HostID != "" {
-				seen[r.HostID] = true
-			}
-		}
-		for _, hr := range obs.reviews.Reviews {
-			if hr.ID == "" || seen[hr.ID] || !hr.Outcome.Valid() {
-				continue
-			}
-			seen[hr.ID] = true
-			r := Review{ID: id.New("rev_"), Reviewer: Actor{ID: hr.Reviewer, Role: RoleReviewer}, Outcome: hr.Outcome, Body: hr.Body,
-				SubmittedAt: NewTimestamp(hr.SubmittedAt), TaskID: t.ID, SubmissionID: *t.SubmissionID, HeadSHA: lowerHex(hr.CommitSHA), HostID: hr.ID}
-			if hr.SubmittedAt.IsZero() {
-				r.SubmittedAt = now
-			}
-			if err := tx.CreateReview(ctx, r); err != nil {
-				return nil, fmt.Errorf("record host review %s of task %s: %w", hr.ID, t.ID, err)
-			}
-			if !quiet {
-				events = append(events, taskEvent{typ: EventTaskReviewed, actor: r.Reviewer, reviewOutcome: r.Outcome,
-					summary: fmt.Sprintf("Task %s reviewed by %s at the code host: %s", t.Identifier, hr.Reviewer, hr.Outcome)})
-			}
-		}
+	case obs.reviewsFailed && headChanged && t.Facts.HostDecision != "":
+		// The host's decision on the old head says nothing of the new
+		// one: an approval may have been dismissed by the push.
+		t.Facts.HostDecision = DecisionPending
 	}
 	if headChanged {
 		// Approvals posted for an earlier head may no longer count.
@@ -194,13 +89,76 @@ func (s *Service) applyFacts(ctx context.Context, tx Tx, t *Task, obs observatio
 	return events, nil
 }
 
+// recordHostReviews takes the host's decision into t and records the host
+// reviews tx does not hold yet, returning a task.reviewed event for each
+// unless quiet.
+func (s *Service) recordHostReviews(ctx context.Context, tx Tx, t *Task, hr *HostReviews, quiet bool) ([]taskEvent, error) {
+	d := hr.Decision
+	switch d {
+	case DecisionApproved, DecisionChangesRequested, DecisionPending, DecisionNotRequired:
+	default:
+		s.log.WarnContext(ctx, "host review decision unknown; taken as pending", "task", t.ID, "decision", d)
+		d = DecisionPending
+	}
+	t.Facts.HostDecision = d
+	known, err := tx.Reviews(ctx, *t.SubmissionID)
+	if err != nil {
+		return nil, fmt.Errorf("reviews of task %s: %w", t.ID, err)
+	}
+	seen := make(map[string]bool, len(known))
+	for _, r := range known {
+		if r.HostID != "" {
+			seen[r.HostID] = true
+		}
+	}
+	now := s.now()
+	var events []taskEvent
+	for _, hr := range hr.Reviews {
+		if hr.ID == "" || seen[hr.ID] || !hr.Outcome.Valid() {
+			continue
+		}
+		seen[hr.ID] = true
+		r := Review{ID: id.New("rev_"), Reviewer: Actor{ID: hr.Reviewer, Role: RoleReviewer}, Outcome: hr.Outcome, Body: hr.Body,
+			SubmittedAt: NewTimestamp(hr.SubmittedAt), TaskID: t.ID, SubmissionID: *t.SubmissionID, HeadSHA: lowerHex(hr.CommitSHA), HostID: hr.ID}
+		if hr.SubmittedAt.IsZero() {
+			r.SubmittedAt = now
+		}
+		if err := tx.CreateReview(ctx, r); err != nil {
+			return nil, fmt.Errorf("record host review %s of task %s: %w", hr.ID, t.ID, err)
+		}
+		if !quiet {
+			events = append(events, taskEvent{typ: EventTaskReviewed, actor: r.Reviewer, reviewOutcome: r.Outcome,
+				summary: fmt.Sprintf("Task %s reviewed by %s at the code host: %s", t.Identifier, hr.Reviewer, hr.Outcome)})
+		}
+	}
+	return events, nil
+}
+
+// schedule says when the reconciler reads a task next, after a reading it
+// claimed the task for: at next, unless the task's ReconcileAt is no longer
+// from, the claim's lease (a webhook made it due again meanwhile). The
+// zero schedule leaves ReconcileAt alone.
+type schedule struct {
+	from, next Timestamp
+}
+
+// apply sets t's next reading.
+func (sc schedule) apply(t *Task) {
+	if !sc.next.IsZero() && t.ReconcileAt.Equal(sc.from.Time) {
+		t.ReconcileAt = sc.next
+	}
+}
+
 // applyObservation applies what a reading of the host found to the task,
-// if it is still in review on the pull request read, and emits the events
-// it causes: task.updated when its head, pull request state, CI, review
-// decision or status changed, task.reviewed for each new host review. A
-// pull request merged by hand makes the task done; one closed without
-// merging sends it back to in_progress (see settle).
-func (s *Service) applyObservation(ctx context.Context, taskID string, ref PullRequestRef, obs observation, d *ProviderDelivery) error {
+// if it is still in review on the pull request read (or back in progress
+// because the host closed it), and emits the events it causes:
+// task.updated when its head, base, pull request state, CI, review
+// decision, mergeability or status changed, task.reviewed for each new
+// host review. A pull request merged by hand makes the task done; one
+// closed without merging sends it back to in_progress, and one reopened
+// puts it back in review (see settle). d, when not nil, is the webhook
+// delivery recorded in the same transaction.
+func (s *Service) applyObservation(ctx context.Context, taskID string, ref PullRequestRef, obs observation, d *ProviderDelivery, sc schedule) error {
 	_, err := s.changeTask(ctx, taskID, func(tx Tx, t *Task) (taskEvent, error) {
 		if d != nil {
 			d.ReceivedAt = s.clock.Now()
@@ -208,15 +166,21 @@ func (s *Service) applyObservation(ctx context.Context, taskID string, ref PullR
 				return taskEvent{}, err // ErrConflict: a concurrent delivery of the same event applied it
 			}
 		}
-		if t.Status != StatusInReview || t.pullRequestRef() != ref {
+		if t.pullRequestRef() != ref || (t.Status != StatusInReview && !closedAtHost(t)) {
 			return taskEvent{}, nil // resubmitted, started or done meanwhile
 		}
 		before := *t
+		if t.Status != StatusInReview && (obs.unchanged || obs.pr.State == PullRequestClosed) {
+			// Still closed: the task stays as its agent has it, and only
+			// the time of the reading moves.
+			obs = observation{unchanged: true, version: obs.version}
+		}
 		reviewed, err := s.applyFacts(ctx, tx, t, obs, false)
 		if err != nil {
 			return taskEvent{}, err
 		}
-		settle(t)
+		settle(t, before.Facts.PRState)
+		sc.apply(t)
 		s.setActions(t)
 		changed := changedFields(&before, t)
 		if len(reviewed) == 0 && len(changed) == 0 {
@@ -230,7 +194,7 @@ func (s *Service) applyObservation(ctx context.Context, taskID string, ref PullR
 		if onlyReview(changed) && len(reviewed) > 0 {
 			events = reviewed
 		} else {
-			events = append([]taskEvent{{typ: EventTaskUpdated, summary: factSummary(t, changed)}}, reviewed...)
+			events = append([]taskEvent{{typ: EventTaskUpdated, summary: factSummary(&before, t, changed)}}, reviewed...)
 		}
 		ev := events[0]
 		ev.extra = events[1:]
@@ -254,52 +218,79 @@ func onlyReview(changed []string) bool {
 }
 
 // factSummary says in words what the host changed.
-func factSummary(t *Task, changed []string) string {
+func factSummary(before, t *Task, changed []string) string {
+	n := *t.PRNumber
 	switch {
 	case t.Status == StatusDone:
-		return fmt.Sprintf("Pull request #%d of task %s was merged at the code host", *t.PRNumber, t.Identifier)
+		return fmt.Sprintf("Pull request #%d of task %s was merged at the code host", n, t.Identifier)
 	case t.Status == StatusInProgress:
-		return fmt.Sprintf("Pull request #%d of task %s was closed at the code host; submit again", *t.PRNumber, t.Identifier)
+		return fmt.Sprintf("Pull request #%d of task %s was closed at the code host; submit again", n, t.Identifier)
+	case before.Status == StatusInProgress:
+		return fmt.Sprintf("Pull request #%d of task %s was reopened at the code host; the task is in review again", n, t.Identifier)
 	case slices.Contains(changed, "headSha"):
-		return fmt.Sprintf("New commits on pull request #%d of task %s: head is %s", *t.PRNumber, t.Identifier, *t.HeadSHA)
+		return fmt.Sprintf("New commits on pull request #%d of task %s: head is %s", n, t.Identifier, *t.HeadSHA)
+	case slices.Contains(changed, "mergeable") && t.Facts.Mergeable == MergeabilityConflicting:
+		return fmt.Sprintf("Pull request #%d of task %s conflicts with its base branch %s; start, rebase it and submit again", n, t.Identifier, deref(t.BaseBranch))
+	case slices.Contains(changed, "mergeable") && t.Facts.Mergeable == MergeabilityBehind:
+		return fmt.Sprintf("Pull request #%d of task %s is behind its base branch %s, which must be up to date to merge; start, rebase it and submit again", n, t.Identifier, deref(t.BaseBranch))
+	case slices.Contains(changed, "baseBranch"):
+		return fmt.Sprintf("Pull request #%d of task %s now merges into %s", n, t.Identifier, deref(t.BaseBranch))
+	case slices.Contains(changed, "draft") && t.Facts.Draft:
+		return fmt.Sprintf("Pull request #%d of task %s is a draft; it cannot be shipped until it is marked ready", n, t.Identifier)
+	case slices.Contains(changed, "draft"):
+		return fmt.Sprintf("Pull request #%d of task %s is ready for review", n, t.Identifier)
 	case slices.Contains(changed, "ciStatus"):
 		return fmt.Sprintf("CI of task %s is %s", t.Identifier, ciOf(t))
 	}
 	return fmt.Sprintf("Task %s changed at the code host: %v", t.Identifier, changed)
 }
 
+// deref returns *p, or "" for nil.
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// readable reports whether the reconciler reads t: it is in review, or
+// back in progress because its pull request was closed at the host.
+func readable(t *Task) bool {
+	return t.PRNumber != nil && (t.Status == StatusInReview || closedAtHost(t))
+}
+
 // Reconcile reads the code host for a task in review now and applies what
 // it finds, as the reconciler does on its schedule. It returns a
-// *ProviderError when the host cannot be read; a task not in review is
+// *ProviderError when the host cannot be read; a task not in review (nor
+// back in progress because its pull request was closed at the host) is
 // left alone.
 func (s *Service) Reconcile(ctx context.Context, taskID string) error {
 	t, err := s.readTask(ctx, taskID)
 	if err != nil {
 		return err
 	}
-	return s.reconcileTask(ctx, t)
+	return s.reconcileTask(ctx, t, nil, ReadNow)
 }
 
-// reconcileTask reads the host for t and applies what it finds.
-func (s *Service) reconcileTask(ctx context.Context, t Task) error {
-	return s.reconcileTaskFor(ctx, t, nil)
-}
-
-// reconcileTaskFor is reconcileTask that also records the delivery d,
-// when not nil, in the transaction that applies what it found.
-func (s *Service) reconcileTaskFor(ctx context.Context, t Task, d *ProviderDelivery) error {
-	if t.Status != StatusInReview || t.PRNumber == nil {
+// reconcileTask reads the host for t, in full, and applies what it finds;
+// d, when not nil, is recorded in the transaction that applies it.
+func (s *Service) reconcileTask(ctx context.Context, t Task, d *ProviderDelivery, purpose ReadPurpose) error {
+	if !readable(&t) {
 		return nil
 	}
 	adapter, err := s.adapterFor(&t, t.SubmissionMode)
 	if err != nil {
 		return err
 	}
-	obs, err := s.observe(ctx, adapter, &t)
+	t.Facts.HostVersion = "" // read in full
+	reads, err := s.readHost(ctx, adapter, []Task{t}, purpose)
+	if err == nil {
+		err = reads[0].err
+	}
 	if err != nil {
 		return s.providerError(ctx, "read the pull request", err)
 	}
-	return s.applyObservation(ctx, t.ID, t.pullRequestRef(), obs, d)
+	return s.applyObservation(ctx, t.ID, t.pullRequestRef(), reads[0].obs, d, schedule{})
 }
 
 // ApplyProviderEvent applies an event a code host reported (through an
@@ -338,7 +329,7 @@ func (s *Service) ApplyProviderEvent(ctx context.Context, ev ProviderEvent) erro
 	}
 	var errs []error
 	for _, t := range tasks {
-		if err := s.reconcileTaskFor(ctx, t, delivery); err != nil {
+		if err := s.reconcileTask(ctx, t, delivery, ReadNow); err != nil {
 			errs = append(errs, fmt.Errorf("task %s: %w", t.ID, err))
 			s.reconcileSoon(context.WithoutCancel(ctx), t.ID)
 		}
@@ -349,14 +340,16 @@ func (s *Service) ApplyProviderEvent(ctx context.Context, ev ProviderEvent) erro
 	return s.recordDelivery(ctx, ev)
 }
 
-// tasksOf returns the tasks in review that a provider event concerns: those
-// of the pull request it names, or else those whose head is its commit.
+// tasksOf returns the tasks a provider event concerns: those in review (or
+// back in progress because the host closed their pull request, which a
+// reopen puts back in review) on the pull request it names, or else those
+// in review whose head is its commit.
 func (s *Service) tasksOf(ctx context.Context, ev ProviderEvent) ([]Task, error) {
-	f := TaskFilter{Statuses: []Status{StatusInReview}, PullRequest: ev.PullRequest, Limit: 100}
+	f := TaskFilter{Statuses: []Status{StatusInReview, StatusInProgress}, PullRequest: ev.PullRequest, Limit: 100}
 	switch {
 	case ev.PullRequest.Number > 0:
 	case ev.HeadSHA != "" && shaRE.MatchString(ev.HeadSHA):
-		f.PullRequest, f.HeadSHA = PullRequestRef{}, lowerHex(ev.HeadSHA)
+		f.Statuses, f.PullRequest, f.HeadSHA = []Status{StatusInReview}, PullRequestRef{}, lowerHex(ev.HeadSHA)
 	default:
 		return nil, nil // names nothing the Service tracks
 	}
@@ -369,7 +362,9 @@ func (s *Service) tasksOf(ctx context.Context, ev ProviderEvent) ([]Task, error)
 		if ev.PullRequest.Owner != "" && (t.PROwner != ev.PullRequest.Owner || t.PRRepo != ev.PullRequest.Repo) {
 			continue // the same commit in another repository
 		}
-		tasks = append(tasks, t)
+		if readable(&t) {
+			tasks = append(tasks, t)
+		}
 	}
 	return tasks, nil
 }
@@ -377,12 +372,12 @@ func (s *Service) tasksOf(ctx context.Context, ev ProviderEvent) ([]Task, error)
 // QueueProviderEvent takes a provider event durably and returns at once:
 // in one transaction it records the delivery (a delivery queued or applied
 // before is ignored) and makes the tasks the event concerns due for
-// reconciliation now; the reconciler then reads them in the background,
-// [Config.ReconcileConcurrency] at a time. A webhook is so answered after
-// one Store write, and a burst of deliveries about one pull request costs
-// the host one reading when they arrive before it starts. It needs a
-// started Service with reconciliation enabled; otherwise it applies the
-// event as [Service.ApplyProviderEvent] does.
+// reconciliation now, to be read in full; the reconciler then reads them
+// in the background, batched with whatever else is due. A webhook is so
+// answered after one Store write, and a burst of deliveries about one pull
+// request costs the host one reading when they arrive before it starts.
+// It needs a started Service with reconciliation enabled; otherwise it
+// applies the event as [Service.ApplyProviderEvent] does.
 func (s *Service) QueueProviderEvent(ctx context.Context, ev ProviderEvent) error {
 	s.mu.Lock()
 	running := s.started && !s.closed
@@ -410,10 +405,10 @@ func (s *Service) QueueProviderEvent(ctx context.Context, ev ProviderEvent) erro
 			if err != nil {
 				return fmt.Errorf("get task %s: %w", t.ID, err)
 			}
-			if cur.Status != StatusInReview || cur.pullRequestRef() != t.pullRequestRef() || !cur.ReconcileAt.After(now.Time) {
-				continue // left review, or already due
+			if !readable(&cur) || cur.pullRequestRef() != t.pullRequestRef() || (!cur.ReconcileAt.After(now.Time) && cur.Facts.HostVersion == "") {
+				continue // left review, or already due in full
 			}
-			cur.ReconcileAt = now
+			markDue(&cur, now)
 			if err := tx.UpdateTask(ctx, cur); err != nil {
 				return fmt.Errorf("update task %s: %w", t.ID, err)
 			}
@@ -428,6 +423,13 @@ func (s *Service) QueueProviderEvent(ctx context.Context, ev ProviderEvent) erro
 	}
 	s.reconcile.wakeUp()
 	return nil
+}
+
+// markDue makes t due for a reading in full at now: what the host hinted
+// at may not show in the summary a BatchReader compares.
+func markDue(t *Task, now Timestamp) {
+	t.ReconcileAt = now
+	t.Facts.HostVersion = ""
 }
 
 // QueuedEvents returns a sink whose ApplyProviderEvent is
@@ -459,14 +461,14 @@ func (s *Service) recordDelivery(ctx context.Context, ev ProviderEvent) error {
 	return err
 }
 
-// reconcileSoon makes a task in review due for reconciliation now.
+// reconcileSoon makes a task due for a reading in full now.
 func (s *Service) reconcileSoon(ctx context.Context, taskID string) {
 	err := s.store.Update(ctx, func(tx Tx) error {
 		t, err := tx.Task(ctx, taskID)
-		if err != nil || t.Status != StatusInReview {
+		if err != nil || !readable(&t) {
 			return err
 		}
-		t.ReconcileAt = s.now()
+		markDue(&t, s.now())
 		return tx.UpdateTask(ctx, t)
 	})
 	if err != nil {
@@ -475,20 +477,27 @@ func (s *Service) reconcileSoon(ctx context.Context, taskID string) {
 	s.reconcile.wakeUp()
 }
 
-// firstReconcile returns when a task that entered review at now is first
-// reconciled: at a random point of the second half of the interval, so
-// that the readings of many tasks spread out.
-func (s *Service) firstReconcile(now time.Time) Timestamp {
+// nextSweep returns when the reconciler next reads a task read at now: at
+// the next multiple of ReconcileInterval (counted from the zero time, so
+// every Service sharing a Store keeps the same beat). Readings of many
+// tasks so fall due together and go to the host in batches, and a task is
+// read at most ReconcileInterval after its last reading.
+func (s *Service) nextSweep(now time.Time) Timestamp {
 	iv := s.cfg.ReconcileInterval
 	if iv <= 0 {
 		return NewTimestamp(now)
 	}
-	return NewTimestamp(now.Add(iv/2 + rand.N(iv/2+1)))
+	return NewTimestamp(now.Truncate(iv).Add(iv))
 }
 
-// reconciler reads the host again for every task in review whose
-// ReconcileAt has come, ReconcileConcurrency at a time. Claims go through
-// the Store, so Services sharing one reconcile each task once per interval.
+// reconcileChunk is how many due tasks the reconciler claims at a time;
+// each adapter's share of them goes to its BatchReader in one call.
+const reconcileChunk = 500
+
+// reconciler reads the host again for every task in review when its
+// ReconcileAt has come: at each beat of ReconcileInterval for all of them
+// (a sweep), and at once for those a webhook made due. Claims go through
+// the Store, so Services sharing one read each task once per beat.
 type reconciler struct {
 	s    *Service
 	wake chan struct{}
@@ -506,51 +515,199 @@ func (r *reconciler) wakeUp() {
 	}
 }
 
-// run reconciles until ctx ends.
+// run reconciles until ctx ends. A sweep that outlasts the interval delays
+// the next one: the tasks due meanwhile are read as soon as it ends.
 func (r *reconciler) run(ctx context.Context) {
 	s := r.s
-	slots := make(chan struct{}, s.cfg.ReconcileConcurrency)
 	for {
-		if free := cap(slots) - len(slots); free > 0 {
-			tasks, err := r.claim(ctx, free)
-			if err != nil && ctx.Err() == nil {
-				s.log.Error("claim tasks to reconcile", "err", err)
-			}
-			for _, t := range tasks {
-				slots <- struct{}{}
-				s.goBackground(func() {
-					defer func() {
-						<-slots
-						r.wakeUp()
-					}()
-					if err := s.reconcileTask(ctx, t); err != nil && ctx.Err() == nil {
-						s.log.Warn("reconcile task; it is read again next interval", "task", t.ID, "err", err)
-					}
-				})
-			}
-			if len(tasks) == free {
-				continue // there may be more
-			}
-		}
+		r.sweep(ctx)
+		now := s.clock.Now()
+		wait := min(s.nextSweep(now).Sub(now), s.cfg.ReconcilePollInterval)
 		select {
 		case <-ctx.Done():
 			return
 		case <-r.wake:
-		case <-s.clock.After(s.cfg.ReconcilePollInterval):
+		case <-s.clock.After(wait):
 		}
 	}
 }
 
-// claim claims up to limit due tasks until their next reading.
+// sweep reads every task due now, reconcileChunk at a time.
+func (r *reconciler) sweep(ctx context.Context) {
+	for ctx.Err() == nil {
+		tasks, err := r.claim(ctx, reconcileChunk)
+		if err != nil {
+			if ctx.Err() == nil {
+				r.s.log.Error("claim tasks to reconcile", "err", err)
+			}
+			return
+		}
+		r.read(ctx, tasks)
+		if len(tasks) < reconcileChunk {
+			return
+		}
+	}
+}
+
+// claim claims up to limit due tasks, leased until their reading must be
+// over.
 func (r *reconciler) claim(ctx context.Context, limit int) ([]Task, error) {
 	s := r.s
 	var claimed []Task
-	// A claim lost in a power cut only makes the task due again.
+	// A claim lost in a power cut only makes the tasks due again.
 	err := s.updateRelaxed(ctx, func(tx Tx) error {
 		now := s.clock.Now()
-		tasks, err := tx.ClaimReconciliations(ctx, ClaimReconciliationsParams{Now: now, Until: now.Add(s.cfg.ReconcileInterval), Limit: limit})
+		tasks, err := tx.ClaimReconciliations(ctx, ClaimReconciliationsParams{
+			Now: now, Until: now.Add(s.cfg.ReconcileInterval + s.cfg.ProviderTimeout), Limit: limit,
+		})
 		claimed = tasks
 		return err
 	})
 	return claimed, err
+}
+
+// read reads claimed tasks: those of each adapter binding together, the
+// bindings at once.
+func (r *reconciler) read(ctx context.Context, tasks []Task) {
+	s := r.s
+	type group struct {
+		adapter ProviderAdapter
+		tasks   []Task
+	}
+	var groups []*group
+	byKey := map[any]*group{}
+	var idle []Task // no longer read: they leave the queue
+	for _, t := range tasks {
+		if !readable(&t) {
+			idle = append(idle, t)
+			continue
+		}
+		adapter, err := s.adapterFor(&t, t.SubmissionMode)
+		if err != nil {
+			s.log.Warn("reconcile task: no adapter; it is read again next interval", "task", t.ID, "err", err)
+			continue
+		}
+		var key any = ModeArtifact
+		if t.SubmissionMode != ModeArtifact {
+			key = s.binding(t.project())
+		}
+		g := byKey[key]
+		if g == nil {
+			g = &group{adapter: adapter}
+			byKey[key] = g
+			groups = append(groups, g)
+		}
+		g.tasks = append(g.tasks, t)
+	}
+	r.reschedule(ctx, idle, Timestamp{})
+	var wg sync.WaitGroup
+	for _, g := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.readGroup(ctx, g.adapter, g.tasks)
+		}()
+	}
+	wg.Wait()
+}
+
+// readGroup reads tasks that share adapter, and applies what it read.
+func (r *reconciler) readGroup(ctx context.Context, adapter ProviderAdapter, tasks []Task) {
+	s := r.s
+	reads, err := s.readHost(ctx, adapter, tasks, ReadSweep)
+	if err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		if wait, ok := rateLimited(err); ok {
+			s.log.Info("the share of the code host's rate limit kept for readings is spent; the tasks are read again when it resets",
+				"tasks", len(tasks), "wait", wait)
+			r.reschedule(ctx, tasks, NewTimestamp(s.clock.Now().Add(wait)))
+			return
+		}
+		s.log.Warn("read the code host; the tasks are read again next interval", "tasks", len(tasks), "err", err)
+		return
+	}
+	var unchanged []Task
+	for i, rd := range reads {
+		t := &tasks[i]
+		sc := schedule{from: t.ReconcileAt, next: s.nextSweep(s.clock.Now())}
+		switch {
+		case rd.err != nil:
+			if ctx.Err() == nil {
+				s.log.Warn("reconcile task; it is read again next interval", "task", t.ID, "err", rd.err)
+			}
+		case rd.obs.unchanged:
+			unchanged = append(unchanged, *t)
+		default:
+			if err := s.applyObservation(ctx, t.ID, t.pullRequestRef(), rd.obs, nil, sc); err != nil && ctx.Err() == nil {
+				s.log.Warn("apply what the code host said of a task; it is read again next interval", "task", t.ID, "err", err)
+			}
+		}
+	}
+	r.markUnchanged(ctx, unchanged)
+}
+
+// markUnchanged records, in one transaction, that the host had nothing
+// new for tasks, and schedules their next reading.
+func (r *reconciler) markUnchanged(ctx context.Context, tasks []Task) {
+	if len(tasks) == 0 {
+		return
+	}
+	s := r.s
+	err := s.updateRelaxed(ctx, func(tx Tx) error {
+		now := s.now()
+		sc := schedule{next: s.nextSweep(now.Time)}
+		for _, t := range tasks {
+			cur, err := tx.Task(ctx, t.ID)
+			if err != nil {
+				return fmt.Errorf("get task %s: %w", t.ID, err)
+			}
+			if cur.pullRequestRef() != t.pullRequestRef() || cur.Facts.HostVersion != t.Facts.HostVersion || !readable(&cur) {
+				continue // changed meanwhile: it is read again
+			}
+			cur.Facts.CheckedAt = &now
+			if cur.Facts.CICheckedAt != nil {
+				cur.Facts.CICheckedAt = &now
+			}
+			sc.from = t.ReconcileAt
+			sc.apply(&cur)
+			if err := tx.UpdateTask(ctx, cur); err != nil {
+				return fmt.Errorf("update task %s: %w", t.ID, err)
+			}
+		}
+		return nil
+	})
+	if err != nil && ctx.Err() == nil {
+		s.log.Warn("record readings that found nothing new; the tasks are read again next interval", "tasks", len(tasks), "err", err)
+	}
+}
+
+// reschedule sets the next reading of claimed tasks to at (zero: never,
+// for tasks the reconciler no longer reads), unless a webhook made them
+// due again meanwhile.
+func (r *reconciler) reschedule(ctx context.Context, tasks []Task, at Timestamp) {
+	if len(tasks) == 0 {
+		return
+	}
+	s := r.s
+	err := s.updateRelaxed(ctx, func(tx Tx) error {
+		for _, t := range tasks {
+			cur, err := tx.Task(ctx, t.ID)
+			if err != nil {
+				return fmt.Errorf("get task %s: %w", t.ID, err)
+			}
+			if !cur.ReconcileAt.Equal(t.ReconcileAt.Time) {
+				continue
+			}
+			cur.ReconcileAt = at
+			if err := tx.UpdateTask(ctx, cur); err != nil {
+				return fmt.Errorf("update task %s: %w", t.ID, err)
+			}
+		}
+		return nil
+	})
+	if err != nil && ctx.Err() == nil {
+		s.log.Warn("reschedule the readings of tasks", "tasks", len(tasks), "err", err)
+	}
 }

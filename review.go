@@ -235,7 +235,7 @@ func (p *PostReviewParams) validate() error {
 // While its ship operation is merging, reviews are refused with a
 // *ConflictError (ship_in_progress): they could no longer change anything.
 // A changes_requested review posted while a ship operation is queued makes
-// that operation fail (preconditions_changed) instead of merging.
+// that operation fail (review_not_approved) instead of merging.
 func (s *Service) PostReview(ctx context.Context, taskID string, p PostReviewParams) (Review, []Action, error) {
 	if err := p.validate(); err != nil {
 		return Review{}, nil, err

@@ -42,13 +42,31 @@ const (
 
 // ShipError says why a ship operation failed.
 type ShipError struct {
-	// Code is machine-readable: head_sha_mismatch, merge_failed,
-	// deploy_failed, not_shippable, or preconditions_changed (the task's
-	// head, CI, review decision or pull request changed after the ship was
-	// accepted, and nothing was merged).
+	// Code is machine-readable. Right before merging, the runner reads the
+	// pull request, its CI and its review decision from the host; when the
+	// task is no longer shippable nothing is merged and the code says why:
+	// head_moved (new commits since the ship was accepted), ci_not_passed,
+	// review_not_approved, not_mergeable (it conflicts with its base, or
+	// is behind a base the host requires it up to date with), draft, or
+	// not_shippable (closed, or left review). Then: head_sha_mismatch (the
+	// host refused to merge another head, or merged one), merge_failed
+	// (the host refused or failed the merge; Message holds its reason) and
+	// deploy_failed.
 	Code string `json:"code"`
 	// Message says what happened, in words.
 	Message string `json:"message"`
+}
+
+// ShipWait says why a running ship operation waits, and until when.
+type ShipWait struct {
+	// Reason is machine-readable: rate_limited (the code host's or the
+	// deployer's rate limit is spent; the operation resumes when it
+	// resets).
+	Reason string `json:"reason"`
+	// Message says it in words.
+	Message string `json:"message"`
+	// Until is when the operation goes on.
+	Until Timestamp `json:"until"`
 }
 
 // ShipOperation is an asynchronous, durable operation that merges a task's
@@ -69,6 +87,8 @@ type ShipOperation struct {
 	MergeCommitSHA    *string     `json:"mergeCommitSha"`
 	Deployment        *Deployment `json:"deployment"`
 	Error             *ShipError  `json:"error"`
+	// Wait says why a running operation waits (a rate limit), or is nil.
+	Wait *ShipWait `json:"wait"`
 
 	// SubmissionMode and PullRequest say which adapter merges what.
 	SubmissionMode SubmitMode     `json:"-"`
@@ -127,10 +147,11 @@ func (p *ShipParams) validate() error {
 
 // Ship accepts a ship of a task: when `ship` is available, CI passed, the
 // review decision allows it and expectedHeadSha is the task's head, all as
-// last learned from the host (no host is called), a ship operation is
-// queued for the runner and returned, and task.updated is emitted (ship is
-// no longer available). It returns a *ConflictError whose Reason names the
-// failed precondition (not_shippable, ship_in_progress, ci_not_passed,
+// last learned from the host (no host is called: the runner reads the host
+// again right before it merges), a ship operation is queued for the runner
+// and returned, and task.updated is emitted (ship is no longer available).
+// It returns a *ConflictError whose Reason names the failed precondition
+// (not_shippable, ship_in_progress, draft, not_mergeable, ci_not_passed,
 // review_not_approved, head_sha_mismatch, deployer_not_configured).
 //
 // With p.IdempotencyKey set, a retry with the same key and parameters
@@ -312,6 +333,9 @@ type shipOutcome struct {
 	// abandon leaves the operation running: its lease ends and it is
 	// resumed, as after a crash (the Store failed, or the lease was lost).
 	abandon bool
+	// reread reads the task's facts again once the operation ended: the
+	// host refused the merge for a reason the facts may not show yet.
+	reread bool
 }
 
 // runShip works one claimed operation, renewing its lease meanwhile, and
@@ -339,6 +363,13 @@ func (s *Service) runShip(ctx context.Context, op ShipOperation) {
 	}
 	if err := s.finishShip(context.WithoutCancel(ctx), op, out); err != nil {
 		s.log.Error("finish ship operation; it resumes when its lease ends", "operation", op.OperationID, "err", err)
+		return
+	}
+	if out.reread {
+		// The host refused the merge for a reason of its own (a review it
+		// requires, an unresolved conversation): what it decided is read
+		// again at once.
+		s.reconcileSoon(context.WithoutCancel(ctx), op.TaskID)
 	}
 }
 
@@ -374,7 +405,8 @@ func (s *Service) renewShipLease(ctx context.Context, op ShipOperation, lost fun
 	}
 }
 
-// workShip merges (once) and deploys.
+// workShip reads the host again, merges (once) if the task is still
+// shippable, and deploys.
 func (s *Service) workShip(ctx context.Context, op ShipOperation) shipOutcome {
 	fail := func(code, msg string, err error) shipOutcome {
 		if err != nil && ctx.Err() == nil {
@@ -396,10 +428,18 @@ func (s *Service) workShip(ctx context.Context, op ShipOperation) shipOutcome {
 	if err != nil {
 		return fail("merge_failed", "No adapter handles the task's pull request any more.", err)
 	}
-	// A merge that already happened (before a crash, say) is recognised,
-	// not repeated.
-	pr, err := s.readPullRequest(ctx, adapter, op.PullRequest)
+	// The facts at merge time, read from the host: a check that turned
+	// red or a review that arrived without a webhook is seen here. A merge
+	// that already happened (before a crash, say) is recognised, not
+	// repeated.
+	pr, err := s.verify(ctx, adapter, &op, t)
 	if err != nil {
+		if errors.Is(err, errStoreFailed) {
+			if ctx.Err() == nil {
+				s.log.Error("record the facts read before a merge", "operation", op.OperationID, "err", err)
+			}
+			return shipOutcome{abandon: true}
+		}
 		return fail("merge_failed", "The code host could not be asked for the pull request.", err)
 	}
 	var out shipOutcome
@@ -417,16 +457,18 @@ func (s *Service) workShip(ctx context.Context, op ShipOperation) shipOutcome {
 			}
 			return shipOutcome{abandon: true}
 		} else if refusal != nil {
-			return fail("preconditions_changed", refusal.Message+"; the task changed after the ship was accepted.", nil)
+			return fail(shipErrorCode(refusal.Reason), refusal.Message+"; nothing was merged.", nil)
 		}
-		res, err := s.merge(ctx, adapter, op, MergeRequest{Ref: op.PullRequest, ExpectedHeadSHA: op.ExpectedHeadSHA,
+		res, err := s.merge(ctx, adapter, &op, MergeRequest{Ref: op.PullRequest, ExpectedHeadSHA: op.ExpectedHeadSHA,
 			CommitTitle: fmt.Sprintf("Merge #%d: %s %s", pr.Number, t.Identifier, t.Title)})
 		var refused *RefusedError
 		switch {
 		case errors.Is(err, ErrHeadMismatch):
 			return fail("head_sha_mismatch", fmt.Sprintf("The head of pull request #%d is no longer %s.", pr.Number, op.ExpectedHeadSHA), err)
 		case errors.As(err, &refused):
-			return fail("merge_failed", refused.Message, err)
+			o := fail("merge_failed", refused.Message, err)
+			o.reread = true
+			return o
 		case err != nil:
 			return fail("merge_failed", "The code host failed to merge the pull request; the service log has the details.", err)
 		}
@@ -440,7 +482,7 @@ func (s *Service) workShip(ctx context.Context, op ShipOperation) shipOutcome {
 	}
 	req := DeployRequest{Task: t, OperationID: op.OperationID, Environment: op.TargetEnvironment, PullRequest: op.PullRequest, CommitSHA: out.mergeSHA}
 	var dep Deployment
-	err = s.retryTemporary(ctx, "deploy", op.OperationID, s.cfg.DeployTimeout, func(ctx context.Context) error {
+	err = s.retryTemporary(ctx, &op, "deploy", s.cfg.DeployTimeout, func(ctx context.Context) error {
 		var err error
 		dep, err = s.cfg.Deployer.Deploy(ctx, req)
 		return err
@@ -459,24 +501,76 @@ func (s *Service) workShip(ctx context.Context, op ShipOperation) shipOutcome {
 	return out
 }
 
-// readPullRequest reads a pull request, retrying temporary failures.
-func (s *Service) readPullRequest(ctx context.Context, adapter ProviderAdapter, ref PullRequestRef) (PullRequest, error) {
-	var pr PullRequest
-	err := s.retryTemporary(ctx, "read pull request", ref.String(), s.cfg.ProviderTimeout, func(ctx context.Context) error {
-		var err error
-		pr, err = adapter.PullRequest(ctx, ref)
-		return err
-	})
-	return pr, err
+// shipErrorCode is the code of a ship operation that the runner's check of
+// the preconditions, right before the merge, refused with reason.
+func shipErrorCode(reason string) string {
+	if reason == "head_sha_mismatch" {
+		return "head_moved" // the expected head was the task's at acceptance
+	}
+	return reason
+}
+
+// errStoreFailed marks a failure to record facts read from the host.
+var errStoreFailed = errors.New("the store failed")
+
+// Mergeability the host has not worked out yet is read again this many
+// times, mergeabilityWait and then twice as long apart, before the merge
+// is tried anyway (and the host decides).
+const (
+	mergeabilityReads = 2
+	mergeabilityWait  = time.Second
+)
+
+// verify reads the pull request of op from the host, with its CI and
+// review state at its head, right before the merge, and stores what
+// changed (with its events, as any reading does), so that the check of
+// the preconditions that follows judges the facts as they are now. While
+// the host has not worked out whether it can merge the pull request, it
+// reads again, a bounded number of times. It returns the pull request as
+// last read; an error wrapping errStoreFailed when what was read could not
+// be stored.
+func (s *Service) verify(ctx context.Context, adapter ProviderAdapter, op *ShipOperation, t Task) (PullRequest, error) {
+	wait := mergeabilityWait
+	for reads := 0; ; reads++ {
+		var obs observation
+		err := s.retryTemporary(ctx, op, "read pull request", s.cfg.ProviderTimeout, func(ctx context.Context) error {
+			got, err := s.readHost(ctx, adapter, []Task{t}, ReadMerge)
+			if err == nil {
+				obs, err = got[0].obs, got[0].err
+			}
+			return err
+		})
+		if err != nil {
+			return PullRequest{}, err
+		}
+		if obs.pr.State != PullRequestOpen {
+			return obs.pr, nil // the runner decides on a merged or closed pull request
+		}
+		if err := s.applyObservation(ctx, t.ID, op.PullRequest, obs, nil, schedule{}); err != nil {
+			return PullRequest{}, fmt.Errorf("%w: %w", errStoreFailed, err)
+		}
+		if obs.pr.Mergeable != MergeabilityUnknown || reads == mergeabilityReads {
+			return obs.pr, nil
+		}
+		select {
+		case <-ctx.Done():
+			return PullRequest{}, ctx.Err()
+		case <-s.clock.After(wait):
+		}
+		wait *= 2
+		if t, err = s.readTask(ctx, t.ID); err != nil {
+			return PullRequest{}, fmt.Errorf("%w: %w", errStoreFailed, err)
+		}
+	}
 }
 
 // merge merges through the adapter, retrying temporary failures. After a
 // failure whose answer may have been lost (a timeout after the host
 // merged, say) it reads the pull request again: merged at the expected
 // head is a success, never a second merge.
-func (s *Service) merge(ctx context.Context, adapter ProviderAdapter, op ShipOperation, req MergeRequest) (MergeResult, error) {
+func (s *Service) merge(ctx context.Context, adapter ProviderAdapter, op *ShipOperation, req MergeRequest) (MergeResult, error) {
 	var res MergeResult
-	err := s.retryTemporary(ctx, "merge", op.OperationID, s.cfg.ProviderTimeout, func(ctx context.Context) error {
+	err := s.retryTemporary(ctx, op, "merge", s.cfg.ProviderTimeout, func(ctx context.Context) error {
 		var err error
 		res, err = adapter.Merge(ctx, req)
 		if err == nil || errors.Is(err, ErrHeadMismatch) {
@@ -494,11 +588,13 @@ func (s *Service) merge(ctx context.Context, adapter ProviderAdapter, op ShipOpe
 	return res, err
 }
 
-// retryTemporary calls f, each call bounded by timeout, until it succeeds,
-// fails for good, or fails temporarily (ErrTemporary) past the retry
-// budget. Between tries it waits the host's Retry-After, or a backoff that
-// doubles from ShipRetryBackoff.
-func (s *Service) retryTemporary(ctx context.Context, what, subject string, timeout time.Duration, f func(ctx context.Context) error) error {
+// retryTemporary calls f for op, each call bounded by timeout, until it
+// succeeds, fails for good, or fails temporarily (ErrTemporary) past the
+// retry budget. Between tries it waits the host's Retry-After, or a
+// backoff that doubles from ShipRetryBackoff. A rate limit is waited out
+// however long it lasts, outside the budget: the operation says so in its
+// Wait meanwhile.
+func (s *Service) retryTemporary(ctx context.Context, op *ShipOperation, what string, timeout time.Duration, f func(ctx context.Context) error) error {
 	deadline := s.clock.Now().Add(s.cfg.ShipRetryBudget)
 	backoff := s.cfg.ShipRetryBackoff
 	for attempt := 1; ; attempt++ {
@@ -508,6 +604,21 @@ func (s *Service) retryTemporary(ctx context.Context, what, subject string, time
 		if err == nil || !errors.Is(err, ErrTemporary) || ctx.Err() != nil {
 			return err
 		}
+		if wait, ok := rateLimited(err); ok {
+			wait = max(wait, time.Second)
+			s.log.Warn("rate limited; the ship operation waits", "op", what, "operation", op.OperationID, "wait", wait, "err", err)
+			until := NewTimestamp(s.clock.Now().Add(wait))
+			s.setShipWait(ctx, op, &ShipWait{Reason: "rate_limited", Until: until,
+				Message: fmt.Sprintf("The rate limit of the code host is spent; the %s waits until %s.", what, until)})
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-s.clock.After(wait):
+			}
+			s.setShipWait(ctx, op, nil)
+			deadline = deadline.Add(wait)
+			continue
+		}
 		wait := backoff
 		if ra := retryAfter(err); ra > 0 {
 			wait = ra
@@ -515,7 +626,7 @@ func (s *Service) retryTemporary(ctx context.Context, what, subject string, time
 		if s.clock.Now().Add(wait).After(deadline) {
 			return fmt.Errorf("%s gave up after %d tries: %w", what, attempt, err)
 		}
-		s.log.Warn("temporary failure; retrying", "op", what, "subject", subject, "attempt", attempt, "wait", wait, "err", err)
+		s.log.Warn("temporary failure; retrying", "op", what, "operation", op.OperationID, "attempt", attempt, "wait", wait, "err", err)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -525,12 +636,31 @@ func (s *Service) retryTemporary(ctx context.Context, what, subject string, time
 	}
 }
 
+// setShipWait records why op waits (nil: it no longer does), if this
+// runner still holds it. A failure is logged: the wait is only shown.
+func (s *Service) setShipWait(ctx context.Context, op *ShipOperation, w *ShipWait) {
+	err := s.updateRelaxed(ctx, func(tx Tx) error {
+		cur, err := tx.ShipOperation(ctx, op.OperationID)
+		if err != nil {
+			return err
+		}
+		if cur.Status != ShipRunning || cur.LeaseOwner != s.owner || cur.Attempts != op.Attempts {
+			return nil
+		}
+		cur.Wait = w
+		return tx.UpdateShipOperation(ctx, cur)
+	})
+	if err != nil && ctx.Err() == nil {
+		s.log.Warn("record why a ship operation waits", "operation", op.OperationID, "err", err)
+	}
+}
+
 // beginMerge checks, right before the merge, that the preconditions of
-// the ship still hold in the stored facts (the head, CI, review decision
-// and pull request state may have changed while the operation was
-// queued), and marks the task as merging, in one transaction: from then
-// on reviews are refused, so none can be lost to the merge. It returns the
-// refusal when they no longer hold.
+// the ship still hold in the facts just read from the host (verify) and
+// anything posted to the Service since (a review), and marks the task as
+// merging, in one transaction: from then on reviews are refused, so none
+// can be lost to the merge. It returns the refusal when they no longer
+// hold.
 func (s *Service) beginMerge(ctx context.Context, op ShipOperation) (*ConflictError, error) {
 	var refusal *ConflictError
 	err := s.update(ctx, func(tx Tx) error {
@@ -540,7 +670,13 @@ func (s *Service) beginMerge(ctx context.Context, op ShipOperation) (*ConflictEr
 			return fmt.Errorf("get task %s: %w", op.TaskID, err)
 		}
 		if t.ActiveShipID != op.OperationID {
-			refusal = &ConflictError{Message: fmt.Sprintf("Task %s no longer waits for this operation", t.Identifier)}
+			refusal = &ConflictError{Reason: "not_shippable", Message: fmt.Sprintf("Task %s no longer waits for this operation", t.Identifier)}
+			return nil
+		}
+		if t.HeadSHA != nil && *t.HeadSHA != op.ExpectedHeadSHA {
+			// New commits: whatever else changed follows from them.
+			refusal = &ConflictError{Reason: "head_sha_mismatch", Message: fmt.Sprintf("The head of pull request #%d of task %s moved from %s to %s",
+				op.PullRequest.Number, t.Identifier, op.ExpectedHeadSHA, *t.HeadSHA)}
 			return nil
 		}
 		st := s.stateOf(&t)
@@ -575,7 +711,7 @@ func (s *Service) finishShip(ctx context.Context, op ShipOperation, out shipOutc
 		if out.mergeSHA != "" {
 			cur.MergeCommitSHA = &out.mergeSHA
 		}
-		cur.Deployment, cur.Error = out.deployment, out.err
+		cur.Deployment, cur.Error, cur.Wait = out.deployment, out.err, nil
 		ev := taskEvent{typ: EventTaskShipped, actor: op.Actor, operationID: op.OperationID, environment: op.TargetEnvironment}
 		if t.ActiveShipID == op.OperationID {
 			t.ActiveShipID = ""
@@ -592,7 +728,7 @@ func (s *Service) finishShip(ctx context.Context, op ShipOperation, out shipOutc
 		} else {
 			cur.Status, ev.shipStatus = ShipFailed, ShipFailed
 			ev.summary = fmt.Sprintf("Shipping task %s failed: %s", t.Identifier, out.err.Code)
-			settle(t)
+			settle(t, t.Facts.PRState)
 		}
 		if err := tx.UpdateShipOperation(ctx, cur); err != nil {
 			return taskEvent{}, fmt.Errorf("update ship operation %s: %w", op.OperationID, err)

@@ -36,32 +36,77 @@ type Facts struct {
 	// empty when the host does not decide (the Service then decides from
 	// the reviews posted to it).
 	HostDecision ReviewDecision `json:"hostDecision,omitempty"`
+	// Draft says the pull request is a draft, which is not shipped.
+	Draft bool `json:"draft,omitempty"`
+	// Mergeable says whether the host can merge the pull request as it
+	// is, or is empty when the adapter does not say. Conflicting and
+	// behind offer the agent rework (start), to rebase and submit again.
+	Mergeable Mergeability `json:"mergeable,omitempty"`
+	// HostVersion is the Version of the last [Reading] of a
+	// [BatchReader], given back to it at the next reading.
+	HostVersion string `json:"hostVersion,omitempty"`
 	// CheckedAt is when the host was last read for the task, or nil.
 	CheckedAt *Timestamp `json:"checkedAt,omitempty"`
 }
 
+// The reasons of rework, as [Task.ReworkReason] gives them and task.updated
+// events carry them (reworkReason).
+const (
+	// ReworkChangesRequested: a review asked for changes.
+	ReworkChangesRequested = "changes_requested"
+	// ReworkMergeConflict: the pull request conflicts with its base.
+	ReworkMergeConflict = "merge_conflict"
+	// ReworkBehindBase: the base moved on and the host requires the pull
+	// request to be up to date with it.
+	ReworkBehindBase = "behind_base"
+)
+
+// ReworkReason says why a task in review offers start (rework): one of
+// the Rework constants, or "" when it offers none.
+func (t *Task) ReworkReason() string {
+	if t.Status != StatusInReview || t.ActiveShipID != "" {
+		return ""
+	}
+	switch {
+	case t.ReworkRequested || (t.ReviewPolicy == PolicyGitHubRules && t.Facts.HostDecision == DecisionChangesRequested):
+		return ReworkChangesRequested
+	case t.Facts.Mergeable == MergeabilityConflicting:
+		return ReworkMergeConflict
+	case t.Facts.Mergeable == MergeabilityBehind:
+		return ReworkBehindBase
+	}
+	return ""
+}
+
 // taskState is everything availableActions depends on.
 type taskState struct {
-	status    Status
-	ci        CIOverall
-	decision  ReviewDecision
-	rework    bool             // the latest decisive review asked for changes
-	prState   PullRequestState // "" before the first submission
-	shipping  bool             // a ship operation is queued or running
-	canSubmit bool             // an adapter takes the task's submissions
+	status     Status
+	ci         CIOverall
+	ciOptional bool // the repository has no CI: none and pending count as passed
+	decision   ReviewDecision
+	rework     bool             // changes were requested, or the branch must be rebased
+	prState    PullRequestState // "" before the first submission
+	draft      bool             // the pull request is a draft
+	mergeable  Mergeability     // "" when the adapter does not say
+	shipping   bool             // a ship operation is queued or running
+	canSubmit  bool             // an adapter takes the task's submissions
 }
 
 // stateOf returns the state of t. canSubmit says whether an adapter takes
-// the task's submissions (a live binding, or artifact mode).
-func stateOf(t *Task, canSubmit bool) taskState {
+// the task's submissions (a live binding, or artifact mode); ciRequired
+// whether the task's repository has CI (see [AdapterBinding.CIRequired]).
+func stateOf(t *Task, canSubmit, ciRequired bool) taskState {
 	return taskState{
-		status:    t.Status,
-		ci:        ciOf(t),
-		decision:  decisionOf(t),
-		rework:    reworkOf(t),
-		prState:   t.Facts.PRState,
-		shipping:  t.ActiveShipID != "",
-		canSubmit: canSubmit,
+		status:     t.Status,
+		ci:         ciOf(t),
+		ciOptional: !ciRequired,
+		decision:   decisionOf(t),
+		rework:     reworkOf(t),
+		prState:    t.Facts.PRState,
+		draft:      t.Facts.Draft,
+		mergeable:  t.Facts.Mergeable,
+		shipping:   t.ActiveShipID != "",
+		canSubmit:  canSubmit,
 	}
 }
 
@@ -70,9 +115,14 @@ func stateOf(t *Task, canSubmit bool) taskState {
 //
 //	todo         start
 //	in_progress  submit, unless no adapter takes the task or a ship is under way
-//	in_review    start     when the latest decisive review asked for changes
-//	             ship      when CI passed, the decision is approved or not
-//	                       required and the pull request is open
+//	in_review    start     when the latest decisive review asked for
+//	                       changes, or the pull request conflicts with its
+//	                       base or is behind it where the host requires it
+//	                       up to date (rework: rebase and submit again)
+//	             ship      when CI passed (or the repository has no CI and
+//	                       there is none), the decision is approved or not
+//	                       required, and the pull request is open, not a
+//	                       draft and not in need of rework to merge
 //	             view_ci_status, view_review_feedback
 //	             (no start or ship while a ship operation is under way)
 //	blocked      resolve_blocker
@@ -117,8 +167,14 @@ var (
 
 // shippable reports whether a task in st may be shipped.
 func (st taskState) shippable() bool {
-	return st.status == StatusInReview && !st.shipping && st.ci == CIPassed && st.decision.allowsShip() &&
-		(st.prState == PullRequestOpen || st.prState == "")
+	return st.status == StatusInReview && !st.shipping && st.ciAllowsShip() && st.decision.allowsShip() &&
+		(st.prState == PullRequestOpen || st.prState == "") && !st.draft && !st.mergeable.needsRework()
+}
+
+// ciAllowsShip reports whether CI lets the task ship: it passed, or the
+// repository has no CI and nothing ran or failed.
+func (st taskState) ciAllowsShip() bool {
+	return st.ci == CIPassed || (st.ciOptional && (st.ci == CINone || st.ci == CIPending))
 }
 
 // hasAction reports whether acts contains a.
@@ -150,31 +206,48 @@ func decisionOf(t *Task) ReviewDecision {
 }
 
 // reworkOf reports whether the agent may start t again: the latest
-// decisive review posted asked for changes, or the host's decision is
-// changes_requested.
+// decisive review posted asked for changes, the host's decision is
+// changes_requested, or the pull request must be rebased to merge.
 func reworkOf(t *Task) bool {
-	return t.ReworkRequested || (t.ReviewPolicy == PolicyGitHubRules && t.Facts.HostDecision == DecisionChangesRequested)
+	return t.ReworkRequested || (t.ReviewPolicy == PolicyGitHubRules && t.Facts.HostDecision == DecisionChangesRequested) ||
+		t.Facts.Mergeable.needsRework()
 }
 
-// settle moves a task in review whose pull request the host merged or
-// closed: merged makes it done; closed without merging sends it back to
-// in_progress, so that the agent submits again (which opens or reopens a
-// pull request). A task being shipped is left to its ship operation, whose
-// runner sees the same facts. It reports whether the status changed.
-func settle(t *Task) bool {
-	if t.Status != StatusInReview || t.ActiveShipID != "" {
+// settle moves a task whose pull request the host merged, closed or
+// reopened: merged makes a task in review done; closed without merging
+// sends it back to in_progress, so that the agent submits again (which
+// opens or reopens a pull request); reopened (closed before, open now)
+// puts a task that the close sent back to in_progress in review again. A
+// task being shipped is left to its ship operation, whose runner sees the
+// same facts. wasState is the pull request's state before the facts
+// applied. It reports whether the status changed.
+func settle(t *Task, wasState PullRequestState) bool {
+	if t.ActiveShipID != "" {
 		return false
 	}
-	switch t.Facts.PRState {
-	case PullRequestMerged:
+	switch {
+	case t.Status == StatusInReview && t.Facts.PRState == PullRequestMerged:
 		t.Status = StatusDone
-	case PullRequestClosed:
-		t.Status = StatusInProgress
+		t.ReconcileAt = Timestamp{}
+	case t.Status == StatusInReview && t.Facts.PRState == PullRequestClosed:
+		t.Status = StatusInProgress // ReconcileAt stays: a reopen is read too
 		t.ReworkRequested = false
+	case t.Status == StatusInProgress && wasState == PullRequestClosed && t.Facts.PRState == PullRequestOpen:
+		t.Status = StatusInReview
+	case t.Status == StatusInProgress && wasState == PullRequestClosed && t.Facts.PRState == PullRequestMerged:
+		t.Status = StatusDone // reopened and merged at the host between two readings
+		t.ReconcileAt = Timestamp{}
 	default:
 		return false
 	}
 	return true
+}
+
+// closedAtHost reports whether t went back to in_progress because its
+// pull request was closed at the host (not because its agent started
+// rework): such a task is read again, for a reopen.
+func closedAtHost(t *Task) bool {
+	return t.Status == StatusInProgress && t.Facts.PRState == PullRequestClosed && t.PRNumber != nil
 }
 
 // shipRefusal says why t cannot be shipped at expectedHead, or is nil. It
@@ -189,7 +262,13 @@ func shipRefusal(t *Task, st taskState, expectedHead string) *ConflictError {
 		return refuse("not_shippable", "Task %s is %s; only a submitted task in review can be shipped", t.Identifier, t.Status)
 	case st.prState == PullRequestMerged || st.prState == PullRequestClosed:
 		return refuse("not_shippable", "Pull request #%d of task %s is %s", *t.PRNumber, t.Identifier, st.prState)
-	case st.ci != CIPassed:
+	case st.draft:
+		return refuse("draft", "Pull request #%d of task %s is a draft; mark it ready for review at the code host", *t.PRNumber, t.Identifier)
+	case st.mergeable == MergeabilityConflicting:
+		return refuse("not_mergeable", "Pull request #%d of task %s conflicts with its base branch; rebase it and submit again", *t.PRNumber, t.Identifier)
+	case st.mergeable == MergeabilityBehind:
+		return refuse("not_mergeable", "Pull request #%d of task %s is behind its base branch, which must be up to date to merge; rebase it and submit again", *t.PRNumber, t.Identifier)
+	case !st.ciAllowsShip():
 		return refuse("ci_not_passed", "CI of task %s is %s, not passed", t.Identifier, st.ci)
 	case !st.decision.allowsShip():
 		return refuse("review_not_approved", "The review decision on task %s is %s, not approved", t.Identifier, st.decision)
@@ -211,6 +290,12 @@ func factFields(before, after *Task) []string {
 	}
 	if decisionOf(before) != decisionOf(after) {
 		out = append(out, "reviewDecision")
+	}
+	if before.Facts.Draft != after.Facts.Draft {
+		out = append(out, "draft")
+	}
+	if before.Facts.Mergeable != after.Facts.Mergeable {
+		out = append(out, "mergeable")
 	}
 	return out
 }

@@ -87,7 +87,7 @@ func TestSettleAndShipRefusal(t *testing.T) {
 		if tt.shipping {
 			task.ActiveShipID = "shp_x"
 		}
-		settle(&task)
+		settle(&task, task.Facts.PRState)
 		if task.Status != tt.want {
 			t.Errorf("settle(pr %s, shipping %v) = %s, want %s", tt.pr, tt.shipping, task.Status, tt.want)
 		}
@@ -108,7 +108,7 @@ func TestSettleAndShipRefusal(t *testing.T) {
 	for i, tt := range refusals {
 		task := base()
 		tt.change(&task)
-		got := shipRefusal(&task, stateOf(&task, true), tt.head)
+		got := shipRefusal(&task, stateOf(&task, true, true), tt.head)
 		reason := ""
 		if got != nil {
 			reason = got.Reason

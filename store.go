@@ -165,12 +165,14 @@ type Tx interface {
 	// stores: SELECT ... FOR UPDATE SKIP LOCKED, then UPDATE, in one
 	// statement or transaction).
 	ClaimShipOperations(ctx context.Context, p ClaimShipOperationsParams) ([]ShipOperation, error)
-	// ClaimReconciliations takes up to p.Limit tasks in review whose
-	// ReconcileAt is not after p.Now, earliest first, by setting their
-	// ReconcileAt to p.Until, and returns them as stored. Until then no
-	// other claim returns them: p.Until is the lease of the reconciler that
-	// claimed them, and its next reading. The locking contract is the one
-	// of ClaimShipOperations.
+	// ClaimReconciliations takes up to p.Limit tasks whose ReconcileAt is
+	// not after p.Now, earliest first: tasks in review, and tasks in
+	// progress whose ReconcileAt is not zero (their pull request was closed
+	// at the host, and a reopen is looked for). It sets their ReconcileAt
+	// to p.Until and returns them as stored. Until then no other claim
+	// returns them: p.Until is the lease of the reconciler that claimed
+	// them, which sets their next reading when it is done. The locking
+	// contract is the one of ClaimShipOperations.
 	ClaimReconciliations(ctx context.Context, p ClaimReconciliationsParams) ([]Task, error)
 
 	// IdempotencyRecord returns the record of an idempotency key.

@@ -126,7 +126,16 @@ type AdapterBinding struct {
 	// CI reports their CI. When nil, the Adapter does if it is a
 	// CIProvider, else Config.CIProvider.
 	CI CIProvider
+	// CIRequired says whether the repositories of these tasks have CI.
+	// Nil means they do: a task ships once its CI passed. Pointing to
+	// false declares a repository without CI: a task whose CI is none (or
+	// pending, with no check reported) ships too, while a check that runs
+	// or failed still holds it.
+	CIRequired *bool
 }
+
+// ciRequired reports whether b's repositories have CI.
+func (b *AdapterBinding) ciRequired() bool { return b.CIRequired == nil || *b.CIRequired }
 
 // binding returns the binding live for a project, or nil.
 func (s *Service) binding(project string) *AdapterBinding {
@@ -280,7 +289,8 @@ func (s *Service) submitLocked(ctx context.Context, taskID string, p SubmitParam
 	// first read in review already shows them; what cannot be read now is
 	// read by the reconciler.
 	t.ReviewPolicy = plan.Policy
-	obs := s.observeHead(actx, adapter, &t, pr)
+	obs := s.firstReading(actx, adapter, t, pr)
+	pr.Mergeable, pr.Draft = obs.pr.Mergeable, obs.pr.Draft
 
 	sub := Submission{
 		SubmissionID:     req.SubmissionID,
@@ -340,11 +350,11 @@ func (s *Service) submitLocked(ctx context.Context, taskID string, p SubmitParam
 			return taskEvent{}, err
 		}
 		_, decides := adapter.(ReviewDecider)
-		reviewsUnread := decides && t.ReviewPolicy == PolicyGitHubRules && obs.reviews == nil
+		reviewsUnread := (decides || obs.reviewsFailed) && t.ReviewPolicy == PolicyGitHubRules && obs.reviews == nil
 		if reviewsUnread {
 			t.Facts.HostDecision = DecisionPending // the host decides; it could not be asked yet
 		}
-		t.ReconcileAt = s.firstReconcile(s.clock.Now())
+		t.ReconcileAt = s.nextSweep(s.clock.Now())
 		if obs.ciFailed || reviewsUnread {
 			t.ReconcileAt = s.now() // read again at once what could not be read now
 		}
@@ -368,6 +378,31 @@ func (s *Service) submitLocked(ctx context.Context, taskID string, p SubmitParam
 		return Submission{}, err
 	}
 	return sub, nil
+}
+
+// firstReading reads the CI and review state of pr, just opened or
+// reused for t: through the adapter's BatchReader when it has one (one
+// reading of everything, whose Version the reconciler's next reading
+// starts from), else with a call each. What cannot be read is marked
+// failed, for the reconciler to read at once.
+func (s *Service) firstReading(ctx context.Context, adapter ProviderAdapter, t Task, pr PullRequest) observation {
+	if _, ok := adapter.(BatchReader); !ok {
+		return s.observeHead(ctx, adapter, &t, pr)
+	}
+	t.PROwner, t.PRRepo, t.PRNumber, t.HeadSHA, t.Facts = pr.Owner, pr.Repo, &pr.Number, &pr.HeadSHA, Facts{}
+	reads, err := s.readHost(ctx, adapter, []Task{t}, ReadNow)
+	if err == nil {
+		err = reads[0].err
+	}
+	if err != nil || reads[0].obs.pr.HeadSHA != pr.HeadSHA {
+		if err != nil {
+			s.log.WarnContext(ctx, "read the pull request just submitted; the reconciler reads it at once", "task", t.ID, "err", err)
+		}
+		return observation{pr: pr, ciFailed: true, reviewsFailed: true}
+	}
+	obs := reads[0].obs
+	obs.pr.Created = pr.Created
+	return obs
 }
 
 // notSubmittable is the conflict of a submit that is not available.

@@ -234,16 +234,17 @@ func TestLifecycleThroughService(t *testing.T) {
 	}
 }
 
-// A commit pushed after the ship was accepted: GitLab's 409 fails the
-// operation with head_sha_mismatch, and nothing is merged.
+// A commit pushed after the ship was accepted, with no webhook: the
+// runner's reading right before the merge sees it, fails the operation
+// with head_moved, and nothing is merged.
 func TestShipHeadMismatch(t *testing.T) {
 	t.Parallel()
 	st := newStack(t, stackOptions{})
 	tk := st.green(t, st.submitted(t, "GL-2"))
 	st.f.Push(*tk.Branch)
 	op := st.finished(t, st.ship(t, tk, lifecycle.ShipMergeOnly, *tk.HeadSHA).OperationID)
-	if op.Status != lifecycle.ShipFailed || op.Error == nil || op.Error.Code != "head_sha_mismatch" {
-		t.Fatalf("operation = %+v, error %+v; want failed with head_sha_mismatch", op, op.Error)
+	if op.Status != lifecycle.ShipFailed || op.Error == nil || op.Error.Code != "head_moved" {
+		t.Fatalf("operation = %+v, error %+v; want failed with head_moved", op, op.Error)
 	}
 	if st.f.MergeRequest(1).State != "opened" {
 		t.Error("merged despite the new head")

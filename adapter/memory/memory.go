@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -28,6 +29,8 @@ const (
 	OpMerge       Op = "merge"
 	OpChecks      Op = "checks"
 	OpReviews     Op = "reviews"
+	// OpBatch is a call of the BatchReader that Batch returns.
+	OpBatch Op = "batch"
 )
 
 // Config configures an Adapter.
@@ -225,6 +228,29 @@ func (a *Adapter) SetCheck(sha string, c lifecycle.CICheck) {
 	a.checks[sha] = r
 }
 
+// SetMergeable sets whether the host can merge pull request number, as
+// its base moving on (conflicting, behind) or the host working it out
+// (unknown) does.
+func (a *Adapter) SetMergeable(number int, m lifecycle.Mergeability) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.prs[number-1].Mergeable = m
+}
+
+// SetDraft marks pull request number as a draft, or ready for review.
+func (a *Adapter) SetDraft(number int, draft bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.prs[number-1].Draft = draft
+}
+
+// SetBase retargets pull request number at another base branch.
+func (a *Adapter) SetBase(number int, base string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.prs[number-1].Base = base
+}
+
 // SetReviewDecision sets the host's review decision of a pull request.
 func (a *Adapter) SetReviewDecision(number int, d lifecycle.ReviewDecision) {
 	a.mu.Lock()
@@ -410,4 +436,58 @@ func (a *Adapter) ReviewDecision(ctx context.Context, q lifecycle.ReviewQuery) (
 		out.Decision = d
 	}
 	return out, nil
+}
+
+// Batch returns the Adapter as a [lifecycle.BatchReader] too: one call
+// (OpBatch) reads every pull request asked for, with its checks and
+// reviews, and answers Unchanged to a sweep whose Version says nothing
+// changed. The Adapter itself reads one pull request at a time, as an
+// adapter without batches does.
+func (a *Adapter) Batch() *Batching { return &Batching{a} }
+
+// Batching is an Adapter that is a [lifecycle.BatchReader] too; see
+// [Adapter.Batch].
+type Batching struct{ *Adapter }
+
+var _ lifecycle.BatchReader = (*Batching)(nil)
+
+// ReadPullRequests implements [lifecycle.BatchReader].
+func (b *Batching) ReadPullRequests(ctx context.Context, q lifecycle.BatchQuery) ([]lifecycle.Reading, error) {
+	a := b.Adapter
+	if err := a.begin(ctx, OpBatch); err != nil {
+		return nil, fmt.Errorf("memory: read %d pull requests: %w", len(q.Reads), err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]lifecycle.Reading, len(q.Reads))
+	for i, rd := range q.Reads {
+		pr, err := a.lookup(rd.PullRequest)
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		r := lifecycle.Reading{PullRequest: clonePR(pr)}
+		ci := a.checks[pr.HeadSHA]
+		ci.Checks = slices.Clone(ci.Checks)
+		r.CI = &ci
+		hr := lifecycle.HostReviews{Decision: lifecycle.DecisionPending, Reviews: slices.Clone(a.reviews[pr.Number])}
+		if d, ok := a.decisions[pr.Number]; ok {
+			hr.Decision = d
+		}
+		r.Reviews = &hr
+		r.Version = version(r)
+		if q.Purpose == lifecycle.ReadSweep && rd.Version != "" && rd.Version == r.Version {
+			r = lifecycle.Reading{Unchanged: true, Version: r.Version}
+		}
+		out[i] = r
+	}
+	return out, nil
+}
+
+// version summarises what a reading found: equal summaries, nothing
+// changed.
+func version(r lifecycle.Reading) string {
+	b, _ := json.Marshal(r)
+	h := sha1.Sum(b)
+	return hex.EncodeToString(h[:8])
 }

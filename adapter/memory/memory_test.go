@@ -19,11 +19,22 @@ func TestConformance(t *testing.T) {
 		t.Parallel()
 		adaptertest.Run(t, harness(memory.Config{DismissStaleReviews: true}))
 	})
+	t.Run("Batch", func(t *testing.T) {
+		t.Parallel()
+		h := harness(memory.Config{})
+		h.New = func(t *testing.T) lifecycle.ProviderAdapter { return memory.New(memory.Config{}).Batch() }
+		adaptertest.Run(t, h)
+	})
 }
 
 // harness runs every hook the in-memory host supports.
 func harness(cfg memory.Config) adaptertest.Harness {
-	host := func(a lifecycle.ProviderAdapter) *memory.Adapter { return a.(*memory.Adapter) }
+	host := func(a lifecycle.ProviderAdapter) *memory.Adapter {
+		if b, ok := a.(*memory.Batching); ok {
+			return b.Adapter
+		}
+		return a.(*memory.Adapter)
+	}
 	return adaptertest.Harness{
 		New: func(t *testing.T) lifecycle.ProviderAdapter { return memory.New(cfg) },
 		Push: func(t *testing.T, a lifecycle.ProviderAdapter, pr lifecycle.PullRequest) string {

@@ -105,7 +105,6 @@ type options struct {
 	webhookSecret        string
 	webhookCA            string
 	reconcileInterval    time.Duration
-	reconcileSet         bool // -reconcile-interval was given
 	gitlabProjectPath    string
 	gitlabProject        string
 	gitlabURL            string
@@ -138,7 +137,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.webhookURL, "webhook-url", "", "subscribe this https URL to every event type at start (implies -allow-private-webhooks)")
 	fs.StringVar(&o.webhookSecret, "webhook-secret", os.Getenv("WEBHOOK_SECRET"), "secret of the -webhook-url subscription, 16 to 128 characters; also WEBHOOK_SECRET")
 	fs.StringVar(&o.webhookCA, "webhook-ca", "", "PEM file of certificates to trust for webhook receivers, beside the system's")
-	fs.DurationVar(&o.reconcileInterval, "reconcile-interval", 10*time.Second, "how often the code host is read again for each task in review, so that commits pushed to a task's branch are learned; with -github-repo or -gitlab-project-path the default is 30s, for the hosts' rate limits")
+	fs.DurationVar(&o.reconcileInterval, "reconcile-interval", 10*time.Second, "the longest time a change made at the code host without a webhook (a commit pushed to a task's branch, CI, a review) stays unnoticed: every task in review is read again at each multiple of it, in batches (at least 1s)")
 	fs.StringVar(&o.gitlabProjectPath, "gitlab-project-path", "", "GROUP/NAME of a GitLab project: tasks of -gitlab-project open merge requests there, with its CI, approvals and deployments")
 	fs.StringVar(&o.gitlabProject, "gitlab-project", "gitlab", "the context.project of the tasks that -gitlab-project-path serves")
 	fs.StringVar(&o.gitlabURL, "gitlab-url", "https://gitlab.com", "the GitLab instance (its API is under /api/v4/); plain http only for loopback")
@@ -157,7 +156,6 @@ func parseFlags(args []string) (options, error) {
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
-	fs.Visit(func(f *flag.Flag) { o.reconcileSet = o.reconcileSet || f.Name == "reconcile-interval" })
 	// Read after parsing, so that -h never prints them.
 	if o.githubToken == "" {
 		o.githubToken = os.Getenv("GITHUB_TOKEN")
@@ -285,17 +283,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	// The local repositories answer at once: a short provider timeout
-	// allows a short reconcile interval, so that a commit pushed to a
-	// task's branch with git shows within seconds. A code host answers
-	// more slowly, and each reading of a task in review costs four of its
-	// calls (at GitHub, 5,000 an hour for a token): read it less often.
-	providerTimeout, reconcile := 5*time.Second, opts.reconcileInterval
+	// The local repositories answer at once; a code host more slowly. A
+	// sweep of every task in review costs a code host a request or two
+	// (GitHub's GraphQL API reads 200 quiet pull requests in one; GitLab
+	// lists what changed since the last sweep), and the adapters keep the
+	// sweeps within 80 % of the host's rate limit.
+	providerTimeout := 5 * time.Second
 	if gh != nil || gl != nil {
 		providerTimeout = 20 * time.Second
-		if !opts.reconcileSet {
-			reconcile = 30 * time.Second
-		}
 	}
 	sealKey, previousKeys, err := webhookSecretKeys(opts)
 	if err != nil {
@@ -317,7 +312,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		// GitHub and GitLab projects follow their host's rules.
 		ReviewRouter:               reviews,
 		ProviderTimeout:            providerTimeout,
-		ReconcileInterval:          reconcile,
+		ReconcileInterval:          opts.reconcileInterval,
 		AllowPrivateWebhookTargets: opts.allowPrivateWebhooks,
 		WebhookTLSConfig:           webhookTLS,
 		WebhookSecretKey:           sealKey,

@@ -10,13 +10,13 @@ import (
 
 const shipColumns = `id, task_id, status, mode, environment, expected_head_sha, submission_mode, pr_owner, pr_repo,
 	pr_number, actor_id, actor_role, trace_id, queued_at, started_at, finished_at, merge_commit_sha, deployment,
-	error, attempts, lease_until, lease_owner`
+	error, attempts, lease_until, lease_owner, wait`
 
 // shipRow holds the scanned columns of a ship operation.
 type shipRow struct {
 	op                               lifecycle.ShipOperation
 	status, mode, env, subMode, role string
-	deployment, shipErr              *string
+	deployment, shipErr, wait        *string
 	prNumber, queued, lease          int64
 	started, finished                *int64
 	attempts                         int32
@@ -27,7 +27,7 @@ func scanShip(row scanner) (lifecycle.ShipOperation, error) {
 	op := &r.op
 	err := row.Scan(&op.OperationID, &op.TaskID, &r.status, &r.mode, &r.env, &op.ExpectedHeadSHA, &r.subMode,
 		&op.PullRequest.Owner, &op.PullRequest.Repo, &r.prNumber, &op.Actor.ID, &r.role, &op.TraceID,
-		&r.queued, &r.started, &r.finished, &op.MergeCommitSHA, &r.deployment, &r.shipErr, &r.attempts, &r.lease, &op.LeaseOwner)
+		&r.queued, &r.started, &r.finished, &op.MergeCommitSHA, &r.deployment, &r.shipErr, &r.attempts, &r.lease, &op.LeaseOwner, &r.wait)
 	if err != nil {
 		return *op, err
 	}
@@ -48,12 +48,26 @@ func scanShip(row scanner) (lifecycle.ShipOperation, error) {
 			return *op, fmt.Errorf("ship operation %s error: %w", op.OperationID, err)
 		}
 	}
+	if r.wait != nil {
+		op.Wait = new(lifecycle.ShipWait)
+		if err := json.Unmarshal([]byte(*r.wait), op.Wait); err != nil {
+			return *op, fmt.Errorf("ship operation %s wait: %w", op.OperationID, err)
+		}
+	}
 	return *op, nil
 }
 
 // shipArgs returns the values of shipColumns.
 func shipArgs(op *lifecycle.ShipOperation) ([]any, error) {
-	var deployment, shipErr *string
+	var deployment, shipErr, wait *string
+	if op.Wait != nil {
+		b, err := json.Marshal(op.Wait)
+		if err != nil {
+			return nil, err
+		}
+		s := string(b)
+		wait = &s
+	}
 	if op.Deployment != nil {
 		b, err := json.Marshal(op.Deployment)
 		if err != nil {
@@ -73,7 +87,7 @@ func shipArgs(op *lifecycle.ShipOperation) ([]any, error) {
 	return []any{op.OperationID, op.TaskID, string(op.Status), string(op.Mode), string(op.TargetEnvironment), op.ExpectedHeadSHA,
 		string(op.SubmissionMode), op.PullRequest.Owner, op.PullRequest.Repo, int64(op.PullRequest.Number), op.Actor.ID, string(op.Actor.Role),
 		op.TraceID, millis(op.QueuedAt.Time), optionalMillis(op.StartedAt), optionalMillis(op.FinishedAt), op.MergeCommitSHA,
-		deployment, shipErr, int32(op.Attempts), millis(op.LeaseUntil.Time), op.LeaseOwner}, nil
+		deployment, shipErr, int32(op.Attempts), millis(op.LeaseUntil.Time), op.LeaseOwner, wait}, nil
 }
 
 // ShipOperation implements lifecycle.Store.
@@ -118,7 +132,7 @@ func (x *txn) CreateShipOperation(ctx context.Context, op lifecycle.ShipOperatio
 		return fmt.Errorf("postgres: encode ship operation %s: %w", op.OperationID, err)
 	}
 	n, err := x.exec(ctx, `INSERT INTO ship_operations (`+shipColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)
 		ON CONFLICT DO NOTHING`, args...)
 	if err != nil {
 		return fmt.Errorf("postgres: create ship operation %s: %w", op.OperationID, err)
@@ -137,8 +151,8 @@ func (x *txn) UpdateShipOperation(ctx context.Context, op lifecycle.ShipOperatio
 		return fmt.Errorf("postgres: encode ship operation %s: %w", op.OperationID, err)
 	}
 	n, err := x.exec(ctx, `UPDATE ship_operations SET status = $2, started_at = $3, finished_at = $4,
-		merge_commit_sha = $5, deployment = $6, error = $7, attempts = $8, lease_until = $9, lease_owner = $10 WHERE id = $1`,
-		op.OperationID, args[2], args[14], args[15], args[16], args[17], args[18], args[19], args[20], args[21])
+		merge_commit_sha = $5, deployment = $6, error = $7, attempts = $8, lease_until = $9, lease_owner = $10, wait = $11 WHERE id = $1`,
+		op.OperationID, args[2], args[14], args[15], args[16], args[17], args[18], args[19], args[20], args[21], args[22])
 	if err != nil {
 		return fmt.Errorf("postgres: update ship operation %s: %w", op.OperationID, err)
 	}

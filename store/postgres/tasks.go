@@ -296,7 +296,8 @@ func (x *txn) ClaimReconciliations(ctx context.Context, p lifecycle.ClaimReconci
 		t, _, err := scanTask(row)
 		return t, err
 	}, `WITH due AS (
-		SELECT pos, reconcile_at AS old FROM tasks WHERE status = 'in_review' AND reconcile_at <= $1
+		SELECT pos, reconcile_at AS old FROM tasks WHERE status IN ('in_review', 'in_progress') AND reconcile_at <= $1
+		AND (status = 'in_review' OR reconcile_at > 0)
 		ORDER BY reconcile_at, pos LIMIT $2 FOR UPDATE SKIP LOCKED),
 	claimed AS (UPDATE tasks SET reconcile_at = $3 FROM due WHERE tasks.pos = due.pos RETURNING tasks.*, due.old)
 	SELECT `+taskColumns+` FROM claimed ORDER BY old, pos`, millis(p.Now), p.Limit, millis(p.Until))

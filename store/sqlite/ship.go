@@ -11,14 +11,14 @@ import (
 
 const shipColumns = `id, task_id, status, mode, environment, expected_head_sha, submission_mode, pr_owner, pr_repo,
 	pr_number, actor_id, actor_role, trace_id, queued_at, started_at, finished_at, merge_commit_sha, deployment,
-	error, attempts, lease_until, lease_owner`
+	error, attempts, lease_until, lease_owner, wait`
 
 // shipRow holds the scanned columns of a ship operation.
 type shipRow struct {
 	op                               lifecycle.ShipOperation
 	status, mode, env, subMode, role string
 	trace, mergeSHA                  sql.NullString
-	deployment, shipErr              []byte
+	deployment, shipErr, wait        []byte
 	queued, lease                    int64
 	started, finished                sql.NullInt64
 }
@@ -28,7 +28,7 @@ func scanShip(row scanner) (lifecycle.ShipOperation, error) {
 	op := &r.op
 	err := row.Scan(&op.OperationID, &op.TaskID, &r.status, &r.mode, &r.env, &op.ExpectedHeadSHA, &r.subMode,
 		&op.PullRequest.Owner, &op.PullRequest.Repo, &op.PullRequest.Number, &op.Actor.ID, &r.role, &r.trace,
-		&r.queued, &r.started, &r.finished, &r.mergeSHA, &r.deployment, &r.shipErr, &op.Attempts, &r.lease, &op.LeaseOwner)
+		&r.queued, &r.started, &r.finished, &r.mergeSHA, &r.deployment, &r.shipErr, &op.Attempts, &r.lease, &op.LeaseOwner, &r.wait)
 	if err != nil {
 		return *op, translate(err)
 	}
@@ -56,12 +56,25 @@ func scanShip(row scanner) (lifecycle.ShipOperation, error) {
 			return *op, fmt.Errorf("sqlite: ship operation %s error: %w", op.OperationID, err)
 		}
 	}
+	if len(r.wait) > 0 {
+		op.Wait = new(lifecycle.ShipWait)
+		if err := json.Unmarshal(r.wait, op.Wait); err != nil {
+			return *op, fmt.Errorf("sqlite: ship operation %s wait: %w", op.OperationID, err)
+		}
+	}
 	return *op, nil
 }
 
 // shipArgs returns the values of shipColumns.
 func shipArgs(op *lifecycle.ShipOperation) ([]any, error) {
-	var deployment, shipErr any
+	var deployment, shipErr, wait any
+	if op.Wait != nil {
+		b, err := json.Marshal(op.Wait)
+		if err != nil {
+			return nil, err
+		}
+		wait = string(b)
+	}
 	if op.Deployment != nil {
 		b, err := json.Marshal(op.Deployment)
 		if err != nil {
@@ -85,7 +98,7 @@ func shipArgs(op *lifecycle.ShipOperation) ([]any, error) {
 	return []any{op.OperationID, op.TaskID, string(op.Status), string(op.Mode), string(op.TargetEnvironment), op.ExpectedHeadSHA,
 		string(op.SubmissionMode), op.PullRequest.Owner, op.PullRequest.Repo, op.PullRequest.Number, op.Actor.ID, string(op.Actor.Role),
 		op.TraceID, millis(op.QueuedAt.Time), optionalMillis(op.StartedAt), optionalMillis(op.FinishedAt), op.MergeCommitSHA,
-		deployment, shipErr, op.Attempts, millis(op.LeaseUntil.Time), op.LeaseOwner}, nil
+		deployment, shipErr, op.Attempts, millis(op.LeaseUntil.Time), op.LeaseOwner, wait}, nil
 }
 
 // ShipOperation implements lifecycle.Store.
@@ -129,7 +142,7 @@ func (x *txn) CreateShipOperation(ctx context.Context, op lifecycle.ShipOperatio
 		return fmt.Errorf("sqlite: encode ship operation %s: %w", op.OperationID, err)
 	}
 	_, err = x.conn.ExecContext(x.ctx, "INSERT INTO ship_operations ("+shipColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
 	if err != nil {
 		return fmt.Errorf("sqlite: create ship operation %s: %w", op.OperationID, translate(err))
 	}
@@ -143,8 +156,8 @@ func (x *txn) UpdateShipOperation(ctx context.Context, op lifecycle.ShipOperatio
 		return fmt.Errorf("sqlite: encode ship operation %s: %w", op.OperationID, err)
 	}
 	res, err := x.conn.ExecContext(x.ctx, `UPDATE ship_operations SET status = ?, started_at = ?, finished_at = ?,
-		merge_commit_sha = ?, deployment = ?, error = ?, attempts = ?, lease_until = ?, lease_owner = ? WHERE id = ?`,
-		args[2], args[14], args[15], args[16], args[17], args[18], args[19], args[20], args[21], op.OperationID)
+		merge_commit_sha = ?, deployment = ?, error = ?, attempts = ?, lease_until = ?, lease_owner = ?, wait = ? WHERE id = ?`,
+		args[2], args[14], args[15], args[16], args[17], args[18], args[19], args[20], args[21], args[22], op.OperationID)
 	if err != nil {
 		return fmt.Errorf("sqlite: update ship operation %s: %w", op.OperationID, translate(err))
 	}

@@ -318,7 +318,8 @@ func (x *txn) ClaimReconciliations(ctx context.Context, p lifecycle.ClaimReconci
 	tasks, err := queryAll(x.ctx, x.conn, func(row scanner) (lifecycle.Task, error) {
 		t, _, err := scanTask(row)
 		return t, err
-	}, "SELECT "+taskColumns+" FROM tasks WHERE status = 'in_review' AND reconcile_at <= ? ORDER BY reconcile_at LIMIT ?", millis(p.Now), p.Limit)
+	}, "SELECT "+taskColumns+` FROM tasks WHERE status IN ('in_review', 'in_progress') AND reconcile_at <= ?
+		AND (status = 'in_review' OR reconcile_at > 0) ORDER BY reconcile_at LIMIT ?`, millis(p.Now), p.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: claim reconciliations: %w", err)
 	}

@@ -362,11 +362,16 @@ func testClaimReconciliations(t *testing.T, h Harness) {
 		third  = task(4, lifecycle.StatusInReview, ts(2*time.Minute))
 		// A zero ReconcileAt is not after any claim's Now: due at once.
 		first = task(5, lifecycle.StatusInReview, lifecycle.Timestamp{})
+		// In progress with a ReconcileAt: its pull request was closed at
+		// the host, and is read for a reopen.
+		closed = task(6, lifecycle.StatusInProgress, ts(3*time.Minute))
 	)
-	tasks := []lifecycle.Task{second, fourth, later, third, first} // not in ReconcileAt order
-	for i, st := range []lifecycle.Status{lifecycle.StatusTodo, lifecycle.StatusInProgress, lifecycle.StatusBlocked, lifecycle.StatusDone, lifecycle.StatusCancelled} {
+	tasks := []lifecycle.Task{second, fourth, later, closed, third, first} // not in ReconcileAt order
+	for i, st := range []lifecycle.Status{lifecycle.StatusTodo, lifecycle.StatusBlocked, lifecycle.StatusDone, lifecycle.StatusCancelled} {
 		tasks = append(tasks, task(10+i, st, ts(0)))
 	}
+	// In progress with no ReconcileAt: its agent works on it.
+	tasks = append(tasks, task(20, lifecycle.StatusInProgress, lifecycle.Timestamp{}))
 	create(t, s, tasks...)
 
 	claim := func(now, until time.Time, limit int) []lifecycle.Task {
@@ -402,8 +407,8 @@ func testClaimReconciliations(t *testing.T, h Harness) {
 	boom := errors.New("boom")
 	err := s.Update(t.Context(), func(tx lifecycle.Tx) error {
 		got, err := tx.ClaimReconciliations(t.Context(), lifecycle.ClaimReconciliationsParams{Now: now, Until: until, Limit: 10})
-		if err == nil && len(got) != 4 {
-			t.Errorf("claim in a failing transaction took %d tasks, want 4", len(got))
+		if err == nil && len(got) != 5 {
+			t.Errorf("claim in a failing transaction took %d tasks, want 5", len(got))
 		}
 		return errors.Join(err, boom)
 	})
@@ -411,9 +416,10 @@ func testClaimReconciliations(t *testing.T, h Harness) {
 		t.Fatalf("Update error = %v, want the function's error", err)
 	}
 
-	// Earliest first, up to the limit; only tasks in review that are due.
+	// Earliest first, up to the limit; only tasks in review (or in
+	// progress with a ReconcileAt) that are due.
 	expect("claim at +5m, limit 2", claim(now, until, 2), until, first, second)
-	expect("claim at +5m, limit 10", claim(now, until, 10), until, third, fourth)
+	expect("claim at +5m, limit 10", claim(now, until, 10), until, third, closed, fourth)
 	if got := claim(now, until, 10); len(got) != 0 {
 		t.Errorf("claim at +5m again = %v, want none", taskIDs(got))
 	}
@@ -424,11 +430,11 @@ func testClaimReconciliations(t *testing.T, h Harness) {
 	}
 	again := claim(until, base.Add(3*time.Hour), 10)
 	slices.SortFunc(again, func(a, b lifecycle.Task) int { return strings.Compare(a.ID, b.ID) })
-	expect("claim when the claims end", again, base.Add(3*time.Hour), second, fourth, third, first)
-	// The tasks not in review were never claimed.
-	for _, task := range tasks[5:] {
-		if got, err := s.Task(t.Context(), task.ID); err != nil || !got.ReconcileAt.Equal(ts(0).Time) {
-			t.Errorf("task %s in %s: ReconcileAt %v, %v; want unchanged %v", task.ID, task.Status, got.ReconcileAt, err, ts(0))
+	expect("claim when the claims end", again, base.Add(3*time.Hour), second, fourth, third, first, closed)
+	// The others were never claimed.
+	for _, task := range tasks[6:] {
+		if got, err := s.Task(t.Context(), task.ID); err != nil || !got.ReconcileAt.Equal(task.ReconcileAt.Time) {
+			t.Errorf("task %s in %s: ReconcileAt %v, %v; want unchanged %v", task.ID, task.Status, got.ReconcileAt, err, task.ReconcileAt)
 		}
 	}
 }

@@ -1178,6 +1178,14 @@ func testShipOperations(t *testing.T, h Harness) {
 	if diff := cmp.Diff(queued, got, opts); diff != "" {
 		t.Errorf("queued operation (-want +got):\n%s", diff)
 	}
+	// A running operation that waits for a rate limit says why.
+	waiting := queued
+	waiting.Status, waiting.StartedAt, waiting.Attempts = lifecycle.ShipRunning, ptr(ts(time.Second)), 1
+	waiting.Wait = &lifecycle.ShipWait{Reason: "rate_limited", Message: "GitHub's rate limit is spent.", Until: ts(time.Hour)}
+	update(t, s, func(tx lifecycle.Tx) error { return tx.UpdateShipOperation(t.Context(), waiting) })
+	if got, err := s.ShipOperation(t.Context(), "shp_1"); err != nil || !cmp.Equal(waiting, got, opts) {
+		t.Errorf("waiting operation = %v (-want +got):\n%s", err, cmp.Diff(waiting, got, opts))
+	}
 	done := queued
 	done.Status, done.StartedAt, done.FinishedAt = lifecycle.ShipSucceeded, ptr(ts(time.Second)), ptr(ts(2*time.Second))
 	done.MergeCommitSHA, done.Attempts, done.LeaseUntil = ptr("fedcba9876543210fedcba9876543210fedcba98"), 2, ts(time.Minute)
