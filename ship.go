@@ -543,13 +543,12 @@ func (s *Service) verify(ctx context.Context, adapter ProviderAdapter, op *ShipO
 		if err != nil {
 			return PullRequest{}, err
 		}
-		if obs.pr.State != PullRequestOpen {
-			return obs.pr, nil // the runner decides on a merged or closed pull request
-		}
+		// Stored with the operation under way: a merged or closed pull
+		// request moves the task when the operation ends.
 		if err := s.applyObservation(ctx, t.ID, op.PullRequest, obs, nil, schedule{}); err != nil {
 			return PullRequest{}, fmt.Errorf("%w: %w", errStoreFailed, err)
 		}
-		if obs.pr.Mergeable != MergeabilityUnknown || reads == mergeabilityReads {
+		if obs.pr.State != PullRequestOpen || obs.pr.Mergeable != MergeabilityUnknown || reads == mergeabilityReads {
 			return obs.pr, nil
 		}
 		select {
@@ -608,12 +607,13 @@ func (s *Service) retryTemporary(ctx context.Context, op *ShipOperation, what st
 			wait = max(wait, time.Second)
 			s.log.Warn("rate limited; the ship operation waits", "op", what, "operation", op.OperationID, "wait", wait, "err", err)
 			until := NewTimestamp(s.clock.Now().Add(wait))
+			waited := s.clock.After(wait)
 			s.setShipWait(ctx, op, &ShipWait{Reason: "rate_limited", Until: until,
 				Message: fmt.Sprintf("The rate limit of the code host is spent; the %s waits until %s.", what, until)})
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
-			case <-s.clock.After(wait):
+			case <-waited:
 			}
 			s.setShipWait(ctx, op, nil)
 			deadline = deadline.Add(wait)
