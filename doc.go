@@ -79,9 +79,12 @@
 // [Service.ApplyProviderEvent]: a hint, deduplicated by delivery ID, on
 // which the Service re-reads the pull request, its CI and its reviews
 // through the adapter. And since webhooks get lost, a reconciler reads the
-// host again for every task in review every [Config.ReconcileInterval],
-// spread out, [Config.ReconcileConcurrency] at a time, each task claimed
-// through the Store so that Services sharing one Store read it once.
+// host again for every task in review at each beat of
+// [Config.ReconcileInterval], each task claimed through the Store so that
+// Services sharing one Store read it once. The due tasks of an adapter
+// that is a [BatchReader] are read together, in a few host requests that
+// say which pull requests did not change; those of other adapters one by
+// one, [Config.ReconcileConcurrency] at a time.
 //
 // # Shipping
 //
@@ -89,14 +92,18 @@
 // and queues a [ShipOperation] in the transaction that answers it; a runner
 // inside the Service claims operations under a lease that it renews while
 // it works, [Config.ShipConcurrency] at a time. Right before it merges, it
-// checks the preconditions again in the stored facts and marks the task as
-// merging, in one transaction: a review requesting changes, a new head or a
-// closed pull request that arrived while the operation was queued fails it
-// with preconditions_changed, and nothing is merged. It then merges through
-// the task's [ProviderAdapter] at the expected head commit, deploys through
-// the [Deployer], and finishes the operation, the task and its task.shipped
-// event together. Failures an adapter marks [ErrTemporary] are retried with
-// backoff within [Config.ShipRetryBudget]. An operation whose runner died
+// reads the pull request, its CI and its review decision from the host
+// ([ReadMerge]), stores what changed, then checks the preconditions again
+// and marks the task as merging, in one transaction: a check that turned
+// red, changes requested, new commits, a conflict, a draft or a closed
+// pull request, learned by webhook or not, fails the operation with a code
+// that says why ([ShipError]), and nothing is merged. It then merges
+// through the task's [ProviderAdapter] at the expected head commit,
+// deploys through the [Deployer], and finishes the operation, the task and
+// its task.shipped event together. Failures an adapter marks
+// [ErrTemporary] are retried with backoff within [Config.ShipRetryBudget];
+// a rate limit ([TemporaryError.RateLimited]) is waited out however long it
+// lasts, the operation saying so in [ShipOperation.Wait]. An operation whose runner died
 // is resumed when its lease ends (at once by a Service restarted with the
 // same [Config.InstanceID]), and a merge that already happened, or whose
 // answer was lost, is recognised by reading the pull request, never

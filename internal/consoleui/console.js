@@ -744,7 +744,8 @@
         ["Merge commit", op.mergeCommitSha ? el("code", {}, shortSHA(op.mergeCommitSha)) : null],
         ["Deployment", dep ? link(dep.url, dep.url || dep.id) : null],
       ]),
-      op.error ? el("p", { class: "error" }, el("code", {}, op.error.code), " ", op.error.message) : null);
+      op.error ? el("p", { class: "error" }, el("code", {}, op.error.code), " ", op.error.message) : null,
+      op.wait ? el("p", { class: "muted" }, el("code", {}, op.wait.reason), " ", op.wait.message, " ", timeEl(op.wait.until)) : null);
   }
 
   // ---- Webhooks ----
