@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // This file is how the Service reads a code host for its tasks: through an
@@ -63,7 +64,9 @@ func (s *Service) readHost(ctx context.Context, adapter ProviderAdapter, tasks [
 			reads[i].Version = t.Facts.HostVersion
 		}
 	}
-	bctx, cancel := context.WithTimeout(ctx, s.cfg.ProviderTimeout)
+	// A host answers a request of many pull requests more slowly: the call
+	// has ProviderTimeout for each hundred.
+	bctx, cancel := context.WithTimeout(ctx, s.cfg.ProviderTimeout*time.Duration(1+(len(reads)-1)/100))
 	defer cancel()
 	readings, err := br.ReadPullRequests(bctx, BatchQuery{Purpose: purpose, Reads: reads})
 	if err == nil && len(readings) != len(reads) {

@@ -88,8 +88,9 @@ type Config struct {
 	ShipRetryBackoff time.Duration
 
 	// ProviderTimeout bounds each call to an adapter or CI provider, and
-	// the whole reading of one task's host facts by the reconciler.
-	// Defaults to 30 seconds.
+	// the whole reading of one task's host facts; a [BatchReader]'s call
+	// gets it for each hundred pull requests it reads. Defaults to 30
+	// seconds.
 	ProviderTimeout time.Duration
 
 	// DeployTimeout bounds each call to the Deployer, which may wait for a

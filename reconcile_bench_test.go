@@ -108,11 +108,25 @@ func BenchmarkApplyProviderEvent(b *testing.B) {
 // fake clock moves one ReconcileInterval), and lasts until every task has
 // its task.updated event (the CI changed at the host before). Target: at
 // most 10 s for the 1,000.
+//
+// Batched, the host is read through its BatchReader: one call a sweep, of
+// 500 tasks (the reconciler's claims), for all of them.
 func BenchmarkReconcile1000(b *testing.B) {
+	for _, batched := range []bool{false, true} {
+		b.Run(fmt.Sprintf("batched=%v", batched), func(b *testing.B) { benchReconcile1000(b, batched) })
+	}
+}
+
+func benchReconcile1000(b *testing.B, batched bool) {
 	const tasks = 1000
 	host := memory.New(memory.Config{Owner: "acme", Repo: "web", Latency: 50 * time.Millisecond})
 	clock := fakeclock.New(epoch)
-	e := newHostBenchEnv(b, host, func(c *lifecycle.Config) { c.Clock = clock })
+	e := newHostBenchEnv(b, host, func(c *lifecycle.Config) {
+		c.Clock = clock
+		if batched {
+			c.Adapters = []lifecycle.AdapterBinding{{Adapter: host.Batch()}}
+		}
+	})
 	_, prs := e.inReview(b, tasks)
 	heads := make([]string, len(prs))
 	for i, n := range prs {
@@ -120,6 +134,7 @@ func BenchmarkReconcile1000(b *testing.B) {
 		heads[i] = pr.HeadSHA
 	}
 	startBench(b, e.svc)
+	calls := host.Calls(memory.OpBatch) + host.Calls(memory.OpPullRequest) + host.Calls(memory.OpChecks) + host.Calls(memory.OpReviews)
 	b.ResetTimer()
 	for it := range b.N {
 		b.StopTimer()
@@ -139,6 +154,7 @@ func BenchmarkReconcile1000(b *testing.B) {
 		}
 	}
 	b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/1000tasks")
+	b.ReportMetric(float64(host.Calls(memory.OpBatch)+host.Calls(memory.OpPullRequest)+host.Calls(memory.OpChecks)+host.Calls(memory.OpReviews)-calls)/float64(b.N), "hostcalls/sweep")
 }
 
 // lastSequence returns the sequence of the newest event.
