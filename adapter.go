@@ -122,7 +122,7 @@ type ReadRequest struct {
 type Reading struct {
 	// Unchanged says nothing changed since the Version of the request: the
 	// facts the Service holds are current. PullRequest, CI and Reviews are
-	// then zero.
+	// then zero; Version may be a new one, which the Service keeps.
 	Unchanged bool
 	// PullRequest is the pull request as it is now.
 	PullRequest PullRequest

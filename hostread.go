@@ -93,7 +93,11 @@ func (s *Service) fromReading(ctx context.Context, adapter ProviderAdapter, t *T
 		if req.Version == "" {
 			return hostRead{err: fmt.Errorf("read pull request %s: the adapter answered unchanged to a reading without a version", ref)}
 		}
-		return hostRead{obs: observation{unchanged: true, version: req.Version, pr: PullRequest{PullRequestRef: ref, State: t.Facts.PRState}}}
+		version := r.Version // an adapter may move it on
+		if version == "" {
+			version = req.Version
+		}
+		return hostRead{obs: observation{unchanged: true, version: version, pr: PullRequest{PullRequestRef: ref, State: t.Facts.PRState}}}
 	}
 	pr := r.PullRequest
 	if !shaRE.MatchString(pr.HeadSHA) {

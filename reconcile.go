@@ -628,7 +628,7 @@ func (r *reconciler) readGroup(ctx context.Context, adapter ProviderAdapter, tas
 		s.log.Warn("read the code host; the tasks are read again next interval", "tasks", len(tasks), "err", err)
 		return
 	}
-	var unchanged []Task
+	var unchanged []unchangedRead
 	for i, rd := range reads {
 		t := &tasks[i]
 		sc := schedule{from: t.ReconcileAt, next: s.nextSweep(s.clock.Now())}
@@ -638,7 +638,7 @@ func (r *reconciler) readGroup(ctx context.Context, adapter ProviderAdapter, tas
 				s.log.Warn("reconcile task; it is read again next interval", "task", t.ID, "err", rd.err)
 			}
 		case rd.obs.unchanged:
-			unchanged = append(unchanged, *t)
+			unchanged = append(unchanged, unchangedRead{task: *t, version: rd.obs.version})
 		default:
 			if err := s.applyObservation(ctx, t.ID, t.pullRequestRef(), rd.obs, nil, sc); err != nil && ctx.Err() == nil {
 				s.log.Warn("apply what the code host said of a task; it is read again next interval", "task", t.ID, "err", err)
@@ -648,17 +648,26 @@ func (r *reconciler) readGroup(ctx context.Context, adapter ProviderAdapter, tas
 	r.markUnchanged(ctx, unchanged)
 }
 
+// unchangedRead is a reading that found nothing new for task, and the
+// Version the adapter gave it.
+type unchangedRead struct {
+	task    Task
+	version string
+}
+
 // markUnchanged records, in one transaction, that the host had nothing
-// new for tasks, and schedules their next reading.
-func (r *reconciler) markUnchanged(ctx context.Context, tasks []Task) {
-	if len(tasks) == 0 {
+// new for the tasks of reads, keeps the Versions the adapter gave, and
+// schedules their next reading.
+func (r *reconciler) markUnchanged(ctx context.Context, reads []unchangedRead) {
+	if len(reads) == 0 {
 		return
 	}
 	s := r.s
 	err := s.updateRelaxed(ctx, func(tx Tx) error {
 		now := s.now()
 		sc := schedule{next: s.nextSweep(now.Time)}
-		for _, t := range tasks {
+		for _, rd := range reads {
+			t := &rd.task
 			cur, err := tx.Task(ctx, t.ID)
 			if err != nil {
 				return fmt.Errorf("get task %s: %w", t.ID, err)
@@ -666,7 +675,7 @@ func (r *reconciler) markUnchanged(ctx context.Context, tasks []Task) {
 			if cur.pullRequestRef() != t.pullRequestRef() || cur.Facts.HostVersion != t.Facts.HostVersion || !readable(&cur) {
 				continue // changed meanwhile: it is read again
 			}
-			cur.Facts.CheckedAt = &now
+			cur.Facts.CheckedAt, cur.Facts.HostVersion = &now, rd.version
 			if cur.Facts.CICheckedAt != nil {
 				cur.Facts.CICheckedAt = &now
 			}
@@ -679,7 +688,7 @@ func (r *reconciler) markUnchanged(ctx context.Context, tasks []Task) {
 		return nil
 	})
 	if err != nil && ctx.Err() == nil {
-		s.log.Warn("record readings that found nothing new; the tasks are read again next interval", "tasks", len(tasks), "err", err)
+		s.log.Warn("record readings that found nothing new; the tasks are read again next interval", "tasks", len(reads), "err", err)
 	}
 }
 
