@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -43,6 +44,9 @@ func TestNewChecksConfig(t *testing.T) {
 		{gitlab.Config{Token: "x"}, "Project is required"},
 		{gitlab.Config{Token: "x", Project: "a/b", BaseURL: "http://gitlab.example.com"}, "plain http is allowed only for loopback"},
 		{gitlab.Config{Token: "x", Project: "a/b", BaseURL: "ftp://gitlab.example.com"}, "scheme must be https"},
+		{gitlab.Config{Token: "x", Project: "a/b", SweepShare: -0.5}, "SweepShare -0.5 must be more than 0 and at most 1"},
+		{gitlab.Config{Token: "x", Project: "a/b", SweepShare: 1.5}, "SweepShare 1.5 must be more than 0 and at most 1"},
+		{gitlab.Config{Token: "x", Project: "a/b", SweepShare: math.NaN()}, "SweepShare NaN must be"},
 	} {
 		if _, err := gitlab.New(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New(%+v) = %v, want an error saying %q", tc.cfg, err, tc.want)
@@ -50,6 +54,11 @@ func TestNewChecksConfig(t *testing.T) {
 	}
 	if _, err := gitlab.New(gitlab.Config{Token: "x", Project: "42", BaseURL: "http://127.0.0.1:8929/"}); err != nil {
 		t.Errorf("New on loopback http: %v", err)
+	}
+	for _, share := range []float64{0.01, 0.8, 1} {
+		if _, err := gitlab.New(gitlab.Config{Token: "x", Project: "42", SweepShare: share}); err != nil {
+			t.Errorf("New with SweepShare %v: %v", share, err)
+		}
 	}
 }
 
@@ -527,16 +536,30 @@ func TestRateLimitIsTemporaryWithItsReset(t *testing.T) {
 	reset := clock.Now().Add(42 * time.Second).Unix()
 	f.Inject(gitlabtest.RouteMerge, gitlabtest.Fault{Status: http.StatusTooManyRequests,
 		Header: http.Header{"Ratelimit-Reset": {strconv.FormatInt(reset, 10)}}, Body: `{"message":"Retry later"}`})
-	_, err := a.Merge(t.Context(), lifecycle.MergeRequest{Ref: pr.PullRequestRef, ExpectedHeadSHA: pr.HeadSHA})
+	req := lifecycle.MergeRequest{Ref: pr.PullRequestRef, ExpectedHeadSHA: pr.HeadSHA}
+	_, err := a.Merge(t.Context(), req)
 	var te *lifecycle.TemporaryError
-	if !errors.As(err, &te) || te.RetryAfter != 42*time.Second {
-		t.Fatalf("429: %v, want a TemporaryError retrying after 42s", err)
+	if !errors.As(err, &te) || te.RetryAfter != 42*time.Second || !te.RateLimited {
+		t.Fatalf("429: %v, want a rate-limited TemporaryError retrying after 42s", err)
 	}
+	// Until then nothing is sent: GitLab would answer 429 again.
+	clock.Advance(40 * time.Second)
+	if _, err := a.Merge(t.Context(), req); !errors.As(err, &te) || te.RetryAfter != 2*time.Second || !te.RateLimited {
+		t.Errorf("merge 40s into the wait: %v, want a rate-limited TemporaryError retrying after 2s", err)
+	}
+	if n := f.Calls(gitlabtest.RouteMerge); n != 1 {
+		t.Errorf("merge sent %d times within GitLab's wait, want once", n)
+	}
+	clock.Advance(2 * time.Second)
 	f.Inject(gitlabtest.RouteMerge, gitlabtest.Fault{Status: http.StatusTooManyRequests,
 		Header: http.Header{"Retry-After": {"7"}}, Body: `{"message":"Retry later"}`})
-	_, err = a.Merge(t.Context(), lifecycle.MergeRequest{Ref: pr.PullRequestRef, ExpectedHeadSHA: pr.HeadSHA})
-	if !errors.As(err, &te) || te.RetryAfter != 7*time.Second {
-		t.Errorf("429 with Retry-After: %v, want a TemporaryError retrying after 7s", err)
+	_, err = a.Merge(t.Context(), req)
+	if !errors.As(err, &te) || te.RetryAfter != 7*time.Second || !te.RateLimited {
+		t.Errorf("429 with Retry-After: %v, want a rate-limited TemporaryError retrying after 7s", err)
+	}
+	clock.Advance(7 * time.Second)
+	if res, err := a.Merge(t.Context(), req); err != nil || res.MergeCommitSHA == "" {
+		t.Errorf("merge once the wait passed: %+v, %v", res, err)
 	}
 }
 
