@@ -574,11 +574,10 @@ func TestOtherProjectIsNotFound(t *testing.T) {
 }
 
 // A reading of CI is two requests: the merge request (its head pipeline)
-// and the statuses of the head commit, whether the task names its branch
-// or not. The newest pipeline of the merge request at the commit (here a
-// merge request pipeline, on refs/merge-requests/1/head) is the head
-// pipeline; a pipeline of another branch at the same commit does not
-// count.
+// and the statuses of that pipeline, whether the task names its branch or
+// not. The head pipeline is here a merge request pipeline (on
+// refs/merge-requests/1/head), newer than the branch pipeline of the same
+// commit; a pipeline of another branch at the same commit does not count.
 func TestCIReadsTheMergeRequestAndTheHeadsStatuses(t *testing.T) {
 	t.Parallel()
 	f := gitlabtest.NewServer(t, gitlabtest.Options{})
@@ -586,7 +585,7 @@ func TestCIReadsTheMergeRequestAndTheHeadsStatuses(t *testing.T) {
 	f.Push("lifecycle/eng-1")
 	pr := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-1")})
 	f.Pipeline(1, "success", &gl.CommitStatus{Name: "build", Status: "success"})
-	f.AddStatus(&gl.CommitStatus{SHA: pr.HeadSHA, Ref: "refs/merge-requests/1/head", Name: "test", Status: "failed", PipelineID: 9000})
+	f.MergeRequestPipeline(1, "failed", &gl.CommitStatus{Name: "test", Status: "failed"})
 	f.AddStatus(&gl.CommitStatus{SHA: pr.HeadSHA, Ref: "someone-else", Name: "other", Status: "failed", PipelineID: 9001})
 	for _, named := range []bool{true, false} {
 		tk := task("ENG-1")
@@ -604,6 +603,53 @@ func TestCIReadsTheMergeRequestAndTheHeadsStatuses(t *testing.T) {
 		if n, r := f.TotalCalls()-before, f.Calls(gitlabtest.RouteGetMR)-reads; n != 2 || r != 1 {
 			t.Errorf("branch named %v: %d requests (%d reads of the merge request), want 2: the merge request and the statuses", named, n, r)
 		}
+	}
+}
+
+// A busy commit: many pipelines ran at the head (retries, schedules, the
+// merge request pipeline), a hundred jobs each, and the newest, the head
+// pipeline, fails. Only the head pipeline's statuses are read, every page
+// of them: CI is failed, not passed, whatever the older pipelines said
+// (GitLab lists a commit's statuses oldest first: reading the commit's
+// first pages would have found only passed ones).
+func TestBusyCommitNewestPipelineFails(t *testing.T) {
+	t.Parallel()
+	f := gitlabtest.NewServer(t, gitlabtest.Options{})
+	a := newAdapter(t, f)
+	f.Push("lifecycle/eng-1")
+	pr := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-1")})
+	jobs := func(n int, failing string) []*gl.CommitStatus {
+		var out []*gl.CommitStatus
+		for i := range n {
+			st := &gl.CommitStatus{Name: fmt.Sprintf("job-%03d", i), Status: "success"}
+			if st.Name == failing {
+				st.Status = "failed"
+			}
+			out = append(out, st)
+		}
+		return out
+	}
+	for range 12 {
+		f.Pipeline(1, "success", jobs(100, "")...)
+	}
+	f.Pipeline(1, "failed", jobs(250, "job-249")...) // the head pipeline, three pages
+	q := lifecycle.CIQuery{PullRequest: pr.PullRequestRef, HeadSHA: pr.HeadSHA}
+	before := f.Calls(gitlabtest.RouteStatuses)
+	rep, err := a.Checks(t.Context(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := 0
+	for _, c := range rep.Checks {
+		if c.Status == lifecycle.CheckFailed {
+			failed++
+		}
+	}
+	if rep.Pending || len(rep.Checks) != 250 || failed != 1 {
+		t.Errorf("checks: %d, %d failed, pending %v; want the head pipeline's 250, job-249 failed", len(rep.Checks), failed, rep.Pending)
+	}
+	if n := f.Calls(gitlabtest.RouteStatuses) - before; n != 3 {
+		t.Errorf("%d requests of statuses, want 3: the head pipeline's pages only", n)
 	}
 }
 
