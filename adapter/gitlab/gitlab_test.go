@@ -78,7 +78,8 @@ func ensure(t *testing.T, a *gitlab.Adapter, req lifecycle.PullRequestRequest) l
 }
 
 // A second submission finds the open merge request of the branch (one
-// list call, no create) and applies the new title and reviewers to it.
+// list call, no create) and applies the new reviewers to it; the merge
+// request stays a draft.
 func TestEnsureReusesOpenMergeRequest(t *testing.T) {
 	t.Parallel()
 	f := gitlabtest.NewServer(t, gitlabtest.Options{})
@@ -92,8 +93,11 @@ func TestEnsureReusesOpenMergeRequest(t *testing.T) {
 		t.Errorf("title = %q, want the Draft: prefix", got)
 	}
 	again := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-7"), Reviewers: []string{"bob"}})
-	if again.Created || again.Number != first.Number || again.Draft {
-		t.Errorf("again = %+v; want #%d reused, no longer a draft", again, first.Number)
+	if again.Created || again.Number != first.Number || !again.Draft {
+		t.Errorf("again = %+v; want #%d reused, still a draft", again, first.Number)
+	}
+	if got := f.MergeRequest(1).Title; got != "Draft: ENG-7: Fix the login redirect" {
+		t.Errorf("title after a resubmission = %q, want it kept, Draft: prefix and all", got)
 	}
 	if len(again.RequestedReviewers) != 1 || again.RequestedReviewers[0] != "bob" {
 		t.Errorf("RequestedReviewers = %v, want [bob]", again.RequestedReviewers)
