@@ -93,7 +93,8 @@ type MergeOptions struct {
 }
 
 // Adapter is a [lifecycle.ProviderAdapter] on a GitLab project. It is also
-// a [lifecycle.CIProvider] (the merge request's head pipeline), a
+// a [lifecycle.BatchReader] (see [Adapter.ReadPullRequests]), a
+// [lifecycle.CIProvider] (the merge request's head pipeline), a
 // [lifecycle.ReviewDecider] (merge request approvals) and a
 // [lifecycle.WebhookIntake] (see [Adapter.WebhookHandler]). It is safe for
 // concurrent use.
@@ -112,6 +113,7 @@ type Adapter struct {
 
 var (
 	_ lifecycle.ProviderAdapter = (*Adapter)(nil)
+	_ lifecycle.BatchReader     = (*Adapter)(nil)
 	_ lifecycle.CIProvider      = (*Adapter)(nil)
 	_ lifecycle.ReviewDecider   = (*Adapter)(nil)
 	_ lifecycle.WebhookIntake   = (*Adapter)(nil)
