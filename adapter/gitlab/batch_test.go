@@ -234,19 +234,21 @@ func TestReadMergeIsFreshAndCheap(t *testing.T) {
 	f.SetReviewerState(int64(prs[1].Number), "bob", "requested_changes")
 	f.SetTitle(int64(prs[2].Number), "Draft: not yet")
 	fl.clock.Advance(10 * time.Second) // within the settings' minute
+	ciFailed := func(r lifecycle.Reading) bool { return hasCheck(r.CI, "test", lifecycle.CheckFailed) }
+	changesRequested := func(r lifecycle.Reading) bool { return r.Reviews.Decision == lifecycle.DecisionChangesRequested }
+	isDraft := func(r lifecycle.Reading) bool {
+		return r.PullRequest.Draft && hasCheck(r.CI, "build", lifecycle.CheckPassed)
+	}
+	three := map[string]int{gitlabtest.RouteGetMR: 1, gitlabtest.RouteStatuses: 1, gitlabtest.RouteApprovals: 1}
+	four := map[string]int{gitlabtest.RouteGetMR: 1, gitlabtest.RouteStatuses: 1, gitlabtest.RouteApprovals: 1, gitlabtest.RouteReviewers: 1}
 	for i, want := range []struct {
 		check func(r lifecycle.Reading) bool
 		what  string
 		calls map[string]int
 	}{
-		{func(r lifecycle.Reading) bool { return hasCheck(r.CI, "test", lifecycle.CheckFailed) }, "CI failed",
-			map[string]int{gitlabtest.RouteGetMR: 1, gitlabtest.RouteStatuses: 1, gitlabtest.RouteApprovals: 1}},
-		{func(r lifecycle.Reading) bool { return r.Reviews.Decision == lifecycle.DecisionChangesRequested }, "changes requested",
-			map[string]int{gitlabtest.RouteGetMR: 1, gitlabtest.RouteStatuses: 1, gitlabtest.RouteApprovals: 1, gitlabtest.RouteReviewers: 1}},
-		{func(r lifecycle.Reading) bool {
-			return r.PullRequest.Draft && hasCheck(r.CI, "build", lifecycle.CheckPassed)
-		}, "a draft",
-			map[string]int{gitlabtest.RouteGetMR: 1, gitlabtest.RouteStatuses: 1, gitlabtest.RouteApprovals: 1}},
+		{ciFailed, "CI failed", three},
+		{changesRequested, "changes requested", four},
+		{isDraft, "a draft", three},
 	} {
 		before := f.AllCalls()
 		got, err := fl.a.ReadPullRequests(t.Context(), lifecycle.BatchQuery{Purpose: lifecycle.ReadMerge, Reads: fl.reads[i : i+1]})
