@@ -214,8 +214,8 @@ func retitle(mr *gl.BasicMergeRequest, req lifecycle.PullRequestRequest) string 
 }
 
 // draftPrefixes are the title prefixes that make a merge request a draft
-// at GitLab, in lower case: "Draft:", "[Draft]", "(Draft)" and
-// "Draft - ", in any case.
+// at GitLab, whatever their case ("Draft:", "[Draft]", "(Draft)",
+// "Draft - "), in lower case.
 var draftPrefixes = []string{"draft:", "[draft]", "(draft)", "draft - "}
 
 // draftTitle reports whether a title makes its merge request a draft.
