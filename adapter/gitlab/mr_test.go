@@ -1,6 +1,8 @@
 package gitlab_test
 
 import (
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/tasklifecycle/lifecycle"
@@ -118,4 +120,47 @@ func TestMergeability(t *testing.T) {
 	ff.Push("main")
 	ff.SettleMergeability()
 	read("fast-forward, the target moved on", lifecycle.MergeabilityBehind)
+}
+
+// A merge GitLab refuses for what someone must do first stays a
+// RefusedError in GitLab's words, naming the reason GitLab gives: its
+// approval rules, a conflict, a rebase a fast-forward project needs, a
+// draft. Nothing is merged.
+func TestMergeRefusedForGitLabsReasons(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		opts   gitlabtest.Options
+		setup  func(f *gitlabtest.Server, iid int64)
+		reason string
+	}{
+		{"approvals missing", gitlabtest.Options{ApprovalsRequired: 1}, func(*gitlabtest.Server, int64) {},
+			"not_approved: the approvals required are missing"},
+		{"a conflict", gitlabtest.Options{}, func(f *gitlabtest.Server, iid int64) { f.Push("main"); f.SetConflicts(iid, true) },
+			"conflict: the source branch conflicts with the target"},
+		{"behind, fast-forward", gitlabtest.Options{MergeMethod: "ff"}, func(f *gitlabtest.Server, _ int64) { f.Push("main") },
+			"need_rebase: the source branch must be rebased"},
+		{"a draft", gitlabtest.Options{}, func(f *gitlabtest.Server, iid int64) { f.SetTitle(iid, "Draft: not yet") },
+			"draft_status: the merge request is a draft"},
+		{"changes requested", gitlabtest.Options{}, func(f *gitlabtest.Server, iid int64) { f.SetDetailedMergeStatus(iid, "requested_changes") },
+			"requested_changes: a reviewer requested changes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := gitlabtest.NewServer(t, tt.opts)
+			a := newAdapter(t, f)
+			f.Push("lifecycle/eng-1")
+			pr := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-1")})
+			tt.setup(f, int64(pr.Number))
+			_, err := a.Merge(t.Context(), lifecycle.MergeRequest{Ref: pr.PullRequestRef, ExpectedHeadSHA: pr.HeadSHA})
+			var refused *lifecycle.RefusedError
+			if !errors.As(err, &refused) || errors.Is(err, lifecycle.ErrTemporary) || !strings.Contains(refused.Message, tt.reason) {
+				t.Errorf("Merge: %v; want a RefusedError naming %q", err, tt.reason)
+			}
+			if st := f.MergeRequest(int64(pr.Number)).State; st != "opened" {
+				t.Errorf("the merge request is %s", st)
+			}
+		})
+	}
 }

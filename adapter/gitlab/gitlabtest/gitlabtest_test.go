@@ -93,6 +93,7 @@ func TestUpdatedAt(t *testing.T) {
 		{"a push two minutes on", 2 * time.Minute, func() { f.Push("feature") }, true},
 		{"an approval 30s after it", 30 * time.Second, func() { f.Approve(iid, "alice") }, false},
 		{"a review 31s after that", 31 * time.Second, func() { f.SetReviewerState(iid, "bob", "requested_changes") }, true},
+		{"an approval taken back 61s after", 61 * time.Second, func() { f.Unapprove(iid, "alice") }, true},
 		{"a conflict found", time.Minute, func() { f.SetConflicts(iid, true) }, false},
 		{"the target branch moving", time.Minute, func() { f.Push("main") }, false},
 		{"a title edited 1s after", time.Second, func() { f.SetTitle(iid, "Better title") }, true},

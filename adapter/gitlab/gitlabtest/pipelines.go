@@ -154,21 +154,6 @@ func (s *Server) AddStatus(st *gl.CommitStatus) {
 	}
 }
 
-// SetPipelineStatus sets pipeline id's status (success, failed, ...), as
-// GitLab does when its jobs finish; its updated_at moves if it changed.
-func (s *Server) SetPipelineStatus(id int64, status string) {
-	s.t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p := s.pipelines[id]
-	if p == nil {
-		s.t.Fatalf("gitlabtest: no pipeline %d", id)
-	}
-	if p.status != status {
-		p.status, p.updatedAt = status, s.now()
-	}
-}
-
 // PipelineUpdatedAt returns pipeline id's updated_at.
 func (s *Server) PipelineUpdatedAt(id int64) time.Time {
 	s.t.Helper()
