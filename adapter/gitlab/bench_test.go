@@ -7,17 +7,25 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	gl "gitlab.com/gitlab-org/api/client-go"
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/gitlab/gitlabtest"
 )
 
-// The benchmarks run a Service against the fake GitLab on loopback: they
-// measure the adapter, client-go and the Service, not GitLab. Each reports
-// api-calls/op, the requests the fake served per operation.
+// The benchmarks run against the fake GitLab on loopback: they measure
+// the adapter, client-go (and, for the Service's, the Service), not
+// GitLab. Each reports api-calls/op, the requests the fake served per
+// operation, or requests per what it names.
+//
+// The adapter's, named after what the Service does with it:
+//
+//	go test -run '^$' -bench 'Requests' -benchtime 20x ./adapter/gitlab/
 
 // BenchmarkSubmit submits started tasks through the Service from 8
 // clients: the merge request list and its creation (the project's
@@ -135,4 +143,177 @@ func (discardSink) ApplyProviderEvent(context.Context, lifecycle.ProviderEvent) 
 func newBenchStack(b *testing.B) *stack {
 	b.Helper()
 	return newStack(b, stackOptions{reconcile: time.Hour})
+}
+
+// BenchmarkSubmitRequests counts the requests of a submission at the
+// adapter: EnsurePullRequest (the list of the branch's open merge
+// requests and the create; the project's settings are kept), then the
+// reading of the new merge request with ReadNow (the merge request, its
+// approvals; no pipeline of the new head yet). "with reviewer" asks for
+// a review: the reviewer's login is resolved, and the reading reads the
+// reviewers' states.
+func BenchmarkSubmitRequests(b *testing.B) {
+	for _, bc := range []struct {
+		name      string
+		reviewers []string
+	}{{"plain", nil}, {"with reviewer", []string{"bob"}}} {
+		b.Run(bc.name, func(b *testing.B) {
+			fl := newFleet(b, 1, gitlabtest.Options{}) // the project's settings read
+			var requests, n int
+			for b.Loop() {
+				n++
+				ident := fmt.Sprintf("SUB-%d", n)
+				fl.f.Push("lifecycle/" + strings.ToLower(ident))
+				before := fl.f.TotalCalls()
+				pr, err := fl.a.EnsurePullRequest(b.Context(), lifecycle.PullRequestRequest{Task: task(ident), Reviewers: bc.reviewers})
+				if err != nil {
+					b.Fatal(err)
+				}
+				got, err := fl.a.ReadPullRequests(b.Context(), lifecycle.BatchQuery{Purpose: lifecycle.ReadNow,
+					Reads: []lifecycle.ReadRequest{{PullRequest: pr.PullRequestRef, HeadSHA: pr.HeadSHA}}})
+				if err != nil || got[0].Err != nil {
+					b.Fatal(err, got[0].Err)
+				}
+				requests += fl.f.TotalCalls() - before
+			}
+			b.ReportMetric(float64(requests)/float64(n), "requests/submit")
+		})
+	}
+}
+
+// BenchmarkShipRequests counts the requests of a ship at the adapter: the
+// reading right before the merge (ReadMerge: the merge request, its head
+// pipeline's statuses, its approvals, and its reviewers' states when it
+// has reviewers), then the merge. The ships follow one another within a
+// minute: the project's settings, read again once a minute (two
+// requests), are not. Each ship merges another merge request
+// into main, which moves main under the others: GitLab works out their
+// mergeability again, and reading one at once says unknown
+// ("checking"). "settled" lets GitLab's background checks catch up
+// before each ship; "target just moved" does not, and reads again, as the
+// Service does for an unknown mergeability, until it is known.
+func BenchmarkShipRequests(b *testing.B) {
+	for _, bc := range []struct {
+		name      string
+		settle    bool
+		reviewers []string
+	}{{"settled", true, nil}, {"settled with reviewer", true, []string{"bob"}}, {"target just moved", false, nil}} {
+		b.Run(bc.name, func(b *testing.B) {
+			fl := newFleet(b, 0, gitlabtest.Options{ApprovalsRequired: 1})
+			var requests, besides, readings, n int
+			for b.Loop() {
+				n++
+				ident := fmt.Sprintf("SHP-%d", n)
+				fl.f.Push("lifecycle/" + strings.ToLower(ident))
+				pr, err := fl.a.EnsurePullRequest(b.Context(), lifecycle.PullRequestRequest{Task: task(ident), Reviewers: bc.reviewers})
+				if err != nil {
+					b.Fatal(err)
+				}
+				iid := int64(pr.Number)
+				fl.f.Pipeline(iid, "success", &gl.CommitStatus{Name: "build", Status: "success"}, &gl.CommitStatus{Name: "test", Status: "success"})
+				fl.f.Approve(iid, "alice")
+				if bc.settle {
+					fl.f.SettleMergeability()
+				} else if _, err := fl.a.PullRequest(b.Context(), pr.PullRequestRef); err != nil { // the submission read it
+					b.Fatal(err)
+				}
+				if n > 1 { // the previous ship moved main
+					fl.f.Push("main")
+					if bc.settle {
+						fl.f.SettleMergeability()
+					}
+				}
+				before := fl.f.TotalCalls()
+				q := lifecycle.BatchQuery{Purpose: lifecycle.ReadMerge, Reads: []lifecycle.ReadRequest{{PullRequest: pr.PullRequestRef, HeadSHA: pr.HeadSHA}}}
+				var r lifecycle.Reading
+				for range 3 {
+					got, err := fl.a.ReadPullRequests(b.Context(), q)
+					if err != nil || got[0].Err != nil {
+						b.Fatal(err, got[0].Err)
+					}
+					r = got[0]
+					readings++
+					if r.PullRequest.Mergeable != lifecycle.MergeabilityUnknown {
+						break
+					}
+				}
+				if r.PullRequest.Mergeable != lifecycle.MergeabilityMergeable || r.Reviews.Decision != lifecycle.DecisionApproved || len(r.CI.Checks) != 2 {
+					b.Fatalf("not shippable: %+v", r)
+				}
+				besides += fl.f.TotalCalls() - before
+				if _, err := fl.a.Merge(b.Context(), lifecycle.MergeRequest{Ref: pr.PullRequestRef, ExpectedHeadSHA: r.PullRequest.HeadSHA}); err != nil {
+					b.Fatal(err)
+				}
+				requests += fl.f.TotalCalls() - before
+			}
+			b.ReportMetric(float64(requests)/float64(n), "requests/ship")
+			b.ReportMetric(float64(besides)/float64(n), "besides-merge/ship")
+			b.ReportMetric(float64(readings)/float64(n), "readings/ship")
+		})
+	}
+}
+
+// BenchmarkSweepRequests counts the requests of the reconciler's sweeps
+// of merge requests in review whose readings carry Versions, nothing
+// changing, a minute apart: "1000 quiet" one sweep of 1,000 merge
+// requests per op, "150 quiet x10" ten sweeps of 150 per op. "1000, 10
+// changed" has ten of the 1,000 change at GitLab before each sweep (a
+// push, a pipeline failing, an approval, a review, each in turn), which
+// the sweep reads in full.
+func BenchmarkSweepRequests(b *testing.B) {
+	b.Run("1000 quiet", func(b *testing.B) {
+		fl := newFleet(b, 1000, gitlabtest.Options{})
+		var requests, n int
+		for b.Loop() {
+			n++
+			got, calls := fl.sweep(b)
+			if c := changed(got); len(c) != 0 {
+				b.Fatalf("%d read in full", len(c))
+			}
+			requests += calls
+		}
+		b.ReportMetric(float64(requests)/float64(n), "requests/sweep")
+	})
+	b.Run("150 quiet x10", func(b *testing.B) {
+		fl := newFleet(b, 150, gitlabtest.Options{})
+		var requests, n int
+		for b.Loop() {
+			n++
+			for range 10 {
+				got, calls := fl.sweep(b)
+				if c := changed(got); len(c) != 0 {
+					b.Fatalf("%d read in full", len(c))
+				}
+				requests += calls
+			}
+		}
+		b.ReportMetric(float64(requests)/float64(n), "requests/10-sweeps")
+	})
+	b.Run("1000, 10 changed", func(b *testing.B) {
+		fl := newFleet(b, 1000, gitlabtest.Options{})
+		var requests, full, n int
+		for b.Loop() {
+			n++
+			for j := range 10 {
+				k := (n*10 + j) % len(fl.prs)
+				pr, iid := fl.prs[k], int64(fl.prs[k].Number)
+				switch j % 4 {
+				case 0:
+					fl.prs[k].HeadSHA = fl.f.Push(pr.Head)
+				case 1:
+					fl.f.SetCheck(fl.f.MergeRequest(iid).SHA, fmt.Sprintf("flaky-%d", n), "failed", "")
+				case 2:
+					fl.f.Approve(iid, "alice")
+				case 3:
+					fl.f.SetReviewerState(iid, "bob", "reviewed")
+				}
+			}
+			fl.f.SettleMergeability()
+			got, calls := fl.sweep(b)
+			full += len(changed(got))
+			requests += calls
+		}
+		b.ReportMetric(float64(requests)/float64(n), "requests/sweep")
+		b.ReportMetric(float64(full)/float64(n), "read-in-full/sweep")
+	})
 }

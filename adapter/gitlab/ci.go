@@ -14,90 +14,90 @@ import (
 
 // Checks implements [lifecycle.CIProvider] from the merge request's head
 // pipeline at q.HeadSHA. A reading is two requests: the merge request
-// (its head pipeline and its head) and one list of commit statuses, whose
-// statuses each name their pipeline and its ref.
-//
-//   - When the merge request's head is q.HeadSHA and its head pipeline is
-//     a merged-results pipeline (GitLab Premium's pipelines for merged
-//     results, and merge trains: ref refs/merge-requests/<iid>/merge, at a
-//     merge commit of the head into the target branch), the checks are the
-//     statuses of that pipeline at its merge commit. That the merge commit
-//     merges q.HeadSHA is checked once per merge commit (one more request,
-//     GET .../repository/commits/:sha, whose parents are kept): GitLab
-//     keeps the previous head's pipeline as head pipeline after a push
-//     until a pipeline of the new head runs.
-//   - Otherwise the checks are those of the newest pipeline of the merge
-//     request among the statuses of q.HeadSHA: a branch pipeline (ref the
-//     source branch) or a merge request pipeline (ref
-//     refs/merge-requests/<iid>/head). Statuses of other pipelines of the
-//     same commit (other merge requests, other branches) do not count.
-//
-// The checks are the pipeline's statuses (its jobs, and statuses posted
-// by other CI systems into it), the latest of each name. A commit with no
-// status of such a pipeline yet is pending: GitLab has not started its
-// pipeline, or its jobs are not created yet.
-//
-// GitLab's statuses map as: success → passed; failed and canceled →
-// failed, except a job allowed to fail, which is skipped (it carries no
-// verdict); created, waiting_for_resource, preparing, pending, running
-// and scheduled → running; manual → running for a blocking manual job
-// (not allowed to fail: it holds the pipeline until someone runs it),
-// skipped for one allowed to fail; skipped → skipped.
+// (its head pipeline and its head) and the statuses of that pipeline,
+// every page of them (GET .../repository/commits/:sha/statuses with
+// pipeline_id); see [Adapter.ReadPullRequests] for the checks a reading
+// reports.
 func (a *Adapter) Checks(ctx context.Context, q lifecycle.CIQuery) (lifecycle.CIReport, error) {
 	s, mr, err := a.read(ctx, q.PullRequest)
 	if err != nil {
 		return lifecycle.CIReport{}, err
 	}
-	head := strings.ToLower(q.HeadSHA)
-	mergeRef := fmt.Sprintf("refs/merge-requests/%d/merge", q.PullRequest.Number)
-	if hp := mr.HeadPipeline; hp != nil && hp.Ref == mergeRef && strings.EqualFold(mr.SHA, head) {
-		merges, err := a.mergesHead(ctx, s, strings.ToLower(hp.SHA), head)
-		if err != nil {
-			return lifecycle.CIReport{}, err
-		}
-		if merges {
-			statuses, err := a.statuses(ctx, s, strings.ToLower(hp.SHA), &gl.GetCommitStatusesOptions{PipelineID: gl.Ptr(hp.ID)})
-			if err != nil {
-				return lifecycle.CIReport{}, err
-			}
-			return report(slices.DeleteFunc(statuses, func(st *gl.CommitStatus) bool { return st.PipelineID != hp.ID })), nil
-		}
+	return a.ci(ctx, s, mr, strings.ToLower(q.HeadSHA))
+}
+
+// ci reads the checks of commit head of merge request mr from its head
+// pipeline:
+//
+//   - a pipeline of head (a branch pipeline, ref the source branch, or a
+//     merge request pipeline, ref refs/merge-requests/<iid>/head): its
+//     statuses;
+//   - a merged-results pipeline (GitLab Premium's pipelines for merged
+//     results, and merge trains: ref refs/merge-requests/<iid>/merge or
+//     /train, at a merge commit of the head into the target branch), when
+//     head is the merge request's head and the merge commit merges it:
+//     the statuses of that pipeline at its merge commit. That the merge
+//     commit merges head is checked once per merge commit (one more
+//     request, GET .../repository/commits/:sha, whose parents are kept):
+//     GitLab keeps the previous head's pipeline as head pipeline after a
+//     push until a pipeline of the new head runs;
+//   - otherwise (no head pipeline, or one of another commit: commits were
+//     pushed and their pipeline has not started) CI is pending.
+//
+// The checks are the pipeline's statuses (its jobs, and statuses posted
+// by other CI systems into it), the latest of each name; a pipeline with
+// none yet is pending.
+func (a *Adapter) ci(ctx context.Context, s *settings, mr *gl.MergeRequest, head string) (lifecycle.CIReport, error) {
+	hp := mr.HeadPipeline
+	if hp == nil || head == "" {
+		return lifecycle.CIReport{Pending: true}, nil
 	}
-	refs := []string{mr.SourceBranch, fmt.Sprintf("refs/merge-requests/%d/head", q.PullRequest.Number)}
-	statuses, err := a.statuses(ctx, s, head, &gl.GetCommitStatusesOptions{})
+	at := strings.ToLower(hp.SHA)
+	switch {
+	case at == head:
+	case mergedResults(hp.Ref, mr.IID) && strings.EqualFold(mr.SHA, head):
+		merges, err := a.mergesHead(ctx, s, at, head)
+		if err != nil || !merges {
+			return lifecycle.CIReport{Pending: true}, err
+		}
+	default:
+		return lifecycle.CIReport{Pending: true}, nil
+	}
+	statuses, err := a.statuses(ctx, s, at, hp.ID)
 	if err != nil {
 		return lifecycle.CIReport{}, err
 	}
-	var (
-		newest int64 // the newest pipeline of the merge request at the commit
-		ofIt   []*gl.CommitStatus
-	)
-	for _, st := range statuses {
-		if !slices.Contains(refs, st.Ref) {
-			continue
-		}
-		switch {
-		case st.PipelineID > newest:
-			newest, ofIt = st.PipelineID, []*gl.CommitStatus{st}
-		case st.PipelineID == newest:
-			ofIt = append(ofIt, st)
-		}
-	}
-	return report(ofIt), nil
+	return report(slices.DeleteFunc(statuses, func(st *gl.CommitStatus) bool { return st.PipelineID != hp.ID })), nil
 }
 
-// statuses reads the commit statuses of sha, up to 10 pages of 100.
-func (a *Adapter) statuses(ctx context.Context, s *settings, sha string, opt *gl.GetCommitStatusesOptions) ([]*gl.CommitStatus, error) {
-	opt.PerPage = 100
+// mergedResults reports whether ref is the ref of a merged-results or
+// merge train pipeline of merge request iid.
+func mergedResults(ref string, iid int64) bool {
+	rest, ok := strings.CutPrefix(ref, fmt.Sprintf("refs/merge-requests/%d/", iid))
+	return ok && (rest == "merge" || rest == "train")
+}
+
+// maxStatusPages bounds the pages of statuses of one pipeline read: 100
+// pages of 100 are more jobs than a pipeline holds.
+const maxStatusPages = 100
+
+// statuses reads the commit statuses of pipeline id at commit sha, every
+// page of them (GitLab lists them oldest first); a pipeline with more
+// than maxStatusPages pages is an error, never a partial reading.
+func (a *Adapter) statuses(ctx context.Context, s *settings, sha string, id int64) ([]*gl.CommitStatus, error) {
+	opt := &gl.GetCommitStatusesOptions{PipelineID: gl.Ptr(id), ListOptions: gl.ListOptions{PerPage: 100}}
 	var out []*gl.CommitStatus
-	for pages := 0; ; pages++ {
+	for pages := 1; ; pages++ {
 		page, resp, err := a.client.Commits.GetCommitStatuses(s.id, sha, opt, gl.WithContext(ctx))
 		if err != nil {
-			return nil, a.fail(ctx, "read the statuses of commit "+sha, resp, err)
+			return nil, a.fail(ctx, fmt.Sprintf("read the statuses of pipeline %d at commit %s", id, sha), resp, err)
 		}
 		out = append(out, page...)
-		if resp.NextPage == 0 || pages >= 9 {
+		if resp.NextPage == 0 {
 			return out, nil
+		}
+		if pages == maxStatusPages {
+			return nil, fmt.Errorf("gitlab: pipeline %d at commit %s has more than %d statuses: CI not read", id, sha, maxStatusPages*100)
 		}
 		opt.Page = resp.NextPage
 	}

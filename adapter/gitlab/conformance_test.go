@@ -105,6 +105,9 @@ func TestConformance(t *testing.T) {
 			fakeOf(a).Inject(gitlabtest.RouteMerge, gitlabtest.Fault{Status: http.StatusBadGateway, Body: `{"message":"502 Bad Gateway"}`})
 		},
 		RefuseNextMerge: func(t *testing.T, a lifecycle.ProviderAdapter) string {
+			// GitLab has worked out that it can merge, and refuses anyway
+			// (a merge that failed while being made).
+			fakeOf(a).SettleMergeability()
 			fakeOf(a).Inject(gitlabtest.RouteMerge, gitlabtest.Fault{Status: http.StatusMethodNotAllowed, Body: `{"message":"Branch cannot be merged"}`})
 			return "Branch cannot be merged"
 		},

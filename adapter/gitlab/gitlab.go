@@ -16,6 +16,7 @@ import (
 	gl "gitlab.com/gitlab-org/api/client-go"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/hostbudget"
 )
 
 // Config configures an [Adapter].
@@ -61,7 +62,18 @@ type Config struct {
 	// one minute.
 	SettingsTTL time.Duration
 
+	// SweepShare is the share of GitLab's rate limit that the
+	// reconciler's readings (lifecycle.ReadSweep) may use: once what is
+	// left of the limit is down to the rest, they fail with a
+	// *lifecycle.TemporaryError that is RateLimited until the limit's
+	// window resets, and the rest is kept for merges, the readings right
+	// before them, submissions and deployments. It must be more than 0
+	// and at most 1. Defaults to 0.8.
+	SweepShare float64
+
 	// HTTPClient makes the requests. Defaults to client-go's pooled client.
+	// The adapter sends through a copy of it whose transport reads
+	// GitLab's rate limit off every answer.
 	HTTPClient *http.Client
 
 	// Clock tells the time: a rate limit's reset is turned into a wait with
@@ -81,7 +93,8 @@ type MergeOptions struct {
 }
 
 // Adapter is a [lifecycle.ProviderAdapter] on a GitLab project. It is also
-// a [lifecycle.CIProvider] (the merge request's head pipeline), a
+// a [lifecycle.BatchReader] (see [Adapter.ReadPullRequests]), a
+// [lifecycle.CIProvider] (the merge request's head pipeline), a
 // [lifecycle.ReviewDecider] (merge request approvals) and a
 // [lifecycle.WebhookIntake] (see [Adapter.WebhookHandler]). It is safe for
 // concurrent use.
@@ -90,6 +103,7 @@ type Adapter struct {
 	client *gl.Client
 	clock  lifecycle.Clock
 	log    *slog.Logger
+	budget *hostbudget.Budget
 
 	mu       sync.Mutex
 	settings *settings
@@ -99,6 +113,7 @@ type Adapter struct {
 
 var (
 	_ lifecycle.ProviderAdapter = (*Adapter)(nil)
+	_ lifecycle.BatchReader     = (*Adapter)(nil)
 	_ lifecycle.CIProvider      = (*Adapter)(nil)
 	_ lifecycle.ReviewDecider   = (*Adapter)(nil)
 	_ lifecycle.WebhookIntake   = (*Adapter)(nil)
@@ -134,27 +149,36 @@ func New(cfg Config) (*Adapter, error) {
 	if cfg.SettingsTTL <= 0 {
 		cfg.SettingsTTL = time.Minute
 	}
+	switch {
+	case cfg.SweepShare == 0:
+		cfg.SweepShare = 0.8
+	case !(cfg.SweepShare > 0 && cfg.SweepShare <= 1):
+		return nil, fmt.Errorf("gitlab: Config.SweepShare %v must be more than 0 and at most 1: it is the share of GitLab's rate limit the reconciler's readings may use (0.8 keeps a fifth for merges and writes)", cfg.SweepShare)
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = systemClock{}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	a := &Adapter{cfg: cfg, clock: cfg.Clock, log: cfg.Logger, parents: map[string][]string{}}
+	a.budget = hostbudget.New(cfg.SweepShare, cfg.Clock.Now)
 	// client-go's own retries are off for every request: it would retry
 	// a 429 or a 5xx up to five times, on the wall clock and blind to
 	// Retry-After, turning a rate limit into a context deadline and
 	// stalling webhook handling. Each such answer is instead a
 	// *lifecycle.TemporaryError with the wait GitLab asked for (see fail),
-	// and the caller (the ship runner, the reconciler) owns retries.
-	opts := []gl.ClientOptionFunc{gl.WithBaseURL(api), gl.WithoutRetries(), gl.WithCustomLeveledLogger(quietLogger{})}
-	if cfg.HTTPClient != nil {
-		opts = append(opts, gl.WithHTTPClient(cfg.HTTPClient))
-	}
+	// and the caller (the ship runner, the reconciler) owns retries. Its
+	// own rate limiter, which would pace requests on the wall clock, is
+	// the adapter's budget instead (see limiter).
+	opts := []gl.ClientOptionFunc{gl.WithBaseURL(api), gl.WithoutRetries(), gl.WithCustomLeveledLogger(quietLogger{}),
+		gl.WithHTTPClient(a.httpClient(cfg.HTTPClient)), gl.WithCustomLimiter(limiter{a})}
 	client, err := gl.NewClient(cfg.Token, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("gitlab: %w", err)
 	}
-	return &Adapter{cfg: cfg, client: client, clock: cfg.Clock, log: cfg.Logger, parents: map[string][]string{}}, nil
+	a.client = client
+	return a, nil
 }
 
 // apiURL checks a base URL and returns its API root.
@@ -263,12 +287,17 @@ func (a *Adapter) checkRef(s *settings, ref lifecycle.PullRequestRef) error {
 	return nil
 }
 
-// fail translates an error of client-go: 404 → ErrNotFound; 429 and 5xx
-// and failures of the connection → a *lifecycle.TemporaryError, with the
-// wait a rate limit asks for; anything else wrapped with what was done.
+// fail translates an error of client-go: 404 → ErrNotFound; a request
+// the budget did not send, and 429 → a *lifecycle.TemporaryError that is
+// RateLimited, with the wait GitLab asks for (a minute when it says
+// nothing); 5xx and failures of the connection → a
+// *lifecycle.TemporaryError; anything else wrapped with what was done.
 func (a *Adapter) fail(ctx context.Context, what string, resp *gl.Response, err error) error {
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		return fmt.Errorf("gitlab: %s: %w", what, err)
+	}
+	if te := (*lifecycle.TemporaryError)(nil); errors.As(err, &te) && te.RateLimited {
+		return &lifecycle.TemporaryError{Err: fmt.Errorf("gitlab: %s: %w", what, te.Err), RetryAfter: te.RetryAfter, RateLimited: true}
 	}
 	status := 0
 	if resp != nil {
@@ -278,7 +307,11 @@ func (a *Adapter) fail(ctx context.Context, what string, resp *gl.Response, err 
 	case status == http.StatusNotFound || errors.Is(err, gl.ErrNotFound):
 		return fmt.Errorf("gitlab: %s: %w", what, lifecycle.ErrNotFound)
 	case status == http.StatusTooManyRequests:
-		return &lifecycle.TemporaryError{Err: fmt.Errorf("gitlab: %s: rate limited: %w", what, err), RetryAfter: a.retryAfter(resp.Header)}
+		wait := a.retryAfter(resp.Header)
+		if wait <= 0 {
+			wait = defaultRateLimitWait
+		}
+		return &lifecycle.TemporaryError{Err: fmt.Errorf("gitlab: %s: rate limited: %w", what, err), RetryAfter: wait, RateLimited: true}
 	case status >= 500 || status == 0:
 		var ra time.Duration
 		if resp != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -43,6 +44,9 @@ func TestNewChecksConfig(t *testing.T) {
 		{gitlab.Config{Token: "x"}, "Project is required"},
 		{gitlab.Config{Token: "x", Project: "a/b", BaseURL: "http://gitlab.example.com"}, "plain http is allowed only for loopback"},
 		{gitlab.Config{Token: "x", Project: "a/b", BaseURL: "ftp://gitlab.example.com"}, "scheme must be https"},
+		{gitlab.Config{Token: "x", Project: "a/b", SweepShare: -0.5}, "SweepShare -0.5 must be more than 0 and at most 1"},
+		{gitlab.Config{Token: "x", Project: "a/b", SweepShare: 1.5}, "SweepShare 1.5 must be more than 0 and at most 1"},
+		{gitlab.Config{Token: "x", Project: "a/b", SweepShare: math.NaN()}, "SweepShare NaN must be"},
 	} {
 		if _, err := gitlab.New(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New(%+v) = %v, want an error saying %q", tc.cfg, err, tc.want)
@@ -50,6 +54,11 @@ func TestNewChecksConfig(t *testing.T) {
 	}
 	if _, err := gitlab.New(gitlab.Config{Token: "x", Project: "42", BaseURL: "http://127.0.0.1:8929/"}); err != nil {
 		t.Errorf("New on loopback http: %v", err)
+	}
+	for _, share := range []float64{0.01, 0.8, 1} {
+		if _, err := gitlab.New(gitlab.Config{Token: "x", Project: "42", SweepShare: share}); err != nil {
+			t.Errorf("New with SweepShare %v: %v", share, err)
+		}
 	}
 }
 
@@ -69,7 +78,8 @@ func ensure(t *testing.T, a *gitlab.Adapter, req lifecycle.PullRequestRequest) l
 }
 
 // A second submission finds the open merge request of the branch (one
-// list call, no create) and applies the new title and reviewers to it.
+// list call, no create) and applies the new reviewers to it; the merge
+// request stays a draft.
 func TestEnsureReusesOpenMergeRequest(t *testing.T) {
 	t.Parallel()
 	f := gitlabtest.NewServer(t, gitlabtest.Options{})
@@ -83,8 +93,11 @@ func TestEnsureReusesOpenMergeRequest(t *testing.T) {
 		t.Errorf("title = %q, want the Draft: prefix", got)
 	}
 	again := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-7"), Reviewers: []string{"bob"}})
-	if again.Created || again.Number != first.Number || again.Draft {
-		t.Errorf("again = %+v; want #%d reused, no longer a draft", again, first.Number)
+	if again.Created || again.Number != first.Number || !again.Draft {
+		t.Errorf("again = %+v; want #%d reused, still a draft", again, first.Number)
+	}
+	if got := f.MergeRequest(1).Title; got != "Draft: ENG-7: Fix the login redirect" {
+		t.Errorf("title after a resubmission = %q, want it kept, Draft: prefix and all", got)
 	}
 	if len(again.RequestedReviewers) != 1 || again.RequestedReviewers[0] != "bob" {
 		t.Errorf("RequestedReviewers = %v, want [bob]", again.RequestedReviewers)
@@ -527,16 +540,30 @@ func TestRateLimitIsTemporaryWithItsReset(t *testing.T) {
 	reset := clock.Now().Add(42 * time.Second).Unix()
 	f.Inject(gitlabtest.RouteMerge, gitlabtest.Fault{Status: http.StatusTooManyRequests,
 		Header: http.Header{"Ratelimit-Reset": {strconv.FormatInt(reset, 10)}}, Body: `{"message":"Retry later"}`})
-	_, err := a.Merge(t.Context(), lifecycle.MergeRequest{Ref: pr.PullRequestRef, ExpectedHeadSHA: pr.HeadSHA})
+	req := lifecycle.MergeRequest{Ref: pr.PullRequestRef, ExpectedHeadSHA: pr.HeadSHA}
+	_, err := a.Merge(t.Context(), req)
 	var te *lifecycle.TemporaryError
-	if !errors.As(err, &te) || te.RetryAfter != 42*time.Second {
-		t.Fatalf("429: %v, want a TemporaryError retrying after 42s", err)
+	if !errors.As(err, &te) || te.RetryAfter != 42*time.Second || !te.RateLimited {
+		t.Fatalf("429: %v, want a rate-limited TemporaryError retrying after 42s", err)
 	}
+	// Until then nothing is sent: GitLab would answer 429 again.
+	clock.Advance(40 * time.Second)
+	if _, err := a.Merge(t.Context(), req); !errors.As(err, &te) || te.RetryAfter != 2*time.Second || !te.RateLimited {
+		t.Errorf("merge 40s into the wait: %v, want a rate-limited TemporaryError retrying after 2s", err)
+	}
+	if n := f.Calls(gitlabtest.RouteMerge); n != 1 {
+		t.Errorf("merge sent %d times within GitLab's wait, want once", n)
+	}
+	clock.Advance(2 * time.Second)
 	f.Inject(gitlabtest.RouteMerge, gitlabtest.Fault{Status: http.StatusTooManyRequests,
 		Header: http.Header{"Retry-After": {"7"}}, Body: `{"message":"Retry later"}`})
-	_, err = a.Merge(t.Context(), lifecycle.MergeRequest{Ref: pr.PullRequestRef, ExpectedHeadSHA: pr.HeadSHA})
-	if !errors.As(err, &te) || te.RetryAfter != 7*time.Second {
-		t.Errorf("429 with Retry-After: %v, want a TemporaryError retrying after 7s", err)
+	_, err = a.Merge(t.Context(), req)
+	if !errors.As(err, &te) || te.RetryAfter != 7*time.Second || !te.RateLimited {
+		t.Errorf("429 with Retry-After: %v, want a rate-limited TemporaryError retrying after 7s", err)
+	}
+	clock.Advance(7 * time.Second)
+	if res, err := a.Merge(t.Context(), req); err != nil || res.MergeCommitSHA == "" {
+		t.Errorf("merge once the wait passed: %+v, %v", res, err)
 	}
 }
 
@@ -551,11 +578,10 @@ func TestOtherProjectIsNotFound(t *testing.T) {
 }
 
 // A reading of CI is two requests: the merge request (its head pipeline)
-// and the statuses of the head commit, whether the task names its branch
-// or not. The newest pipeline of the merge request at the commit (here a
-// merge request pipeline, on refs/merge-requests/1/head) is the head
-// pipeline; a pipeline of another branch at the same commit does not
-// count.
+// and the statuses of that pipeline, whether the task names its branch or
+// not. The head pipeline is here a merge request pipeline (on
+// refs/merge-requests/1/head), newer than the branch pipeline of the same
+// commit; a pipeline of another branch at the same commit does not count.
 func TestCIReadsTheMergeRequestAndTheHeadsStatuses(t *testing.T) {
 	t.Parallel()
 	f := gitlabtest.NewServer(t, gitlabtest.Options{})
@@ -563,7 +589,7 @@ func TestCIReadsTheMergeRequestAndTheHeadsStatuses(t *testing.T) {
 	f.Push("lifecycle/eng-1")
 	pr := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-1")})
 	f.Pipeline(1, "success", &gl.CommitStatus{Name: "build", Status: "success"})
-	f.AddStatus(&gl.CommitStatus{SHA: pr.HeadSHA, Ref: "refs/merge-requests/1/head", Name: "test", Status: "failed", PipelineID: 9000})
+	f.MergeRequestPipeline(1, "failed", &gl.CommitStatus{Name: "test", Status: "failed"})
 	f.AddStatus(&gl.CommitStatus{SHA: pr.HeadSHA, Ref: "someone-else", Name: "other", Status: "failed", PipelineID: 9001})
 	for _, named := range []bool{true, false} {
 		tk := task("ENG-1")
@@ -581,6 +607,53 @@ func TestCIReadsTheMergeRequestAndTheHeadsStatuses(t *testing.T) {
 		if n, r := f.TotalCalls()-before, f.Calls(gitlabtest.RouteGetMR)-reads; n != 2 || r != 1 {
 			t.Errorf("branch named %v: %d requests (%d reads of the merge request), want 2: the merge request and the statuses", named, n, r)
 		}
+	}
+}
+
+// A busy commit: many pipelines ran at the head (retries, schedules, the
+// merge request pipeline), a hundred jobs each, and the newest, the head
+// pipeline, fails. Only the head pipeline's statuses are read, every page
+// of them: CI is failed, not passed, whatever the older pipelines said
+// (GitLab lists a commit's statuses oldest first: reading the commit's
+// first pages would have found only passed ones).
+func TestBusyCommitNewestPipelineFails(t *testing.T) {
+	t.Parallel()
+	f := gitlabtest.NewServer(t, gitlabtest.Options{})
+	a := newAdapter(t, f)
+	f.Push("lifecycle/eng-1")
+	pr := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-1")})
+	jobs := func(n int, failing string) []*gl.CommitStatus {
+		var out []*gl.CommitStatus
+		for i := range n {
+			st := &gl.CommitStatus{Name: fmt.Sprintf("job-%03d", i), Status: "success"}
+			if st.Name == failing {
+				st.Status = "failed"
+			}
+			out = append(out, st)
+		}
+		return out
+	}
+	for range 12 {
+		f.Pipeline(1, "success", jobs(100, "")...)
+	}
+	f.Pipeline(1, "failed", jobs(250, "job-249")...) // the head pipeline, three pages
+	q := lifecycle.CIQuery{PullRequest: pr.PullRequestRef, HeadSHA: pr.HeadSHA}
+	before := f.Calls(gitlabtest.RouteStatuses)
+	rep, err := a.Checks(t.Context(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := 0
+	for _, c := range rep.Checks {
+		if c.Status == lifecycle.CheckFailed {
+			failed++
+		}
+	}
+	if rep.Pending || len(rep.Checks) != 250 || failed != 1 {
+		t.Errorf("checks: %d, %d failed, pending %v; want the head pipeline's 250, job-249 failed", len(rep.Checks), failed, rep.Pending)
+	}
+	if n := f.Calls(gitlabtest.RouteStatuses) - before; n != 3 {
+		t.Errorf("%d requests of statuses, want 3: the head pipeline's pages only", n)
 	}
 }
 

@@ -19,10 +19,18 @@ const draftPrefix = "Draft: "
 
 // EnsurePullRequest implements [lifecycle.ProviderAdapter]. It finds the
 // open merge request from the task's branch into the target branch and
-// applies req to it (title, description, reviewers), or opens one. A 409
-// from GitLab on create means another call opened it meanwhile: it is
-// found again. Reviewer logins GitLab does not know are a
-// *lifecycle.ValidationError on pullRequest.reviewers.
+// applies req to it, or opens one. A 409 from GitLab on create means
+// another call opened it meanwhile: it is found again. Reviewer logins
+// GitLab does not know are a *lifecycle.ValidationError on
+// pullRequest.reviewers.
+//
+// Applied to an open merge request (a resubmission), req changes only
+// what it gives: the title when req.Title is set (a title edited at
+// GitLab is kept otherwise), the description when req.Body or
+// req.Summary is set, and reviewers added to those requested at GitLab.
+// A draft stays a draft: req.Draft makes the merge request one (GitLab's
+// "Draft: " title prefix), and nothing makes it ready again but a person
+// at GitLab.
 func (a *Adapter) EnsurePullRequest(ctx context.Context, req lifecycle.PullRequestRequest) (lifecycle.PullRequest, error) {
 	if err := ctx.Err(); err != nil {
 		return lifecycle.PullRequest{}, err
@@ -51,7 +59,7 @@ func (a *Adapter) EnsurePullRequest(ctx context.Context, req lifecycle.PullReque
 		if err != nil {
 			return lifecycle.PullRequest{}, err
 		}
-		return a.apply(ctx, s, mr, req, title, body, reviewers)
+		return a.apply(ctx, s, mr, req, body, reviewers)
 	}
 	opt := &gl.CreateMergeRequestOptions{
 		Title:              &title,
@@ -73,7 +81,7 @@ func (a *Adapter) EnsurePullRequest(ctx context.Context, req lifecycle.PullReque
 				return lifecycle.PullRequest{}, ferr
 			}
 			if mr != nil {
-				return a.apply(ctx, s, mr, req, title, body, reviewers)
+				return a.apply(ctx, s, mr, req, body, reviewers)
 			}
 		}
 		if resp != nil && (resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusUnprocessableEntity) {
@@ -108,11 +116,12 @@ func (a *Adapter) findOpen(ctx context.Context, s *settings, source, target stri
 	return nil, nil
 }
 
-// apply updates an open merge request to what req asks, when it differs.
-func (a *Adapter) apply(ctx context.Context, s *settings, mr *gl.BasicMergeRequest, req lifecycle.PullRequestRequest, title, body string, reviewers []int64) (lifecycle.PullRequest, error) {
+// apply updates an open merge request to what req asks, when it differs
+// (see EnsurePullRequest).
+func (a *Adapter) apply(ctx context.Context, s *settings, mr *gl.BasicMergeRequest, req lifecycle.PullRequestRequest, body string, reviewers []int64) (lifecycle.PullRequest, error) {
 	opt := &gl.UpdateMergeRequestOptions{}
 	changed := false
-	if mr.Title != title {
+	if title := retitle(mr, req); title != mr.Title {
 		opt.Title, changed = &title, true
 	}
 	if (req.Body != "" || req.Summary != "") && mr.Description != body {
@@ -172,21 +181,64 @@ func (a *Adapter) userIDs(ctx context.Context, logins []string) ([]int64, error)
 	return ids, nil
 }
 
-// titleOf returns the merge request's title, with GitLab's draft prefix
-// when req asks for a draft.
+// titleOf returns the title of a new merge request, with GitLab's draft
+// prefix when req asks for a draft.
 func titleOf(req lifecycle.PullRequestRequest) string {
 	title := req.Title
 	if title == "" {
 		title = req.Task.Identifier + ": " + req.Task.Title
 	}
-	title = strings.TrimSpace(title)
-	for _, p := range []string{"Draft: ", "Draft:", "[Draft]", "(Draft)"} {
-		title = strings.TrimSpace(strings.TrimPrefix(title, p))
-	}
+	title = undraft(title)
 	if req.Draft {
 		return draftPrefix + title
 	}
 	return title
+}
+
+// retitle returns the title open merge request mr gets from a
+// resubmission req: req.Title if given, else its own; with GitLab's draft
+// prefix when it is a draft or req asks for one.
+func retitle(mr *gl.BasicMergeRequest, req lifecycle.PullRequestRequest) string {
+	isDraft := mr.Draft || draftTitle(mr.Title)
+	switch {
+	case req.Title != "":
+		title := undraft(req.Title)
+		if isDraft || req.Draft {
+			return draftPrefix + title
+		}
+		return title
+	case req.Draft && !isDraft:
+		return draftPrefix + undraft(mr.Title)
+	}
+	return mr.Title
+}
+
+// draftPrefixes are the title prefixes that make a merge request a draft
+// at GitLab, whatever their case ("Draft:", "[Draft]", "(Draft)",
+// "Draft - "), in lower case.
+var draftPrefixes = []string{"draft:", "[draft]", "(draft)", "draft - "}
+
+// draftTitle reports whether a title makes its merge request a draft.
+func draftTitle(title string) bool {
+	return undraft(title) != strings.TrimSpace(title)
+}
+
+// undraft returns a title without GitLab's draft prefixes.
+func undraft(title string) string {
+	title = strings.TrimSpace(title)
+	for {
+		low := strings.ToLower(title)
+		cut := false
+		for _, p := range draftPrefixes {
+			if strings.HasPrefix(low, p) {
+				title, cut = strings.TrimSpace(title[len(p):]), true
+				break
+			}
+		}
+		if !cut {
+			return title
+		}
+	}
 }
 
 // bodyOf returns the merge request's description.
@@ -212,7 +264,8 @@ func bodyOf(req lifecycle.PullRequestRequest) string {
 }
 
 // PullRequest implements [lifecycle.ProviderAdapter]: the merge request
-// with iid ref.Number.
+// with iid ref.Number, one request (see [Adapter.ReadPullRequests] for
+// what is read of it).
 func (a *Adapter) PullRequest(ctx context.Context, ref lifecycle.PullRequestRef) (lifecycle.PullRequest, error) {
 	s, mr, err := a.read(ctx, ref)
 	if err != nil {
@@ -245,7 +298,7 @@ func (a *Adapter) pullRequest(s *settings, mr *gl.BasicMergeRequest) lifecycle.P
 		Head:                  mr.SourceBranch,
 		Base:                  mr.TargetBranch,
 		HeadSHA:               strings.ToLower(mr.SHA),
-		Draft:                 mr.Draft || strings.HasPrefix(mr.Title, "Draft:"),
+		Draft:                 mr.Draft || draftTitle(mr.Title),
 		DismissesStaleReviews: s.resetOnPush,
 	}
 	switch mr.State {
@@ -256,11 +309,35 @@ func (a *Adapter) pullRequest(s *settings, mr *gl.BasicMergeRequest) lifecycle.P
 		pr.State = lifecycle.PullRequestClosed
 	default: // opened, locked (a merge under way)
 		pr.State = lifecycle.PullRequestOpen
+		pr.Mergeable = mergeability(mr)
 	}
 	for _, u := range mr.Reviewers {
 		pr.RequestedReviewers = append(pr.RequestedReviewers, u.Username)
 	}
 	return pr
+}
+
+// mergeability says whether GitLab can merge an open merge request into
+// its target branch, from its detailed_merge_status: conflict (or
+// has_conflicts) is conflicting; need_rebase (a fast-forward or
+// semi-linear merge method, and the target moved on) is behind;
+// checking, unchecked, preparing and approvals_syncing (GitLab is still
+// working it out) are unknown; anything else is mergeable as far as its
+// branches go (approvals, pipelines, drafts and discussions are judged
+// from the rest of the reading). A GitLab before 15.6 gives no
+// detailed_merge_status: the adapter does not say ("").
+func mergeability(mr *gl.BasicMergeRequest) lifecycle.Mergeability {
+	switch st := mr.DetailedMergeStatus; {
+	case st == "conflict" || mr.HasConflicts:
+		return lifecycle.MergeabilityConflicting
+	case st == "need_rebase":
+		return lifecycle.MergeabilityBehind
+	case st == "checking" || st == "unchecked" || st == "preparing" || st == "approvals_syncing":
+		return lifecycle.MergeabilityUnknown
+	case st == "":
+		return ""
+	}
+	return lifecycle.MergeabilityMergeable
 }
 
 // mergeCommit is the commit a merged merge request became: its merge

@@ -53,14 +53,23 @@ func (a *Adapter) ReviewDecision(ctx context.Context, q lifecycle.ReviewQuery) (
 	if err := a.checkRef(s, q.PullRequest); err != nil {
 		return lifecycle.HostReviews{}, err
 	}
-	iid := int64(q.PullRequest.Number)
+	return a.reviews(ctx, s, int64(q.PullRequest.Number), q.HeadSHA, true)
+}
+
+// reviews reads the approvals of merge request iid, and the states of its
+// reviewers when it has any (withReviewers), into the host's review state
+// of its head (see ReviewDecision).
+func (a *Adapter) reviews(ctx context.Context, s *settings, iid int64, head string, withReviewers bool) (lifecycle.HostReviews, error) {
 	appr, resp, err := a.client.MergeRequestApprovals.GetConfiguration(s.id, iid, gl.WithContext(ctx))
 	if err != nil {
 		return lifecycle.HostReviews{}, a.fail(ctx, fmt.Sprintf("read the approvals of merge request !%d", iid), resp, err)
 	}
-	reviewers, resp, err := a.client.MergeRequests.GetMergeRequestReviewers(s.id, iid, gl.WithContext(ctx))
-	if err != nil {
-		return lifecycle.HostReviews{}, a.fail(ctx, fmt.Sprintf("read the reviewers of merge request !%d", iid), resp, err)
+	var reviewers []*gl.MergeRequestReviewer
+	if withReviewers {
+		reviewers, resp, err = a.client.MergeRequests.GetMergeRequestReviewers(s.id, iid, gl.WithContext(ctx))
+		if err != nil {
+			return lifecycle.HostReviews{}, a.fail(ctx, fmt.Sprintf("read the reviewers of merge request !%d", iid), resp, err)
+		}
 	}
 	var hr lifecycle.HostReviews
 	for _, by := range appr.ApprovedBy {
@@ -69,8 +78,8 @@ func (a *Adapter) ReviewDecision(ctx context.Context, q lifecycle.ReviewQuery) (
 		}
 		r := lifecycle.HostReview{ID: "approval-" + strconv.FormatInt(by.User.ID, 10), Reviewer: by.User.Username, Outcome: lifecycle.ReviewApproved}
 		if s.resetOnPush {
-			r.ID += "-" + q.HeadSHA
-			r.CommitSHA = q.HeadSHA
+			r.ID += "-" + head
+			r.CommitSHA = head
 		}
 		hr.Reviews = append(hr.Reviews, r)
 	}

@@ -45,12 +45,14 @@ type stackOptions struct {
 
 func newStack(t testing.TB, o stackOptions) *stack {
 	t.Helper()
-	st := &stack{f: gitlabtest.NewServer(t, gitlabtest.Options{ApprovalsRequired: o.approvals}), project: "gitlab", approvals: o.approvals}
+	st := &stack{project: "gitlab", approvals: o.approvals}
 	var clock lifecycle.Clock
+	fo := gitlabtest.Options{ApprovalsRequired: o.approvals}
 	if o.fakeClock {
 		st.clock = fakeclock.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-		clock = st.clock
+		clock, fo.Now = st.clock, st.clock.Now
 	}
+	st.f = gitlabtest.NewServer(t, fo)
 	st.a = newAdapter(t, st.f, func(c *gitlab.Config) { c.Clock = clock; c.WebhookToken = hookToken })
 	var err error
 	// An hour between readings: only a Deployment Hook ends the wait.
@@ -403,20 +405,25 @@ func TestShipRefusalNamesBlockingDiscussions(t *testing.T) {
 // adapter: the Service cannot read the merge request, marks the task to
 // be read again and fails the event; the delivery was taken, and is
 // answered 202, not an error that GitLab would count toward disabling the
-// hook (it delivers nothing again). Once GitLab answers, the reconciler
-// learns the new head.
+// hook (it delivers nothing again). Once GitLab's wait has passed, the
+// reconciler learns the new head.
 func TestHookWhileGitLabIsRateLimited(t *testing.T) {
 	t.Parallel()
-	st := newStack(t, stackOptions{})
+	st := newStack(t, stackOptions{fakeClock: true})
 	tk := st.submitted(t, "GL-8")
 	head := st.f.Push(*tk.Branch)
 	pr := lifecycle.PullRequest{PullRequestRef: lifecycle.PullRequestRef{Owner: "acme", Repo: "web", Number: *tk.PRNumber}}
 	limited := gitlabtest.Fault{Status: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {"30"}}, Body: `{"message":"Retry later"}`}
-	st.f.Inject(gitlabtest.RouteGetMR, limited) // the merge request itself
-	st.f.Inject(gitlabtest.RouteGetMR, limited) // its CI, read beside it
+	// The merge request and its CI, read beside it, are answered 429,
+	// unless the first 429 came back before the second was sent: the
+	// adapter then sent nothing more until GitLab's wait has passed.
+	st.f.Inject(gitlabtest.RouteGetMR, limited)
+	st.f.Inject(gitlabtest.RouteGetMR, limited)
 	if code := st.hook(t, delivery(st.f, pr, lifecycle.ProviderHeadChanged, hookToken)); code != http.StatusAccepted {
 		t.Fatalf("Merge Request Hook while rate limited answered %d, want 202", code)
 	}
+	st.f.DropFaults(gitlabtest.RouteGetMR)
+	st.clock.Advance(30 * time.Second)
 	if err := st.svc.Reconcile(t.Context(), tk.ID); err != nil {
 		t.Fatal(err)
 	}

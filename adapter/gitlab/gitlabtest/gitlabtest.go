@@ -5,33 +5,46 @@
 //
 // The fake holds one project, [ProjectPath] (ID [ProjectID]), with a
 // default branch "main" and the users alice, bob and carol (IDs 1 to 3).
-// Merge requests, users and webhook payloads are served in the shapes of
-// the real GitLab responses recorded in client-go's testdata (copied into
-// this package, see testdata/README.md), and so are the merge commits of
-// merged-results pipelines; the rest (projects, approvals, commit
-// statuses, deployments) as client-go's own types encode them, whose
-// members are GitLab's. Any access token is accepted; a request
-// without one is answered 401.
+// Merge requests (single and listed), users and webhook payloads are
+// served in the shapes of the real GitLab responses recorded in
+// client-go's testdata (copied into this package, see
+// testdata/README.md), and so are the merge commits of merged-results
+// pipelines; the rest (projects, approvals, pipelines, commit statuses,
+// deployments) in the shapes GitLab's API documentation gives, as
+// client-go's own types encode them. Any access token is accepted; a
+// request without one is answered 401.
+//
+// It keeps time as GitLab does, on [Options.Now]: each answer carries a
+// Date; merge requests and pipelines have created_at and updated_at, and
+// the lists filter on updated_after. A merge request's updated_at moves
+// when it is edited, closed, reopened or merged, and (as GitLab touches
+// it through the system notes these make, at most once a minute) when
+// commits are pushed to it, it is approved or a reviewer submits a
+// review; its mergeability being worked out again does not move it, nor
+// does its pipeline finishing: a pipeline's updated_at moves when its
+// status changes. Lists are paginated as GitLab's offset pagination is
+// (per_page 20 by default, at most 100). With [Options.RateLimit], each
+// answer carries GitLab's RateLimit-* headers and a request past the
+// limit is answered 429 with Retry-After.
 //
 // Tests change the project as people and CI would ([Server.Push],
 // [Server.Pipeline], [Server.MergedResultsPipeline], [Server.Approve],
-// [Server.SetReviewerState], [Server.JobDeployment],
-// [Server.SetDeployment], ...), make GitLab misbehave with
-// [Server.Inject], and count the calls the adapter made with
-// [Server.Calls].
+// [Server.SetReviewerState], [Server.SetTitle], [Server.SetConflicts],
+// [Server.JobDeployment], [Server.SetDeployment], ...), make GitLab
+// misbehave with [Server.Inject], and count the calls the adapter made
+// with [Server.Calls].
 package gitlabtest
 
 import (
-	"bytes"
 	"crypto/rand"
 	"embed"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -65,6 +78,7 @@ const (
 	RouteMerge            = "PUT /api/v4/projects/{pid}/merge_requests/{iid}/merge"
 	RouteApprovals        = "GET /api/v4/projects/{pid}/merge_requests/{iid}/approvals"
 	RouteReviewers        = "GET /api/v4/projects/{pid}/merge_requests/{iid}/reviewers"
+	RouteListPipelines    = "GET /api/v4/projects/{pid}/pipelines"
 	RouteStatuses         = "GET /api/v4/projects/{pid}/repository/commits/{sha}/statuses"
 	RouteCommit           = "GET /api/v4/projects/{pid}/repository/commits/{sha}"
 	RouteUsers            = "GET /api/v4/users"
@@ -77,14 +91,16 @@ const (
 // Options shape the fake's project.
 type Options struct {
 	// ApprovalsRequired is the number of approvals every merge request
-	// needs. Zero means the project has no approval rules.
+	// needs; one with fewer is not_approved and is not merged. Zero means
+	// the project has no approval rules.
 	ApprovalsRequired int64
 	// ResetApprovalsOnPush drops a merge request's approvals when commits
 	// are pushed to it (GitLab's "Remove all approvals when commits are
 	// added to the source branch").
 	ResetApprovalsOnPush bool
 	// MergeMethod is the project's merge method: "merge" (a merge commit,
-	// the default) or "ff" (fast-forward).
+	// the default) or "ff" (fast-forward; a merge request whose target
+	// branch moved on since its last push then needs a rebase).
 	MergeMethod string
 	// AutoBranch makes a merge request's missing source branch exist, with
 	// a new commit, as if the agent had pushed it before submitting (for
@@ -92,6 +108,19 @@ type Options struct {
 	// as at GitLab, opening a merge request from a branch nobody pushed is
 	// answered 400 {"message":{"source_branch":["does not exist"]}}.
 	AutoBranch bool
+	// Now tells GitLab's time: the Date of the answers, the created_at and
+	// updated_at of what the fake holds, the windows of its rate limit.
+	// Defaults to time.Now; give the clock of a test that drives time.
+	Now func() time.Time
+	// RateLimit is how many requests a minute the token may make, as
+	// GitLab's authenticated API rate limit counts them (2,000 on
+	// GitLab.com), in windows that start on the minute. With it, every
+	// answer carries RateLimit-Name, RateLimit-Limit, RateLimit-Observed,
+	// RateLimit-Remaining and RateLimit-Reset (a Unix time), and a
+	// request past the limit is answered 429 "Retry later" with
+	// Retry-After and RateLimit-ResetTime as well, without being done.
+	// Zero means no rate limit and none of these headers.
+	RateLimit int
 }
 
 // Server is the fake GitLab. Its methods are safe for concurrent use.
@@ -109,73 +138,20 @@ type Server struct {
 	mrs         []*mergeRequest
 	users       map[string]int64
 	pipelines   map[int64]*pipeline
-	statuses    []*gl.CommitStatus
+	statuses    []*status
 	parents     map[string][]string // merge ref commits by SHA: their parents
 	deployments []*gl.Deployment
 	nextID      int64
+	nextPipeIID int64
 	calls       map[string]int
 	faults      map[string][]Fault
+	window      time.Time // start of the rate limit's current window
+	observed    int       // requests in it
 
 	mrTemplate     map[string]any
+	listKeys       map[string]bool // members of a merge request in a list
 	userTemplate   map[string]any
 	commitTemplate map[string]any
-}
-
-type mergeRequest struct {
-	iid                  int64
-	id                   int64
-	sourceProject        int64 // ProjectID, or a fork's ID
-	source, target       string
-	title, description   string
-	state                string
-	sha                  string
-	mergeCommit, squashC string
-	squash               bool
-	reviewers            []int64
-	reviewerState        map[int64]string
-	approvedBy           []int64
-	headPipeline         int64
-	detailed             string
-}
-
-type pipeline struct {
-	id       int64
-	sha, ref string
-	status   string
-	webURL   string
-}
-
-// MergeRequest is what the fake holds of a merge request.
-type MergeRequest struct {
-	// IID is its number in the project.
-	IID int64
-	// SourceProjectID is the project of its source branch: ProjectID, or
-	// a fork's.
-	SourceProjectID int64
-	// SourceBranch and TargetBranch are its branches.
-	SourceBranch, TargetBranch string
-	// Title and Description are as last set.
-	Title, Description string
-	// State is opened, closed, merged, or locked (while a merge runs).
-	State string
-	// SHA is its head commit.
-	SHA string
-	// MergeCommitSHA is its merge commit; empty unless merged with one.
-	MergeCommitSHA string
-	// SquashCommitSHA is its squash commit; empty unless squashed.
-	SquashCommitSHA string
-	// ReviewerIDs are the user IDs of its reviewers.
-	ReviewerIDs []int64
-	// ReviewerStates are the reviewers' states by user ID.
-	ReviewerStates map[int64]string
-	// ApprovedBy are the user IDs of those who approved it.
-	ApprovedBy []int64
-	// DetailedMergeStatus is GitLab's detailed_merge_status.
-	DetailedMergeStatus string
-	// HeadPipelineID is the ID of its head pipeline, or 0.
-	HeadPipelineID int64
-	// SquashOnMerge is its squash setting.
-	SquashOnMerge bool
 }
 
 // Fault is an answer the fake gives instead of doing a call, or, with
@@ -200,14 +176,26 @@ func NewServer(t testing.TB, opts Options) *Server {
 	if opts.MergeMethod == "" {
 		opts.MergeMethod = "merge"
 	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	s := &Server{
-		t: t, opts: opts,
-		branches: map[string]string{"main": NewSHA()}, users: map[string]int64{},
+		t: t, opts: opts, users: map[string]int64{},
 		pipelines: map[int64]*pipeline{}, parents: map[string][]string{}, nextID: 100, calls: map[string]int{}, faults: map[string][]Fault{},
 	}
+	s.branches = map[string]string{"main": NewSHA()}
 	s.mrTemplate = s.payload("get_merge_request.json").(map[string]any)
 	s.commitTemplate = s.payload("get_commit.json").(map[string]any)
 	s.userTemplate = s.payload("list_users.json").([]any)[0].(map[string]any)
+	s.listKeys = map[string]bool{}
+	for k := range s.payload("get_merge_requests.json").([]any)[0].(map[string]any) {
+		s.listKeys[k] = true
+	}
+	// Members GitLab's documentation gives a listed merge request that
+	// the recording, made with an older GitLab, lacks.
+	for _, k := range []string{"draft", "merge_status", "squash_commit_sha", "has_conflicts", "blocking_discussions_resolved"} {
+		s.listKeys[k] = true
+	}
 	for i, name := range []string{"alice", "bob", "carol"} {
 		s.users[name] = int64(i + 1)
 	}
@@ -220,6 +208,12 @@ func NewServer(t testing.TB, opts Options) *Server {
 				s.mu.Unlock()
 			}()
 			s.mu.Lock()
+			w.Header().Set("Date", s.now().Format(http.TimeFormat))
+			if !s.rateLimitLocked(w) {
+				s.mu.Unlock()
+				_, _ = io.Copy(io.Discard, r.Body)
+				return
+			}
 			var flt *Fault
 			if q := s.faults[pattern]; len(q) > 0 {
 				flt, s.faults[pattern] = &q[0], q[1:]
@@ -255,6 +249,7 @@ func NewServer(t testing.TB, opts Options) *Server {
 	route(RouteMerge, s.mergeMR)
 	route(RouteApprovals, s.getApprovals)
 	route(RouteReviewers, s.getReviewers)
+	route(RouteListPipelines, s.listPipelines)
 	route(RouteStatuses, s.getStatuses)
 	route(RouteCommit, s.getCommit)
 	route(RouteUsers, s.listUsers)
@@ -277,6 +272,45 @@ func (flt *Fault) write(w http.ResponseWriter) {
 	fmt.Fprint(w, flt.Body)
 }
 
+// now returns GitLab's time, in UTC.
+func (s *Server) now() time.Time { return s.opts.Now().UTC() }
+
+// rateLimitName is the throttle the fake's rate limit stands for.
+const rateLimitName = "throttle_authenticated_api"
+
+// rateLimitLocked counts a request against the rate limit and writes the
+// headers GitLab sends with every answer; past the limit it answers 429
+// as GitLab does and reports false.
+func (s *Server) rateLimitLocked(w http.ResponseWriter) bool {
+	if s.opts.RateLimit <= 0 {
+		return true
+	}
+	// GitLab's windows start at multiples of the period since the epoch,
+	// and it counts in whole seconds.
+	now := s.now().Unix()
+	retry := 60 - now%60
+	reset := time.Unix(now+retry, 0).UTC()
+	if start := reset.Add(-time.Minute); !start.Equal(s.window) {
+		s.window, s.observed = start, 0
+	}
+	s.observed++
+	h := w.Header()
+	h.Set("RateLimit-Name", rateLimitName)
+	h.Set("RateLimit-Limit", strconv.Itoa(s.opts.RateLimit))
+	h.Set("RateLimit-Observed", strconv.Itoa(s.observed))
+	h.Set("RateLimit-Remaining", strconv.Itoa(max(s.opts.RateLimit-s.observed, 0)))
+	h.Set("RateLimit-Reset", strconv.FormatInt(reset.Unix(), 10))
+	if s.observed <= s.opts.RateLimit {
+		return true
+	}
+	h.Set("Retry-After", strconv.FormatInt(retry, 10))
+	h.Set("RateLimit-ResetTime", reset.Format(http.TimeFormat))
+	h.Set("Content-Type", "text/plain")
+	w.WriteHeader(http.StatusTooManyRequests)
+	fmt.Fprint(w, "Retry later\n")
+	return false
+}
+
 // Inject queues a fault for the next call of a route (one of the Route
 // constants).
 func (s *Server) Inject(route string, flt Fault) {
@@ -285,7 +319,16 @@ func (s *Server) Inject(route string, flt Fault) {
 	s.faults[route] = append(s.faults[route], flt)
 }
 
-// Calls returns how many calls of a route were answered.
+// DropFaults forgets the faults queued for a route that no call has met
+// yet.
+func (s *Server) DropFaults(route string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.faults, route)
+}
+
+// Calls returns how many calls of a route were answered (a 429 of the
+// rate limit included).
 func (s *Server) Calls(route string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -303,341 +346,84 @@ func (s *Server) TotalCalls() int {
 	return n
 }
 
-// Push moves a branch to a new commit (creating the branch if needed), as
-// an agent pushing would, and returns the commit. Open merge requests
-// from the branch get it as their head; where approvals are reset on
-// push, they lose theirs.
-func (s *Server) Push(branch string) string {
+// AllCalls returns how many calls of each route the fake answered.
+func (s *Server) AllCalls() map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.pushLocked(branch)
-}
-
-func (s *Server) pushLocked(branch string) string {
-	c := NewSHA()
-	s.branches[branch] = c
-	for _, mr := range s.mrs {
-		if mr.sourceProject == ProjectID && mr.source == branch && mr.state == "opened" {
-			mr.sha = c
-			if s.opts.ResetApprovalsOnPush {
-				mr.approvedBy = nil
-			}
+	out := make(map[string]int, len(s.calls))
+	for k, v := range s.calls {
+		if v > 0 {
+			out[k] = v
 		}
 	}
-	return c
+	return out
 }
 
-// OpenForkMergeRequest opens a merge request into the project's target
-// branch from branch of another project, a fork whose ID is
-// sourceProjectID, as someone outside the project may, and returns its
-// IID. Its head is a commit of the fork; pushes to the project's own
-// branch of that name do not move it. GitLab's list of the project's merge
-// requests filtered by source_branch includes it, whatever its source
-// project.
-func (s *Server) OpenForkMergeRequest(sourceProjectID int64, branch, target, title string) int64 {
-	s.t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if sourceProjectID == ProjectID {
-		s.t.Fatalf("gitlabtest: a fork's project ID must not be the project's (%d)", ProjectID)
+// writePage answers a list with the page of items a request asks for, as
+// GitLab's offset pagination does: per_page (20 unless given, at most
+// 100) and page (from 1), with the X-Page, X-Per-Page, X-Next-Page,
+// X-Prev-Page, X-Total and X-Total-Pages headers and a Link header.
+func writePage[T any](w http.ResponseWriter, r *http.Request, items []T) {
+	q := r.URL.Query()
+	per, err := strconv.Atoi(q.Get("per_page"))
+	if err != nil || per < 1 {
+		per = 20
 	}
-	if _, ok := s.branches[target]; !ok {
-		s.t.Fatalf("gitlabtest: no target branch %q", target)
+	per = min(per, 100)
+	page, err := strconv.Atoi(q.Get("page"))
+	if err != nil || page < 1 {
+		page = 1
 	}
-	s.nextID++
-	mr := &mergeRequest{iid: int64(len(s.mrs) + 1), id: s.nextID, sourceProject: sourceProjectID, source: branch, target: target,
-		title: title, state: "opened", sha: NewSHA(), detailed: "mergeable", reviewerState: map[int64]string{}}
-	s.mrs = append(s.mrs, mr)
-	return mr.iid
-}
-
-// Pipeline runs a pipeline for merge request iid at its current head,
-// makes it the head pipeline, records its jobs (Name, Status and
-// optionally AllowFailure and TargetURL set) as commit statuses of the
-// pipeline, and returns its ID.
-func (s *Server) Pipeline(iid int64, status string, jobs ...*gl.CommitStatus) int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	mr := s.mr(iid)
-	p := s.newPipelineLocked(mr, status)
-	for _, j := range jobs {
-		s.nextID++
-		j.ID, j.SHA, j.Ref, j.PipelineID = s.nextID, mr.sha, mr.source, p.id
-		s.statuses = append(s.statuses, j)
+	pages := max(1, (len(items)+per-1)/per)
+	from, to := min((page-1)*per, len(items)), min(page*per, len(items))
+	h := w.Header()
+	h.Set("X-Page", strconv.Itoa(page))
+	h.Set("X-Per-Page", strconv.Itoa(per))
+	h.Set("X-Total", strconv.Itoa(len(items)))
+	h.Set("X-Total-Pages", strconv.Itoa(pages))
+	h.Set("X-Next-Page", "")
+	h.Set("X-Prev-Page", "")
+	link := func(p int, rel string) string {
+		u := *r.URL
+		v := u.Query()
+		v.Set("page", strconv.Itoa(p))
+		v.Set("per_page", strconv.Itoa(per))
+		u.RawQuery = v.Encode()
+		return fmt.Sprintf("<http://%s%s>; rel=%q", r.Host, u.RequestURI(), rel)
 	}
-	return p.id
-}
-
-func (s *Server) newPipelineLocked(mr *mergeRequest, status string) *pipeline {
-	s.nextID++
-	p := &pipeline{id: s.nextID, sha: mr.sha, ref: mr.source, status: status,
-		webURL: fmt.Sprintf("%s/%s/-/pipelines/%d", s.URL, ProjectPath, s.nextID)}
-	s.pipelines[p.id] = p
-	mr.headPipeline = p.id
-	return p
-}
-
-// MergedResultsPipeline runs a merged-results pipeline (GitLab Premium's
-// "pipelines for merged results", also what a merge train runs) for merge
-// request iid: a pipeline on refs/merge-requests/<iid>/merge at a new
-// commit merging the merge request's head into its target branch, which
-// becomes the head pipeline. Its jobs (Name, Status and optionally
-// AllowFailure and TargetURL set) are recorded as commit statuses of that
-// merge commit. It returns the pipeline's ID and the merge commit's SHA.
-//
-// As at GitLab, the head pipeline stays this one after a push until a
-// pipeline of the new head is run.
-func (s *Server) MergedResultsPipeline(iid int64, status string, jobs ...*gl.CommitStatus) (id int64, mergeSHA string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	mr := s.mr(iid)
-	mergeSHA = NewSHA()
-	s.parents[mergeSHA] = []string{s.branches[mr.target], mr.sha}
-	s.nextID++
-	ref := fmt.Sprintf("refs/merge-requests/%d/merge", iid)
-	p := &pipeline{id: s.nextID, sha: mergeSHA, ref: ref, status: status,
-		webURL: fmt.Sprintf("%s/%s/-/pipelines/%d", s.URL, ProjectPath, s.nextID)}
-	s.pipelines[p.id] = p
-	mr.headPipeline = p.id
-	for _, j := range jobs {
-		s.nextID++
-		j.ID, j.SHA, j.Ref, j.PipelineID = s.nextID, mergeSHA, ref, p.id
-		s.statuses = append(s.statuses, j)
+	var links []string
+	if page > 1 && page <= pages {
+		h.Set("X-Prev-Page", strconv.Itoa(page-1))
+		links = append(links, link(page-1, "prev"))
 	}
-	return p.id, mergeSHA
+	if page < pages {
+		h.Set("X-Next-Page", strconv.Itoa(page+1))
+		links = append(links, link(page+1, "next"))
+	}
+	links = append(links, link(1, "first"), link(pages, "last"))
+	h.Set("Link", strings.Join(links, ", "))
+	page0 := items[from:to]
+	if page0 == nil {
+		page0 = []T{}
+	}
+	writeJSON(w, http.StatusOK, page0)
 }
 
-// SetCheck makes the head pipeline of the open merge request whose head
-// is sha report a job name with a GitLab status (success, failed,
-// running, ...), starting a pipeline when it has none of that commit.
-func (s *Server) SetCheck(sha, name, status, targetURL string) {
-	s.t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var mr *mergeRequest
-	for _, m := range s.mrs {
-		if m.sha == sha {
-			mr = m
+// timeParam reads a time parameter of a list (updated_after, ...) as
+// GitLab does: ISO 8601, with or without a time. It answers 400 and
+// reports false for one it cannot read.
+func timeParam(w http.ResponseWriter, q url.Values, name string) (time.Time, bool) {
+	v := q.Get(name)
+	if v == "" {
+		return time.Time{}, true
+	}
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05Z0700", "2006-01-02"} {
+		if t, err := time.Parse(layout, v); err == nil {
+			return t, true
 		}
 	}
-	if mr == nil {
-		s.t.Fatalf("gitlabtest: no merge request has head %s", sha)
-	}
-	p := s.pipelines[mr.headPipeline]
-	if p == nil || p.sha != sha {
-		p = s.newPipelineLocked(mr, "running")
-	}
-	s.nextID++
-	s.statuses = append(s.statuses, &gl.CommitStatus{ID: s.nextID, SHA: sha, Ref: mr.source, Name: name, Status: status, TargetURL: targetURL, PipelineID: p.id})
-}
-
-// AddStatus records a commit status as it is, such as one of another
-// pipeline of the same commit. A zero ID is given the next one.
-func (s *Server) AddStatus(st *gl.CommitStatus) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if st.ID == 0 {
-		s.nextID++
-		st.ID = s.nextID
-	}
-	s.statuses = append(s.statuses, st)
-}
-
-// Approve records an approval of merge request iid by a user (alice, bob
-// or carol); a reviewer's state becomes approved.
-func (s *Server) Approve(iid int64, user string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	mr, id := s.mr(iid), s.user(user)
-	if !slices.Contains(mr.approvedBy, id) {
-		mr.approvedBy = append(mr.approvedBy, id)
-	}
-	if _, ok := mr.reviewerState[id]; ok {
-		mr.reviewerState[id] = "approved"
-	}
-}
-
-// SetReviewerState sets a user's reviewer state on merge request iid, as
-// submitting a review at GitLab does: "reviewed" (a review without
-// approval), "requested_changes" (which, as at GitLab, takes the user's
-// approval back), "unreviewed" (review requested again). The user becomes
-// a reviewer if not one.
-func (s *Server) SetReviewerState(iid int64, user, state string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	mr, id := s.mr(iid), s.user(user)
-	if !slices.Contains(mr.reviewers, id) {
-		mr.reviewers = append(mr.reviewers, id)
-	}
-	mr.reviewerState[id] = state
-	if state == "requested_changes" {
-		mr.approvedBy = slices.DeleteFunc(mr.approvedBy, func(u int64) bool { return u == id })
-	}
-}
-
-// SetDetailedMergeStatus sets merge request iid's detailed_merge_status;
-// any value but "mergeable" makes a merge answer 405, as GitLab does for a
-// merge request that cannot be merged (not approved, a draft, conflicts,
-// blocking discussions, a failed or running pipeline, mergeability not
-// checked yet: checking, unchecked, preparing, approvals_syncing, ...).
-func (s *Server) SetDetailedMergeStatus(iid int64, status string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.mr(iid).detailed = status
-}
-
-// LockForMerge makes merge request iid locked, the state GitLab gives a
-// merge request while it merges it (a person pressed the merge button, a
-// merge train merges it): a merge meanwhile answers 405. MergeByHand then
-// finishes the merge.
-func (s *Server) LockForMerge(iid int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.mr(iid).state = "locked"
-}
-
-// MergeByHand merges merge request iid at its head with a merge commit,
-// as a person pressing the merge button does, and returns the commit.
-func (s *Server) MergeByHand(iid int64) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	mr := s.mr(iid)
-	mr.state, mr.mergeCommit, mr.detailed = "merged", NewSHA(), "not_open"
-	s.branches[mr.target] = mr.mergeCommit
-	return mr.mergeCommit
-}
-
-// Close closes merge request iid without merging it.
-func (s *Server) Close(iid int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	mr := s.mr(iid)
-	mr.state, mr.detailed = "closed", "not_open"
-}
-
-// Reopen reopens merge request iid.
-func (s *Server) Reopen(iid int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	mr := s.mr(iid)
-	mr.state, mr.detailed = "opened", "mergeable"
-}
-
-// MergeRequest returns what the fake holds of merge request iid.
-func (s *Server) MergeRequest(iid int64) MergeRequest {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	mr := s.mr(iid)
-	return MergeRequest{
-		IID: mr.iid, SourceProjectID: mr.sourceProject, SourceBranch: mr.source, TargetBranch: mr.target, Title: mr.title, Description: mr.description,
-		State: mr.state, SHA: mr.sha, MergeCommitSHA: mr.mergeCommit, SquashCommitSHA: mr.squashC,
-		ReviewerIDs: slices.Clone(mr.reviewers), DetailedMergeStatus: mr.detailed, ApprovedBy: slices.Clone(mr.approvedBy),
-		HeadPipelineID: mr.headPipeline, ReviewerStates: maps.Clone(mr.reviewerState), SquashOnMerge: mr.squash,
-	}
-}
-
-// RunningDeployment returns the ID of the running deployment of sha to
-// the environment env recorded through the Deployments API (not by a CI
-// job), or 0.
-func (s *Server) RunningDeployment(env, sha string) int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, d := range s.deployments {
-		if d.Environment.Name == env && d.SHA == sha && d.Status == "running" && d.Deployable.ID == 0 {
-			return d.ID
-		}
-	}
-	return 0
-}
-
-// Deployment returns the status of deployment id and whether a CI job made
-// it, failing the test if there is none.
-func (s *Server) Deployment(id int64) (status string, byJob bool) {
-	s.t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, d := range s.deployments {
-		if d.ID == id {
-			return d.Status, d.Deployable.ID != 0
-		}
-	}
-	s.t.Fatalf("gitlabtest: no deployment %d", id)
-	return "", false
-}
-
-// JobDeployment records the deployment a CI job with environment: env
-// makes for a pipeline of ref at sha, as GitLab does when it creates the
-// pipeline: linked to the job (its "deployable"), with status created
-// (the job waits or is manual), and later running, success, failed,
-// canceled, skipped or blocked (waiting for approval) as the job goes,
-// which [Server.SetDeployment] sets. GitLab refuses to update such a
-// deployment through the API. It returns the deployment's ID.
-func (s *Server) JobDeployment(env, sha, ref, status string) int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := time.Now().UTC()
-	d := s.newDeploymentLocked(env, ref, sha, status, now)
-	s.nextID++
-	pipeline := s.nextID
-	s.nextID++
-	d.Deployable = gl.DeploymentDeployable{ID: s.nextID, Status: jobStatus(status), Stage: "deploy", Name: "deploy-" + env, Ref: ref, CreatedAt: &now,
-		Pipeline: gl.DeploymentDeployablePipeline{ID: pipeline, SHA: sha, Ref: ref, Status: jobStatus(status), CreatedAt: &now, UpdatedAt: &now}}
-	return d.ID
-}
-
-// jobStatus is the status of a deploy job whose deployment has status st.
-func jobStatus(st string) string {
-	if st == "blocked" {
-		return "manual" // waiting for a deployment approval
-	}
-	return st
-}
-
-// SetDeployment sets the status of deployment id (running, success,
-// failed, canceled, ...), as the team's deploy job or deploy system does.
-func (s *Server) SetDeployment(id int64, status string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, d := range s.deployments {
-		if d.ID == id {
-			d.Status = status
-			now := time.Now().UTC()
-			d.UpdatedAt = &now
-			if d.Deployable.ID != 0 {
-				d.Deployable.Status = jobStatus(status)
-				d.Deployable.Pipeline.Status = jobStatus(status)
-			}
-		}
-	}
-}
-
-func (s *Server) newDeploymentLocked(env, ref, sha, status string, now time.Time) *gl.Deployment {
-	s.nextID++
-	d := &gl.Deployment{ID: s.nextID, IID: int64(len(s.deployments) + 1), Ref: ref, SHA: sha, Status: status,
-		CreatedAt: &now, UpdatedAt: &now,
-		Environment: &gl.Environment{ID: 7, Name: env, Slug: env, ExternalURL: "https://" + env + ".example.com"}}
-	s.deployments = append(s.deployments, d)
-	return d
-}
-
-// deploymentJSON renders a deployment as GitLab does: "deployable" is the
-// job that made it, or null for one recorded through the API.
-func deploymentJSON(d *gl.Deployment) map[string]any {
-	b, _ := json.Marshal(d)
-	var m map[string]any
-	_ = json.Unmarshal(b, &m)
-	if d.Deployable.ID == 0 {
-		m["deployable"] = nil
-	}
-	return m
-}
-
-// mr returns merge request iid, failing the test if there is none.
-func (s *Server) mr(iid int64) *mergeRequest {
-	if iid < 1 || iid > int64(len(s.mrs)) {
-		s.t.Fatalf("gitlabtest: no merge request !%d", iid)
-	}
-	return s.mrs[iid-1]
+	writeJSON(w, http.StatusBadRequest, map[string]any{"error": name + " is invalid"})
+	return time.Time{}, false
 }
 
 // user returns the ID of a user, failing the test if there is none.
@@ -681,264 +467,6 @@ func (s *Server) getProjectApprovals(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, &gl.ProjectApprovals{ResetApprovalsOnPush: s.opts.ResetApprovalsOnPush})
 }
 
-func (s *Server) listMRs(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.project(w, r) {
-		return
-	}
-	q := r.URL.Query()
-	out := []any{}
-	for _, mr := range s.mrs {
-		if (q.Get("state") == "" || q.Get("state") == mr.state) &&
-			(q.Get("source_branch") == "" || q.Get("source_branch") == mr.source) &&
-			(q.Get("target_branch") == "" || q.Get("target_branch") == mr.target) {
-			out = append(out, s.mrJSON(mr))
-		}
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-func (s *Server) createMR(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Title        string  `json:"title"`
-		Description  string  `json:"description"`
-		SourceBranch string  `json:"source_branch"`
-		TargetBranch string  `json:"target_branch"`
-		ReviewerIDs  []int64 `json:"reviewer_ids"`
-		Squash       bool    `json:"squash"`
-	}
-	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"message": err.Error()})
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.project(w, r) {
-		return
-	}
-	// GitLab's validation errors: 400 with the model's errors keyed by
-	// attribute.
-	invalid := map[string][]string{}
-	if _, ok := s.branches[body.TargetBranch]; !ok {
-		invalid["target_branch"] = []string{"does not exist"}
-	}
-	if _, ok := s.branches[body.SourceBranch]; !ok && !s.opts.AutoBranch {
-		invalid["source_branch"] = []string{"does not exist"}
-	}
-	if len(invalid) > 0 {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"message": invalid})
-		return
-	}
-	for _, mr := range s.mrs {
-		if mr.sourceProject == ProjectID && mr.source == body.SourceBranch && mr.target == body.TargetBranch && mr.state == "opened" {
-			writeJSON(w, http.StatusConflict, map[string]any{"message": []string{fmt.Sprintf("Another open merge request already exists for this source branch: !%d", mr.iid)}})
-			return
-		}
-	}
-	if _, ok := s.branches[body.SourceBranch]; !ok {
-		s.pushLocked(body.SourceBranch) // AutoBranch: the agent pushed its work
-	}
-	s.nextID++
-	mr := &mergeRequest{iid: int64(len(s.mrs) + 1), id: s.nextID, sourceProject: ProjectID, source: body.SourceBranch, target: body.TargetBranch, title: body.Title,
-		description: body.Description, state: "opened", sha: s.branches[body.SourceBranch],
-		squash: body.Squash, detailed: "mergeable", reviewerState: map[int64]string{}}
-	mr.setReviewers(body.ReviewerIDs)
-	s.mrs = append(s.mrs, mr)
-	writeJSON(w, http.StatusCreated, s.mrJSON(mr))
-}
-
-// setReviewers makes ids the reviewers, keeping the states of those who
-// stay; new ones are unreviewed.
-func (mr *mergeRequest) setReviewers(ids []int64) {
-	mr.reviewers = slices.Clone(ids)
-	for id := range mr.reviewerState {
-		if !slices.Contains(ids, id) {
-			delete(mr.reviewerState, id)
-		}
-	}
-	for _, id := range ids {
-		if _, ok := mr.reviewerState[id]; !ok {
-			mr.reviewerState[id] = "unreviewed"
-		}
-	}
-}
-
-// theMR returns the merge request of a request's {iid}, or answers 404.
-func (s *Server) theMR(w http.ResponseWriter, r *http.Request) *mergeRequest {
-	if !s.project(w, r) {
-		return nil
-	}
-	iid, _ := strconv.Atoi(r.PathValue("iid"))
-	if iid < 1 || iid > len(s.mrs) {
-		writeJSON(w, http.StatusNotFound, map[string]any{"message": "404 Not found"})
-		return nil
-	}
-	return s.mrs[iid-1]
-}
-
-func (s *Server) getMR(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if mr := s.theMR(w, r); mr != nil {
-		writeJSON(w, http.StatusOK, s.mrJSON(mr))
-	}
-}
-
-func (s *Server) updateMR(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Title       *string  `json:"title"`
-		Description *string  `json:"description"`
-		ReviewerIDs *[]int64 `json:"reviewer_ids"`
-	}
-	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"message": err.Error()})
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	mr := s.theMR(w, r)
-	if mr == nil {
-		return
-	}
-	if body.Title != nil {
-		mr.title = *body.Title
-	}
-	if body.Description != nil {
-		mr.description = *body.Description
-	}
-	if body.ReviewerIDs != nil {
-		mr.setReviewers(*body.ReviewerIDs)
-	}
-	writeJSON(w, http.StatusOK, s.mrJSON(mr))
-}
-
-// mergeMR answers as GitLab's PUT .../merge ("Merge a merge request"):
-// 405 Method Not Allowed when it cannot be merged (not open: closed,
-// merged, or locked while a merge runs; or its detailed_merge_status is
-// not mergeable), 409 when sha is not its head, 200 with the merged merge
-// request. GitLab's 422 "Branch cannot be merged", a merge that failed
-// while being made, is given with [Server.Inject].
-func (s *Server) mergeMR(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		SHA    string `json:"sha"`
-		Squash *bool  `json:"squash"`
-	}
-	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"message": err.Error()})
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	mr := s.theMR(w, r)
-	if mr == nil {
-		return
-	}
-	switch {
-	case mr.state != "opened":
-		writeJSON(w, http.StatusMethodNotAllowed, map[string]any{"message": "405 Method Not Allowed"})
-		return
-	case mr.detailed != "mergeable":
-		writeJSON(w, http.StatusMethodNotAllowed, map[string]any{"message": "405 Method Not Allowed"})
-		return
-	case body.SHA != "" && body.SHA != mr.sha:
-		writeJSON(w, http.StatusConflict, map[string]any{"message": "SHA does not match HEAD of source branch: " + mr.sha})
-		return
-	}
-	squash := mr.squash
-	if body.Squash != nil {
-		squash = *body.Squash
-	}
-	head := mr.sha
-	if squash {
-		mr.squashC = NewSHA()
-		head = mr.squashC
-	}
-	if s.opts.MergeMethod == "ff" {
-		s.branches[mr.target] = head
-	} else {
-		mr.mergeCommit = NewSHA()
-		s.branches[mr.target] = mr.mergeCommit
-	}
-	mr.state = "merged"
-	mr.detailed = "not_open"
-	writeJSON(w, http.StatusOK, s.mrJSON(mr))
-}
-
-func (s *Server) getApprovals(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	mr := s.theMR(w, r)
-	if mr == nil {
-		return
-	}
-	required := s.opts.ApprovalsRequired
-	a := &gl.MergeRequestApprovals{ID: mr.id, IID: mr.iid, ProjectID: ProjectID, Title: mr.title, State: mr.state,
-		ApprovalsRequired: required, HasApprovalRules: required > 0}
-	for _, id := range mr.approvedBy {
-		a.ApprovedBy = append(a.ApprovedBy, &gl.MergeRequestApproverUser{User: s.basicUser(id)})
-	}
-	a.ApprovalsLeft = max(0, required-int64(len(mr.approvedBy)))
-	a.Approved = a.ApprovalsLeft == 0
-	writeJSON(w, http.StatusOK, a)
-}
-
-// getReviewers answers GET .../reviewers: each reviewer as
-// {"user": {...}, "state": ..., "created_at": ...}.
-func (s *Server) getReviewers(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	mr := s.theMR(w, r)
-	if mr == nil {
-		return
-	}
-	out := []any{}
-	for _, id := range mr.reviewers {
-		out = append(out, map[string]any{"user": s.basicUserJSON(id), "state": mr.reviewerState[id], "created_at": "2026-03-01T12:00:00.000Z"})
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-// getStatuses answers GET .../commits/:sha/statuses, filtered by ref and
-// pipeline_id as GitLab does.
-func (s *Server) getStatuses(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.project(w, r) {
-		return
-	}
-	q := r.URL.Query()
-	pid, _ := strconv.ParseInt(q.Get("pipeline_id"), 10, 64)
-	out := []*gl.CommitStatus{}
-	for _, st := range s.statuses {
-		if st.SHA == r.PathValue("sha") && (pid == 0 || st.PipelineID == pid) && (q.Get("ref") == "" || q.Get("ref") == st.Ref) {
-			out = append(out, st)
-		}
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-// getCommit answers GET .../repository/commits/:sha for the merge commits
-// of merged-results pipelines, in the shape of the recorded commit.
-func (s *Server) getCommit(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.project(w, r) {
-		return
-	}
-	sha := r.PathValue("sha")
-	parents, ok := s.parents[sha]
-	if !ok {
-		writeJSON(w, http.StatusNotFound, map[string]any{"message": "404 Commit Not Found"})
-		return
-	}
-	c := maps.Clone(s.commitTemplate)
-	c["id"], c["short_id"], c["parent_ids"], c["project_id"] = sha, sha[:11], parents, ProjectID
-	c["title"] = "Merge branch into target"
-	c["message"], c["last_pipeline"], c["status"] = c["title"], nil, nil
-	writeJSON(w, http.StatusOK, c)
-}
-
 func (s *Server) listUsers(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -949,126 +477,9 @@ func (s *Server) listUsers(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) listDeployments(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.project(w, r) {
-		return
-	}
-	env := r.URL.Query().Get("environment")
-	out := []any{}
-	for _, d := range slices.Backward(s.deployments) { // order_by id, sort desc
-		if env == "" || d.Environment.Name == env {
-			out = append(out, deploymentJSON(d))
-		}
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-func (s *Server) createDeployment(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Environment string `json:"environment"`
-		Ref         string `json:"ref"`
-		SHA         string `json:"sha"`
-		Status      string `json:"status"`
-	}
-	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"message": err.Error()})
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.project(w, r) {
-		return
-	}
-	d := s.newDeploymentLocked(body.Environment, body.Ref, body.SHA, body.Status, time.Now().UTC())
-	writeJSON(w, http.StatusCreated, deploymentJSON(d))
-}
-
-// deployment returns the deployment of a request's {did}, or answers 404.
-func (s *Server) deployment(w http.ResponseWriter, r *http.Request) *gl.Deployment {
-	if !s.project(w, r) {
-		return nil
-	}
-	id, _ := strconv.ParseInt(r.PathValue("did"), 10, 64)
-	for _, d := range s.deployments {
-		if d.ID == id {
-			return d
-		}
-	}
-	writeJSON(w, http.StatusNotFound, map[string]any{"message": "404 Not found"})
-	return nil
-}
-
-func (s *Server) getDeployment(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if d := s.deployment(w, r); d != nil {
-		writeJSON(w, http.StatusOK, deploymentJSON(d))
-	}
-}
-
-// updateDeployment answers PUT .../deployments/:id {"status": ...}; a
-// deployment made by a CI job is GitLab's 403.
-func (s *Server) updateDeployment(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Status string `json:"status"`
-	}
-	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"message": err.Error()})
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	d := s.deployment(w, r)
-	if d == nil {
-		return
-	}
-	if d.Deployable.ID != 0 {
-		writeJSON(w, http.StatusForbidden, map[string]any{"message": "403 Forbidden - Deployments created using GitLab CI can not be updated using the API"})
-		return
-	}
-	d.Status = body.Status
-	now := time.Now().UTC()
-	d.UpdatedAt = &now
-	writeJSON(w, http.StatusOK, deploymentJSON(d))
-}
-
-// mrJSON renders a merge request in the shape of the recorded response.
-func (s *Server) mrJSON(mr *mergeRequest) map[string]any {
-	m := maps.Clone(s.mrTemplate)
-	web := fmt.Sprintf("%s/%s/-/merge_requests/%d", s.URL, ProjectPath, mr.iid)
-	m["id"], m["iid"], m["project_id"] = mr.id, mr.iid, ProjectID
-	m["source_project_id"], m["target_project_id"] = mr.sourceProject, ProjectID
-	m["title"], m["description"], m["state"] = mr.title, mr.description, mr.state
-	m["source_branch"], m["target_branch"] = mr.source, mr.target
-	m["sha"], m["merge_commit_sha"], m["squash_commit_sha"] = mr.sha, nullable(mr.mergeCommit), nullable(mr.squashC)
-	m["draft"] = strings.HasPrefix(mr.title, "Draft:")
-	m["work_in_progress"] = m["draft"]
-	m["squash"], m["web_url"], m["reference"] = mr.squash, web, fmt.Sprintf("!%d", mr.iid)
-	m["detailed_merge_status"], m["merge_status"], m["has_conflicts"] = mr.detailed, "can_be_merged", mr.detailed == "conflict"
-	m["blocking_discussions_resolved"] = mr.detailed != "discussions_not_resolved"
-	m["diff_refs"] = map[string]any{"base_sha": s.branches[mr.target], "head_sha": mr.sha, "start_sha": s.branches[mr.target]}
-	reviewers := []any{}
-	for _, id := range mr.reviewers {
-		reviewers = append(reviewers, s.userJSON(id))
-	}
-	m["reviewers"] = reviewers
-	m["head_pipeline"], m["pipeline"] = nil, nil
-	if p := s.pipelines[mr.headPipeline]; p != nil {
-		hp := maps.Clone(s.mrTemplate["head_pipeline"].(map[string]any))
-		hp["id"], hp["sha"], hp["ref"], hp["status"], hp["web_url"] = p.id, p.sha, p.ref, p.status, p.webURL
-		m["head_pipeline"] = hp
-		pp := maps.Clone(s.mrTemplate["pipeline"].(map[string]any))
-		pp["id"], pp["sha"], pp["ref"], pp["status"], pp["web_url"] = p.id, p.sha, p.ref, p.status, p.webURL
-		m["pipeline"] = pp
-	}
-	return m
-}
-
 // userJSON renders a user in the shape of the recorded list of users.
 func (s *Server) userJSON(id int64) map[string]any {
-	u := maps.Clone(s.userTemplate)
+	u := cloneMap(s.userTemplate)
 	for name, uid := range s.users {
 		if uid == id {
 			u["id"], u["username"], u["name"], u["web_url"] = id, name, strings.ToUpper(name[:1])+name[1:], s.URL+"/"+name
@@ -1080,7 +491,7 @@ func (s *Server) userJSON(id int64) map[string]any {
 // basicUserJSON renders a user in the shape of the recorded merge
 // request's author (GitLab's UserBasic).
 func (s *Server) basicUserJSON(id int64) map[string]any {
-	u := maps.Clone(s.mrTemplate["author"].(map[string]any))
+	u := cloneMap(s.mrTemplate["author"].(map[string]any))
 	for name, uid := range s.users {
 		if uid == id {
 			u["id"], u["username"], u["name"], u["web_url"] = id, name, strings.ToUpper(name[:1])+name[1:], s.URL+"/"+name
@@ -1111,77 +522,17 @@ func (s *Server) payload(name string) any {
 	return v
 }
 
-// Webhook events the fake delivers, as X-Gitlab-Event names them.
-const (
-	EventMergeRequest = "Merge Request Hook"
-	EventPipeline     = "Pipeline Hook"
-	EventJob          = "Job Hook"
-	EventDeployment   = "Deployment Hook"
-	EventPush         = "Push Hook"
-)
-
-// Delivery returns a new delivery of the project's webhook, authenticated
-// with token, made from the recorded payload of event (one of the Event
-// constants) with this project's values, after edit has changed it (edit
-// may be nil). Each delivery has its own X-Gitlab-Event-UUID and
-// Idempotency-Key. The request's URL is /hooks/gitlab: give its body and
-// headers to the handler under test.
-func (s *Server) Delivery(event, token string, edit func(payload map[string]any)) *http.Request {
-	s.t.Helper()
-	file := map[string]string{EventMergeRequest: "merge_request.json", EventPipeline: "pipeline.json", EventJob: "job.json",
-		EventDeployment: "deployment.json", EventPush: "push.json"}[event]
-	if file == "" {
-		s.t.Fatalf("gitlabtest: no recorded payload of %q", event)
+// cloneMap copies the top level of m.
+func cloneMap(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
 	}
-	payload := s.payload("webhooks/" + file).(map[string]any)
-	if proj, ok := payload["project"].(map[string]any); ok && event != EventPush {
-		proj["id"], proj["path_with_namespace"] = ProjectID, ProjectPath
-	}
-	if event == EventJob {
-		payload["project_id"] = ProjectID
-	}
-	if edit != nil {
-		edit(payload)
-	}
-	body, err := json.Marshal(payload)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	req := httptest.NewRequest(http.MethodPost, "/hooks/gitlab", bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Gitlab-Event", event)
-	req.Header.Set("X-Gitlab-Token", token)
-	uuid := newUUID()
-	req.Header.Set("X-Gitlab-Event-UUID", uuid)
-	req.Header.Set("Idempotency-Key", uuid)
-	return req
+	return out
 }
 
-// MergeRequestHook returns a delivery of a Merge Request Hook for merge
-// request iid with action (update, approved, merge, ...) and last_commit
-// its current head; newCommits sets oldrev, as GitLab does for an update
-// that pushed commits.
-func (s *Server) MergeRequestHook(iid int64, action string, newCommits bool, token string) *http.Request {
-	s.t.Helper()
-	head := s.MergeRequest(iid).SHA
-	return s.Delivery(EventMergeRequest, token, func(p map[string]any) {
-		attrs := p["object_attributes"].(map[string]any)
-		attrs["iid"], attrs["action"], attrs["target_project_id"], attrs["source_project_id"] = iid, action, ProjectID, ProjectID
-		attrs["last_commit"].(map[string]any)["id"] = head
-		if newCommits {
-			attrs["oldrev"] = NewSHA()
-		}
-	})
-}
-
-// DeploymentHook returns a delivery of a Deployment Hook saying
-// deployment id is now status.
-func (s *Server) DeploymentHook(id int64, status, token string) *http.Request {
-	s.t.Helper()
-	return s.Delivery(EventDeployment, token, func(p map[string]any) {
-		p["deployment_id"], p["status"] = id, status
-	})
-}
+// timeJSON renders a time as GitLab does: UTC, to the millisecond.
+func timeJSON(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
 
 func nullable(s string) any {
 	if s == "" {
@@ -1203,11 +554,22 @@ func NewSHA() string {
 	return hex.EncodeToString(b[:])
 }
 
-// newUUID returns a random UUID, as GitLab's delivery IDs are.
-func newUUID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6], b[8] = b[6]&0x0f|0x40, b[8]&0x3f|0x80
-	h := hex.EncodeToString(b[:])
-	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+// sortBy orders items by key, ascending unless sort is "desc" (GitLab's
+// default), and then by id the same way.
+func sortBy[T any](items []T, sort string, key func(T) string, id func(T) int64) {
+	slices.SortStableFunc(items, func(a, b T) int {
+		c := strings.Compare(key(a), key(b))
+		if c == 0 {
+			c = int(id(a) - id(b))
+			if c > 0 {
+				c = 1
+			} else if c < 0 {
+				c = -1
+			}
+		}
+		if sort != "asc" {
+			c = -c
+		}
+		return c
+	})
 }

@@ -1,0 +1,309 @@
+package gitlabtest_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	gl "gitlab.com/gitlab-org/api/client-go"
+
+	"github.com/tasklifecycle/lifecycle/adapter/gitlab/gitlabtest"
+	"github.com/tasklifecycle/lifecycle/internal/fakeclock"
+)
+
+var start = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// fake starts a fake GitLab on a fake clock.
+func fake(t *testing.T, opts gitlabtest.Options) (*gitlabtest.Server, *fakeclock.Clock) {
+	t.Helper()
+	clock := fakeclock.New(start)
+	opts.Now = clock.Now
+	return gitlabtest.NewServer(t, opts), clock
+}
+
+// get sends GET path (under /api/v4/projects/3) with a token and decodes
+// the answer's JSON into out, unless out is nil.
+func get(t *testing.T, f *gitlabtest.Server, path string, out any) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, fmt.Sprintf("%s/api/v4/projects/%d%s", f.URL, gitlabtest.ProjectID, path), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Private-Token", "glpat-test")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if out != nil && resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(body, out); err != nil {
+			t.Fatalf("GET %s: %v in %s", path, err, body)
+		}
+	}
+	return resp
+}
+
+// open opens a merge request from a pushed branch through the API, as
+// the adapter does, and returns its IID.
+func open(t *testing.T, f *gitlabtest.Server, branch string) int64 {
+	t.Helper()
+	f.Push(branch)
+	body := strings.NewReader(fmt.Sprintf(`{"source_branch":%q,"target_branch":"main","title":"Work on %s"}`, branch, branch))
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, fmt.Sprintf("%s/api/v4/projects/%d/merge_requests", f.URL, gitlabtest.ProjectID), body)
+	req.Header.Set("Private-Token", "glpat-test")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var mr gl.MergeRequest
+	if err := json.NewDecoder(resp.Body).Decode(&mr); err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create: %s, %v", resp.Status, err)
+	}
+	return mr.IID
+}
+
+// A merge request's updated_at moves when its row changes (an edit, a
+// close, a reopen, a merge) and, at most once a minute, for the changes
+// GitLab makes known through system notes (a push, an approval, a
+// review); its mergeability being worked out again leaves it.
+func TestUpdatedAt(t *testing.T) {
+	t.Parallel()
+	f, clock := fake(t, gitlabtest.Options{})
+	iid := open(t, f, "feature")
+	updated := func() time.Time { return f.MergeRequest(iid).UpdatedAt }
+	if got := updated(); !got.Equal(start) || !f.MergeRequest(iid).CreatedAt.Equal(start) {
+		t.Fatalf("a new merge request: updated_at %s, want %s", got, start)
+	}
+	steps := []struct {
+		name    string
+		advance time.Duration
+		do      func()
+		moves   bool
+	}{
+		{"a push two minutes on", 2 * time.Minute, func() { f.Push("feature") }, true},
+		{"an approval 30s after it", 30 * time.Second, func() { f.Approve(iid, "alice") }, false},
+		{"a review 31s after that", 31 * time.Second, func() { f.SetReviewerState(iid, "bob", "requested_changes") }, true},
+		{"an approval taken back 61s after", 61 * time.Second, func() { f.Unapprove(iid, "alice") }, true},
+		{"a conflict found", time.Minute, func() { f.SetConflicts(iid, true) }, false},
+		{"the target branch moving", time.Minute, func() { f.Push("main") }, false},
+		{"a title edited 1s after", time.Second, func() { f.SetTitle(iid, "Better title") }, true},
+		{"a close", time.Second, func() { f.Close(iid) }, true},
+		{"a reopen", time.Second, func() { f.Reopen(iid) }, true},
+		{"a merge by hand", time.Second, func() { f.MergeByHand(iid) }, true},
+	}
+	for _, s := range steps {
+		before := updated()
+		clock.Advance(s.advance)
+		s.do()
+		if got := updated(); got.Equal(clock.Now()) != s.moves || (!s.moves && !got.Equal(before)) {
+			t.Errorf("%s: updated_at %s (was %s, now is %s); want it moved: %v", s.name, got, before, clock.Now(), s.moves)
+		}
+	}
+}
+
+// The list of merge requests filters on updated_after (inclusive), orders
+// by updated_at and paginates as GitLab does; each listed merge request
+// has the members of the recorded list.
+func TestListMergeRequestsUpdatedAfter(t *testing.T) {
+	t.Parallel()
+	f, clock := fake(t, gitlabtest.Options{})
+	for i := range 5 {
+		open(t, f, fmt.Sprintf("b%d", i))
+		clock.Advance(10 * time.Minute)
+	}
+	// !1 opened at 12:00 ... !5 at 12:40; !2 is edited at 12:50.
+	f.SetTitle(2, "Edited")
+	q := url.Values{"updated_after": {start.Add(20 * time.Minute).Format(time.RFC3339)}, "order_by": {"updated_at"}, "per_page": {"2"}, "state": {"all"}}
+	var page1 []map[string]any
+	resp := get(t, f, "/merge_requests?"+q.Encode(), &page1)
+	if got := iids(page1); !slices.Equal(got, []int64{2, 5}) {
+		t.Errorf("page 1 = %v, want [2 5] (updated_at, newest first)", got)
+	}
+	if resp.Header.Get("X-Next-Page") != "2" || resp.Header.Get("X-Total") != "4" || resp.Header.Get("X-Total-Pages") != "2" || !strings.Contains(resp.Header.Get("Link"), `rel="next"`) {
+		t.Errorf("pagination headers = %v", resp.Header)
+	}
+	q.Set("page", "2")
+	var page2 []map[string]any
+	resp = get(t, f, "/merge_requests?"+q.Encode(), &page2)
+	if got := iids(page2); !slices.Equal(got, []int64{4, 3}) {
+		t.Errorf("page 2 = %v, want [4 3] (!3 was updated at updated_after itself)", got)
+	}
+	if resp.Header.Get("X-Next-Page") != "" {
+		t.Errorf("X-Next-Page = %q on the last page", resp.Header.Get("X-Next-Page"))
+	}
+	for _, mr := range page1 {
+		if _, ok := mr["head_pipeline"]; ok {
+			t.Errorf("a listed merge request has head_pipeline, which GitLab gives a single one only")
+		}
+		for _, k := range []string{"updated_at", "detailed_merge_status", "draft", "sha", "reviewers"} {
+			if _, ok := mr[k]; !ok {
+				t.Errorf("a listed merge request lacks %s", k)
+			}
+		}
+	}
+}
+
+func iids(list []map[string]any) []int64 {
+	var out []int64
+	for _, m := range list {
+		out = append(out, int64(m["iid"].(float64)))
+	}
+	return out
+}
+
+// A job changing a pipeline's status moves the pipeline's updated_at, not
+// its merge request's; the list of pipelines filters on updated_after.
+func TestPipelinesUpdatedAfter(t *testing.T) {
+	t.Parallel()
+	f, clock := fake(t, gitlabtest.Options{})
+	iid := open(t, f, "feature")
+	head := f.MergeRequest(iid).SHA
+	f.SetCheck(head, "build", "running", "")
+	p := f.MergeRequest(iid).HeadPipelineID
+	clock.Advance(5 * time.Minute)
+	f.SetCheck(head, "build", "running", "") // no change of status
+	if got := f.PipelineUpdatedAt(p); !got.Equal(start) {
+		t.Errorf("a job running again moved the pipeline's updated_at to %s", got)
+	}
+	f.SetCheck(head, "build", "failed", "")
+	if got := f.PipelineUpdatedAt(p); !got.Equal(clock.Now()) {
+		t.Errorf("the pipeline failing left its updated_at at %s", got)
+	}
+	if got := f.MergeRequest(iid).UpdatedAt; !got.Equal(start) {
+		t.Errorf("the pipeline failing moved its merge request's updated_at to %s", got)
+	}
+	var list []gl.PipelineInfo
+	get(t, f, "/pipelines?updated_after="+url.QueryEscape(start.Add(time.Minute).Format(time.RFC3339)), &list)
+	if len(list) != 1 || list[0].ID != p || list[0].Status != "failed" || list[0].Ref != "feature" || list[0].SHA != head {
+		t.Errorf("pipelines updated since 12:01 = %+v, want pipeline %d failed", list, p)
+	}
+	get(t, f, "/pipelines?updated_after="+url.QueryEscape(clock.Now().Add(time.Second).Format(time.RFC3339)), &list)
+	if len(list) != 0 {
+		t.Errorf("pipelines updated after the last change = %+v", list)
+	}
+}
+
+// The statuses of a commit: filtered by pipeline_id, the retried ones
+// only with all=true, oldest first, 20 a page unless per_page says.
+func TestCommitStatuses(t *testing.T) {
+	t.Parallel()
+	f, _ := fake(t, gitlabtest.Options{})
+	iid := open(t, f, "feature")
+	head := f.MergeRequest(iid).SHA
+	var jobs []*gl.CommitStatus
+	for i := range 30 {
+		jobs = append(jobs, &gl.CommitStatus{Name: fmt.Sprintf("job-%02d", i), Status: "success"})
+	}
+	old := f.Pipeline(iid, "success", jobs...)
+	newest := f.Pipeline(iid, "failed", &gl.CommitStatus{Name: "test", Status: "failed"}, &gl.CommitStatus{Name: "test", Status: "success"}, &gl.CommitStatus{Name: "lint", Status: "failed"})
+	var all []gl.CommitStatus
+	resp := get(t, f, "/repository/commits/"+head+"/statuses", &all)
+	if len(all) != 20 || resp.Header.Get("X-Total") != "32" || all[0].PipelineID != old {
+		t.Errorf("first page: %d statuses of %s, the first of pipeline %d; want 20 of 32, oldest first", len(all), resp.Header.Get("X-Total"), all[0].PipelineID)
+	}
+	var ofNewest []gl.CommitStatus
+	get(t, f, fmt.Sprintf("/repository/commits/%s/statuses?pipeline_id=%d&per_page=100", head, newest), &ofNewest)
+	if len(ofNewest) != 2 || ofNewest[0].Name != "test" || ofNewest[0].Status != "success" || ofNewest[1].Name != "lint" {
+		t.Errorf("statuses of pipeline %d = %+v; want its latest test (success) and lint", newest, ofNewest)
+	}
+	get(t, f, fmt.Sprintf("/repository/commits/%s/statuses?pipeline_id=%d&all=true", head, newest), &ofNewest)
+	if len(ofNewest) != 3 {
+		t.Errorf("all statuses of pipeline %d = %d, want 3 (the retried test too)", newest, len(ofNewest))
+	}
+}
+
+// detailed_merge_status: a new merge request's mergeability is worked
+// out when it is read alone (checking, then mergeable); the target branch
+// moving makes it unchecked; a conflict shows after the check; a
+// fast-forward project needs a rebase once its target moved on; a merge
+// works out mergeability first, and refuses one that cannot be merged.
+func TestDetailedMergeStatus(t *testing.T) {
+	t.Parallel()
+	status := func(f *gitlabtest.Server, iid int64) (single, listed string, conflicts bool) {
+		t.Helper()
+		var list []map[string]any
+		get(t, f, "/merge_requests?state=opened", &list)
+		for _, m := range list {
+			if int64(m["iid"].(float64)) == iid {
+				listed = m["detailed_merge_status"].(string)
+			}
+		}
+		var mr gl.MergeRequest
+		get(t, f, fmt.Sprintf("/merge_requests/%d", iid), &mr)
+		return mr.DetailedMergeStatus, listed, mr.HasConflicts
+	}
+	f, _ := fake(t, gitlabtest.Options{})
+	iid := open(t, f, "feature")
+	for i, want := range []string{"checking", "mergeable"} {
+		if got, _, _ := status(f, iid); got != want {
+			t.Errorf("reading %d of a new merge request: %s, want %s", i+1, got, want)
+		}
+	}
+	f.Push("main")
+	if single, listed, _ := status(f, iid); listed != "unchecked" || single != "checking" {
+		t.Errorf("after the target moved: listed %s, read alone %s; want unchecked, then checking", listed, single)
+	}
+	f.SetConflicts(iid, true)
+	f.SettleMergeability()
+	if single, _, conflicts := status(f, iid); single != "conflict" || !conflicts {
+		t.Errorf("with a conflict: %s (has_conflicts %v), want conflict", single, conflicts)
+	}
+	f.Push("feature") // resolved
+	status(f, iid)
+	if single, _, conflicts := status(f, iid); single != "mergeable" || conflicts {
+		t.Errorf("after the agent pushed a resolution: %s (has_conflicts %v), want mergeable", single, conflicts)
+	}
+
+	ff, _ := fake(t, gitlabtest.Options{MergeMethod: "ff"})
+	iid = open(t, ff, "feature")
+	ff.Push("main")
+	ff.SettleMergeability()
+	if single, _, _ := status(ff, iid); single != "need_rebase" {
+		t.Errorf("fast-forward, target moved on: %s, want need_rebase", single)
+	}
+	if got := ff.MergeRequest(iid).DetailedMergeStatus; got != "need_rebase" {
+		t.Errorf("MergeRequest().DetailedMergeStatus = %s, want need_rebase", got)
+	}
+}
+
+// With a rate limit, every answer says how much is left of the minute's
+// window; past it GitLab answers 429 "Retry later" with Retry-After,
+// until the next minute.
+func TestRateLimit(t *testing.T) {
+	t.Parallel()
+	f, clock := fake(t, gitlabtest.Options{RateLimit: 3})
+	clock.Advance(20 * time.Second) // 12:00:20
+	for i := 1; i <= 3; i++ {
+		resp := get(t, f, "", nil)
+		h := resp.Header
+		if resp.StatusCode != http.StatusOK || h.Get("RateLimit-Limit") != "3" || h.Get("RateLimit-Observed") != strconv.Itoa(i) ||
+			h.Get("RateLimit-Remaining") != strconv.Itoa(3-i) || h.Get("RateLimit-Reset") != strconv.FormatInt(start.Add(time.Minute).Unix(), 10) {
+			t.Errorf("request %d: %s %v", i, resp.Status, h)
+		}
+		if h.Get("Date") != clock.Now().Format(http.TimeFormat) {
+			t.Errorf("Date = %q, want GitLab's time %s", h.Get("Date"), clock.Now())
+		}
+	}
+	resp := get(t, f, "", nil)
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "40" || resp.Header.Get("RateLimit-Remaining") != "0" ||
+		resp.Header.Get("RateLimit-Name") != "throttle_authenticated_api" {
+		t.Errorf("past the limit: %s %v, want 429 with Retry-After 40", resp.Status, resp.Header)
+	}
+	if n := f.Calls(gitlabtest.RouteProject); n != 4 {
+		t.Errorf("Calls = %d, want 4 (the 429 counted)", n)
+	}
+	clock.Advance(40 * time.Second)
+	if resp := get(t, f, "", nil); resp.StatusCode != http.StatusOK || resp.Header.Get("RateLimit-Remaining") != "2" {
+		t.Errorf("in the next minute: %s, remaining %s", resp.Status, resp.Header.Get("RateLimit-Remaining"))
+	}
+}
