@@ -518,7 +518,7 @@ var errStoreFailed = errors.New("the store failed")
 // is tried anyway (and the host decides).
 const (
 	mergeabilityReads = 2
-	mergeabilityWait  = time.Second
+	mergeabilityWait  = 250 * time.Millisecond
 )
 
 // verify reads the pull request of op from the host, with its CI and

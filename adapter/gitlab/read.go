@@ -86,7 +86,7 @@ func (a *Adapter) ReadPullRequests(ctx context.Context, q lifecycle.BatchQuery) 
 			full[i] = true
 		}
 	}
-	if err := a.readFull(ctx, q.Reads, out, full); err != nil {
+	if err := a.readFull(ctx, q.Reads, out, full, q.Purpose == lifecycle.ReadMerge); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -270,9 +270,10 @@ func mergeRequestRef(ref string) (int64, bool) {
 }
 
 // readFull reads in full the merge requests of reads marked in full, a
-// few at a time, into out. Its error means it read nothing: every one
-// failed, none for not existing.
-func (a *Adapter) readFull(ctx context.Context, reads []lifecycle.ReadRequest, out []lifecycle.Reading, full []bool) error {
+// few at a time, into out; settle reads a merge request whose
+// mergeability GitLab is still working out again (see reading). Its error
+// means it read nothing: every one failed, none for not existing.
+func (a *Adapter) readFull(ctx context.Context, reads []lifecycle.ReadRequest, out []lifecycle.Reading, full []bool, settle bool) error {
 	var todo []int
 	for i, f := range full {
 		if f {
@@ -299,7 +300,7 @@ func (a *Adapter) readFull(ctx context.Context, reads []lifecycle.ReadRequest, o
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				r, err := a.reading(ctx, s, reads[i].PullRequest)
+				r, err := a.reading(ctx, s, reads[i].PullRequest, settle)
 				if err != nil {
 					r = lifecycle.Reading{Err: err}
 				}
@@ -327,15 +328,42 @@ func (a *Adapter) readFull(ctx context.Context, reads []lifecycle.ReadRequest, o
 	return first
 }
 
-// reading reads merge request ref in full: the merge request once, the
-// CI of its head, its reviews.
-func (a *Adapter) reading(ctx context.Context, s *settings, ref lifecycle.PullRequestRef) (lifecycle.Reading, error) {
+// settleReads and settleWait bound how often, and how long apart, a
+// reading before a merge reads a merge request again while GitLab works
+// out its mergeability (which its reading asks GitLab to do): one request
+// each, where the Service reading again would cost a whole reading.
+const (
+	settleReads = 2
+	settleWait  = 250 * time.Millisecond
+)
+
+// reading reads merge request ref in full: the merge request once (with
+// settle, again while GitLab works out its mergeability, up to
+// settleReads times), the CI of its head, its reviews.
+func (a *Adapter) reading(ctx context.Context, s *settings, ref lifecycle.PullRequestRef, settle bool) (lifecycle.Reading, error) {
 	if err := a.checkRef(s, ref); err != nil {
 		return lifecycle.Reading{}, err
 	}
-	mr, resp, err := a.client.MergeRequests.GetMergeRequest(s.id, int64(ref.Number), nil, gl.WithContext(ctx))
-	if err != nil {
-		return lifecycle.Reading{}, a.fail(ctx, fmt.Sprintf("read merge request !%d", ref.Number), resp, err)
+	var (
+		mr   *gl.MergeRequest
+		resp *gl.Response
+		err  error
+		wait = settleWait
+	)
+	for reads := 0; ; reads++ {
+		mr, resp, err = a.client.MergeRequests.GetMergeRequest(s.id, int64(ref.Number), nil, gl.WithContext(ctx))
+		if err != nil {
+			return lifecycle.Reading{}, a.fail(ctx, fmt.Sprintf("read merge request !%d", ref.Number), resp, err)
+		}
+		if !settle || reads == settleReads || mr.State != "opened" || mergeability(&mr.BasicMergeRequest) != lifecycle.MergeabilityUnknown {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return lifecycle.Reading{}, fmt.Errorf("gitlab: read merge request !%d: %w", ref.Number, ctx.Err())
+		case <-a.clock.After(wait):
+		}
+		wait *= 2
 	}
 	at := dateOf(resp)
 	pr := a.pullRequest(s, &mr.BasicMergeRequest)
