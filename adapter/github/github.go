@@ -102,8 +102,10 @@ type Config struct {
 	// 8 seconds.
 	WebhookApplyTimeout time.Duration
 
-	// Clock tells the time of rate-limit resets and waits between
-	// deployment polls. Defaults to the system clock.
+	// Clock tells the time of rate-limit resets (how long a request
+	// whose share of the rate limit is spent must wait), of the policy's
+	// ProtectionTTL, and waits between deployment polls. Defaults to the
+	// system clock.
 	Clock lifecycle.Clock
 	// Logger receives the Adapter's logs. Tokens and secrets are never
 	// logged. Defaults to slog.Default().
@@ -224,8 +226,8 @@ func graphqlEndpoint(apiURL string) string {
 // Adapter runs pull requests, CI, reviews, deployments and webhooks of one
 // GitHub repository. It implements [lifecycle.ProviderAdapter],
 // [lifecycle.CIProvider], [lifecycle.ReviewDecider],
-// [lifecycle.WebhookIntake], [lifecycle.Deployer] and
-// [lifecycle.DeploymentObserver]. It is safe for concurrent use.
+// [lifecycle.BatchReader], [lifecycle.WebhookIntake], [lifecycle.Deployer]
+// and [lifecycle.DeploymentObserver]. It is safe for concurrent use.
 type Adapter struct {
 	cfg     Config
 	client  *gh.Client

@@ -1,23 +1,39 @@
-// Package githubtest is a stateful fake of the parts of GitHub's REST API
-// that package github uses, on an httptest server served both under
-// /api/v3/, as GitHub Enterprise Server serves it ([Server.APIURL]), and at
-// its root, as api.github.com does ([Server.RootAPIURL]), for tests of the adapter and of
-// programs built on it (the demo's test runs the whole lifecycle against
-// it).
+// Package githubtest is a stateful fake of the parts of GitHub's REST and
+// GraphQL APIs that package github uses, on an httptest server served both
+// under /api/v3/ (GraphQL at /api/graphql), as GitHub Enterprise Server
+// serves it ([Server.APIURL]), and at its root (GraphQL at /graphql), as
+// api.github.com does ([Server.RootAPIURL]), for tests of the adapter and
+// of programs built on it (the demo's test runs the whole lifecycle
+// against it).
 //
 // The fake holds one repository, [Owner]/[Repo], whose default branch is
-// "main". Its answers are go-github's structs encoded (their JSON tags are
-// GitHub's member names) and its errors GitHub's shape ({"message",
-// "errors", "documentation_url"}). Every request must carry [Token] (or
-// [Options.Token]) as "Bearer" or "token", or an installation token the
-// fake issued to its GitHub App ([Options.App]); others are answered 401
-// "Bad credentials".
+// "main". Its REST answers are go-github's structs encoded (their JSON
+// tags are GitHub's member names) and its errors GitHub's shape
+// ({"message", "errors", "documentation_url"}). Every REST GET answers
+// with an ETag, and with 304 Not Modified, not charged, to a request
+// whose If-None-Match names it. Its GraphQL API executes queries against
+// the same state, validated against a part of GitHub's public schema
+// (schema.graphql), and charges each the points GitHub's documentation
+// computes ([Server.SetGraphQLRateLimit], [Server.Usage]). Every request
+// must carry [Token] (or [Options.Token]) as "Bearer" or "token", or an
+// installation token the fake issued to its GitHub App ([Options.App]);
+// others are answered 401 "Bad credentials".
+//
+// It applies GitHub's rules: reviewDecision from the base's protection and
+// rulesets (required approvals of people with write access, stale
+// approvals dismissed on push, code owners, approval of the last push);
+// mergeability unknown after the base moves until a read starts GitHub's
+// computation, conflicting or behind; the merge refusals of drafts and
+// mergeability, and with [Options.EnforceBranchProtection] those of
+// branch protection.
 //
 // Tests change the repository as people, CI and deploy systems would
-// ([Server.Push], [Server.CheckRun], [Server.Review],
-// [Server.DeploymentStatus], ...), make GitHub misbehave with
-// [Server.Inject], count the calls made with [Server.Calls], and build
-// signed webhook deliveries with [Server.Delivery].
+// ([Server.Push], [Server.CheckRun], [Server.CheckSuite], [Server.Review],
+// [Server.DeploymentStatus], ...), set who may write
+// ([Server.SetAuthorAssociation]), make GitHub misbehave with
+// [Server.Inject], count the calls made with [Server.Calls] and
+// [Server.Usage], and build signed webhook deliveries with
+// [Server.Delivery].
 package githubtest
 
 import (
