@@ -23,7 +23,7 @@ func testTask(n int) lifecycle.Task {
 }
 
 // open pushes the branch of task n and opens its pull request.
-func open(t *testing.T, f *fakeGitHub, a *Adapter, n int) lifecycle.PullRequest {
+func open(t testing.TB, f *fakeGitHub, a *Adapter, n int) lifecycle.PullRequest {
 	t.Helper()
 	f.Push(fmt.Sprintf("lifecycle/eng-%d", n))
 	pr, err := a.EnsurePullRequest(t.Context(), lifecycle.PullRequestRequest{Task: testTask(n), SubmissionID: "sub_1", Reviewers: []string{"octocat"}})

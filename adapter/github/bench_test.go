@@ -10,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	gh "github.com/google/go-github/v60/github"
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/adapter/github/githubtest"
+	"github.com/tasklifecycle/lifecycle/internal/fakeclock"
 )
 
 // The benchmarks run a lifecycle.Service (SQLite, fsynced) on an Adapter
@@ -79,9 +82,12 @@ func BenchmarkSubmit(b *testing.B) {
 }
 
 // BenchmarkShipRunner: b.N shippable tasks shipped (merge_only) at once;
-// the runner works them, ShipConcurrency (16) at a time.
+// the runner works them, ShipConcurrency (16) at a time. The fake has
+// GitHub's mergeability computed at once after each merge moves the base
+// (githubtest.Options.MergeabilityAtOnce): this measures throughput, not
+// the 405s of merges racing GitHub's computation (see BenchmarkShip).
 func BenchmarkShipRunner(b *testing.B) {
-	e := newEnv(b, nil, nil)
+	e := newEnvWith(b, githubtest.Options{MergeabilityAtOnce: true}, nil, nil)
 	ctx := context.Background()
 	tasks := e.started(b, b.N)
 	subs := make([]lifecycle.Submission, b.N)
@@ -222,4 +228,228 @@ func BenchmarkReconcile(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "reconciles/s")
 	b.ReportMetric(float64(e.f.Calls("")-calls)/float64(b.N), "api-calls/reconcile")
+}
+
+// The benchmarks below run the Adapter alone against the fake and count
+// what GitHub would: host requests (REST and GraphQL), REST requests
+// charged against the core rate limit (a 304 is not), and GraphQL
+// rate-limit points, per operation:
+//
+//	go test -run '^$' -bench 'Submit|Ship$|Sweep' -benchtime 20x -count 3 ./adapter/github
+
+// usage is what the fake counted between two moments.
+type usage struct {
+	requests int64
+	githubtest.Usage
+}
+
+func usageOf(f *fakeGitHub) usage { return usage{requests: f.Calls(""), Usage: f.Usage()} }
+
+func (u usage) since(before usage) usage {
+	return usage{requests: u.requests - before.requests, Usage: githubtest.Usage{
+		Core: u.Core - before.Core, NotModified: u.NotModified - before.NotModified, GraphQL: u.GraphQL - before.GraphQL, Points: u.Points - before.Points}}
+}
+
+// report reports u per op, naming what an op is.
+func (u usage) report(b *testing.B, op string, n int) {
+	b.ReportMetric(float64(u.requests)/float64(n), "requests/"+op)
+	b.ReportMetric(float64(u.Core)/float64(n), "core/"+op)
+	b.ReportMetric(float64(u.NotModified)/float64(n), "304s/"+op)
+	b.ReportMetric(float64(u.Points)/float64(n), "points/"+op)
+}
+
+// benchProtection is a team's usual branch protection: one approval, a
+// required build check.
+var benchProtection = &gh.Protection{RequiredPullRequestReviews: &gh.PullRequestReviewsEnforcement{RequiredApprovingReviewCount: 1},
+	RequiredStatusChecks: &gh.RequiredStatusChecks{Checks: &[]*gh.RequiredStatusCheck{{Context: "build"}}}}
+
+// BenchmarkSubmitReading: what a submission costs at GitHub: opening the
+// pull request (EnsurePullRequest) and the ReadNow reading of it, with the
+// branch protection readable, or not (its required checks unknown: the
+// head's check suites are read too).
+func BenchmarkSubmitReading(b *testing.B) {
+	for _, readable := range []bool{true, false} {
+		name := "protection-readable"
+		if !readable {
+			name = "protection-unreadable"
+		}
+		b.Run(name, func(b *testing.B) {
+			f := newFakeGitHub(b)
+			if readable {
+				f.SetProtection("main", benchProtection)
+			} else {
+				f.SetProtectionError(http.StatusForbidden)
+			}
+			a := f.adapter(b, Config{})
+			project := "github"
+			warm := func(n int) {
+				f.Push(fmt.Sprintf("lifecycle/eng-%d", n))
+				task := lifecycle.Task{ID: fmt.Sprintf("tsk_%d", n), Identifier: fmt.Sprintf("ENG-%d", n), Title: "Benchmark", Context: lifecycle.TaskContext{Project: &project}}
+				pr, err := a.EnsurePullRequest(context.Background(), lifecycle.PullRequestRequest{Task: task, SubmissionID: "sub_1"})
+				if err != nil {
+					b.Fatal(err)
+				}
+				r, err := a.ReadPullRequests(context.Background(), lifecycle.BatchQuery{Purpose: lifecycle.ReadNow, Reads: []lifecycle.ReadRequest{{PullRequest: pr.PullRequestRef, HeadSHA: pr.HeadSHA}}})
+				if err != nil || r[0].Err != nil {
+					b.Fatal(err, r)
+				}
+			}
+			warm(0) // the default branch and the policy, read once
+			before := usageOf(f)
+			b.ResetTimer()
+			for i := range b.N {
+				warm(i + 1)
+			}
+			b.StopTimer()
+			usageOf(f).since(before).report(b, "submit", b.N)
+		})
+	}
+}
+
+// BenchmarkShip: what a ship costs at GitHub: the ReadMerge reading right
+// before the merge, read again (at most twice more) while GitHub computes
+// mergeability, which it does anew after each merge moves the base, as
+// the ship runner does; then the merge. Pull requests are shipped one
+// after the other into the same base. requests/ship counts the requests
+// besides the merge itself.
+func BenchmarkShip(b *testing.B) {
+	f := newFakeGitHub(b)
+	f.SetProtection("main", benchProtection)
+	a := f.adapter(b, Config{})
+	prs := make([]lifecycle.PullRequest, b.N+1)
+	for i := range prs {
+		prs[i] = open(b, f, a, i+1)
+		f.CheckRun(prs[i].HeadSHA, "build", "success")
+		f.Review(prs[i].Number, "alice", "APPROVED", prs[i].HeadSHA)
+	}
+	ship := func(pr lifecycle.PullRequest) {
+		for try := 0; ; try++ {
+			r, err := a.ReadPullRequests(context.Background(), lifecycle.BatchQuery{Purpose: lifecycle.ReadMerge, Reads: []lifecycle.ReadRequest{{PullRequest: pr.PullRequestRef, HeadSHA: pr.HeadSHA}}})
+			if err != nil || r[0].Err != nil {
+				b.Fatal(err, r)
+			}
+			got := r[0]
+			if got.CI.Pending || got.Reviews.Decision != lifecycle.DecisionApproved || got.PullRequest.Draft {
+				b.Fatalf("not shippable: %+v", got)
+			}
+			if got.PullRequest.Mergeable == lifecycle.MergeabilityMergeable {
+				break
+			}
+			if try == 2 {
+				b.Fatalf("mergeability still %q", got.PullRequest.Mergeable)
+			}
+		}
+		if _, err := a.Merge(context.Background(), lifecycle.MergeRequest{Ref: pr.PullRequestRef, ExpectedHeadSHA: pr.HeadSHA}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ship(prs[0]) // the policy, read once
+	before, merges := usageOf(f), f.Calls(githubtest.RouteMerge)
+	b.ResetTimer()
+	for i := range b.N {
+		ship(prs[i+1])
+	}
+	b.StopTimer()
+	u := usageOf(f).since(before)
+	u.requests -= f.Calls(githubtest.RouteMerge) - merges
+	u.Core -= f.Calls(githubtest.RouteMerge) - merges
+	u.report(b, "ship", b.N)
+	if per := float64(u.requests) / float64(b.N); per > 3 {
+		b.Errorf("%.1f requests per ship besides the merge, want at most 3", per)
+	}
+}
+
+// sweepEnv opens n pull requests, reads them in full, and returns their
+// reads with the Versions of that reading.
+func sweepEnv(b *testing.B, f *fakeGitHub, a *Adapter, n int) []lifecycle.ReadRequest {
+	b.Helper()
+	reads := make([]lifecycle.ReadRequest, n)
+	parallel(n, func(i int) {
+		f.Push(fmt.Sprintf("lifecycle/eng-%d", i+1))
+		project := "github"
+		pr, err := a.EnsurePullRequest(context.Background(), lifecycle.PullRequestRequest{Task: lifecycle.Task{ID: fmt.Sprintf("tsk_%d", i+1),
+			Identifier: fmt.Sprintf("ENG-%d", i+1), Title: "Benchmark", Context: lifecycle.TaskContext{Project: &project}}})
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		f.CheckRun(pr.HeadSHA, "build", "success")
+		reads[i] = lifecycle.ReadRequest{PullRequest: pr.PullRequestRef, HeadSHA: pr.HeadSHA}
+	})
+	got, err := a.ReadPullRequests(context.Background(), lifecycle.BatchQuery{Purpose: lifecycle.ReadNow, Reads: reads})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i, r := range got {
+		if r.Err != nil {
+			b.Fatal(r.Err)
+		}
+		reads[i].Version = r.Version
+	}
+	return reads
+}
+
+// sweep reads reads as the reconciler does and checks every one is
+// Unchanged.
+func sweep(b *testing.B, a *Adapter, reads []lifecycle.ReadRequest) {
+	got, err := a.ReadPullRequests(context.Background(), lifecycle.BatchQuery{Purpose: lifecycle.ReadSweep, Reads: reads})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, r := range got {
+		if !r.Unchanged {
+			b.Fatalf("a quiet pull request read as changed: %+v", r)
+		}
+	}
+}
+
+// BenchmarkSweep1000: one reconciler sweep of 1,000 quiet pull requests
+// with their Versions, every 60 s of the Adapter's clock (so the base's
+// policy, kept for a minute, is read again each sweep: conditionally).
+// points/h-10k-60s is what sweeping 10,000 such pull requests every 60 s
+// costs in an hour: it must fit GitHub's 5,000 points, and the 80 % share
+// sweeps may use.
+func BenchmarkSweep1000(b *testing.B) {
+	f := newFakeGitHub(b)
+	f.SetProtection("main", benchProtection)
+	clock := fakeclock.New(time.Now())
+	a := f.adapter(b, Config{Clock: clock})
+	reads := sweepEnv(b, f, a, 1000)
+	before := usageOf(f)
+	b.ResetTimer()
+	for range b.N {
+		clock.Advance(time.Minute)
+		sweep(b, a, reads)
+	}
+	b.StopTimer()
+	u := usageOf(f).since(before)
+	u.report(b, "sweep", b.N)
+	perHour := float64(u.Points) / float64(b.N) * 10 * 60
+	b.ReportMetric(perHour, "points/h-10k-60s")
+	if per := float64(u.requests) / float64(b.N); per > 20 || float64(u.Points)/float64(b.N) > 20 {
+		b.Errorf("%.1f requests and %.1f points per sweep of 1,000, want at most 20 each", per, float64(u.Points)/float64(b.N))
+	}
+	if perHour > 0.8*5000 {
+		b.Errorf("10,000 every 60 s cost %.0f points an hour, more than the 80 %% share of 5,000", perHour)
+	}
+}
+
+// BenchmarkQuietSweeps150: 150 quiet pull requests swept ten times, 60 s
+// of the Adapter's clock apart; the metrics are per ten sweeps.
+func BenchmarkQuietSweeps150(b *testing.B) {
+	f := newFakeGitHub(b)
+	f.SetProtection("main", benchProtection)
+	clock := fakeclock.New(time.Now())
+	a := f.adapter(b, Config{Clock: clock})
+	reads := sweepEnv(b, f, a, 150)
+	before := usageOf(f)
+	b.ResetTimer()
+	for range b.N {
+		for range 10 {
+			clock.Advance(time.Minute)
+			sweep(b, a, reads)
+		}
+	}
+	b.StopTimer()
+	usageOf(f).since(before).report(b, "10sweeps", b.N)
 }

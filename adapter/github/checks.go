@@ -2,9 +2,11 @@ package github
 
 import (
 	"context"
+	"fmt"
 	"maps"
+	"net/http"
+	"net/url"
 	"slices"
-	"strings"
 	"time"
 
 	gh "github.com/google/go-github/v60/github"
@@ -14,10 +16,17 @@ import (
 // Checks reports the CI of q.HeadSHA: its check runs (the latest of each,
 // every page) and its commit statuses. A check run not completed is
 // running; success, neutral and skipped pass (GitHub merges with them);
-// every other conclusion fails. A status that is pending is running, success passes, failure and
-// error fail. When the base branch's protection or rulesets name required
-// checks, only those are reported, and one without a result yet makes the
-// report Pending; otherwise every check counts.
+// every other conclusion fails. A status that is pending is running,
+// success passes, failure and error fail.
+//
+// When the base branch's protection or rulesets name required checks,
+// only those are reported, and one without a result yet makes the report
+// Pending. When the required checks are unknown (the protection cannot be
+// read with these credentials, or names none), every check counts, and CI
+// passes only when every check suite of the head has completed too: a
+// suite queued or in progress, as a CI app's is before its first check
+// run, makes the report Pending. The suites are read (conditionally) only
+// then, and only when no check already keeps CI from passing.
 func (a *Adapter) Checks(ctx context.Context, q lifecycle.CIQuery) (lifecycle.CIReport, error) {
 	if err := a.checkRef(q.PullRequest); err != nil {
 		return lifecycle.CIReport{}, err
@@ -37,21 +46,108 @@ func (a *Adapter) Checks(ctx context.Context, q lifecycle.CIQuery) (lifecycle.CI
 	if err != nil {
 		return lifecycle.CIReport{}, err
 	}
+	rep, _, err := a.judgeCI(ctx, q.HeadSHA, latest, p.requiredChecks, nil)
+	return rep, err
+}
+
+// judge reports the latest checks of a head: when required names the
+// required checks (nil: unknown), those and the ones marked required by
+// GitHub, Pending when one has no result; otherwise every check.
+func judge(latest map[string]found, required, marked []string) lifecycle.CIReport {
 	var rep lifecycle.CIReport
-	if req := p.requiredChecks; req != nil {
-		for _, name := range req {
-			if f, ok := latest[name]; ok {
-				rep.Checks = append(rep.Checks, f.check)
-			} else {
-				rep.Pending = true
-			}
+	if required == nil {
+		for _, name := range slices.Sorted(maps.Keys(latest)) {
+			rep.Checks = append(rep.Checks, latest[name].check)
 		}
-		return rep, nil
+		return rep
 	}
-	for _, name := range slices.Sorted(maps.Keys(latest)) {
-		rep.Checks = append(rep.Checks, latest[name].check)
+	seen := map[string]bool{}
+	for _, name := range append(slices.Clone(required), marked...) {
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		if f, ok := latest[name]; ok {
+			rep.Checks = append(rep.Checks, f.check)
+		} else {
+			rep.Pending = true
+		}
 	}
-	return rep, nil
+	return rep
+}
+
+// judgeCI is judge, and with the required checks unknown and every check
+// passed, the check suites of sha: one not completed makes the report
+// Pending (and is reported as waiting), one completed without a check run
+// and with a failing conclusion fails it.
+func (a *Adapter) judgeCI(ctx context.Context, sha string, latest map[string]found, required, marked []string) (lifecycle.CIReport, bool, error) {
+	rep := judge(latest, required, marked)
+	if required != nil {
+		return rep, false, nil
+	}
+	for _, c := range rep.Checks {
+		if c.Status != lifecycle.CheckPassed && c.Status != lifecycle.CheckSkipped {
+			return rep, false, nil // CI does not pass whatever the suites say
+		}
+	}
+	suites, err := a.checkSuites(ctx, sha)
+	if err != nil {
+		return lifecycle.CIReport{}, false, err
+	}
+	waiting := false
+	for _, s := range suites {
+		if s.Status != "completed" {
+			rep.Pending, waiting = true, true
+			continue
+		}
+		if s.LatestCheckRunsCount == 0 && checkStatus("completed", s.Conclusion) == lifecycle.CheckFailed {
+			name := "check suite"
+			if s.App != nil && s.App.Name != "" {
+				name = s.App.Name + " check suite"
+			}
+			rep.Checks = append(rep.Checks, lifecycle.CICheck{Name: name, Status: lifecycle.CheckFailed})
+		}
+	}
+	return rep, waiting, nil
+}
+
+// checkSuite is a check suite of GET
+// /repos/{owner}/{repo}/commits/{ref}/check-suites: go-github v60's lacks
+// latest_check_runs_count.
+type checkSuite struct {
+	ID                   int64  `json:"id"`
+	Status               string `json:"status"`
+	Conclusion           string `json:"conclusion"`
+	LatestCheckRunsCount int    `json:"latest_check_runs_count"`
+	App                  *struct {
+		Slug string `json:"slug"`
+		Name string `json:"name"`
+	} `json:"app"`
+}
+
+// checkSuites returns the check suites of sha, every page.
+func (a *Adapter) checkSuites(ctx context.Context, sha string) ([]checkSuite, error) {
+	var all []checkSuite
+	for page := 1; ; {
+		u := fmt.Sprintf("repos/%s/%s/commits/%s/check-suites?per_page=100&page=%d", url.PathEscape(a.cfg.Owner), url.PathEscape(a.cfg.Repo), url.PathEscape(sha), page)
+		req, err := a.client.NewRequest(http.MethodGet, u, nil)
+		if err != nil {
+			return nil, fmt.Errorf("github: list check suites of %s: %w", sha, err)
+		}
+		var res struct {
+			TotalCount  int          `json:"total_count"`
+			CheckSuites []checkSuite `json:"check_suites"`
+		}
+		resp, err := a.client.Do(ctx, req, &res)
+		if err != nil {
+			return nil, wrap(err, "list check suites of %s", sha)
+		}
+		all = append(all, res.CheckSuites...)
+		if resp.NextPage == 0 {
+			return all, nil
+		}
+		page = resp.NextPage
+	}
 }
 
 // found is a check and when it last changed, to keep the latest per name.
@@ -92,7 +188,7 @@ func (a *Adapter) checkRuns(ctx context.Context, sha string, into map[string]fou
 			if r.CompletedAt != nil {
 				at = r.GetCompletedAt().Time
 			}
-			keep(into, found{check: lifecycle.CICheck{Name: r.GetName(), Status: runStatus(r), URL: r.GetHTMLURL()}, at: at, id: r.GetID(), run: true})
+			keep(into, found{check: lifecycle.CICheck{Name: r.GetName(), Status: checkStatus(r.GetStatus(), r.GetConclusion()), URL: r.GetHTMLURL()}, at: at, id: r.GetID(), run: true})
 		}
 		if resp.NextPage == 0 {
 			return nil
@@ -101,12 +197,13 @@ func (a *Adapter) checkRuns(ctx context.Context, sha string, into map[string]fou
 	}
 }
 
-// runStatus maps a check run's status and conclusion.
-func runStatus(r *gh.CheckRun) lifecycle.CheckStatus {
-	if r.GetStatus() != "completed" {
+// checkStatus maps a check run's (or suite's) status and conclusion, in
+// REST's lower case.
+func checkStatus(status, conclusion string) lifecycle.CheckStatus {
+	if status != "completed" {
 		return lifecycle.CheckRunning
 	}
-	switch r.GetConclusion() {
+	switch conclusion {
 	case "success", "neutral", "skipped":
 		return lifecycle.CheckPassed
 	}
@@ -124,14 +221,7 @@ func (a *Adapter) statuses(ctx context.Context, sha string, into map[string]foun
 			return wrap(err, "read the combined status of %s", sha)
 		}
 		for _, s := range cs.Statuses {
-			st := lifecycle.CheckFailed
-			switch strings.ToLower(s.GetState()) {
-			case "pending":
-				st = lifecycle.CheckRunning
-			case "success":
-				st = lifecycle.CheckPassed
-			}
-			keep(into, found{check: lifecycle.CICheck{Name: s.GetContext(), Status: st, URL: s.GetTargetURL()}, at: s.GetUpdatedAt().Time, id: s.GetID()})
+			keep(into, found{check: lifecycle.CICheck{Name: s.GetContext(), Status: statusState(s.GetState()), URL: s.GetTargetURL()}, at: s.GetUpdatedAt().Time, id: s.GetID()})
 		}
 		if resp.NextPage == 0 {
 			return nil

@@ -11,7 +11,9 @@ import (
 	"time"
 
 	gh "github.com/google/go-github/v60/github"
+	"github.com/shurcooL/githubv4"
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/hostbudget"
 )
 
 // DefaultAPIURL is the REST API of github.com.
@@ -50,6 +52,22 @@ type Config struct {
 	// Enterprise Server give "https://HOST/api/v3/". Plain http is
 	// accepted only for loopback hosts.
 	APIURL string
+	// GraphQLURL is the GraphQL API's endpoint, through which pull
+	// requests are read in batches. Defaults to the one of APIURL:
+	// https://api.github.com/graphql for DefaultAPIURL,
+	// https://HOST/api/graphql for an Enterprise Server's
+	// https://HOST/api/v3/, and APIURL + "graphql" for any other (or of the
+	// base URL of Client, when it is set).
+	GraphQLURL string
+
+	// SweepShare is the share of each of GitHub's rate limits (the REST
+	// API's and GraphQL's) that the reconciler's readings
+	// (lifecycle.ReadSweep) may use; the rest is kept for writes, merges
+	// and the readings callers wait for. Once what is left of a limit
+	// falls to the rest, a sweep fails with a *lifecycle.TemporaryError
+	// that is RateLimited until the limit resets. Defaults to 0.8; must
+	// be more than 0 and at most 1.
+	SweepShare float64
 
 	// MergeMethod is how pull requests are merged: "merge", "squash" or
 	// "rebase". Defaults to "merge".
@@ -84,8 +102,10 @@ type Config struct {
 	// 8 seconds.
 	WebhookApplyTimeout time.Duration
 
-	// Clock tells the time of rate-limit resets and waits between
-	// deployment polls. Defaults to the system clock.
+	// Clock tells the time of rate-limit resets (how long a request
+	// whose share of the rate limit is spent must wait), of the policy's
+	// ProtectionTTL, and waits between deployment polls. Defaults to the
+	// system clock.
 	Clock lifecycle.Clock
 	// Logger receives the Adapter's logs. Tokens and secrets are never
 	// logged. Defaults to slog.Default().
@@ -125,6 +145,9 @@ func (cfg Config) withDefaults() Config {
 	if cfg.DefaultRequiredApprovals == 0 {
 		cfg.DefaultRequiredApprovals = 1
 	}
+	if cfg.SweepShare == 0 {
+		cfg.SweepShare = 0.8
+	}
 	if cfg.ProtectionTTL == 0 {
 		cfg.ProtectionTTL = time.Minute
 	}
@@ -162,6 +185,8 @@ func (cfg Config) validate() error {
 		return fmt.Errorf("github: Config.MergeMethod %q is not merge, squash or rebase", cfg.MergeMethod)
 	case cfg.DefaultRequiredApprovals < 0:
 		return errors.New("github: Config.DefaultRequiredApprovals is negative")
+	case !(cfg.SweepShare > 0 && cfg.SweepShare <= 1):
+		return fmt.Errorf("github: Config.SweepShare %v is not a share of the rate limit; give one above 0 and at most 1, such as 0.8", cfg.SweepShare)
 	case cfg.App != nil && (cfg.App.AppID == 0 || cfg.App.InstallationID == 0 || len(cfg.App.PrivateKey) == 0):
 		return errors.New("github: Config.App needs AppID, InstallationID and PrivateKey")
 	}
@@ -174,18 +199,41 @@ func (cfg Config) validate() error {
 			return fmt.Errorf("github: Config.APIURL %q uses plain http to a host that is not loopback; use https", cfg.APIURL)
 		}
 	}
+	if cfg.GraphQLURL != "" {
+		u, err := url.Parse(cfg.GraphQLURL)
+		if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+			return fmt.Errorf("github: Config.GraphQLURL %q is not an http(s) URL; use https://api.github.com/graphql or https://HOST/api/graphql", cfg.GraphQLURL)
+		}
+		if u.Scheme == "http" && !isLoopback(u.Hostname()) {
+			return fmt.Errorf("github: Config.GraphQLURL %q uses plain http to a host that is not loopback; use https", cfg.GraphQLURL)
+		}
+	}
 	return nil
+}
+
+// graphqlEndpoint returns the GraphQL endpoint of the REST API at apiURL.
+func graphqlEndpoint(apiURL string) string {
+	base := apiBase(apiURL)
+	if base == DefaultAPIURL {
+		return "https://api.github.com/graphql"
+	}
+	if host, ok := strings.CutSuffix(base, "/api/v3/"); ok {
+		return host + "/api/graphql" // GitHub Enterprise Server's
+	}
+	return base + "graphql"
 }
 
 // Adapter runs pull requests, CI, reviews, deployments and webhooks of one
 // GitHub repository. It implements [lifecycle.ProviderAdapter],
 // [lifecycle.CIProvider], [lifecycle.ReviewDecider],
-// [lifecycle.WebhookIntake], [lifecycle.Deployer] and
-// [lifecycle.DeploymentObserver]. It is safe for concurrent use.
+// [lifecycle.BatchReader], [lifecycle.WebhookIntake], [lifecycle.Deployer]
+// and [lifecycle.DeploymentObserver]. It is safe for concurrent use.
 type Adapter struct {
-	cfg    Config
-	client *gh.Client
-	log    *slog.Logger
+	cfg     Config
+	client  *gh.Client
+	graphql *githubv4.Client
+	budget  *hostbudget.Budget
+	log     *slog.Logger
 
 	mu          sync.Mutex
 	baseBranch  string                 // the repository's default branch, once read
@@ -203,6 +251,7 @@ var (
 	_ lifecycle.WebhookIntake      = (*Adapter)(nil)
 	_ lifecycle.Deployer           = (*Adapter)(nil)
 	_ lifecycle.DeploymentObserver = (*Adapter)(nil)
+	_ lifecycle.BatchReader        = (*Adapter)(nil)
 )
 
 // New returns an Adapter for the repository cfg names.
@@ -211,13 +260,18 @@ func New(cfg Config) (*Adapter, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	client, err := newClient(cfg)
+	budget := hostbudget.New(cfg.SweepShare, cfg.Clock.Now)
+	client, graphqlURL, err := newClient(cfg, budget)
 	if err != nil {
 		return nil, err
 	}
+	gqlHTTP := client.Client()
+	gqlHTTP.Transport = &graphqlTransport{base: gqlHTTP.Transport, clock: cfg.Clock}
 	a := &Adapter{
 		cfg:         cfg,
 		client:      client,
+		graphql:     githubv4.NewEnterpriseClient(graphqlURL, gqlHTTP),
+		budget:      budget,
 		log:         cfg.Logger.With("adapter", "github", "repo", cfg.Owner+"/"+cfg.Repo),
 		baseBranch:  cfg.BaseBranch,
 		policies:    make(map[string]policyEntry),
@@ -230,21 +284,38 @@ func New(cfg Config) (*Adapter, error) {
 }
 
 // newClient builds the go-github client of cfg, with the Adapter's
-// transport (rate limits, server errors) under its authentication.
-func newClient(cfg Config) (*gh.Client, error) {
+// transport (rate-limit budget, conditional requests, rate limits and
+// server errors) under its authentication, and returns it with the
+// GraphQL endpoint it reaches.
+func newClient(cfg Config, budget *hostbudget.Budget) (*gh.Client, string, error) {
+	transport := func(base http.RoundTripper, graphqlURL string) *hostTransport {
+		t := &hostTransport{base: base, clock: cfg.Clock, budget: budget, cache: newETagCache()}
+		if u, err := url.Parse(graphqlURL); err == nil {
+			t.graphqlPath = u.Path
+		}
+		return t
+	}
 	if cfg.Client != nil {
+		graphqlURL := cfg.GraphQLURL
+		if graphqlURL == "" {
+			graphqlURL = graphqlEndpoint(cfg.Client.BaseURL.String())
+		}
 		hc := cfg.Client.Client()
-		hc.Transport = &hostTransport{base: hc.Transport, clock: cfg.Clock}
+		hc.Transport = transport(hc.Transport, graphqlURL)
 		c := gh.NewClient(hc)
 		c.BaseURL, c.UploadURL, c.UserAgent = cfg.Client.BaseURL, cfg.Client.UploadURL, cfg.Client.UserAgent
-		return c, nil
+		return c, graphqlURL, nil
+	}
+	graphqlURL := cfg.GraphQLURL
+	if graphqlURL == "" {
+		graphqlURL = graphqlEndpoint(cfg.APIURL)
 	}
 	hc := *cfg.HTTPClient
-	var base http.RoundTripper = &hostTransport{base: hc.Transport, clock: cfg.Clock}
+	var base http.RoundTripper = transport(hc.Transport, graphqlURL)
 	if cfg.App != nil {
 		tr, err := newAppTransport(base, cfg)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		base = tr
 	}
@@ -258,7 +329,7 @@ func newClient(cfg Config) (*gh.Client, error) {
 		// URL without it, and miss an API served elsewhere.
 		u, err := url.Parse(base)
 		if err != nil {
-			return nil, fmt.Errorf("github: Config.APIURL: %w", err)
+			return nil, "", fmt.Errorf("github: Config.APIURL: %w", err)
 		}
 		c.BaseURL = u
 		if up, ok := strings.CutSuffix(base, "/api/v3/"); ok {
@@ -268,7 +339,7 @@ func newClient(cfg Config) (*gh.Client, error) {
 		}
 	}
 	c.UserAgent = "tasklifecycle-lifecycle"
-	return c, nil
+	return c, graphqlURL, nil
 }
 
 func isLoopback(host string) bool {
@@ -276,6 +347,26 @@ func isLoopback(host string) bool {
 		return true
 	}
 	return strings.HasPrefix(host, "127.") || host == "::1"
+}
+
+// RateLimit is what GitHub last said of one of its rate limits.
+type RateLimit struct {
+	// Limit is the requests (REST) or points (GraphQL) the hour allows.
+	Limit int
+	// Remaining is what is left of it.
+	Remaining int
+	// Reset is when the window starts again with Limit.
+	Reset time.Time
+}
+
+// RateLimit returns what GitHub last said of its rate limit named
+// resource ("core" for the REST API, "graphql" for GraphQL), with
+// Remaining back at Limit once the window has reset, and false when no
+// answer has said anything of it yet (GitHub Enterprise Server with rate
+// limiting off says nothing).
+func (a *Adapter) RateLimit(resource string) (RateLimit, bool) {
+	st, ok := a.budget.State(resource)
+	return RateLimit{Limit: st.Limit, Remaining: st.Remaining, Reset: st.Reset}, ok
 }
 
 // Name returns "github", the name served as a submission's ciProvider.

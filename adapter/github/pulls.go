@@ -271,6 +271,7 @@ func (a *Adapter) convert(ctx context.Context, pr *gh.PullRequest) (lifecycle.Pu
 	a.bases[pr.GetNumber()] = out.Base
 	a.mu.Unlock()
 	if out.State == lifecycle.PullRequestOpen {
+		out.Mergeable = restMergeability(pr)
 		p, err := a.policy(ctx, out.Base)
 		if err != nil {
 			return lifecycle.PullRequest{}, err
@@ -280,20 +281,39 @@ func (a *Adapter) convert(ctx context.Context, pr *gh.PullRequest) (lifecycle.Pu
 	return out, nil
 }
 
+// restMergeability maps the REST API's mergeable (null while GitHub
+// computes it) and mergeable_state.
+func restMergeability(pr *gh.PullRequest) lifecycle.Mergeability {
+	switch state := pr.GetMergeableState(); {
+	case state == "dirty" || (pr.Mergeable != nil && !*pr.Mergeable):
+		return lifecycle.MergeabilityConflicting
+	case state == "behind":
+		return lifecycle.MergeabilityBehind
+	case pr.Mergeable == nil || state == "unknown" || state == "":
+		return lifecycle.MergeabilityUnknown
+	}
+	return lifecycle.MergeabilityMergeable
+}
+
 // rereadTimeout bounds the reading of a pull request after a failed merge.
 const rereadTimeout = 10 * time.Second
 
 // Merge merges the pull request at req.ExpectedHeadSHA with
 // Config.MergeMethod (GitHub's "sha" parameter: GitHub refuses another
-// head with 409, which is lifecycle.ErrHeadMismatch). GitHub's 405 "Base
-// branch was modified" is a *lifecycle.TemporaryError (around a
+// head with 409, which is lifecycle.ErrHeadMismatch). After any failure
+// the pull request is read again: merged at the expected head is a
+// success with AlreadyMerged set, so a merge whose answer was lost is
+// never made twice; and the reading tells what a 405 means. GitHub's 405
+// "Base branch was modified", and its "Pull Request is not mergeable"
+// while the pull request's mergeability is unknown (GitHub computes it
+// anew after its base moves, as it does right after the previous merge
+// into the same base), are a *lifecycle.TemporaryError around a
 // *lifecycle.RefusedError with GitHub's message, which the ship runner
-// reports when its retry budget is spent); its other 405s (not
-// mergeable, merge queue required, method not allowed) are a
-// *lifecycle.RefusedError with GitHub's message. After any failure the
-// pull request is read again: merged at the expected head is a success
-// with AlreadyMerged set, so a merge whose answer was lost is never made
-// twice.
+// reports when its retry budget is spent. Its other 405s are a
+// *lifecycle.RefusedError with GitHub's message: not mergeable for a
+// conflict, and the refusals of branch protection and rulesets (a review
+// required, a code owner's review, a required check, a merge queue,
+// unresolved conversations).
 func (a *Adapter) Merge(ctx context.Context, req lifecycle.MergeRequest) (lifecycle.MergeResult, error) {
 	if err := a.checkRef(req.Ref); err != nil {
 		return lifecycle.MergeResult{}, err
@@ -312,7 +332,8 @@ func (a *Adapter) Merge(ctx context.Context, req lifecycle.MergeRequest) (lifecy
 	// answer may have been lost to ctx's deadline, so it is read beyond it.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rereadTimeout)
 	defer cancel()
-	if pr, _, rerr := a.client.PullRequests.Get(rctx, a.cfg.Owner, a.cfg.Repo, req.Ref.Number); rerr == nil && (pr.GetMerged() || pr.MergedAt != nil) {
+	pr, _, rerr := a.client.PullRequests.Get(rctx, a.cfg.Owner, a.cfg.Repo, req.Ref.Number)
+	if rerr == nil && (pr.GetMerged() || pr.MergedAt != nil) {
 		if strings.EqualFold(pr.GetHead().GetSHA(), expected) {
 			return lifecycle.MergeResult{MergeCommitSHA: strings.ToLower(pr.GetMergeCommitSHA()), AlreadyMerged: true}, nil
 		}
@@ -323,7 +344,9 @@ func (a *Adapter) Merge(ctx context.Context, req lifecycle.MergeRequest) (lifecy
 	case http.StatusConflict:
 		return lifecycle.MergeResult{}, fmt.Errorf("github: merge pull request #%d at %s: %s: %w", req.Ref.Number, expected, msg, lifecycle.ErrHeadMismatch)
 	case http.StatusMethodNotAllowed:
-		if strings.Contains(strings.ToLower(msg), "base branch was modified") {
+		lmsg := strings.ToLower(msg)
+		unknown := rerr == nil && pr.GetState() == "open" && restMergeability(pr) == lifecycle.MergeabilityUnknown
+		if strings.Contains(lmsg, "base branch was modified") || (strings.Contains(lmsg, "not mergeable") && unknown) {
 			// Retried; GitHub's words are the refusal once the retry
 			// budget is spent.
 			return lifecycle.MergeResult{}, &lifecycle.TemporaryError{Err: &lifecycle.RefusedError{Message: msg, Err: err}}

@@ -11,16 +11,19 @@ import (
 )
 
 // ReviewDecision decides the review of a pull request as GitHub's branch
-// rules do: the latest review of each reviewer counts, COMMENTED reviews
-// do not change it, a DISMISSED one withdraws it; when the base branch
-// dismisses stale approvals, only approvals of q.HeadSHA count. Any
-// reviewer requesting changes makes the decision changes_requested;
-// otherwise the approvals are held against the required count (from branch
-// protection and rulesets; Config.DefaultRequiredApprovals when the branch
-// protection cannot be read), and a required count of zero is
-// not_required. The reviews
-// returned are every approving, change-requesting and commenting review,
-// oldest first.
+// rules do, from the reviews of people with write access only (author
+// association OWNER, MEMBER or COLLABORATOR): an outsider's review, on a
+// public repository say, counts for nothing and is not returned. The
+// latest review of each writer counts, COMMENTED reviews do not change
+// it, a DISMISSED one withdraws it; when the base branch dismisses stale
+// approvals, only approvals of q.HeadSHA count. Any writer requesting
+// changes makes the decision changes_requested; otherwise the approvals
+// are held against the required count (from branch protection and
+// rulesets; Config.DefaultRequiredApprovals when neither can be read), and
+// a required count of zero is not_required. The reviews returned are the
+// writers' approving, change-requesting and commenting reviews, oldest
+// first. (ReadPullRequests reads GitHub's own reviewDecision, which also
+// honours code owners and the approval of the last push.)
 func (a *Adapter) ReviewDecision(ctx context.Context, q lifecycle.ReviewQuery) (lifecycle.HostReviews, error) {
 	if err := a.checkRef(q.PullRequest); err != nil {
 		return lifecycle.HostReviews{}, err
@@ -55,6 +58,9 @@ func decide(reviews []*gh.PullRequestReview, p policy, head string) lifecycle.Ho
 	var out lifecycle.HostReviews
 	latest := map[string]*gh.PullRequestReview{} // by reviewer, lower case
 	for _, r := range reviews {
+		if !writer(r.GetAuthorAssociation()) {
+			continue
+		}
 		login := strings.ToLower(r.GetUser().GetLogin())
 		hr := lifecycle.HostReview{ID: strconv.FormatInt(r.GetID(), 10), Reviewer: r.GetUser().GetLogin(), Body: r.GetBody(),
 			CommitSHA: strings.ToLower(r.GetCommitID()), SubmittedAt: r.GetSubmittedAt().Time}
@@ -86,15 +92,6 @@ func decide(reviews []*gh.PullRequestReview, p policy, head string) lifecycle.Ho
 			}
 		}
 	}
-	switch {
-	case changes:
-		out.Decision = lifecycle.DecisionChangesRequested
-	case p.approvals == 0:
-		out.Decision = lifecycle.DecisionNotRequired
-	case approvals >= p.approvals:
-		out.Decision = lifecycle.DecisionApproved
-	default:
-		out.Decision = lifecycle.DecisionPending
-	}
+	out.Decision = decision(changes, approvals, p.approvals)
 	return out
 }

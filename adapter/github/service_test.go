@@ -55,7 +55,13 @@ type env struct {
 
 func newEnv(t testing.TB, clock *fakeclock.Clock, edit func(*lifecycle.Config)) *env {
 	t.Helper()
-	e := &env{f: newFakeGitHub(t), clock: clock, logs: new(syncBuffer), agent: lifecycle.Actor{ID: "agent-gh", Role: lifecycle.RoleAgent}}
+	return newEnvWith(t, githubtest.Options{}, clock, edit)
+}
+
+// newEnvWith is newEnv on a fake with opts.
+func newEnvWith(t testing.TB, opts githubtest.Options, clock *fakeclock.Clock, edit func(*lifecycle.Config)) *env {
+	t.Helper()
+	e := &env{f: newFakeGitHubWith(t, opts), clock: clock, logs: new(syncBuffer), agent: lifecycle.Actor{ID: "agent-gh", Role: lifecycle.RoleAgent}}
 	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	acfg := Config{WebhookSecret: testSecret, Logger: log, DeployPollInterval: time.Hour}
 	if clock != nil {

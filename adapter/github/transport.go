@@ -2,6 +2,7 @@ package github
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,23 +14,73 @@ import (
 
 	gh "github.com/google/go-github/v60/github"
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/hostbudget"
 )
 
-// hostTransport turns the answers GitHub asks to be retried (rate limits,
-// server errors) into *lifecycle.TemporaryError with the wait GitHub asked
-// for, before go-github sees them. go-github v60 recognises a primary rate
-// limit only on 403 and a secondary one only by its documentation URL, and
-// then refuses further requests by the wall clock; handling both here
-// covers 429 too, keeps the Adapter's Clock in charge of waits, and leaves
-// retrying to the caller (the ship runner's retry budget).
+// The rate limits ("resources") of GitHub the Adapter keeps account of, as
+// X-RateLimit-Resource names them.
+const (
+	resourceCore    = "core"
+	resourceGraphQL = "graphql"
+)
+
+// hostTransport sits under the Adapter's authentication and does, for
+// every request to GitHub:
+//
+//   - the rate-limit budget: a request goes only when the Budget says its
+//     priority (carried in its context, see withPriority) may spend from
+//     its resource; otherwise it fails, unsent, with a *TemporaryError
+//     that is RateLimited and says until when. Every answer's
+//     X-RateLimit-* headers are recorded in the Budget.
+//   - conditional requests: a GET whose URL was answered before with an
+//     ETag is sent with If-None-Match, and GitHub's 304, which its rate
+//     limit does not charge, is handed on as the 200 it stands for, with
+//     the body kept from then.
+//   - the answers GitHub asks to be retried (rate limits, server errors)
+//     become *lifecycle.TemporaryError with the wait GitHub asked for,
+//     before go-github sees them. go-github v60 recognises a primary rate
+//     limit only on 403 and a secondary one only by its documentation URL,
+//     and then refuses further requests by the wall clock; handling both
+//     here covers 429 too, keeps the Adapter's Clock in charge of waits,
+//     and leaves retrying to the caller (the ship runner's retry budget).
 type hostTransport struct {
-	base  http.RoundTripper
-	clock interface{ Now() time.Time }
+	base   http.RoundTripper
+	clock  interface{ Now() time.Time }
+	budget *hostbudget.Budget
+	cache  *etagCache
+	// graphqlPath is the path of the GraphQL endpoint: requests there
+	// spend the graphql limit, all others the core one.
+	graphqlPath string
 }
 
 // secondaryWait is the wait GitHub documents for a secondary rate limit
 // answered without Retry-After: "at least one minute".
 const secondaryWait = time.Minute
+
+// priorityKey carries a request's hostbudget.Priority in its context.
+type priorityKey struct{}
+
+// withPriority returns ctx carrying p for the requests made with it.
+func withPriority(ctx context.Context, p hostbudget.Priority) context.Context {
+	return context.WithValue(ctx, priorityKey{}, p)
+}
+
+// priorityOf returns the priority ctx carries: Urgent unless a sweep said
+// otherwise, so writes and the readings callers wait for come first.
+func priorityOf(ctx context.Context) hostbudget.Priority {
+	if p, ok := ctx.Value(priorityKey{}).(hostbudget.Priority); ok {
+		return p
+	}
+	return hostbudget.Urgent
+}
+
+// resourceOf returns the rate limit req spends.
+func (t *hostTransport) resourceOf(req *http.Request) string {
+	if t.graphqlPath != "" && req.Method == http.MethodPost && req.URL.Path == t.graphqlPath {
+		return resourceGraphQL
+	}
+	return resourceCore
+}
 
 // RoundTrip implements http.RoundTripper.
 func (t *hostTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -37,28 +88,83 @@ func (t *hostTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if base == nil {
 		base = http.DefaultTransport
 	}
+	resource := t.resourceOf(req)
+	if t.budget != nil {
+		p := priorityOf(req.Context())
+		if wait := t.budget.Wait(resource, p); wait > 0 {
+			what := "urgent"
+			if p == hostbudget.Deferrable {
+				what = "deferrable"
+			}
+			return nil, &lifecycle.TemporaryError{RateLimited: true, RetryAfter: wait,
+				Err: fmt.Errorf("github: %s %s not sent: the %s rate limit left for %s requests is spent until its reset", req.Method, req.URL.Path, resource, what)}
+		}
+	}
+	var cached *cachedAnswer
+	key := cacheKey(req)
+	if key != "" && t.cache != nil {
+		if cached = t.cache.get(key); cached != nil {
+			req = req.Clone(req.Context())
+			req.Header.Set("If-None-Match", cached.etag)
+		}
+	}
 	resp, err := base.RoundTrip(req)
 	if err != nil {
 		return nil, err
 	}
+	t.observe(resource, resp)
 	switch code := resp.StatusCode; {
+	case code == http.StatusNotModified && cached != nil:
+		resp.Body.Close()
+		return cached.answer(req, resp), nil
 	case code == http.StatusForbidden || code == http.StatusTooManyRequests:
 		if wait, msg, limited := t.rateLimit(resp); limited {
-			return nil, &lifecycle.TemporaryError{Err: &hostError{Status: code, Method: req.Method, Path: req.URL.Path, Message: msg}, RetryAfter: wait}
+			return nil, &lifecycle.TemporaryError{Err: &hostError{Status: code, Method: req.Method, Path: req.URL.Path, Message: msg}, RetryAfter: wait, RateLimited: true}
 		}
 	case code >= 500:
 		msg := drainMessage(resp)
 		return nil, &lifecycle.TemporaryError{Err: &hostError{Status: code, Method: req.Method, Path: req.URL.Path, Message: msg}, RetryAfter: retryAfterHeader(resp)}
+	case code == http.StatusOK && key != "" && t.cache != nil && resp.Header.Get("ETag") != "":
+		if err := t.cache.keep(key, resp); err != nil {
+			return nil, fmt.Errorf("github: %s %s: read the answer: %w", req.Method, req.URL.Path, err)
+		}
 	}
 	if resp.Header.Get("X-RateLimit-Remaining") == "0" {
 		// The answer that used the limit up. go-github would remember it
 		// and refuse every request until the reset, by the wall clock,
 		// with an error of its own; it does not for an answer "from a
-		// cache". The next request then gets GitHub's 403 or 429, which
-		// becomes a TemporaryError above, with GitHub's wait.
+		// cache". The Budget, on the Adapter's Clock, refuses them
+		// instead.
 		resp.Header.Set("X-From-Cache", "1")
 	}
 	return resp, nil
+}
+
+// observe records what an answer says of its rate limit: the resource it
+// names (X-RateLimit-Resource), or the one the request was sent to.
+func (t *hostTransport) observe(resource string, resp *http.Response) {
+	if t.budget == nil {
+		return
+	}
+	st, ok := rateHeaders(resp.Header)
+	if !ok {
+		return
+	}
+	if r := resp.Header.Get("X-RateLimit-Resource"); r != "" {
+		resource = r
+	}
+	t.budget.Observe(resource, st)
+}
+
+// rateHeaders reads X-RateLimit-Limit, -Remaining and -Reset.
+func rateHeaders(h http.Header) (hostbudget.State, bool) {
+	limit, err1 := strconv.Atoi(h.Get("X-RateLimit-Limit"))
+	remaining, err2 := strconv.Atoi(h.Get("X-RateLimit-Remaining"))
+	reset, err3 := strconv.ParseInt(h.Get("X-RateLimit-Reset"), 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return hostbudget.State{}, false
+	}
+	return hostbudget.State{Limit: limit, Remaining: remaining, Reset: time.Unix(reset, 0)}, true
 }
 
 // rateLimit reports whether a 403 or 429 answer is a rate limit, and how
@@ -68,11 +174,7 @@ func (t *hostTransport) rateLimit(resp *http.Response) (time.Duration, string, b
 		return ra, drainMessage(resp), true // secondary limit
 	}
 	if resp.Header.Get("X-RateLimit-Remaining") == "0" {
-		wait := secondaryWait
-		if reset, err := strconv.ParseInt(resp.Header.Get("X-RateLimit-Reset"), 10, 64); err == nil {
-			wait = max(time.Unix(reset, 0).Sub(t.clock.Now()), time.Second)
-		}
-		return wait, drainMessage(resp), true // primary limit
+		return t.untilReset(resp.Header), drainMessage(resp), true // primary limit
 	}
 	// A secondary limit without headers says so in its message.
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
@@ -83,6 +185,15 @@ func (t *hostTransport) rateLimit(resp *http.Response) (time.Duration, string, b
 		return secondaryWait, msg, true
 	}
 	return 0, "", false
+}
+
+// untilReset returns the wait until the reset an answer names in
+// X-RateLimit-Reset, at least a second, or secondaryWait without one.
+func (t *hostTransport) untilReset(h http.Header) time.Duration {
+	if reset, err := strconv.ParseInt(h.Get("X-RateLimit-Reset"), 10, 64); err == nil {
+		return max(time.Unix(reset, 0).Sub(t.clock.Now()), time.Second)
+	}
+	return secondaryWait
 }
 
 // retryAfterHeader returns the wait of a Retry-After header in seconds, or 0.
@@ -167,9 +278,9 @@ func wrap(err error, format string, args ...any) error {
 	case statusOf(err) == http.StatusNotFound:
 		return fmt.Errorf("github: %s: %w (%w)", what, lifecycle.ErrNotFound, err)
 	case errors.As(err, &primary):
-		err = &lifecycle.TemporaryError{Err: err, RetryAfter: max(time.Until(primary.Rate.Reset.Time), time.Second)}
+		err = &lifecycle.TemporaryError{Err: err, RetryAfter: max(time.Until(primary.Rate.Reset.Time), time.Second), RateLimited: true}
 	case errors.As(err, &secondary):
-		err = &lifecycle.TemporaryError{Err: err, RetryAfter: max(secondary.GetRetryAfter(), time.Second)}
+		err = &lifecycle.TemporaryError{Err: err, RetryAfter: max(secondary.GetRetryAfter(), time.Second), RateLimited: true}
 	}
 	return fmt.Errorf("github: %s: %w", what, err)
 }

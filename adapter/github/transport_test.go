@@ -42,9 +42,10 @@ func TestConnectionsReused(t *testing.T) {
 
 // TestRateLimitUsedUpByASuccess: GitHub answers the request that uses
 // the primary rate limit up with 200 and X-RateLimit-Remaining 0. The
-// next request still goes to GitHub (go-github would refuse it by the wall
-// clock, with an error of its own), and GitHub's 403 becomes a temporary
-// error with the wait until the reset; after the reset, calls work again.
+// Adapter's budget, on the Adapter's Clock (not go-github's wall clock),
+// then refuses later requests without sending them, with a temporary
+// error that is RateLimited until GitHub's reset; once the Clock passes
+// the reset, calls go out again.
 func TestRateLimitUsedUpByASuccess(t *testing.T) {
 	t.Parallel()
 	f := newFakeGitHub(t)
@@ -66,14 +67,18 @@ func TestRateLimitUsedUpByASuccess(t *testing.T) {
 	} {
 		err := call()
 		var te *lifecycle.TemporaryError
-		if !errors.As(err, &te) || te.RetryAfter < 29*time.Minute || te.RetryAfter > 31*time.Minute {
-			t.Errorf("a call after the limit was used up: %v, want temporary, about 30 minutes", err)
+		if !errors.As(err, &te) || !te.RateLimited || te.RetryAfter < 29*time.Minute || te.RetryAfter > 31*time.Minute {
+			t.Errorf("a call after the limit was used up: %v, want temporary and rate limited, about 30 minutes", err)
 		}
 	}
-	if f.Calls("") == calls {
-		t.Error("no request reached GitHub after the limit was used up: the client refused them itself")
+	if n := f.Calls("") - calls; n != 0 {
+		t.Errorf("%d requests reached GitHub after the limit was used up; want none sent until the reset", n)
+	}
+	if rl, ok := a.RateLimit("core"); !ok || rl.Limit != 1 || rl.Remaining != 0 || !rl.Reset.Equal(reset) {
+		t.Errorf("RateLimit(core) = %+v, %v; want GitHub's limit 1, 0 left, reset %s", rl, ok, reset)
 	}
 	f.SetRateLimit(0, time.Time{})
+	clock.Advance(31 * time.Minute)
 	if _, err := a.PullRequest(t.Context(), pr.PullRequestRef); err != nil {
 		t.Errorf("after the reset: %v", err)
 	}

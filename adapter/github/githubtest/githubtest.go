@@ -1,23 +1,39 @@
-// Package githubtest is a stateful fake of the parts of GitHub's REST API
-// that package github uses, on an httptest server served both under
-// /api/v3/, as GitHub Enterprise Server serves it ([Server.APIURL]), and at
-// its root, as api.github.com does ([Server.RootAPIURL]), for tests of the adapter and of
-// programs built on it (the demo's test runs the whole lifecycle against
-// it).
+// Package githubtest is a stateful fake of the parts of GitHub's REST and
+// GraphQL APIs that package github uses, on an httptest server served both
+// under /api/v3/ (GraphQL at /api/graphql), as GitHub Enterprise Server
+// serves it ([Server.APIURL]), and at its root (GraphQL at /graphql), as
+// api.github.com does ([Server.RootAPIURL]), for tests of the adapter and
+// of programs built on it (the demo's test runs the whole lifecycle
+// against it).
 //
 // The fake holds one repository, [Owner]/[Repo], whose default branch is
-// "main". Its answers are go-github's structs encoded (their JSON tags are
-// GitHub's member names) and its errors GitHub's shape ({"message",
-// "errors", "documentation_url"}). Every request must carry [Token] (or
-// [Options.Token]) as "Bearer" or "token", or an installation token the
-// fake issued to its GitHub App ([Options.App]); others are answered 401
-// "Bad credentials".
+// "main". Its REST answers are go-github's structs encoded (their JSON
+// tags are GitHub's member names) and its errors GitHub's shape
+// ({"message", "errors", "documentation_url"}). Every REST GET answers
+// with an ETag, and with 304 Not Modified, not charged, to a request
+// whose If-None-Match names it. Its GraphQL API executes queries against
+// the same state, validated against a part of GitHub's public schema
+// (schema.graphql), and charges each the points GitHub's documentation
+// computes ([Server.SetGraphQLRateLimit], [Server.Usage]). Every request
+// must carry [Token] (or [Options.Token]) as "Bearer" or "token", or an
+// installation token the fake issued to its GitHub App ([Options.App]);
+// others are answered 401 "Bad credentials".
+//
+// It applies GitHub's rules: reviewDecision from the base's protection and
+// rulesets (required approvals of people with write access, stale
+// approvals dismissed on push, code owners, approval of the last push);
+// mergeability unknown after the base moves until a read starts GitHub's
+// computation, conflicting or behind; the merge refusals of drafts and
+// mergeability, and with [Options.EnforceBranchProtection] those of
+// branch protection.
 //
 // Tests change the repository as people, CI and deploy systems would
-// ([Server.Push], [Server.CheckRun], [Server.Review],
-// [Server.DeploymentStatus], ...), make GitHub misbehave with
-// [Server.Inject], count the calls made with [Server.Calls], and build
-// signed webhook deliveries with [Server.Delivery].
+// ([Server.Push], [Server.CheckRun], [Server.CheckSuite], [Server.Review],
+// [Server.DeploymentStatus], ...), set who may write
+// ([Server.SetAuthorAssociation]), make GitHub misbehave with
+// [Server.Inject], count the calls made with [Server.Calls] and
+// [Server.Usage], and build signed webhook deliveries with
+// [Server.Delivery].
 package githubtest
 
 import (
@@ -44,6 +60,7 @@ import (
 	"time"
 
 	gh "github.com/google/go-github/v60/github"
+	"github.com/vektah/gqlparser/v2/ast"
 )
 
 // The fake's repository and credentials.
@@ -77,6 +94,10 @@ const (
 	RouteListDeployments    = "GET /deployments"
 	RouteDeploymentStatuses = "GET /deployments/{id}/statuses"
 	RouteAccessTokens       = "POST /app/installations/{id}/access_tokens"
+	RouteCheckSuites        = "GET /commits/{ref}/check-suites"
+	// RouteGraphQL is the GraphQL endpoint, POST /graphql at the root
+	// (api.github.com's) or /api/graphql (GitHub Enterprise Server's).
+	RouteGraphQL = "POST /graphql"
 )
 
 // Options shape the fake.
@@ -91,6 +112,18 @@ type Options struct {
 	// App, when set, is a GitHub App installed on the repository: the
 	// fake serves POST /api/v3/app/installations/{id}/access_tokens to it.
 	App *App
+	// EnforceBranchProtection makes a merge refused, as GitHub refuses
+	// it, when the base's protection or rulesets are not met: required
+	// checks not passed, a review required, a code owner's review
+	// missing, a branch behind its base when it must be up to date.
+	// Otherwise only mergeability and drafts are enforced at merge (tests
+	// of other things merge without approvals).
+	EnforceBranchProtection bool
+	// MergeabilityAtOnce makes GitHub's mergeability known at once after
+	// a base moves, as if GitHub had computed it before anyone asked;
+	// otherwise it is unknown until a read of the pull request starts the
+	// computation (see [Server.ForgetMergeability]).
+	MergeabilityAtOnce bool
 }
 
 // App is a GitHub App the fake knows.
@@ -155,6 +188,43 @@ type PullRequest struct {
 type pull struct {
 	PullRequest
 	createdAt time.Time
+	updatedAt time.Time
+	// mergeKnown says GitHub has computed the pull request's
+	// mergeability since its base last moved; conflicting is the answer.
+	mergeKnown, conflicting bool
+	// baseAt is the commit of the base its head is based on.
+	baseAt string
+	// pusher is the login that pushed the head last, or "".
+	pusher string
+}
+
+// touch records that p changed now (its updated_at, updatedAt).
+func (s *Server) touch(p *pull) { p.updatedAt = s.tick() }
+
+// suite is a check suite of a commit.
+type suite struct {
+	id                 int64
+	sha                string
+	appID              int64
+	appSlug, appName   string
+	status, conclusion string
+	createdAt          time.Time
+	updatedAt          time.Time
+}
+
+// Usage counts what clients used of the fake's API.
+type Usage struct {
+	// Core is the REST requests charged against the REST rate limit: all
+	// but those answered 304 Not Modified.
+	Core int64
+	// NotModified is the REST requests answered 304 Not Modified, which
+	// GitHub does not charge.
+	NotModified int64
+	// GraphQL is the GraphQL queries answered.
+	GraphQL int64
+	// Points is the GraphQL rate-limit points they cost, as GitHub
+	// computes them.
+	Points int64
 }
 
 // Server is the fake GitHub. Its methods are safe for concurrent use.
@@ -183,6 +253,13 @@ type Server struct {
 	rateLimit     int       // requests allowed per window; 0: unlimited
 	rateUsed      int       // requests made in the window
 	rateReset     time.Time // when the window ends
+	gqlLimit      int       // GraphQL points allowed per window; 0: unlimited
+	gqlUsed       int
+	gqlReset      time.Time
+	associations  map[string]string // login in lower case → author association
+	codeOwners    []string
+	suites        map[string][]*suite // by head SHA
+	schema        *ast.Schema
 	deployments   []*gh.Deployment
 	depStatuses   map[int64][]*gh.DeploymentStatus
 	merges        int
@@ -190,9 +267,13 @@ type Server struct {
 	installTokens map[string]time.Time // installation token → expiry
 	lastAuth      string
 
-	calls     sync.Map // route → *atomic.Int64
-	callTotal atomic.Int64
-	conns     atomic.Int64
+	calls       sync.Map // route → *atomic.Int64
+	callTotal   atomic.Int64
+	conns       atomic.Int64
+	coreCharged atomic.Int64
+	notModified atomic.Int64
+	gqlQueries  atomic.Int64
+	gqlPoints   atomic.Int64
 }
 
 // NewServer starts a fake GitHub, closed when t's test ends.
@@ -210,6 +291,7 @@ func NewServer(t testing.TB, opts Options) *Server {
 		runs: map[string][]*gh.CheckRun{}, statuses: map[string][]*gh.RepoStatus{}, reviews: map[int][]*gh.PullRequestReview{},
 		protection: map[string]*gh.Protection{}, protectionErr: http.StatusNotFound, rules: map[string][]json.RawMessage{},
 		depStatuses: map[int64][]*gh.DeploymentStatus{}, faults: map[string][]Fault{}, installTokens: map[string]time.Time{},
+		associations: map[string]string{}, suites: map[string][]*suite{}, schema: gqlSchema(),
 	}
 	s.branches["main"] = s.commit()
 	mux := http.NewServeMux()
@@ -245,9 +327,29 @@ func (s *Server) SetRateLimit(limit int, reset time.Time) {
 	s.rateLimit, s.rateUsed, s.rateReset = limit, 0, reset
 }
 
-// rated counts a request against the rate limit, sets the rate headers,
-// and reports whether the request may go on.
-func (s *Server) rated(w http.ResponseWriter) bool {
+// SetGraphQLRateLimit makes the fake limit GraphQL as GitHub's primary
+// rate limit does: limit points until reset, each query charged what
+// GitHub's formula makes of it. Every GraphQL answer then carries
+// X-RateLimit-Limit, -Remaining, -Used, -Reset and -Resource (graphql),
+// and rateLimit reports them; a query costing more than what is left is
+// answered, as GitHub answers it, 200 with an error of type RATE_LIMIT
+// and nothing charged. Without it the fake limits nothing and reports no
+// limit (no headers; rateLimit is null).
+func (s *Server) SetGraphQLRateLimit(limit int, reset time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gqlLimit, s.gqlUsed, s.gqlReset = limit, 0, reset
+}
+
+// Usage returns what clients used of the API so far.
+func (s *Server) Usage() Usage {
+	return Usage{Core: s.coreCharged.Load(), NotModified: s.notModified.Load(), GraphQL: s.gqlQueries.Load(), Points: s.gqlPoints.Load()}
+}
+
+// admit reports whether a REST request may go on under the rate limit,
+// answering 403 "API rate limit exceeded" when it may not. It does not
+// charge the request.
+func (s *Server) admit(w http.ResponseWriter) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.rateLimit == 0 {
@@ -256,21 +358,38 @@ func (s *Server) rated(w http.ResponseWriter) bool {
 	if !time.Now().Before(s.rateReset) {
 		s.rateUsed, s.rateReset = 0, time.Now().Add(time.Hour)
 	}
-	allowed := s.rateUsed < s.rateLimit
-	if allowed {
-		s.rateUsed++
+	if s.rateUsed < s.rateLimit {
+		return true
 	}
-	h := w.Header()
+	s.rateHeaders(w.Header())
+	writeJSON(w, http.StatusForbidden, map[string]string{"message": "API rate limit exceeded for user ID 1.",
+		"documentation_url": "https://docs.github.com/rest/overview/resources-in-the-rest-api#rate-limiting"})
+	return false
+}
+
+// charge counts a REST request against the rate limit and sets the
+// answer's rate headers.
+func (s *Server) charge(h http.Header) {
+	s.coreCharged.Add(1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.rateLimit == 0 {
+		return
+	}
+	s.rateUsed++
+	s.rateHeaders(h)
+}
+
+// rateHeaders sets the core rate headers. Callers hold s.mu.
+func (s *Server) rateHeaders(h http.Header) {
+	if s.rateLimit == 0 {
+		return
+	}
 	h.Set("X-RateLimit-Limit", strconv.Itoa(s.rateLimit))
-	h.Set("X-RateLimit-Remaining", strconv.Itoa(s.rateLimit-s.rateUsed))
+	h.Set("X-RateLimit-Remaining", strconv.Itoa(max(s.rateLimit-s.rateUsed, 0)))
 	h.Set("X-RateLimit-Used", strconv.Itoa(s.rateUsed))
 	h.Set("X-RateLimit-Reset", strconv.FormatInt(s.rateReset.Unix(), 10))
 	h.Set("X-RateLimit-Resource", "core")
-	if !allowed {
-		writeJSON(w, http.StatusForbidden, map[string]string{"message": "API rate limit exceeded for user ID 1.",
-			"documentation_url": "https://docs.github.com/rest/overview/resources-in-the-rest-api#rate-limiting"})
-	}
-	return allowed
 }
 
 // NewSHA returns a random commit SHA.
@@ -360,6 +479,43 @@ func (s *Server) take(route string) *Fault {
 	return nil
 }
 
+// dropNext reports whether the next fault of route drops the connection.
+func (s *Server) dropNext(route string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := s.faults[route]
+	return len(q) > 0 && q[0].Drop
+}
+
+// conditional answers a GET as GitHub does: with an ETag (a digest of the
+// body), and 304 Not Modified, uncharged, to a request whose
+// If-None-Match names it.
+func (s *Server) conditional(w http.ResponseWriter, r *http.Request, route string, fn http.HandlerFunc) {
+	rec := httptest.NewRecorder()
+	s.answer(rec, r, route, fn)
+	body := rec.Body.Bytes()
+	if rec.Code == http.StatusOK {
+		sum := sha256.Sum256(body)
+		etag := `W/"` + hex.EncodeToString(sum[:16]) + `"`
+		rec.Header().Set("ETag", etag)
+		if inm := r.Header.Get("If-None-Match"); inm != "" && (inm == etag || strings.TrimPrefix(inm, "W/") == strings.TrimPrefix(etag, "W/")) {
+			s.notModified.Add(1)
+			s.mu.Lock()
+			s.rateHeaders(w.Header())
+			s.mu.Unlock()
+			w.Header().Set("ETag", etag)
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+	}
+	s.charge(w.Header())
+	for k, vs := range rec.Header() {
+		w.Header()[k] = vs
+	}
+	w.WriteHeader(rec.Code)
+	w.Write(body)
+}
+
 // answer gives a fault, or does the call.
 func (s *Server) answer(w http.ResponseWriter, r *http.Request, route string, fn http.HandlerFunc) {
 	switch f := s.take(route); {
@@ -386,9 +542,6 @@ func (s *Server) routes(mux *http.ServeMux) {
 		method, path, _ := strings.Cut(route, " ")
 		serve := func(w http.ResponseWriter, r *http.Request) {
 			s.count(route)
-			if !s.rated(w) {
-				return
-			}
 			auth := r.Header.Get("Authorization")
 			s.mu.Lock()
 			s.lastAuth = auth
@@ -401,6 +554,14 @@ func (s *Server) routes(mux *http.ServeMux) {
 				writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found", "documentation_url": "https://docs.github.com/rest"})
 				return
 			}
+			if !s.admit(w) {
+				return
+			}
+			if r.Method == http.MethodGet && !s.dropNext(route) {
+				s.conditional(w, r, route, fn)
+				return
+			}
+			s.charge(w.Header())
 			s.answer(w, r, route, fn)
 		}
 		for _, prefix := range []string{"/api/v3", ""} {
@@ -422,6 +583,10 @@ func (s *Server) routes(mux *http.ServeMux) {
 	h(RouteCreateDeployment, s.createDeployment)
 	h(RouteListDeployments, s.listDeployments)
 	h(RouteDeploymentStatuses, s.listDeploymentStatuses)
+	h(RouteCheckSuites, s.listCheckSuites)
+	for _, path := range []string{"/graphql", "/api/graphql"} {
+		mux.HandleFunc("POST "+path, s.serveGraphQL)
+	}
 	for _, prefix := range []string{"/api/v3", ""} {
 		mux.HandleFunc("POST "+prefix+"/app/installations/{id}/access_tokens", func(w http.ResponseWriter, r *http.Request) {
 			s.count(RouteAccessTokens)
@@ -495,6 +660,7 @@ func (s *Server) pullJSON(p *pull) *gh.PullRequest {
 		HTMLURL:   gh.String(fmt.Sprintf("https://github.example/%s/%s/pull/%d", Owner, Repo, p.Number)),
 		URL:       gh.String(fmt.Sprintf("%srepos/%s/%s/pulls/%d", s.APIURL(), Owner, Repo, p.Number)),
 		CreatedAt: &gh.Timestamp{Time: p.createdAt},
+		UpdatedAt: &gh.Timestamp{Time: p.updatedAt},
 		Head:      &gh.PullRequestBranch{Ref: gh.String(p.Head), SHA: gh.String(p.HeadSHA), Label: gh.String(Owner + ":" + p.Head), Repo: s.repoJSON(), User: user(Owner)},
 		Base:      &gh.PullRequestBranch{Ref: gh.String(p.Base), SHA: gh.String(s.branches[p.Base]), Label: gh.String(Owner + ":" + p.Base), Repo: s.repoJSON(), User: user(Owner)},
 	}
@@ -502,6 +668,8 @@ func (s *Server) pullJSON(p *pull) *gh.PullRequest {
 		out.MergedAt = &gh.Timestamp{Time: s.now}
 		out.MergeCommitSHA = gh.String(p.MergeCommitSHA)
 	}
+	mergeable, mergeableState := s.restMergeable(p)
+	out.Mergeable, out.MergeableState = mergeable, gh.String(mergeableState)
 	for _, r := range p.Reviewers {
 		out.RequestedReviewers = append(out.RequestedReviewers, user(r))
 	}
@@ -545,6 +713,7 @@ func (s *Server) listPulls(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		out = append(out, s.pullJSON(p))
+		s.computed(p)
 	}
 	from, to := page(w, r, len(out))
 	writeJSON(w, http.StatusOK, append([]*gh.PullRequest{}, out[from:to]...))
@@ -579,10 +748,14 @@ func (s *Server) createPull(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	p := &pull{PullRequest: PullRequest{Number: s.nextNumber, Head: head, Base: req.GetBase(), HeadSHA: s.branches[head], Title: req.GetTitle(), Body: req.GetBody(), Draft: req.GetDraft()}, createdAt: s.tick()}
+	p := &pull{PullRequest: PullRequest{Number: s.nextNumber, Head: head, Base: req.GetBase(), HeadSHA: s.branches[head], Title: req.GetTitle(), Body: req.GetBody(), Draft: req.GetDraft()},
+		createdAt: s.tick(), baseAt: s.branches[req.GetBase()]}
+	p.updatedAt = p.createdAt
 	s.nextNumber++
 	s.pulls[p.Number] = p
+	// GitHub answers mergeable null and starts computing it.
 	writeJSON(w, http.StatusCreated, s.pullJSON(p))
+	s.computed(p)
 }
 
 func (s *Server) pull(w http.ResponseWriter, r *http.Request) *pull {
@@ -599,6 +772,7 @@ func (s *Server) getPull(w http.ResponseWriter, r *http.Request) {
 	defer s.mu.Unlock()
 	if p := s.pull(w, r); p != nil {
 		writeJSON(w, http.StatusOK, s.pullJSON(p))
+		s.computed(p)
 	}
 }
 
@@ -620,6 +794,7 @@ func (s *Server) editPull(w http.ResponseWriter, r *http.Request) {
 	if req.Body != nil {
 		p.Body = *req.Body
 	}
+	s.touch(p)
 	writeJSON(w, http.StatusOK, s.pullJSON(p))
 }
 
@@ -637,6 +812,7 @@ func (s *Server) requestReviewers(w http.ResponseWriter, r *http.Request) {
 			p.Reviewers = append(p.Reviewers, login)
 		}
 	}
+	s.touch(p)
 	writeJSON(w, http.StatusCreated, s.pullJSON(p))
 }
 
@@ -670,10 +846,11 @@ func (s *Server) mergePull(w http.ResponseWriter, r *http.Request) {
 		writeFault(w, Error(http.StatusConflict, "Head branch was modified. Review and try the merge again."))
 		return
 	}
-	s.merges++
-	p.Merged, p.MergeCommitSHA = true, s.commit()
-	s.branches[p.Base] = p.MergeCommitSHA
-	s.tick()
+	if f := s.refusal(p); f != nil {
+		writeFault(w, *f)
+		return
+	}
+	s.mergeLocked(p)
 	writeJSON(w, http.StatusOK, &gh.PullRequestMergeResult{SHA: gh.String(p.MergeCommitSHA), Merged: gh.Bool(true), Message: gh.String("Pull Request successfully merged")})
 }
 
@@ -915,16 +1092,34 @@ func (s *Server) InstallationTokens() int {
 // What people, CI and deploy systems do at GitHub.
 
 // Push adds a commit to a branch (making it if need be), moving the head
-// of its open pull requests, and returns its SHA.
-func (s *Server) Push(branch string) string {
+// of its open pull requests, and returns its SHA. The new head is taken
+// to contain their base branches as they are now (a rebase): they are up
+// to date and without conflicts. Where the base's rules dismiss stale
+// approvals, the approvals of the old head are dismissed, as GitHub
+// dismisses them. Open pull requests into branch have their
+// mergeability computed anew.
+func (s *Server) Push(branch string) string { return s.PushBy(branch, "") }
+
+// PushBy is Push by login, the pusher GitHub's "require approval of the
+// most recent reviewable push" holds apart.
+func (s *Server) PushBy(branch, login string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sha := s.commit()
-	s.branches[branch] = sha
+	s.moveBranch(branch, sha)
 	for _, p := range s.pulls {
-		if p.Head == branch && !p.Closed && !p.Merged {
-			p.HeadSHA = sha
+		if p.Head != branch || p.Closed || p.Merged {
+			continue
 		}
+		p.HeadSHA, p.baseAt, p.conflicting, p.pusher = sha, s.branches[p.Base], false, login
+		if s.rulesOf(p.Base).dismissStale {
+			for _, r := range s.reviews[p.Number] {
+				if r.GetState() == "APPROVED" && r.GetCommitID() != sha {
+					r.State = gh.String("DISMISSED")
+				}
+			}
+		}
+		s.touch(p)
 	}
 	return sha
 }
@@ -935,10 +1130,32 @@ func (s *Server) MergeByHand(n int) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.pulls[n]
+	s.mergeLocked(p)
+	return p.MergeCommitSHA
+}
+
+// mergeLocked merges p: its base moves to the merge commit. Callers hold
+// s.mu.
+func (s *Server) mergeLocked(p *pull) {
 	s.merges++
 	p.Merged, p.MergeCommitSHA = true, s.commit()
-	s.branches[p.Base] = p.MergeCommitSHA
-	return p.MergeCommitSHA
+	s.touch(p)
+	s.moveBranch(p.Base, p.MergeCommitSHA)
+}
+
+// moveBranch points branch at sha. The open pull requests into it have
+// their mergeability computed anew, unknown until read. Callers hold
+// s.mu.
+func (s *Server) moveBranch(branch, sha string) {
+	s.branches[branch] = sha
+	if s.opts.MergeabilityAtOnce {
+		return
+	}
+	for _, p := range s.pulls {
+		if p.Base == branch && !p.Closed && !p.Merged {
+			p.mergeKnown = false
+		}
+	}
 }
 
 // ClosePullRequest closes pull request n without merging it.
@@ -946,6 +1163,7 @@ func (s *Server) ClosePullRequest(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.pulls[n].Closed = true
+	s.touch(s.pulls[n])
 }
 
 // Reopen reopens closed pull request n.
@@ -953,6 +1171,7 @@ func (s *Server) Reopen(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.pulls[n].Closed = false
+	s.touch(s.pulls[n])
 }
 
 // PullRequest returns what the fake holds of pull request n, and whether
@@ -1040,7 +1259,82 @@ func (s *Server) CheckRun(sha, name, conclusion string) {
 	if conclusion != "" {
 		c.Status, c.Conclusion, c.CompletedAt = gh.String("completed"), gh.String(conclusion), &gh.Timestamp{Time: s.tick()}
 	}
+	su := s.suiteOf(sha, 15368, "github-actions", "GitHub Actions")
+	c.CheckSuite = &gh.CheckSuite{ID: gh.Int64(su.id)}
 	s.runs[sha] = append(s.runs[sha], c)
+	s.settle(su)
+}
+
+// suiteOf returns the check suite of app on sha, making it queued.
+// Callers hold s.mu.
+func (s *Server) suiteOf(sha string, appID int64, slug, name string) *suite {
+	for _, su := range s.suites[sha] {
+		if su.appSlug == slug {
+			return su
+		}
+	}
+	t := s.tick()
+	su := &suite{id: s.id(), sha: sha, appID: appID, appSlug: slug, appName: name, status: "queued", createdAt: t, updatedAt: t}
+	s.suites[sha] = append(s.suites[sha], su)
+	return su
+}
+
+// runsOf returns the latest check run of each name of suite su.
+func (s *Server) runsOf(su *suite) []*gh.CheckRun {
+	latest := map[string]*gh.CheckRun{}
+	for _, c := range s.runs[su.sha] {
+		if c.GetCheckSuite().GetID() == su.id {
+			if old, ok := latest[c.GetName()]; !ok || old.GetID() < c.GetID() {
+				latest[c.GetName()] = c
+			}
+		}
+	}
+	out := make([]*gh.CheckRun, 0, len(latest))
+	for _, c := range latest {
+		out = append(out, c)
+	}
+	return out
+}
+
+// settle sets a suite's status from its runs, as GitHub does: in progress
+// while one runs, completed once all have, failing if one failed.
+// Callers hold s.mu.
+func (s *Server) settle(su *suite) {
+	runs := s.runsOf(su)
+	if len(runs) == 0 {
+		return
+	}
+	su.status, su.conclusion, su.updatedAt = "completed", "success", s.tick()
+	for _, c := range runs {
+		switch runState(c) {
+		case stateRunning:
+			su.status, su.conclusion = "in_progress", ""
+			return
+		case stateFailed:
+			su.conclusion = "failure"
+		}
+	}
+}
+
+// CheckSuite records a check suite of the GitHub App appSlug on sha, as
+// GitHub creates one for each App that checks a push, with status queued,
+// in_progress or completed (then with conclusion success, failure,
+// neutral, cancelled, skipped, timed_out, action_required or
+// startup_failure). A suite may have no check runs: an App's suite is
+// queued until its first run starts. Check runs of the App added later
+// (with CheckRun for github-actions) set its status. It returns the
+// suite's ID.
+func (s *Server) CheckSuite(sha, appSlug, status, conclusion string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	name := appSlug
+	var appID int64 = 90210
+	if appSlug == "github-actions" {
+		name, appID = "GitHub Actions", 15368
+	}
+	su := s.suiteOf(sha, appID, appSlug, name)
+	su.status, su.conclusion, su.updatedAt = status, conclusion, s.tick()
+	return su.id
 }
 
 // Status records a commit status (pending, success, failure or error) of
@@ -1065,8 +1359,11 @@ func (s *Server) ReviewWithBody(n int, login, state, sha, body string) int64 {
 	defer s.mu.Unlock()
 	id := s.id()
 	s.reviews[n] = append(s.reviews[n], &gh.PullRequestReview{ID: gh.Int64(id), User: user(login), Body: gh.String(body),
-		State: gh.String(state), CommitID: gh.String(sha), SubmittedAt: &gh.Timestamp{Time: s.tick()},
+		State: gh.String(state), CommitID: gh.String(sha), SubmittedAt: &gh.Timestamp{Time: s.tick()}, AuthorAssociation: gh.String(s.association(login)),
 		HTMLURL: gh.String(fmt.Sprintf("https://github.example/%s/%s/pull/%d#pullrequestreview-%d", Owner, Repo, n, id))})
+	if p, ok := s.pulls[n]; ok {
+		s.touch(p)
+	}
 	return id
 }
 
@@ -1079,6 +1376,9 @@ func (s *Server) Dismiss(n int, id int64) {
 		if r.GetID() == id {
 			r.State = gh.String("DISMISSED")
 		}
+	}
+	if p, ok := s.pulls[n]; ok {
+		s.touch(p)
 	}
 }
 
