@@ -33,8 +33,9 @@ const (
 // pull requests in one query of fields that cost no connection (state,
 // draft, head, base, mergeability, review decision, last update, the
 // head's check rollup state), one rate-limit point in all. A pull request
-// whose probe matches the Version, and whose base branch's policy is the
-// one read then, is answered Unchanged. The others, and every pull request
+// whose probe matches the Version is answered Unchanged: a change of its
+// base's rules shows in what GitHub works out from them (mergeStateStatus,
+// reviewDecision). The others, and every pull request
 // of a ReadNow or ReadMerge reading, are read in full, 50 to a query (one
 // point): the probe's fields, the head's checks and statuses with
 // isRequired, and the latest opinionated reviews; a head with more than
@@ -166,21 +167,12 @@ func (a *Adapter) probe(ctx context.Context, reads []lifecycle.ReadRequest, idx 
 			out[i] = lifecycle.Reading{Err: fmt.Errorf("github: pull request #%d: %w", reads[i].PullRequest.Number, lifecycle.ErrNotFound)}
 			continue
 		}
-		v := parseVersion(reads[i].Version)
-		if v.waiting || v.probe != probeSum(p) {
+		// A change of the base's rules shows in what GitHub works out
+		// from them (mergeStateStatus, reviewDecision): the probe needs
+		// no reading of them.
+		if v := parseVersion(reads[i].Version); v.waiting || v.probe != probeSum(p) {
 			changed = append(changed, i)
 			continue
-		}
-		if p.State == "OPEN" {
-			pol, err := a.policy(ctx, p.BaseRefName)
-			if err != nil {
-				out[i] = lifecycle.Reading{Err: err}
-				continue
-			}
-			if v.policy != pol.sum() {
-				changed = append(changed, i)
-				continue
-			}
 		}
 		out[i] = lifecycle.Reading{Unchanged: true, Version: reads[i].Version}
 	}
@@ -251,13 +243,11 @@ func (a *Adapter) reading(ctx context.Context, p fullPR) lifecycle.Reading {
 	a.mu.Unlock()
 	open := pr.State == lifecycle.PullRequestOpen
 	var pol policy
-	polSum := ""
 	if open {
 		var err error
 		if pol, err = a.policy(ctx, pr.Base); err != nil {
 			return lifecycle.Reading{Err: err}
 		}
-		polSum = pol.sum()
 		pr.DismissesStaleReviews = pol.dismissStale
 		pr.Mergeable = mergeability(p.Mergeable, p.MergeStateStatus)
 	}
@@ -266,7 +256,7 @@ func (a *Adapter) reading(ctx context.Context, p fullPR) lifecycle.Reading {
 		return lifecycle.Reading{Err: err}
 	}
 	reviews := batchReviews(p, pol)
-	return lifecycle.Reading{PullRequest: pr, CI: &ci, Reviews: &reviews, Version: version{probe: fullSum(p), policy: polSum, waiting: waiting}.String()}
+	return lifecycle.Reading{PullRequest: pr, CI: &ci, Reviews: &reviews, Version: version{probe: fullSum(p), waiting: waiting}.String()}
 }
 
 // mergeability maps GitHub's mergeable and mergeStateStatus.
@@ -468,15 +458,15 @@ func decision(changes bool, approvals, required int) lifecycle.ReviewDecision {
 }
 
 // version is what a Reading's Version holds: a digest of the probe's
-// fields as read, of the base's policy then, and whether a check suite
-// kept CI running (the probe does not see suites: such a pull request is
-// read in full until it no longer does).
+// fields as read, and whether a check suite kept CI running (the probe
+// does not see suites: such a pull request is read in full until it no
+// longer does).
 type version struct {
-	probe, policy string
-	waiting       bool
+	probe   string
+	waiting bool
 }
 
-const versionPrefix = "gh1"
+const versionPrefix = "gh2"
 
 // String encodes v.
 func (v version) String() string {
@@ -484,17 +474,17 @@ func (v version) String() string {
 	if v.waiting {
 		w = "1"
 	}
-	return versionPrefix + ":" + v.probe + ":" + v.policy + ":" + w
+	return versionPrefix + ":" + v.probe + ":" + w
 }
 
 // parseVersion decodes a Version; one of another form (another adapter's,
 // an older one) decodes to a version no probe matches.
 func parseVersion(s string) version {
 	parts := strings.Split(s, ":")
-	if len(parts) != 4 || parts[0] != versionPrefix {
+	if len(parts) != 3 || parts[0] != versionPrefix {
 		return version{probe: "-"}
 	}
-	return version{probe: parts[1], policy: parts[2], waiting: parts[3] == "1"}
+	return version{probe: parts[1], waiting: parts[2] == "1"}
 }
 
 // digest returns a short digest of fields.

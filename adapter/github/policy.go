@@ -7,9 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	gh "github.com/google/go-github/v60/github"
@@ -184,16 +181,4 @@ func (a *Adapter) baseOf(ctx context.Context, ref lifecycle.PullRequestRef) (str
 		return "", err
 	}
 	return pr.Base, nil
-}
-
-// sum returns a digest of p, which a Reading's Version keeps: a pull
-// request whose base's policy changed is read in full again.
-func (p policy) sum() string {
-	checks := slices.Clone(p.requiredChecks)
-	slices.Sort(checks)
-	known := "unknown"
-	if p.requiredChecks != nil {
-		known = strings.Join(checks, "\n")
-	}
-	return digest(known, strconv.Itoa(p.approvals), strconv.FormatBool(p.dismissStale))[:8]
 }

@@ -39,6 +39,8 @@ type stack struct {
 type stackOptions struct {
 	fakeClock bool
 	approvals int64
+	// settled makes the fake work out mergeability at once.
+	settled bool
 	// reconcile is the Service's ReconcileInterval; 0 keeps its default.
 	reconcile time.Duration
 }
@@ -47,7 +49,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	t.Helper()
 	st := &stack{project: "gitlab", approvals: o.approvals}
 	var clock lifecycle.Clock
-	fo := gitlabtest.Options{ApprovalsRequired: o.approvals}
+	fo := gitlabtest.Options{ApprovalsRequired: o.approvals, MergeabilityAtOnce: o.settled}
 	if o.fakeClock {
 		st.clock = fakeclock.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 		clock, fo.Now = st.clock, st.clock.Now

@@ -121,6 +121,11 @@ type Options struct {
 	// Retry-After and RateLimit-ResetTime as well, without being done.
 	// Zero means no rate limit and none of these headers.
 	RateLimit int
+	// MergeabilityAtOnce works out a merge request's mergeability as soon
+	// as a reading asks for it, instead of by the next request: for
+	// benchmarks that measure the adapter and the Service rather than
+	// GitLab's background checks.
+	MergeabilityAtOnce bool
 }
 
 // Server is the fake GitLab. Its methods are safe for concurrent use.

@@ -540,6 +540,9 @@ func (s *Server) getMR(w http.ResponseWriter, r *http.Request) {
 	}
 	if mr.pending() && mr.state == "opened" {
 		mr.mergeStatus = "checking"
+		if s.opts.MergeabilityAtOnce {
+			s.check(mr)
+		}
 	}
 	writeJSON(w, http.StatusOK, s.mrJSON(mr))
 	s.check(mr)
