@@ -170,7 +170,7 @@ func (a *Adapter) probe(ctx context.Context, reads []lifecycle.ReadRequest, idx 
 		// A change of the base's rules shows in what GitHub works out
 		// from them (mergeStateStatus, reviewDecision): the probe needs
 		// no reading of them.
-		if v := parseVersion(reads[i].Version); v.waiting || v.probe != probeSum(p) {
+		if v := parseVersion(reads[i].Version); v.waiting || v.probe != probeSum(p) || !v.sameMergeability(p.Mergeable, p.MergeStateStatus) {
 			changed = append(changed, i)
 			continue
 		}
@@ -256,7 +256,7 @@ func (a *Adapter) reading(ctx context.Context, p fullPR) lifecycle.Reading {
 		return lifecycle.Reading{Err: err}
 	}
 	reviews := batchReviews(p, pol)
-	return lifecycle.Reading{PullRequest: pr, CI: &ci, Reviews: &reviews, Version: version{probe: fullSum(p), waiting: waiting}.String()}
+	return lifecycle.Reading{PullRequest: pr, CI: &ci, Reviews: &reviews, Version: version{probe: fullSum(p), mergeable: p.Mergeable, mergeState: p.MergeStateStatus, waiting: waiting}.String()}
 }
 
 // mergeability maps GitHub's mergeable and mergeStateStatus.
@@ -458,15 +458,27 @@ func decision(changes bool, approvals, required int) lifecycle.ReviewDecision {
 }
 
 // version is what a Reading's Version holds: a digest of the probe's
-// fields as read, and whether a check suite kept CI running (the probe
-// does not see suites: such a pull request is read in full until it no
-// longer does).
+// fields as read but mergeability, the mergeability (GitHub's mergeable
+// and mergeStateStatus), and whether a check suite kept CI running (the
+// probe does not see suites: such a pull request is read in full until it
+// no longer does).
 type version struct {
-	probe   string
-	waiting bool
+	probe                 string
+	mergeable, mergeState string
+	waiting               bool
 }
 
 const versionPrefix = "gh2"
+
+// sameMergeability reports whether a probe's mergeable and
+// mergeStateStatus say what v does. UNKNOWN says nothing: GitHub works
+// mergeability out anew for every open pull request each time their base
+// moves (each merge into it), and the probe that asks starts it, so the
+// next one has the result; a fleet's merges so do not make every pull
+// request into their base read in full twice.
+func (v version) sameMergeability(mergeable, mergeState string) bool {
+	return (mergeable == "UNKNOWN" || mergeable == v.mergeable) && (mergeState == "UNKNOWN" || mergeState == v.mergeState)
+}
 
 // String encodes v.
 func (v version) String() string {
@@ -474,17 +486,18 @@ func (v version) String() string {
 	if v.waiting {
 		w = "1"
 	}
-	return versionPrefix + ":" + v.probe + ":" + w
+	return versionPrefix + ":" + v.probe + ":" + v.mergeable + "/" + v.mergeState + ":" + w
 }
 
 // parseVersion decodes a Version; one of another form (another adapter's,
 // an older one) decodes to a version no probe matches.
 func parseVersion(s string) version {
 	parts := strings.Split(s, ":")
-	if len(parts) != 3 || parts[0] != versionPrefix {
+	if len(parts) != 4 || parts[0] != versionPrefix {
 		return version{probe: "-"}
 	}
-	return version{probe: parts[1], waiting: parts[2] == "1"}
+	mergeable, mergeState, _ := strings.Cut(parts[2], "/")
+	return version{probe: parts[1], mergeable: mergeable, mergeState: mergeState, waiting: parts[3] == "1"}
 }
 
 // digest returns a short digest of fields.
@@ -498,12 +511,12 @@ func digest(fields ...string) string {
 }
 
 // probeFields returns the fields a probe compares.
-func probeFields(number int, state string, draft bool, headOid, base, mergeable, mergeState string, decision *string, updated time.Time, targetOid, rollup string) string {
+func probeFields(number int, state string, draft bool, headOid, base string, decision *string, updated time.Time, targetOid, rollup string) string {
 	d := "-"
 	if decision != nil {
 		d = *decision
 	}
-	return digest(strconv.Itoa(number), state, strconv.FormatBool(draft), strings.ToLower(headOid), base, mergeable, mergeState, d,
+	return digest(strconv.Itoa(number), state, strconv.FormatBool(draft), strings.ToLower(headOid), base, d,
 		updated.UTC().Format(time.RFC3339Nano), strings.ToLower(targetOid), rollup)
 }
 
@@ -516,7 +529,7 @@ func probeSum(p probePR) string {
 			rollup = r.State
 		}
 	}
-	return probeFields(p.Number, p.State, p.IsDraft, p.HeadRefOid, p.BaseRefName, p.Mergeable, p.MergeStateStatus, p.ReviewDecision, p.UpdatedAt, target, rollup)
+	return probeFields(p.Number, p.State, p.IsDraft, p.HeadRefOid, p.BaseRefName, p.ReviewDecision, p.UpdatedAt, target, rollup)
 }
 
 // fullSum is the digest of a full reading's probe fields, as probeSum
@@ -529,5 +542,5 @@ func fullSum(p fullPR) string {
 			rollup = r.State
 		}
 	}
-	return probeFields(p.Number, p.State, p.IsDraft, p.HeadRefOid, p.BaseRefName, p.Mergeable, p.MergeStateStatus, p.ReviewDecision, p.UpdatedAt, target, rollup)
+	return probeFields(p.Number, p.State, p.IsDraft, p.HeadRefOid, p.BaseRefName, p.ReviewDecision, p.UpdatedAt, target, rollup)
 }

@@ -78,7 +78,7 @@ func TestQuietSweeps(t *testing.T) {
 	versions := versionsOf(first)
 	calls, usage := f.Calls(""), f.Usage()
 	for sweep := range 10 {
-		clock.Advance(30 * time.Second) // within ProtectionTTL every other sweep
+		clock.Advance(30 * time.Second) // past ProtectionTTL every other sweep: a probe reads no policy
 		for i, r := range readAll(t, a, lifecycle.ReadSweep, prs, versions) {
 			if !r.Unchanged || r.Version != versions[i] {
 				t.Fatalf("sweep %d, reading %d = %+v; want Unchanged with the same Version", sweep, i, r)
@@ -90,15 +90,44 @@ func TestQuietSweeps(t *testing.T) {
 	if q, p := u.GraphQL-usage.GraphQL, u.Points-usage.Points; q != 10 || p != 10 {
 		t.Errorf("10 sweeps of 150: %d queries, %d points; want 10 and 10", q, p)
 	}
-	// The base's policy (protection, rules) is read again once its TTL
-	// passed: conditionally, answered 304 and not charged.
-	if core := u.Core - usage.Core; core != 0 || requests > 20 {
-		t.Errorf("10 sweeps of 150: %d requests, %d charged against the REST limit; want at most 20, none charged", requests, core)
+	// The probe needs nothing but GraphQL: a change of the base's rules
+	// shows in what GitHub works out from them.
+	if core := u.Core - usage.Core; core != 0 || requests != 10 {
+		t.Errorf("10 sweeps of 150: %d requests, %d charged against the REST limit; want 10, none charged", requests, core)
 	}
 	t.Logf("150 quiet pull requests, 10 sweeps: %d requests, %d GraphQL points, %d REST requests charged, %d answered 304",
 		requests, u.Points-usage.Points, u.Core-usage.Core, u.NotModified-usage.NotModified)
 	if rl, ok := a.RateLimit("graphql"); !ok || rl.Limit != 5000 || rl.Remaining != 5000-int(u.Points) {
 		t.Errorf("RateLimit(graphql) = %+v, %v; want 5000, %d left", rl, ok, 5000-u.Points)
+	}
+}
+
+// TestSweepThroughABaseMove: a merge into the base makes GitHub work out
+// every open pull request's mergeability anew; a sweep meanwhile
+// (mergeable UNKNOWN) reads none of them in full, and one that finds a
+// conflict reads that one.
+func TestSweepThroughABaseMove(t *testing.T) {
+	t.Parallel()
+	f := newFakeGitHub(t)
+	a := f.adapter(t, Config{})
+	prs := openMany(t, f, a, 3)
+	versions := versionsOf(readAll(t, a, lifecycle.ReadNow, prs, nil))
+	for _, pr := range prs {
+		f.ForgetMergeability(pr.Number) // the base moved
+	}
+	usage := f.Usage()
+	for i, r := range readAll(t, a, lifecycle.ReadSweep, prs, versions) {
+		if !r.Unchanged {
+			t.Errorf("sweep while GitHub works mergeability out: reading %d = %+v, want Unchanged", i, r)
+		}
+	}
+	if u := f.Usage(); u.GraphQL-usage.GraphQL != 1 {
+		t.Errorf("the sweep made %d GraphQL queries, want the probe only", u.GraphQL-usage.GraphQL)
+	}
+	f.SetConflicting(prs[1].Number, true)
+	got := readAll(t, a, lifecycle.ReadSweep, prs, versions)
+	if !got[0].Unchanged || !got[2].Unchanged || got[1].Unchanged || got[1].PullRequest.Mergeable != lifecycle.MergeabilityConflicting {
+		t.Errorf("sweep once worked out = %+v; want #%d read in full, conflicting, and the others Unchanged", got, prs[1].Number)
 	}
 }
 
