@@ -268,6 +268,56 @@ func TestReadMergeIsFreshAndCheap(t *testing.T) {
 	}
 }
 
+// advanceWhileWaiting moves fl's clock on a second whenever something
+// waits on it, until the test ends: the adapter's waits before it reads a
+// merge request again.
+func (fl *fleet) advanceWhileWaiting(t testing.TB) {
+	t.Helper()
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if fl.clock.WaitForWaiters(1, 10*time.Millisecond) {
+				fl.clock.Advance(time.Second)
+			}
+		}
+	}()
+	t.Cleanup(func() { close(done); <-stopped })
+}
+
+// A reading before a merge of a merge request whose mergeability GitLab
+// is still working out reads the merge request again, alone (one request,
+// not a whole reading), and has the result; other readings do not.
+func TestReadMergeSettlesMergeability(t *testing.T) {
+	t.Parallel()
+	fl := newFleet(t, 1, gitlabtest.Options{})
+	fl.advanceWhileWaiting(t)
+	f := fl.f
+	f.SetConflicts(int64(fl.prs[0].Number), true) // GitLab checks again
+	before := f.AllCalls()
+	got, err := fl.a.ReadPullRequests(t.Context(), lifecycle.BatchQuery{Purpose: lifecycle.ReadMerge, Reads: fl.reads})
+	if err != nil || got[0].Err != nil {
+		t.Fatal(err, got[0].Err)
+	}
+	if m := got[0].PullRequest.Mergeable; m != lifecycle.MergeabilityConflicting {
+		t.Errorf("ReadMerge while GitLab checks: %q, want conflicting, read again", m)
+	}
+	after := f.AllCalls()
+	if n := after[gitlabtest.RouteGetMR] - before[gitlabtest.RouteGetMR]; n != 2 {
+		t.Errorf("ReadMerge read the merge request %d times, want 2", n)
+	}
+	f.SetConflicts(int64(fl.prs[0].Number), false)
+	if m := fl.read(t, lifecycle.ReadNow)[0].PullRequest.Mergeable; m != lifecycle.MergeabilityUnknown {
+		t.Errorf("ReadNow while GitLab checks: %q, want unknown, not read again", m)
+	}
+}
+
 // A busy commit: the head pipeline is the newest of many at the head,
 // and fails; the reading before a merge says CI failed.
 func TestReadMergeOfABusyCommit(t *testing.T) {

@@ -193,8 +193,9 @@ func BenchmarkSubmitRequests(b *testing.B) {
 // into main, which moves main under the others: GitLab works out their
 // mergeability again, and reading one at once says unknown
 // ("checking"). "settled" lets GitLab's background checks catch up
-// before each ship; "target just moved" does not, and reads again, as the
-// Service does for an unknown mergeability, until it is known.
+// before each ship; "target just moved" does not: the reading reads the
+// merge request again while GitLab checks, and the benchmark reads again,
+// as the Service does for an unknown mergeability, until it is known.
 func BenchmarkShipRequests(b *testing.B) {
 	for _, bc := range []struct {
 		name      string
@@ -203,6 +204,7 @@ func BenchmarkShipRequests(b *testing.B) {
 	}{{"settled", true, nil}, {"settled with reviewer", true, []string{"bob"}}, {"target just moved", false, nil}} {
 		b.Run(bc.name, func(b *testing.B) {
 			fl := newFleet(b, 0, gitlabtest.Options{ApprovalsRequired: 1})
+			fl.advanceWhileWaiting(b) // the adapter's waits while GitLab checks
 			var requests, besides, readings, n int
 			for b.Loop() {
 				n++
