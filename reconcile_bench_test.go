@@ -187,3 +187,43 @@ func startBench(b *testing.B, svc *lifecycle.Service) {
 		}
 	})
 }
+
+// BenchmarkQueuedWebhookToFact measures how soon a change at the host
+// that a webhook reports reaches the task: each iteration pushes a commit
+// to one of 100 pull requests in review at an in-memory host read in
+// batches, queues the provider event (Service.QueueProviderEvent, as a
+// webhook handler mounted on QueuedEvents does), and waits until the task
+// holds the new head. Target: within 1 s.
+func BenchmarkQueuedWebhookToFact(b *testing.B) {
+	const tasks = 100
+	host := memory.New(memory.Config{Owner: "acme", Repo: "web"})
+	e := newHostBenchEnv(b, host, func(c *lifecycle.Config) {
+		c.Adapters = []lifecycle.AdapterBinding{{Adapter: host.Batch()}}
+	})
+	ids, prs := e.inReview(b, tasks)
+	startBench(b, e.svc)
+	var worst time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		k := i % tasks
+		head := host.Push(prs[k])
+		start := time.Now()
+		err := e.svc.QueueProviderEvent(b.Context(), lifecycle.ProviderEvent{Source: "memory", DeliveryID: fmt.Sprintf("push-%d", i),
+			Kind: lifecycle.ProviderHeadChanged, PullRequest: webPR(prs[k])})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for {
+			t, err := e.svc.Task(b.Context(), ids[k])
+			if err != nil {
+				b.Fatal(err)
+			}
+			if t.HeadSHA != nil && *t.HeadSHA == head {
+				break
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+		worst = max(worst, time.Since(start))
+	}
+	b.ReportMetric(float64(worst.Microseconds())/1000, "max-ms")
+}
