@@ -16,6 +16,7 @@ import (
 	"github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/validator"
+	"github.com/vektah/gqlparser/v2/validator/rules"
 )
 
 // The fake's GraphQL API: POST /graphql (api.github.com's endpoint) and
@@ -117,7 +118,7 @@ func (s *Server) graphql(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fail := func(errs ...gqlError) { writeJSON(w, http.StatusOK, map[string]any{"errors": errs}) }
-	doc, errs := gqlparser.LoadQuery(s.schema, req.Query)
+	doc, errs := gqlparser.LoadQueryWithRules(s.schema, req.Query, rules.NewDefaultRules())
 	if len(errs) > 0 {
 		out := make([]gqlError, len(errs))
 		for i, e := range errs {
@@ -585,7 +586,7 @@ func (c commitObj) resolve(e *gqlExec, name string, _ map[string]any) (any, *gql
 		if e.s.rollupState(c.sha) == "" {
 			return nil, nil
 		}
-		return rollupObj{sha: c.sha}, nil
+		return rollupObj(c), nil
 	}
 	return nil, nil
 }
@@ -601,7 +602,7 @@ func (r rollupObj) resolve(e *gqlExec, name string, args map[string]any) (any, *
 	case "state":
 		return e.s.rollupState(r.sha), nil
 	case "commit":
-		return commitObj{sha: r.sha}, nil
+		return commitObj(r), nil
 	case "contexts":
 		runs, statuses := e.s.latestChecks(r.sha)
 		items := make([]gqlObject, 0, len(runs)+len(statuses))
