@@ -54,16 +54,21 @@ func (e *env) greenTask(host *memory.Adapter, ident string, n int) (id, sha stri
 }
 
 // nextBeat moves the clock to the reconciler's next beat and waits until
-// cond holds, moving the clock on a second at a time meanwhile: the
-// reconciler may not wait on the clock yet when it moves.
+// cond holds. The reconciler may not wait on the clock yet when it moves,
+// and then waits its poll from there: while cond does not hold, the clock
+// moves on a second every 50 ms, far from the beat after.
 func (e *env) nextBeat(cond func() bool) {
 	e.t.Helper()
 	e.clock.Set(e.clock.Now().Truncate(fleetInterval).Add(fleetInterval))
+	nudged := time.Now()
 	waitFor(e.t, func() bool {
 		if cond() {
 			return true
 		}
-		e.clock.Advance(time.Second)
+		if time.Since(nudged) > 50*time.Millisecond {
+			e.clock.Advance(time.Second)
+			nudged = time.Now()
+		}
 		return false
 	})
 }

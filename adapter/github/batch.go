@@ -143,48 +143,14 @@ func (a *Adapter) observeRateLimit(rl *rateLimitField) {
 	}
 }
 
-// probe probes reads[idx], answers out[i] Unchanged for those whose
-// Version still holds, and returns the others.
-func (a *Adapter) probe(ctx context.Context, reads []lifecycle.ReadRequest, idx []int, out []lifecycle.Reading) ([]int, error) {
-	bq := newBatchQuery[probePR](a.cfg.Owner, a.cfg.Repo, numbers(reads, idx))
+// query runs the query of T (probePR or fullPR) for reads[idx] and calls
+// each with every pull request it read; those GitHub could not resolve get
+// their Err in out. Its error means the query read nothing.
+func query[T any](ctx context.Context, a *Adapter, what string, reads []lifecycle.ReadRequest, idx []int, out []lifecycle.Reading, each func(i int, p T)) error {
+	bq := newBatchQuery[T](a.cfg.Owner, a.cfg.Repo, numbers(reads, idx))
 	errs, err := a.query(ctx, bq.value.Interface(), bq.vars)
 	if err != nil {
-		return nil, fmt.Errorf("github: probe %d pull requests: %w", len(idx), err)
-	}
-	a.observeRateLimit(bq.rateLimit())
-	byAlias, err := a.aliasErrors(errs, len(idx))
-	if err != nil {
-		return nil, err
-	}
-	var changed []int
-	for k, i := range idx {
-		if err := byAlias[k]; err != nil {
-			out[i] = lifecycle.Reading{Err: err}
-			continue
-		}
-		p, ok := pull[probePR](bq, k)
-		if !ok {
-			out[i] = lifecycle.Reading{Err: fmt.Errorf("github: pull request #%d: %w", reads[i].PullRequest.Number, lifecycle.ErrNotFound)}
-			continue
-		}
-		// A change of the base's rules shows in what GitHub works out
-		// from them (mergeStateStatus, reviewDecision): the probe needs
-		// no reading of them.
-		if v := parseVersion(reads[i].Version); v.waiting || v.probe != probeSum(p) || !v.sameMergeability(p.Mergeable, p.MergeStateStatus) {
-			changed = append(changed, i)
-			continue
-		}
-		out[i] = lifecycle.Reading{Unchanged: true, Version: reads[i].Version}
-	}
-	return changed, nil
-}
-
-// readFull reads reads[idx] in full into out.
-func (a *Adapter) readFull(ctx context.Context, idx []int, reads []lifecycle.ReadRequest, out []lifecycle.Reading) error {
-	bq := newBatchQuery[fullPR](a.cfg.Owner, a.cfg.Repo, numbers(reads, idx))
-	errs, err := a.query(ctx, bq.value.Interface(), bq.vars)
-	if err != nil {
-		return fmt.Errorf("github: read %d pull requests: %w", len(idx), err)
+		return fmt.Errorf("github: %s %d pull requests: %w", what, len(idx), err)
 	}
 	a.observeRateLimit(bq.rateLimit())
 	byAlias, err := a.aliasErrors(errs, len(idx))
@@ -196,14 +162,36 @@ func (a *Adapter) readFull(ctx context.Context, idx []int, reads []lifecycle.Rea
 			out[i] = lifecycle.Reading{Err: err}
 			continue
 		}
-		p, ok := pull[fullPR](bq, k)
+		p, ok := pull[T](bq, k)
 		if !ok {
 			out[i] = lifecycle.Reading{Err: fmt.Errorf("github: pull request #%d: %w", reads[i].PullRequest.Number, lifecycle.ErrNotFound)}
 			continue
 		}
-		out[i] = a.reading(ctx, p)
+		each(i, p)
 	}
 	return nil
+}
+
+// probe probes reads[idx], answers out[i] Unchanged for those whose
+// Version still holds, and returns the others.
+func (a *Adapter) probe(ctx context.Context, reads []lifecycle.ReadRequest, idx []int, out []lifecycle.Reading) ([]int, error) {
+	var changed []int
+	err := query(ctx, a, "probe", reads, idx, out, func(i int, p probePR) {
+		// A change of the base's rules shows in what GitHub works out
+		// from them (mergeStateStatus, reviewDecision): the probe needs
+		// no reading of them.
+		if v := parseVersion(reads[i].Version); v.waiting || v.probe != probeSum(p) || !v.sameMergeability(p.Mergeable, p.MergeStateStatus) {
+			changed = append(changed, i)
+			return
+		}
+		out[i] = lifecycle.Reading{Unchanged: true, Version: reads[i].Version}
+	})
+	return changed, err
+}
+
+// readFull reads reads[idx] in full into out.
+func (a *Adapter) readFull(ctx context.Context, idx []int, reads []lifecycle.ReadRequest, out []lifecycle.Reading) error {
+	return query(ctx, a, "read", reads, idx, out, func(i int, p fullPR) { out[i] = a.reading(ctx, p) })
 }
 
 // headCommit returns the head commit fullPR read through its head branch,
