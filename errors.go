@@ -43,6 +43,12 @@ var (
 	ErrCSRF = errors.New("cross-site request refused")
 	// ErrClosed means the Service or Store has been closed.
 	ErrClosed = errors.New("closed")
+	// ErrUnavailable means the Store failed in a way that may pass (its
+	// database restarting or out of reach, its disk full), or did not
+	// answer within the request's time (HTTP 503 store_unavailable, with
+	// Retry-After). Nothing the request changed was acknowledged; it may
+	// be retried, with the same Idempotency-Key where it takes one.
+	ErrUnavailable = errors.New("store unavailable")
 )
 
 // FieldError names one invalid part of a request and why it is invalid.

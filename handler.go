@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // maxBodyBytes is the largest request body accepted (1 MiB); larger ones
@@ -25,7 +26,12 @@ type apiHandler func(w http.ResponseWriter, r *http.Request, p *Principal) error
 func (s *Service) routes(auth Authenticator) http.Handler {
 	mux := http.NewServeMux()
 	handle := func(pattern string, scope Scope, h apiHandler) {
-		mux.Handle(pattern, s.authorize(auth, scope, h))
+		mux.Handle(pattern, s.authorize(auth, scope, h, s.cfg.RequestTimeout))
+	}
+	// handleLong serves a route whose requests last as long as their
+	// client stays: the event stream.
+	handleLong := func(pattern string, scope Scope, h apiHandler) {
+		mux.Handle(pattern, s.authorize(auth, scope, h, 0))
 	}
 
 	handle("GET /tasks", ScopeTasksRead, s.handleListTasks)
@@ -43,7 +49,7 @@ func (s *Service) routes(auth Authenticator) http.Handler {
 	handle("POST /tasks/{id}/blocker", ScopeTasksWrite, s.handleRecordBlocker)
 	handle("POST /tasks/{id}/resolve-blocker", ScopeTasksWrite, s.handleResolveBlocker)
 
-	handle("GET /task-events/stream", ScopeEventsRead, s.handleStream)
+	handleLong("GET /task-events/stream", ScopeEventsRead, s.handleStream)
 
 	handle("POST /event-subscriptions", ScopeWebhooksWrite, s.handleCreateSubscription)
 	handle("GET /event-subscriptions", ScopeWebhooksRead, s.handleListSubscriptions)
@@ -59,16 +65,26 @@ func (s *Service) routes(auth Authenticator) http.Handler {
 	handle("DELETE /api-keys/{id}", ScopeKeysAdmin, s.handleRevokeAPIKey)
 
 	mux.HandleFunc("GET /openapi.yaml", handleOpenAPI)
+	mux.HandleFunc("GET /healthz", handleHealthz)
+	mux.HandleFunc("GET /readyz", s.handleReadyz)
 
 	mux.Handle("/", s.unrouted(mux))
 	return s.guard(mux)
 }
 
 // authorize authenticates the request with auth, checks that the
-// principal holds scope, and runs h, writing whatever error comes back.
-func (s *Service) authorize(auth Authenticator, scope Scope, h apiHandler) http.Handler {
+// principal holds scope, and runs h within timeout (none when 0), writing
+// whatever error comes back.
+func (s *Service) authorize(auth Authenticator, scope Scope, h apiHandler, timeout time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r = r.WithContext(contextWithService(r.Context(), s)) // for readBody
+		ctx := contextWithService(r.Context(), s) // for readBody
+		if timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, timeout)
+			defer cancel()
+		}
+		asked := r
+		r = r.WithContext(ctx)
 		p, err := auth.Authenticate(r)
 		if err == nil && !p.Has(scope) {
 			err = fmt.Errorf("this operation needs an API key with scope %s: %w", scope, ErrInsufficientScope)
@@ -77,9 +93,27 @@ func (s *Service) authorize(auth Authenticator, scope Scope, h apiHandler) http.
 			err = h(w, r, &p)
 		}
 		if err != nil {
-			s.writeError(w, r, err)
+			s.writeError(w, asked, s.storeFailure(ctx, asked.Context(), err))
 		}
 	})
+}
+
+// storeFailure returns err wrapped with ErrUnavailable when it is a
+// failure of the Store that may pass (see [FailureClassifier]), or when
+// the request ran out of its time (ctx is done, asked, the client's, is
+// not): the Store, or the database behind it, did not answer in time.
+// Any other error is returned as it is.
+func (s *Service) storeFailure(ctx, asked context.Context, err error) error {
+	switch {
+	case errors.Is(err, ErrUnavailable):
+		return err
+	case ctx.Err() != nil && asked.Err() == nil && errors.Is(err, ctx.Err()):
+		return fmt.Errorf("the request did not finish within %s: %w", s.cfg.RequestTimeout, ErrUnavailable)
+	}
+	if c, ok := s.store.(FailureClassifier); ok && c.Unavailable(err) {
+		return fmt.Errorf("%w: %w", err, ErrUnavailable)
+	}
+	return err
 }
 
 // errMethodNotAllowed answers a known path asked with an unsupported method.
@@ -130,7 +164,12 @@ var errorMapping = []struct {
 	{ErrRequestTimeout, http.StatusRequestTimeout, "request_timeout", ""},
 	{ErrRateLimited, http.StatusTooManyRequests, "rate_limited", ""},
 	{ErrClosed, http.StatusServiceUnavailable, "unavailable", "The service is shutting down; retry shortly."},
+	{ErrUnavailable, http.StatusServiceUnavailable, "store_unavailable", "The service's store is unavailable; nothing was changed, retry shortly."},
 }
+
+// storeRetryAfter is the Retry-After of a 503 store_unavailable, in
+// seconds.
+const storeRetryAfter = "2"
 
 // ErrorBody is the JSON body of every error response.
 type ErrorBody struct {
@@ -222,12 +261,18 @@ func (s *Service) writeError(w http.ResponseWriter, r *http.Request, err error) 
 		return
 	}
 	status, body := errorResponse(err)
-	if status >= 500 {
+	switch {
+	case status == http.StatusServiceUnavailable:
+		s.log.WarnContext(r.Context(), "request refused: the service is unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
+	case status >= 500:
 		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	var rl *RateLimitError
-	if errors.As(err, &rl) {
+	switch {
+	case errors.As(err, &rl):
 		w.Header().Set("Retry-After", strconv.Itoa(rl.RetryAfterSeconds))
+	case errors.Is(err, ErrUnavailable):
+		w.Header().Set("Retry-After", storeRetryAfter)
 	}
 	writeJSON(w, status, body)
 }

@@ -37,7 +37,10 @@ const instanceRenewal = time.Second
 func (s *Service) claimInstance(ctx context.Context) error {
 	var seen InstanceLease // the other life's lease, as first read
 	for {
-		var held InstanceLease
+		var (
+			held  InstanceLease
+			until time.Time
+		)
 		err := s.store.Update(ctx, func(tx Tx) error {
 			held = InstanceLease{}
 			now := s.clock.Now()
@@ -50,12 +53,14 @@ func (s *Service) claimInstance(ctx context.Context) error {
 				held = cur
 				return nil
 			}
-			return tx.PutInstanceLease(ctx, InstanceLease{ID: s.owner, Life: s.life, Until: now.Add(3 * instanceRenewal)})
+			until = now.Add(3 * instanceRenewal)
+			return tx.PutInstanceLease(ctx, InstanceLease{ID: s.owner, Life: s.life, Until: until})
 		})
 		switch {
 		case err != nil:
 			return fmt.Errorf("lifecycle: claim instance %s: %w", s.owner, err)
 		case held.Life == "":
+			s.lease.set(until)
 			return nil
 		case seen.Life == held.Life && !seen.Until.Equal(held.Until):
 			return fmt.Errorf("lifecycle: Config.InstanceID %q: another process renewed its lease while this one waited: %w; give each process its own ID",
@@ -102,7 +107,10 @@ func (s *Service) putInstance(ctx context.Context, until time.Time) {
 		}
 		return tx.PutInstanceLease(ctx, InstanceLease{ID: s.owner, Life: s.life, Until: until})
 	})
-	if err != nil && ctx.Err() == nil {
+	switch {
+	case err == nil:
+		s.lease.set(until)
+	case ctx.Err() == nil:
 		s.log.Error("renew the instance lease", "instance", s.owner, "err", err)
 	}
 }

@@ -285,6 +285,13 @@ type Config struct {
 	// least 1 MiB; negative disables the bound.
 	MaxDecodingBytes int64
 
+	// RequestTimeout bounds the work of each API request but the event
+	// stream: a request whose Store (or code host) has not answered by
+	// then gets 503 store_unavailable with Retry-After, never a hang.
+	// Defaults to ProviderTimeout plus 15 seconds (45 s), so that a submit
+	// has the whole of its code host's time.
+	RequestTimeout time.Duration
+
 	// BodyReadTimeout bounds how long reading one request body may take,
 	// by the wall clock; a body still arriving then gets 408
 	// request_timeout and its connection is closed. The deadline is set on
@@ -364,6 +371,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.InstanceID == "" {
 		c.InstanceID = id.New("svc_")
+	}
+	switch {
+	case c.RequestTimeout == 0:
+		c.RequestTimeout = c.ProviderTimeout + 15*time.Second
+	case c.RequestTimeout < 0:
+		return c, errors.New("lifecycle: Config.RequestTimeout must not be negative; leave it zero for the default")
 	}
 	if c.IdempotencyRetention == 0 {
 		c.IdempotencyRetention = 24 * time.Hour
@@ -495,6 +508,7 @@ type Service struct {
 	life      string        // this life of the instance, new at each New
 	inflight  inflightKeys  // idempotency keys this life holds
 	taskLocks keyedLocks    // serialises provider work per task
+	lease     leaseClock    // until when this life holds its instance lease
 	shipWake  chan struct{} // wakes the ship runner
 	reconcile *reconciler   // reads hosts for tasks in review
 	console   *console      // the operator console, served by Console

@@ -270,7 +270,7 @@ func handlerRoutes(t *testing.T) map[string]string {
 				case *ast.SelectorExpr:
 					fn = f.Sel.Name
 				}
-				if fn != "handle" && fn != "Handle" && fn != "HandleFunc" {
+				if fn != "handle" && fn != "handleLong" && fn != "Handle" && fn != "HandleFunc" {
 					return true
 				}
 				lit, ok := n.Args[0].(*ast.BasicLit)

@@ -338,8 +338,14 @@ type shipOutcome struct {
 	reread bool
 }
 
+// storeRetryWait is how long the ship runner waits before it tries
+// again what the Store failed, holding on to the operation meanwhile.
+const storeRetryWait = time.Second
+
 // runShip works one claimed operation, renewing its lease meanwhile, and
-// records how it ended.
+// records how it ended. While the Store fails, it keeps the operation and
+// tries again every storeRetryWait, so that the operation goes on within
+// a second or so of the Store's return rather than when its lease ends.
 func (s *Service) runShip(ctx context.Context, op ShipOperation) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -350,19 +356,31 @@ func (s *Service) runShip(ctx context.Context, op ShipOperation) {
 		s.renewShipLease(wctx, op, func() { close(lost); cancel() })
 	}()
 	out := s.workShip(wctx, op)
+	for out.abandon && wctx.Err() == nil && s.pause(wctx, storeRetryWait) {
+		out = s.workShip(wctx, op)
+	}
+	finished := false
+	for !out.abandon && wctx.Err() == nil {
+		err := s.finishShip(context.WithoutCancel(wctx), op, out)
+		if err == nil {
+			finished = true
+			break
+		}
+		s.log.Warn("finish ship operation; trying again", "operation", op.OperationID, "err", err)
+		if !s.pause(wctx, storeRetryWait) {
+			break
+		}
+	}
 	cancel()
 	<-renewed
-	select {
-	case <-lost:
-		s.log.Warn("lost the lease of a ship operation; another runner resumes it", "operation", op.OperationID)
-		return
-	default:
-	}
-	if ctx.Err() != nil || out.abandon {
-		return // shutting down or failing: the lease runs out and the operation resumes
-	}
-	if err := s.finishShip(context.WithoutCancel(ctx), op, out); err != nil {
-		s.log.Error("finish ship operation; it resumes when its lease ends", "operation", op.OperationID, "err", err)
+	if !finished {
+		// Shutting down, or the lease was lost: the lease runs out (or
+		// has) and the operation resumes.
+		select {
+		case <-lost:
+			s.log.Warn("lost the lease of a ship operation; another runner resumes it", "operation", op.OperationID)
+		default:
+		}
 		return
 	}
 	if out.reread {
@@ -370,6 +388,17 @@ func (s *Service) runShip(ctx context.Context, op ShipOperation) {
 		// requires, an unresolved conversation): what it decided is read
 		// again at once.
 		s.reconcileSoon(context.WithoutCancel(ctx), op.TaskID)
+	}
+}
+
+// pause waits d on the Service's clock and reports whether ctx is still
+// alive.
+func (s *Service) pause(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-s.clock.After(d):
+		return true
 	}
 }
 

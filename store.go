@@ -239,6 +239,18 @@ type Tx interface {
 	DeleteConsoleSession(ctx context.Context, hash []byte) error
 }
 
+// FailureClassifier is implemented by a Store that can tell its failures
+// that may pass (its database restarting or out of reach, its disk full,
+// a connection lost) from the others. The Service answers a request that
+// met one 503 store_unavailable with Retry-After, instead of 500, and its
+// background work tries again. Without it, every failure of the Store is
+// a 500.
+type FailureClassifier interface {
+	// Unavailable reports whether err, returned by one of the Store's
+	// methods (possibly wrapped), is such a failure.
+	Unavailable(err error) bool
+}
+
 // RelaxedUpdater is implemented by a Store that can commit a transaction
 // without waiting for it to reach the disk. The Service uses it for
 // changes whose loss in a power cut harms nothing, such as reserving an

@@ -1100,13 +1100,14 @@ func TestWebhookCursorBehindPrunedEvents(t *testing.T) {
 	}
 }
 
-// flakyStore fails every Update while failing is set, as a full disk would.
-type flakyStore struct {
+// writeFailingStore fails every Update while failing is set, as a full
+// disk would.
+type writeFailingStore struct {
 	lifecycle.Store
 	failing atomic.Bool
 }
 
-func (f *flakyStore) Update(ctx context.Context, fn func(lifecycle.Tx) error) error {
+func (f *writeFailingStore) Update(ctx context.Context, fn func(lifecycle.Tx) error) error {
 	if f.failing.Load() {
 		return errors.New("disk full")
 	}
@@ -1118,7 +1119,7 @@ func TestWebhookFailedRecordDoesNotResendRetries(t *testing.T) {
 	rc := newReceiver(t)
 	rc.setRespond(failing(100, http.StatusInternalServerError))
 	e := newEnv(t, rc.trust)
-	flaky := &flakyStore{Store: e.store}
+	flaky := &writeFailingStore{Store: e.store}
 	cfg := lifecycle.Config{Store: flaky, BaseURL: testBase, Clock: e.clock, Logger: e.svcLogger()}
 	rc.trust(&cfg)
 	noJitter(&cfg)

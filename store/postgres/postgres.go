@@ -6,13 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"io/fs"
 	"math/rand/v2"
+	"net"
 	"path"
 	"runtime"
 	"sort"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -64,6 +67,10 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
+// defaultConnectTimeout bounds a connection attempt when the DSN sets no
+// connect_timeout.
+const defaultConnectTimeout = 5 * time.Second
+
 // Store is a lifecycle.Store on a PostgreSQL database.
 type Store struct {
 	pool    *pgxpool.Pool
@@ -86,9 +93,10 @@ type Store struct {
 }
 
 var (
-	_ lifecycle.Store          = (*Store)(nil)
-	_ lifecycle.RelaxedUpdater = (*Store)(nil)
-	_ lifecycle.Notifier       = (*Store)(nil)
+	_ lifecycle.Store             = (*Store)(nil)
+	_ lifecycle.RelaxedUpdater    = (*Store)(nil)
+	_ lifecycle.Notifier          = (*Store)(nil)
+	_ lifecycle.FailureClassifier = (*Store)(nil)
 )
 
 //go:embed migrations/*.sql
@@ -111,6 +119,11 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		}
 		pc.MaxConns = cfg.MaxConns
 		pc.ConnConfig.RuntimeParams["search_path"] = cfg.Schema
+		if pc.ConnConfig.ConnectTimeout == 0 {
+			// A database out of reach fails a request in seconds rather
+			// than at its deadline; connect_timeout in the DSN wins.
+			pc.ConnConfig.ConnectTimeout = defaultConnectTimeout
+		}
 		if s.pool, err = pgxpool.NewWithConfig(ctx, pc); err != nil {
 			return nil, fmt.Errorf("postgres: open pool: %w", err)
 		}
@@ -310,6 +323,31 @@ func (s *Store) translate(err error) error {
 		return fmt.Errorf("%w: %w", err, lifecycle.ErrClosed)
 	}
 	return err
+}
+
+// Unavailable implements lifecycle.FailureClassifier: err is a failure
+// that may pass when PostgreSQL could not be reached or was lost (a
+// connection refused, reset or timed out, a server shutting down or
+// restarting), or is out of a resource (connections, disk, memory) or
+// failing its I/O: SQLSTATE classes 08, 53, 57 and 58. A statement
+// PostgreSQL refused for another reason (a constraint, a bad query) is
+// not.
+func (s *Store) Unavailable(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code[:min(2, len(pe.Code))] {
+		case "08", "53", "57", "58":
+			return true
+		}
+		return false
+	}
+	var (
+		ce *pgconn.ConnectError
+		ne net.Error
+	)
+	return errors.As(err, &ce) || errors.As(err, &ne) || pgconn.Timeout(err) || pgconn.SafeToRetry(err) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // txn is a lifecycle.Tx: one pgx transaction.

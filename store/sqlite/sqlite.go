@@ -81,8 +81,9 @@ type Store struct {
 func (s *Store) Path() string { return s.path }
 
 var (
-	_ lifecycle.Store          = (*Store)(nil)
-	_ lifecycle.RelaxedUpdater = (*Store)(nil)
+	_ lifecycle.Store             = (*Store)(nil)
+	_ lifecycle.RelaxedUpdater    = (*Store)(nil)
+	_ lifecycle.FailureClassifier = (*Store)(nil)
 )
 
 //go:embed migrations/*.sql
@@ -445,6 +446,23 @@ func translate(err error) error {
 		return fmt.Errorf("%w: %w", err, lifecycle.ErrConflict)
 	}
 	return err
+}
+
+// Unavailable implements lifecycle.FailureClassifier: err is a failure
+// that may pass when SQLite could not write or read its files (the disk
+// full, an I/O error, a file it cannot open or that became read-only),
+// ran out of memory, or found the database locked for longer than its
+// busy timeout.
+func (s *Store) Unavailable(err error) bool {
+	var se sqlite3.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Code {
+	case sqlite3.ErrFull, sqlite3.ErrIoErr, sqlite3.ErrCantOpen, sqlite3.ErrReadonly, sqlite3.ErrNomem, sqlite3.ErrBusy, sqlite3.ErrLocked:
+		return true
+	}
+	return false
 }
 
 // millis converts a time to Unix milliseconds, the stored form.

@@ -1,0 +1,221 @@
+package lifecycle_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/adapter/memory"
+)
+
+// These tests cover a Store that fails (issue 21): requests answer 503
+// store_unavailable with Retry-After, never 500 nor a hang past their
+// deadline, /readyz says so, and background work goes on by itself
+// within seconds of the Store's return.
+
+// errStoreDown is what a flakyStore returns while it is down.
+var errStoreDown = errors.New("flaky store: the database does not answer")
+
+// flakyStore is a Store that can be taken down (every call fails with
+// errStoreDown, which it classifies as unavailable) or made to hang (every
+// call waits until its context ends), as a database that restarts, or
+// that answers no more, does.
+type flakyStore struct {
+	lifecycle.Store
+	down, hang atomic.Bool
+}
+
+var _ lifecycle.FailureClassifier = (*flakyStore)(nil)
+
+// Unavailable implements lifecycle.FailureClassifier.
+func (f *flakyStore) Unavailable(err error) bool { return errors.Is(err, errStoreDown) }
+
+// fault returns the error of a call made now.
+func (f *flakyStore) fault(ctx context.Context) error {
+	if f.hang.Load() {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	if f.down.Load() {
+		return errStoreDown
+	}
+	return nil
+}
+
+func (f *flakyStore) Update(ctx context.Context, fn func(tx lifecycle.Tx) error) error {
+	if err := f.fault(ctx); err != nil {
+		return err
+	}
+	return f.Store.Update(ctx, fn)
+}
+
+func (f *flakyStore) Task(ctx context.Context, id string) (lifecycle.Task, error) {
+	if err := f.fault(ctx); err != nil {
+		return lifecycle.Task{}, err
+	}
+	return f.Store.Task(ctx, id)
+}
+
+func (f *flakyStore) ListTasks(ctx context.Context, flt lifecycle.TaskFilter) (lifecycle.TaskPage, error) {
+	if err := f.fault(ctx); err != nil {
+		return lifecycle.TaskPage{}, err
+	}
+	return f.Store.ListTasks(ctx, flt)
+}
+
+func (f *flakyStore) Events(ctx context.Context, flt lifecycle.EventFilter) ([]lifecycle.Event, error) {
+	if err := f.fault(ctx); err != nil {
+		return nil, err
+	}
+	return f.Store.Events(ctx, flt)
+}
+
+func (f *flakyStore) LastEventSequence(ctx context.Context) (int64, error) {
+	if err := f.fault(ctx); err != nil {
+		return 0, err
+	}
+	return f.Store.LastEventSequence(ctx)
+}
+
+func (f *flakyStore) ShipOperation(ctx context.Context, id string) (lifecycle.ShipOperation, error) {
+	if err := f.fault(ctx); err != nil {
+		return lifecycle.ShipOperation{}, err
+	}
+	return f.Store.ShipOperation(ctx, id)
+}
+
+func (f *flakyStore) PendingDeliveries(ctx context.Context, subID string, limit int) ([]lifecycle.Delivery, error) {
+	if err := f.fault(ctx); err != nil {
+		return nil, err
+	}
+	return f.Store.PendingDeliveries(ctx, subID, limit)
+}
+
+// withFlakyStore puts a flakyStore in front of an env's Store.
+func withFlakyStore(f **flakyStore) func(*lifecycle.Config) {
+	return func(c *lifecycle.Config) {
+		*f = &flakyStore{Store: c.Store}
+		c.Store = *f
+	}
+}
+
+// While the Store is down every request that needs it gets 503
+// store_unavailable with Retry-After, /readyz says the store is
+// unavailable and /healthz that the process lives; once it is back,
+// everything answers again.
+func TestStoreUnavailableAnswers503(t *testing.T) {
+	t.Parallel()
+	var store *flakyStore
+	e := newEnv(t, withFlakyStore(&store))
+	e.start()
+	id := e.createTask(taskBody("ENG-1"))["id"].(string)
+
+	store.down.Store(true)
+	for _, r := range []request{
+		{method: "GET", path: "/tasks/" + id, key: e.admin},
+		{method: "GET", path: "/tasks", key: e.admin},
+		{method: "POST", path: "/tasks", key: e.admin, body: taskBody("ENG-2")},
+		{method: "POST", path: "/tasks/" + id + "/start", key: e.admin},
+	} {
+		rec := e.do(r)
+		if rec.Code != http.StatusServiceUnavailable || errorCode(decode(t, rec)) != "store_unavailable" || rec.Header().Get("Retry-After") != "2" {
+			t.Errorf("%s %s with the store down = %d %s (Retry-After %q); want 503 store_unavailable, Retry-After 2",
+				r.method, r.path, rec.Code, rec.Body, rec.Header().Get("Retry-After"))
+		}
+	}
+	rec := e.do(request{method: "GET", path: "/readyz"})
+	ready := decode(t, rec)
+	if rec.Code != http.StatusServiceUnavailable || ready["status"] != "not_ready" || ready["checks"].(map[string]any)["store"] != "unavailable" {
+		t.Errorf("GET /readyz with the store down = %d %s; want 503 not_ready, store unavailable", rec.Code, rec.Body)
+	}
+	if rec := e.do(request{method: "GET", path: "/healthz"}); rec.Code != http.StatusOK {
+		t.Errorf("GET /healthz with the store down = %d, want 200: the process lives", rec.Code)
+	}
+
+	store.down.Store(false)
+	e.call(request{method: "GET", path: "/tasks/" + id, key: e.admin}, http.StatusOK)
+	e.call(request{method: "POST", path: "/tasks", key: e.admin, body: taskBody("ENG-2")}, http.StatusCreated)
+	if got := e.call(request{method: "GET", path: "/readyz"}, http.StatusOK); got["status"] != "ready" || got["checks"].(map[string]any)["instanceLease"] != "held" {
+		t.Errorf("GET /readyz once the store is back = %v, want ready with the lease held", got)
+	}
+}
+
+// A Store that does not answer makes a request 503 at its deadline
+// (Config.RequestTimeout), not a request that hangs.
+func TestStoreHangingEndsAtTheRequestDeadline(t *testing.T) {
+	t.Parallel()
+	var store *flakyStore
+	const deadline = 200 * time.Millisecond
+	e := newEnv(t, withFlakyStore(&store), func(c *lifecycle.Config) { c.RequestTimeout = deadline })
+	id := e.createTask(taskBody("ENG-1"))["id"].(string)
+	store.hang.Store(true)
+	start := time.Now()
+	rec := e.do(request{method: "GET", path: "/tasks/" + id, key: e.admin})
+	if took := time.Since(start); took > 10*deadline {
+		t.Errorf("the request took %s with a deadline of %s", took, deadline)
+	}
+	if rec.Code != http.StatusServiceUnavailable || errorCode(decode(t, rec)) != "store_unavailable" {
+		t.Errorf("GET with the store hanging = %d %s, want 503 store_unavailable", rec.Code, rec.Body)
+	}
+}
+
+// A ship operation and the deliveries of its events, caught by a Store
+// outage, go on by themselves within 5 s (on the Service's clock) of the
+// Store's return: the merge is made once, and the subscriber gets every
+// event.
+func TestWorkResumesAfterAStoreOutage(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t)
+	var store *flakyStore
+	host := memory.New(memory.Config{Owner: "acme", Repo: "web"})
+	e := newHookEnv(t, rc, withFlakyStore(&store), func(c *lifecycle.Config) {
+		c.Adapters = []lifecycle.AdapterBinding{{Project: "web", Adapter: host}}
+		c.ReviewRouter = lifecycle.ReviewRules{Default: lifecycle.ReviewPlan{Policy: lifecycle.PolicyNeverRequire}}
+	})
+	e.subscribe(subBody(rc.url("/hook")))
+	id, sha := e.submittedTask("ENG-1")
+	e.reportCI(id, sha)
+	opID := shipOpID(t, e.ship(id, "ship-during-outage", shipBody("merge_only", "staging", sha)))
+	store.down.Store(true)
+	for range 10 { // ten seconds of outage, on the Service's clock
+		e.clock.Advance(time.Second)
+		time.Sleep(5 * time.Millisecond) // let the loops meet the failing store
+	}
+	store.down.Store(false)
+	var op lifecycle.ShipOperation
+	for tick := 0; ; tick++ {
+		var err error
+		op, err = e.store.ShipOperation(t.Context(), opID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if op.Status == lifecycle.ShipSucceeded || op.Status == lifecycle.ShipFailed {
+			break
+		}
+		if tick == 5 {
+			t.Fatalf("the operation is still %s 5 s after the store came back", op.Status)
+		}
+		e.clock.Advance(time.Second)
+		time.Sleep(20 * time.Millisecond)
+	}
+	if op.Status != lifecycle.ShipSucceeded || host.Calls(memory.OpMerge) != 1 {
+		t.Fatalf("operation %s (%+v), %d merges; want succeeded, merged once", op.Status, op.Error, host.Calls(memory.OpMerge))
+	}
+	// Every event of the task reaches the subscriber, the ship's too.
+	want := map[string]bool{}
+	for _, ev := range e.eventsOf(id) {
+		want[ev["id"].(string)] = true
+	}
+	for len(want) > 0 {
+		select {
+		case d := <-rc.got:
+			delete(want, d.header.Get("X-Service-Event-Id"))
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%d events of the task never delivered after the outage", len(want))
+		}
+	}
+}
