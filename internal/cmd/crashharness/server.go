@@ -57,11 +57,11 @@ func newServer(bin, data string, recv *receiver, log *slog.Logger) (*server, err
 // start starts the demo and waits until it answers.
 func (s *server) start() error {
 	s.mu.Lock()
-	cmd := exec.Command(s.bin, "-addr", s.addr, "-data", s.data, "-admin-key", adminKey,
-		"-webhook-url", s.recv.url, "-webhook-secret", webhookSecret, "-webhook-ca", s.recv.caFile)
+	cmd := exec.Command(s.bin, "-addr", s.addr, "-data", s.data, "-webhook-url", s.recv.url, "-webhook-ca", s.recv.caFile)
 	stderr := &lockedWriter{}
 	cmd.Stdout, cmd.Stderr = io.Discard, stderr
-	cmd.Env = append(os.Environ(), "LIFECYCLE_ADMIN_KEY=", "WEBHOOK_SECRET=")
+	// Secrets through the environment, never on the command line.
+	cmd.Env = append(os.Environ(), "LIFECYCLE_ADMIN_KEY="+adminKey, "WEBHOOK_SECRET="+webhookSecret)
 	t0 := time.Now()
 	if err := cmd.Start(); err != nil {
 		s.mu.Unlock()
