@@ -29,6 +29,9 @@ var errStoreDown = errors.New("flaky store: the database does not answer")
 type flakyStore struct {
 	lifecycle.Store
 	down, hang atomic.Bool
+	// lostCommit makes Update commit and then fail with errStoreDown, as
+	// a database whose connection breaks while it commits.
+	lostCommit atomic.Bool
 }
 
 var _ lifecycle.FailureClassifier = (*flakyStore)(nil)
@@ -52,7 +55,11 @@ func (f *flakyStore) Update(ctx context.Context, fn func(tx lifecycle.Tx) error)
 	if err := f.fault(ctx); err != nil {
 		return err
 	}
-	return f.Store.Update(ctx, fn)
+	err := f.Store.Update(ctx, fn)
+	if err == nil && f.lostCommit.Load() {
+		return errStoreDown
+	}
+	return err
 }
 
 func (f *flakyStore) Task(ctx context.Context, id string) (lifecycle.Task, error) {
@@ -282,4 +289,25 @@ func TestKeyOfARequestCutOffByTheStoreIsFreedOnItsReturn(t *testing.T) {
 		e.clock.Advance(time.Second)
 		time.Sleep(20 * time.Millisecond) // let the Service meet the store again
 	}
+}
+
+// A Store whose connection breaks while it commits may have committed, so
+// a 503 store_unavailable does not say that nothing was changed: the crash
+// harness saw a create answered 503 during a PostgreSQL restart whose
+// retry found the task made.
+func TestUnavailableAnswerDoesNotSayNothingChanged(t *testing.T) {
+	t.Parallel()
+	var store *flakyStore
+	e := newEnv(t, withFlakyStore(&store))
+	store.lostCommit.Store(true)
+	rec := e.do(request{method: "POST", path: "/tasks", key: e.admin, body: taskBody("ENG-1")})
+	store.lostCommit.Store(false)
+	body := decode(t, rec)
+	if rec.Code != http.StatusServiceUnavailable || errorCode(body) != "store_unavailable" {
+		t.Fatalf("POST /tasks with the commit lost = %d %s, want 503 store_unavailable", rec.Code, rec.Body)
+	}
+	if msg := body["error"].(map[string]any)["message"].(string); strings.Contains(msg, "nothing was changed") {
+		t.Errorf("the 503 says %q, but the task was made", msg)
+	}
+	e.call(request{method: "POST", path: "/tasks", key: e.admin, body: taskBody("ENG-1")}, http.StatusConflict)
 }
