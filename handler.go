@@ -164,7 +164,7 @@ var errorMapping = []struct {
 	{ErrRequestTimeout, http.StatusRequestTimeout, "request_timeout", ""},
 	{ErrRateLimited, http.StatusTooManyRequests, "rate_limited", ""},
 	{ErrClosed, http.StatusServiceUnavailable, "unavailable", "The service is shutting down; retry shortly."},
-	{ErrUnavailable, http.StatusServiceUnavailable, "store_unavailable", "The service's store is unavailable; nothing was changed, retry shortly."},
+	{ErrUnavailable, http.StatusServiceUnavailable, "store_unavailable", "The service's store is unavailable; retry shortly, with the same Idempotency-Key where the endpoint takes one. The request was not acknowledged, but a change the store was saving as it failed may have been made."},
 }
 
 // storeRetryAfter is the Retry-After of a 503 store_unavailable, in

@@ -248,12 +248,38 @@ func (c *idempotentCall) record(ctx context.Context, tx Tx, status int, body []b
 }
 
 // release gives the key up after a request that changed nothing failed,
-// so that a retry with the same key runs again.
+// so that a retry with the same key runs again. When the Store fails (the
+// request itself failed for that, often), a started Service tries again
+// every storeRetryWait in the background until the release succeeds or
+// the reservation's lease ends: a retry that another process gets would
+// otherwise be told request_in_progress until then, long after the
+// Store's return.
 func (c *idempotentCall) release(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	err := c.tryRelease(context.WithoutCancel(ctx))
+	if err == nil {
+		return
+	}
+	again := c.s.goStarted(func(ctx context.Context) {
+		for c.s.clock.Now().Before(c.lockedUntil) && c.s.pause(ctx, storeRetryWait) {
+			if c.tryRelease(ctx) == nil {
+				return
+			}
+		}
+	})
+	if again {
+		c.s.log.WarnContext(ctx, "release idempotency key; trying again every second until its lease ends", "err", err)
+	} else {
+		c.s.log.WarnContext(ctx, "release idempotency key; it frees itself when its lease ends", "err", err)
+	}
+}
+
+// tryRelease deletes the call's reservation, unless the request finished
+// or another took the key over.
+func (c *idempotentCall) tryRelease(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	// Losing the release in a power cut is harmless: the lease frees the key.
-	err := c.s.updateRelaxed(ctx, func(tx Tx) error {
+	return c.s.updateRelaxed(ctx, func(tx Tx) error {
 		rec, err := tx.IdempotencyRecord(ctx, c.scope)
 		if errors.Is(err, ErrNotFound) {
 			return nil
@@ -263,9 +289,6 @@ func (c *idempotentCall) release(ctx context.Context) {
 		}
 		return tx.DeleteIdempotencyRecord(ctx, c.scope)
 	})
-	if err != nil {
-		c.s.log.WarnContext(ctx, "release idempotency key; it frees itself when its lease ends", "err", err)
-	}
 }
 
 // writeReplay answers with a recorded response, byte for byte.

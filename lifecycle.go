@@ -516,6 +516,7 @@ type Service struct {
 	mu      sync.Mutex
 	started bool
 	closed  bool
+	bg      context.Context // the background work's, from Start; stop cancels it
 	stop    context.CancelFunc
 	wg      sync.WaitGroup
 }
@@ -589,6 +590,7 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	s.started = true
 	ctx, s.stop = context.WithCancel(context.WithoutCancel(ctx))
+	s.bg = ctx
 	s.goBackground(func() { s.renewInstance(ctx) })
 	s.goBackground(func() { s.pruneLoop(ctx) })
 	s.goBackground(func() { s.runShips(ctx) })
@@ -634,6 +636,20 @@ func (s *Service) goBackground(f func()) {
 		defer s.wg.Done()
 		f()
 	}()
+}
+
+// goStarted runs f in a goroutine that Close waits for, with the context
+// of the background work, which Close cancels, when the Service is
+// started and not closed; it reports whether it did.
+func (s *Service) goStarted(f func(ctx context.Context)) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.started || s.closed {
+		return false
+	}
+	ctx := s.bg
+	s.goBackground(func() { f(ctx) })
+	return true
 }
 
 // pruneLoop deletes expired events every PruneInterval.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,6 +29,9 @@ var errStoreDown = errors.New("flaky store: the database does not answer")
 type flakyStore struct {
 	lifecycle.Store
 	down, hang atomic.Bool
+	// lostCommit makes Update commit and then fail with errStoreDown, as
+	// a database whose connection breaks while it commits.
+	lostCommit atomic.Bool
 }
 
 var _ lifecycle.FailureClassifier = (*flakyStore)(nil)
@@ -50,7 +55,11 @@ func (f *flakyStore) Update(ctx context.Context, fn func(tx lifecycle.Tx) error)
 	if err := f.fault(ctx); err != nil {
 		return err
 	}
-	return f.Store.Update(ctx, fn)
+	err := f.Store.Update(ctx, fn)
+	if err == nil && f.lostCommit.Load() {
+		return errStoreDown
+	}
+	return err
 }
 
 func (f *flakyStore) Task(ctx context.Context, id string) (lifecycle.Task, error) {
@@ -218,4 +227,87 @@ func TestWorkResumesAfterAStoreOutage(t *testing.T) {
 			t.Fatalf("%d events of the task never delivered after the outage", len(want))
 		}
 	}
+}
+
+// downDuringSubmit is a code host during whose EnsurePullRequest the
+// Store goes down, as a database restarting in the middle of a submit:
+// the submit's own write then fails.
+type downDuringSubmit struct {
+	*memory.Adapter
+	store **flakyStore
+}
+
+func (d downDuringSubmit) EnsurePullRequest(ctx context.Context, req lifecycle.PullRequestRequest) (lifecycle.PullRequest, error) {
+	(*d.store).down.Store(true)
+	return d.Adapter.EnsurePullRequest(ctx, req)
+}
+
+// A submit that the Store's failure cut off (503) frees its
+// Idempotency-Key within seconds of the Store's return, so that its retry
+// runs on another replica too; before, the key stayed reserved until its
+// lease ended (ProviderTimeout plus 30 s), and the retry answered 409
+// request_in_progress meanwhile.
+func TestKeyOfARequestCutOffByTheStoreIsFreedOnItsReturn(t *testing.T) {
+	t.Parallel()
+	var store *flakyStore
+	e := newEnv(t, withFlakyStore(&store), func(c *lifecycle.Config) {
+		c.Adapters = []lifecycle.AdapterBinding{{Adapter: downDuringSubmit{Adapter: memory.New(memory.Config{}), store: &store}}}
+	})
+	e.start()
+	id := e.startedTask("ENG-1")
+	rec := e.submit(id, "cut-off-key-1", submitBody())
+	if rec.Code != http.StatusServiceUnavailable || errorCode(decode(t, rec)) != "store_unavailable" {
+		t.Fatalf("submit with the store going down = %d %s, want 503 store_unavailable", rec.Code, rec.Body)
+	}
+	store.down.Store(false)
+
+	// Another replica on the same database gets the retry.
+	other, err := lifecycle.New(lifecycle.Config{Store: e.store, BaseURL: testBase, Clock: e.clock, Logger: e.svcLogger(),
+		Adapters: []lifecycle.AdapterBinding{{Adapter: memory.New(memory.Config{})}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	retry := func() *httptest.ResponseRecorder {
+		req := httptest.NewRequestWithContext(t.Context(), "POST", "/tasks/"+id+"/submit", strings.NewReader(mustJSON(submitBody())))
+		req.Header.Set("Authorization", "Bearer "+e.admin)
+		req.Header.Set("Idempotency-Key", "cut-off-key-1")
+		rec := httptest.NewRecorder()
+		other.Handler().ServeHTTP(rec, req)
+		return rec
+	}
+	for tick := 0; ; tick++ {
+		rec := retry()
+		if rec.Code == http.StatusAccepted {
+			break
+		}
+		if rec.Code != http.StatusConflict || !strings.Contains(rec.Body.String(), "request_in_progress") {
+			t.Fatalf("the retry on another replica = %d %s, want 202 (or 409 request_in_progress for a moment)", rec.Code, rec.Body)
+		}
+		if tick == 5 {
+			t.Fatalf("the key is still held 5 s after the store's return: %d %s", rec.Code, rec.Body)
+		}
+		e.clock.Advance(time.Second)
+		time.Sleep(20 * time.Millisecond) // let the Service meet the store again
+	}
+}
+
+// A Store whose connection breaks while it commits may have committed, so
+// a 503 store_unavailable does not say that nothing was changed: the crash
+// harness saw a create answered 503 during a PostgreSQL restart whose
+// retry found the task made.
+func TestUnavailableAnswerDoesNotSayNothingChanged(t *testing.T) {
+	t.Parallel()
+	var store *flakyStore
+	e := newEnv(t, withFlakyStore(&store))
+	store.lostCommit.Store(true)
+	rec := e.do(request{method: "POST", path: "/tasks", key: e.admin, body: taskBody("ENG-1")})
+	store.lostCommit.Store(false)
+	body := decode(t, rec)
+	if rec.Code != http.StatusServiceUnavailable || errorCode(body) != "store_unavailable" {
+		t.Fatalf("POST /tasks with the commit lost = %d %s, want 503 store_unavailable", rec.Code, rec.Body)
+	}
+	if msg := body["error"].(map[string]any)["message"].(string); strings.Contains(msg, "nothing was changed") {
+		t.Errorf("the 503 says %q, but the task was made", msg)
+	}
+	e.call(request{method: "POST", path: "/tasks", key: e.admin, body: taskBody("ENG-1")}, http.StatusConflict)
 }

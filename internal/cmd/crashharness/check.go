@@ -28,6 +28,7 @@ type results struct {
 	submits    int
 	ships      int
 	events     int
+	gaps       int // sequence numbers the store left unused (PostgreSQL)
 	delivered  int
 	duplicates int
 	reconnects int
@@ -37,14 +38,47 @@ func (r *results) fail(format string, args ...any) {
 	r.violations = append(r.violations, fmt.Sprintf(format, args...))
 }
 
-// check waits for the acknowledged work to settle, stops the server
-// cleanly and checks every invariant against what the clients were told,
-// the Store, the event stream, the webhook receiver and the git
-// repositories.
-func check(ctx context.Context, o options, srv *server, st *state, obs *observer, recv *receiver, dir string) *results {
+// target is what a run checks: the demo processes, the data directory
+// they share (its git repositories stand in for the code host), and the
+// Store they share, opened once they are stopped.
+type target struct {
+	servers   []*server
+	data      string
+	openStore func(ctx context.Context) (lifecycle.Store, error)
+	// secretFiles is a glob of the files that must not hold the webhook
+	// secret in the clear; empty when the Store keeps no files here.
+	secretFiles string
+	// dump, when set, returns a dump of the Store's data, which must not
+	// hold the webhook secret in the clear either.
+	dump func(ctx context.Context) ([]byte, error)
+	// gapless says that the Store numbers events without gaps. SQLite
+	// does; PostgreSQL draws sequences from a SEQUENCE, and a transaction
+	// that drew one and then rolled back (cut off by a restart) leaves a
+	// number unused. Either way no stored event may be missed.
+	gapless bool
+}
+
+// sqliteTarget is the target of a single demo on SQLite.
+func sqliteTarget(srv *server) target {
+	return target{
+		servers: []*server{srv},
+		data:    srv.data,
+		openStore: func(context.Context) (lifecycle.Store, error) {
+			return sqlite.New(sqlite.Config{Path: filepath.Join(srv.data, "lifecycle.db")})
+		},
+		secretFiles: filepath.Join(srv.data, "lifecycle.db*"),
+		gapless:     true,
+	}
+}
+
+// check waits at most settle for the acknowledged work to settle, stops
+// the servers cleanly and checks every invariant against what the
+// clients were told, the Store, the event streams, the webhook receiver
+// and the git repositories.
+func check(ctx context.Context, settle time.Duration, tg target, st *state, streams []*observer, recv *receiver) *results {
 	r := &results{}
 	start := time.Now()
-	deadline := start.Add(o.deadline)
+	deadline := start.Add(settle)
 	st.mu.Lock()
 	tasks := slices.Clone(st.tasks)
 	r.violations = append(r.violations, st.violations...)
@@ -79,22 +113,28 @@ func check(ctx context.Context, o options, srv *server, st *state, obs *observer
 		}
 	}
 
-	// The stream and the webhooks catch up: wait until every event the
-	// stream saw was delivered and the stream has been quiet a while.
+	// The streams and the webhooks catch up: wait until every event the
+	// streams saw was delivered and they have been quiet a while.
 	for time.Now().Before(deadline) {
-		ids, _, last := obs.seen()
-		if time.Since(last) > 1500*time.Millisecond && recv.has(ids) == len(ids) {
+		settled := true
+		for _, o := range streams {
+			ids, _, last := o.seen()
+			settled = settled && time.Since(last) > 1500*time.Millisecond && recv.has(ids) == len(ids)
+		}
+		if settled {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	r.settle = time.Since(start)
-	if err := srv.stop(); err != nil {
-		r.fail("%v", err)
+	for _, srv := range tg.servers {
+		if err := srv.stop(); err != nil {
+			r.fail("%v", err)
+		}
 	}
 
-	// The stream saw every stored event after it started, once, in order.
-	store, err := sqlite.New(sqlite.Config{Path: filepath.Join(srv.data, "lifecycle.db")})
+	// Each stream saw every stored event after it started, once, in order.
+	store, err := tg.openStore(ctx)
 	if err != nil {
 		r.fail("open the store: %v", err)
 		return r
@@ -115,34 +155,17 @@ func check(ctx context.Context, o options, srv *server, st *state, obs *observer
 	}
 	r.events = len(stored)
 	for i := 1; i < len(stored); i++ {
-		if stored[i].Sequence != stored[i-1].Sequence+1 {
-			r.fail("the outbox has a gap: sequence %d after %d", stored[i].Sequence, stored[i-1].Sequence)
+		switch prev, seq := stored[i-1].Sequence, stored[i].Sequence; {
+		case seq <= prev:
+			r.fail("the outbox is out of order: sequence %d after %d", seq, prev)
+		case seq != prev+1 && tg.gapless:
+			r.fail("the outbox has a gap: sequence %d after %d", seq, prev)
+		case seq != prev+1:
+			r.gaps += int(seq - prev - 1)
 		}
 	}
-	ids, seqs, _ := obs.seen()
-	obs.mu.Lock()
-	r.reconnects = obs.reconnects
-	obs.mu.Unlock()
-	switch {
-	case len(seqs) == 0:
-		r.fail("the event stream saw no event")
-	default:
-		for i := 1; i < len(seqs); i++ {
-			if seqs[i] != seqs[i-1]+1 {
-				r.fail("the event stream went from sequence %d to %d (a gap or a duplicate)", seqs[i-1], seqs[i])
-			}
-		}
-		i := slices.IndexFunc(stored, func(e lifecycle.Event) bool { return e.Sequence == seqs[0] })
-		if i < 0 || len(stored)-i != len(seqs) {
-			r.fail("the event stream saw %d events from sequence %d; the store holds %d from there", len(seqs), seqs[0], len(stored)-max(i, 0))
-		} else {
-			for j, e := range stored[i:] {
-				if e.ID != ids[j] {
-					r.fail("the event stream's event %d is %s; the store's is %s", j, ids[j], e.ID)
-					break
-				}
-			}
-		}
+	for _, o := range streams {
+		r.checkStream(o, stored)
 	}
 
 	// Every event reached the webhook receiver, with a valid signature.
@@ -163,7 +186,7 @@ func check(ctx context.Context, o options, srv *server, st *state, obs *observer
 	// Every shipped task is merged exactly once; no task twice.
 	merges := map[string]int{}
 	for _, project := range []string{"crash0", "crash1"} {
-		if err := countMerges(filepath.Join(srv.data, "repos", project), merges); err != nil {
+		if err := countMerges(filepath.Join(tg.data, "repos", project), merges); err != nil {
 			r.fail("read the repository of %s: %v", project, err)
 		}
 	}
@@ -178,21 +201,77 @@ func check(ctx context.Context, o options, srv *server, st *state, obs *observer
 		}
 	}
 
-	// No 5xx answer.
+	// No 5xx answer (but, in the store-fault mode, 503 store_unavailable
+	// with Retry-After), and no request without an answer there.
 	st.mu.Lock()
 	for _, f := range st.fivexx {
 		r.fail("5xx answer: %s", f)
 	}
+	for _, f := range st.noAnswer {
+		r.fail("no answer (no process was killed): %s", f)
+	}
 	st.mu.Unlock()
 
 	// The webhook secret is sealed at rest.
-	files, _ := filepath.Glob(filepath.Join(srv.data, "lifecycle.db*"))
-	for _, f := range files {
-		if raw, err := os.ReadFile(f); err == nil && bytes.Contains(raw, []byte(webhookSecret)) {
-			r.fail("%s holds the webhook secret in the clear", filepath.Base(f))
+	if tg.secretFiles != "" {
+		files, _ := filepath.Glob(tg.secretFiles)
+		for _, f := range files {
+			if raw, err := os.ReadFile(f); err == nil && bytes.Contains(raw, []byte(webhookSecret)) {
+				r.fail("%s holds the webhook secret in the clear", filepath.Base(f))
+			}
+		}
+	}
+	if tg.dump != nil {
+		raw, err := tg.dump(ctx)
+		switch {
+		case err != nil:
+			r.fail("dump the store: %v", err)
+		case !bytes.Contains(raw, []byte("crashharness")):
+			r.fail("the dump of the store holds none of the harness's data: %.200s", raw)
+		case bytes.Contains(raw, []byte(webhookSecret)):
+			r.fail("the store holds the webhook secret in the clear")
 		}
 	}
 	return r
+}
+
+// checkStream checks that the stream o saw every stored event from its
+// first one on, once, in sequence.
+func (r *results) checkStream(o *observer, stored []lifecycle.Event) {
+	ids, seqs, _ := o.seen()
+	o.mu.Lock()
+	r.reconnects += o.reconnects
+	o.mu.Unlock()
+	name := "the event stream"
+	if o.srv.name != "demo" {
+		name = "the event stream of " + o.srv.name
+	}
+	if len(seqs) == 0 {
+		r.fail("%s saw no event", name)
+		return
+	}
+	// Where the store holds no event, the sequence may skip (see
+	// target.gapless); the comparison with the store below finds any
+	// event missed.
+	for i := 1; i < len(seqs); i++ {
+		if seqs[i] <= seqs[i-1] {
+			r.fail("%s went from sequence %d to %d (a duplicate or out of order)", name, seqs[i-1], seqs[i])
+		}
+	}
+	i := slices.IndexFunc(stored, func(e lifecycle.Event) bool { return e.Sequence == seqs[0] })
+	if i < 0 || len(stored)-i != len(seqs) {
+		r.fail("%s saw %d events from sequence %d; the store holds %d from there", name, len(seqs), seqs[0], len(stored)-max(i, 0))
+	}
+	for j, e := range stored[max(i, 0):] {
+		if j >= len(ids) || e.ID != ids[j] {
+			seen := "nothing"
+			if j < len(ids) {
+				seen = fmt.Sprintf("%s (sequence %d)", ids[j], seqs[j])
+			}
+			r.fail("%s's event %d is %s; the store's is %s (sequence %d)", name, j, seen, e.ID, e.Sequence)
+			return
+		}
+	}
 }
 
 // countMerges counts the merge commits on main of the repository at dir by
@@ -223,8 +302,9 @@ func countMerges(dir string, merges map[string]int) error {
 	})
 }
 
-// print prints the run's figures and its broken invariants.
-func (r *results) print(srv *server, st *state) {
+// killFigures returns the kill mode's figures: the kills, the restarts,
+// and what the targeted kills measured.
+func killFigures(srv *server, st *state) []string {
 	srv.mu.Lock()
 	kills, restarts := slices.Clone(srv.kills), slices.Clone(srv.restarts)
 	srv.mu.Unlock()
@@ -234,20 +314,52 @@ func (r *results) print(srv *server, st *state) {
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	fmt.Printf("kills: %d (%s)\n", len(kills), joinCounts(reasons))
-	fmt.Printf("start to first answer: %s (first start and %d restarts)\n", spread(restarts), max(len(restarts)-1, 0))
-	fmt.Printf("SIGKILL + immediate restart → queued ship completes in %s\n", spread(st.shipDone))
-	fmt.Printf("SIGKILL + immediate restart → retried submit replays in %s\n", spread(st.replays))
+	return []string{
+		fmt.Sprintf("kills: %d (%s)", len(kills), joinCounts(reasons)),
+		fmt.Sprintf("start to first answer: %s (first start and %d restarts)", spread(restarts), max(len(restarts)-1, 0)),
+		fmt.Sprintf("SIGKILL + immediate restart → queued ship completes in %s", spread(st.shipDone)),
+		fmt.Sprintf("SIGKILL + immediate restart → retried submit replays in %s", spread(st.replays)),
+	}
+}
+
+// print prints the lines head, the run's figures and its broken
+// invariants, with the end of the servers' logs when any failed.
+func (r *results) print(tg target, st *state, head []string) {
+	for _, line := range head {
+		fmt.Println(line)
+	}
+	st.mu.Lock()
 	fmt.Printf("workload: %s, %d answers (%s); settling: %s\n", r.workload.Round(time.Millisecond), st.requests, joinStatuses(st.statuses), r.settle.Round(time.Millisecond))
+	if st.faults {
+		fmt.Printf("answers 503 store_unavailable with Retry-After: %d; other 5xx: %d; requests without an answer: %d; slowest answer: %.2f s (%s)\n",
+			len(st.unavailable), len(st.fivexx), len(st.noAnswer), st.slowest.Seconds(), st.slowestReq)
+		reasons := joinCounts(st.conflicts)
+		if reasons == "" {
+			reasons = "none"
+		}
+		fmt.Printf("409 answers by reason: %s; creates answered 503 that had committed (a retry found the task): %d\n", reasons, st.ambiguous)
+		fmt.Printf("retries whose Idempotency-Key an attempt cut off by the store still held (409 request_in_progress) waited %s\n", spread(st.keyWaits))
+	}
+	st.mu.Unlock()
 	fmt.Printf("acknowledged: %d tasks, %d submits, %d ships\n", r.tasks, r.submits, r.ships)
-	fmt.Printf("events: %d stored; the stream reconnected %d times; webhooks: %d of %d delivered (%d duplicates)\n",
-		r.events, r.reconnects, r.delivered, r.events, r.duplicates)
+	streams := "the stream"
+	if len(tg.servers) > 1 {
+		streams = fmt.Sprintf("%d streams, one per replica,", len(tg.servers))
+	}
+	gaps := ""
+	if r.gaps > 0 {
+		gaps = fmt.Sprintf(" (%d sequence numbers skipped by transactions that rolled back)", r.gaps)
+	}
+	fmt.Printf("events: %d stored%s; %s reconnected %d times; webhooks: %d of %d delivered (%d duplicates)\n",
+		r.events, gaps, streams, r.reconnects, r.delivered, r.events, r.duplicates)
 	for _, v := range r.violations {
 		fmt.Println("VIOLATION:", v)
 	}
 	if len(r.violations) > 0 {
-		fmt.Println("--- the demo's last log:")
-		fmt.Println(lastLines(srv.logs(), 40))
+		for _, srv := range tg.servers {
+			fmt.Printf("--- the last log of %s:\n", srv.name)
+			fmt.Println(lastLines(srv.logs(), 40))
+		}
 	}
 }
 
@@ -255,7 +367,7 @@ func (r *results) print(srv *server, st *state) {
 // min 0.30, median 0.41, p90 0.52, max 0.52; 0 over 10 s)".
 func spread(ds []time.Duration) string {
 	if len(ds) == 0 {
-		return "n=0: no such kill in this run"
+		return "n=0: none in this run"
 	}
 	s := slices.Clone(ds)
 	slices.Sort(s)

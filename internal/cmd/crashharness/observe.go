@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -30,6 +31,7 @@ type receiver struct {
 
 	mu       sync.Mutex
 	events   map[string]int // event ID → deliveries
+	arrivals []time.Time    // when each valid delivery came
 	invalid  int            // deliveries whose signature did not match
 	mismatch int            // deliveries whose X-Service-Event-Id is not their body's id
 }
@@ -67,6 +69,7 @@ func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
 		rc.mismatch++
 	}
 	rc.events[env.ID]++
+	rc.arrivals = append(rc.arrivals, time.Now())
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -83,21 +86,40 @@ func (rc *receiver) has(ids []string) int {
 	return n
 }
 
+// firstAfter returns when the first delivery after t came.
+func (rc *receiver) firstAfter(t time.Time) (time.Time, bool) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return firstAfter(rc.arrivals, t)
+}
+
+// firstAfter returns the first of the ascending times ts after t.
+func firstAfter(ts []time.Time, t time.Time) (time.Time, bool) {
+	i := sort.Search(len(ts), func(i int) bool { return ts[i].After(t) })
+	if i == len(ts) {
+		return time.Time{}, false
+	}
+	return ts[i], true
+}
+
 func (rc *receiver) close() { rc.srv.Close() }
 
-// observer follows the event stream across restarts, resuming with
-// Last-Event-ID, and records what it saw in order.
+// observer follows the event stream of one server across restarts and
+// outages, resuming with Last-Event-ID, and records what it saw in order.
 type observer struct {
 	srv *server
+	st  *state // counts the answers that open no stream
 
 	mu         sync.Mutex
 	ids        []string
 	seqs       []int64
+	times      []time.Time // when each frame came
 	reconnects int
 	lastFrame  time.Time
+	hangUp     context.CancelFunc // ends the stream being read
 }
 
-func newObserver(srv *server) *observer { return &observer{srv: srv} }
+func newObserver(srv *server, st *state) *observer { return &observer{srv: srv, st: st} }
 
 // run reads streams until ctx is done.
 func (o *observer) run(ctx context.Context) {
@@ -109,20 +131,32 @@ func (o *observer) run(ctx context.Context) {
 			last = o.ids[len(o.ids)-1]
 		}
 		o.mu.Unlock()
-		req, _ := http.NewRequestWithContext(ctx, "GET", o.srv.base+"/task-events/stream?heartbeatSeconds=10", nil)
+		sctx, hangUp := context.WithCancel(ctx)
+		o.mu.Lock()
+		o.hangUp = hangUp
+		o.mu.Unlock()
+		req, _ := http.NewRequestWithContext(sctx, "GET", o.srv.base+"/task-events/stream?heartbeatSeconds=10", nil)
 		req.Header.Set("Authorization", "Bearer "+adminKey)
 		if last != "" {
 			req.Header.Set("Last-Event-ID", last)
 		}
 		resp, err := client.Do(req)
 		if err != nil {
+			hangUp()
 			time.Sleep(20 * time.Millisecond)
 			continue
 		}
 		if resp.StatusCode == http.StatusOK {
 			o.read(resp)
+		} else {
+			// Refused (a store outage: 503 store_unavailable): counted
+			// with the workload's answers, and tried again.
+			data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+			o.st.count(o.srv, req.Method, req.URL.Path, resp.StatusCode, resp.Header, data, 0)
+			time.Sleep(storeRetry)
 		}
 		resp.Body.Close()
+		hangUp()
 		o.mu.Lock()
 		o.reconnects++
 		o.mu.Unlock()
@@ -130,26 +164,42 @@ func (o *observer) run(ctx context.Context) {
 	}
 }
 
-// read records the frames of one stream until it ends.
+// drop ends the stream being read, as a client that lost its connection;
+// the observer reconnects at once, with Last-Event-ID.
+func (o *observer) drop() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.hangUp != nil {
+		o.hangUp()
+	}
+}
+
+// read records the frames of one stream until it ends. A frame counts
+// once its blank line came, as an EventSource dispatches it: one cut off
+// by a dropped connection is sent again on reconnection.
 func (o *observer) read(resp *http.Response) {
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	var id string
+	var id, data string
 	for sc.Scan() {
 		line := sc.Text()
 		switch {
 		case strings.HasPrefix(line, "id: "):
 			id = strings.TrimPrefix(line, "id: ")
 		case strings.HasPrefix(line, "data: "):
+			data = strings.TrimPrefix(line, "data: ")
+		case line == "" && data != "":
 			var env struct {
 				Sequence int64 `json:"sequence"`
 			}
-			json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &env)
+			json.Unmarshal([]byte(data), &env)
 			o.mu.Lock()
 			o.ids = append(o.ids, id)
 			o.seqs = append(o.seqs, env.Sequence)
 			o.lastFrame = time.Now()
+			o.times = append(o.times, o.lastFrame)
 			o.mu.Unlock()
+			data = ""
 		}
 	}
 }
@@ -159,4 +209,11 @@ func (o *observer) seen() (ids []string, seqs []int64, last time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return append([]string(nil), o.ids...), append([]int64(nil), o.seqs...), o.lastFrame
+}
+
+// firstAfter returns when the first frame after t came.
+func (o *observer) firstAfter(t time.Time) (time.Time, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return firstAfter(o.times, t)
 }

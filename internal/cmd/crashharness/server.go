@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -20,8 +20,10 @@ const adminKey = "lsk_crashharnesscrashharnesscrashharness0"
 
 // server runs the demo process and restarts it.
 type server struct {
+	name      string // "demo", or a replica's name
 	bin, data string
-	addr      string // fixed across restarts
+	env       []string // beside the harness's own environment
+	addr      string   // fixed across restarts
 	base      string
 	recv      *receiver
 	log       *slog.Logger
@@ -43,14 +45,17 @@ type kill struct {
 	reason string
 }
 
-func newServer(bin, data string, recv *receiver, log *slog.Logger) (*server, error) {
+// newServer returns the demo named name, on a free port of 127.0.0.1 and
+// data directory data, started with the environment variables env (such
+// as LIFECYCLE_POSTGRES_DSN) beside the harness's own.
+func newServer(name, bin, data string, recv *receiver, log *slog.Logger, env ...string) (*server, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	return &server{bin: bin, data: data, addr: addr, base: "http://" + addr, recv: recv, log: log,
+	return &server{name: name, bin: bin, data: data, env: env, addr: addr, base: "http://" + addr, recv: recv, log: log,
 		client: &http.Client{Timeout: 15 * time.Second}}, nil
 }
 
@@ -61,7 +66,8 @@ func (s *server) start() error {
 	stderr := &lockedWriter{}
 	cmd.Stdout, cmd.Stderr = io.Discard, stderr
 	// Secrets through the environment, never on the command line.
-	cmd.Env = append(os.Environ(), "LIFECYCLE_ADMIN_KEY="+adminKey, "WEBHOOK_SECRET="+webhookSecret)
+	cmd.Env = append(environ(), "LIFECYCLE_ADMIN_KEY="+adminKey, "WEBHOOK_SECRET="+webhookSecret)
+	cmd.Env = append(cmd.Env, s.env...)
 	t0 := time.Now()
 	if err := cmd.Start(); err != nil {
 		s.mu.Unlock()
@@ -76,7 +82,7 @@ func (s *server) start() error {
 	for time.Now().Before(deadline) {
 		select {
 		case <-exited:
-			return fmt.Errorf("the demo exited at start: %s", stderr.String())
+			return fmt.Errorf("%s exited at start: %s", s.name, stderr.String())
 		default:
 		}
 		req, _ := http.NewRequest("GET", s.base+"/tasks?limit=1", nil)
@@ -93,7 +99,7 @@ func (s *server) start() error {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return errors.New("the demo did not answer within 60 s")
+	return fmt.Errorf("%s did not answer within 60 s", s.name)
 }
 
 // kill sends SIGKILL to the demo and waits for it to die; no restart
@@ -127,6 +133,20 @@ func (s *server) restart() error {
 	return s.start()
 }
 
+// environ returns the harness's environment without the demo's own
+// variables (LIFECYCLE_POSTGRES_DSN, LIFECYCLE_INSTANCE_ID, ...): the
+// harness sets those it means, and a DSN of the machine's must never
+// reach a demo it kills.
+func environ() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "LIFECYCLE_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
 // lastKill returns the time of the last kill.
 func (s *server) lastKill() time.Time {
 	s.mu.Lock()
@@ -153,7 +173,7 @@ func (s *server) stop() error {
 	case <-time.After(30 * time.Second):
 		cmd.Process.Kill()
 		<-exited
-		return errors.New("the demo did not stop within 30 s of SIGTERM")
+		return fmt.Errorf("%s did not stop within 30 s of SIGTERM", s.name)
 	}
 }
 

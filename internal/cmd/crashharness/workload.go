@@ -19,29 +19,45 @@ type taskState struct {
 	id, identifier, project string
 	submissionID            string // acknowledged submit
 	headSHA                 string
-	shipOp                  string // acknowledged ship operation
+	shipOp                  string    // acknowledged ship operation
+	shipAcked               time.Time // when it was acknowledged
 }
 
 // state is the workload's record of acknowledgements and answers.
 type state struct {
-	srv     *server
+	srv     *server   // the server the kill mode kills
+	servers []*server // where requests go, each to the next in turn
+	next    atomic.Uint64
 	workers int
+	// faults is set in the store-fault mode: a 503 store_unavailable
+	// with Retry-After is an answer the client retries, and a request
+	// without an answer (no process is killed) is a failure.
+	faults bool
 
 	target atomic.Pointer[string] // "submit" or "ship": kill after the next such acknowledgement
 
-	mu         sync.Mutex
-	tasks      []*taskState
-	requests   int
-	statuses   map[int]int
-	fivexx     []string
-	violations []string
-	replays    []time.Duration // targeted submit kills: kill to replayed answer
-	shipDone   []time.Duration // targeted ship kills: kill to succeeded
-	waiters    sync.WaitGroup  // ship completion watchers
+	mu          sync.Mutex
+	tasks       []*taskState
+	requests    int
+	statuses    map[int]int
+	fivexx      []string
+	noAnswer    []string    // store-fault mode: requests that got no answer
+	unavailable []time.Time // store-fault mode: when each 503 store_unavailable came
+	slowest     time.Duration
+	slowestReq  string
+	ambiguous   int             // creates answered 503 store_unavailable, then 409: the first had committed
+	keyWaits    []time.Duration // retries refused 409 request_in_progress: how long until the key was free
+	conflicts   map[string]int  // 409 answers by error.details.reason
+	violations  []string
+	replays     []time.Duration // targeted submit kills: kill to replayed answer
+	shipDone    []time.Duration // targeted ship kills: kill to succeeded
+	waiters     sync.WaitGroup  // ship completion watchers
 }
 
-func newState(srv *server, workers int) *state {
-	return &state{srv: srv, workers: workers, statuses: make(map[int]int)}
+// newState returns the workload's state for requests to servers, the
+// first of which the kill mode kills.
+func newState(workers int, servers ...*server) *state {
+	return &state{srv: servers[0], servers: servers, workers: workers, statuses: make(map[int]int), conflicts: make(map[string]int)}
 }
 
 // killAfterNext arms a targeted kill: the next acknowledgement of kind
@@ -92,49 +108,104 @@ type answer struct {
 	status   int
 	body     map[string]any
 	replayed bool
+	// unavailable counts the 503 store_unavailable answers the request
+	// got, and retried, before this one.
+	unavailable int
 }
 
-// call sends one request, retrying while the server is down, until it
-// answers or ctx ends. Every answer is counted; a 5xx is recorded.
+// storeRetry is how soon the store-fault mode retries a request answered
+// 503 store_unavailable. It is shorter than the answer's Retry-After (2 s)
+// so that the figures measure the service's recovery, not the client's
+// patience.
+const storeRetry = 100 * time.Millisecond
+
+// call sends one request, to the next server in turn, retrying while the
+// server is down (and, in the store-fault mode, while it answers 503
+// store_unavailable), until it answers or ctx ends.
 func (st *state) call(ctx context.Context, method, path string, body any, idemKey string) (answer, error) {
 	var raw []byte
 	if body != nil {
 		raw, _ = json.Marshal(body)
 	}
+	unavailable := 0
 	for {
 		if err := ctx.Err(); err != nil {
 			return answer{}, err
 		}
-		req, _ := http.NewRequestWithContext(ctx, method, st.srv.base+path, bytes.NewReader(raw))
-		req.Header.Set("Authorization", "Bearer "+adminKey)
-		if idemKey != "" {
-			req.Header.Set("Idempotency-Key", idemKey)
-		}
-		resp, err := st.srv.client.Do(req)
-		if err != nil {
-			if ctx.Err() != nil {
-				return answer{}, ctx.Err()
+		srv := st.servers[int(st.next.Add(1)%uint64(len(st.servers)))]
+		a, err := st.once(ctx, srv, method, path, raw, idemKey)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return answer{}, ctx.Err()
+		case err != nil:
+			if st.faults {
+				st.mu.Lock()
+				st.noAnswer = append(st.noAnswer, fmt.Sprintf("%s %s on %s: %v", method, path, srv.name, err))
+				st.mu.Unlock()
 			}
 			time.Sleep(20 * time.Millisecond) // down or restarting: not an answer
 			continue
-		}
-		data, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			time.Sleep(20 * time.Millisecond) // killed while answering
+		case st.faults && a.storeUnavailable():
+			unavailable++
+			time.Sleep(storeRetry)
 			continue
 		}
-		a := answer{status: resp.StatusCode, replayed: resp.Header.Get("Idempotent-Replayed") == "true"}
-		json.Unmarshal(data, &a.body)
-		st.mu.Lock()
-		st.requests++
-		st.statuses[a.status]++
-		if a.status >= 500 {
-			st.fivexx = append(st.fivexx, fmt.Sprintf("%s %s: %d %s", method, path, a.status, data))
-		}
-		st.mu.Unlock()
+		a.unavailable = unavailable
 		return a, nil
 	}
+}
+
+// once sends one request to srv and returns its answer, counted. An
+// error means no answer came (refused, cut off, or past the client's
+// timeout).
+func (st *state) once(ctx context.Context, srv *server, method, path string, raw []byte, idemKey string) (answer, error) {
+	req, _ := http.NewRequestWithContext(ctx, method, srv.base+path, bytes.NewReader(raw))
+	req.Header.Set("Authorization", "Bearer "+adminKey)
+	if idemKey != "" {
+		req.Header.Set("Idempotency-Key", idemKey)
+	}
+	sent := time.Now()
+	resp, err := srv.client.Do(req)
+	if err != nil {
+		return answer{}, err
+	}
+	data, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return answer{}, err // killed while answering
+	}
+	return st.count(srv, method, path, resp.StatusCode, resp.Header, data, time.Since(sent)), nil
+}
+
+// count counts an answer that took took and returns it: a 5xx is
+// recorded unless, in the store-fault mode, it is a 503 store_unavailable
+// with Retry-After.
+func (st *state) count(srv *server, method, path string, status int, header http.Header, data []byte, took time.Duration) answer {
+	a := answer{status: status, replayed: header.Get("Idempotent-Replayed") == "true"}
+	json.Unmarshal(data, &a.body)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.requests++
+	st.statuses[a.status]++
+	if a.status == http.StatusConflict {
+		st.conflicts[errorReason(a)]++
+	}
+	if took > st.slowest {
+		st.slowest, st.slowestReq = took, fmt.Sprintf("%s %s on %s: %d", method, path, srv.name, a.status)
+	}
+	switch {
+	case st.faults && a.storeUnavailable() && header.Get("Retry-After") != "":
+		st.unavailable = append(st.unavailable, time.Now())
+	case a.status >= 500:
+		st.fivexx = append(st.fivexx, fmt.Sprintf("%s %s on %s: %d (Retry-After %q) %s", method, path, srv.name, a.status, header.Get("Retry-After"), data))
+	}
+	return a
+}
+
+// storeUnavailable reports whether a is 503 store_unavailable.
+func (a answer) storeUnavailable() bool {
+	e, _ := a.body["error"].(map[string]any)
+	return a.status == http.StatusServiceUnavailable && e["code"] == "store_unavailable"
 }
 
 // violation records a broken invariant seen during the workload.
@@ -176,6 +247,13 @@ func (st *state) lifecycle(ctx context.Context, t *taskState, rnd *rand.Rand) er
 		if t.id, err = st.findTask(ctx, t); err != nil || t.id == "" {
 			return fmt.Errorf("created before a kill, but not found: %v", err)
 		}
+		if a.unavailable > 0 {
+			// The connection to the database broke while it committed:
+			// the 503 could not tell, and the task was made.
+			st.mu.Lock()
+			st.ambiguous++
+			st.mu.Unlock()
+		}
 	default:
 		return fmt.Errorf("create: %d %v", a.status, a.body)
 	}
@@ -192,14 +270,17 @@ func (st *state) lifecycle(ctx context.Context, t *taskState, rnd *rand.Rand) er
 	submit := map[string]any{"summary": "Work on " + t.identifier + " is done.", "mode": "artifact",
 		"checks": []map[string]any{{"name": "unit", "status": "passed"}}}
 	key := "submit-" + t.id
+	var held time.Time // when the key was first found held
 	for {
 		if a, err = st.call(ctx, "POST", "/tasks/"+t.id+"/submit", submit, key); err != nil {
 			return nil
 		}
 		if a.status == http.StatusConflict && errorReason(a) == "request_in_progress" {
+			held = st.heldKey(held)
 			time.Sleep(100 * time.Millisecond) // held by a request the kill cut short: wait for its lease
 			continue
 		}
+		st.keyFreed(held)
 		break
 	}
 	if a.status != http.StatusAccepted {
@@ -237,14 +318,17 @@ func (st *state) lifecycle(ctx context.Context, t *taskState, rnd *rand.Rand) er
 	}
 
 	ship := map[string]any{"mode": "merge_only", "targetEnvironment": "staging", "expectedHeadSha": t.headSHA}
+	held = time.Time{}
 	for {
 		if a, err = st.call(ctx, "POST", "/tasks/"+t.id+"/ship", ship, "ship-"+t.id); err != nil {
 			return nil
 		}
 		if a.status == http.StatusConflict && errorReason(a) == "request_in_progress" {
+			held = st.heldKey(held)
 			time.Sleep(100 * time.Millisecond)
 			continue
 		}
+		st.keyFreed(held)
 		break
 	}
 	if a.status != http.StatusAccepted {
@@ -252,6 +336,7 @@ func (st *state) lifecycle(ctx context.Context, t *taskState, rnd *rand.Rand) er
 	}
 	st.mu.Lock()
 	t.shipOp, _ = a.data()["operationId"].(string)
+	t.shipAcked = time.Now()
 	st.mu.Unlock()
 	if st.acknowledged("ship") {
 		killed := st.srv.lastKill()
@@ -270,6 +355,26 @@ func (st *state) lifecycle(ctx context.Context, t *taskState, rnd *rand.Rand) er
 	}
 	time.Sleep(time.Duration(rnd.IntN(50)) * time.Millisecond)
 	return nil
+}
+
+// heldKey notes a retry refused 409 request_in_progress: its key is held
+// by an earlier attempt. It returns when the key was first found held.
+func (st *state) heldKey(since time.Time) time.Time {
+	if since.IsZero() {
+		return time.Now()
+	}
+	return since
+}
+
+// keyFreed records how long a retry waited for its key, found held since
+// since (zero: it was not).
+func (st *state) keyFreed(since time.Time) {
+	if since.IsZero() {
+		return
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.keyWaits = append(st.keyWaits, time.Since(since))
 }
 
 // errorReason returns error.details.reason of an answer.
