@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/tasklifecycle/lifecycle"
@@ -16,8 +17,7 @@ func keyBody(actorID string, role lifecycle.Role, scopes ...lifecycle.Scope) map
 }
 
 // A key creates keys only within its own scopes and the actors it may act
-// as; only a key with every scope mints system keys; a key cannot revoke a
-// key holding scopes it lacks.
+// as; a key cannot revoke a key holding scopes it lacks.
 func TestKeysAdminIsLeastPrivilege(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -38,7 +38,7 @@ func TestKeysAdminIsLeastPrivilege(t *testing.T) {
 		{"agent creates a key for another agent", agent, keyBody("agent-2", lifecycle.RoleAgent, lifecycle.ScopeTasksRead), 403},
 		{"agent creates a user key", agent, keyBody("agent-1", lifecycle.RoleUser, lifecycle.ScopeTasksRead), 403},
 		{"agent creates a key for itself", agent, keyBody("agent-1", lifecycle.RoleAgent, lifecycle.ScopeTasksRead), 201},
-		{"a key with every scope mints a system key", e.admin, keyBody("robot", lifecycle.RoleSystem, lifecycle.ScopeTasksRead), 201},
+		{"a user key with every scope mints a system key", e.admin, keyBody("robot", lifecycle.RoleSystem, lifecycle.ScopeTasksRead), 403},
 	}
 	for _, tt := range tests {
 		rec := e.do(request{method: "POST", path: "/api-keys", key: tt.key, body: tt.body})
@@ -63,10 +63,110 @@ func TestKeysAdminIsLeastPrivilege(t *testing.T) {
 		return ""
 	}
 	e.call(request{method: "DELETE", path: "/api-keys/" + idOf("root"), key: user}, http.StatusForbidden)
-	e.call(request{method: "DELETE", path: "/api-keys/" + idOf("tester"), key: user}, http.StatusForbidden) // the admin key
-	e.call(request{method: "GET", path: "/tasks", key: e.admin}, http.StatusOK)                             // still works
+	e.call(request{method: "DELETE", path: "/api-keys/" + idOf("root"), key: e.admin}, http.StatusForbidden) // a system key, to a user key
+	e.call(request{method: "DELETE", path: "/api-keys/" + idOf("tester"), key: user}, http.StatusForbidden)  // the admin key
+	e.call(request{method: "GET", path: "/tasks", key: e.admin}, http.StatusOK)                              // still works
 	e.call(request{method: "DELETE", path: "/api-keys/" + idOf("agent-9"), key: user}, http.StatusNoContent)
 	e.call(request{method: "DELETE", path: "/api-keys/key_unknownunknownunknown", key: user}, http.StatusNotFound)
+}
+
+// The rule table of keyrules.go, over HTTP: for each role of a creator
+// holding every scope, which actors it may mint keys for and revoke the keys
+// of. No key mints a principal it could not act as itself, system included:
+// an agent with keys:admin and every scope mints neither the system nor a
+// reviewer (who would approve its own work), nor a user.
+func TestKeyRulesHoldForEveryRole(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	creators := map[lifecycle.Role]lifecycle.Actor{
+		lifecycle.RoleSystem:   {ID: "root", Role: lifecycle.RoleSystem},
+		lifecycle.RoleUser:     {ID: "ops", Role: lifecycle.RoleUser},
+		lifecycle.RoleAgent:    {ID: "agent-1", Role: lifecycle.RoleAgent},
+		lifecycle.RoleReviewer: {ID: "rev-1", Role: lifecycle.RoleReviewer},
+	}
+	keys := map[lifecycle.Role]string{}
+	for role, actor := range creators {
+		keys[role] = e.keyAs(actor, allScopes()...)
+	}
+	targets := []struct {
+		name  string
+		actor lifecycle.Actor
+	}{
+		{"the system", lifecycle.Actor{ID: "system", Role: lifecycle.RoleSystem}},
+		{"another system actor", lifecycle.Actor{ID: "robot", Role: lifecycle.RoleSystem}},
+		{"a user", lifecycle.Actor{ID: "ops-2", Role: lifecycle.RoleUser}},
+		{"agent-1", lifecycle.Actor{ID: "agent-1", Role: lifecycle.RoleAgent}},
+		{"another agent", lifecycle.Actor{ID: "agent-2", Role: lifecycle.RoleAgent}},
+		{"rev-1", lifecycle.Actor{ID: "rev-1", Role: lifecycle.RoleReviewer}},
+		{"another reviewer", lifecycle.Actor{ID: "rev-2", Role: lifecycle.RoleReviewer}},
+		{"a reviewer named as agent-1", lifecycle.Actor{ID: "agent-1", Role: lifecycle.RoleReviewer}},
+	}
+	// allowed[creator role] lists the targets it may mint keys for.
+	allowed := map[lifecycle.Role][]string{
+		lifecycle.RoleSystem:   {"the system", "another system actor", "a user", "agent-1", "another agent", "rev-1", "another reviewer", "a reviewer named as agent-1"},
+		lifecycle.RoleUser:     {"a user", "agent-1", "another agent", "rev-1", "another reviewer", "a reviewer named as agent-1"},
+		lifecycle.RoleAgent:    {"agent-1"},
+		lifecycle.RoleReviewer: {"rev-1"},
+	}
+	for role, key := range keys {
+		for _, target := range targets {
+			want := http.StatusForbidden
+			if slices.Contains(allowed[role], target.name) {
+				want = http.StatusCreated
+			}
+			body := keyBody(target.actor.ID, target.actor.Role, lifecycle.ScopeTasksRead)
+			rec := e.do(request{method: "POST", path: "/api-keys", key: key, body: body})
+			if rec.Code != want {
+				t.Errorf("a key of role %s mints a key for %s: %d, want %d: %s", role, target.name, rec.Code, want, rec.Body)
+				continue
+			}
+			if want == http.StatusForbidden && errorCode(decode(t, rec)) != "insufficient_scope" {
+				t.Errorf("a key of role %s mints a key for %s: %s", role, target.name, rec.Body)
+			}
+		}
+	}
+
+	// Revocation follows the same table: each creator revokes a key of
+	// each target, minted by the host.
+	for role, key := range keys {
+		for _, target := range targets {
+			victim, _, err := e.svc.CreateAPIKey(t.Context(), lifecycle.CreateAPIKeyParams{Name: "victim", Scopes: []lifecycle.Scope{lifecycle.ScopeTasksRead}, Actor: target.actor})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := http.StatusForbidden
+			if slices.Contains(allowed[role], target.name) {
+				want = http.StatusNoContent
+			}
+			rec := e.do(request{method: "DELETE", path: "/api-keys/" + victim.ID, key: key})
+			if rec.Code != want {
+				t.Errorf("a key of role %s revokes a key of %s: %d, want %d: %s", role, target.name, rec.Code, want, rec.Body)
+			}
+		}
+	}
+}
+
+// The escalation of issue 21: an agent key holding keys:admin cannot
+// become the system, and so cannot mint the reviewer that approves its work.
+func TestAgentKeyCannotBecomeTheSystem(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	agent := e.keyAs(lifecycle.Actor{ID: "agent-1", Role: lifecycle.RoleAgent}, allScopes()...)
+	for _, body := range []map[string]any{
+		keyBody("system", lifecycle.RoleSystem, allScopes()...),
+		keyBody("agent-1", lifecycle.RoleSystem, lifecycle.ScopeKeysAdmin),
+		keyBody("reviewer-1", lifecycle.RoleReviewer, lifecycle.ScopeReviewsWrite),
+		keyBody("agent-1", lifecycle.RoleReviewer, lifecycle.ScopeReviewsWrite),
+		keyBody("ops", lifecycle.RoleUser, lifecycle.ScopeKeysAdmin),
+	} {
+		rec := e.do(request{method: "POST", path: "/api-keys", key: agent, body: body})
+		if rec.Code != http.StatusForbidden || errorCode(decode(t, rec)) != "insufficient_scope" {
+			t.Errorf("the agent minted %v: %d %s", body["actor"], rec.Code, rec.Body)
+		}
+	}
+	if n := len(e.call(request{method: "GET", path: "/api-keys", key: e.admin}, http.StatusOK)["data"].([]any)); n != 2 {
+		t.Errorf("%d keys, want the admin's and the agent's", n)
+	}
 }
 
 // POST /api-keys honours Idempotency-Key: a retry replays the same key,
