@@ -2,11 +2,16 @@ package lifecycle_test
 
 import (
 	"bytes"
+	"crypto/aes"
+	"crypto/cipher"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/tasklifecycle/lifecycle"
 )
@@ -169,37 +174,117 @@ func TestAgentKeyCannotBecomeTheSystem(t *testing.T) {
 	}
 }
 
-// POST /api-keys honours Idempotency-Key: a retry replays the same key,
-// and the recorded answer does not keep the plaintext in the clear when a
-// WebhookSecretKey seals it.
+// POST /api-keys honours Idempotency-Key: a retry creates no second key,
+// and replays the key's record without its plaintext ("key": null and
+// meta.keyOmitted), which is recorded nowhere, with or without a
+// WebhookSecretKey.
 func TestCreateAPIKeyIsIdempotent(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, func(c *lifecycle.Config) { c.WebhookSecretKey = bytes.Repeat([]byte{7}, 32) })
-	h := http.Header{"Idempotency-Key": {"create-key-0001"}}
-	body := keyBody("agent-7", lifecycle.RoleAgent, lifecycle.ScopeTasksRead)
-	first := e.do(request{method: "POST", path: "/api-keys", key: e.admin, body: body, header: h})
-	again := e.do(request{method: "POST", path: "/api-keys", key: e.admin, body: body, header: h})
-	if first.Code != 201 || again.Code != 201 || !bytes.Equal(first.Body.Bytes(), again.Body.Bytes()) || again.Header().Get("Idempotent-Replayed") != "true" {
-		t.Fatalf("first %d %s\nagain %d %s", first.Code, first.Body, again.Code, again.Body)
-	}
-	keys := e.call(request{method: "GET", path: "/api-keys", key: e.admin}, http.StatusOK)["data"].([]any)
-	if len(keys) != 2 { // the admin's and this one
-		t.Errorf("%d keys after a retried creation, want 2", len(keys))
-	}
-	plaintext := decode(t, first)["data"].(map[string]any)["key"].(string)
-	e.call(request{method: "GET", path: "/tasks", key: plaintext}, http.StatusOK)
+	for _, tt := range []struct {
+		name string
+		cfg  func(*lifecycle.Config)
+	}{
+		{"without a WebhookSecretKey", func(*lifecycle.Config) {}},
+		{"with a WebhookSecretKey", func(c *lifecycle.Config) { c.WebhookSecretKey = bytes.Repeat([]byte{7}, 32) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, tt.cfg)
+			h := http.Header{"Idempotency-Key": {"create-key-0001"}}
+			body := keyBody("agent-7", lifecycle.RoleAgent, lifecycle.ScopeTasksRead)
+			first := e.call(request{method: "POST", path: "/api-keys", key: e.admin, body: body, header: h}, http.StatusCreated)["data"].(map[string]any)
+			plaintext, _ := first["key"].(string)
+			if !strings.HasPrefix(plaintext, "lsk_") {
+				t.Fatalf("the first answer holds no key: %v", first)
+			}
+			e.clock.Advance(time.Hour)
+			again := e.do(request{method: "POST", path: "/api-keys", key: e.admin, body: body, header: h})
+			if again.Code != http.StatusCreated || again.Header().Get("Idempotent-Replayed") != "true" || strings.Contains(again.Body.String(), plaintext) {
+				t.Fatalf("replay: %d %q %s", again.Code, again.Header().Get("Idempotent-Replayed"), again.Body)
+			}
+			replay := decode(t, again)
+			data, meta := replay["data"].(map[string]any), replay["meta"].(map[string]any)
+			if k, ok := data["key"]; !ok || k != nil || meta["keyOmitted"] != true || !strings.Contains(meta["message"].(string), "shown once") {
+				t.Errorf("replay: %s", again.Body)
+			}
+			delete(first, "key")
+			delete(data, "key")
+			if fmt.Sprint(first) != fmt.Sprint(data) {
+				t.Errorf("the replay's record %v differs from the first answer's %v", data, first)
+			}
+			keys := e.call(request{method: "GET", path: "/api-keys", key: e.admin}, http.StatusOK)["data"].([]any)
+			if len(keys) != 2 { // the admin's and this one
+				t.Errorf("%d keys after a retried creation, want 2", len(keys))
+			}
+			e.call(request{method: "GET", path: "/tasks", key: plaintext}, http.StatusOK)
 
-	// The same key for another body is a conflict; a bad key is a 400.
-	other := keyBody("agent-8", lifecycle.RoleAgent, lifecycle.ScopeTasksRead)
-	e.call(request{method: "POST", path: "/api-keys", key: e.admin, body: other, header: h}, http.StatusConflict)
-	e.call(request{method: "POST", path: "/api-keys", key: e.admin, body: other, header: http.Header{"Idempotency-Key": {"short"}}}, http.StatusBadRequest)
+			// The same key for another body is a conflict; a bad key is a 400.
+			other := keyBody("agent-8", lifecycle.RoleAgent, lifecycle.ScopeTasksRead)
+			e.call(request{method: "POST", path: "/api-keys", key: e.admin, body: other, header: h}, http.StatusConflict)
+			e.call(request{method: "POST", path: "/api-keys", key: e.admin, body: other, header: http.Header{"Idempotency-Key": {"short"}}}, http.StatusBadRequest)
 
-	// The plaintext is nowhere in the database files.
-	files, _ := filepath.Glob(filepath.Join(filepath.Dir(e.store.Path()), "*"))
-	for _, f := range files {
-		raw, _ := os.ReadFile(f)
-		if bytes.Contains(raw, []byte(plaintext)) {
-			t.Errorf("%s holds the plaintext key", f)
-		}
+			// The plaintext is nowhere in the database files.
+			files, _ := filepath.Glob(filepath.Join(filepath.Dir(e.store.Path()), "*"))
+			for _, f := range files {
+				raw, _ := os.ReadFile(f)
+				if bytes.Contains(raw, []byte(plaintext)) {
+					t.Errorf("%s holds the plaintext key", f)
+				}
+			}
+		})
+	}
+}
+
+// An answer to POST /api-keys recorded by an earlier version, which held the
+// plaintext (in the form of a webhook secret: plain, or sealed with the
+// WebhookSecretKey), is replayed without it.
+func TestEarlierRecordedKeyIsReplayedWithoutIt(t *testing.T) {
+	t.Parallel()
+	secretKey := bytes.Repeat([]byte{7}, 32)
+	for _, tt := range []struct {
+		name string
+		cfg  func(*lifecycle.Config)
+		form func(t *testing.T, scope lifecycle.IdempotencyScope, answer []byte) []byte
+	}{
+		{"plain", func(*lifecycle.Config) {}, func(_ *testing.T, _ lifecycle.IdempotencyScope, answer []byte) []byte {
+			return append([]byte{0}, answer...)
+		}},
+		{"sealed", func(c *lifecycle.Config) { c.WebhookSecretKey = secretKey }, func(t *testing.T, scope lifecycle.IdempotencyScope, answer []byte) []byte {
+			block, err := aes.NewCipher(secretKey)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gcm, _ := cipher.NewGCM(block)
+			nonce := bytes.Repeat([]byte{1}, gcm.NonceSize())
+			aad := scope.PrincipalID + "\n" + scope.Method + " " + scope.Route + "\n" + scope.ResourceID + "\n" + scope.Key
+			return gcm.Seal(append([]byte{1}, nonce...), nonce, answer, []byte(aad))
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, tt.cfg)
+			h := http.Header{"Idempotency-Key": {"create-key-0002"}}
+			body := keyBody("agent-7", lifecycle.RoleAgent, lifecycle.ScopeTasksRead)
+			rec := e.do(request{method: "POST", path: "/api-keys", key: e.admin, body: body, header: h})
+			plaintext := decode(t, rec)["data"].(map[string]any)["key"].(string)
+			// Rewrite the record as an earlier version kept it: the whole answer.
+			scope := lifecycle.IdempotencyScope{PrincipalID: e.keyID("tester"), Method: "POST", Route: "/api-keys", Key: "create-key-0002"}
+			err := e.store.Update(t.Context(), func(tx lifecycle.Tx) error {
+				r, err := tx.IdempotencyRecord(t.Context(), scope)
+				if err != nil {
+					return err
+				}
+				r.Body = tt.form(t, scope, rec.Body.Bytes())
+				return tx.UpdateIdempotencyRecord(t.Context(), r)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			again := e.do(request{method: "POST", path: "/api-keys", key: e.admin, body: body, header: h})
+			if again.Code != http.StatusCreated || strings.Contains(again.Body.String(), plaintext) || !strings.Contains(again.Body.String(), `"key":null`) ||
+				!strings.Contains(again.Body.String(), `"keyOmitted":true`) {
+				t.Fatalf("replay of an earlier record: %d %s", again.Code, again.Body)
+			}
+		})
 	}
 }
