@@ -383,6 +383,24 @@ type signInBody struct {
 	Key string `json:"key"`
 }
 
+// Limits of a sign-in's body, which is read before anyone is signed in: it
+// is small, is read outside Config.MaxDecodingBytes (so that stalled
+// sign-ins cannot hold the budget every writer shares) and must arrive
+// within signInReadTimeout, or Config.BodyReadTimeout when that is shorter.
+const (
+	maxSignInBytes    = 4 << 10
+	signInReadTimeout = 10 * time.Second
+)
+
+// signInLimits returns how a sign-in's body is read.
+func (c *console) signInLimits() bodyLimits {
+	timeout := signInReadTimeout
+	if t := c.s.cfg.BodyReadTimeout; t > 0 && t < timeout {
+		timeout = t
+	}
+	return bodyLimits{max: maxSignInBytes, timeout: timeout}
+}
+
 // handleSignIn exchanges an API key for a session: POST session with
 // {"key": "lsk_..."}. It answers 200 with the session and its cookie.
 func (c *console) handleSignIn(w http.ResponseWriter, r *http.Request) error {
@@ -390,7 +408,11 @@ func (c *console) handleSignIn(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var body signInBody
-	if err := decodeJSON(w, r, &body, false); err != nil {
+	raw, _, err := readBodyWith(w, r, c.signInLimits())
+	if err != nil {
+		return err
+	}
+	if err := decodeRaw(r.Context(), raw, &body, false, nil); err != nil {
 		return err
 	}
 	if c.s.keys == nil {
@@ -405,9 +427,9 @@ func (c *console) handleSignIn(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	raw := make([]byte, 32)
-	rand.Read(raw)
-	token := base64.RawURLEncoding.EncodeToString(raw)
+	random := make([]byte, 32)
+	rand.Read(random)
+	token := base64.RawURLEncoding.EncodeToString(random)
 	tokenHash := sha256.Sum256([]byte(token))
 	now := c.s.clock.Now()
 	cs := ConsoleSession{Hash: tokenHash[:], KeyID: k.ID, KeyHash: hash[:], CreatedAt: NewTimestamp(now), ExpiresAt: NewTimestamp(now.Add(c.s.cfg.ConsoleSessionTTL))}
