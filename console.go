@@ -30,7 +30,8 @@ import (
 //	mux.Handle("/console/", http.StripPrefix("/console", svc.Console()))
 //
 // An operator signs in by typing an API key of the Service once; the
-// console exchanges it for a session cookie (HttpOnly, SameSite=Strict,
+// console exchanges it for a session cookie (HttpOnly, SameSite=Strict;
+// over TLS __Host-lifecycle_console, Secure, on Path=/; over plain http
 // scoped to the console's path) that lasts [Config.ConsoleSessionTTL] and
 // acts with that key's scopes, and ends when the key is revoked. The key
 // is never kept by the page, put in a URL or logged. Every change made
@@ -46,8 +47,16 @@ func (s *Service) Console() http.Handler {
 	return s.console.handler
 }
 
-// consoleCookie is the name of the console's session cookie.
-const consoleCookie = "lifecycle_console"
+// The names of the console's session cookie: over TLS (or with
+// Config.ConsoleSecureCookie) the __Host- prefix, which makes a browser
+// accept the cookie only when it is Secure, on Path=/ and without a
+// Domain, so that no other site of the domain (a subdomain, or the same
+// host over plain http) can set it; over plain http the plain name, scoped
+// to the console's path.
+const (
+	consoleCookie       = "lifecycle_console"
+	consoleSecureCookie = "__Host-lifecycle_console"
+)
 
 // consoleCSRFHeader carries a console session's CSRF token.
 const consoleCSRFHeader = "X-CSRF-Token"
@@ -165,7 +174,11 @@ func (c *console) session(r *http.Request) (*consoleSession, error) {
 	if cs, ok := r.Context().Value(consoleSessionKey{}).(*consoleSession); ok {
 		return cs, nil
 	}
-	cookie, err := r.Cookie(consoleCookie)
+	name := consoleCookie
+	if c.secure(r) {
+		name = consoleSecureCookie // the plain one is not taken: any site of the domain could have set it
+	}
+	cookie, err := r.Cookie(name)
 	if err != nil || cookie.Value == "" {
 		return nil, fmt.Errorf("not signed in to the console; sign in with an API key: %w", ErrUnauthorized)
 	}
@@ -479,11 +492,23 @@ func (c *console) handleSignOut(w http.ResponseWriter, r *http.Request) error {
 }
 
 // cookie returns the session cookie holding token for maxAge seconds (-1:
-// cleared): HttpOnly, SameSite=Strict, on the console's path, Secure on
-// TLS requests or with Config.ConsoleSecureCookie.
+// cleared): HttpOnly and SameSite=Strict; on TLS requests or with
+// Config.ConsoleSecureCookie, __Host-lifecycle_console, Secure, on Path=/
+// (the __Host- prefix requires it; the API never reads cookies); over plain
+// http, lifecycle_console on the console's path.
 func (c *console) cookie(r *http.Request, token string, maxAge int) *http.Cookie {
-	return &http.Cookie{Name: consoleCookie, Value: token, Path: consolePath(r), MaxAge: maxAge, HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil || c.s.cfg.ConsoleSecureCookie}
+	ck := &http.Cookie{Name: consoleCookie, Value: token, Path: consolePath(r), MaxAge: maxAge, HttpOnly: true, SameSite: http.SameSiteStrictMode}
+	if c.secure(r) {
+		ck.Name, ck.Path, ck.Secure = consoleSecureCookie, "/", true
+	}
+	return ck
+}
+
+// secure reports whether the browser reaches the console over TLS: the
+// request came over TLS, or Config.ConsoleSecureCookie says that a proxy
+// in front terminates it.
+func (c *console) secure(r *http.Request) bool {
+	return r.TLS != nil || c.s.cfg.ConsoleSecureCookie
 }
 
 // consolePath returns the path the console is mounted at, with a trailing

@@ -144,9 +144,10 @@ type Config struct {
 	// Defaults to 8 hours.
 	ConsoleSessionTTL time.Duration
 
-	// ConsoleSecureCookie marks the console's session cookie Secure even
-	// on requests that came without TLS, for a server behind a proxy that
-	// terminates TLS. The cookie is always Secure on TLS requests.
+	// ConsoleSecureCookie gives the console's session cookie its TLS form
+	// (__Host-lifecycle_console, Secure, Path=/) even on requests that came
+	// without TLS, for a server behind a proxy that terminates TLS. The
+	// cookie always has that form on TLS requests.
 	ConsoleSecureCookie bool
 
 	// Clock tells the time. Defaults to the system clock.
