@@ -112,10 +112,13 @@ func bearerToken(r *http.Request) (string, bool) {
 // keyAuthenticator authenticates bearer API keys against the Store. It
 // caches what it found for a short time so that a read does not cost a
 // second query; revoking through the same Service clears the cache at once.
+// Its limiter refuses clients that failed too often before any Store read;
+// the console's sign-ins and sessions use it too.
 type keyAuthenticator struct {
 	store Store
 	clock Clock
 	ttl   time.Duration
+	limit *authLimiter // nil: unlimited
 
 	mu    sync.RWMutex
 	cache map[[sha256.Size]byte]cachedKey
@@ -133,22 +136,33 @@ type cachedKey struct {
 // maxCachedKeys bounds the cache; keys past it are simply looked up each time.
 const maxCachedKeys = 10000
 
-func newKeyAuthenticator(store Store, clock Clock, ttl time.Duration) *keyAuthenticator {
-	return &keyAuthenticator{store: store, clock: clock, ttl: ttl, cache: make(map[[sha256.Size]byte]cachedKey)}
+func newKeyAuthenticator(store Store, clock Clock, ttl time.Duration, limit *authLimiter) *keyAuthenticator {
+	return &keyAuthenticator{store: store, clock: clock, ttl: ttl, limit: limit, cache: make(map[[sha256.Size]byte]cachedKey)}
 }
 
-// Authenticate implements Authenticator.
+// Authenticate implements Authenticator. A request without a key is
+// refused as it is; one from a client that failed too often is refused
+// with 429 before its key is looked up; a malformed, unknown or revoked
+// key counts as a failure of its client.
 func (a *keyAuthenticator) Authenticate(r *http.Request) (Principal, error) {
 	token, ok := bearerToken(r)
 	if !ok {
 		return Principal{}, fmt.Errorf("missing API key; send the header \"Authorization: Bearer lsk_...\" with a key of this service: %w", ErrUnauthorized)
 	}
+	client, err := a.limit.admit(r)
+	if err != nil {
+		return Principal{}, err
+	}
 	if !validAPIKey(token) {
+		a.limit.failed(client)
 		return Principal{}, fmt.Errorf("malformed API key; send the header \"Authorization: Bearer lsk_...\" with lsk_ followed by at least 32 letters or digits: %w", ErrUnauthorized)
 	}
 	hash := sha256.Sum256([]byte(token))
 	key, err := a.lookup(r.Context(), hash)
 	if err != nil {
+		if errors.Is(err, ErrUnauthorized) {
+			a.limit.failed(client)
+		}
 		return Principal{}, err
 	}
 	return Principal{ID: key.ID, Actor: key.Actor, Scopes: key.Scopes}, nil

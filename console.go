@@ -165,14 +165,24 @@ type consoleSession struct {
 	token string // the cookie's value
 }
 
-// consoleSessionKey keys the session in a request's context.
+// consoleSessionKey keys, in a request's context, the sessionLookup that
+// serveAPI made, so that the API's Authenticate does not read it again.
 type consoleSessionKey struct{}
 
+// sessionLookup is what session found for a request.
+type sessionLookup struct {
+	cs  *consoleSession
+	err error
+}
+
 // session returns the request's session: its cookie's, if the Store has
-// it and it has not expired; else an error matching ErrUnauthorized.
+// it and it has not expired; else an error matching ErrUnauthorized, or a
+// *RateLimitError for a client whose cookies or keys failed too often (its
+// cookie is then not looked up). An unknown or expired cookie counts as a
+// failure of its client.
 func (c *console) session(r *http.Request) (*consoleSession, error) {
-	if cs, ok := r.Context().Value(consoleSessionKey{}).(*consoleSession); ok {
-		return cs, nil
+	if found, ok := r.Context().Value(consoleSessionKey{}).(sessionLookup); ok {
+		return found.cs, found.err
 	}
 	name := consoleCookie
 	if c.secure(r) {
@@ -182,18 +192,33 @@ func (c *console) session(r *http.Request) (*consoleSession, error) {
 	if err != nil || cookie.Value == "" {
 		return nil, fmt.Errorf("not signed in to the console; sign in with an API key: %w", ErrUnauthorized)
 	}
+	client, err := c.limiter().admit(r)
+	if err != nil {
+		return nil, err
+	}
 	hash := sha256.Sum256([]byte(cookie.Value))
 	stored, err := c.s.store.ConsoleSession(r.Context(), hash[:])
 	if errors.Is(err, ErrNotFound) {
+		c.limiter().failed(client)
 		return nil, fmt.Errorf("the console session ended; sign in again: %w", ErrUnauthorized)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read console session: %w", err)
 	}
 	if !c.s.clock.Now().Before(stored.ExpiresAt.Time) {
+		c.limiter().failed(client)
 		return nil, fmt.Errorf("the console session expired; sign in again: %w", ErrUnauthorized)
 	}
 	return &consoleSession{ConsoleSession: stored, token: cookie.Value}, nil
+}
+
+// limiter returns the limiter of failed authentications, nil when the
+// Service has a host's Authenticator (the console then signs no one in).
+func (c *console) limiter() *authLimiter {
+	if c.s.keys == nil {
+		return nil
+	}
+	return c.s.keys.limit
 }
 
 // csrfToken returns the CSRF token of the session whose cookie holds
@@ -300,11 +325,11 @@ func (c *console) signedIn(r *http.Request, scopes ...Scope) (*consoleSession, P
 // ends it too, as it ends every stream of the key.)
 func (c *console) serveAPI(w http.ResponseWriter, r *http.Request) {
 	cs, err := c.session(r)
+	ctx := context.WithValue(r.Context(), consoleSessionKey{}, sessionLookup{cs, err})
 	if err != nil {
-		c.api.ServeHTTP(w, r) // refused by Authenticate, with the API's errors
+		c.api.ServeHTTP(w, r.WithContext(ctx)) // refused by Authenticate, with the API's errors
 		return
 	}
-	ctx := context.WithValue(r.Context(), consoleSessionKey{}, cs)
 	if (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.URL.Path == "/api/task-events/stream" {
 		ctx = context.WithValue(ctx, streamSessionKey{}, streamSession{
 			ended: c.streamingEnded(cs), expires: c.s.clock.After(cs.ExpiresAt.Sub(c.s.clock.Now())),
@@ -415,9 +440,16 @@ func (c *console) signInLimits() bodyLimits {
 }
 
 // handleSignIn exchanges an API key for a session: POST session with
-// {"key": "lsk_..."}. It answers 200 with the session and its cookie.
+// {"key": "lsk_..."}. It answers 200 with the session and its cookie. A
+// client whose sign-ins (or keys, or cookies) failed too often is refused
+// with 429 before its body is read; a malformed, unknown or revoked key
+// counts as a failure.
 func (c *console) handleSignIn(w http.ResponseWriter, r *http.Request) error {
 	if err := c.checkSite(r, nil); err != nil {
+		return err
+	}
+	client, err := c.limiter().admit(r)
+	if err != nil {
 		return err
 	}
 	var body signInBody
@@ -433,11 +465,15 @@ func (c *console) handleSignIn(w http.ResponseWriter, r *http.Request) error {
 	}
 	key := strings.TrimSpace(body.Key)
 	if !validAPIKey(key) {
+		c.limiter().failed(client)
 		return fmt.Errorf("that is not an API key of this service (lsk_ followed by at least 32 letters or digits): %w", ErrUnauthorized)
 	}
 	hash := sha256.Sum256([]byte(key))
 	k, err := c.s.keys.lookup(r.Context(), hash)
 	if err != nil {
+		if errors.Is(err, ErrUnauthorized) {
+			c.limiter().failed(client)
+		}
 		return err
 	}
 	random := make([]byte, 32)

@@ -21,7 +21,8 @@ const (
 	decodingWait = 2 * time.Second
 )
 
-// requestDefaults fills in and checks the request limits of c.
+// requestDefaults fills in and checks the request limits of c, the
+// limiter of failed authentications included.
 func (c *Config) requestDefaults() error {
 	if c.MaxDecodingBytes == 0 {
 		c.MaxDecodingBytes = defaultMaxDecodingBytes
@@ -32,7 +33,7 @@ func (c *Config) requestDefaults() error {
 	if c.BodyReadTimeout == 0 {
 		c.BodyReadTimeout = defaultBodyReadTimeout
 	}
-	return nil
+	return c.authLimitDefaults()
 }
 
 // serviceKey is the context key under which the handler passes its
