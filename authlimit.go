@@ -74,7 +74,7 @@ type authLimiter struct {
 	max      int
 	address  func(*http.Request) string
 
-	mu      sync.Mutex
+	mu      sync.RWMutex         // admit, on every request with credentials, only reads
 	clients map[string]time.Time // when each client's failures are all forgiven
 }
 
@@ -96,9 +96,9 @@ func (l *authLimiter) admit(r *http.Request) (client string, err error) {
 	}
 	client = clientKey(l.address(r))
 	now := l.clock.Now()
-	l.mu.Lock()
+	l.mu.RLock()
 	forgiven, ok := l.clients[client]
-	l.mu.Unlock()
+	l.mu.RUnlock()
 	// The client is limited while one more failure would take it past its
 	// bucket: while it has limit failures not yet forgiven.
 	wait := forgiven.Sub(now) - time.Duration(l.limit-1)*l.interval
@@ -147,8 +147,8 @@ func (l *authLimiter) evict(now time.Time) {
 
 // size returns the number of clients in the table.
 func (l *authLimiter) size() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.mu.RLock()
+	defer l.mu.RUnlock()
 	return len(l.clients)
 }
 

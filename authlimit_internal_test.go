@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -145,4 +146,26 @@ func TestAuthLimiterMemory(t *testing.T) {
 		t.Errorf("%.0f bytes per client, want about 150", perClient)
 	}
 	runtime.KeepAlive(l)
+}
+
+// Clients failing at once from many goroutines keep the table bounded
+// (and, under -race, show the limiter's locking sound).
+func TestAuthLimiterConcurrentFailures(t *testing.T) {
+	t.Parallel()
+	l, _ := newTestLimiter(5, time.Minute, 100)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 1000 {
+				client, err := l.admit(from(fmt.Sprintf("10.0.%d.%d:1", g, i%300)))
+				if err == nil {
+					l.failed(client)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := l.size(); n > 100 {
+		t.Errorf("%d clients in a table of 100", n)
+	}
 }
