@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -111,10 +112,13 @@ func bearerToken(r *http.Request) (string, bool) {
 // keyAuthenticator authenticates bearer API keys against the Store. It
 // caches what it found for a short time so that a read does not cost a
 // second query; revoking through the same Service clears the cache at once.
+// Its limiter refuses clients that failed too often before any Store read;
+// the console's sign-ins and sessions use it too.
 type keyAuthenticator struct {
 	store Store
 	clock Clock
 	ttl   time.Duration
+	limit *authLimiter // nil: unlimited
 
 	mu    sync.RWMutex
 	cache map[[sha256.Size]byte]cachedKey
@@ -132,22 +136,33 @@ type cachedKey struct {
 // maxCachedKeys bounds the cache; keys past it are simply looked up each time.
 const maxCachedKeys = 10000
 
-func newKeyAuthenticator(store Store, clock Clock, ttl time.Duration) *keyAuthenticator {
-	return &keyAuthenticator{store: store, clock: clock, ttl: ttl, cache: make(map[[sha256.Size]byte]cachedKey)}
+func newKeyAuthenticator(store Store, clock Clock, ttl time.Duration, limit *authLimiter) *keyAuthenticator {
+	return &keyAuthenticator{store: store, clock: clock, ttl: ttl, limit: limit, cache: make(map[[sha256.Size]byte]cachedKey)}
 }
 
-// Authenticate implements Authenticator.
+// Authenticate implements Authenticator. A request without a key is
+// refused as it is; one from a client that failed too often is refused
+// with 429 before its key is looked up; a malformed, unknown or revoked
+// key counts as a failure of its client.
 func (a *keyAuthenticator) Authenticate(r *http.Request) (Principal, error) {
 	token, ok := bearerToken(r)
 	if !ok {
 		return Principal{}, fmt.Errorf("missing API key; send the header \"Authorization: Bearer lsk_...\" with a key of this service: %w", ErrUnauthorized)
 	}
+	client, err := a.limit.admit(r)
+	if err != nil {
+		return Principal{}, err
+	}
 	if !validAPIKey(token) {
+		a.limit.failed(client)
 		return Principal{}, fmt.Errorf("malformed API key; send the header \"Authorization: Bearer lsk_...\" with lsk_ followed by at least 32 letters or digits: %w", ErrUnauthorized)
 	}
 	hash := sha256.Sum256([]byte(token))
 	key, err := a.lookup(r.Context(), hash)
 	if err != nil {
+		if errors.Is(err, ErrUnauthorized) {
+			a.limit.failed(client)
+		}
 		return Principal{}, err
 	}
 	return Principal{ID: key.ID, Actor: key.Actor, Scopes: key.Scopes}, nil
@@ -332,24 +347,62 @@ func (s *Service) RevokeAPIKey(ctx context.Context, keyID string) (APIKey, error
 }
 
 // createdAPIKey is the response to POST /api-keys: the record and, this
-// once, the plaintext.
+// once, the plaintext; null in a replay.
 type createdAPIKey struct {
 	APIKey
-	Key string `json:"key"`
+	Key *string `json:"key"`
 }
 
 // apiKeysRoute is the route of key creation, for idempotency scopes.
 const apiKeysRoute = "/api-keys"
 
-// createdAPIKeyEnvelope is the body of a POST /api-keys response.
+// createdAPIKeyEnvelope is the body of a POST /api-keys response. Meta is
+// set in a replay only.
 type createdAPIKeyEnvelope struct {
-	Data createdAPIKey `json:"data"`
+	Data createdAPIKey  `json:"data"`
+	Meta *keyReplayMeta `json:"meta,omitempty"`
+}
+
+// keyReplayMeta says why a replayed POST /api-keys holds no key.
+type keyReplayMeta struct {
+	// KeyOmitted is always true: the plaintext was shown once.
+	KeyOmitted bool `json:"keyOmitted"`
+	// Message says so in words.
+	Message string `json:"message"`
+}
+
+// replay returns the answer replayed under the Idempotency-Key of the
+// request that e answered: the key's record, without its plaintext.
+func (e createdAPIKeyEnvelope) replay() createdAPIKeyEnvelope {
+	return createdAPIKeyEnvelope{Data: createdAPIKey{APIKey: e.Data.APIKey}, Meta: &keyReplayMeta{KeyOmitted: true,
+		Message: "The plaintext key was shown once, in the answer to the first request with this Idempotency-Key, and is not kept. " +
+			"If that answer was lost, revoke " + e.Data.ID + " and create another key."}}
+}
+
+// apiKeyReplay returns the replay of a recorded answer to POST /api-keys.
+// Answers are recorded without the plaintext and replayed as they are;
+// those recorded by earlier versions held it (in the form of a webhook
+// secret, sealed with Config.WebhookSecretKey when there was one) and are
+// replayed without it.
+func (s *Service) apiKeyReplay(scope IdempotencyScope, recorded []byte) ([]byte, error) {
+	if len(recorded) > 0 && recorded[0] == '{' {
+		return recorded, nil
+	}
+	opened, err := s.secrets.open(idempotencyAAD(scope), recorded)
+	if err != nil {
+		return nil, fmt.Errorf("open an answer recorded by an earlier version: %w", err)
+	}
+	var env createdAPIKeyEnvelope
+	if err := json.Unmarshal(opened, &env); err != nil {
+		return nil, fmt.Errorf("decode an answer recorded by an earlier version: %w", err)
+	}
+	return encodeJSON(env.replay()), nil
 }
 
 // handleCreateAPIKey creates a key within the rules of keyrules.go. With an
-// Idempotency-Key the creation is idempotent like the API's others; its
-// recorded answer, which holds the plaintext key, is sealed with
-// Config.WebhookSecretKey when there is one.
+// Idempotency-Key the creation is idempotent like the API's others, except
+// that its answer is recorded without the plaintext key: a replay answers
+// the key's record with "key": null and meta.keyOmitted.
 func (s *Service) handleCreateAPIKey(w http.ResponseWriter, r *http.Request, p *Principal) error {
 	var params CreateAPIKeyParams
 	check := func() error {
@@ -359,10 +412,11 @@ func (s *Service) handleCreateAPIKey(w http.ResponseWriter, r *http.Request, p *
 		return params.validate()
 	}
 	if _, ok := r.Header["Idempotency-Key"]; ok {
-		return s.serveIdempotentSealed(w, r, p, apiKeysRoute, "", &params, check, http.StatusCreated, nil, "", s.secrets,
+		keep := func(answer any) any { return answer.(createdAPIKeyEnvelope).replay() }
+		return s.serveIdempotentKept(w, r, p, apiKeysRoute, "", &params, check, http.StatusCreated, nil, "", keep, s.apiKeyReplay,
 			func(ctx context.Context, _ string, respond func(Tx, any) error) error {
 				_, _, err := s.createAPIKey(ctx, params, func(tx Tx, key *APIKey, plaintext string) error {
-					return respond(tx, createdAPIKeyEnvelope{createdAPIKey{*key, plaintext}})
+					return respond(tx, createdAPIKeyEnvelope{Data: createdAPIKey{*key, &plaintext}})
 				})
 				return err
 			})
@@ -374,7 +428,7 @@ func (s *Service) handleCreateAPIKey(w http.ResponseWriter, r *http.Request, p *
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, createdAPIKeyEnvelope{createdAPIKey{key, plaintext}})
+	writeJSON(w, http.StatusCreated, createdAPIKeyEnvelope{Data: createdAPIKey{key, &plaintext}})
 	return nil
 }
 

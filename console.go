@@ -30,7 +30,8 @@ import (
 //	mux.Handle("/console/", http.StripPrefix("/console", svc.Console()))
 //
 // An operator signs in by typing an API key of the Service once; the
-// console exchanges it for a session cookie (HttpOnly, SameSite=Strict,
+// console exchanges it for a session cookie (HttpOnly, SameSite=Strict;
+// over TLS __Host-lifecycle_console, Secure, on Path=/; over plain http
 // scoped to the console's path) that lasts [Config.ConsoleSessionTTL] and
 // acts with that key's scopes, and ends when the key is revoked. The key
 // is never kept by the page, put in a URL or logged. Every change made
@@ -46,8 +47,16 @@ func (s *Service) Console() http.Handler {
 	return s.console.handler
 }
 
-// consoleCookie is the name of the console's session cookie.
-const consoleCookie = "lifecycle_console"
+// The names of the console's session cookie: over TLS (or with
+// Config.ConsoleSecureCookie) the __Host- prefix, which makes a browser
+// accept the cookie only when it is Secure, on Path=/ and without a
+// Domain, so that no other site of the domain (a subdomain, or the same
+// host over plain http) can set it; over plain http the plain name, scoped
+// to the console's path.
+const (
+	consoleCookie       = "lifecycle_console"
+	consoleSecureCookie = "__Host-lifecycle_console"
+)
 
 // consoleCSRFHeader carries a console session's CSRF token.
 const consoleCSRFHeader = "X-CSRF-Token"
@@ -156,31 +165,60 @@ type consoleSession struct {
 	token string // the cookie's value
 }
 
-// consoleSessionKey keys the session in a request's context.
+// consoleSessionKey keys, in a request's context, the sessionLookup that
+// serveAPI made, so that the API's Authenticate does not read it again.
 type consoleSessionKey struct{}
 
+// sessionLookup is what session found for a request.
+type sessionLookup struct {
+	cs  *consoleSession
+	err error
+}
+
 // session returns the request's session: its cookie's, if the Store has
-// it and it has not expired; else an error matching ErrUnauthorized.
+// it and it has not expired; else an error matching ErrUnauthorized, or a
+// *RateLimitError for a client whose cookies or keys failed too often (its
+// cookie is then not looked up). An unknown or expired cookie counts as a
+// failure of its client.
 func (c *console) session(r *http.Request) (*consoleSession, error) {
-	if cs, ok := r.Context().Value(consoleSessionKey{}).(*consoleSession); ok {
-		return cs, nil
+	if found, ok := r.Context().Value(consoleSessionKey{}).(sessionLookup); ok {
+		return found.cs, found.err
 	}
-	cookie, err := r.Cookie(consoleCookie)
+	name := consoleCookie
+	if c.secure(r) {
+		name = consoleSecureCookie // the plain one is not taken: any site of the domain could have set it
+	}
+	cookie, err := r.Cookie(name)
 	if err != nil || cookie.Value == "" {
 		return nil, fmt.Errorf("not signed in to the console; sign in with an API key: %w", ErrUnauthorized)
+	}
+	client, err := c.limiter().admit(r)
+	if err != nil {
+		return nil, err
 	}
 	hash := sha256.Sum256([]byte(cookie.Value))
 	stored, err := c.s.store.ConsoleSession(r.Context(), hash[:])
 	if errors.Is(err, ErrNotFound) {
+		c.limiter().failed(client)
 		return nil, fmt.Errorf("the console session ended; sign in again: %w", ErrUnauthorized)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read console session: %w", err)
 	}
 	if !c.s.clock.Now().Before(stored.ExpiresAt.Time) {
+		c.limiter().failed(client)
 		return nil, fmt.Errorf("the console session expired; sign in again: %w", ErrUnauthorized)
 	}
 	return &consoleSession{ConsoleSession: stored, token: cookie.Value}, nil
+}
+
+// limiter returns the limiter of failed authentications, nil when the
+// Service has a host's Authenticator (the console then signs no one in).
+func (c *console) limiter() *authLimiter {
+	if c.s.keys == nil {
+		return nil
+	}
+	return c.s.keys.limit
 }
 
 // csrfToken returns the CSRF token of the session whose cookie holds
@@ -287,11 +325,11 @@ func (c *console) signedIn(r *http.Request, scopes ...Scope) (*consoleSession, P
 // ends it too, as it ends every stream of the key.)
 func (c *console) serveAPI(w http.ResponseWriter, r *http.Request) {
 	cs, err := c.session(r)
+	ctx := context.WithValue(r.Context(), consoleSessionKey{}, sessionLookup{cs, err})
 	if err != nil {
-		c.api.ServeHTTP(w, r) // refused by Authenticate, with the API's errors
+		c.api.ServeHTTP(w, r.WithContext(ctx)) // refused by Authenticate, with the API's errors
 		return
 	}
-	ctx := context.WithValue(r.Context(), consoleSessionKey{}, cs)
 	if (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.URL.Path == "/api/task-events/stream" {
 		ctx = context.WithValue(ctx, streamSessionKey{}, streamSession{
 			ended: c.streamingEnded(cs), expires: c.s.clock.After(cs.ExpiresAt.Sub(c.s.clock.Now())),
@@ -383,14 +421,43 @@ type signInBody struct {
 	Key string `json:"key"`
 }
 
+// Limits of a sign-in's body, which is read before anyone is signed in: it
+// is small, is read outside Config.MaxDecodingBytes (so that stalled
+// sign-ins cannot hold the budget every writer shares) and must arrive
+// within signInReadTimeout, or Config.BodyReadTimeout when that is shorter.
+const (
+	maxSignInBytes    = 4 << 10
+	signInReadTimeout = 10 * time.Second
+)
+
+// signInLimits returns how a sign-in's body is read.
+func (c *console) signInLimits() bodyLimits {
+	timeout := signInReadTimeout
+	if t := c.s.cfg.BodyReadTimeout; t > 0 && t < timeout {
+		timeout = t
+	}
+	return bodyLimits{max: maxSignInBytes, timeout: timeout}
+}
+
 // handleSignIn exchanges an API key for a session: POST session with
-// {"key": "lsk_..."}. It answers 200 with the session and its cookie.
+// {"key": "lsk_..."}. It answers 200 with the session and its cookie. A
+// client whose sign-ins (or keys, or cookies) failed too often is refused
+// with 429 before its body is read; a malformed, unknown or revoked key
+// counts as a failure.
 func (c *console) handleSignIn(w http.ResponseWriter, r *http.Request) error {
 	if err := c.checkSite(r, nil); err != nil {
 		return err
 	}
+	client, err := c.limiter().admit(r)
+	if err != nil {
+		return err
+	}
 	var body signInBody
-	if err := decodeJSON(w, r, &body, false); err != nil {
+	raw, _, err := readBodyWith(w, r, c.signInLimits())
+	if err != nil {
+		return err
+	}
+	if err := decodeRaw(r.Context(), raw, &body, false, nil); err != nil {
 		return err
 	}
 	if c.s.keys == nil {
@@ -398,16 +465,20 @@ func (c *console) handleSignIn(w http.ResponseWriter, r *http.Request) error {
 	}
 	key := strings.TrimSpace(body.Key)
 	if !validAPIKey(key) {
+		c.limiter().failed(client)
 		return fmt.Errorf("that is not an API key of this service (lsk_ followed by at least 32 letters or digits): %w", ErrUnauthorized)
 	}
 	hash := sha256.Sum256([]byte(key))
 	k, err := c.s.keys.lookup(r.Context(), hash)
 	if err != nil {
+		if errors.Is(err, ErrUnauthorized) {
+			c.limiter().failed(client)
+		}
 		return err
 	}
-	raw := make([]byte, 32)
-	rand.Read(raw)
-	token := base64.RawURLEncoding.EncodeToString(raw)
+	random := make([]byte, 32)
+	rand.Read(random)
+	token := base64.RawURLEncoding.EncodeToString(random)
 	tokenHash := sha256.Sum256([]byte(token))
 	now := c.s.clock.Now()
 	cs := ConsoleSession{Hash: tokenHash[:], KeyID: k.ID, KeyHash: hash[:], CreatedAt: NewTimestamp(now), ExpiresAt: NewTimestamp(now.Add(c.s.cfg.ConsoleSessionTTL))}
@@ -457,11 +528,23 @@ func (c *console) handleSignOut(w http.ResponseWriter, r *http.Request) error {
 }
 
 // cookie returns the session cookie holding token for maxAge seconds (-1:
-// cleared): HttpOnly, SameSite=Strict, on the console's path, Secure on
-// TLS requests or with Config.ConsoleSecureCookie.
+// cleared): HttpOnly and SameSite=Strict; on TLS requests or with
+// Config.ConsoleSecureCookie, __Host-lifecycle_console, Secure, on Path=/
+// (the __Host- prefix requires it; the API never reads cookies); over plain
+// http, lifecycle_console on the console's path.
 func (c *console) cookie(r *http.Request, token string, maxAge int) *http.Cookie {
-	return &http.Cookie{Name: consoleCookie, Value: token, Path: consolePath(r), MaxAge: maxAge, HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil || c.s.cfg.ConsoleSecureCookie}
+	ck := &http.Cookie{Name: consoleCookie, Value: token, Path: consolePath(r), MaxAge: maxAge, HttpOnly: true, SameSite: http.SameSiteStrictMode}
+	if c.secure(r) {
+		ck.Name, ck.Path, ck.Secure = consoleSecureCookie, "/", true
+	}
+	return ck
+}
+
+// secure reports whether the browser reaches the console over TLS: the
+// request came over TLS, or Config.ConsoleSecureCookie says that a proxy
+// in front terminates it.
+func (c *console) secure(r *http.Request) bool {
+	return r.TLS != nil || c.s.cfg.ConsoleSecureCookie
 }
 
 // consolePath returns the path the console is mounted at, with a trailing

@@ -25,12 +25,15 @@ type apiHandler func(w http.ResponseWriter, r *http.Request, p *Principal) error
 // the Service's Authenticator for Handler, console sessions for Console.
 func (s *Service) routes(auth Authenticator) http.Handler {
 	mux := http.NewServeMux()
+	depth := 0 // the most segments of a route, which bounds mountHint's work
 	handle := func(pattern string, scope Scope, h apiHandler) {
+		depth = max(depth, strings.Count(pattern, "/"))
 		mux.Handle(pattern, s.authorize(auth, scope, h, s.cfg.RequestTimeout))
 	}
 	// handleLong serves a route whose requests last as long as their
 	// client stays: the event stream.
 	handleLong := func(pattern string, scope Scope, h apiHandler) {
+		depth = max(depth, strings.Count(pattern, "/"))
 		mux.Handle(pattern, s.authorize(auth, scope, h, 0))
 	}
 
@@ -68,7 +71,7 @@ func (s *Service) routes(auth Authenticator) http.Handler {
 	mux.HandleFunc("GET /healthz", handleHealthz)
 	mux.HandleFunc("GET /readyz", s.handleReadyz)
 
-	mux.Handle("/", s.unrouted(mux))
+	mux.Handle("/", s.unrouted(mux, depth))
 	return s.guard(mux)
 }
 
@@ -120,15 +123,16 @@ func (s *Service) storeFailure(ctx, asked context.Context, err error) error {
 var errMethodNotAllowed = errors.New("method not allowed")
 
 // unrouted answers requests no route matched: 405 when the path exists
-// under another method, 404 otherwise.
-func (s *Service) unrouted(mux *http.ServeMux) http.Handler {
+// under another method, 404 otherwise (see mountHint for depth).
+func (s *Service) unrouted(mux *http.ServeMux, depth int) http.Handler {
 	methods := []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var allowed []string
 		for _, m := range methods {
-			probe := r.Clone(r.Context())
-			probe.Method = m
-			if _, pattern := mux.Handler(probe); pattern != "/" && pattern != "" {
+			if strings.Count(r.URL.Path, "/") > depth {
+				break // no route has that many segments, under any method
+			}
+			if _, pattern := mux.Handler(probe(r, m, r.URL.Path)); pattern != "/" && pattern != "" {
 				allowed = append(allowed, m)
 			}
 		}
@@ -137,7 +141,7 @@ func (s *Service) unrouted(mux *http.ServeMux) http.Handler {
 			s.writeError(w, r, fmt.Errorf("%s is not allowed on %s; use %s: %w", r.Method, r.URL.Path, strings.Join(allowed, " or "), errMethodNotAllowed))
 			return
 		}
-		s.writeError(w, r, fmt.Errorf("no such endpoint: %s %s%s: %w", r.Method, r.URL.Path, mountHint(mux, r), ErrNotFound))
+		s.writeError(w, r, fmt.Errorf("no such endpoint: %s %s%s: %w", r.Method, r.URL.Path, mountHint(mux, depth, r), ErrNotFound))
 	})
 }
 

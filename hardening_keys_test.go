@@ -2,10 +2,16 @@ package lifecycle_test
 
 import (
 	"bytes"
+	"crypto/aes"
+	"crypto/cipher"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/tasklifecycle/lifecycle"
 )
@@ -16,8 +22,7 @@ func keyBody(actorID string, role lifecycle.Role, scopes ...lifecycle.Scope) map
 }
 
 // A key creates keys only within its own scopes and the actors it may act
-// as; only a key with every scope mints system keys; a key cannot revoke a
-// key holding scopes it lacks.
+// as; a key cannot revoke a key holding scopes it lacks.
 func TestKeysAdminIsLeastPrivilege(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -38,7 +43,7 @@ func TestKeysAdminIsLeastPrivilege(t *testing.T) {
 		{"agent creates a key for another agent", agent, keyBody("agent-2", lifecycle.RoleAgent, lifecycle.ScopeTasksRead), 403},
 		{"agent creates a user key", agent, keyBody("agent-1", lifecycle.RoleUser, lifecycle.ScopeTasksRead), 403},
 		{"agent creates a key for itself", agent, keyBody("agent-1", lifecycle.RoleAgent, lifecycle.ScopeTasksRead), 201},
-		{"a key with every scope mints a system key", e.admin, keyBody("robot", lifecycle.RoleSystem, lifecycle.ScopeTasksRead), 201},
+		{"a user key with every scope mints a system key", e.admin, keyBody("robot", lifecycle.RoleSystem, lifecycle.ScopeTasksRead), 403},
 	}
 	for _, tt := range tests {
 		rec := e.do(request{method: "POST", path: "/api-keys", key: tt.key, body: tt.body})
@@ -63,43 +68,223 @@ func TestKeysAdminIsLeastPrivilege(t *testing.T) {
 		return ""
 	}
 	e.call(request{method: "DELETE", path: "/api-keys/" + idOf("root"), key: user}, http.StatusForbidden)
-	e.call(request{method: "DELETE", path: "/api-keys/" + idOf("tester"), key: user}, http.StatusForbidden) // the admin key
-	e.call(request{method: "GET", path: "/tasks", key: e.admin}, http.StatusOK)                             // still works
+	e.call(request{method: "DELETE", path: "/api-keys/" + idOf("root"), key: e.admin}, http.StatusForbidden) // a system key, to a user key
+	e.call(request{method: "DELETE", path: "/api-keys/" + idOf("tester"), key: user}, http.StatusForbidden)  // the admin key
+	e.call(request{method: "GET", path: "/tasks", key: e.admin}, http.StatusOK)                              // still works
 	e.call(request{method: "DELETE", path: "/api-keys/" + idOf("agent-9"), key: user}, http.StatusNoContent)
 	e.call(request{method: "DELETE", path: "/api-keys/key_unknownunknownunknown", key: user}, http.StatusNotFound)
 }
 
-// POST /api-keys honours Idempotency-Key: a retry replays the same key,
-// and the recorded answer does not keep the plaintext in the clear when a
-// WebhookSecretKey seals it.
+// The rule table of keyrules.go, over HTTP: for each role of a creator
+// holding every scope, which actors it may mint keys for and revoke the keys
+// of. No key mints a principal it could not act as itself, system included:
+// an agent with keys:admin and every scope mints neither the system nor a
+// reviewer (who would approve its own work), nor a user.
+func TestKeyRulesHoldForEveryRole(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	creators := map[lifecycle.Role]lifecycle.Actor{
+		lifecycle.RoleSystem:   {ID: "root", Role: lifecycle.RoleSystem},
+		lifecycle.RoleUser:     {ID: "ops", Role: lifecycle.RoleUser},
+		lifecycle.RoleAgent:    {ID: "agent-1", Role: lifecycle.RoleAgent},
+		lifecycle.RoleReviewer: {ID: "rev-1", Role: lifecycle.RoleReviewer},
+	}
+	keys := map[lifecycle.Role]string{}
+	for role, actor := range creators {
+		keys[role] = e.keyAs(actor, allScopes()...)
+	}
+	targets := []struct {
+		name  string
+		actor lifecycle.Actor
+	}{
+		{"the system", lifecycle.Actor{ID: "system", Role: lifecycle.RoleSystem}},
+		{"another system actor", lifecycle.Actor{ID: "robot", Role: lifecycle.RoleSystem}},
+		{"a user", lifecycle.Actor{ID: "ops-2", Role: lifecycle.RoleUser}},
+		{"agent-1", lifecycle.Actor{ID: "agent-1", Role: lifecycle.RoleAgent}},
+		{"another agent", lifecycle.Actor{ID: "agent-2", Role: lifecycle.RoleAgent}},
+		{"rev-1", lifecycle.Actor{ID: "rev-1", Role: lifecycle.RoleReviewer}},
+		{"another reviewer", lifecycle.Actor{ID: "rev-2", Role: lifecycle.RoleReviewer}},
+		{"a reviewer named as agent-1", lifecycle.Actor{ID: "agent-1", Role: lifecycle.RoleReviewer}},
+	}
+	// allowed[creator role] lists the targets it may mint keys for.
+	allowed := map[lifecycle.Role][]string{
+		lifecycle.RoleSystem:   {"the system", "another system actor", "a user", "agent-1", "another agent", "rev-1", "another reviewer", "a reviewer named as agent-1"},
+		lifecycle.RoleUser:     {"a user", "agent-1", "another agent", "rev-1", "another reviewer", "a reviewer named as agent-1"},
+		lifecycle.RoleAgent:    {"agent-1"},
+		lifecycle.RoleReviewer: {"rev-1"},
+	}
+	for role, key := range keys {
+		for _, target := range targets {
+			want := http.StatusForbidden
+			if slices.Contains(allowed[role], target.name) {
+				want = http.StatusCreated
+			}
+			body := keyBody(target.actor.ID, target.actor.Role, lifecycle.ScopeTasksRead)
+			rec := e.do(request{method: "POST", path: "/api-keys", key: key, body: body})
+			if rec.Code != want {
+				t.Errorf("a key of role %s mints a key for %s: %d, want %d: %s", role, target.name, rec.Code, want, rec.Body)
+				continue
+			}
+			if want == http.StatusForbidden && errorCode(decode(t, rec)) != "insufficient_scope" {
+				t.Errorf("a key of role %s mints a key for %s: %s", role, target.name, rec.Body)
+			}
+		}
+	}
+
+	// Revocation follows the same table: each creator revokes a key of
+	// each target, minted by the host.
+	for role, key := range keys {
+		for _, target := range targets {
+			victim, _, err := e.svc.CreateAPIKey(t.Context(), lifecycle.CreateAPIKeyParams{Name: "victim", Scopes: []lifecycle.Scope{lifecycle.ScopeTasksRead}, Actor: target.actor})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := http.StatusForbidden
+			if slices.Contains(allowed[role], target.name) {
+				want = http.StatusNoContent
+			}
+			rec := e.do(request{method: "DELETE", path: "/api-keys/" + victim.ID, key: key})
+			if rec.Code != want {
+				t.Errorf("a key of role %s revokes a key of %s: %d, want %d: %s", role, target.name, rec.Code, want, rec.Body)
+			}
+		}
+	}
+}
+
+// The escalation of issue 21: an agent key holding keys:admin cannot
+// become the system, and so cannot mint the reviewer that approves its work.
+func TestAgentKeyCannotBecomeTheSystem(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	agent := e.keyAs(lifecycle.Actor{ID: "agent-1", Role: lifecycle.RoleAgent}, allScopes()...)
+	for _, body := range []map[string]any{
+		keyBody("system", lifecycle.RoleSystem, allScopes()...),
+		keyBody("agent-1", lifecycle.RoleSystem, lifecycle.ScopeKeysAdmin),
+		keyBody("reviewer-1", lifecycle.RoleReviewer, lifecycle.ScopeReviewsWrite),
+		keyBody("agent-1", lifecycle.RoleReviewer, lifecycle.ScopeReviewsWrite),
+		keyBody("ops", lifecycle.RoleUser, lifecycle.ScopeKeysAdmin),
+	} {
+		rec := e.do(request{method: "POST", path: "/api-keys", key: agent, body: body})
+		if rec.Code != http.StatusForbidden || errorCode(decode(t, rec)) != "insufficient_scope" {
+			t.Errorf("the agent minted %v: %d %s", body["actor"], rec.Code, rec.Body)
+		}
+	}
+	if n := len(e.call(request{method: "GET", path: "/api-keys", key: e.admin}, http.StatusOK)["data"].([]any)); n != 2 {
+		t.Errorf("%d keys, want the admin's and the agent's", n)
+	}
+}
+
+// POST /api-keys honours Idempotency-Key: a retry creates no second key,
+// and replays the key's record without its plaintext ("key": null and
+// meta.keyOmitted), which is recorded nowhere, with or without a
+// WebhookSecretKey.
 func TestCreateAPIKeyIsIdempotent(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, func(c *lifecycle.Config) { c.WebhookSecretKey = bytes.Repeat([]byte{7}, 32) })
-	h := http.Header{"Idempotency-Key": {"create-key-0001"}}
-	body := keyBody("agent-7", lifecycle.RoleAgent, lifecycle.ScopeTasksRead)
-	first := e.do(request{method: "POST", path: "/api-keys", key: e.admin, body: body, header: h})
-	again := e.do(request{method: "POST", path: "/api-keys", key: e.admin, body: body, header: h})
-	if first.Code != 201 || again.Code != 201 || !bytes.Equal(first.Body.Bytes(), again.Body.Bytes()) || again.Header().Get("Idempotent-Replayed") != "true" {
-		t.Fatalf("first %d %s\nagain %d %s", first.Code, first.Body, again.Code, again.Body)
-	}
-	keys := e.call(request{method: "GET", path: "/api-keys", key: e.admin}, http.StatusOK)["data"].([]any)
-	if len(keys) != 2 { // the admin's and this one
-		t.Errorf("%d keys after a retried creation, want 2", len(keys))
-	}
-	plaintext := decode(t, first)["data"].(map[string]any)["key"].(string)
-	e.call(request{method: "GET", path: "/tasks", key: plaintext}, http.StatusOK)
+	for _, tt := range []struct {
+		name string
+		cfg  func(*lifecycle.Config)
+	}{
+		{"without a WebhookSecretKey", func(*lifecycle.Config) {}},
+		{"with a WebhookSecretKey", func(c *lifecycle.Config) { c.WebhookSecretKey = bytes.Repeat([]byte{7}, 32) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, tt.cfg)
+			h := http.Header{"Idempotency-Key": {"create-key-0001"}}
+			body := keyBody("agent-7", lifecycle.RoleAgent, lifecycle.ScopeTasksRead)
+			first := e.call(request{method: "POST", path: "/api-keys", key: e.admin, body: body, header: h}, http.StatusCreated)["data"].(map[string]any)
+			plaintext, _ := first["key"].(string)
+			if !strings.HasPrefix(plaintext, "lsk_") {
+				t.Fatalf("the first answer holds no key: %v", first)
+			}
+			e.clock.Advance(time.Hour)
+			again := e.do(request{method: "POST", path: "/api-keys", key: e.admin, body: body, header: h})
+			if again.Code != http.StatusCreated || again.Header().Get("Idempotent-Replayed") != "true" || strings.Contains(again.Body.String(), plaintext) {
+				t.Fatalf("replay: %d %q %s", again.Code, again.Header().Get("Idempotent-Replayed"), again.Body)
+			}
+			replay := decode(t, again)
+			data, meta := replay["data"].(map[string]any), replay["meta"].(map[string]any)
+			if k, ok := data["key"]; !ok || k != nil || meta["keyOmitted"] != true || !strings.Contains(meta["message"].(string), "shown once") {
+				t.Errorf("replay: %s", again.Body)
+			}
+			delete(first, "key")
+			delete(data, "key")
+			if fmt.Sprint(first) != fmt.Sprint(data) {
+				t.Errorf("the replay's record %v differs from the first answer's %v", data, first)
+			}
+			keys := e.call(request{method: "GET", path: "/api-keys", key: e.admin}, http.StatusOK)["data"].([]any)
+			if len(keys) != 2 { // the admin's and this one
+				t.Errorf("%d keys after a retried creation, want 2", len(keys))
+			}
+			e.call(request{method: "GET", path: "/tasks", key: plaintext}, http.StatusOK)
 
-	// The same key for another body is a conflict; a bad key is a 400.
-	other := keyBody("agent-8", lifecycle.RoleAgent, lifecycle.ScopeTasksRead)
-	e.call(request{method: "POST", path: "/api-keys", key: e.admin, body: other, header: h}, http.StatusConflict)
-	e.call(request{method: "POST", path: "/api-keys", key: e.admin, body: other, header: http.Header{"Idempotency-Key": {"short"}}}, http.StatusBadRequest)
+			// The same key for another body is a conflict; a bad key is a 400.
+			other := keyBody("agent-8", lifecycle.RoleAgent, lifecycle.ScopeTasksRead)
+			e.call(request{method: "POST", path: "/api-keys", key: e.admin, body: other, header: h}, http.StatusConflict)
+			e.call(request{method: "POST", path: "/api-keys", key: e.admin, body: other, header: http.Header{"Idempotency-Key": {"short"}}}, http.StatusBadRequest)
 
-	// The plaintext is nowhere in the database files.
-	files, _ := filepath.Glob(filepath.Join(filepath.Dir(e.store.Path()), "*"))
-	for _, f := range files {
-		raw, _ := os.ReadFile(f)
-		if bytes.Contains(raw, []byte(plaintext)) {
-			t.Errorf("%s holds the plaintext key", f)
-		}
+			// The plaintext is nowhere in the database files.
+			files, _ := filepath.Glob(filepath.Join(filepath.Dir(e.store.Path()), "*"))
+			for _, f := range files {
+				raw, _ := os.ReadFile(f)
+				if bytes.Contains(raw, []byte(plaintext)) {
+					t.Errorf("%s holds the plaintext key", f)
+				}
+			}
+		})
+	}
+}
+
+// An answer to POST /api-keys recorded by an earlier version, which held the
+// plaintext (in the form of a webhook secret: plain, or sealed with the
+// WebhookSecretKey), is replayed without it.
+func TestEarlierRecordedKeyIsReplayedWithoutIt(t *testing.T) {
+	t.Parallel()
+	secretKey := bytes.Repeat([]byte{7}, 32)
+	for _, tt := range []struct {
+		name string
+		cfg  func(*lifecycle.Config)
+		form func(t *testing.T, scope lifecycle.IdempotencyScope, answer []byte) []byte
+	}{
+		{"plain", func(*lifecycle.Config) {}, func(_ *testing.T, _ lifecycle.IdempotencyScope, answer []byte) []byte {
+			return append([]byte{0}, answer...)
+		}},
+		{"sealed", func(c *lifecycle.Config) { c.WebhookSecretKey = secretKey }, func(t *testing.T, scope lifecycle.IdempotencyScope, answer []byte) []byte {
+			block, err := aes.NewCipher(secretKey)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gcm, _ := cipher.NewGCM(block)
+			nonce := bytes.Repeat([]byte{1}, gcm.NonceSize())
+			aad := scope.PrincipalID + "\n" + scope.Method + " " + scope.Route + "\n" + scope.ResourceID + "\n" + scope.Key
+			return gcm.Seal(append([]byte{1}, nonce...), nonce, answer, []byte(aad))
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, tt.cfg)
+			h := http.Header{"Idempotency-Key": {"create-key-0002"}}
+			body := keyBody("agent-7", lifecycle.RoleAgent, lifecycle.ScopeTasksRead)
+			rec := e.do(request{method: "POST", path: "/api-keys", key: e.admin, body: body, header: h})
+			plaintext := decode(t, rec)["data"].(map[string]any)["key"].(string)
+			// Rewrite the record as an earlier version kept it: the whole answer.
+			scope := lifecycle.IdempotencyScope{PrincipalID: e.keyID("tester"), Method: "POST", Route: "/api-keys", Key: "create-key-0002"}
+			err := e.store.Update(t.Context(), func(tx lifecycle.Tx) error {
+				r, err := tx.IdempotencyRecord(t.Context(), scope)
+				if err != nil {
+					return err
+				}
+				r.Body = tt.form(t, scope, rec.Body.Bytes())
+				return tx.UpdateIdempotencyRecord(t.Context(), r)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			again := e.do(request{method: "POST", path: "/api-keys", key: e.admin, body: body, header: h})
+			if again.Code != http.StatusCreated || strings.Contains(again.Body.String(), plaintext) || !strings.Contains(again.Body.String(), `"key":null`) ||
+				!strings.Contains(again.Body.String(), `"keyOmitted":true`) {
+				t.Fatalf("replay of an earlier record: %d %s", again.Code, again.Body)
+			}
+		})
 	}
 }

@@ -318,3 +318,22 @@ func TestPanicIsAJSON500(t *testing.T) {
 		t.Errorf("the panic is not logged, or leaks: %s", rec.Body)
 	}
 }
+
+// A body that stalls gets 408 once Config.BodyReadTimeout has passed, and
+// its connection is then closed, not held open while net/http waits for
+// the rest of the body to discard it.
+func TestSlowBodyConnectionIsClosed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *lifecycle.Config) { c.BodyReadTimeout = 300 * time.Millisecond })
+	addr := serveWithConsole(t, e.svc)
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	io.WriteString(conn, "POST /api/tasks HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+e.admin+
+		"\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"identifier\"")
+	if status, code := answered(t, conn, 5*time.Second); status != http.StatusRequestTimeout || code != "request_timeout" {
+		t.Fatalf("%d %s", status, code)
+	}
+}

@@ -338,14 +338,18 @@ func idempotentRequest(w http.ResponseWriter, r *http.Request, p *Principal, rou
 func (s *Service) serveIdempotent(w http.ResponseWriter, r *http.Request, p *Principal, route, resourceID string,
 	dst any, check func() error, status int, actions func(context.Context) []Action, lockKey string,
 	run func(ctx context.Context, key string, respond func(tx Tx, body any) error) error) error {
-	return s.serveIdempotentSealed(w, r, p, route, resourceID, dst, check, status, actions, lockKey, nil, run)
+	return s.serveIdempotentKept(w, r, p, route, resourceID, dst, check, status, actions, lockKey, nil, nil, run)
 }
 
-// serveIdempotentSealed is serveIdempotent that, when box is not nil,
-// keeps the recorded response sealed with it (a response that holds a
-// secret, such as a new API key's plaintext).
-func (s *Service) serveIdempotentSealed(w http.ResponseWriter, r *http.Request, p *Principal, route, resourceID string,
-	dst any, check func() error, status int, actions func(context.Context) []Action, lockKey string, box *secretBox,
+// serveIdempotentKept is serveIdempotent for an answer that holds a secret
+// shown once, such as a new API key's plaintext: keep turns the answer
+// given to respond into the one recorded, without the secret, which is
+// what replays answer. replay, when not nil, turns a recorded answer into
+// the one replayed (for records kept by earlier versions, which held the
+// secret); it is given the record's scope.
+func (s *Service) serveIdempotentKept(w http.ResponseWriter, r *http.Request, p *Principal, route, resourceID string,
+	dst any, check func() error, status int, actions func(context.Context) []Action, lockKey string,
+	keep func(answer any) any, replay func(scope IdempotencyScope, recorded []byte) ([]byte, error),
 	run func(ctx context.Context, key string, respond func(tx Tx, body any) error) error) error {
 	scope, fp, err := idempotentRequest(w, r, p, route, resourceID, dst, check)
 	if err != nil {
@@ -359,11 +363,6 @@ func (s *Service) serveIdempotentSealed(w http.ResponseWriter, r *http.Request, 
 		}
 		defer unlock()
 	}
-	aad := scope.PrincipalID + "\n" + scope.Method + " " + scope.Route + "\n" + scope.ResourceID + "\n" + scope.Key
-	var keep func([]byte) ([]byte, error)
-	if box != nil {
-		keep = func(body []byte) ([]byte, error) { return box.seal(aad, body) }
-	}
 	body, replayed, err := s.runIdempotent(ctx, scope, fp, status, actions, keep, func(ctx context.Context, respond func(Tx, any) error) error {
 		return run(ctx, scope.Key, respond)
 	})
@@ -372,9 +371,9 @@ func (s *Service) serveIdempotentSealed(w http.ResponseWriter, r *http.Request, 
 	}
 	if replayed != nil {
 		body := replayed.Body
-		if box != nil {
-			if body, err = box.open(aad, body); err != nil {
-				return fmt.Errorf("open the recorded response: %w", err)
+		if replay != nil {
+			if body, err = replay(scope, body); err != nil {
+				return fmt.Errorf("replay the recorded response: %w", err)
 			}
 		}
 		writeReplay(w, replayed.StatusCode, body)
@@ -384,14 +383,20 @@ func (s *Service) serveIdempotentSealed(w http.ResponseWriter, r *http.Request, 
 	return nil
 }
 
+// idempotencyAAD is the additional data under which earlier versions
+// sealed a recorded answer of scope with Config.WebhookSecretKey.
+func idempotencyAAD(scope IdempotencyScope) string {
+	return scope.PrincipalID + "\n" + scope.Method + " " + scope.Route + "\n" + scope.ResourceID + "\n" + scope.Key
+}
+
 // runIdempotent runs a mutation under an idempotency key: it returns the
 // recorded answer of an identical earlier request (replayed), refuses a key
 // used for another request or still running, and otherwise calls run, whose
 // respond records the response body, with status, in the transaction of
-// the change (as keep turns it, when not nil: sealed, say). A run that
-// fails releases the key.
+// the change (as keep turns it, when not nil: without a secret, say). A
+// run that fails releases the key.
 func (s *Service) runIdempotent(ctx context.Context, scope IdempotencyScope, fp []byte, status int, actions func(context.Context) []Action,
-	keep func([]byte) ([]byte, error), run func(ctx context.Context, respond func(tx Tx, body any) error) error) (body []byte, replayed *IdempotencyRecord, err error) {
+	keep func(any) any, run func(ctx context.Context, respond func(tx Tx, body any) error) error) (body []byte, replayed *IdempotencyRecord, err error) {
 	if actions == nil {
 		actions = func(context.Context) []Action { return nil }
 	}
@@ -407,10 +412,7 @@ func (s *Service) runIdempotent(ctx context.Context, scope IdempotencyScope, fp 
 		body = encodeJSON(v)
 		kept := body
 		if keep != nil {
-			var err error
-			if kept, err = keep(body); err != nil {
-				return fmt.Errorf("seal the response: %w", err)
-			}
+			kept = encodeJSON(keep(v))
 		}
 		return call.record(ctx, tx, status, kept)
 	})

@@ -139,14 +139,50 @@ type Config struct {
 	// effect at once. Defaults to 5 seconds; negative disables the cache.
 	KeyCacheTTL time.Duration
 
+	// AuthFailureLimit is how many failed authentications one client may
+	// make in a row: API requests with a malformed, unknown or revoked
+	// bearer key, console sign-ins with such a key, and console requests
+	// with an unknown or expired session cookie (requests that carry no
+	// credentials are not counted). Past it, the client's requests that
+	// need authentication are answered 429 rate_limited with Retry-After,
+	// before any Store read, until it has earned another try: one each
+	// AuthFailureInterval. It limits the Service's own API keys and console
+	// sessions, not a host's Authenticator. Defaults to 20; negative
+	// disables the limiter.
+	AuthFailureLimit int
+
+	// AuthFailureInterval is how often a client earns back one failed
+	// authentication, up to AuthFailureLimit: past its limit, a client
+	// may try once per interval. Defaults to 3 seconds.
+	AuthFailureInterval time.Duration
+
+	// AuthFailureClients bounds the clients whose failures are remembered
+	// at once (about 150 bytes each); when the table is full, clients
+	// whose failures are all forgiven are dropped first, then others at
+	// random. Defaults to 10,000.
+	AuthFailureClients int
+
+	// ClientAddress returns the address of the client that sent r, by
+	// which failed authentications are counted: an IP address, with or
+	// without a port (an IPv6 address counts by its /64 network), or any
+	// other string that names one client. Defaults to r.RemoteAddr, the
+	// address of the connection. Behind a reverse proxy or load balancer
+	// that is the proxy's address, shared by every client: return the
+	// client address your proxy reports (the X-Forwarded-For entry it
+	// appends, say, or the address of the PROXY protocol), trusting only
+	// what your own proxy sets. X-Forwarded-For is never read by default,
+	// as any client can send one.
+	ClientAddress func(r *http.Request) string
+
 	// ConsoleSessionTTL is how long a sign-in to the operator console
 	// ([Service.Console]) lasts; revoking its API key ends it at once.
 	// Defaults to 8 hours.
 	ConsoleSessionTTL time.Duration
 
-	// ConsoleSecureCookie marks the console's session cookie Secure even
-	// on requests that came without TLS, for a server behind a proxy that
-	// terminates TLS. The cookie is always Secure on TLS requests.
+	// ConsoleSecureCookie gives the console's session cookie its TLS form
+	// (__Host-lifecycle_console, Secure, Path=/) even on requests that came
+	// without TLS, for a server behind a proxy that terminates TLS. The
+	// cookie always has that form on TLS requests.
 	ConsoleSecureCookie bool
 
 	// Clock tells the time. Defaults to the system clock.
@@ -551,7 +587,7 @@ func New(cfg Config) (*Service, error) {
 	s.targets = &targetGuard{allowPrivate: cfg.AllowPrivateWebhookTargets, resolver: cfg.WebhookResolver, log: cfg.Logger}
 	s.webhooks = newDispatcher(s)
 	if s.auth == nil {
-		s.keys = newKeyAuthenticator(cfg.Store, cfg.Clock, cfg.KeyCacheTTL)
+		s.keys = newKeyAuthenticator(cfg.Store, cfg.Clock, cfg.KeyCacheTTL, newAuthLimiter(&cfg))
 		s.auth = s.keys
 	}
 	if cfg.MaxDecodingBytes > 0 {

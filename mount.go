@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync/atomic"
 )
@@ -38,19 +39,43 @@ func unmountedPath(r *http.Request) error {
 		"mount it with %s, without the trailing slash: %w", r.Method, r.URL.Path, stripPrefixFix(r), ErrNotFound)
 }
 
+// router finds the route of a request, as http.ServeMux.Handler does.
+type router interface {
+	Handler(r *http.Request) (h http.Handler, pattern string)
+}
+
+// probe returns the smallest request the router can match: method and path,
+// on r's host. Unlike r.Clone it copies no header.
+func probe(r *http.Request, method, path string) *http.Request {
+	return &http.Request{Method: method, Host: r.Host, URL: &url.URL{Path: path}}
+}
+
 // mountHint explains a request that no route matched when its path ends
 // with a path the API serves: the handler is then mounted under a prefix
 // that was not stripped. It returns "" when there is nothing to say.
-func mountHint(mux *http.ServeMux, r *http.Request) string {
+//
+// Every route has at most depth segments, each matching one segment of a
+// path (routes registers no pattern ending in "/" nor with a "..."
+// wildcard), so only the suffixes made of the path's last depth segments
+// can match one: mountHint asks the router about those only, the longest
+// first, at most depth lookups of at most the path's length. Its work is
+// linear in the length of the path, however many segments it has.
+func mountHint(mux router, depth int, r *http.Request) string {
 	path := r.URL.Path
-	for i := 1; i < len(path); i++ {
-		if path[i] != '/' {
-			continue
+	// The starts of the candidate suffixes: the last depth slashes but the
+	// first character's (the whole path, which no route matched).
+	starts := make([]int, 0, depth)
+	for end := len(path); len(starts) < depth; {
+		i := strings.LastIndexByte(path[:end], '/')
+		if i < 1 {
+			break
 		}
-		probe := r.Clone(r.Context())
-		probe.URL.Path = path[i:]
-		probe.URL.RawPath = ""
-		if _, pattern := mux.Handler(probe); pattern != "/" && pattern != "" {
+		starts = append(starts, i)
+		end = i
+	}
+	for k := len(starts) - 1; k >= 0; k-- {
+		i := starts[k]
+		if _, pattern := mux.Handler(probe(r, r.Method, path[i:])); pattern != "/" && pattern != "" {
 			return fmt.Sprintf("; the API serves %s under its mount point: mount the handler with http.StripPrefix(%q, svc.Handler())",
 				path[i:], path[:i])
 		}

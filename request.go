@@ -21,7 +21,8 @@ const (
 	decodingWait = 2 * time.Second
 )
 
-// requestDefaults fills in and checks the request limits of c.
+// requestDefaults fills in and checks the request limits of c, the
+// limiter of failed authentications included.
 func (c *Config) requestDefaults() error {
 	if c.MaxDecodingBytes == 0 {
 		c.MaxDecodingBytes = defaultMaxDecodingBytes
@@ -32,7 +33,7 @@ func (c *Config) requestDefaults() error {
 	if c.BodyReadTimeout == 0 {
 		c.BodyReadTimeout = defaultBodyReadTimeout
 	}
-	return nil
+	return c.authLimitDefaults()
 }
 
 // serviceKey is the context key under which the handler passes its
@@ -45,9 +46,33 @@ type serviceKey struct{}
 // under Config.BodyReadTimeout (408 when the body is late). On success the
 // caller must call release once it no longer needs the body decoded.
 func readBody(w http.ResponseWriter, r *http.Request) (raw []byte, release func(), err error) {
+	limits := bodyLimits{max: maxBodyBytes}
+	if s, _ := r.Context().Value(serviceKey{}).(*Service); s != nil {
+		limits.budget, limits.timeout = s.decoding, s.cfg.BodyReadTimeout
+	}
+	return readBodyWith(w, r, limits)
+}
+
+// bodyLimits says how readBodyWith reads one request body.
+type bodyLimits struct {
+	// max is the largest body accepted.
+	max int64
+	// budget, when not nil, is the shared budget the body takes its share
+	// of while it is read and decoded.
+	budget *byteBudget
+	// timeout, when positive, bounds the reading by the wall clock.
+	timeout time.Duration
+}
+
+// readBodyWith reads the request body within limits: a Content-Length over
+// limits.max is refused with 413 before anything is read, and so is a body
+// that grows past it; a body still arriving after limits.timeout gets 408,
+// and its connection is closed. On success the caller must call release
+// once it no longer needs the body decoded.
+func readBodyWith(w http.ResponseWriter, r *http.Request, limits bodyLimits) (raw []byte, release func(), err error) {
 	release = func() {}
-	tooLarge := fmt.Errorf("the request body exceeds %d bytes: %w", maxBodyBytes, ErrPayloadTooLarge)
-	if r.ContentLength > maxBodyBytes {
+	tooLarge := fmt.Errorf("the request body exceeds %d bytes: %w", limits.max, ErrPayloadTooLarge)
+	if r.ContentLength > limits.max {
 		w.Header().Set("Connection", "close") // do not wait for the rest
 		return nil, release, tooLarge
 	}
@@ -55,31 +80,37 @@ func readBody(w http.ResponseWriter, r *http.Request) (raw []byte, release func(
 		return nil, release, nil
 	}
 	ctx := r.Context()
-	s, _ := ctx.Value(serviceKey{}).(*Service)
-	if s != nil && s.decoding != nil {
+	if limits.budget != nil {
 		n := r.ContentLength
 		if n < 0 {
-			n = maxBodyBytes
+			n = limits.max
 		}
-		if release, err = s.decoding.acquire(ctx, n, decodingWait); err != nil {
+		if release, err = limits.budget.acquire(ctx, n, decodingWait); err != nil {
 			return nil, func() {}, err
 		}
 	}
-	if s != nil && s.cfg.BodyReadTimeout > 0 {
+	if limits.timeout > 0 {
 		// A socket deadline is wall-clock time, not the Service's Clock.
 		rc := http.NewResponseController(w)
-		if rc.SetReadDeadline(time.Now().Add(s.cfg.BodyReadTimeout)) == nil {
-			// Lift it once read: net/http reads on in the background to see
-			// the client leave, and a passing deadline would end the request.
-			defer rc.SetReadDeadline(time.Time{})
+		if rc.SetReadDeadline(time.Now().Add(limits.timeout)) == nil {
+			defer func() {
+				// Lift it once read: net/http reads on in the background to
+				// see the client leave, and a passing deadline would end the
+				// request. Keep it when it passed: after the answer net/http
+				// would wait for the rest of the body, to discard it, before
+				// it closes the connection.
+				if !errors.Is(err, ErrRequestTimeout) {
+					rc.SetReadDeadline(time.Time{})
+				}
+			}()
 		}
 	}
 	size := r.ContentLength
 	if size < 0 {
-		size = 512
+		size = min(512, limits.max)
 	}
 	buf := bytes.NewBuffer(make([]byte, 0, size+1))
-	_, err = buf.ReadFrom(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	_, err = buf.ReadFrom(http.MaxBytesReader(w, r.Body, limits.max))
 	if err == nil && ctx.Err() != nil {
 		err = ctx.Err()
 	}
@@ -90,7 +121,7 @@ func readBody(w http.ResponseWriter, r *http.Request) (raw []byte, release func(
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			w.Header().Set("Connection", "close")
-			return nil, func() {}, fmt.Errorf("the request body did not arrive within %s: %w", s.cfg.BodyReadTimeout, ErrRequestTimeout)
+			return nil, func() {}, fmt.Errorf("the request body did not arrive within %s: %w", limits.timeout, ErrRequestTimeout)
 		}
 		if ctx.Err() != nil {
 			return nil, func() {}, ctx.Err()

@@ -1,0 +1,228 @@
+package lifecycle_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tasklifecycle/lifecycle"
+)
+
+// authCountingStore counts the Store's reads of API keys and console sessions.
+type authCountingStore struct {
+	lifecycle.Store
+	keyReads, sessionReads atomic.Int64
+}
+
+func (s *authCountingStore) APIKeyByHash(ctx context.Context, hash []byte) (lifecycle.APIKey, error) {
+	s.keyReads.Add(1)
+	return s.Store.APIKeyByHash(ctx, hash)
+}
+
+func (s *authCountingStore) ConsoleSession(ctx context.Context, hash []byte) (lifecycle.ConsoleSession, error) {
+	s.sessionReads.Add(1)
+	return s.Store.ConsoleSession(ctx, hash)
+}
+
+// newCountingEnv is an env whose Store counts its reads of keys and
+// sessions, mounted with the console.
+func newCountingEnv(t *testing.T, mutate ...func(*lifecycle.Config)) (*consoleEnv, *authCountingStore) {
+	t.Helper()
+	var counting *authCountingStore
+	wrap := func(c *lifecycle.Config) {
+		counting = &authCountingStore{Store: c.Store}
+		c.Store = counting
+	}
+	return newConsoleEnv(t, newEnv(t, append([]func(*lifecycle.Config){wrap}, mutate...)...)), counting
+}
+
+// from sends a request to the API as the client at addr, with the bearer
+// key (none when ""), and header h.
+func (c *consoleEnv) from(addr, method, path, key string, h http.Header) *httptest.ResponseRecorder {
+	c.t.Helper()
+	req := httptest.NewRequestWithContext(c.t.Context(), method, path, nil)
+	req.RemoteAddr = addr
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	for k, vs := range h {
+		req.Header[k] = vs
+	}
+	rec := httptest.NewRecorder()
+	c.console.ServeHTTP(rec, req)
+	return rec
+}
+
+// signInFrom signs in to the console with key as the client at addr.
+func (c *consoleEnv) signInFrom(addr, key string) *httptest.ResponseRecorder {
+	c.t.Helper()
+	req := httptest.NewRequestWithContext(c.t.Context(), "POST", "/console/session", strings.NewReader(`{"key":"`+key+`"}`))
+	req.RemoteAddr = addr
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	rec := httptest.NewRecorder()
+	c.console.ServeHTTP(rec, req)
+	return rec
+}
+
+// unknownKey returns a well-formed key of no one, different for each n.
+func unknownKey(n int) string {
+	return "lsk_" + strings.Repeat("q", 36) + strconv.Itoa(1000+n)
+}
+
+// limited checks that rec is a 429 rate_limited asking to retry after
+// wantRetry seconds.
+func limited(t *testing.T, what string, rec *httptest.ResponseRecorder, wantRetry int) {
+	t.Helper()
+	if rec.Code != http.StatusTooManyRequests || errorCode(decode(t, rec)) != "rate_limited" || rec.Header().Get("Retry-After") != strconv.Itoa(wantRetry) {
+		t.Errorf("%s: %d Retry-After %q %s, want 429 rate_limited after %d s", what, rec.Code, rec.Header().Get("Retry-After"), rec.Body, wantRetry)
+	}
+}
+
+// With the defaults, a client may send 20 bad API keys (malformed, unknown
+// or revoked); the next request with a key, even a valid one, is 429 with
+// Retry-After, and no key is looked up in the Store. Requests without a key
+// are not counted. Another client is not affected. The client earns one
+// try every 3 seconds.
+func TestFailedAuthenticationsAreLimited(t *testing.T) {
+	t.Parallel()
+	c, store := newCountingEnv(t)
+	const guesser, other = "203.0.113.9:40000", "198.51.100.7:5555"
+	revoked := c.key(lifecycle.ScopeTasksRead)
+	keys, _ := c.svc.APIKeys(t.Context())
+	if _, err := c.svc.RevokeAPIKey(t.Context(), keys[len(keys)-1].ID); err != nil {
+		t.Fatal(err)
+	}
+	for range 30 { // not counted
+		if rec := c.from(guesser, "GET", "/api/tasks", "", nil); rec.Code != http.StatusUnauthorized {
+			t.Fatalf("no key: %d", rec.Code)
+		}
+	}
+	for i := range 20 {
+		key := unknownKey(i)
+		switch i % 4 {
+		case 1:
+			key = "lsk_short"
+		case 2:
+			key = revoked
+		}
+		if rec := c.from(guesser, "GET", "/api/tasks", key, nil); rec.Code != http.StatusUnauthorized {
+			t.Fatalf("bad key %d: %d %s", i, rec.Code, rec.Body)
+		}
+	}
+	reads := store.keyReads.Load()
+	limited(t, "the 21st bad key", c.from(guesser, "GET", "/api/tasks", unknownKey(21), nil), 3)
+	limited(t, "a valid key from the guesser", c.from(guesser, "GET", "/api/tasks", c.admin, nil), 3)
+	limited(t, "a write from the guesser", c.from(guesser, "POST", "/api/tasks", unknownKey(22), nil), 3)
+	if n := store.keyReads.Load() - reads; n != 0 {
+		t.Errorf("%d keys looked up for a limited client, want none", n)
+	}
+	if rec := c.from(other, "GET", "/api/tasks", c.admin, nil); rec.Code != http.StatusOK {
+		t.Errorf("another client's valid key: %d %s", rec.Code, rec.Body)
+	}
+	if rec := c.from(other, "GET", "/api/tasks", unknownKey(23), nil); rec.Code != http.StatusUnauthorized {
+		t.Errorf("another client's bad key: %d %s", rec.Code, rec.Body)
+	}
+
+	c.clock.Advance(3 * time.Second) // one more try
+	if rec := c.from(guesser, "GET", "/api/tasks", unknownKey(24), nil); rec.Code != http.StatusUnauthorized {
+		t.Errorf("the try earned after 3 s: %d %s", rec.Code, rec.Body)
+	}
+	limited(t, "the try after it", c.from(guesser, "GET", "/api/tasks", unknownKey(25), nil), 3)
+	c.clock.Advance(2 * time.Second)
+	limited(t, "2 s later", c.from(guesser, "GET", "/api/tasks", c.admin, nil), 1)
+	c.clock.Advance(time.Minute) // all forgiven
+	if rec := c.from(guesser, "GET", "/api/tasks", c.admin, nil); rec.Code != http.StatusOK {
+		t.Errorf("a valid key a minute later: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// Failed console sign-ins and unknown session cookies count as failures of
+// their client: past the limit, sign-in (even with a valid key) and
+// requests with a cookie are 429 with Retry-After, and neither a key nor a
+// session is read from the Store.
+func TestFailedConsoleSignInsAreLimited(t *testing.T) {
+	t.Parallel()
+	c, store := newCountingEnv(t, func(cfg *lifecycle.Config) { cfg.AuthFailureLimit, cfg.AuthFailureInterval = 5, 10*time.Second })
+	const guesser, other = "203.0.113.9:40000", "[2001:db8:1:2::5]:443"
+	forged := http.Header{"Cookie": {"lifecycle_console=forged-session-token"}}
+	for i := range 3 {
+		if rec := c.signInFrom(guesser, unknownKey(i)); rec.Code != http.StatusUnauthorized {
+			t.Fatalf("sign-in with a bad key: %d %s", rec.Code, rec.Body)
+		}
+	}
+	for range 2 {
+		if rec := c.from(guesser, "GET", "/console/board", "", forged); rec.Code != http.StatusUnauthorized {
+			t.Fatalf("a forged cookie: %d %s", rec.Code, rec.Body)
+		}
+	}
+	keyReads, sessionReads := store.keyReads.Load(), store.sessionReads.Load()
+	limited(t, "a sign-in with a valid key", c.signInFrom(guesser, c.admin), 10)
+	limited(t, "a forged cookie on the board", c.from(guesser, "GET", "/console/board", "", forged), 10)
+	limited(t, "a forged cookie on the console's API", c.from(guesser, "GET", "/console/api/tasks", "", forged), 10)
+	limited(t, "a bad key on the API", c.from(guesser, "GET", "/api/tasks", unknownKey(9), nil), 10)
+	if k, s := store.keyReads.Load()-keyReads, store.sessionReads.Load()-sessionReads; k != 0 || s != 0 {
+		t.Errorf("%d keys and %d sessions read for a limited client, want none", k, s)
+	}
+	if rec := c.signInFrom(other, c.admin); rec.Code != http.StatusOK {
+		t.Errorf("another client signs in: %d %s", rec.Code, rec.Body)
+	}
+	// Another address of the guesser's IPv6 /64 is the same client.
+	for range 5 {
+		c.signInFrom("[2001:db8:1:2::5]:443", unknownKey(1))
+	}
+	limited(t, "another address of the same /64", c.signInFrom("[2001:db8:1:2:ffff::1]:80", c.admin), 10)
+}
+
+// The limiter can be turned off, and tuned; X-Forwarded-For is not read
+// by default, and Config.ClientAddress says who the client is behind a
+// proxy.
+func TestAuthFailureLimiterConfig(t *testing.T) {
+	t.Parallel()
+	t.Run("off", func(t *testing.T) {
+		t.Parallel()
+		c, _ := newCountingEnv(t, func(cfg *lifecycle.Config) { cfg.AuthFailureLimit = -1 })
+		for i := range 100 {
+			if rec := c.from("203.0.113.9:1", "GET", "/api/tasks", unknownKey(i), nil); rec.Code != http.StatusUnauthorized {
+				t.Fatalf("bad key %d with the limiter off: %d", i, rec.Code)
+			}
+		}
+	})
+	t.Run("X-Forwarded-For is not trusted", func(t *testing.T) {
+		t.Parallel()
+		c, _ := newCountingEnv(t, func(cfg *lifecycle.Config) { cfg.AuthFailureLimit = 2 })
+		for i := range 2 {
+			c.from("203.0.113.9:1", "GET", "/api/tasks", unknownKey(i), http.Header{"X-Forwarded-For": {"192.0.2." + strconv.Itoa(i)}})
+		}
+		limited(t, "a new X-Forwarded-For", c.from("203.0.113.9:1", "GET", "/api/tasks", c.admin, http.Header{"X-Forwarded-For": {"192.0.2.99"}}), 3)
+	})
+	t.Run("ClientAddress", func(t *testing.T) {
+		t.Parallel()
+		c, _ := newCountingEnv(t, func(cfg *lifecycle.Config) {
+			cfg.AuthFailureLimit = 2
+			cfg.ClientAddress = func(r *http.Request) string { return r.Header.Get("X-Client") }
+		})
+		proxy := "10.0.0.1:3000"
+		for i := range 2 {
+			c.from(proxy, "GET", "/api/tasks", unknownKey(i), http.Header{"X-Client": {"192.0.2.1"}})
+		}
+		limited(t, "the guesser behind the proxy", c.from(proxy, "GET", "/api/tasks", c.admin, http.Header{"X-Client": {"192.0.2.1"}}), 3)
+		if rec := c.from(proxy, "GET", "/api/tasks", c.admin, http.Header{"X-Client": {"192.0.2.2"}}); rec.Code != http.StatusOK {
+			t.Errorf("another client behind the proxy: %d %s", rec.Code, rec.Body)
+		}
+	})
+	t.Run("invalid", func(t *testing.T) {
+		t.Parallel()
+		for _, cfg := range []lifecycle.Config{{AuthFailureInterval: -time.Second}, {AuthFailureClients: -1}} {
+			cfg.Store, cfg.BaseURL = &authCountingStore{}, testBase
+			if _, err := lifecycle.New(cfg); err == nil || !strings.Contains(err.Error(), "AuthFailure") {
+				t.Errorf("New(%+v) = %v, want an error naming the field", cfg, err)
+			}
+		}
+	})
+}
