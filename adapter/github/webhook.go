@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
 	"mime"
 	"net/http"
 	"net/url"
@@ -50,10 +51,14 @@ const Source = "github"
 //     verified as they stream and kept nowhere, then answered 204.
 //
 // The events used become [lifecycle.ProviderEvent]s, with
-// X-GitHub-Delivery as their DeliveryID (the Service ignores a delivery
-// it applied before), which sink applies before the answer: 200 when
-// applied, 503 when not, so that a redelivery from the webhook's settings
-// is taken. Applying is bounded by Config.WebhookApplyTimeout, below
+// X-GitHub-Delivery as their DeliveryID and the SHA-256 of the signed body
+// as their Digest, which sink applies before the answer: 200 when applied,
+// 503 when not, so that a redelivery from the webhook's settings is taken.
+// The Service ignores a delivery whose ID or body it applied before:
+// X-GitHub-Delivery is not signed, and a captured body replayed under a
+// new ID must not be applied again, while GitHub's redelivery of a
+// delivery that failed (the same ID and body) was never recorded and is
+// applied. Applying is bounded by Config.WebhookApplyTimeout, below
 // GitHub's 10 seconds. The events used: pull_request (synchronize, closed,
 // reopened, edited with a new base), pull_request_review (submitted,
 // dismissed), check_run, check_suite, status and deployment_status.
@@ -119,7 +124,8 @@ func (a *Adapter) serveWebhook(w http.ResponseWriter, r *http.Request, sink life
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	body, err := a.hookBodies.Read(w, r, mac)
+	digest := sha256.New()
+	body, err := a.hookBodies.Read(w, r, io.MultiWriter(mac, digest))
 	if err != nil {
 		if !errors.Is(err, hookbody.ErrTooLarge) {
 			a.log.WarnContext(r.Context(), "webhook delivery not read", "delivery", gh.DeliveryID(r), "err", err)
@@ -153,6 +159,7 @@ func (a *Adapter) serveWebhook(w http.ResponseWriter, r *http.Request, sink life
 		return
 	}
 	ev.Source, ev.DeliveryID = Source, gh.DeliveryID(r)
+	ev.Digest = hex.EncodeToString(digest.Sum(nil))
 	ctx, cancel := context.WithTimeout(r.Context(), a.cfg.WebhookApplyTimeout)
 	defer cancel()
 	if err := sink.ApplyProviderEvent(ctx, ev); err != nil {
