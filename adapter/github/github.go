@@ -112,12 +112,13 @@ type Config struct {
 	// WebhookBodyBudget bounds the memory held by the bodies of
 	// deliveries not yet verified, across every delivery to the Adapter's
 	// webhook handlers: a delivery whose body would need more than is left
-	// is answered 503 with Retry-After, and its connection closed. The
-	// memory is taken in 32 KiB pieces as bytes arrive and kept for reuse,
-	// never more than the budget; it is apart from the Service's own
-	// Config.MaxDecodingBytes. Defaults to 32 MiB, above MaxWebhookBody, so
-	// that any delivery GitHub sends can be taken when no other is being
-	// read.
+	// is answered 503 with Retry-After, and its connection closed; one
+	// larger than the whole budget, 413. The memory is taken in 32 KiB
+	// pieces as bytes arrive; it is apart from the Service's own
+	// Config.MaxDecodingBytes. Defaults to 16 MiB: the payloads of the
+	// events the Adapter uses are far smaller, and GitHub's largest (pushes,
+	// up to 25 MB) are of events it does not use, whose bodies are
+	// verified as they stream without being held.
 	WebhookBodyBudget int64
 
 	// Clock tells the time of rate-limit resets (how long a request
@@ -179,7 +180,7 @@ func (cfg Config) withDefaults() Config {
 		cfg.WebhookReadTimeout = 10 * time.Second
 	}
 	if cfg.WebhookBodyBudget == 0 {
-		cfg.WebhookBodyBudget = 32 << 20
+		cfg.WebhookBodyBudget = 16 << 20
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = systemClock{}

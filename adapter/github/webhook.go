@@ -47,8 +47,9 @@ const Source = "github"
 //   - the bodies of events the Adapter uses are held in memory taken from
 //     Config.WebhookBodyBudget, shared by every delivery to the Adapter's
 //     handlers: when it is spent, a delivery is answered 503 with
-//     Retry-After and its connection closed. Events it does not use are
-//     verified as they stream and kept nowhere, then answered 204.
+//     Retry-After and its connection closed, and one larger than the
+//     whole budget 413. Events it does not use are verified as they
+//     stream and kept nowhere, then answered 204.
 //
 // The events used become [lifecycle.ProviderEvent]s, with
 // X-GitHub-Delivery as their DeliveryID and the SHA-256 of the signed body
@@ -98,13 +99,13 @@ func (a *Adapter) serveWebhook(w http.ResponseWriter, r *http.Request, sink life
 	}
 	sig, ok := signature(r.Header.Get(gh.SHA256SignatureHeader))
 	if a.cfg.WebhookSecret == "" || !ok {
-		w.Header().Set("Connection", "close") // the body is not read
+		hookbody.Abandon(w, r) // the body is not read
 		http.Error(w, "missing or unverifiable X-Hub-Signature-256", http.StatusUnauthorized)
 		return
 	}
 	mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if mediaType != "application/json" && mediaType != formMediaType {
-		w.Header().Set("Connection", "close")
+		hookbody.Abandon(w, r)
 		http.Error(w, "the webhook's content type must be application/json", http.StatusUnsupportedMediaType)
 		return
 	}

@@ -97,7 +97,7 @@ func TestWebhookBoundsUnverifiedBodies(t *testing.T) {
 	pr := open(t, f, a, 1)
 	event, payload := f.webhookPayload(pr, lifecycle.ProviderHeadChanged)
 	sink := new(recorder)
-	held := &countBody{at: budget, reached: make(chan struct{})}
+	held := &countBody{at: budget - 1, reached: make(chan struct{})}
 	hook := a.WebhookHandler(sink)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("X-Github-Delivery") == "d-stalled" {
@@ -120,11 +120,11 @@ func TestWebhookBoundsUnverifiedBodies(t *testing.T) {
 		return resp
 	}
 
-	// An unsigned 20 MB body, of which the budget's worth is sent.
+	// An unsigned body that fills the budget, all but its last byte sent.
 	h := hookHeader(event, "sha256="+strings.Repeat("0", 64))
 	h.Set("X-Github-Delivery", "d-stalled")
 	start := time.Now()
-	stalled := stall(t, addr, "/hooks/github", h, 20_000_000, budget)
+	stalled := stall(t, addr, "/hooks/github", h, budget, budget-1)
 	<-held.reached
 	if n := a.hookBodies.InFlight(); n != budget {
 		t.Errorf("%d bytes held for the stalled body, want the budget, %d", n, budget)
@@ -181,6 +181,9 @@ func TestWebhookRefusesBeforeReading(t *testing.T) {
 		want   int
 	}{
 		{"over 25 MB", hookHeader("pull_request", good), MaxWebhookBody + 1, http.StatusRequestEntityTooLarge},
+		{"unused event over 25 MB", hookHeader("push", good), MaxWebhookBody + 1, http.StatusRequestEntityTooLarge},
+		{"used event over the budget", hookHeader("pull_request", good), 16<<20 + 1, http.StatusRequestEntityTooLarge},
+		{"small body, no signature", hookHeader("pull_request", ""), 1000, http.StatusUnauthorized},
 		{"no signature", hookHeader("pull_request", ""), 20_000_000, http.StatusUnauthorized},
 		{"malformed signature", hookHeader("pull_request", "sha256=00"), 20_000_000, http.StatusUnauthorized},
 		{"SHA-1 signature", hookHeader("pull_request", "sha1="+strings.Repeat("0", 40)), 20_000_000, http.StatusUnauthorized},

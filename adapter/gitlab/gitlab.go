@@ -51,10 +51,10 @@ type Config struct {
 	// WebhookBodyBudget bounds the memory held by the bodies of
 	// deliveries being read, across every delivery to the adapter's
 	// webhook handlers: a delivery whose body would need more than is left
-	// is answered 503 with Retry-After, and its connection closed. The
-	// memory is taken in 32 KiB pieces as bytes arrive and kept for reuse,
-	// never more than the budget. Defaults to 32 MiB, above the 25 MiB a
-	// delivery may have.
+	// is answered 503 with Retry-After, and its connection closed; one
+	// larger than the whole budget, 413. The memory is taken in 32 KiB
+	// pieces as bytes arrive. Defaults to 16 MiB, far above the hooks the
+	// adapter follows (merge requests, pipelines, jobs, deployments).
 	WebhookBodyBudget int64
 
 	// TargetBranch is the branch merge requests merge into when a
@@ -187,7 +187,7 @@ func New(cfg Config) (*Adapter, error) {
 		cfg.WebhookReadTimeout = 10 * time.Second
 	}
 	if cfg.WebhookBodyBudget == 0 {
-		cfg.WebhookBodyBudget = 32 << 20
+		cfg.WebhookBodyBudget = 16 << 20
 	}
 	a := &Adapter{cfg: cfg, clock: cfg.Clock, log: cfg.Logger, parents: map[string][]string{}}
 	a.hookBodies = hookbody.New(hookbody.Config{

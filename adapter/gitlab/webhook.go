@@ -43,8 +43,9 @@ const maxHookBody = 25 << 20
 // answered 413 Request Entity Too Large (at once when its Content-Length
 // says so), not within [Config.WebhookReadTimeout] 408 (a read deadline
 // on the connection), and when [Config.WebhookBodyBudget] is spent by
-// deliveries being read 503 with Retry-After, each with the connection
-// closed; a body that is not the event's JSON is answered 400.
+// deliveries being read 503 with Retry-After (413 when larger than the
+// whole budget), each with the connection closed; a body that is not the
+// event's JSON is answered 400.
 //
 // GitLab delivers a failed delivery only when someone resends it by
 // hand, and a hook whose deliveries fail four times in a row is disabled
@@ -78,7 +79,7 @@ func (a *Adapter) WebhookHandler(sink lifecycle.ProviderEventSink) http.Handler 
 			if want == "" {
 				a.log.WarnContext(r.Context(), "GitLab webhook refused: no webhook token is configured (Config.WebhookToken)")
 			}
-			w.Header().Set("Connection", "close") // the body is not read
+			hookbody.Abandon(w, r) // the body is not read
 			http.Error(w, "the X-Gitlab-Token header is not this hook's secret token", http.StatusUnauthorized)
 			return
 		}
@@ -86,8 +87,8 @@ func (a *Adapter) WebhookHandler(sink lifecycle.ProviderEventSink) http.Handler 
 		switch kind {
 		case gl.EventTypeMergeRequest, gl.EventTypePipeline, gl.EventTypeJob, gl.EventTypeDeployment:
 		default:
-			w.Header().Set("Connection", "close") // its body is not read
-			w.WriteHeader(http.StatusNoContent)   // nothing the lifecycle follows
+			hookbody.Abandon(w, r)              // its body is not read
+			w.WriteHeader(http.StatusNoContent) // nothing the lifecycle follows
 			return
 		}
 		body, err := a.hookBodies.Read(w, r, nil)

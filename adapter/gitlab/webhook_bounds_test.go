@@ -95,6 +95,10 @@ func TestWebhookAnswersBeforeReading(t *testing.T) {
 		{"another token", gitlabtest.EventMergeRequest, "not-the-token", 20_000_000, http.StatusUnauthorized},
 		{"unfollowed event", gitlabtest.EventPush, hookToken, 20_000_000, http.StatusNoContent},
 		{"over 25 MiB", gitlabtest.EventMergeRequest, hookToken, 25<<20 + 1, http.StatusRequestEntityTooLarge},
+		{"over the budget", gitlabtest.EventMergeRequest, hookToken, 16<<20 + 1, http.StatusRequestEntityTooLarge},
+		// net/http reads what is left of a small body after the handler.
+		{"another token, small body", gitlabtest.EventMergeRequest, "not-the-token", 1000, http.StatusUnauthorized},
+		{"unfollowed event, small body", gitlabtest.EventPush, hookToken, 1000, http.StatusNoContent},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -120,7 +124,7 @@ func TestWebhookBodiesAreBounded(t *testing.T) {
 		c.WebhookToken, c.WebhookReadTimeout, c.WebhookBodyBudget = hookToken, 2*time.Second, budget
 	})
 	sink := &recordingSink{}
-	held := &countBody{at: budget, reached: make(chan struct{})}
+	held := &countBody{at: budget - 1, reached: make(chan struct{})}
 	hook := a.WebhookHandler(sink)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("X-Gitlab-Event-UUID") == "stalled" {
@@ -145,7 +149,8 @@ func TestWebhookBodiesAreBounded(t *testing.T) {
 
 	start := time.Now()
 	h := http.Header{"X-Gitlab-Event": {gitlabtest.EventMergeRequest}, "X-Gitlab-Token": {hookToken}, "X-Gitlab-Event-Uuid": {"stalled"}}
-	stalled := stall(t, addr, h, 20_000_000, budget)
+	// All but the last byte of a body that fills the budget.
+	stalled := stall(t, addr, h, budget, budget-1)
 	<-held.reached
 	if resp := send(f.Delivery(gitlabtest.EventJob, hookToken, nil)); resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
 		t.Errorf("a delivery with the budget spent: %d, Retry-After %q; want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))

@@ -25,6 +25,11 @@ import (
 // deliveries fit in one.
 const chunkSize = 32 << 10
 
+// keptChunks is the most chunks a Reader keeps for reuse once they are
+// given back; the others are left to the garbage collector, so that a
+// burst does not hold its memory for ever.
+const keptChunks = 32
+
 // Errors of [Reader.Read] and [Reader.Discard]; [Refuse] answers each.
 var (
 	// ErrTooLarge: the body is longer than Config.Max.
@@ -39,9 +44,9 @@ var (
 type Config struct {
 	// Budget is the most bytes of bodies held in memory at once by
 	// [Reader.Read], across all its calls; a body that needs more than is
-	// left is refused with ErrBusy. Memory is lent in 32 KiB chunks, kept
-	// for reuse once allocated, so that the Reader's memory never exceeds
-	// Budget. At least one chunk.
+	// left is refused with ErrBusy, and one longer than Budget itself with
+	// ErrTooLarge. Memory is lent in 32 KiB chunks (at least one), of
+	// which up to 1 MiB is kept for reuse once given back.
 	Budget int64
 	// Max is the longest body taken.
 	Max int64
@@ -60,9 +65,9 @@ type Reader struct {
 	noDeadline sync.Once
 
 	mu   sync.Mutex
-	free [][]byte // chunks allocated and returned
-	made int      // chunks allocated
-	max  int      // most chunks
+	free [][]byte // chunks given back, kept for reuse
+	lent int      // chunks lent
+	max  int      // most chunks lent at once
 }
 
 // New returns a Reader.
@@ -77,16 +82,16 @@ func New(cfg Config) *Reader {
 func (rd *Reader) take() []byte {
 	rd.mu.Lock()
 	defer rd.mu.Unlock()
+	if rd.lent == rd.max {
+		return nil
+	}
+	rd.lent++
 	if n := len(rd.free); n > 0 {
 		c := rd.free[n-1]
 		rd.free[n-1] = nil
 		rd.free = rd.free[:n-1]
 		return c[:0]
 	}
-	if rd.made == rd.max {
-		return nil
-	}
-	rd.made++
 	return make([]byte, 0, chunkSize)
 }
 
@@ -94,15 +99,24 @@ func (rd *Reader) take() []byte {
 func (rd *Reader) give(chunks [][]byte) {
 	rd.mu.Lock()
 	defer rd.mu.Unlock()
-	rd.free = append(rd.free, chunks...)
+	rd.lent -= len(chunks)
+	for _, c := range chunks {
+		if len(rd.free) == keptChunks {
+			break
+		}
+		rd.free = append(rd.free, c)
+	}
 }
 
 // InFlight returns the bytes of memory lent at the moment.
 func (rd *Reader) InFlight() int64 {
 	rd.mu.Lock()
 	defer rd.mu.Unlock()
-	return int64(rd.made-len(rd.free)) * chunkSize
+	return int64(rd.lent) * chunkSize
 }
+
+// limit is the longest body Read takes: Max, or the budget if smaller.
+func (rd *Reader) limit() int64 { return min(rd.cfg.Max, int64(rd.max)*chunkSize) }
 
 // Body is a body read by [Reader.Read], held in memory lent by the Reader
 // until Release.
@@ -135,13 +149,20 @@ func (b *Body) Release() {
 
 // Read reads the body of r into memory lent by the Reader, within its
 // Config, writing every byte to h as it arrives (h may be nil). A body
-// whose Content-Length exceeds Config.Max is refused before any of it is
-// read. On error nothing is held, and the caller answers with [Refuse].
-func (rd *Reader) Read(w http.ResponseWriter, r *http.Request, h io.Writer) (*Body, error) {
-	if r.ContentLength > rd.cfg.Max {
+// whose Content-Length exceeds Config.Max, or the budget, is refused
+// before any of it is read. On error nothing is held, the rest of the body
+// will not be waited for, and the caller answers with [Refuse].
+func (rd *Reader) Read(w http.ResponseWriter, r *http.Request, h io.Writer) (body *Body, err error) {
+	limit := rd.limit()
+	if r.ContentLength > limit {
 		return nil, ErrTooLarge
 	}
-	defer rd.deadline(w)()
+	lift := rd.deadline(w)
+	defer func() {
+		if err == nil {
+			lift()
+		}
+	}()
 	b := &Body{rd: rd}
 	for {
 		if len(b.chunks) == 0 || len(b.chunks[len(b.chunks)-1]) == chunkSize {
@@ -156,8 +177,12 @@ func (rd *Reader) Read(w http.ResponseWriter, r *http.Request, h io.Writer) (*Bo
 				if n == 0 && err == io.EOF {
 					return b, nil
 				}
+				held := b.n
 				b.Release()
-				if n == 1 {
+				switch {
+				case n == 1 && held == limit:
+					return nil, ErrTooLarge
+				case n == 1:
 					return nil, ErrBusy
 				}
 				return nil, readError(err)
@@ -172,7 +197,7 @@ func (rd *Reader) Read(w http.ResponseWriter, r *http.Request, h io.Writer) (*Bo
 			}
 			*last = (*last)[:len(*last)+n]
 			b.n += int64(n)
-			if b.n > rd.cfg.Max {
+			if b.n > limit {
 				b.Release()
 				return nil, ErrTooLarge
 			}
@@ -190,15 +215,20 @@ func (rd *Reader) Read(w http.ResponseWriter, r *http.Request, h io.Writer) (*Bo
 // Discard reads the body of r into h without keeping it, within the
 // Reader's Max and Timeout (it takes nothing of the budget), and returns
 // its length.
-func (rd *Reader) Discard(w http.ResponseWriter, r *http.Request, h io.Writer) (int64, error) {
+func (rd *Reader) Discard(w http.ResponseWriter, r *http.Request, h io.Writer) (n int64, err error) {
 	if r.ContentLength > rd.cfg.Max {
 		return 0, ErrTooLarge
 	}
-	defer rd.deadline(w)()
+	lift := rd.deadline(w)
+	defer func() {
+		if err == nil {
+			lift()
+		}
+	}()
 	if h == nil {
 		h = io.Discard
 	}
-	n, err := io.CopyBuffer(h, io.LimitReader(r.Body, rd.cfg.Max+1), make([]byte, 8<<10))
+	n, err = io.CopyBuffer(h, io.LimitReader(r.Body, rd.cfg.Max+1), make([]byte, 8<<10))
 	switch {
 	case err != nil:
 		return n, readError(err)
@@ -209,7 +239,10 @@ func (rd *Reader) Discard(w http.ResponseWriter, r *http.Request, h io.Writer) (
 }
 
 // deadline sets the read deadline of w's connection Config.Timeout from
-// now, and returns the function that lifts it once the body is read.
+// now, and returns the function that lifts it once the body is read. On
+// error it is left, or moved to now by Refuse: net/http reads what is left
+// of a small body after the handler, and must not wait for a sender that
+// stalls.
 func (rd *Reader) deadline(w http.ResponseWriter) (lift func()) {
 	if rd.cfg.Timeout <= 0 {
 		return func() {}
@@ -239,14 +272,23 @@ func readError(err error) error {
 // RetryAfter is the Retry-After, in seconds, of the answer to ErrBusy.
 const RetryAfter = 5
 
-// Refuse answers a request whose body could not be read with err: 413 for
-// ErrTooLarge, 503 with Retry-After for ErrBusy, 408 for ErrTimeout, else
-// 400; and closes an HTTP/1 connection, whose unread body cannot be
-// skipped.
-func Refuse(w http.ResponseWriter, r *http.Request, err error) {
+// Abandon gives the body of r up, unread or read in part, before the
+// answer: its read deadline is moved to now, so that net/http, which reads
+// what is left of a small body once the handler returns, does not wait for
+// a sender that stalls; and an HTTP/1 connection is closed after the
+// answer, since the rest of its body cannot be skipped.
+func Abandon(w http.ResponseWriter, r *http.Request) {
 	if r.ProtoMajor == 1 {
 		w.Header().Set("Connection", "close")
 	}
+	http.NewResponseController(w).SetReadDeadline(time.Now())
+}
+
+// Refuse answers a request whose body could not be read with err: 413 for
+// ErrTooLarge, 503 with Retry-After for ErrBusy, 408 for ErrTimeout, else
+// 400; the body is abandoned (see [Abandon]).
+func Refuse(w http.ResponseWriter, r *http.Request, err error) {
+	Abandon(w, r)
 	switch {
 	case errors.Is(err, ErrTooLarge):
 		http.Error(w, "the delivery is too large", http.StatusRequestEntityTooLarge)

@@ -108,8 +108,8 @@ func TestBudget(t *testing.T) {
 	if err != nil || first.Len() != 3*chunkSize {
 		t.Fatalf("a body of the budget's size: %v", err)
 	}
-	if _, err := rd.Read(httptest.NewRecorder(), post(bytes.NewReader(make([]byte, 3*chunkSize+1)), -1), nil); !errors.Is(err, ErrBusy) {
-		t.Errorf("a body over the budget: error = %v, want ErrBusy", err)
+	if _, err := rd.Read(httptest.NewRecorder(), post(strings.NewReader("{}"), 2), nil); !errors.Is(err, ErrBusy) {
+		t.Errorf("a body with the budget spent: error = %v, want ErrBusy", err)
 	}
 	if _, err := rd.Read(httptest.NewRecorder(), post(strings.NewReader("{}"), 2), nil); !errors.Is(err, ErrBusy) {
 		t.Errorf("Read with the budget spent: error = %v, want ErrBusy", err)
@@ -127,10 +127,94 @@ func TestBudget(t *testing.T) {
 	if n := rd.InFlight(); n != 0 {
 		t.Errorf("InFlight() = %d, want 0", n)
 	}
-	// Chunks are reused: the Reader never allocated more than its budget.
-	if rd.made > rd.max {
-		t.Errorf("%d chunks allocated, more than the %d of the budget", rd.made, rd.max)
+	if len(rd.free) > keptChunks {
+		t.Errorf("%d chunks kept for reuse, more than %d", len(rd.free), keptChunks)
 	}
+}
+
+// A body longer than the whole budget can never be taken: it is refused
+// as too large, at once when its Content-Length says so.
+func TestBodyOverTheBudgetIsTooLarge(t *testing.T) {
+	t.Parallel()
+	rd := New(Config{Budget: 2 * chunkSize, Max: 1 << 20, Logger: quiet})
+	if _, err := rd.Read(httptest.NewRecorder(), post(failReader{t}, 2*chunkSize+1), nil); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("Content-Length over the budget: error = %v, want ErrTooLarge", err)
+	}
+	if _, err := rd.Read(httptest.NewRecorder(), post(bytes.NewReader(make([]byte, 2*chunkSize+1)), -1), nil); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("a body over the budget, length unknown: error = %v, want ErrTooLarge", err)
+	}
+	if n := rd.InFlight(); n != 0 {
+		t.Errorf("InFlight() = %d, want 0", n)
+	}
+}
+
+// A body given up, unread or after a refusal, is not waited for: net/http,
+// which reads what is left of a small body after the handler, answers and
+// closes the connection at once, though the sender stalls.
+func TestAbandonedBodyIsNotWaitedFor(t *testing.T) {
+	t.Parallel()
+	rd := New(Config{Budget: chunkSize, Max: 1 << 20, Timeout: time.Minute, Logger: quiet})
+	held := make(chan struct{})
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/unread":
+			Abandon(w, r)
+			w.WriteHeader(http.StatusUnauthorized)
+		case "/hold": // holds the whole budget until released
+			b, err := rd.Read(w, r, nil)
+			if err != nil {
+				Refuse(w, r, err)
+				return
+			}
+			close(held)
+			<-release
+			b.Release()
+		default:
+			if _, err := rd.Read(w, r, nil); err != nil {
+				Refuse(w, r, err)
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	defer close(release)
+	go func() {
+		resp, err := http.Post(srv.URL+"/hold", "application/json", bytes.NewReader(make([]byte, chunkSize)))
+		if err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-held
+	for _, tc := range []struct {
+		path string
+		want int
+	}{{"/unread", http.StatusUnauthorized}, {"/busy", http.StatusServiceUnavailable}} {
+		conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		// A small body, of which a little is sent: net/http would read the
+		// rest after the handler.
+		fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{", tc.path)
+		conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("%s: no answer: %v", tc.path, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		if resp.StatusCode != tc.want || !resp.Close {
+			t.Errorf("%s: %d, Close %v; want %d and the connection closed", tc.path, resp.StatusCode, resp.Close, tc.want)
+		}
+		if _, err := conn.Read(make([]byte, 1)); err == nil || isTimeout(err) {
+			t.Errorf("%s: the connection stayed open (%v)", tc.path, err)
+		}
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // A body that stalls is cut off at the read deadline: the sender gets 408
