@@ -19,7 +19,9 @@ type Resolver interface {
 
 // RefusedTargetError says that a webhook target was refused because it is
 // not a public address: a defence against server-side request forgery.
-// Set [Config.AllowPrivateWebhookTargets] to deliver to such hosts.
+// Set [Config.AllowPrivateWebhookTargets], or
+// [CreateSubscriptionParams.AllowPrivateTarget] for one subscription, to
+// deliver to such hosts.
 type RefusedTargetError struct {
 	// Host is the host name or address of the URL.
 	Host string
@@ -268,9 +270,10 @@ func (g *targetGuard) lookup(ctx context.Context, host string) ([]netip.Addr, er
 }
 
 // checkHost refuses a host any of whose addresses is not public, with a
-// *RefusedTargetError. A host that does not resolve is refused too.
-func (g *targetGuard) checkHost(ctx context.Context, host string) error {
-	if g.allowPrivate {
+// *RefusedTargetError, unless the guard or this one subscription
+// (allowPrivate) allows them. A host that does not resolve is refused too.
+func (g *targetGuard) checkHost(ctx context.Context, host string, allowPrivate bool) error {
+	if g.allowPrivate || allowPrivate {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)

@@ -104,8 +104,8 @@ func TestEmbeddedIPv4IsJudged(t *testing.T) {
 				}
 			}
 			// At creation, as the URL's host and as what a name resolves to.
-			refused("checkHost(literal)", guard.checkHost(t.Context(), tt.addr))
-			refused("checkHost(name)", guard.checkHost(t.Context(), "hooks.example.com"))
+			refused("checkHost(literal)", guard.checkHost(t.Context(), tt.addr, false))
+			refused("checkHost(name)", guard.checkHost(t.Context(), "hooks.example.com", false))
 			// At dial: before connecting, and in the socket's Control.
 			refused("control", guard.control("tcp6", net.JoinHostPort(tt.addr, "443"), nil))
 			if tt.kind != "" {
