@@ -108,6 +108,14 @@ type ProviderEvent struct {
 	// X-GitHub-Delivery), or "". A delivery applied once is not applied
 	// again.
 	DeliveryID string
+	// Digest is the lowercase hex SHA-256 of the delivery's body, set by
+	// an adapter whose host signs its bodies once the signature is
+	// verified, or "". A delivery whose DeliveryID or Digest was applied
+	// before is ignored: the ID is a header the signature does not cover,
+	// so a signed body replayed under a new ID is recognised by its
+	// digest, and the host's redelivery of a failed delivery (the same ID
+	// and body) by either.
+	Digest string
 	// Kind says what happened.
 	Kind ProviderEventKind
 	// PullRequest names the pull request concerned. For checks that name

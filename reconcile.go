@@ -156,13 +156,13 @@ func (sc schedule) apply(t *Task) {
 // decision, mergeability or status changed, task.reviewed for each new
 // host review. A pull request merged by hand makes the task done; one
 // closed without merging sends it back to in_progress, and one reopened
-// puts it back in review (see settle). d, when not nil, is the webhook
-// delivery recorded in the same transaction.
-func (s *Service) applyObservation(ctx context.Context, taskID string, ref PullRequestRef, obs observation, d *ProviderDelivery, sc schedule) error {
+// puts it back in review (see settle). ds are the records of the webhook
+// delivery recorded in the same transaction, if any.
+func (s *Service) applyObservation(ctx context.Context, taskID string, ref PullRequestRef, obs observation, ds []ProviderDelivery, sc schedule) error {
 	_, err := s.changeTask(ctx, taskID, func(tx Tx, t *Task) (taskEvent, error) {
-		if d != nil {
+		for _, d := range ds {
 			d.ReceivedAt = s.clock.Now()
-			if err := tx.RecordProviderDelivery(ctx, *d); err != nil {
+			if err := tx.RecordProviderDelivery(ctx, d); err != nil {
 				return taskEvent{}, err // ErrConflict: a concurrent delivery of the same event applied it
 			}
 		}
@@ -200,7 +200,7 @@ func (s *Service) applyObservation(ctx context.Context, taskID string, ref PullR
 		ev.extra = events[1:]
 		return ev, nil
 	})
-	if d != nil && errors.Is(err, ErrConflict) {
+	if len(ds) > 0 && errors.Is(err, ErrConflict) {
 		return nil
 	}
 	return err
@@ -274,7 +274,7 @@ func (s *Service) Reconcile(ctx context.Context, taskID string) error {
 
 // reconcileTask reads the host for t, in full, and applies what it finds;
 // d, when not nil, is recorded in the transaction that applies it.
-func (s *Service) reconcileTask(ctx context.Context, t Task, d *ProviderDelivery, purpose ReadPurpose) error {
+func (s *Service) reconcileTask(ctx context.Context, t Task, ds []ProviderDelivery, purpose ReadPurpose) error {
 	if !readable(&t) {
 		return nil
 	}
@@ -290,24 +290,26 @@ func (s *Service) reconcileTask(ctx context.Context, t Task, d *ProviderDelivery
 	if err != nil {
 		return s.providerError(ctx, "read the pull request", err)
 	}
-	return s.applyObservation(ctx, t.ID, t.pullRequestRef(), reads[0].obs, d, schedule{})
+	return s.applyObservation(ctx, t.ID, t.pullRequestRef(), reads[0].obs, ds, schedule{})
 }
 
 // ApplyProviderEvent applies an event a code host reported (through an
 // adapter's [WebhookIntake]). The event is a hint: the Service re-reads
 // every task in review on the pull request (or head commit) it names
 // through the task's adapter and applies what it reads, emitting events as
-// for any change. A delivery whose ID was applied before is ignored. When
-// the host cannot be read, the tasks are marked to be reconciled at once
-// and an error is returned, so that the host may deliver again.
+// for any change. A delivery whose ID or digest (ProviderEvent.Digest) was
+// applied before is ignored. When the host cannot be read, the tasks are
+// marked to be reconciled at once and an error is returned, so that the
+// host may deliver again.
 func (s *Service) ApplyProviderEvent(ctx context.Context, ev ProviderEvent) error {
-	if ev.DeliveryID != "" {
-		_, err := s.store.ProviderDelivery(ctx, ev.Source, ev.DeliveryID)
+	records := ev.deliveryRecords()
+	for _, d := range records {
+		_, err := s.store.ProviderDelivery(ctx, d.Source, d.ID)
 		if err == nil {
 			return nil // applied before
 		}
 		if !errors.Is(err, ErrNotFound) {
-			return fmt.Errorf("provider delivery %s: %w", ev.DeliveryID, err)
+			return fmt.Errorf("provider delivery %s: %w", d.ID, err)
 		}
 	}
 	if ev.Kind == ProviderDeploymentStatus {
@@ -322,10 +324,10 @@ func (s *Service) ApplyProviderEvent(ctx context.Context, ev ProviderEvent) erro
 	if err != nil {
 		return err
 	}
-	var delivery *ProviderDelivery
-	if ev.DeliveryID != "" && len(tasks) == 1 {
+	var delivery []ProviderDelivery
+	if len(tasks) == 1 {
 		// Recorded with the change it causes: one write per delivery.
-		delivery = &ProviderDelivery{Source: ev.Source, ID: ev.DeliveryID}
+		delivery = records
 	}
 	var errs []error
 	for _, t := range tasks {
@@ -393,9 +395,9 @@ func (s *Service) QueueProviderEvent(ctx context.Context, ev ProviderEvent) erro
 		return err
 	}
 	err = s.updateRelaxed(ctx, func(tx Tx) error {
-		if ev.DeliveryID != "" {
-			err := tx.RecordProviderDelivery(ctx, ProviderDelivery{Source: ev.Source, ID: ev.DeliveryID, ReceivedAt: s.clock.Now()})
-			if err != nil {
+		for _, d := range ev.deliveryRecords() {
+			d.ReceivedAt = s.clock.Now()
+			if err := tx.RecordProviderDelivery(ctx, d); err != nil {
 				return err
 			}
 		}
@@ -447,13 +449,34 @@ func (q queuedEvents) ApplyProviderEvent(ctx context.Context, ev ProviderEvent) 
 	return q.s.QueueProviderEvent(ctx, ev)
 }
 
+// deliveryRecords returns the records that identify ev's delivery: one of
+// its DeliveryID and one of its Digest (as "sha256:" and the digest, which
+// no host's delivery ID looks like), each when set.
+func (ev ProviderEvent) deliveryRecords() []ProviderDelivery {
+	var ds []ProviderDelivery
+	if ev.DeliveryID != "" {
+		ds = append(ds, ProviderDelivery{Source: ev.Source, ID: ev.DeliveryID})
+	}
+	if ev.Digest != "" {
+		ds = append(ds, ProviderDelivery{Source: ev.Source, ID: "sha256:" + ev.Digest})
+	}
+	return ds
+}
+
 // recordDelivery remembers that ev's delivery was applied.
 func (s *Service) recordDelivery(ctx context.Context, ev ProviderEvent) error {
-	if ev.DeliveryID == "" {
+	records := ev.deliveryRecords()
+	if len(records) == 0 {
 		return nil
 	}
 	err := s.updateRelaxed(ctx, func(tx Tx) error {
-		return tx.RecordProviderDelivery(ctx, ProviderDelivery{Source: ev.Source, ID: ev.DeliveryID, ReceivedAt: s.clock.Now()})
+		for _, d := range records {
+			d.ReceivedAt = s.clock.Now()
+			if err := tx.RecordProviderDelivery(ctx, d); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if errors.Is(err, ErrConflict) {
 		return nil // applied by a concurrent delivery of the same event

@@ -42,6 +42,14 @@ type Subscription struct {
 	Status SubscriptionStatus `json:"status"`
 	// CreatedAt is when the subscription was created.
 	CreatedAt Timestamp `json:"createdAt"`
+	// AllowPrivateTarget lets the subscription's deliveries reach a host
+	// that resolves to a loopback, private, link-local or otherwise
+	// non-public address, which is refused for the others unless
+	// [Config.AllowPrivateWebhookTargets] is set. Only the host program
+	// sets it, through [CreateSubscriptionParams.AllowPrivateTarget]; the
+	// HTTP API neither takes nor shows it. A Store keeps it with the
+	// subscription.
+	AllowPrivateTarget bool `json:"-"`
 
 	// SealedSecret is the signing secret as stored: encrypted when the
 	// Service has a [Config.WebhookSecretKey]. It is never serialised,
@@ -212,6 +220,16 @@ type CreateSubscriptionParams struct {
 	// Filters optionally narrow the events delivered.
 	Filters *SubscriptionFilters `json:"filters"`
 
+	// AllowPrivateTarget lets this one subscription deliver to a host
+	// that resolves to a loopback, private, link-local or otherwise
+	// non-public address, when it is created and at every dial, as
+	// [Config.AllowPrivateWebhookTargets] does for all: for a receiver the
+	// host program itself names, such as a local one in a demo. It is
+	// never taken from an HTTP request (POST /event-subscriptions refuses
+	// it as an unknown member). With an IdempotencyKey, it is part of the
+	// parameters that must match.
+	AllowPrivateTarget bool `json:"-"`
+
 	// IdempotencyKey, when set (8 to 128 visible ASCII characters), makes
 	// the call idempotent as POST /event-subscriptions is: a retry with the
 	// same key and parameters returns the subscription the first call
@@ -290,16 +308,30 @@ func checkWebhookURL(s string) string {
 // CreateSubscription creates a webhook subscription that receives the
 // matching events committed from now on. The URL must be https; a host
 // resolving to a loopback, private, link-local or unspecified address is
-// refused unless [Config.AllowPrivateWebhookTargets] is set.
+// refused unless [Config.AllowPrivateWebhookTargets] or
+// p.AllowPrivateTarget is set.
 func (s *Service) CreateSubscription(ctx context.Context, p CreateSubscriptionParams) (Subscription, error) {
 	if err := p.validate(); err != nil {
 		return Subscription{}, err
 	}
-	return goIdempotentData(s, ctx, SystemActor(), subscriptionsRoute, "", p.IdempotencyKey, p,
+	// The allowance is part of the fingerprint only when given, so that
+	// the other calls match the HTTP API's.
+	var fingerprint any = p
+	if p.AllowPrivateTarget {
+		fingerprint = struct {
+			CreateSubscriptionParams
+			AllowPrivateTarget bool `json:"allowPrivateTarget"`
+		}{p, true}
+	}
+	sub, err := goIdempotentData(s, ctx, SystemActor(), subscriptionsRoute, "", p.IdempotencyKey, fingerprint,
 		func(sub *Subscription) any { return subscriptionEnvelope{sub} },
 		func(ctx context.Context, respond func(Tx, *Subscription) error) (Subscription, error) {
 			return s.createSubscription(ctx, p, respond)
 		})
+	if err == nil {
+		sub.AllowPrivateTarget = p.AllowPrivateTarget // a replay's record does not show it
+	}
+	return sub, err
 }
 
 // subscriptionEnvelope is the body of a subscription's 201.
@@ -311,7 +343,7 @@ type subscriptionEnvelope struct {
 // p; respond, when set, runs in the transaction with the new record.
 func (s *Service) createSubscription(ctx context.Context, p CreateSubscriptionParams, respond func(tx Tx, sub *Subscription) error) (Subscription, error) {
 	u, _ := url.Parse(p.URL)
-	if err := s.targets.checkHost(ctx, u.Hostname()); err != nil {
+	if err := s.targets.checkHost(ctx, u.Hostname(), p.AllowPrivateTarget); err != nil {
 		var refused *RefusedTargetError
 		if errors.As(err, &refused) {
 			return Subscription{}, invalid("url", refused.Reason())
@@ -338,6 +370,8 @@ func (s *Service) createSubscription(ctx context.Context, p CreateSubscriptionPa
 		CreatedAt:    s.now(),
 		SealedSecret: sealed,
 		Cursor:       last,
+
+		AllowPrivateTarget: p.AllowPrivateTarget,
 	}
 	if p.Filters != nil {
 		sub.Filters.TaskIDs = dedupe(append(sub.Filters.TaskIDs, p.Filters.TaskIDs...))

@@ -78,11 +78,14 @@ var (
 // until the transaction commits, the cursor stays before it and the next
 // worker delivers it again.
 type dispatcher struct {
-	s      *Service
-	owner  string // this dispatcher's lease owner ID
-	client *http.Client
-	global chan struct{} // semaphore of attempts in flight
-	wakeC  chan struct{} // capacity 1: subscriptions changed
+	s     *Service
+	owner string // this dispatcher's lease owner ID
+	// client delivers; privateClient delivers for the subscriptions
+	// allowed to reach private addresses, through connections of its
+	// own, so that no other subscription reuses one of them.
+	client, privateClient *http.Client
+	global                chan struct{} // semaphore of attempts in flight
+	wakeC                 chan struct{} // capacity 1: subscriptions changed
 
 	mu         sync.Mutex
 	ctx        context.Context // nil until started
@@ -99,13 +102,32 @@ type dispatcher struct {
 
 // newDispatcher returns a dispatcher; it does nothing until run.
 func newDispatcher(s *Service) *dispatcher {
+	d := &dispatcher{
+		s:       s,
+		owner:   s.owner, // Config.InstanceID: a restarted Service takes its subscriptions back at once
+		client:  newWebhookClient(s, s.targets),
+		global:  make(chan struct{}, s.cfg.WebhookConcurrency),
+		wakeC:   make(chan struct{}, 1),
+		workers: make(map[string]*subWorker),
+		deleted: make(map[string]uint64),
+	}
+	d.privateClient = d.client
+	if !s.targets.allowPrivate {
+		d.privateClient = newWebhookClient(s, &targetGuard{allowPrivate: true, resolver: s.targets.resolver, log: s.targets.log})
+	}
+	return d
+}
+
+// newWebhookClient returns a client that delivers webhooks, dialing
+// through guard.
+func newWebhookClient(s *Service, guard *targetGuard) *http.Client {
 	var tlsConfig *tls.Config
 	if s.cfg.WebhookTLSConfig != nil {
 		tlsConfig = s.cfg.WebhookTLSConfig.Clone()
 	}
 	transport := &http.Transport{
 		Proxy:                 nil, // a proxy would dial for us, around the guard
-		DialContext:           s.targets.dialContext,
+		DialContext:           guard.dialContext,
 		TLSClientConfig:       tlsConfig,
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          4 * s.cfg.WebhookConcurrency,
@@ -115,19 +137,11 @@ func newDispatcher(s *Service) *dispatcher {
 		ResponseHeaderTimeout: s.cfg.WebhookTimeout,
 		DisableCompression:    true,
 	}
-	return &dispatcher{
-		s:     s,
-		owner: s.owner, // Config.InstanceID: a restarted Service takes its subscriptions back at once
-		client: &http.Client{
-			Transport: transport,
-			// A redirect is a failed attempt: following it would send the
-			// event where the subscriber did not say.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		},
-		global:  make(chan struct{}, s.cfg.WebhookConcurrency),
-		wakeC:   make(chan struct{}, 1),
-		workers: make(map[string]*subWorker),
-		deleted: make(map[string]uint64),
+	return &http.Client{
+		Transport: transport,
+		// A redirect is a failed attempt: following it would send the
+		// event where the subscriber did not say.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 }
 
@@ -706,7 +720,11 @@ func (w *subWorker) post(a *attempt) {
 	h.Set("Webhook-Id", a.eventID)
 	h.Set("Webhook-Timestamp", strconv.FormatInt(unix, 10))
 	h.Set("Webhook-Signature", signStandard(w.secret, a.eventID, unix, a.body))
-	resp, err := w.d.client.Do(req)
+	client := w.d.client
+	if w.sub.AllowPrivateTarget {
+		client = w.d.privateClient
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		a.err = describeDeliveryError(err, s.cfg.WebhookTimeout)
 		return

@@ -714,7 +714,11 @@ func TestSubscriptionSSRF(t *testing.T) {
 		{"https://internal.example.com/hooks", "host internal.example.com resolves to a private or reserved address"},
 		{"https://six.example.com/hooks", "host six.example.com resolves to a private or reserved address"},
 		{"https://100.100.100.200/latest/meta-data", "100.100.100.200 is a special-purpose address"},
-		{"https://[64:ff9b::a00:1]/hooks", "special-purpose address"},
+		{"https://[64:ff9b::a00:1]/hooks", "64:ff9b::a00:1 embeds 10.0.0.1, a private address"},
+		{"https://[::127.0.0.1]/", "::127.0.0.1 embeds 127.0.0.1, a loopback address"},
+		{"https://[::a9fe:a9fe]/", "::a9fe:a9fe embeds 169.254.169.254, a link-local address"},
+		{"https://[2001:0:4136:e378:8000:63bf:5601:5601]/", "embeds 169.254.169.254, a link-local address"},
+		{"https://[2002:a00:1::1]/", "embeds 10.0.0.1, a private address"},
 	}
 	for _, tt := range tests {
 		rec := e.do(request{method: "POST", path: "/event-subscriptions", key: e.admin, body: subBody(tt.url),

@@ -13,6 +13,7 @@ import (
 	gh "github.com/google/go-github/v60/github"
 	"github.com/shurcooL/githubv4"
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/hookbody"
 	"github.com/tasklifecycle/lifecycle/internal/hostbudget"
 )
 
@@ -101,6 +102,24 @@ type Config struct {
 	// GitHub, which gives up after 10 seconds, gets an answer. Defaults to
 	// 8 seconds.
 	WebhookApplyTimeout time.Duration
+	// WebhookReadTimeout bounds the reading of a delivery's body, from
+	// when its headers have arrived: a sender slower than that is answered
+	// 408 and its connection closed. It is set as the connection's read
+	// deadline through http.ResponseController, which needs the
+	// ResponseWriter of net/http or a wrapper of it with an Unwrap method.
+	// Defaults to 10 seconds, the time GitHub gives a whole delivery.
+	WebhookReadTimeout time.Duration
+	// WebhookBodyBudget bounds the memory held by the bodies of
+	// deliveries not yet verified, across every delivery to the Adapter's
+	// webhook handlers: a delivery whose body would need more than is left
+	// is answered 503 with Retry-After, and its connection closed; one
+	// larger than the whole budget, 413. The memory is taken in 32 KiB
+	// pieces as bytes arrive; it is apart from the Service's own
+	// Config.MaxDecodingBytes. Defaults to 16 MiB: the payloads of the
+	// events the Adapter uses are far smaller, and GitHub's largest (pushes,
+	// up to 25 MB) are of events it does not use, whose bodies are
+	// verified as they stream without being held.
+	WebhookBodyBudget int64
 
 	// Clock tells the time of rate-limit resets (how long a request
 	// whose share of the rate limit is spent must wait), of the policy's
@@ -157,6 +176,12 @@ func (cfg Config) withDefaults() Config {
 	if cfg.WebhookApplyTimeout == 0 {
 		cfg.WebhookApplyTimeout = 8 * time.Second
 	}
+	if cfg.WebhookReadTimeout == 0 {
+		cfg.WebhookReadTimeout = 10 * time.Second
+	}
+	if cfg.WebhookBodyBudget == 0 {
+		cfg.WebhookBodyBudget = 16 << 20
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = systemClock{}
 	}
@@ -185,6 +210,8 @@ func (cfg Config) validate() error {
 		return fmt.Errorf("github: Config.MergeMethod %q is not merge, squash or rebase", cfg.MergeMethod)
 	case cfg.DefaultRequiredApprovals < 0:
 		return errors.New("github: Config.DefaultRequiredApprovals is negative")
+	case cfg.WebhookReadTimeout < 0 || cfg.WebhookBodyBudget < 0:
+		return errors.New("github: Config.WebhookReadTimeout and Config.WebhookBodyBudget must not be negative; leave them zero for their defaults")
 	case !(cfg.SweepShare > 0 && cfg.SweepShare <= 1):
 		return fmt.Errorf("github: Config.SweepShare %v is not a share of the rate limit; give one above 0 and at most 1, such as 0.8", cfg.SweepShare)
 	case cfg.App != nil && (cfg.App.AppID == 0 || cfg.App.InstallationID == 0 || len(cfg.App.PrivateKey) == 0):
@@ -234,6 +261,8 @@ type Adapter struct {
 	graphql *githubv4.Client
 	budget  *hostbudget.Budget
 	log     *slog.Logger
+	// hookBodies reads webhook bodies within WebhookBodyBudget.
+	hookBodies *hookbody.Reader
 
 	mu          sync.Mutex
 	baseBranch  string                 // the repository's default branch, once read
@@ -280,6 +309,9 @@ func New(cfg Config) (*Adapter, error) {
 		waiters:     make(map[string]map[chan struct{}]struct{}),
 		early:       make(map[string]struct{}),
 	}
+	a.hookBodies = hookbody.New(hookbody.Config{
+		Budget: cfg.WebhookBodyBudget, Max: MaxWebhookBody, Timeout: cfg.WebhookReadTimeout, Logger: a.log,
+	})
 	return a, nil
 }
 

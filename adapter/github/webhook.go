@@ -2,14 +2,21 @@ package github
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
+	"mime"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
 	gh "github.com/google/go-github/v60/github"
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/hookbody"
 )
 
 // MaxWebhookBody is the largest webhook body taken: GitHub caps payloads
@@ -25,19 +32,37 @@ const Source = "github"
 //
 //	mux.Handle("POST /hooks/github", adapter.WebhookHandler(svc))
 //
-// It verifies X-Hub-Signature-256 against Config.WebhookSecret with
-// go-github's ValidatePayload (an HMAC compared in constant time), and
-// answers 401 when it does not match, is missing, or no secret is
-// configured; it refuses bodies over MaxWebhookBody with 413 and answers
-// events it does not use with 204. The others become
-// [lifecycle.ProviderEvent]s, with X-GitHub-Delivery as their DeliveryID,
-// which sink applies before the answer (the Service ignores a delivery it
-// applied before): 200 when applied, 503 when not, so that a redelivery
-// from the webhook's settings is taken. Applying is bounded by
-// Config.WebhookApplyTimeout, below GitHub's 10 seconds. The events used:
-// pull_request (synchronize, closed, reopened, edited with a new base),
-// pull_request_review (submitted, dismissed), check_run, check_suite,
-// status and deployment_status.
+// It verifies X-Hub-Signature-256, an HMAC-SHA256 of the body under
+// Config.WebhookSecret, before it parses or passes on anything: a delivery
+// without a well-formed signature, or with no secret configured, is
+// answered 401 before its body is read; the others' bodies are fed to the
+// HMAC as they arrive and compared in constant time at their end (401
+// when the signature does not match). Until then a body is held within
+// bounds a sender without the secret cannot push:
+//
+//   - one over MaxWebhookBody is refused with 413, at once when its
+//     Content-Length says so;
+//   - it must arrive within Config.WebhookReadTimeout (a read deadline
+//     on the connection), or is answered 408 and its connection closed;
+//   - the bodies of events the Adapter uses are held in memory taken from
+//     Config.WebhookBodyBudget, shared by every delivery to the Adapter's
+//     handlers: when it is spent, a delivery is answered 503 with
+//     Retry-After and its connection closed, and one larger than the
+//     whole budget 413. Events it does not use are verified as they
+//     stream and kept nowhere, then answered 204.
+//
+// The events used become [lifecycle.ProviderEvent]s, with
+// X-GitHub-Delivery as their DeliveryID and the SHA-256 of the signed body
+// as their Digest, which sink applies before the answer: 200 when applied,
+// 503 when not, so that a redelivery from the webhook's settings is taken.
+// The Service ignores a delivery whose ID or body it applied before:
+// X-GitHub-Delivery is not signed, and a captured body replayed under a
+// new ID must not be applied again, while GitHub's redelivery of a
+// delivery that failed (the same ID and body) was never recorded and is
+// applied. Applying is bounded by Config.WebhookApplyTimeout, below
+// GitHub's 10 seconds. The events used: pull_request (synchronize, closed,
+// reopened, edited with a new base), pull_request_review (submitted,
+// dismissed), check_run, check_suite, status and deployment_status.
 func (a *Adapter) WebhookHandler(sink lifecycle.ProviderEventSink) http.Handler {
 	if a.cfg.WebhookSecret == "" {
 		a.log.Error("webhook handler without Config.WebhookSecret: every delivery is refused")
@@ -47,6 +72,21 @@ func (a *Adapter) WebhookHandler(sink lifecycle.ProviderEventSink) http.Handler 
 	})
 }
 
+// signature returns the digest of an X-Hub-Signature-256 header value
+// ("sha256=" and 64 hex digits), or false.
+func signature(v string) ([]byte, bool) {
+	h, ok := strings.CutPrefix(v, "sha256=")
+	if !ok || len(h) != 2*sha256.Size {
+		return nil, false
+	}
+	sig, err := hex.DecodeString(h)
+	return sig, err == nil
+}
+
+// formMediaType is the other content type a GitHub webhook may have: the
+// JSON payload is then the form's payload parameter.
+const formMediaType = "application/x-www-form-urlencoded"
+
 func (a *Adapter) serveWebhook(w http.ResponseWriter, r *http.Request, sink lifecycle.ProviderEventSink) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
@@ -54,32 +94,63 @@ func (a *Adapter) serveWebhook(w http.ResponseWriter, r *http.Request, sink life
 		return
 	}
 	if r.ContentLength > MaxWebhookBody {
-		http.Error(w, "body too large", http.StatusRequestEntityTooLarge)
+		hookbody.Refuse(w, r, hookbody.ErrTooLarge)
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, MaxWebhookBody)
-	if a.cfg.WebhookSecret == "" || r.Header.Get(gh.SHA256SignatureHeader) == "" {
+	sig, ok := signature(r.Header.Get(gh.SHA256SignatureHeader))
+	if a.cfg.WebhookSecret == "" || !ok {
+		hookbody.Abandon(w, r) // the body is not read
 		http.Error(w, "missing or unverifiable X-Hub-Signature-256", http.StatusUnauthorized)
 		return
 	}
-	body, err := gh.ValidatePayload(r, []byte(a.cfg.WebhookSecret))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			http.Error(w, "body too large", http.StatusRequestEntityTooLarge)
-			return
-		}
-		a.log.WarnContext(r.Context(), "webhook delivery refused: signature does not match", "delivery", r.Header.Get("X-GitHub-Delivery"))
-		http.Error(w, "signature does not match", http.StatusUnauthorized)
+	mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if mediaType != "application/json" && mediaType != formMediaType {
+		hookbody.Abandon(w, r)
+		http.Error(w, "the webhook's content type must be application/json", http.StatusUnsupportedMediaType)
 		return
 	}
+	mac := hmac.New(sha256.New, []byte(a.cfg.WebhookSecret))
 	event := gh.WebHookType(r)
 	if !usedEvents[event] {
+		// Verified all the same, so that a wrong secret shows in the
+		// answer to GitHub's ping.
+		if _, err := a.hookBodies.Discard(w, r, mac); err != nil {
+			hookbody.Refuse(w, r, err)
+			return
+		}
+		if !hmac.Equal(mac.Sum(nil), sig) {
+			a.refuseSignature(w, r)
+			return
+		}
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
+	digest := sha256.New()
+	body, err := a.hookBodies.Read(w, r, io.MultiWriter(mac, digest))
+	if err != nil {
+		if !errors.Is(err, hookbody.ErrTooLarge) {
+			a.log.WarnContext(r.Context(), "webhook delivery not read", "delivery", gh.DeliveryID(r), "err", err)
+		}
+		hookbody.Refuse(w, r, err)
+		return
+	}
+	if !hmac.Equal(mac.Sum(nil), sig) {
+		body.Release()
+		a.refuseSignature(w, r)
+		return
+	}
+	raw := body.Bytes()
+	body.Release()
+	if mediaType == formMediaType {
+		form, err := url.ParseQuery(string(raw))
+		if err != nil {
+			http.Error(w, "payload is not a form", http.StatusBadRequest)
+			return
+		}
+		raw = []byte(form.Get("payload"))
+	}
 	var p payload
-	if err := json.Unmarshal(body, &p); err != nil {
+	if err := json.Unmarshal(raw, &p); err != nil {
 		http.Error(w, "payload is not JSON", http.StatusBadRequest)
 		return
 	}
@@ -89,6 +160,7 @@ func (a *Adapter) serveWebhook(w http.ResponseWriter, r *http.Request, sink life
 		return
 	}
 	ev.Source, ev.DeliveryID = Source, gh.DeliveryID(r)
+	ev.Digest = hex.EncodeToString(digest.Sum(nil))
 	ctx, cancel := context.WithTimeout(r.Context(), a.cfg.WebhookApplyTimeout)
 	defer cancel()
 	if err := sink.ApplyProviderEvent(ctx, ev); err != nil {
@@ -99,6 +171,12 @@ func (a *Adapter) serveWebhook(w http.ResponseWriter, r *http.Request, sink life
 		return
 	}
 	w.WriteHeader(http.StatusOK)
+}
+
+// refuseSignature answers a delivery whose signature does not match.
+func (a *Adapter) refuseSignature(w http.ResponseWriter, r *http.Request) {
+	a.log.WarnContext(r.Context(), "webhook delivery refused: signature does not match", "delivery", gh.DeliveryID(r))
+	http.Error(w, "signature does not match", http.StatusUnauthorized)
 }
 
 // payload holds the members of the webhook payloads the Adapter uses,

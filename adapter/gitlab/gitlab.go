@@ -16,6 +16,7 @@ import (
 	gl "gitlab.com/gitlab-org/api/client-go"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/hookbody"
 	"github.com/tasklifecycle/lifecycle/internal/hostbudget"
 )
 
@@ -39,6 +40,22 @@ type Config struct {
 	// GitLab sends as X-Gitlab-Token. Without it [Adapter.WebhookHandler]
 	// refuses every delivery.
 	WebhookToken string
+
+	// WebhookReadTimeout bounds the reading of a delivery's body, from
+	// when its headers have arrived: a sender slower than that is answered
+	// 408 and its connection closed. It is set as the connection's read
+	// deadline through http.ResponseController, which needs the
+	// ResponseWriter of net/http or a wrapper of it with an Unwrap method.
+	// Defaults to 10 seconds, GitLab's own timeout for a delivery.
+	WebhookReadTimeout time.Duration
+	// WebhookBodyBudget bounds the memory held by the bodies of
+	// deliveries being read, across every delivery to the adapter's
+	// webhook handlers: a delivery whose body would need more than is left
+	// is answered 503 with Retry-After, and its connection closed; one
+	// larger than the whole budget, 413. The memory is taken in 32 KiB
+	// pieces as bytes arrive. Defaults to 16 MiB, far above the hooks the
+	// adapter follows (merge requests, pipelines, jobs, deployments).
+	WebhookBodyBudget int64
 
 	// TargetBranch is the branch merge requests merge into when a
 	// submission names none. Defaults to the project's default branch.
@@ -104,6 +121,8 @@ type Adapter struct {
 	clock  lifecycle.Clock
 	log    *slog.Logger
 	budget *hostbudget.Budget
+	// hookBodies reads webhook bodies within WebhookBodyBudget.
+	hookBodies *hookbody.Reader
 
 	mu       sync.Mutex
 	settings *settings
@@ -161,7 +180,19 @@ func New(cfg Config) (*Adapter, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	switch {
+	case cfg.WebhookReadTimeout < 0 || cfg.WebhookBodyBudget < 0:
+		return nil, errors.New("gitlab: Config.WebhookReadTimeout and Config.WebhookBodyBudget must not be negative; leave them zero for their defaults")
+	case cfg.WebhookReadTimeout == 0:
+		cfg.WebhookReadTimeout = 10 * time.Second
+	}
+	if cfg.WebhookBodyBudget == 0 {
+		cfg.WebhookBodyBudget = 16 << 20
+	}
 	a := &Adapter{cfg: cfg, clock: cfg.Clock, log: cfg.Logger, parents: map[string][]string{}}
+	a.hookBodies = hookbody.New(hookbody.Config{
+		Budget: cfg.WebhookBodyBudget, Max: maxHookBody, Timeout: cfg.WebhookReadTimeout, Logger: cfg.Logger,
+	})
 	a.budget = hostbudget.New(cfg.SweepShare, cfg.Clock.Now)
 	// client-go's own retries are off for every request: it would retry
 	// a 429 or a 5xx up to five times, on the wall clock and blind to

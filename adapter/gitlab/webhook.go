@@ -3,7 +3,6 @@ package gitlab
 import (
 	"crypto/subtle"
 	"errors"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	gl "gitlab.com/gitlab-org/api/client-go"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/hookbody"
 )
 
 // maxHookBody bounds a webhook delivery's body; GitLab's largest (a push
@@ -37,9 +37,15 @@ const maxHookBody = 25 << 20
 //   - Deployment Hook → deployment_status, which wakes a [Deployer]
 //     waiting for a deployment.
 //
-// Other events, and events of other projects, are answered 204. A body
-// over 25 MiB is answered 413 Request Entity Too Large without being
-// parsed; one that is not the event's JSON, 400.
+// Other events are answered 204 without their body being read, and
+// events of other projects 204 too. The token is checked before the body
+// is read; then the body is read within bounds: over 25 MiB it is
+// answered 413 Request Entity Too Large (at once when its Content-Length
+// says so), not within [Config.WebhookReadTimeout] 408 (a read deadline
+// on the connection), and when [Config.WebhookBodyBudget] is spent by
+// deliveries being read 503 with Retry-After (413 when larger than the
+// whole budget), each with the connection closed; a body that is not the
+// event's JSON is answered 400.
 //
 // GitLab delivers a failed delivery only when someone resends it by
 // hand, and a hook whose deliveries fail four times in a row is disabled
@@ -73,27 +79,29 @@ func (a *Adapter) WebhookHandler(sink lifecycle.ProviderEventSink) http.Handler 
 			if want == "" {
 				a.log.WarnContext(r.Context(), "GitLab webhook refused: no webhook token is configured (Config.WebhookToken)")
 			}
+			hookbody.Abandon(w, r) // the body is not read
 			http.Error(w, "the X-Gitlab-Token header is not this hook's secret token", http.StatusUnauthorized)
-			return
-		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxHookBody))
-		if err != nil {
-			var tooLarge *http.MaxBytesError
-			if errors.As(err, &tooLarge) {
-				http.Error(w, "the delivery is too large", http.StatusRequestEntityTooLarge)
-				return
-			}
-			http.Error(w, "could not read the delivery", http.StatusBadRequest)
 			return
 		}
 		kind := gl.HookEventType(r)
 		switch kind {
 		case gl.EventTypeMergeRequest, gl.EventTypePipeline, gl.EventTypeJob, gl.EventTypeDeployment:
 		default:
+			hookbody.Abandon(w, r)              // its body is not read
 			w.WriteHeader(http.StatusNoContent) // nothing the lifecycle follows
 			return
 		}
-		event, err := gl.ParseWebhook(kind, body)
+		body, err := a.hookBodies.Read(w, r, nil)
+		if err != nil {
+			if !errors.Is(err, hookbody.ErrTooLarge) {
+				a.log.WarnContext(r.Context(), "GitLab webhook not read", "event", string(kind), "err", err)
+			}
+			hookbody.Refuse(w, r, err)
+			return
+		}
+		raw := body.Bytes()
+		body.Release()
+		event, err := gl.ParseWebhook(kind, raw)
 		if err != nil {
 			http.Error(w, "the delivery is not a "+string(kind)+" payload", http.StatusBadRequest)
 			return

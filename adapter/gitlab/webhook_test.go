@@ -65,8 +65,9 @@ func TestJobHookIsChecksChanged(t *testing.T) {
 	}
 }
 
-// A delivery over 25 MiB is answered 413 without being parsed or passed
-// on; one just at the bound is read (and, not being JSON, refused 400).
+// A delivery over the body budget (16 MiB by default) is answered 413
+// without being parsed or passed on; one just at the bound is read (and,
+// not being JSON, refused 400).
 func TestWebhookBodyOverTheBoundIsRefused(t *testing.T) {
 	t.Parallel()
 	f := gitlabtest.NewServer(t, gitlabtest.Options{})
@@ -76,7 +77,7 @@ func TestWebhookBodyOverTheBoundIsRefused(t *testing.T) {
 	for _, tc := range []struct {
 		size int
 		want int
-	}{{25<<20 + 1, http.StatusRequestEntityTooLarge}, {25 << 20, http.StatusBadRequest}} {
+	}{{25<<20 + 1, http.StatusRequestEntityTooLarge}, {16<<20 + 1, http.StatusRequestEntityTooLarge}, {16 << 20, http.StatusBadRequest}} {
 		req := httptest.NewRequest(http.MethodPost, "/hooks/gitlab", bytes.NewReader(bytes.Repeat([]byte("x"), tc.size)))
 		req.Header.Set("X-Gitlab-Event", gitlabtest.EventMergeRequest)
 		req.Header.Set("X-Gitlab-Token", hookToken)

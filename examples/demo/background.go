@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,12 +19,15 @@ const childEnv = "LIFECYCLE_DEMO_BACKGROUND_CHILD"
 // that it serves.
 const readyFD = 3
 
-// runBackground starts the demo as a process of its own, in a new session
-// so that it outlives the shell, waits until it serves, and prints the
-// shell commands that export KEY and BASE.
-func runBackground(opts options) error {
-	if err := os.MkdirAll(opts.data, 0o700); err != nil {
-		return fmt.Errorf("create data directory: %w", err)
+// runBackground starts the demo with args as a process of its own, in a
+// new session so that it outlives the shell, waits until it serves, and
+// prints to stdout the shell commands that export KEY and BASE. The server
+// logs to demo.log in the data directory, readable by its owner only; the
+// admin key reaches this process through a pipe, and goes to stdout only,
+// never to the log.
+func runBackground(opts options, args []string, stdout, stderr io.Writer) error {
+	if _, err := privateDataDir(opts.data); err != nil {
+		return err
 	}
 	logPath := filepath.Join(opts.data, "demo.log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -40,7 +44,7 @@ func runBackground(opts options) error {
 		return err
 	}
 	defer r.Close()
-	cmd := exec.Command(exe, os.Args[1:]...)
+	cmd := exec.Command(exe, args...)
 	cmd.Env = append(os.Environ(), childEnv+"=1")
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.ExtraFiles = []*os.File{w} // fd 3 in the child
@@ -75,9 +79,9 @@ func runBackground(opts options) error {
 	if err := os.WriteFile(pidPath, []byte(fmt.Sprintln(pid)), 0o600); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "lifecycle demo serving %s in the background (pid %d, log %s); stop it with: kill $(cat %s)\n",
+	fmt.Fprintf(stderr, "lifecycle demo serving %s in the background (pid %d, log %s); stop it with: kill $(cat %s)\n",
 		base, pid, logPath, pidPath)
-	fmt.Printf("export KEY=%s BASE=%s\n", key, base)
+	fmt.Fprintf(stdout, "export KEY=%s BASE=%s\n", key, base)
 	return nil
 }
 

@@ -22,7 +22,7 @@ const testGitHubSecret = "demo-github-webhook-secret"
 func TestGitHubLifecycleThroughTheDemo(t *testing.T) {
 	f := githubtest.NewServer(t, githubtest.Options{})
 	base := startDemo(t, "-github-repo", githubtest.Owner+"/"+githubtest.Repo, "-github-api-url", f.APIURL(),
-		"-github-token", githubtest.Token, "-github-webhook-secret", testGitHubSecret)
+		"-github-token-file", secretFile(t, githubtest.Token), "-github-webhook-secret-file", secretFile(t, testGitHubSecret))
 	c := client{t: t, base: base}
 	deliveries := 0
 	hook := func(event string, payload []byte) {

@@ -5,25 +5,50 @@
 // key with every scope.
 //
 //	go run ./examples/demo
-//	go run ./examples/demo -addr 127.0.0.1:9090 -data /tmp/lifecycle -admin-key lsk_...
+//	go run ./examples/demo -addr 127.0.0.1:9090 -data /tmp/lifecycle -admin-key-file ~/.lifecycle-admin.key
 //	eval "$(go run ./examples/demo -background)"
 //
 // With -background it starts the server as a process of its own, waits
 // until it serves, prints the shell commands that set KEY and BASE (so
 // that eval sets them) and exits; the server keeps running, logging to
 // demo.log in the data directory, until killed (kill $(cat
-// lifecycle-demo-data/demo.pid)).
+// lifecycle-demo-data/demo.pid)). The admin key goes to those commands on
+// the terminal and to the key file, never to demo.log.
+//
+// Secrets are never taken from the command line, where ps shows them to
+// every user of the machine: each comes from a file named by a flag, or
+// from an environment variable, or (the admin key and the key that seals
+// webhook secrets) from the data directory, generated on the first run:
+//
+//	admin API key               -admin-key-file                  LIFECYCLE_ADMIN_KEY           admin.key
+//	key sealing webhook secrets -webhook-secret-key-file         LIFECYCLE_WEBHOOK_SECRET_KEY  webhook-secret.key
+//	keys it replaces            -webhook-previous-secret-keys-file LIFECYCLE_WEBHOOK_PREVIOUS_SECRET_KEYS
+//	-webhook-url's secret       -webhook-secret-file             WEBHOOK_SECRET
+//	GitHub token                -github-token-file               GITHUB_TOKEN
+//	GitHub webhook secret       -github-webhook-secret-file      GITHUB_WEBHOOK_SECRET
+//	GitLab token                -gitlab-token-file               GITLAB_TOKEN
+//	GitLab webhook token        -gitlab-webhook-token-file       GITLAB_WEBHOOK_TOKEN
+//
+// A file flag wins over the variable. A -postgres DSN holding a password
+// is refused: give it in LIFECYCLE_POSTGRES_DSN, or the password in
+// PGPASSWORD or ~/.pgpass. The data directory is kept readable by its
+// owner only (0700), and so are its files (0600): the database, admin.key,
+// webhook-secret.key, instance.id, demo.pid and demo.log; the demo
+// tightens those an older run left wider.
 //
 // To watch signed webhook deliveries arrive, run the example receiver
 // (go run ./examples/webhookreceiver -secret ...) and pass its URL, secret
 // and certificate; the demo then subscribes it to every event type:
 //
-//	go run ./examples/demo -webhook-url https://127.0.0.1:8443/hooks \
-//		-webhook-secret demo-secret-0123456789 -webhook-ca /tmp/receiver-cert.pem
+//	WEBHOOK_SECRET=demo-secret-0123456789 go run ./examples/demo \
+//		-webhook-url https://127.0.0.1:8443/hooks -webhook-ca /tmp/receiver-cert.pem
 //
 // A receiver on loopback is a private target, refused by default as a
-// defence against server-side request forgery: -webhook-url implies
-// -allow-private-webhooks, which lets it through.
+// defence against server-side request forgery: the -webhook-url
+// subscription, and it alone, is allowed to reach a private address
+// (lifecycle.CreateSubscriptionParams.AllowPrivateTarget). Subscriptions
+// created over the API are still refused one, unless
+// -allow-private-webhooks lets every subscription through.
 //
 // To run the tasks of one project on a GitHub repository instead of a local
 // one (pull requests, CI, review decision, merges and deployments at
@@ -40,13 +65,14 @@
 //	GITLAB_TOKEN=glpat-... GITLAB_WEBHOOK_TOKEN=... go run ./examples/demo \
 //		-gitlab-project-path GROUP/NAME [-gitlab-url https://gitlab.example.com]
 //
-// Webhook secrets are sealed in the database with a 32-byte key, by default
-// one generated on the first run and kept in the data directory
-// (webhook-secret.key); -webhook-secret-key or LIFECYCLE_WEBHOOK_SECRET_KEY
-// choose it (64 hex digits or standard base64). To rotate it, start with
-// the new key and the old one in -webhook-previous-secret-keys: the demo
+// Webhook secrets are sealed in the database with a 32-byte key (64 hex
+// digits or standard base64), by default one generated on the first run
+// and kept in the data directory (webhook-secret.key). To rotate it, start
+// with the new key and the old one among the previous keys: the demo
 // reseals every secret with the new key at start, after which the old key
-// can go.
+// can go. Keeping the key beside the database protects the secrets from a
+// copy of the database alone; give -webhook-secret-key-file a path
+// elsewhere to protect them from a copy of the directory.
 //
 // It prints the base URL and the admin key, then serves until SIGINT or
 // SIGTERM, when it shuts down cleanly.
@@ -66,6 +92,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -95,11 +122,13 @@ func main() {
 	}
 }
 
-// options are the demo's flags.
+// options are the demo's flags, with the secrets they name read.
 type options struct {
 	addr                 string
 	data                 string
 	adminKey             string
+	adminKeySource       string // where adminKey comes from, in words
+	adminKeyFromData     bool   // adminKey is the data directory's, or one to keep there
 	allowPrivateWebhooks bool
 	webhookURL           string
 	webhookSecret        string
@@ -123,64 +152,156 @@ type options struct {
 	previousSecretKeys  string
 }
 
+// secretSource is where one secret comes from: the file a flag names, or
+// else an environment variable.
+type secretSource struct {
+	flag, env string
+	file      string  // set by the flag
+	dst       *string // the secret read
+	what      string
+	fallback  string // what is used without the file and the variable
+}
+
+// removedFlag is a flag that took a secret on the command line, where ps
+// shows it: setting it makes parseFlags fail with what to use instead,
+// without repeating the value.
+type removedFlag struct {
+	name, use string
+	set       bool
+}
+
+func (f *removedFlag) String() string { return "" }
+
+func (f *removedFlag) Set(string) error {
+	f.set = true
+	return nil
+}
+
 // parseFlags parses the demo's command-line arguments (without the
-// program's name).
-func parseFlags(args []string) (options, error) {
+// program's name), and reads the secrets from the files they name or
+// from the environment (getenv).
+func parseFlags(args []string, getenv func(string) string) (options, error) {
 	// A flag set of its own, under the package's name, so that run can be
 	// called from tests with arguments of their own.
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	var o options
+	secrets := []*secretSource{
+		{flag: "admin-key-file", env: "LIFECYCLE_ADMIN_KEY", dst: &o.adminKey, what: "admin API key to install (lsk_ and 32+ letters or digits)", fallback: "admin.key in the data directory, generated on the first run"},
+		{flag: "webhook-secret-file", env: "WEBHOOK_SECRET", dst: &o.webhookSecret, what: "secret of the -webhook-url subscription, 16 to 128 characters"},
+		{flag: "github-token-file", env: "GITHUB_TOKEN", dst: &o.githubToken, what: "token for -github-repo (never logged)"},
+		{flag: "github-webhook-secret-file", env: "GITHUB_WEBHOOK_SECRET", dst: &o.githubWebhookSecret, what: "secret of the repository's webhook to POST /hooks/github"},
+		{flag: "gitlab-token-file", env: "GITLAB_TOKEN", dst: &o.gitlabToken, what: "GitLab access token with the api scope"},
+		{flag: "gitlab-webhook-token-file", env: "GITLAB_WEBHOOK_TOKEN", dst: &o.gitlabWebhookToken, what: "secret token of the project's webhook, served at POST /hooks/gitlab"},
+		{flag: "webhook-secret-key-file", env: "LIFECYCLE_WEBHOOK_SECRET_KEY", dst: &o.webhookSecretKey, what: "32-byte key that seals webhook secrets at rest, as 64 hex digits or base64", fallback: "webhook-secret.key in the data directory, generated on the first run"},
+		{flag: "webhook-previous-secret-keys-file", env: "LIFECYCLE_WEBHOOK_PREVIOUS_SECRET_KEYS", dst: &o.previousSecretKeys, what: "keys that the webhook secret key replaces, separated by commas or lines: secrets sealed with them are resealed at start"},
+	}
+	for _, sec := range secrets {
+		usage := "file holding the " + sec.what + "; else $" + sec.env
+		if sec.fallback != "" {
+			usage += "; else " + sec.fallback
+		}
+		fs.StringVar(&sec.file, sec.flag, "", usage)
+	}
+	removed := []*removedFlag{
+		{name: "admin-key", use: "-admin-key-file or LIFECYCLE_ADMIN_KEY"},
+		{name: "webhook-secret", use: "-webhook-secret-file or WEBHOOK_SECRET"},
+		{name: "github-token", use: "-github-token-file or GITHUB_TOKEN"},
+		{name: "github-webhook-secret", use: "-github-webhook-secret-file or GITHUB_WEBHOOK_SECRET"},
+		{name: "gitlab-token", use: "-gitlab-token-file or GITLAB_TOKEN"},
+		{name: "gitlab-webhook-token", use: "-gitlab-webhook-token-file or GITLAB_WEBHOOK_TOKEN"},
+		{name: "webhook-secret-key", use: "-webhook-secret-key-file or LIFECYCLE_WEBHOOK_SECRET_KEY"},
+		{name: "webhook-previous-secret-keys", use: "-webhook-previous-secret-keys-file or LIFECYCLE_WEBHOOK_PREVIOUS_SECRET_KEYS"},
+	}
+	for _, r := range removed {
+		fs.Var(r, r.name, "removed: use "+r.use)
+	}
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "address to listen on")
-	fs.StringVar(&o.data, "data", "lifecycle-demo-data", "data directory (SQLite database, admin key)")
-	fs.StringVar(&o.adminKey, "admin-key", os.Getenv("LIFECYCLE_ADMIN_KEY"), "admin API key to install (lsk_ and 32+ letters or digits); also LIFECYCLE_ADMIN_KEY; default: one generated and kept in the data directory")
-	fs.BoolVar(&o.allowPrivateWebhooks, "allow-private-webhooks", false, "let webhook subscriptions target loopback and private addresses, such as a local receiver")
-	fs.StringVar(&o.webhookURL, "webhook-url", "", "subscribe this https URL to every event type at start (implies -allow-private-webhooks)")
-	fs.StringVar(&o.webhookSecret, "webhook-secret", os.Getenv("WEBHOOK_SECRET"), "secret of the -webhook-url subscription, 16 to 128 characters; also WEBHOOK_SECRET")
+	fs.StringVar(&o.data, "data", "lifecycle-demo-data", "data directory (SQLite database, admin key), kept readable by its owner only")
+	fs.BoolVar(&o.allowPrivateWebhooks, "allow-private-webhooks", false, "let every webhook subscription target loopback and private addresses (-webhook-url's may without it)")
+	fs.StringVar(&o.webhookURL, "webhook-url", "", "subscribe this https URL to every event type at start; it alone may be a loopback or private address, such as a local receiver")
 	fs.StringVar(&o.webhookCA, "webhook-ca", "", "PEM file of certificates to trust for webhook receivers, beside the system's")
 	fs.DurationVar(&o.reconcileInterval, "reconcile-interval", 10*time.Second, "the longest time a change made at the code host without a webhook (a commit pushed to a task's branch, CI, a review) stays unnoticed: every task in review is read again at each multiple of it, in batches (at least 1s)")
 	fs.StringVar(&o.gitlabProjectPath, "gitlab-project-path", "", "GROUP/NAME of a GitLab project: tasks of -gitlab-project open merge requests there, with its CI, approvals and deployments")
 	fs.StringVar(&o.gitlabProject, "gitlab-project", "gitlab", "the context.project of the tasks that -gitlab-project-path serves")
 	fs.StringVar(&o.gitlabURL, "gitlab-url", "https://gitlab.com", "the GitLab instance (its API is under /api/v4/); plain http only for loopback")
-	fs.StringVar(&o.gitlabToken, "gitlab-token", os.Getenv("GITLAB_TOKEN"), "GitLab access token with the api scope; also GITLAB_TOKEN")
-	fs.StringVar(&o.gitlabWebhookToken, "gitlab-webhook-token", os.Getenv("GITLAB_WEBHOOK_TOKEN"), "secret token of the project's webhook, served at POST /hooks/gitlab; also GITLAB_WEBHOOK_TOKEN")
 	fs.StringVar(&o.githubRepo, "github-repo", "", "OWNER/NAME of a GitHub repository: tasks of -github-project get their pull requests, CI, review decision and deployments there")
 	fs.StringVar(&o.githubProject, "github-project", "github", "the context.project of the tasks that run on -github-repo")
 	fs.StringVar(&o.githubAPIURL, "github-api-url", github.DefaultAPIURL, "GitHub's REST API, used as given; for GitHub Enterprise Server https://HOST/api/v3/ (plain http only to loopback)")
-	fs.StringVar(&o.githubToken, "github-token", "", "token for -github-repo (never logged); default: GITHUB_TOKEN")
-	fs.StringVar(&o.githubWebhookSecret, "github-webhook-secret", "", "secret of the repository's webhook to POST /hooks/github; default: GITHUB_WEBHOOK_SECRET")
-	fs.StringVar(&o.postgres, "postgres", os.Getenv("LIFECYCLE_POSTGRES_DSN"), "keep tasks in this PostgreSQL database (a DSN such as postgres://postgres@127.0.0.1:5432/postgres) instead of the SQLite file; demos started with the same DSN are replicas of one Service; also LIFECYCLE_POSTGRES_DSN")
-	fs.StringVar(&o.instanceID, "instance-id", os.Getenv("LIFECYCLE_INSTANCE_ID"), "this process's instance ID; replicas sharing a data directory need one each; also LIFECYCLE_INSTANCE_ID; default: one kept in the data directory")
+	fs.StringVar(&o.postgres, "postgres", "", "keep tasks in this PostgreSQL database (a DSN such as postgres://postgres@127.0.0.1:5432/postgres, without a password: give that in PGPASSWORD or ~/.pgpass) instead of the SQLite file; demos started with the same DSN are replicas of one Service; else $LIFECYCLE_POSTGRES_DSN, which may hold a password")
+	fs.StringVar(&o.instanceID, "instance-id", "", "this process's instance ID; replicas sharing a data directory need one each; else $LIFECYCLE_INSTANCE_ID, else one kept in the data directory")
 	fs.BoolVar(&o.background, "background", false, "start the server in the background, wait until it serves, and print the shell commands that export KEY and BASE")
-	fs.StringVar(&o.webhookSecretKey, "webhook-secret-key", os.Getenv("LIFECYCLE_WEBHOOK_SECRET_KEY"), "32-byte key that seals webhook secrets at rest, as 64 hex digits or base64; also LIFECYCLE_WEBHOOK_SECRET_KEY; default: one generated and kept in the data directory")
-	fs.StringVar(&o.previousSecretKeys, "webhook-previous-secret-keys", "", "comma-separated keys that -webhook-secret-key replaces: secrets sealed with them are resealed at start")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
+	for _, r := range removed {
+		if r.set {
+			return o, fmt.Errorf("-%s is gone: a secret on the command line is visible to every user of the machine (ps); use %s", r.name, r.use)
+		}
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("%d unexpected arguments: the demo takes flags only (-h lists them)", fs.NArg())
+	}
+	if hasPassword(o.postgres) {
+		return o, errors.New("-postgres holds a password, which ps shows to every user of the machine: give the DSN in LIFECYCLE_POSTGRES_DSN instead, or the password in PGPASSWORD or ~/.pgpass")
+	}
 	// Read after parsing, so that -h never prints them.
-	if o.githubToken == "" {
-		o.githubToken = os.Getenv("GITHUB_TOKEN")
+	if o.postgres == "" {
+		o.postgres = getenv("LIFECYCLE_POSTGRES_DSN")
 	}
-	if o.githubWebhookSecret == "" {
-		o.githubWebhookSecret = os.Getenv("GITHUB_WEBHOOK_SECRET")
+	if o.instanceID == "" {
+		o.instanceID = getenv("LIFECYCLE_INSTANCE_ID")
 	}
-	if o.webhookURL != "" {
-		o.allowPrivateWebhooks = true
+	for _, sec := range secrets {
+		if sec.file == "" {
+			*sec.dst = getenv(sec.env)
+			continue
+		}
+		b, err := os.ReadFile(sec.file)
+		if err != nil {
+			return o, fmt.Errorf("-%s: %w", sec.flag, err)
+		}
+		if *sec.dst = strings.TrimSpace(string(b)); *sec.dst == "" {
+			return o, fmt.Errorf("-%s: %s is empty", sec.flag, sec.file)
+		}
+	}
+	o.adminKeyFromData = o.adminKey == ""
+	switch {
+	case o.adminKeyFromData:
+		o.adminKeySource = "the file " + filepath.Join(o.data, "admin.key")
+	case secrets[0].file != "":
+		o.adminKeySource = "the file " + secrets[0].file
+	default:
+		o.adminKeySource = "$LIFECYCLE_ADMIN_KEY"
 	}
 	return o, nil
 }
 
+// hasPassword reports whether a PostgreSQL DSN, a URL or key=value pairs,
+// holds a password.
+func hasPassword(dsn string) bool {
+	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		_, set := u.User.Password()
+		return set || u.Query().Has("password")
+	}
+	return dsnPassword.MatchString(dsn)
+}
+
+// dsnPassword finds the password of a key=value DSN.
+var dsnPassword = regexp.MustCompile(`(^|\s)password\s*=`)
+
 // run runs the demo with command-line arguments args until ctx ends,
 // printing what it serves to stdout and its log to stderr.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	opts, err := parseFlags(args)
+	opts, err := parseFlags(args, os.Getenv)
 	if err != nil {
 		return err
 	}
 	if opts.adminKey != "" && !apiKeyForm.MatchString(opts.adminKey) {
-		return fmt.Errorf("-admin-key (or LIFECYCLE_ADMIN_KEY) %q is not an API key: use lsk_ followed by at least 32 letters or digits", opts.adminKey)
+		return fmt.Errorf("the admin key of %s is not an API key: use lsk_ followed by at least 32 letters or digits", opts.adminKeySource)
 	}
-	if opts.background && os.Getenv(childEnv) == "" {
-		return runBackground(opts)
+	background := os.Getenv(childEnv) != ""
+	if opts.background && !background {
+		return runBackground(opts, args, stdout, stderr)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 
@@ -193,14 +314,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer ln.Close()
 	base := "http://" + publicAddr(ln.Addr().(*net.TCPAddr))
 
-	if err = os.MkdirAll(opts.data, 0o700); err != nil {
-		return fmt.Errorf("create data directory: %w", err)
+	tightened, err := privateDataDir(opts.data)
+	if err != nil {
+		return err
+	}
+	if len(tightened) > 0 {
+		log.Warn("data directory made readable by its owner only", "dir", opts.data, "tightened", tightened)
 	}
 	var store lifecycle.Store
 	if opts.postgres != "" {
 		store, err = postgres.New(ctx, postgres.Config{DSN: opts.postgres})
 	} else {
-		store, err = sqlite.New(sqlite.Config{Path: filepath.Join(opts.data, "lifecycle.db")})
+		dbPath := filepath.Join(opts.data, "lifecycle.db")
+		// Created here, so that it is the owner's only: SQLite would make
+		// it 0644, and its -wal and -shm files take its mode.
+		if err := createPrivate(dbPath); err != nil {
+			return err
+		}
+		store, err = sqlite.New(sqlite.Config{Path: dbPath})
 	}
 	if err != nil {
 		return err
@@ -313,7 +444,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ReviewRouter:               reviews,
 		ProviderTimeout:            providerTimeout,
 		ReconcileInterval:          opts.reconcileInterval,
-		AllowPrivateWebhookTargets: opts.allowPrivateWebhooks,
+		AllowPrivateWebhookTargets: opts.allowPrivateWebhooks, // -webhook-url's subscription has its own allowance
 		WebhookTLSConfig:           webhookTLS,
 		WebhookSecretKey:           sealKey,
 		WebhookPreviousSecretKeys:  previousKeys,
@@ -339,7 +470,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := subscribe(ctx, svc, opts); err != nil {
+	if err := subscribe(ctx, svc, opts, stdout); err != nil {
 		return err
 	}
 	if err := seed(ctx, svc); err != nil {
@@ -373,8 +504,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "gitlab:         %s on %s for tasks of project %q; webhook at %s/hooks/gitlab\n", opts.gitlabProjectPath, opts.gitlabURL, opts.gitlabProject, base)
 	}
 	fmt.Fprintf(stdout, "console:        %s/console/ (sign in with the admin key)\n", base)
-	fmt.Fprintf(stdout, "admin key:      %s\n\n", adminKey)
-	fmt.Fprintf(stdout, "in another shell:\n  export KEY=%s BASE=%s\n  curl -s -H \"Authorization: Bearer $KEY\" \"$BASE/tasks\"\n\n", adminKey, base)
+	if background {
+		// stdout is demo.log: the key goes to the terminal of the process
+		// that started this one, through the ready pipe, and nowhere else.
+		fmt.Fprintf(stdout, "admin key:      %s (not logged)\n\n", opts.adminKeySource)
+	} else {
+		fmt.Fprintf(stdout, "admin key:      %s\n\n", adminKey)
+		fmt.Fprintf(stdout, "in another shell:\n  export KEY=%s BASE=%s\n  curl -s -H \"Authorization: Bearer $KEY\" \"$BASE/tasks\"\n\n", adminKey, base)
+	}
 	if err := notifyReady(base, adminKey); err != nil {
 		return err
 	}
@@ -419,6 +556,59 @@ func publicAddr(a *net.TCPAddr) string {
 	return a.String()
 }
 
+// privateDataDir creates the data directory readable by its owner only,
+// or makes an existing one so, with the files in it, which an older run
+// may have left readable by others; it returns the names it tightened.
+func privateDataDir(dir string) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data directory: %w", err)
+	}
+	var tightened []string
+	private := func(path string, info os.FileInfo) error {
+		if perm := info.Mode().Perm(); perm&0o077 != 0 {
+			if err := os.Chmod(path, perm&0o700); err != nil {
+				return fmt.Errorf("make %s readable by its owner only: %w", path, err)
+			}
+			tightened = append(tightened, filepath.Base(path))
+		}
+		return nil
+	}
+	info, err := os.Stat(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := private(dir, info); err != nil {
+		return nil, err
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			return nil, err
+		}
+		if err := private(filepath.Join(dir, e.Name()), info); err != nil {
+			return nil, err
+		}
+	}
+	return tightened, nil
+}
+
+// createPrivate creates an empty file readable by its owner only, unless
+// it exists.
+func createPrivate(path string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
 // instanceID returns the instance ID kept in the data directory, making
 // and keeping one on first use.
 func instanceID(dir string) (string, error) {
@@ -445,7 +635,7 @@ func instanceID(dir string) (string, error) {
 func installAdminKey(ctx context.Context, svc *lifecycle.Service, opts options) (string, error) {
 	keyFile := filepath.Join(opts.data, "admin.key")
 	key := opts.adminKey
-	if key == "" {
+	if opts.adminKeyFromData {
 		if b, err := os.ReadFile(keyFile); err == nil {
 			key = strings.TrimSpace(string(b))
 		}
@@ -463,7 +653,7 @@ func installAdminKey(ctx context.Context, svc *lifecycle.Service, opts options) 
 	case err != nil:
 		return "", fmt.Errorf("install admin key: %w", err)
 	}
-	if opts.adminKey == "" {
+	if opts.adminKeyFromData {
 		if err := os.WriteFile(keyFile, []byte(plaintext+"\n"), 0o600); err != nil {
 			return "", fmt.Errorf("keep admin key: %w", err)
 		}
@@ -471,24 +661,26 @@ func installAdminKey(ctx context.Context, svc *lifecycle.Service, opts options) 
 	return plaintext, nil
 }
 
-// webhookSecretKeys returns the key that seals webhook secrets, given by
-// flag or environment, or kept in the data directory, or generated and
-// kept there; and the previous keys of a rotation.
+// webhookSecretKeys returns the key that seals webhook secrets, read from
+// -webhook-secret-key-file or the environment, or kept in the data
+// directory, or generated and kept there; and the previous keys of a
+// rotation.
 func webhookSecretKeys(opts options) (key []byte, previous [][]byte, err error) {
-	for _, s := range strings.Split(opts.previousSecretKeys, ",") {
+	split := func(r rune) bool { return r == ',' || r == '\n' || r == '\r' }
+	for _, s := range strings.FieldsFunc(opts.previousSecretKeys, split) {
 		if s = strings.TrimSpace(s); s == "" {
 			continue
 		}
 		k, err := parseKey(s)
 		if err != nil {
-			return nil, nil, fmt.Errorf("-webhook-previous-secret-keys: %w", err)
+			return nil, nil, fmt.Errorf("the previous webhook secret keys: %w", err)
 		}
 		previous = append(previous, k)
 	}
 	if opts.webhookSecretKey != "" {
 		key, err = parseKey(opts.webhookSecretKey)
 		if err != nil {
-			return nil, nil, fmt.Errorf("-webhook-secret-key: %w", err)
+			return nil, nil, fmt.Errorf("the webhook secret key: %w", err)
 		}
 		return key, previous, nil
 	}
@@ -529,8 +721,10 @@ var allScopes = []lifecycle.Scope{
 }
 
 // subscribe subscribes -webhook-url to every event type, unless an earlier
-// run did.
-func subscribe(ctx context.Context, svc *lifecycle.Service, opts options) error {
+// run did. The subscription, and it alone, may reach a private address
+// such as a local receiver. One that an older demo made without that
+// allowance, which every subscription then had, is replaced.
+func subscribe(ctx context.Context, svc *lifecycle.Service, opts options, stdout io.Writer) error {
 	if opts.webhookURL == "" {
 		return nil
 	}
@@ -539,20 +733,27 @@ func subscribe(ctx context.Context, svc *lifecycle.Service, opts options) error 
 		return err
 	}
 	for _, sub := range list.Subscriptions {
-		if sub.URL == opts.webhookURL && sub.Status == lifecycle.SubscriptionActive {
-			fmt.Printf("webhooks:       %s (%s, subscribed by an earlier run)\n", sub.URL, sub.ID)
+		if sub.URL != opts.webhookURL || sub.Status != lifecycle.SubscriptionActive {
+			continue
+		}
+		if sub.AllowPrivateTarget || opts.allowPrivateWebhooks {
+			fmt.Fprintf(stdout, "webhooks:       %s (%s, subscribed by an earlier run)\n", sub.URL, sub.ID)
 			return nil
+		}
+		if err := svc.DeleteSubscription(ctx, sub.ID); err != nil {
+			return fmt.Errorf("replace the -webhook-url subscription of an older run: %w", err)
 		}
 	}
 	sub, err := svc.CreateSubscription(ctx, lifecycle.CreateSubscriptionParams{
-		URL:        opts.webhookURL,
-		EventTypes: []lifecycle.EventType{lifecycle.EventTaskUpdated, lifecycle.EventTaskReviewed, lifecycle.EventTaskShipped, lifecycle.EventTaskAwaitingUser},
-		Secret:     opts.webhookSecret,
+		URL:                opts.webhookURL,
+		EventTypes:         []lifecycle.EventType{lifecycle.EventTaskUpdated, lifecycle.EventTaskReviewed, lifecycle.EventTaskShipped, lifecycle.EventTaskAwaitingUser},
+		Secret:             opts.webhookSecret,
+		AllowPrivateTarget: true,
 	})
 	if err != nil {
 		return fmt.Errorf("subscribe -webhook-url: %w", err)
 	}
-	fmt.Printf("webhooks:       %s (%s)\n", sub.URL, sub.ID)
+	fmt.Fprintf(stdout, "webhooks:       %s (%s)\n", sub.URL, sub.ID)
 	return nil
 }
 

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -33,7 +35,7 @@ const (
 func TestGitLabLifecycleThroughTheDemo(t *testing.T) {
 	f := gitlabtest.NewServer(t, gitlabtest.Options{ApprovalsRequired: 1})
 	base := startDemo(t, "-gitlab-project-path", gitlabtest.ProjectPath, "-gitlab-url", f.URL,
-		"-gitlab-token", "glpat-demo-test", "-gitlab-webhook-token", testHookToken)
+		"-gitlab-token-file", secretFile(t, "glpat-demo-test"), "-gitlab-webhook-token-file", secretFile(t, testHookToken))
 	c := client{t: t, base: base}
 
 	task := c.do("POST", "/tasks", map[string]any{"identifier": "GL-1", "title": "Fix the login redirect",
@@ -89,15 +91,32 @@ func TestGitLabLifecycleThroughTheDemo(t *testing.T) {
 	}
 }
 
+// secretFile writes secret to a file readable by its owner only, and
+// returns its path.
+func secretFile(t *testing.T, secret string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(path, []byte(secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // startDemo runs the demo on a free loopback port with a fresh data
 // directory and the given flags until the test ends, and returns its base
 // URL.
 func startDemo(t *testing.T, args ...string) string {
 	t.Helper()
+	return launch(t, append([]string{"-addr", "127.0.0.1:0", "-data", t.TempDir(), "-admin-key-file", secretFile(t, testAdminKey)}, args...)...)
+}
+
+// launch runs the demo in this process with args until the test ends,
+// and returns its base URL.
+func launch(t *testing.T, args ...string) string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out, w := io.Pipe()
 	done := make(chan error, 1)
-	args = append([]string{"-addr", "127.0.0.1:0", "-data", t.TempDir(), "-admin-key", testAdminKey}, args...)
 	go func() {
 		err := run(ctx, args, w, io.Discard)
 		w.CloseWithError(fmt.Errorf("demo ended: %v", err))
@@ -120,10 +139,37 @@ func startDemo(t *testing.T, args ...string) string {
 	return ""
 }
 
-// client calls the demo's API with the admin key.
+// client calls the demo's API with the admin key: key, or testAdminKey.
 type client struct {
 	t    *testing.T
 	base string
+	key  string
+}
+
+// bearer returns the client's key.
+func (c client) bearer() string {
+	if c.key == "" {
+		return testAdminKey
+	}
+	return c.key
+}
+
+// post sends a JSON body and returns the answer's status and body,
+// whatever they are.
+func (c client) post(path string, body any) (int, string) {
+	c.t.Helper()
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequestWithContext(c.t.Context(), "POST", c.base+path, bytes.NewReader(b))
+	req.Header.Set("Authorization", "Bearer "+c.bearer())
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", fmt.Sprintf("demo-test-%d", time.Now().UnixNano()))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(raw)
 }
 
 // do sends a request and returns the answer's data, failing the test on
@@ -136,7 +182,7 @@ func (c client) do(method, path string, body any) map[string]any {
 		rd = bytes.NewReader(b)
 	}
 	req, _ := http.NewRequestWithContext(c.t.Context(), method, c.base+path, rd)
-	req.Header.Set("Authorization", "Bearer "+testAdminKey)
+	req.Header.Set("Authorization", "Bearer "+c.bearer())
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Idempotency-Key", fmt.Sprintf("demo-test-%d", time.Now().UnixNano()))

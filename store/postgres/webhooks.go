@@ -16,7 +16,7 @@ import (
 // subscriptionColumns are the columns of a subscription, in the order
 // scanSubscription reads them.
 const subscriptionColumns = `pos, id, url, event_types, description, filters, status, secret, created_at,
-	cursor, lease_owner, lease_until, revision, rewound, rewind_to`
+	cursor, lease_owner, lease_until, revision, rewound, rewind_to, allow_private_target`
 
 // subscriptionRow holds the scanned columns of a subscription.
 type subscriptionRow struct {
@@ -31,7 +31,7 @@ func scanSubscription(row scanner) (lifecycle.Subscription, int64, error) {
 	r := new(subscriptionRow)
 	sub := &r.sub
 	err := row.Scan(&r.pos, &sub.ID, &sub.URL, &r.types, &sub.Description, &r.filters, &r.status, &sub.SealedSecret,
-		&r.created, &sub.Cursor, &sub.LeaseOwner, &r.lease, &sub.Revision, &sub.Rewound, &sub.RewindTo)
+		&r.created, &sub.Cursor, &sub.LeaseOwner, &r.lease, &sub.Revision, &sub.Rewound, &sub.RewindTo, &sub.AllowPrivateTarget)
 	if err != nil {
 		return *sub, 0, err
 	}
@@ -137,11 +137,12 @@ func (x *txn) CreateSubscription(ctx context.Context, sub lifecycle.Subscription
 		return fmt.Errorf("postgres: encode subscription %s: %w", sub.ID, err)
 	}
 	n, err := x.exec(ctx, `INSERT INTO webhook_subscriptions (id, url, event_types, description, filters, status,
-		secret, created_at, cursor, lease_owner, lease_until, revision, rewound, rewind_to)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+		secret, created_at, cursor, lease_owner, lease_until, revision, rewound, rewind_to, allow_private_target)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
 		ON CONFLICT DO NOTHING`,
 		sub.ID, sub.URL, string(types), sub.Description, string(filters), string(sub.Status),
-		nonNil(sub.SealedSecret), millis(sub.CreatedAt.Time), sub.Cursor, sub.LeaseOwner, millis(sub.LeaseUntil), sub.Revision, sub.Rewound, sub.RewindTo)
+		nonNil(sub.SealedSecret), millis(sub.CreatedAt.Time), sub.Cursor, sub.LeaseOwner, millis(sub.LeaseUntil), sub.Revision, sub.Rewound, sub.RewindTo,
+		sub.AllowPrivateTarget)
 	if err != nil {
 		return fmt.Errorf("postgres: create subscription %s: %w", sub.ID, err)
 	}

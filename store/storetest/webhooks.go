@@ -39,6 +39,8 @@ func fullSubscription(n int) lifecycle.Subscription {
 		Revision:     7,
 		Rewound:      true,
 		RewindTo:     11,
+
+		AllowPrivateTarget: true,
 	}
 }
 
@@ -488,6 +490,7 @@ func testSubscriptionRevision(t *testing.T, h Harness) {
 func testClaimSubscriptions(t *testing.T, h Harness) {
 	s := open(t, h)
 	a, b, disabled, held := bareSubscription(1), bareSubscription(2), bareSubscription(3), bareSubscription(4)
+	a.AllowPrivateTarget = true
 	disabled.Status = lifecycle.SubscriptionDisabled
 	held.LeaseOwner, held.LeaseUntil = "other", base.Add(10*time.Minute)
 	createSubscriptions(t, s, a, b, disabled, held)
@@ -511,6 +514,10 @@ func testClaimSubscriptions(t *testing.T, h Harness) {
 		for _, sub := range got {
 			if sub.LeaseOwner != owner || !sub.LeaseUntil.Equal(base.Add(until)) {
 				t.Errorf("%s: %s leased to %q until %v, want %q until %v", what, sub.ID, sub.LeaseOwner, sub.LeaseUntil, owner, base.Add(until))
+			}
+			// The dispatcher dials by what the claim returns.
+			if sub.AllowPrivateTarget != (sub.ID == a.ID) {
+				t.Errorf("%s: %s AllowPrivateTarget %v, want %v", what, sub.ID, sub.AllowPrivateTarget, sub.ID == a.ID)
 			}
 		}
 	}
