@@ -337,3 +337,26 @@ func TestSlowBodyConnectionIsClosed(t *testing.T) {
 		t.Fatalf("%d %s", status, code)
 	}
 }
+
+// A request answered before its body is read (a bad key, an unknown path)
+// does not leave its connection to a client that declared a small body
+// and stalls: the server, which here sets no ReadTimeout, closes it.
+func TestUnreadBodyDoesNotHoldTheConnection(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	addr := serveWithConsole(t, e.svc)
+	for _, head := range []string{
+		"POST /api/tasks HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer lsk_wrongwrongwrongwrongwrongwrongwrong00\r\n",
+		"POST /api/no-such-thing HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + e.admin + "\r\n",
+	} {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		io.WriteString(conn, head+"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"identifier\"")
+		if status, _ := answered(t, conn, 5*time.Second); status != http.StatusUnauthorized && status != http.StatusNotFound {
+			t.Errorf("%q: answered %d", head, status)
+		}
+	}
+}

@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 )
 
@@ -153,6 +155,11 @@ func (s *Service) guard(mux http.Handler) http.Handler {
 			writeJSON(w, status, body)
 		}()
 		started.check(s, r)
+		if r.ContentLength > 0 || len(r.TransferEncoding) > 0 { // a body was declared
+			body := &trackedBody{ReadCloser: r.Body}
+			r.Body = body
+			defer body.giveUp(w)
+		}
 		if err := unmountedPath(r); err != nil {
 			s.writeError(w, r, err)
 			return
@@ -163,6 +170,33 @@ func (s *Service) guard(mux http.Handler) http.Handler {
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// trackedBody is a request body that knows whether it was read to its end.
+type trackedBody struct {
+	io.ReadCloser
+	done atomic.Bool
+}
+
+// Read implements io.Reader.
+func (b *trackedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.done.Store(true)
+	}
+	return n, err
+}
+
+// giveUp, once the handler returned, ends the connection's read of a body
+// it did not read to its end (an answer refused before the body, a 401
+// say): net/http reads what is left of a small body before the next
+// request, without a deadline when the server has no ReadTimeout, so a
+// client that declared a body and stalls would hold the connection for
+// ever. The read fails at once, and net/http closes the connection.
+func (b *trackedBody) giveUp(w http.ResponseWriter) {
+	if !b.done.Load() {
+		http.NewResponseController(w).SetReadDeadline(time.Now()) // fails after a hijack: nothing to give up then
+	}
 }
 
 // cleanPath returns the canonical form of p that http.ServeMux redirects

@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -283,4 +285,35 @@ func (cl *Client) OpenAPI(ctx context.Context) ([]byte, error) {
 		return nil, parseError(status, header, raw)
 	}
 	return raw, nil
+}
+
+// Healthz asks whether the server's process serves requests (GET
+// /healthz, no key needed): nil when it answers 200.
+func (cl *Client) Healthz(ctx context.Context) error {
+	_, err := cl.health(ctx, "/healthz")
+	return err
+}
+
+// Ready asks whether the Service can do its work (GET /readyz, no key
+// needed): its store answers and it holds its instance lease. A Service
+// that is not ready answers 503: Ready then returns its checks with a
+// *Error whose StatusCode is 503 and Code not_ready.
+func (cl *Client) Ready(ctx context.Context) (lifecycle.Health, error) {
+	return cl.health(ctx, "/readyz")
+}
+
+// health reads a health endpoint.
+func (cl *Client) health(ctx context.Context, path string) (lifecycle.Health, error) {
+	status, raw, header, err := cl.send(ctx, http.MethodGet, cl.url(path, nil), nil, "")
+	if err != nil {
+		return lifecycle.Health{}, err
+	}
+	var h lifecycle.Health
+	if jerr := json.Unmarshal(raw, &h); jerr != nil || h.Status == "" {
+		return lifecycle.Health{}, parseError(status, header, raw)
+	}
+	if status != http.StatusOK {
+		return h, &Error{StatusCode: status, Code: "not_ready", Message: "The service is not ready: " + fmt.Sprint(h.Checks) + "."}
+	}
+	return h, nil
 }

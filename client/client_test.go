@@ -137,6 +137,13 @@ func TestEveryEndpoint(t *testing.T) {
 		t.Fatalf("RevokeAPIKey: %v", err)
 	}
 
+	if err := c.Healthz(ctx); err != nil {
+		t.Fatalf("Healthz: %v", err)
+	}
+	if h, err := c.Ready(ctx); err != nil || h.Status != "ready" {
+		t.Fatalf("Ready = %+v, %v", h, err)
+	}
+
 	stream := c.Events(ctx, client.StreamParams{TaskID: task.ID, LastEventID: s.eventIDs(t)[0]})
 	defer stream.Close()
 	if ev, err := stream.Next(); err != nil || ev.Type != lifecycle.EventTaskUpdated {

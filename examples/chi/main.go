@@ -9,7 +9,7 @@
 //
 // A fresh Service has no API keys, so it answers 401 to everything: the
 // host program installs the first one itself, with Service.CreateAPIKey
-// (here from -admin-key, or a new one it prints).
+// (here from LIFECYCLE_ADMIN_KEY, or a new one it prints).
 package main
 
 import (
@@ -40,7 +40,7 @@ const prefix = "/api/lifecycle"
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8081", "address to listen on")
 	data := flag.String("data", "lifecycle-chi-data", "data directory (SQLite database)")
-	adminKey := flag.String("admin-key", os.Getenv("LIFECYCLE_ADMIN_KEY"), "admin API key to install (lsk_ and 32+ letters or digits); default: a new one, printed")
+	adminKey := os.Getenv("LIFECYCLE_ADMIN_KEY") // never a flag: a command line shows in ps
 	smoke := flag.Bool("smoke", false, "serve on a free port in a temporary directory, check a round trip through the router, and exit")
 	flag.Parse()
 	if *smoke {
@@ -52,7 +52,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := serve(ctx, *addr, *data, *adminKey, func(base, key string) {
+	if err := serve(ctx, *addr, *data, adminKey, func(base, key string) {
 		fmt.Printf("lifecycle API under %s\nadmin key: %s\n\n  curl -s -H 'Authorization: Bearer %s' %s/tasks\n", base, key, key, base)
 	}); err != nil {
 		log.Fatalf("chi example: %v", err)

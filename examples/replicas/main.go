@@ -6,7 +6,7 @@
 //
 //	go run ./examples/replicas                # starts replicas a, b and c on 127.0.0.1:8090-8092
 //	go run ./examples/replicas -smoke         # the same on free ports and a scratch schema, then exits
-//	go run ./examples/replicas -replica a -admin-key lsk_... -data DIR   # one replica, as a deployment runs it
+//	LIFECYCLE_ADMIN_KEY=lsk_... go run ./examples/replicas -replica a -data DIR   # one replica, as a deployment runs it
 //
 // Without -replica, the command starts -n replicas as child processes of
 // itself, opens the event stream of the first, creates a task on each of
@@ -43,7 +43,7 @@ func main() {
 	flag.StringVar(&r.dsn, "postgres", dsnEnv, "the PostgreSQL database the replicas share; also LIFECYCLE_POSTGRES_DSN")
 	flag.StringVar(&r.schema, "schema", "replicas", "the schema of the replicas' tables, created when missing")
 	flag.StringVar(&r.data, "data", "lifecycle-replicas-data", "the data directory the replicas share: git repositories and the deployment log")
-	flag.StringVar(&r.adminKey, "admin-key", os.Getenv("LIFECYCLE_ADMIN_KEY"), "admin API key (lsk_ and 32+ letters or digits) every replica installs; default: a new one, printed")
+	r.adminKey = os.Getenv("LIFECYCLE_ADMIN_KEY") // never a flag: a command line shows in ps
 	flag.StringVar(&r.webhookCA, "webhook-ca", "", "PEM file of certificates to trust for webhook receivers (with -replica)")
 	flag.DurationVar(&r.shipLease, "ship-lease", 0, "how long a replica holds a ship operation unless it renews it; default 30s, at least 3s")
 	flag.DurationVar(&r.webhookLease, "webhook-lease", 0, "how long a replica holds the webhook subscriptions it delivers for unless it renews them; default 30s")

@@ -41,7 +41,7 @@ func startReplica(o replicaOptions) (*replicaProc, error) {
 		return nil, err
 	}
 	args := []string{"-replica", o.name, "-addr", o.addr, "-postgres", o.dsn, "-schema", o.schema,
-		"-data", o.data, "-admin-key", o.adminKey}
+		"-data", o.data}
 	if o.webhookCA != "" {
 		args = append(args, "-webhook-ca", o.webhookCA)
 	}
@@ -60,7 +60,7 @@ func startReplica(o replicaOptions) (*replicaProc, error) {
 	}
 	defer logFile.Close() // the child has its own descriptor
 	p.cmd = exec.Command(exe, args...)
-	p.cmd.Env = append(os.Environ(), childEnv+"=1")
+	p.cmd.Env = append(os.Environ(), childEnv+"=1", "LIFECYCLE_ADMIN_KEY="+o.adminKey) // not in its arguments, which ps shows
 	p.cmd.Stderr = logFile
 	out, err := p.cmd.StdoutPipe()
 	if err != nil {

@@ -40,7 +40,7 @@ type replicaOptions struct {
 // prints "replica NAME serving on BASE" to stdout once it serves.
 func runReplica(ctx context.Context, o replicaOptions, stdout, stderr io.Writer) error {
 	if o.name == "" || o.adminKey == "" || o.data == "" {
-		return errors.New("a replica needs -replica NAME, -admin-key and -data (the data directory the replicas share)")
+		return errors.New("a replica needs -replica NAME, -data (the data directory the replicas share) and the admin key in LIFECYCLE_ADMIN_KEY")
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil)).With("replica", o.name)
 	ln, err := net.Listen("tcp", o.addr)

@@ -16,13 +16,14 @@
 // demo with the receiver's URL, the same secret, and the certificate path
 // the receiver printed:
 //
-//	go run ./examples/webhookreceiver -secret demo-secret-0123456789
+//	export WEBHOOK_SECRET=demo-secret-0123456789
+//	go run ./examples/webhookreceiver
 //	go run ./examples/demo -webhook-url https://127.0.0.1:8443/hooks \
-//		-webhook-secret demo-secret-0123456789 -webhook-ca /tmp/webhookreceiver-.../cert.pem
+//		-webhook-ca /tmp/webhookreceiver-.../cert.pem
 //
 // The certificate is new at each start: restart the demo with the new path
-// after restarting the receiver. The secret may come from WEBHOOK_SECRET
-// instead of -secret.
+// after restarting the receiver. -secret gives the receiver the secret
+// instead of WEBHOOK_SECRET (a command line shows in ps).
 package main
 
 import (
@@ -108,7 +109,7 @@ func run(ctx context.Context, addr, secret string) error {
 
 	fmt.Printf("receiving webhooks at https://%s/hooks\n", ln.Addr())
 	fmt.Printf("certificate:          %s\n\n", certPath)
-	fmt.Printf("run the demo with:\n  go run ./examples/demo -webhook-url https://%s/hooks -webhook-secret ... -webhook-ca %s\n\n", ln.Addr(), certPath)
+	fmt.Printf("run the demo with:\n  WEBHOOK_SECRET=... go run ./examples/demo -webhook-url https://%s/hooks -webhook-ca %s\n\n", ln.Addr(), certPath)
 
 	select {
 	case err := <-serveErr:
