@@ -698,9 +698,8 @@ func (r *reconciler) markUnchanged(ctx context.Context, reads []unchangedRead) {
 			if cur.pullRequestRef() != t.pullRequestRef() || cur.Facts.HostVersion != t.Facts.HostVersion || !readable(&cur) {
 				continue // changed meanwhile: it is read again
 			}
-			cur.Facts.CheckedAt, cur.Facts.HostVersion = &now, rd.version
-			if cur.Facts.CICheckedAt != nil {
-				cur.Facts.CICheckedAt = &now
+			if _, err := s.applyFacts(ctx, tx, &cur, observation{unchanged: true, version: rd.version}, true); err != nil {
+				return err
 			}
 			sc.from = t.ReconcileAt
 			sc.apply(&cur)

@@ -580,10 +580,8 @@ func (s *Service) verify(ctx context.Context, adapter ProviderAdapter, op *ShipO
 		if obs.pr.State != PullRequestOpen || obs.pr.Mergeable != MergeabilityUnknown || reads == mergeabilityReads {
 			return obs.pr, nil
 		}
-		select {
-		case <-ctx.Done():
+		if !s.pause(ctx, wait) {
 			return PullRequest{}, ctx.Err()
-		case <-s.clock.After(wait):
 		}
 		wait *= 2
 		if t, err = s.readTask(ctx, t.ID); err != nil {
@@ -656,10 +654,8 @@ func (s *Service) retryTemporary(ctx context.Context, op *ShipOperation, what st
 			return fmt.Errorf("%s gave up after %d tries: %w", what, attempt, err)
 		}
 		s.log.Warn("temporary failure; retrying", "op", what, "operation", op.OperationID, "attempt", attempt, "wait", wait, "err", err)
-		select {
-		case <-ctx.Done():
+		if !s.pause(ctx, wait) {
 			return ctx.Err()
-		case <-s.clock.After(wait):
 		}
 		backoff = min(2*backoff, time.Minute)
 	}

@@ -67,15 +67,7 @@ func (t *Task) ReworkReason() string {
 	if t.Status != StatusInReview || t.ActiveShipID != "" {
 		return ""
 	}
-	switch {
-	case t.ReworkRequested || (t.ReviewPolicy == PolicyGitHubRules && t.Facts.HostDecision == DecisionChangesRequested):
-		return ReworkChangesRequested
-	case t.Facts.Mergeable == MergeabilityConflicting:
-		return ReworkMergeConflict
-	case t.Facts.Mergeable == MergeabilityBehind:
-		return ReworkBehindBase
-	}
-	return ""
+	return reworkOf(t)
 }
 
 // taskState is everything availableActions depends on.
@@ -101,7 +93,7 @@ func stateOf(t *Task, canSubmit, ciRequired bool) taskState {
 		ci:         ciOf(t),
 		ciOptional: !ciRequired,
 		decision:   decisionOf(t),
-		rework:     reworkOf(t),
+		rework:     reworkOf(t) != "",
 		prState:    t.Facts.PRState,
 		draft:      t.Facts.Draft,
 		mergeable:  t.Facts.Mergeable,
@@ -205,12 +197,20 @@ func decisionOf(t *Task) ReviewDecision {
 	return t.ReviewDecision
 }
 
-// reworkOf reports whether the agent may start t again: the latest
-// decisive review posted asked for changes, the host's decision is
-// changes_requested, or the pull request must be rebased to merge.
-func reworkOf(t *Task) bool {
-	return t.ReworkRequested || (t.ReviewPolicy == PolicyGitHubRules && t.Facts.HostDecision == DecisionChangesRequested) ||
-		t.Facts.Mergeable.needsRework()
+// reworkOf returns why the agent may start t again, whatever its status:
+// the latest decisive review posted asked for changes, the host's decision
+// is changes_requested, or the pull request must be rebased to merge. It
+// is "" when none holds.
+func reworkOf(t *Task) string {
+	switch {
+	case t.ReworkRequested || (t.ReviewPolicy == PolicyGitHubRules && t.Facts.HostDecision == DecisionChangesRequested):
+		return ReworkChangesRequested
+	case t.Facts.Mergeable == MergeabilityConflicting:
+		return ReworkMergeConflict
+	case t.Facts.Mergeable == MergeabilityBehind:
+		return ReworkBehindBase
+	}
+	return ""
 }
 
 // settle moves a task whose pull request the host merged, closed or
