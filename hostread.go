@@ -64,9 +64,7 @@ func (s *Service) readHost(ctx context.Context, adapter ProviderAdapter, tasks [
 			reads[i].Version = t.Facts.HostVersion
 		}
 	}
-	// A host answers a request of many pull requests more slowly: the call
-	// has ProviderTimeout for each hundred.
-	bctx, cancel := context.WithTimeout(ctx, s.cfg.ProviderTimeout*time.Duration(1+(len(reads)-1)/100))
+	bctx, cancel := context.WithTimeout(ctx, s.readTimeout(len(reads)))
 	defer cancel()
 	readings, err := br.ReadPullRequests(bctx, BatchQuery{Purpose: purpose, Reads: reads})
 	if err == nil && len(readings) != len(reads) {
@@ -79,6 +77,13 @@ func (s *Service) readHost(ctx context.Context, adapter ProviderAdapter, tasks [
 		out[i] = s.fromReading(ctx, adapter, &tasks[i], reads[i], readings[i])
 	})
 	return out, nil
+}
+
+// readTimeout bounds a BatchReader's reading of n pull requests: a host
+// answers a request of many more slowly, so the call has ProviderTimeout
+// for each hundred.
+func (s *Service) readTimeout(n int) time.Duration {
+	return s.cfg.ProviderTimeout * time.Duration(1+(max(n, 1)-1)/100)
 }
 
 // fromReading turns a BatchReader's reading of t into an observation. CI

@@ -573,7 +573,7 @@ func (r *reconciler) sweep(ctx context.Context) {
 }
 
 // claim claims up to limit due tasks, leased until their reading must be
-// over.
+// over: a reading of all of them in one batch, after an interval's wait.
 func (r *reconciler) claim(ctx context.Context, limit int) ([]Task, error) {
 	s := r.s
 	var claimed []Task
@@ -581,7 +581,7 @@ func (r *reconciler) claim(ctx context.Context, limit int) ([]Task, error) {
 	err := s.updateRelaxed(ctx, func(tx Tx) error {
 		now := s.clock.Now()
 		tasks, err := tx.ClaimReconciliations(ctx, ClaimReconciliationsParams{
-			Now: now, Until: now.Add(s.cfg.ReconcileInterval + s.cfg.ProviderTimeout), Limit: limit,
+			Now: now, Until: now.Add(s.cfg.ReconcileInterval + s.readTimeout(limit)), Limit: limit,
 		})
 		claimed = tasks
 		return err
