@@ -53,9 +53,9 @@ func (a *Adapter) ReadPullRequests(ctx context.Context, q lifecycle.BatchQuery) 
 		return nil, err
 	}
 	if q.Purpose == lifecycle.ReadSweep {
-		ctx = withPriority(ctx, hostbudget.Deferrable)
+		ctx = hostbudget.WithPriority(ctx, hostbudget.Deferrable)
 	} else {
-		ctx = withPriority(ctx, hostbudget.Urgent)
+		ctx = hostbudget.WithPriority(ctx, hostbudget.Urgent)
 	}
 	var probe, full []int // indexes of q.Reads
 	for i, r := range q.Reads {

@@ -2,7 +2,6 @@ package github
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,7 +27,7 @@ const (
 // every request to GitHub:
 //
 //   - the rate-limit budget: a request goes only when the Budget says its
-//     priority (carried in its context, see withPriority) may spend from
+//     priority (carried in its context, see hostbudget.WithPriority) may spend from
 //     its resource; otherwise it fails, unsent, with a *TemporaryError
 //     that is RateLimited and says until when. Every answer's
 //     X-RateLimit-* headers are recorded in the Budget.
@@ -57,23 +56,6 @@ type hostTransport struct {
 // answered without Retry-After: "at least one minute".
 const secondaryWait = time.Minute
 
-// priorityKey carries a request's hostbudget.Priority in its context.
-type priorityKey struct{}
-
-// withPriority returns ctx carrying p for the requests made with it.
-func withPriority(ctx context.Context, p hostbudget.Priority) context.Context {
-	return context.WithValue(ctx, priorityKey{}, p)
-}
-
-// priorityOf returns the priority ctx carries: Urgent unless a sweep said
-// otherwise, so writes and the readings callers wait for come first.
-func priorityOf(ctx context.Context) hostbudget.Priority {
-	if p, ok := ctx.Value(priorityKey{}).(hostbudget.Priority); ok {
-		return p
-	}
-	return hostbudget.Urgent
-}
-
 // resourceOf returns the rate limit req spends.
 func (t *hostTransport) resourceOf(req *http.Request) string {
 	if t.graphqlPath != "" && req.Method == http.MethodPost && req.URL.Path == t.graphqlPath {
@@ -89,20 +71,18 @@ func (t *hostTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		base = http.DefaultTransport
 	}
 	resource := t.resourceOf(req)
-	if t.budget != nil {
-		p := priorityOf(req.Context())
-		if wait := t.budget.Wait(resource, p); wait > 0 {
-			what := "urgent"
-			if p == hostbudget.Deferrable {
-				what = "deferrable"
-			}
-			return nil, &lifecycle.TemporaryError{RateLimited: true, RetryAfter: wait,
-				Err: fmt.Errorf("github: %s %s not sent: the %s rate limit left for %s requests is spent until its reset", req.Method, req.URL.Path, resource, what)}
+	p := hostbudget.PriorityOf(req.Context())
+	if wait := t.budget.Wait(resource, p); wait > 0 {
+		what := "urgent"
+		if p == hostbudget.Deferrable {
+			what = "deferrable"
 		}
+		return nil, &lifecycle.TemporaryError{RateLimited: true, RetryAfter: wait,
+			Err: fmt.Errorf("github: %s %s not sent: the %s rate limit left for %s requests is spent until its reset", req.Method, req.URL.Path, resource, what)}
 	}
 	var cached *cachedAnswer
 	key := cacheKey(req)
-	if key != "" && t.cache != nil {
+	if key != "" {
 		if cached = t.cache.get(key); cached != nil {
 			req = req.Clone(req.Context())
 			req.Header.Set("If-None-Match", cached.etag)
@@ -116,7 +96,7 @@ func (t *hostTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	switch code := resp.StatusCode; {
 	case code == http.StatusNotModified && cached != nil:
 		resp.Body.Close()
-		return cached.answer(req, resp), nil
+		resp = cached.answer(req, resp)
 	case code == http.StatusForbidden || code == http.StatusTooManyRequests:
 		if wait, msg, limited := t.rateLimit(resp); limited {
 			return nil, &lifecycle.TemporaryError{Err: &hostError{Status: code, Method: req.Method, Path: req.URL.Path, Message: msg}, RetryAfter: wait, RateLimited: true}
@@ -124,13 +104,13 @@ func (t *hostTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	case code >= 500:
 		msg := drainMessage(resp)
 		return nil, &lifecycle.TemporaryError{Err: &hostError{Status: code, Method: req.Method, Path: req.URL.Path, Message: msg}, RetryAfter: retryAfterHeader(resp)}
-	case code == http.StatusOK && key != "" && t.cache != nil && resp.Header.Get("ETag") != "":
+	case code == http.StatusOK && key != "" && resp.Header.Get("ETag") != "":
 		if err := t.cache.keep(key, resp); err != nil {
 			return nil, fmt.Errorf("github: %s %s: read the answer: %w", req.Method, req.URL.Path, err)
 		}
 	}
 	if resp.Header.Get("X-RateLimit-Remaining") == "0" {
-		// The answer that used the limit up. go-github would remember it
+		// The answer that used the limit up (or a 304 sent when it was). go-github would remember it
 		// and refuse every request until the reset, by the wall clock,
 		// with an error of its own; it does not for an answer "from a
 		// cache". The Budget, on the Adapter's Clock, refuses them
@@ -143,9 +123,6 @@ func (t *hostTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // observe records what an answer says of its rate limit: the resource it
 // names (X-RateLimit-Resource), or the one the request was sent to.
 func (t *hostTransport) observe(resource string, resp *http.Response) {
-	if t.budget == nil {
-		return
-	}
 	st, ok := rateHeaders(resp.Header)
 	if !ok {
 		return

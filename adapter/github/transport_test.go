@@ -2,6 +2,10 @@ package github
 
 import (
 	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -9,6 +13,7 @@ import (
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/github/githubtest"
 	"github.com/tasklifecycle/lifecycle/internal/fakeclock"
+	"github.com/tasklifecycle/lifecycle/internal/hostbudget"
 )
 
 // TestConnectionsReused: 16 concurrent callers (the ship runner's
@@ -104,5 +109,58 @@ func TestAPIURLUsedAsGiven(t *testing.T) {
 	b := f.adapter(t, Config{}) // the Enterprise form, URL/api/v3/
 	if b.client.BaseURL.String() != f.APIURL() || b.client.UploadURL.String() != f.URL+"/api/uploads/" {
 		t.Errorf("Enterprise URLs %s, %s", b.client.BaseURL, b.client.UploadURL)
+	}
+}
+
+// roundTripFunc is an http.RoundTripper of a function.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+// RoundTrip implements http.RoundTripper.
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestNotModifiedWhenTheLimitIsUsedUp: a 304 answered while the rate
+// limit is used up is handed on, as the kept 200 it stands for, marked
+// "from a cache" as a live answer would be, so that go-github does not
+// start refusing requests by the wall clock; the Budget refuses the next
+// request instead, on the Adapter's Clock.
+func TestNotModifiedWhenTheLimitIsUsedUp(t *testing.T) {
+	t.Parallel()
+	reset := strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10)
+	answers := []*http.Response{
+		{StatusCode: http.StatusOK, Header: http.Header{"Etag": {`"v1"`}, "X-Ratelimit-Limit": {"5000"}, "X-Ratelimit-Remaining": {"7"}, "X-Ratelimit-Reset": {reset}}},
+		{StatusCode: http.StatusNotModified, Header: http.Header{"Etag": {`"v1"`}, "X-Ratelimit-Limit": {"5000"}, "X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {reset}}},
+	}
+	sent := 0
+	tr := &hostTransport{
+		clock: fakeclock.New(time.Now()), budget: hostbudget.New(0.5, time.Now), cache: newETagCache(),
+		base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			resp := answers[sent]
+			sent++
+			resp.Body, resp.Request = io.NopCloser(strings.NewReader(`{"number":1}`)), r
+			return resp, nil
+		}),
+	}
+	get := func() (*http.Response, error) {
+		req, err := http.NewRequest(http.MethodGet, "https://api.github.com/repos/o/r/pulls/1", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr.RoundTrip(req)
+	}
+	if _, err := get(); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || string(body) != `{"number":1}` || resp.Header.Get("X-From-Cache") == "" {
+		t.Errorf("the 304 sent when the limit was used up = %d %s, X-From-Cache %q; want the kept 200 marked from a cache",
+			resp.StatusCode, body, resp.Header.Get("X-From-Cache"))
+	}
+	var te *lifecycle.TemporaryError
+	if _, err := get(); !errors.As(err, &te) || !te.RateLimited || sent != 2 {
+		t.Errorf("the request after: %v, %d sent; want refused unsent, rate limited", err, sent)
 	}
 }

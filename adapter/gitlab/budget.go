@@ -32,25 +32,6 @@ const (
 // GitLab.com.
 const defaultRateLimitWait = time.Minute
 
-// priorityKey carries a request's hostbudget.Priority in its context.
-type priorityKey struct{}
-
-// deferrable marks the requests made with ctx as ones that may be put off
-// (the reconciler's sweeps): they use at most Config.SweepShare of
-// GitLab's rate limit.
-func deferrable(ctx context.Context) context.Context {
-	return context.WithValue(ctx, priorityKey{}, hostbudget.Deferrable)
-}
-
-// priorityOf returns the priority of the requests made with ctx: urgent
-// unless marked deferrable.
-func priorityOf(ctx context.Context) hostbudget.Priority {
-	if p, ok := ctx.Value(priorityKey{}).(hostbudget.Priority); ok {
-		return p
-	}
-	return hostbudget.Urgent
-}
-
 // limiter is client-go's RateLimiter for the adapter, asked before each
 // request is sent: it lets the request go, or fails it with a
 // *lifecycle.TemporaryError that is RateLimited, without sending it, when
@@ -63,7 +44,7 @@ func (l limiter) Wait(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	a, p := l.a, priorityOf(ctx)
+	a, p := l.a, hostbudget.PriorityOf(ctx)
 	if wait := a.budget.Wait(blockResource, p); wait > 0 {
 		return &lifecycle.TemporaryError{RateLimited: true, RetryAfter: wait,
 			Err: fmt.Errorf("GitLab answered 429 Too Many Requests; no request is sent before %s", a.clock.Now().Add(wait).UTC().Format(time.RFC3339))}

@@ -1,7 +1,6 @@
 package gitlab
 
 import (
-	"context"
 	"net/http"
 	"testing"
 	"time"
@@ -44,15 +43,5 @@ func TestRateState(t *testing.T) {
 				t.Errorf("rateState = %+v, %v; want %+v, %v", got, ok, tt.want, tt.ok)
 			}
 		})
-	}
-}
-
-func TestPriorityTravelsInTheContext(t *testing.T) {
-	t.Parallel()
-	if p := priorityOf(context.Background()); p != hostbudget.Urgent {
-		t.Errorf("a plain context: %v, want urgent", p)
-	}
-	if p := priorityOf(deferrable(context.Background())); p != hostbudget.Deferrable {
-		t.Errorf("a deferrable context: %v, want deferrable", p)
 	}
 }

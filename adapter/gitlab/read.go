@@ -14,6 +14,7 @@ import (
 	gl "gitlab.com/gitlab-org/api/client-go"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/hostbudget"
 )
 
 // versionMargin is how far before the time of a reading the next sweep
@@ -77,7 +78,7 @@ func (a *Adapter) ReadPullRequests(ctx context.Context, q lifecycle.BatchQuery) 
 	}
 	full := make([]bool, len(q.Reads))
 	if q.Purpose == lifecycle.ReadSweep {
-		ctx = deferrable(ctx)
+		ctx = hostbudget.WithPriority(ctx, hostbudget.Deferrable)
 		if err := a.sweep(ctx, q.Reads, out, full); err != nil {
 			return nil, err
 		}

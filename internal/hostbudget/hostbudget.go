@@ -6,6 +6,7 @@
 package hostbudget
 
 import (
+	"context"
 	"math"
 	"sync"
 	"time"
@@ -16,13 +17,28 @@ type Priority int
 
 // The priorities.
 const (
+	// Urgent requests (writes, readings a caller or a merge waits for) use
+	// all of the limit. It is the zero Priority.
+	Urgent Priority = iota
 	// Deferrable requests (the reconciler's readings) use at most the
 	// Budget's share of the limit.
-	Deferrable Priority = iota
-	// Urgent requests (writes, readings a caller or a merge waits for) use
-	// all of it.
-	Urgent
+	Deferrable
 )
+
+// priorityKey carries a request's Priority in its context.
+type priorityKey struct{}
+
+// WithPriority returns ctx carrying p for the requests made with it.
+func WithPriority(ctx context.Context, p Priority) context.Context {
+	return context.WithValue(ctx, priorityKey{}, p)
+}
+
+// PriorityOf returns the Priority ctx carries: Urgent unless a sweep said
+// otherwise, so that writes and the readings callers wait for come first.
+func PriorityOf(ctx context.Context) Priority {
+	p, _ := ctx.Value(priorityKey{}).(Priority)
+	return p
+}
 
 // State is what a host said of one of its rate limits on an answer.
 type State struct {

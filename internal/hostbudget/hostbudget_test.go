@@ -1,6 +1,7 @@
 package hostbudget
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -67,5 +68,19 @@ func TestObserveOutOfOrder(t *testing.T) {
 	now = reset.Add(2 * time.Hour)
 	if st, _ := b.State("core"); st.Remaining != 5000 {
 		t.Errorf("Remaining = %d after the reset, want the limit", st.Remaining)
+	}
+}
+
+func TestPriorityTravelsInTheContext(t *testing.T) {
+	t.Parallel()
+	if p := PriorityOf(context.Background()); p != Urgent {
+		t.Errorf("a plain context: %v, want urgent", p)
+	}
+	ctx := WithPriority(context.Background(), Deferrable)
+	if p := PriorityOf(ctx); p != Deferrable {
+		t.Errorf("a deferrable context: %v, want deferrable", p)
+	}
+	if p := PriorityOf(WithPriority(ctx, Urgent)); p != Urgent {
+		t.Errorf("a deferrable context made urgent: %v, want urgent", p)
 	}
 }
