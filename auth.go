@@ -149,19 +149,20 @@ func (a *keyAuthenticator) Authenticate(r *http.Request) (Principal, error) {
 	if !ok {
 		return Principal{}, fmt.Errorf("missing API key; send the header \"Authorization: Bearer lsk_...\" with a key of this service: %w", ErrUnauthorized)
 	}
-	client, err := a.limit.admit(r)
+	try, err := a.limit.admit(r)
 	if err != nil {
 		return Principal{}, err
 	}
+	defer try.end()
 	if !validAPIKey(token) {
-		a.limit.failed(client)
+		try.fail()
 		return Principal{}, fmt.Errorf("malformed API key; send the header \"Authorization: Bearer lsk_...\" with lsk_ followed by at least 32 letters or digits: %w", ErrUnauthorized)
 	}
 	hash := sha256.Sum256([]byte(token))
 	key, err := a.lookup(r.Context(), hash)
 	if err != nil {
 		if errors.Is(err, ErrUnauthorized) {
-			a.limit.failed(client)
+			try.fail()
 		}
 		return Principal{}, err
 	}

@@ -53,18 +53,22 @@ func remoteAddress(r *http.Request) string { return r.RemoteAddr }
 // any Store read, instead of costing a read per guess. Each client has a
 // bucket of Config.AuthFailureLimit failures that refills by one every
 // Config.AuthFailureInterval (the generic cell rate algorithm: one time
-// per client, at which all its failures are forgiven). Successes do not
-// refill it: a client sharing its address with a guesser cannot reset the
-// guesser's count.
+// per client, at which all its failures are forgiven). An attempt is
+// charged as a failure when it is admitted and the charge given back when
+// it succeeds, so that attempts under way at once count as well: at most
+// the limit of them is ever let through together. Successes do not refill
+// the bucket beyond their own charge: a client sharing its address with a
+// guesser cannot reset the guesser's count.
 //
-// The table of clients holds at most Config.AuthFailureClients entries. A
-// client that fails when it is full first drops the clients whose failures
-// are all forgiven, then, if that is not a sixteenth of the table, enough
-// others, in the map's (random) order, to free a sixteenth: the table's
-// memory is bounded and each failure costs constant time on average. A
-// flood of more distinct failing clients than the table holds may so
-// forgive a limited client early; it never limits a client that did not
-// fail.
+// The table of clients holds at most Config.AuthFailureClients entries,
+// and a client leaves it once its failures are all forgiven and none of
+// its attempts is under way. A client admitted when it is full first drops
+// the clients whose failures are all forgiven, then, if that is not a
+// sixteenth of the table, enough others, in the map's (random) order, to
+// free a sixteenth: the table's memory is bounded and each attempt costs
+// constant time on average. A flood of more distinct failing clients than
+// the table holds may so forgive a limited client early; it never limits
+// a client that did not fail.
 //
 // A nil *authLimiter limits nothing.
 type authLimiter struct {
@@ -74,7 +78,7 @@ type authLimiter struct {
 	max      int
 	address  func(*http.Request) string
 
-	mu      sync.RWMutex         // admit, on every request with credentials, only reads
+	mu      sync.Mutex
 	clients map[string]time.Time // when each client's failures are all forgiven
 }
 
@@ -88,37 +92,50 @@ func newAuthLimiter(c *Config) *authLimiter {
 		address: c.ClientAddress, clients: make(map[string]time.Time)}
 }
 
-// admit returns the key of r's client, by which its failures are counted,
-// or a *RateLimitError when that client has failed too often.
-func (l *authLimiter) admit(r *http.Request) (client string, err error) {
-	if l == nil {
-		return "", nil
-	}
-	client = clientKey(l.address(r))
-	now := l.clock.Now()
-	l.mu.RLock()
-	forgiven, ok := l.clients[client]
-	l.mu.RUnlock()
-	// The client is limited while one more failure would take it past its
-	// bucket: while it has limit failures not yet forgiven.
-	wait := forgiven.Sub(now) - time.Duration(l.limit-1)*l.interval
-	if !ok || wait <= 0 {
-		return client, nil
-	}
-	seconds := int((wait + time.Second - 1) / time.Second)
-	return client, &RateLimitError{RetryAfterSeconds: seconds,
-		Message: fmt.Sprintf("Too many failed authentications from this client; retry in %d s with a valid key", seconds)}
+// authTry is one attempt of a client to authenticate, admitted by an
+// authLimiter, which charged it as a failure. Call fail when it failed,
+// and end when it is over: end gives the charge back unless it failed.
+// A nil *authTry (of a nil limiter) does nothing.
+type authTry struct {
+	l      *authLimiter
+	client string
+	failed bool
 }
 
-// failed counts a failed authentication of client, a key admit returned.
-func (l *authLimiter) failed(client string) {
-	if l == nil {
+// fail says the attempt failed: its charge stays.
+func (t *authTry) fail() {
+	if t != nil {
+		t.failed = true
+	}
+}
+
+// end ends the attempt, giving its charge back unless it failed.
+func (t *authTry) end() {
+	if t == nil || t.failed {
 		return
 	}
+	t.l.refund(t.client)
+}
+
+// admit admits an attempt of r's client to authenticate, charged as a
+// failure until it ends, or returns a *RateLimitError when that client
+// has failed too often (attempts under way included).
+func (l *authLimiter) admit(r *http.Request) (*authTry, error) {
+	if l == nil {
+		return nil, nil
+	}
+	client := clientKey(l.address(r))
 	now := l.clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	forgiven, ok := l.clients[client]
+	// The client is limited while one more failure would take it past its
+	// bucket: while it has limit failures not yet forgiven.
+	if wait := forgiven.Sub(now) - time.Duration(l.limit-1)*l.interval; ok && wait > 0 {
+		seconds := int((wait + time.Second - 1) / time.Second)
+		return nil, &RateLimitError{RetryAfterSeconds: seconds,
+			Message: fmt.Sprintf("Too many failed authentications from this client; retry in %d s with a valid key", seconds)}
+	}
 	if !ok && len(l.clients) >= l.max {
 		l.evict(now)
 	}
@@ -126,6 +143,23 @@ func (l *authLimiter) failed(client string) {
 		forgiven = now
 	}
 	l.clients[client] = forgiven.Add(l.interval)
+	return &authTry{l: l, client: client}, nil
+}
+
+// refund gives back the charge of an attempt of client that did not fail.
+func (l *authLimiter) refund(client string) {
+	now := l.clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	forgiven, ok := l.clients[client]
+	if !ok {
+		return // dropped from a full table meanwhile
+	}
+	if forgiven = forgiven.Add(-l.interval); forgiven.After(now) {
+		l.clients[client] = forgiven
+	} else {
+		delete(l.clients, client)
+	}
 }
 
 // evict frees at least a sixteenth of the full table: the clients whose
@@ -143,13 +177,6 @@ func (l *authLimiter) evict(now time.Time) {
 		}
 		delete(l.clients, client)
 	}
-}
-
-// size returns the number of clients in the table.
-func (l *authLimiter) size() int {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	return len(l.clients)
 }
 
 // clientKey returns the key under which the failures of the client at addr

@@ -46,6 +46,25 @@ func newTestLimiter(limit int, interval time.Duration, max int) (*authLimiter, *
 // from returns a request of the client at addr.
 func from(addr string) *http.Request { return &http.Request{RemoteAddr: addr} }
 
+// failFrom makes an attempt of the client at addr that fails, and reports
+// whether it was admitted.
+func failFrom(l *authLimiter, addr string) bool {
+	try, err := l.admit(from(addr))
+	if err != nil {
+		return false
+	}
+	try.fail()
+	try.end()
+	return true
+}
+
+// size returns the number of clients in l's table.
+func (l *authLimiter) size() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.clients)
+}
+
 // The bucket: limit failures at once, then one per interval; Retry-After
 // rounds the wait up to whole seconds.
 func TestAuthLimiterBucket(t *testing.T) {
@@ -53,11 +72,9 @@ func TestAuthLimiterBucket(t *testing.T) {
 	l, clock := newTestLimiter(3, 10*time.Second, 100)
 	fail := func() {
 		t.Helper()
-		client, err := l.admit(from("192.0.2.1:1"))
-		if err != nil {
-			t.Fatalf("refused before its limit: %v", err)
+		if !failFrom(l, "192.0.2.1:1") {
+			t.Fatal("refused before its limit")
 		}
-		l.failed(client)
 	}
 	retry := func() int {
 		t.Helper()
@@ -89,24 +106,20 @@ func TestAuthLimiterBucket(t *testing.T) {
 		t.Errorf("after the two tries earned: retry after %d s, want 5", got)
 	}
 	var nilLimiter *authLimiter // disabled
-	if _, err := nilLimiter.admit(from("x")); err != nil {
+	try, err := nilLimiter.admit(from("x"))
+	if err != nil {
 		t.Error(err)
 	}
-	nilLimiter.failed("x")
+	try.fail()
+	try.end()
 }
 
-// The table never holds more than its bound, however many clients fail,
-// and a client limited before a flood of new ones mostly stays limited.
+// The table never holds more than its bound, however many clients fail.
 func TestAuthLimiterTableIsBounded(t *testing.T) {
 	t.Parallel()
 	l, clock := newTestLimiter(2, time.Minute, 1000)
-	for range 2 {
-		client, _ := l.admit(from("198.51.100.1:1"))
-		l.failed(client)
-	}
 	for i := range 100000 {
-		client, _ := l.admit(from(fmt.Sprintf("10.%d.%d.%d:1", i>>16&255, i>>8&255, i&255)))
-		l.failed(client)
+		failFrom(l, fmt.Sprintf("10.%d.%d.%d:1", i>>16&255, i>>8&255, i&255))
 		if n := l.size(); n > 1000 {
 			t.Fatalf("%d clients in a table of 1000", n)
 		}
@@ -120,8 +133,7 @@ func TestAuthLimiterTableIsBounded(t *testing.T) {
 	fresh := 0
 	for n := l.size(); l.size() >= n; fresh++ {
 		n = l.size()
-		client, _ := l.admit(from(fmt.Sprintf("198.51.100.%d:1", fresh)))
-		l.failed(client)
+		failFrom(l, fmt.Sprintf("198.51.100.%d:1", fresh))
 	}
 	if n := l.size(); n != fresh {
 		t.Errorf("%d clients after the forgiven were dropped, want the %d that failed since", n, fresh)
@@ -136,7 +148,7 @@ func TestAuthLimiterMemory(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	for i := range 10000 {
-		l.failed(clientKey(fmt.Sprintf("[2001:db8:%x:%x::1]:443", i>>8, i&255)))
+		failFrom(l, fmt.Sprintf("[2001:db8:%x:%x::1]:443", i>>8, i&255))
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
@@ -157,15 +169,53 @@ func TestAuthLimiterConcurrentFailures(t *testing.T) {
 	for g := range 8 {
 		wg.Go(func() {
 			for i := range 1000 {
-				client, err := l.admit(from(fmt.Sprintf("10.0.%d.%d:1", g, i%300)))
-				if err == nil {
-					l.failed(client)
-				}
+				failFrom(l, fmt.Sprintf("10.0.%d.%d:1", g, i%300))
 			}
 		})
 	}
 	wg.Wait()
 	if n := l.size(); n > 100 {
 		t.Errorf("%d clients in a table of 100", n)
+	}
+}
+
+// Attempts of one client under way at once count as failures until they
+// end: of 100 guesses sent together, only the limit is let through, and
+// the client's wait stays within limit intervals. Attempts that succeed
+// give their charge back, and a client that never failed leaves the table.
+func TestAuthLimiterAttemptsUnderWay(t *testing.T) {
+	t.Parallel()
+	l, clock := newTestLimiter(5, time.Minute, 100)
+	var tries []*authTry
+	refused := 0
+	for range 100 {
+		try, err := l.admit(from("192.0.2.7:1"))
+		if err != nil {
+			refused++
+			continue
+		}
+		tries = append(tries, try)
+	}
+	if len(tries) != 5 || refused != 95 {
+		t.Fatalf("%d guesses let through at once, %d refused; want 5 and 95", len(tries), refused)
+	}
+	for _, try := range tries {
+		try.fail()
+		try.end()
+	}
+	_, err := l.admit(from("192.0.2.7:2"))
+	if rl, ok := err.(*RateLimitError); !ok || rl.RetryAfterSeconds > 60 {
+		t.Errorf("after 5 failed guesses: %v; want limited for at most one interval", err)
+	}
+	clock.Advance(5 * time.Minute)
+	for range 10 {
+		try, err := l.admit(from("192.0.2.7:3"))
+		if err != nil {
+			t.Fatalf("a successful attempt after the failures were forgiven: %v", err)
+		}
+		try.end()
+	}
+	if n := l.size(); n != 0 {
+		t.Errorf("%d clients in the table after attempts that succeeded, want none", n)
 	}
 }

@@ -192,21 +192,22 @@ func (c *console) session(r *http.Request) (*consoleSession, error) {
 	if err != nil || cookie.Value == "" {
 		return nil, fmt.Errorf("not signed in to the console; sign in with an API key: %w", ErrUnauthorized)
 	}
-	client, err := c.limiter().admit(r)
+	try, err := c.limiter().admit(r)
 	if err != nil {
 		return nil, err
 	}
+	defer try.end()
 	hash := sha256.Sum256([]byte(cookie.Value))
 	stored, err := c.s.store.ConsoleSession(r.Context(), hash[:])
 	if errors.Is(err, ErrNotFound) {
-		c.limiter().failed(client)
+		try.fail()
 		return nil, fmt.Errorf("the console session ended; sign in again: %w", ErrUnauthorized)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read console session: %w", err)
 	}
 	if !c.s.clock.Now().Before(stored.ExpiresAt.Time) {
-		c.limiter().failed(client)
+		try.fail()
 		return nil, fmt.Errorf("the console session expired; sign in again: %w", ErrUnauthorized)
 	}
 	return &consoleSession{ConsoleSession: stored, token: cookie.Value}, nil
@@ -448,10 +449,11 @@ func (c *console) handleSignIn(w http.ResponseWriter, r *http.Request) error {
 	if err := c.checkSite(r, nil); err != nil {
 		return err
 	}
-	client, err := c.limiter().admit(r)
+	try, err := c.limiter().admit(r)
 	if err != nil {
 		return err
 	}
+	defer try.end()
 	var body signInBody
 	raw, _, err := readBodyWith(w, r, c.signInLimits())
 	if err != nil {
@@ -465,14 +467,14 @@ func (c *console) handleSignIn(w http.ResponseWriter, r *http.Request) error {
 	}
 	key := strings.TrimSpace(body.Key)
 	if !validAPIKey(key) {
-		c.limiter().failed(client)
+		try.fail()
 		return fmt.Errorf("that is not an API key of this service (lsk_ followed by at least 32 letters or digits): %w", ErrUnauthorized)
 	}
 	hash := sha256.Sum256([]byte(key))
 	k, err := c.s.keys.lookup(r.Context(), hash)
 	if err != nil {
 		if errors.Is(err, ErrUnauthorized) {
-			c.limiter().failed(client)
+			try.fail()
 		}
 		return err
 	}
