@@ -292,13 +292,11 @@ func (c *console) principal(r *http.Request, cs *consoleSession) (Principal, err
 }
 
 // handle runs h, a console route that returns its error instead of
-// writing it, and writes the error.
+// writing it, within Config.RequestTimeout as an API route runs, and
+// writes the error.
 func (c *console) handle(h func(w http.ResponseWriter, r *http.Request) error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		r = r.WithContext(contextWithService(r.Context(), c.s)) // for readBody
-		if err := h(w, r); err != nil {
-			c.s.writeError(w, r, err)
-		}
+		c.s.serve(w, r, c.s.cfg.RequestTimeout, func(r *http.Request) error { return h(w, r) })
 	}
 }
 

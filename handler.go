@@ -80,35 +80,43 @@ func (s *Service) routes(auth Authenticator) http.Handler {
 // whatever error comes back.
 func (s *Service) authorize(auth Authenticator, scope Scope, h apiHandler, timeout time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx := contextWithService(r.Context(), s) // for readBody
-		if timeout > 0 {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, timeout)
-			defer cancel()
-		}
-		asked := r
-		r = r.WithContext(ctx)
-		p, err := auth.Authenticate(r)
-		if err == nil && !p.Has(scope) {
-			err = fmt.Errorf("this operation needs an API key with scope %s: %w", scope, ErrInsufficientScope)
-		}
-		if err == nil {
-			err = h(w, r, &p)
-		}
-		if err != nil {
-			s.writeError(w, asked, s.storeFailure(ctx, asked.Context(), err))
-		}
+		s.serve(w, r, timeout, func(r *http.Request) error {
+			p, err := auth.Authenticate(r)
+			if err != nil {
+				return err
+			}
+			if !p.Has(scope) {
+				return fmt.Errorf("this operation needs an API key with scope %s: %w", scope, ErrInsufficientScope)
+			}
+			return h(w, r, &p)
+		})
 	})
+}
+
+// serve runs h on r within timeout (none when 0) and writes the error it
+// returns, if any: a failure of the Store that may pass, or running out
+// of time, as 503 store_unavailable (see storeFailure).
+func (s *Service) serve(w http.ResponseWriter, r *http.Request, timeout time.Duration, h func(r *http.Request) error) {
+	ctx := contextWithService(r.Context(), s) // for readBody
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	if err := h(r.WithContext(ctx)); err != nil {
+		s.writeError(w, r, s.storeFailure(ctx, r.Context(), err))
+	}
 }
 
 // storeFailure returns err wrapped with ErrUnavailable when it is a
 // failure of the Store that may pass (see [FailureClassifier]), or when
 // the request ran out of its time (ctx is done, asked, the client's, is
 // not): the Store, or the database behind it, did not answer in time.
-// Any other error is returned as it is.
+// Any other error is returned as it is, a code host's failure
+// (ErrProvider) among them, whatever network error it wraps.
 func (s *Service) storeFailure(ctx, asked context.Context, err error) error {
 	switch {
-	case errors.Is(err, ErrUnavailable):
+	case errors.Is(err, ErrUnavailable) || errors.Is(err, ErrProvider):
 		return err
 	case ctx.Err() != nil && asked.Err() == nil && errors.Is(err, ctx.Err()):
 		return fmt.Errorf("the request did not finish within %s: %w", s.cfg.RequestTimeout, ErrUnavailable)

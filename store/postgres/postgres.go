@@ -343,9 +343,9 @@ func (s *Store) Unavailable(err error) bool {
 	}
 	var (
 		ce *pgconn.ConnectError
-		ne net.Error
+		oe *net.OpError // not any net.Error: context.DeadlineExceeded is one
 	)
-	return errors.As(err, &ce) || errors.As(err, &ne) || pgconn.Timeout(err) || pgconn.SafeToRetry(err) ||
+	return errors.As(err, &ce) || errors.As(err, &oe) || pgconn.Timeout(err) || pgconn.SafeToRetry(err) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
