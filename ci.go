@@ -114,7 +114,20 @@ func (s *Service) setActions(t *Task) {
 func (s *Service) stateOf(t *Task) taskState {
 	b := s.binding(t.project())
 	ciRequired := t.SubmissionMode == ModeArtifact || b == nil || b.ciRequired()
-	return stateOf(t, s.cfg.ArtifactAdapter != nil || b != nil, ciRequired)
+	var adapters adapterSet
+	if b != nil {
+		adapters |= managedAdapter
+	}
+	if s.cfg.ArtifactAdapter != nil {
+		adapters |= artifactAdapter
+	}
+	return stateOf(t, adapters, ciRequired, s.cfg.Deployer != nil)
+}
+
+// answer asks the table whether t may have a: it returns nil, or the
+// error that refuses it.
+func (s *Service) answer(t *Task, a ask) error {
+	return s.stateOf(t).answer(t, a)
 }
 
 // CIStatus returns the CI state of a task's head commit, as last learned:

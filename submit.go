@@ -233,14 +233,8 @@ func (s *Service) submitLocked(ctx context.Context, taskID string, p SubmitParam
 	if err != nil {
 		return Submission{}, err
 	}
-	if t.ActiveShipID != "" {
-		return Submission{}, shipInProgress(&t, "submit")
-	}
-	if !hasAction(t.AvailableActions, ActionSubmit) {
-		if _, err := s.adapterFor(&t, p.Mode); err != nil && t.Status == StatusInProgress {
-			return Submission{}, err
-		}
-		return Submission{}, notSubmittable(&t)
+	if err := s.answer(&t, ask{cmd: cmdSubmit, mode: p.Mode}); err != nil {
+		return Submission{}, err
 	}
 	adapter, err := s.adapterFor(&t, p.Mode)
 	if err != nil {
@@ -403,19 +397,6 @@ func (s *Service) firstReading(ctx context.Context, adapter ProviderAdapter, t T
 	obs := reads[0].obs
 	obs.pr.Created = pr.Created
 	return obs
-}
-
-// notSubmittable is the conflict of a submit that is not available.
-func notSubmittable(t *Task) error {
-	reason := "not_submittable"
-	if t.Status == StatusInReview {
-		reason = "already_in_review"
-	}
-	return &ConflictError{
-		Reason:           reason,
-		Message:          fmt.Sprintf("Task %s is %s; submit needs status in_progress", t.Identifier, t.Status),
-		AvailableActions: t.AvailableActions,
-	}
 }
 
 // optional returns a pointer to s, or nil when s is empty.
