@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle/internal/id"
+	"github.com/tasklifecycle/lifecycle/internal/netguard"
 )
 
 // Config configures a Service. Store and BaseURL are required; every other
@@ -532,11 +533,11 @@ type Service struct {
 	keys     *keyAuthenticator // the default Authenticator, or nil
 	agents   map[string]Agent
 	handler  http.Handler
-	broker   *broker      // feeds the event streams and the webhooks
-	targets  *targetGuard // checks webhook URLs
-	secrets  *secretBox   // seals webhook secrets
-	webhooks *dispatcher  // delivers webhooks
-	decoding *byteBudget  // bounds request bodies decoded at once; nil: unbounded
+	broker   *broker         // feeds the event streams and the webhooks
+	targets  *netguard.Guard // checks webhook URLs
+	secrets  *secretBox      // seals webhook secrets
+	webhooks *dispatcher     // delivers webhooks
+	decoding *byteBudget     // bounds request bodies decoded at once; nil: unbounded
 
 	streamKeys streamKeys // the keys of open streams, to end them on revocation
 
@@ -584,7 +585,7 @@ func New(cfg Config) (*Service, error) {
 	if s.secrets, err = newSecretBox(cfg.WebhookSecretKey, cfg.WebhookPreviousSecretKeys...); err != nil {
 		return nil, err
 	}
-	s.targets = &targetGuard{allowPrivate: cfg.AllowPrivateWebhookTargets, resolver: cfg.WebhookResolver, log: cfg.Logger}
+	s.targets = newTargetGuard(cfg.AllowPrivateWebhookTargets, cfg.WebhookResolver, cfg.Logger)
 	s.webhooks = newDispatcher(s)
 	if s.auth == nil {
 		s.keys = newKeyAuthenticator(cfg.Store, cfg.Clock, cfg.KeyCacheTTL, newAuthLimiter(&cfg))

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle/internal/id"
+	"github.com/tasklifecycle/lifecycle/internal/netguard"
 )
 
 // SubscriptionStatus says whether a webhook subscription receives deliveries.
@@ -343,10 +344,13 @@ type subscriptionEnvelope struct {
 // p; respond, when set, runs in the transaction with the new record.
 func (s *Service) createSubscription(ctx context.Context, p CreateSubscriptionParams, respond func(tx Tx, sub *Subscription) error) (Subscription, error) {
 	u, _ := url.Parse(p.URL)
-	if err := s.targets.checkHost(ctx, u.Hostname(), p.AllowPrivateTarget); err != nil {
+	if err := s.targets.Check(ctx, u.Hostname(), p.AllowPrivateTarget); err != nil {
 		var refused *RefusedTargetError
-		if errors.As(err, &refused) {
+		switch {
+		case errors.As(err, &refused):
 			return Subscription{}, invalid("url", refused.Reason())
+		case errors.Is(err, netguard.ErrNoAddress):
+			return Subscription{}, invalid("url", fmt.Sprintf("host %s does not resolve", u.Hostname()))
 		}
 		return Subscription{}, err
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle/internal/id"
+	"github.com/tasklifecycle/lifecycle/internal/netguard"
 )
 
 // DefaultWebhookRetrySchedule returns how long attempt n+1 of a delivery
@@ -112,22 +113,22 @@ func newDispatcher(s *Service) *dispatcher {
 		deleted: make(map[string]uint64),
 	}
 	d.privateClient = d.client
-	if !s.targets.allowPrivate {
-		d.privateClient = newWebhookClient(s, &targetGuard{allowPrivate: true, resolver: s.targets.resolver, log: s.targets.log})
+	if !s.targets.AllowPrivate {
+		d.privateClient = newWebhookClient(s, newTargetGuard(true, s.targets.Resolver, s.log))
 	}
 	return d
 }
 
 // newWebhookClient returns a client that delivers webhooks, dialing
 // through guard.
-func newWebhookClient(s *Service, guard *targetGuard) *http.Client {
+func newWebhookClient(s *Service, guard *netguard.Guard) *http.Client {
 	var tlsConfig *tls.Config
 	if s.cfg.WebhookTLSConfig != nil {
 		tlsConfig = s.cfg.WebhookTLSConfig.Clone()
 	}
 	transport := &http.Transport{
 		Proxy:                 nil, // a proxy would dial for us, around the guard
-		DialContext:           guard.dialContext,
+		DialContext:           guard.DialContext,
 		TLSClientConfig:       tlsConfig,
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          4 * s.cfg.WebhookConcurrency,
