@@ -389,7 +389,7 @@ func (s *Service) apiKeyReplay(scope IdempotencyScope, recorded []byte) ([]byte,
 	if len(recorded) > 0 && recorded[0] == '{' {
 		return recorded, nil
 	}
-	opened, err := s.secrets.open(idempotencyAAD(scope), recorded)
+	opened, err := s.secrets.Open(idempotencyAAD(scope), recorded)
 	if err != nil {
 		return nil, fmt.Errorf("open an answer recorded by an earlier version: %w", err)
 	}

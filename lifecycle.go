@@ -16,6 +16,7 @@ import (
 
 	"github.com/tasklifecycle/lifecycle/internal/id"
 	"github.com/tasklifecycle/lifecycle/internal/netguard"
+	"github.com/tasklifecycle/lifecycle/internal/secretbox"
 )
 
 // Config configures a Service. Store and BaseURL are required; every other
@@ -535,7 +536,7 @@ type Service struct {
 	handler  http.Handler
 	broker   *broker         // feeds the event streams and the webhooks
 	targets  *netguard.Guard // checks webhook URLs
-	secrets  *secretBox      // seals webhook secrets
+	secrets  *secretbox.Box  // seals webhook secrets
 	webhooks *dispatcher     // delivers webhooks
 	decoding *byteBudget     // bounds request bodies decoded at once; nil: unbounded
 
@@ -582,8 +583,8 @@ func New(cfg Config) (*Service, error) {
 	}
 	s.broker = newBroker(cfg.Store, cfg.Clock, cfg.Logger, cfg.StreamLagLimit, cfg.MaxStreamsPerKey, cfg.EventPollInterval)
 	s.broker.window = cfg.StreamBatchWindow
-	if s.secrets, err = newSecretBox(cfg.WebhookSecretKey, cfg.WebhookPreviousSecretKeys...); err != nil {
-		return nil, err
+	if s.secrets, err = secretbox.New(cfg.WebhookSecretKey, cfg.WebhookPreviousSecretKeys, "Config.WebhookSecretKey", "Config.WebhookPreviousSecretKeys"); err != nil {
+		return nil, fmt.Errorf("lifecycle: %w", err)
 	}
 	s.targets = newTargetGuard(cfg.AllowPrivateWebhookTargets, cfg.WebhookResolver, cfg.Logger)
 	s.webhooks = newDispatcher(s)

@@ -355,7 +355,7 @@ func (s *Service) createSubscription(ctx context.Context, p CreateSubscriptionPa
 		return Subscription{}, err
 	}
 	subID := id.New("whs_")
-	sealed, err := s.secrets.seal(subID, []byte(p.Secret))
+	sealed, err := s.secrets.Seal(subID, []byte(p.Secret))
 	if err != nil {
 		return Subscription{}, fmt.Errorf("seal webhook secret: %w", err)
 	}

@@ -238,7 +238,7 @@ func (d *dispatcher) claim(ctx context.Context) {
 			}
 			continue
 		}
-		secret, err := s.secrets.open(sub.ID, sub.SealedSecret)
+		secret, err := s.secrets.Open(sub.ID, sub.SealedSecret)
 		if err != nil {
 			s.log.Error("webhooks: cannot sign deliveries of the subscription", "subscription", sub.ID, "err", err)
 			continue
