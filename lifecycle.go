@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tasklifecycle/lifecycle/internal/bytebudget"
 	"github.com/tasklifecycle/lifecycle/internal/id"
 	"github.com/tasklifecycle/lifecycle/internal/netguard"
 	"github.com/tasklifecycle/lifecycle/internal/secretbox"
@@ -534,11 +535,11 @@ type Service struct {
 	keys     *keyAuthenticator // the default Authenticator, or nil
 	agents   map[string]Agent
 	handler  http.Handler
-	broker   *broker         // feeds the event streams and the webhooks
-	targets  *netguard.Guard // checks webhook URLs
-	secrets  *secretbox.Box  // seals webhook secrets
-	webhooks *dispatcher     // delivers webhooks
-	decoding *byteBudget     // bounds request bodies decoded at once; nil: unbounded
+	broker   *broker            // feeds the event streams and the webhooks
+	targets  *netguard.Guard    // checks webhook URLs
+	secrets  *secretbox.Box     // seals webhook secrets
+	webhooks *dispatcher        // delivers webhooks
+	decoding *bytebudget.Budget // bounds request bodies decoded at once; nil: unbounded
 
 	streamKeys streamKeys // the keys of open streams, to end them on revocation
 
@@ -593,7 +594,7 @@ func New(cfg Config) (*Service, error) {
 		s.auth = s.keys
 	}
 	if cfg.MaxDecodingBytes > 0 {
-		s.decoding = newByteBudget(cfg.MaxDecodingBytes)
+		s.decoding = bytebudget.New(cfg.MaxDecodingBytes)
 	}
 	s.handler = s.routes(s.auth)
 	s.console = newConsole(s)

@@ -12,6 +12,8 @@ import (
 	"runtime/debug"
 	"sync/atomic"
 	"time"
+
+	"github.com/tasklifecycle/lifecycle/internal/bytebudget"
 )
 
 // Defaults of the request limits of Config.
@@ -61,7 +63,7 @@ type bodyLimits struct {
 	max int64
 	// budget, when not nil, is the shared budget the body takes its share
 	// of while it is read and decoded.
-	budget *byteBudget
+	budget *bytebudget.Budget
 	// timeout, when positive, bounds the reading by the wall clock.
 	timeout time.Duration
 }
@@ -87,7 +89,11 @@ func readBodyWith(w http.ResponseWriter, r *http.Request, limits bodyLimits) (ra
 		if n < 0 {
 			n = limits.max
 		}
-		if release, err = limits.budget.acquire(ctx, n, decodingWait); err != nil {
+		if release, err = limits.budget.Acquire(ctx, n, decodingWait); err != nil {
+			if errors.Is(err, bytebudget.ErrBusy) {
+				err = &RateLimitError{RetryAfterSeconds: 1,
+					Message: "The server is reading too many large request bodies at once; retry in a second"}
+			}
 			return nil, func() {}, err
 		}
 	}
