@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 )
@@ -175,10 +174,6 @@ type HostReview struct {
 	// SubmittedAt is when it was made.
 	SubmittedAt time.Time
 }
-
-// ErrHeadMismatch means a pull request's head commit is not the one a
-// merge expected. Adapters wrap it; the Service answers 409 conflict.
-var ErrHeadMismatch = errors.New("head commit is not the expected one")
 
 // PullRequestRef names a pull request at its host.
 type PullRequestRef struct {

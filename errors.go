@@ -49,6 +49,20 @@ var (
 	// Retry-After). Nothing the request changed was acknowledged; it may
 	// be retried, with the same Idempotency-Key where it takes one.
 	ErrUnavailable = errors.New("store unavailable")
+
+	// ErrHeadMismatch means a pull request's head commit is not the one a
+	// merge expected. Adapters wrap it; the Service answers 409 conflict.
+	ErrHeadMismatch = errors.New("head commit is not the expected one")
+	// ErrTemporary means a code host, CI system or deployer failed in a way
+	// that may pass: an HTTP 5xx, a rate limit, GitHub's "Base branch was
+	// modified". Adapters and deployers wrap it, usually in a
+	// *TemporaryError; the ship runner retries such failures with backoff for
+	// up to [Config.ShipRetryBudget], while every other failure is final.
+	ErrTemporary = errors.New("temporary failure")
+	// ErrInvalidSignature means a webhook request's signature does not
+	// match its body and the subscription secret (see
+	// [VerifyWebhookSignature]).
+	ErrInvalidSignature = errors.New("lifecycle: webhook signature does not match")
 )
 
 // FieldError names one invalid part of a request and why it is invalid.

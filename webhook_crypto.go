@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -28,10 +27,6 @@ const (
 
 // signaturePrefix begins the value of X-Service-Signature.
 const signaturePrefix = "sha256="
-
-// ErrInvalidSignature means a webhook request's signature does not match
-// its body and the subscription secret.
-var ErrInvalidSignature = errors.New("lifecycle: webhook signature does not match")
 
 // sign returns the X-Service-Signature value of body.
 func sign(secret, body []byte) string {
