@@ -185,7 +185,9 @@
 // seen sequence N never later finds a smaller one committed, and reads must
 // see every commit that has returned: the event stream relies on both to
 // hand over from replay to live without a gap. Run store/storetest from
-// the implementation's tests.
+// the implementation's tests. A Store that also implements
+// [ConsoleSessionStore] keeps the sign-ins of package console; without it
+// the Service serves the API and no console.
 //
 // # Writing an Adapter
 //
