@@ -37,9 +37,10 @@ var (
 	// ErrRequestTimeout means a request body did not arrive within
 	// [Config.BodyReadTimeout] (HTTP 408 request_timeout).
 	ErrRequestTimeout = errors.New("request timeout")
-	// ErrCSRF means a request of the operator console came from another
-	// site, or changed something without the session's CSRF token (HTTP
-	// 403 csrf_failed).
+	// ErrCSRF means a request authenticated by a browser session came
+	// from another site, or changed something without the session's CSRF
+	// token (HTTP 403 csrf_failed); the operator console (package console)
+	// refuses such requests with it.
 	ErrCSRF = errors.New("cross-site request refused")
 	// ErrClosed means the Service or Store has been closed.
 	ErrClosed = errors.New("closed")

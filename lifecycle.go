@@ -144,14 +144,15 @@ type Config struct {
 
 	// AuthFailureLimit is how many failed authentications one client may
 	// make in a row: API requests with a malformed, unknown or revoked
-	// bearer key, console sign-ins with such a key, and console requests
-	// with an unknown or expired session cookie (requests that carry no
-	// credentials are not counted). Past it, the client's requests that
-	// need authentication are answered 429 rate_limited with Retry-After,
-	// before any Store read, until it has earned another try: one each
-	// AuthFailureInterval. It limits the Service's own API keys and console
-	// sessions, not a host's Authenticator. Defaults to 20; negative
-	// disables the limiter.
+	// bearer key, and the failures counted through
+	// [Service.BeginAuthentication] (the operator console's sign-ins with
+	// such a key, and its requests with an unknown or expired session
+	// cookie); requests that carry no credentials are not counted. Past it,
+	// the client's requests that need authentication are answered 429
+	// rate_limited with Retry-After, before any Store read, until it has
+	// earned another try: one each AuthFailureInterval. It limits the
+	// Service's own API keys, not a host's Authenticator. Defaults to 20;
+	// negative disables the limiter.
 	AuthFailureLimit int
 
 	// AuthFailureInterval is how often a client earns back one failed
@@ -176,17 +177,6 @@ type Config struct {
 	// what your own proxy sets. X-Forwarded-For is never read by default,
 	// as any client can send one.
 	ClientAddress func(r *http.Request) string
-
-	// ConsoleSessionTTL is how long a sign-in to the operator console
-	// ([Service.Console]) lasts; revoking its API key ends it at once.
-	// Defaults to 8 hours.
-	ConsoleSessionTTL time.Duration
-
-	// ConsoleSecureCookie gives the console's session cookie its TLS form
-	// (__Host-lifecycle_console, Secure, Path=/) even on requests that came
-	// without TLS, for a server behind a proxy that terminates TLS. The
-	// cookie always has that form on TLS requests.
-	ConsoleSecureCookie bool
 
 	// Clock tells the time. Defaults to the system clock.
 	Clock Clock
@@ -433,12 +423,6 @@ func (c Config) withDefaults() (Config, error) {
 	if c.KeyCacheTTL == 0 {
 		c.KeyCacheTTL = 5 * time.Second
 	}
-	switch {
-	case c.ConsoleSessionTTL == 0:
-		c.ConsoleSessionTTL = 8 * time.Hour
-	case c.ConsoleSessionTTL < time.Minute:
-		return c, fmt.Errorf("lifecycle: Config.ConsoleSessionTTL %s is too short to use the console; give at least a minute", c.ConsoleSessionTTL)
-	}
 	if c.EventRetention == 0 {
 		c.EventRetention = 72 * time.Hour
 	}
@@ -550,7 +534,6 @@ type Service struct {
 	lease     leaseClock    // until when this life holds its instance lease
 	shipWake  chan struct{} // wakes the ship runner
 	reconcile *reconciler   // reads hosts for tasks in review
-	console   *console      // the operator console, served by Console
 
 	mu      sync.Mutex
 	started bool
@@ -597,7 +580,9 @@ func New(cfg Config) (*Service, error) {
 		s.decoding = bytebudget.New(cfg.MaxDecodingBytes)
 	}
 	s.handler = s.routes(s.auth)
-	s.console = newConsole(s)
+	if _, ok := cfg.Store.(ConsoleSessionStore); !ok {
+		s.log.Info("lifecycle: the Store keeps no console sessions (it does not implement lifecycle.ConsoleSessionStore): the API is served, the operator console (package console) cannot be")
+	}
 	return s, nil
 }
 
@@ -720,13 +705,6 @@ func (s *Service) prune(ctx context.Context) {
 		}
 	} else if n > 0 {
 		s.log.Info("pruned provider deliveries", "count", n)
-	}
-	if n, err := s.store.DeleteConsoleSessionsBefore(ctx, now); err != nil {
-		if ctx.Err() == nil {
-			s.log.Error("prune console sessions", "err", err)
-		}
-	} else if n > 0 {
-		s.log.Info("pruned expired console sessions", "count", n)
 	}
 	if n, err := s.store.DeleteDeliveriesBefore(ctx, cutoff); err != nil {
 		if ctx.Err() == nil {

@@ -92,13 +92,6 @@ type Store interface {
 	// not pending and returns how many it deleted.
 	DeleteDeliveriesBefore(ctx context.Context, t time.Time) (int64, error)
 
-	// ConsoleSession returns the console session whose token hashes to
-	// hash, expired or not.
-	ConsoleSession(ctx context.Context, hash []byte) (ConsoleSession, error)
-	// DeleteConsoleSessionsBefore deletes the console sessions that
-	// expired before t and returns how many it deleted.
-	DeleteConsoleSessionsBefore(ctx context.Context, t time.Time) (int64, error)
-
 	// Update runs fn in a transaction and commits it when fn returns nil.
 	// When fn returns an error, nothing it wrote is kept and Update returns
 	// that error. When Update returns nil the change is durable. fn may be
@@ -230,13 +223,45 @@ type Tx interface {
 	// NextAttemptAt and Body of the stored attempt with d.ID. It returns
 	// ErrNotFound when there is none.
 	UpdateDelivery(ctx context.Context, d Delivery) error
+}
 
+// ConsoleSessionStore is implemented by a Store that keeps the sign-ins of
+// the operator console (package console, which finds it by type
+// assertion). A Store without it serves the API, but no console. Its
+// methods are not transactional: each is one atomic step, with the error
+// contract of Store.
+type ConsoleSessionStore interface {
+	// ConsoleSession returns the console session whose token hashes to
+	// hash, expired or not.
+	ConsoleSession(ctx context.Context, hash []byte) (ConsoleSession, error)
 	// CreateConsoleSession inserts a console session. It returns
 	// ErrConflict when one with the same Hash exists.
 	CreateConsoleSession(ctx context.Context, cs ConsoleSession) error
 	// DeleteConsoleSession deletes the console session whose token hashes
 	// to hash. It returns ErrNotFound when there is none.
 	DeleteConsoleSession(ctx context.Context, hash []byte) error
+	// DeleteConsoleSessionsBefore deletes the console sessions that
+	// expired before t and returns how many it deleted.
+	DeleteConsoleSessionsBefore(ctx context.Context, t time.Time) (int64, error)
+}
+
+// ConsoleSession is a sign-in to the operator console (package console):
+// the browser holds a random token in an HttpOnly cookie, and the Store
+// keeps only the token's hash. The session acts with the API key it was
+// opened with, under that key's scopes, until it expires or the key is
+// revoked.
+type ConsoleSession struct {
+	// Hash is the SHA-256 of the session token.
+	Hash []byte
+	// KeyID is the ID of the API key the session was opened with.
+	KeyID string
+	// KeyHash is that key's hash, by which every request of the session
+	// finds the key again (and finds it revoked).
+	KeyHash []byte
+	// CreatedAt is when the session was opened.
+	CreatedAt Timestamp
+	// ExpiresAt is when the session ends, whatever happens to its key.
+	ExpiresAt Timestamp
 }
 
 // FailureClassifier is implemented by a Store that can tell its failures

@@ -311,18 +311,3 @@ func TestUnavailableAnswerDoesNotSayNothingChanged(t *testing.T) {
 	}
 	e.call(request{method: "POST", path: "/tasks", key: e.admin, body: taskBody("ENG-1")}, http.StatusConflict)
 }
-
-// The console's own routes answer a Store outage as the API does: 503
-// store_unavailable with Retry-After, not 500.
-func TestConsoleAnswers503WhileTheStoreIsDown(t *testing.T) {
-	t.Parallel()
-	var store *flakyStore
-	c := newConsoleEnv(t, newEnv(t, withFlakyStore(&store)))
-	c.start()
-	store.down.Store(true)
-	rec := c.do(consoleCall{method: "POST", path: "/session", body: map[string]any{"key": c.admin}})
-	if rec.Code != http.StatusServiceUnavailable || errorCode(decode(t, rec)) != "store_unavailable" || rec.Header().Get("Retry-After") != "2" {
-		t.Errorf("console sign-in with the store down = %d %s (Retry-After %q); want 503 store_unavailable, Retry-After 2",
-			rec.Code, rec.Body, rec.Header().Get("Retry-After"))
-	}
-}
