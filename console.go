@@ -662,7 +662,8 @@ func (c *console) handleBoard(w http.ResponseWriter, r *http.Request) error {
 // lastEventID returns the ID of the last committed event, or nil when it
 // was pruned or there is none.
 func (s *Service) lastEventID(ctx context.Context) (*string, error) {
-	last, err := s.store.LastEventSequence(ctx)
+	bounds, err := s.store.EventBounds(ctx)
+	last := bounds.Last
 	if err != nil || last == 0 {
 		return nil, err
 	}

@@ -157,7 +157,7 @@ func testHistoryAndSessionsClosed(t *testing.T, h Harness) {
 		{"ShipOperations", func() error { _, err := s.ShipOperations(t.Context(), "tsk_x"); return err }},
 		{"ConsoleSession", func() error { _, err := s.ConsoleSession(t.Context(), []byte("hash")); return err }},
 		{"DeleteConsoleSessionsBefore", func() error { _, err := s.DeleteConsoleSessionsBefore(t.Context(), base); return err }},
-		{"EventsPrunedThrough", func() error { _, err := s.EventsPrunedThrough(t.Context()); return err }},
+		{"EventBounds", func() error { _, err := s.EventBounds(t.Context()); return err }},
 		{"Update(CreateConsoleSession)", func() error {
 			return s.Update(t.Context(), func(tx lifecycle.Tx) error {
 				return tx.CreateConsoleSession(t.Context(), consoleSession("token", "key_1", 0, time.Hour))
