@@ -221,15 +221,16 @@ func (s *Service) ReportChecks(ctx context.Context, taskID string, p ReportCheck
 	sha := lowerHex(p.HeadSHA)
 	_, err := s.changeTask(ctx, taskID, func(tx Tx, t *Task) (taskEvent, error) {
 		now := s.now()
+		checks := make([]Check, 0, len(p.Checks))
 		for _, c := range p.Checks {
 			var url *string
 			if c.URL != "" {
 				url = &c.URL
 			}
-			err := tx.PutCheck(ctx, Check{TaskID: t.ID, HeadSHA: sha, Source: SourceReported, Name: c.Name, Status: c.Status, URL: url, UpdatedAt: now})
-			if err != nil {
-				return taskEvent{}, fmt.Errorf("record check %s: %w", c.Name, err)
-			}
+			checks = append(checks, Check{TaskID: t.ID, HeadSHA: sha, Source: SourceReported, Name: c.Name, Status: c.Status, URL: url, UpdatedAt: now})
+		}
+		if err := tx.PutChecks(ctx, PutChecksParams{TaskID: t.ID, HeadSHA: sha, Source: SourceReported, Checks: checks}); err != nil {
+			return taskEvent{}, fmt.Errorf("record checks: %w", err)
 		}
 		before := ciOf(t)
 		if err := s.refreshCI(ctx, tx, t); err != nil {

@@ -189,6 +189,16 @@
 // [ConsoleSessionStore] keeps the sign-ins of package console; without it
 // the Service serves the API and no console.
 //
+// [Store] and [Tx] are what every deployment needs, kept to 45 methods:
+// several changes go through an updater ([Tx.UpdateIdempotencyRecord]) or
+// one call with params ([Store.Prune], [Tx.PutChecks]), so that the Store
+// owns atomicity while the rules stay in this package. What only some
+// deployments need is an optional interface the Service finds by type
+// assertion: [InstanceLeaser] (several Services on one Store, each with
+// its own [Config.InstanceID]; without it a Service is the Store's only
+// one, and [New] logs so), [Notifier] (commits announced at once instead
+// of polled), [RelaxedUpdater], [FailureClassifier] and [SecretResealer].
+//
 // # Writing an Adapter
 //
 // A [ProviderAdapter] is three calls to a code host: open or reuse the pull

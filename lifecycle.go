@@ -124,8 +124,9 @@ type Config struct {
 	// life's work at once instead of when the leases end. Give each
 	// process its own stable ID (a pod or host name, or one kept in a data
 	// directory, as the demo does); [Service.Start] refuses an ID that a
-	// live process holds (see [ErrInstanceInUse]). Defaults to a random
-	// ID, new for each Service.
+	// live process holds (see [ErrInstanceInUse]) when the Store keeps
+	// instance leases ([InstanceLeaser]). Defaults to a random ID, new for
+	// each Service.
 	InstanceID string
 
 	// IdempotencyRetention is how long a response is kept for replay under
@@ -527,13 +528,14 @@ type Service struct {
 
 	streamKeys streamKeys // the keys of open streams, to end them on revocation
 
-	owner     string        // Config.InstanceID: the holder of this Service's leases
-	life      string        // this life of the instance, new at each New
-	inflight  inflightKeys  // idempotency keys this life holds
-	taskLocks keyedLocks    // serialises provider work per task
-	lease     leaseClock    // until when this life holds its instance lease
-	shipWake  chan struct{} // wakes the ship runner
-	reconcile *reconciler   // reads hosts for tasks in review
+	owner     string         // Config.InstanceID: the holder of this Service's leases
+	life      string         // this life of the instance, new at each New
+	inflight  inflightKeys   // idempotency keys this life holds
+	taskLocks keyedLocks     // serialises provider work per task
+	lease     leaseClock     // until when this life holds its instance lease
+	leaser    InstanceLeaser // the Store's instance leases; nil: the only instance
+	shipWake  chan struct{}  // wakes the ship runner
+	reconcile *reconciler    // reads hosts for tasks in review
 
 	mu      sync.Mutex
 	started bool
@@ -560,6 +562,11 @@ func New(cfg Config) (*Service, error) {
 		shipWake: make(chan struct{}, 1),
 		owner:    cfg.InstanceID,
 		life:     id.New("lif_"), // this life of the instance
+	}
+	if l, ok := cfg.Store.(InstanceLeaser); ok {
+		s.leaser = l
+	} else {
+		s.log.Info("the Store keeps no instance leases (lifecycle.InstanceLeaser): this Service must be the only one using it", "instance", s.owner)
 	}
 	s.reconcile = newReconciler(s)
 	for _, a := range cfg.Agents {
@@ -595,11 +602,13 @@ func (s *Service) Handler() http.Handler { return s.handler }
 // deliveries, the reconciler, and pruning expired events and records. The
 // work runs until [Service.Close].
 //
-// Start first takes the lease of [Config.InstanceID] in the Store. When a
-// process that crashed held it, Start waits until its lease ends (at most
-// 3 seconds), then resumes that process's ship operations and idempotency
-// reservations at once. When a live process holds it, Start fails with an
-// error matching [ErrInstanceInUse].
+// Start first takes the lease of [Config.InstanceID] in the Store, when
+// the Store is an [InstanceLeaser] (otherwise the Service is the Store's
+// only one, and there is no lease to take). When a process that crashed
+// held it, Start waits until its lease ends (at most 3 seconds), then
+// resumes that process's ship operations and idempotency reservations at
+// once. When a live process holds it, Start fails with an error matching
+// [ErrInstanceInUse].
 func (s *Service) Start(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -688,40 +697,30 @@ func (s *Service) pruneLoop(ctx context.Context) {
 	}
 }
 
-// prune deletes what has outlived its retention.
+// prune deletes what has outlived its retention: idempotency records
+// once they expire, events, provider delivery records and webhook
+// delivery attempts after EventRetention.
 func (s *Service) prune(ctx context.Context) {
 	now := s.clock.Now()
-	if n, err := s.store.DeleteIdempotencyRecordsBefore(ctx, now); err != nil {
-		if ctx.Err() == nil {
-			s.log.Error("prune idempotency records", "err", err)
-		}
-	} else if n > 0 {
-		s.log.Info("pruned idempotency records", "count", n)
-	}
 	cutoff := now.Add(-s.cfg.EventRetention)
-	if n, err := s.store.DeleteProviderDeliveriesBefore(ctx, cutoff); err != nil {
-		if ctx.Err() == nil {
-			s.log.Error("prune provider deliveries", "err", err)
-		}
-	} else if n > 0 {
-		s.log.Info("pruned provider deliveries", "count", n)
+	n, err := s.store.Prune(ctx, PruneParams{Before: cutoff, ExpiredBefore: now})
+	if err != nil && ctx.Err() == nil {
+		s.log.Error("prune", "err", err) // what was deleted is counted below
 	}
-	if n, err := s.store.DeleteDeliveriesBefore(ctx, cutoff); err != nil {
-		if ctx.Err() == nil {
-			s.log.Error("prune webhook deliveries", "err", err)
+	for _, c := range []struct {
+		msg   string
+		count int64
+	}{
+		{"pruned idempotency records", n.IdempotencyRecords},
+		{"pruned provider deliveries", n.ProviderDeliveries},
+		{"pruned webhook deliveries", n.Deliveries},
+	} {
+		if c.count > 0 {
+			s.log.Info(c.msg, "count", c.count)
 		}
-	} else if n > 0 {
-		s.log.Info("pruned webhook deliveries", "count", n)
 	}
-	n, err := s.store.DeleteEventsBefore(ctx, cutoff)
-	if err != nil {
-		if ctx.Err() == nil {
-			s.log.Error("prune events", "err", err)
-		}
-		return
-	}
-	if n > 0 {
-		s.log.Info("pruned events", "count", n, "before", NewTimestamp(cutoff).String())
+	if n.Events > 0 {
+		s.log.Info("pruned events", "count", n.Events, "before", NewTimestamp(cutoff).String())
 	}
 }
 

@@ -67,10 +67,11 @@ func (s *Service) TaskEvents(ctx context.Context, taskID string, limit int) ([]E
 // event stream with it as cursor, so that every change after the read
 // reaches it. Read it before the view's data.
 func (s *Service) LastEventID(ctx context.Context) (string, error) {
-	last, err := s.store.LastEventSequence(ctx)
+	b, err := s.store.EventBounds(ctx)
 	if err != nil {
 		return "", fmt.Errorf("read the last event sequence: %w", err)
 	}
+	last := b.Last
 	if last == 0 {
 		return "", nil
 	}

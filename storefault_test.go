@@ -34,7 +34,10 @@ type flakyStore struct {
 	lostCommit atomic.Bool
 }
 
-var _ lifecycle.FailureClassifier = (*flakyStore)(nil)
+var (
+	_ lifecycle.FailureClassifier = (*flakyStore)(nil)
+	_ lifecycle.InstanceLeaser    = (*flakyStore)(nil)
+)
 
 // Unavailable implements lifecycle.FailureClassifier.
 func (f *flakyStore) Unavailable(err error) bool { return errors.Is(err, errStoreDown) }
@@ -83,11 +86,20 @@ func (f *flakyStore) Events(ctx context.Context, flt lifecycle.EventFilter) ([]l
 	return f.Store.Events(ctx, flt)
 }
 
-func (f *flakyStore) LastEventSequence(ctx context.Context) (int64, error) {
+func (f *flakyStore) EventBounds(ctx context.Context) (lifecycle.EventBounds, error) {
 	if err := f.fault(ctx); err != nil {
-		return 0, err
+		return lifecycle.EventBounds{}, err
 	}
-	return f.Store.LastEventSequence(ctx)
+	return f.Store.EventBounds(ctx)
+}
+
+// UpdateInstanceLease implements lifecycle.InstanceLeaser with the
+// wrapped Store's, so that the instance lease fails with the rest.
+func (f *flakyStore) UpdateInstanceLease(ctx context.Context, p lifecycle.UpdateInstanceLeaseParams) error {
+	if err := f.fault(ctx); err != nil {
+		return err
+	}
+	return f.Store.(lifecycle.InstanceLeaser).UpdateInstanceLease(ctx, p)
 }
 
 func (f *flakyStore) ShipOperation(ctx context.Context, id string) (lifecycle.ShipOperation, error) {
@@ -97,11 +109,11 @@ func (f *flakyStore) ShipOperation(ctx context.Context, id string) (lifecycle.Sh
 	return f.Store.ShipOperation(ctx, id)
 }
 
-func (f *flakyStore) PendingDeliveries(ctx context.Context, subID string, limit int) ([]lifecycle.Delivery, error) {
+func (f *flakyStore) Deliveries(ctx context.Context, flt lifecycle.DeliveryFilter) (lifecycle.DeliveryPage, error) {
 	if err := f.fault(ctx); err != nil {
-		return nil, err
+		return lifecycle.DeliveryPage{}, err
 	}
-	return f.Store.PendingDeliveries(ctx, subID, limit)
+	return f.Store.Deliveries(ctx, flt)
 }
 
 // withFlakyStore puts a flakyStore in front of an env's Store.

@@ -332,24 +332,25 @@ type streamStart struct {
 // ErrCursorExpired.
 func (s *Service) streamStart(ctx context.Context, cursor string) (streamStart, error) {
 	if cursor == "" {
-		last, err := s.store.LastEventSequence(ctx)
+		bounds, err := s.store.EventBounds(ctx)
 		if err != nil {
 			return streamStart{}, fmt.Errorf("find the live tail: %w", err)
 		}
-		return streamStart{last, resumeLive}, nil
+		return streamStart{bounds.Last, resumeLive}, nil
 	}
 	expired := fmt.Errorf("cursor %q is unknown or older than the %d-hour replay window; reconnect without a cursor to get the live tail: %w",
 		cursor, int64(s.cfg.EventRetention/time.Hour), ErrCursorExpired)
 	if !id.Valid(cursor, "evt_") {
 		return streamStart{}, expired
 	}
-	e, err := s.store.Event(ctx, cursor)
-	if errors.Is(err, ErrNotFound) {
-		return streamStart{}, expired
-	}
+	evs, err := s.store.Events(ctx, EventFilter{ID: cursor, Limit: 1})
 	if err != nil {
 		return streamStart{}, fmt.Errorf("find cursor %s: %w", cursor, err)
 	}
+	if len(evs) == 0 {
+		return streamStart{}, expired
+	}
+	e := evs[0]
 	if e.OccurredAt.Before(s.clock.Now().Add(-s.cfg.EventRetention)) {
 		return streamStart{}, expired
 	}

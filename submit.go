@@ -327,11 +327,12 @@ func (s *Service) submitLocked(ctx context.Context, taskID string, p SubmitParam
 		if err := tx.CreateSubmission(ctx, sub); err != nil {
 			return taskEvent{}, fmt.Errorf("record submission: %w", err)
 		}
-		for _, c := range p.Checks {
-			err := tx.PutCheck(ctx, Check{TaskID: t.ID, HeadSHA: pr.HeadSHA, Source: SourceSelfReported, Name: c.Name, Status: c.Status, UpdatedAt: sub.AcceptedAt})
-			if err != nil {
-				return taskEvent{}, fmt.Errorf("record self-reported check %s: %w", c.Name, err)
-			}
+		checks := make([]Check, len(p.Checks))
+		for i, c := range p.Checks {
+			checks[i] = Check{TaskID: t.ID, HeadSHA: pr.HeadSHA, Source: SourceSelfReported, Name: c.Name, Status: c.Status, UpdatedAt: sub.AcceptedAt}
+		}
+		if err := tx.PutChecks(ctx, PutChecksParams{TaskID: t.ID, HeadSHA: pr.HeadSHA, Source: SourceSelfReported, Checks: checks}); err != nil {
+			return taskEvent{}, fmt.Errorf("record self-reported checks: %w", err)
 		}
 		t.Status = StatusInReview
 		t.SubmissionID, t.PRURL, t.PRNumber = &sub.SubmissionID, &sub.PRURL, &sub.PRNumber

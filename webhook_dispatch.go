@@ -596,10 +596,11 @@ func (a *attempt) failed() bool { return a.id == "" || a.err != "" }
 // dueRetries returns the pending attempts due at now, and when the next
 // one not yet due is, or the zero time.
 func (w *subWorker) dueRetries(now time.Time) ([]Delivery, time.Time, error) {
-	pending, err := w.d.s.store.PendingDeliveries(w.ctx, w.sub.ID, webhookBatch)
+	page, err := w.d.s.store.Deliveries(w.ctx, DeliveryFilter{SubscriptionID: w.sub.ID, Pending: true, Limit: webhookBatch})
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("read pending deliveries: %w", err)
 	}
+	pending := page.Deliveries
 	for i := range pending {
 		if at := pending[i].NextAttemptAt; at != nil && at.After(now) {
 			return pending[:i], at.Time, nil
@@ -915,7 +916,8 @@ func (w *subWorker) failPending(ctx context.Context, reason string, rev int64) {
 	s := w.d.s
 	errEnabled := errors.New("enabled again")
 	for {
-		pending, err := s.store.PendingDeliveries(ctx, w.sub.ID, webhookBatch)
+		page, err := s.store.Deliveries(ctx, DeliveryFilter{SubscriptionID: w.sub.ID, Pending: true, Limit: webhookBatch})
+		pending := page.Deliveries
 		if err == nil && len(pending) > 0 {
 			err = s.updateRelaxed(ctx, func(tx Tx) error {
 				sub, err := tx.Subscription(ctx, w.sub.ID)

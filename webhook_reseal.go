@@ -29,7 +29,7 @@ func (s *Service) ResealWebhookSecrets(ctx context.Context) (int, error) {
 	}
 	changed := 0
 	for after := int64(0); ; {
-		page, err := s.store.ListSubscriptions(ctx, SubscriptionFilter{After: after, Limit: 200})
+		page, err := s.store.ListSubscriptions(ctx, ListSubscriptionsParams{After: after, Limit: 200})
 		if err != nil {
 			return changed, fmt.Errorf("lifecycle: reseal webhook secrets: %w", err)
 		}

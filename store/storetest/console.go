@@ -211,7 +211,7 @@ func testHistoryClosed(t *testing.T, h Harness) {
 	}{
 		{"Submissions", func() error { _, err := s.Submissions(t.Context(), "tsk_x"); return err }},
 		{"ShipOperations", func() error { _, err := s.ShipOperations(t.Context(), "tsk_x"); return err }},
-		{"EventsPrunedThrough", func() error { _, err := s.EventsPrunedThrough(t.Context()); return err }},
+		{"EventBounds", func() error { _, err := s.EventBounds(t.Context()); return err }},
 	}
 	for _, c := range calls {
 		if err := c.fn(); !errors.Is(err, lifecycle.ErrClosed) {
