@@ -278,12 +278,6 @@ const (
 	MergeabilityUnknown Mergeability = "unknown"
 )
 
-// needsRework reports whether m keeps the pull request from merging until
-// its branch is rebased.
-func (m Mergeability) needsRework() bool {
-	return m == MergeabilityConflicting || m == MergeabilityBehind
-}
-
 // MergeRequest asks an adapter to merge a pull request.
 type MergeRequest struct {
 	Ref PullRequestRef

@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"fmt"
-	"slices"
 )
 
 // This file holds the lifecycle's rules, written once: what a task may do
@@ -443,11 +442,6 @@ func (st taskState) actions() []Action {
 		}
 	}
 	return actionLists[set]
-}
-
-// hasAction reports whether acts contains a.
-func hasAction(acts []Action, a Action) bool {
-	return slices.Contains(acts, a)
 }
 
 // ciOf returns the overall CI state of t's head commit as stored.
