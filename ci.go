@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -87,47 +86,6 @@ func (s *Service) refreshCI(ctx context.Context, tx Tx, t *Task) error {
 	}
 	t.Facts.CI = overallOf(countedChecks(stored, s.ciFor(t)), t.Facts.CIPending)
 	return nil
-}
-
-// readTask returns a stored task with its available actions.
-func (s *Service) readTask(ctx context.Context, taskID string) (Task, error) {
-	if !validTaskID(taskID) {
-		return Task{}, notFound("task", taskID)
-	}
-	t, err := s.store.Task(ctx, taskID)
-	if errors.Is(err, ErrNotFound) {
-		return Task{}, notFound("task", taskID)
-	}
-	if err != nil {
-		return Task{}, fmt.Errorf("get task %s: %w", taskID, err)
-	}
-	s.setActions(&t)
-	return t, nil
-}
-
-// setActions sets t's available actions from its stored state.
-func (s *Service) setActions(t *Task) {
-	t.AvailableActions = s.stateOf(t).actions()
-}
-
-// stateOf returns the state that decides what t may do next.
-func (s *Service) stateOf(t *Task) taskState {
-	b := s.binding(t.project())
-	ciRequired := t.SubmissionMode == ModeArtifact || b == nil || b.ciRequired()
-	var adapters adapterSet
-	if b != nil {
-		adapters |= managedAdapter
-	}
-	if s.cfg.ArtifactAdapter != nil {
-		adapters |= artifactAdapter
-	}
-	return stateOf(t, adapters, ciRequired, s.cfg.Deployer != nil)
-}
-
-// answer asks the table whether t may have a: it returns nil, or the
-// error that refuses it.
-func (s *Service) answer(t *Task, a ask) error {
-	return s.stateOf(t).answer(t, a)
 }
 
 // CIStatus returns the CI state of a task's head commit, as last learned:

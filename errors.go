@@ -64,6 +64,9 @@ var (
 	// match its body and the subscription secret (see
 	// [VerifyWebhookSignature]).
 	ErrInvalidSignature = errors.New("lifecycle: webhook signature does not match")
+	// ErrInstanceInUse means another live Service holds the instance ID a
+	// Service was started with ([Config.InstanceID]).
+	ErrInstanceInUse = errors.New("instance ID in use by a live Service")
 )
 
 // FieldError names one invalid part of a request and why it is invalid.

@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -21,10 +20,6 @@ type InstanceLease struct {
 	// Until is when the lease ends unless renewed.
 	Until time.Time
 }
-
-// ErrInstanceInUse means another live Service holds the instance ID a
-// Service was started with.
-var ErrInstanceInUse = errors.New("instance ID in use by a live Service")
 
 // instanceRenewal is how often a Service renews its instance lease; the
 // lease lasts three renewals.

@@ -129,6 +129,26 @@ func stateOf(t *Task, adapters adapterSet, ciRequired, canDeploy bool) taskState
 	return st
 }
 
+// stateOf returns the state that decides what t may do next.
+func (s *Service) stateOf(t *Task) taskState {
+	b := s.binding(t.project())
+	ciRequired := t.SubmissionMode == ModeArtifact || b == nil || b.ciRequired()
+	var adapters adapterSet
+	if b != nil {
+		adapters |= managedAdapter
+	}
+	if s.cfg.ArtifactAdapter != nil {
+		adapters |= artifactAdapter
+	}
+	return stateOf(t, adapters, ciRequired, s.cfg.Deployer != nil)
+}
+
+// answer asks the table whether t may have a: it returns nil, or the
+// error that refuses it.
+func (s *Service) answer(t *Task, a ask) error {
+	return s.stateOf(t).answer(t, a)
+}
+
 // command is a change asked of a task, by a client or by the ship runner.
 // The table (taskState.rule) answers every one.
 type command uint8

@@ -295,7 +295,7 @@ func (s *Service) submitLocked(ctx context.Context, taskID string, p SubmitParam
 		Head:             optional(pr.Head),
 		Base:             optional(pr.Base),
 		HeadSHA:          &pr.HeadSHA,
-		Action:           ActionExisting,
+		Action:           SubmissionExisting,
 		IdempotencyKey:   p.IdempotencyKey,
 		Owner:            optional(pr.Owner),
 		Repo:             optional(pr.Repo),
@@ -311,9 +311,9 @@ func (s *Service) submitLocked(ctx context.Context, taskID string, p SubmitParam
 	}
 	switch {
 	case p.Mode == ModeArtifact:
-		sub.Action = ActionAccepted
+		sub.Action = SubmissionAccepted
 	case pr.Created:
-		sub.Action = ActionCreated
+		sub.Action = SubmissionCreated
 	}
 	loaded := t
 	_, err = s.changeTask(ctx, taskID, func(tx Tx, t *Task) (taskEvent, error) {

@@ -550,6 +550,27 @@ func decodeCursor(c string) (int64, bool) {
 	return pos, err == nil && pos > 0 && encodeCursor(pos) == c
 }
 
+// readTask returns a stored task with its available actions.
+func (s *Service) readTask(ctx context.Context, taskID string) (Task, error) {
+	if !validTaskID(taskID) {
+		return Task{}, notFound("task", taskID)
+	}
+	t, err := s.store.Task(ctx, taskID)
+	if errors.Is(err, ErrNotFound) {
+		return Task{}, notFound("task", taskID)
+	}
+	if err != nil {
+		return Task{}, fmt.Errorf("get task %s: %w", taskID, err)
+	}
+	s.setActions(&t)
+	return t, nil
+}
+
+// setActions sets t's available actions from its stored state.
+func (s *Service) setActions(t *Task) {
+	t.AvailableActions = s.stateOf(t).actions()
+}
+
 // StartTask moves a task to in_progress: from todo, or from in_review after
 // a reviewer requested changes. It returns a *ConflictError listing the
 // available actions when start is not one of them.

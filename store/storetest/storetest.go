@@ -886,7 +886,7 @@ func submission(taskID, id string) lifecycle.Submission {
 		Head:             ptr("agent/eng-1"),
 		Base:             ptr("main"),
 		HeadSHA:          ptr("0123456789abcdef0123456789abcdef01234567"),
-		Action:           lifecycle.ActionCreated,
+		Action:           lifecycle.SubmissionCreated,
 		IdempotencyKey:   "key-12345678",
 		Owner:            ptr("acme"),
 		Repo:             ptr("web"),
@@ -909,7 +909,7 @@ func testSubmissions(t *testing.T, h Harness) {
 	create(t, s, task)
 	full := submission(task.ID, "sub_full")
 	bare := lifecycle.Submission{SubmissionID: "sub_bare", TaskID: task.ID, Status: lifecycle.StatusInReview, PRURL: "x", PRNumber: 1,
-		Action: lifecycle.ActionAccepted, CodeReviewPolicy: lifecycle.PolicyNeverRequire, Mode: lifecycle.ModeArtifact, AcceptedAt: ts(0)}
+		Action: lifecycle.SubmissionAccepted, CodeReviewPolicy: lifecycle.PolicyNeverRequire, Mode: lifecycle.ModeArtifact, AcceptedAt: ts(0)}
 	update(t, s, func(tx lifecycle.Tx) error {
 		return errors.Join(tx.CreateSubmission(t.Context(), full), tx.CreateSubmission(t.Context(), bare))
 	})
@@ -951,7 +951,7 @@ func testSubmissionsOfTask(t *testing.T, h Harness) {
 	create(t, s, task, other, idle)
 	bare := func(taskID, id string, accepted time.Duration) lifecycle.Submission {
 		return lifecycle.Submission{SubmissionID: id, TaskID: taskID, Status: lifecycle.StatusInReview, PRURL: "x", PRNumber: 1,
-			Action: lifecycle.ActionAccepted, CodeReviewPolicy: lifecycle.PolicyNeverRequire, Mode: lifecycle.ModeArtifact, AcceptedAt: ts(accepted)}
+			Action: lifecycle.SubmissionAccepted, CodeReviewPolicy: lifecycle.PolicyNeverRequire, Mode: lifecycle.ModeArtifact, AcceptedAt: ts(accepted)}
 	}
 	full := submission(task.ID, "sub_c")
 	full.AcceptedAt = ts(0)
