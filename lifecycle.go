@@ -588,7 +588,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	s.handler = s.routes(s.auth)
 	if _, ok := cfg.Store.(ConsoleSessionStore); !ok {
-		s.log.Info("lifecycle: the Store keeps no console sessions (it does not implement lifecycle.ConsoleSessionStore): the API is served, the operator console (package console) cannot be")
+		s.log.Info("the Store keeps no console sessions (lifecycle.ConsoleSessionStore): the API is served, the operator console (package console) cannot be")
 	}
 	return s, nil
 }
