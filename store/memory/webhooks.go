@@ -1,7 +1,6 @@
 package memory
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -129,12 +128,8 @@ func (x *txn) DeleteSubscription(ctx context.Context, id string) error {
 // so claims never overlap: a subscription is leased to one owner at a
 // time.
 func (x *txn) ClaimSubscriptions(ctx context.Context, p lifecycle.ClaimSubscriptionsParams) ([]lifecycle.Subscription, error) {
-	type free struct {
-		pos int64
-		sub lifecycle.Subscription
-	}
-	var frees []free
-	for pos, sub := range x.subscriptions.all() {
+	var free []lifecycle.Subscription // in creation order
+	for _, sub := range x.subscriptions.all() {
 		if sub.Status != lifecycle.SubscriptionActive {
 			continue
 		}
@@ -142,16 +137,14 @@ func (x *txn) ClaimSubscriptions(ctx context.Context, p lifecycle.ClaimSubscript
 			sub.LeaseUntil = p.Until
 			x.subscriptions.replace(sub.ID, sub)
 		} else if sub.LeaseUntil.Before(p.Now) {
-			frees = append(frees, free{pos, sub})
+			free = append(free, sub)
 		}
 	}
 	// The oldest lease first; the oldest subscription among equal ones.
-	slices.SortFunc(frees, func(a, b free) int {
-		return cmp.Or(a.sub.LeaseUntil.Compare(b.sub.LeaseUntil), cmp.Compare(a.pos, b.pos))
-	})
-	for _, f := range frees[:min(len(frees), max(p.Max, 0))] {
-		f.sub.LeaseOwner, f.sub.LeaseUntil = p.Owner, p.Until
-		x.subscriptions.replace(f.sub.ID, f.sub)
+	slices.SortStableFunc(free, func(a, b lifecycle.Subscription) int { return a.LeaseUntil.Compare(b.LeaseUntil) })
+	for _, sub := range free[:min(len(free), max(p.Max, 0))] {
+		sub.LeaseOwner, sub.LeaseUntil = p.Owner, p.Until
+		x.subscriptions.replace(sub.ID, sub)
 	}
 	var held []lifecycle.Subscription
 	for _, sub := range x.subscriptions.all() {
