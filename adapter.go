@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 )
@@ -176,10 +175,6 @@ type HostReview struct {
 	SubmittedAt time.Time
 }
 
-// ErrHeadMismatch means a pull request's head commit is not the one a
-// merge expected. Adapters wrap it; the Service answers 409 conflict.
-var ErrHeadMismatch = errors.New("head commit is not the expected one")
-
 // PullRequestRef names a pull request at its host.
 type PullRequestRef struct {
 	// Owner is the repository's owner (organisation, group, user).
@@ -282,12 +277,6 @@ const (
 	// request or its base). It is read again before a merge.
 	MergeabilityUnknown Mergeability = "unknown"
 )
-
-// needsRework reports whether m keeps the pull request from merging until
-// its branch is rebased.
-func (m Mergeability) needsRework() bool {
-	return m == MergeabilityConflicting || m == MergeabilityBehind
-}
 
 // MergeRequest asks an adapter to merge a pull request.
 type MergeRequest struct {

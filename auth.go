@@ -52,7 +52,32 @@ type Principal struct {
 	Actor Actor
 	// Scopes are the permissions granted.
 	Scopes []Scope
+
+	// Done, when not nil, is closed when the credential ends before
+	// ExpiresAt: an API key revoked, a session signed out. An event stream
+	// opened by the principal ends then, sending EndNote as its last
+	// comment. The Service's API keys carry a Done closed when the key is
+	// revoked (through any process sharing the Store; see
+	// [Config.KeyCacheTTL]). An Authenticator whose credentials end
+	// returns principals that carry it; nil never ends.
+	Done <-chan struct{}
+	// ExpiresAt, when not zero, is when the credential ends by the
+	// Service's Clock: an event stream opened by the principal ends then,
+	// as it does when Done is closed.
+	ExpiresAt time.Time
+	// EndNote is the comment (one line, without the leading colon) that an
+	// event stream of the principal sends last when it ends with the
+	// credential: for API keys, "revoked: the API key of this stream was
+	// revoked; the stream ends". Empty: "ended: the credential of this
+	// stream ended; the stream ends".
+	EndNote string
 }
+
+// Notes that end an event stream whose credential ended.
+const (
+	keyRevokedNote = "revoked: the API key of this stream was revoked; the stream ends"
+	defaultEndNote = "ended: the credential of this stream ended; the stream ends"
+)
 
 // Has reports whether the principal holds scope s.
 func (p *Principal) Has(s Scope) bool { return slices.Contains(p.Scopes, s) }
@@ -113,7 +138,7 @@ func bearerToken(r *http.Request) (string, bool) {
 // caches what it found for a short time so that a read does not cost a
 // second query; revoking through the same Service clears the cache at once.
 // Its limiter refuses clients that failed too often before any Store read;
-// the console's sign-ins and sessions use it too.
+// Service.BeginAuthentication counts other credentials' failures with it.
 type keyAuthenticator struct {
 	store Store
 	clock Clock
@@ -122,6 +147,10 @@ type keyAuthenticator struct {
 
 	mu    sync.RWMutex
 	cache map[[sha256.Size]byte]cachedKey
+	// ends holds, by key ID, the channel closed when the key is revoked:
+	// the Done of its principals. A key's entry is made when it first
+	// authenticates and dropped when it is found revoked.
+	ends map[string]chan struct{}
 	// gen counts the calls of forget. A lookup caches what it read only
 	// when no forget came since it began: the key it read may be the one
 	// just revoked.
@@ -137,7 +166,8 @@ type cachedKey struct {
 const maxCachedKeys = 10000
 
 func newKeyAuthenticator(store Store, clock Clock, ttl time.Duration, limit *authLimiter) *keyAuthenticator {
-	return &keyAuthenticator{store: store, clock: clock, ttl: ttl, limit: limit, cache: make(map[[sha256.Size]byte]cachedKey)}
+	return &keyAuthenticator{store: store, clock: clock, ttl: ttl, limit: limit,
+		cache: make(map[[sha256.Size]byte]cachedKey), ends: make(map[string]chan struct{})}
 }
 
 // Authenticate implements Authenticator. A request without a key is
@@ -166,7 +196,29 @@ func (a *keyAuthenticator) Authenticate(r *http.Request) (Principal, error) {
 		}
 		return Principal{}, err
 	}
-	return Principal{ID: key.ID, Actor: key.Actor, Scopes: key.Scopes}, nil
+	return a.principal(&key), nil
+}
+
+// principal returns the principal of key, which ends when key is revoked.
+func (a *keyAuthenticator) principal(key *APIKey) Principal {
+	return Principal{ID: key.ID, Actor: key.Actor, Scopes: key.Scopes, Done: a.done(key.ID), EndNote: keyRevokedNote}
+}
+
+// done returns the channel closed when the key with keyID is revoked.
+func (a *keyAuthenticator) done(keyID string) <-chan struct{} {
+	a.mu.RLock()
+	ch := a.ends[keyID]
+	a.mu.RUnlock()
+	if ch != nil {
+		return ch
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if ch = a.ends[keyID]; ch == nil {
+		ch = make(chan struct{})
+		a.ends[keyID] = ch
+	}
+	return ch
 }
 
 func (a *keyAuthenticator) lookup(ctx context.Context, hash [sha256.Size]byte) (APIKey, error) {
@@ -206,17 +258,102 @@ func (a *keyAuthenticator) lookup(ctx context.Context, hash [sha256.Size]byte) (
 	return key, nil
 }
 
-// forget drops a key from the cache, so a revocation takes effect at
-// once, and keeps lookups under way from caching what they read.
+// forget drops a revoked key from the cache, so that the revocation takes
+// effect at once, keeps lookups under way from caching what they read,
+// and closes the Done of the key's principals.
 func (a *keyAuthenticator) forget(keyID string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.gen++
+	if ch := a.ends[keyID]; ch != nil {
+		close(ch)
+		delete(a.ends, keyID)
+	}
 	for h, c := range a.cache {
 		if c.key.ID == keyID {
 			delete(a.cache, h)
 		}
 	}
+}
+
+// errNoOwnKeys refuses a key on a Service with a host's Authenticator.
+var errNoOwnKeys = fmt.Errorf("this service authenticates with its host's Authenticator, not its own API keys: %w", ErrUnauthorized)
+
+// AuthenticateKey returns the principal of a plaintext API key of the
+// Service, as a request bearing it would get (its Done is closed when the
+// key is revoked), for a host that takes a key other than in an
+// Authorization header: a sign-in form, say. It returns an error matching
+// ErrUnauthorized when the key is malformed, unknown or revoked, or when
+// the Service authenticates with a host's [Config.Authenticator] and has
+// no keys of its own. It does not count failures: see
+// [Service.BeginAuthentication].
+func (s *Service) AuthenticateKey(ctx context.Context, plaintext string) (Principal, error) {
+	if s.keys == nil {
+		return Principal{}, errNoOwnKeys
+	}
+	if !validAPIKey(plaintext) {
+		return Principal{}, fmt.Errorf("that is not an API key of this service (lsk_ followed by at least 32 letters or digits): %w", ErrUnauthorized)
+	}
+	return s.AuthenticateKeyHash(ctx, HashAPIKey(plaintext))
+}
+
+// AuthenticateKeyHash is [Service.AuthenticateKey] for a key known by its
+// hash ([HashAPIKey]): a host that opened a session with a key keeps the
+// hash, never the key, and finds the key again, or finds it revoked, at
+// each request of the session. Keys are read through the cache of
+// [Config.KeyCacheTTL].
+func (s *Service) AuthenticateKeyHash(ctx context.Context, hash []byte) (Principal, error) {
+	if s.keys == nil {
+		return Principal{}, errNoOwnKeys
+	}
+	if len(hash) != sha256.Size {
+		return Principal{}, fmt.Errorf("unknown API key hash: %w", ErrUnauthorized)
+	}
+	key, err := s.keys.lookup(ctx, [sha256.Size]byte(hash))
+	if err != nil {
+		return Principal{}, err
+	}
+	return s.keys.principal(&key), nil
+}
+
+// AuthAttempt is one attempt of a client to authenticate, admitted by
+// [Service.BeginAuthentication]. Call Fail when the credentials turn out
+// invalid, and End when the attempt is over. The methods of a nil
+// *AuthAttempt do nothing.
+type AuthAttempt struct{ try *authTry }
+
+// Fail says that the attempt failed: it counts against its client.
+func (a *AuthAttempt) Fail() {
+	if a != nil {
+		a.try.fail()
+	}
+}
+
+// End ends the attempt; one that did not fail does not count.
+func (a *AuthAttempt) End() {
+	if a != nil {
+		a.try.end()
+	}
+}
+
+// BeginAuthentication admits an attempt of r's client to authenticate
+// with credentials the host checks itself (a session cookie, a key typed
+// into a form), counted by the limiter that counts the failures of bearer
+// API keys ([Config.AuthFailureLimit]): a client that failed too often,
+// with either, gets a *RateLimitError (429 with Retry-After), before
+// anything is read for it. An attempt under way counts as a failure until
+// it ends without one, so that attempts sent at once are limited too. On
+// a Service with a host's Authenticator, or with the limiter disabled,
+// every attempt is admitted and none is counted.
+func (s *Service) BeginAuthentication(r *http.Request) (*AuthAttempt, error) {
+	if s.keys == nil {
+		return nil, nil
+	}
+	try, err := s.keys.limit.admit(r)
+	if err != nil {
+		return nil, err
+	}
+	return &AuthAttempt{try: try}, nil
 }
 
 // CreateAPIKeyParams describes a key to create. Its JSON form is the body of
@@ -389,7 +526,7 @@ func (s *Service) apiKeyReplay(scope IdempotencyScope, recorded []byte) ([]byte,
 	if len(recorded) > 0 && recorded[0] == '{' {
 		return recorded, nil
 	}
-	opened, err := s.secrets.open(idempotencyAAD(scope), recorded)
+	opened, err := s.secrets.Open(idempotencyAAD(scope), recorded)
 	if err != nil {
 		return nil, fmt.Errorf("open an answer recorded by an earlier version: %w", err)
 	}

@@ -13,10 +13,10 @@ import (
 	"github.com/tasklifecycle/lifecycle"
 )
 
-// authCountingStore counts the Store's reads of API keys and console sessions.
+// authCountingStore counts the Store's reads of API keys.
 type authCountingStore struct {
 	lifecycle.Store
-	keyReads, sessionReads atomic.Int64
+	keyReads atomic.Int64
 }
 
 func (s *authCountingStore) APIKeyByHash(ctx context.Context, hash []byte) (lifecycle.APIKey, error) {
@@ -24,49 +24,31 @@ func (s *authCountingStore) APIKeyByHash(ctx context.Context, hash []byte) (life
 	return s.Store.APIKeyByHash(ctx, hash)
 }
 
-func (s *authCountingStore) ConsoleSession(ctx context.Context, hash []byte) (lifecycle.ConsoleSession, error) {
-	s.sessionReads.Add(1)
-	return s.Store.ConsoleSession(ctx, hash)
-}
-
-// newCountingEnv is an env whose Store counts its reads of keys and
-// sessions, mounted with the console.
-func newCountingEnv(t *testing.T, mutate ...func(*lifecycle.Config)) (*consoleEnv, *authCountingStore) {
+// newCountingEnv is an env whose Store counts its reads of keys.
+func newCountingEnv(t *testing.T, mutate ...func(*lifecycle.Config)) (*env, *authCountingStore) {
 	t.Helper()
 	var counting *authCountingStore
 	wrap := func(c *lifecycle.Config) {
 		counting = &authCountingStore{Store: c.Store}
 		c.Store = counting
 	}
-	return newConsoleEnv(t, newEnv(t, append([]func(*lifecycle.Config){wrap}, mutate...)...)), counting
+	return newEnv(t, append([]func(*lifecycle.Config){wrap}, mutate...)...), counting
 }
 
 // from sends a request to the API as the client at addr, with the bearer
 // key (none when ""), and header h.
-func (c *consoleEnv) from(addr, method, path, key string, h http.Header) *httptest.ResponseRecorder {
-	c.t.Helper()
-	req := httptest.NewRequestWithContext(c.t.Context(), method, path, nil)
+func (e *env) from(addr, method, path, key string, h http.Header) *httptest.ResponseRecorder {
+	e.t.Helper()
+	req := httptest.NewRequestWithContext(e.t.Context(), method, path, nil)
 	req.RemoteAddr = addr
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
-	req.Header.Set("Sec-Fetch-Site", "same-origin")
 	for k, vs := range h {
 		req.Header[k] = vs
 	}
 	rec := httptest.NewRecorder()
-	c.console.ServeHTTP(rec, req)
-	return rec
-}
-
-// signInFrom signs in to the console with key as the client at addr.
-func (c *consoleEnv) signInFrom(addr, key string) *httptest.ResponseRecorder {
-	c.t.Helper()
-	req := httptest.NewRequestWithContext(c.t.Context(), "POST", "/console/session", strings.NewReader(`{"key":"`+key+`"}`))
-	req.RemoteAddr = addr
-	req.Header.Set("Sec-Fetch-Site", "same-origin")
-	rec := httptest.NewRecorder()
-	c.console.ServeHTTP(rec, req)
+	e.host.ServeHTTP(rec, req)
 	return rec
 }
 
@@ -140,43 +122,6 @@ func TestFailedAuthenticationsAreLimited(t *testing.T) {
 	if rec := c.from(guesser, "GET", "/api/tasks", c.admin, nil); rec.Code != http.StatusOK {
 		t.Errorf("a valid key a minute later: %d %s", rec.Code, rec.Body)
 	}
-}
-
-// Failed console sign-ins and unknown session cookies count as failures of
-// their client: past the limit, sign-in (even with a valid key) and
-// requests with a cookie are 429 with Retry-After, and neither a key nor a
-// session is read from the Store.
-func TestFailedConsoleSignInsAreLimited(t *testing.T) {
-	t.Parallel()
-	c, store := newCountingEnv(t, func(cfg *lifecycle.Config) { cfg.AuthFailureLimit, cfg.AuthFailureInterval = 5, 10*time.Second })
-	const guesser, other = "203.0.113.9:40000", "[2001:db8:1:2::5]:443"
-	forged := http.Header{"Cookie": {"lifecycle_console=forged-session-token"}}
-	for i := range 3 {
-		if rec := c.signInFrom(guesser, unknownKey(i)); rec.Code != http.StatusUnauthorized {
-			t.Fatalf("sign-in with a bad key: %d %s", rec.Code, rec.Body)
-		}
-	}
-	for range 2 {
-		if rec := c.from(guesser, "GET", "/console/board", "", forged); rec.Code != http.StatusUnauthorized {
-			t.Fatalf("a forged cookie: %d %s", rec.Code, rec.Body)
-		}
-	}
-	keyReads, sessionReads := store.keyReads.Load(), store.sessionReads.Load()
-	limited(t, "a sign-in with a valid key", c.signInFrom(guesser, c.admin), 10)
-	limited(t, "a forged cookie on the board", c.from(guesser, "GET", "/console/board", "", forged), 10)
-	limited(t, "a forged cookie on the console's API", c.from(guesser, "GET", "/console/api/tasks", "", forged), 10)
-	limited(t, "a bad key on the API", c.from(guesser, "GET", "/api/tasks", unknownKey(9), nil), 10)
-	if k, s := store.keyReads.Load()-keyReads, store.sessionReads.Load()-sessionReads; k != 0 || s != 0 {
-		t.Errorf("%d keys and %d sessions read for a limited client, want none", k, s)
-	}
-	if rec := c.signInFrom(other, c.admin); rec.Code != http.StatusOK {
-		t.Errorf("another client signs in: %d %s", rec.Code, rec.Body)
-	}
-	// Another address of the guesser's IPv6 /64 is the same client.
-	for range 5 {
-		c.signInFrom("[2001:db8:1:2::5]:443", unknownKey(1))
-	}
-	limited(t, "another address of the same /64", c.signInFrom("[2001:db8:1:2:ffff::1]:80", c.admin), 10)
 }
 
 // The limiter can be turned off, and tuned; X-Forwarded-For is not read

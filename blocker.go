@@ -48,12 +48,8 @@ func (s *Service) RecordBlocker(ctx context.Context, taskID string, p RecordBloc
 		return Task{}, err
 	}
 	return s.changeTask(ctx, taskID, func(tx Tx, t *Task) (taskEvent, error) {
-		if t.Status != StatusInProgress {
-			return taskEvent{}, &ConflictError{
-				Reason:           "not_in_progress",
-				Message:          fmt.Sprintf("Task %s is %s; only a task in progress can be blocked", t.Identifier, t.Status),
-				AvailableActions: t.AvailableActions,
-			}
+		if err := s.answer(t, ask{cmd: cmdBlock}); err != nil {
+			return taskEvent{}, err
 		}
 		t.StatusBeforeBlocker = t.Status
 		t.Status = StatusBlocked
@@ -90,12 +86,8 @@ func (s *Service) ResolveBlocker(ctx context.Context, taskID string, p ResolveBl
 		return Task{}, err
 	}
 	return s.changeTask(ctx, taskID, func(tx Tx, t *Task) (taskEvent, error) {
-		if t.Status != StatusBlocked {
-			return taskEvent{}, &ConflictError{
-				Reason:           "not_blocked",
-				Message:          fmt.Sprintf("Task %s is %s; only a blocked task has a blocker to resolve", t.Identifier, t.Status),
-				AvailableActions: t.AvailableActions,
-			}
+		if err := s.answer(t, ask{cmd: cmdResolve}); err != nil {
+			return taskEvent{}, err
 		}
 		t.Status = t.StatusBeforeBlocker
 		if t.Status == "" {

@@ -129,11 +129,11 @@ func (b *broker) startLocked(ctx context.Context) error {
 	}
 	// The live tail starts at the last committed event. Nothing reads
 	// the ring before this returns, as the write lock is held.
-	last, err := b.store.LastEventSequence(ctx)
+	bounds, err := b.store.EventBounds(ctx)
 	if err != nil {
 		return fmt.Errorf("start event broker: %w", err)
 	}
-	b.tail, b.ring.base = last, last
+	b.tail, b.ring.base = bounds.Last, bounds.Last
 	b.started = true
 	b.wg.Add(1)
 	go b.run()

@@ -401,6 +401,7 @@ type memStore struct {
 	mu      sync.Mutex
 	events  []Event
 	seq     int64
+	pruned  int64 // the greatest sequence pruned
 	readErr error
 }
 
@@ -437,7 +438,8 @@ func (m *memStore) Events(_ context.Context, f EventFilter) ([]Event, error) {
 	}
 	var out []Event
 	for _, e := range m.events {
-		if e.Sequence > f.After && (f.TaskID == "" || e.TaskID == f.TaskID) && (len(f.Types) == 0 || slices.Contains(f.Types, e.Type)) {
+		if e.Sequence > f.After && (f.TaskID == "" || e.TaskID == f.TaskID) && (f.ID == "" || e.ID == f.ID) &&
+			(len(f.Types) == 0 || slices.Contains(f.Types, e.Type)) {
 			out = append(out, e)
 			if len(out) == f.Limit {
 				break
@@ -447,35 +449,28 @@ func (m *memStore) Events(_ context.Context, f EventFilter) ([]Event, error) {
 	return out, nil
 }
 
-func (m *memStore) Event(_ context.Context, id string) (Event, error) {
+func (m *memStore) EventBounds(context.Context) (EventBounds, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.readErr != nil {
-		return Event{}, m.readErr
+		return EventBounds{}, m.readErr
 	}
-	for _, e := range m.events {
-		if e.ID == id {
-			return e, nil
-		}
-	}
-	return Event{}, ErrNotFound
+	return EventBounds{Last: m.seq, PrunedThrough: m.pruned}, nil
 }
 
-func (m *memStore) LastEventSequence(context.Context) (int64, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.readErr != nil {
-		return 0, m.readErr
-	}
-	return m.seq, nil
-}
-
-func (m *memStore) DeleteEventsBefore(_ context.Context, t time.Time) (int64, error) {
+// Prune prunes events only: the memStore keeps nothing else.
+func (m *memStore) Prune(_ context.Context, p PruneParams) (PruneResult, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n := len(m.events)
-	m.events = slices.DeleteFunc(m.events, func(e Event) bool { return e.OccurredAt.Before(t) })
-	return int64(n - len(m.events)), nil
+	m.events = slices.DeleteFunc(m.events, func(e Event) bool {
+		if e.OccurredAt.Before(p.Before) {
+			m.pruned = max(m.pruned, e.Sequence)
+			return true
+		}
+		return false
+	})
+	return PruneResult{Events: int64(n - len(m.events))}, nil
 }
 
 func (m *memStore) APIKeyByHash(context.Context, []byte) (APIKey, error) {

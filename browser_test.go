@@ -13,7 +13,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -23,31 +22,8 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/testsupport"
 )
-
-// browserTimeout bounds, in real time, each wait for the browser.
-const browserTimeout = 60 * time.Second
-
-// findChromium returns the Chromium binary to run, or skips the test (fails
-// it when CI=true, as CI installs Chromium). LIFECYCLE_CHROMIUM overrides
-// the search.
-func findChromium(t testing.TB) string {
-	t.Helper()
-	if p := os.Getenv("LIFECYCLE_CHROMIUM"); p != "" {
-		return p
-	}
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	const msg = "no chromium on PATH (install it with: apt-get install -y chromium; or set LIFECYCLE_CHROMIUM)"
-	if os.Getenv("CI") == "true" {
-		t.Fatal("CI must run the browser test, and " + msg + "; .ci/run installs it")
-	}
-	t.Skip("skipping the browser test: " + msg)
-	return ""
-}
 
 // browserPage reads the stream with EventSource, deduplicates on the event
 // id, and reports to the host: /ready once open, /progress after each new
@@ -147,7 +123,7 @@ func (w *headerSpy) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // event exactly once, in order.
 func TestBrowserEventSourceResumes(t *testing.T) {
 	t.Parallel()
-	chromium := findChromium(t)
+	chromium := testsupport.FindChromium(t)
 	const total, half = 30, 12
 	e := newEnv(t, noPolling)
 
@@ -231,8 +207,8 @@ func TestBrowserEventSourceResumes(t *testing.T) {
 		t.Helper()
 		select {
 		case <-ch:
-		case <-time.After(browserTimeout):
-			t.Fatalf("the page did not report %s within %s", what, browserTimeout)
+		case <-time.After(testsupport.BrowserTimeout):
+			t.Fatalf("the page did not report %s within %s", what, testsupport.BrowserTimeout)
 		}
 	}
 	wait("an open stream", ready)
@@ -266,8 +242,8 @@ func TestBrowserEventSourceResumes(t *testing.T) {
 	var res browserResult
 	select {
 	case res = <-result:
-	case <-time.After(browserTimeout):
-		t.Fatalf("the page did not report its result within %s", browserTimeout)
+	case <-time.After(testsupport.BrowserTimeout):
+		t.Fatalf("the page did not report its result within %s", testsupport.BrowserTimeout)
 	}
 	var want []string
 	for _, ev := range e.events()[before:] {

@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -87,34 +86,6 @@ func (s *Service) refreshCI(ctx context.Context, tx Tx, t *Task) error {
 	}
 	t.Facts.CI = overallOf(countedChecks(stored, s.ciFor(t)), t.Facts.CIPending)
 	return nil
-}
-
-// readTask returns a stored task with its available actions.
-func (s *Service) readTask(ctx context.Context, taskID string) (Task, error) {
-	if !validTaskID(taskID) {
-		return Task{}, notFound("task", taskID)
-	}
-	t, err := s.store.Task(ctx, taskID)
-	if errors.Is(err, ErrNotFound) {
-		return Task{}, notFound("task", taskID)
-	}
-	if err != nil {
-		return Task{}, fmt.Errorf("get task %s: %w", taskID, err)
-	}
-	s.setActions(&t)
-	return t, nil
-}
-
-// setActions sets t's available actions from its stored state.
-func (s *Service) setActions(t *Task) {
-	t.AvailableActions = s.stateOf(t).actions()
-}
-
-// stateOf returns the state that decides what t may do next.
-func (s *Service) stateOf(t *Task) taskState {
-	b := s.binding(t.project())
-	ciRequired := t.SubmissionMode == ModeArtifact || b == nil || b.ciRequired()
-	return stateOf(t, s.cfg.ArtifactAdapter != nil || b != nil, ciRequired)
 }
 
 // CIStatus returns the CI state of a task's head commit, as last learned:
@@ -208,15 +179,16 @@ func (s *Service) ReportChecks(ctx context.Context, taskID string, p ReportCheck
 	sha := lowerHex(p.HeadSHA)
 	_, err := s.changeTask(ctx, taskID, func(tx Tx, t *Task) (taskEvent, error) {
 		now := s.now()
+		checks := make([]Check, 0, len(p.Checks))
 		for _, c := range p.Checks {
 			var url *string
 			if c.URL != "" {
 				url = &c.URL
 			}
-			err := tx.PutCheck(ctx, Check{TaskID: t.ID, HeadSHA: sha, Source: SourceReported, Name: c.Name, Status: c.Status, URL: url, UpdatedAt: now})
-			if err != nil {
-				return taskEvent{}, fmt.Errorf("record check %s: %w", c.Name, err)
-			}
+			checks = append(checks, Check{TaskID: t.ID, HeadSHA: sha, Source: SourceReported, Name: c.Name, Status: c.Status, URL: url, UpdatedAt: now})
+		}
+		if err := tx.PutChecks(ctx, PutChecksParams{TaskID: t.ID, HeadSHA: sha, Source: SourceReported, Checks: checks}); err != nil {
+			return taskEvent{}, fmt.Errorf("record checks: %w", err)
 		}
 		before := ciOf(t)
 		if err := s.refreshCI(ctx, tx, t); err != nil {

@@ -127,8 +127,12 @@
 // [http.ResponseController]. Streams end on client disconnect and on
 // [Service.Close]. Browsers' EventSource cannot send an Authorization
 // header: the host translates its own session into a bearer key in front
-// of the handler, or plugs its [Authenticator]; [Service.Console] does it
-// with its own session cookies.
+// of the handler, or serves the API with an [Authenticator] of its own
+// ([Config.Authenticator], or [Service.HandlerWith] beside the keys'
+// handler), as package console does with its session cookies. A
+// [Principal] whose credential ends (its Done closed, its ExpiresAt
+// passed) ends its event streams; revoking an API key ends the streams
+// opened with it.
 //
 // # Webhook operations
 //
@@ -142,14 +146,20 @@
 //
 // # Operator console
 //
-// [Service.Console] returns an optional handler, served only where the
-// host mounts it, with a page embedded in the binary: a board of the tasks
-// by status, updated live from the event stream, each task's timeline, and
-// the webhook subscriptions with their deliveries and operations. An
-// operator signs in with an API key once; the console keeps a session
-// cookie (HttpOnly, SameSite=Strict, [Config.ConsoleSessionTTL]) that acts
-// with the key's scopes and ends when the key is revoked, and needs a CSRF
-// token for every change.
+// Package console (github.com/tasklifecycle/lifecycle/console) is an
+// optional operator console built on this package's exported API, served
+// only where the host mounts it: a page embedded in the binary with a
+// board of the tasks by status, updated live from the event stream, each
+// task's timeline, and the webhook subscriptions with their deliveries and
+// operations. An operator signs in with an API key once; the console keeps
+// a session cookie (HttpOnly, SameSite=Strict) that acts with the key's
+// scopes and ends when the key is revoked, and needs a CSRF token for
+// every change. It keeps its sessions in a Store that implements
+// [ConsoleSessionStore]. It uses, and any host may: [Service.HandlerWith],
+// [Service.AuthenticateKey], [Service.BeginAuthentication],
+// [Service.ServeFunc], [Service.Guard], [Service.DecodeBody] and the reads
+// [Service.Submissions], [Service.ShipOperations], [Service.TaskEvents]
+// and [Service.LastEventID].
 //
 // # Serving it safely
 //
@@ -176,7 +186,19 @@
 // seen sequence N never later finds a smaller one committed, and reads must
 // see every commit that has returned: the event stream relies on both to
 // hand over from replay to live without a gap. Run store/storetest from
-// the implementation's tests.
+// the implementation's tests. A Store that also implements
+// [ConsoleSessionStore] keeps the sign-ins of package console; without it
+// the Service serves the API and no console.
+//
+// [Store] and [Tx] are what every deployment needs, kept to 45 methods:
+// several changes go through an updater ([Tx.UpdateIdempotencyRecord]) or
+// one call with params ([Store.Prune], [Tx.PutChecks]), so that the Store
+// owns atomicity while the rules stay in this package. What only some
+// deployments need is an optional interface the Service finds by type
+// assertion: [InstanceLeaser] (several Services on one Store, each with
+// its own [Config.InstanceID]; without it a Service is the Store's only
+// one, and [New] logs so), [Notifier] (commits announced at once instead
+// of polled), [RelaxedUpdater], [FailureClassifier] and [SecretResealer].
 //
 // # Writing an Adapter
 //

@@ -37,9 +37,10 @@ var (
 	// ErrRequestTimeout means a request body did not arrive within
 	// [Config.BodyReadTimeout] (HTTP 408 request_timeout).
 	ErrRequestTimeout = errors.New("request timeout")
-	// ErrCSRF means a request of the operator console came from another
-	// site, or changed something without the session's CSRF token (HTTP
-	// 403 csrf_failed).
+	// ErrCSRF means a request authenticated by a browser session came
+	// from another site, or changed something without the session's CSRF
+	// token (HTTP 403 csrf_failed); the operator console (package console)
+	// refuses such requests with it.
 	ErrCSRF = errors.New("cross-site request refused")
 	// ErrClosed means the Service or Store has been closed.
 	ErrClosed = errors.New("closed")
@@ -49,6 +50,23 @@ var (
 	// Retry-After). Nothing the request changed was acknowledged; it may
 	// be retried, with the same Idempotency-Key where it takes one.
 	ErrUnavailable = errors.New("store unavailable")
+
+	// ErrHeadMismatch means a pull request's head commit is not the one a
+	// merge expected. Adapters wrap it; the Service answers 409 conflict.
+	ErrHeadMismatch = errors.New("head commit is not the expected one")
+	// ErrTemporary means a code host, CI system or deployer failed in a way
+	// that may pass: an HTTP 5xx, a rate limit, GitHub's "Base branch was
+	// modified". Adapters and deployers wrap it, usually in a
+	// *TemporaryError; the ship runner retries such failures with backoff for
+	// up to [Config.ShipRetryBudget], while every other failure is final.
+	ErrTemporary = errors.New("temporary failure")
+	// ErrInvalidSignature means a webhook request's signature does not
+	// match its body and the subscription secret (see
+	// [VerifyWebhookSignature]).
+	ErrInvalidSignature = errors.New("lifecycle: webhook signature does not match")
+	// ErrInstanceInUse means another live Service holds the instance ID a
+	// Service was started with ([Config.InstanceID]).
+	ErrInstanceInUse = errors.New("instance ID in use by a live Service")
 )
 
 // FieldError names one invalid part of a request and why it is invalid.

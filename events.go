@@ -193,6 +193,8 @@ func (e *Event) DecodeData() (any, error) {
 type EventFilter struct {
 	// After keeps events whose sequence is greater than After.
 	After int64
+	// ID, when not empty, keeps the event with this ID.
+	ID string
 	// Types, when not empty, keeps events of these types.
 	Types []EventType
 	// TaskID, when not empty, keeps events of this task.

@@ -130,36 +130,6 @@ func ExampleService_Handler() {
 	// Output: 200 OK todo [start] compact [description routingReason]
 }
 
-// ExampleService_Console mounts the operator console beside the API; an
-// operator opens /console/ in a browser and signs in with an API key.
-func ExampleService_Console() {
-	dir, _ := os.MkdirTemp("", "lifecycle-example")
-	defer os.RemoveAll(dir)
-	store, err := sqlite.New(sqlite.Config{Path: filepath.Join(dir, "lifecycle.db")})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer store.Close()
-	svc, err := lifecycle.New(lifecycle.Config{Store: store, BaseURL: "https://tasks.example.com/api", Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		log.Fatal(err)
-	}
-
-	mux := http.NewServeMux()
-	mux.Handle("/api/", http.StripPrefix("/api", svc.Handler()))
-	mux.Handle("/console/", http.StripPrefix("/console", svc.Console()))
-	server := httptest.NewServer(mux)
-	defer server.Close()
-
-	resp, err := http.Get(server.URL + "/console/")
-	if err != nil {
-		log.Fatal(err)
-	}
-	resp.Body.Close()
-	fmt.Println(resp.Status, resp.Header.Get("Content-Type"), resp.Header.Get("X-Frame-Options"))
-	// Output: 200 OK text/html; charset=utf-8 DENY
-}
-
 // ExampleService_Ship takes a task from creation to shipped with the Go
 // API, on an in-memory code host: submit, report CI, approve, ship, and wait
 // for the durable ship operation to finish.

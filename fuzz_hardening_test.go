@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/tasklifecycle/lifecycle/internal/jsonscan"
 	"time"
 )
 
@@ -61,7 +63,7 @@ func fuzzDecoder[T any](f *testing.F, allowEmpty bool, check func(*T) error, see
 func badString(v any) (string, bool) {
 	switch v := v.(type) {
 	case string:
-		return v, strings.ContainsFunc(v, forbiddenControl)
+		return v, strings.ContainsFunc(v, jsonscan.ForbiddenControl)
 	case []any:
 		for _, e := range v {
 			if s, ok := badString(e); ok {

@@ -21,8 +21,41 @@ const maxBodyBytes = 1 << 20
 // error instead of writing one, so that errors are mapped in one place.
 type apiHandler func(w http.ResponseWriter, r *http.Request, p *Principal) error
 
+// HandlerWith returns the HTTP handler of the whole API, like
+// [Service.Handler], authenticating its requests with auth instead of the
+// Service's Authenticator: a host serves the API to a second kind of
+// client this way (the operator console, package console, serves it to
+// its signed-in sessions). The principals auth returns act as any other:
+// their scopes decide, their Done and ExpiresAt end their event streams.
+// Each call builds a new handler: build it once.
+func (s *Service) HandlerWith(auth Authenticator) http.Handler {
+	return s.routes(auth)
+}
+
+// ServeFunc returns a handler that runs h as the API runs its routes:
+// within [Config.RequestTimeout], with the error h
+// returns (if any) written in the API's error envelope, its status and
+// code from the one table that maps errors (see [ErrorBody]): a failure
+// of the Store that may pass, or running out of time, is 503
+// store_unavailable with Retry-After; a *ValidationError is 400 with every
+// field; an error matching ErrUnauthorized is 401; and so on. A host
+// serves pages of its own beside the API this way, with the API's errors,
+// and wraps them in [Service.Guard].
+func (s *Service) ServeFunc(h func(w http.ResponseWriter, r *http.Request) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.serve(w, r, s.cfg.RequestTimeout, func(r *http.Request) error { return h(w, r) })
+	})
+}
+
+// WriteJSON writes v as the JSON body of a response with status, as the
+// API writes its own: one line, without HTML escaping, with
+// Content-Type application/json and Content-Length.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	writeJSON(w, status, v)
+}
+
 // routes builds the API's ServeMux, authenticating requests with auth:
-// the Service's Authenticator for Handler, console sessions for Console.
+// the Service's Authenticator for Handler, another for HandlerWith.
 func (s *Service) routes(auth Authenticator) http.Handler {
 	mux := http.NewServeMux()
 	depth := 0 // the most segments of a route, which bounds mountHint's work

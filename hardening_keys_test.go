@@ -270,12 +270,13 @@ func TestEarlierRecordedKeyIsReplayedWithoutIt(t *testing.T) {
 			// Rewrite the record as an earlier version kept it: the whole answer.
 			scope := lifecycle.IdempotencyScope{PrincipalID: e.keyID("tester"), Method: "POST", Route: "/api-keys", Key: "create-key-0002"}
 			err := e.store.Update(t.Context(), func(tx lifecycle.Tx) error {
-				r, err := tx.IdempotencyRecord(t.Context(), scope)
-				if err != nil {
-					return err
-				}
-				r.Body = tt.form(t, scope, rec.Body.Bytes())
-				return tx.UpdateIdempotencyRecord(t.Context(), r)
+				return tx.UpdateIdempotencyRecord(t.Context(), scope, func(r *lifecycle.IdempotencyRecord) (*lifecycle.IdempotencyRecord, error) {
+					if r == nil {
+						return nil, lifecycle.ErrNotFound
+					}
+					r.Body = tt.form(t, scope, rec.Body.Bytes())
+					return r, nil
+				})
 			})
 			if err != nil {
 				t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/testsupport"
 )
 
 // wrongTypedArray is a JSON array of n ones: far under 1 MiB for 160,000.
@@ -319,13 +320,30 @@ func TestPanicIsAJSON500(t *testing.T) {
 	}
 }
 
+// serveLoopback serves svc's API under /api/ on a loopback server, without
+// the OpenAPI check (which would read bodies first), and returns its
+// address.
+func serveLoopback(t testing.TB, svc *lifecycle.Service) string {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.Handle("/api/", http.StripPrefix("/api", svc.Handler()))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Second}
+	go srv.Serve(lifecycle.JSONErrorListener(ln))
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().String()
+}
+
 // A body that stalls gets 408 once Config.BodyReadTimeout has passed, and
 // its connection is then closed, not held open while net/http waits for
 // the rest of the body to discard it.
 func TestSlowBodyConnectionIsClosed(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *lifecycle.Config) { c.BodyReadTimeout = 300 * time.Millisecond })
-	addr := serveWithConsole(t, e.svc)
+	addr := serveLoopback(t, e.svc)
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -333,7 +351,7 @@ func TestSlowBodyConnectionIsClosed(t *testing.T) {
 	defer conn.Close()
 	io.WriteString(conn, "POST /api/tasks HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+e.admin+
 		"\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"identifier\"")
-	if status, code := answered(t, conn, 5*time.Second); status != http.StatusRequestTimeout || code != "request_timeout" {
+	if status, code := testsupport.Answered(t, conn, 5*time.Second); status != http.StatusRequestTimeout || code != "request_timeout" {
 		t.Fatalf("%d %s", status, code)
 	}
 }
@@ -344,7 +362,7 @@ func TestSlowBodyConnectionIsClosed(t *testing.T) {
 func TestUnreadBodyDoesNotHoldTheConnection(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	addr := serveWithConsole(t, e.svc)
+	addr := serveLoopback(t, e.svc)
 	for _, head := range []string{
 		"POST /api/tasks HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer lsk_wrongwrongwrongwrongwrongwrongwrong00\r\n",
 		"POST /api/no-such-thing HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + e.admin + "\r\n",
@@ -355,7 +373,7 @@ func TestUnreadBodyDoesNotHoldTheConnection(t *testing.T) {
 		}
 		defer conn.Close()
 		io.WriteString(conn, head+"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"identifier\"")
-		if status, _ := answered(t, conn, 5*time.Second); status != http.StatusUnauthorized && status != http.StatusNotFound {
+		if status, _ := testsupport.Answered(t, conn, 5*time.Second); status != http.StatusUnauthorized && status != http.StatusNotFound {
 			t.Errorf("%q: answered %d", head, status)
 		}
 	}

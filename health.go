@@ -52,7 +52,7 @@ func (s *Service) Ready(ctx context.Context) Health {
 	h := Health{Status: "ready", Checks: map[string]string{"store": "ok"}}
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
-	if _, err := s.store.LastEventSequence(ctx); err != nil {
+	if _, err := s.store.EventBounds(ctx); err != nil {
 		h.Status, h.Checks["store"] = "not_ready", "unavailable"
 		s.log.WarnContext(ctx, "readiness: the store does not answer", "err", err)
 	}

@@ -8,13 +8,6 @@ import (
 	"time"
 )
 
-// ErrTemporary means a code host, CI system or deployer failed in a way
-// that may pass: an HTTP 5xx, a rate limit, GitHub's "Base branch was
-// modified". Adapters and deployers wrap it, usually in a
-// *TemporaryError; the ship runner retries such failures with backoff for
-// up to [Config.ShipRetryBudget], while every other failure is final.
-var ErrTemporary = errors.New("temporary failure")
-
 // TemporaryError is a failure worth retrying. It matches ErrTemporary and
 // unwraps to its cause.
 type TemporaryError struct {

@@ -141,33 +141,35 @@ func (s *Service) beginIdempotent(ctx context.Context, scope IdempotencyScope, f
 	// nothing, and its retry runs again. So it need not wait for the disk.
 	err := s.updateRelaxed(ctx, func(tx Tx) error {
 		replay, conflict = nil, nil
-		rec, err := tx.IdempotencyRecord(ctx, scope)
-		switch {
-		case errors.Is(err, ErrNotFound):
-			return tx.CreateIdempotencyRecord(ctx, reservation)
-		case err != nil:
-			return err
-		case !now.Before(rec.ExpiresAt):
-			return tx.UpdateIdempotencyRecord(ctx, reservation) // forgotten: a new key
-		case !bytes.Equal(rec.Fingerprint, fp):
-			conflict = &ConflictError{Reason: "idempotency_key_reused",
-				Message: "This Idempotency-Key was used for a different request; use a new key for a new request"}
-			return nil
-		case rec.Done:
-			replay = &rec
-			return nil
-		case now.Before(rec.LockedUntil) && !(rec.Owner == s.owner && !s.inflight.has(scope)):
-			// Held by a live request; a reservation of this instance that no
-			// request of this life holds was left by its earlier life.
-			conflict = &ConflictError{Reason: "request_in_progress",
-				Message: "A request with this Idempotency-Key is still being processed; retry it later to get its result"}
-			return nil
-		}
-		// The request holding the key died before it finished: take over.
-		reservation.CreatedAt = rec.CreatedAt
-		call.createdAt = rec.CreatedAt
-		return tx.UpdateIdempotencyRecord(ctx, reservation)
+		return tx.UpdateIdempotencyRecord(ctx, scope, func(rec *IdempotencyRecord) (*IdempotencyRecord, error) {
+			switch {
+			case rec == nil:
+				return &reservation, nil
+			case !now.Before(rec.ExpiresAt):
+				return &reservation, nil // forgotten: a new key
+			case !bytes.Equal(rec.Fingerprint, fp):
+				conflict = &ConflictError{Reason: "idempotency_key_reused",
+					Message: "This Idempotency-Key was used for a different request; use a new key for a new request"}
+				return nil, errKeepRecord
+			case rec.Done:
+				replay = rec
+				return nil, errKeepRecord
+			case now.Before(rec.LockedUntil) && !(rec.Owner == s.owner && !s.inflight.has(scope)):
+				// Held by a live request; a reservation of this instance that no
+				// request of this life holds was left by its earlier life.
+				conflict = &ConflictError{Reason: "request_in_progress",
+					Message: "A request with this Idempotency-Key is still being processed; retry it later to get its result"}
+				return nil, errKeepRecord
+			}
+			// The request holding the key died before it finished: take over.
+			reservation.CreatedAt = rec.CreatedAt
+			call.createdAt = rec.CreatedAt
+			return &reservation, nil
+		})
 	})
+	if errors.Is(err, errKeepRecord) {
+		err = nil // answered from the record as it is
+	}
 	if errors.Is(err, ErrConflict) {
 		// Another process reserved the key between our read and insert.
 		conflict, err = &ConflictError{Reason: "request_in_progress",
@@ -225,25 +227,26 @@ func (s *Service) idempotencyLease() time.Duration {
 // record stores the response of the call in tx, the transaction of the
 // change it answers for.
 func (c *idempotentCall) record(ctx context.Context, tx Tx, status int, body []byte) error {
-	rec, err := tx.IdempotencyRecord(ctx, c.scope)
-	if err != nil {
-		return fmt.Errorf("idempotency key: %w", err)
-	}
-	if rec.Done || !bytes.Equal(rec.Fingerprint, c.fingerprint) || !rec.LockedUntil.Equal(c.lockedUntil) {
-		return &ConflictError{Reason: "request_in_progress",
-			Message: "Another request with this Idempotency-Key took it over or finished first; retry to get its result"}
-	}
-	now := c.s.clock.Now()
-	return tx.UpdateIdempotencyRecord(ctx, IdempotencyRecord{
-		IdempotencyScope: c.scope,
-		Fingerprint:      c.fingerprint,
-		Done:             true,
-		StatusCode:       status,
-		Body:             body,
-		CreatedAt:        c.createdAt,
-		ExpiresAt:        now.Add(c.s.cfg.IdempotencyRetention),
-		LockedUntil:      now,
-		Owner:            c.s.owner,
+	return tx.UpdateIdempotencyRecord(ctx, c.scope, func(rec *IdempotencyRecord) (*IdempotencyRecord, error) {
+		if rec == nil {
+			return nil, fmt.Errorf("idempotency key: %w", ErrNotFound)
+		}
+		if rec.Done || !bytes.Equal(rec.Fingerprint, c.fingerprint) || !rec.LockedUntil.Equal(c.lockedUntil) {
+			return nil, &ConflictError{Reason: "request_in_progress",
+				Message: "Another request with this Idempotency-Key took it over or finished first; retry to get its result"}
+		}
+		now := c.s.clock.Now()
+		return &IdempotencyRecord{
+			IdempotencyScope: c.scope,
+			Fingerprint:      c.fingerprint,
+			Done:             true,
+			StatusCode:       status,
+			Body:             body,
+			CreatedAt:        c.createdAt,
+			ExpiresAt:        now.Add(c.s.cfg.IdempotencyRetention),
+			LockedUntil:      now,
+			Owner:            c.s.owner,
+		}, nil
 	})
 }
 
@@ -279,17 +282,23 @@ func (c *idempotentCall) tryRelease(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	// Losing the release in a power cut is harmless: the lease frees the key.
-	return c.s.updateRelaxed(ctx, func(tx Tx) error {
-		rec, err := tx.IdempotencyRecord(ctx, c.scope)
-		if errors.Is(err, ErrNotFound) {
-			return nil
-		}
-		if err != nil || rec.Done || !bytes.Equal(rec.Fingerprint, c.fingerprint) || !rec.LockedUntil.Equal(c.lockedUntil) {
-			return err // finished, or taken over by another request: not ours to release
-		}
-		return tx.DeleteIdempotencyRecord(ctx, c.scope)
+	err := c.s.updateRelaxed(ctx, func(tx Tx) error {
+		return tx.UpdateIdempotencyRecord(ctx, c.scope, func(rec *IdempotencyRecord) (*IdempotencyRecord, error) {
+			if rec != nil && (rec.Done || !bytes.Equal(rec.Fingerprint, c.fingerprint) || !rec.LockedUntil.Equal(c.lockedUntil)) {
+				return nil, errKeepRecord // finished, or taken over by another request: not ours to release
+			}
+			return nil, nil // deleted, if still there
+		})
 	})
+	if errors.Is(err, errKeepRecord) {
+		return nil
+	}
+	return err
 }
+
+// errKeepRecord leaves an idempotency record as it is: a function passed
+// to [Tx.UpdateIdempotencyRecord] returns it to store nothing.
+var errKeepRecord = errors.New("idempotency record kept as it is")
 
 // writeReplay answers with a recorded response, byte for byte.
 func writeReplay(w http.ResponseWriter, status int, body []byte) {

@@ -2,8 +2,8 @@ package lifecycle
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -21,10 +21,6 @@ type InstanceLease struct {
 	Until time.Time
 }
 
-// ErrInstanceInUse means another live Service holds the instance ID a
-// Service was started with.
-var ErrInstanceInUse = errors.New("instance ID in use by a live Service")
-
 // instanceRenewal is how often a Service renews its instance lease; the
 // lease lasts three renewals.
 const instanceRenewal = time.Second
@@ -33,29 +29,29 @@ const instanceRenewal = time.Second
 // lease of another life holds it, it waits until that lease ends: if it is
 // renewed meanwhile, a live process holds the ID, and claimInstance fails
 // with ErrInstanceInUse; if not, its holder is dead (a crash), and its work
-// is taken over.
+// is taken over. A Store without instance leases has no other life to wait
+// for: the Service holds its ID at once.
 func (s *Service) claimInstance(ctx context.Context) error {
+	if s.leaser == nil {
+		s.lease.set(time.Unix(0, math.MaxInt64)) // the only instance, as long as it runs
+		return nil
+	}
 	var seen InstanceLease // the other life's lease, as first read
 	for {
 		var (
 			held  InstanceLease
 			until time.Time
 		)
-		err := s.store.Update(ctx, func(tx Tx) error {
+		err := s.leaser.UpdateInstanceLease(ctx, UpdateInstanceLeaseParams{ID: s.owner, Update: func(cur *InstanceLease) (*InstanceLease, error) {
 			held = InstanceLease{}
 			now := s.clock.Now()
-			cur, err := tx.InstanceLease(ctx, s.owner)
-			switch {
-			case errors.Is(err, ErrNotFound):
-			case err != nil:
-				return err
-			case cur.Life != s.life && !cur.Until.Before(now):
-				held = cur
-				return nil
+			if cur != nil && cur.Life != s.life && !cur.Until.Before(now) {
+				held = *cur
+				return nil, nil
 			}
 			until = now.Add(3 * instanceRenewal)
-			return tx.PutInstanceLease(ctx, InstanceLease{ID: s.owner, Life: s.life, Until: until})
-		})
+			return &InstanceLease{ID: s.owner, Life: s.life, Until: until}, nil
+		}})
 		switch {
 		case err != nil:
 			return fmt.Errorf("lifecycle: claim instance %s: %w", s.owner, err)
@@ -79,8 +75,12 @@ func (s *Service) claimInstance(ctx context.Context) error {
 }
 
 // renewInstance renews the instance lease every instanceRenewal until ctx
-// ends, then gives it up, so that a restart need not wait for it.
+// ends, then gives it up, so that a restart need not wait for it. Without
+// instance leases it has nothing to do.
 func (s *Service) renewInstance(ctx context.Context) {
+	if s.leaser == nil {
+		return
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -97,16 +97,13 @@ func (s *Service) renewInstance(ctx context.Context) {
 // putInstance sets the end of this life's instance lease, unless another
 // life holds it.
 func (s *Service) putInstance(ctx context.Context, until time.Time) {
-	err := s.updateRelaxed(ctx, func(tx Tx) error {
-		cur, err := tx.InstanceLease(ctx, s.owner)
-		if err != nil && !errors.Is(err, ErrNotFound) {
-			return err
+	// Losing a renewal in a power cut is harmless: its holder dies with it.
+	err := s.leaser.UpdateInstanceLease(ctx, UpdateInstanceLeaseParams{ID: s.owner, Relaxed: true, Update: func(cur *InstanceLease) (*InstanceLease, error) {
+		if cur != nil && cur.Life != s.life {
+			return nil, fmt.Errorf("life %s took the lease over: %w", cur.Life, ErrInstanceInUse)
 		}
-		if err == nil && cur.Life != s.life {
-			return fmt.Errorf("life %s took the lease over: %w", cur.Life, ErrInstanceInUse)
-		}
-		return tx.PutInstanceLease(ctx, InstanceLease{ID: s.owner, Life: s.life, Until: until})
-	})
+		return &InstanceLease{ID: s.owner, Life: s.life, Until: until}, nil
+	}})
 	switch {
 	case err == nil:
 		s.lease.set(until)

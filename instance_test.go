@@ -62,10 +62,14 @@ func TestRestartWithSameInstanceResumesAtOnce(t *testing.T) {
 	// What the earlier life left: its instance lease, the operation running
 	// under its 30-second lease, and a reservation of a submit key.
 	now := e.clock.Now()
-	err := e.store.Update(t.Context(), func(tx lifecycle.Tx) error {
-		if err := tx.PutInstanceLease(t.Context(), lifecycle.InstanceLease{ID: "web-1", Life: "lif_dead", Until: now.Add(3 * time.Second)}); err != nil {
-			return err
-		}
+	err := e.store.UpdateInstanceLease(t.Context(), lifecycle.UpdateInstanceLeaseParams{ID: "web-1",
+		Update: func(*lifecycle.InstanceLease) (*lifecycle.InstanceLease, error) {
+			return &lifecycle.InstanceLease{ID: "web-1", Life: "lif_dead", Until: now.Add(3 * time.Second)}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = e.store.Update(t.Context(), func(tx lifecycle.Tx) error {
 		ops, err := tx.ClaimShipOperations(t.Context(), lifecycle.ClaimShipOperationsParams{Owner: "web-1", Now: now, Until: now.Add(30 * time.Second), Limit: 10})
 		if err != nil || len(ops) != 1 {
 			return errors.Join(err, errors.New("the queued operation was not claimed"))
@@ -148,5 +152,62 @@ func TestSecondLiveInstanceRefused(t *testing.T) {
 	}
 	if err := e.advanceUntil(startAsync(t, third), 10*time.Millisecond, 5); err != nil {
 		t.Errorf("Start after the holder closed = %v", err)
+	}
+}
+
+// leaselessStore is a Store without instance leases: it hides the
+// lifecycle.InstanceLeaser of the store it wraps.
+type leaselessStore struct{ lifecycle.Store }
+
+// A Store without instance leases serves one Service: New says so in one
+// Info line, Start takes no lease and waits for none (a second Service
+// with the same ID starts too: nothing can tell them apart), and the
+// Service reports its lease held.
+func TestStoreWithoutInstanceLeases(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const notice = "the Store keeps no instance leases"
+	if strings.Contains(e.logText(), notice) {
+		t.Fatalf("a Service on SQLite, which keeps instance leases, logged %q:\n%s", notice, e.logText())
+	}
+	store := leaselessStore{e.store}
+	if _, ok := lifecycle.Store(store).(lifecycle.InstanceLeaser); ok {
+		t.Fatal("leaselessStore is an InstanceLeaser")
+	}
+	var svcs []*lifecycle.Service
+	for range 2 {
+		svc, err := lifecycle.New(lifecycle.Config{Store: store, BaseURL: testBase, Clock: e.clock, InstanceID: "web-1", Logger: e.svcLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		svcs = append(svcs, svc)
+	}
+	var lines []string
+	for _, l := range strings.Split(e.logText(), "\n") {
+		if strings.Contains(l, notice) {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 2 || !strings.Contains(lines[0], "level=INFO") || !strings.Contains(lines[0], "instance=web-1") {
+		t.Errorf("lines logged by two New = %q, want one Info line each, naming the instance", lines)
+	}
+	for i, svc := range svcs {
+		// Start returns without the clock moving: there is no lease to wait for.
+		if err := <-startAsync(t, svc); err != nil {
+			t.Fatalf("Start of Service %d: %v", i, err)
+		}
+		if h := svc.Ready(t.Context()); h.Status != "ready" || h.Checks["instanceLease"] != "held" {
+			t.Errorf("Ready of Service %d = %+v, want ready with the lease held", i, h)
+		}
+	}
+	err := e.store.UpdateInstanceLease(t.Context(), lifecycle.UpdateInstanceLeaseParams{ID: "web-1",
+		Update: func(cur *lifecycle.InstanceLease) (*lifecycle.InstanceLease, error) {
+			if cur != nil {
+				t.Errorf("lease stored for web-1: %+v, want none taken", cur)
+			}
+			return nil, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -14,7 +14,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tasklifecycle/lifecycle/internal/bytebudget"
 	"github.com/tasklifecycle/lifecycle/internal/id"
+	"github.com/tasklifecycle/lifecycle/internal/netguard"
+	"github.com/tasklifecycle/lifecycle/internal/secretbox"
 )
 
 // Config configures a Service. Store and BaseURL are required; every other
@@ -121,8 +124,9 @@ type Config struct {
 	// life's work at once instead of when the leases end. Give each
 	// process its own stable ID (a pod or host name, or one kept in a data
 	// directory, as the demo does); [Service.Start] refuses an ID that a
-	// live process holds (see [ErrInstanceInUse]). Defaults to a random
-	// ID, new for each Service.
+	// live process holds (see [ErrInstanceInUse]) when the Store keeps
+	// instance leases ([InstanceLeaser]). Defaults to a random ID, new for
+	// each Service.
 	InstanceID string
 
 	// IdempotencyRetention is how long a response is kept for replay under
@@ -141,14 +145,15 @@ type Config struct {
 
 	// AuthFailureLimit is how many failed authentications one client may
 	// make in a row: API requests with a malformed, unknown or revoked
-	// bearer key, console sign-ins with such a key, and console requests
-	// with an unknown or expired session cookie (requests that carry no
-	// credentials are not counted). Past it, the client's requests that
-	// need authentication are answered 429 rate_limited with Retry-After,
-	// before any Store read, until it has earned another try: one each
-	// AuthFailureInterval. It limits the Service's own API keys and console
-	// sessions, not a host's Authenticator. Defaults to 20; negative
-	// disables the limiter.
+	// bearer key, and the failures counted through
+	// [Service.BeginAuthentication] (the operator console's sign-ins with
+	// such a key, and its requests with an unknown or expired session
+	// cookie); requests that carry no credentials are not counted. Past it,
+	// the client's requests that need authentication are answered 429
+	// rate_limited with Retry-After, before any Store read, until it has
+	// earned another try: one each AuthFailureInterval. It limits the
+	// Service's own API keys, not a host's Authenticator. Defaults to 20;
+	// negative disables the limiter.
 	AuthFailureLimit int
 
 	// AuthFailureInterval is how often a client earns back one failed
@@ -173,17 +178,6 @@ type Config struct {
 	// what your own proxy sets. X-Forwarded-For is never read by default,
 	// as any client can send one.
 	ClientAddress func(r *http.Request) string
-
-	// ConsoleSessionTTL is how long a sign-in to the operator console
-	// ([Service.Console]) lasts; revoking its API key ends it at once.
-	// Defaults to 8 hours.
-	ConsoleSessionTTL time.Duration
-
-	// ConsoleSecureCookie gives the console's session cookie its TLS form
-	// (__Host-lifecycle_console, Secure, Path=/) even on requests that came
-	// without TLS, for a server behind a proxy that terminates TLS. The
-	// cookie always has that form on TLS requests.
-	ConsoleSecureCookie bool
 
 	// Clock tells the time. Defaults to the system clock.
 	Clock Clock
@@ -430,12 +424,6 @@ func (c Config) withDefaults() (Config, error) {
 	if c.KeyCacheTTL == 0 {
 		c.KeyCacheTTL = 5 * time.Second
 	}
-	switch {
-	case c.ConsoleSessionTTL == 0:
-		c.ConsoleSessionTTL = 8 * time.Hour
-	case c.ConsoleSessionTTL < time.Minute:
-		return c, fmt.Errorf("lifecycle: Config.ConsoleSessionTTL %s is too short to use the console; give at least a minute", c.ConsoleSessionTTL)
-	}
 	if c.EventRetention == 0 {
 		c.EventRetention = 72 * time.Hour
 	}
@@ -532,22 +520,22 @@ type Service struct {
 	keys     *keyAuthenticator // the default Authenticator, or nil
 	agents   map[string]Agent
 	handler  http.Handler
-	broker   *broker      // feeds the event streams and the webhooks
-	targets  *targetGuard // checks webhook URLs
-	secrets  *secretBox   // seals webhook secrets
-	webhooks *dispatcher  // delivers webhooks
-	decoding *byteBudget  // bounds request bodies decoded at once; nil: unbounded
+	broker   *broker            // feeds the event streams and the webhooks
+	targets  *netguard.Guard    // checks webhook URLs
+	secrets  *secretbox.Box     // seals webhook secrets
+	webhooks *dispatcher        // delivers webhooks
+	decoding *bytebudget.Budget // bounds request bodies decoded at once; nil: unbounded
 
 	streamKeys streamKeys // the keys of open streams, to end them on revocation
 
-	owner     string        // Config.InstanceID: the holder of this Service's leases
-	life      string        // this life of the instance, new at each New
-	inflight  inflightKeys  // idempotency keys this life holds
-	taskLocks keyedLocks    // serialises provider work per task
-	lease     leaseClock    // until when this life holds its instance lease
-	shipWake  chan struct{} // wakes the ship runner
-	reconcile *reconciler   // reads hosts for tasks in review
-	console   *console      // the operator console, served by Console
+	owner     string         // Config.InstanceID: the holder of this Service's leases
+	life      string         // this life of the instance, new at each New
+	inflight  inflightKeys   // idempotency keys this life holds
+	taskLocks keyedLocks     // serialises provider work per task
+	lease     leaseClock     // until when this life holds its instance lease
+	leaser    InstanceLeaser // the Store's instance leases; nil: the only instance
+	shipWake  chan struct{}  // wakes the ship runner
+	reconcile *reconciler    // reads hosts for tasks in review
 
 	mu      sync.Mutex
 	started bool
@@ -575,26 +563,33 @@ func New(cfg Config) (*Service, error) {
 		owner:    cfg.InstanceID,
 		life:     id.New("lif_"), // this life of the instance
 	}
+	if l, ok := cfg.Store.(InstanceLeaser); ok {
+		s.leaser = l
+	} else {
+		s.log.Info("the Store keeps no instance leases (lifecycle.InstanceLeaser): this Service must be the only one using it", "instance", s.owner)
+	}
 	s.reconcile = newReconciler(s)
 	for _, a := range cfg.Agents {
 		s.agents[a.ID] = a
 	}
 	s.broker = newBroker(cfg.Store, cfg.Clock, cfg.Logger, cfg.StreamLagLimit, cfg.MaxStreamsPerKey, cfg.EventPollInterval)
 	s.broker.window = cfg.StreamBatchWindow
-	if s.secrets, err = newSecretBox(cfg.WebhookSecretKey, cfg.WebhookPreviousSecretKeys...); err != nil {
-		return nil, err
+	if s.secrets, err = secretbox.New(cfg.WebhookSecretKey, cfg.WebhookPreviousSecretKeys, "Config.WebhookSecretKey", "Config.WebhookPreviousSecretKeys"); err != nil {
+		return nil, fmt.Errorf("lifecycle: %w", err)
 	}
-	s.targets = &targetGuard{allowPrivate: cfg.AllowPrivateWebhookTargets, resolver: cfg.WebhookResolver, log: cfg.Logger}
+	s.targets = newTargetGuard(cfg.AllowPrivateWebhookTargets, cfg.WebhookResolver, cfg.Logger)
 	s.webhooks = newDispatcher(s)
 	if s.auth == nil {
 		s.keys = newKeyAuthenticator(cfg.Store, cfg.Clock, cfg.KeyCacheTTL, newAuthLimiter(&cfg))
 		s.auth = s.keys
 	}
 	if cfg.MaxDecodingBytes > 0 {
-		s.decoding = newByteBudget(cfg.MaxDecodingBytes)
+		s.decoding = bytebudget.New(cfg.MaxDecodingBytes)
 	}
 	s.handler = s.routes(s.auth)
-	s.console = newConsole(s)
+	if _, ok := cfg.Store.(ConsoleSessionStore); !ok {
+		s.log.Info("lifecycle: the Store keeps no console sessions (it does not implement lifecycle.ConsoleSessionStore): the API is served, the operator console (package console) cannot be")
+	}
 	return s, nil
 }
 
@@ -607,11 +602,13 @@ func (s *Service) Handler() http.Handler { return s.handler }
 // deliveries, the reconciler, and pruning expired events and records. The
 // work runs until [Service.Close].
 //
-// Start first takes the lease of [Config.InstanceID] in the Store. When a
-// process that crashed held it, Start waits until its lease ends (at most
-// 3 seconds), then resumes that process's ship operations and idempotency
-// reservations at once. When a live process holds it, Start fails with an
-// error matching [ErrInstanceInUse].
+// Start first takes the lease of [Config.InstanceID] in the Store, when
+// the Store is an [InstanceLeaser] (otherwise the Service is the Store's
+// only one, and there is no lease to take). When a process that crashed
+// held it, Start waits until its lease ends (at most 3 seconds), then
+// resumes that process's ship operations and idempotency reservations at
+// once. When a live process holds it, Start fails with an error matching
+// [ErrInstanceInUse].
 func (s *Service) Start(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -700,47 +697,30 @@ func (s *Service) pruneLoop(ctx context.Context) {
 	}
 }
 
-// prune deletes what has outlived its retention.
+// prune deletes what has outlived its retention: idempotency records
+// once they expire, events, provider delivery records and webhook
+// delivery attempts after EventRetention.
 func (s *Service) prune(ctx context.Context) {
 	now := s.clock.Now()
-	if n, err := s.store.DeleteIdempotencyRecordsBefore(ctx, now); err != nil {
-		if ctx.Err() == nil {
-			s.log.Error("prune idempotency records", "err", err)
-		}
-	} else if n > 0 {
-		s.log.Info("pruned idempotency records", "count", n)
-	}
 	cutoff := now.Add(-s.cfg.EventRetention)
-	if n, err := s.store.DeleteProviderDeliveriesBefore(ctx, cutoff); err != nil {
-		if ctx.Err() == nil {
-			s.log.Error("prune provider deliveries", "err", err)
-		}
-	} else if n > 0 {
-		s.log.Info("pruned provider deliveries", "count", n)
+	n, err := s.store.Prune(ctx, PruneParams{Before: cutoff, ExpiredBefore: now})
+	if err != nil && ctx.Err() == nil {
+		s.log.Error("prune", "err", err) // what was deleted is counted below
 	}
-	if n, err := s.store.DeleteConsoleSessionsBefore(ctx, now); err != nil {
-		if ctx.Err() == nil {
-			s.log.Error("prune console sessions", "err", err)
+	for _, c := range []struct {
+		msg   string
+		count int64
+	}{
+		{"pruned idempotency records", n.IdempotencyRecords},
+		{"pruned provider deliveries", n.ProviderDeliveries},
+		{"pruned webhook deliveries", n.Deliveries},
+	} {
+		if c.count > 0 {
+			s.log.Info(c.msg, "count", c.count)
 		}
-	} else if n > 0 {
-		s.log.Info("pruned expired console sessions", "count", n)
 	}
-	if n, err := s.store.DeleteDeliveriesBefore(ctx, cutoff); err != nil {
-		if ctx.Err() == nil {
-			s.log.Error("prune webhook deliveries", "err", err)
-		}
-	} else if n > 0 {
-		s.log.Info("pruned webhook deliveries", "count", n)
-	}
-	n, err := s.store.DeleteEventsBefore(ctx, cutoff)
-	if err != nil {
-		if ctx.Err() == nil {
-			s.log.Error("prune events", "err", err)
-		}
-		return
-	}
-	if n > 0 {
-		s.log.Info("pruned events", "count", n, "before", NewTimestamp(cutoff).String())
+	if n.Events > 0 {
+		s.log.Info("pruned events", "count", n.Events, "before", NewTimestamp(cutoff).String())
 	}
 }
 

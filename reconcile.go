@@ -58,7 +58,7 @@ func (s *Service) applyFacts(ctx context.Context, tx Tx, t *Task, obs observatio
 			}
 			checks = append(checks, Check{Name: c.Name, Status: c.Status, URL: optional(c.URL), Source: SourceProvider, TaskID: t.ID, HeadSHA: head, UpdatedAt: now})
 		}
-		if err := tx.ReplaceChecks(ctx, t.ID, head, SourceProvider, checks); err != nil {
+		if err := tx.PutChecks(ctx, PutChecksParams{TaskID: t.ID, HeadSHA: head, Source: SourceProvider, Checks: checks, Replace: true}); err != nil {
 			return nil, fmt.Errorf("record provider checks of task %s: %w", t.ID, err)
 		}
 		t.Facts.CIPending, t.Facts.CICheckedAt = obs.ci.Pending, &now

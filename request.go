@@ -12,6 +12,8 @@ import (
 	"runtime/debug"
 	"sync/atomic"
 	"time"
+
+	"github.com/tasklifecycle/lifecycle/internal/bytebudget"
 )
 
 // Defaults of the request limits of Config.
@@ -61,7 +63,7 @@ type bodyLimits struct {
 	max int64
 	// budget, when not nil, is the shared budget the body takes its share
 	// of while it is read and decoded.
-	budget *byteBudget
+	budget *bytebudget.Budget
 	// timeout, when positive, bounds the reading by the wall clock.
 	timeout time.Duration
 }
@@ -87,7 +89,11 @@ func readBodyWith(w http.ResponseWriter, r *http.Request, limits bodyLimits) (ra
 		if n < 0 {
 			n = limits.max
 		}
-		if release, err = limits.budget.acquire(ctx, n, decodingWait); err != nil {
+		if release, err = limits.budget.Acquire(ctx, n, decodingWait); err != nil {
+			if errors.Is(err, bytebudget.ErrBusy) {
+				err = &RateLimitError{RetryAfterSeconds: 1,
+					Message: "The server is reading too many large request bodies at once; retry in a second"}
+			}
 			return nil, func() {}, err
 		}
 	}
@@ -133,12 +139,39 @@ func readBodyWith(w http.ResponseWriter, r *http.Request, limits bodyLimits) (ra
 	return buf.Bytes(), release, nil
 }
 
-// guard wraps the API's mux, in one handler: a handler that panics is
-// answered with a JSON 500 (and logged) instead of a dropped connection; a
-// path without a leading slash (a mounting mistake) gets a 404 that says
-// how to mount; a path that the mux would redirect to its cleaned form
-// ("//tasks", "/tasks/./x") gets a JSON 404 instead of an HTML redirect;
-// and the first request served before Start logs a warning.
+// DecodeBody reads the request body and decodes one JSON object from it
+// into dst, strictly, as the API decodes its own: unknown members,
+// members of the wrong type and trailing data are a *ValidationError
+// naming them, an empty body too. Unlike the API's bodies, it is read
+// outside [Config.MaxDecodingBytes]: for a small body read before anyone
+// is authenticated (a sign-in), which must then hold nothing others wait
+// for. A body over maxBytes is refused with an error matching
+// ErrPayloadTooLarge, from its Content-Length before it is read when it
+// declares one; a body still arriving after timeout, or after
+// [Config.BodyReadTimeout] when that is shorter, with an error matching
+// ErrRequestTimeout, and its connection is closed.
+func (s *Service) DecodeBody(w http.ResponseWriter, r *http.Request, dst any, maxBytes int64, timeout time.Duration) error {
+	if t := s.cfg.BodyReadTimeout; t > 0 && (timeout <= 0 || t < timeout) {
+		timeout = t
+	}
+	raw, _, err := readBodyWith(w, r, bodyLimits{max: maxBytes, timeout: timeout})
+	if err != nil {
+		return err
+	}
+	return decodeRaw(r.Context(), raw, dst, false, nil)
+}
+
+// Guard wraps a handler as the API's routes are wrapped, for a host that
+// serves pages of its own beside the API (see [Service.ServeFunc]): a
+// handler that panics is answered with a JSON 500 (and logged) instead of
+// a dropped connection; a path without a leading slash (a mounting
+// mistake) gets a 404 that says how to mount; a path that a ServeMux
+// would redirect to its cleaned form ("//tasks", "/tasks/./x") gets a JSON
+// 404 instead of an HTML redirect; and the first request served before
+// [Service.Start] logs a warning.
+func (s *Service) Guard(h http.Handler) http.Handler { return s.guard(h) }
+
+// guard is Guard.
 func (s *Service) guard(mux http.Handler) http.Handler {
 	var started startCheck
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -242,19 +242,8 @@ func (s *Service) PostReview(ctx context.Context, taskID string, p PostReviewPar
 	}
 	var review Review
 	t, err := s.changeTask(ctx, taskID, func(tx Tx, t *Task) (taskEvent, error) {
-		if t.Status != StatusInReview || t.SubmissionID == nil {
-			return taskEvent{}, &ConflictError{
-				Reason:           "not_in_review",
-				Message:          fmt.Sprintf("Task %s is %s; only a task in review can be reviewed", t.Identifier, t.Status),
-				AvailableActions: t.AvailableActions,
-			}
-		}
-		if t.ShipMerging {
-			return taskEvent{}, &ConflictError{
-				Reason:           "ship_in_progress",
-				Message:          fmt.Sprintf("Task %s is being merged by operation %s; a review can no longer change it", t.Identifier, t.ActiveShipID),
-				AvailableActions: t.AvailableActions,
-			}
+		if err := s.answer(t, ask{cmd: cmdReview}); err != nil {
+			return taskEvent{}, err
 		}
 		review = Review{ID: id.New("rev_"), Reviewer: p.Reviewer, Outcome: p.Outcome, Body: p.Body,
 			SubmittedAt: s.now(), TaskID: t.ID, SubmissionID: *t.SubmissionID}

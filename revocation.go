@@ -14,7 +14,7 @@ var errKeyRevoked = errors.New("the stream's API key was revoked")
 // revokedComment is the last thing a stream ended by revocation sends: a
 // comment saying why, before the connection closes. The client's next
 // attempt gets 401.
-const revokedComment = ": revoked: the API key of this stream was revoked; the stream ends\n\n"
+const revokedComment = ": " + keyRevokedNote + "\n\n"
 
 // streamKeys tracks the principals that hold open event streams, so that
 // revoking a key ends its streams: at once when revoked through this
@@ -105,13 +105,12 @@ func (s *Service) watchRevocations(ctx context.Context) {
 	}
 }
 
-// checkRevocations checks the keys of open streams once, and the console
-// sessions that opened streams here (see console.checkSessions). With the default
-// Authenticator it reads the keys from the Store (one query); with a
-// host's, it authenticates each principal's request again, and a request
-// it now refuses as unauthorized counts as revoked.
+// checkRevocations checks the keys of open streams once. With the default
+// Authenticator it reads the keys from the Store (one query), and closes
+// the Done of every revoked key's principals; with a host's, it
+// authenticates each principal's request again, and a request it now
+// refuses as unauthorized counts as revoked.
 func (s *Service) checkRevocations(ctx context.Context) {
-	s.console.checkSessions(ctx)
 	open := s.streamKeys.snapshot()
 	if len(open) == 0 {
 		return
@@ -127,6 +126,9 @@ func (s *Service) checkRevocations(ctx context.Context) {
 		live := make(map[string]bool, len(keys))
 		for _, k := range keys {
 			live[k.ID] = k.RevokedAt == nil
+			if k.RevokedAt != nil {
+				s.keys.forget(k.ID) // ends the streams it has here, through their principal's Done
+			}
 		}
 		for p := range open {
 			if !live[p] {

@@ -188,17 +188,8 @@ func (s *Service) ship(ctx context.Context, taskID string, p ShipParams, onCommi
 	expected := lowerHex(p.ExpectedHeadSHA)
 	var op ShipOperation
 	_, err := s.changeTask(ctx, taskID, func(tx Tx, t *Task) (taskEvent, error) {
-		if t.ActiveShipID != "" {
-			return taskEvent{}, &ConflictError{Reason: "ship_in_progress", AvailableActions: t.AvailableActions,
-				Message: fmt.Sprintf("Task %s is already being shipped by operation %s", t.Identifier, t.ActiveShipID)}
-		}
-		if c := shipRefusal(t, s.stateOf(t), expected); c != nil {
-			c.AvailableActions = t.AvailableActions
-			return taskEvent{}, c
-		}
-		if p.Mode == ShipMergeAndDeploy && s.cfg.Deployer == nil {
-			return taskEvent{}, &ConflictError{Reason: "deployer_not_configured", AvailableActions: t.AvailableActions,
-				Message: fmt.Sprintf("This service has no deployer; ship task %s with mode merge_only", t.Identifier)}
+		if err := s.answer(t, ask{cmd: cmdShip, head: expected, deploy: p.Mode == ShipMergeAndDeploy}); err != nil {
+			return taskEvent{}, err
 		}
 		now := s.now()
 		op = ShipOperation{
@@ -450,8 +441,10 @@ func (s *Service) workShip(ctx context.Context, op ShipOperation) shipOutcome {
 		}
 		return shipOutcome{abandon: true}
 	}
-	if t.Status != StatusInReview || t.ActiveShipID != op.OperationID {
-		return fail("not_shippable", fmt.Sprintf("Task %s is %s and no longer waits for this operation.", t.Identifier, t.Status), nil)
+	if err := s.answer(&t, ask{cmd: cmdRun, operation: op.OperationID}); err != nil {
+		var c *ConflictError
+		errors.As(err, &c) // run's refusals are all conflicts
+		return fail(c.Reason, c.Message+".", nil)
 	}
 	adapter, err := s.adapterFor(&t, op.SubmissionMode)
 	if err != nil {
@@ -694,19 +687,11 @@ func (s *Service) beginMerge(ctx context.Context, op ShipOperation) (*ConflictEr
 		if err != nil {
 			return fmt.Errorf("get task %s: %w", op.TaskID, err)
 		}
-		if t.ActiveShipID != op.OperationID {
-			refusal = &ConflictError{Reason: "not_shippable", Message: fmt.Sprintf("Task %s no longer waits for this operation", t.Identifier)}
+		if err := s.answer(&t, ask{cmd: cmdMerge, head: op.ExpectedHeadSHA, operation: op.OperationID}); err != nil {
+			errors.As(err, &refusal) // merge's refusals are all conflicts
 			return nil
 		}
-		if t.HeadSHA != nil && *t.HeadSHA != op.ExpectedHeadSHA {
-			// New commits: whatever else changed follows from them.
-			refusal = &ConflictError{Reason: "head_sha_mismatch", Message: fmt.Sprintf("The head of pull request #%d of task %s moved from %s to %s",
-				op.PullRequest.Number, t.Identifier, op.ExpectedHeadSHA, *t.HeadSHA)}
-			return nil
-		}
-		st := s.stateOf(&t)
-		st.shipping = false // the operation itself
-		if refusal = shipRefusal(&t, st, op.ExpectedHeadSHA); refusal != nil || t.ShipMerging {
+		if t.ShipMerging {
 			return nil
 		}
 		t.ShipMerging = true // not a change a client can see: no version, no event

@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"errors"
 	"slices"
 	"testing"
 )
@@ -20,13 +21,18 @@ func TestActionsTable(t *testing.T) {
 		for _, ci := range cis {
 			for _, d := range decisions {
 				for _, pr := range prStates {
-					for _, bits := range [8]int{0, 1, 2, 3, 4, 5, 6, 7} {
-						rework, shipping, canSubmit := bits&1 != 0, bits&2 != 0, bits&4 != 0
-						in := taskState{status: st, ci: ci, decision: d, rework: rework, prState: pr, shipping: shipping, canSubmit: canSubmit}
+					for bits := range 16 {
+						rework, shipping, canSubmit, submitted := bits&1 != 0, bits&2 != 0, bits&4 != 0, bits&8 != 0
+						in := taskState{status: st, ci: ci, decision: d, rework: rework, prState: pr, shipping: shipping, submitted: submitted}
+						if canSubmit {
+							in.adapters = managedAdapter
+						}
 						var want []Action
 						switch st {
 						case StatusTodo:
-							want = []Action{ActionStart}
+							if !shipping {
+								want = []Action{ActionStart}
+							}
 						case StatusInProgress:
 							if canSubmit && !shipping {
 								want = []Action{ActionSubmit}
@@ -35,7 +41,7 @@ func TestActionsTable(t *testing.T) {
 							if rework && !shipping {
 								want = append(want, ActionStart)
 							}
-							if !shipping && ci == CIPassed && (d == DecisionApproved || d == DecisionNotRequired) && (pr == PullRequestOpen || pr == "") {
+							if !shipping && submitted && ci == CIPassed && (d == DecisionApproved || d == DecisionNotRequired) && (pr == PullRequestOpen || pr == "") {
 								want = append(want, ActionShip)
 							}
 							want = append(want, ActionViewCIStatus, ActionViewReviewFeedback)
@@ -55,7 +61,7 @@ func TestActionsTable(t *testing.T) {
 			}
 		}
 	}
-	if n != 6*5*4*4*8 {
+	if n != 6*5*4*4*16 {
 		t.Fatalf("checked %d combinations", n)
 	}
 }
@@ -108,10 +114,12 @@ func TestSettleAndShipRefusal(t *testing.T) {
 	for i, tt := range refusals {
 		task := base()
 		tt.change(&task)
-		got := shipRefusal(&task, stateOf(&task, true, true), tt.head)
 		reason := ""
-		if got != nil {
-			reason = got.Reason
+		var c *ConflictError
+		if err := stateOf(&task, managedAdapter, true, false).answer(&task, ask{cmd: cmdShip, head: tt.head}); errors.As(err, &c) {
+			reason = c.Reason
+		} else if err != nil {
+			t.Fatalf("case %d: answer = %v, want a *ConflictError", i, err)
 		}
 		if reason != tt.want {
 			t.Errorf("case %d: shipRefusal = %q, want %q", i, reason, tt.want)

@@ -28,22 +28,10 @@ type Store interface {
 	// sequence N has been returned, no event with a smaller sequence may
 	// commit later: readers never skip an event.
 	Events(ctx context.Context, f EventFilter) ([]Event, error)
-	// Event returns the event with the given ID.
-	Event(ctx context.Context, id string) (Event, error)
-	// LastEventSequence returns the greatest sequence of a committed event
-	// (pruned or not), or 0: every event up to it that still exists is
-	// visible to Events.
-	LastEventSequence(ctx context.Context) (int64, error)
-	// DeleteEventsBefore deletes the events that occurred before t and
-	// returns how many it deleted. Sequences are never reused.
-	DeleteEventsBefore(ctx context.Context, t time.Time) (int64, error)
-	// EventsPrunedThrough returns the greatest sequence of an event that
-	// DeleteEventsBefore deleted, or 0: the events after it that still
-	// exist are all there is.
-	EventsPrunedThrough(ctx context.Context) (int64, error)
+	// EventBounds returns the greatest sequence of a committed event and
+	// the greatest one Prune deleted, read together.
+	EventBounds(ctx context.Context) (EventBounds, error)
 
-	// Submission returns the submission with the given ID.
-	Submission(ctx context.Context, id string) (Submission, error)
 	// Reviews returns the reviews of a submission, oldest first.
 	Reviews(ctx context.Context, submissionID string) ([]Review, error)
 	// Checks returns the checks recorded for a task's commit, ordered by
@@ -63,13 +51,6 @@ type Store interface {
 	// ProviderDelivery returns the record of a webhook delivery from a
 	// code host, if it was applied.
 	ProviderDelivery(ctx context.Context, source, id string) (ProviderDelivery, error)
-	// DeleteProviderDeliveriesBefore deletes the delivery records received
-	// before t and returns how many it deleted.
-	DeleteProviderDeliveriesBefore(ctx context.Context, t time.Time) (int64, error)
-
-	// DeleteIdempotencyRecordsBefore deletes the idempotency records that
-	// expired before t and returns how many it deleted.
-	DeleteIdempotencyRecordsBefore(ctx context.Context, t time.Time) (int64, error)
 
 	// APIKeyByHash returns the API key whose plaintext hashes to hash,
 	// revoked or not.
@@ -79,25 +60,22 @@ type Store interface {
 
 	// Subscription returns the webhook subscription with the given ID.
 	Subscription(ctx context.Context, id string) (Subscription, error)
-	// ListSubscriptions returns the subscriptions after f.After, in
+	// ListSubscriptions returns the subscriptions after p.After, in
 	// creation order.
-	ListSubscriptions(ctx context.Context, f SubscriptionFilter) (SubscriptionPage, error)
-	// Deliveries returns the delivery attempts of a subscription, newest
-	// first; an unknown subscription has none.
+	ListSubscriptions(ctx context.Context, p ListSubscriptionsParams) (SubscriptionPage, error)
+	// Deliveries returns the delivery attempts of a subscription that match
+	// the filter: newest first, or, with f.Pending, the pending ones with
+	// their Body, earliest NextAttemptAt first. An unknown subscription has
+	// none.
 	Deliveries(ctx context.Context, f DeliveryFilter) (DeliveryPage, error)
-	// PendingDeliveries returns up to limit attempts of a subscription with
-	// status pending, Body included, earliest NextAttemptAt first.
-	PendingDeliveries(ctx context.Context, subscriptionID string, limit int) ([]Delivery, error)
-	// DeleteDeliveriesBefore deletes the attempts made before t that are
-	// not pending and returns how many it deleted.
-	DeleteDeliveriesBefore(ctx context.Context, t time.Time) (int64, error)
 
-	// ConsoleSession returns the console session whose token hashes to
-	// hash, expired or not.
-	ConsoleSession(ctx context.Context, hash []byte) (ConsoleSession, error)
-	// DeleteConsoleSessionsBefore deletes the console sessions that
-	// expired before t and returns how many it deleted.
-	DeleteConsoleSessionsBefore(ctx context.Context, t time.Time) (int64, error)
+	// Prune deletes what has outlived its retention, as p says, and
+	// returns how many records of each kind it deleted. It deletes the
+	// kinds one after the other, each in as many steps as it likes (a
+	// large prune should not hold up writers for long); when one kind
+	// fails it goes on with the next, and returns what it deleted with
+	// the failures joined. Sequences of pruned events are never reused.
+	Prune(ctx context.Context, p PruneParams) (PruneResult, error)
 
 	// Update runs fn in a transaction and commits it when fn returns nil.
 	// When fn returns an error, nothing it wrote is kept and Update returns
@@ -136,12 +114,10 @@ type Tx interface {
 	// Checks returns the checks recorded for a task's commit, ordered by
 	// source and name.
 	Checks(ctx context.Context, taskID, headSHA string) ([]Check, error)
-	// PutCheck records a check, replacing the one with the same task,
-	// commit, source and name.
-	PutCheck(ctx context.Context, c Check) error
-	// ReplaceChecks replaces every check of a task's commit from source
-	// with checks (which all have that task, commit and source).
-	ReplaceChecks(ctx context.Context, taskID, headSHA string, source CheckSource, checks []Check) error
+	// PutChecks records p.Checks, each replacing the check with the same
+	// task, commit, source and name; with p.Replace, it also deletes the
+	// other checks of the commit from p.Source.
+	PutChecks(ctx context.Context, p PutChecksParams) error
 	// RecordProviderDelivery records a webhook delivery as applied. It
 	// returns ErrConflict when one with the same source and ID is recorded.
 	RecordProviderDelivery(ctx context.Context, d ProviderDelivery) error
@@ -175,16 +151,15 @@ type Tx interface {
 	// contract is the one of ClaimShipOperations.
 	ClaimReconciliations(ctx context.Context, p ClaimReconciliationsParams) ([]Task, error)
 
-	// IdempotencyRecord returns the record of an idempotency key.
-	IdempotencyRecord(ctx context.Context, scope IdempotencyScope) (IdempotencyRecord, error)
-	// CreateIdempotencyRecord inserts a record. It returns ErrConflict when
-	// the key has a record already, even one written by a transaction that
-	// committed after this one began.
-	CreateIdempotencyRecord(ctx context.Context, r IdempotencyRecord) error
-	// UpdateIdempotencyRecord replaces the record of r's key.
-	UpdateIdempotencyRecord(ctx context.Context, r IdempotencyRecord) error
-	// DeleteIdempotencyRecord deletes the record of a key, if any.
-	DeleteIdempotencyRecord(ctx context.Context, scope IdempotencyScope) error
+	// UpdateIdempotencyRecord reads the record of scope's key for update
+	// and calls fn with it, or with nil when the key has none. It then
+	// stores what fn returns: a record replaces the key's record, or is
+	// inserted when there was none; nil deletes the key's record, if any.
+	// When fn returns an error, nothing is stored and UpdateIdempotencyRecord
+	// returns that error. An insert returns ErrConflict when the key has a
+	// record already, even one written by a transaction that committed
+	// after this one began.
+	UpdateIdempotencyRecord(ctx context.Context, scope IdempotencyScope, fn func(cur *IdempotencyRecord) (*IdempotencyRecord, error)) error
 
 	// CreateAPIKey inserts a new key. It returns ErrConflict when a key
 	// with the same ID or hash exists.
@@ -218,10 +193,6 @@ type Tx interface {
 	// when its subscription does not exist, and ErrConflict when an attempt
 	// with the same ID does.
 	CreateDelivery(ctx context.Context, d Delivery) error
-	// InstanceLease returns the lease of an instance ID.
-	InstanceLease(ctx context.Context, id string) (InstanceLease, error)
-	// PutInstanceLease creates or replaces the lease of l.ID.
-	PutInstanceLease(ctx context.Context, l InstanceLease) error
 
 	// Delivery returns the delivery attempt with the given ID, Body
 	// included, read for update.
@@ -230,13 +201,45 @@ type Tx interface {
 	// NextAttemptAt and Body of the stored attempt with d.ID. It returns
 	// ErrNotFound when there is none.
 	UpdateDelivery(ctx context.Context, d Delivery) error
+}
 
+// ConsoleSessionStore is implemented by a Store that keeps the sign-ins of
+// the operator console (package console, which finds it by type
+// assertion). A Store without it serves the API, but no console. Its
+// methods are not transactional: each is one atomic step, with the error
+// contract of Store.
+type ConsoleSessionStore interface {
+	// ConsoleSession returns the console session whose token hashes to
+	// hash, expired or not.
+	ConsoleSession(ctx context.Context, hash []byte) (ConsoleSession, error)
 	// CreateConsoleSession inserts a console session. It returns
 	// ErrConflict when one with the same Hash exists.
 	CreateConsoleSession(ctx context.Context, cs ConsoleSession) error
 	// DeleteConsoleSession deletes the console session whose token hashes
 	// to hash. It returns ErrNotFound when there is none.
 	DeleteConsoleSession(ctx context.Context, hash []byte) error
+	// DeleteConsoleSessionsBefore deletes the console sessions that
+	// expired before t and returns how many it deleted.
+	DeleteConsoleSessionsBefore(ctx context.Context, t time.Time) (int64, error)
+}
+
+// ConsoleSession is a sign-in to the operator console (package console):
+// the browser holds a random token in an HttpOnly cookie, and the Store
+// keeps only the token's hash. The session acts with the API key it was
+// opened with, under that key's scopes, until it expires or the key is
+// revoked.
+type ConsoleSession struct {
+	// Hash is the SHA-256 of the session token.
+	Hash []byte
+	// KeyID is the ID of the API key the session was opened with.
+	KeyID string
+	// KeyHash is that key's hash, by which every request of the session
+	// finds the key again (and finds it revoked).
+	KeyHash []byte
+	// CreatedAt is when the session was opened.
+	CreatedAt Timestamp
+	// ExpiresAt is when the session ends, whatever happens to its key.
+	ExpiresAt Timestamp
 }
 
 // FailureClassifier is implemented by a Store that can tell its failures
@@ -261,6 +264,91 @@ type RelaxedUpdater interface {
 	// UpdateRelaxed is [Store.Update] for a change that may be lost in a
 	// power cut (not in a crash of the process).
 	UpdateRelaxed(ctx context.Context, fn func(tx Tx) error) error
+}
+
+// InstanceLeaser is implemented by a Store that keeps instance leases
+// ([InstanceLease]), so that several Services may share it, each with
+// its own [Config.InstanceID]: [Service.Start] takes the lease of its ID
+// and refuses to run while another live process holds it. A Service on a
+// Store without it serves as the only instance of that Store and takes no
+// lease; [New] logs that once.
+type InstanceLeaser interface {
+	// UpdateInstanceLease reads the lease of p.ID (nil when there is none),
+	// calls p.Update with it and stores the lease it returns, in one atomic
+	// step: no other change of that lease comes in between. When p.Update
+	// returns nil, nothing is stored; when it returns an error, nothing is
+	// stored and UpdateInstanceLease returns that error. p.Update may be
+	// called more than once if the store retries.
+	UpdateInstanceLease(ctx context.Context, p UpdateInstanceLeaseParams) error
+}
+
+// UpdateInstanceLeaseParams says which instance lease
+// [InstanceLeaser.UpdateInstanceLease] changes, and how.
+type UpdateInstanceLeaseParams struct {
+	// ID is the instance ID whose lease changes.
+	ID string
+	// Relaxed lets the store commit the change without waiting for it to
+	// reach the disk, as [RelaxedUpdater.UpdateRelaxed] does: the Service
+	// sets it when it renews or gives up its lease, whose loss in a power
+	// cut harms nothing.
+	Relaxed bool
+	// Update is given the stored lease, or nil when there is none, and
+	// returns the lease to store, or nil to store nothing.
+	Update func(cur *InstanceLease) (*InstanceLease, error)
+}
+
+// EventBounds are the bounds of the stored events, as
+// [Store.EventBounds] returns them.
+type EventBounds struct {
+	// Last is the greatest sequence of a committed event (pruned or not),
+	// or 0: every event up to it that still exists is visible to
+	// [Store.Events].
+	Last int64
+	// PrunedThrough is the greatest sequence of an event that
+	// [Store.Prune] deleted, or 0: the events after it that still exist
+	// are all there is.
+	PrunedThrough int64
+}
+
+// PruneParams says what [Store.Prune] deletes. A zero time deletes
+// nothing of its kinds.
+type PruneParams struct {
+	// Before prunes the events that occurred before it, the records of
+	// provider deliveries ([ProviderDelivery]) received before it, and
+	// the webhook delivery attempts made before it that are not pending:
+	// a pending attempt is never pruned.
+	Before time.Time
+	// ExpiredBefore prunes the idempotency records that expired
+	// (ExpiresAt) before it.
+	ExpiredBefore time.Time
+}
+
+// PruneResult says how many records of each kind [Store.Prune] deleted.
+type PruneResult struct {
+	// Events is how many events were deleted.
+	Events int64
+	// ProviderDeliveries is how many provider delivery records were deleted.
+	ProviderDeliveries int64
+	// Deliveries is how many webhook delivery attempts were deleted.
+	Deliveries int64
+	// IdempotencyRecords is how many idempotency records were deleted.
+	IdempotencyRecords int64
+}
+
+// PutChecksParams says which checks [Tx.PutChecks] records.
+type PutChecksParams struct {
+	// TaskID is the task the checks belong to.
+	TaskID string
+	// HeadSHA is the commit they ran on.
+	HeadSHA string
+	// Source is who reported them.
+	Source CheckSource
+	// Checks are the checks to record; each has the TaskID, HeadSHA and
+	// Source above.
+	Checks []Check
+	// Replace also deletes the checks of the commit from Source whose
+	// name is not among Checks: Checks become all there is from Source.
+	Replace bool
 }
 
 // ClaimShipOperationsParams says which ship operations a runner claims.

@@ -34,7 +34,10 @@ type flakyStore struct {
 	lostCommit atomic.Bool
 }
 
-var _ lifecycle.FailureClassifier = (*flakyStore)(nil)
+var (
+	_ lifecycle.FailureClassifier = (*flakyStore)(nil)
+	_ lifecycle.InstanceLeaser    = (*flakyStore)(nil)
+)
 
 // Unavailable implements lifecycle.FailureClassifier.
 func (f *flakyStore) Unavailable(err error) bool { return errors.Is(err, errStoreDown) }
@@ -83,11 +86,20 @@ func (f *flakyStore) Events(ctx context.Context, flt lifecycle.EventFilter) ([]l
 	return f.Store.Events(ctx, flt)
 }
 
-func (f *flakyStore) LastEventSequence(ctx context.Context) (int64, error) {
+func (f *flakyStore) EventBounds(ctx context.Context) (lifecycle.EventBounds, error) {
 	if err := f.fault(ctx); err != nil {
-		return 0, err
+		return lifecycle.EventBounds{}, err
 	}
-	return f.Store.LastEventSequence(ctx)
+	return f.Store.EventBounds(ctx)
+}
+
+// UpdateInstanceLease implements lifecycle.InstanceLeaser with the
+// wrapped Store's, so that the instance lease fails with the rest.
+func (f *flakyStore) UpdateInstanceLease(ctx context.Context, p lifecycle.UpdateInstanceLeaseParams) error {
+	if err := f.fault(ctx); err != nil {
+		return err
+	}
+	return f.Store.(lifecycle.InstanceLeaser).UpdateInstanceLease(ctx, p)
 }
 
 func (f *flakyStore) ShipOperation(ctx context.Context, id string) (lifecycle.ShipOperation, error) {
@@ -97,11 +109,11 @@ func (f *flakyStore) ShipOperation(ctx context.Context, id string) (lifecycle.Sh
 	return f.Store.ShipOperation(ctx, id)
 }
 
-func (f *flakyStore) PendingDeliveries(ctx context.Context, subID string, limit int) ([]lifecycle.Delivery, error) {
+func (f *flakyStore) Deliveries(ctx context.Context, flt lifecycle.DeliveryFilter) (lifecycle.DeliveryPage, error) {
 	if err := f.fault(ctx); err != nil {
-		return nil, err
+		return lifecycle.DeliveryPage{}, err
 	}
-	return f.Store.PendingDeliveries(ctx, subID, limit)
+	return f.Store.Deliveries(ctx, flt)
 }
 
 // withFlakyStore puts a flakyStore in front of an env's Store.
@@ -310,19 +322,4 @@ func TestUnavailableAnswerDoesNotSayNothingChanged(t *testing.T) {
 		t.Errorf("the 503 says %q, but the task was made", msg)
 	}
 	e.call(request{method: "POST", path: "/tasks", key: e.admin, body: taskBody("ENG-1")}, http.StatusConflict)
-}
-
-// The console's own routes answer a Store outage as the API does: 503
-// store_unavailable with Retry-After, not 500.
-func TestConsoleAnswers503WhileTheStoreIsDown(t *testing.T) {
-	t.Parallel()
-	var store *flakyStore
-	c := newConsoleEnv(t, newEnv(t, withFlakyStore(&store)))
-	c.start()
-	store.down.Store(true)
-	rec := c.do(consoleCall{method: "POST", path: "/session", body: map[string]any{"key": c.admin}})
-	if rec.Code != http.StatusServiceUnavailable || errorCode(decode(t, rec)) != "store_unavailable" || rec.Header().Get("Retry-After") != "2" {
-		t.Errorf("console sign-in with the store down = %d %s (Retry-After %q); want 503 store_unavailable, Retry-After 2",
-			rec.Code, rec.Body, rec.Header().Get("Retry-After"))
-	}
 }

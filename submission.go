@@ -16,11 +16,15 @@ const (
 // SubmissionAction says what the adapter did with a submission.
 type SubmissionAction string
 
-// The submission actions.
+// What the adapter did with a submission ([Submission.Action]); these
+// are not task actions ([Action]).
 const (
-	ActionCreated  SubmissionAction = "created"
-	ActionExisting SubmissionAction = "existing"
-	ActionAccepted SubmissionAction = "accepted"
+	// SubmissionCreated: the adapter opened a pull request.
+	SubmissionCreated SubmissionAction = "created"
+	// SubmissionExisting: the adapter reused the task's open pull request.
+	SubmissionExisting SubmissionAction = "existing"
+	// SubmissionAccepted: the artifact adapter recorded the work.
+	SubmissionAccepted SubmissionAction = "accepted"
 )
 
 // Participant is an agent routed to review a submission.

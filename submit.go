@@ -233,14 +233,8 @@ func (s *Service) submitLocked(ctx context.Context, taskID string, p SubmitParam
 	if err != nil {
 		return Submission{}, err
 	}
-	if t.ActiveShipID != "" {
-		return Submission{}, shipInProgress(&t, "submit")
-	}
-	if !hasAction(t.AvailableActions, ActionSubmit) {
-		if _, err := s.adapterFor(&t, p.Mode); err != nil && t.Status == StatusInProgress {
-			return Submission{}, err
-		}
-		return Submission{}, notSubmittable(&t)
+	if err := s.answer(&t, ask{cmd: cmdSubmit, mode: p.Mode}); err != nil {
+		return Submission{}, err
 	}
 	adapter, err := s.adapterFor(&t, p.Mode)
 	if err != nil {
@@ -301,7 +295,7 @@ func (s *Service) submitLocked(ctx context.Context, taskID string, p SubmitParam
 		Head:             optional(pr.Head),
 		Base:             optional(pr.Base),
 		HeadSHA:          &pr.HeadSHA,
-		Action:           ActionExisting,
+		Action:           SubmissionExisting,
 		IdempotencyKey:   p.IdempotencyKey,
 		Owner:            optional(pr.Owner),
 		Repo:             optional(pr.Repo),
@@ -317,9 +311,9 @@ func (s *Service) submitLocked(ctx context.Context, taskID string, p SubmitParam
 	}
 	switch {
 	case p.Mode == ModeArtifact:
-		sub.Action = ActionAccepted
+		sub.Action = SubmissionAccepted
 	case pr.Created:
-		sub.Action = ActionCreated
+		sub.Action = SubmissionCreated
 	}
 	loaded := t
 	_, err = s.changeTask(ctx, taskID, func(tx Tx, t *Task) (taskEvent, error) {
@@ -333,11 +327,12 @@ func (s *Service) submitLocked(ctx context.Context, taskID string, p SubmitParam
 		if err := tx.CreateSubmission(ctx, sub); err != nil {
 			return taskEvent{}, fmt.Errorf("record submission: %w", err)
 		}
-		for _, c := range p.Checks {
-			err := tx.PutCheck(ctx, Check{TaskID: t.ID, HeadSHA: pr.HeadSHA, Source: SourceSelfReported, Name: c.Name, Status: c.Status, UpdatedAt: sub.AcceptedAt})
-			if err != nil {
-				return taskEvent{}, fmt.Errorf("record self-reported check %s: %w", c.Name, err)
-			}
+		checks := make([]Check, len(p.Checks))
+		for i, c := range p.Checks {
+			checks[i] = Check{TaskID: t.ID, HeadSHA: pr.HeadSHA, Source: SourceSelfReported, Name: c.Name, Status: c.Status, UpdatedAt: sub.AcceptedAt}
+		}
+		if err := tx.PutChecks(ctx, PutChecksParams{TaskID: t.ID, HeadSHA: pr.HeadSHA, Source: SourceSelfReported, Checks: checks}); err != nil {
+			return taskEvent{}, fmt.Errorf("record self-reported checks: %w", err)
 		}
 		t.Status = StatusInReview
 		t.SubmissionID, t.PRURL, t.PRNumber = &sub.SubmissionID, &sub.PRURL, &sub.PRNumber
@@ -403,19 +398,6 @@ func (s *Service) firstReading(ctx context.Context, adapter ProviderAdapter, t T
 	obs := reads[0].obs
 	obs.pr.Created = pr.Created
 	return obs
-}
-
-// notSubmittable is the conflict of a submit that is not available.
-func notSubmittable(t *Task) error {
-	reason := "not_submittable"
-	if t.Status == StatusInReview {
-		reason = "already_in_review"
-	}
-	return &ConflictError{
-		Reason:           reason,
-		Message:          fmt.Sprintf("Task %s is %s; submit needs status in_progress", t.Identifier, t.Status),
-		AvailableActions: t.AvailableActions,
-	}
 }
 
 // optional returns a pointer to s, or nil when s is empty.

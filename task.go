@@ -550,23 +550,37 @@ func decodeCursor(c string) (int64, bool) {
 	return pos, err == nil && pos > 0 && encodeCursor(pos) == c
 }
 
+// readTask returns a stored task with its available actions.
+func (s *Service) readTask(ctx context.Context, taskID string) (Task, error) {
+	if !validTaskID(taskID) {
+		return Task{}, notFound("task", taskID)
+	}
+	t, err := s.store.Task(ctx, taskID)
+	if errors.Is(err, ErrNotFound) {
+		return Task{}, notFound("task", taskID)
+	}
+	if err != nil {
+		return Task{}, fmt.Errorf("get task %s: %w", taskID, err)
+	}
+	s.setActions(&t)
+	return t, nil
+}
+
+// setActions sets t's available actions from its stored state.
+func (s *Service) setActions(t *Task) {
+	t.AvailableActions = s.stateOf(t).actions()
+}
+
 // StartTask moves a task to in_progress: from todo, or from in_review after
 // a reviewer requested changes. It returns a *ConflictError listing the
 // available actions when start is not one of them.
 func (s *Service) StartTask(ctx context.Context, taskID string, actor Actor) (Task, error) {
 	return s.changeTask(ctx, taskID, func(tx Tx, t *Task) (taskEvent, error) {
-		if t.ActiveShipID != "" {
-			return taskEvent{}, shipInProgress(t, "start")
-		}
-		if !hasAction(t.AvailableActions, ActionStart) {
-			return taskEvent{}, &ConflictError{
-				Reason:           "not_startable",
-				Message:          fmt.Sprintf("Task %s is %s; start needs status todo, or in_review after changes were requested", t.Identifier, t.Status),
-				AvailableActions: t.AvailableActions,
-			}
+		if err := s.answer(t, ask{cmd: cmdStart}); err != nil {
+			return taskEvent{}, err
 		}
 		summary := fmt.Sprintf("Task %s started", t.Identifier)
-		if t.Status == StatusInReview {
+		if t.ReworkReason() != "" {
 			summary = fmt.Sprintf("Task %s back in progress for rework", t.Identifier)
 		}
 		t.Status = StatusInProgress
@@ -592,15 +606,8 @@ func (s *Service) CancelTask(ctx context.Context, taskID string, p CancelTaskPar
 		return Task{}, err
 	}
 	return s.changeTask(ctx, taskID, func(tx Tx, t *Task) (taskEvent, error) {
-		if t.Status == StatusDone || t.Status == StatusCancelled {
-			return taskEvent{}, &ConflictError{
-				Reason:           "not_cancellable",
-				Message:          fmt.Sprintf("Task %s is %s and cannot be cancelled", t.Identifier, t.Status),
-				AvailableActions: t.AvailableActions,
-			}
-		}
-		if t.ActiveShipID != "" {
-			return taskEvent{}, shipInProgress(t, "cancel")
+		if err := s.answer(t, ask{cmd: cmdCancel}); err != nil {
+			return taskEvent{}, err
 		}
 		t.Status = StatusCancelled
 		t.Blocker = nil
@@ -611,16 +618,6 @@ func (s *Service) CancelTask(ctx context.Context, taskID string, p CancelTaskPar
 		}
 		return taskEvent{typ: EventTaskUpdated, summary: summary, actor: p.Actor}, nil
 	})
-}
-
-// shipInProgress is the conflict of an action refused while t is being
-// shipped.
-func shipInProgress(t *Task, action string) *ConflictError {
-	return &ConflictError{
-		Reason:           "ship_in_progress",
-		Message:          fmt.Sprintf("Task %s is being shipped by operation %s; %s it when that ends", t.Identifier, t.ActiveShipID, action),
-		AvailableActions: t.AvailableActions,
-	}
 }
 
 // ptr returns a pointer to v.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle/internal/id"
+	"github.com/tasklifecycle/lifecycle/internal/netguard"
 )
 
 // SubscriptionStatus says whether a webhook subscription receives deliveries.
@@ -142,8 +143,10 @@ type Delivery struct {
 	Body []byte `json:"-"`
 }
 
-// SubscriptionFilter selects subscriptions from a Store.
-type SubscriptionFilter struct {
+// ListSubscriptionsParams says which page of subscriptions
+// [Store.ListSubscriptions] returns. (The events a subscription receives
+// are chosen by its [SubscriptionFilters].)
+type ListSubscriptionsParams struct {
 	// After, when not zero, keeps the subscriptions listed after the one
 	// with this position (see [SubscriptionPage.Next]).
 	After int64
@@ -155,7 +158,7 @@ type SubscriptionFilter struct {
 type SubscriptionPage struct {
 	// Subscriptions are in creation order.
 	Subscriptions []Subscription
-	// Next is the position to pass as SubscriptionFilter.After for the next
+	// Next is the position to pass as ListSubscriptionsParams.After for the next
 	// page, or 0 when there is none.
 	Next int64
 }
@@ -185,13 +188,19 @@ type DeliveryFilter struct {
 	// Before, when not zero, keeps the attempts listed after the one with
 	// this position (see [DeliveryPage.Next]), that is, older ones.
 	Before int64
+	// Pending keeps the attempts with status pending only, the ones a
+	// dispatcher sends next: they come with their Body, earliest
+	// NextAttemptAt first, on a single page (Before is not used, and Next
+	// is 0).
+	Pending bool
 	// Limit is the most attempts to return; the Store may assume 1..1000.
 	Limit int
 }
 
 // DeliveryPage is one page of a delivery listing.
 type DeliveryPage struct {
-	// Deliveries are newest first.
+	// Deliveries are newest first, or, for DeliveryFilter.Pending,
+	// earliest NextAttemptAt first.
 	Deliveries []Delivery
 	// Next is the position to pass as DeliveryFilter.Before for the next
 	// page, or 0 when there is none.
@@ -343,23 +352,27 @@ type subscriptionEnvelope struct {
 // p; respond, when set, runs in the transaction with the new record.
 func (s *Service) createSubscription(ctx context.Context, p CreateSubscriptionParams, respond func(tx Tx, sub *Subscription) error) (Subscription, error) {
 	u, _ := url.Parse(p.URL)
-	if err := s.targets.checkHost(ctx, u.Hostname(), p.AllowPrivateTarget); err != nil {
+	if err := s.targets.Check(ctx, u.Hostname(), p.AllowPrivateTarget); err != nil {
 		var refused *RefusedTargetError
-		if errors.As(err, &refused) {
+		switch {
+		case errors.As(err, &refused):
 			return Subscription{}, invalid("url", refused.Reason())
+		case errors.Is(err, netguard.ErrNoAddress):
+			return Subscription{}, invalid("url", fmt.Sprintf("host %s does not resolve", u.Hostname()))
 		}
 		return Subscription{}, err
 	}
 	subID := id.New("whs_")
-	sealed, err := s.secrets.seal(subID, []byte(p.Secret))
+	sealed, err := s.secrets.Seal(subID, []byte(p.Secret))
 	if err != nil {
 		return Subscription{}, fmt.Errorf("seal webhook secret: %w", err)
 	}
 	// Every event committed after this read is delivered.
-	last, err := s.store.LastEventSequence(ctx)
+	bounds, err := s.store.EventBounds(ctx)
 	if err != nil {
 		return Subscription{}, fmt.Errorf("create subscription: %w", err)
 	}
+	last := bounds.Last
 	sub := Subscription{
 		ID:           subID,
 		URL:          p.URL,
@@ -468,7 +481,7 @@ func (s *Service) ListSubscriptions(ctx context.Context, p ListParams) (Subscrip
 	if err := v.err(); err != nil {
 		return SubscriptionList{}, err
 	}
-	page, err := s.store.ListSubscriptions(ctx, SubscriptionFilter{After: after, Limit: p.Limit})
+	page, err := s.store.ListSubscriptions(ctx, ListSubscriptionsParams{After: after, Limit: p.Limit})
 	if err != nil {
 		return SubscriptionList{}, fmt.Errorf("list subscriptions: %w", err)
 	}

@@ -1,14 +1,10 @@
 package lifecycle
 
 import (
-	"crypto/aes"
-	"crypto/cipher"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -31,10 +27,6 @@ const (
 
 // signaturePrefix begins the value of X-Service-Signature.
 const signaturePrefix = "sha256="
-
-// ErrInvalidSignature means a webhook request's signature does not match
-// its body and the subscription secret.
-var ErrInvalidSignature = errors.New("lifecycle: webhook signature does not match")
 
 // sign returns the X-Service-Signature value of body.
 func sign(secret, body []byte) string {
@@ -98,106 +90,4 @@ func VerifyWebhookRequest(r *http.Request, secret string, maxBytes int64) ([]byt
 		return nil, err
 	}
 	return body, nil
-}
-
-// secretBox seals webhook secrets at rest with AES-256-GCM when the host
-// gives a key, and keeps them as they are otherwise. A sealed secret
-// begins with a version byte: 0 for a plain secret, 1 for AES-256-GCM
-// (then a 12-byte nonce and the ciphertext, authenticated with the
-// subscription ID).
-type secretBox struct {
-	aead     cipher.AEAD   // nil: no key
-	previous []cipher.AEAD // keys of a rotation that still open secrets
-}
-
-// The version bytes of sealed secrets.
-const (
-	secretPlain byte = 0
-	secretGCM   byte = 1
-)
-
-// newSecretBox returns a box for key, which is empty or 32 bytes, that
-// also opens secrets sealed with the previous keys of a rotation.
-func newSecretBox(key []byte, previous ...[]byte) (*secretBox, error) {
-	if len(key) == 0 {
-		if len(previous) > 0 {
-			return nil, errors.New("lifecycle: Config.WebhookPreviousSecretKeys is set without Config.WebhookSecretKey; set the new key there")
-		}
-		return &secretBox{}, nil
-	}
-	aead, err := newGCM("Config.WebhookSecretKey", key)
-	if err != nil {
-		return nil, err
-	}
-	b := &secretBox{aead: aead}
-	for i, k := range previous {
-		a, err := newGCM(fmt.Sprintf("Config.WebhookPreviousSecretKeys[%d]", i), k)
-		if err != nil {
-			return nil, err
-		}
-		b.previous = append(b.previous, a)
-	}
-	return b, nil
-}
-
-// newGCM returns AES-256-GCM under key, the Config field named field.
-func newGCM(field string, key []byte) (cipher.AEAD, error) {
-	if len(key) != 32 {
-		return nil, fmt.Errorf("lifecycle: %s must be 32 bytes (AES-256), not %d", field, len(key))
-	}
-	block, err := aes.NewCipher(key)
-	if err != nil {
-		return nil, fmt.Errorf("lifecycle: %s: %w", field, err)
-	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, fmt.Errorf("lifecycle: %s: %w", field, err)
-	}
-	return aead, nil
-}
-
-// seal returns the stored form of the secret of subscription subID.
-func (b *secretBox) seal(subID string, secret []byte) ([]byte, error) {
-	if b.aead == nil {
-		return append([]byte{secretPlain}, secret...), nil
-	}
-	out := make([]byte, 1+b.aead.NonceSize(), 1+b.aead.NonceSize()+len(secret)+b.aead.Overhead())
-	out[0] = secretGCM
-	if _, err := rand.Read(out[1:]); err != nil {
-		return nil, err
-	}
-	return b.aead.Seal(out, out[1:], secret, []byte(subID)), nil
-}
-
-// open returns the secret of subscription subID from its stored form.
-func (b *secretBox) open(subID string, sealed []byte) ([]byte, error) {
-	secret, _, err := b.openCurrent(subID, sealed)
-	return secret, err
-}
-
-// openCurrent is open, and also says whether the stored form is sealed
-// with the current key (false for a plain secret or a previous key's).
-func (b *secretBox) openCurrent(subID string, sealed []byte) (secret []byte, current bool, err error) {
-	if len(sealed) == 0 {
-		return nil, false, errors.New("no secret is stored")
-	}
-	switch sealed[0] {
-	case secretPlain:
-		return sealed[1:], b.aead == nil, nil
-	case secretGCM:
-		if b.aead == nil {
-			return nil, false, errors.New("the secret is encrypted, and Config.WebhookSecretKey is not set")
-		}
-		n := b.aead.NonceSize()
-		if len(sealed) < 1+n {
-			return nil, false, errors.New("the stored secret is truncated")
-		}
-		for i, aead := range append([]cipher.AEAD{b.aead}, b.previous...) {
-			if secret, err := aead.Open(nil, sealed[1:1+n], sealed[1+n:], []byte(subID)); err == nil {
-				return secret, i == 0, nil
-			}
-		}
-		return nil, false, errors.New("the secret does not decrypt with Config.WebhookSecretKey or a previous key")
-	}
-	return nil, false, fmt.Errorf("unknown secret format %d", sealed[0])
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle/internal/id"
+	"github.com/tasklifecycle/lifecycle/internal/netguard"
 )
 
 // DefaultWebhookRetrySchedule returns how long attempt n+1 of a delivery
@@ -112,22 +113,22 @@ func newDispatcher(s *Service) *dispatcher {
 		deleted: make(map[string]uint64),
 	}
 	d.privateClient = d.client
-	if !s.targets.allowPrivate {
-		d.privateClient = newWebhookClient(s, &targetGuard{allowPrivate: true, resolver: s.targets.resolver, log: s.targets.log})
+	if !s.targets.AllowPrivate {
+		d.privateClient = newWebhookClient(s, newTargetGuard(true, s.targets.Resolver, s.log))
 	}
 	return d
 }
 
 // newWebhookClient returns a client that delivers webhooks, dialing
 // through guard.
-func newWebhookClient(s *Service, guard *targetGuard) *http.Client {
+func newWebhookClient(s *Service, guard *netguard.Guard) *http.Client {
 	var tlsConfig *tls.Config
 	if s.cfg.WebhookTLSConfig != nil {
 		tlsConfig = s.cfg.WebhookTLSConfig.Clone()
 	}
 	transport := &http.Transport{
 		Proxy:                 nil, // a proxy would dial for us, around the guard
-		DialContext:           guard.dialContext,
+		DialContext:           guard.DialContext,
 		TLSClientConfig:       tlsConfig,
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          4 * s.cfg.WebhookConcurrency,
@@ -237,7 +238,7 @@ func (d *dispatcher) claim(ctx context.Context) {
 			}
 			continue
 		}
-		secret, err := s.secrets.open(sub.ID, sub.SealedSecret)
+		secret, err := s.secrets.Open(sub.ID, sub.SealedSecret)
 		if err != nil {
 			s.log.Error("webhooks: cannot sign deliveries of the subscription", "subscription", sub.ID, "err", err)
 			continue
@@ -595,10 +596,11 @@ func (a *attempt) failed() bool { return a.id == "" || a.err != "" }
 // dueRetries returns the pending attempts due at now, and when the next
 // one not yet due is, or the zero time.
 func (w *subWorker) dueRetries(now time.Time) ([]Delivery, time.Time, error) {
-	pending, err := w.d.s.store.PendingDeliveries(w.ctx, w.sub.ID, webhookBatch)
+	page, err := w.d.s.store.Deliveries(w.ctx, DeliveryFilter{SubscriptionID: w.sub.ID, Pending: true, Limit: webhookBatch})
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("read pending deliveries: %w", err)
 	}
+	pending := page.Deliveries
 	for i := range pending {
 		if at := pending[i].NextAttemptAt; at != nil && at.After(now) {
 			return pending[:i], at.Time, nil
@@ -914,7 +916,8 @@ func (w *subWorker) failPending(ctx context.Context, reason string, rev int64) {
 	s := w.d.s
 	errEnabled := errors.New("enabled again")
 	for {
-		pending, err := s.store.PendingDeliveries(ctx, w.sub.ID, webhookBatch)
+		page, err := s.store.Deliveries(ctx, DeliveryFilter{SubscriptionID: w.sub.ID, Pending: true, Limit: webhookBatch})
+		pending := page.Deliveries
 		if err == nil && len(pending) > 0 {
 			err = s.updateRelaxed(ctx, func(tx Tx) error {
 				sub, err := tx.Subscription(ctx, w.sub.ID)

@@ -196,7 +196,7 @@ func TestWebhookFilteredCursorIsStored(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.clock.Advance(73 * time.Hour)
-	if _, err := e.store.DeleteEventsBefore(t.Context(), e.clock.Now().Add(-72*time.Hour)); err != nil {
+	if _, err := e.store.Prune(t.Context(), lifecycle.PruneParams{Before: e.clock.Now().Add(-72 * time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	e.restart(rc)

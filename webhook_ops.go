@@ -96,16 +96,13 @@ func (s *Service) replay(ctx context.Context, subID string, from int64, respond 
 	if _, err := s.Subscription(ctx, subID); err != nil {
 		return Replay{}, err // an unknown subscription is 404 whatever the sequence
 	}
-	last, err := s.store.LastEventSequence(ctx)
+	bounds, err := s.store.EventBounds(ctx)
 	if err != nil {
 		return Replay{}, fmt.Errorf("replay: %w", err)
 	}
+	last, pruned := bounds.Last, bounds.PrunedThrough
 	if from > last {
 		return Replay{}, invalid("fromSequence", fmt.Sprintf("is after the last event, whose sequence is %d", last))
-	}
-	pruned, err := s.store.EventsPrunedThrough(ctx)
-	if err != nil {
-		return Replay{}, fmt.Errorf("replay: %w", err)
 	}
 	if from < pruned {
 		return Replay{}, fmt.Errorf("events after sequence %d, through %d, were pruned (events are kept %d hours): replay from %d or later: %w",
@@ -221,15 +218,15 @@ func (s *Service) RetryDelivery(ctx context.Context, subID, deliveryID string) (
 		})
 		switch {
 		case errors.Is(err, errNeedBody):
-			e, err := s.store.Event(ctx, needEvent)
-			if errors.Is(err, ErrNotFound) {
-				return Delivery{}, fmt.Errorf("event %s of delivery %s is no longer stored (events are kept %d hours), so it cannot be sent again: %w",
-					needEvent, deliveryID, int64(s.cfg.EventRetention/time.Hour), ErrCursorExpired)
-			}
+			evs, err := s.store.Events(ctx, EventFilter{ID: needEvent, Limit: 1})
 			if err != nil {
 				return Delivery{}, fmt.Errorf("retry delivery %s: %w", deliveryID, err)
 			}
-			body = newRingEvent(&e, s.log).body
+			if len(evs) == 0 {
+				return Delivery{}, fmt.Errorf("event %s of delivery %s is no longer stored (events are kept %d hours), so it cannot be sent again: %w",
+					needEvent, deliveryID, int64(s.cfg.EventRetention/time.Hour), ErrCursorExpired)
+			}
+			body = newRingEvent(&evs[0], s.log).body
 			continue
 		case errors.Is(err, errSuperseded):
 			return Delivery{}, s.superseded(ctx, d)

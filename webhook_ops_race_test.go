@@ -19,34 +19,37 @@ import (
 type gatedStore struct {
 	*sqlite.Store
 	mu          sync.Mutex
-	eventGate   chan struct{} // when set, the next Event call blocks on it
+	eventGate   chan struct{} // when set, the next read of an event by its ID blocks on it
 	eventHit    chan struct{}
-	pendingGate chan struct{} // when set, the next PendingDeliveries call blocks on it
+	pendingGate chan struct{} // when set, the next read of pending deliveries blocks on it
 	pendingHit  chan struct{}
 }
 
-func (g *gatedStore) Event(ctx context.Context, id string) (lifecycle.Event, error) {
-	g.mu.Lock()
-	gate, hit := g.eventGate, g.eventHit
-	g.eventGate = nil
-	g.mu.Unlock()
-	if gate != nil {
-		close(hit)
-		<-gate
+func (g *gatedStore) Events(ctx context.Context, f lifecycle.EventFilter) ([]lifecycle.Event, error) {
+	if f.ID != "" {
+		g.pass(&g.eventGate, &g.eventHit)
 	}
-	return g.Store.Event(ctx, id)
+	return g.Store.Events(ctx, f)
 }
 
-func (g *gatedStore) PendingDeliveries(ctx context.Context, subID string, limit int) ([]lifecycle.Delivery, error) {
-	g.mu.Lock()
-	gate, hit := g.pendingGate, g.pendingHit
-	g.pendingGate = nil
-	g.mu.Unlock()
-	if gate != nil {
-		close(hit)
-		<-gate
+func (g *gatedStore) Deliveries(ctx context.Context, f lifecycle.DeliveryFilter) (lifecycle.DeliveryPage, error) {
+	if f.Pending {
+		g.pass(&g.pendingGate, &g.pendingHit)
 	}
-	return g.Store.PendingDeliveries(ctx, subID, limit)
+	return g.Store.Deliveries(ctx, f)
+}
+
+// pass blocks on *gate, when it is set, after closing *hit; the gate
+// holds one call only.
+func (g *gatedStore) pass(gate, hit *chan struct{}) {
+	g.mu.Lock()
+	wait, reached := *gate, *hit
+	*gate = nil
+	g.mu.Unlock()
+	if wait != nil {
+		close(reached)
+		<-wait
+	}
 }
 
 func withGate(g **gatedStore) func(*lifecycle.Config) {

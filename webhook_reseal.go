@@ -24,24 +24,24 @@ type SecretResealer interface {
 // sharing the Store can drop the previous keys. It may run while webhooks
 // are delivered; it needs a Store whose Tx implements [SecretResealer].
 func (s *Service) ResealWebhookSecrets(ctx context.Context) (int, error) {
-	if s.secrets.aead == nil {
+	if !s.secrets.Sealing() {
 		return 0, errors.New("lifecycle: ResealWebhookSecrets needs Config.WebhookSecretKey, the key to seal with")
 	}
 	changed := 0
 	for after := int64(0); ; {
-		page, err := s.store.ListSubscriptions(ctx, SubscriptionFilter{After: after, Limit: 200})
+		page, err := s.store.ListSubscriptions(ctx, ListSubscriptionsParams{After: after, Limit: 200})
 		if err != nil {
 			return changed, fmt.Errorf("lifecycle: reseal webhook secrets: %w", err)
 		}
 		for _, sub := range page.Subscriptions {
-			secret, current, err := s.secrets.openCurrent(sub.ID, sub.SealedSecret)
+			secret, current, err := s.secrets.OpenCurrent(sub.ID, sub.SealedSecret)
 			if err != nil {
 				return changed, fmt.Errorf("lifecycle: reseal the secret of %s: %w", sub.ID, err)
 			}
 			if current {
 				continue
 			}
-			sealed, err := s.secrets.seal(sub.ID, secret)
+			sealed, err := s.secrets.Seal(sub.ID, secret)
 			if err != nil {
 				return changed, fmt.Errorf("lifecycle: reseal the secret of %s: %w", sub.ID, err)
 			}

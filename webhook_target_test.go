@@ -3,10 +3,13 @@ package lifecycle
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/tasklifecycle/lifecycle/internal/netguard"
 )
 
 // staticResolver resolves every host name to one address.
@@ -82,15 +85,15 @@ func TestEmbeddedIPv4IsJudged(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			a := netip.MustParseAddr(tt.addr)
-			kind, embedded := judgeAddr(a)
+			kind, embedded := netguard.Judge(a)
 			wantEmbedded := netip.Addr{}
 			if tt.embedded != "" {
 				wantEmbedded = netip.MustParseAddr(tt.embedded)
 			}
 			if kind != tt.kind || embedded != wantEmbedded {
-				t.Fatalf("judgeAddr(%s) = %q, %v; want %q, %v", a, kind, embedded, tt.kind, wantEmbedded)
+				t.Fatalf("Judge(%s) = %q, %v; want %q, %v", a, kind, embedded, tt.kind, wantEmbedded)
 			}
-			guard := &targetGuard{resolver: staticResolver(a)}
+			guard := newTargetGuard(false, staticResolver(a), slog.New(slog.DiscardHandler))
 			refused := func(when string, err error) {
 				t.Helper()
 				var re *RefusedTargetError
@@ -104,16 +107,16 @@ func TestEmbeddedIPv4IsJudged(t *testing.T) {
 				}
 			}
 			// At creation, as the URL's host and as what a name resolves to.
-			refused("checkHost(literal)", guard.checkHost(t.Context(), tt.addr, false))
-			refused("checkHost(name)", guard.checkHost(t.Context(), "hooks.example.com", false))
+			refused("Check(literal)", guard.Check(t.Context(), tt.addr, false))
+			refused("Check(name)", guard.Check(t.Context(), "hooks.example.com", false))
 			// At dial: before connecting, and in the socket's Control.
-			refused("control", guard.control("tcp6", net.JoinHostPort(tt.addr, "443"), nil))
+			refused("Control", guard.Control("tcp6", net.JoinHostPort(tt.addr, "443"), nil))
 			if tt.kind != "" {
-				conn, err := guard.dialContext(t.Context(), "tcp", "hooks.example.com:443")
+				conn, err := guard.DialContext(t.Context(), "tcp", "hooks.example.com:443")
 				if conn != nil {
 					conn.Close()
 				}
-				refused("dialContext", err)
+				refused("DialContext", err)
 			}
 		})
 	}
@@ -132,7 +135,7 @@ func TestRefusedTargetReason(t *testing.T) {
 	}
 	for _, tt := range tests {
 		a := netip.MustParseAddr(tt.addr)
-		kind, embedded := judgeAddr(a)
+		kind, embedded := netguard.Judge(a)
 		err := &RefusedTargetError{Host: tt.host, Addr: a, Kind: kind, Embedded: embedded}
 		if got := err.Reason(); got != tt.want {
 			t.Errorf("Reason() = %q, want %q", got, tt.want)

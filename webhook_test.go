@@ -1003,11 +1003,11 @@ func (k *killableStore) Events(ctx context.Context, f lifecycle.EventFilter) ([]
 	return k.Store.Events(ctx, f)
 }
 
-func (k *killableStore) PendingDeliveries(ctx context.Context, subID string, limit int) ([]lifecycle.Delivery, error) {
+func (k *killableStore) Deliveries(ctx context.Context, f lifecycle.DeliveryFilter) (lifecycle.DeliveryPage, error) {
 	if k.dead.Load() {
-		return nil, errKilled
+		return lifecycle.DeliveryPage{}, errKilled
 	}
-	return k.Store.PendingDeliveries(ctx, subID, limit)
+	return k.Store.Deliveries(ctx, f)
 }
 
 func TestWebhookLeaseMovesOnWhenAProcessDies(t *testing.T) {
@@ -1074,7 +1074,7 @@ func TestWebhookCursorBehindPrunedEvents(t *testing.T) {
 	// Every process was down for longer than the retention: the events
 	// the subscription never got are pruned.
 	e.clock.Advance(73 * time.Hour)
-	if _, err := e.store.DeleteEventsBefore(t.Context(), e.clock.Now().Add(-72*time.Hour)); err != nil {
+	if _, err := e.store.Prune(t.Context(), lifecycle.PruneParams{Before: e.clock.Now().Add(-72 * time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	counting := &countingStore{Store: e.store}

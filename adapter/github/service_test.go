@@ -219,7 +219,7 @@ func TestLifecycle(t *testing.T) {
 	before := e.f.Calls("")
 	task, sub := e.submitted(t)
 	submitCalls := e.f.Calls("") - before
-	if sub.Action != lifecycle.ActionCreated || sub.PRNumber != 1 {
+	if sub.Action != lifecycle.SubmissionCreated || sub.PRNumber != 1 {
 		t.Fatalf("submission %+v", sub)
 	}
 	got, _ := e.svc.Task(context.Background(), task.ID)

@@ -105,6 +105,7 @@ import (
 	"github.com/tasklifecycle/lifecycle/adapter/artifact"
 	"github.com/tasklifecycle/lifecycle/adapter/github"
 	"github.com/tasklifecycle/lifecycle/adapter/gitlab"
+	"github.com/tasklifecycle/lifecycle/console"
 	"github.com/tasklifecycle/lifecycle/store/postgres"
 	"github.com/tasklifecycle/lifecycle/store/sqlite"
 )
@@ -477,9 +478,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
+	con, err := console.New(svc, store, console.Config{})
+	if err != nil {
+		return err
+	}
+	defer con.Close()
 	mux := http.NewServeMux()
 	mux.Handle("/", svc.Handler())
-	mux.Handle("/console/", http.StripPrefix("/console", svc.Console()))
+	mux.Handle("/console/", http.StripPrefix("/console", con))
 	if gh != nil {
 		mux.Handle("POST /hooks/github", gh.WebhookHandler(svc.QueuedEvents()))
 	}

@@ -1,5 +1,5 @@
 // Package consoleui holds the files of the operator console's page
-// (lifecycle.Service.Console): HTML, a script, a style sheet and an icon,
+// (package console): HTML, a script, a style sheet and an icon,
 // embedded so that the console needs no build step, no CDN and no network.
 // The script puts every value it gets from the server in the page as text,
 // never as HTML, and needs nothing the console's Content-Security-Policy

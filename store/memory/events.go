@@ -26,7 +26,7 @@ func (x *txn) AppendEvent(ctx context.Context, e *lifecycle.Event) error {
 	return nil
 }
 
-// Events implements lifecycle.Store.
+// Events implements lifecycle.Store. An unknown f.ID gives no event.
 func (s *Store) Events(ctx context.Context, f lifecycle.EventFilter) ([]lifecycle.Event, error) {
 	limit := f.Limit
 	if limit <= 0 {
@@ -34,11 +34,19 @@ func (s *Store) Events(ctx context.Context, f lifecycle.EventFilter) ([]lifecycl
 	}
 	var evs []lifecycle.Event
 	err := s.read(func(t *tables) error {
+		if f.ID != "" {
+			// One event at most: found by its ID, not by a scan.
+			e, ok := t.events.get(f.ID)
+			if ok && e.Sequence > f.After && eventMatches(&e, &f) {
+				evs = append(evs, clone(e))
+			}
+			return nil
+		}
 		for _, e := range t.events.after(f.After) {
 			if len(evs) == limit {
 				break
 			}
-			if (len(f.Types) == 0 || slices.Contains(f.Types, e.Type)) && (f.TaskID == "" || e.TaskID == f.TaskID) {
+			if eventMatches(&e, &f) {
 				evs = append(evs, clone(e))
 			}
 		}
@@ -47,50 +55,31 @@ func (s *Store) Events(ctx context.Context, f lifecycle.EventFilter) ([]lifecycl
 	return evs, err
 }
 
-// Event implements lifecycle.Store.
-func (s *Store) Event(ctx context.Context, id string) (lifecycle.Event, error) {
-	var e lifecycle.Event
+// eventMatches reports whether e passes the types and task of the
+// filter f.
+func eventMatches(e *lifecycle.Event, f *lifecycle.EventFilter) bool {
+	return (len(f.Types) == 0 || slices.Contains(f.Types, e.Type)) && (f.TaskID == "" || e.TaskID == f.TaskID)
+}
+
+// EventBounds implements lifecycle.Store: Last is the last position of
+// the events table, which pruning leaves as it is.
+func (s *Store) EventBounds(ctx context.Context) (lifecycle.EventBounds, error) {
+	var b lifecycle.EventBounds
 	err := s.read(func(t *tables) error {
-		stored, ok := t.events.get(id)
-		if !ok {
-			return fmt.Errorf("memory: event %s: %w", id, lifecycle.ErrNotFound)
+		b = lifecycle.EventBounds{Last: t.events.last, PrunedThrough: t.prunedThrough}
+		return nil
+	})
+	return b, err
+}
+
+// deleteEventsBefore deletes the events that occurred before before, and
+// keeps the greatest sequence deleted. It returns how many it deleted.
+func (t *tables) deleteEventsBefore(before time.Time) int64 {
+	return t.events.deleteWhere(func(e lifecycle.Event) string { return e.ID }, func(e lifecycle.Event) bool {
+		if e.OccurredAt.Before(before) {
+			t.prunedThrough = max(t.prunedThrough, e.Sequence)
+			return true
 		}
-		e = clone(stored)
-		return nil
-	})
-	return e, err
-}
-
-// LastEventSequence implements lifecycle.Store: the last position of the
-// events table, which pruning leaves as it is.
-func (s *Store) LastEventSequence(ctx context.Context) (int64, error) {
-	var seq int64
-	err := s.read(func(t *tables) error {
-		seq = t.events.last
-		return nil
-	})
-	return seq, err
-}
-
-// EventsPrunedThrough implements lifecycle.Store.
-func (s *Store) EventsPrunedThrough(ctx context.Context) (int64, error) {
-	var seq int64
-	err := s.read(func(t *tables) error {
-		seq = t.prunedThrough
-		return nil
-	})
-	return seq, err
-}
-
-// DeleteEventsBefore implements lifecycle.Store.
-func (s *Store) DeleteEventsBefore(ctx context.Context, before time.Time) (int64, error) {
-	return s.prune(ctx, func(t *tables) int64 {
-		return t.events.deleteWhere(func(e lifecycle.Event) string { return e.ID }, func(e lifecycle.Event) bool {
-			if e.OccurredAt.Before(before) {
-				t.prunedThrough = max(t.prunedThrough, e.Sequence)
-				return true
-			}
-			return false
-		})
+		return false
 	})
 }

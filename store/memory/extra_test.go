@@ -98,7 +98,7 @@ func TestDeletionsRollBack(t *testing.T) {
 	})
 	list := func() (subs, deliveries []string) {
 		t.Helper()
-		page, err := s.ListSubscriptions(t.Context(), lifecycle.SubscriptionFilter{Limit: 10})
+		page, err := s.ListSubscriptions(t.Context(), lifecycle.ListSubscriptionsParams{Limit: 10})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -231,8 +231,11 @@ func TestValuesAreCopied(t *testing.T) {
 				return &v, s.Update(ctx, func(tx lifecycle.Tx) error { return tx.AppendEvent(ctx, &v) })
 			},
 			func(s *memory.Store) (any, error) {
-				v, err := s.Event(ctx, filled[lifecycle.Event]().ID)
-				return &v, err
+				evs, err := s.Events(ctx, lifecycle.EventFilter{ID: filled[lifecycle.Event]().ID, Limit: 1})
+				if err == nil && len(evs) != 1 {
+					err = fmt.Errorf("%d events of the ID, want 1", len(evs))
+				}
+				return &evs, err
 			}},
 		{"submission",
 			func(s *memory.Store) (any, error) {
@@ -240,13 +243,16 @@ func TestValuesAreCopied(t *testing.T) {
 				return &v, s.Update(ctx, func(tx lifecycle.Tx) error { return tx.CreateSubmission(ctx, v) })
 			},
 			func(s *memory.Store) (any, error) {
-				v, err := s.Submission(ctx, filled[lifecycle.Submission]().SubmissionID)
-				return &v, err
+				subs, err := s.Submissions(ctx, filled[lifecycle.Submission]().TaskID)
+				return &subs, err
 			}},
 		{"check",
 			func(s *memory.Store) (any, error) {
 				v := filled[lifecycle.Check]()
-				return &v, s.Update(ctx, func(tx lifecycle.Tx) error { return tx.PutCheck(ctx, v) })
+				return &v, s.Update(ctx, func(tx lifecycle.Tx) error {
+					return tx.PutChecks(ctx, lifecycle.PutChecksParams{TaskID: v.TaskID, HeadSHA: v.HeadSHA, Source: v.Source,
+						Checks: []lifecycle.Check{v}})
+				})
 			},
 			func(s *memory.Store) (any, error) {
 				v := filled[lifecycle.Check]()
@@ -300,21 +306,36 @@ func TestValuesAreCopied(t *testing.T) {
 		{"idempotency record",
 			func(s *memory.Store) (any, error) {
 				v := filled[lifecycle.IdempotencyRecord]()
-				return &v, s.Update(ctx, func(tx lifecycle.Tx) error { return tx.CreateIdempotencyRecord(ctx, v) })
+				return &v, s.Update(ctx, func(tx lifecycle.Tx) error {
+					return tx.UpdateIdempotencyRecord(ctx, v.IdempotencyScope, func(*lifecycle.IdempotencyRecord) (*lifecycle.IdempotencyRecord, error) {
+						return &v, nil
+					})
+				})
 			},
 			func(s *memory.Store) (any, error) {
-				var v lifecycle.IdempotencyRecord
+				// The record fn is given, which it may change: the
+				// transaction stores nothing.
+				var v *lifecycle.IdempotencyRecord
+				errRead := errors.New("read only")
 				err := s.Update(ctx, func(tx lifecycle.Tx) error {
-					var err error
-					v, err = tx.IdempotencyRecord(ctx, filled[lifecycle.IdempotencyRecord]().IdempotencyScope)
-					return err
+					return tx.UpdateIdempotencyRecord(ctx, filled[lifecycle.IdempotencyRecord]().IdempotencyScope,
+						func(cur *lifecycle.IdempotencyRecord) (*lifecycle.IdempotencyRecord, error) {
+							v = cur
+							return nil, errRead
+						})
 				})
+				if errors.Is(err, errRead) {
+					err = nil
+					if v == nil {
+						err = errors.New("no record")
+					}
+				}
 				return &v, err
 			}},
 		{"console session",
 			func(s *memory.Store) (any, error) {
 				v := filled[lifecycle.ConsoleSession]()
-				return &v, s.Update(ctx, func(tx lifecycle.Tx) error { return tx.CreateConsoleSession(ctx, v) })
+				return &v, s.CreateConsoleSession(ctx, v)
 			},
 			func(s *memory.Store) (any, error) {
 				v, err := s.ConsoleSession(ctx, filled[lifecycle.ConsoleSession]().Hash)

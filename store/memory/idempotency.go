@@ -2,64 +2,63 @@ package memory
 
 import (
 	"context"
-	"fmt"
-	"time"
 
 	"github.com/tasklifecycle/lifecycle"
 )
 
-// IdempotencyRecord implements lifecycle.Tx.
-func (x *txn) IdempotencyRecord(ctx context.Context, scope lifecycle.IdempotencyScope) (lifecycle.IdempotencyRecord, error) {
-	r, ok := x.idempotency.get(scope)
-	if !ok {
-		return lifecycle.IdempotencyRecord{IdempotencyScope: scope}, fmt.Errorf("memory: idempotency record: %w", lifecycle.ErrNotFound)
+// UpdateIdempotencyRecord implements lifecycle.Tx. fn is given a copy of
+// the record, and what it returns is copied in. Transactions run one at
+// a time, so a record committed by another is always seen: an insert
+// never meets one and never fails with lifecycle.ErrConflict.
+func (x *txn) UpdateIdempotencyRecord(ctx context.Context, scope lifecycle.IdempotencyScope,
+	fn func(cur *lifecycle.IdempotencyRecord) (*lifecycle.IdempotencyRecord, error)) error {
+	var cur *lifecycle.IdempotencyRecord
+	if r, ok := x.idempotency.get(scope); ok {
+		r = clone(r)
+		cur = &r
 	}
-	return clone(r), nil
-}
-
-// CreateIdempotencyRecord implements lifecycle.Tx. Transactions run one
-// at a time, so a record committed by another is always seen.
-func (x *txn) CreateIdempotencyRecord(ctx context.Context, r lifecycle.IdempotencyRecord) error {
-	if _, ok := x.idempotency.get(r.IdempotencyScope); ok {
-		return fmt.Errorf("memory: create idempotency record: %w", lifecycle.ErrConflict)
+	next, err := fn(cur)
+	switch {
+	case err != nil:
+		return err
+	case next == nil:
+		x.idempotency.remove(scope)
+	default:
+		r := clone(*next)
+		r.IdempotencyScope = scope
+		x.idempotency.set(scope, r)
 	}
-	x.idempotency.set(r.IdempotencyScope, clone(r))
 	return nil
 }
 
-// UpdateIdempotencyRecord implements lifecycle.Tx.
-func (x *txn) UpdateIdempotencyRecord(ctx context.Context, r lifecycle.IdempotencyRecord) error {
-	if _, ok := x.idempotency.get(r.IdempotencyScope); !ok {
-		return fmt.Errorf("memory: update idempotency record: %w", lifecycle.ErrNotFound)
+// UpdateInstanceLease implements lifecycle.InstanceLeaser. It runs alone,
+// as a transaction does, so no other change of the lease comes between
+// the reading and the writing; p.Update runs beside readers, which wait
+// only for the lease it returns to be stored. p.Relaxed changes nothing:
+// nothing here reaches a disk.
+func (s *Store) UpdateInstanceLease(ctx context.Context, p lifecycle.UpdateInstanceLeaseParams) error {
+	if err := ctx.Err(); err != nil {
+		return err
 	}
-	x.idempotency.set(r.IdempotencyScope, clone(r))
-	return nil
-}
-
-// DeleteIdempotencyRecord implements lifecycle.Tx.
-func (x *txn) DeleteIdempotencyRecord(ctx context.Context, scope lifecycle.IdempotencyScope) error {
-	x.idempotency.remove(scope)
-	return nil
-}
-
-// DeleteIdempotencyRecordsBefore implements lifecycle.Store.
-func (s *Store) DeleteIdempotencyRecordsBefore(ctx context.Context, before time.Time) (int64, error) {
-	return s.prune(ctx, func(t *tables) int64 {
-		return t.idempotency.deleteWhere(func(r lifecycle.IdempotencyRecord) bool { return r.ExpiresAt.Before(before) })
-	})
-}
-
-// InstanceLease implements lifecycle.Tx.
-func (x *txn) InstanceLease(ctx context.Context, id string) (lifecycle.InstanceLease, error) {
-	l, ok := x.leases.get(id)
-	if !ok {
-		return lifecycle.InstanceLease{ID: id}, fmt.Errorf("memory: instance lease %s: %w", id, lifecycle.ErrNotFound)
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.isClosed() {
+		return errClosed
 	}
-	return l, nil
-}
-
-// PutInstanceLease implements lifecycle.Tx.
-func (x *txn) PutInstanceLease(ctx context.Context, l lifecycle.InstanceLease) error {
-	x.leases.set(l.ID, l)
+	// Holding wmu, this is the only writer: the tables can be read
+	// without the read lock.
+	var cur *lifecycle.InstanceLease
+	if l, ok := s.t.leases[p.ID]; ok {
+		cur = &l
+	}
+	next, err := p.Update(cur)
+	if err != nil || next == nil {
+		return err
+	}
+	l := *next
+	l.ID = p.ID
+	s.mu.Lock()
+	s.t.leases[p.ID] = l
+	s.mu.Unlock()
 	return nil
 }

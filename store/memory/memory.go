@@ -11,11 +11,12 @@ import (
 // Store is a lifecycle.Store kept in the memory of the process. Make one
 // with [New]; it is safe for use by many goroutines.
 type Store struct {
-	// wmu is held by a transaction, a prune or Close for its whole run:
-	// one writer at a time.
+	// wmu is held by a transaction, a write outside one (a prune, an
+	// instance lease, a console session) or Close for its whole run: one
+	// writer at a time.
 	wmu sync.Mutex
-	// mu guards t and closed: readers hold it to read; a commit, a prune
-	// or Close holds it (and wmu) to write.
+	// mu guards t and closed: readers hold it to read; a commit, a write
+	// outside a transaction or Close holds it (and wmu) to write.
 	mu     sync.RWMutex
 	t      *tables
 	closed bool
@@ -28,10 +29,12 @@ type Store struct {
 }
 
 var (
-	_ lifecycle.Store          = (*Store)(nil)
-	_ lifecycle.Notifier       = (*Store)(nil)
-	_ lifecycle.Tx             = (*txn)(nil)
-	_ lifecycle.SecretResealer = (*txn)(nil)
+	_ lifecycle.Store               = (*Store)(nil)
+	_ lifecycle.Notifier            = (*Store)(nil)
+	_ lifecycle.InstanceLeaser      = (*Store)(nil)
+	_ lifecycle.ConsoleSessionStore = (*Store)(nil)
+	_ lifecycle.Tx                  = (*txn)(nil)
+	_ lifecycle.SecretResealer      = (*txn)(nil)
 )
 
 // New returns an empty Store.
@@ -112,20 +115,23 @@ func (s *Store) Update(ctx context.Context, fn func(tx lifecycle.Tx) error) erro
 	return nil
 }
 
-// prune runs fn, a deletion that cannot fail, alone, and returns how many
-// records it deleted.
-func (s *Store) prune(ctx context.Context, fn func(t *tables) int64) (int64, error) {
+// write runs fn, a change outside a transaction, alone and under the
+// write lock: fn reads and changes the committed tables, in one atomic
+// step. What fn changed before it returns an error stays, so fn changes
+// nothing before it knows it will succeed. It returns errClosed after
+// Close.
+func (s *Store) write(ctx context.Context, fn func(t *tables) error) error {
 	if err := ctx.Err(); err != nil {
-		return 0, err
+		return err
 	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return 0, errClosed
+		return errClosed
 	}
-	return fn(s.t), nil
+	return fn(s.t)
 }
 
 // txn is a lifecycle.Tx: its changes to each of the tables, kept beside
@@ -144,8 +150,6 @@ type txn struct {
 	keyHashes          *dictTx[string, string]
 	subscriptions      *tableTx[lifecycle.Subscription]
 	deliveries         *tableTx[lifecycle.Delivery]
-	leases             *dictTx[string, lifecycle.InstanceLease]
-	sessions           *dictTx[string, lifecycle.ConsoleSession]
 
 	// changes are the kinds of change made, announced at commit.
 	changes lifecycle.Change
@@ -167,8 +171,6 @@ func begin(t *tables) *txn {
 		keyHashes:          newDictTx(t.keyHashes),
 		subscriptions:      newTableTx(t.subscriptions),
 		deliveries:         newTableTx(t.deliveries),
-		leases:             newDictTx(t.leases),
-		sessions:           newDictTx(t.sessions),
 	}
 }
 
@@ -188,6 +190,4 @@ func (x *txn) commit() {
 	x.keyHashes.commit()
 	x.subscriptions.commit()
 	x.deliveries.commit()
-	x.leases.commit()
-	x.sessions.commit()
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/tasklifecycle/lifecycle"
 )
@@ -17,17 +16,6 @@ func storedSubmission(sub lifecycle.Submission) lifecycle.Submission {
 	sub.AvailableActions = nil
 	sub.ReviewRoute.Participants, sub.Checks = nonNil(sub.ReviewRoute.Participants), nonNil(sub.Checks)
 	return sub
-}
-
-// Submission implements lifecycle.Store.
-func (s *Store) Submission(ctx context.Context, id string) (lifecycle.Submission, error) {
-	var sub lifecycle.Submission
-	err := s.read(func(t *tables) error {
-		var err error
-		sub, err = getSubmission(t.submissions, id)
-		return err
-	})
-	return sub, err
 }
 
 // Submission implements lifecycle.Tx.
@@ -132,28 +120,24 @@ func checksOf(all entries[checkKey, lifecycle.Check], taskID, headSHA string) []
 	return checks
 }
 
-// PutCheck implements lifecycle.Tx.
-func (x *txn) PutCheck(ctx context.Context, c lifecycle.Check) error {
-	x.checks.set(checkKey{c.TaskID, c.HeadSHA, c.Source, c.Name}, clone(c))
-	return nil
-}
-
-// ReplaceChecks implements lifecycle.Tx.
-func (x *txn) ReplaceChecks(ctx context.Context, taskID, headSHA string, source lifecycle.CheckSource, checks []lifecycle.Check) error {
-	var old []checkKey
-	for k := range x.checks.all() {
-		if k.taskID == taskID && k.headSHA == headSHA && k.source == source {
-			old = append(old, k)
+// PutChecks implements lifecycle.Tx. Each check is stored with p's
+// task, commit and source, whatever its own say.
+func (x *txn) PutChecks(ctx context.Context, p lifecycle.PutChecksParams) error {
+	if p.Replace {
+		var old []checkKey
+		for k := range x.checks.all() {
+			if k.taskID == p.TaskID && k.headSHA == p.HeadSHA && k.source == p.Source {
+				old = append(old, k)
+			}
+		}
+		for _, k := range old {
+			x.checks.remove(k)
 		}
 	}
-	for _, k := range old {
-		x.checks.remove(k)
-	}
-	for _, c := range checks {
-		c.TaskID, c.HeadSHA, c.Source = taskID, headSHA, source
-		if err := x.PutCheck(ctx, c); err != nil {
-			return err
-		}
+	for _, c := range p.Checks {
+		c = clone(c)
+		c.TaskID, c.HeadSHA, c.Source = p.TaskID, p.HeadSHA, p.Source
+		x.checks.set(checkKey{c.TaskID, c.HeadSHA, c.Source, c.Name}, c)
 	}
 	return nil
 }
@@ -179,11 +163,4 @@ func (x *txn) RecordProviderDelivery(ctx context.Context, d lifecycle.ProviderDe
 	}
 	x.providerDeliveries.set(k, d)
 	return nil
-}
-
-// DeleteProviderDeliveriesBefore implements lifecycle.Store.
-func (s *Store) DeleteProviderDeliveriesBefore(ctx context.Context, before time.Time) (int64, error) {
-	return s.prune(ctx, func(t *tables) int64 {
-		return t.providerDeliveries.deleteWhere(func(d lifecycle.ProviderDelivery) bool { return d.ReceivedAt.Before(before) })
-	})
 }

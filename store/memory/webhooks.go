@@ -46,7 +46,7 @@ func getSubscription(subs records[lifecycle.Subscription], id string) (lifecycle
 
 // ListSubscriptions implements lifecycle.Store. Positions are those of
 // the subscriptions' creation.
-func (s *Store) ListSubscriptions(ctx context.Context, f lifecycle.SubscriptionFilter) (lifecycle.SubscriptionPage, error) {
+func (s *Store) ListSubscriptions(ctx context.Context, f lifecycle.ListSubscriptionsParams) (lifecycle.SubscriptionPage, error) {
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 50
@@ -188,9 +188,13 @@ func (x *txn) UpdateDelivery(ctx context.Context, d lifecycle.Delivery) error {
 	return nil
 }
 
-// Deliveries implements lifecycle.Store. It leaves Body nil. Positions
-// are those of the attempts' creation.
+// Deliveries implements lifecycle.Store. It leaves Body nil, but for
+// pending attempts. Positions are those of the attempts' creation.
 func (s *Store) Deliveries(ctx context.Context, f lifecycle.DeliveryFilter) (lifecycle.DeliveryPage, error) {
+	if f.Pending {
+		ds, err := s.pendingDeliveries(f.SubscriptionID, f.Limit)
+		return lifecycle.DeliveryPage{Deliveries: ds}, err
+	}
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 50
@@ -215,9 +219,10 @@ func (s *Store) Deliveries(ctx context.Context, f lifecycle.DeliveryFilter) (lif
 	return page, err
 }
 
-// PendingDeliveries implements lifecycle.Store. Attempts due at the same
-// time come in the order they were recorded.
-func (s *Store) PendingDeliveries(ctx context.Context, subscriptionID string, limit int) ([]lifecycle.Delivery, error) {
+// pendingDeliveries returns up to limit pending attempts of a
+// subscription with their Body, earliest NextAttemptAt first; attempts
+// due at the same time come in the order they were recorded.
+func (s *Store) pendingDeliveries(subscriptionID string, limit int) ([]lifecycle.Delivery, error) {
 	if limit <= 0 {
 		limit = 1000
 	}
@@ -245,14 +250,4 @@ func nextAttempt(d lifecycle.Delivery) time.Time {
 		return time.Time{}
 	}
 	return d.NextAttemptAt.Time
-}
-
-// DeleteDeliveriesBefore implements lifecycle.Store: attempts that are
-// not pending.
-func (s *Store) DeleteDeliveriesBefore(ctx context.Context, before time.Time) (int64, error) {
-	return s.prune(ctx, func(t *tables) int64 {
-		return t.deliveries.deleteWhere(func(d lifecycle.Delivery) string { return d.ID }, func(d lifecycle.Delivery) bool {
-			return d.Status != lifecycle.DeliveryPending && d.AttemptedAt.Before(before)
-		})
-	})
 }

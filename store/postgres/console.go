@@ -8,7 +8,9 @@ import (
 	"github.com/tasklifecycle/lifecycle"
 )
 
-// ConsoleSession implements lifecycle.Store.
+var _ lifecycle.ConsoleSessionStore = (*Store)(nil)
+
+// ConsoleSession implements lifecycle.ConsoleSessionStore.
 func (s *Store) ConsoleSession(ctx context.Context, hash []byte) (lifecycle.ConsoleSession, error) {
 	if s.closed.Load() {
 		return lifecycle.ConsoleSession{}, errClosed
@@ -26,8 +28,13 @@ func (s *Store) ConsoleSession(ctx context.Context, hash []byte) (lifecycle.Cons
 	return cs, nil
 }
 
-// CreateConsoleSession implements lifecycle.Tx.
-func (x *txn) CreateConsoleSession(ctx context.Context, cs lifecycle.ConsoleSession) error {
+// CreateConsoleSession implements lifecycle.ConsoleSessionStore.
+func (s *Store) CreateConsoleSession(ctx context.Context, cs lifecycle.ConsoleSession) error {
+	return s.Update(ctx, func(tx lifecycle.Tx) error { return tx.(*txn).createConsoleSession(ctx, cs) })
+}
+
+// createConsoleSession inserts cs in the transaction x.
+func (x *txn) createConsoleSession(ctx context.Context, cs lifecycle.ConsoleSession) error {
 	n, err := x.exec(ctx, `INSERT INTO console_sessions (hash, key_id, key_hash, created_at, expires_at)
 		VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`,
 		nonNil(cs.Hash), cs.KeyID, nonNil(cs.KeyHash), millis(cs.CreatedAt.Time), millis(cs.ExpiresAt.Time))
@@ -40,8 +47,13 @@ func (x *txn) CreateConsoleSession(ctx context.Context, cs lifecycle.ConsoleSess
 	return nil
 }
 
-// DeleteConsoleSession implements lifecycle.Tx.
-func (x *txn) DeleteConsoleSession(ctx context.Context, hash []byte) error {
+// DeleteConsoleSession implements lifecycle.ConsoleSessionStore.
+func (s *Store) DeleteConsoleSession(ctx context.Context, hash []byte) error {
+	return s.Update(ctx, func(tx lifecycle.Tx) error { return tx.(*txn).deleteConsoleSession(ctx, hash) })
+}
+
+// deleteConsoleSession deletes a session in the transaction x.
+func (x *txn) deleteConsoleSession(ctx context.Context, hash []byte) error {
 	n, err := x.exec(ctx, "DELETE FROM console_sessions WHERE hash = $1", hash)
 	if err != nil {
 		return fmt.Errorf("postgres: delete console session: %w", err)
@@ -52,7 +64,7 @@ func (x *txn) DeleteConsoleSession(ctx context.Context, hash []byte) error {
 	return nil
 }
 
-// DeleteConsoleSessionsBefore implements lifecycle.Store.
+// DeleteConsoleSessionsBefore implements lifecycle.ConsoleSessionStore.
 func (s *Store) DeleteConsoleSessionsBefore(ctx context.Context, t time.Time) (int64, error) {
 	n, err := s.deleteInBatches(ctx, `DELETE FROM console_sessions WHERE hash IN (SELECT hash FROM console_sessions
 		WHERE expires_at < $1 LIMIT $2)`, millis(t))

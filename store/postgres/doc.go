@@ -34,7 +34,7 @@
 // but would also serialise their commits and fsyncs. Instead, before its
 // first nextval a transaction takes a shared advisory lock (transaction
 // scoped) keyed by the greatest sequence handed out so far, so that every
-// sequence it draws is above its key. Events and LastEventSequence first
+// sequence it draws is above its key. Events and EventBounds first
 // read that greatest sequence, then the keys of the locks held (pg_locks),
 // in one round trip, and return nothing past the smallest: the horizon at
 // or below which every sequence is committed or rolled back. PostgreSQL
@@ -43,7 +43,7 @@
 // never skips an event, and appending transactions still commit together.
 // A transaction left open after appending holds every reader at its
 // sequence until it ends. Pruning keeps the greatest sequence it deleted,
-// so that LastEventSequence never goes back.
+// so that EventBounds.Last never goes back.
 //
 // # Claims
 //

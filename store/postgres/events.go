@@ -160,6 +160,10 @@ func (s *Store) Events(ctx context.Context, f lifecycle.EventFilter) ([]lifecycl
 		args = append(args, f.TaskID)
 		b.WriteString(" AND task_id = $" + strconv.Itoa(len(args)))
 	}
+	if f.ID != "" {
+		args = append(args, f.ID)
+		b.WriteString(" AND id = $" + strconv.Itoa(len(args)))
+	}
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 1000
@@ -173,53 +177,30 @@ func (s *Store) Events(ctx context.Context, f lifecycle.EventFilter) ([]lifecycl
 	return evs, nil
 }
 
-// Event implements lifecycle.Store.
-func (s *Store) Event(ctx context.Context, id string) (lifecycle.Event, error) {
+// EventBounds implements lifecycle.Store. Last is the greatest sequence
+// of a committed event within the horizon, kept or pruned; PrunedThrough
+// is the sequence deleteEventsBefore keeps. Both are read in one
+// statement.
+func (s *Store) EventBounds(ctx context.Context) (lifecycle.EventBounds, error) {
 	if s.closed.Load() {
-		return lifecycle.Event{}, errClosed
-	}
-	e, err := scanEvent(s.pool.QueryRow(ctx, "SELECT "+eventColumns+" FROM events WHERE id = $1", id))
-	if err != nil {
-		return e, fmt.Errorf("postgres: event %s: %w", id, s.translate(err))
-	}
-	return e, nil
-}
-
-// LastEventSequence implements lifecycle.Store: the greatest sequence of
-// a committed event within the horizon, kept or pruned.
-func (s *Store) LastEventSequence(ctx context.Context) (int64, error) {
-	if s.closed.Load() {
-		return 0, errClosed
+		return lifecycle.EventBounds{}, errClosed
 	}
 	h, err := s.horizon(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("postgres: last event sequence: %w", s.translate(err))
+		return lifecycle.EventBounds{}, fmt.Errorf("postgres: event bounds: %w", s.translate(err))
 	}
-	var seq int64
-	err = s.pool.QueryRow(ctx, `SELECT GREATEST((SELECT max(seq) FROM events WHERE seq <= $1),
-		LEAST((SELECT max_seq FROM event_pruned), $1), 0)`, h).Scan(&seq)
+	var b lifecycle.EventBounds
+	err = s.pool.QueryRow(ctx, `SELECT GREATEST((SELECT max(seq) FROM events WHERE seq <= $1), LEAST(max_seq, $1), 0), max_seq
+		FROM event_pruned`, h).Scan(&b.Last, &b.PrunedThrough)
 	if err != nil {
-		return 0, fmt.Errorf("postgres: last event sequence: %w", s.translate(err))
+		return lifecycle.EventBounds{}, fmt.Errorf("postgres: event bounds: %w", s.translate(err))
 	}
-	return seq, nil
+	return b, nil
 }
 
-// EventsPrunedThrough implements lifecycle.Store from the sequence
-// DeleteEventsBefore keeps.
-func (s *Store) EventsPrunedThrough(ctx context.Context) (int64, error) {
-	if s.closed.Load() {
-		return 0, errClosed
-	}
-	var seq int64
-	if err := s.pool.QueryRow(ctx, "SELECT max_seq FROM event_pruned").Scan(&seq); err != nil {
-		return 0, fmt.Errorf("postgres: events pruned through: %w", s.translate(err))
-	}
-	return seq, nil
-}
-
-// DeleteEventsBefore implements lifecycle.Store. It keeps the greatest
-// sequence it deletes, for LastEventSequence and EventsPrunedThrough.
-func (s *Store) DeleteEventsBefore(ctx context.Context, t time.Time) (int64, error) {
+// deleteEventsBefore deletes the events that occurred before t, in
+// batches. It keeps the greatest sequence it deletes, for EventBounds.
+func (s *Store) deleteEventsBefore(ctx context.Context, t time.Time) (int64, error) {
 	var total int64
 	for {
 		if s.closed.Load() {

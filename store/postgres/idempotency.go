@@ -2,8 +2,11 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/tasklifecycle/lifecycle"
 )
@@ -14,9 +17,38 @@ func idemKeyArgs(k lifecycle.IdempotencyScope) []any {
 	return []any{k.PrincipalID, k.Method, k.Route, k.ResourceID, k.Key}
 }
 
-// IdempotencyRecord implements lifecycle.Tx. It reads the record for
-// update.
-func (x *txn) IdempotencyRecord(ctx context.Context, k lifecycle.IdempotencyScope) (lifecycle.IdempotencyRecord, error) {
+// UpdateIdempotencyRecord implements lifecycle.Tx. It reads the record
+// for update; when there is none and fn returns one, the insert waits
+// for any other transaction inserting the same key, and fails with
+// ErrConflict when that one commits.
+func (x *txn) UpdateIdempotencyRecord(ctx context.Context, k lifecycle.IdempotencyScope,
+	fn func(cur *lifecycle.IdempotencyRecord) (*lifecycle.IdempotencyRecord, error)) error {
+	var cur *lifecycle.IdempotencyRecord
+	switch r, err := x.idempotencyRecord(ctx, k); {
+	case err == nil:
+		cur = &r
+	case !errors.Is(err, lifecycle.ErrNotFound):
+		return err
+	}
+	next, err := fn(cur)
+	switch {
+	case err != nil:
+		return err
+	case next == nil && cur == nil:
+		return nil
+	case next == nil:
+		return x.deleteIdempotencyRecord(ctx, k)
+	case cur == nil:
+		next.IdempotencyScope = k
+		return x.createIdempotencyRecord(ctx, *next)
+	default:
+		next.IdempotencyScope = k
+		return x.replaceIdempotencyRecord(ctx, *next)
+	}
+}
+
+// idempotencyRecord reads the record of a key for update.
+func (x *txn) idempotencyRecord(ctx context.Context, k lifecycle.IdempotencyScope) (lifecycle.IdempotencyRecord, error) {
 	r := lifecycle.IdempotencyRecord{IdempotencyScope: k}
 	var created, expires, locked int64
 	var status int32
@@ -31,9 +63,9 @@ func (x *txn) IdempotencyRecord(ctx context.Context, k lifecycle.IdempotencyScop
 	return r, nil
 }
 
-// CreateIdempotencyRecord implements lifecycle.Tx. When another
-// transaction is inserting the same key, it waits for that one to end.
-func (x *txn) CreateIdempotencyRecord(ctx context.Context, r lifecycle.IdempotencyRecord) error {
+// createIdempotencyRecord inserts a record. When another transaction is
+// inserting the same key, it waits for that one to end.
+func (x *txn) createIdempotencyRecord(ctx context.Context, r lifecycle.IdempotencyRecord) error {
 	n, err := x.exec(ctx, `INSERT INTO idempotency_records (principal_id, method, route, resource_id, key,
 		fingerprint, done, status_code, body, created_at, expires_at, locked_until, owner)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT DO NOTHING`,
@@ -48,8 +80,8 @@ func (x *txn) CreateIdempotencyRecord(ctx context.Context, r lifecycle.Idempoten
 	return nil
 }
 
-// UpdateIdempotencyRecord implements lifecycle.Tx.
-func (x *txn) UpdateIdempotencyRecord(ctx context.Context, r lifecycle.IdempotencyRecord) error {
+// replaceIdempotencyRecord replaces the record of r's key.
+func (x *txn) replaceIdempotencyRecord(ctx context.Context, r lifecycle.IdempotencyRecord) error {
 	n, err := x.exec(ctx, `UPDATE idempotency_records SET fingerprint = $6, done = $7, status_code = $8, body = $9,
 		created_at = $10, expires_at = $11, locked_until = $12, owner = $13 WHERE `+idemKeyWhere,
 		append(idemKeyArgs(r.IdempotencyScope), r.Fingerprint, r.Done, int32(r.StatusCode), r.Body,
@@ -63,16 +95,16 @@ func (x *txn) UpdateIdempotencyRecord(ctx context.Context, r lifecycle.Idempoten
 	return nil
 }
 
-// DeleteIdempotencyRecord implements lifecycle.Tx.
-func (x *txn) DeleteIdempotencyRecord(ctx context.Context, k lifecycle.IdempotencyScope) error {
+// deleteIdempotencyRecord deletes the record of a key, if any.
+func (x *txn) deleteIdempotencyRecord(ctx context.Context, k lifecycle.IdempotencyScope) error {
 	if _, err := x.exec(ctx, "DELETE FROM idempotency_records WHERE "+idemKeyWhere, idemKeyArgs(k)...); err != nil {
 		return fmt.Errorf("postgres: delete idempotency record: %w", err)
 	}
 	return nil
 }
 
-// DeleteIdempotencyRecordsBefore implements lifecycle.Store.
-func (s *Store) DeleteIdempotencyRecordsBefore(ctx context.Context, t time.Time) (int64, error) {
+// deleteIdempotencyRecordsBefore deletes the records that expired before t.
+func (s *Store) deleteIdempotencyRecordsBefore(ctx context.Context, t time.Time) (int64, error) {
 	n, err := s.deleteInBatches(ctx, `DELETE FROM idempotency_records WHERE (principal_id, method, route, resource_id, key) IN (
 		SELECT principal_id, method, route, resource_id, key FROM idempotency_records WHERE expires_at < $1 LIMIT $2)`, millis(t))
 	if err != nil {
@@ -81,8 +113,34 @@ func (s *Store) DeleteIdempotencyRecordsBefore(ctx context.Context, t time.Time)
 	return n, nil
 }
 
-// InstanceLease implements lifecycle.Tx. It reads the lease for update.
-func (x *txn) InstanceLease(ctx context.Context, id string) (lifecycle.InstanceLease, error) {
+// UpdateInstanceLease implements lifecycle.InstanceLeaser in one
+// transaction, which reads the lease for update; with p.Relaxed it
+// commits as UpdateRelaxed does.
+func (s *Store) UpdateInstanceLease(ctx context.Context, p lifecycle.UpdateInstanceLeaseParams) error {
+	opts := pgx.TxOptions{}
+	if p.Relaxed {
+		opts = relaxedTx
+	}
+	return s.update(ctx, opts, func(tx lifecycle.Tx) error {
+		x := tx.(*txn)
+		var cur *lifecycle.InstanceLease
+		switch l, err := x.instanceLease(ctx, p.ID); {
+		case err == nil:
+			cur = &l
+		case !errors.Is(err, lifecycle.ErrNotFound):
+			return err
+		}
+		next, err := p.Update(cur)
+		if err != nil || next == nil {
+			return err
+		}
+		next.ID = p.ID
+		return x.putInstanceLease(ctx, *next)
+	})
+}
+
+// instanceLease reads the lease of an instance ID for update.
+func (x *txn) instanceLease(ctx context.Context, id string) (lifecycle.InstanceLease, error) {
 	l := lifecycle.InstanceLease{ID: id}
 	var until int64
 	err := x.tx.QueryRow(ctx, "SELECT life, until FROM instance_leases WHERE id = $1 FOR UPDATE", id).Scan(&l.Life, &until)
@@ -93,8 +151,8 @@ func (x *txn) InstanceLease(ctx context.Context, id string) (lifecycle.InstanceL
 	return l, nil
 }
 
-// PutInstanceLease implements lifecycle.Tx.
-func (x *txn) PutInstanceLease(ctx context.Context, l lifecycle.InstanceLease) error {
+// putInstanceLease creates or replaces the lease of l.ID.
+func (x *txn) putInstanceLease(ctx context.Context, l lifecycle.InstanceLease) error {
 	_, err := x.exec(ctx, `INSERT INTO instance_leases (id, life, until) VALUES ($1, $2, $3)
 		ON CONFLICT (id) DO UPDATE SET life = excluded.life, until = excluded.until`, l.ID, l.Life, millis(l.Until))
 	if err != nil {

@@ -78,7 +78,7 @@ func TestMigratesFromVersion1(t *testing.T) {
 	}
 	cs := lifecycle.ConsoleSession{Hash: []byte{1, 2, 3}, KeyID: "key_1", KeyHash: []byte{4, 5, 6},
 		CreatedAt: lifecycle.NewTimestamp(time.Now()), ExpiresAt: lifecycle.NewTimestamp(time.Now().Add(time.Hour))}
-	if err := s.Update(ctx, func(tx lifecycle.Tx) error { return tx.CreateConsoleSession(ctx, cs) }); err != nil {
+	if err := s.CreateConsoleSession(ctx, cs); err != nil {
 		t.Fatalf("CreateConsoleSession after migrating: %v", err)
 	}
 	if _, err := s.ConsoleSession(ctx, cs.Hash); err != nil {

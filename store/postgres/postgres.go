@@ -97,6 +97,7 @@ var (
 	_ lifecycle.RelaxedUpdater    = (*Store)(nil)
 	_ lifecycle.Notifier          = (*Store)(nil)
 	_ lifecycle.FailureClassifier = (*Store)(nil)
+	_ lifecycle.InstanceLeaser    = (*Store)(nil)
 )
 
 //go:embed migrations/*.sql

@@ -69,10 +69,11 @@ func TestReplicasWebhookOperations(t *testing.T) {
 	t.Logf("%s delivers for the subscription; replica-%d replays and retries", stored.LeaseOwner, other)
 	asker := r.svcs[other]
 
-	first, err := r.stores[0].Event(ctx, ids[2])
-	if err != nil {
-		t.Fatal(err)
+	evs, err := r.stores[0].Events(ctx, lifecycle.EventFilter{ID: ids[2], Limit: 1})
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("Events(%s) = %d events, %v; want it", ids[2], len(evs), err)
 	}
+	first := evs[0]
 	began := time.Now()
 	if _, err := asker.ReplaySubscription(ctx, sub.ID, lifecycle.ReplayParams{FromSequence: first.Sequence - 1}); err != nil {
 		t.Fatal(err)

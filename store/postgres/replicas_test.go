@@ -210,10 +210,11 @@ func TestReplicas(t *testing.T) {
 	t.Cleanup(hook.Close)
 	r := newReplicas(t, 3, hook, nil)
 	ctx := t.Context()
-	start, err := r.stores[0].LastEventSequence(ctx)
+	bounds, err := r.stores[0].EventBounds(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
+	start := bounds.Last
 	stream := openStream(t, ctx, r.svcs[0])
 	if _, err := r.svcs[1].CreateSubscription(ctx, lifecycle.CreateSubscriptionParams{URL: hook.URL + "/hook",
 		EventTypes: []lifecycle.EventType{lifecycle.EventTaskUpdated, lifecycle.EventTaskReviewed, lifecycle.EventTaskShipped},

@@ -43,18 +43,6 @@ func scanSubmission(row scanner) (lifecycle.Submission, error) {
 	return *s, nil
 }
 
-// Submission implements lifecycle.Store.
-func (s *Store) Submission(ctx context.Context, id string) (lifecycle.Submission, error) {
-	if s.closed.Load() {
-		return lifecycle.Submission{}, errClosed
-	}
-	sub, err := scanSubmission(s.pool.QueryRow(ctx, "SELECT "+submissionColumns+" FROM submissions WHERE id = $1", id))
-	if err != nil {
-		return sub, fmt.Errorf("postgres: submission %s: %w", id, s.translate(err))
-	}
-	return sub, nil
-}
-
 // Submission implements lifecycle.Tx.
 func (x *txn) Submission(ctx context.Context, id string) (lifecycle.Submission, error) {
 	sub, err := scanSubmission(x.tx.QueryRow(ctx, "SELECT "+submissionColumns+" FROM submissions WHERE id = $1", id))
@@ -193,27 +181,21 @@ func (x *txn) Checks(ctx context.Context, taskID, headSHA string) ([]lifecycle.C
 	return checks, nil
 }
 
-// PutCheck implements lifecycle.Tx.
-func (x *txn) PutCheck(ctx context.Context, c lifecycle.Check) error {
-	_, err := x.exec(ctx, `INSERT INTO checks (task_id, head_sha, source, name, status, url, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)
-		ON CONFLICT (task_id, head_sha, source, name) DO UPDATE SET status = excluded.status, url = excluded.url, updated_at = excluded.updated_at`,
-		c.TaskID, c.HeadSHA, string(c.Source), c.Name, string(c.Status), c.URL, millis(c.UpdatedAt.Time))
-	if err != nil {
-		return fmt.Errorf("postgres: put check %s of %s: %w", c.Name, c.TaskID, err)
+// PutChecks implements lifecycle.Tx. With p.Replace it deletes the
+// source's checks of the commit first, then inserts p.Checks.
+func (x *txn) PutChecks(ctx context.Context, p lifecycle.PutChecksParams) error {
+	if p.Replace {
+		if _, err := x.exec(ctx, "DELETE FROM checks WHERE task_id = $1 AND head_sha = $2 AND source = $3", p.TaskID, p.HeadSHA, string(p.Source)); err != nil {
+			return fmt.Errorf("postgres: replace checks of %s: %w", p.TaskID, err)
+		}
 	}
-	return nil
-}
-
-// ReplaceChecks implements lifecycle.Tx.
-func (x *txn) ReplaceChecks(ctx context.Context, taskID, headSHA string, source lifecycle.CheckSource, checks []lifecycle.Check) error {
-	if _, err := x.exec(ctx, "DELETE FROM checks WHERE task_id = $1 AND head_sha = $2 AND source = $3", taskID, headSHA, string(source)); err != nil {
-		return fmt.Errorf("postgres: replace checks of %s: %w", taskID, err)
-	}
-	for _, c := range checks {
-		c.TaskID, c.HeadSHA, c.Source = taskID, headSHA, source
-		if err := x.PutCheck(ctx, c); err != nil {
-			return err
+	for _, c := range p.Checks {
+		_, err := x.exec(ctx, `INSERT INTO checks (task_id, head_sha, source, name, status, url, updated_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)
+			ON CONFLICT (task_id, head_sha, source, name) DO UPDATE SET status = excluded.status, url = excluded.url, updated_at = excluded.updated_at`,
+			p.TaskID, p.HeadSHA, string(p.Source), c.Name, string(c.Status), c.URL, millis(c.UpdatedAt.Time))
+		if err != nil {
+			return fmt.Errorf("postgres: put check %s of %s: %w", c.Name, p.TaskID, err)
 		}
 	}
 	return nil
@@ -247,8 +229,8 @@ func (x *txn) RecordProviderDelivery(ctx context.Context, d lifecycle.ProviderDe
 	return nil
 }
 
-// DeleteProviderDeliveriesBefore implements lifecycle.Store.
-func (s *Store) DeleteProviderDeliveriesBefore(ctx context.Context, t time.Time) (int64, error) {
+// deleteProviderDeliveriesBefore deletes the records received before t.
+func (s *Store) deleteProviderDeliveriesBefore(ctx context.Context, t time.Time) (int64, error) {
 	n, err := s.deleteInBatches(ctx, `DELETE FROM provider_deliveries WHERE (source, id) IN (SELECT source, id FROM provider_deliveries
 		WHERE received_at < $1 LIMIT $2)`, millis(t))
 	if err != nil {

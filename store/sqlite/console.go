@@ -8,7 +8,9 @@ import (
 	"github.com/tasklifecycle/lifecycle"
 )
 
-// ConsoleSession implements lifecycle.Store.
+var _ lifecycle.ConsoleSessionStore = (*Store)(nil)
+
+// ConsoleSession implements lifecycle.ConsoleSessionStore.
 func (s *Store) ConsoleSession(ctx context.Context, hash []byte) (lifecycle.ConsoleSession, error) {
 	if s.closed.Load() {
 		return lifecycle.ConsoleSession{}, errClosed
@@ -26,8 +28,13 @@ func (s *Store) ConsoleSession(ctx context.Context, hash []byte) (lifecycle.Cons
 	return cs, nil
 }
 
-// CreateConsoleSession implements lifecycle.Tx.
-func (x *txn) CreateConsoleSession(ctx context.Context, cs lifecycle.ConsoleSession) error {
+// CreateConsoleSession implements lifecycle.ConsoleSessionStore.
+func (s *Store) CreateConsoleSession(ctx context.Context, cs lifecycle.ConsoleSession) error {
+	return s.write(ctx, false, func(x *txn) error { return x.createConsoleSession(ctx, cs) })
+}
+
+// createConsoleSession inserts cs in the transaction x.
+func (x *txn) createConsoleSession(ctx context.Context, cs lifecycle.ConsoleSession) error {
 	_, err := x.conn.ExecContext(x.ctx, `INSERT INTO console_sessions (hash, key_id, key_hash, created_at, expires_at)
 		VALUES (?, ?, ?, ?, ?)`, nonNil(cs.Hash), cs.KeyID, nonNil(cs.KeyHash), millis(cs.CreatedAt.Time), millis(cs.ExpiresAt.Time))
 	if err != nil {
@@ -36,8 +43,13 @@ func (x *txn) CreateConsoleSession(ctx context.Context, cs lifecycle.ConsoleSess
 	return nil
 }
 
-// DeleteConsoleSession implements lifecycle.Tx.
-func (x *txn) DeleteConsoleSession(ctx context.Context, hash []byte) error {
+// DeleteConsoleSession implements lifecycle.ConsoleSessionStore.
+func (s *Store) DeleteConsoleSession(ctx context.Context, hash []byte) error {
+	return s.write(ctx, false, func(x *txn) error { return x.deleteConsoleSession(ctx, hash) })
+}
+
+// deleteConsoleSession deletes a session in the transaction x.
+func (x *txn) deleteConsoleSession(ctx context.Context, hash []byte) error {
 	res, err := x.conn.ExecContext(x.ctx, "DELETE FROM console_sessions WHERE hash = ?", hash)
 	if err != nil {
 		return fmt.Errorf("sqlite: delete console session: %w", translate(err))
@@ -48,7 +60,7 @@ func (x *txn) DeleteConsoleSession(ctx context.Context, hash []byte) error {
 	return nil
 }
 
-// DeleteConsoleSessionsBefore implements lifecycle.Store. It deletes in
+// DeleteConsoleSessionsBefore implements lifecycle.ConsoleSessionStore. It deletes in
 // batches so that writers are not held up by a large prune.
 func (s *Store) DeleteConsoleSessionsBefore(ctx context.Context, t time.Time) (int64, error) {
 	n, err := s.deleteInBatches(ctx, `DELETE FROM console_sessions WHERE hash IN (SELECT hash FROM console_sessions

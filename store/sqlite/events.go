@@ -72,6 +72,10 @@ func (s *Store) Events(ctx context.Context, f lifecycle.EventFilter) ([]lifecycl
 		b.WriteString(" AND task_id = ?")
 		args = append(args, f.TaskID)
 	}
+	if f.ID != "" {
+		b.WriteString(" AND id = ?")
+		args = append(args, f.ID)
+	}
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 1000
@@ -85,49 +89,26 @@ func (s *Store) Events(ctx context.Context, f lifecycle.EventFilter) ([]lifecycl
 	return evs, nil
 }
 
-// Event implements lifecycle.Store.
-func (s *Store) Event(ctx context.Context, id string) (lifecycle.Event, error) {
+// EventBounds implements lifecycle.Store. Last is the AUTOINCREMENT
+// counter, which survives the pruning of the newest events; PrunedThrough
+// is kept by a trigger on the deletion of events.
+func (s *Store) EventBounds(ctx context.Context) (lifecycle.EventBounds, error) {
 	if s.closed.Load() {
-		return lifecycle.Event{}, errClosed
+		return lifecycle.EventBounds{}, errClosed
 	}
-	e, err := scanEvent(s.r.QueryRowContext(ctx, "SELECT "+eventColumns+" FROM events WHERE id = ?", id))
+	var b lifecycle.EventBounds
+	err := s.r.QueryRowContext(ctx, `SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0),
+		(SELECT max_seq FROM event_pruned)`).Scan(&b.Last, &b.PrunedThrough)
 	if err != nil {
-		return e, fmt.Errorf("sqlite: event %s: %w", id, err)
+		return lifecycle.EventBounds{}, fmt.Errorf("sqlite: event bounds: %w", translate(err))
 	}
-	return e, nil
+	return b, nil
 }
 
-// LastEventSequence implements lifecycle.Store. It reads the AUTOINCREMENT
-// counter, which survives the pruning of the newest events.
-func (s *Store) LastEventSequence(ctx context.Context) (int64, error) {
-	if s.closed.Load() {
-		return 0, errClosed
-	}
-	var seq int64
-	err := s.r.QueryRowContext(ctx, "SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)").Scan(&seq)
-	if err != nil {
-		return 0, fmt.Errorf("sqlite: last event sequence: %w", translate(err))
-	}
-	return seq, nil
-}
-
-// EventsPrunedThrough implements lifecycle.Store from the table a trigger
-// on the deletion of events keeps.
-func (s *Store) EventsPrunedThrough(ctx context.Context) (int64, error) {
-	if s.closed.Load() {
-		return 0, errClosed
-	}
-	var seq int64
-	if err := s.r.QueryRowContext(ctx, "SELECT max_seq FROM event_pruned").Scan(&seq); err != nil {
-		return 0, fmt.Errorf("sqlite: events pruned through: %w", translate(err))
-	}
-	return seq, nil
-}
-
-// DeleteEventsBefore implements lifecycle.Store. It deletes in batches so
-// that writers are not held up by a large prune; a trigger keeps the
-// greatest sequence deleted (EventsPrunedThrough).
-func (s *Store) DeleteEventsBefore(ctx context.Context, t time.Time) (int64, error) {
+// deleteEventsBefore deletes the events that occurred before t, in
+// batches so that writers are not held up by a large prune; a trigger
+// keeps the greatest sequence deleted (EventBounds.PrunedThrough).
+func (s *Store) deleteEventsBefore(ctx context.Context, t time.Time) (int64, error) {
 	n, err := s.deleteInBatches(ctx, "DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE occurred_at < ? ORDER BY seq LIMIT ?)", millis(t))
 	if err != nil {
 		return n, fmt.Errorf("sqlite: delete events: %w", err)

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -14,8 +15,36 @@ func idemKeyArgs(k lifecycle.IdempotencyScope) []any {
 	return []any{k.PrincipalID, k.Method, k.Route, k.ResourceID, k.Key}
 }
 
-// IdempotencyRecord implements lifecycle.Tx.
-func (x *txn) IdempotencyRecord(ctx context.Context, k lifecycle.IdempotencyScope) (lifecycle.IdempotencyRecord, error) {
+// UpdateIdempotencyRecord implements lifecycle.Tx. The transaction holds
+// SQLite's write lock, so the record read is the one replaced.
+func (x *txn) UpdateIdempotencyRecord(ctx context.Context, k lifecycle.IdempotencyScope,
+	fn func(cur *lifecycle.IdempotencyRecord) (*lifecycle.IdempotencyRecord, error)) error {
+	var cur *lifecycle.IdempotencyRecord
+	switch r, err := x.idempotencyRecord(k); {
+	case err == nil:
+		cur = &r
+	case !errors.Is(err, lifecycle.ErrNotFound):
+		return err
+	}
+	next, err := fn(cur)
+	switch {
+	case err != nil:
+		return err
+	case next == nil && cur == nil:
+		return nil
+	case next == nil:
+		return x.deleteIdempotencyRecord(k)
+	case cur == nil:
+		next.IdempotencyScope = k
+		return x.createIdempotencyRecord(*next)
+	default:
+		next.IdempotencyScope = k
+		return x.replaceIdempotencyRecord(*next)
+	}
+}
+
+// idempotencyRecord returns the record of an idempotency key.
+func (x *txn) idempotencyRecord(k lifecycle.IdempotencyScope) (lifecycle.IdempotencyRecord, error) {
 	r := lifecycle.IdempotencyRecord{IdempotencyScope: k}
 	var created, expires, locked int64
 	err := x.conn.QueryRowContext(x.ctx, `SELECT fingerprint, done, status_code, body, created_at, expires_at, locked_until, owner
@@ -28,8 +57,8 @@ func (x *txn) IdempotencyRecord(ctx context.Context, k lifecycle.IdempotencyScop
 	return r, nil
 }
 
-// CreateIdempotencyRecord implements lifecycle.Tx.
-func (x *txn) CreateIdempotencyRecord(ctx context.Context, r lifecycle.IdempotencyRecord) error {
+// createIdempotencyRecord inserts a record; ErrConflict when its key has one.
+func (x *txn) createIdempotencyRecord(r lifecycle.IdempotencyRecord) error {
 	_, err := x.conn.ExecContext(x.ctx, `INSERT INTO idempotency_records (principal_id, method, route, resource_id, key,
 		fingerprint, done, status_code, body, created_at, expires_at, locked_until, owner) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		append(idemKeyArgs(r.IdempotencyScope), r.Fingerprint, r.Done, r.StatusCode, r.Body,
@@ -40,8 +69,8 @@ func (x *txn) CreateIdempotencyRecord(ctx context.Context, r lifecycle.Idempoten
 	return nil
 }
 
-// UpdateIdempotencyRecord implements lifecycle.Tx.
-func (x *txn) UpdateIdempotencyRecord(ctx context.Context, r lifecycle.IdempotencyRecord) error {
+// replaceIdempotencyRecord replaces the record of r's key.
+func (x *txn) replaceIdempotencyRecord(r lifecycle.IdempotencyRecord) error {
 	res, err := x.conn.ExecContext(x.ctx, `UPDATE idempotency_records SET fingerprint = ?, done = ?, status_code = ?, body = ?,
 		created_at = ?, expires_at = ?, locked_until = ?, owner = ? WHERE `+idemKeyWhere,
 		append([]any{r.Fingerprint, r.Done, r.StatusCode, r.Body, millis(r.CreatedAt), millis(r.ExpiresAt), millis(r.LockedUntil), r.Owner},
@@ -55,16 +84,16 @@ func (x *txn) UpdateIdempotencyRecord(ctx context.Context, r lifecycle.Idempoten
 	return nil
 }
 
-// DeleteIdempotencyRecord implements lifecycle.Tx.
-func (x *txn) DeleteIdempotencyRecord(ctx context.Context, k lifecycle.IdempotencyScope) error {
+// deleteIdempotencyRecord deletes the record of a key, if any.
+func (x *txn) deleteIdempotencyRecord(k lifecycle.IdempotencyScope) error {
 	if _, err := x.conn.ExecContext(x.ctx, "DELETE FROM idempotency_records WHERE "+idemKeyWhere, idemKeyArgs(k)...); err != nil {
 		return fmt.Errorf("sqlite: delete idempotency record: %w", translate(err))
 	}
 	return nil
 }
 
-// DeleteIdempotencyRecordsBefore implements lifecycle.Store.
-func (s *Store) DeleteIdempotencyRecordsBefore(ctx context.Context, t time.Time) (int64, error) {
+// deleteIdempotencyRecordsBefore deletes the records that expired before t.
+func (s *Store) deleteIdempotencyRecordsBefore(ctx context.Context, t time.Time) (int64, error) {
 	if s.closed.Load() {
 		return 0, errClosed
 	}
@@ -83,8 +112,28 @@ func (s *Store) DeleteIdempotencyRecordsBefore(ctx context.Context, t time.Time)
 	return n, nil
 }
 
-// InstanceLease implements lifecycle.Tx.
-func (x *txn) InstanceLease(ctx context.Context, id string) (lifecycle.InstanceLease, error) {
+// UpdateInstanceLease implements lifecycle.InstanceLeaser in one
+// transaction of the writer, relaxed when p.Relaxed is set.
+func (s *Store) UpdateInstanceLease(ctx context.Context, p lifecycle.UpdateInstanceLeaseParams) error {
+	return s.write(ctx, p.Relaxed, func(x *txn) error {
+		var cur *lifecycle.InstanceLease
+		switch l, err := x.instanceLease(p.ID); {
+		case err == nil:
+			cur = &l
+		case !errors.Is(err, lifecycle.ErrNotFound):
+			return err
+		}
+		next, err := p.Update(cur)
+		if err != nil || next == nil {
+			return err
+		}
+		next.ID = p.ID
+		return x.putInstanceLease(*next)
+	})
+}
+
+// instanceLease returns the lease of an instance ID.
+func (x *txn) instanceLease(id string) (lifecycle.InstanceLease, error) {
 	l := lifecycle.InstanceLease{ID: id}
 	var until int64
 	err := x.conn.QueryRowContext(x.ctx, "SELECT life, until FROM instance_leases WHERE id = ?", id).Scan(&l.Life, &until)
@@ -95,8 +144,8 @@ func (x *txn) InstanceLease(ctx context.Context, id string) (lifecycle.InstanceL
 	return l, nil
 }
 
-// PutInstanceLease implements lifecycle.Tx.
-func (x *txn) PutInstanceLease(ctx context.Context, l lifecycle.InstanceLease) error {
+// putInstanceLease creates or replaces the lease of l.ID.
+func (x *txn) putInstanceLease(l lifecycle.InstanceLease) error {
 	_, err := x.conn.ExecContext(x.ctx, `INSERT INTO instance_leases (id, life, until) VALUES (?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET life = excluded.life, until = excluded.until`, l.ID, l.Life, millis(l.Until))
 	if err != nil {

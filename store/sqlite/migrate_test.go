@@ -94,12 +94,12 @@ func TestMigratesFromVersion6(t *testing.T) {
 	if err != nil || len(page.Deliveries) != 1 || page.Deliveries[0].ID != "dlv_old" {
 		t.Errorf("Deliveries of evt_old after migrating = %v, %v; want dlv_old", page.Deliveries, err)
 	}
-	if through, err := s.EventsPrunedThrough(ctx); err != nil || through != 4 {
-		t.Errorf("EventsPrunedThrough after migrating = %d, %v; want 4, below the oldest event kept", through, err)
+	if b, err := s.EventBounds(ctx); err != nil || b.PrunedThrough != 4 {
+		t.Errorf("EventBounds after migrating = %+v, %v; want PrunedThrough 4, below the oldest event kept", b, err)
 	}
 	cs := lifecycle.ConsoleSession{Hash: []byte{1, 2, 3}, KeyID: "key_1", KeyHash: []byte{4, 5, 6},
 		CreatedAt: lifecycle.NewTimestamp(time.Now()), ExpiresAt: lifecycle.NewTimestamp(time.Now().Add(time.Hour))}
-	if err := s.Update(ctx, func(tx lifecycle.Tx) error { return tx.CreateConsoleSession(ctx, cs) }); err != nil {
+	if err := s.CreateConsoleSession(ctx, cs); err != nil {
 		t.Fatalf("CreateConsoleSession after migrating: %v", err)
 	}
 	if err := s.Close(); err != nil {

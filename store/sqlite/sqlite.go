@@ -84,6 +84,7 @@ var (
 	_ lifecycle.Store             = (*Store)(nil)
 	_ lifecycle.RelaxedUpdater    = (*Store)(nil)
 	_ lifecycle.FailureClassifier = (*Store)(nil)
+	_ lifecycle.InstanceLeaser    = (*Store)(nil)
 )
 
 //go:embed migrations/*.sql

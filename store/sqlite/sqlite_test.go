@@ -117,7 +117,11 @@ func TestRelaxedUpdates(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			rec := lifecycle.IdempotencyRecord{IdempotencyScope: key(i), Fingerprint: []byte{1}, CreatedAt: now, ExpiresAt: now.Add(time.Hour), LockedUntil: now}
-			put := func(tx lifecycle.Tx) error { return tx.CreateIdempotencyRecord(context.Background(), rec) }
+			put := func(tx lifecycle.Tx) error {
+				return tx.UpdateIdempotencyRecord(context.Background(), rec.IdempotencyScope, func(*lifecycle.IdempotencyRecord) (*lifecycle.IdempotencyRecord, error) {
+					return &rec, nil
+				})
+			}
 			var err error
 			if i%2 == 0 {
 				err = s.UpdateRelaxed(context.Background(), put)
@@ -134,9 +138,12 @@ func TestRelaxedUpdates(t *testing.T) {
 		n := 0
 		s.Update(t.Context(), func(tx lifecycle.Tx) error {
 			for i := range 40 {
-				if _, err := tx.IdempotencyRecord(t.Context(), key(i)); err == nil {
-					n++
-				}
+				tx.UpdateIdempotencyRecord(t.Context(), key(i), func(cur *lifecycle.IdempotencyRecord) (*lifecycle.IdempotencyRecord, error) {
+					if cur != nil {
+						n++
+					}
+					return cur, nil // kept as it is
+				})
 			}
 			return nil
 		})

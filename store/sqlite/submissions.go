@@ -46,14 +46,6 @@ func scanSubmission(row scanner) (lifecycle.Submission, error) {
 	return *s, nil
 }
 
-// Submission implements lifecycle.Store.
-func (s *Store) Submission(ctx context.Context, id string) (lifecycle.Submission, error) {
-	if s.closed.Load() {
-		return lifecycle.Submission{}, errClosed
-	}
-	return getSubmission(ctx, s.r, id)
-}
-
 // Submission implements lifecycle.Tx.
 func (x *txn) Submission(ctx context.Context, id string) (lifecycle.Submission, error) {
 	return getSubmission(x.ctx, x.conn, id)
@@ -182,28 +174,22 @@ func listChecks(ctx context.Context, q queryer, taskID, headSHA string) ([]lifec
 	return checks, nil
 }
 
-// PutCheck implements lifecycle.Tx.
-func (x *txn) PutCheck(ctx context.Context, c lifecycle.Check) error {
-	_, err := x.conn.ExecContext(x.ctx, `INSERT INTO checks (task_id, head_sha, source, name, status, url, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (task_id, head_sha, source, name) DO UPDATE SET status = excluded.status, url = excluded.url, updated_at = excluded.updated_at`,
-		c.TaskID, c.HeadSHA, string(c.Source), c.Name, string(c.Status), c.URL, millis(c.UpdatedAt.Time))
-	if err != nil {
-		return fmt.Errorf("sqlite: put check %s of %s: %w", c.Name, c.TaskID, translate(err))
+// PutChecks implements lifecycle.Tx. With p.Replace it deletes the
+// source's checks of the commit first, then inserts p.Checks.
+func (x *txn) PutChecks(ctx context.Context, p lifecycle.PutChecksParams) error {
+	if p.Replace {
+		_, err := x.conn.ExecContext(x.ctx, "DELETE FROM checks WHERE task_id = ? AND head_sha = ? AND source = ?", p.TaskID, p.HeadSHA, string(p.Source))
+		if err != nil {
+			return fmt.Errorf("sqlite: replace checks of %s: %w", p.TaskID, translate(err))
+		}
 	}
-	return nil
-}
-
-// ReplaceChecks implements lifecycle.Tx.
-func (x *txn) ReplaceChecks(ctx context.Context, taskID, headSHA string, source lifecycle.CheckSource, checks []lifecycle.Check) error {
-	_, err := x.conn.ExecContext(x.ctx, "DELETE FROM checks WHERE task_id = ? AND head_sha = ? AND source = ?", taskID, headSHA, string(source))
-	if err != nil {
-		return fmt.Errorf("sqlite: replace checks of %s: %w", taskID, translate(err))
-	}
-	for _, c := range checks {
-		c.TaskID, c.HeadSHA, c.Source = taskID, headSHA, source
-		if err := x.PutCheck(ctx, c); err != nil {
-			return err
+	for _, c := range p.Checks {
+		_, err := x.conn.ExecContext(x.ctx, `INSERT INTO checks (task_id, head_sha, source, name, status, url, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (task_id, head_sha, source, name) DO UPDATE SET status = excluded.status, url = excluded.url, updated_at = excluded.updated_at`,
+			p.TaskID, p.HeadSHA, string(p.Source), c.Name, string(c.Status), c.URL, millis(c.UpdatedAt.Time))
+		if err != nil {
+			return fmt.Errorf("sqlite: put check %s of %s: %w", c.Name, p.TaskID, translate(err))
 		}
 	}
 	return nil
@@ -233,8 +219,8 @@ func (x *txn) RecordProviderDelivery(ctx context.Context, d lifecycle.ProviderDe
 	return nil
 }
 
-// DeleteProviderDeliveriesBefore implements lifecycle.Store.
-func (s *Store) DeleteProviderDeliveriesBefore(ctx context.Context, t time.Time) (int64, error) {
+// deleteProviderDeliveriesBefore deletes the records received before t.
+func (s *Store) deleteProviderDeliveriesBefore(ctx context.Context, t time.Time) (int64, error) {
 	n, err := s.deleteInBatches(ctx, `DELETE FROM provider_deliveries WHERE (source, id) IN (SELECT source, id FROM provider_deliveries
 		WHERE received_at < ? LIMIT ?)`, millis(t))
 	if err != nil {

@@ -84,7 +84,7 @@ func getSubscription(ctx context.Context, q queryer, id string) (lifecycle.Subsc
 }
 
 // ListSubscriptions implements lifecycle.Store.
-func (s *Store) ListSubscriptions(ctx context.Context, f lifecycle.SubscriptionFilter) (lifecycle.SubscriptionPage, error) {
+func (s *Store) ListSubscriptions(ctx context.Context, f lifecycle.ListSubscriptionsParams) (lifecycle.SubscriptionPage, error) {
 	if s.closed.Load() {
 		return lifecycle.SubscriptionPage{}, errClosed
 	}
@@ -298,10 +298,15 @@ func (x *txn) UpdateDelivery(ctx context.Context, d lifecycle.Delivery) error {
 	return nil
 }
 
-// Deliveries implements lifecycle.Store. It leaves Body nil.
+// Deliveries implements lifecycle.Store. It leaves Body nil, but for
+// pending attempts.
 func (s *Store) Deliveries(ctx context.Context, f lifecycle.DeliveryFilter) (lifecycle.DeliveryPage, error) {
 	if s.closed.Load() {
 		return lifecycle.DeliveryPage{}, errClosed
+	}
+	if f.Pending {
+		ds, err := s.pendingDeliveries(ctx, f.SubscriptionID, f.Limit)
+		return lifecycle.DeliveryPage{Deliveries: ds}, err
 	}
 	before := f.Before
 	if before == 0 {
@@ -346,12 +351,10 @@ func (s *Store) Deliveries(ctx context.Context, f lifecycle.DeliveryFilter) (lif
 	return page, nil
 }
 
-// PendingDeliveries implements lifecycle.Store. Attempts due at the same
-// time come in the order they were recorded.
-func (s *Store) PendingDeliveries(ctx context.Context, subscriptionID string, limit int) ([]lifecycle.Delivery, error) {
-	if s.closed.Load() {
-		return nil, errClosed
-	}
+// pendingDeliveries returns up to limit pending attempts of a
+// subscription with their Body, earliest NextAttemptAt first; attempts due
+// at the same time come in the order they were recorded.
+func (s *Store) pendingDeliveries(ctx context.Context, subscriptionID string, limit int) ([]lifecycle.Delivery, error) {
 	if limit <= 0 {
 		limit = 1000
 	}
@@ -367,9 +370,9 @@ func (s *Store) PendingDeliveries(ctx context.Context, subscriptionID string, li
 	return ds, nil
 }
 
-// DeleteDeliveriesBefore implements lifecycle.Store. It deletes in batches
-// so that writers are not held up by a large prune.
-func (s *Store) DeleteDeliveriesBefore(ctx context.Context, t time.Time) (int64, error) {
+// deleteDeliveriesBefore deletes the attempts made before t that are not
+// pending, in batches so that writers are not held up by a large prune.
+func (s *Store) deleteDeliveriesBefore(ctx context.Context, t time.Time) (int64, error) {
 	n, err := s.deleteInBatches(ctx, `DELETE FROM webhook_deliveries WHERE pos IN (SELECT pos FROM webhook_deliveries
 		WHERE attempted_at < ? AND status != 'pending' LIMIT ?)`, millis(t))
 	if err != nil {

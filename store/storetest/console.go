@@ -19,20 +19,49 @@ func consoleSession(token, key string, created, expires time.Duration) lifecycle
 	return lifecycle.ConsoleSession{Hash: hash[:], KeyID: key, KeyHash: keyHash[:], CreatedAt: ts(created), ExpiresAt: ts(expires)}
 }
 
-func createConsoleSessions(t *testing.T, s lifecycle.Store, sessions ...lifecycle.ConsoleSession) {
+func createConsoleSessions(t *testing.T, s lifecycle.ConsoleSessionStore, sessions ...lifecycle.ConsoleSession) {
 	t.Helper()
-	update(t, s, func(tx lifecycle.Tx) error {
-		for _, cs := range sessions {
-			if err := tx.CreateConsoleSession(t.Context(), cs); err != nil {
-				return err
-			}
+	for _, cs := range sessions {
+		if err := s.CreateConsoleSession(t.Context(), cs); err != nil {
+			t.Fatalf("CreateConsoleSession(%x): %v", cs.Hash, err)
 		}
-		return nil
-	})
+	}
+}
+
+// testConsoleSessionStore runs the tests of lifecycle.ConsoleSessionStore,
+// each on a fresh store, when the Store implements it; a Store without it
+// keeps no console sessions, and they are skipped.
+func testConsoleSessionStore(t *testing.T, h Harness) {
+	probe := h.Open(t)
+	_, ok := probe.(lifecycle.ConsoleSessionStore)
+	probe.Close()
+	if !ok {
+		t.Skip("the Store does not implement lifecycle.ConsoleSessionStore: it keeps no console sessions, and serves no console")
+	}
+	for _, tt := range []struct {
+		name string
+		fn   func(t *testing.T, h Harness)
+	}{
+		{"RoundTrip", testConsoleSessions},
+		{"DeleteBefore", testDeleteConsoleSessionsBefore},
+		{"Closed", testConsoleSessionsClosed},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tt.fn(t, h)
+		})
+	}
+}
+
+// openSessions opens a store that is closed when the test ends, as a
+// ConsoleSessionStore.
+func openSessions(t *testing.T, h Harness) lifecycle.ConsoleSessionStore {
+	t.Helper()
+	return open(t, h).(lifecycle.ConsoleSessionStore)
 }
 
 func testConsoleSessions(t *testing.T, h Harness) {
-	s := open(t, h)
+	s := openSessions(t, h)
 	a, b := consoleSession("token-a", "key_1", 0, time.Hour), consoleSession("token-b", "key_1", time.Minute, 2*time.Hour)
 	// Hashes are bytes: a prefix of another's, or one that differs from
 	// another's in a zero byte, is another session's.
@@ -55,19 +84,19 @@ func testConsoleSessions(t *testing.T, h Harness) {
 	missing := consoleSession("token-missing", "key_1", 0, time.Hour)
 	calls := []struct {
 		name string
-		fn   func(tx lifecycle.Tx) error
+		fn   func() error
 		want error
 	}{
-		{"CreateConsoleSession(same hash)", func(tx lifecycle.Tx) error {
+		{"CreateConsoleSession(same hash)", func() error {
 			dup := consoleSession("token-a", "key_2", 5*time.Minute, 3*time.Hour) // another key, the same token
-			return tx.CreateConsoleSession(t.Context(), dup)
+			return s.CreateConsoleSession(t.Context(), dup)
 		}, lifecycle.ErrConflict},
-		{"DeleteConsoleSession(missing)", func(tx lifecycle.Tx) error { return tx.DeleteConsoleSession(t.Context(), missing.Hash) }, lifecycle.ErrNotFound},
-		{"DeleteConsoleSession(a prefix of a hash)", func(tx lifecycle.Tx) error { return tx.DeleteConsoleSession(t.Context(), a.Hash[:8]) }, lifecycle.ErrNotFound},
-		{"DeleteConsoleSession(no hash)", func(tx lifecycle.Tx) error { return tx.DeleteConsoleSession(t.Context(), nil) }, lifecycle.ErrNotFound},
+		{"DeleteConsoleSession(missing)", func() error { return s.DeleteConsoleSession(t.Context(), missing.Hash) }, lifecycle.ErrNotFound},
+		{"DeleteConsoleSession(a prefix of a hash)", func() error { return s.DeleteConsoleSession(t.Context(), a.Hash[:8]) }, lifecycle.ErrNotFound},
+		{"DeleteConsoleSession(no hash)", func() error { return s.DeleteConsoleSession(t.Context(), nil) }, lifecycle.ErrNotFound},
 	}
 	for _, c := range calls {
-		if err := s.Update(t.Context(), c.fn); !errors.Is(err, c.want) {
+		if err := c.fn(); !errors.Is(err, c.want) {
 			t.Errorf("%s error = %v, want %v", c.name, err, c.want)
 		}
 	}
@@ -80,11 +109,13 @@ func testConsoleSessions(t *testing.T, h Harness) {
 	}
 
 	// Sign-out deletes one session, and only once.
-	update(t, s, func(tx lifecycle.Tx) error { return tx.DeleteConsoleSession(t.Context(), a.Hash) })
+	if err := s.DeleteConsoleSession(t.Context(), a.Hash); err != nil {
+		t.Fatalf("DeleteConsoleSession: %v", err)
+	}
 	if _, err := s.ConsoleSession(t.Context(), a.Hash); !errors.Is(err, lifecycle.ErrNotFound) {
 		t.Errorf("ConsoleSession(deleted) error = %v, want ErrNotFound", err)
 	}
-	if err := s.Update(t.Context(), func(tx lifecycle.Tx) error { return tx.DeleteConsoleSession(t.Context(), a.Hash) }); !errors.Is(err, lifecycle.ErrNotFound) {
+	if err := s.DeleteConsoleSession(t.Context(), a.Hash); !errors.Is(err, lifecycle.ErrNotFound) {
 		t.Errorf("DeleteConsoleSession twice: error = %v, want ErrNotFound", err)
 	}
 	for _, kept := range []lifecycle.ConsoleSession{b, prefix, zero} {
@@ -97,7 +128,7 @@ func testConsoleSessions(t *testing.T, h Harness) {
 }
 
 func testDeleteConsoleSessionsBefore(t *testing.T, h Harness) {
-	s := open(t, h)
+	s := openSessions(t, h)
 	sessions := []lifecycle.ConsoleSession{
 		consoleSession("token-1", "key_1", -3*time.Hour, -2*time.Hour),
 		consoleSession("token-2", "key_2", -3*time.Hour, -2*time.Hour),
@@ -142,9 +173,34 @@ func testDeleteConsoleSessionsBefore(t *testing.T, h Harness) {
 	}
 }
 
-// testHistoryAndSessionsClosed calls the reads of a task's history and the
-// console session methods of a closed store.
-func testHistoryAndSessionsClosed(t *testing.T, h Harness) {
+// testConsoleSessionsClosed calls the console session methods of a closed
+// store.
+func testConsoleSessionsClosed(t *testing.T, h Harness) {
+	st := h.Open(t)
+	if err := st.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	s := st.(lifecycle.ConsoleSessionStore)
+	calls := []struct {
+		name string
+		fn   func() error
+	}{
+		{"ConsoleSession", func() error { _, err := s.ConsoleSession(t.Context(), []byte("hash")); return err }},
+		{"CreateConsoleSession", func() error {
+			return s.CreateConsoleSession(t.Context(), consoleSession("token", "key_1", 0, time.Hour))
+		}},
+		{"DeleteConsoleSession", func() error { return s.DeleteConsoleSession(t.Context(), []byte("hash")) }},
+		{"DeleteConsoleSessionsBefore", func() error { _, err := s.DeleteConsoleSessionsBefore(t.Context(), base); return err }},
+	}
+	for _, c := range calls {
+		if err := c.fn(); !errors.Is(err, lifecycle.ErrClosed) {
+			t.Errorf("%s after Close: error = %v, want ErrClosed", c.name, err)
+		}
+	}
+}
+
+// testHistoryClosed calls the reads of a task's history of a closed store.
+func testHistoryClosed(t *testing.T, h Harness) {
 	s := h.Open(t)
 	if err := s.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
@@ -155,14 +211,7 @@ func testHistoryAndSessionsClosed(t *testing.T, h Harness) {
 	}{
 		{"Submissions", func() error { _, err := s.Submissions(t.Context(), "tsk_x"); return err }},
 		{"ShipOperations", func() error { _, err := s.ShipOperations(t.Context(), "tsk_x"); return err }},
-		{"ConsoleSession", func() error { _, err := s.ConsoleSession(t.Context(), []byte("hash")); return err }},
-		{"DeleteConsoleSessionsBefore", func() error { _, err := s.DeleteConsoleSessionsBefore(t.Context(), base); return err }},
-		{"EventsPrunedThrough", func() error { _, err := s.EventsPrunedThrough(t.Context()); return err }},
-		{"Update(CreateConsoleSession)", func() error {
-			return s.Update(t.Context(), func(tx lifecycle.Tx) error {
-				return tx.CreateConsoleSession(t.Context(), consoleSession("token", "key_1", 0, time.Hour))
-			})
-		}},
+		{"EventBounds", func() error { _, err := s.EventBounds(t.Context()); return err }},
 	}
 	for _, c := range calls {
 		if err := c.fn(); !errors.Is(err, lifecycle.ErrClosed) {

@@ -179,7 +179,9 @@ func testListTasksByPullRequestAndHead(t *testing.T, h Harness) {
 	})
 }
 
-func testReplaceChecks(t *testing.T, h Harness) {
+// testPutChecksReplace checks PutChecks with Replace: the checks of one
+// source at one commit become those given, and nothing else changes.
+func testPutChecksReplace(t *testing.T, h Harness) {
 	s := open(t, h)
 	task, other := minimalTask(1), minimalTask(2)
 	create(t, s, task, other)
@@ -194,10 +196,16 @@ func testReplaceChecks(t *testing.T, h Harness) {
 		oldHead  = check(task.ID, sha2, lifecycle.SourceProvider, "build", lifecycle.CheckFailed)
 		elsewise = check(other.ID, sha1, lifecycle.SourceProvider, "build", lifecycle.CheckPassed)
 	)
+	put := func(replace bool, checks ...lifecycle.Check) func(tx lifecycle.Tx) error {
+		return func(tx lifecycle.Tx) error {
+			c := checks[0]
+			return tx.PutChecks(t.Context(), lifecycle.PutChecksParams{TaskID: c.TaskID, HeadSHA: c.HeadSHA, Source: c.Source, Checks: checks, Replace: replace})
+		}
+	}
 	update(t, s, func(tx lifecycle.Tx) error {
 		var errs []error
 		for _, c := range []lifecycle.Check{build, lint, unit, oldHead, elsewise} {
-			errs = append(errs, tx.PutCheck(t.Context(), c))
+			errs = append(errs, put(false, c)(tx))
 		}
 		return errors.Join(errs...)
 	})
@@ -217,12 +225,12 @@ func testReplaceChecks(t *testing.T, h Harness) {
 	passed.URL, passed.UpdatedAt = ptr("https://ci.example.com/2"), ts(time.Minute)
 	e2e := check(task.ID, sha1, lifecycle.SourceProvider, "e2e", lifecycle.CheckRunning)
 	update(t, s, func(tx lifecycle.Tx) error {
-		if err := tx.ReplaceChecks(t.Context(), task.ID, sha1, lifecycle.SourceProvider, []lifecycle.Check{e2e, passed}); err != nil {
+		if err := put(true, e2e, passed)(tx); err != nil {
 			return err
 		}
 		got, err := tx.Checks(t.Context(), task.ID, sha1)
 		if diff := cmp.Diff([]lifecycle.Check{passed, e2e, unit}, got, equateEmpty); err == nil && diff != "" {
-			t.Errorf("Tx.Checks after ReplaceChecks in the same transaction (-want +got):\n%s", diff)
+			t.Errorf("Tx.Checks after PutChecks(Replace) in the same transaction (-want +got):\n%s", diff)
 		}
 		return err
 	})
@@ -232,13 +240,13 @@ func testReplaceChecks(t *testing.T, h Harness) {
 
 	// An empty set deletes the source's checks, and only them.
 	update(t, s, func(tx lifecycle.Tx) error {
-		return tx.ReplaceChecks(t.Context(), task.ID, sha1, lifecycle.SourceProvider, []lifecycle.Check{})
+		return tx.PutChecks(t.Context(), lifecycle.PutChecksParams{TaskID: task.ID, HeadSHA: sha1, Source: lifecycle.SourceProvider, Checks: []lifecycle.Check{}, Replace: true})
 	})
 	expect("after replacing with none", task.ID, sha1, unit)
 	expect("after replacing with none", task.ID, sha2, oldHead)
 	expect("after replacing with none", other.ID, sha1, elsewise)
 	update(t, s, func(tx lifecycle.Tx) error {
-		return tx.ReplaceChecks(t.Context(), other.ID, sha1, lifecycle.SourceProvider, nil)
+		return tx.PutChecks(t.Context(), lifecycle.PutChecksParams{TaskID: other.ID, HeadSHA: sha1, Source: lifecycle.SourceProvider, Replace: true})
 	})
 	expect("after replacing with nil", other.ID, sha1)
 	expect("after replacing with nil", task.ID, sha1, unit)
@@ -296,19 +304,19 @@ func testProviderDeliveries(t *testing.T, h Harness) {
 	}
 	gone("rolled back", "github", "d9")
 
-	// Deleting before the second's time deletes the first only.
-	if n, err := s.DeleteProviderDeliveriesBefore(t.Context(), second.ReceivedAt); err != nil || n != 1 {
-		t.Errorf("DeleteProviderDeliveriesBefore(+1h) = %d, %v; want 1", n, err)
+	// Pruning before the second's time deletes the first only.
+	prune := func(before time.Time, want int64) {
+		t.Helper()
+		if n, err := s.Prune(t.Context(), lifecycle.PruneParams{Before: before}); err != nil || n != (lifecycle.PruneResult{ProviderDeliveries: want}) {
+			t.Errorf("Prune(%v) = %+v, %v; want %d provider deliveries", before, n, err, want)
+		}
 	}
+	prune(second.ReceivedAt, 1)
 	gone("deleted", "github", "d1")
 	expect("kept", second)
 	expect("kept", sameID)
-	if n, err := s.DeleteProviderDeliveriesBefore(t.Context(), base.Add(3*time.Hour)); err != nil || n != 2 {
-		t.Errorf("DeleteProviderDeliveriesBefore(+3h) = %d, %v; want 2", n, err)
-	}
-	if n, err := s.DeleteProviderDeliveriesBefore(t.Context(), base.Add(3*time.Hour)); err != nil || n != 0 {
-		t.Errorf("DeleteProviderDeliveriesBefore(+3h) again = %d, %v; want 0", n, err)
-	}
+	prune(base.Add(3*time.Hour), 2)
+	prune(base.Add(3*time.Hour), 0)
 	gone("deleted", "gitlab", "d1")
 	// A delivery forgotten may be recorded again.
 	if err := record(again); err != nil {
@@ -609,10 +617,10 @@ func testConcurrentClaimReconciliations(t *testing.T, h Harness) {
 	}
 }
 
-// testLastEventSequenceCommitted checks that LastEventSequence reports
-// committed events only: not those of a transaction still open, nor of
-// one rolled back.
-func testLastEventSequenceCommitted(t *testing.T, h Harness) {
+// testEventBoundsCommitted checks that EventBounds reports committed
+// events only: not those of a transaction still open, nor of one rolled
+// back.
+func testEventBoundsCommitted(t *testing.T, h Harness) {
 	s := open(t, h)
 	task := minimalTask(1)
 	create(t, s, task)
@@ -620,8 +628,8 @@ func testLastEventSequenceCommitted(t *testing.T, h Harness) {
 	appendEvents(t, s, &committed)
 	expect := func(when string, want int64) {
 		t.Helper()
-		if last, err := s.LastEventSequence(t.Context()); err != nil || last != want {
-			t.Errorf("%s: LastEventSequence = %d, %v; want %d", when, last, err, want)
+		if b, err := s.EventBounds(t.Context()); err != nil || b != (lifecycle.EventBounds{Last: want}) {
+			t.Errorf("%s: EventBounds = %+v, %v; want Last %d", when, b, err, want)
 		}
 	}
 	expect("after a commit", committed.Sequence)
@@ -637,7 +645,7 @@ func testLastEventSequenceCommitted(t *testing.T, h Harness) {
 	expect("after a rollback", committed.Sequence)
 
 	// While a transaction that appended an event is open, neither
-	// LastEventSequence nor Events shows it.
+	// EventBounds nor Events shows it.
 	appended, release := make(chan struct{}), make(chan struct{})
 	pending := event(task.ID, 3, ts(2*time.Second))
 	done := make(chan error, 1)
@@ -669,39 +677,141 @@ func testHostFactsClosed(t *testing.T, h Harness) {
 	if _, err := s.ProviderDelivery(t.Context(), "github", "d1"); !errors.Is(err, lifecycle.ErrClosed) {
 		t.Errorf("ProviderDelivery after Close: error = %v, want ErrClosed", err)
 	}
-	if _, err := s.DeleteProviderDeliveriesBefore(t.Context(), base); !errors.Is(err, lifecycle.ErrClosed) {
-		t.Errorf("DeleteProviderDeliveriesBefore after Close: error = %v, want ErrClosed", err)
+	if _, err := s.Prune(t.Context(), lifecycle.PruneParams{Before: base, ExpiredBefore: base}); !errors.Is(err, lifecycle.ErrClosed) {
+		t.Errorf("Prune after Close: error = %v, want ErrClosed", err)
 	}
 }
 
+// testInstanceLeaser runs the tests of lifecycle.InstanceLeaser, each on
+// a fresh store, when the Store implements it; a Store without it keeps
+// no instance leases (its Service is the only one), and they are skipped.
+func testInstanceLeaser(t *testing.T, h Harness) {
+	implements[lifecycle.InstanceLeaser](t, h, "the Store does not implement lifecycle.InstanceLeaser: it keeps no instance leases")
+	for _, tt := range []struct {
+		name string
+		fn   func(t *testing.T, h Harness)
+	}{
+		{"RoundTrip", testInstanceLeases},
+		{"Atomic", testInstanceLeaseAtomic},
+		{"Closed", testInstanceLeaseClosed},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tt.fn(t, h)
+		})
+	}
+}
+
+// putLease stores l with UpdateInstanceLease and returns the lease it
+// found.
+func putLease(t *testing.T, s lifecycle.InstanceLeaser, l lifecycle.InstanceLease, relaxed bool) *lifecycle.InstanceLease {
+	t.Helper()
+	var found *lifecycle.InstanceLease
+	err := s.UpdateInstanceLease(t.Context(), lifecycle.UpdateInstanceLeaseParams{ID: l.ID, Relaxed: relaxed,
+		Update: func(cur *lifecycle.InstanceLease) (*lifecycle.InstanceLease, error) {
+			found = cur
+			return &l, nil
+		}})
+	if err != nil {
+		t.Fatalf("UpdateInstanceLease(%s): %v", l.ID, err)
+	}
+	return found
+}
+
+// lease returns the stored lease of id, or nil.
+func lease(t *testing.T, s lifecycle.InstanceLeaser, id string) *lifecycle.InstanceLease {
+	t.Helper()
+	var found *lifecycle.InstanceLease
+	err := s.UpdateInstanceLease(t.Context(), lifecycle.UpdateInstanceLeaseParams{ID: id,
+		Update: func(cur *lifecycle.InstanceLease) (*lifecycle.InstanceLease, error) {
+			found = cur
+			return nil, nil // stores nothing
+		}})
+	if err != nil {
+		t.Fatalf("UpdateInstanceLease(%s): %v", id, err)
+	}
+	return found
+}
+
 func testInstanceLeases(t *testing.T, h Harness) {
-	s := open(t, h)
-	update(t, s, func(tx lifecycle.Tx) error {
-		if _, err := tx.InstanceLease(t.Context(), "web-1"); !errors.Is(err, lifecycle.ErrNotFound) {
-			t.Errorf("InstanceLease(unknown) error = %v, want ErrNotFound", err)
+	s := open(t, h).(lifecycle.InstanceLeaser)
+	if found := putLease(t, s, lifecycle.InstanceLease{ID: "web-1", Life: "lif_a", Until: base.Add(3 * time.Second)}, false); found != nil {
+		t.Errorf("UpdateInstanceLease(unknown) found %+v, want nil", found)
+	}
+	putLease(t, s, lifecycle.InstanceLease{ID: "web-2", Life: "lif_b", Until: base.Add(time.Second)}, true)
+	// Putting again replaces the lease of that ID only, relaxed or not.
+	found := putLease(t, s, lifecycle.InstanceLease{ID: "web-1", Life: "lif_c", Until: base.Add(time.Minute)}, true)
+	if found == nil || found.ID != "web-1" || found.Life != "lif_a" || !found.Until.Equal(base.Add(3*time.Second)) {
+		t.Errorf("UpdateInstanceLease(web-1) found %+v, want lif_a's lease", found)
+	}
+	// Storing nothing, or failing, leaves the lease as it is.
+	errFn := errors.New("fn failed")
+	err := s.UpdateInstanceLease(t.Context(), lifecycle.UpdateInstanceLeaseParams{ID: "web-2",
+		Update: func(*lifecycle.InstanceLease) (*lifecycle.InstanceLease, error) {
+			return &lifecycle.InstanceLease{ID: "web-2", Life: "lif_x", Until: base.Add(time.Hour)}, errFn
+		}})
+	if !errors.Is(err, errFn) {
+		t.Errorf("UpdateInstanceLease(fn fails) error = %v, want fn's", err)
+	}
+	if found := lease(t, s, "web-3"); found != nil {
+		t.Errorf("lease of web-3, never stored: %+v", found)
+	}
+	for _, want := range []lifecycle.InstanceLease{
+		{ID: "web-1", Life: "lif_c", Until: base.Add(time.Minute)},
+		{ID: "web-2", Life: "lif_b", Until: base.Add(time.Second)},
+	} {
+		got := lease(t, s, want.ID)
+		if got == nil || got.ID != want.ID || got.Life != want.Life || !got.Until.Equal(want.Until) {
+			t.Errorf("lease of %s = %+v, want %+v", want.ID, got, want)
 		}
-		return tx.PutInstanceLease(t.Context(), lifecycle.InstanceLease{ID: "web-1", Life: "lif_a", Until: base.Add(3 * time.Second)})
-	})
-	update(t, s, func(tx lifecycle.Tx) error {
-		return tx.PutInstanceLease(t.Context(), lifecycle.InstanceLease{ID: "web-2", Life: "lif_b", Until: base.Add(time.Second)})
-	})
-	// Putting again replaces the lease of that ID only.
-	update(t, s, func(tx lifecycle.Tx) error {
-		return tx.PutInstanceLease(t.Context(), lifecycle.InstanceLease{ID: "web-1", Life: "lif_c", Until: base.Add(time.Minute)})
-	})
-	update(t, s, func(tx lifecycle.Tx) error {
-		for _, want := range []lifecycle.InstanceLease{
-			{ID: "web-1", Life: "lif_c", Until: base.Add(time.Minute)},
-			{ID: "web-2", Life: "lif_b", Until: base.Add(time.Second)},
-		} {
-			got, err := tx.InstanceLease(t.Context(), want.ID)
-			if err != nil {
-				return err
-			}
-			if got.ID != want.ID || got.Life != want.Life || !got.Until.Equal(want.Until) {
-				t.Errorf("InstanceLease(%s) = %+v, want %+v", want.ID, got, want)
-			}
+	}
+	if got := lease(t, s, "web-3"); got != nil {
+		t.Errorf("lease of web-3 after reading it = %+v, want none stored", got)
+	}
+}
+
+// testInstanceLeaseAtomic runs many updates of one lease at once, each
+// moving its end a second on from the one it read: none is lost.
+func testInstanceLeaseAtomic(t *testing.T, h Harness) {
+	s := open(t, h).(lifecycle.InstanceLeaser)
+	const n = 32
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- s.UpdateInstanceLease(context.Background(), lifecycle.UpdateInstanceLeaseParams{ID: "web-1", Relaxed: i%2 == 0,
+				Update: func(cur *lifecycle.InstanceLease) (*lifecycle.InstanceLease, error) {
+					until := base
+					if cur != nil {
+						until = cur.Until
+					}
+					return &lifecycle.InstanceLease{ID: "web-1", Life: "lif_a", Until: until.Add(time.Second)}, nil
+				}})
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("UpdateInstanceLease: %v", err)
 		}
-		return nil
-	})
+	}
+	if got := lease(t, s, "web-1"); got == nil || !got.Until.Equal(base.Add(n*time.Second)) {
+		t.Errorf("lease after %d updates at once = %+v, want Until base+%ds", n, got, n)
+	}
+}
+
+func testInstanceLeaseClosed(t *testing.T, h Harness) {
+	st := h.Open(t)
+	if err := st.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	s := st.(lifecycle.InstanceLeaser)
+	err := s.UpdateInstanceLease(t.Context(), lifecycle.UpdateInstanceLeaseParams{ID: "web-1",
+		Update: func(*lifecycle.InstanceLease) (*lifecycle.InstanceLease, error) { return nil, nil }})
+	if !errors.Is(err, lifecycle.ErrClosed) {
+		t.Errorf("UpdateInstanceLease after Close: error = %v, want ErrClosed", err)
+	}
 }

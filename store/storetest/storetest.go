@@ -4,6 +4,12 @@
 //	func TestConformance(t *testing.T) {
 //		storetest.Run(t, storetest.Harness{Open: ..., Reopen: ...})
 //	}
+//
+// It tests every method of [lifecycle.Store] and [lifecycle.Tx], and the
+// optional interfaces a Store implements ([lifecycle.InstanceLeaser],
+// [lifecycle.Notifier], [lifecycle.RelaxedUpdater],
+// [lifecycle.FailureClassifier], [lifecycle.SecretResealer]); the tests
+// of one it does not implement are skipped, saying so.
 package storetest
 
 import (
@@ -49,30 +55,34 @@ func Run(t *testing.T, h Harness) {
 		{"EventsAppendAndRead", testEventsAppendAndRead},
 		{"EventsFilters", testEventsFilters},
 		{"EventsPruneKeepsSequence", testEventsPruneKeepsSequence},
+		{"Prune", testPrune},
 		{"APIKeys", testAPIKeys},
 		{"Submissions", testSubmissions},
 		{"SubmissionsOfTask", testSubmissionsOfTask},
 		{"Reviews", testReviews},
 		{"Checks", testChecks},
 		{"IdempotencyRecords", testIdempotencyRecords},
+		{"ConcurrentIdempotencyInserts", testConcurrentIdempotencyInserts},
 		{"ShipOperations", testShipOperations},
 		{"ShipOperationsOfTask", testShipOperationsOfTask},
 		{"ClaimShipOperations", testClaimShipOperations},
-		{"InstanceLeases", testInstanceLeases},
-		{"ConsoleSessions", testConsoleSessions},
-		{"DeleteConsoleSessionsBefore", testDeleteConsoleSessionsBefore},
-		{"HistoryAndSessionsClosed", testHistoryAndSessionsClosed},
+		{"InstanceLeaser", testInstanceLeaser},
+		{"Notifier", testNotifier},
+		{"RelaxedUpdater", testRelaxedUpdater},
+		{"FailureClassifier", testFailureClassifier},
+		{"ConsoleSessions", testConsoleSessionStore},
+		{"HistoryClosed", testHistoryClosed},
 		{"HostFactsRoundTrip", testHostFactsRoundTrip},
 		{"ReviewHostFields", testReviewHostFields},
 		{"ShipLeaseOwner", testShipLeaseOwner},
 		{"ListTasksByPullRequestAndHead", testListTasksByPullRequestAndHead},
-		{"ReplaceChecks", testReplaceChecks},
+		{"PutChecksReplace", testPutChecksReplace},
 		{"ProviderDeliveries", testProviderDeliveries},
 		{"ConcurrentProviderDeliveries", testConcurrentProviderDeliveries},
 		{"ClaimReconciliations", testClaimReconciliations},
 		{"ConcurrentClaimShipOperations", testConcurrentClaimShipOperations},
 		{"ConcurrentClaimReconciliations", testConcurrentClaimReconciliations},
-		{"LastEventSequenceCommitted", testLastEventSequenceCommitted},
+		{"EventBoundsCommitted", testEventBoundsCommitted},
 		{"HostFactsClosed", testHostFactsClosed},
 		{"SubscriptionRoundTrip", testSubscriptionRoundTrip},
 		{"SubscriptionNotFound", testSubscriptionNotFound},
@@ -88,7 +98,7 @@ func Run(t *testing.T, h Harness) {
 		{"DeliveryByID", testDeliveryByID},
 		{"DeliveryReadForUpdate", testDeliveryReadForUpdate},
 		{"DeleteSubscription", testDeleteSubscription},
-		{"DeleteDeliveriesBefore", testDeleteDeliveriesBefore},
+		{"PruneDeliveries", testPruneDeliveries},
 		{"ReopenKeepsWebhooks", testReopenKeepsWebhooks},
 		{"WebhooksClosed", testWebhooksClosed},
 		{"ConcurrentWriters", testConcurrentWriters},
@@ -480,19 +490,19 @@ func testEventsAppendAndRead(t *testing.T, h Harness) {
 	if err != nil || len(got) != 1 || got[0].ID != e2.ID {
 		t.Errorf("Events(after e1) = %v, %v; want [e2]", got, err)
 	}
-	one, err := s.Event(t.Context(), e2.ID)
+	one, err := s.Events(t.Context(), lifecycle.EventFilter{ID: e2.ID, Limit: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(e2, one, eventOpts); diff != "" {
-		t.Errorf("Event (-want +got):\n%s", diff)
+	if diff := cmp.Diff([]lifecycle.Event{e2}, one, eventOpts); diff != "" {
+		t.Errorf("Events(ID) (-want +got):\n%s", diff)
 	}
-	if _, err := s.Event(t.Context(), "evt_missing"); !errors.Is(err, lifecycle.ErrNotFound) {
-		t.Errorf("Event(missing) error = %v, want ErrNotFound", err)
+	if got, err := s.Events(t.Context(), lifecycle.EventFilter{ID: "evt_missing", Limit: 1}); err != nil || len(got) != 0 {
+		t.Errorf("Events(missing ID) = %v, %v; want none", ids(got), err)
 	}
-	last, err := s.LastEventSequence(t.Context())
-	if err != nil || last != e2.Sequence {
-		t.Errorf("LastEventSequence = %d, %v; want %d", last, err, e2.Sequence)
+	bounds, err := s.EventBounds(t.Context())
+	if err != nil || bounds != (lifecycle.EventBounds{Last: e2.Sequence}) {
+		t.Errorf("EventBounds = %+v, %v; want Last %d, nothing pruned", bounds, err, e2.Sequence)
 	}
 	dup := e1
 	err = s.Update(t.Context(), func(tx lifecycle.Tx) error { return tx.AppendEvent(t.Context(), &dup) })
@@ -530,6 +540,9 @@ func testEventsFilters(t *testing.T, h Harness) {
 			return e.TaskID == a.ID && e.Type == lifecycle.EventTaskUpdated
 		}},
 		{"after", lifecycle.EventFilter{After: all[6].Sequence}, func(e *lifecycle.Event) bool { return e.Sequence > all[6].Sequence }},
+		{"id", lifecycle.EventFilter{ID: all[4].ID}, func(e *lifecycle.Event) bool { return e.ID == all[4].ID }},
+		{"id and task", lifecycle.EventFilter{ID: all[4].ID, TaskID: b.ID}, func(*lifecycle.Event) bool { return false }},
+		{"id after it", lifecycle.EventFilter{ID: all[4].ID, After: all[4].Sequence}, func(*lifecycle.Event) bool { return false }},
 	}
 	for _, tt := range tests {
 		tt.f.Limit = 100
@@ -567,37 +580,38 @@ func testEventsPruneKeepsSequence(t *testing.T, h Harness) {
 	create(t, s, task)
 	old, recent := event(task.ID, 1, ts(0)), event(task.ID, 2, ts(time.Hour))
 	appendEvents(t, s, &old, &recent)
-	if through, err := s.EventsPrunedThrough(t.Context()); err != nil || through != 0 {
-		t.Errorf("EventsPrunedThrough before any prune = %d, %v; want 0", through, err)
+	if b, err := s.EventBounds(t.Context()); err != nil || b != (lifecycle.EventBounds{Last: recent.Sequence}) {
+		t.Errorf("EventBounds before any prune = %+v, %v; want Last %d, PrunedThrough 0", b, err, recent.Sequence)
 	}
-	n, err := s.DeleteEventsBefore(t.Context(), base.Add(time.Minute))
-	if err != nil || n != 1 {
-		t.Fatalf("DeleteEventsBefore = %d, %v; want 1", n, err)
+	n, err := s.Prune(t.Context(), lifecycle.PruneParams{Before: base.Add(time.Minute)})
+	if err != nil || n != (lifecycle.PruneResult{Events: 1}) {
+		t.Fatalf("Prune = %+v, %v; want 1 event", n, err)
 	}
-	if through, err := s.EventsPrunedThrough(t.Context()); err != nil || through != old.Sequence {
-		t.Errorf("EventsPrunedThrough = %d, %v; want %d, the sequence pruned", through, err, old.Sequence)
+	if b, err := s.EventBounds(t.Context()); err != nil || b != (lifecycle.EventBounds{Last: recent.Sequence, PrunedThrough: old.Sequence}) {
+		t.Errorf("EventBounds = %+v, %v; want Last %d, PrunedThrough %d, the sequence pruned", b, err, recent.Sequence, old.Sequence)
 	}
 	got, err := s.Events(t.Context(), lifecycle.EventFilter{Limit: 10})
 	if err != nil || len(got) != 1 || got[0].ID != recent.ID {
 		t.Fatalf("after prune Events = %v, %v; want [recent]", ids(got), err)
 	}
+	if got, err := s.Events(t.Context(), lifecycle.EventFilter{ID: old.ID, Limit: 1}); err != nil || len(got) != 0 {
+		t.Errorf("Events(ID of a pruned event) = %v, %v; want none", ids(got), err)
+	}
 	// Pruning the newest event does not let its sequence be reused.
-	if n, err := s.DeleteEventsBefore(t.Context(), base.Add(2*time.Hour)); err != nil || n != 1 {
-		t.Fatalf("DeleteEventsBefore = %d, %v; want 1", n, err)
+	if n, err := s.Prune(t.Context(), lifecycle.PruneParams{Before: base.Add(2 * time.Hour)}); err != nil || n.Events != 1 {
+		t.Fatalf("Prune = %+v, %v; want 1 event", n, err)
 	}
-	last, err := s.LastEventSequence(t.Context())
-	if err != nil || last != recent.Sequence {
-		t.Errorf("LastEventSequence after pruning all = %d, %v; want %d", last, err, recent.Sequence)
+	if b, err := s.EventBounds(t.Context()); err != nil || b != (lifecycle.EventBounds{Last: recent.Sequence, PrunedThrough: recent.Sequence}) {
+		t.Errorf("EventBounds after pruning all = %+v, %v; want Last and PrunedThrough %d", b, err, recent.Sequence)
 	}
-	if through, err := s.EventsPrunedThrough(t.Context()); err != nil || through != recent.Sequence {
-		t.Errorf("EventsPrunedThrough after pruning all = %d, %v; want %d", through, err, recent.Sequence)
+	// Nothing deleted, or nothing asked for: the mark stays.
+	for _, p := range []lifecycle.PruneParams{{Before: base}, {}} {
+		if n, err := s.Prune(t.Context(), p); err != nil || n != (lifecycle.PruneResult{}) {
+			t.Fatalf("Prune(%+v) = %+v, %v; want nothing deleted", p, n, err)
+		}
 	}
-	// Nothing deleted: the mark stays.
-	if _, err := s.DeleteEventsBefore(t.Context(), base); err != nil {
-		t.Fatal(err)
-	}
-	if through, _ := s.EventsPrunedThrough(t.Context()); through != recent.Sequence {
-		t.Errorf("EventsPrunedThrough after a prune that deleted nothing = %d, want %d", through, recent.Sequence)
+	if b, _ := s.EventBounds(t.Context()); b.PrunedThrough != recent.Sequence {
+		t.Errorf("EventBounds.PrunedThrough after a prune that deleted nothing = %d, want %d", b.PrunedThrough, recent.Sequence)
 	}
 	next := event(task.ID, 3, ts(3*time.Hour))
 	appendEvents(t, s, &next)
@@ -872,7 +886,7 @@ func submission(taskID, id string) lifecycle.Submission {
 		Head:             ptr("agent/eng-1"),
 		Base:             ptr("main"),
 		HeadSHA:          ptr("0123456789abcdef0123456789abcdef01234567"),
-		Action:           lifecycle.ActionCreated,
+		Action:           lifecycle.SubmissionCreated,
 		IdempotencyKey:   "key-12345678",
 		Owner:            ptr("acme"),
 		Repo:             ptr("web"),
@@ -895,34 +909,34 @@ func testSubmissions(t *testing.T, h Harness) {
 	create(t, s, task)
 	full := submission(task.ID, "sub_full")
 	bare := lifecycle.Submission{SubmissionID: "sub_bare", TaskID: task.ID, Status: lifecycle.StatusInReview, PRURL: "x", PRNumber: 1,
-		Action: lifecycle.ActionAccepted, CodeReviewPolicy: lifecycle.PolicyNeverRequire, Mode: lifecycle.ModeArtifact, AcceptedAt: ts(0)}
+		Action: lifecycle.SubmissionAccepted, CodeReviewPolicy: lifecycle.PolicyNeverRequire, Mode: lifecycle.ModeArtifact, AcceptedAt: ts(0)}
 	update(t, s, func(tx lifecycle.Tx) error {
 		return errors.Join(tx.CreateSubmission(t.Context(), full), tx.CreateSubmission(t.Context(), bare))
 	})
 	opts := cmp.Options{equateEmpty, cmpopts.IgnoreFields(lifecycle.Submission{}, "AvailableActions")}
-	for _, want := range []lifecycle.Submission{full, bare} {
-		got, err := s.Submission(t.Context(), want.SubmissionID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(want, got, opts); diff != "" {
-			t.Errorf("Submission(%s) (-want +got):\n%s", want.SubmissionID, diff)
-		}
+	got, err := s.Submissions(t.Context(), task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]lifecycle.Submission{full, bare}, got, opts); diff != "" {
+		t.Errorf("Submissions (-want +got):\n%s", diff)
 	}
 	update(t, s, func(tx lifecycle.Tx) error {
-		got, err := tx.Submission(t.Context(), full.SubmissionID)
-		if err == nil && !cmp.Equal(full, got, opts) {
-			t.Errorf("Tx.Submission differs: %s", cmp.Diff(full, got, opts))
+		for _, want := range []lifecycle.Submission{full, bare} {
+			got, err := tx.Submission(t.Context(), want.SubmissionID)
+			if err != nil {
+				return err
+			}
+			if diff := cmp.Diff(want, got, opts); diff != "" {
+				t.Errorf("Tx.Submission(%s) (-want +got):\n%s", want.SubmissionID, diff)
+			}
 		}
 		if _, err := tx.Submission(t.Context(), "sub_missing"); !errors.Is(err, lifecycle.ErrNotFound) {
 			t.Errorf("Tx.Submission(missing) error = %v, want ErrNotFound", err)
 		}
-		return err
+		return nil
 	})
-	if _, err := s.Submission(t.Context(), "sub_missing"); !errors.Is(err, lifecycle.ErrNotFound) {
-		t.Errorf("Submission(missing) error = %v, want ErrNotFound", err)
-	}
-	err := s.Update(t.Context(), func(tx lifecycle.Tx) error { return tx.CreateSubmission(t.Context(), full) })
+	err = s.Update(t.Context(), func(tx lifecycle.Tx) error { return tx.CreateSubmission(t.Context(), full) })
 	if !errors.Is(err, lifecycle.ErrConflict) {
 		t.Errorf("CreateSubmission(same ID) error = %v, want ErrConflict", err)
 	}
@@ -937,7 +951,7 @@ func testSubmissionsOfTask(t *testing.T, h Harness) {
 	create(t, s, task, other, idle)
 	bare := func(taskID, id string, accepted time.Duration) lifecycle.Submission {
 		return lifecycle.Submission{SubmissionID: id, TaskID: taskID, Status: lifecycle.StatusInReview, PRURL: "x", PRNumber: 1,
-			Action: lifecycle.ActionAccepted, CodeReviewPolicy: lifecycle.PolicyNeverRequire, Mode: lifecycle.ModeArtifact, AcceptedAt: ts(accepted)}
+			Action: lifecycle.SubmissionAccepted, CodeReviewPolicy: lifecycle.PolicyNeverRequire, Mode: lifecycle.ModeArtifact, AcceptedAt: ts(accepted)}
 	}
 	full := submission(task.ID, "sub_c")
 	full.AcceptedAt = ts(0)
@@ -1014,18 +1028,26 @@ func testChecks(t *testing.T, h Harness) {
 	check := func(source lifecycle.CheckSource, name string, st lifecycle.CheckStatus, sha string, url *string) lifecycle.Check {
 		return lifecycle.Check{TaskID: task.ID, HeadSHA: sha, Source: source, Name: name, Status: st, URL: url, UpdatedAt: ts(0)}
 	}
+	put := func(source lifecycle.CheckSource, sha string, checks ...lifecycle.Check) func(tx lifecycle.Tx) error {
+		return func(tx lifecycle.Tx) error {
+			return tx.PutChecks(t.Context(), lifecycle.PutChecksParams{TaskID: task.ID, HeadSHA: sha, Source: source, Checks: checks})
+		}
+	}
 	update(t, s, func(tx lifecycle.Tx) error {
 		return errors.Join(
-			tx.PutCheck(t.Context(), check(lifecycle.SourceReported, "unit", lifecycle.CheckRunning, sha1, nil)),
-			tx.PutCheck(t.Context(), check(lifecycle.SourceReported, "lint", lifecycle.CheckPassed, sha1, ptr("https://ci.example.com/1"))),
-			tx.PutCheck(t.Context(), check(lifecycle.SourceSelfReported, "unit", lifecycle.CheckPassed, sha1, nil)),
-			tx.PutCheck(t.Context(), check(lifecycle.SourceReported, "unit", lifecycle.CheckFailed, sha2, nil)),
+			put(lifecycle.SourceReported, sha1,
+				check(lifecycle.SourceReported, "unit", lifecycle.CheckRunning, sha1, nil),
+				check(lifecycle.SourceReported, "lint", lifecycle.CheckPassed, sha1, ptr("https://ci.example.com/1")))(tx),
+			put(lifecycle.SourceSelfReported, sha1, check(lifecycle.SourceSelfReported, "unit", lifecycle.CheckPassed, sha1, nil))(tx),
+			put(lifecycle.SourceReported, sha2, check(lifecycle.SourceReported, "unit", lifecycle.CheckFailed, sha2, nil))(tx),
+			put(lifecycle.SourceReported, sha2)(tx), // none: nothing changes
 		)
 	})
-	// A later report of the same check replaces it.
+	// A later report of the same check replaces it, and leaves the others
+	// of its source.
 	later := check(lifecycle.SourceReported, "unit", lifecycle.CheckPassed, sha1, ptr("https://ci.example.com/2"))
 	later.UpdatedAt = ts(time.Minute)
-	update(t, s, func(tx lifecycle.Tx) error { return tx.PutCheck(t.Context(), later) })
+	update(t, s, put(lifecycle.SourceReported, sha1, later))
 
 	got, err := s.Checks(t.Context(), task.ID, sha1)
 	if err != nil {
@@ -1054,14 +1076,28 @@ func testIdempotencyRecords(t *testing.T, h Harness) {
 	reserved := lifecycle.IdempotencyRecord{IdempotencyScope: key, Fingerprint: []byte{1, 2, 3},
 		CreatedAt: base, ExpiresAt: base.Add(24 * time.Hour), LockedUntil: base.Add(time.Minute), Owner: "web-1"}
 	update(t, s, func(tx lifecycle.Tx) error {
-		if _, err := tx.IdempotencyRecord(t.Context(), key); !errors.Is(err, lifecycle.ErrNotFound) {
-			t.Errorf("IdempotencyRecord(unknown) error = %v, want ErrNotFound", err)
-		}
-		return tx.CreateIdempotencyRecord(t.Context(), reserved)
+		return tx.UpdateIdempotencyRecord(t.Context(), key, func(cur *lifecycle.IdempotencyRecord) (*lifecycle.IdempotencyRecord, error) {
+			if cur != nil {
+				t.Errorf("UpdateIdempotencyRecord(unknown) called fn with %+v, want nil", cur)
+			}
+			return &reserved, nil
+		})
 	})
-	err := s.Update(t.Context(), func(tx lifecycle.Tx) error { return tx.CreateIdempotencyRecord(t.Context(), reserved) })
-	if !errors.Is(err, lifecycle.ErrConflict) {
-		t.Errorf("CreateIdempotencyRecord(existing) error = %v, want ErrConflict", err)
+	if got := idempotencyRecord(t, s, key); !cmp.Equal(&reserved, got, cmpopts.EquateApproxTime(0)) {
+		t.Errorf("record inserted (-want +got):\n%s", cmp.Diff(&reserved, got, cmpopts.EquateApproxTime(0)))
+	}
+	// What fn fails with is returned, and nothing is stored.
+	errFn := errors.New("fn failed")
+	err := s.Update(t.Context(), func(tx lifecycle.Tx) error {
+		return tx.UpdateIdempotencyRecord(t.Context(), key, func(*lifecycle.IdempotencyRecord) (*lifecycle.IdempotencyRecord, error) {
+			return nil, errFn
+		})
+	})
+	if !errors.Is(err, errFn) {
+		t.Errorf("UpdateIdempotencyRecord(fn fails) error = %v, want fn's", err)
+	}
+	if got := idempotencyRecord(t, s, key); got == nil {
+		t.Errorf("record after fn failed: gone, want kept")
 	}
 	// Each part of the scope distinguishes keys.
 	for _, other := range []lifecycle.IdempotencyScope{
@@ -1073,37 +1109,46 @@ func testIdempotencyRecords(t *testing.T, h Harness) {
 	} {
 		r := reserved
 		r.IdempotencyScope = other
-		update(t, s, func(tx lifecycle.Tx) error { return tx.CreateIdempotencyRecord(t.Context(), r) })
+		update(t, s, func(tx lifecycle.Tx) error {
+			return tx.UpdateIdempotencyRecord(t.Context(), other, func(cur *lifecycle.IdempotencyRecord) (*lifecycle.IdempotencyRecord, error) {
+				if cur != nil {
+					t.Errorf("UpdateIdempotencyRecord(%+v) found %+v, another key's record", other, cur)
+				}
+				return &r, nil
+			})
+		})
 	}
 	done := reserved
 	done.Done, done.StatusCode, done.Body, done.LockedUntil, done.Owner = true, 202, []byte(`{"data":{}}`+"\n"), base, "web-2"
-	update(t, s, func(tx lifecycle.Tx) error { return tx.UpdateIdempotencyRecord(t.Context(), done) })
 	update(t, s, func(tx lifecycle.Tx) error {
-		got, err := tx.IdempotencyRecord(t.Context(), key)
-		if err != nil {
-			return err
-		}
-		if diff := cmp.Diff(done, got, cmpopts.EquateApproxTime(0)); diff != "" {
-			t.Errorf("record after update (-want +got):\n%s", diff)
-		}
-		return nil
+		return tx.UpdateIdempotencyRecord(t.Context(), key, func(cur *lifecycle.IdempotencyRecord) (*lifecycle.IdempotencyRecord, error) {
+			if diff := cmp.Diff(&reserved, cur, cmpopts.EquateApproxTime(0)); diff != "" {
+				t.Errorf("UpdateIdempotencyRecord(existing) called fn with (-want +got):\n%s", diff)
+			}
+			return &done, nil
+		})
 	})
-	n, err := s.DeleteIdempotencyRecordsBefore(t.Context(), base.Add(25*time.Hour))
-	if err != nil || n != 6 {
-		t.Errorf("DeleteIdempotencyRecordsBefore = %d, %v; want 6", n, err)
+	if diff := cmp.Diff(&done, idempotencyRecord(t, s, key), cmpopts.EquateApproxTime(0)); diff != "" {
+		t.Errorf("record after update (-want +got):\n%s", diff)
 	}
+	n, err := s.Prune(t.Context(), lifecycle.PruneParams{ExpiredBefore: base.Add(25 * time.Hour)})
+	if err != nil || n != (lifecycle.PruneResult{IdempotencyRecords: 6}) {
+		t.Errorf("Prune(ExpiredBefore) = %+v, %v; want 6 idempotency records", n, err)
+	}
+	// Insert and delete in one transaction; deleting a missing record
+	// deletes nothing.
 	update(t, s, func(tx lifecycle.Tx) error {
-		if err := tx.CreateIdempotencyRecord(t.Context(), reserved); err != nil {
-			return err
-		}
-		if err := tx.DeleteIdempotencyRecord(t.Context(), key); err != nil {
-			return err
-		}
-		if _, err := tx.IdempotencyRecord(t.Context(), key); !errors.Is(err, lifecycle.ErrNotFound) {
-			t.Errorf("after delete: error = %v, want ErrNotFound", err)
+		for _, r := range []*lifecycle.IdempotencyRecord{&reserved, nil, nil} {
+			err := tx.UpdateIdempotencyRecord(t.Context(), key, func(*lifecycle.IdempotencyRecord) (*lifecycle.IdempotencyRecord, error) { return r, nil })
+			if err != nil {
+				return err
+			}
 		}
 		return nil
 	})
+	if got := idempotencyRecord(t, s, key); got != nil {
+		t.Errorf("after delete: record %+v, want none", got)
+	}
 }
 
 // testConcurrentFailuresRollBackAlone runs many transactions at once, half

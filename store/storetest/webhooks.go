@@ -252,9 +252,9 @@ func testSubscriptionNotFound(t *testing.T, h Harness) {
 	if err != nil || len(page.Deliveries) != 0 || page.Next != 0 {
 		t.Errorf("Deliveries(missing) = %v, next %d, %v; want none", deliveryIDs(page.Deliveries), page.Next, err)
 	}
-	pending, err := s.PendingDeliveries(t.Context(), missing, 10)
+	pending, err := pendingDeliveries(t, s, missing, 10)
 	if err != nil || len(pending) != 0 {
-		t.Errorf("PendingDeliveries(missing) = %v, %v; want none", deliveryIDs(pending), err)
+		t.Errorf("Deliveries(Pending, missing) = %v, %v; want none", deliveryIDs(pending), err)
 	}
 	// The failed calls changed nothing.
 	if _, err := s.Subscription(t.Context(), bareSubscription(1).ID); err != nil {
@@ -264,7 +264,7 @@ func testSubscriptionNotFound(t *testing.T, h Harness) {
 
 func testListSubscriptionsPagination(t *testing.T, h Harness) {
 	s := open(t, h)
-	page, err := s.ListSubscriptions(t.Context(), lifecycle.SubscriptionFilter{Limit: 10})
+	page, err := s.ListSubscriptions(t.Context(), lifecycle.ListSubscriptionsParams{Limit: 10})
 	if err != nil || len(page.Subscriptions) != 0 || page.Next != 0 {
 		t.Errorf("ListSubscriptions(empty store) = %d, next %d, %v; want none", len(page.Subscriptions), page.Next, err)
 	}
@@ -277,7 +277,7 @@ func testListSubscriptionsPagination(t *testing.T, h Harness) {
 		want = append(want, sub.ID)
 	}
 	var got []string
-	f := lifecycle.SubscriptionFilter{Limit: 10}
+	f := lifecycle.ListSubscriptionsParams{Limit: 10}
 	pages := 0
 	for {
 		page, err := s.ListSubscriptions(t.Context(), f)
@@ -304,14 +304,14 @@ func testListSubscriptionsPagination(t *testing.T, h Harness) {
 		t.Errorf("listing order (-want +got):\n%s", diff)
 	}
 	// An exact multiple of the limit ends without an empty page.
-	page, err = s.ListSubscriptions(t.Context(), lifecycle.SubscriptionFilter{Limit: 25})
+	page, err = s.ListSubscriptions(t.Context(), lifecycle.ListSubscriptionsParams{Limit: 25})
 	if err != nil || len(page.Subscriptions) != 25 || page.Next != 0 {
 		t.Errorf("ListSubscriptions(limit 25 of 25) = %d, next %d, %v; want 25, 0", len(page.Subscriptions), page.Next, err)
 	}
 	// Listed subscriptions are whole.
 	full := fullSubscription(1)
 	createSubscriptions(t, s, full)
-	page, err = s.ListSubscriptions(t.Context(), lifecycle.SubscriptionFilter{Limit: 30})
+	page, err = s.ListSubscriptions(t.Context(), lifecycle.ListSubscriptionsParams{Limit: 30})
 	if err != nil || len(page.Subscriptions) != 26 {
 		t.Fatalf("ListSubscriptions(limit 30 of 26) = %d, %v; want 26", len(page.Subscriptions), err)
 	}
@@ -463,7 +463,7 @@ func testSubscriptionRevision(t *testing.T, h Harness) {
 			}
 			return err
 		})
-		page, err := s.ListSubscriptions(t.Context(), lifecycle.SubscriptionFilter{Limit: 10})
+		page, err := s.ListSubscriptions(t.Context(), lifecycle.ListSubscriptionsParams{Limit: 10})
 		if err != nil || len(page.Subscriptions) != 2 {
 			t.Fatalf("ListSubscriptions = %v, %v; want 2", subscriptionIDs(page.Subscriptions), err)
 		}
@@ -735,21 +735,21 @@ func testDeliveries(t *testing.T, h Harness) {
 	}
 	retries[3].ResponseStatus, retries[3].Error = nil, ptr("timeout")
 	createDeliveries(t, s, retries...)
-	pending, err := s.PendingDeliveries(t.Context(), other.ID, 10)
+	pending, err := pendingDeliveries(t, s, other.ID, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantPending := []lifecycle.Delivery{retries[1], retries[3], retries[2], retries[0]}
 	if diff := cmp.Diff(wantPending, pending, equateEmpty); diff != "" {
-		t.Errorf("PendingDeliveries with bodies, earliest first (-want +got):\n%s", diff)
+		t.Errorf("Deliveries(Pending) with bodies, earliest first (-want +got):\n%s", diff)
 	}
-	pending, err = s.PendingDeliveries(t.Context(), other.ID, 2)
+	pending, err = pendingDeliveries(t, s, other.ID, 2)
 	if err != nil || !slices.Equal(deliveryIDs(pending), []string{retries[1].ID, retries[3].ID}) {
-		t.Errorf("PendingDeliveries(limit 2) = %v, %v; want %v", deliveryIDs(pending), err, deliveryIDs(wantPending[:2]))
+		t.Errorf("Deliveries(Pending, limit 2) = %v, %v; want %v", deliveryIDs(pending), err, deliveryIDs(wantPending[:2]))
 	}
-	pending, err = s.PendingDeliveries(t.Context(), sub.ID, 100)
+	pending, err = pendingDeliveries(t, s, sub.ID, 100)
 	if err != nil || len(pending) != 8 {
-		t.Errorf("PendingDeliveries(sub) = %d, %v; want 8", len(pending), err)
+		t.Errorf("Deliveries(Pending, sub) = %d, %v; want 8", len(pending), err)
 	}
 	for i := 1; i < len(pending); i++ {
 		if pending[i].NextAttemptAt.Before(pending[i-1].NextAttemptAt.Time) {
@@ -769,9 +769,9 @@ func testDeliveries(t *testing.T, h Harness) {
 	cleared := retries[3]
 	cleared.Status, cleared.ResponseStatus, cleared.Error, cleared.NextAttemptAt, cleared.Body = lifecycle.DeliverySucceeded, nil, nil, nil, nil
 	update(t, s, func(tx lifecycle.Tx) error { return tx.UpdateDelivery(t.Context(), cleared) })
-	pending, err = s.PendingDeliveries(t.Context(), other.ID, 10)
+	pending, err = pendingDeliveries(t, s, other.ID, 10)
 	if err != nil || !slices.Equal(deliveryIDs(pending), []string{retries[2].ID, retries[0].ID}) {
-		t.Errorf("PendingDeliveries after updates = %v, %v; want %v", deliveryIDs(pending), err, []string{retries[2].ID, retries[0].ID})
+		t.Errorf("Deliveries(Pending) after updates = %v, %v; want %v", deliveryIDs(pending), err, []string{retries[2].ID, retries[0].ID})
 	}
 	page, err := s.Deliveries(t.Context(), lifecycle.DeliveryFilter{SubscriptionID: other.ID, Limit: 5})
 	if err != nil {
@@ -906,12 +906,12 @@ func testDeliveryByID(t *testing.T, h Harness) {
 		read(tx, retried)
 		return nil
 	})
-	got, err := s.PendingDeliveries(t.Context(), sub.ID, 10)
+	got, err := pendingDeliveries(t, s, sub.ID, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]lifecycle.Delivery{retried}, got, equateEmpty); diff != "" {
-		t.Errorf("PendingDeliveries after the retry (-want +got):\n%s", diff)
+		t.Errorf("Deliveries(Pending) after the retry (-want +got):\n%s", diff)
 	}
 	// A delivery of a deleted subscription is gone with it.
 	update(t, s, func(tx lifecycle.Tx) error { return tx.DeleteSubscription(t.Context(), sub.ID) })
@@ -983,13 +983,13 @@ func testDeleteSubscription(t *testing.T, h Harness) {
 	if got, _ := listDeliveries(t, s, gone.ID, 10); len(got) != 0 {
 		t.Errorf("deliveries of a deleted subscription: %v, want none", deliveryIDs(got))
 	}
-	if got, err := s.PendingDeliveries(t.Context(), gone.ID, 10); err != nil || len(got) != 0 {
+	if got, err := pendingDeliveries(t, s, gone.ID, 10); err != nil || len(got) != 0 {
 		t.Errorf("pending deliveries of a deleted subscription: %v, %v; want none", deliveryIDs(got), err)
 	}
 	if got, _ := listDeliveries(t, s, kept.ID, 10); len(got) != 2 {
 		t.Errorf("the other subscription has %d deliveries, want 2", len(got))
 	}
-	page, err := s.ListSubscriptions(t.Context(), lifecycle.SubscriptionFilter{Limit: 10})
+	page, err := s.ListSubscriptions(t.Context(), lifecycle.ListSubscriptionsParams{Limit: 10})
 	if err != nil || !slices.Equal(subscriptionIDs(page.Subscriptions), []string{kept.ID}) {
 		t.Errorf("ListSubscriptions after delete = %v, %v; want [%s]", subscriptionIDs(page.Subscriptions), err, kept.ID)
 	}
@@ -1010,7 +1010,20 @@ func testDeleteSubscription(t *testing.T, h Harness) {
 	}
 }
 
-func testDeleteDeliveriesBefore(t *testing.T, h Harness) {
+// pendingDeliveries returns the pending attempts of a subscription, as
+// Deliveries with DeliveryFilter.Pending reads them: on one page.
+func pendingDeliveries(t *testing.T, s lifecycle.Store, subID string, limit int) ([]lifecycle.Delivery, error) {
+	t.Helper()
+	page, err := s.Deliveries(t.Context(), lifecycle.DeliveryFilter{SubscriptionID: subID, Pending: true, Limit: limit})
+	if err == nil && page.Next != 0 {
+		t.Errorf("Deliveries(%s, Pending) Next = %d, want 0: pending attempts come on one page", subID, page.Next)
+	}
+	return page.Deliveries, err
+}
+
+// testPruneDeliveries checks that Prune deletes the attempts made before
+// its cutoff, but never a pending one.
+func testPruneDeliveries(t *testing.T, h Harness) {
 	s := open(t, h)
 	a, b := bareSubscription(1), bareSubscription(2)
 	createSubscriptions(t, s, a, b)
@@ -1022,10 +1035,13 @@ func testDeleteDeliveriesBefore(t *testing.T, h Harness) {
 		attempt(a.ID, 4, lifecycle.DeliverySucceeded, -time.Hour), // exactly at the cutoff
 		attempt(b.ID, 5, lifecycle.DeliveryFailed, 0),
 	)
-	n, err := s.DeleteDeliveriesBefore(t.Context(), base.Add(-time.Hour))
-	if err != nil || n != 2 {
-		t.Errorf("DeleteDeliveriesBefore(-1h) = %d, %v; want 2", n, err)
+	prune := func(before time.Time, want int64) {
+		t.Helper()
+		if n, err := s.Prune(t.Context(), lifecycle.PruneParams{Before: before}); err != nil || n != (lifecycle.PruneResult{Deliveries: want}) {
+			t.Errorf("Prune(%v) = %+v, %v; want %d deliveries", before, n, err, want)
+		}
 	}
+	prune(base.Add(-time.Hour), 2)
 	gotA, _ := listDeliveries(t, s, a.ID, 10)
 	gotB, _ := listDeliveries(t, s, b.ID, 10)
 	if diff := cmp.Diff([]string{attempt(a.ID, 4, "", 0).ID, oldPending.ID}, deliveryIDs(gotA)); diff != "" {
@@ -1035,20 +1051,15 @@ func testDeleteDeliveriesBefore(t *testing.T, h Harness) {
 		t.Errorf("b's deliveries after pruning (-want +got):\n%s", diff)
 	}
 	// Everything not pending goes; the pending attempt stays with its body.
-	n, err = s.DeleteDeliveriesBefore(t.Context(), base.Add(time.Hour))
-	if err != nil || n != 2 {
-		t.Errorf("DeleteDeliveriesBefore(+1h) = %d, %v; want 2", n, err)
-	}
-	pending, err := s.PendingDeliveries(t.Context(), a.ID, 10)
+	prune(base.Add(time.Hour), 2)
+	pending, err := pendingDeliveries(t, s, a.ID, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]lifecycle.Delivery{oldPending}, pending, equateEmpty); diff != "" {
 		t.Errorf("pending deliveries after pruning (-want +got):\n%s", diff)
 	}
-	if n, err := s.DeleteDeliveriesBefore(t.Context(), base.Add(time.Hour)); err != nil || n != 0 {
-		t.Errorf("DeleteDeliveriesBefore again = %d, %v; want 0", n, err)
-	}
+	prune(base.Add(time.Hour), 0)
 }
 
 func testReopenKeepsWebhooks(t *testing.T, h Harness) {
@@ -1074,7 +1085,7 @@ func testReopenKeepsWebhooks(t *testing.T, h Harness) {
 	if diff := cmp.Diff([]lifecycle.Delivery{pending, sent}, list, deliveryListOpts); diff != "" {
 		t.Errorf("deliveries after reopen (-want +got):\n%s", diff)
 	}
-	gotPending, err := s.PendingDeliveries(t.Context(), sub.ID, 10)
+	gotPending, err := pendingDeliveries(t, s, sub.ID, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1098,16 +1109,13 @@ func testWebhooksClosed(t *testing.T, h Harness) {
 	if _, err := s.Subscription(t.Context(), "whs_x"); !errors.Is(err, lifecycle.ErrClosed) {
 		t.Errorf("Subscription after Close: error = %v, want ErrClosed", err)
 	}
-	if _, err := s.ListSubscriptions(t.Context(), lifecycle.SubscriptionFilter{Limit: 10}); !errors.Is(err, lifecycle.ErrClosed) {
+	if _, err := s.ListSubscriptions(t.Context(), lifecycle.ListSubscriptionsParams{Limit: 10}); !errors.Is(err, lifecycle.ErrClosed) {
 		t.Errorf("ListSubscriptions after Close: error = %v, want ErrClosed", err)
 	}
 	if _, err := s.Deliveries(t.Context(), lifecycle.DeliveryFilter{SubscriptionID: "whs_x", Limit: 10}); !errors.Is(err, lifecycle.ErrClosed) {
 		t.Errorf("Deliveries after Close: error = %v, want ErrClosed", err)
 	}
-	if _, err := s.PendingDeliveries(t.Context(), "whs_x", 10); !errors.Is(err, lifecycle.ErrClosed) {
-		t.Errorf("PendingDeliveries after Close: error = %v, want ErrClosed", err)
-	}
-	if _, err := s.DeleteDeliveriesBefore(t.Context(), base); !errors.Is(err, lifecycle.ErrClosed) {
-		t.Errorf("DeleteDeliveriesBefore after Close: error = %v, want ErrClosed", err)
+	if _, err := pendingDeliveries(t, s, "whs_x", 10); !errors.Is(err, lifecycle.ErrClosed) {
+		t.Errorf("Deliveries(Pending) after Close: error = %v, want ErrClosed", err)
 	}
 }

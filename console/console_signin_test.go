@@ -1,7 +1,6 @@
-package lifecycle_test
+package console_test
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"io"
@@ -13,16 +12,16 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/testsupport"
 )
 
-// serveWithConsole serves svc's API under /api/ and its console under
-// /console/ on a loopback server, without the OpenAPI check (which would
-// read bodies first), and returns its address.
-func serveWithConsole(t testing.TB, svc *lifecycle.Service) string {
+// serveWithConsole serves e's API under /api/ and its console under
+// /console/ on a loopback server, and returns its address.
+func serveWithConsole(t testing.TB, e *env) string {
 	t.Helper()
 	mux := http.NewServeMux()
-	mux.Handle("/api/", http.StripPrefix("/api", svc.Handler()))
-	mux.Handle("/console/", http.StripPrefix("/console", svc.Console()))
+	mux.Handle("/api/", http.StripPrefix("/api", e.svc.Handler()))
+	mux.Handle("/console/", http.StripPrefix("/console", e.newConsole()))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -53,25 +52,6 @@ func stalledSignIn(t testing.TB, addr string, contentLength int) net.Conn {
 func itoa(n int) string {
 	raw, _ := json.Marshal(n)
 	return string(raw)
-}
-
-// answered reads the answer on conn within wait, and checks that the
-// server then closes the connection.
-func answered(t testing.TB, conn net.Conn, wait time.Duration) (status int, code string) {
-	t.Helper()
-	conn.SetReadDeadline(time.Now().Add(wait))
-	br := bufio.NewReader(conn)
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatalf("no answer to a stalled sign-in within %s: %v", wait, err)
-	}
-	var body lifecycle.ErrorBody
-	json.NewDecoder(resp.Body).Decode(&body)
-	resp.Body.Close()
-	if _, err := br.ReadByte(); err != io.EOF {
-		t.Errorf("the connection of a stalled sign-in stays open after its %d answer: %v", resp.StatusCode, err)
-	}
-	return resp.StatusCode, body.Error.Code
 }
 
 // post sends body to addr+path with the header h, as JSON or, for a
@@ -106,13 +86,13 @@ func post(t testing.TB, addr, path string, h http.Header, body any) (int, time.D
 func TestOversizedSignInsDoNotBlockWriters(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	addr := serveWithConsole(t, e.svc)
+	addr := serveWithConsole(t, e)
 	conns := make([]net.Conn, 8)
 	for i := range conns {
 		conns[i] = stalledSignIn(t, addr, 1<<20)
 	}
 	for _, conn := range conns {
-		if status, code := answered(t, conn, 5*time.Second); status != http.StatusRequestEntityTooLarge || code != "payload_too_large" {
+		if status, code := testsupport.Answered(t, conn, 5*time.Second); status != http.StatusRequestEntityTooLarge || code != "payload_too_large" {
 			t.Errorf("a 1 MiB sign-in: %d %s, want 413 payload_too_large", status, code)
 		}
 	}
@@ -132,7 +112,7 @@ func TestOversizedSignInsDoNotBlockWriters(t *testing.T) {
 func TestStalledSignInsDoNotBlockWriters(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *lifecycle.Config) { c.MaxDecodingBytes, c.BodyReadTimeout = 1<<20, 2*time.Second })
-	addr := serveWithConsole(t, e.svc)
+	addr := serveWithConsole(t, e)
 	conns := make([]net.Conn, 8)
 	for i := range conns {
 		conns[i] = stalledSignIn(t, addr, 4000)
@@ -147,7 +127,7 @@ func TestStalledSignInsDoNotBlockWriters(t *testing.T) {
 		t.Errorf("a 1 MiB POST /tasks beside stalled sign-ins: %d after %s, want 201 at once", status, took)
 	}
 	for _, conn := range conns {
-		if status, code := answered(t, conn, 10*time.Second); status != http.StatusRequestTimeout || code != "request_timeout" {
+		if status, code := testsupport.Answered(t, conn, 10*time.Second); status != http.StatusRequestTimeout || code != "request_timeout" {
 			t.Errorf("a stalled sign-in: %d %s, want 408 request_timeout", status, code)
 		}
 	}
@@ -159,10 +139,10 @@ func TestStalledSignInsDoNotBlockWriters(t *testing.T) {
 func TestStalledSignInIsClosedWithoutBodyReadTimeout(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *lifecycle.Config) { c.BodyReadTimeout = -1 })
-	addr := serveWithConsole(t, e.svc)
+	addr := serveWithConsole(t, e)
 	start := time.Now()
 	conn := stalledSignIn(t, addr, 100)
-	if status, _ := answered(t, conn, 15*time.Second); status != http.StatusRequestTimeout {
+	if status, _ := testsupport.Answered(t, conn, 15*time.Second); status != http.StatusRequestTimeout {
 		t.Errorf("a stalled sign-in: %d, want 408", status)
 	}
 	if d := time.Since(start); d < 9*time.Second {
@@ -180,7 +160,7 @@ func TestSignInBodyIsSmall(t *testing.T) {
 	if rec.Code != http.StatusRequestEntityTooLarge {
 		t.Errorf("a 5 KB sign-in: %d %s, want 413", rec.Code, rec.Body)
 	}
-	addr := serveWithConsole(t, c.svc)
+	addr := serveWithConsole(t, c.env)
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -189,7 +169,7 @@ func TestSignInBodyIsSmall(t *testing.T) {
 	chunk := strings.Repeat("x", 5000)
 	io.WriteString(conn, "POST /console/session HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"+
 		"1388\r\n"+chunk+"\r\n0\r\n\r\n")
-	if status, _ := answered(t, conn, 5*time.Second); status != http.StatusRequestEntityTooLarge {
+	if status, _ := testsupport.Answered(t, conn, 5*time.Second); status != http.StatusRequestEntityTooLarge {
 		t.Errorf("a chunked 5 KB sign-in: %d, want 413", status)
 	}
 }
@@ -203,8 +183,8 @@ func TestSignInBodyIsSmall(t *testing.T) {
 // Each iteration lasts about 10 s: run it with -benchtime 1x.
 func BenchmarkStalledSignIns(b *testing.B) {
 	for b.Loop() {
-		e := newBenchEnv(b)
-		addr := serveWithConsole(b, e.svc)
+		e := newEnv(b)
+		addr := serveWithConsole(b, e)
 		var before, during runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
@@ -224,7 +204,7 @@ func BenchmarkStalledSignIns(b *testing.B) {
 		}
 		runtime.ReadMemStats(&during)
 		for _, conn := range conns {
-			if status, _ := answered(b, conn, 15*time.Second); status != http.StatusRequestEntityTooLarge && status != http.StatusRequestTimeout {
+			if status, _ := testsupport.Answered(b, conn, 15*time.Second); status != http.StatusRequestEntityTooLarge && status != http.StatusRequestTimeout {
 				b.Fatalf("a stalled sign-in: %d", status)
 			}
 		}

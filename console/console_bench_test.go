@@ -1,6 +1,6 @@
 //go:build unix
 
-package lifecycle_test
+package console_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/memory"
+	"github.com/tasklifecycle/lifecycle/internal/testsupport"
 	"github.com/tasklifecycle/lifecycle/store/sqlite"
 )
 
@@ -80,7 +81,7 @@ func BenchmarkConsoleBoard(b *testing.B) {
 	todo := seedConsoleBench(b, svc)
 	b.Logf("seeded 10,000 tasks in %s", time.Since(began).Round(time.Millisecond))
 
-	site := serveConsole(b, svc)
+	site := serveConsole(b, svc, store)
 	br := startBrowser(b)
 	p := br.newPage(br.newContext())
 	p.navigate(site.url())
@@ -98,7 +99,7 @@ func BenchmarkConsoleBoard(b *testing.B) {
 		// First render: fresh loads of the signed-in page.
 		for range consoleLoads {
 			p.navigate(site.url())
-			p.waitFor(`performance.getEntriesByName("console:board-shown").length > 0`, browserTimeout)
+			p.waitFor(`performance.getEntriesByName("console:board-shown").length > 0`, testsupport.BrowserTimeout)
 			renders = append(renders, value[float64](p, `performance.getEntriesByName("console:board-shown")[0].startTime`))
 			reads = append(reads, value[float64](p, `(() => { const e = performance.getEntriesByType("resource").find((e) => e.name.endsWith("/board")); return e.responseEnd - e.requestStart; })()`))
 			counts := value[[]string](p, `[...document.querySelectorAll(".column")].map((c) => c.querySelector(".count").textContent + "/" + c.querySelectorAll(".card").length)`)
@@ -111,7 +112,7 @@ func BenchmarkConsoleBoard(b *testing.B) {
 			}
 		}
 		boardBytes = value[float64](p, `performance.getEntriesByType("resource").find((e) => e.name.endsWith("/board")).encodedBodySize`)
-		p.waitFor(`document.getElementById("live").dataset.state === "live"`, browserTimeout)
+		p.waitFor(`document.getElementById("live").dataset.state === "live"`, testsupport.BrowserTimeout)
 
 		// Live updates: start a task of the todo column, one at a time.
 		for range consoleLiveUpdates {

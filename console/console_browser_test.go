@@ -1,6 +1,6 @@
 //go:build unix
 
-package lifecycle_test
+package console_test
 
 import (
 	"bufio"
@@ -21,6 +21,8 @@ import (
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/memory"
+	"github.com/tasklifecycle/lifecycle/console"
+	"github.com/tasklifecycle/lifecycle/internal/testsupport"
 )
 
 // hostileTitle is a task title that would run script if the page parsed
@@ -31,10 +33,12 @@ const hostileTitle = `<img src=x onerror=alert(1)>`
 // /api/ on a loopback address that stays the same across a restart of the
 // Service, and records the requests the console gets.
 type consoleSite struct {
-	t    testing.TB
-	svc  *lifecycle.Service
-	addr string // host:port
-	srv  *http.Server
+	t     testing.TB
+	svc   *lifecycle.Service
+	store lifecycle.Store // svc's
+	con   *console.Console
+	addr  string // host:port
+	srv   *http.Server
 
 	mu   sync.Mutex
 	reqs []*consoleRequest
@@ -47,23 +51,32 @@ type consoleRequest struct {
 	status                              int  // 0 until answered
 }
 
-// serveConsole serves svc on a new loopback address.
-func serveConsole(t testing.TB, svc *lifecycle.Service) *consoleSite {
+// serveConsole serves svc, whose Store is store, on a new loopback
+// address.
+func serveConsole(t testing.TB, svc *lifecycle.Service, store lifecycle.Store) *consoleSite {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &consoleSite{t: t, svc: svc, addr: ln.Addr().String()}
+	s := &consoleSite{t: t, svc: svc, store: store, addr: ln.Addr().String()}
 	s.serve(ln)
-	t.Cleanup(func() { s.srv.Close() })
+	t.Cleanup(func() {
+		s.srv.Close()
+		s.con.Close()
+	})
 	return s
 }
 
-// serve serves the site's Service on ln.
+// serve serves the site's Service and its console on ln.
 func (s *consoleSite) serve(ln net.Listener) {
+	con, err := console.New(s.svc, s.store, console.Config{})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.con = con
 	mux := http.NewServeMux()
-	mux.Handle("/console/", http.StripPrefix("/console", s.svc.Console()))
+	mux.Handle("/console/", http.StripPrefix("/console", con))
 	mux.Handle("/api/", http.StripPrefix("/api", s.svc.Handler()))
 	s.srv = &http.Server{Handler: s.record(mux), ReadHeaderTimeout: 10 * time.Second}
 	go s.srv.Serve(ln)
@@ -120,6 +133,7 @@ func (s *consoleSite) restart(svc *lifecycle.Service) {
 	if err := s.srv.Close(); err != nil {
 		s.t.Fatalf("close the server: %v", err)
 	}
+	s.con.Close()
 	var ln net.Listener
 	var err error
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
@@ -183,10 +197,10 @@ const cardsPerTask = `(() => {
 // typed into the password field, the button clicked.
 func signInByTyping(p *cdpPage, key string) {
 	p.t.Helper()
-	p.waitFor(`!document.getElementById("sign-in").hidden`, browserTimeout)
+	p.waitFor(`!document.getElementById("sign-in").hidden`, testsupport.BrowserTimeout)
 	p.typeInto("#key", key)
 	p.click("#sign-in-button")
-	p.waitFor(`!document.getElementById("board-view").hidden && document.getElementById("live").dataset.state === "live"`, browserTimeout)
+	p.waitFor(`!document.getElementById("board-view").hidden && document.getElementById("live").dataset.state === "live"`, testsupport.BrowserTimeout)
 }
 
 // unauthorizedAt accepts the failed loads of the console's own paths that
@@ -427,12 +441,12 @@ func TestConsoleBrowser(t *testing.T) {
 	b := newBoardEnv(t)
 	b.seed()
 	ops := b.as("ops-alice", lifecycle.RoleUser)
-	site := serveConsole(t, b.svc)
+	site := serveConsole(t, b.svc, b.served)
 	p := br.newPage(br.newContext())
 
 	p.navigate(site.url())
 	signInByTyping(p, ops)
-	p.waitFor(cardCount+fmt.Sprintf(" === %d", len(b.ids)), browserTimeout)
+	p.waitFor(cardCount+fmt.Sprintf(" === %d", len(b.ids)), testsupport.BrowserTimeout)
 	// Loading the page shows no error but the sign-in probe's 401.
 	p.checkProblems(unauthorizedAt(site))
 	if got := p.networkErrors(); len(got) != 1 || !strings.HasSuffix(got[0].URL, "/console/session") {
@@ -518,7 +532,7 @@ func TestConsoleBrowser(t *testing.T) {
 	shipped := b.ids["WEB-142"]
 	p.click(fmt.Sprintf(`.card[data-task-id=%q] .card-title`, shipped))
 	events := b.eventsOf(shipped)
-	p.waitFor(fmt.Sprintf(`!document.getElementById("timeline").hidden && document.querySelectorAll("#timeline .event").length === %d`, len(events)), browserTimeout)
+	p.waitFor(fmt.Sprintf(`!document.getElementById("timeline").hidden && document.querySelectorAll("#timeline .event").length === %d`, len(events)), testsupport.BrowserTimeout)
 	var wantTypes []string
 	for _, ev := range events {
 		wantTypes = append(wantTypes, ev["type"].(string)+" "+ev["data"].(map[string]any)["summary"].(string))
@@ -553,12 +567,12 @@ func TestConsoleBrowser(t *testing.T) {
 		p.screenshot(filepath.Join(d, "console-timeline.png"))
 	}
 	p.click("#timeline-close")
-	p.waitFor(`document.getElementById("timeline").hidden`, browserTimeout)
+	p.waitFor(`document.getElementById("timeline").hidden`, testsupport.BrowserTimeout)
 
 	// An open timeline follows its task.
 	darkMode := b.ids["WEB-151"]
 	p.click(fmt.Sprintf(`.card[data-task-id=%q] .card-title`, darkMode))
-	p.waitFor(`document.querySelectorAll("#timeline .event").length > 0`, browserTimeout)
+	p.waitFor(`document.querySelectorAll("#timeline .event").length > 0`, testsupport.BrowserTimeout)
 	b.call(request{method: "POST", path: "/tasks/" + darkMode + "/reviews", key: b.as("lee", lifecycle.RoleReviewer),
 		body: map[string]any{"outcome": "commented", "body": "The toggle's contrast is too low in dark mode."}}, http.StatusCreated)
 	p.waitFor(`[...document.querySelectorAll("#timeline .review")].some((r) => r.textContent.includes("contrast is too low"))`, 5*time.Second)
@@ -639,11 +653,11 @@ func TestConsoleBrowserSignOut(t *testing.T) {
 	br := startBrowser(t)
 	e := newEnv(t)
 	e.createTask(taskBody("OUT-1"))
-	site := serveConsole(t, e.svc)
+	site := serveConsole(t, e.svc, e.served)
 	p := br.newPage(br.newContext())
 	p.navigate(site.url())
 	signInByTyping(p, e.admin)
-	p.waitFor(cardCount+" === 1", browserTimeout)
+	p.waitFor(cardCount+" === 1", testsupport.BrowserTimeout)
 	p.click("#sign-out")
 	p.waitFor(`!document.getElementById("sign-in").hidden && `+cardCount+` === 0 && document.getElementById("live").dataset.state === "off"`, 5*time.Second)
 	if got := value[int](p, `fetch("board").then((r) => r.status)`); got != http.StatusUnauthorized {
@@ -652,7 +666,7 @@ func TestConsoleBrowserSignOut(t *testing.T) {
 	// A reload stays signed out; signing in again shows the board again,
 	// live.
 	p.navigate(site.url())
-	p.waitFor(`!document.getElementById("sign-in").hidden`, browserTimeout)
+	p.waitFor(`!document.getElementById("sign-in").hidden`, testsupport.BrowserTimeout)
 	signInByTyping(p, e.admin)
 	p.waitFor(cardCount+" === 1", 5*time.Second)
 	id := e.createTask(taskBody("OUT-2"))["id"].(string)
@@ -687,11 +701,11 @@ func TestConsoleBrowserResumesAfterRestart(t *testing.T) {
 	for i := range 4 {
 		ids = append(ids, e.createTask(taskBody(fmt.Sprintf("RST-%d", i)))["id"].(string))
 	}
-	site := serveConsole(t, e.svc)
+	site := serveConsole(t, e.svc, e.served)
 	p := br.newPage(br.newContext())
 	p.navigate(site.url())
 	signInByTyping(p, e.admin)
-	p.waitFor(cardCount+" === 4", browserTimeout)
+	p.waitFor(cardCount+" === 4", testsupport.BrowserTimeout)
 
 	e.call(request{method: "POST", path: "/tasks/" + ids[0] + "/start", key: e.admin}, http.StatusOK)
 	p.waitFor(cardIn(ids[0], "in_progress"), 5*time.Second)
@@ -708,7 +722,7 @@ func TestConsoleBrowserResumesAfterRestart(t *testing.T) {
 	site.restart(svc)
 	e.svc = svc
 	api := http.NewServeMux()
-	api.Handle("/api/", http.StripPrefix("/api", validating(t, svc.Handler())))
+	api.Handle("/api/", http.StripPrefix("/api", svc.Handler()))
 	e.host = api
 	// Changed while the page is away: it reconnects after the stream's
 	// retry delay (5 s).
@@ -758,12 +772,12 @@ func TestConsoleBrowserOtherSiteGetsNoBoard(t *testing.T) {
 	secret := taskBody("SITE-1")
 	secret["title"] = "Rotate the production database password"
 	e.createTask(secret)
-	site := serveConsole(t, e.svc)
+	site := serveConsole(t, e.svc, e.served)
 	profile := br.newContext()
 	p := br.newPage(profile)
 	p.navigate(site.url())
 	signInByTyping(p, e.admin)
-	p.waitFor(cardCount+" === 1", browserTimeout)
+	p.waitFor(cardCount+" === 1", testsupport.BrowserTimeout)
 	if got := value[int](p, `fetch("board").then((r) => r.status)`); got != http.StatusOK {
 		t.Fatalf("the console's own page reads the board with %d, want 200", got)
 	}
@@ -778,7 +792,7 @@ func TestConsoleBrowserOtherSiteGetsNoBoard(t *testing.T) {
 	_, port, _ := net.SplitHostPort(other.Listener.Addr().String())
 	evil := br.newPage(profile)
 	evil.navigate("http://localhost:" + port + "/")
-	evil.waitFor(`document.getElementById("result").textContent !== ""`, browserTimeout)
+	evil.waitFor(`document.getElementById("result").textContent !== ""`, testsupport.BrowserTimeout)
 	saw := value[string](evil, `document.getElementById("result").textContent`)
 	if strings.Contains(saw, "status 200") || strings.Contains(saw, "Rotate the production") {
 		t.Errorf("the other site's page read the board: %s", saw)
@@ -818,13 +832,13 @@ func TestConsoleBrowserWebhooks(t *testing.T) {
 	}
 	e.waitDeliveries(subID, 3)
 
-	site := serveConsole(t, e.svc)
+	site := serveConsole(t, e.svc, e.served)
 	p := br.newPage(br.newContext())
 	p.navigate(site.url())
 	signInByTyping(p, e.admin)
 	p.click("#nav-webhooks")
 	subSel := fmt.Sprintf(`article[data-subscription-id=%q]`, subID)
-	p.waitFor(fmt.Sprintf(`document.querySelectorAll('%s tbody tr').length === 3`, subSel), browserTimeout)
+	p.waitFor(fmt.Sprintf(`document.querySelectorAll('%s tbody tr').length === 3`, subSel), testsupport.BrowserTimeout)
 	if got := value[string](p, fmt.Sprintf(`document.querySelector('%s').textContent`, subSel)); !strings.Contains(got, rc.url("/hooks")) ||
 		!strings.Contains(got, "active") || !strings.Contains(got, "task.updated, task.reviewed, task.shipped, task.awaiting_user") ||
 		!strings.Contains(got, "succeeded") || strings.Contains(got, "Retry now") {

@@ -128,7 +128,11 @@ func (s *Service) handleStream(w http.ResponseWriter, r *http.Request, p *Princi
 	st.setHeaders()
 	var unwatch func()
 	st.revoked, unwatch = s.streamKeys.watch(p.ID, r)
-	st.session, _ = r.Context().Value(streamSessionKey{}).(streamSession)
+	st.ends = p.Done
+	if !p.ExpiresAt.IsZero() {
+		st.expires = s.clock.After(p.ExpiresAt.Sub(s.clock.Now()))
+	}
+	st.endNote = endComment(p.EndNote)
 	if st.takeOver(r, unwatch) {
 		return nil // the stream runs on goroutines of its own and releases its place
 	}
@@ -288,8 +292,8 @@ func (st *stream) ended(ctx context.Context, err error) {
 		log.WarnContext(ctx, "event stream: consumer too slow, cut off; it resumes from its cursor", "principal", st.principal, "position", st.pos, "err", err)
 	case errors.Is(err, errKeyRevoked):
 		log.InfoContext(ctx, "event stream ended: its API key was revoked", "principal", st.principal)
-	case errors.Is(err, errSessionEnded):
-		log.InfoContext(ctx, "event stream ended with its console session", "principal", st.principal)
+	case errors.Is(err, errCredentialEnded):
+		log.InfoContext(ctx, "event stream ended with its credential", "principal", st.principal)
 	case errors.Is(err, errWrite):
 		log.DebugContext(ctx, "event stream ended", "principal", st.principal, "position", st.pos, "err", err)
 	default:
@@ -328,24 +332,25 @@ type streamStart struct {
 // ErrCursorExpired.
 func (s *Service) streamStart(ctx context.Context, cursor string) (streamStart, error) {
 	if cursor == "" {
-		last, err := s.store.LastEventSequence(ctx)
+		bounds, err := s.store.EventBounds(ctx)
 		if err != nil {
 			return streamStart{}, fmt.Errorf("find the live tail: %w", err)
 		}
-		return streamStart{last, resumeLive}, nil
+		return streamStart{bounds.Last, resumeLive}, nil
 	}
 	expired := fmt.Errorf("cursor %q is unknown or older than the %d-hour replay window; reconnect without a cursor to get the live tail: %w",
 		cursor, int64(s.cfg.EventRetention/time.Hour), ErrCursorExpired)
 	if !id.Valid(cursor, "evt_") {
 		return streamStart{}, expired
 	}
-	e, err := s.store.Event(ctx, cursor)
-	if errors.Is(err, ErrNotFound) {
-		return streamStart{}, expired
-	}
+	evs, err := s.store.Events(ctx, EventFilter{ID: cursor, Limit: 1})
 	if err != nil {
 		return streamStart{}, fmt.Errorf("find cursor %s: %w", cursor, err)
 	}
+	if len(evs) == 0 {
+		return streamStart{}, expired
+	}
+	e := evs[0]
 	if e.OccurredAt.Before(s.clock.Now().Add(-s.cfg.EventRetention)) {
 		return streamStart{}, expired
 	}
@@ -363,9 +368,11 @@ type stream struct {
 	filter    streamFilter
 	heartbeat time.Duration
 	principal string
-	revoked   <-chan struct{} // closed when the principal's key is revoked
-	session   streamSession   // the console session of the stream, if any
-	mode      string          // X-Service-Resume-Mode
+	revoked   <-chan struct{}  // closed when the principal's key is revoked
+	ends      <-chan struct{}  // the principal's Done: closed when its credential ends
+	expires   <-chan time.Time // fires at the principal's ExpiresAt; nil without one
+	endNote   []byte           // the last comment of a stream ended by either
+	mode      string           // X-Service-Resume-Mode
 
 	// pos is the sequence read through: every event the stream carries
 	// with a sequence up to pos has been written.
@@ -391,10 +398,10 @@ func (st *stream) run(ctx context.Context) error {
 		select {
 		case <-st.revoked:
 			return st.endRevoked()
-		case <-st.session.ended:
-			return st.endSession()
-		case <-st.session.expires:
-			return st.endSession()
+		case <-st.ends:
+			return st.endCredential()
+		case <-st.expires:
+			return st.endCredential()
 		default:
 		}
 		frames, next, changed, ok := b.read(st.pos, &st.filter, st.frames[:0], liveBatch)
@@ -430,10 +437,10 @@ func (st *stream) run(ctx context.Context) error {
 			return ctx.Err()
 		case <-st.revoked:
 			return st.endRevoked()
-		case <-st.session.ended:
-			return st.endSession()
-		case <-st.session.expires:
-			return st.endSession()
+		case <-st.ends:
+			return st.endCredential()
+		case <-st.expires:
+			return st.endCredential()
 		case <-changed:
 		case <-beat:
 			var err error
@@ -444,31 +451,27 @@ func (st *stream) run(ctx context.Context) error {
 	}
 }
 
-// streamSession ends a stream opened through the operator console with
-// its session: ended is closed when the session signs out, and expires
-// fires when it expires. Both are nil for other streams.
-type streamSession struct {
-	ended   <-chan struct{}
-	expires <-chan time.Time
+// errCredentialEnded ends an event stream whose principal's credential
+// ended (its Done was closed, or its ExpiresAt passed).
+var errCredentialEnded = errors.New("the stream's credential ended")
+
+// endComment returns the comment that ends a stream with its principal's
+// credential: note (see Principal.EndNote) on one line.
+func endComment(note string) []byte {
+	if note == "" {
+		note = defaultEndNote
+	}
+	note = strings.NewReplacer("\r", " ", "\n", " ").Replace(note)
+	return []byte(": " + note + "\n\n")
 }
 
-// streamSessionKey keys a streamSession in a request's context.
-type streamSessionKey struct{}
-
-// errSessionEnded ends an event stream whose console session ended.
-var errSessionEnded = errors.New("the stream's console session ended")
-
-// sessionEndedComment is the last thing a stream ended with its console
-// session sends.
-const sessionEndedComment = ": session ended: the console session of this stream ended; sign in again\n\n"
-
-// endSession writes the comment that says the stream's console session
+// endCredential writes the comment that says the stream's credential
 // ended, and returns the error that ends the stream.
-func (st *stream) endSession() error {
-	if err := st.write([]byte(sessionEndedComment)); err != nil {
+func (st *stream) endCredential() error {
+	if err := st.write(st.endNote); err != nil {
 		return err
 	}
-	return errSessionEnded
+	return errCredentialEnded
 }
 
 // endRevoked writes the comment that says the stream's key was revoked,

@@ -1,4 +1,4 @@
-package lifecycle_test
+package console_test
 
 import (
 	"bufio"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/memory"
+	"github.com/tasklifecycle/lifecycle/console"
 )
 
 // consoleEnv is an env whose host also mounts the console at /console/.
@@ -25,10 +26,12 @@ type consoleEnv struct {
 	console http.Handler
 }
 
-func newConsoleEnv(t *testing.T, e *env) *consoleEnv {
+// newConsoleEnv mounts the console of e's Service at /console/ of e's
+// host; mutate adjusts the console's Config.
+func newConsoleEnv(t *testing.T, e *env, mutate ...func(*console.Config)) *consoleEnv {
 	mux := http.NewServeMux()
 	mux.Handle("/api/", e.host)
-	mux.Handle("/console/", http.StripPrefix("/console", e.svc.Console()))
+	mux.Handle("/console/", http.StripPrefix("/console", e.newConsole(mutate...)))
 	e.host = mux
 	return &consoleEnv{env: e, console: mux}
 }
@@ -373,13 +376,6 @@ func TestConsoleNeedsTheServiceKeys(t *testing.T) {
 	}
 }
 
-// hostAuth is a host's Authenticator that accepts nobody.
-type hostAuth struct{}
-
-func (hostAuth) Authenticate(*http.Request) (lifecycle.Principal, error) {
-	return lifecycle.Principal{}, lifecycle.ErrUnauthorized
-}
-
 // TestConsoleBoard: every task as a card with the state the board shows,
 // the cursor to stream from, the cards of chosen tasks, and a hostile
 // title kept as it is.
@@ -393,8 +389,7 @@ func TestConsoleBoard(t *testing.T) {
 	hostile := taskBody("ENG-2")
 	hostile["title"] = `<img src=x onerror=alert(1)>`
 	hostileID := e.createTask(hostile)["id"].(string)
-	reviewing, sha := e.submittedTask("ENG-3")
-	e.reportCI(reviewing, sha)
+	reviewing, sha := e.shippableTask("ENG-3")
 
 	out := c.call(consoleCall{method: "GET", path: "/board", session: ck}, http.StatusOK)
 	evs := e.events()
@@ -441,14 +436,14 @@ func TestConsoleBoard(t *testing.T) {
 // its error.
 func TestConsoleTimeline(t *testing.T) {
 	t.Parallel()
-	e, a, _ := newShipEnv(t)
+	e, web := newShipEnv(t)
 	c := newConsoleEnv(t, e)
 	ck, _ := c.signIn(c.admin)
 	id, sha := e.shippableTask("ENG-1")
-	a.web.FailNext(memory.OpMerge, errors.New("github: 502"))
-	failed := decode(t, e.ship(id, "timeline-ship-1", shipBody("merge_only", "staging", sha)))["data"].(map[string]any)["operationId"].(string)
+	web.FailNext(memory.OpMerge, errors.New("github: 502"))
+	failed := e.ship(id, "timeline-ship-1", shipBody("merge_only", "staging", sha))
 	e.waitShip(failed)
-	shipped := decode(t, e.ship(id, "timeline-ship-2", shipBody("merge_only", "staging", sha)))["data"].(map[string]any)["operationId"].(string)
+	shipped := e.ship(id, "timeline-ship-2", shipBody("merge_only", "staging", sha))
 	e.waitShip(shipped)
 
 	data := c.call(consoleCall{method: "GET", path: "/timeline/" + id, session: ck}, http.StatusOK)["data"].(map[string]any)
@@ -501,7 +496,8 @@ func TestConsoleSignOutElsewhereEndsStreams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &consoleEnv{env: &env{t: t, svc: other, store: a.store, clock: a.clock, logs: a.logs}, console: http.StripPrefix("/console", other.Console())}
+	otherEnv := &env{t: t, svc: other, store: a.store, served: a.store, clock: a.clock, logs: a.logs}
+	b := &consoleEnv{env: otherEnv, console: http.StripPrefix("/console", otherEnv.newConsole())}
 	srv := httptest.NewServer(a.console)
 	t.Cleanup(srv.Close)
 

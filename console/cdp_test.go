@@ -1,6 +1,6 @@
 //go:build unix
 
-package lifecycle_test
+package console_test
 
 import (
 	"bufio"
@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"golang.org/x/net/websocket"
+
+	"github.com/tasklifecycle/lifecycle/internal/testsupport"
 )
 
 // cdpOrigin is the Origin of the test's DevTools connection. Chromium
@@ -68,7 +70,7 @@ var devtoolsURL = regexp.MustCompile(`DevTools listening on (ws://\S+)`)
 // skips the test when there is no Chromium (fails it under CI=true).
 func startBrowser(t testing.TB) *cdpBrowser {
 	t.Helper()
-	chromium := findChromium(t)
+	chromium := testsupport.FindChromium(t)
 	profile := t.TempDir() // removed after the browser is killed below
 	cmd := exec.Command(chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
 		"--disable-quic", "--no-first-run", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
@@ -114,8 +116,8 @@ func startBrowser(t testing.TB) *cdpBrowser {
 	var wsURL string
 	select {
 	case wsURL = <-found:
-	case <-time.After(browserTimeout):
-		t.Fatalf("chromium did not print its DevTools address within %s", browserTimeout)
+	case <-time.After(testsupport.BrowserTimeout):
+		t.Fatalf("chromium did not print its DevTools address within %s", testsupport.BrowserTimeout)
 	}
 	b.ws, err = websocket.Dial(wsURL, "", cdpOrigin)
 	if err != nil {
@@ -163,7 +165,7 @@ func (b *cdpBrowser) read() {
 }
 
 // call sends a command (to the browser when session is "") and decodes
-// its result into result (when not nil). It gives up after browserTimeout.
+// its result into result (when not nil). It gives up after testsupport.BrowserTimeout.
 func (b *cdpBrowser) call(session, method string, params, result any) error {
 	b.mu.Lock()
 	b.nextID++
@@ -190,11 +192,11 @@ func (b *cdpBrowser) call(session, method string, params, result any) error {
 		return nil
 	case <-b.done:
 		return fmt.Errorf("%s: the DevTools connection ended", method)
-	case <-time.After(browserTimeout):
+	case <-time.After(testsupport.BrowserTimeout):
 		b.mu.Lock()
 		delete(b.waiting, id)
 		b.mu.Unlock()
-		return fmt.Errorf("%s: no answer within %s", method, browserTimeout)
+		return fmt.Errorf("%s: no answer within %s", method, testsupport.BrowserTimeout)
 	}
 }
 
@@ -380,7 +382,7 @@ func (p *cdpPage) navigate(url string) {
 	if res.ErrorText != "" {
 		p.t.Fatalf("navigate to %s: %s", url, res.ErrorText)
 	}
-	p.waitFor(`document.readyState === "complete"`, browserTimeout)
+	p.waitFor(`document.readyState === "complete"`, testsupport.BrowserTimeout)
 }
 
 // errContextGone is an evaluation cut short by a navigation.

@@ -1,4 +1,4 @@
-package lifecycle_test
+package console_test
 
 import (
 	"encoding/json"
@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/console"
 )
 
 // Over TLS the console's cookie is __Host-lifecycle_console: Secure,
@@ -23,7 +23,7 @@ func TestConsoleCookieHasHostPrefixOverTLS(t *testing.T) {
 	e := newEnv(t)
 	mux := http.NewServeMux()
 	mux.Handle("/api/", http.StripPrefix("/api", e.svc.Handler()))
-	mux.Handle("/console/", http.StripPrefix("/console", e.svc.Console()))
+	mux.Handle("/console/", http.StripPrefix("/console", e.newConsole()))
 	srv := httptest.NewTLSServer(mux)
 	t.Cleanup(srv.Close)
 	jar, _ := cookiejar.New(nil)
@@ -100,7 +100,7 @@ func TestConsoleCookieHasHostPrefixOverTLS(t *testing.T) {
 }
 
 // Over plain http the cookie stays lifecycle_console on the console's path;
-// with Config.ConsoleSecureCookie (TLS terminated by a proxy) it takes the
+// with Config.SecureCookie (TLS terminated by a proxy) it takes the
 // TLS form.
 func TestConsoleCookieForms(t *testing.T) {
 	t.Parallel()
@@ -112,12 +112,12 @@ func TestConsoleCookieForms(t *testing.T) {
 		wantSecure bool
 	}{
 		{"plain http", false, "lifecycle_console", "/console/", false},
-		{"ConsoleSecureCookie", true, "__Host-lifecycle_console", "/", true},
+		{"SecureCookie", true, "__Host-lifecycle_console", "/", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			c := newConsoleEnv(t, newEnv(t, func(cfg *lifecycle.Config) { cfg.ConsoleSecureCookie = tt.secure }))
+			c := newConsoleEnv(t, newEnv(t), func(cfg *console.Config) { cfg.SecureCookie = tt.secure })
 			rec := c.do(consoleCall{method: "POST", path: "/session", body: map[string]any{"key": c.admin}})
 			cs := rec.Result().Cookies()
 			if rec.Code != http.StatusOK || len(cs) != 1 || cs[0].Name != tt.wantName || cs[0].Path != tt.wantPath || cs[0].Secure != tt.wantSecure {
