@@ -18,6 +18,7 @@
 // never the other way round:
 //
 //   - store/sqlite: a [Store] on SQLite;
+//   - store/memory: a [Store] in memory, for tests and demos;
 //   - store/storetest: the conformance suite every Store runs;
 //   - adapter/artifact: a [ProviderAdapter], [CIProvider] and [Deployer] on
 //     local git repositories, for demos and artifact-mode submissions;

@@ -9,26 +9,18 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/memory"
 	"github.com/tasklifecycle/lifecycle/client"
-	"github.com/tasklifecycle/lifecycle/store/sqlite"
+	memstore "github.com/tasklifecycle/lifecycle/store/memory"
 )
 
 // exampleServer runs a lifecycle server for the examples and returns its
 // URL, a key with every scope, and a function that stops it.
 func exampleServer() (string, string, func()) {
-	dir, err := os.MkdirTemp("", "lifecycle-client-example")
-	if err != nil {
-		log.Fatal(err)
-	}
-	store, err := sqlite.New(sqlite.Config{Path: filepath.Join(dir, "lifecycle.db")})
-	if err != nil {
-		log.Fatal(err)
-	}
+	store := memstore.New()
 	svc, err := lifecycle.New(lifecycle.Config{
 		Store:        store,
 		BaseURL:      "http://example.invalid",
@@ -53,7 +45,6 @@ func exampleServer() (string, string, func()) {
 		svc.Close(context.Background())
 		srv.Close()
 		store.Close()
-		os.RemoveAll(dir)
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"sort"
 	"sync"
 	"testing"
@@ -18,16 +17,15 @@ import (
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/memory"
 	"github.com/tasklifecycle/lifecycle/client"
-	"github.com/tasklifecycle/lifecycle/store/sqlite"
+	memstore "github.com/tasklifecycle/lifecycle/store/memory"
 )
 
 // server is a real Service on SQLite behind an httptest server, with a hook
 // in front of the handler and a record of the operations called.
 type server struct {
 	t       *testing.T
-	dbPath  string
 	addr    string
-	store   *sqlite.Store
+	store   *memstore.Store // outlives the Service: a restart finds what it kept
 	svc     *lifecycle.Service
 	srv     *httptest.Server
 	adapter *memory.Adapter
@@ -50,8 +48,9 @@ func (deployer) Deploy(_ context.Context, req lifecycle.DeployRequest) (lifecycl
 // newServer starts a server; project "web" has an in-memory code host.
 func newServer(t *testing.T) *server {
 	t.Helper()
-	s := &server{t: t, dbPath: filepath.Join(t.TempDir(), "lifecycle.db"), ops: map[string]int{}, keys: map[string][]string{},
+	s := &server{t: t, store: memstore.New(), ops: map[string]int{}, keys: map[string][]string{},
 		adapter: memory.New(memory.Config{Owner: "acme", Repo: "web"})}
+	t.Cleanup(func() { s.store.Close() })
 	s.start("127.0.0.1:0")
 	_, plaintext, err := s.svc.CreateAPIKey(t.Context(), lifecycle.CreateAPIKeyParams{Name: "admin", Scopes: allScopes(),
 		Actor: lifecycle.Actor{ID: "tester", Role: lifecycle.RoleUser}})
@@ -69,23 +68,18 @@ func allScopes() []lifecycle.Scope {
 		lifecycle.ScopeCIWrite, lifecycle.ScopeKeysAdmin}
 }
 
-// start opens the store, builds and starts the Service, and serves it on
-// addr (the same address again after a stop).
+// start builds and starts a Service on the store, and serves it on addr
+// (the same address again after a stop).
 func (s *server) start(addr string) {
 	t := s.t
 	t.Helper()
-	store, err := sqlite.New(sqlite.Config{Path: s.dbPath})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		store.Close()
 		t.Fatal(err)
 	}
 	s.addr = ln.Addr().String()
 	svc, err := lifecycle.New(lifecycle.Config{
-		Store:                      store,
+		Store:                      s.store,
 		BaseURL:                    "http://" + s.addr,
 		Logger:                     slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Adapters:                   []lifecycle.AdapterBinding{{Project: "web", Adapter: s.adapter}},
@@ -118,10 +112,11 @@ func (s *server) start(addr string) {
 	}))
 	srv.Listener = ln
 	srv.Start()
-	s.store, s.svc, s.srv = store, svc, srv
+	s.svc, s.srv = svc, srv
 }
 
-// stop closes the Service (ending its streams), the server and the store.
+// stop closes the Service (ending its streams) and the server; the store
+// stays for the next start.
 func (s *server) stop() {
 	if s.svc == nil {
 		return
@@ -132,7 +127,6 @@ func (s *server) stop() {
 		s.t.Errorf("Close: %v", err)
 	}
 	s.srv.Close()
-	s.store.Close()
 	s.svc = nil
 }
 

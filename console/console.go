@@ -21,7 +21,8 @@
 // host's [lifecycle.Config.Authenticator], sign-in is refused.
 //
 // Sessions are kept in the Service's Store, which must implement
-// [lifecycle.ConsoleSessionStore] (store/sqlite and store/postgres do).
+// [lifecycle.ConsoleSessionStore] (store/sqlite, store/postgres and
+// store/memory do).
 //
 // Under the console's mount point, api/ serves the whole API of
 // [lifecycle.Service.Handler] for the signed-in session; docs/console.md in

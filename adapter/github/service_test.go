@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -17,7 +16,7 @@ import (
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/github/githubtest"
 	"github.com/tasklifecycle/lifecycle/internal/fakeclock"
-	"github.com/tasklifecycle/lifecycle/store/sqlite"
+	"github.com/tasklifecycle/lifecycle/store/memory"
 )
 
 // syncBuffer is a log destination safe for concurrent writers.
@@ -68,10 +67,7 @@ func newEnvWith(t testing.TB, opts githubtest.Options, clock *fakeclock.Clock, e
 		acfg.Clock = clock
 	}
 	e.a = e.f.adapter(t, acfg)
-	store, err := sqlite.New(sqlite.Config{Path: filepath.Join(t.TempDir(), "lifecycle.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := memory.New()
 	t.Cleanup(func() { store.Close() })
 	mux := http.NewServeMux()
 	e.srv = httptest.NewServer(mux)

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,7 +19,7 @@ import (
 	"github.com/tasklifecycle/lifecycle/adapter/gitlab"
 	"github.com/tasklifecycle/lifecycle/adapter/gitlab/gitlabtest"
 	"github.com/tasklifecycle/lifecycle/internal/fakeclock"
-	"github.com/tasklifecycle/lifecycle/store/sqlite"
+	"github.com/tasklifecycle/lifecycle/store/memory"
 )
 
 // stack is a Service whose "gitlab" project lives on a fake GitLab.
@@ -62,10 +61,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := sqlite.New(sqlite.Config{Path: filepath.Join(t.TempDir(), "lifecycle.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := memory.New()
 	t.Cleanup(func() { store.Close() })
 	st.svc, err = lifecycle.New(lifecycle.Config{
 		Store:             store,

@@ -18,7 +18,7 @@ import (
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/client"
-	"github.com/tasklifecycle/lifecycle/store/sqlite"
+	"github.com/tasklifecycle/lifecycle/store/memory"
 )
 
 func init() { log.SetOutput(io.Discard) }
@@ -27,7 +27,7 @@ func init() { log.SetOutput(io.Discard) }
 // Last-Event-ID of every stream request.
 type server struct {
 	svc   *lifecycle.Service
-	store *sqlite.Store
+	store *memory.Store
 	srv   *httptest.Server
 	key   string
 	mu    sync.Mutex
@@ -36,10 +36,7 @@ type server struct {
 
 func newServer(t *testing.T) *server {
 	t.Helper()
-	store, err := sqlite.New(sqlite.Config{Path: filepath.Join(t.TempDir(), "lifecycle.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := memory.New()
 	t.Cleanup(func() { store.Close() })
 	// Streams stay in net/http's handler, so that the test server can drop
 	// them with CloseClientConnections (a stream that took its connection

@@ -13,13 +13,12 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/tasklifecycle/lifecycle"
-	"github.com/tasklifecycle/lifecycle/store/sqlite"
+	"github.com/tasklifecycle/lifecycle/store/memory"
 )
 
 const testSecret = "receiver-test-secret-0123"
@@ -200,10 +199,7 @@ func TestServiceDeliversToReceiver(t *testing.T) {
 	if !roots.AppendCertsFromPEM(certPEM) {
 		t.Fatal("the certificate PEM holds no certificate")
 	}
-	store, err := sqlite.New(sqlite.Config{Path: filepath.Join(t.TempDir(), "lifecycle.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := memory.New()
 	t.Cleanup(func() { store.Close() })
 	svc, err := lifecycle.New(lifecycle.Config{Store: store, BaseURL: "http://127.0.0.1", Logger: slog.New(slog.DiscardHandler),
 		AllowPrivateWebhookTargets: true, WebhookTLSConfig: &tls.Config{RootCAs: roots}})

@@ -1,0 +1,150 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/tasklifecycle/lifecycle"
+)
+
+// storedTask returns the copy of t the Store keeps: without
+// AvailableActions, which the Service computes, with empty lists for nil
+// ones and no routing reason for a JSON null, as the SQL Stores give
+// them back.
+func storedTask(t lifecycle.Task) lifecycle.Task {
+	t = clone(t)
+	t.AvailableActions = nil
+	t.Labels, t.AcceptanceCriteria = nonNil(t.Labels), nonNil(t.AcceptanceCriteria)
+	if string(t.RoutingReason) == "null" || len(t.RoutingReason) == 0 {
+		t.RoutingReason = nil
+	}
+	return t
+}
+
+// Task implements lifecycle.Store.
+func (s *Store) Task(ctx context.Context, id string) (lifecycle.Task, error) {
+	var task lifecycle.Task
+	err := s.read(func(t *tables) error {
+		var err error
+		task, err = getTask(t.tasks, id)
+		return err
+	})
+	return task, err
+}
+
+// Task implements lifecycle.Tx. The transaction runs alone, so no other
+// changes the task before it ends.
+func (x *txn) Task(ctx context.Context, id string) (lifecycle.Task, error) {
+	return getTask(x.tasks, id)
+}
+
+// getTask returns a copy of the task with the given ID.
+func getTask(tasks records[lifecycle.Task], id string) (lifecycle.Task, error) {
+	task, ok := tasks.get(id)
+	if !ok {
+		return lifecycle.Task{}, fmt.Errorf("memory: task %s: %w", id, lifecycle.ErrNotFound)
+	}
+	return clone(task), nil
+}
+
+// ListTasks implements lifecycle.Store. Positions are those of the tasks'
+// creation.
+func (s *Store) ListTasks(ctx context.Context, f lifecycle.TaskFilter) (lifecycle.TaskPage, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	var page lifecycle.TaskPage
+	err := s.read(func(t *tables) error {
+		var last int64
+		for pos, task := range t.tasks.after(f.After) {
+			if !taskMatches(&task, &f) {
+				continue
+			}
+			if len(page.Tasks) == limit {
+				page.Next = last
+				break
+			}
+			page.Tasks = append(page.Tasks, clone(task))
+			last = pos
+		}
+		return nil
+	})
+	return page, err
+}
+
+// taskMatches reports whether task passes the filter f.
+func taskMatches(task *lifecycle.Task, f *lifecycle.TaskFilter) bool {
+	project := ""
+	if task.Context.Project != nil {
+		project = *task.Context.Project
+	}
+	number := 0
+	if task.PRNumber != nil {
+		number = *task.PRNumber
+	}
+	head := ""
+	if task.HeadSHA != nil {
+		head = *task.HeadSHA
+	}
+	return (len(f.Statuses) == 0 || slices.Contains(f.Statuses, task.Status)) &&
+		(f.AssigneeAgentID == "" || task.AssigneeAgentID != nil && *task.AssigneeAgentID == f.AssigneeAgentID) &&
+		(f.Project == "" || project == f.Project) &&
+		(f.PullRequest == lifecycle.PullRequestRef{} || task.PRNumber != nil &&
+			f.PullRequest == lifecycle.PullRequestRef{Owner: task.PROwner, Repo: task.PRRepo, Number: number}) &&
+		(f.HeadSHA == "" || head == f.HeadSHA)
+}
+
+// CreateTask implements lifecycle.Tx.
+func (x *txn) CreateTask(ctx context.Context, task lifecycle.Task) error {
+	if _, ok := x.identifiers.get(task.Identifier); ok {
+		return fmt.Errorf("memory: create task %s: identifier %s: %w", task.ID, task.Identifier, lifecycle.ErrConflict)
+	}
+	if _, ok := x.tasks.insert(task.ID, storedTask(task)); !ok {
+		return fmt.Errorf("memory: create task %s: %w", task.ID, lifecycle.ErrConflict)
+	}
+	x.identifiers.set(task.Identifier, task.ID)
+	return nil
+}
+
+// UpdateTask implements lifecycle.Tx. A task's ID, Identifier and
+// CreatedAt never change: those of the stored task are kept.
+func (x *txn) UpdateTask(ctx context.Context, task lifecycle.Task) error {
+	old, ok := x.tasks.get(task.ID)
+	if !ok {
+		return fmt.Errorf("memory: update task %s: %w", task.ID, lifecycle.ErrNotFound)
+	}
+	task = storedTask(task)
+	task.CreatedAt = old.CreatedAt
+	if task.Identifier != old.Identifier {
+		if _, taken := x.identifiers.get(task.Identifier); taken {
+			return fmt.Errorf("memory: update task %s: identifier %s: %w", task.ID, task.Identifier, lifecycle.ErrConflict)
+		}
+		x.identifiers.remove(old.Identifier)
+		x.identifiers.set(task.Identifier, task.ID)
+	}
+	x.tasks.replace(task.ID, task)
+	return nil
+}
+
+// ClaimReconciliations implements lifecycle.Tx. The transaction runs
+// alone, so the claim is atomic with respect to every other.
+func (x *txn) ClaimReconciliations(ctx context.Context, p lifecycle.ClaimReconciliationsParams) ([]lifecycle.Task, error) {
+	var due []lifecycle.Task
+	for _, task := range x.tasks.all() {
+		reviewing := task.Status == lifecycle.StatusInReview
+		reopening := task.Status == lifecycle.StatusInProgress && !task.ReconcileAt.IsZero()
+		if (reviewing || reopening) && !task.ReconcileAt.After(p.Now) {
+			due = append(due, task)
+		}
+	}
+	slices.SortStableFunc(due, func(a, b lifecycle.Task) int { return a.ReconcileAt.Compare(b.ReconcileAt.Time) })
+	var claimed []lifecycle.Task
+	for _, task := range due[:min(len(due), max(p.Limit, 0))] {
+		task.ReconcileAt = lifecycle.NewTimestamp(p.Until)
+		x.tasks.replace(task.ID, task)
+		claimed = append(claimed, clone(task))
+	}
+	return claimed, nil
+}
