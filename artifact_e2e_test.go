@@ -14,6 +14,7 @@ import (
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/artifact"
+	"github.com/tasklifecycle/lifecycle/internal/testenv"
 	"github.com/tasklifecycle/lifecycle/internal/testwait"
 )
 
@@ -43,7 +44,7 @@ func newArtifactEnv(t *testing.T, mutate ...func(*lifecycle.Config)) (*env, stri
 func git(t *testing.T, repo string, args ...string) string {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git is not installed; .ci/run installs it")
+		testenv.Require(t, testenv.Git, "")
 	}
 	out, err := exec.Command("git", append([]string{"-C", repo}, args...)...).CombinedOutput()
 	if err != nil {

@@ -23,14 +23,15 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/testenv"
 )
 
 // browserTimeout bounds, in real time, each wait for the browser.
 const browserTimeout = 60 * time.Second
 
 // findChromium returns the Chromium binary to run, or skips the test (fails
-// it when CI=true, as CI installs Chromium). LIFECYCLE_CHROMIUM overrides
-// the search.
+// it when CI=true, as CI installs Chromium; see testenv.Require).
+// LIFECYCLE_CHROMIUM overrides the search.
 func findChromium(t testing.TB) string {
 	t.Helper()
 	if p := os.Getenv("LIFECYCLE_CHROMIUM"); p != "" {
@@ -41,11 +42,7 @@ func findChromium(t testing.TB) string {
 			return p
 		}
 	}
-	const msg = "no chromium on PATH (install it with: apt-get install -y chromium; or set LIFECYCLE_CHROMIUM)"
-	if os.Getenv("CI") == "true" {
-		t.Fatal("CI must run the browser test, and " + msg + "; .ci/run installs it")
-	}
-	t.Skip("skipping the browser test: " + msg)
+	testenv.Require(t, testenv.Chromium, "")
 	return ""
 }
 
