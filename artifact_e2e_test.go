@@ -14,6 +14,8 @@ import (
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/artifact"
+	"github.com/tasklifecycle/lifecycle/internal/testenv"
+	"github.com/tasklifecycle/lifecycle/internal/testwait"
 )
 
 // newArtifactEnv is an env whose every task submits to local git
@@ -42,7 +44,7 @@ func newArtifactEnv(t *testing.T, mutate ...func(*lifecycle.Config)) (*env, stri
 func git(t *testing.T, repo string, args ...string) string {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git is not installed; .ci/run installs it")
+		testenv.Require(t, testenv.Git, "")
 	}
 	out, err := exec.Command("git", append([]string{"-C", repo}, args...)...).CombinedOutput()
 	if err != nil {
@@ -195,14 +197,13 @@ func TestArtifactPushPickedUpByReconciler(t *testing.T) {
 	pushed := git(t, clone, "rev-parse", "HEAD")
 
 	// The reconciler reads the host once the task is due: within one interval.
-	deadline := time.Now().Add(10 * time.Second)
-	for e.task(id)["headSha"] != pushed {
-		if time.Now().After(deadline) {
-			t.Fatalf("headSha = %v after the push, want %s", e.task(id)["headSha"], pushed)
+	testwait.For(t, 10*time.Second, "headSha to be the pushed "+pushed, func() bool {
+		if e.task(id)["headSha"] == pushed {
+			return true
 		}
-		e.clock.Advance(time.Second)
-		time.Sleep(5 * time.Millisecond)
-	}
+		e.clock.Advance(time.Second) // the reconciler's poll
+		return false
+	})
 	evs := e.eventsOf(id)
 	last := evs[len(evs)-1]["data"].(map[string]any)
 	if evs[len(evs)-1]["type"] != "task.updated" || !slices.Contains(last["changedFields"].([]any), any("headSha")) {

@@ -402,11 +402,53 @@ func (p *CreateAPIKeyParams) validate() error {
 }
 
 // CreateAPIKey stores a new API key and returns its record and its
-// plaintext, which is not kept and cannot be shown again. It returns a
-// *ConflictError when p.Plaintext is already a key. Unlike POST /api-keys,
-// it may create any key: the host is trusted.
+// plaintext, which is not kept and cannot be shown again. Unlike POST
+// /api-keys, it may create any key: the host is trusted.
+//
+// Installing a p.Plaintext that is already a key is idempotent when the
+// installed key has the scopes asked for: CreateAPIKey returns the
+// installed record, so a host may install its key at every start. When
+// the installed key has other scopes, or is revoked, it returns a
+// *KeyScopesError saying so and what to do, rather than leave the key
+// with scopes the host did not ask for.
 func (s *Service) CreateAPIKey(ctx context.Context, p CreateAPIKeyParams) (APIKey, string, error) {
-	return s.createAPIKey(ctx, p, nil)
+	key, plaintext, err := s.createAPIKey(ctx, p, nil)
+	var conflict *ConflictError
+	if p.Plaintext == "" || !errors.As(err, &conflict) || conflict.Reason != "key_exists" {
+		return key, plaintext, err
+	}
+	installed, err := s.store.APIKeyByHash(ctx, HashAPIKey(p.Plaintext))
+	if err != nil {
+		return APIKey{}, "", fmt.Errorf("read the installed API key: %w", err)
+	}
+	want := slices.Compact(slices.Sorted(slices.Values(p.Scopes)))
+	have := slices.Compact(slices.Sorted(slices.Values(installed.Scopes)))
+	if installed.RevokedAt != nil || !slices.Equal(want, have) {
+		return APIKey{}, "", &KeyScopesError{KeyID: installed.ID, Installed: have, Requested: want, Revoked: installed.RevokedAt != nil}
+	}
+	return installed, p.Plaintext, nil
+}
+
+// KeyScopesError is CreateAPIKey's error when the plaintext it was given
+// is already a key that it cannot install as asked: one with other
+// scopes, or a revoked one. A key's scopes never change; the host gives
+// another plaintext, or asks for the installed scopes.
+type KeyScopesError struct {
+	// KeyID is the installed key's ID.
+	KeyID string
+	// Installed are the installed key's scopes, Requested those asked for.
+	Installed, Requested []Scope
+	// Revoked is set when the installed key is revoked.
+	Revoked bool
+}
+
+func (e *KeyScopesError) Error() string {
+	if e.Revoked {
+		return fmt.Sprintf("lifecycle: API key %s was revoked and cannot be installed again: give another plaintext (a new key)", e.KeyID)
+	}
+	return fmt.Sprintf("lifecycle: API key %s is already installed with scopes %v, not the requested %v; a key's scopes never change: "+
+		"give another plaintext (a new key) and revoke this one (RevokeAPIKey or DELETE /api-keys/%s), or ask for the installed scopes",
+		e.KeyID, e.Installed, e.Requested, e.KeyID)
 }
 
 // createAPIKey is CreateAPIKey with a hook that runs in the transaction

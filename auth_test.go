@@ -97,8 +97,36 @@ func TestKeyInstalledWithKnownPlaintext(t *testing.T) {
 		t.Fatalf("CreateAPIKey with a plaintext = %q, %v", got, err)
 	}
 	e.call(request{method: "GET", path: "/tasks", key: known}, http.StatusOK)
-	if _, _, err := e.svc.CreateAPIKey(t.Context(), params); !errors.Is(err, lifecycle.ErrConflict) {
-		t.Errorf("installing the same plaintext twice: error = %v, want ErrConflict", err)
+	first, _, _ := e.svc.CreateAPIKey(t.Context(), params)
+	if again, got, err := e.svc.CreateAPIKey(t.Context(), params); err != nil || got != known || again.ID != first.ID {
+		t.Errorf("installing the same plaintext with the same scopes again = %s %q, %v; want the installed key %s, no error", again.ID, got, err, first.ID)
+	}
+	if keys, _ := e.svc.APIKeys(t.Context()); len(keys) != 2 { // the env's admin key and this one
+		t.Errorf("%d keys after installing one twice, want 2", len(keys))
+	}
+
+	// Other scopes: an error that names both sets and says what to do,
+	// and the installed key keeps its scopes.
+	fewer := params
+	fewer.Scopes = []lifecycle.Scope{lifecycle.ScopeTasksRead}
+	_, _, err = e.svc.CreateAPIKey(t.Context(), fewer)
+	var scopesErr *lifecycle.KeyScopesError
+	if !errors.As(err, &scopesErr) || scopesErr.KeyID != first.ID || len(scopesErr.Requested) != 1 || len(scopesErr.Installed) != len(allScopes()) || errors.Is(err, lifecycle.ErrConflict) {
+		t.Fatalf("installing the plaintext with other scopes: error = %v, want a *KeyScopesError naming both sets", err)
+	}
+	for _, want := range []string{"tasks:read", "keys:admin", "another plaintext", "revoke"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	e.call(request{method: "POST", path: "/tasks", key: known, body: taskBody("ENG-1")}, http.StatusCreated)
+
+	// A revoked key is not installed again.
+	if _, err := e.svc.RevokeAPIKey(t.Context(), first.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.svc.CreateAPIKey(t.Context(), params); !errors.As(err, &scopesErr) || !scopesErr.Revoked {
+		t.Errorf("installing a revoked plaintext: error = %v, want a *KeyScopesError saying it is revoked", err)
 	}
 	params.Plaintext = "lsk_short"
 	if _, _, err := e.svc.CreateAPIKey(t.Context(), params); !errors.Is(err, lifecycle.ErrValidation) {

@@ -180,9 +180,23 @@ func ExampleService_Ship() {
 		log.Fatal(err)
 	}
 	fmt.Println("ship:", op.Status)
+	// The operation runs in the background: read it again on a ticker
+	// until it has finished, for as long as the context allows. (Over
+	// HTTP, a client waits for the task.shipped event on the event stream
+	// instead.)
+	wait, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
 	for op.Status == lifecycle.ShipQueued || op.Status == lifecycle.ShipRunning {
-		time.Sleep(time.Millisecond)
-		op, _ = svc.ShipOperation(ctx, op.OperationID)
+		select {
+		case <-wait.Done():
+			log.Fatalf("ship operation %s still %s: %v", op.OperationID, op.Status, wait.Err())
+		case <-tick.C:
+		}
+		if op, err = svc.ShipOperation(wait, op.OperationID); err != nil {
+			log.Fatal(err)
+		}
 	}
 	done, _ := svc.Task(ctx, task.ID)
 	fmt.Println("ship:", op.Status, "task:", done.Status, done.AvailableActions)

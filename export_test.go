@@ -24,3 +24,14 @@ func (s *Service) WebhookStateForTest() (workers, deleted int) {
 	defer d.mu.Unlock()
 	return len(d.workers), len(d.deleted)
 }
+
+// TaskLockHoldersForTest returns how many calls hold or wait for the
+// provider lock of a task, so that a test knows requests are queued on it.
+func (s *Service) TaskLockHoldersForTest(taskID string) int {
+	s.taskLocks.mu.Lock()
+	defer s.taskLocks.mu.Unlock()
+	if l := s.taskLocks.locks[taskID]; l != nil {
+		return l.holders
+	}
+	return 0
+}

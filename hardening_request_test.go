@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -108,6 +109,8 @@ func TestDeepBodiesAreRefused(t *testing.T) {
 type blockingBody struct {
 	first   []byte
 	release chan struct{}
+	blocked chan struct{} // when not nil, closed once the reader has read first and waits for release
+	once    sync.Once
 }
 
 func (b *blockingBody) Read(p []byte) (int, error) {
@@ -115,6 +118,9 @@ func (b *blockingBody) Read(p []byte) (int, error) {
 		n := copy(p, b.first)
 		b.first = b.first[n:]
 		return n, nil
+	}
+	if b.blocked != nil {
+		b.once.Do(func() { close(b.blocked) })
 	}
 	<-b.release
 	return 0, io.ErrUnexpectedEOF
@@ -127,7 +133,7 @@ func (b *blockingBody) Close() error { return nil }
 func TestDecodingBudgetRefusesWith429(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *lifecycle.Config) { c.MaxDecodingBytes = 1 << 20 })
-	hold := &blockingBody{first: []byte(`{"identifier":`), release: make(chan struct{})}
+	hold := &blockingBody{first: []byte(`{"identifier":`), release: make(chan struct{}), blocked: make(chan struct{})}
 	first := httptest.NewRequestWithContext(t.Context(), "POST", "/api/tasks", nil)
 	first.Body, first.ContentLength = hold, 1<<20
 	first.Header.Set("Authorization", "Bearer "+e.admin)
@@ -137,7 +143,7 @@ func TestDecodingBudgetRefusesWith429(t *testing.T) {
 		e.host.ServeHTTP(rec, first)
 		done <- rec.Code
 	}()
-	time.Sleep(100 * time.Millisecond) // the first request holds the budget
+	<-hold.blocked // the first request is being decoded: it holds the budget
 
 	start := time.Now()
 	rec := e.do(request{method: "POST", path: "/tasks", key: e.admin, body: taskBody("BUD-1")})

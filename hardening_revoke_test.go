@@ -68,7 +68,14 @@ func TestRevocationEndsStreams(t *testing.T) {
 func TestRevocationByAnotherProcessEndsStreams(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, noPolling)
+	// This process looks for revocations every KeyCacheTTL/2 (2.5 s) of
+	// its clock: once its watcher is parked on the clock, it cannot look
+	// before the clock moves.
+	look := e.clock.Now().Add(2500 * time.Millisecond)
 	e.start()
+	if !e.clock.WaitForWaiterAt(look, 5*time.Second) {
+		t.Fatal("the revocation watcher is not waiting KeyCacheTTL/2 on the clock")
+	}
 	other, err := lifecycle.New(lifecycle.Config{Store: e.store, BaseURL: testBase, Clock: e.clock, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -79,15 +86,14 @@ func TestRevocationByAnotherProcessEndsStreams(t *testing.T) {
 	if _, err := other.RevokeAPIKey(t.Context(), e.keyID("dashboard")); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond)
-	c.quiet() // this process has not looked yet
+	if !e.clock.PendingAt(look) {
+		t.Fatal("this process looked for revocations before its clock moved")
+	}
+	e.clock.Advance(5 * time.Second) // KeyCacheTTL
 	var last string
-	for step := 0; step < 5 && last == ""; step++ { // KeyCacheTTL is 5 s
-		e.clock.Advance(time.Second)
-		select {
-		case last = <-c.blocks:
-		case <-time.After(200 * time.Millisecond):
-		}
+	select {
+	case last = <-c.blocks:
+	case <-time.After(streamTimeout):
 	}
 	if last != ": revoked: the API key of this stream was revoked; the stream ends\n\n" {
 		t.Fatalf("within KeyCacheTTL, last block %q", last)

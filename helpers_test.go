@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/memory"
 	"github.com/tasklifecycle/lifecycle/internal/fakeclock"
+	"github.com/tasklifecycle/lifecycle/internal/testenv"
 	"github.com/tasklifecycle/lifecycle/store/sqlite"
 )
 
@@ -35,6 +37,10 @@ type env struct {
 	admin string      // a key with every scope
 	logs  *syncWriter // the Service's log; read it with logText
 }
+
+// TestMain prints, once, which tests skipped for want of a tool, and how
+// to install it (see internal/testenv).
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 // newEnv builds an env; mutate adjusts the Config before New.
 func newEnv(t *testing.T, mutate ...func(*lifecycle.Config)) *env {

@@ -253,9 +253,11 @@ func TestHostCloseSendsTheTaskBack(t *testing.T) {
 // once the task's interval has passed.
 func TestLostWebhookIsReconciled(t *testing.T) {
 	t.Parallel()
-	const interval = time.Minute
+	// A poll interval no other loop of the Service uses: the reconciler's
+	// waiter at now+poll says it has swept at now and parked again.
+	const interval, poll = time.Minute, 7 * time.Second
 	e, a := newSubmitEnv(t, func(c *lifecycle.Config) {
-		c.ReconcileInterval, c.ReconcilePollInterval = interval, time.Second
+		c.ReconcileInterval, c.ReconcilePollInterval = interval, poll
 	})
 	startService(t, e.svc)
 	id, oldSHA := e.submittedTask("ENG-1")
@@ -264,7 +266,9 @@ func TestLostWebhookIsReconciled(t *testing.T) {
 	reads := a.web.Calls(memory.OpPullRequest)
 
 	e.clock.Advance(interval / 3) // not due yet: first readings fall in the second half of the interval
-	time.Sleep(20 * time.Millisecond)
+	if !e.clock.WaitForWaiterAt(e.clock.Now().Add(poll), 5*time.Second) {
+		t.Fatal("the reconciler did not sweep and park again after the clock moved")
+	}
 	if got := e.task(id)["headSha"]; got != oldSHA || a.web.Calls(memory.OpPullRequest) != reads {
 		t.Fatalf("task read before its reconciliation was due: head %v, %d reads", got, a.web.Calls(memory.OpPullRequest)-reads)
 	}
@@ -334,8 +338,17 @@ func TestShipRetriesATemporaryMergeError(t *testing.T) {
 			if retryAfter > 0 {
 				wait = retryAfter
 			}
+			// The runner pauses on the clock for exactly the wait before
+			// its second try; moving the clock short of it leaves the
+			// pause pending and the merge untried.
+			retryAt := e.clock.Now().Add(wait)
+			if !e.clock.WaitForWaiterAt(retryAt, 5*time.Second) {
+				t.Fatalf("the ship runner did not pause %s on the clock after the temporary error", wait)
+			}
 			e.clock.Advance(wait - time.Second)
-			time.Sleep(20 * time.Millisecond)
+			if !e.clock.PendingAt(retryAt) {
+				t.Fatal("the runner's pause ended before the wait was over")
+			}
 			if n := a.web.Calls(memory.OpMerge); n != 1 {
 				t.Fatalf("%d merges before the wait was over, want 1", n)
 			}

@@ -296,8 +296,8 @@ func TestKeyReservedOnlyOnceTheTaskIsFree(t *testing.T) {
 	for range 2 {
 		go func() { codes <- e.submit(id, "same-key-123", withMember(submitBody(), "summary", "Second try")) }()
 	}
-	time.Sleep(50 * time.Millisecond)
-	e.clock.Advance(2 * time.Hour) // far past any reservation's lease
+	waitFor(t, func() bool { return e.svc.TaskLockHoldersForTest(id) == 3 }) // the slow submit holds the lock, two wait for it
+	e.clock.Advance(2 * time.Hour)                                           // far past any reservation's lease
 	close(hang.release)
 	if code := <-slow; code != http.StatusAccepted {
 		t.Fatalf("slow submit = %d", code)

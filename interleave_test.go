@@ -12,6 +12,7 @@ import (
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/memory"
+	"github.com/tasklifecycle/lifecycle/internal/testwait"
 )
 
 // runnerKey marks the context a gated Service is started with: the calls
@@ -110,9 +111,9 @@ func newGatedEnv(t *testing.T, mutate ...func(*lifecycle.Config)) (*env, *gatedH
 // without the test.
 func (e *env) settleRunner(g *gatedHost, ops []string) {
 	e.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		unfinished := 0
+	unfinished := 0
+	settled := testwait.Until(5*time.Second, func() bool {
+		unfinished = 0
 		for _, id := range ops {
 			op, err := e.store.ShipOperation(e.t.Context(), id)
 			if err != nil {
@@ -122,13 +123,10 @@ func (e *env) settleRunner(g *gatedHost, ops []string) {
 				unfinished++
 			}
 		}
-		if g.waiting() == unfinished {
-			return
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("the runner did not settle: %d calls wait at the gate for %d unfinished operations", g.waiting(), unfinished)
-		}
-		time.Sleep(time.Millisecond)
+		return g.waiting() == unfinished
+	})
+	if !settled {
+		e.t.Fatalf("the runner did not settle: %d calls wait at the gate for %d unfinished operations", g.waiting(), unfinished)
 	}
 }
 

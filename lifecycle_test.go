@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/testwait"
 )
 
 func TestNewChecksConfig(t *testing.T) {
@@ -103,11 +104,5 @@ func TestTwoServicesInOneProcess(t *testing.T) {
 // waitFor polls cond for up to five seconds of real time.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testwait.For(t, 5*time.Second, "the condition", cond)
 }

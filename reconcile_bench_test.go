@@ -11,6 +11,7 @@ import (
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/memory"
 	"github.com/tasklifecycle/lifecycle/internal/fakeclock"
+	"github.com/tasklifecycle/lifecycle/internal/testwait"
 )
 
 // newHostBenchEnv is a bench env whose tasks (every project) go to host,
@@ -144,14 +145,13 @@ func benchReconcile1000(b *testing.B, batched bool) {
 		cursor := lastSequence(b, e)
 		b.StartTimer()
 		clock.Advance(time.Hour) // every task is due, and the reconciler's poll fires
-		for n := 0; n < tasks; {
-			time.Sleep(10 * time.Millisecond)
+		testwait.For(b, time.Minute, "an event for every task", func() bool {
 			evs, err := e.store.Events(b.Context(), lifecycle.EventFilter{After: cursor, Limit: 10000})
 			if err != nil {
 				b.Fatal(err)
 			}
-			n = len(evs)
-		}
+			return len(evs) >= tasks
+		})
 	}
 	b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/1000tasks")
 	b.ReportMetric(float64(host.Calls(memory.OpBatch)+host.Calls(memory.OpPullRequest)+host.Calls(memory.OpChecks)+host.Calls(memory.OpReviews)-calls)/float64(b.N), "hostcalls/sweep")
@@ -213,16 +213,13 @@ func BenchmarkQueuedWebhookToFact(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		for {
+		testwait.For(b, time.Minute, "the pushed head to be applied", func() bool {
 			t, err := e.svc.Task(b.Context(), ids[k])
 			if err != nil {
 				b.Fatal(err)
 			}
-			if t.HeadSHA != nil && *t.HeadSHA == head {
-				break
-			}
-			time.Sleep(100 * time.Microsecond)
-		}
+			return t.HeadSHA != nil && *t.HeadSHA == head
+		})
 		worst = max(worst, time.Since(start))
 	}
 	b.ReportMetric(float64(worst.Microseconds())/1000, "max-ms")

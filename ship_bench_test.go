@@ -12,6 +12,7 @@ import (
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/memory"
+	"github.com/tasklifecycle/lifecycle/internal/testwait"
 )
 
 // shipBenchEnv is a bench env whose tasks ship as soon as they are
@@ -84,8 +85,7 @@ func runQueued(b *testing.B, e *benchEnv, ids, heads []string) {
 func waitShipped(b *testing.B, e *benchEnv, n int) {
 	var after int64
 	done := 0
-	deadline := time.Now().Add(time.Minute)
-	for done < n {
+	testwait.For(b, time.Minute, fmt.Sprintf("%d operations to finish", n), func() bool {
 		evs, err := e.store.Events(b.Context(), lifecycle.EventFilter{After: after, Types: []lifecycle.EventType{lifecycle.EventTaskShipped}, Limit: 1000})
 		if err != nil {
 			b.Fatal(err)
@@ -101,13 +101,8 @@ func waitShipped(b *testing.B, e *benchEnv, n int) {
 			}
 			done++
 		}
-		if len(evs) == 0 {
-			if time.Now().After(deadline) {
-				b.Fatalf("%d of %d operations finished in a minute", done, n)
-			}
-			time.Sleep(200 * time.Microsecond)
-		}
-	}
+		return done >= n
+	})
 }
 
 // BenchmarkShipRunner runs queued operations (merge and deploy) with a

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/memory"
+	"github.com/tasklifecycle/lifecycle/internal/testwait"
 )
 
 // specShipFields are the members of an accepted ship operation (docs/api.md).
@@ -101,18 +102,13 @@ func (e *env) ship(taskID, key string, body any) *httptestRecorder {
 // waitShip polls a ship operation until it has finished.
 func (e *env) waitShip(opID string) map[string]any {
 	e.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		op := e.call(request{method: "GET", path: "/ship-operations/" + opID, key: e.admin}, http.StatusOK)
-		data := op["data"].(map[string]any)
-		if st := data["status"]; st == "succeeded" || st == "failed" {
-			return op
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("ship operation %s still %v after 10s", opID, data["status"])
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	var op map[string]any
+	testwait.For(e.t, 10*time.Second, "ship operation "+opID+" to finish", func() bool {
+		op = e.call(request{method: "GET", path: "/ship-operations/" + opID, key: e.admin}, http.StatusOK)
+		st := op["data"].(map[string]any)["status"]
+		return st == "succeeded" || st == "failed"
+	})
+	return op
 }
 
 // shippedEvents returns the task.shipped events of a task.

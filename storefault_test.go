@@ -12,6 +12,8 @@ import (
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/memory"
+	"github.com/tasklifecycle/lifecycle/internal/fakeclock"
+	"github.com/tasklifecycle/lifecycle/internal/testwait"
 )
 
 // These tests cover a Store that fails (issue 21): requests answer 503
@@ -32,6 +34,7 @@ type flakyStore struct {
 	// lostCommit makes Update commit and then fail with errStoreDown, as
 	// a database whose connection breaks while it commits.
 	lostCommit atomic.Bool
+	calls      atomic.Int64 // calls made, down or not
 }
 
 var (
@@ -44,6 +47,7 @@ func (f *flakyStore) Unavailable(err error) bool { return errors.Is(err, errStor
 
 // fault returns the error of a call made now.
 func (f *flakyStore) fault(ctx context.Context) error {
+	f.calls.Add(1)
 	if f.hang.Load() {
 		<-ctx.Done()
 		return ctx.Err()
@@ -114,6 +118,16 @@ func (f *flakyStore) Deliveries(ctx context.Context, flt lifecycle.DeliveryFilte
 		return lifecycle.DeliveryPage{}, err
 	}
 	return f.Store.Deliveries(ctx, flt)
+}
+
+// tick moves clock a second and waits until the Service has called the
+// Store since: its loops, which poll every second, woke at the new time
+// and met the Store, down or up.
+func (f *flakyStore) tick(t *testing.T, clock *fakeclock.Clock) {
+	t.Helper()
+	before := f.calls.Load()
+	clock.Advance(time.Second)
+	testwait.For(t, 5*time.Second, "the Service to call the Store after the clock moved", func() bool { return f.calls.Load() > before })
 }
 
 // withFlakyStore puts a flakyStore in front of an env's Store.
@@ -203,26 +217,24 @@ func TestWorkResumesAfterAStoreOutage(t *testing.T) {
 	opID := shipOpID(t, e.ship(id, "ship-during-outage", shipBody("merge_only", "staging", sha)))
 	store.down.Store(true)
 	for range 10 { // ten seconds of outage, on the Service's clock
-		e.clock.Advance(time.Second)
-		time.Sleep(5 * time.Millisecond) // let the loops meet the failing store
+		store.tick(t, e.clock)
 	}
 	store.down.Store(false)
 	var op lifecycle.ShipOperation
-	for tick := 0; ; tick++ {
+	finished := func() bool {
 		var err error
 		op, err = e.store.ShipOperation(t.Context(), opID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if op.Status == lifecycle.ShipSucceeded || op.Status == lifecycle.ShipFailed {
-			break
-		}
-		if tick == 5 {
-			t.Fatalf("the operation is still %s 5 s after the store came back", op.Status)
-		}
-		e.clock.Advance(time.Second)
-		time.Sleep(20 * time.Millisecond)
+		return op.Status == lifecycle.ShipSucceeded || op.Status == lifecycle.ShipFailed
 	}
+	// Five seconds of the Service's clock, then the clock stands still:
+	// the operation must finish without more of it.
+	for i := 0; i < 5 && !finished(); i++ {
+		store.tick(t, e.clock)
+	}
+	testwait.For(t, 10*time.Second, "the operation to finish within 5 s (on the Service's clock) of the store's return", finished)
 	if op.Status != lifecycle.ShipSucceeded || host.Calls(memory.OpMerge) != 1 {
 		t.Fatalf("operation %s (%+v), %d merges; want succeeded, merged once", op.Status, op.Error, host.Calls(memory.OpMerge))
 	}
@@ -287,20 +299,19 @@ func TestKeyOfARequestCutOffByTheStoreIsFreedOnItsReturn(t *testing.T) {
 		other.Handler().ServeHTTP(rec, req)
 		return rec
 	}
-	for tick := 0; ; tick++ {
+	freed := func() bool {
 		rec := retry()
-		if rec.Code == http.StatusAccepted {
-			break
-		}
-		if rec.Code != http.StatusConflict || !strings.Contains(rec.Body.String(), "request_in_progress") {
+		if rec.Code != http.StatusAccepted && (rec.Code != http.StatusConflict || !strings.Contains(rec.Body.String(), "request_in_progress")) {
 			t.Fatalf("the retry on another replica = %d %s, want 202 (or 409 request_in_progress for a moment)", rec.Code, rec.Body)
 		}
-		if tick == 5 {
-			t.Fatalf("the key is still held 5 s after the store's return: %d %s", rec.Code, rec.Body)
-		}
-		e.clock.Advance(time.Second)
-		time.Sleep(20 * time.Millisecond) // let the Service meet the store again
+		return rec.Code == http.StatusAccepted
 	}
+	// Five seconds of the Service's clock, then the clock stands still:
+	// the key must be freed without more of it.
+	for i := 0; i < 5 && !freed(); i++ {
+		store.tick(t, e.clock)
+	}
+	testwait.For(t, 10*time.Second, "the key to be freed within 5 s (on the Service's clock) of the store's return", freed)
 }
 
 // A Store whose connection breaks while it commits may have committed, so

@@ -20,6 +20,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/testenv"
 )
 
 // nodeVerifierDir holds verify.mjs, which checks a delivery with
@@ -108,21 +109,12 @@ func nodeVerify(t *testing.T, now time.Time, secret string, body []byte, h http.
 // installs both).
 func findNodeVerifier(t *testing.T) string {
 	t.Helper()
-	ci := os.Getenv("CI") == "true"
 	node, err := exec.LookPath("node")
 	if err != nil {
-		const msg = "node is not on PATH (install Node.js and npm, e.g. apt-get install -y nodejs npm)"
-		if ci {
-			t.Fatal("CI must check webhooks with the node verifiers, and " + msg + "; .ci/run installs it")
-		}
-		t.Skip("skipping the node webhook verifiers: " + msg)
+		testenv.Require(t, testenv.Node, "")
 	}
 	if _, err := os.Stat(filepath.Join(nodeVerifierDir, "node_modules")); err != nil {
-		const msg = nodeVerifierDir + "/node_modules is missing: run npm ci --prefix " + nodeVerifierDir
-		if ci {
-			t.Fatal("CI must check webhooks with the node verifiers, and " + msg)
-		}
-		t.Skip("skipping the node webhook verifiers: " + msg)
+		testenv.Require(t, testenv.WebhookVerify, "")
 	}
 	return node
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/testwait"
 )
 
 // hookSecret is the secret of the test subscriptions.
@@ -929,6 +930,8 @@ func TestWebhookSecretSealedAtRest(t *testing.T) {
 func TestWebhookConcurrencyAndOrder(t *testing.T) {
 	t.Parallel()
 	rc := newReceiver(t)
+	// A slow receiver is what this test is about: deliveries overlap, and
+	// must still arrive one at a time and in order.
 	rc.setRespond(func(int, http.ResponseWriter) { time.Sleep(5 * time.Millisecond) })
 	e := newHookEnv(t, rc, func(c *lifecycle.Config) { c.WebhookConcurrencyPerSubscription = 1 })
 	e.subscribe(subBody(rc.url("/hooks")))
@@ -1087,10 +1090,12 @@ func TestWebhookCursorBehindPrunedEvents(t *testing.T) {
 	e.svc = svc
 	e.start()
 	waitFor(t, func() bool { return strings.Contains(e.logText(), "were not delivered") })
+	// A spin is a rate of reads: it is measured over a window of real
+	// time, the one wait here that is what the test is about. The window
+	// ends early, failing, as soon as the reads show a spin.
 	before := counting.reads.Load()
-	time.Sleep(100 * time.Millisecond)
-	if n := counting.reads.Load() - before; n > 10 {
-		t.Errorf("%d event reads in 100ms while idle: the worker spins", n)
+	if testwait.Until(100*time.Millisecond, func() bool { return counting.reads.Load()-before > 10 }) {
+		t.Errorf("%d event reads in 100ms while idle: the worker spins", counting.reads.Load()-before)
 	}
 	if _, err := svc.CreateTask(t.Context(), lifecycle.CreateTaskParams{Identifier: "ENG-3", Title: "t",
 		Links: lifecycle.TaskLinks{Issue: "https://issues.example.com/ENG-3"}}); err != nil {

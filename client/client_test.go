@@ -14,6 +14,7 @@ import (
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/memory"
 	"github.com/tasklifecycle/lifecycle/client"
+	"github.com/tasklifecycle/lifecycle/internal/testwait"
 )
 
 // TestEveryEndpoint takes a task from creation to shipped and calls every
@@ -82,12 +83,12 @@ func TestEveryEndpoint(t *testing.T) {
 	if err != nil || op.Status != lifecycle.ShipQueued {
 		t.Fatalf("Ship = %+v, %v", op, err)
 	}
-	for op.Status != lifecycle.ShipSucceeded {
+	testwait.For(t, 10*time.Second, "the ship operation to succeed", func() bool {
 		if op, err = c.ShipOperation(ctx, op.OperationID); err != nil || op.Status == lifecycle.ShipFailed {
 			t.Fatalf("ShipOperation = %+v, %v", op, err)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return op.Status == lifecycle.ShipSucceeded
+	})
 
 	other, err := c.CreateTask(ctx, taskParams("WEB-2"))
 	if err != nil {
@@ -254,12 +255,12 @@ func TestRetryExecutesOnce(t *testing.T) {
 	if keys := s.idempotencyKeys("/tasks/" + task.ID + "/ship"); len(keys) != 3 || keys[0] != "ship-WEB-1-attempt-1" || keys[2] != keys[0] {
 		t.Fatalf("ship keys: %q", keys)
 	}
-	for op.Status != lifecycle.ShipSucceeded {
-		time.Sleep(5 * time.Millisecond)
+	testwait.For(t, 10*time.Second, "the ship operation to succeed", func() bool {
 		if op, err = c.ShipOperation(ctx, op.OperationID); err != nil {
 			t.Fatal(err)
 		}
-	}
+		return op.Status == lifecycle.ShipSucceeded
+	})
 	if n := s.adapter.Calls(memory.OpMerge); n != 1 {
 		t.Fatalf("merged %d times, want 1", n)
 	}

@@ -2,6 +2,42 @@
 // serves, for agents, reviewers, CI jobs and tools that talk to a lifecycle
 // server over the network.
 //
+// A program that builds a client and reads a task, run against the local
+// demo (eval "$(go run ./examples/demo -background)" exports BASE and KEY):
+//
+//	package main
+//
+//	import (
+//		"context"
+//		"fmt"
+//		"log"
+//		"os"
+//		"time"
+//
+//		"github.com/tasklifecycle/lifecycle"
+//		"github.com/tasklifecycle/lifecycle/client"
+//	)
+//
+//	func main() {
+//		c, err := client.New(client.Config{BaseURL: os.Getenv("BASE"), APIKey: os.Getenv("KEY")})
+//		if err != nil {
+//			log.Fatal(err)
+//		}
+//		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+//		defer cancel()
+//		list, err := c.ListTasks(ctx, lifecycle.ListTasksParams{Limit: 1})
+//		if err != nil {
+//			log.Fatal(err) // an *Error: its Code says what the server refused
+//		}
+//		for _, t := range list.Tasks {
+//			task, err := c.Task(ctx, t.ID)
+//			if err != nil {
+//				log.Fatal(err)
+//			}
+//			fmt.Println(task.Identifier, task.Status, task.AvailableActions)
+//		}
+//	}
+//
 // A [Client] has one typed method per endpoint; requests and results are the
 // types of package lifecycle (a [lifecycle.Task], a [lifecycle.Submission],
 // ...), so what the server encodes is what the client decodes.

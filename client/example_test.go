@@ -136,9 +136,20 @@ func ExampleClient_Ship() {
 		log.Fatal(err)
 	}
 	fmt.Println("ship", op.Status)
+	// The operation runs in the background: read it again on a ticker
+	// until it has finished, for as long as the context allows (or wait
+	// for its task.shipped event, see ExampleClient_Events).
+	wait, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
 	for op.Status == lifecycle.ShipQueued || op.Status == lifecycle.ShipRunning {
-		time.Sleep(10 * time.Millisecond)
-		if op, err = c.ShipOperation(ctx, op.OperationID); err != nil {
+		select {
+		case <-wait.Done():
+			log.Fatalf("ship operation %s still %s: %v", op.OperationID, op.Status, wait.Err())
+		case <-tick.C:
+		}
+		if op, err = c.ShipOperation(wait, op.OperationID); err != nil {
 			log.Fatal(err)
 		}
 	}

@@ -144,7 +144,8 @@ func TestStreamFollowsRetryAndDeduplicates(t *testing.T) {
 			}
 			w.Header().Set("Content-Type", "text/event-stream")
 			fmt.Fprint(w, frame("evt_D"))
-			time.Sleep(time.Second)
+			w.(http.Flusher).Flush()
+			<-r.Context().Done() // held open until the client goes: no reconnection
 		}
 	}))
 	defer srv.Close()

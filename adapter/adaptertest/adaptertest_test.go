@@ -20,6 +20,7 @@ import (
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/adaptertest"
 	"github.com/tasklifecycle/lifecycle/adapter/memory"
+	"github.com/tasklifecycle/lifecycle/internal/testwait"
 )
 
 // The suite's webhook and deployment tests run against a host faked here:
@@ -180,16 +181,13 @@ func (h *fakeHost) Deploy(ctx context.Context, req lifecycle.DeployRequest) (lif
 
 // finish waits for the deployment of req to appear, then finishes it.
 func (h *fakeHost) finish(t *testing.T, req lifecycle.DeployRequest) {
-	for range 1000 {
+	var d *fakeDeployment
+	testwait.For(t, 5*time.Second, "a deployment of "+req.OperationID, func() bool {
 		h.mu.Lock()
-		d, ok := h.pending[req.OperationID]
-		h.mu.Unlock()
-		if ok {
-			d.dep.DeployedAt = lifecycle.NewTimestamp(time.Now())
-			close(d.finished)
-			return
-		}
-		time.Sleep(time.Millisecond)
-	}
-	t.Fatalf("no deployment of %s appeared", req.OperationID)
+		defer h.mu.Unlock()
+		d = h.pending[req.OperationID]
+		return d != nil
+	})
+	d.dep.DeployedAt = lifecycle.NewTimestamp(time.Now())
+	close(d.finished)
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/artifact"
+	"github.com/tasklifecycle/lifecycle/internal/testenv"
 )
 
 // epoch is the time of every test clock, so commit SHAs are deterministic.
@@ -811,7 +812,7 @@ func TestCIProvider(t *testing.T) {
 func gitCLI(t *testing.T, dir string, args ...string) string {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("the git command is not installed; this test checks that git reads the repositories")
+		testenv.Require(t, testenv.Git, "this test checks that git reads the repositories")
 	}
 	cmd := exec.CommandContext(t.Context(), "git", append([]string{"-C", dir}, args...)...)
 	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "LC_ALL=C")
@@ -938,3 +939,7 @@ func TestPullRecordsAcrossBuckets(t *testing.T) {
 		}
 	}
 }
+
+// TestMain prints, once, which tests skipped for want of a tool, and how
+// to install it (see internal/testenv).
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }

@@ -117,19 +117,17 @@ func BenchmarkShipRunner(b *testing.B) {
 		}
 		ops[i] = op.OperationID
 	})
-	for i := 0; i < b.N; {
-		op, err := e.svc.ShipOperation(ctx, ops[i])
-		if err != nil {
-			b.Fatal(err)
-		}
-		switch op.Status {
-		case lifecycle.ShipSucceeded:
-			i++
-		case lifecycle.ShipFailed:
-			b.Fatalf("ship failed: %+v", op.Error)
-		default:
-			time.Sleep(time.Millisecond)
-		}
+	for _, id := range ops[:b.N] {
+		waitUntil(b, time.Minute, "ship operation "+id+" to succeed", func() bool {
+			op, err := e.svc.ShipOperation(ctx, id)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if op.Status == lifecycle.ShipFailed {
+				b.Fatalf("ship failed: %+v", op.Error)
+			}
+			return op.Status == lifecycle.ShipSucceeded
+		})
 	}
 	elapsed := time.Since(start)
 	b.StopTimer()
@@ -192,7 +190,8 @@ func benchWebhookIntake(b *testing.B, path string) {
 }
 
 // settle waits until the fake has had no call for 200 ms: the reconciler
-// is idle.
+// is idle. Idleness is seen only as a quiet window of real time, so the
+// window's sleep is the thing measured here (after the benchmark's timer).
 func settle(e *env) {
 	for last := int64(-1); ; time.Sleep(200 * time.Millisecond) {
 		n := e.f.Calls("")

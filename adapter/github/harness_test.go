@@ -12,6 +12,7 @@ import (
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/adaptertest"
 	"github.com/tasklifecycle/lifecycle/adapter/github/githubtest"
+	"github.com/tasklifecycle/lifecycle/internal/testwait"
 )
 
 const testSecret = "it's-a-secret-to-everybody"
@@ -64,16 +65,12 @@ func TestConformance(t *testing.T) {
 		NewDeployer: func(t *testing.T, a lifecycle.ProviderAdapter) lifecycle.Deployer { return a.(*Adapter) },
 		FinishDeployment: func(t *testing.T, a lifecycle.ProviderAdapter, req lifecycle.DeployRequest) {
 			f := fakeOf(a)
-			deadline := time.Now().Add(5 * time.Second)
-			for time.Now().Before(deadline) {
-				if d := f.DeploymentOf(req.CommitSHA, string(req.Environment)); d != nil {
-					f.DeploymentStatus(d.GetID(), "success", "https://staging.example.com")
-					a.(*Adapter).ObserveDeployment(t.Context(), lifecycle.DeploymentStatus{ID: fmt.Sprint(d.GetID()), State: "success"})
-					return
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
-			t.Errorf("no deployment of %s in %s appeared", req.CommitSHA, req.Environment)
+			waitUntil(t, 5*time.Second, fmt.Sprintf("a deployment of %s in %s", req.CommitSHA, req.Environment), func() bool {
+				return f.DeploymentOf(req.CommitSHA, string(req.Environment)) != nil
+			})
+			d := f.DeploymentOf(req.CommitSHA, string(req.Environment))
+			f.DeploymentStatus(d.GetID(), "success", "https://staging.example.com")
+			a.(*Adapter).ObserveDeployment(t.Context(), lifecycle.DeploymentStatus{ID: fmt.Sprint(d.GetID()), State: "success"})
 		},
 		Deliver: func(t *testing.T, a lifecycle.ProviderAdapter, pr lifecycle.PullRequest, kind lifecycle.ProviderEventKind) *http.Request {
 			f := fakeOf(a)
@@ -134,4 +131,10 @@ func (f *fakeGitHub) webhookPayload(pr lifecycle.PullRequest, kind lifecycle.Pro
 		return "ping", f.PingPayload()
 	}
 	return "", nil
+}
+
+// waitUntil polls cond until it holds, failing t with what after timeout.
+func waitUntil(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	testwait.For(t, timeout, what, cond)
 }

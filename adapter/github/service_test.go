@@ -193,20 +193,19 @@ func (e *env) ship(t testing.TB, task lifecycle.Task, sub lifecycle.Submission, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for op.Status == lifecycle.ShipQueued || op.Status == lifecycle.ShipRunning {
-		if time.Now().After(deadline) {
-			t.Fatalf("ship operation still %s", op.Status)
+	waitUntil(t, 20*time.Second, "the ship operation to finish", func() bool {
+		if op.Status != lifecycle.ShipQueued && op.Status != lifecycle.ShipRunning {
+			return true
 		}
 		if during != nil {
 			during(op)
 		}
-		time.Sleep(2 * time.Millisecond)
 		if e.clock != nil {
 			e.clock.Advance(time.Second)
 		}
 		op, _ = e.svc.ShipOperation(ctx, op.OperationID)
-	}
+		return false
+	})
 	return op
 }
 

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/testenv"
 )
 
 // examplesIndex is the index of GitHub's published webhook examples, from
@@ -43,6 +44,10 @@ func (r *recorder) take() []lifecycle.ProviderEvent {
 	return evs
 }
 
+// TestMain prints, once, which tests skipped for want of a tool, and how
+// to install it (see internal/testenv).
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
+
 var sha40 = regexp.MustCompile(`^[0-9a-f]{40}$`)
 
 // TestOctokitWebhookExamples feeds every published example payload to the
@@ -51,10 +56,7 @@ func TestOctokitWebhookExamples(t *testing.T) {
 	t.Parallel()
 	raw, err := os.ReadFile(filepath.FromSlash(examplesIndex))
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("the webhook examples are not installed (npm ci --prefix adapter/github/testdata/webhooks-examples): %v", err)
-		}
-		t.Skipf("the webhook examples are not installed; run npm ci --prefix adapter/github/testdata/webhooks-examples: %v", err)
+		testenv.Require(t, testenv.GitHubExamples, err.Error())
 	}
 	var index []struct {
 		Name     string            `json:"name"`

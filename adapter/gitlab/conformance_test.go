@@ -1,6 +1,7 @@
 package gitlab_test
 
 import (
+	"fmt"
 	"net/http"
 	"sync"
 	"testing"
@@ -87,15 +88,12 @@ func TestConformance(t *testing.T) {
 		},
 		FinishDeployment: func(t *testing.T, a lifecycle.ProviderAdapter, req lifecycle.DeployRequest) {
 			f := fakeOf(a)
-			deadline := time.Now().Add(5 * time.Second)
-			for time.Now().Before(deadline) {
-				if id := f.RunningDeployment(string(req.Environment), req.CommitSHA); id != 0 {
-					f.SetDeployment(id, "success")
-					return
-				}
-				time.Sleep(2 * time.Millisecond)
-			}
-			t.Errorf("no deployment of %s to %s appeared at GitLab", req.CommitSHA, req.Environment)
+			var id int64
+			waitUntil(t, 5*time.Second, fmt.Sprintf("a deployment of %s to %s at GitLab", req.CommitSHA, req.Environment), func() bool {
+				id = f.RunningDeployment(string(req.Environment), req.CommitSHA)
+				return id != 0
+			})
+			f.SetDeployment(id, "success")
 		},
 		Deliver: func(t *testing.T, a lifecycle.ProviderAdapter, pr lifecycle.PullRequest, kind lifecycle.ProviderEventKind) *http.Request {
 			return delivery(fakeOf(a), pr, kind, hookToken)

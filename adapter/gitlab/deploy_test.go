@@ -3,6 +3,7 @@ package gitlab_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/tasklifecycle/lifecycle/adapter/gitlab"
 	"github.com/tasklifecycle/lifecycle/adapter/gitlab/gitlabtest"
 	"github.com/tasklifecycle/lifecycle/internal/fakeclock"
+	"github.com/tasklifecycle/lifecycle/internal/testwait"
 )
 
 // A Deployer restarted after a crash finds the running deployment of the
@@ -41,13 +43,11 @@ func TestDeployerFindsItsDeploymentAgain(t *testing.T) {
 	dctx, stop := context.WithCancel(t.Context())
 	go func() { _, _ = first.Deploy(dctx, req) }()
 	var id int64
-	for deadline := time.Now().Add(5 * time.Second); id == 0 && time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+	waitUntil(t, 5*time.Second, "a deployment recorded", func() bool {
 		id = f.RunningDeployment("production", res.MergeCommitSHA)
-	}
+		return id != 0
+	})
 	stop()
-	if id == 0 {
-		t.Fatal("no deployment recorded")
-	}
 
 	second := newDeployer()
 	type result struct {
@@ -59,11 +59,9 @@ func TestDeployerFindsItsDeploymentAgain(t *testing.T) {
 		dep, err := second.Deploy(t.Context(), req)
 		done <- result{dep, err}
 	}()
-	for deadline := time.Now().Add(5 * time.Second); f.Calls(gitlabtest.RouteListDeployments) < 2; time.Sleep(2 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the restarted Deployer did not look for its deployment")
-		}
-	}
+	waitUntil(t, 5*time.Second, "the restarted Deployer to look for its deployment", func() bool {
+		return f.Calls(gitlabtest.RouteListDeployments) >= 2
+	})
 	// The deploy job fails it; GitLab's hook says so (again, until the
 	// Deployer, which never polls in this test, has started waiting).
 	f.SetDeployment(id, "failed")
@@ -128,14 +126,16 @@ type deployResult struct {
 // deployments, and returns how many it has.
 func lists(t *testing.T, f *gitlabtest.Server, n int) int {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(2 * time.Millisecond) {
-		if got := f.Calls(gitlabtest.RouteListDeployments); got > n {
-			return got
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the Deployer did not look at the deployments again (%d lists)", n)
-		}
-	}
+	waitUntil(t, 5*time.Second, fmt.Sprintf("the Deployer to look at the deployments again (%d lists)", n), func() bool {
+		return f.Calls(gitlabtest.RouteListDeployments) > n
+	})
+	return f.Calls(gitlabtest.RouteListDeployments)
+}
+
+// waitUntil polls cond until it holds, failing t with what after timeout.
+func waitUntil(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	testwait.For(t, timeout, what, cond)
 }
 
 // result waits for a Deploy to return.
@@ -199,24 +199,18 @@ func TestDeployFollowsAJobDeploymentThatAppears(t *testing.T) {
 	f := gitlabtest.NewServer(t, gitlabtest.Options{})
 	d, commit, done := deployStart(t, f)
 	var own int64
-	for deadline := time.Now().Add(5 * time.Second); own == 0; time.Sleep(2 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("no deployment recorded through the API")
-		}
+	waitUntil(t, 5*time.Second, "a deployment recorded through the API", func() bool {
 		own = f.RunningDeployment("staging", commit)
-	}
+		return own != 0
+	})
 	n := f.Calls(gitlabtest.RouteListDeployments)
 	job := f.JobDeployment("staging", commit, "main", "running")
 	d.ObserveDeployment(t.Context(), lifecycle.DeploymentStatus{ID: itoa(job), State: "running"})
 	lists(t, f, n)
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(2 * time.Millisecond) {
-		if st, _ := f.Deployment(own); st == "canceled" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the deployment recorded through the API was not canceled once the job's appeared")
-		}
-	}
+	waitUntil(t, 5*time.Second, "the deployment recorded through the API to be canceled once the job's appeared", func() bool {
+		st, _ := f.Deployment(own)
+		return st == "canceled"
+	})
 	f.SetDeployment(job, "success")
 	d.ObserveDeployment(t.Context(), lifecycle.DeploymentStatus{ID: itoa(job), State: "success"})
 	if r := result(t, done); r.err != nil || r.dep.ID != itoa(job) {

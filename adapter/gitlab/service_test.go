@@ -165,19 +165,15 @@ func (st *stack) ship(t testing.TB, tk lifecycle.Task, mode lifecycle.ShipMode, 
 // finished waits (in real time) for a ship operation to end.
 func (st *stack) finished(t testing.TB, id string) lifecycle.ShipOperation {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		op, err := st.svc.ShipOperation(t.Context(), id)
-		if err != nil {
+	var op lifecycle.ShipOperation
+	waitUntil(t, 10*time.Second, "ship operation "+id+" to finish", func() bool {
+		var err error
+		if op, err = st.svc.ShipOperation(t.Context(), id); err != nil {
 			t.Fatal(err)
 		}
-		if op.Status == lifecycle.ShipSucceeded || op.Status == lifecycle.ShipFailed {
-			return op
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("ship operation %s did not finish", id)
-	return lifecycle.ShipOperation{}
+		return op.Status == lifecycle.ShipSucceeded || op.Status == lifecycle.ShipFailed
+	})
+	return op
 }
 
 // hook posts a webhook delivery to the stack's server.
@@ -210,12 +206,10 @@ func TestLifecycleThroughService(t *testing.T) {
 
 	// The deploy job finishes the deployment; GitLab's hook says so.
 	var dep int64
-	for deadline := time.Now().Add(10 * time.Second); dep == 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	waitUntil(t, 10*time.Second, "a deployment of the merge commit recorded at GitLab", func() bool {
 		dep = st.f.RunningDeployment("staging", st.f.MergeRequest(1).MergeCommitSHA)
-	}
-	if dep == 0 {
-		t.Fatal("no deployment of the merge commit was recorded at GitLab")
-	}
+		return dep != 0
+	})
 	st.f.SetDeployment(dep, "success")
 	if code := st.hook(t, st.f.DeploymentHook(dep, "success", hookToken)); code != http.StatusOK {
 		t.Fatalf("Deployment Hook answered %d", code)
@@ -278,33 +272,31 @@ func TestRateLimitResetHonoured(t *testing.T) {
 	reset := st.clock.Now().Add(30 * time.Second).Unix()
 	st.f.Inject(gitlabtest.RouteMerge, gitlabtest.Fault{Status: http.StatusTooManyRequests, Header: http.Header{"Ratelimit-Reset": {strconv.FormatInt(reset, 10)}}, Body: `{"message":"Retry later"}`})
 	op := st.ship(t, tk, lifecycle.ShipMergeOnly, *tk.HeadSHA)
-	for deadline := time.Now().Add(10 * time.Second); st.f.Calls(gitlabtest.RouteMerge) == 0; time.Sleep(2 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the runner never tried to merge")
-		}
+	waitUntil(t, 10*time.Second, "the runner to try to merge", func() bool { return st.f.Calls(gitlabtest.RouteMerge) > 0 })
+	// The runner waits on the clock until the reset; moved short of it,
+	// the clock leaves that wait pending and the merge untried.
+	resetAt := time.Unix(reset, 0)
+	if !st.clock.WaitForWaiterAt(resetAt, 5*time.Second) {
+		t.Fatal("the runner is not waiting until the rate limit's reset")
 	}
-	// Past the runner's own first backoff (1s), short of the reset.
-	for range 29 {
-		st.clock.Advance(time.Second)
-		time.Sleep(3 * time.Millisecond)
+	st.clock.Advance(29 * time.Second)
+	if !st.clock.PendingAt(resetAt) {
+		t.Fatal("the runner's wait for the reset ended before the reset")
 	}
-	time.Sleep(50 * time.Millisecond)
 	if n := st.f.Calls(gitlabtest.RouteMerge); n != 1 {
 		t.Fatalf("merge sent %d times before the rate limit's reset, want once", n)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+	waitUntil(t, 10*time.Second, "the operation to succeed after the reset", func() bool {
 		st.clock.Advance(time.Second)
 		got, err := st.svc.ShipOperation(t.Context(), op.OperationID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Status == lifecycle.ShipSucceeded {
-			break
-		}
-		if got.Status == lifecycle.ShipFailed || time.Now().After(deadline) {
+		if got.Status == lifecycle.ShipFailed {
 			t.Fatalf("operation = %+v, error %+v; want succeeded after the reset", got, got.Error)
 		}
-	}
+		return got.Status == lifecycle.ShipSucceeded
+	})
 	if n := st.f.Calls(gitlabtest.RouteMerge); n != 2 {
 		t.Errorf("merge sent %d times, want twice (the 429, then the merge)", n)
 	}

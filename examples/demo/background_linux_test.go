@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -40,7 +41,9 @@ func waitExit(t *testing.T, pid int, timeout time.Duration) {
 		case err != nil:
 			t.Errorf("wait for process %d: %v", pid, err)
 		case n == 0:
-			t.Errorf("process %d still runs %s after SIGTERM", pid, timeout)
+			t.Errorf("process %d still ran %s after SIGTERM; killed", pid, timeout)
+			const sysPidfdSendSignal = 424
+			syscall.Syscall6(sysPidfdSendSignal, fd, uintptr(syscall.SIGKILL), 0, 0, 0, 0)
 		}
 		return
 	}
@@ -56,19 +59,28 @@ func TestBackgroundKeepsTheKeyOutOfTheLog(t *testing.T) {
 	if err != nil {
 		t.Fatalf("run -background: %v (%s)", err, msg.String())
 	}
-	pidText, err := os.ReadFile(filepath.Join(dir, "demo.pid"))
-	if err != nil {
-		t.Fatal(err)
+	readPID := func() (int, error) {
+		pidText, err := os.ReadFile(filepath.Join(dir, "demo.pid"))
+		if err != nil {
+			return 0, err
+		}
+		return strconv.Atoi(strings.TrimSpace(string(pidText)))
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(pidText)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Runs before t.TempDir's removal: the server is gone by then.
+	// Registered as soon as the demo runs, so that it is stopped however
+	// the test ends; runs before t.TempDir's removal: the server is gone
+	// by then.
 	t.Cleanup(func() {
+		pid, err := readPID()
+		if err != nil {
+			t.Errorf("the background demo cannot be stopped: its pid: %v", err)
+			return
+		}
 		syscall.Kill(pid, syscall.SIGTERM)
 		waitExit(t, pid, 20*time.Second)
 	})
+	if _, err := readPID(); err != nil {
+		t.Fatal(err)
+	}
 	keyText, err := os.ReadFile(filepath.Join(dir, "admin.key"))
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +107,7 @@ func TestBackgroundKeepsTheKeyOutOfTheLog(t *testing.T) {
 	}
 	names := checkPrivate(t, dir)
 	for _, want := range []string{"demo.log", "demo.pid", "lifecycle.db", "admin.key"} {
-		if !slicesContains(names, want) {
+		if !slices.Contains(names, want) {
 			t.Errorf("no %s in the data directory (files: %v)", want, names)
 		}
 	}

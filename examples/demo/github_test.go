@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle/adapter/github/githubtest"
+	"github.com/tasklifecycle/lifecycle/internal/testwait"
 )
 
 const testGitHubSecret = "demo-github-webhook-secret"
@@ -62,19 +63,17 @@ func TestGitHubLifecycleThroughTheDemo(t *testing.T) {
 	// The deploy system finishes the deployment of the merge commit and
 	// GitHub tells the demo so.
 	var merged githubtest.PullRequest
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no deployment of the merge commit was created at GitHub; pull request %+v", merged)
-		}
-		if merged, _ = f.PullRequest(1); merged.Merged {
-			if d := f.DeploymentOf(merged.MergeCommitSHA, "staging"); d != nil {
-				f.DeploymentStatus(d.GetID(), "in_progress", "")
-				f.DeploymentStatus(d.GetID(), "success", "https://staging.example.com")
-				hook("deployment_status", f.DeploymentStatusPayload(d, "success", "https://staging.example.com"))
-				break
-			}
-		}
+	created := testwait.Until(20*time.Second, func() bool {
+		merged, _ = f.PullRequest(1)
+		return merged.Merged && f.DeploymentOf(merged.MergeCommitSHA, "staging") != nil
+	})
+	if !created {
+		t.Fatalf("no deployment of the merge commit was created at GitHub; pull request %+v", merged)
 	}
+	d := f.DeploymentOf(merged.MergeCommitSHA, "staging")
+	f.DeploymentStatus(d.GetID(), "in_progress", "")
+	f.DeploymentStatus(d.GetID(), "success", "https://staging.example.com")
+	hook("deployment_status", f.DeploymentStatusPayload(d, "success", "https://staging.example.com"))
 
 	done := c.await("ship finished", "/ship-operations/"+opID, func(v map[string]any) bool {
 		return v["status"] == "succeeded" || v["status"] == "failed"

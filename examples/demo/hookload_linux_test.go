@@ -120,10 +120,7 @@ func TestStalledUnsignedHookBodies(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-	})
+	t.Cleanup(func() { stopChild(t, cmd, 15*time.Second) })
 	var base string
 	lines := bufio.NewScanner(stdout)
 	for base == "" && lines.Scan() {
@@ -224,6 +221,9 @@ func TestStalledUnsignedHookBodies(t *testing.T) {
 		elapsed := time.Since(start)
 		peak := procStatus(t, pid, "VmHWM")
 
+		if len(latencies) == 0 {
+			t.Fatalf("%s: no GET /tasks was answered during the round", a.name)
+		}
 		slices.Sort(latencies)
 		pct := func(p float64) time.Duration { return latencies[int(p*float64(len(latencies)-1))] }
 		statuses := map[string]int{}
@@ -249,5 +249,25 @@ func TestStalledUnsignedHookBodies(t *testing.T) {
 		if failed > 0 || pct(0.99) > time.Second {
 			t.Errorf("%s: other requests: %d failed, p99 %s; want none failed and p99 under 1 s", a.name, failed, pct(0.99))
 		}
+	}
+}
+
+// stopChild ends a child process started with cmd: SIGTERM, then SIGKILL
+// when it has not exited within timeout, so that a demo that does not stop
+// fails the test instead of hanging it.
+func stopChild(t *testing.T, cmd *exec.Cmd, timeout time.Duration) {
+	t.Helper()
+	cmd.Process.Signal(syscall.SIGTERM)
+	exited := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(exited)
+	}()
+	select {
+	case <-exited:
+	case <-time.After(timeout):
+		t.Errorf("the demo (pid %d) still ran %s after SIGTERM; killed", cmd.Process.Pid, timeout)
+		cmd.Process.Kill()
+		<-exited
 	}
 }

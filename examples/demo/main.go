@@ -37,7 +37,7 @@
 // tightens those an older run left wider.
 //
 // To watch signed webhook deliveries arrive, run the example receiver
-// (go run ./examples/webhookreceiver -secret ...) and pass its URL, secret
+// (WEBHOOK_SECRET=... go run ./examples/webhookreceiver) and pass its URL, secret
 // and certificate; the demo then subscribes it to every event type:
 //
 //	WEBHOOK_SECRET=demo-secret-0123456789 go run ./examples/demo \

@@ -18,6 +18,7 @@ import (
 	gl "gitlab.com/gitlab-org/api/client-go"
 
 	"github.com/tasklifecycle/lifecycle/adapter/gitlab/gitlabtest"
+	"github.com/tasklifecycle/lifecycle/internal/testwait"
 )
 
 const (
@@ -68,13 +69,13 @@ func TestGitLabLifecycleThroughTheDemo(t *testing.T) {
 	// The deploy job finishes the deployment of the merge commit; GitLab
 	// says so on the demo's hook.
 	var dep int64
-	for deadline := time.Now().Add(20 * time.Second); dep == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no deployment of the merge commit was recorded at GitLab; merge request %+v", f.MergeRequest(1))
-		}
+	if !testwait.Until(20*time.Second, func() bool {
 		if merged := f.MergeRequest(1); merged.MergeCommitSHA != "" {
 			dep = f.RunningDeployment("staging", merged.MergeCommitSHA)
 		}
+		return dep != 0
+	}) {
+		t.Fatalf("no deployment of the merge commit was recorded at GitLab; merge request %+v", f.MergeRequest(1))
 	}
 	f.SetDeployment(dep, "success")
 	c.hook(f.DeploymentHook(dep, "success", testHookToken))
@@ -231,11 +232,8 @@ func (c client) deliver(path string, delivery *http.Request) {
 func (c client) await(what, path string, ok func(map[string]any) bool) map[string]any {
 	c.t.Helper()
 	var v map[string]any
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if v = c.do("GET", path, nil); ok(v) {
-			return v
-		}
+	if !testwait.Until(20*time.Second, func() bool { v = c.do("GET", path, nil); return ok(v) }) {
+		c.t.Fatalf("%s: not after 20s; last %s: %v", what, path, v)
 	}
-	c.t.Fatalf("%s: not after 20s; last %s: %v", what, path, v)
-	return nil
+	return v
 }

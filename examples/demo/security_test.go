@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +20,21 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
+	clearDeveloperEnv()
 	os.Exit(m.Run())
+}
+
+// clearDeveloperEnv unsets what a developer's shell may hold for the demo
+// or a code host (LIFECYCLE_*, WEBHOOK_SECRET, GITHUB_*, GITLAB_*), so that
+// it cannot change what the tests, and the demos they start, see.
+func clearDeveloperEnv() {
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "LIFECYCLE_") || name == "WEBHOOK_SECRET" ||
+			strings.HasPrefix(name, "GITHUB_") || strings.HasPrefix(name, "GITLAB_") {
+			os.Unsetenv(name)
+		}
+	}
 }
 
 // serveEnv makes the test binary run the demo in the foreground.
@@ -69,8 +84,13 @@ func TestDataDirectoryIsPrivate(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "demo.log"), []byte("an older run's log\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	os.Chmod(dir, 0o755) // whatever the umask
-	os.Chmod(filepath.Join(dir, "demo.log"), 0o644)
+	// Loosen them, whatever the umask made them.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(dir, "demo.log"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	base := launch(t, "-addr", "127.0.0.1:0", "-data", dir)
 	key, err := os.ReadFile(filepath.Join(dir, "admin.key"))
 	if err != nil {
@@ -81,19 +101,10 @@ func TestDataDirectoryIsPrivate(t *testing.T) {
 	c.do("POST", "/tasks", map[string]any{"identifier": "SEC-1", "title": "t", "links": map[string]any{"issue": "https://issues.example.com/SEC-1"}})
 	names := checkPrivate(t, dir)
 	for _, want := range []string{"lifecycle.db", "admin.key", "webhook-secret.key", "instance.id", "demo.log"} {
-		if !slicesContains(names, want) {
+		if !slices.Contains(names, want) {
 			t.Errorf("no %s in the data directory (files: %v)", want, names)
 		}
 	}
-}
-
-func slicesContains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // No secret is taken from the command line, where ps shows it: each flag

@@ -31,16 +31,12 @@ import (
 
 func main() {
 	var (
-		r      replicaOptions
-		l      launchOptions
-		dsnEnv = os.Getenv("LIFECYCLE_POSTGRES_DSN")
+		r replicaOptions
+		l launchOptions
 	)
-	if dsnEnv == "" {
-		dsnEnv = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
-	}
 	flag.StringVar(&r.name, "replica", "", "run one replica with this instance ID, instead of starting -n of them")
 	flag.StringVar(&r.addr, "addr", "127.0.0.1:8090", "address the replica listens on (with -replica)")
-	flag.StringVar(&r.dsn, "postgres", dsnEnv, "the PostgreSQL database the replicas share; also LIFECYCLE_POSTGRES_DSN")
+	flag.StringVar(&r.dsn, "postgres", "", "the PostgreSQL database the replicas share; default LIFECYCLE_POSTGRES_DSN, else the local server (a DSN with a password belongs in LIFECYCLE_POSTGRES_DSN: ps shows a command line)")
 	flag.StringVar(&r.schema, "schema", "replicas", "the schema of the replicas' tables, created when missing")
 	flag.StringVar(&r.data, "data", "lifecycle-replicas-data", "the data directory the replicas share: git repositories and the deployment log")
 	r.adminKey = os.Getenv("LIFECYCLE_ADMIN_KEY") // never a flag: a command line shows in ps
@@ -51,6 +47,12 @@ func main() {
 	flag.IntVar(&l.n, "n", 3, "how many replicas to start")
 	flag.BoolVar(&l.smoke, "smoke", false, "use free ports, a scratch schema and data directory, show the events, stop the replicas and exit")
 	flag.Parse()
+	if r.dsn == "" {
+		r.dsn = os.Getenv("LIFECYCLE_POSTGRES_DSN")
+	}
+	if r.dsn == "" {
+		r.dsn = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -23,6 +23,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/testenv"
+	"github.com/tasklifecycle/lifecycle/internal/testwait"
 	"github.com/tasklifecycle/lifecycle/store/postgres/pgtest"
 )
 
@@ -40,13 +42,13 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
-	os.Exit(pgtest.Main(m, "examples/replicas", &testDB))
+	os.Exit(testenv.Report(pgtest.Main(m, "examples/replicas", &testDB)))
 }
 
 // TestSmoke runs the example as `replicas -smoke` does.
 func TestSmoke(t *testing.T) {
 	if testDB.DSN == "" {
-		t.Skip(testDB.SkipReason)
+		testenv.Require(t, testenv.PostgreSQL, testDB.SkipReason)
 	}
 	out, err := os.CreateTemp(t.TempDir(), "out")
 	if err != nil {
@@ -101,7 +103,7 @@ func (h *hookReceiver) deliveries() map[string][]time.Time {
 // delivery came before the kill and one after.
 func TestKillReplica(t *testing.T) {
 	if testDB.DSN == "" {
-		t.Skip(testDB.SkipReason)
+		testenv.Require(t, testenv.PostgreSQL, testDB.SkipReason)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
@@ -232,15 +234,13 @@ func TestKillReplica(t *testing.T) {
 	killed := make(chan struct{})
 	go func() {
 		defer close(killed)
-		deadline := time.Now().Add(30 * time.Second)
-		for time.Now().Before(deadline) && ctx.Err() == nil {
+		// Kill c once a third has shipped and c runs an operation, or
+		// after 30 s whatever it runs.
+		testwait.Until(30*time.Second, func() bool {
 			var running int
 			db.QueryRow(ctx, "SELECT count(*) FROM ship_operations WHERE lease_owner = 'c' AND status = 'running'").Scan(&running)
-			if shipped.Load() >= tasks/3 && running > 0 {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return ctx.Err() != nil || shipped.Load() >= tasks/3 && running > 0
+		})
 		dead.Store(true)
 		procs[2].kill()
 		killedAt = time.Now()
@@ -424,11 +424,10 @@ func mergeCommits(t *testing.T, dir string) map[string]int {
 // waitFor polls cond until it holds, failing t after timeout.
 func waitFor(t *testing.T, ctx context.Context, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			t.Fatalf("%s: not after %s", what, timeout)
+	testwait.For(t, timeout, what, func() bool {
+		if ctx.Err() != nil {
+			t.Fatalf("%s: %v", what, ctx.Err())
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return cond()
+	})
 }

@@ -40,8 +40,7 @@ func startReplica(o replicaOptions) (*replicaProc, error) {
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"-replica", o.name, "-addr", o.addr, "-postgres", o.dsn, "-schema", o.schema,
-		"-data", o.data}
+	args := []string{"-replica", o.name, "-addr", o.addr, "-schema", o.schema, "-data", o.data}
 	if o.webhookCA != "" {
 		args = append(args, "-webhook-ca", o.webhookCA)
 	}
@@ -60,7 +59,9 @@ func startReplica(o replicaOptions) (*replicaProc, error) {
 	}
 	defer logFile.Close() // the child has its own descriptor
 	p.cmd = exec.Command(exe, args...)
-	p.cmd.Env = append(os.Environ(), childEnv+"=1", "LIFECYCLE_ADMIN_KEY="+o.adminKey) // not in its arguments, which ps shows
+	// The key and the DSN (which may hold a password) go in the
+	// environment, not in the arguments, which ps shows.
+	p.cmd.Env = append(os.Environ(), childEnv+"=1", "LIFECYCLE_ADMIN_KEY="+o.adminKey, "LIFECYCLE_POSTGRES_DSN="+o.dsn)
 	p.cmd.Stderr = logFile
 	out, err := p.cmd.StdoutPipe()
 	if err != nil {

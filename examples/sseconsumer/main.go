@@ -11,8 +11,11 @@
 // This program adds a cursor kept in a file (-state), so that a restart
 // resumes too.
 //
-//	go run ./examples/sseconsumer -key "$KEY"
-//	go run ./examples/sseconsumer -key "$KEY" -types task.updated,task.shipped -state cursor.txt
+// The API key comes from $KEY (as the demo's -background exports it);
+// -key also takes one, but a command line shows in ps.
+//
+//	go run ./examples/sseconsumer -url "$BASE"
+//	go run ./examples/sseconsumer -url "$BASE" -types task.updated,task.shipped -state lifecycle-demo-data/sseconsumer.cursor
 package main
 
 import (
@@ -32,7 +35,7 @@ import (
 
 func main() {
 	base := flag.String("url", "http://127.0.0.1:8080", "base URL of the lifecycle API (where the server mounts it)")
-	key := flag.String("key", os.Getenv("KEY"), "API key with scope events:read (default $KEY)")
+	key := flag.String("key", os.Getenv("KEY"), "API key with scope events:read (default $KEY, which ps does not show)")
 	types := flag.String("types", "", "comma-separated event types to receive (default all)")
 	task := flag.String("task", "", "receive only the events of this task ID")
 	state := flag.String("state", "", "file that keeps the last event id, to resume after a restart")

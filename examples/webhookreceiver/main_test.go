@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/testwait"
 	"github.com/tasklifecycle/lifecycle/store/memory"
 )
 
@@ -227,12 +228,8 @@ func TestServiceDeliversToReceiver(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	deadline := time.Now().Add(20 * time.Second)
-	for len(logs.records(t, "event")) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no event received in 20s; receiver log:\n%s", logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !testwait.Until(20*time.Second, func() bool { return len(logs.records(t, "event")) > 0 }) {
+		t.Fatalf("no event received in 20s; receiver log:\n%s", logs.String())
 	}
 	ev := logs.records(t, "event")[0]
 	if ev["type"] != "task.updated" || ev["task"] != task.ID {

@@ -87,17 +87,51 @@ func (c *Clock) Waiters() int {
 // timeout (real time) passes, and reports whether they are. Tests use it to
 // know that a goroutine has gone to sleep before advancing the clock.
 func (c *Clock) WaitForWaiters(n int, timeout time.Duration) bool {
-	deadline := time.After(timeout)
+	return c.waitFor(timeout, func() bool { return len(c.waiters) >= n })
+}
+
+// WaitForWaiterAt blocks until an After call that fires at exactly at is
+// pending, or the timeout (real time) passes, and reports whether one is.
+// A goroutine that sleeps d on the clock in a loop parks again at
+// Now()+d once it has done its work: a test that advances the clock waits
+// for that waiter to know the goroutine has decided what to do at the new
+// time, before asserting what it did or did not do.
+func (c *Clock) WaitForWaiterAt(at time.Time, timeout time.Duration) bool {
+	return c.waitFor(timeout, func() bool { return c.pendingAt(at) })
+}
+
+// PendingAt reports whether an After call that fires at exactly at has
+// not fired yet.
+func (c *Clock) PendingAt(at time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pendingAt(at)
+}
+
+func (c *Clock) pendingAt(at time.Time) bool {
+	for _, w := range c.waiters {
+		if w.at.Equal(at) {
+			return true
+		}
+	}
+	return false
+}
+
+// waitFor blocks until cond, evaluated under c.mu, holds or the timeout
+// passes, and reports whether it holds. It wakes whenever a waiter is added.
+func (c *Clock) waitFor(timeout time.Duration, cond func() bool) bool {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
 	for {
 		c.mu.Lock()
-		have, changed := len(c.waiters), c.changed
+		ok, changed := cond(), c.changed
 		c.mu.Unlock()
-		if have >= n {
+		if ok {
 			return true
 		}
 		select {
 		case <-changed:
-		case <-deadline:
+		case <-deadline.C:
 			return false
 		}
 	}

@@ -38,3 +38,21 @@ func TestWaitForWaiters(t *testing.T) {
 		t.Fatal("waiter never registered")
 	}
 }
+
+func TestWaitForWaiterAt(t *testing.T) {
+	t.Parallel()
+	start := time.Unix(0, 0)
+	c := New(start)
+	c.After(time.Second)
+	if c.WaitForWaiterAt(start.Add(time.Minute), 10*time.Millisecond) {
+		t.Fatal("reported a waiter at a minute with only one at a second")
+	}
+	go c.After(time.Minute)
+	if !c.WaitForWaiterAt(start.Add(time.Minute), 5*time.Second) {
+		t.Fatal("waiter at a minute never seen")
+	}
+	c.Advance(time.Minute)
+	if c.PendingAt(start.Add(time.Minute)) {
+		t.Fatal("a fired waiter is still pending")
+	}
+}

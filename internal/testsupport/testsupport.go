@@ -15,13 +15,15 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/testenv"
 )
 
 // BrowserTimeout bounds, in real time, each wait for the browser.
 const BrowserTimeout = 60 * time.Second
 
 // FindChromium returns the Chromium binary to run, or skips the test
-// (fails it when CI=true, as CI installs Chromium). LIFECYCLE_CHROMIUM
+// (fails it when CI=true, as CI installs Chromium; see testenv.Require).
+// LIFECYCLE_CHROMIUM
 // overrides the search.
 func FindChromium(t testing.TB) string {
 	t.Helper()
@@ -33,11 +35,7 @@ func FindChromium(t testing.TB) string {
 			return p
 		}
 	}
-	const msg = "no chromium on PATH (install it with: apt-get install -y chromium; or set LIFECYCLE_CHROMIUM)"
-	if os.Getenv("CI") == "true" {
-		t.Fatal("CI must run the browser test, and " + msg + "; .ci/run installs it")
-	}
-	t.Skip("skipping the browser test: " + msg)
+	testenv.Require(t, testenv.Chromium, "")
 	return ""
 }
 

@@ -326,6 +326,8 @@ func BenchmarkCrossReplicaStream(b *testing.B) {
 			b.Fatal(err)
 		}
 		committed[t.ID] = time.Now()
+		// Think time between tasks: the benchmark measures the latency of
+		// events one at a time, not of a burst, so this pause is the load.
 		time.Sleep(5 * time.Millisecond)
 	drain:
 		for {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/testenv"
 	"github.com/tasklifecycle/lifecycle/store/postgres"
 	"github.com/tasklifecycle/lifecycle/store/postgres/pgtest"
 	"github.com/tasklifecycle/lifecycle/store/storetest"
@@ -23,14 +24,14 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(pgtest.Main(m, "store/postgres", &testDB))
+	os.Exit(testenv.Report(pgtest.Main(m, "store/postgres", &testDB)))
 }
 
 // needServer skips t when no server answered.
 func needServer(t testing.TB) {
 	t.Helper()
 	if testDB.DSN == "" {
-		t.Skip(testDB.SkipReason)
+		testenv.Require(t, testenv.PostgreSQL, testDB.SkipReason)
 	}
 }
 

@@ -184,12 +184,18 @@ func postgresFaults(ctx context.Context, o options, dir string, rnd *rand.Rand) 
 				up  time.Time
 				err error
 			}
+			// The watcher ends with the restart: when the steps fail, it
+			// would otherwise poll the cluster for its two minutes.
+			wctx, cancel := context.WithCancel(ctx)
+			defer cancel()
 			back := make(chan result, 1)
 			go func() {
-				up, err := c.downUp(ctx)
+				up, err := c.downUp(wctx)
 				back <- result{up, err}
 			}()
 			if err := steps(ctx); err != nil {
+				cancel()
+				<-back
 				return time.Time{}, err
 			}
 			r := <-back
@@ -443,22 +449,15 @@ func (f *fault) run(ctx context.Context, st *state, streams []*observer) error {
 			_, r := p.first(&p.readies, f.up)
 			done = done && w && r
 		}
-		if done {
+		if done || !pause(ctx, probeInterval) {
 			break
 		}
-		time.Sleep(probeInterval)
 	}
 	stopProbes()
 	f.recovered = time.Now()
-	since := func(t time.Time, ok bool) time.Duration {
-		if !ok {
-			return -1
-		}
-		return t.Sub(f.up)
-	}
 	for _, p := range probers {
-		f.writes = append(f.writes, since(p.first(&p.writes, f.up)))
-		f.ready = append(f.ready, since(p.first(&p.readies, f.up)))
+		f.writes = append(f.writes, f.since(p.first(&p.writes, f.up)))
+		f.ready = append(f.ready, f.since(p.first(&p.readies, f.up)))
 		p.mu.Lock()
 		for _, t := range p.failed {
 			if t.After(f.begin) && !t.After(f.up) {
@@ -477,20 +476,23 @@ func (f *fault) run(ctx context.Context, st *state, streams []*observer) error {
 	return nil
 }
 
+// since returns how long after the store came back t was, or -1 when ok
+// is false (it never happened).
+func (f *fault) since(t time.Time, ok bool) time.Duration {
+	if !ok {
+		return -1
+	}
+	return t.Sub(f.up)
+}
+
 // measure measures, once the workload is over, when the streams and the
 // webhook receiver got an event again after the store's return, and how
 // soon the ship operations the fault caught finished.
 func (f *fault) measure(ctx context.Context, st *state, streams []*observer, recv *receiver) error {
-	since := func(t time.Time, ok bool) time.Duration {
-		if !ok {
-			return -1
-		}
-		return t.Sub(f.up)
-	}
 	for _, o := range streams {
-		f.streams = append(f.streams, since(o.firstAfter(f.up)))
+		f.streams = append(f.streams, f.since(o.firstAfter(f.up)))
 	}
-	f.webhook = since(recv.firstAfter(f.up))
+	f.webhook = f.since(recv.firstAfter(f.up))
 	var ops []string
 	st.mu.Lock()
 	for _, t := range st.tasks {

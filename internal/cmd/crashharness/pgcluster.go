@@ -161,20 +161,28 @@ func (c *cluster) output(ctx context.Context, prog string, args ...string) ([]by
 	return out, nil
 }
 
+// pgCtlWait is how long pg_ctl waits for a start or a stop (its -t); a
+// context given to pg_ctl must last longer, or it cuts pg_ctl short before
+// pg_ctl says why it gave up.
+const pgCtlWait = 50 * time.Second
+
+// pgCtlWaitArg is pgCtlWait as pg_ctl's -t takes it, in seconds.
+var pgCtlWaitArg = strconv.Itoa(int(pgCtlWait / time.Second))
+
 // start starts the cluster and waits until it accepts connections.
 func (c *cluster) start(ctx context.Context) error {
-	return c.run(ctx, "pg_ctl", "start", "-D", c.data, "-l", c.log, "-w", "-t", "50", "-s")
+	return c.run(ctx, "pg_ctl", "start", "-D", c.data, "-l", c.log, "-w", "-t", pgCtlWaitArg, "-s")
 }
 
 // stop stops the cluster with mode (smart, fast or immediate) and waits
 // until it is down.
 func (c *cluster) stop(ctx context.Context, mode string) error {
-	return c.run(ctx, "pg_ctl", "stop", "-D", c.data, "-m", mode, "-w", "-t", "50", "-s")
+	return c.run(ctx, "pg_ctl", "stop", "-D", c.data, "-m", mode, "-w", "-t", pgCtlWaitArg, "-s")
 }
 
 // restart stops the cluster with mode and starts it again at once.
 func (c *cluster) restart(ctx context.Context, mode string) error {
-	return c.run(ctx, "pg_ctl", "restart", "-D", c.data, "-m", mode, "-l", c.log, "-w", "-t", "50", "-s")
+	return c.run(ctx, "pg_ctl", "restart", "-D", c.data, "-m", mode, "-l", c.log, "-w", "-t", pgCtlWaitArg, "-s")
 }
 
 // up returns when the harness first connected and ran a query, trying
@@ -223,7 +231,7 @@ func (c *cluster) destroy() {
 		time.Sleep(100 * time.Millisecond)
 	}
 	if _, err := os.Stat(pidFile); err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), pgCtlWait+10*time.Second) // pg_ctl gives up first
 		if err := c.stop(ctx, "immediate"); err != nil {
 			fmt.Fprintln(os.Stderr, "crashharness: stop the PostgreSQL cluster:", err)
 			if b, err := os.ReadFile(pidFile); err == nil {
