@@ -572,8 +572,7 @@ func New(cfg Config) (*Service, error) {
 	for _, a := range cfg.Agents {
 		s.agents[a.ID] = a
 	}
-	s.broker = newBroker(cfg.Store, cfg.Clock, cfg.Logger, cfg.StreamLagLimit, cfg.MaxStreamsPerKey, cfg.EventPollInterval)
-	s.broker.window = cfg.StreamBatchWindow
+	s.broker = newBroker(&cfg)
 	if s.secrets, err = secretbox.New(cfg.WebhookSecretKey, cfg.WebhookPreviousSecretKeys, "Config.WebhookSecretKey", "Config.WebhookPreviousSecretKeys"); err != nil {
 		return nil, fmt.Errorf("lifecycle: %w", err)
 	}
