@@ -84,8 +84,8 @@ func (b *broker) wake() { b.hub.Wake() }
 
 // acquire registers a stream of the principal key, starting the broker if
 // it is the first. It returns a *RateLimitError when key already holds the
-// most streams allowed, and an error matching ErrClosed after close. Every
-// successful acquire must be followed by one release.
+// most streams allowed, and an error matching ErrClosed after the hub's
+// Close. Every successful acquire must be followed by one hub.Release.
 func (b *broker) acquire(ctx context.Context, key string) error {
 	err := b.hub.Acquire(ctx, key)
 	switch {
@@ -109,23 +109,6 @@ func (b *broker) start(ctx context.Context) error {
 	}
 	return err
 }
-
-// release unregisters a stream registered by acquire.
-func (b *broker) release(key string) { b.hub.Release(key) }
-
-// close stops the broker and tells every stream to end. Call wait to know
-// when they have.
-func (b *broker) close() { b.hub.Close() }
-
-// wait blocks until the broker's goroutine and every stream have ended.
-// It is only meaningful after close.
-func (b *broker) wait() { b.hub.Wait() }
-
-// base returns the sequence after which the ring holds every event read.
-func (b *broker) base() int64 { return b.hub.Base() }
-
-// position returns the sequence the broker has read through.
-func (b *broker) position() int64 { return b.hub.Position() }
 
 // read appends to dst the frames of the buffered events after pos that f
 // keeps, at most limit of them, and returns them with the sequence read

@@ -646,11 +646,11 @@ func (s *Service) Close(ctx context.Context) error {
 	if stop != nil {
 		stop()
 	}
-	s.broker.close()
+	s.broker.hub.Close()
 	done := make(chan struct{})
 	go func() {
 		s.wg.Wait()
-		s.broker.wait()
+		s.broker.hub.Wait()
 		close(done)
 	}()
 	select {

@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -127,24 +128,14 @@ func (s *Service) handleStream(w http.ResponseWriter, r *http.Request, p *Princi
 	if !p.ExpiresAt.IsZero() {
 		st.Expires = s.clock.After(p.ExpiresAt.Sub(s.clock.Now()))
 	}
-	st.endNote = endComment(p.EndNote)
-	// Over HTTP/1.x the stream takes its connection over from net/http and
-	// runs on goroutines of its own, unless Config.KeepStreamsInHandler
-	// says not to (see sse.Conn.TakeOver).
-	if !s.cfg.KeepStreamsInHandler {
-		if ctx, ok := st.TakeOver(r, s.broker.hub.Context(), unwrapConn); ok {
-			go func() {
-				defer st.svc.broker.release(st.principal)
-				defer unwatch()
-				defer st.Close()
-				st.ended(ctx, st.Serve(ctx, st))
-			}()
-			return nil
-		}
-	}
-	defer s.broker.release(p.ID)
-	defer unwatch()
-	st.serve(r.Context())
+	st.endNote = sse.Comment(cmp.Or(p.EndNote, defaultEndNote))
+	// Over HTTP/1.x the stream takes its connection over from net/http
+	// (see sse.Conn.TakeOver) unless Config.KeepStreamsInHandler says not to.
+	key := p.ID
+	st.Run(r, s.broker.hub.Context(), unwrapConn, !s.cfg.KeepStreamsInHandler, st, func() {
+		unwatch()
+		s.broker.hub.Release(key)
+	})
 	return nil
 }
 
@@ -161,21 +152,12 @@ func (s *Service) openStream(w http.ResponseWriter, r *http.Request, p *Principa
 	}
 	start, err := sse.OffStack(func() (streamStart, error) { return s.streamStart(r.Context(), params.cursor) })
 	if err != nil {
-		s.broker.release(p.ID)
+		s.broker.hub.Release(p.ID)
 		return nil, err
 	}
 	st := &stream{svc: s, filter: params.filter, mode: start.mode, principal: p.ID}
 	st.Stream = sse.Stream[[]Event]{Conn: sse.NewConn(w, s.cfg.StreamWriteTimeout), Pos: start.pos, Heartbeat: params.heartbeat, Clock: s.clock}
 	return st, nil
-}
-
-// serve serves the stream inside the handler until it ends (ctx is done
-// when the client leaves), and logs why it ended.
-func (st *stream) serve(ctx context.Context) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer context.AfterFunc(st.svc.broker.hub.Context(), cancel)()
-	st.ended(ctx, st.Serve(ctx, st))
 }
 
 // setHeaders sets the headers of the stream's response, before it is
@@ -188,10 +170,10 @@ func (st *stream) setHeaders() {
 	h.Set("X-Service-Resume-Mode", st.mode)
 }
 
-// ended logs why the stream ended: nothing when the client left or the
+// Ended logs why the stream ended: nothing when the client left or the
 // Service closed (ctx is done), little when a write failed, a warning when
 // the consumer was cut off, an error when the Store failed.
-func (st *stream) ended(ctx context.Context, err error) {
+func (st *stream) Ended(ctx context.Context, err error) {
 	log := st.svc.log
 	switch {
 	case err == nil || ctx.Err() != nil:
@@ -268,16 +250,6 @@ func (st *stream) Read(pos int64, dst [][]byte, limit int) ([][]byte, int64, <-c
 // ended (its Done was closed, or its ExpiresAt passed).
 var errCredentialEnded = errors.New("the stream's credential ended")
 
-// endComment returns the comment that ends a stream with its principal's
-// credential: note (see Principal.EndNote) on one line.
-func endComment(note string) []byte {
-	if note == "" {
-		note = defaultEndNote
-	}
-	note = strings.NewReplacer("\r", " ", "\n", " ").Replace(note)
-	return []byte(": " + note + "\n\n")
-}
-
 // Expired writes the comment that says the stream's credential ended,
 // and returns the error that ends the stream.
 func (st *stream) Expired() error {
@@ -308,7 +280,7 @@ func (st *stream) Fetch(ctx context.Context, after int64) (sse.Page[[]Event], er
 	// Every event up to the broker's position before the read had been
 	// committed, so a short page holds every event up to it that the
 	// filter keeps.
-	through := st.svc.broker.position()
+	through := st.svc.broker.hub.Position()
 	evs, err := st.svc.store.Events(ctx, EventFilter{After: after, Types: st.filter.types, TaskID: st.filter.taskID, Limit: replayPage})
 	if err != nil {
 		return sse.Page[[]Event]{}, fmt.Errorf("replay events after sequence %d: %w", after, err)
@@ -338,14 +310,7 @@ func (st *stream) Append(ctx context.Context, dst []byte, evs []Event) []byte {
 // the frame carries "data": null and the error is returned, so that the
 // caller logs it and the event, with its id, still reaches the client.
 func appendFrame(dst []byte, e *Event) ([]byte, error) {
-	dst = append(dst, "retry: "...)
-	dst = strconv.AppendInt(dst, streamRetryMillis, 10)
-	dst = append(dst, "\nid: "...)
-	dst = append(dst, e.ID...)
-	dst = append(dst, "\nevent: "...)
-	dst = append(dst, e.Type...)
-	dst = append(dst, "\ndata: "...)
-	dst, err := appendEventJSON(dst, e)
+	dst, err := appendEventJSON(sse.AppendHead(dst, streamRetryMillis, e.ID, string(e.Type)), e)
 	return append(dst, "\n\n"...), err
 }
 

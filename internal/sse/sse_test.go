@@ -302,6 +302,7 @@ type feed struct {
 	broken  bool          // Read reports every position behind the buffer
 	changed chan struct{} // closed and replaced when stored grows
 	fetches []int64       // the after of every Fetch
+	ended   []error       // what Ended was told
 }
 
 func newFeed(page int, stored, base int64) *feed {
@@ -360,6 +361,18 @@ func (f *feed) Append(_ context.Context, dst []byte, items []int64) []byte {
 func (f *feed) Behind(int64) error { return errBehind }
 func (f *feed) Stopped() error     { return errStopped }
 func (f *feed) Expired() error     { return errExpired }
+
+func (f *feed) Ended(_ context.Context, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ended = append(f.ended, err)
+}
+
+func (f *feed) endings() []error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ended
+}
 
 // serve serves a stream of f at pos to a recorder in the background, and
 // returns them with the channel that receives how the stream ended.
@@ -496,5 +509,95 @@ func TestStreamWriteFails(t *testing.T) {
 	f.add(1)
 	if err := ended(t, done); !errors.Is(err, ErrWrite) || !errors.Is(err, io.ErrClosedPipe) {
 		t.Errorf("ended with %v, want ErrWrite", err)
+	}
+}
+
+func TestComment(t *testing.T) {
+	t.Parallel()
+	if got, want := string(Comment("ended:\r\nbye\nnow")), ": ended:  bye now\n\n"; got != want {
+		t.Errorf("Comment = %q, want %q", got, want)
+	}
+}
+
+func TestAppendHead(t *testing.T) {
+	t.Parallel()
+	got := string(AppendHead([]byte("x"), 5000, "evt_1", "task.updated"))
+	if want := "xretry: 5000\nid: evt_1\nevent: task.updated\ndata: "; got != want {
+		t.Errorf("AppendHead = %q, want %q", got, want)
+	}
+}
+
+// TestRunInHandler serves a stream inside the handler (no takeover asked
+// for): Run returns once the stream ended, with f told why and done called.
+func TestRunInHandler(t *testing.T) {
+	t.Parallel()
+	f := newFeed(2, 0, 0)
+	w := newRecorder()
+	parent, stopAll := context.WithCancel(context.Background())
+	s := &Stream[[]int64]{Conn: NewConn(w, time.Second), Heartbeat: time.Minute, Clock: fakeclock.New(time.Unix(0, 0))}
+	returned := make(chan struct{})
+	doneCalls := 0
+	go func() {
+		defer close(returned)
+		s.Run(httptest.NewRequest("GET", "/", nil), parent, nil, false, f, func() { doneCalls++ })
+	}()
+	f.add(1)
+	w.waitFor(t, "1\n")
+	stopAll() // the parent ends the stream
+	select {
+	case <-returned:
+	case <-time.After(waitTimeout):
+		t.Fatal("Run did not return when its parent was done")
+	}
+	if got := f.endings(); len(got) != 1 || !errors.Is(got[0], context.Canceled) || doneCalls != 1 {
+		t.Errorf("Ended with %v, done called %d times; want context.Canceled, once", got, doneCalls)
+	}
+}
+
+// TestRunTakesOver serves a stream from its own goroutines: the handler
+// returns at once, and when the client leaves f is told and done called.
+func TestRunTakesOver(t *testing.T) {
+	t.Parallel()
+	f := newFeed(2, 3, 3)
+	done := make(chan struct{})
+	returned := make(chan struct{}, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s := &Stream[[]int64]{Conn: NewConn(w, time.Second), Pos: 1, Heartbeat: time.Minute, Clock: fakeclock.New(time.Unix(0, 0))}
+		s.Run(r, context.Background(), nil, true, f, func() { close(done) })
+		returned <- struct{}{}
+	}))
+	defer srv.Close()
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprint(conn, "GET / HTTP/1.1\r\nHost: example.com\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-returned:
+	case <-time.After(waitTimeout):
+		t.Fatal("the handler did not return")
+	}
+	body := make([]byte, 4)
+	if _, err := io.ReadFull(resp.Body, body); err != nil || string(body) != "2\n3\n" {
+		t.Errorf("body %q, %v; want the replay of 2 and 3", body, err)
+	}
+	select {
+	case <-done:
+		t.Fatal("done called while the client was still there")
+	default:
+	}
+	conn.Close()
+	select {
+	case <-done:
+	case <-time.After(waitTimeout):
+		t.Fatal("done not called when the client left")
+	}
+	if got := f.endings(); len(got) != 1 || !errors.Is(got[0], context.Canceled) {
+		t.Errorf("Ended with %v, want context.Canceled", got)
 	}
 }

@@ -2,6 +2,10 @@ package sse
 
 import (
 	"context"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -46,6 +50,9 @@ type Feed[P any] interface {
 	// Expired writes what ends a stream whose Done channel closed or whose
 	// Expires channel fired, and returns the error it ends with.
 	Expired() error
+	// Ended is told why the stream ended (see Stream.Serve); ctx is the
+	// stream's context.
+	Ended(ctx context.Context, err error)
 }
 
 // A Page is a page of stored items read by Feed.Fetch.
@@ -103,6 +110,30 @@ func (s *Stream[P]) Write(chunks ...[]byte) error {
 func (s *Stream[P]) WriteHead() error {
 	s.lastWrite = s.Clock.Now()
 	return s.Conn.WriteHead()
+}
+
+// Run serves the stream of the request r: when takeOver is set, on the
+// connection taken over from net/http (see Conn.TakeOver) from goroutines
+// of its own, returning at once; otherwise, or when the connection cannot
+// be taken over, inside the handler until the stream ends. Either way the
+// stream ends when parent is done or the client leaves, f.Ended is told
+// why, and done is called once the connection is let go of.
+func (s *Stream[P]) Run(r *http.Request, parent context.Context, unwrap func(net.Conn) net.Conn, takeOver bool, f Feed[P], done func()) {
+	if takeOver {
+		if ctx, ok := s.TakeOver(r, parent, unwrap); ok {
+			go func() {
+				defer done()
+				defer s.Close()
+				f.Ended(ctx, s.Serve(ctx, f))
+			}()
+			return
+		}
+	}
+	defer done()
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer context.AfterFunc(parent, cancel)()
+	f.Ended(ctx, s.Serve(ctx, f))
 }
 
 // Serve sends the response head, then what f carries, until ctx is done, a
@@ -265,4 +296,23 @@ func OffStack[T any](f func() (T, error)) (T, error) {
 	}()
 	r := <-ch
 	return r.v, r.err
+}
+
+// Comment returns the comment text makes, on one line (its line breaks
+// made spaces), ending like an event: what a client does not show.
+func Comment(text string) []byte {
+	return []byte(": " + strings.NewReplacer("\r", " ", "\n", " ").Replace(text) + "\n\n")
+}
+
+// AppendHead appends to dst the fields of a frame that come before its
+// data: the retry delay in milliseconds, the id and the event name, then
+// "data: ". The caller appends the data, on one line, and "\n\n".
+func AppendHead(dst []byte, retryMillis int, id, event string) []byte {
+	dst = append(dst, "retry: "...)
+	dst = strconv.AppendInt(dst, int64(retryMillis), 10)
+	dst = append(dst, "\nid: "...)
+	dst = append(dst, id...)
+	dst = append(dst, "\nevent: "...)
+	dst = append(dst, event...)
+	return append(dst, "\ndata: "...)
 }
