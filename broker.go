@@ -27,15 +27,12 @@ const brokerRetry = time.Second
 // poll interval, so that events committed by other processes sharing the
 // Store reach the streams too.
 //
-// What it reads goes into a ring of the most recent events, each encoded
-// once as its SSE frame and shared by every stream (a [fanout.Hub]).
-// Streams hold no queue of their own: each keeps the sequence it has read
-// through, reads the frames after it from the ring, and waits on a channel
-// the broker closes whenever the ring grows. Memory is therefore bounded by
-// the ring, however many streams there are and however slow they are; a
-// stream whose position has left the ring is too far behind and is cut off
-// (it resumes from its cursor), and a write that blocks longer than the
-// write timeout cuts its consumer off too, without holding up the others.
+// What it reads goes into the ring of a [fanout.Hub], each event encoded
+// once as its SSE frame and shared by every reader, so that memory is
+// bounded by the ring however many streams there are and however slow. A
+// stream whose position has left the ring is cut off (it resumes from its
+// cursor), as is one whose write blocks longer than the write timeout,
+// without holding up the others.
 type broker struct {
 	hub       *fanout.Hub[ringEvent]
 	maxPerKey int
@@ -110,19 +107,8 @@ func (b *broker) start(ctx context.Context) error {
 	return err
 }
 
-// read appends to dst the frames of the buffered events after pos that f
-// keeps, at most limit of them, and returns them with the sequence read
-// through and a channel that is closed when more events arrive. ok is false
-// when the ring no longer holds every event after pos: the caller is behind
-// the ring and must read the Store, or be cut off.
-func (b *broker) read(pos int64, f *streamFilter, dst [][]byte, limit int) (frames [][]byte, next int64, changed <-chan struct{}, ok bool) {
-	return fanout.Scan(b.hub, pos, dst, limit,
-		func(e *ringEvent) bool { return f.keep(e.typ, e.taskID) },
-		func(e *ringEvent) []byte { return e.frame })
-}
-
 // events appends to dst the buffered events after pos that keep keeps, at
-// most limit of them, like read.
+// most limit of them (see fanout.Scan).
 func (b *broker) events(pos int64, keep func(*ringEvent) bool, dst []ringEvent, limit int) (evs []ringEvent, next int64, changed <-chan struct{}, ok bool) {
 	return fanout.Scan(b.hub, pos, dst, limit, keep, func(e *ringEvent) ringEvent { return *e })
 }

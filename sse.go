@@ -1,7 +1,6 @@
 package lifecycle
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -14,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tasklifecycle/lifecycle/internal/fanout"
 	"github.com/tasklifecycle/lifecycle/internal/id"
 	"github.com/tasklifecycle/lifecycle/internal/sse"
 )
@@ -107,10 +107,7 @@ func parseStreamParams(r *http.Request) (streamParams, error) {
 			p.heartbeat = time.Duration(n) * time.Second
 		}
 	}
-	p.cursor = strings.TrimSpace(r.Header.Get("Last-Event-ID"))
-	if p.cursor == "" {
-		p.cursor = strings.TrimSpace(q.Get("cursor"))
-	}
+	p.cursor = sse.LastEventID(r.Header, q, "cursor")
 	return p, v.err()
 }
 
@@ -240,32 +237,25 @@ type stream struct {
 	mode      string // X-Service-Resume-Mode
 }
 
-// Read reads the frames of the broker's ring that the stream's filter
-// keeps (see broker.read).
+// Read appends to dst the frames of the events in the broker's ring after
+// pos that the stream's filter keeps (see fanout.Scan).
 func (st *stream) Read(pos int64, dst [][]byte, limit int) ([][]byte, int64, <-chan struct{}, bool) {
-	return st.svc.broker.read(pos, &st.filter, dst, limit)
+	return fanout.Scan(st.svc.broker.hub, pos, dst, limit,
+		func(e *ringEvent) bool { return st.filter.keep(e.typ, e.taskID) },
+		func(e *ringEvent) []byte { return e.frame })
 }
 
 // errCredentialEnded ends an event stream whose principal's credential
 // ended (its Done was closed, or its ExpiresAt passed).
 var errCredentialEnded = errors.New("the stream's credential ended")
 
-// Expired writes the comment that says the stream's credential ended,
-// and returns the error that ends the stream.
-func (st *stream) Expired() error {
-	if err := st.Write(st.endNote); err != nil {
-		return err
+// End returns the comment that says the stream's key was revoked
+// (stopped) or that its credential ended, and the error it ends with.
+func (st *stream) End(stopped bool) ([]byte, error) {
+	if stopped {
+		return []byte(revokedComment), errKeyRevoked
 	}
-	return errCredentialEnded
-}
-
-// Stopped writes the comment that says the stream's key was revoked, and
-// returns the error that ends the stream.
-func (st *stream) Stopped() error {
-	if err := st.Write([]byte(revokedComment)); err != nil {
-		return err
-	}
-	return errKeyRevoked
+	return st.endNote, errCredentialEnded
 }
 
 // Behind returns the error that cuts off a live stream that fell out of
@@ -349,16 +339,12 @@ func appendEventJSON(dst []byte, e *Event) ([]byte, error) {
 
 // appendEventJSONSlow is appendEventJSON through encoding/json.
 func appendEventJSONSlow(dst []byte, e *Event) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	err := enc.Encode(e)
+	out, err := sse.AppendJSON(dst, e)
 	if err != nil {
-		err = fmt.Errorf("encode event %s: %w", e.ID, err)
-		buf.Reset()
 		bad := *e
 		bad.Data = json.RawMessage("null")
-		enc.Encode(&bad) // a valid envelope always encodes
+		out, _ = sse.AppendJSON(dst, &bad) // a valid envelope always encodes
+		err = fmt.Errorf("encode event %s: %w", e.ID, err)
 	}
-	return append(dst, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...), err
+	return out, err
 }

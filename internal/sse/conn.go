@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
 )
 
@@ -26,6 +28,17 @@ func SetHeaders(h http.Header) {
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no") // tell reverse proxies not to buffer
+}
+
+// LastEventID returns where a client resumes a stream: the Last-Event-ID
+// header its EventSource sends on reconnecting or, when it has none, the
+// query parameter param of the first request (query is the request's
+// parsed query). "" when neither is set.
+func LastEventID(h http.Header, query url.Values, param string) string {
+	if id := strings.TrimSpace(h.Get("Last-Event-ID")); id != "" {
+		return id
+	}
+	return strings.TrimSpace(query.Get(param))
 }
 
 // Conn is where a stream writes: net/http's ResponseWriter, or the

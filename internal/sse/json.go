@@ -1,5 +1,23 @@
 package sse
 
+import (
+	"bytes"
+	"encoding/json"
+)
+
+// AppendJSON appends v to dst as a json.Encoder without HTML escaping
+// writes it, minus the newline: compact, on the one line of a frame's data
+// field. On error it returns dst as it was.
+func AppendJSON(dst []byte, v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return dst, err
+	}
+	return append(dst, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...), nil
+}
+
 // PlainString reports whether s encodes as a JSON string by itself
 // between quotes: printable ASCII without quote or backslash. A frame's
 // data may then carry it without an encoder.

@@ -3,6 +3,7 @@ package sse
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -359,8 +360,13 @@ func (f *feed) Append(_ context.Context, dst []byte, items []int64) []byte {
 }
 
 func (f *feed) Behind(int64) error { return errBehind }
-func (f *feed) Stopped() error     { return errStopped }
-func (f *feed) Expired() error     { return errExpired }
+
+func (f *feed) End(stopped bool) ([]byte, error) {
+	if stopped {
+		return []byte(": stopped\n\n"), errStopped
+	}
+	return []byte(": expired\n\n"), errExpired
+}
 
 func (f *feed) Ended(_ context.Context, err error) {
 	f.mu.Lock()
@@ -418,7 +424,7 @@ func TestStreamReplaysThenFollows(t *testing.T) {
 	if err := ended(t, done); err != errStopped {
 		t.Errorf("ended with %v, want %v", err, errStopped)
 	}
-	if got, want := w.String(), "1\n2\n3\n4\n5\n6\n7\n"; got != want {
+	if got, want := w.String(), "1\n2\n3\n4\n5\n6\n7\n: stopped\n\n"; got != want {
 		t.Errorf("wrote %q, want %q", got, want)
 	}
 	if s.Pos != 7 {
@@ -442,12 +448,13 @@ func TestStreamEnds(t *testing.T) {
 		cancel bool
 		broken bool
 		want   error
+		last   string // the last thing written
 	}{
-		{"stopped", func(s *Stream[[]int64]) { s.Stop = closed }, false, false, errStopped},
-		{"done", func(s *Stream[[]int64]) { s.Done = closed }, false, false, errExpired},
-		{"expired", func(s *Stream[[]int64]) { s.Expires = fired }, false, false, errExpired},
-		{"cancelled", nil, true, false, context.Canceled},
-		{"fell behind", nil, false, true, errBehind},
+		{"stopped", func(s *Stream[[]int64]) { s.Stop = closed }, false, false, errStopped, ": stopped\n\n"},
+		{"done", func(s *Stream[[]int64]) { s.Done = closed }, false, false, errExpired, ": expired\n\n"},
+		{"expired", func(s *Stream[[]int64]) { s.Expires = fired }, false, false, errExpired, ": expired\n\n"},
+		{"cancelled", nil, true, false, context.Canceled, "1\n"},
+		{"fell behind", nil, false, true, errBehind, "1\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -468,6 +475,9 @@ func TestStreamEnds(t *testing.T) {
 			}
 			if err := ended(t, done); !errors.Is(err, tt.want) {
 				t.Errorf("ended with %v, want %v", err, tt.want)
+			}
+			if got := w.String(); !strings.HasSuffix(got, tt.last) {
+				t.Errorf("wrote %q, want it to end with %q", got, tt.last)
 			}
 		})
 	}
@@ -599,5 +609,42 @@ func TestRunTakesOver(t *testing.T) {
 	}
 	if got := f.endings(); len(got) != 1 || !errors.Is(got[0], context.Canceled) {
 		t.Errorf("Ended with %v, want context.Canceled", got)
+	}
+}
+
+func TestLastEventID(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		header string
+		query  string
+		want   string
+	}{
+		{"neither", "", "", ""},
+		{"header", " evt_1 ", "cursor=evt_2", "evt_1"},
+		{"blank header", "  ", "cursor=evt_2", "evt_2"},
+		{"query", "", "cursor=%20evt_2%20", "evt_2"},
+		{"other parameter", "", "after=evt_2", ""},
+	}
+	for _, tt := range tests {
+		r := httptest.NewRequest("GET", "/stream?"+tt.query, nil)
+		if tt.header != "" {
+			r.Header.Set("Last-Event-ID", tt.header)
+		}
+		if got := LastEventID(r.Header, r.URL.Query(), "cursor"); got != tt.want {
+			t.Errorf("%s: LastEventID = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestAppendJSON(t *testing.T) {
+	t.Parallel()
+	got, err := AppendJSON([]byte("data: "), map[string]any{"a": "<b>&", "n": 1})
+	if want := `data: {"a":"<b>&","n":1}`; err != nil || string(got) != want {
+		t.Errorf("AppendJSON = %q, %v; want %q", got, err, want)
+	}
+	got, err = AppendJSON([]byte("data: "), json.RawMessage("{bad"))
+	if err == nil || string(got) != "data: " {
+		t.Errorf("AppendJSON of invalid JSON = %q, %v; want the prefix alone and an error", got, err)
 	}
 }

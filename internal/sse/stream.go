@@ -44,12 +44,10 @@ type Feed[P any] interface {
 	// Behind returns the error that ends a stream that followed the buffer
 	// and fell out of it, having read through pos.
 	Behind(pos int64) error
-	// Stopped writes what ends a stream whose Stop channel closed, and
-	// returns the error it ends with.
-	Stopped() error
-	// Expired writes what ends a stream whose Done channel closed or whose
-	// Expires channel fired, and returns the error it ends with.
-	Expired() error
+	// End returns the last thing a stream writes when one of its ends comes
+	// (stopped: its Stop channel closed; else its Done channel closed or
+	// its Expires channel fired), and the error it ends with.
+	End(stopped bool) (last []byte, err error)
 	// Ended is told why the stream ended (see Stream.Serve); ctx is the
 	// stream's context.
 	Ended(ctx context.Context, err error)
@@ -82,8 +80,8 @@ type Stream[P any] struct {
 	Heartbeat time.Duration
 	// Clock times the heartbeats.
 	Clock Clock
-	// Stop ends the stream when closed (see Feed.Stopped); Done and
-	// Expires end it when closed or fired (see Feed.Expired). nil: never.
+	// Stop ends the stream when closed, Done and Expires when closed or
+	// fired (see Feed.End). nil: never.
 	Stop    <-chan struct{}
 	Done    <-chan struct{}
 	Expires <-chan time.Time
@@ -161,11 +159,11 @@ func (s *Stream[P]) run(ctx context.Context, f Feed[P]) error {
 		}
 		select {
 		case <-s.Stop:
-			return f.Stopped()
+			return s.end(f, true)
 		case <-s.Done:
-			return f.Expired()
+			return s.end(f, false)
 		case <-s.Expires:
-			return f.Expired()
+			return s.end(f, false)
 		default:
 		}
 		frames, next, changed, ok := f.Read(s.Pos, s.frames[:0], Batch)
@@ -200,11 +198,11 @@ func (s *Stream[P]) run(ctx context.Context, f Feed[P]) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-s.Stop:
-			return f.Stopped()
+			return s.end(f, true)
 		case <-s.Done:
-			return f.Expired()
+			return s.end(f, false)
 		case <-s.Expires:
-			return f.Expired()
+			return s.end(f, false)
 		case <-changed:
 		case <-beat:
 			var err error
@@ -213,6 +211,16 @@ func (s *Stream[P]) run(ctx context.Context, f Feed[P]) error {
 			}
 		}
 	}
+}
+
+// end writes the last thing f has the stream write when one of its ends
+// comes, and returns the error f ends it with.
+func (s *Stream[P]) end(f Feed[P], stopped bool) error {
+	last, err := f.End(stopped)
+	if werr := s.Write(last); werr != nil {
+		return werr
+	}
+	return err
 }
 
 // beat writes a keepalive comment when the stream has been idle for the
