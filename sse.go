@@ -119,8 +119,7 @@ func (s *Service) handleStream(w http.ResponseWriter, r *http.Request, p *Princi
 		return err
 	}
 	st.setHeaders()
-	var unwatch func()
-	st.Stop, unwatch = s.streamKeys.watch(p.ID, r)
+	st.Stop, st.unwatch = s.streamKeys.watch(p.ID, r)
 	st.Done = p.Done
 	if !p.ExpiresAt.IsZero() {
 		st.Expires = s.clock.After(p.ExpiresAt.Sub(s.clock.Now()))
@@ -128,11 +127,7 @@ func (s *Service) handleStream(w http.ResponseWriter, r *http.Request, p *Princi
 	st.endNote = sse.Comment(cmp.Or(p.EndNote, defaultEndNote))
 	// Over HTTP/1.x the stream takes its connection over from net/http
 	// (see sse.Conn.TakeOver) unless Config.KeepStreamsInHandler says not to.
-	key := p.ID
-	st.Run(r, s.broker.hub.Context(), unwrapConn, !s.cfg.KeepStreamsInHandler, st, func() {
-		unwatch()
-		s.broker.hub.Release(key)
-	})
+	st.Run(r, s.broker.hub.Context(), unwrapConn, !s.cfg.KeepStreamsInHandler, st)
 	return nil
 }
 
@@ -235,6 +230,13 @@ type stream struct {
 	principal string
 	endNote   []byte // the last comment of a stream ended by its credential
 	mode      string // X-Service-Resume-Mode
+	unwatch   func() // stops watching the principal's key for revocation
+}
+
+// Release gives back the stream's place among its principal's streams.
+func (st *stream) Release() {
+	st.unwatch()
+	st.svc.broker.hub.Release(st.principal)
 }
 
 // Read appends to dst the frames of the events in the broker's ring after

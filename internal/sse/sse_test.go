@@ -304,6 +304,7 @@ type feed struct {
 	changed chan struct{} // closed and replaced when stored grows
 	fetches []int64       // the after of every Fetch
 	ended   []error       // what Ended was told
+	release func()        // called by Release
 }
 
 func newFeed(page int, stored, base int64) *feed {
@@ -372,6 +373,12 @@ func (f *feed) Ended(_ context.Context, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.ended = append(f.ended, err)
+}
+
+func (f *feed) Release() {
+	if f.release != nil {
+		f.release()
+	}
 }
 
 func (f *feed) endings() []error {
@@ -547,9 +554,10 @@ func TestRunInHandler(t *testing.T) {
 	s := &Stream[[]int64]{Conn: NewConn(w, time.Second), Heartbeat: time.Minute, Clock: fakeclock.New(time.Unix(0, 0))}
 	returned := make(chan struct{})
 	doneCalls := 0
+	f.release = func() { doneCalls++ }
 	go func() {
 		defer close(returned)
-		s.Run(httptest.NewRequest("GET", "/", nil), parent, nil, false, f, func() { doneCalls++ })
+		s.Run(httptest.NewRequest("GET", "/", nil), parent, nil, false, f)
 	}()
 	f.add(1)
 	w.waitFor(t, "1\n")
@@ -560,7 +568,7 @@ func TestRunInHandler(t *testing.T) {
 		t.Fatal("Run did not return when its parent was done")
 	}
 	if got := f.endings(); len(got) != 1 || !errors.Is(got[0], context.Canceled) || doneCalls != 1 {
-		t.Errorf("Ended with %v, done called %d times; want context.Canceled, once", got, doneCalls)
+		t.Errorf("Ended with %v, Release called %d times; want context.Canceled, once", got, doneCalls)
 	}
 }
 
@@ -570,10 +578,11 @@ func TestRunTakesOver(t *testing.T) {
 	t.Parallel()
 	f := newFeed(2, 3, 3)
 	done := make(chan struct{})
+	f.release = func() { close(done) }
 	returned := make(chan struct{}, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s := &Stream[[]int64]{Conn: NewConn(w, time.Second), Pos: 1, Heartbeat: time.Minute, Clock: fakeclock.New(time.Unix(0, 0))}
-		s.Run(r, context.Background(), nil, true, f, func() { close(done) })
+		s.Run(r, context.Background(), nil, true, f)
 		returned <- struct{}{}
 	}))
 	defer srv.Close()
@@ -598,14 +607,14 @@ func TestRunTakesOver(t *testing.T) {
 	}
 	select {
 	case <-done:
-		t.Fatal("done called while the client was still there")
+		t.Fatal("Release called while the client was still there")
 	default:
 	}
 	conn.Close()
 	select {
 	case <-done:
 	case <-time.After(waitTimeout):
-		t.Fatal("done not called when the client left")
+		t.Fatal("Release not called when the client left")
 	}
 	if got := f.endings(); len(got) != 1 || !errors.Is(got[0], context.Canceled) {
 		t.Errorf("Ended with %v, want context.Canceled", got)

@@ -51,6 +51,9 @@ type Feed[P any] interface {
 	// Ended is told why the stream ended (see Stream.Serve); ctx is the
 	// stream's context.
 	Ended(ctx context.Context, err error)
+	// Release is called once, after Ended, when Run has let go of the
+	// stream's connection.
+	Release()
 }
 
 // A Page is a page of stored items read by Feed.Fetch.
@@ -115,19 +118,19 @@ func (s *Stream[P]) WriteHead() error {
 // of its own, returning at once; otherwise, or when the connection cannot
 // be taken over, inside the handler until the stream ends. Either way the
 // stream ends when parent is done or the client leaves, f.Ended is told
-// why, and done is called once the connection is let go of.
-func (s *Stream[P]) Run(r *http.Request, parent context.Context, unwrap func(net.Conn) net.Conn, takeOver bool, f Feed[P], done func()) {
+// why, and f.Release is called once the connection is let go of.
+func (s *Stream[P]) Run(r *http.Request, parent context.Context, unwrap func(net.Conn) net.Conn, takeOver bool, f Feed[P]) {
 	if takeOver {
 		if ctx, ok := s.TakeOver(r, parent, unwrap); ok {
 			go func() {
-				defer done()
+				defer f.Release()
 				defer s.Close()
 				f.Ended(ctx, s.Serve(ctx, f))
 			}()
 			return
 		}
 	}
-	defer done()
+	defer f.Release()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	defer context.AfterFunc(parent, cancel)()
