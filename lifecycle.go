@@ -572,8 +572,7 @@ func New(cfg Config) (*Service, error) {
 	for _, a := range cfg.Agents {
 		s.agents[a.ID] = a
 	}
-	s.broker = newBroker(cfg.Store, cfg.Clock, cfg.Logger, cfg.StreamLagLimit, cfg.MaxStreamsPerKey, cfg.EventPollInterval)
-	s.broker.window = cfg.StreamBatchWindow
+	s.broker = newBroker(&cfg)
 	if s.secrets, err = secretbox.New(cfg.WebhookSecretKey, cfg.WebhookPreviousSecretKeys, "Config.WebhookSecretKey", "Config.WebhookPreviousSecretKeys"); err != nil {
 		return nil, fmt.Errorf("lifecycle: %w", err)
 	}
@@ -647,11 +646,11 @@ func (s *Service) Close(ctx context.Context) error {
 	if stop != nil {
 		stop()
 	}
-	s.broker.close()
+	s.broker.hub.Close()
 	done := make(chan struct{})
 	go func() {
 		s.wg.Wait()
-		s.broker.wait()
+		s.broker.hub.Wait()
 		close(done)
 	}()
 	select {

@@ -637,7 +637,7 @@ func (w *subWorker) read(pos int64, dst []ringEvent) ([]ringEvent, int64, <-chan
 	if len(stored) == 0 {
 		// Nothing after pos is stored, yet the ring starts after it: the
 		// events in between were pruned before they could be delivered.
-		base := s.broker.base()
+		base := s.broker.hub.Base()
 		w.skipped(pos, base+1)
 		return dst, base, nil, nil
 	}
