@@ -357,60 +357,36 @@ func (c Config) withDefaults() (Config, error) {
 	if c.ReviewRouter == nil {
 		c.ReviewRouter = ReviewRules{}
 	}
-	if c.ProviderTimeout == 0 {
-		c.ProviderTimeout = 30 * time.Second
-	}
-	if c.ShipConcurrency == 0 {
-		c.ShipConcurrency = 16
-	}
+	orDefault(&c.ProviderTimeout, 30*time.Second)
+	orDefault(&c.ShipConcurrency, 16)
 	if c.ShipConcurrency < 0 {
 		return c, fmt.Errorf("lifecycle: Config.ShipConcurrency %d is negative", c.ShipConcurrency)
 	}
-	if c.ShipPollInterval == 0 {
-		c.ShipPollInterval = time.Second
-	}
-	if c.ShipLease == 0 {
-		c.ShipLease = 30 * time.Second
-	}
+	orDefault(&c.ShipPollInterval, time.Second)
+	orDefault(&c.ShipLease, 30*time.Second)
 	if c.ShipLease < 3*time.Second {
 		return c, fmt.Errorf("lifecycle: Config.ShipLease %s is shorter than 3s: it is renewed every third of itself, and a renewal must fit", c.ShipLease)
 	}
-	if c.ShipRetryBudget == 0 {
-		c.ShipRetryBudget = 10 * time.Minute
-	}
-	if c.ShipRetryBackoff == 0 {
-		c.ShipRetryBackoff = time.Second
-	}
-	if c.DeployTimeout == 0 {
-		c.DeployTimeout = 30 * time.Minute
-	}
-	if c.ReconcileInterval == 0 {
-		c.ReconcileInterval = time.Minute
-	}
+	orDefault(&c.ShipRetryBudget, 10*time.Minute)
+	orDefault(&c.ShipRetryBackoff, time.Second)
+	orDefault(&c.DeployTimeout, 30*time.Minute)
+	orDefault(&c.ReconcileInterval, time.Minute)
 	if c.ReconcileInterval > 0 && c.ReconcileInterval < time.Second {
 		return c, fmt.Errorf("lifecycle: Config.ReconcileInterval %s is shorter than a second; give at least 1s, or a negative one to disable reconciliation", c.ReconcileInterval)
 	}
-	if c.ReconcileConcurrency == 0 {
-		c.ReconcileConcurrency = 16
-	}
-	if c.ReconcilePollInterval == 0 {
-		c.ReconcilePollInterval = time.Second
-	}
+	orDefault(&c.ReconcileConcurrency, 16)
+	orDefault(&c.ReconcilePollInterval, time.Second)
 	if c.ShipRetryBudget < 0 || c.ShipRetryBackoff < 0 || c.DeployTimeout < 0 || c.ReconcileConcurrency < 0 || c.ReconcilePollInterval < 0 || c.ProviderTimeout < 0 {
 		return c, errors.New("lifecycle: Config.ProviderTimeout, ShipRetryBudget, ShipRetryBackoff, DeployTimeout, ReconcileConcurrency and ReconcilePollInterval must not be negative; leave them zero for the defaults")
 	}
-	if c.InstanceID == "" {
-		c.InstanceID = id.New("svc_")
-	}
+	orDefault(&c.InstanceID, id.New("svc_"))
 	switch {
 	case c.RequestTimeout == 0:
 		c.RequestTimeout = c.ProviderTimeout + 15*time.Second
 	case c.RequestTimeout < 0:
 		return c, errors.New("lifecycle: Config.RequestTimeout must not be negative; leave it zero for the default")
 	}
-	if c.IdempotencyRetention == 0 {
-		c.IdempotencyRetention = 24 * time.Hour
-	}
+	orDefault(&c.IdempotencyRetention, 24*time.Hour)
 	seen := map[string]bool{}
 	for i, b := range c.Adapters {
 		if b.Adapter == nil {
@@ -421,30 +397,14 @@ func (c Config) withDefaults() (Config, error) {
 		}
 		seen[b.Project] = true
 	}
-	if c.KeyCacheTTL == 0 {
-		c.KeyCacheTTL = 5 * time.Second
-	}
-	if c.EventRetention == 0 {
-		c.EventRetention = 72 * time.Hour
-	}
-	if c.PruneInterval == 0 {
-		c.PruneInterval = 10 * time.Minute
-	}
-	if c.MaxStreamsPerKey == 0 {
-		c.MaxStreamsPerKey = 5
-	}
-	if c.StreamLagLimit == 0 {
-		c.StreamLagLimit = 4096
-	}
-	if c.StreamWriteTimeout == 0 {
-		c.StreamWriteTimeout = 15 * time.Second
-	}
-	if c.EventPollInterval == 0 {
-		c.EventPollInterval = time.Second
-	}
-	if c.StreamBatchWindow == 0 {
-		c.StreamBatchWindow = 10 * time.Millisecond
-	}
+	orDefault(&c.KeyCacheTTL, 5*time.Second)
+	orDefault(&c.EventRetention, 72*time.Hour)
+	orDefault(&c.PruneInterval, 10*time.Minute)
+	orDefault(&c.MaxStreamsPerKey, 5)
+	orDefault(&c.StreamLagLimit, 4096)
+	orDefault(&c.StreamWriteTimeout, 15*time.Second)
+	orDefault(&c.EventPollInterval, time.Second)
+	orDefault(&c.StreamBatchWindow, 10*time.Millisecond)
 	if c.EventRetention < 0 || c.PruneInterval < 0 || c.MaxStreamsPerKey < 0 || c.StreamLagLimit < 0 || c.StreamWriteTimeout < 0 {
 		return c, errors.New("lifecycle: Config.EventRetention, PruneInterval, MaxStreamsPerKey, StreamLagLimit and StreamWriteTimeout must not be negative; leave them zero for the defaults")
 	}
@@ -463,33 +423,19 @@ func (c Config) withDefaults() (Config, error) {
 			return c, fmt.Errorf("lifecycle: Config.WebhookRetrySchedule[%d] is %s; delays must be positive", i, d)
 		}
 	}
-	if c.WebhookRetryJitter == 0 {
-		c.WebhookRetryJitter = 0.1
-	}
+	orDefault(&c.WebhookRetryJitter, 0.1)
 	if c.WebhookRetryJitter > 1 {
 		return c, fmt.Errorf("lifecycle: Config.WebhookRetryJitter %g is more than 1", c.WebhookRetryJitter)
 	}
-	if c.WebhookTimeout == 0 {
-		c.WebhookTimeout = 10 * time.Second
-	}
-	if c.WebhookConcurrency == 0 {
-		c.WebhookConcurrency = 256
-	}
-	if c.WebhookConcurrencyPerSubscription == 0 {
-		c.WebhookConcurrencyPerSubscription = 16
-	}
-	if c.WebhookLease == 0 {
-		c.WebhookLease = 30 * time.Second
-	}
-	if c.WebhookPollInterval == 0 {
-		c.WebhookPollInterval = time.Second
-	}
+	orDefault(&c.WebhookTimeout, 10*time.Second)
+	orDefault(&c.WebhookConcurrency, 256)
+	orDefault(&c.WebhookConcurrencyPerSubscription, 16)
+	orDefault(&c.WebhookLease, 30*time.Second)
+	orDefault(&c.WebhookPollInterval, time.Second)
 	if c.WebhookLease > 0 && c.WebhookLease <= 2*c.WebhookPollInterval {
 		return c, fmt.Errorf("lifecycle: Config.WebhookLease %s must be more than twice WebhookPollInterval %s, at which it is renewed", c.WebhookLease, c.WebhookPollInterval)
 	}
-	if c.WebhookClaimBatch == 0 {
-		c.WebhookClaimBatch = 64
-	}
+	orDefault(&c.WebhookClaimBatch, 64)
 	if c.WebhookClaimBatch < 0 {
 		return c, errors.New("lifecycle: Config.WebhookClaimBatch must not be negative; leave it zero for the default")
 	}
@@ -505,6 +451,15 @@ func (c Config) withDefaults() (Config, error) {
 		}
 	}
 	return c, nil
+}
+
+// orDefault sets *v to d when it is the zero value: the default of a
+// Config field left unset.
+func orDefault[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
+	}
 }
 
 // Service runs the lifecycle of tasks: it serves the HTTP API through
