@@ -640,35 +640,9 @@ func (w *subWorker) deliver(due []Delivery, evs []ringEvent) []*attempt {
 		e := &evs[i]
 		attempts = append(attempts, &attempt{eventID: e.id, seq: e.seq, typ: e.typ, body: e.body, n: 1})
 	}
-	var wg sync.WaitGroup
-	for _, a := range attempts {
-		// Attempts start in order: first attempts in sequence order.
-		if !acquire(w.ctx, w.sem) {
-			break
-		}
-		if !acquire(w.ctx, w.d.global) {
-			<-w.sem
-			break
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-w.d.global; <-w.sem }()
-			w.post(a)
-		}()
-	}
-	wg.Wait()
+	// Attempts start in order: first attempts in sequence order.
+	hookpost.Each(w.ctx, w.sem, w.d.global, len(attempts), func(i int) { w.post(attempts[i]) })
 	return attempts
-}
-
-// acquire takes a slot of sem, or returns false when ctx is done first.
-func acquire(ctx context.Context, sem chan struct{}) bool {
-	select {
-	case sem <- struct{}{}:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // post makes one attempt: it POSTs the body, signed, and notes the outcome.

@@ -2,9 +2,10 @@
 // the request, signed twice (the service's own X-Service-Signature and the
 // Standard Webhooks headers), posted through a client that follows no
 // redirect and uses no proxy, the answer read within bounds and judged a
-// success or a failure worth a retry, and the wait before that retry. What
-// is delivered, to whom and when, and where outcomes are recorded, is the
-// caller's.
+// success or a failure worth a retry, the wait before that retry, and the
+// attempts made at once within a bound per target and a bound over all.
+// What is delivered, to whom and when, and where outcomes are recorded, is
+// the caller's.
 package hookpost
 
 import (
@@ -23,6 +24,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -182,6 +184,41 @@ func Post(ctx context.Context, client *http.Client, timeout time.Duration, a *At
 		}
 	}
 	return o
+}
+
+// Each calls post(i) for each i from 0 to n-1, in its own goroutine, while
+// it holds a slot of perTarget and one of global (semaphores: channels
+// whose capacity is the number of slots). Calls start in order, each once
+// it has its slots; when ctx is done as Each waits for a slot, it starts
+// no more. Each returns when the calls started have returned.
+func Each(ctx context.Context, perTarget, global chan struct{}, n int, post func(i int)) {
+	var wg sync.WaitGroup
+	for i := range n {
+		if !acquire(ctx, perTarget) {
+			break
+		}
+		if !acquire(ctx, global) {
+			<-perTarget
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-global; <-perTarget }()
+			post(i)
+		}()
+	}
+	wg.Wait()
+}
+
+// acquire takes a slot of sem, or returns false when ctx is done first.
+func acquire(ctx context.Context, sem chan struct{}) bool {
+	select {
+	case sem <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // describe says why an attempt got no answer, without the URL.

@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -219,4 +220,46 @@ func TestNewClient(t *testing.T) {
 	if tr.Proxy != nil || !tr.DisableCompression || tr.MaxIdleConnsPerHost != 3 || tr.MaxIdleConns != 12 || tr.ResponseHeaderTimeout != time.Second {
 		t.Errorf("%+v", tr)
 	}
+}
+
+// Each starts the calls in order, never more at once than either
+// semaphore allows, and no more once its context ends as it waits.
+func TestEach(t *testing.T) {
+	t.Parallel()
+	perTarget, global := make(chan struct{}, 3), make(chan struct{}, 2)
+	startedC := make(chan int)
+	release := make(chan struct{})
+	var running, most atomic.Int32
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Each(t.Context(), perTarget, global, 6, func(i int) {
+			n := running.Add(1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			startedC <- i
+			<-release
+			running.Add(-1)
+		})
+	}()
+	// Two start (the global bound), then one more as each ends: always the
+	// next in order.
+	if a, b := <-startedC, <-startedC; min(a, b) != 0 || max(a, b) != 1 {
+		t.Fatalf("started first: %d and %d", a, b)
+	}
+	for next := 2; next < 6; next++ {
+		release <- struct{}{}
+		if i := <-startedC; i != next {
+			t.Fatalf("started %d, want %d", i, next)
+		}
+	}
+	release <- struct{}{}
+	release <- struct{}{}
+	<-done
+	if most.Load() != 2 || len(perTarget) != 0 || len(global) != 0 {
+		t.Errorf("%d at once, want 2 (the global bound); slots left taken: %d, %d", most.Load(), len(perTarget), len(global))
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	Each(ctx, make(chan struct{}), global, 3, func(i int) { t.Errorf("call %d started after its context ended", i) })
 }
