@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tasklifecycle/lifecycle/internal/authlimit"
 	"github.com/tasklifecycle/lifecycle/internal/id"
 )
 
@@ -183,16 +184,16 @@ func (a *keyAuthenticator) Authenticate(r *http.Request) (Principal, error) {
 	if err != nil {
 		return Principal{}, err
 	}
-	defer try.end()
+	defer try.End()
 	if !validAPIKey(token) {
-		try.fail()
+		try.Fail()
 		return Principal{}, fmt.Errorf("malformed API key; send the header \"Authorization: Bearer lsk_...\" with lsk_ followed by at least 32 letters or digits: %w", ErrUnauthorized)
 	}
 	hash := sha256.Sum256([]byte(token))
 	key, err := a.lookup(r.Context(), hash)
 	if err != nil {
 		if errors.Is(err, ErrUnauthorized) {
-			try.fail()
+			try.Fail()
 		}
 		return Principal{}, err
 	}
@@ -320,19 +321,19 @@ func (s *Service) AuthenticateKeyHash(ctx context.Context, hash []byte) (Princip
 // [Service.BeginAuthentication]. Call Fail when the credentials turn out
 // invalid, and End when the attempt is over. The methods of a nil
 // *AuthAttempt do nothing.
-type AuthAttempt struct{ try *authTry }
+type AuthAttempt struct{ try *authlimit.Try }
 
 // Fail says that the attempt failed: it counts against its client.
 func (a *AuthAttempt) Fail() {
 	if a != nil {
-		a.try.fail()
+		a.try.Fail()
 	}
 }
 
 // End ends the attempt; one that did not fail does not count.
 func (a *AuthAttempt) End() {
 	if a != nil {
-		a.try.end()
+		a.try.End()
 	}
 }
 

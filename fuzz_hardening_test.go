@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tasklifecycle/lifecycle/internal/hookpost"
 	"github.com/tasklifecycle/lifecycle/internal/jsonscan"
 	"time"
 )
@@ -201,6 +202,20 @@ func FuzzStreamParams(f *testing.F) {
 	})
 }
 
+// The headers the exported constants name are those deliveries carry
+// (package hookpost sets them).
+func TestWebhookHeadersAgree(t *testing.T) {
+	t.Parallel()
+	for _, h := range [][2]string{
+		{HeaderSignature, hookpost.HeaderSignature}, {HeaderEventID, hookpost.HeaderEventID},
+		{HeaderDeliveryID, hookpost.HeaderDeliveryID}, {HeaderEventType, hookpost.HeaderEventType},
+	} {
+		if h[0] != h[1] {
+			t.Errorf("the root names %q, deliveries carry %q", h[0], h[1])
+		}
+	}
+}
+
 // FuzzWebhookSignature checks the verifier: it accepts exactly the
 // signature of the body under the secret, and nothing else.
 func FuzzWebhookSignature(f *testing.F) {
@@ -209,7 +224,7 @@ func FuzzWebhookSignature(f *testing.F) {
 	f.Add([]byte("x"), "k", "sha256=zz")
 	f.Add([]byte("x"), "k", "SHA256=00")
 	f.Fuzz(func(t *testing.T, body []byte, secret, signature string) {
-		good := sign([]byte(secret), body)
+		good := hookpost.Sign([]byte(secret), body)
 		if err := VerifyWebhookSignature(body, good, secret); err != nil {
 			t.Fatalf("the right signature is refused: %v", err)
 		}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+
+	"github.com/tasklifecycle/lifecycle/internal/idemkey"
 )
 
 // FuzzSubmitRequest decodes and validates arbitrary submit bodies, as the
@@ -35,11 +37,11 @@ func FuzzSubmitRequest(f *testing.F) {
 		if errors.As(err, &ve) && len(ve.Fields) == 0 {
 			t.Fatalf("validation error without fields for %q", raw)
 		}
-		canonical, cerr := canonicalJSON(raw)
+		canonical, cerr := idemkey.Canonical(raw)
 		if cerr != nil {
 			return
 		}
-		again, err := canonicalJSON(canonical)
+		again, err := idemkey.Canonical(canonical)
 		if err != nil || !bytes.Equal(again, canonical) {
 			t.Fatalf("canonical JSON is not stable: %q -> %q -> %q (%v)", raw, canonical, again, err)
 		}

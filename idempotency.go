@@ -3,13 +3,13 @@ package lifecycle
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
+
+	"github.com/tasklifecycle/lifecycle/internal/idemkey"
 )
 
 // IdempotencyScope identifies an idempotency key: the same key sent by
@@ -51,12 +51,6 @@ type IdempotencyRecord struct {
 	Owner string
 }
 
-// Idempotency-Key limits.
-const (
-	minIdempotencyKeyLen = 8
-	maxIdempotencyKeyLen = 128
-)
-
 // idempotencyKey reads and checks the Idempotency-Key header: 8 to 128
 // visible ASCII characters.
 func idempotencyKey(r *http.Request) (string, error) {
@@ -67,44 +61,13 @@ func idempotencyKey(r *http.Request) (string, error) {
 	return key, checkIdempotencyKey(key, "Idempotency-Key")
 }
 
-// checkIdempotencyKey checks a key's form, naming field when it is wrong.
+// checkIdempotencyKey checks a key's form (see idemkey.Check), naming
+// field when it is wrong.
 func checkIdempotencyKey(key, field string) error {
-	for i := 0; i < len(key); i++ {
-		if key[i] < 0x21 || key[i] > 0x7e {
-			return invalid(field, "must hold only visible ASCII characters")
-		}
-	}
-	if len(key) < minIdempotencyKeyLen || len(key) > maxIdempotencyKeyLen {
-		return invalid(field, fmt.Sprintf("must be %d to %d characters, not %d", minIdempotencyKeyLen, maxIdempotencyKeyLen, len(key)))
+	if reason := idemkey.Check(key); reason != "" {
+		return invalid(field, reason)
 	}
 	return nil
-}
-
-// canonicalJSON re-encodes a JSON value with object members sorted and no
-// insignificant whitespace. Numbers keep their text.
-func canonicalJSON(raw []byte) ([]byte, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
-
-// fingerprint returns the SHA-256 of a request's method, route and
-// canonical body.
-func fingerprint(method, route string, canonicalBody []byte) []byte {
-	h := sha256.New()
-	h.Write([]byte(method + "\n" + route + "\n"))
-	h.Write(canonicalBody)
-	return h.Sum(nil)
 }
 
 // idempotentCall is one request made under an idempotency key that holds
@@ -154,7 +117,7 @@ func (s *Service) beginIdempotent(ctx context.Context, scope IdempotencyScope, f
 			case rec.Done:
 				replay = rec
 				return nil, errKeepRecord
-			case now.Before(rec.LockedUntil) && !(rec.Owner == s.owner && !s.inflight.has(scope)):
+			case now.Before(rec.LockedUntil) && !(rec.Owner == s.owner && !s.inflight.Has(scope)):
 				// Held by a live request; a reservation of this instance that no
 				// request of this life holds was left by its earlier life.
 				conflict = &ConflictError{Reason: "request_in_progress",
@@ -185,38 +148,12 @@ func (s *Service) beginIdempotent(ctx context.Context, scope IdempotencyScope, f
 	if replay != nil {
 		return nil, replay, nil
 	}
-	s.inflight.add(scope)
+	s.inflight.Add(scope)
 	return call, nil, nil
 }
 
 // inflightKeys are the idempotency keys the requests of this life hold.
-type inflightKeys struct {
-	mu   sync.Mutex
-	keys map[IdempotencyScope]int
-}
-
-func (k *inflightKeys) add(scope IdempotencyScope) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.keys == nil {
-		k.keys = make(map[IdempotencyScope]int)
-	}
-	k.keys[scope]++
-}
-
-func (k *inflightKeys) done(scope IdempotencyScope) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.keys[scope]--; k.keys[scope] <= 0 {
-		delete(k.keys, scope)
-	}
-}
-
-func (k *inflightKeys) has(scope IdempotencyScope) bool {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.keys[scope] > 0
-}
+type inflightKeys = idemkey.Held[IdempotencyScope]
 
 // idempotencyLease is how long a reservation is held before another
 // request may take the key over.
@@ -328,12 +265,12 @@ func idempotentRequest(w http.ResponseWriter, r *http.Request, p *Principal, rou
 	if err != nil {
 		return IdempotencyScope{}, nil, err
 	}
-	canonical, err := canonicalJSON(raw)
+	canonical, err := idemkey.Canonical(raw)
 	if err != nil {
 		return IdempotencyScope{}, nil, invalid("body", "is not valid JSON")
 	}
 	scope := IdempotencyScope{PrincipalID: p.ID, Method: r.Method, Route: route, ResourceID: resourceID, Key: key}
-	return scope, fingerprint(r.Method, route, canonical), nil
+	return scope, idemkey.Fingerprint(r.Method, route, canonical), nil
 }
 
 // serveIdempotent runs an idempotent mutation for the HTTP layer: it reads
@@ -416,7 +353,7 @@ func (s *Service) runIdempotent(ctx context.Context, scope IdempotencyScope, fp 
 	if replay != nil {
 		return nil, replay, nil
 	}
-	defer s.inflight.done(scope)
+	defer s.inflight.Done(scope)
 	err = run(ctx, func(tx Tx, v any) error {
 		body = encodeJSON(v)
 		kept := body
@@ -473,7 +410,7 @@ func (s *Service) goIdempotent(ctx context.Context, actor Actor, route, resource
 	if err != nil {
 		return nil, fmt.Errorf("idempotency fingerprint: %w", err)
 	}
-	canonical, err := canonicalJSON(raw)
+	canonical, err := idemkey.Canonical(raw)
 	if err != nil {
 		return nil, fmt.Errorf("idempotency fingerprint: %w", err)
 	}
@@ -481,7 +418,7 @@ func (s *Service) goIdempotent(ctx context.Context, actor Actor, route, resource
 		actor = SystemActor()
 	}
 	scope := IdempotencyScope{PrincipalID: "actor:" + string(actor.Role) + ":" + actor.ID, Method: http.MethodPost, Route: route, ResourceID: resourceID, Key: key}
-	_, replayed, err := s.runIdempotent(ctx, scope, fingerprint(http.MethodPost, route, canonical), http.StatusOK, nil, nil, run)
+	_, replayed, err := s.runIdempotent(ctx, scope, idemkey.Fingerprint(http.MethodPost, route, canonical), http.StatusOK, nil, nil, run)
 	if err != nil || replayed == nil {
 		return nil, err
 	}

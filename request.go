@@ -1,19 +1,15 @@
 package lifecycle
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"os"
-	"path"
 	"runtime/debug"
-	"sync/atomic"
 	"time"
 
 	"github.com/tasklifecycle/lifecycle/internal/bytebudget"
+	"github.com/tasklifecycle/lifecycle/internal/httpin"
 )
 
 // Defaults of the request limits of Config.
@@ -50,93 +46,32 @@ type serviceKey struct{}
 // under Config.BodyReadTimeout (408 when the body is late). On success the
 // caller must call release once it no longer needs the body decoded.
 func readBody(w http.ResponseWriter, r *http.Request) (raw []byte, release func(), err error) {
-	limits := bodyLimits{max: maxBodyBytes}
+	limits := httpin.Limits{Max: maxBodyBytes}
 	if s, _ := r.Context().Value(serviceKey{}).(*Service); s != nil {
-		limits.budget, limits.timeout = s.decoding, s.cfg.BodyReadTimeout
+		limits.Budget, limits.BudgetWait, limits.Timeout = s.decoding, decodingWait, s.cfg.BodyReadTimeout
 	}
 	return readBodyWith(w, r, limits)
 }
 
-// bodyLimits says how readBodyWith reads one request body.
-type bodyLimits struct {
-	// max is the largest body accepted.
-	max int64
-	// budget, when not nil, is the shared budget the body takes its share
-	// of while it is read and decoded.
-	budget *bytebudget.Budget
-	// timeout, when positive, bounds the reading by the wall clock.
-	timeout time.Duration
-}
-
-// readBodyWith reads the request body within limits: a Content-Length over
-// limits.max is refused with 413 before anything is read, and so is a body
-// that grows past it; a body still arriving after limits.timeout gets 408,
-// and its connection is closed. On success the caller must call release
-// once it no longer needs the body decoded.
-func readBodyWith(w http.ResponseWriter, r *http.Request, limits bodyLimits) (raw []byte, release func(), err error) {
-	release = func() {}
-	tooLarge := fmt.Errorf("the request body exceeds %d bytes: %w", limits.max, ErrPayloadTooLarge)
-	if r.ContentLength > limits.max {
-		w.Header().Set("Connection", "close") // do not wait for the rest
-		return nil, release, tooLarge
+// readBodyWith reads the request body within limits (see httpin.Read),
+// with the API's errors: a body over limits.Max is refused with 413, one
+// still arriving after limits.Timeout with 408, and one that finds the
+// budget used up with 429. On success the caller must call release once
+// it no longer needs the body decoded.
+func readBodyWith(w http.ResponseWriter, r *http.Request, limits httpin.Limits) (raw []byte, release func(), err error) {
+	raw, release, err = httpin.Read(w, r, limits)
+	switch {
+	case err == nil:
+	case errors.Is(err, httpin.ErrTooLarge):
+		err = fmt.Errorf("the request body exceeds %d bytes: %w", limits.Max, ErrPayloadTooLarge)
+	case errors.Is(err, httpin.ErrTimeout):
+		err = fmt.Errorf("the request body did not arrive within %s: %w", limits.Timeout, ErrRequestTimeout)
+	case errors.Is(err, bytebudget.ErrBusy):
+		err = &RateLimitError{RetryAfterSeconds: 1, Message: "The server is reading too many large request bodies at once; retry in a second"}
+	case errors.Is(err, httpin.ErrUnreadable):
+		err = invalid("body", "could not be read")
 	}
-	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
-		return nil, release, nil
-	}
-	ctx := r.Context()
-	if limits.budget != nil {
-		n := r.ContentLength
-		if n < 0 {
-			n = limits.max
-		}
-		if release, err = limits.budget.Acquire(ctx, n, decodingWait); err != nil {
-			if errors.Is(err, bytebudget.ErrBusy) {
-				err = &RateLimitError{RetryAfterSeconds: 1,
-					Message: "The server is reading too many large request bodies at once; retry in a second"}
-			}
-			return nil, func() {}, err
-		}
-	}
-	if limits.timeout > 0 {
-		// A socket deadline is wall-clock time, not the Service's Clock.
-		rc := http.NewResponseController(w)
-		if rc.SetReadDeadline(time.Now().Add(limits.timeout)) == nil {
-			defer func() {
-				// Lift it once read: net/http reads on in the background to
-				// see the client leave, and a passing deadline would end the
-				// request. Keep it when it passed: after the answer net/http
-				// would wait for the rest of the body, to discard it, before
-				// it closes the connection.
-				if !errors.Is(err, ErrRequestTimeout) {
-					rc.SetReadDeadline(time.Time{})
-				}
-			}()
-		}
-	}
-	size := r.ContentLength
-	if size < 0 {
-		size = min(512, limits.max)
-	}
-	buf := bytes.NewBuffer(make([]byte, 0, size+1))
-	_, err = buf.ReadFrom(http.MaxBytesReader(w, r.Body, limits.max))
-	if err == nil && ctx.Err() != nil {
-		err = ctx.Err()
-	}
-	if err != nil {
-		release()
-		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
-			return nil, func() {}, tooLarge
-		}
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			w.Header().Set("Connection", "close")
-			return nil, func() {}, fmt.Errorf("the request body did not arrive within %s: %w", limits.timeout, ErrRequestTimeout)
-		}
-		if ctx.Err() != nil {
-			return nil, func() {}, ctx.Err()
-		}
-		return nil, func() {}, invalid("body", "could not be read")
-	}
-	return buf.Bytes(), release, nil
+	return raw, release, err
 }
 
 // DecodeBody reads the request body and decodes one JSON object from it
@@ -154,7 +89,7 @@ func (s *Service) DecodeBody(w http.ResponseWriter, r *http.Request, dst any, ma
 	if t := s.cfg.BodyReadTimeout; t > 0 && (timeout <= 0 || t < timeout) {
 		timeout = t
 	}
-	raw, _, err := readBodyWith(w, r, bodyLimits{max: maxBytes, timeout: timeout})
+	raw, _, err := readBodyWith(w, r, httpin.Limits{Max: maxBytes, Timeout: timeout})
 	if err != nil {
 		return err
 	}
@@ -189,64 +124,20 @@ func (s *Service) guard(mux http.Handler) http.Handler {
 		}()
 		started.check(s, r)
 		if r.ContentLength > 0 || len(r.TransferEncoding) > 0 { // a body was declared
-			body := &trackedBody{ReadCloser: r.Body}
+			body := &httpin.TrackedBody{ReadCloser: r.Body}
 			r.Body = body
-			defer body.giveUp(w)
+			defer body.GiveUp(w)
 		}
 		if err := unmountedPath(r); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-		if r.Method != http.MethodConnect && cleanPath(r.URL.Path) != r.URL.Path {
+		if r.Method != http.MethodConnect && httpin.CleanPath(r.URL.Path) != r.URL.Path {
 			s.writeError(w, r, fmt.Errorf("no such endpoint: %s %q; paths are not cleaned or redirected: %w", r.Method, r.URL.Path, ErrNotFound))
 			return
 		}
 		mux.ServeHTTP(w, r)
 	})
-}
-
-// trackedBody is a request body that knows whether it was read to its end.
-type trackedBody struct {
-	io.ReadCloser
-	done atomic.Bool
-}
-
-// Read implements io.Reader.
-func (b *trackedBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if err == io.EOF {
-		b.done.Store(true)
-	}
-	return n, err
-}
-
-// giveUp, once the handler returned, ends the connection's read of a body
-// it did not read to its end (an answer refused before the body, a 401
-// say): net/http reads what is left of a small body before the next
-// request, without a deadline when the server has no ReadTimeout, so a
-// client that declared a body and stalls would hold the connection for
-// ever. The read fails at once, and net/http closes the connection.
-func (b *trackedBody) giveUp(w http.ResponseWriter) {
-	if !b.done.Load() {
-		http.NewResponseController(w).SetReadDeadline(time.Now()) // fails after a hijack: nothing to give up then
-	}
-}
-
-// cleanPath returns the canonical form of p that http.ServeMux redirects
-// to: rooted, without . and .. elements or repeated slashes, keeping a
-// trailing slash.
-func cleanPath(p string) string {
-	if p == "" {
-		return "/"
-	}
-	if p[0] != '/' {
-		p = "/" + p
-	}
-	np := path.Clean(p)
-	if p[len(p)-1] == '/' && np != "/" {
-		np += "/"
-	}
-	return np
 }
 
 // contextWithService returns ctx carrying s for readBody.

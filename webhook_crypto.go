@@ -3,13 +3,13 @@ package lifecycle
 import (
 	"crypto/hmac"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
+
+	"github.com/tasklifecycle/lifecycle/internal/hookpost"
 )
 
 // Webhook signature headers.
@@ -26,26 +26,7 @@ const (
 )
 
 // signaturePrefix begins the value of X-Service-Signature.
-const signaturePrefix = "sha256="
-
-// sign returns the X-Service-Signature value of body.
-func sign(secret, body []byte) string {
-	m := hmac.New(sha256.New, secret)
-	m.Write(body)
-	return signaturePrefix + hex.EncodeToString(m.Sum(nil))
-}
-
-// signStandard returns the webhook-signature value of the Standard Webhooks
-// scheme: "v1," and the base64 HMAC-SHA256 of "{id}.{timestamp}.{body}".
-func signStandard(secret []byte, eventID string, unix int64, body []byte) string {
-	m := hmac.New(sha256.New, secret)
-	m.Write([]byte(eventID))
-	m.Write([]byte{'.'})
-	m.Write(strconv.AppendInt(nil, unix, 10))
-	m.Write([]byte{'.'})
-	m.Write(body)
-	return "v1," + base64.StdEncoding.EncodeToString(m.Sum(nil))
-}
+const signaturePrefix = hookpost.SignaturePrefix
 
 // VerifyWebhookSignature checks, in constant time, that signature (the
 // X-Service-Signature header of a delivery) is the HMAC-SHA256 of body

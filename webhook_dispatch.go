@@ -1,22 +1,17 @@
 package lifecycle
 
 import (
-	"bytes"
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"math/rand/v2"
 	"net/http"
-	"net/url"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/tasklifecycle/lifecycle/internal/hookpost"
 	"github.com/tasklifecycle/lifecycle/internal/id"
 	"github.com/tasklifecycle/lifecycle/internal/netguard"
 )
@@ -36,9 +31,6 @@ const maxDeliveryAttempts = 8
 
 // webhookBatch is the most events a subscription's worker takes at once.
 const webhookBatch = 256
-
-// webhookUserAgent is the User-Agent of deliveries.
-const webhookUserAgent = "tasklifecycle-webhooks/1"
 
 // webhookRecordDelay is the longest a worker keeps successful first
 // attempts before recording them (wall-clock time).
@@ -122,28 +114,8 @@ func newDispatcher(s *Service) *dispatcher {
 // newWebhookClient returns a client that delivers webhooks, dialing
 // through guard.
 func newWebhookClient(s *Service, guard *netguard.Guard) *http.Client {
-	var tlsConfig *tls.Config
-	if s.cfg.WebhookTLSConfig != nil {
-		tlsConfig = s.cfg.WebhookTLSConfig.Clone()
-	}
-	transport := &http.Transport{
-		Proxy:                 nil, // a proxy would dial for us, around the guard
-		DialContext:           guard.DialContext,
-		TLSClientConfig:       tlsConfig,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          4 * s.cfg.WebhookConcurrency,
-		MaxIdleConnsPerHost:   s.cfg.WebhookConcurrency,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   s.cfg.WebhookTimeout,
-		ResponseHeaderTimeout: s.cfg.WebhookTimeout,
-		DisableCompression:    true,
-	}
-	return &http.Client{
-		Transport: transport,
-		// A redirect is a failed attempt: following it would send the
-		// event where the subscriber did not say.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
+	return hookpost.NewClient(hookpost.ClientConfig{Dial: guard.DialContext, TLS: s.cfg.WebhookTLSConfig,
+		Concurrency: s.cfg.WebhookConcurrency, Timeout: s.cfg.WebhookTimeout})
 }
 
 // subscriptionsChanged makes the dispatcher claim subscriptions again soon.
@@ -668,35 +640,9 @@ func (w *subWorker) deliver(due []Delivery, evs []ringEvent) []*attempt {
 		e := &evs[i]
 		attempts = append(attempts, &attempt{eventID: e.id, seq: e.seq, typ: e.typ, body: e.body, n: 1})
 	}
-	var wg sync.WaitGroup
-	for _, a := range attempts {
-		// Attempts start in order: first attempts in sequence order.
-		if !acquire(w.ctx, w.sem) {
-			break
-		}
-		if !acquire(w.ctx, w.d.global) {
-			<-w.sem
-			break
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-w.d.global; <-w.sem }()
-			w.post(a)
-		}()
-	}
-	wg.Wait()
+	// Attempts start in order: first attempts in sequence order.
+	hookpost.Each(w.ctx, w.sem, w.d.global, len(attempts), func(i int) { w.post(attempts[i]) })
 	return attempts
-}
-
-// acquire takes a slot of sem, or returns false when ctx is done first.
-func acquire(ctx context.Context, sem chan struct{}) bool {
-	select {
-	case sem <- struct{}{}:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // post makes one attempt: it POSTs the body, signed, and notes the outcome.
@@ -704,47 +650,15 @@ func (w *subWorker) post(a *attempt) {
 	s := w.d.s
 	a.id = id.New("dlv_")
 	a.at = s.clock.Now()
-	ctx, cancel := context.WithTimeout(w.ctx, s.cfg.WebhookTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.sub.URL, bytes.NewReader(a.body))
-	if err != nil {
-		a.err = "cannot build the request: " + err.Error()
-		return
-	}
-	h := req.Header
-	h.Set("Content-Type", "application/json")
-	h.Set("User-Agent", webhookUserAgent)
-	h.Set(HeaderEventID, a.eventID)
-	h.Set(HeaderDeliveryID, a.id)
-	h.Set(HeaderEventType, string(a.typ))
-	h.Set(HeaderSignature, sign(w.secret, a.body))
-	unix := a.at.Unix()
-	h.Set("Webhook-Id", a.eventID)
-	h.Set("Webhook-Timestamp", strconv.FormatInt(unix, 10))
-	h.Set("Webhook-Signature", signStandard(w.secret, a.eventID, unix, a.body))
 	client := w.d.client
 	if w.sub.AllowPrivateTarget {
 		client = w.d.privateClient
 	}
-	resp, err := client.Do(req)
-	if err != nil {
-		a.err = describeDeliveryError(err, s.cfg.WebhookTimeout)
-		return
-	}
-	// Read a little of the body so that the connection can be reused.
-	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	resp.Body.Close()
-	a.status = resp.StatusCode
-	switch {
-	case a.status >= 200 && a.status < 300:
-	case a.status == http.StatusTooManyRequests || a.status == http.StatusServiceUnavailable:
-		a.retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), a.at)
-		fallthrough
-	default:
-		a.err = fmt.Sprintf("the receiver answered %d %s", a.status, http.StatusText(a.status))
-		if a.status >= 300 && a.status < 400 {
-			a.err += "; redirects are not followed"
-		}
+	out := hookpost.Post(w.ctx, client, s.cfg.WebhookTimeout, &hookpost.Attempt{URL: w.sub.URL,
+		EventID: a.eventID, DeliveryID: a.id, EventType: string(a.typ), Body: a.body, Secret: w.secret, At: a.at})
+	a.status, a.err, a.retryAfter = out.Status, out.Failure, out.RetryAfter
+	if refused := (*RefusedTargetError)(nil); errors.As(out.Err, &refused) {
+		a.err = refused.Reason() // the address goes to the log only
 	}
 }
 
@@ -755,55 +669,6 @@ func eventTypeOf(body []byte) EventType {
 	}
 	json.Unmarshal(body, &env) // the Service encoded it
 	return env.Type
-}
-
-// describeDeliveryError says why an attempt got no answer, without the
-// URL (which may hold a token of the subscriber's).
-func describeDeliveryError(err error, timeout time.Duration) string {
-	var refused *RefusedTargetError
-	switch {
-	case errors.As(err, &refused):
-		return refused.Reason() // the address goes to the log only
-	case errors.Is(err, context.DeadlineExceeded):
-		return fmt.Sprintf("no answer within %s", timeout)
-	}
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err
-	}
-	return err.Error()
-}
-
-// parseRetryAfter reads a Retry-After header, in seconds or an HTTP date,
-// relative to now; 0 when absent or unreadable.
-func parseRetryAfter(v string, now time.Time) time.Duration {
-	if v == "" {
-		return 0
-	}
-	if secs, err := strconv.ParseInt(v, 10, 64); err == nil && secs >= 0 {
-		return time.Duration(min(secs, 1<<31)) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
-	}
-	return 0
-}
-
-// retryDelay returns how long after attempt n (from 1) the next waits: the
-// schedule's delay, made up to WebhookRetryJitter shorter at random, or
-// retryAfter when the receiver asked, clamped to between that delay and
-// twice it.
-func (s *Service) retryDelay(n int, retryAfter time.Duration) time.Duration {
-	d := s.cfg.WebhookRetrySchedule[n-1]
-	if j := s.cfg.WebhookRetryJitter; j > 0 {
-		// Only sooner, so that the last attempt stays within the replay
-		// window of the stream, as the schedule puts it.
-		d = time.Duration(float64(d) * (1 - j*rand.Float64()))
-	}
-	if retryAfter > 0 {
-		d = min(max(retryAfter, d), 2*d)
-	}
-	return d
 }
 
 // maxAttempts is the most attempts at one delivery.
@@ -859,7 +724,7 @@ func (w *subWorker) record(ctx context.Context, attempts []*attempt, next int64)
 			case a.n >= s.maxAttempts():
 				d.Status, d.Error = DeliveryFailed, ptr(fmt.Sprintf("%s; that was attempt %d, the last", a.err, a.n))
 			default:
-				at := NewTimestamp(a.at.Add(s.retryDelay(a.n, a.retryAfter)))
+				at := NewTimestamp(a.at.Add(hookpost.Delay(s.cfg.WebhookRetrySchedule, a.n, s.cfg.WebhookRetryJitter, a.retryAfter)))
 				d.Status, d.Error, d.NextAttemptAt, d.Body = DeliveryPending, &a.err, &at, a.body
 				if retryAt.IsZero() || at.Before(retryAt) {
 					retryAt = at.Time
