@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tasklifecycle/lifecycle/internal/traceparent"
 )
 
 // maxBodyBytes is the largest request body accepted (1 MiB); larger ones
@@ -524,41 +526,11 @@ func traceIDFrom(ctx context.Context) *string {
 	return nil
 }
 
-// parseTraceparent returns the trace ID of a W3C traceparent header value
-// ("00-<32 hex>-<16 hex>-<2 hex>"), or "" when the value is not valid.
-func parseTraceparent(v string) string {
-	v = strings.TrimSpace(v)
-	if len(v) < 55 || v[2] != '-' || v[35] != '-' || v[52] != '-' {
-		return ""
-	}
-	version, trace, parent, flags := v[:2], v[3:35], v[36:52], v[53:55]
-	if version == "ff" || (version == "00" && len(v) != 55) || (len(v) > 55 && v[55] != '-') {
-		return ""
-	}
-	if !isLowerHex(version) || !isLowerHex(trace) || !isLowerHex(parent) || !isLowerHex(flags) {
-		return ""
-	}
-	if strings.Trim(trace, "0") == "" || strings.Trim(parent, "0") == "" {
-		return ""
-	}
-	return trace
-}
-
-func isLowerHex(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}
-
 // requestContext returns the request's context carrying its trace ID.
 func requestContext(r *http.Request) context.Context {
 	ctx := r.Context()
 	if tp := r.Header.Get("traceparent"); tp != "" {
-		if trace := parseTraceparent(tp); trace != "" {
+		if trace := traceparent.TraceID(tp); trace != "" {
 			ctx = ContextWithTraceID(ctx, trace)
 		}
 	}
