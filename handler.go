@@ -6,12 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/tasklifecycle/lifecycle/internal/jsonscan"
 	"github.com/tasklifecycle/lifecycle/internal/traceparent"
 )
 
@@ -431,81 +431,19 @@ func mergeFieldErrors(ve *ValidationError, more error) error {
 }
 
 // decodeStrict decodes one JSON value from raw into dst, refusing unknown
-// members and trailing data, and turns decoding errors into field errors.
-// It first scans raw (see scanBody): a body with an array over its limit,
-// or nested too deeply, is refused without being decoded; strings with
+// members and trailing data, after checking the body's limits (see
+// scanBody and jsonscan.Decode). A body with an array over its limit, or
+// nested too deeply, is refused without being decoded; strings with
 // invalid UTF-8 or control characters are refused by name, along with any
 // wrong member type, as an error marked typeOnly (the rest was decoded and
 // can still be checked).
 func decodeStrict(raw []byte, dst any) error {
-	scanned, hard := scanBody(raw)
-	if hard {
-		return scanned
+	var v validator
+	typeOnly := jsonscan.Decode(raw, dst, &scanLimits, v.add)
+	if len(v.fields) == 0 {
+		return nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(dst); err != nil {
-		err = jsonFieldError(err)
-		var ve *ValidationError
-		if errors.As(err, &ve) && ve.typeOnly && scanned != nil {
-			merged := mergeFieldErrors(scanned, ve).(*ValidationError)
-			merged.typeOnly = true
-			return merged
-		}
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return invalid("body", "must hold exactly one JSON object")
-	}
-	if scanned != nil {
-		scanned.typeOnly = true
-		return scanned
-	}
-	return nil
-}
-
-// jsonFieldError turns an encoding/json error into a *ValidationError that
-// names the offending member.
-func jsonFieldError(err error) error {
-	var (
-		syntax *json.SyntaxError
-		typ    *json.UnmarshalTypeError
-	)
-	switch {
-	case errors.As(err, &syntax), errors.Is(err, io.ErrUnexpectedEOF):
-		return invalid("body", "is not valid JSON")
-	case errors.As(err, &typ):
-		field := typ.Field
-		if field == "" {
-			return invalid("body", "must be a JSON object")
-		}
-		ve := invalid(field, "must be "+jsonKind(typ.Type.Kind().String()))
-		ve.typeOnly = true
-		return ve
-	}
-	const unknown = "json: unknown field "
-	if msg := err.Error(); strings.HasPrefix(msg, unknown) {
-		name, _ := strconv.Unquote(strings.TrimPrefix(msg, unknown))
-		return invalid(name, "is not a known member")
-	}
-	return invalid("body", err.Error())
-}
-
-// jsonKind names a Go kind as the JSON type a client must send.
-func jsonKind(kind string) string {
-	switch kind {
-	case "string":
-		return "a string"
-	case "bool":
-		return "a boolean"
-	case "slice", "array":
-		return "an array"
-	case "struct", "map", "ptr":
-		return "an object"
-	case "int", "int64", "int32", "uint", "uint64", "float64", "float32":
-		return "a number"
-	}
-	return "of another type"
+	return &ValidationError{Fields: v.fields, Truncated: v.truncated, typeOnly: typeOnly}
 }
 
 // traceKey is the context key of the trace ID.

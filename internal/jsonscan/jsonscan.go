@@ -1,13 +1,18 @@
 // Package jsonscan checks a JSON document in one pass, in time linear in
 // its size, before it is decoded: arrays longer than their limit, nesting
 // deeper than a limit, and strings holding invalid UTF-8 or control
-// characters. The lifecycle's HTTP layer runs it on every request body, so
-// that no body makes decoding or validation do more work than its size
-// allows.
+// characters; and decodes it strictly (Decode), naming the member each
+// problem is about. The lifecycle's HTTP layer runs it on every request
+// body, so that no body makes decoding or validation do more work than its
+// size allows, and one answer lists every invalid member.
 package jsonscan
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -42,6 +47,94 @@ func Scan(raw []byte, limits *Limits, report func(path, reason string)) (hard bo
 		s.value()
 	}
 	return s.hard
+}
+
+// Decode decodes one JSON value from raw into dst, refusing unknown
+// members and trailing data, and reports each problem as Scan does. It
+// first scans raw: after a hard problem of the scan nothing is decoded.
+// It returns typeOnly when every problem reported leaves the rest of dst
+// decoded, so that it can still be checked: the scan's problems with
+// strings, and members of the wrong JSON type. A problem that stops the
+// decoding (malformed JSON, an unknown member, trailing data) is reported
+// alone.
+func Decode(raw []byte, dst any, limits *Limits, report func(path, reason string)) (typeOnly bool) {
+	var scanned []string // path, reason pairs
+	if Scan(raw, limits, func(path, reason string) { scanned = append(scanned, path, reason) }) {
+		replay(scanned, report)
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		path, reason, typeErr := decodeProblem(err)
+		if !typeErr {
+			report(path, reason)
+			return false
+		}
+		replay(scanned, report)
+		for i := 0; i < len(scanned); i += 2 {
+			if scanned[i] == path {
+				return true // one problem a member
+			}
+		}
+		report(path, reason)
+		return true
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		report("body", "must hold exactly one JSON object")
+		return false
+	}
+	replay(scanned, report)
+	return true
+}
+
+// replay reports the path, reason pairs of problems.
+func replay(problems []string, report func(path, reason string)) {
+	for i := 0; i < len(problems); i += 2 {
+		report(problems[i], problems[i+1])
+	}
+}
+
+// decodeProblem names the member an encoding/json error is about and says
+// what is wrong with it; typeErr says the member had the wrong JSON type,
+// which leaves the rest decoded.
+func decodeProblem(err error) (path, reason string, typeErr bool) {
+	var (
+		syntax *json.SyntaxError
+		typ    *json.UnmarshalTypeError
+	)
+	switch {
+	case errors.As(err, &syntax), errors.Is(err, io.ErrUnexpectedEOF):
+		return "body", "is not valid JSON", false
+	case errors.As(err, &typ):
+		if typ.Field == "" {
+			return "body", "must be a JSON object", false
+		}
+		return typ.Field, "must be " + jsonKind(typ.Type.Kind().String()), true
+	}
+	const unknown = "json: unknown field "
+	if msg := err.Error(); strings.HasPrefix(msg, unknown) {
+		name, _ := strconv.Unquote(strings.TrimPrefix(msg, unknown))
+		return name, "is not a known member", false
+	}
+	return "body", err.Error(), false
+}
+
+// jsonKind names a Go kind as the JSON type a client must send.
+func jsonKind(kind string) string {
+	switch kind {
+	case "string":
+		return "a string"
+	case "bool":
+		return "a boolean"
+	case "slice", "array":
+		return "an array"
+	case "struct", "map", "ptr":
+		return "an object"
+	case "int", "int64", "int32", "uint", "uint64", "float64", "float32":
+		return "a number"
+	}
+	return "of another type"
 }
 
 // scanner is the state of Scan: a recursive descent over the JSON value,

@@ -43,3 +43,39 @@ func TestScan(t *testing.T) {
 		}
 	}
 }
+
+func TestDecode(t *testing.T) {
+	t.Parallel()
+	limits := &Limits{MaxDepth: 4, MaxArray: 3, MinArray: 3}
+	type body struct {
+		Name  string   `json:"name"`
+		Count int      `json:"count"`
+		Tags  []string `json:"tags"`
+	}
+	const control = "must not hold control characters other than tab and newline"
+	tests := []struct {
+		name     string
+		raw      string
+		want     []string
+		typeOnly bool
+	}{
+		{"valid", `{"name":"a","count":1}`, nil, true},
+		{"text problem: the rest decoded", `{"name":"a\u0001","count":1}`, []string{"name: " + control}, true},
+		{"wrong type", `{"name":1}`, []string{"name: must be a string"}, true},
+		{"text and type problems together", `{"name":"\u0001","count":"x"}`, []string{"name: " + control, "count: must be a number"}, true},
+		{"one problem a member", `{"tags":"\u0001"}`, []string{"tags: " + control}, true},
+		{"unknown member alone", `{"name":"\u0001","extra":1}`, []string{"extra: is not a known member"}, false},
+		{"malformed", `{"name":`, []string{"body: is not valid JSON"}, false},
+		{"not an object", `[1]`, []string{"body: must be a JSON object"}, false},
+		{"trailing data", `{} {}`, []string{"body: must hold exactly one JSON object"}, false},
+		{"array over its limit: not decoded", `{"tags":["a","b","c","d"]}`, []string{"tags: at most 3 entries"}, false},
+	}
+	for _, tt := range tests {
+		var got []string
+		var dst body
+		typeOnly := Decode([]byte(tt.raw), &dst, limits, func(path, reason string) { got = append(got, path+": "+reason) })
+		if strings.Join(got, "|") != strings.Join(tt.want, "|") || (len(got) > 0 && typeOnly != tt.typeOnly) {
+			t.Errorf("%s: Decode(%s) = %q, typeOnly %v; want %q, %v", tt.name, tt.raw, got, typeOnly, tt.want, tt.typeOnly)
+		}
+	}
+}
