@@ -245,8 +245,8 @@ func TestWorkResumesAfterAStoreOutage(t *testing.T) {
 	}
 	for len(want) > 0 {
 		select {
-		case d := <-rc.got:
-			delete(want, d.header.Get("X-Service-Event-Id"))
+		case d := <-rc.Got():
+			delete(want, d.EventID())
 		case <-time.After(5 * time.Second):
 			t.Fatalf("%d events of the task never delivered after the outage", len(want))
 		}
