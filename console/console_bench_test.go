@@ -3,7 +3,6 @@
 package console_test
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -66,14 +65,7 @@ func BenchmarkConsoleBoard(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := svc.Start(b.Context()); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		svc.Close(ctx)
-	})
+	apitest.StartService(b, b.Context(), svc)
 	_, admin, err := svc.CreateAPIKey(b.Context(), lifecycle.CreateAPIKeyParams{Name: "bench", Scopes: apitest.AllScopes(), Actor: lifecycle.Actor{ID: "ops", Role: lifecycle.RoleUser}})
 	if err != nil {
 		b.Fatal(err)

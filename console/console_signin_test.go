@@ -23,14 +23,7 @@ func serveWithConsole(t testing.TB, e *env) string {
 	mux := http.NewServeMux()
 	mux.Handle("/api/", http.StripPrefix("/api", e.Svc.Handler()))
 	mux.Handle("/console/", http.StripPrefix("/console", e.newConsole()))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Second}
-	go srv.Serve(lifecycle.JSONErrorListener(ln))
-	t.Cleanup(func() { srv.Close() })
-	return ln.Addr().String()
+	return apitest.Serve(t, mux)
 }
 
 // stalledSignIn opens a connection to addr and sends a console sign-in

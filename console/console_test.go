@@ -76,17 +76,7 @@ func (c *consoleEnv) do(r consoleCall) *httptest.ResponseRecorder {
 // call sends r and checks the status, returning the JSON body.
 func (c *consoleEnv) call(r consoleCall, want int) map[string]any {
 	c.T.Helper()
-	rec := c.do(r)
-	if rec.Code != want {
-		c.T.Fatalf("%s /console%s = %d, want %d: %s", r.method, r.path, rec.Code, want, rec.Body)
-	}
-	var out map[string]any
-	if rec.Body.Len() > 0 {
-		if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
-			c.T.Fatalf("%s /console%s: %v: %s", r.method, r.path, err, rec.Body)
-		}
-	}
-	return out
+	return apitest.Answer(c.T, r.method+" /console"+r.path, c.do(r), want)
 }
 
 // signIn exchanges key for a session and returns its cookie and CSRF token.

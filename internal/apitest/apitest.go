@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -164,19 +165,26 @@ func (e *Env) Do(r Request) *httptest.ResponseRecorder {
 // returns the answer's JSON object (nil for an empty body).
 func (e *Env) Call(r Request, wantStatus int) map[string]any {
 	e.T.Helper()
-	rec := e.Do(r)
+	return Answer(e.T, r.Method+" "+r.Path, e.Do(r), wantStatus)
+}
+
+// Answer fails t unless rec, the answer to the request what names, has
+// wantStatus and, when it has a body, a JSON object with Content-Type
+// application/json; it returns that object (nil for an empty body).
+func Answer(t testing.TB, what string, rec *httptest.ResponseRecorder, wantStatus int) map[string]any {
+	t.Helper()
 	if rec.Code != wantStatus {
-		e.T.Fatalf("%s %s = %d, want %d; body: %s", r.Method, r.Path, rec.Code, wantStatus, rec.Body)
+		t.Fatalf("%s = %d, want %d; body: %s", what, rec.Code, wantStatus, rec.Body)
 	}
 	if rec.Body.Len() == 0 {
 		return nil
 	}
 	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
-		e.T.Fatalf("%s %s Content-Type = %q, want application/json", r.Method, r.Path, ct)
+		t.Fatalf("%s Content-Type = %q, want application/json", what, ct)
 	}
 	var out map[string]any
 	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
-		e.T.Fatalf("%s %s body is not a JSON object: %v\n%s", r.Method, r.Path, err, rec.Body)
+		t.Fatalf("%s body is not a JSON object: %v\n%s", what, err, rec.Body)
 	}
 	return out
 }
@@ -331,6 +339,20 @@ func (e *Env) WaitDeliveries(subID string, n int) []map[string]any {
 		return len(list) >= n
 	})
 	return list
+}
+
+// Serve serves h on a loopback server behind lifecycle.JSONErrorListener,
+// as a host program would, until the test ends, and returns its address.
+func Serve(t testing.TB, h http.Handler) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Second}
+	go srv.Serve(lifecycle.JSONErrorListener(ln))
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().String()
 }
 
 // WaitFor polls cond for up to five seconds of real time, failing t when
