@@ -2,11 +2,9 @@ package console_test
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -49,15 +47,7 @@ type consoleCall struct {
 // do sends r to /console + r.path, as a same-origin page would.
 func (c *consoleEnv) do(r consoleCall) *httptest.ResponseRecorder {
 	c.T.Helper()
-	var body io.Reader
-	if r.body != nil {
-		raw, err := json.Marshal(r.body)
-		if err != nil {
-			c.T.Fatal(err)
-		}
-		body = bytes.NewReader(raw)
-	}
-	req := httptest.NewRequestWithContext(c.T.Context(), r.method, "/console"+r.path, body)
+	req := apitest.NewRequest(c.T, r.method, "/console"+r.path, r.body)
 	req.Header.Set("Sec-Fetch-Site", "same-origin")
 	if r.session != nil {
 		req.AddCookie(r.session)

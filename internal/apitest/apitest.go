@@ -132,26 +132,9 @@ type Request struct {
 // the recorded answer.
 func (e *Env) Do(r Request) *httptest.ResponseRecorder {
 	e.T.Helper()
-	var body io.Reader
-	switch b := r.Body.(type) {
-	case nil:
-	case string:
-		body = strings.NewReader(b)
-	case []byte:
-		body = bytes.NewReader(b)
-	default:
-		raw, err := json.Marshal(b)
-		if err != nil {
-			e.T.Fatal(err)
-		}
-		body = bytes.NewReader(raw)
-	}
-	req := httptest.NewRequestWithContext(e.T.Context(), r.Method, "/api"+r.Path, body)
+	req := NewRequest(e.T, r.Method, "/api"+r.Path, r.Body)
 	if r.Key != "" {
 		req.Header.Set("Authorization", "Bearer "+r.Key)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
 	}
 	for k, vs := range r.Header {
 		req.Header[k] = vs
@@ -159,6 +142,33 @@ func (e *Env) Do(r Request) *httptest.ResponseRecorder {
 	rec := httptest.NewRecorder()
 	e.Host.ServeHTTP(rec, req)
 	return rec
+}
+
+// NewRequest is a request for a handler under test, bound to the test's
+// context: body nil sends none, string and []byte are sent as they are,
+// other values as JSON; a request with a body says Content-Type
+// application/json.
+func NewRequest(t testing.TB, method, target string, body any) *http.Request {
+	t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		raw, err := json.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd = bytes.NewReader(raw)
+	}
+	req := httptest.NewRequestWithContext(t.Context(), method, target, rd)
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return req
 }
 
 // Call sends r, fails the test unless the answer has wantStatus, and
