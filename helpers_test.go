@@ -139,6 +139,18 @@ func (e *env) submit(taskID, key string, body any) *httptest.ResponseRecorder {
 	return e.api().Submit(taskID, key, body)
 }
 
+// submitTo posts a submission of taskID with key to h, the handler of
+// another Service on e's store, as e's admin.
+func (e *env) submitTo(h http.Handler, taskID, key string) *httptest.ResponseRecorder {
+	e.t.Helper()
+	req := apitest.NewRequest(e.t, "POST", "/tasks/"+taskID+"/submit", submitBody())
+	req.Header.Set("Authorization", "Bearer "+e.admin)
+	req.Header.Set("Idempotency-Key", key)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
 // submitOK submits and expects 202, returning the submission.
 func (e *env) submitOK(taskID, key string, body any) map[string]any {
 	e.t.Helper()
