@@ -105,29 +105,14 @@ func BenchmarkGetTask(b *testing.B) {
 func BenchmarkCreateTask(b *testing.B) {
 	e := newBenchEnv(b)
 	e.seed(b, 10000)
-	var n atomic.Int64
-	b.ReportAllocs()
-	b.SetParallelism(8)
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		w := &discardWriter{h: make(http.Header)}
-		for pb.Next() {
-			i := n.Add(1)
-			body, _ := json.Marshal(map[string]any{
-				"identifier": fmt.Sprintf("BENCH-%d", i),
-				"title":      "Fix the login redirect",
-				"links":      map[string]any{"issue": "https://issues.example.com/x"},
-				"labels":     []string{"frontend"},
-			})
-			r := httptest.NewRequest("POST", "/tasks", bytes.NewReader(body))
-			r.Header.Set("Authorization", "Bearer "+e.admin)
-			clear(w.h)
-			e.h.ServeHTTP(w, r)
-			if w.status != http.StatusCreated {
-				b.Errorf("status %d", w.status)
-				return
-			}
-		}
+	e.parallelRequests(b, http.StatusCreated, func(i int) *http.Request {
+		body, _ := json.Marshal(map[string]any{
+			"identifier": fmt.Sprintf("BENCH-%d", i+1),
+			"title":      "Fix the login redirect",
+			"links":      map[string]any{"issue": "https://issues.example.com/x"},
+			"labels":     []string{"frontend"},
+		})
+		return httptest.NewRequest("POST", "/tasks", bytes.NewReader(body))
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "creations/s")
 }

@@ -9,24 +9,17 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/tasklifecycle/lifecycle"
-	"github.com/tasklifecycle/lifecycle/store/sqlite"
+	"github.com/tasklifecycle/lifecycle/store/memory"
 )
 
 // ExampleService_Handler_eventStream resumes the event stream after the
 // first event with Last-Event-ID, as an EventSource does after a dropped
 // connection, and reads the next event's frame.
 func ExampleService_Handler_eventStream() {
-	dir, _ := os.MkdirTemp("", "lifecycle-example")
-	defer os.RemoveAll(dir)
-	store, err := sqlite.New(sqlite.Config{Path: filepath.Join(dir, "lifecycle.db")})
-	if err != nil {
-		log.Fatal(err)
-	}
+	store := memory.New() // a server keeps its tasks in store/sqlite or store/postgres
 	defer store.Close()
 	svc, err := lifecycle.New(lifecycle.Config{Store: store, BaseURL: "https://tasks.example.com/api", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {

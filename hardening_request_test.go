@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 	"github.com/tasklifecycle/lifecycle/internal/testsupport"
 )
 
@@ -200,20 +201,6 @@ func TestOversizedContentLengthRefusedBeforeReading(t *testing.T) {
 	}
 }
 
-// serveAPI serves h on a loopback server as the README recommends, and
-// returns its address.
-func serveAPI(t *testing.T, h http.Handler) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Second}
-	go srv.Serve(lifecycle.JSONErrorListener(ln))
-	t.Cleanup(func() { srv.Close() })
-	return ln.Addr().String()
-}
-
 // rawExchange sends raw bytes on a new connection and reads one response.
 func rawExchange(t *testing.T, addr, raw string, wait time.Duration) (*http.Response, []byte) {
 	t.Helper()
@@ -242,7 +229,7 @@ func TestSlowBodyGets408(t *testing.T) {
 	// Mounted without the OpenAPI check, which would read the body first.
 	mux := http.NewServeMux()
 	mux.Handle("/api/", http.StripPrefix("/api", e.svc.Handler()))
-	addr := serveAPI(t, mux)
+	addr := apitest.Serve(t, mux)
 	start := time.Now()
 	resp, body := rawExchange(t, addr, "POST /api/tasks HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+e.admin+
 		"\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"identifier\"", 5*time.Second)
@@ -259,7 +246,7 @@ func TestSlowBodyGets408(t *testing.T) {
 func TestMalformedRequestsGetJSONErrors(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	addr := serveAPI(t, e.svc.Handler()) // at the root, as the demo serves it
+	addr := apitest.Serve(t, e.svc.Handler()) // at the root, as the demo serves it
 	tests := []struct {
 		name, raw string
 		status    int
@@ -333,14 +320,7 @@ func serveLoopback(t testing.TB, svc *lifecycle.Service) string {
 	t.Helper()
 	mux := http.NewServeMux()
 	mux.Handle("/api/", http.StripPrefix("/api", svc.Handler()))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Second}
-	go srv.Serve(lifecycle.JSONErrorListener(ln))
-	t.Cleanup(func() { srv.Close() })
-	return ln.Addr().String()
+	return apitest.Serve(t, mux)
 }
 
 // A body that stalls gets 408 once Config.BodyReadTimeout has passed, and

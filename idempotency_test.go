@@ -3,7 +3,6 @@ package lifecycle_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -220,14 +219,7 @@ func TestKeyOfADeadRequestIsTakenOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	call := func() *httptest.ResponseRecorder {
-		req := httptest.NewRequestWithContext(t.Context(), "POST", "/tasks/"+id+"/submit", strings.NewReader(mustJSON(submitBody())))
-		req.Header.Set("Authorization", "Bearer "+e.admin)
-		req.Header.Set("Idempotency-Key", "dead-key-123")
-		rec := httptest.NewRecorder()
-		other.Handler().ServeHTTP(rec, req)
-		return rec
-	}
+	call := func() *httptest.ResponseRecorder { return e.submitTo(other.Handler(), id, "dead-key-123") }
 	if rec := call(); rec.Code != http.StatusConflict || !strings.Contains(rec.Body.String(), "request_in_progress") {
 		t.Fatalf("while the key is held: %d %s, want 409 request_in_progress", rec.Code, rec.Body)
 	}
@@ -243,14 +235,6 @@ func TestKeyOfADeadRequestIsTakenOver(t *testing.T) {
 	if rec := call(); rec.Header().Get("Idempotent-Replayed") != "true" {
 		t.Errorf("afterwards: %d, replayed %q", rec.Code, rec.Header().Get("Idempotent-Replayed"))
 	}
-}
-
-func mustJSON(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	return string(b)
 }
 
 // onceHanging hangs in its first EnsurePullRequest until released; later

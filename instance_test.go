@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -90,10 +89,7 @@ func TestRestartWithSameInstanceResumesAtOnce(t *testing.T) {
 	deadDone := make(chan struct{})
 	go func() {
 		defer close(deadDone)
-		req := httptest.NewRequestWithContext(t.Context(), "POST", "/tasks/"+other+"/submit", strings.NewReader(mustJSON(submitBody())))
-		req.Header.Set("Authorization", "Bearer "+e.admin)
-		req.Header.Set("Idempotency-Key", "crash-submit-1")
-		dead.Handler().ServeHTTP(httptest.NewRecorder(), req)
+		e.submitTo(dead.Handler(), other, "crash-submit-1")
 	}()
 	<-hang.entered
 	t.Cleanup(func() { close(hang.release); <-deadDone })

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/memory"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 	"github.com/tasklifecycle/lifecycle/internal/testwait"
 )
 
@@ -63,23 +64,14 @@ func newShipEnv(t *testing.T, mutate ...func(*lifecycle.Config)) (*env, adapters
 
 func startService(t *testing.T, svc *lifecycle.Service) {
 	t.Helper()
-	startServiceWith(t, t.Context(), svc)
+	apitest.StartService(t, t.Context(), svc)
 }
 
 // startServiceWith starts svc with ctx, whose values reach its background
 // work, and closes it when the test ends.
 func startServiceWith(t *testing.T, ctx context.Context, svc *lifecycle.Service) {
 	t.Helper()
-	if err := svc.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := svc.Close(ctx); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
+	apitest.StartService(t, ctx, svc)
 }
 
 // shippableTask returns a task in review whose CI passed, and its head.
@@ -90,9 +82,7 @@ func (e *env) shippableTask(ident string) (string, string) {
 	return id, sha
 }
 
-func shipBody(mode, env, sha string) map[string]any {
-	return map[string]any{"mode": mode, "targetEnvironment": env, "expectedHeadSha": sha}
-}
+func shipBody(mode, env, sha string) map[string]any { return apitest.ShipBody(mode, env, sha) }
 
 func (e *env) ship(taskID, key string, body any) *httptestRecorder {
 	e.t.Helper()

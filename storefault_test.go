@@ -245,8 +245,8 @@ func TestWorkResumesAfterAStoreOutage(t *testing.T) {
 	}
 	for len(want) > 0 {
 		select {
-		case d := <-rc.got:
-			delete(want, d.header.Get("X-Service-Event-Id"))
+		case d := <-rc.Got():
+			delete(want, d.EventID())
 		case <-time.After(5 * time.Second):
 			t.Fatalf("%d events of the task never delivered after the outage", len(want))
 		}
@@ -291,14 +291,7 @@ func TestKeyOfARequestCutOffByTheStoreIsFreedOnItsReturn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	retry := func() *httptest.ResponseRecorder {
-		req := httptest.NewRequestWithContext(t.Context(), "POST", "/tasks/"+id+"/submit", strings.NewReader(mustJSON(submitBody())))
-		req.Header.Set("Authorization", "Bearer "+e.admin)
-		req.Header.Set("Idempotency-Key", "cut-off-key-1")
-		rec := httptest.NewRecorder()
-		other.Handler().ServeHTTP(rec, req)
-		return rec
-	}
+	retry := func() *httptest.ResponseRecorder { return e.submitTo(other.Handler(), id, "cut-off-key-1") }
 	freed := func() bool {
 		rec := retry()
 		if rec.Code != http.StatusAccepted && (rec.Code != http.StatusConflict || !strings.Contains(rec.Body.String(), "request_in_progress")) {

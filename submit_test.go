@@ -14,6 +14,7 @@ import (
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/memory"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 )
 
 // specSubmissionFields are the Submission members of docs/api.md.
@@ -37,17 +38,7 @@ var specSubmissionFields = map[string]string{
 	"availableActions": "string[]",
 }
 
-func submitBody() map[string]any {
-	return map[string]any{
-		"summary": "Fixed the redirect and added a regression test.",
-		"pullRequest": map[string]any{
-			"title": "Fix login redirect", "body": "Keeps the query string.", "draft": false,
-			"reviewers": []string{"octocat", "hubot"},
-		},
-		"checks": []map[string]any{{"name": "unit", "status": "passed"}, {"name": "lint", "status": "skipped"}},
-		"notes":  "The old code dropped the query string.",
-	}
-}
+func submitBody() map[string]any { return apitest.SubmitBody() }
 
 // Transition table, row 1: in_progress, submit accepted -> in_review.
 func TestSubmitMovesTaskToReview(t *testing.T) {

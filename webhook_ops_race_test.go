@@ -156,28 +156,24 @@ func TestReplayAppliedOnceByANewWorker(t *testing.T) {
 	}
 	code.Store(200)
 	hold := make(chan struct{})
-	rc.mu.Lock()
-	rc.hold = hold
-	rc.mu.Unlock()
+	rc.Hold(hold)
 	if _, err := e.svc.EnableSubscription(t.Context(), subID); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { rc.mu.Lock(); defer rc.mu.Unlock(); return rc.inFlight == 1 })
+	waitFor(t, func() bool { n, _ := rc.InFlight(); return n == 1 })
 	// A retry (not a replay) bumps the revision before the worker records.
 	if _, err := e.svc.RetryDelivery(t.Context(), subID, gone); err != nil {
 		t.Fatal(err)
 	}
-	rc.mu.Lock()
-	rc.hold = nil
-	rc.mu.Unlock()
+	rc.Hold(nil)
 	close(hold)
 	seen := map[int64]int{}
 	deadline := time.After(3 * time.Second)
 loop:
 	for {
 		select {
-		case d := <-rc.got:
-			seen[envelopeOf(t, d).Sequence]++
+		case d := <-rc.Got():
+			seen[envelopeOf(t, delivered(d)).Sequence]++
 		case <-deadline:
 			break loop
 		}
@@ -228,7 +224,7 @@ func TestRetryAfterEnableNotFailedByTheDisabling(t *testing.T) {
 	}
 	close(gate)
 	select {
-	case <-rc.got:
+	case <-rc.Got():
 	case <-time.After(3 * time.Second):
 		var history []string
 		for _, d := range e.deliveries(subID) {

@@ -419,9 +419,7 @@ func TestReplayWhileDelivering(t *testing.T) {
 	t.Parallel()
 	rc := newReceiver(t)
 	hold := make(chan struct{})
-	rc.mu.Lock()
-	rc.hold = hold
-	rc.mu.Unlock()
+	rc.Hold(hold)
 	e := newHookEnv(t, rc, oneAtATime)
 	subID := e.subscribe(subBody(rc.url("/hooks")))["id"].(string)
 	const n = 20
@@ -429,25 +427,19 @@ func TestReplayWhileDelivering(t *testing.T) {
 		e.createTask(taskBody(fmt.Sprintf("ENG-%d", i)))
 	}
 	evs := e.events()
-	waitFor(t, func() bool {
-		rc.mu.Lock()
-		defer rc.mu.Unlock()
-		return rc.inFlight == 1
-	})
+	waitFor(t, func() bool { n, _ := rc.InFlight(); return n == 1 })
 	if _, err := e.svc.ReplaySubscription(t.Context(), subID, lifecycle.ReplayParams{FromSequence: evs[0].Sequence - 1}); err != nil {
 		t.Fatal(err)
 	}
-	rc.mu.Lock()
-	rc.hold = nil
-	rc.mu.Unlock()
+	rc.Hold(nil)
 	close(hold)
 
 	seen := map[int64]int{}
 	deadline := time.After(10 * time.Second)
 	for done := false; !done; {
 		select {
-		case d := <-rc.got:
-			seen[envelopeOf(t, d).Sequence]++
+		case d := <-rc.Got():
+			seen[envelopeOf(t, delivered(d)).Sequence]++
 		case <-deadline:
 			t.Fatalf("within 10s: %v; want every event, and the first twice", seen)
 		}

@@ -27,7 +27,7 @@ func TestPrivateTargetAllowedForOneSubscription(t *testing.T) {
 		c.WebhookResolver = res
 	})
 	e.start()
-	port := rc.srv.Listener.Addr().(interface{ AddrPort() netip.AddrPort }).AddrPort().Port()
+	port := rc.Server().Listener.Addr().(interface{ AddrPort() netip.AddrPort }).AddrPort().Port()
 	// example.com is a name the receiver's certificate holds.
 	url := func(path string) string { return fmt.Sprintf("https://example.com:%d%s", port, path) }
 	types := []lifecycle.EventType{lifecycle.EventTaskUpdated}

@@ -4,14 +4,11 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -25,6 +22,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 	"github.com/tasklifecycle/lifecycle/internal/testwait"
 )
 
@@ -38,98 +36,24 @@ type delivery struct {
 	body   []byte
 }
 
-// receiver is a TLS webhook receiver that records what it gets and
-// answers what respond says (200 when nil).
-type receiver struct {
-	t   *testing.T
-	srv *httptest.Server
-	got chan delivery
+// receiver is internal/apitest's TLS webhook receiver, under the names the
+// root's tests use.
+type receiver struct{ *apitest.Receiver }
 
-	mu                    sync.Mutex
-	n                     int                                // requests so far
-	respond               func(n int, w http.ResponseWriter) // n counts from 1
-	inFlight, maxInFlight int
-	hold                  chan struct{} // when not nil, each request waits for it to close
-}
+func newReceiver(t *testing.T) *receiver { return &receiver{apitest.NewReceiver(t)} }
 
-func newReceiver(t *testing.T) *receiver {
-	rc := &receiver{t: t, got: make(chan delivery, 1000)}
-	rc.srv = httptest.NewTLSServer(http.HandlerFunc(rc.serve))
-	t.Cleanup(rc.srv.Close)
-	return rc
-}
-
-func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		return
-	}
-	rc.mu.Lock()
-	rc.n++
-	n, respond, hold := rc.n, rc.respond, rc.hold
-	rc.inFlight++
-	rc.maxInFlight = max(rc.maxInFlight, rc.inFlight)
-	rc.mu.Unlock()
-	defer func() {
-		rc.mu.Lock()
-		rc.inFlight--
-		rc.mu.Unlock()
-	}()
-	if hold != nil {
-		select {
-		case <-hold:
-		case <-r.Context().Done():
-			return
-		}
-	}
-	rc.got <- delivery{path: r.URL.Path, header: r.Header.Clone(), body: body}
-	if respond != nil {
-		respond(n, w)
-		return
-	}
-	w.WriteHeader(http.StatusOK)
-}
-
-// setRespond changes the receiver's answers.
-func (rc *receiver) setRespond(f func(n int, w http.ResponseWriter)) {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	rc.respond = f
+// delivered is d under the root's names.
+func delivered(d apitest.Delivery) delivery {
+	return delivery{path: d.Path, header: d.Header, body: d.Body}
 }
 
 // next returns the next delivery, failing when none comes within 5s.
-func (rc *receiver) next() delivery {
-	rc.t.Helper()
-	select {
-	case d := <-rc.got:
-		return d
-	case <-time.After(5 * time.Second):
-		rc.t.Fatal("no delivery within 5s")
-	}
-	return delivery{}
-}
+func (rc *receiver) next() delivery { return delivered(rc.Next()) }
 
-// quiet fails when a delivery arrives within d.
-func (rc *receiver) quiet(d time.Duration) {
-	rc.t.Helper()
-	select {
-	case got := <-rc.got:
-		rc.t.Fatalf("unexpected delivery of %s: %s", got.header.Get("X-Service-Event-Id"), got.body)
-	case <-time.After(d):
-	}
-}
-
-// url is the receiver's URL for path.
-func (rc *receiver) url(path string) string { return rc.srv.URL + path }
-
-// trust makes a Service deliver to rc: private targets allowed, rc's
-// certificate trusted.
-func (rc *receiver) trust(c *lifecycle.Config) {
-	pool := x509.NewCertPool()
-	pool.AddCert(rc.srv.Certificate())
-	c.AllowPrivateWebhookTargets = true
-	c.WebhookTLSConfig = &tls.Config{RootCAs: pool}
-}
+func (rc *receiver) setRespond(f func(n int, w http.ResponseWriter)) { rc.SetRespond(f) }
+func (rc *receiver) quiet(d time.Duration)                           { rc.Quiet(d) }
+func (rc *receiver) url(path string) string                          { return rc.URL(path) }
+func (rc *receiver) trust(c *lifecycle.Config)                       { rc.Trust(c) }
 
 // noJitter makes retries wait exactly the schedule.
 func noJitter(c *lifecycle.Config) { c.WebhookRetryJitter = -1 }
@@ -145,55 +69,28 @@ func newHookEnv(t *testing.T, rc *receiver, mutate ...func(*lifecycle.Config)) *
 // start starts e's Service and closes it when the test ends.
 func (e *env) start() {
 	e.t.Helper()
-	if err := e.svc.Start(e.t.Context()); err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := e.svc.Close(ctx); err != nil {
-			e.t.Errorf("Close: %v", err)
-		}
-	})
+	apitest.StartService(e.t, e.t.Context(), e.svc)
 }
 
 // subscribe creates a subscription through the API and returns its record.
 func (e *env) subscribe(body map[string]any) map[string]any {
 	e.t.Helper()
-	out := e.call(request{method: "POST", path: "/event-subscriptions", key: e.admin, body: body,
-		header: http.Header{"Idempotency-Key": {"sub-" + strconv.FormatInt(time.Now().UnixNano(), 10)}}}, http.StatusCreated)
-	return out["data"].(map[string]any)
+	return e.api().Subscribe(body)
 }
 
 // subBody is a subscription body for url with every event type.
-func subBody(url string) map[string]any {
-	return map[string]any{
-		"url":        url,
-		"eventTypes": []string{"task.updated", "task.reviewed", "task.shipped", "task.awaiting_user"},
-		"secret":     hookSecret,
-	}
-}
+func subBody(url string) map[string]any { return apitest.SubBody(url, hookSecret) }
 
 // deliveries lists the delivery attempts of a subscription, newest first.
 func (e *env) deliveries(subID string) []map[string]any {
 	e.t.Helper()
-	out := e.call(request{method: "GET", path: "/event-subscriptions/" + subID + "/deliveries?limit=200", key: e.admin}, http.StatusOK)
-	var list []map[string]any
-	for _, d := range out["data"].([]any) {
-		list = append(list, d.(map[string]any))
-	}
-	return list
+	return e.api().Deliveries(subID)
 }
 
 // waitDeliveries waits until subID has n attempts recorded and returns them.
 func (e *env) waitDeliveries(subID string, n int) []map[string]any {
 	e.t.Helper()
-	var list []map[string]any
-	waitFor(e.t, func() bool {
-		list = e.deliveries(subID)
-		return len(list) >= n
-	})
-	return list
+	return e.api().WaitDeliveries(subID, n)
 }
 
 // hexHMAC and standardSignature compute the signatures independently of
@@ -495,18 +392,14 @@ func TestWebhookRestartLosesNothing(t *testing.T) {
 func TestWebhookAbandonedAttemptIsDeliveredAgain(t *testing.T) {
 	t.Parallel()
 	rc := newReceiver(t)
-	rc.hold = make(chan struct{})
+	rc.Hold(make(chan struct{}))
 	e := newEnv(t, rc.trust)
 	if err := e.svc.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	subID := e.subscribe(subBody(rc.url("/hooks")))["id"].(string)
 	e.createTask(taskBody("ENG-1"))
-	waitFor(t, func() bool {
-		rc.mu.Lock()
-		defer rc.mu.Unlock()
-		return rc.inFlight == 1
-	})
+	waitFor(t, func() bool { n, _ := rc.InFlight(); return n == 1 })
 	// Stop while the receiver holds the attempt: nothing is recorded.
 	if err := e.svc.Close(t.Context()); err != nil {
 		t.Fatal(err)
@@ -514,9 +407,7 @@ func TestWebhookAbandonedAttemptIsDeliveredAgain(t *testing.T) {
 	if list := e.deliveries(subID); len(list) != 0 {
 		t.Fatalf("deliveries after an abandoned attempt: %v", list)
 	}
-	rc.mu.Lock()
-	rc.hold = nil
-	rc.mu.Unlock()
+	rc.Hold(nil)
 
 	e.restart(rc)
 	d := rc.next()
@@ -533,25 +424,15 @@ func TestWebhookDeleteStopsDeliveries(t *testing.T) {
 	rc := newReceiver(t)
 	hold := make(chan struct{})
 	defer close(hold)
-	rc.hold = hold
+	rc.Hold(hold)
 	e := newHookEnv(t, rc)
 	subID := e.subscribe(subBody(rc.url("/hooks")))["id"].(string)
 	e.createTask(taskBody("ENG-1"))
-	waitFor(t, func() bool {
-		rc.mu.Lock()
-		defer rc.mu.Unlock()
-		return rc.inFlight == 1
-	})
+	waitFor(t, func() bool { n, _ := rc.InFlight(); return n == 1 })
 	e.call(request{method: "DELETE", path: "/event-subscriptions/" + subID, key: e.admin}, http.StatusNoContent)
 	// The attempt under way was abandoned: the receiver saw it cancelled.
-	waitFor(t, func() bool {
-		rc.mu.Lock()
-		defer rc.mu.Unlock()
-		return rc.inFlight == 0
-	})
-	rc.mu.Lock()
-	rc.hold = nil
-	rc.mu.Unlock()
+	waitFor(t, func() bool { n, _ := rc.InFlight(); return n == 0 })
+	rc.Hold(nil)
 	e.createTask(taskBody("ENG-2"))
 	rc.quiet(200 * time.Millisecond)
 	e.call(request{method: "GET", path: "/event-subscriptions/" + subID, key: e.admin}, http.StatusNotFound)
@@ -769,7 +650,7 @@ func TestWebhookDialRefusesPrivateAddresses(t *testing.T) {
 	e.start()
 	// The host resolved to a public address when subscribed, then its DNS
 	// changed to point at the receiver on loopback.
-	port := rc.srv.Listener.Addr().(interface{ AddrPort() netip.AddrPort }).AddrPort().Port()
+	port := rc.Server().Listener.Addr().(interface{ AddrPort() netip.AddrPort }).AddrPort().Port()
 	subID := e.subscribe(subBody(fmt.Sprintf("https://hooks.example.com:%d/hooks", port)))["id"].(string)
 	res.set("127.0.0.1")
 	e.createTask(taskBody("ENG-1"))
@@ -949,10 +830,8 @@ func TestWebhookConcurrencyAndOrder(t *testing.T) {
 		}
 		last = env.Sequence
 	}
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	if rc.maxInFlight != 1 {
-		t.Errorf("%d attempts in flight at once, want at most 1", rc.maxInFlight)
+	if _, most := rc.InFlight(); most != 1 {
+		t.Errorf("%d attempts in flight at once, want at most 1", most)
 	}
 }
 
@@ -961,10 +840,10 @@ func TestWebhookHangingReceiverDoesNotSlowOthers(t *testing.T) {
 	hung, healthy := newReceiver(t), newReceiver(t)
 	hold := make(chan struct{})
 	defer close(hold)
-	hung.hold = hold
+	hung.Hold(hold)
 	e := newEnv(t, hung.trust, func(c *lifecycle.Config) {
 		pool := c.WebhookTLSConfig.RootCAs
-		pool.AddCert(healthy.srv.Certificate())
+		pool.AddCert(healthy.Server().Certificate())
 		c.WebhookConcurrencyPerSubscription = 2
 	})
 	e.start()
@@ -976,10 +855,8 @@ func TestWebhookHangingReceiverDoesNotSlowOthers(t *testing.T) {
 	for range 20 {
 		healthy.next()
 	}
-	hung.mu.Lock()
-	defer hung.mu.Unlock()
-	if hung.inFlight < 1 || hung.maxInFlight > 2 {
-		t.Errorf("the hanging receiver holds %d attempts (at most %d), want 1 or 2: the per-subscription limit is 2", hung.inFlight, hung.maxInFlight)
+	if now, most := hung.InFlight(); now < 1 || most > 2 {
+		t.Errorf("the hanging receiver holds %d attempts (at most %d), want 1 or 2: the per-subscription limit is 2", now, most)
 	}
 }
 

@@ -71,8 +71,8 @@ func newCountingEnv(t *testing.T, mutate ...func(*lifecycle.Config)) (*consoleEn
 // from sends a request to the host as the client at addr, with the bearer
 // key (none when ""), and header h.
 func (c *consoleEnv) from(addr, method, path, key string, h http.Header) *httptest.ResponseRecorder {
-	c.t.Helper()
-	req := httptest.NewRequestWithContext(c.t.Context(), method, path, nil)
+	c.T.Helper()
+	req := httptest.NewRequestWithContext(c.T.Context(), method, path, nil)
 	req.RemoteAddr = addr
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
@@ -88,8 +88,8 @@ func (c *consoleEnv) from(addr, method, path, key string, h http.Header) *httpte
 
 // signInFrom signs in to the console with key as the client at addr.
 func (c *consoleEnv) signInFrom(addr, key string) *httptest.ResponseRecorder {
-	c.t.Helper()
-	req := httptest.NewRequestWithContext(c.t.Context(), "POST", "/console/session", strings.NewReader(`{"key":"`+key+`"}`))
+	c.T.Helper()
+	req := httptest.NewRequestWithContext(c.T.Context(), "POST", "/console/session", strings.NewReader(`{"key":"`+key+`"}`))
 	req.RemoteAddr = addr
 	req.Header.Set("Sec-Fetch-Site", "same-origin")
 	rec := httptest.NewRecorder()
@@ -131,21 +131,21 @@ func TestFailedConsoleSignInsAreLimited(t *testing.T) {
 		}
 	}
 	keyReads, sessionReads := store.keyReads.Load(), store.sessionReads.Load()
-	limited(t, "a sign-in with a valid key", c.signInFrom(guesser, c.admin), 10)
+	limited(t, "a sign-in with a valid key", c.signInFrom(guesser, c.Admin), 10)
 	limited(t, "a forged cookie on the board", c.from(guesser, "GET", "/console/board", "", forged), 10)
 	limited(t, "a forged cookie on the console's API", c.from(guesser, "GET", "/console/api/tasks", "", forged), 10)
 	limited(t, "a bad key on the API", c.from(guesser, "GET", "/api/tasks", unknownKey(9), nil), 10)
 	if k, s := store.keyReads.Load()-keyReads, store.sessionReads.Load()-sessionReads; k != 0 || s != 0 {
 		t.Errorf("%d keys and %d sessions read for a limited client, want none", k, s)
 	}
-	if rec := c.signInFrom(other, c.admin); rec.Code != http.StatusOK {
+	if rec := c.signInFrom(other, c.Admin); rec.Code != http.StatusOK {
 		t.Errorf("another client signs in: %d %s", rec.Code, rec.Body)
 	}
 	// Another address of the guesser's IPv6 /64 is the same client.
 	for range 5 {
 		c.signInFrom("[2001:db8:1:2::5]:443", unknownKey(1))
 	}
-	limited(t, "another address of the same /64", c.signInFrom("[2001:db8:1:2:ffff::1]:80", c.admin), 10)
+	limited(t, "another address of the same /64", c.signInFrom("[2001:db8:1:2:ffff::1]:80", c.Admin), 10)
 }
 
 // The console's own routes answer a Store outage as the API does: 503
@@ -153,11 +153,11 @@ func TestFailedConsoleSignInsAreLimited(t *testing.T) {
 func TestConsoleAnswers503WhileTheStoreIsDown(t *testing.T) {
 	t.Parallel()
 	c, store := newCountingEnv(t, func(cfg *lifecycle.Config) { cfg.KeyCacheTTL = -1 })
-	c.start()
-	ck, _ := c.signIn(c.admin)
+	c.Start()
+	ck, _ := c.signIn(c.Admin)
 	store.down.Store(true)
 	for _, call := range []consoleCall{
-		{method: "POST", path: "/session", body: map[string]any{"key": c.admin}},
+		{method: "POST", path: "/session", body: map[string]any{"key": c.Admin}},
 		{method: "GET", path: "/board", session: ck},
 		{method: "GET", path: "/api/tasks", session: ck},
 	} {

@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/net/websocket"
 
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 	"github.com/tasklifecycle/lifecycle/internal/testsupport"
 )
 
@@ -84,7 +85,7 @@ func startBrowser(t testing.TB) *cdpBrowser {
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", chromium, err)
 	}
-	log := &syncWriter{w: new(strings.Builder)}
+	log := &apitest.LogBuffer{}
 	found := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
@@ -108,9 +109,7 @@ func startBrowser(t testing.TB) *cdpBrowser {
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		cmd.Wait()
 		if t.Failed() {
-			log.mu.Lock()
-			t.Logf("chromium's output:\n%s", log.w)
-			log.mu.Unlock()
+			t.Logf("chromium's output:\n%s", log)
 		}
 	})
 	var wsURL string

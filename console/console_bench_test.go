@@ -3,7 +3,6 @@
 package console_test
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/memory"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 	"github.com/tasklifecycle/lifecycle/internal/testsupport"
 	"github.com/tasklifecycle/lifecycle/store/sqlite"
 )
@@ -58,22 +58,15 @@ func BenchmarkConsoleBoard(b *testing.B) {
 	}
 	b.Cleanup(func() { store.Close() })
 	svc, err := lifecycle.New(lifecycle.Config{
-		Store: store, BaseURL: testBase, Logger: slog.New(slog.DiscardHandler),
+		Store: store, BaseURL: apitest.BaseURL, Logger: slog.New(slog.DiscardHandler),
 		Adapters:     []lifecycle.AdapterBinding{{Project: "web", Adapter: memory.New(memory.Config{Owner: "acme", Repo: "web"})}},
 		ReviewRouter: lifecycle.ReviewRules{Default: lifecycle.ReviewPlan{Policy: lifecycle.PolicyNeverRequire}},
 	})
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := svc.Start(b.Context()); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		svc.Close(ctx)
-	})
-	_, admin, err := svc.CreateAPIKey(b.Context(), lifecycle.CreateAPIKeyParams{Name: "bench", Scopes: allScopes(), Actor: lifecycle.Actor{ID: "ops", Role: lifecycle.RoleUser}})
+	apitest.StartService(b, b.Context(), svc)
+	_, admin, err := svc.CreateAPIKey(b.Context(), lifecycle.CreateAPIKeyParams{Name: "bench", Scopes: apitest.AllScopes(), Actor: lifecycle.Actor{ID: "ops", Role: lifecycle.RoleUser}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/memory"
 	"github.com/tasklifecycle/lifecycle/console"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 	"github.com/tasklifecycle/lifecycle/internal/testsupport"
 )
 
@@ -269,20 +270,20 @@ func newBoardEnv(t *testing.T) *boardEnv {
 		c.Deployer = &fakeDeployer{}
 		c.ReviewRouter = lifecycle.ReviewRules{Default: lifecycle.ReviewPlan{Policy: lifecycle.PolicyAlwaysRequire}}
 	})
-	e.start()
+	e.Start()
 	return &boardEnv{env: e, web: web, ids: make(map[string]string)}
 }
 
 // as returns a new key, with every scope, of actor in role.
 func (b *boardEnv) as(actor string, role lifecycle.Role) string {
-	return b.keyAs(lifecycle.Actor{ID: actor, Role: role}, allScopes()...)
+	return b.KeyAs(lifecycle.Actor{ID: actor, Role: role}, apitest.AllScopes()...)
 }
 
 // seed fills the board with a team's week: tasks in every status, pull
 // requests, CI, reviews, blockers, a refused and a good ship. The clock
 // moves on between changes, as it would.
 func (b *boardEnv) seed() {
-	b.t.Helper()
+	b.T.Helper()
 	steps := []time.Duration{3 * time.Minute, 7 * time.Minute, 2 * time.Minute, 11 * time.Minute, 5 * time.Minute}
 	n := 0
 	keys := map[string]string{}
@@ -293,14 +294,14 @@ func (b *boardEnv) seed() {
 		return keys[actor]
 	}
 	do := func(actor string, role lifecycle.Role, method, path string, body any, idem string, want int) map[string]any {
-		b.t.Helper()
-		b.clock.Advance(steps[n%len(steps)])
+		b.T.Helper()
+		b.Clock.Advance(steps[n%len(steps)])
 		n++
 		var h http.Header
 		if idem != "" {
 			h = http.Header{"Idempotency-Key": {idem}}
 		}
-		return b.call(request{method: method, path: path, key: key(actor, role), body: body, header: h}, want)
+		return b.Call(apitest.Request{Method: method, Path: path, Key: key(actor, role), Body: body, Header: h}, want)
 	}
 	create := func(ident, title, priority, project, agent string) string {
 		body := map[string]any{
@@ -345,7 +346,7 @@ func (b *boardEnv) seed() {
 			"resumeInstructions": "Resume the run where it stopped.", "sourceRunId": fmt.Sprintf("run_%d", 800+n)}, "", http.StatusOK)
 	}
 	ship := func(id, sha, mode, environment string) {
-		data := do("ops-alice", lifecycle.RoleUser, "POST", "/tasks/"+id+"/ship", shipBody(mode, environment, sha), fmt.Sprintf("seed-ship-%d", n), http.StatusAccepted)["data"].(map[string]any)
+		data := do("ops-alice", lifecycle.RoleUser, "POST", "/tasks/"+id+"/ship", apitest.ShipBody(mode, environment, sha), fmt.Sprintf("seed-ship-%d", n), http.StatusAccepted)["data"].(map[string]any)
 		b.waitShip(data["operationId"].(string))
 	}
 
@@ -441,7 +442,7 @@ func TestConsoleBrowser(t *testing.T) {
 	b := newBoardEnv(t)
 	b.seed()
 	ops := b.as("ops-alice", lifecycle.RoleUser)
-	site := serveConsole(t, b.svc, b.served)
+	site := serveConsole(t, b.Svc, b.Served)
 	p := br.newPage(br.newContext())
 
 	p.navigate(site.url())
@@ -467,7 +468,7 @@ func TestConsoleBrowser(t *testing.T) {
 	// count; a pull request linked only when it is http(s).
 	byStatus := map[string][]map[string]any{}
 	for _, id := range b.ids {
-		task := b.task(id)
+		task := b.Task(id)
 		byStatus[task["status"].(string)] = append(byStatus[task["status"].(string)], task)
 	}
 	for _, status := range []string{"todo", "in_progress", "in_review", "blocked", "done", "cancelled"} {
@@ -502,7 +503,7 @@ func TestConsoleBrowser(t *testing.T) {
     Badges: [...c.querySelectorAll(".badge")].map((b) => b.textContent).join(", "), Blocker: text(".blocker")};
 })()`, b.ids[ident]))
 	}
-	web150 := b.task(b.ids["WEB-150"])
+	web150 := b.Task(b.ids["WEB-150"])
 	if got, want := card("WEB-150"), (cardView{Ident: "WEB-150", Title: "Paginate the audit log export", Assignee: "web-agent-2",
 		PR: fmt.Sprintf("PR #%v", web150["prNumber"]), Href: web150["prUrl"].(string), Rel: "noopener noreferrer", Target: "_blank",
 		SHA: web150["headSha"].(string)[:7], Badges: "CI passed, approved"}); got != want {
@@ -531,7 +532,7 @@ func TestConsoleBrowser(t *testing.T) {
 	// its error.
 	shipped := b.ids["WEB-142"]
 	p.click(fmt.Sprintf(`.card[data-task-id=%q] .card-title`, shipped))
-	events := b.eventsOf(shipped)
+	events := b.EventsOf(shipped)
 	p.waitFor(fmt.Sprintf(`!document.getElementById("timeline").hidden && document.querySelectorAll("#timeline .event").length === %d`, len(events)), testsupport.BrowserTimeout)
 	var wantTypes []string
 	for _, ev := range events {
@@ -573,15 +574,15 @@ func TestConsoleBrowser(t *testing.T) {
 	darkMode := b.ids["WEB-151"]
 	p.click(fmt.Sprintf(`.card[data-task-id=%q] .card-title`, darkMode))
 	p.waitFor(`document.querySelectorAll("#timeline .event").length > 0`, testsupport.BrowserTimeout)
-	b.call(request{method: "POST", path: "/tasks/" + darkMode + "/reviews", key: b.as("lee", lifecycle.RoleReviewer),
-		body: map[string]any{"outcome": "commented", "body": "The toggle's contrast is too low in dark mode."}}, http.StatusCreated)
+	b.Call(apitest.Request{Method: "POST", Path: "/tasks/" + darkMode + "/reviews", Key: b.as("lee", lifecycle.RoleReviewer),
+		Body: map[string]any{"outcome": "commented", "body": "The toggle's contrast is too low in dark mode."}}, http.StatusCreated)
 	p.waitFor(`[...document.querySelectorAll("#timeline .review")].some((r) => r.textContent.includes("contrast is too low"))`, 5*time.Second)
 	p.click("#timeline-close")
 
 	// A submit made through the API moves its card to review within a second.
 	charting := b.ids["WEB-153"]
 	began := time.Now()
-	b.submitOK(charting, "console-submit-charting", submitBody())
+	b.SubmitOK(charting, "console-submit-charting", apitest.SubmitBody())
 	if !p.await(cardIn(charting, "in_review"), 5*time.Second) {
 		t.Fatal("the submitted task's card did not move to in review")
 	}
@@ -595,9 +596,9 @@ func TestConsoleBrowser(t *testing.T) {
 	}
 
 	// A hostile title is text: no element is made from it, no dialog opens.
-	hostile := taskBody("EVIL-1")
+	hostile := apitest.TaskBody("EVIL-1")
 	hostile["title"] = hostileTitle
-	evil := b.createTask(hostile)["id"].(string)
+	evil := b.CreateTask(hostile)["id"].(string)
 	p.waitFor(cardIn(evil, "todo"), 5*time.Second)
 	if got := value[string](p, fmt.Sprintf(`document.querySelector('.card[data-task-id=%q] .card-title').textContent`, evil)); got != hostileTitle {
 		t.Errorf("the hostile card's title reads %q, want %q", got, hostileTitle)
@@ -617,7 +618,7 @@ func TestConsoleBrowser(t *testing.T) {
 	p.must("Runtime.evaluate", map[string]any{"expression": `(() => { const f = document.getElementById("filter"); f.value = "web-agent-2"; f.dispatchEvent(new Event("input")); })()`}, nil)
 	agent2 := 0
 	for _, id := range b.ids {
-		if a, _ := b.task(id)["assignee"].(map[string]any); a != nil && a["id"] == "web-agent-2" {
+		if a, _ := b.Task(id)["assignee"].(map[string]any); a != nil && a["id"] == "web-agent-2" {
 			agent2++
 		}
 	}
@@ -628,13 +629,13 @@ func TestConsoleBrowser(t *testing.T) {
 
 	// A 401 anywhere returns to the sign-in form: the key is revoked, and
 	// the next request of the page (opening a timeline) is refused.
-	keys, err := b.svc.APIKeys(t.Context())
+	keys, err := b.Svc.APIKeys(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range keys {
 		if k.Actor.ID == "ops-alice" && k.RevokedAt == nil {
-			if _, err := b.svc.RevokeAPIKey(t.Context(), k.ID); err != nil {
+			if _, err := b.Svc.RevokeAPIKey(t.Context(), k.ID); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -652,11 +653,11 @@ func TestConsoleBrowserSignOut(t *testing.T) {
 	t.Parallel()
 	br := startBrowser(t)
 	e := newEnv(t)
-	e.createTask(taskBody("OUT-1"))
-	site := serveConsole(t, e.svc, e.served)
+	e.CreateTask(apitest.TaskBody("OUT-1"))
+	site := serveConsole(t, e.Svc, e.Served)
 	p := br.newPage(br.newContext())
 	p.navigate(site.url())
-	signInByTyping(p, e.admin)
+	signInByTyping(p, e.Admin)
 	p.waitFor(cardCount+" === 1", testsupport.BrowserTimeout)
 	p.click("#sign-out")
 	p.waitFor(`!document.getElementById("sign-in").hidden && `+cardCount+` === 0 && document.getElementById("live").dataset.state === "off"`, 5*time.Second)
@@ -667,13 +668,13 @@ func TestConsoleBrowserSignOut(t *testing.T) {
 	// live.
 	p.navigate(site.url())
 	p.waitFor(`!document.getElementById("sign-in").hidden`, testsupport.BrowserTimeout)
-	signInByTyping(p, e.admin)
+	signInByTyping(p, e.Admin)
 	p.waitFor(cardCount+" === 1", 5*time.Second)
-	id := e.createTask(taskBody("OUT-2"))["id"].(string)
+	id := e.CreateTask(apitest.TaskBody("OUT-2"))["id"].(string)
 	p.waitFor(cardIn(id, "todo")+" && "+cardCount+" === 2", 5*time.Second)
 	p.click("#sign-out")
 	p.waitFor(`!document.getElementById("sign-in").hidden`, 5*time.Second)
-	signInByTyping(p, e.admin)
+	signInByTyping(p, e.Admin)
 	p.waitFor(cardCount+" === 2", 5*time.Second)
 	p.checkProblems(unauthorizedAt(site))
 }
@@ -686,12 +687,12 @@ func TestConsoleBrowserResumesAfterRestart(t *testing.T) {
 	t.Parallel()
 	br := startBrowser(t)
 	e := newEnv(t)
-	first := e.svc
+	first := e.Svc
 	if err := first.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if e.svc == first { // not restarted: the test failed before
+		if e.Svc == first { // not restarted: the test failed before
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			first.Close(ctx)
@@ -699,35 +700,35 @@ func TestConsoleBrowserResumesAfterRestart(t *testing.T) {
 	})
 	var ids []string
 	for i := range 4 {
-		ids = append(ids, e.createTask(taskBody(fmt.Sprintf("RST-%d", i)))["id"].(string))
+		ids = append(ids, e.CreateTask(apitest.TaskBody(fmt.Sprintf("RST-%d", i)))["id"].(string))
 	}
-	site := serveConsole(t, e.svc, e.served)
+	site := serveConsole(t, e.Svc, e.Served)
 	p := br.newPage(br.newContext())
 	p.navigate(site.url())
-	signInByTyping(p, e.admin)
+	signInByTyping(p, e.Admin)
 	p.waitFor(cardCount+" === 4", testsupport.BrowserTimeout)
 
-	e.call(request{method: "POST", path: "/tasks/" + ids[0] + "/start", key: e.admin}, http.StatusOK)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + ids[0] + "/start", Key: e.Admin}, http.StatusOK)
 	p.waitFor(cardIn(ids[0], "in_progress"), 5*time.Second)
-	evs := e.events()
+	evs := e.Events()
 	lastBefore := evs[len(evs)-1].ID
 	streams := len(site.requests("/console/api/task-events/stream"))
 
 	// The new Service, on the same store, is the env's from now on.
-	svc, err := lifecycle.New(lifecycle.Config{Store: e.store, BaseURL: testBase, Clock: e.clock, Logger: e.svcLogger()})
+	svc, err := lifecycle.New(lifecycle.Config{Store: e.Store, BaseURL: apitest.BaseURL, Clock: e.Clock, Logger: e.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	startService(t, svc)
+	apitest.StartService(t, t.Context(), svc)
 	site.restart(svc)
-	e.svc = svc
+	e.Svc = svc
 	api := http.NewServeMux()
 	api.Handle("/api/", http.StripPrefix("/api", svc.Handler()))
-	e.host = api
+	e.Host = api
 	// Changed while the page is away: it reconnects after the stream's
 	// retry delay (5 s).
-	e.call(request{method: "POST", path: "/tasks/" + ids[1] + "/start", key: e.admin}, http.StatusOK)
-	ids = append(ids, e.createTask(taskBody("RST-4"))["id"].(string))
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + ids[1] + "/start", Key: e.Admin}, http.StatusOK)
+	ids = append(ids, e.CreateTask(apitest.TaskBody("RST-4"))["id"].(string))
 	p.waitFor(cardIn(ids[1], "in_progress")+" && "+cardIn(ids[4], "todo"), 30*time.Second)
 
 	after := site.requests("/console/api/task-events/stream")[streams:]
@@ -737,7 +738,7 @@ func TestConsoleBrowserResumesAfterRestart(t *testing.T) {
 	p.waitFor(`document.getElementById("live").dataset.state === "live"`, 5*time.Second)
 
 	// Changed after the page is back.
-	e.call(request{method: "POST", path: "/tasks/" + ids[2] + "/cancel", key: e.admin}, http.StatusOK)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + ids[2] + "/cancel", Key: e.Admin}, http.StatusOK)
 	p.waitFor(cardIn(ids[2], "cancelled"), 5*time.Second)
 	checkNoDuplicates(t, p, ids)
 	if got := value[string](p, `[...document.querySelectorAll(".column .count")].map((c) => c.textContent).join(" ")`); got != "2 2 0 0 0 1" {
@@ -769,14 +770,14 @@ func TestConsoleBrowserOtherSiteGetsNoBoard(t *testing.T) {
 	t.Parallel()
 	br := startBrowser(t)
 	e := newEnv(t)
-	secret := taskBody("SITE-1")
+	secret := apitest.TaskBody("SITE-1")
 	secret["title"] = "Rotate the production database password"
-	e.createTask(secret)
-	site := serveConsole(t, e.svc, e.served)
+	e.CreateTask(secret)
+	site := serveConsole(t, e.Svc, e.Served)
 	profile := br.newContext()
 	p := br.newPage(profile)
 	p.navigate(site.url())
-	signInByTyping(p, e.admin)
+	signInByTyping(p, e.Admin)
 	p.waitFor(cardCount+" === 1", testsupport.BrowserTimeout)
 	if got := value[int](p, `fetch("board").then((r) => r.status)`); got != http.StatusOK {
 		t.Fatalf("the console's own page reads the board with %d, want 200", got)
@@ -821,37 +822,37 @@ func TestConsoleBrowserOtherSiteGetsNoBoard(t *testing.T) {
 func TestConsoleBrowserWebhooks(t *testing.T) {
 	t.Parallel()
 	br := startBrowser(t)
-	rc := newReceiver(t)
+	rc := apitest.NewReceiver(t)
 	e := newHookEnv(t, rc, oneAtATime)
-	sub := e.subscribe(subBody(rc.url("/hooks")))
+	sub := e.Subscribe(subBody(rc.URL("/hooks")))
 	subID := sub["id"].(string)
 	var sent []string
 	for i := range 3 {
-		e.createTask(taskBody(fmt.Sprintf("HOOK-%d", i)))
-		sent = append(sent, envelopeOf(t, rc.next()).ID)
+		e.CreateTask(apitest.TaskBody(fmt.Sprintf("HOOK-%d", i)))
+		sent = append(sent, envelopeOf(t, rc.Next()).ID)
 	}
-	e.waitDeliveries(subID, 3)
+	e.WaitDeliveries(subID, 3)
 
-	site := serveConsole(t, e.svc, e.served)
+	site := serveConsole(t, e.Svc, e.Served)
 	p := br.newPage(br.newContext())
 	p.navigate(site.url())
-	signInByTyping(p, e.admin)
+	signInByTyping(p, e.Admin)
 	p.click("#nav-webhooks")
 	subSel := fmt.Sprintf(`article[data-subscription-id=%q]`, subID)
 	p.waitFor(fmt.Sprintf(`document.querySelectorAll('%s tbody tr').length === 3`, subSel), testsupport.BrowserTimeout)
-	if got := value[string](p, fmt.Sprintf(`document.querySelector('%s').textContent`, subSel)); !strings.Contains(got, rc.url("/hooks")) ||
+	if got := value[string](p, fmt.Sprintf(`document.querySelector('%s').textContent`, subSel)); !strings.Contains(got, rc.URL("/hooks")) ||
 		!strings.Contains(got, "active") || !strings.Contains(got, "task.updated, task.reviewed, task.shipped, task.awaiting_user") ||
 		!strings.Contains(got, "succeeded") || strings.Contains(got, "Retry now") {
 		t.Errorf("the subscription reads %q", got)
 	}
 
 	// Replay from sequence 0: every event again, in order.
-	first := e.events()[0].Sequence
+	first := e.Events()[0].Sequence
 	p.typeInto(fmt.Sprintf(`%s .seq-input`, subSel), fmt.Sprint(first-1))
 	p.click(subSel + " button.replay")
 	p.waitFor(fmt.Sprintf(`document.querySelector('%s .result').textContent.startsWith("202 Accepted")`, subSel), 5*time.Second)
 	for i, want := range sent {
-		d := rc.next()
+		d := rc.Next()
 		if got := envelopeOf(t, d).ID; got != want {
 			t.Errorf("replayed delivery %d carries %s, want %s", i, got, want)
 		}
@@ -863,35 +864,35 @@ func TestConsoleBrowserWebhooks(t *testing.T) {
 	p.typeInto(subSel+" .seq-input", "999999")
 	p.click(subSel + " button.replay")
 	p.waitFor(fmt.Sprintf(`document.querySelector('%s .result').textContent.startsWith("400 validation_error")`, subSel), 5*time.Second)
-	rc.quiet(100 * time.Millisecond)
+	rc.Quiet(100 * time.Millisecond)
 
 	// A failed delivery, retried now.
-	rc.setRespond(func(_ int, w http.ResponseWriter) { w.WriteHeader(http.StatusInternalServerError) })
-	e.createTask(taskBody("HOOK-3"))
-	failed := envelopeOf(t, rc.next()).ID
-	rc.setRespond(nil)
+	rc.SetRespond(func(_ int, w http.ResponseWriter) { w.WriteHeader(http.StatusInternalServerError) })
+	e.CreateTask(apitest.TaskBody("HOOK-3"))
+	failed := envelopeOf(t, rc.Next()).ID
+	rc.SetRespond(nil)
 	p.click("#webhooks-refresh")
 	retrySel := fmt.Sprintf(`%s tr[data-event-id=%q] button.retry`, subSel, failed)
 	p.waitFor(fmt.Sprintf(`document.querySelector('%s') !== null`, retrySel), 10*time.Second)
 	p.click(retrySel)
-	if got := envelopeOf(t, rc.next()).ID; got != failed {
+	if got := envelopeOf(t, rc.Next()).ID; got != failed {
 		t.Errorf("the retry delivered %s, want %s", got, failed)
 	}
 	p.waitFor(fmt.Sprintf(`document.querySelector('%s .result').textContent.startsWith("202 Accepted: the next attempt")`, subSel), 5*time.Second)
 
 	// A subscription its receiver disabled (410), enabled again.
-	rc.setRespond(func(_ int, w http.ResponseWriter) { w.WriteHeader(http.StatusGone) })
-	e.createTask(taskBody("HOOK-4"))
-	rc.next()
-	waitFor(t, func() bool {
-		return e.call(request{method: "GET", path: "/event-subscriptions/" + subID, key: e.admin}, http.StatusOK)["data"].(map[string]any)["status"] == "disabled"
+	rc.SetRespond(func(_ int, w http.ResponseWriter) { w.WriteHeader(http.StatusGone) })
+	e.CreateTask(apitest.TaskBody("HOOK-4"))
+	rc.Next()
+	apitest.WaitFor(t, func() bool {
+		return e.Call(apitest.Request{Method: "GET", Path: "/event-subscriptions/" + subID, Key: e.Admin}, http.StatusOK)["data"].(map[string]any)["status"] == "disabled"
 	})
-	rc.setRespond(nil)
+	rc.SetRespond(nil)
 	p.click("#webhooks-refresh")
 	p.waitFor(fmt.Sprintf(`!document.querySelector('%s button.enable').hidden`, subSel), 10*time.Second)
 	p.click(subSel + " button.enable")
 	p.waitFor(fmt.Sprintf(`document.querySelector('%s .result').textContent.startsWith("Enabled") && document.querySelector('%s .sub-head').textContent.includes("active")`, subSel, subSel), 5*time.Second)
-	if st := e.call(request{method: "GET", path: "/event-subscriptions/" + subID, key: e.admin}, http.StatusOK)["data"].(map[string]any)["status"]; st != "active" {
+	if st := e.Call(apitest.Request{Method: "GET", Path: "/event-subscriptions/" + subID, Key: e.Admin}, http.StatusOK)["data"].(map[string]any)["status"]; st != "active" {
 		t.Errorf("the subscription is %v after Enable, want active", st)
 	}
 	p.checkProblems(func(n networkError) bool {

@@ -22,7 +22,7 @@ func TestConsoleCookieHasHostPrefixOverTLS(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	mux := http.NewServeMux()
-	mux.Handle("/api/", http.StripPrefix("/api", e.svc.Handler()))
+	mux.Handle("/api/", http.StripPrefix("/api", e.Svc.Handler()))
 	mux.Handle("/console/", http.StripPrefix("/console", e.newConsole()))
 	srv := httptest.NewTLSServer(mux)
 	t.Cleanup(srv.Close)
@@ -43,7 +43,7 @@ func TestConsoleCookieHasHostPrefixOverTLS(t *testing.T) {
 		return resp
 	}
 
-	resp := do("POST", "/console/session", "", `{"key":"`+e.admin+`"}`)
+	resp := do("POST", "/console/session", "", `{"key":"`+e.Admin+`"}`)
 	var info struct {
 		Data struct {
 			CSRFToken string `json:"csrfToken"`
@@ -118,7 +118,7 @@ func TestConsoleCookieForms(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			c := newConsoleEnv(t, newEnv(t), func(cfg *console.Config) { cfg.SecureCookie = tt.secure })
-			rec := c.do(consoleCall{method: "POST", path: "/session", body: map[string]any{"key": c.admin}})
+			rec := c.do(consoleCall{method: "POST", path: "/session", body: map[string]any{"key": c.Admin}})
 			cs := rec.Result().Cookies()
 			if rec.Code != http.StatusOK || len(cs) != 1 || cs[0].Name != tt.wantName || cs[0].Path != tt.wantPath || cs[0].Secure != tt.wantSecure {
 				t.Fatalf("sign in: %d %v; want %s on %s, Secure %v", rec.Code, rec.Header().Values("Set-Cookie"), tt.wantName, tt.wantPath, tt.wantSecure)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 	"github.com/tasklifecycle/lifecycle/internal/testsupport"
 )
 
@@ -20,16 +21,9 @@ import (
 func serveWithConsole(t testing.TB, e *env) string {
 	t.Helper()
 	mux := http.NewServeMux()
-	mux.Handle("/api/", http.StripPrefix("/api", e.svc.Handler()))
+	mux.Handle("/api/", http.StripPrefix("/api", e.Svc.Handler()))
 	mux.Handle("/console/", http.StripPrefix("/console", e.newConsole()))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Second}
-	go srv.Serve(lifecycle.JSONErrorListener(ln))
-	t.Cleanup(func() { srv.Close() })
-	return ln.Addr().String()
+	return apitest.Serve(t, mux)
 }
 
 // stalledSignIn opens a connection to addr and sends a console sign-in
@@ -96,11 +90,11 @@ func TestOversizedSignInsDoNotBlockWriters(t *testing.T) {
 			t.Errorf("a 1 MiB sign-in: %d %s, want 413 payload_too_large", status, code)
 		}
 	}
-	admin := http.Header{"Authorization": {"Bearer " + e.admin}}
-	if status, _ := post(t, addr, "/api/tasks", admin, taskBody("SIGN-1")); status != http.StatusCreated {
+	admin := http.Header{"Authorization": {"Bearer " + e.Admin}}
+	if status, _ := post(t, addr, "/api/tasks", admin, apitest.TaskBody("SIGN-1")); status != http.StatusCreated {
 		t.Errorf("POST /tasks beside stalled sign-ins: %d, want 201", status)
 	}
-	if status, _ := post(t, addr, "/console/session", http.Header{"Sec-Fetch-Site": {"same-origin"}}, map[string]string{"key": e.admin}); status != http.StatusOK {
+	if status, _ := post(t, addr, "/console/session", http.Header{"Sec-Fetch-Site": {"same-origin"}}, map[string]string{"key": e.Admin}); status != http.StatusOK {
 		t.Errorf("a real sign-in beside stalled sign-ins: %d, want 200", status)
 	}
 }
@@ -118,10 +112,10 @@ func TestStalledSignInsDoNotBlockWriters(t *testing.T) {
 		conns[i] = stalledSignIn(t, addr, 4000)
 	}
 	// A body of 1 MiB needs the whole budget: it is padded with spaces.
-	body := taskBody("SIGN-2")
+	body := apitest.TaskBody("SIGN-2")
 	raw, _ := json.Marshal(body)
 	padded := append(raw, bytes.Repeat([]byte(" "), 1<<20-len(raw))...)
-	admin := http.Header{"Authorization": {"Bearer " + e.admin}}
+	admin := http.Header{"Authorization": {"Bearer " + e.Admin}}
 	status, took := post(t, addr, "/api/tasks", admin, padded)
 	if status != http.StatusCreated || took > time.Second {
 		t.Errorf("a 1 MiB POST /tasks beside stalled sign-ins: %d after %s, want 201 at once", status, took)
@@ -155,7 +149,7 @@ func TestStalledSignInIsClosedWithoutBodyReadTimeout(t *testing.T) {
 func TestSignInBodyIsSmall(t *testing.T) {
 	t.Parallel()
 	c := newConsoleEnv(t, newEnv(t))
-	big := map[string]any{"key": c.admin, "pad": strings.Repeat("x", 5000)}
+	big := map[string]any{"key": c.Admin, "pad": strings.Repeat("x", 5000)}
 	rec := c.do(consoleCall{method: "POST", path: "/session", body: big})
 	if rec.Code != http.StatusRequestEntityTooLarge {
 		t.Errorf("a 5 KB sign-in: %d %s, want 413", rec.Code, rec.Body)
@@ -193,12 +187,12 @@ func BenchmarkStalledSignIns(b *testing.B) {
 		for range 8 {
 			conns = append(conns, stalledSignIn(b, addr, 1<<20), stalledSignIn(b, addr, 4000))
 		}
-		admin := http.Header{"Authorization": {"Bearer " + e.admin}}
-		status, write := post(b, addr, "/api/tasks", admin, taskBody("BENCH-1"))
+		admin := http.Header{"Authorization": {"Bearer " + e.Admin}}
+		status, write := post(b, addr, "/api/tasks", admin, apitest.TaskBody("BENCH-1"))
 		if status != http.StatusCreated {
 			b.Fatalf("POST /tasks: %d", status)
 		}
-		status, signIn := post(b, addr, "/console/session", http.Header{"Sec-Fetch-Site": {"same-origin"}}, map[string]string{"key": e.admin})
+		status, signIn := post(b, addr, "/console/session", http.Header{"Sec-Fetch-Site": {"same-origin"}}, map[string]string{"key": e.Admin})
 		if status != http.StatusOK {
 			b.Fatalf("sign-in: %d", status)
 		}

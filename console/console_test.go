@@ -2,11 +2,9 @@ package console_test
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -18,6 +16,7 @@ import (
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/memory"
 	"github.com/tasklifecycle/lifecycle/console"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 )
 
 // consoleEnv is an env whose host also mounts the console at /console/.
@@ -30,9 +29,9 @@ type consoleEnv struct {
 // host; mutate adjusts the console's Config.
 func newConsoleEnv(t *testing.T, e *env, mutate ...func(*console.Config)) *consoleEnv {
 	mux := http.NewServeMux()
-	mux.Handle("/api/", e.host)
+	mux.Handle("/api/", e.Host)
 	mux.Handle("/console/", http.StripPrefix("/console", e.newConsole(mutate...)))
-	e.host = mux
+	e.Host = mux
 	return &consoleEnv{env: e, console: mux}
 }
 
@@ -47,16 +46,8 @@ type consoleCall struct {
 
 // do sends r to /console + r.path, as a same-origin page would.
 func (c *consoleEnv) do(r consoleCall) *httptest.ResponseRecorder {
-	c.t.Helper()
-	var body io.Reader
-	if r.body != nil {
-		raw, err := json.Marshal(r.body)
-		if err != nil {
-			c.t.Fatal(err)
-		}
-		body = bytes.NewReader(raw)
-	}
-	req := httptest.NewRequestWithContext(c.t.Context(), r.method, "/console"+r.path, body)
+	c.T.Helper()
+	req := apitest.NewRequest(c.T, r.method, "/console"+r.path, r.body)
 	req.Header.Set("Sec-Fetch-Site", "same-origin")
 	if r.session != nil {
 		req.AddCookie(r.session)
@@ -74,26 +65,16 @@ func (c *consoleEnv) do(r consoleCall) *httptest.ResponseRecorder {
 
 // call sends r and checks the status, returning the JSON body.
 func (c *consoleEnv) call(r consoleCall, want int) map[string]any {
-	c.t.Helper()
-	rec := c.do(r)
-	if rec.Code != want {
-		c.t.Fatalf("%s /console%s = %d, want %d: %s", r.method, r.path, rec.Code, want, rec.Body)
-	}
-	var out map[string]any
-	if rec.Body.Len() > 0 {
-		if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
-			c.t.Fatalf("%s /console%s: %v: %s", r.method, r.path, err, rec.Body)
-		}
-	}
-	return out
+	c.T.Helper()
+	return apitest.Answer(c.T, r.method+" /console"+r.path, c.do(r), want)
 }
 
 // signIn exchanges key for a session and returns its cookie and CSRF token.
 func (c *consoleEnv) signIn(key string) (*http.Cookie, string) {
-	c.t.Helper()
+	c.T.Helper()
 	rec := c.do(consoleCall{method: "POST", path: "/session", body: map[string]any{"key": key}})
 	if rec.Code != http.StatusOK {
-		c.t.Fatalf("sign in = %d: %s", rec.Code, rec.Body)
+		c.T.Fatalf("sign in = %d: %s", rec.Code, rec.Body)
 	}
 	var out struct {
 		Data struct {
@@ -106,17 +87,17 @@ func (c *consoleEnv) signIn(key string) (*http.Cookie, string) {
 			return ck, out.Data.CSRFToken
 		}
 	}
-	c.t.Fatal("sign in set no session cookie")
+	c.T.Fatal("sign in set no session cookie")
 	return nil, ""
 }
 
 func TestConsoleSignIn(t *testing.T) {
 	t.Parallel()
 	c := newConsoleEnv(t, newEnv(t))
-	reader := c.keyAs(lifecycle.Actor{ID: "ops-alice", Role: lifecycle.RoleUser}, lifecycle.ScopeTasksRead, lifecycle.ScopeEventsRead)
-	revoked := c.key(lifecycle.ScopeTasksRead)
-	keys, _ := c.svc.APIKeys(t.Context())
-	if _, err := c.svc.RevokeAPIKey(t.Context(), keys[len(keys)-1].ID); err != nil {
+	reader := c.KeyAs(lifecycle.Actor{ID: "ops-alice", Role: lifecycle.RoleUser}, lifecycle.ScopeTasksRead, lifecycle.ScopeEventsRead)
+	revoked := c.Key(lifecycle.ScopeTasksRead)
+	keys, _ := c.Svc.APIKeys(t.Context())
+	if _, err := c.Svc.RevokeAPIKey(t.Context(), keys[len(keys)-1].ID); err != nil {
 		t.Fatal(err)
 	}
 
@@ -162,10 +143,10 @@ func TestConsoleSignIn(t *testing.T) {
 	data := info["data"].(map[string]any)
 	csrf, _ := data["csrfToken"].(string)
 	if data["actor"].(map[string]any)["id"] != "ops-alice" || cmp.Diff([]any{"events:read", "tasks:read"}, data["scopes"]) != "" ||
-		len(csrf) < 40 || data["expiresAt"] != epoch.Add(8*time.Hour).Format("2006-01-02T15:04:05.000Z") {
+		len(csrf) < 40 || data["expiresAt"] != apitest.Epoch.Add(8*time.Hour).Format("2006-01-02T15:04:05.000Z") {
 		t.Errorf("session = %v", data)
 	}
-	if strings.Contains(rec.Body.String(), reader) || strings.Contains(c.logText(), reader) || strings.Contains(c.logText(), ck.Value) {
+	if strings.Contains(rec.Body.String(), reader) || strings.Contains(c.LogText(), reader) || strings.Contains(c.LogText(), ck.Value) {
 		t.Error("the key or the session token was echoed or logged")
 	}
 
@@ -191,7 +172,7 @@ func TestConsoleSignIn(t *testing.T) {
 func TestConsoleHeaders(t *testing.T) {
 	t.Parallel()
 	c := newConsoleEnv(t, newEnv(t))
-	ck, _ := c.signIn(c.admin)
+	ck, _ := c.signIn(c.Admin)
 	for _, call := range []consoleCall{
 		{method: "GET", path: "/"},
 		{method: "GET", path: "/console.js"},
@@ -229,15 +210,15 @@ func TestConsoleHeaders(t *testing.T) {
 // of another site, or to a change without the session's CSRF token.
 func TestConsoleRefusesOtherSites(t *testing.T) {
 	t.Parallel()
-	rc := newReceiver(t)
+	rc := apitest.NewReceiver(t)
 	e := newHookEnv(t, rc)
 	c := newConsoleEnv(t, e)
-	ck, csrf := c.signIn(c.admin)
-	_, otherCSRF := c.signIn(c.admin)
-	subID := e.subscribe(subBody(rc.url("/hooks")))["id"].(string)
-	e.createTask(taskBody("ENG-1"))
-	rc.next()
-	delivered := e.waitDeliveries(subID, 1)[0]["deliveryId"].(string)
+	ck, csrf := c.signIn(c.Admin)
+	_, otherCSRF := c.signIn(c.Admin)
+	subID := e.Subscribe(subBody(rc.URL("/hooks")))["id"].(string)
+	e.CreateTask(apitest.TaskBody("ENG-1"))
+	rc.Next()
+	delivered := e.WaitDeliveries(subID, 1)[0]["deliveryId"].(string)
 
 	for _, tc := range []struct {
 		name   string
@@ -257,7 +238,7 @@ func TestConsoleRefusesOtherSites(t *testing.T) {
 		{"retry without the token", consoleCall{method: "POST", path: "/api/event-subscriptions/" + subID + "/deliveries/" + delivered + "/retry"}, 403},
 		{"enable with a wrong token", consoleCall{method: "POST", path: "/api/event-subscriptions/" + subID + "/enable", csrf: "x" + csrf[1:]}, 403},
 		{"sign out without the token", consoleCall{method: "DELETE", path: "/session"}, 403},
-		{"sign in from another site", consoleCall{method: "POST", path: "/session", body: map[string]any{"key": c.admin},
+		{"sign in from another site", consoleCall{method: "POST", path: "/session", body: map[string]any{"key": c.Admin},
 			header: http.Header{"Sec-Fetch-Site": {"cross-site"}}}, 403},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -270,17 +251,17 @@ func TestConsoleRefusesOtherSites(t *testing.T) {
 			}
 		})
 	}
-	rc.quiet(100 * time.Millisecond) // nothing was replayed or retried
+	rc.Quiet(100 * time.Millisecond) // nothing was replayed or retried
 
 	// The same calls from the console's own page, with the token, work.
 	c.call(consoleCall{method: "GET", path: "/board", session: ck, header: http.Header{"Sec-Fetch-Site": {"none"}}}, http.StatusOK)
 	c.call(consoleCall{method: "POST", path: "/api/event-subscriptions/" + subID + "/replay", session: ck, csrf: csrf,
 		body: map[string]any{"fromSequence": 0}, header: http.Header{"Idempotency-Key": {"console-replay-3"}}}, http.StatusAccepted)
-	rc.next()
+	rc.Next()
 	c.call(consoleCall{method: "POST", path: "/api/event-subscriptions/" + subID + "/enable", session: ck, csrf: csrf}, http.StatusOK)
-	e.waitDeliveries(subID, 2)
-	newest := e.deliveries(subID)[0]["deliveryId"].(string)
-	rc.setRespond(func(_ int, w http.ResponseWriter) { w.WriteHeader(http.StatusInternalServerError) })
+	e.WaitDeliveries(subID, 2)
+	newest := e.Deliveries(subID)[0]["deliveryId"].(string)
+	rc.SetRespond(func(_ int, w http.ResponseWriter) { w.WriteHeader(http.StatusInternalServerError) })
 	c.call(consoleCall{method: "POST", path: "/api/event-subscriptions/" + subID + "/deliveries/" + newest + "/retry", session: ck, csrf: csrf}, http.StatusConflict)
 	c.call(consoleCall{method: "DELETE", path: "/session", session: ck, csrf: csrf}, http.StatusNoContent)
 }
@@ -315,7 +296,7 @@ func consoleStream(t *testing.T, srv *httptest.Server, ck *http.Cookie) <-chan s
 func TestConsoleSessionEnds(t *testing.T) {
 	t.Parallel()
 	c := newConsoleEnv(t, newEnv(t))
-	c.start()
+	c.Start()
 	srv := httptest.NewServer(c.console)
 	t.Cleanup(srv.Close)
 	wait := func(what string, ended <-chan struct{}) {
@@ -328,11 +309,11 @@ func TestConsoleSessionEnds(t *testing.T) {
 	}
 
 	t.Run("revoked key", func(t *testing.T) {
-		key := c.key(lifecycle.ScopeTasksRead, lifecycle.ScopeEventsRead)
-		keys, _ := c.svc.APIKeys(t.Context())
+		key := c.Key(lifecycle.ScopeTasksRead, lifecycle.ScopeEventsRead)
+		keys, _ := c.Svc.APIKeys(t.Context())
 		ck, _ := c.signIn(key)
 		ended := consoleStream(t, srv, ck)
-		if _, err := c.svc.RevokeAPIKey(t.Context(), keys[len(keys)-1].ID); err != nil {
+		if _, err := c.Svc.RevokeAPIKey(t.Context(), keys[len(keys)-1].ID); err != nil {
 			t.Fatal(err)
 		}
 		wait("the revocation", ended)
@@ -343,7 +324,7 @@ func TestConsoleSessionEnds(t *testing.T) {
 		}
 	})
 	t.Run("signed out", func(t *testing.T) {
-		ck, csrf := c.signIn(c.admin)
+		ck, csrf := c.signIn(c.Admin)
 		ended := consoleStream(t, srv, ck)
 		rec := c.do(consoleCall{method: "DELETE", path: "/session", session: ck, csrf: csrf})
 		if rec.Code != http.StatusNoContent {
@@ -356,9 +337,9 @@ func TestConsoleSessionEnds(t *testing.T) {
 		c.call(consoleCall{method: "GET", path: "/board", session: ck}, http.StatusUnauthorized)
 	})
 	t.Run("expired", func(t *testing.T) {
-		ck, _ := c.signIn(c.admin)
+		ck, _ := c.signIn(c.Admin)
 		ended := consoleStream(t, srv, ck)
-		c.clock.Advance(8*time.Hour + time.Second)
+		c.Clock.Advance(8*time.Hour + time.Second)
 		wait("the expiry", ended)
 		c.call(consoleCall{method: "GET", path: "/board", session: ck}, http.StatusUnauthorized)
 	})
@@ -383,16 +364,16 @@ func TestConsoleBoard(t *testing.T) {
 	t.Parallel()
 	e, _ := newSubmitEnv(t)
 	c := newConsoleEnv(t, e)
-	ck, _ := c.signIn(c.admin)
+	ck, _ := c.signIn(c.Admin)
 
-	todo := e.createTask(taskBody("ENG-1"))["id"].(string)
-	hostile := taskBody("ENG-2")
+	todo := e.CreateTask(apitest.TaskBody("ENG-1"))["id"].(string)
+	hostile := apitest.TaskBody("ENG-2")
 	hostile["title"] = `<img src=x onerror=alert(1)>`
-	hostileID := e.createTask(hostile)["id"].(string)
+	hostileID := e.CreateTask(hostile)["id"].(string)
 	reviewing, sha := e.shippableTask("ENG-3")
 
 	out := c.call(consoleCall{method: "GET", path: "/board", session: ck}, http.StatusOK)
-	evs := e.events()
+	evs := e.Events()
 	if out["cursor"] != evs[len(evs)-1].ID {
 		t.Errorf("cursor %v, want the last event %s", out["cursor"], evs[len(evs)-1].ID)
 	}
@@ -415,7 +396,7 @@ func TestConsoleBoard(t *testing.T) {
 		card["prUrl"] == nil || card["prNumber"] == nil || card["version"].(float64) < 3 {
 		t.Errorf("review card %v", card)
 	}
-	task := e.task(reviewing)
+	task := e.Task(reviewing)
 	if diff := cmp.Diff(task["availableActions"], card["availableActions"]); diff != "" {
 		t.Errorf("card actions differ from GET's (-get +card):\n%s", diff)
 	}
@@ -424,7 +405,7 @@ func TestConsoleBoard(t *testing.T) {
 	if len(some) != 1 || some[0].(map[string]any)["id"] != todo {
 		t.Errorf("board?id= gave %v, want the card of %s only", some, todo)
 	}
-	reader := c.key(lifecycle.ScopeEventsRead)
+	reader := c.Key(lifecycle.ScopeEventsRead)
 	rck, _ := c.signIn(reader)
 	if out := c.call(consoleCall{method: "GET", path: "/board", session: rck}, http.StatusForbidden); errorCode(out) != "insufficient_scope" {
 		t.Errorf("board without tasks:read: %v", out)
@@ -438,12 +419,12 @@ func TestConsoleTimeline(t *testing.T) {
 	t.Parallel()
 	e, web := newShipEnv(t)
 	c := newConsoleEnv(t, e)
-	ck, _ := c.signIn(c.admin)
+	ck, _ := c.signIn(c.Admin)
 	id, sha := e.shippableTask("ENG-1")
 	web.FailNext(memory.OpMerge, errors.New("github: 502"))
-	failed := e.ship(id, "timeline-ship-1", shipBody("merge_only", "staging", sha))
+	failed := e.ship(id, "timeline-ship-1", apitest.ShipBody("merge_only", "staging", sha))
 	e.waitShip(failed)
-	shipped := e.ship(id, "timeline-ship-2", shipBody("merge_only", "staging", sha))
+	shipped := e.ship(id, "timeline-ship-2", apitest.ShipBody("merge_only", "staging", sha))
 	e.waitShip(shipped)
 
 	data := c.call(consoleCall{method: "GET", path: "/timeline/" + id, session: ck}, http.StatusOK)["data"].(map[string]any)
@@ -454,7 +435,7 @@ func TestConsoleTimeline(t *testing.T) {
 	for _, ev := range data["events"].([]any) {
 		versions = append(versions, ev.(map[string]any)["taskVersion"].(float64))
 	}
-	stored := e.eventsOf(id)
+	stored := e.EventsOf(id)
 	if len(versions) != len(stored) || len(versions) < 5 {
 		t.Fatalf("%d events on the timeline, %d stored", len(versions), len(stored))
 	}
@@ -480,7 +461,7 @@ func TestConsoleTimeline(t *testing.T) {
 		t.Errorf("ci %v", ci)
 	}
 	c.call(consoleCall{method: "GET", path: "/timeline/tsk_nosuchtask00000000000", session: ck}, http.StatusNotFound)
-	tasksOnly, _ := c.signIn(c.key(lifecycle.ScopeTasksRead))
+	tasksOnly, _ := c.signIn(c.Key(lifecycle.ScopeTasksRead))
 	c.call(consoleCall{method: "GET", path: "/timeline/" + id, session: tasksOnly}, http.StatusForbidden)
 }
 
@@ -490,25 +471,25 @@ func TestConsoleTimeline(t *testing.T) {
 func TestConsoleSignOutElsewhereEndsStreams(t *testing.T) {
 	t.Parallel()
 	a := newConsoleEnv(t, newEnv(t))
-	a.start()
-	cfg := lifecycle.Config{Store: a.store, BaseURL: testBase, Clock: a.clock, Logger: a.svcLogger(), InstanceID: "other"}
+	a.Start()
+	cfg := lifecycle.Config{Store: a.Store, BaseURL: apitest.BaseURL, Clock: a.Clock, Logger: a.Logger(), InstanceID: "other"}
 	other, err := lifecycle.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	otherEnv := &env{t: t, svc: other, store: a.store, served: a.store, clock: a.clock, logs: a.logs}
+	otherEnv := &env{&apitest.Env{T: t, Svc: other, Store: a.Store, Served: a.Store, Clock: a.Clock, Logs: a.Logs}}
 	b := &consoleEnv{env: otherEnv, console: http.StripPrefix("/console", otherEnv.newConsole())}
 	srv := httptest.NewServer(a.console)
 	t.Cleanup(srv.Close)
 
-	ck, csrf := a.signIn(a.admin)
+	ck, csrf := a.signIn(a.Admin)
 	ended := consoleStream(t, srv, ck)
 	if rec := b.do(consoleCall{method: "DELETE", path: "/session", session: ck, csrf: csrf}); rec.Code != http.StatusNoContent {
 		t.Fatalf("sign out through the other Service = %d %s", rec.Code, rec.Body)
 	}
 	deadline := time.After(5 * time.Second)
 	for {
-		a.clock.Advance(5 * time.Second) // past the revocation check's interval
+		a.Clock.Advance(5 * time.Second) // past the revocation check's interval
 		select {
 		case <-ended:
 			return

@@ -6,23 +6,16 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/console"
-	"github.com/tasklifecycle/lifecycle/store/sqlite"
+	"github.com/tasklifecycle/lifecycle/store/memory"
 )
 
 // ExampleNew mounts the operator console beside the API; an operator
 // opens /console/ in a browser and signs in with an API key.
 func ExampleNew() {
-	dir, _ := os.MkdirTemp("", "lifecycle-example")
-	defer os.RemoveAll(dir)
-	store, err := sqlite.New(sqlite.Config{Path: filepath.Join(dir, "lifecycle.db")})
-	if err != nil {
-		log.Fatal(err)
-	}
+	store := memory.New() // a server keeps its tasks in store/sqlite or store/postgres
 	defer store.Close()
 	svc, err := lifecycle.New(lifecycle.Config{Store: store, BaseURL: "https://tasks.example.com/api", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
