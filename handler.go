@@ -432,7 +432,7 @@ func mergeFieldErrors(ve *ValidationError, more error) error {
 
 // decodeStrict decodes one JSON value from raw into dst, refusing unknown
 // members and trailing data, after checking the body's limits (see
-// scanBody and jsonscan.Decode). A body with an array over its limit, or
+// scanLimits and jsonscan.Decode). A body with an array over its limit, or
 // nested too deeply, is refused without being decoded; strings with
 // invalid UTF-8 or control characters are refused by name, along with any
 // wrong member type, as an error marked typeOnly (the rest was decoded and

@@ -31,26 +31,11 @@ var arrayLimits = map[string]int{
 	"scopes":                len(allScopes),
 }
 
-// scanLimits are the limits scanBody enforces.
+// scanLimits are the limits every request body is checked against, in
+// one pass over its bytes before it is decoded (see jsonscan.Decode).
 var scanLimits = jsonscan.Limits{
 	MaxDepth: maxBodyDepth,
 	MaxArray: maxArrayEntries,
 	Arrays:   arrayLimits,
 	MinArray: maxEventTypeEntries, // the smallest of arrayLimits
-}
-
-// scanBody checks a request body in one pass, in time linear in its size:
-// it refuses arrays longer than their limit and nesting deeper than
-// maxBodyDepth (hard errors: the body is not decoded), and strings holding
-// invalid UTF-8 (raw, or as unpaired surrogate escapes) or control
-// characters other than tab and newline (soft errors: the body can still be
-// decoded and checked, so that one answer lists every problem). Malformed
-// JSON stops the scan without an error; the decoder reports it.
-func scanBody(raw []byte) (fields *ValidationError, hard bool) {
-	var v validator
-	hard = jsonscan.Scan(raw, &scanLimits, v.add)
-	if len(v.fields) == 0 {
-		return nil, false
-	}
-	return &ValidationError{Fields: v.fields, Truncated: v.truncated}, hard
 }
