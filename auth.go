@@ -618,9 +618,7 @@ func (s *Service) handleListAPIKeys(w http.ResponseWriter, r *http.Request, p *P
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Data []APIKey `json:"data"`
-	}{keys})
+	writeData(w, http.StatusOK, keys)
 	return nil
 }
 

@@ -329,6 +329,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	writeRaw(w, status, encodeJSON(v))
 }
 
+// writeData writes v as the data member of the body, {"data": v}, the
+// envelope of every answer with one resource.
+func writeData[T any](w http.ResponseWriter, status int, v T) {
+	writeJSON(w, status, struct {
+		Data T `json:"data"`
+	}{v})
+}
+
 // encodeJSON encodes v as one line of JSON without HTML escaping. Values
 // built by this package always encode; should one not, the result is an
 // internal error body.

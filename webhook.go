@@ -570,9 +570,7 @@ func (s *Service) handleGetSubscription(w http.ResponseWriter, r *http.Request, 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Data Subscription `json:"data"`
-	}{sub})
+	writeData(w, http.StatusOK, sub)
 	return nil
 }
 

@@ -315,9 +315,7 @@ func (s *Service) handleRetryDelivery(w http.ResponseWriter, r *http.Request, p 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusAccepted, struct {
-		Data Delivery `json:"data"`
-	}{d})
+	writeData(w, http.StatusAccepted, d)
 	return nil
 }
 
@@ -329,8 +327,6 @@ func (s *Service) handleEnableSubscription(w http.ResponseWriter, r *http.Reques
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Data Subscription `json:"data"`
-	}{sub})
+	writeData(w, http.StatusOK, sub)
 	return nil
 }
