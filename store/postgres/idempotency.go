@@ -114,8 +114,9 @@ func (s *Store) deleteIdempotencyRecordsBefore(ctx context.Context, t time.Time)
 }
 
 // UpdateInstanceLease implements lifecycle.InstanceLeaser in one
-// transaction, which reads the lease for update; with p.Relaxed it
-// commits as UpdateRelaxed does.
+// transaction, which holds a transaction-scoped advisory lock of the
+// instance ID, so that updates of one lease run one at a time even before
+// its row exists; with p.Relaxed it commits as UpdateRelaxed does.
 func (s *Store) UpdateInstanceLease(ctx context.Context, p lifecycle.UpdateInstanceLeaseParams) error {
 	opts := pgx.TxOptions{}
 	if p.Relaxed {
@@ -123,6 +124,11 @@ func (s *Store) UpdateInstanceLease(ctx context.Context, p lifecycle.UpdateInsta
 	}
 	return s.update(ctx, opts, func(tx lifecycle.Tx) error {
 		x := tx.(*txn)
+		// FOR UPDATE locks no row that does not exist yet: without this
+		// lock, two first updates at once would both read no lease.
+		if _, err := x.exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended('lifecycle.instance_lease:' || $1, 0))", p.ID); err != nil {
+			return fmt.Errorf("postgres: lock instance lease %s: %w", p.ID, err)
+		}
 		var cur *lifecycle.InstanceLease
 		switch l, err := x.instanceLease(ctx, p.ID); {
 		case err == nil:
