@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/tasklifecycle/lifecycle/internal/hookpost"
 	"github.com/tasklifecycle/lifecycle/internal/id"
+	"github.com/tasklifecycle/lifecycle/internal/leasepool"
 	"github.com/tasklifecycle/lifecycle/internal/netguard"
 )
 
@@ -78,36 +78,35 @@ type dispatcher struct {
 	// own, so that no other subscription reuses one of them.
 	client, privateClient *http.Client
 	global                chan struct{} // semaphore of attempts in flight
-	wakeC                 chan struct{} // capacity 1: subscriptions changed
-
-	mu         sync.Mutex
-	ctx        context.Context // nil until started
-	workers    map[string]*subWorker
-	held       []string       // the subscriptions leased at the last claim
-	leaseUntil time.Time      // when the leases of the last claim end
-	claims     uint64         // the claims begun
-	running    sync.WaitGroup // every worker goroutine
-	// deleted holds the subscriptions deleted through this Service, with
-	// the number of the claim begun last when they were, until every
-	// claim that may have read them before the deletion is over.
-	deleted map[string]uint64
+	// pool leases the subscriptions and runs their workers.
+	pool *leasepool.Pool[Subscription, *subWorker]
 }
 
 // newDispatcher returns a dispatcher; it does nothing until run.
 func newDispatcher(s *Service) *dispatcher {
 	d := &dispatcher{
-		s:       s,
-		owner:   s.owner, // Config.InstanceID: a restarted Service takes its subscriptions back at once
-		client:  newWebhookClient(s, s.targets),
-		global:  make(chan struct{}, s.cfg.WebhookConcurrency),
-		wakeC:   make(chan struct{}, 1),
-		workers: make(map[string]*subWorker),
-		deleted: make(map[string]uint64),
+		s:      s,
+		owner:  s.owner, // Config.InstanceID: a restarted Service takes its subscriptions back at once
+		client: newWebhookClient(s, s.targets),
+		global: make(chan struct{}, s.cfg.WebhookConcurrency),
 	}
 	d.privateClient = d.client
 	if !s.targets.AllowPrivate {
 		d.privateClient = newWebhookClient(s, newTargetGuard(true, s.targets.Resolver, s.log))
 	}
+	d.pool = leasepool.New(leasepool.Config[Subscription, *subWorker]{
+		Clock: s.clock, Poll: s.cfg.WebhookPollInterval, Lease: s.cfg.WebhookLease,
+		Claim: d.claim,
+		Key:   func(sub *Subscription) string { return sub.ID },
+		Start: d.startWorker,
+		Run:   (*subWorker).run,
+		Held: func(w *subWorker, sub *Subscription) {
+			if w.notified.Swap(sub.Revision) != sub.Revision {
+				w.poke() // an operator replayed or retried
+			}
+		},
+		Release: d.release,
+	})
 	return d
 }
 
@@ -119,44 +118,17 @@ func newWebhookClient(s *Service, guard *netguard.Guard) *http.Client {
 }
 
 // subscriptionsChanged makes the dispatcher claim subscriptions again soon.
-func (d *dispatcher) subscriptionsChanged() {
-	select {
-	case d.wakeC <- struct{}{}:
-	default:
-	}
-}
+func (d *dispatcher) subscriptionsChanged() { d.pool.Wake() }
 
 // run claims subscriptions every poll interval, or when they changed, and
 // keeps a worker running for each one held, until ctx is done. It then
 // stops the workers and gives the leases up.
-func (d *dispatcher) run(ctx context.Context) {
-	s := d.s
-	d.mu.Lock()
-	d.ctx = ctx
-	d.mu.Unlock()
-	for {
-		d.claim(ctx)
-		select {
-		case <-ctx.Done():
-			d.shutdown()
-			return
-		case <-d.wakeC:
-		case <-s.clock.After(s.cfg.WebhookPollInterval):
-		}
-	}
-}
+func (d *dispatcher) run(ctx context.Context) { d.pool.Run(ctx) }
 
 // claim renews this dispatcher's leases and takes up expired ones, at most
-// WebhookClaimBatch at a time, then starts a worker for every subscription
-// newly held and stops those of subscriptions no longer held.
-func (d *dispatcher) claim(ctx context.Context) {
+// WebhookClaimBatch at a time, and returns the subscriptions held.
+func (d *dispatcher) claim(ctx context.Context, now time.Time) ([]Subscription, error) {
 	s := d.s
-	d.mu.Lock()
-	d.claims++
-	n := d.claims
-	d.mu.Unlock()
-	defer d.forgetDeleted(n)
-	now := s.clock.Now()
 	var held []Subscription
 	err := s.updateRelaxed(ctx, func(tx Tx) error {
 		var err error
@@ -169,19 +141,7 @@ func (d *dispatcher) claim(ctx context.Context) {
 		if ctx.Err() == nil {
 			s.log.Error("webhooks: claim subscriptions", "err", err)
 		}
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		if !now.Before(d.leaseUntil.Add(-s.cfg.WebhookPollInterval)) {
-			// The leases could not be renewed and are about to end: another
-			// Service may take the subscriptions over, so stop delivering.
-			// A stopped worker stays in workers until it has ended (its
-			// last record done), so that no claim starts a second one
-			// beside it.
-			for _, w := range d.workers {
-				w.cancel()
-			}
-		}
-		return
+		return nil, err
 	}
 	if len(held) > 0 {
 		// Workers read the events from the stream broker's ring.
@@ -189,106 +149,30 @@ func (d *dispatcher) claim(ctx context.Context) {
 			if ctx.Err() == nil {
 				s.log.Error("webhooks: start reading events", "err", err)
 			}
-			return
+			return nil, err
 		}
 	}
-	keep := make(map[string]bool, len(held))
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.leaseUntil = now.Add(s.cfg.WebhookLease)
-	d.held = d.held[:0]
-	for i := range held {
-		sub := &held[i]
-		keep[sub.ID] = true
-		d.held = append(d.held, sub.ID)
-		if _, gone := d.deleted[sub.ID]; gone {
-			continue
-		}
-		if w := d.workers[sub.ID]; w != nil {
-			if w.notified.Swap(sub.Revision) != sub.Revision {
-				w.poke() // an operator replayed or retried
-			}
-			continue
-		}
-		secret, err := s.secrets.Open(sub.ID, sub.SealedSecret)
-		if err != nil {
-			s.log.Error("webhooks: cannot sign deliveries of the subscription", "subscription", sub.ID, "err", err)
-			continue
-		}
-		w := newSubWorker(d, *sub, secret)
-		d.workers[sub.ID] = w
-		d.running.Add(1)
-		go func() {
-			defer d.running.Done()
-			w.run()
-		}()
-	}
-	for subID, w := range d.workers {
-		if !keep[subID] {
-			w.cancel() // forgotten by workerEnded once it has ended
-		}
-	}
+	return held, nil
 }
 
-// stopWorker stops the worker of a subscription, if there is one, and
-// waits until it has stopped or ctx is done.
-func (d *dispatcher) stopWorker(ctx context.Context, subID string) {
-	d.mu.Lock()
-	w := d.workers[subID]
-	delete(d.workers, subID)
-	if d.ctx != nil && d.ctx.Err() == nil {
-		// A claim under way must not start it again. Before run and after
-		// it, no claim is under way.
-		d.deleted[subID] = d.claims
+// startWorker makes the worker of a subscription newly held, unless its
+// deliveries cannot be signed.
+func (d *dispatcher) startWorker(ctx context.Context, sub *Subscription) (*subWorker, bool) {
+	secret, err := d.s.secrets.Open(sub.ID, sub.SealedSecret)
+	if err != nil {
+		d.s.log.Error("webhooks: cannot sign deliveries of the subscription", "subscription", sub.ID, "err", err)
+		return nil, false
 	}
-	d.mu.Unlock()
-	if w == nil {
-		return
-	}
-	w.cancel()
-	select {
-	case <-w.done:
-	case <-ctx.Done():
-	}
+	return newSubWorker(ctx, d, *sub, secret), true
 }
 
-// forgetDeleted forgets the subscriptions deleted before claim n began,
-// as it ends: claims run one at a time, and n and those after it read the
-// Store after the deletions committed, so none of them can return those
-// subscriptions.
-func (d *dispatcher) forgetDeleted(n uint64) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for subID, at := range d.deleted {
-		if at < n {
-			delete(d.deleted, subID)
-		}
-	}
-}
+// stopWorker stops the worker of a deleted subscription, if there is one,
+// and waits until it has stopped or ctx is done.
+func (d *dispatcher) stopWorker(ctx context.Context, subID string) { d.pool.Stop(ctx, subID) }
 
-// workerEnded forgets w once it has ended, stopped on its own or
-// cancelled, unless another took its place, and has the dispatcher claim
-// again: a claim made while w was ending started no worker beside it.
-func (d *dispatcher) workerEnded(w *subWorker) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.workers[w.sub.ID] == w {
-		delete(d.workers, w.sub.ID)
-	}
-	d.subscriptionsChanged()
-}
-
-// shutdown stops every worker, waits for them and gives their leases up
+// release gives the leases of held up, once their workers have stopped,
 // so that another process may deliver at once.
-func (d *dispatcher) shutdown() {
-	d.mu.Lock()
-	workers, held := d.workers, d.held
-	d.workers, d.held = map[string]*subWorker{}, nil
-	d.mu.Unlock()
-	for _, w := range workers {
-		w.cancel()
-	}
-	d.running.Wait()
+func (d *dispatcher) release(held []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := d.s.updateRelaxed(ctx, func(tx Tx) error {
@@ -319,10 +203,8 @@ type subWorker struct {
 	d      *dispatcher
 	sub    Subscription
 	secret []byte
-	sem    chan struct{} // attempts in flight for this subscription
-	ctx    context.Context
-	cancel context.CancelFunc
-	done   chan struct{}
+	sem    chan struct{}   // attempts in flight for this subscription
+	ctx    context.Context // ends when the worker is stopped
 	keep   func(*ringEvent) bool
 
 	// notified is the subscription's Revision as its dispatcher's claims
@@ -335,16 +217,14 @@ type subWorker struct {
 	rev int64
 }
 
-func newSubWorker(d *dispatcher, sub Subscription, secret []byte) *subWorker {
-	ctx, cancel := context.WithCancel(d.ctx)
+// newSubWorker returns the worker of sub; it stops when ctx ends.
+func newSubWorker(ctx context.Context, d *dispatcher, sub Subscription, secret []byte) *subWorker {
 	w := &subWorker{
 		d:      d,
 		sub:    sub,
 		secret: secret,
 		sem:    make(chan struct{}, d.s.cfg.WebhookConcurrencyPerSubscription),
 		ctx:    ctx,
-		cancel: cancel,
-		done:   make(chan struct{}),
 		pokeC:  make(chan struct{}, 1),
 		rev:    sub.Revision,
 	}
@@ -388,8 +268,6 @@ type attempt struct {
 // recorded before the worker goes on. Until recorded, the cursor stays
 // before those events: if the process dies, they are delivered again.
 func (w *subWorker) run() {
-	defer close(w.done)
-	defer w.d.workerEnded(w)
 	s := w.d.s
 	log := s.log.With("subscription", w.sub.ID)
 	pos := w.sub.Cursor
