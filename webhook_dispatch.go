@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tasklifecycle/lifecycle/internal/cursorloop"
 	"github.com/tasklifecycle/lifecycle/internal/hookpost"
 	"github.com/tasklifecycle/lifecycle/internal/id"
 	"github.com/tasklifecycle/lifecycle/internal/leasepool"
@@ -213,8 +214,12 @@ type subWorker struct {
 	pokeC    chan struct{}
 	// rev is the Revision the worker last acted on: a rewind made after
 	// it moves the worker back to the rewind's sequence (see record).
-	// Only the worker's goroutine uses it.
-	rev int64
+	// Only the worker's goroutine uses it, as it does the retries due and
+	// events read last (due, buf) and the attempts not yet recorded.
+	rev        int64
+	due        []Delivery
+	buf        []ringEvent
+	unrecorded []*attempt
 }
 
 // newSubWorker returns the worker of sub; it stops when ctx ends.
@@ -259,7 +264,8 @@ type attempt struct {
 }
 
 // run delivers until the worker is cancelled, its subscription is deleted
-// or disabled, or another dispatcher takes it over.
+// or disabled, or another dispatcher takes it over (see
+// internal/cursorloop for when attempts are recorded).
 //
 // Attempts that succeeded at first try are recorded together, at the
 // latest webhookRecordDelay after the first of them or once a batch's
@@ -267,177 +273,69 @@ type attempt struct {
 // per batch rather than per wake-up; anything else (a failure, a retry) is
 // recorded before the worker goes on. Until recorded, the cursor stays
 // before those events: if the process dies, they are delivered again.
+//
+// Only this worker and operators (see webhook_ops.go) add pending attempts
+// to its subscription, and operators poke it when they do; so it knows
+// when the next is due and reads them from the Store only then. A worker
+// that starts on a rewound subscription records before it delivers
+// anything, so that the rewind it started at is not applied again at its
+// first record.
 func (w *subWorker) run() {
-	s := w.d.s
-	log := s.log.With("subscription", w.sub.ID)
-	pos := w.sub.Cursor
-	var buf []ringEvent
-
-	// Only this worker and operators (see webhook_ops.go) add pending
-	// attempts to its subscription, and operators poke it when they do;
-	// so it knows when the next is due and reads them from the Store only
-	// then.
-	retriesKnown := false
-	var nextRetry time.Time // the zero time: none pending
-
-	var unrecorded []*attempt    // delivered at first try, not yet recorded
-	recorded := pos              // the cursor as stored
-	var recordBy time.Time       // when unrecorded must be recorded, by the wall clock
-	var cursorBy time.Time       // when a cursor moved past events not kept must be stored, by s.clock
-	var cursorC <-chan time.Time // fires at cursorBy; nil when the cursor is stored
-	recordTimer := time.NewTimer(time.Hour)
-	recordTimer.Stop()
-	defer recordTimer.Stop()
-	// An operator changed the subscription: record, to see a rewind. A
-	// worker that starts on a rewound subscription records before it
-	// delivers anything, so that the rewind it started at is not applied
-	// again at its first record.
-	poked := w.sub.Rewound
-	flush := func(ctx context.Context) error {
-		if len(unrecorded) == 0 && pos == recorded && !poked {
-			return nil
-		}
-		retryAt, rewound, err := w.record(ctx, unrecorded, pos)
-		if err != nil {
-			return err
-		}
-		if !retryAt.IsZero() && (nextRetry.IsZero() || retryAt.Before(nextRetry)) {
-			nextRetry = retryAt
-		}
-		clear(unrecorded)
-		unrecorded, recorded, cursorBy, cursorC, poked = unrecorded[:0], pos, time.Time{}, nil, false
-		if rewound != nil {
-			// A replay: read on from the cursor it set.
-			pos, recorded = *rewound, *rewound
-		}
-		return nil
-	}
-	defer func() {
-		// Stopping: keep what was delivered, so that it is not sent again,
-		// and how far the events were read.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(w.ctx), 5*time.Second)
-		defer cancel()
-		delivered := len(unrecorded) > 0
-		if err := flush(ctx); err != nil && !errors.Is(err, errSubscriptionGone) && !errors.Is(err, errLeaseLost) {
-			if delivered {
+	log := w.d.s.log.With("subscription", w.sub.ID)
+	ends := func(err error) bool { return errors.Is(err, errSubscriptionGone) || errors.Is(err, errLeaseLost) }
+	cursorloop.Run(w.ctx, cursorloop.Config{
+		Clock: w.d.s.clock, Cursor: w.sub.Cursor, Poked: w.sub.Rewound, Poke: w.pokeC,
+		Batch: webhookBatch, RecordDelay: webhookRecordDelay, CursorLag: webhookCursorLag, CursorDelay: webhookCursorDelay,
+		RetryWait: webhookRetry, StopTimeout: 5 * time.Second, Ends: ends,
+		Stopped: func(reason error) { log.Info("webhooks: stop delivering", "reason", reason) },
+		Failed: func(step cursorloop.Failure, err error) {
+			switch step {
+			case cursorloop.Round:
+				log.Error("webhooks: deliver", "err", err)
+			case cursorloop.Flush:
+				log.Error("webhooks: record deliveries and the cursor", "err", err)
+			case cursorloop.FinalDeliveries:
 				log.Warn("webhooks: record deliveries while stopping; they will be delivered again", "err", err)
-			} else {
+			case cursorloop.FinalCursor:
 				log.Warn("webhooks: store the cursor while stopping; the events after it will be read again", "err", err)
 			}
-		}
-	}()
+		},
+	}, (*subLoop)(w))
+}
 
-	for w.ctx.Err() == nil {
-		select {
-		case <-w.pokeC: // busy: not waiting below
-			poked, retriesKnown = true, false
-		default:
-		}
-		now := s.clock.Now()
-		var due []Delivery
-		var err error
-		if (len(unrecorded) > 0 && !retriesKnown) || poked {
-			// The last record failed: until what was delivered is
-			// recorded, nothing else is read or sent, so that a retry
-			// whose outcome is not recorded is not sent again. Or an
-			// operator poked: a replay may have moved the cursor back.
-			err = flush(w.ctx)
-		}
-		if err == nil && (!retriesKnown || (!nextRetry.IsZero() && !now.Before(nextRetry))) {
-			due, nextRetry, err = w.dueRetries(now)
-			retriesKnown = err == nil && len(due) < webhookBatch
-		}
-		var evs []ringEvent
-		next := pos
-		var changed <-chan struct{}
-		if err == nil {
-			evs, next, changed, err = w.read(pos, buf[:0])
-			buf = evs
-		}
-		if err == nil && (len(due) > 0 || len(evs) > 0) {
-			attempts := w.deliver(due, evs)
-			if w.ctx.Err() != nil {
-				return // abandoned: what was not recorded is delivered again
-			}
-			pos = next
-			unrecorded = append(unrecorded, attempts...)
-			if len(unrecorded) == len(attempts) {
-				recordBy = time.Now().Add(webhookRecordDelay)
-			}
-			if len(due) > 0 || len(unrecorded) >= webhookBatch || slices.ContainsFunc(attempts, (*attempt).failed) || !time.Now().Before(recordBy) {
-				err = flush(w.ctx)
-			}
-		} else if err == nil && next != pos {
-			// Nothing to deliver: the cursor moves past events the
-			// subscription does not keep, and is stored now and then.
-			pos = next
-			if cursorC == nil {
-				cursorBy, cursorC = now.Add(webhookCursorDelay), s.clock.After(webhookCursorDelay)
-			}
-			if pos-recorded >= webhookCursorLag || !now.Before(cursorBy) {
-				err = flush(w.ctx)
-			}
-		}
-		switch {
-		case errors.Is(err, errSubscriptionGone) || errors.Is(err, errLeaseLost):
-			log.Info("webhooks: stop delivering", "reason", err)
-			return
-		case err != nil:
-			if w.ctx.Err() != nil {
-				return
-			}
-			retriesKnown = false
-			log.Error("webhooks: deliver", "err", err)
-			select {
-			case <-w.ctx.Done():
-			case <-s.clock.After(webhookRetry):
-			}
-			continue
-		}
-		if len(due) > 0 || len(evs) > 0 || changed == nil {
-			continue // there may be more at once
-		}
-		var retryC <-chan time.Time
-		if !nextRetry.IsZero() {
-			retryC = s.clock.After(nextRetry.Sub(s.clock.Now()))
-			// The clock may have passed nextRetry between reading it and
-			// setting the timer.
-			if !s.clock.Now().Before(nextRetry) {
-				continue
-			}
-		}
-		var recordC <-chan time.Time
-		if len(unrecorded) > 0 {
-			recordTimer.Reset(time.Until(recordBy))
-			recordC = recordTimer.C
-		}
-		record := false
-		select {
-		case <-w.ctx.Done():
-		case <-changed:
-		case <-retryC:
-		case <-cursorC:
-			// Stored again after webhookRetry if this fails; a success
-			// drops the timer.
-			record, cursorC = true, s.clock.After(webhookRetry)
-		case <-recordC:
-			record = true
-		case <-w.pokeC:
-			poked, retriesKnown = true, false
-		}
-		if record {
-			if err := flush(w.ctx); err != nil {
-				if errors.Is(err, errSubscriptionGone) || errors.Is(err, errLeaseLost) {
-					log.Info("webhooks: stop delivering", "reason", err)
-					return
-				}
-				if w.ctx.Err() == nil {
-					log.Error("webhooks: record deliveries and the cursor", "err", err)
-				}
-			}
-		}
-		recordTimer.Stop()
+// subLoop is a subWorker as its cursorloop.Worker.
+type subLoop subWorker
+
+// Due implements cursorloop.Worker.
+func (l *subLoop) Due(ctx context.Context, now time.Time) (int, time.Time, error) {
+	due, next, err := (*subWorker)(l).dueRetries(now)
+	l.due = due
+	return len(due), next, err
+}
+
+// Read implements cursorloop.Worker.
+func (l *subLoop) Read(ctx context.Context, pos int64) (int, int64, <-chan struct{}, error) {
+	evs, next, changed, err := (*subWorker)(l).read(pos, l.buf[:0])
+	l.buf = evs
+	return len(evs), next, changed, err
+}
+
+// Deliver implements cursorloop.Worker.
+func (l *subLoop) Deliver(ctx context.Context) (int, bool) {
+	attempts := (*subWorker)(l).deliver(l.due, l.buf)
+	l.due = nil
+	l.unrecorded = append(l.unrecorded, attempts...)
+	return len(attempts), slices.ContainsFunc(attempts, (*attempt).failed)
+}
+
+// Record implements cursorloop.Worker.
+func (l *subLoop) Record(ctx context.Context, pos int64) (time.Time, *int64, error) {
+	retryAt, rewound, err := (*subWorker)(l).record(ctx, l.unrecorded, pos)
+	if err == nil {
+		clear(l.unrecorded)
+		l.unrecorded = l.unrecorded[:0]
 	}
+	return retryAt, rewound, err
 }
 
 // failed reports whether the attempt failed (or never started).
