@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/tasklifecycle/lifecycle/internal/backoff"
 	"github.com/tasklifecycle/lifecycle/internal/claimrun"
 	"github.com/tasklifecycle/lifecycle/internal/id"
 )
@@ -346,7 +347,7 @@ func (s *Service) runShip(ctx context.Context, op ShipOperation) {
 // pause waits d on the Service's clock and reports whether ctx is still
 // alive.
 func (s *Service) pause(ctx context.Context, d time.Duration) bool {
-	return claimrun.Pause(ctx, s.clock, d)
+	return backoff.Pause(ctx, s.clock, d)
 }
 
 // renewShipLease renews op's lease (the runner does every third of
@@ -563,44 +564,31 @@ func (s *Service) merge(ctx context.Context, adapter ProviderAdapter, op *ShipOp
 // however long it lasts, outside the budget: the operation says so in its
 // Wait meanwhile.
 func (s *Service) retryTemporary(ctx context.Context, op *ShipOperation, what string, timeout time.Duration, f func(ctx context.Context) error) error {
-	deadline := s.clock.Now().Add(s.cfg.ShipRetryBudget)
-	backoff := s.cfg.ShipRetryBackoff
-	for attempt := 1; ; attempt++ {
-		actx, cancel := context.WithTimeout(ctx, timeout)
-		err := f(actx)
-		cancel()
-		if err == nil || !errors.Is(err, ErrTemporary) || ctx.Err() != nil {
-			return err
-		}
-		if wait, ok := rateLimited(err); ok {
-			wait = max(wait, time.Second)
-			s.log.Warn("rate limited; the ship operation waits", "op", what, "operation", op.OperationID, "wait", wait, "err", err)
-			until := NewTimestamp(s.clock.Now().Add(wait))
-			waited := s.clock.After(wait)
-			s.setShipWait(ctx, op, &ShipWait{Reason: "rate_limited", Until: until,
-				Message: fmt.Sprintf("The rate limit of the code host is spent; the %s waits until %s.", what, until)})
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-waited:
+	err := backoff.Retry(ctx, backoff.Policy{Clock: s.clock, Timeout: timeout, Budget: s.cfg.ShipRetryBudget, First: s.cfg.ShipRetryBackoff, Max: time.Minute}, f,
+		func(err error) backoff.Verdict {
+			if !errors.Is(err, ErrTemporary) {
+				return backoff.Verdict{}
 			}
-			s.setShipWait(ctx, op, nil)
-			deadline = deadline.Add(wait)
-			continue
-		}
-		wait := backoff
-		if ra := retryAfter(err); ra > 0 {
-			wait = ra
-		}
-		if s.clock.Now().Add(wait).After(deadline) {
-			return fmt.Errorf("%s gave up after %d tries: %w", what, attempt, err)
-		}
-		s.log.Warn("temporary failure; retrying", "op", what, "operation", op.OperationID, "attempt", attempt, "wait", wait, "err", err)
-		if !s.pause(ctx, wait) {
-			return ctx.Err()
-		}
-		backoff = min(2*backoff, time.Minute)
+			if wait, ok := rateLimited(err); ok {
+				return backoff.Verdict{Retry: true, Hold: max(wait, time.Second)}
+			}
+			return backoff.Verdict{Retry: true, After: retryAfter(err)}
+		}, backoff.Hooks{
+			Holding: func(wait time.Duration, until time.Time, err error) {
+				s.log.Warn("rate limited; the ship operation waits", "op", what, "operation", op.OperationID, "wait", wait, "err", err)
+				at := NewTimestamp(until)
+				s.setShipWait(ctx, op, &ShipWait{Reason: "rate_limited", Until: at,
+					Message: fmt.Sprintf("The rate limit of the code host is spent; the %s waits until %s.", what, at)})
+			},
+			Held: func() { s.setShipWait(ctx, op, nil) },
+			Retrying: func(attempt int, wait time.Duration, err error) {
+				s.log.Warn("temporary failure; retrying", "op", what, "operation", op.OperationID, "attempt", attempt, "wait", wait, "err", err)
+			},
+		})
+	if gaveUp := (*backoff.GaveUpError)(nil); errors.As(err, &gaveUp) {
+		return fmt.Errorf("%s gave up after %d tries: %w", what, gaveUp.Tries, gaveUp.Err)
 	}
+	return err
 }
 
 // setShipWait records why op waits (nil: it no longer does), if this

@@ -2,14 +2,15 @@
 // processes: a Runner claims as many items as it has free slots, works
 // each in a goroutine of its own and claims again when one ends, when
 // woken, or every poll interval; Hold keeps the lease of an item renewed
-// while its work runs and stops the work when the lease is lost; Pause
-// waits on a clock. What is claimed, how a lease is renewed and what the
-// work does is the caller's.
+// while its work runs and stops the work when the lease is lost. What is
+// claimed, how a lease is renewed and what the work does is the caller's.
 package claimrun
 
 import (
 	"context"
 	"time"
+
+	"github.com/tasklifecycle/lifecycle/internal/backoff"
 )
 
 // Clock tells the time and waits for it.
@@ -119,22 +120,11 @@ func Hold(ctx context.Context, clock Clock, every time.Duration, renew func(ctx 
 // true then; or until renew reports false, and reports false.
 func Renew(ctx context.Context, clock Clock, every time.Duration, renew func(ctx context.Context) bool) bool {
 	for {
-		if !Pause(ctx, clock, every) {
+		if !backoff.Pause(ctx, clock, every) {
 			return true
 		}
 		if !renew(ctx) {
 			return false
 		}
-	}
-}
-
-// Pause waits d on clock and reports whether ctx is still alive: false
-// as soon as ctx ends.
-func Pause(ctx context.Context, clock Clock, d time.Duration) bool {
-	select {
-	case <-ctx.Done():
-		return false
-	case <-clock.After(d):
-		return true
 	}
 }

@@ -141,21 +141,3 @@ func TestHoldEndsWithItsWork(t *testing.T) {
 		t.Fatal("Hold reported the lease lost")
 	}
 }
-
-func TestPause(t *testing.T) {
-	clock := fakeclock.New(t0)
-	ok := make(chan bool)
-	go func() { ok <- Pause(context.Background(), clock, time.Second) }()
-	clock.WaitForWaiterAt(t0.Add(time.Second), 5*time.Second)
-	clock.Advance(time.Second)
-	if !wait(t, ok, "pause") {
-		t.Fatal("Pause reported its ctx ended")
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() { ok <- Pause(ctx, clock, time.Second) }()
-	clock.WaitForWaiterAt(t0.Add(2*time.Second), 5*time.Second)
-	cancel()
-	if wait(t, ok, "pause") {
-		t.Fatal("Pause reported its ctx alive after it ended")
-	}
-}
