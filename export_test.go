@@ -19,10 +19,7 @@ func (s *Service) AppendEventsForTest(ctx context.Context, evs []*Event) error {
 // WebhookStateForTest returns how many subscription workers the Service
 // runs and how many deleted subscriptions its dispatcher remembers.
 func (s *Service) WebhookStateForTest() (workers, deleted int) {
-	d := s.webhooks
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return len(d.workers), len(d.deleted)
+	return s.webhooks.pool.Counts()
 }
 
 // TaskLockHoldersForTest returns how many calls hold or wait for the

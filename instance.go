@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/tasklifecycle/lifecycle/internal/claimrun"
 )
 
 // InstanceLease records that a live Service holds an instance ID
@@ -81,17 +83,13 @@ func (s *Service) renewInstance(ctx context.Context) {
 	if s.leaser == nil {
 		return
 	}
-	for {
-		select {
-		case <-ctx.Done():
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			s.putInstance(rctx, s.clock.Now())
-			return
-		case <-s.clock.After(instanceRenewal):
-		}
+	claimrun.Renew(ctx, s.clock, instanceRenewal, func(ctx context.Context) bool {
 		s.putInstance(ctx, s.clock.Now().Add(3*instanceRenewal))
-	}
+		return true // a failure is logged; the next renewal tries again
+	})
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	s.putInstance(rctx, s.clock.Now())
 }
 
 // putInstance sets the end of this life's instance lease, unless another

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle/internal/bytebudget"
+	"github.com/tasklifecycle/lifecycle/internal/claimrun"
 	"github.com/tasklifecycle/lifecycle/internal/id"
 	"github.com/tasklifecycle/lifecycle/internal/netguard"
 	"github.com/tasklifecycle/lifecycle/internal/secretbox"
@@ -483,14 +484,14 @@ type Service struct {
 
 	streamKeys streamKeys // the keys of open streams, to end them on revocation
 
-	owner     string         // Config.InstanceID: the holder of this Service's leases
-	life      string         // this life of the instance, new at each New
-	inflight  inflightKeys   // idempotency keys this life holds
-	taskLocks keyedLocks     // serialises provider work per task
-	lease     leaseClock     // until when this life holds its instance lease
-	leaser    InstanceLeaser // the Store's instance leases; nil: the only instance
-	shipWake  chan struct{}  // wakes the ship runner
-	reconcile *reconciler    // reads hosts for tasks in review
+	owner     string                          // Config.InstanceID: the holder of this Service's leases
+	life      string                          // this life of the instance, new at each New
+	inflight  inflightKeys                    // idempotency keys this life holds
+	taskLocks keyedLocks                      // serialises provider work per task
+	lease     leaseClock                      // until when this life holds its instance lease
+	leaser    InstanceLeaser                  // the Store's instance leases; nil: the only instance
+	ships     *claimrun.Runner[ShipOperation] // the ship runner
+	reconcile *reconciler                     // reads hosts for tasks in review
 
 	mu      sync.Mutex
 	started bool
@@ -508,15 +509,14 @@ func New(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{
-		cfg:      cfg,
-		store:    cfg.Store,
-		clock:    cfg.Clock,
-		log:      cfg.Logger,
-		auth:     cfg.Authenticator,
-		agents:   make(map[string]Agent, len(cfg.Agents)),
-		shipWake: make(chan struct{}, 1),
-		owner:    cfg.InstanceID,
-		life:     id.New("lif_"), // this life of the instance
+		cfg:    cfg,
+		store:  cfg.Store,
+		clock:  cfg.Clock,
+		log:    cfg.Logger,
+		auth:   cfg.Authenticator,
+		agents: make(map[string]Agent, len(cfg.Agents)),
+		owner:  cfg.InstanceID,
+		life:   id.New("lif_"), // this life of the instance
 	}
 	if l, ok := cfg.Store.(InstanceLeaser); ok {
 		s.leaser = l
@@ -524,6 +524,7 @@ func New(cfg Config) (*Service, error) {
 		s.log.Info("the Store keeps no instance leases (lifecycle.InstanceLeaser): this Service must be the only one using it", "instance", s.owner)
 	}
 	s.reconcile = newReconciler(s)
+	s.ships = newShipRunner(s)
 	for _, a := range cfg.Agents {
 		s.agents[a.ID] = a
 	}
@@ -580,7 +581,7 @@ func (s *Service) Start(ctx context.Context) error {
 	s.bg = ctx
 	s.goBackground(func() { s.renewInstance(ctx) })
 	s.goBackground(func() { s.pruneLoop(ctx) })
-	s.goBackground(func() { s.runShips(ctx) })
+	s.goBackground(func() { s.ships.Run(ctx) })
 	s.goBackground(func() { s.webhooks.run(ctx) })
 	s.goBackground(func() { s.listen(ctx) }) // when the Store is a Notifier
 	if s.cfg.ReconcileInterval > 0 {

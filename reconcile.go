@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tasklifecycle/lifecycle/internal/beat"
 	"github.com/tasklifecycle/lifecycle/internal/id"
 )
 
@@ -506,11 +507,7 @@ func (s *Service) reconcileSoon(ctx context.Context, taskID string) {
 // tasks so fall due together and go to the host in batches, and a task is
 // read at most ReconcileInterval after its last reading.
 func (s *Service) nextSweep(now time.Time) Timestamp {
-	iv := s.cfg.ReconcileInterval
-	if iv <= 0 {
-		return NewTimestamp(now)
-	}
-	return NewTimestamp(now.Truncate(iv).Add(iv))
+	return NewTimestamp(beat.Next(now, s.cfg.ReconcileInterval))
 }
 
 // reconcileChunk is how many due tasks the reconciler claims at a time;
@@ -523,52 +520,24 @@ const reconcileChunk = 500
 // the Store, so Services sharing one read each task once per beat.
 type reconciler struct {
 	s    *Service
-	wake chan struct{}
+	beat *beat.Beat
 }
 
 func newReconciler(s *Service) *reconciler {
-	return &reconciler{s: s, wake: make(chan struct{}, 1)}
+	return &reconciler{s: s, beat: beat.New(s.clock, s.cfg.ReconcileInterval, s.cfg.ReconcilePollInterval)}
 }
 
 // wakeUp makes the reconciler look for due tasks now.
-func (r *reconciler) wakeUp() {
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
-}
+func (r *reconciler) wakeUp() { r.beat.Wake() }
 
 // run reconciles until ctx ends. A sweep that outlasts the interval delays
 // the next one: the tasks due meanwhile are read as soon as it ends.
-func (r *reconciler) run(ctx context.Context) {
-	s := r.s
-	for {
-		r.sweep(ctx)
-		now := s.clock.Now()
-		wait := min(s.nextSweep(now).Sub(now), s.cfg.ReconcilePollInterval)
-		select {
-		case <-ctx.Done():
-			return
-		case <-r.wake:
-		case <-s.clock.After(wait):
-		}
-	}
-}
+func (r *reconciler) run(ctx context.Context) { r.beat.Run(ctx, r.sweep) }
 
 // sweep reads every task due now, reconcileChunk at a time.
 func (r *reconciler) sweep(ctx context.Context) {
-	for ctx.Err() == nil {
-		tasks, err := r.claim(ctx, reconcileChunk)
-		if err != nil {
-			if ctx.Err() == nil {
-				r.s.log.Error("claim tasks to reconcile", "err", err)
-			}
-			return
-		}
-		r.read(ctx, tasks)
-		if len(tasks) < reconcileChunk {
-			return
-		}
+	if err := beat.Drain(ctx, reconcileChunk, r.claim, r.read); err != nil && ctx.Err() == nil {
+		r.s.log.Error("claim tasks to reconcile", "err", err)
 	}
 }
 

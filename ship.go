@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/tasklifecycle/lifecycle/internal/backoff"
+	"github.com/tasklifecycle/lifecycle/internal/claimrun"
 	"github.com/tasklifecycle/lifecycle/internal/id"
 )
 
@@ -249,53 +251,19 @@ func (s *Service) ShipOperation(ctx context.Context, operationID string) (ShipOp
 }
 
 // wakeShipRunner tells the runner that work may be waiting.
-func (s *Service) wakeShipRunner() {
-	select {
-	case s.shipWake <- struct{}{}:
-	default:
-	}
+func (s *Service) wakeShipRunner() { s.ships.Wake() }
+
+// newShipRunner returns the ship runner: it takes up to ShipConcurrency
+// operations at a time and works them, until the context of its Run ends.
+// Operations it is working then stay running; their lease runs out and a
+// runner (this process restarted, or another) resumes them.
+func newShipRunner(s *Service) *claimrun.Runner[ShipOperation] {
+	return claimrun.New(claimrun.Config[ShipOperation]{Clock: s.clock, Slots: s.cfg.ShipConcurrency, Poll: s.cfg.ShipPollInterval,
+		Claim: s.claimShips, Work: s.runShip, Go: s.goBackground})
 }
 
-// runShips is the ship runner: it takes up to ShipConcurrency operations
-// at a time and works them, until ctx ends. Operations it is working when
-// ctx ends stay running; their lease runs out and a runner (this process
-// restarted, or another) resumes them.
-func (s *Service) runShips(ctx context.Context) {
-	slots := make(chan struct{}, s.cfg.ShipConcurrency)
-	resume := true // the first claim also resumes what this owner held before a restart
-	for {
-		if free := cap(slots) - len(slots); free > 0 {
-			ops, err := s.claimShips(ctx, free, resume)
-			if err != nil && ctx.Err() == nil {
-				s.log.Error("claim ship operations", "err", err)
-			}
-			if err == nil {
-				resume = false
-			}
-			for _, op := range ops {
-				slots <- struct{}{}
-				s.goBackground(func() {
-					defer func() {
-						<-slots
-						s.wakeShipRunner()
-					}()
-					s.runShip(ctx, op)
-				})
-			}
-			if len(ops) == free {
-				continue // there may be more
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.shipWake:
-		case <-s.clock.After(s.cfg.ShipPollInterval):
-		}
-	}
-}
-
-// claimShips claims up to limit runnable operations for this Service.
+// claimShips claims up to limit runnable operations for this Service;
+// resume also takes back those it held before a restart.
 func (s *Service) claimShips(ctx context.Context, limit int, resume bool) ([]ShipOperation, error) {
 	var claimed []ShipOperation
 	// A claim lost in a power cut leaves the operation as it was, to be
@@ -308,6 +276,9 @@ func (s *Service) claimShips(ctx context.Context, limit int, resume bool) ([]Shi
 		claimed = ops
 		return err
 	})
+	if err != nil && ctx.Err() == nil {
+		s.log.Error("claim ship operations", "err", err)
+	}
 	for _, op := range claimed {
 		if op.Attempts > 1 {
 			s.log.Warn("resuming a ship operation whose runner stopped", "operation", op.OperationID, "attempt", op.Attempts)
@@ -338,39 +309,30 @@ const storeRetryWait = time.Second
 // tries again every storeRetryWait, so that the operation goes on within
 // a second or so of the Store's return rather than when its lease ends.
 func (s *Service) runShip(ctx context.Context, op ShipOperation) {
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	lost := make(chan struct{})
-	renewed := make(chan struct{})
-	go func() {
-		defer close(renewed)
-		s.renewShipLease(wctx, op, func() { close(lost); cancel() })
-	}()
-	out := s.workShip(wctx, op)
-	for out.abandon && wctx.Err() == nil && s.pause(wctx, storeRetryWait) {
-		out = s.workShip(wctx, op)
-	}
 	finished := false
-	for !out.abandon && wctx.Err() == nil {
-		err := s.finishShip(context.WithoutCancel(wctx), op, out)
-		if err == nil {
-			finished = true
-			break
+	var out shipOutcome
+	lost := claimrun.Hold(ctx, s.clock, s.cfg.ShipLease/3, func(ctx context.Context) bool { return s.renewShipLease(ctx, op) }, func(wctx context.Context) {
+		out = s.workShip(wctx, op)
+		for out.abandon && wctx.Err() == nil && s.pause(wctx, storeRetryWait) {
+			out = s.workShip(wctx, op)
 		}
-		s.log.Warn("finish ship operation; trying again", "operation", op.OperationID, "err", err)
-		if !s.pause(wctx, storeRetryWait) {
-			break
+		for !out.abandon && wctx.Err() == nil {
+			err := s.finishShip(context.WithoutCancel(wctx), op, out)
+			if err == nil {
+				finished = true
+				return
+			}
+			s.log.Warn("finish ship operation; trying again", "operation", op.OperationID, "err", err)
+			if !s.pause(wctx, storeRetryWait) {
+				return
+			}
 		}
-	}
-	cancel()
-	<-renewed
+	})
 	if !finished {
 		// Shutting down, or the lease was lost: the lease runs out (or
 		// has) and the operation resumes.
-		select {
-		case <-lost:
+		if lost {
 			s.log.Warn("lost the lease of a ship operation; another runner resumes it", "operation", op.OperationID)
-		default:
 		}
 		return
 	}
@@ -385,44 +347,32 @@ func (s *Service) runShip(ctx context.Context, op ShipOperation) {
 // pause waits d on the Service's clock and reports whether ctx is still
 // alive.
 func (s *Service) pause(ctx context.Context, d time.Duration) bool {
-	select {
-	case <-ctx.Done():
-		return false
-	case <-s.clock.After(d):
-		return true
-	}
+	return backoff.Pause(ctx, s.clock, d)
 }
 
-// renewShipLease renews op's lease every third of ShipLease until ctx
-// ends. When the lease turns out to be held by another runner it calls
-// lost and returns. A renewal that fails is tried again at the next tick;
-// the lease has two more thirds to run.
-func (s *Service) renewShipLease(ctx context.Context, op ShipOperation, lost func()) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.clock.After(s.cfg.ShipLease / 3):
+// renewShipLease renews op's lease (the runner does every third of
+// ShipLease) and reports false when another runner holds it. A renewal
+// that fails is logged and tried again at the next tick; the lease has two
+// more thirds to run.
+func (s *Service) renewShipLease(ctx context.Context, op ShipOperation) bool {
+	err := s.updateRelaxed(ctx, func(tx Tx) error {
+		cur, err := tx.ShipOperation(ctx, op.OperationID)
+		if err != nil {
+			return err
 		}
-		err := s.updateRelaxed(ctx, func(tx Tx) error {
-			cur, err := tx.ShipOperation(ctx, op.OperationID)
-			if err != nil {
-				return err
-			}
-			if cur.Status != ShipRunning || cur.LeaseOwner != s.owner || cur.Attempts != op.Attempts {
-				return ErrConflict
-			}
-			cur.LeaseUntil = NewTimestamp(s.clock.Now().Add(s.cfg.ShipLease))
-			return tx.UpdateShipOperation(ctx, cur)
-		})
-		switch {
-		case errors.Is(err, ErrConflict):
-			lost()
-			return
-		case err != nil && ctx.Err() == nil:
-			s.log.Warn("renew the lease of a ship operation", "operation", op.OperationID, "err", err)
+		if cur.Status != ShipRunning || cur.LeaseOwner != s.owner || cur.Attempts != op.Attempts {
+			return ErrConflict
 		}
+		cur.LeaseUntil = NewTimestamp(s.clock.Now().Add(s.cfg.ShipLease))
+		return tx.UpdateShipOperation(ctx, cur)
+	})
+	switch {
+	case errors.Is(err, ErrConflict):
+		return false
+	case err != nil && ctx.Err() == nil:
+		s.log.Warn("renew the lease of a ship operation", "operation", op.OperationID, "err", err)
 	}
+	return true
 }
 
 // workShip reads the host again, merges (once) if the task is still
@@ -614,44 +564,31 @@ func (s *Service) merge(ctx context.Context, adapter ProviderAdapter, op *ShipOp
 // however long it lasts, outside the budget: the operation says so in its
 // Wait meanwhile.
 func (s *Service) retryTemporary(ctx context.Context, op *ShipOperation, what string, timeout time.Duration, f func(ctx context.Context) error) error {
-	deadline := s.clock.Now().Add(s.cfg.ShipRetryBudget)
-	backoff := s.cfg.ShipRetryBackoff
-	for attempt := 1; ; attempt++ {
-		actx, cancel := context.WithTimeout(ctx, timeout)
-		err := f(actx)
-		cancel()
-		if err == nil || !errors.Is(err, ErrTemporary) || ctx.Err() != nil {
-			return err
-		}
-		if wait, ok := rateLimited(err); ok {
-			wait = max(wait, time.Second)
-			s.log.Warn("rate limited; the ship operation waits", "op", what, "operation", op.OperationID, "wait", wait, "err", err)
-			until := NewTimestamp(s.clock.Now().Add(wait))
-			waited := s.clock.After(wait)
-			s.setShipWait(ctx, op, &ShipWait{Reason: "rate_limited", Until: until,
-				Message: fmt.Sprintf("The rate limit of the code host is spent; the %s waits until %s.", what, until)})
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-waited:
+	err := backoff.Retry(ctx, backoff.Policy{Clock: s.clock, Timeout: timeout, Budget: s.cfg.ShipRetryBudget, First: s.cfg.ShipRetryBackoff, Max: time.Minute}, f,
+		func(err error) backoff.Verdict {
+			if !errors.Is(err, ErrTemporary) {
+				return backoff.Verdict{}
 			}
-			s.setShipWait(ctx, op, nil)
-			deadline = deadline.Add(wait)
-			continue
-		}
-		wait := backoff
-		if ra := retryAfter(err); ra > 0 {
-			wait = ra
-		}
-		if s.clock.Now().Add(wait).After(deadline) {
-			return fmt.Errorf("%s gave up after %d tries: %w", what, attempt, err)
-		}
-		s.log.Warn("temporary failure; retrying", "op", what, "operation", op.OperationID, "attempt", attempt, "wait", wait, "err", err)
-		if !s.pause(ctx, wait) {
-			return ctx.Err()
-		}
-		backoff = min(2*backoff, time.Minute)
+			if wait, ok := rateLimited(err); ok {
+				return backoff.Verdict{Retry: true, Hold: max(wait, time.Second)}
+			}
+			return backoff.Verdict{Retry: true, After: retryAfter(err)}
+		}, backoff.Hooks{
+			Holding: func(wait time.Duration, until time.Time, err error) {
+				s.log.Warn("rate limited; the ship operation waits", "op", what, "operation", op.OperationID, "wait", wait, "err", err)
+				at := NewTimestamp(until)
+				s.setShipWait(ctx, op, &ShipWait{Reason: "rate_limited", Until: at,
+					Message: fmt.Sprintf("The rate limit of the code host is spent; the %s waits until %s.", what, at)})
+			},
+			Held: func() { s.setShipWait(ctx, op, nil) },
+			Retrying: func(attempt int, wait time.Duration, err error) {
+				s.log.Warn("temporary failure; retrying", "op", what, "operation", op.OperationID, "attempt", attempt, "wait", wait, "err", err)
+			},
+		})
+	if gaveUp := (*backoff.GaveUpError)(nil); errors.As(err, &gaveUp) {
+		return fmt.Errorf("%s gave up after %d tries: %w", what, gaveUp.Tries, gaveUp.Err)
 	}
+	return err
 }
 
 // setShipWait records why op waits (nil: it no longer does), if this

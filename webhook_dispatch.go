@@ -7,12 +7,13 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/tasklifecycle/lifecycle/internal/cursorloop"
 	"github.com/tasklifecycle/lifecycle/internal/hookpost"
 	"github.com/tasklifecycle/lifecycle/internal/id"
+	"github.com/tasklifecycle/lifecycle/internal/leasepool"
 	"github.com/tasklifecycle/lifecycle/internal/netguard"
 )
 
@@ -78,36 +79,35 @@ type dispatcher struct {
 	// own, so that no other subscription reuses one of them.
 	client, privateClient *http.Client
 	global                chan struct{} // semaphore of attempts in flight
-	wakeC                 chan struct{} // capacity 1: subscriptions changed
-
-	mu         sync.Mutex
-	ctx        context.Context // nil until started
-	workers    map[string]*subWorker
-	held       []string       // the subscriptions leased at the last claim
-	leaseUntil time.Time      // when the leases of the last claim end
-	claims     uint64         // the claims begun
-	running    sync.WaitGroup // every worker goroutine
-	// deleted holds the subscriptions deleted through this Service, with
-	// the number of the claim begun last when they were, until every
-	// claim that may have read them before the deletion is over.
-	deleted map[string]uint64
+	// pool leases the subscriptions and runs their workers.
+	pool *leasepool.Pool[Subscription, *subWorker]
 }
 
 // newDispatcher returns a dispatcher; it does nothing until run.
 func newDispatcher(s *Service) *dispatcher {
 	d := &dispatcher{
-		s:       s,
-		owner:   s.owner, // Config.InstanceID: a restarted Service takes its subscriptions back at once
-		client:  newWebhookClient(s, s.targets),
-		global:  make(chan struct{}, s.cfg.WebhookConcurrency),
-		wakeC:   make(chan struct{}, 1),
-		workers: make(map[string]*subWorker),
-		deleted: make(map[string]uint64),
+		s:      s,
+		owner:  s.owner, // Config.InstanceID: a restarted Service takes its subscriptions back at once
+		client: newWebhookClient(s, s.targets),
+		global: make(chan struct{}, s.cfg.WebhookConcurrency),
 	}
 	d.privateClient = d.client
 	if !s.targets.AllowPrivate {
 		d.privateClient = newWebhookClient(s, newTargetGuard(true, s.targets.Resolver, s.log))
 	}
+	d.pool = leasepool.New(leasepool.Config[Subscription, *subWorker]{
+		Clock: s.clock, Poll: s.cfg.WebhookPollInterval, Lease: s.cfg.WebhookLease,
+		Claim: d.claim,
+		Key:   func(sub *Subscription) string { return sub.ID },
+		Start: d.startWorker,
+		Run:   (*subWorker).run,
+		Held: func(w *subWorker, sub *Subscription) {
+			if w.notified.Swap(sub.Revision) != sub.Revision {
+				w.poke() // an operator replayed or retried
+			}
+		},
+		Release: d.release,
+	})
 	return d
 }
 
@@ -119,44 +119,17 @@ func newWebhookClient(s *Service, guard *netguard.Guard) *http.Client {
 }
 
 // subscriptionsChanged makes the dispatcher claim subscriptions again soon.
-func (d *dispatcher) subscriptionsChanged() {
-	select {
-	case d.wakeC <- struct{}{}:
-	default:
-	}
-}
+func (d *dispatcher) subscriptionsChanged() { d.pool.Wake() }
 
 // run claims subscriptions every poll interval, or when they changed, and
 // keeps a worker running for each one held, until ctx is done. It then
 // stops the workers and gives the leases up.
-func (d *dispatcher) run(ctx context.Context) {
-	s := d.s
-	d.mu.Lock()
-	d.ctx = ctx
-	d.mu.Unlock()
-	for {
-		d.claim(ctx)
-		select {
-		case <-ctx.Done():
-			d.shutdown()
-			return
-		case <-d.wakeC:
-		case <-s.clock.After(s.cfg.WebhookPollInterval):
-		}
-	}
-}
+func (d *dispatcher) run(ctx context.Context) { d.pool.Run(ctx) }
 
 // claim renews this dispatcher's leases and takes up expired ones, at most
-// WebhookClaimBatch at a time, then starts a worker for every subscription
-// newly held and stops those of subscriptions no longer held.
-func (d *dispatcher) claim(ctx context.Context) {
+// WebhookClaimBatch at a time, and returns the subscriptions held.
+func (d *dispatcher) claim(ctx context.Context, now time.Time) ([]Subscription, error) {
 	s := d.s
-	d.mu.Lock()
-	d.claims++
-	n := d.claims
-	d.mu.Unlock()
-	defer d.forgetDeleted(n)
-	now := s.clock.Now()
 	var held []Subscription
 	err := s.updateRelaxed(ctx, func(tx Tx) error {
 		var err error
@@ -169,19 +142,7 @@ func (d *dispatcher) claim(ctx context.Context) {
 		if ctx.Err() == nil {
 			s.log.Error("webhooks: claim subscriptions", "err", err)
 		}
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		if !now.Before(d.leaseUntil.Add(-s.cfg.WebhookPollInterval)) {
-			// The leases could not be renewed and are about to end: another
-			// Service may take the subscriptions over, so stop delivering.
-			// A stopped worker stays in workers until it has ended (its
-			// last record done), so that no claim starts a second one
-			// beside it.
-			for _, w := range d.workers {
-				w.cancel()
-			}
-		}
-		return
+		return nil, err
 	}
 	if len(held) > 0 {
 		// Workers read the events from the stream broker's ring.
@@ -189,106 +150,30 @@ func (d *dispatcher) claim(ctx context.Context) {
 			if ctx.Err() == nil {
 				s.log.Error("webhooks: start reading events", "err", err)
 			}
-			return
+			return nil, err
 		}
 	}
-	keep := make(map[string]bool, len(held))
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.leaseUntil = now.Add(s.cfg.WebhookLease)
-	d.held = d.held[:0]
-	for i := range held {
-		sub := &held[i]
-		keep[sub.ID] = true
-		d.held = append(d.held, sub.ID)
-		if _, gone := d.deleted[sub.ID]; gone {
-			continue
-		}
-		if w := d.workers[sub.ID]; w != nil {
-			if w.notified.Swap(sub.Revision) != sub.Revision {
-				w.poke() // an operator replayed or retried
-			}
-			continue
-		}
-		secret, err := s.secrets.Open(sub.ID, sub.SealedSecret)
-		if err != nil {
-			s.log.Error("webhooks: cannot sign deliveries of the subscription", "subscription", sub.ID, "err", err)
-			continue
-		}
-		w := newSubWorker(d, *sub, secret)
-		d.workers[sub.ID] = w
-		d.running.Add(1)
-		go func() {
-			defer d.running.Done()
-			w.run()
-		}()
-	}
-	for subID, w := range d.workers {
-		if !keep[subID] {
-			w.cancel() // forgotten by workerEnded once it has ended
-		}
-	}
+	return held, nil
 }
 
-// stopWorker stops the worker of a subscription, if there is one, and
-// waits until it has stopped or ctx is done.
-func (d *dispatcher) stopWorker(ctx context.Context, subID string) {
-	d.mu.Lock()
-	w := d.workers[subID]
-	delete(d.workers, subID)
-	if d.ctx != nil && d.ctx.Err() == nil {
-		// A claim under way must not start it again. Before run and after
-		// it, no claim is under way.
-		d.deleted[subID] = d.claims
+// startWorker makes the worker of a subscription newly held, unless its
+// deliveries cannot be signed.
+func (d *dispatcher) startWorker(ctx context.Context, sub *Subscription) (*subWorker, bool) {
+	secret, err := d.s.secrets.Open(sub.ID, sub.SealedSecret)
+	if err != nil {
+		d.s.log.Error("webhooks: cannot sign deliveries of the subscription", "subscription", sub.ID, "err", err)
+		return nil, false
 	}
-	d.mu.Unlock()
-	if w == nil {
-		return
-	}
-	w.cancel()
-	select {
-	case <-w.done:
-	case <-ctx.Done():
-	}
+	return newSubWorker(ctx, d, *sub, secret), true
 }
 
-// forgetDeleted forgets the subscriptions deleted before claim n began,
-// as it ends: claims run one at a time, and n and those after it read the
-// Store after the deletions committed, so none of them can return those
-// subscriptions.
-func (d *dispatcher) forgetDeleted(n uint64) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for subID, at := range d.deleted {
-		if at < n {
-			delete(d.deleted, subID)
-		}
-	}
-}
+// stopWorker stops the worker of a deleted subscription, if there is one,
+// and waits until it has stopped or ctx is done.
+func (d *dispatcher) stopWorker(ctx context.Context, subID string) { d.pool.Stop(ctx, subID) }
 
-// workerEnded forgets w once it has ended, stopped on its own or
-// cancelled, unless another took its place, and has the dispatcher claim
-// again: a claim made while w was ending started no worker beside it.
-func (d *dispatcher) workerEnded(w *subWorker) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.workers[w.sub.ID] == w {
-		delete(d.workers, w.sub.ID)
-	}
-	d.subscriptionsChanged()
-}
-
-// shutdown stops every worker, waits for them and gives their leases up
+// release gives the leases of held up, once their workers have stopped,
 // so that another process may deliver at once.
-func (d *dispatcher) shutdown() {
-	d.mu.Lock()
-	workers, held := d.workers, d.held
-	d.workers, d.held = map[string]*subWorker{}, nil
-	d.mu.Unlock()
-	for _, w := range workers {
-		w.cancel()
-	}
-	d.running.Wait()
+func (d *dispatcher) release(held []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := d.s.updateRelaxed(ctx, func(tx Tx) error {
@@ -319,10 +204,8 @@ type subWorker struct {
 	d      *dispatcher
 	sub    Subscription
 	secret []byte
-	sem    chan struct{} // attempts in flight for this subscription
-	ctx    context.Context
-	cancel context.CancelFunc
-	done   chan struct{}
+	sem    chan struct{}   // attempts in flight for this subscription
+	ctx    context.Context // ends when the worker is stopped
 	keep   func(*ringEvent) bool
 
 	// notified is the subscription's Revision as its dispatcher's claims
@@ -331,20 +214,22 @@ type subWorker struct {
 	pokeC    chan struct{}
 	// rev is the Revision the worker last acted on: a rewind made after
 	// it moves the worker back to the rewind's sequence (see record).
-	// Only the worker's goroutine uses it.
-	rev int64
+	// Only the worker's goroutine uses it, as it does the retries due and
+	// events read last (due, buf) and the attempts not yet recorded.
+	rev        int64
+	due        []Delivery
+	buf        []ringEvent
+	unrecorded []*attempt
 }
 
-func newSubWorker(d *dispatcher, sub Subscription, secret []byte) *subWorker {
-	ctx, cancel := context.WithCancel(d.ctx)
+// newSubWorker returns the worker of sub; it stops when ctx ends.
+func newSubWorker(ctx context.Context, d *dispatcher, sub Subscription, secret []byte) *subWorker {
 	w := &subWorker{
 		d:      d,
 		sub:    sub,
 		secret: secret,
 		sem:    make(chan struct{}, d.s.cfg.WebhookConcurrencyPerSubscription),
 		ctx:    ctx,
-		cancel: cancel,
-		done:   make(chan struct{}),
 		pokeC:  make(chan struct{}, 1),
 		rev:    sub.Revision,
 	}
@@ -379,7 +264,8 @@ type attempt struct {
 }
 
 // run delivers until the worker is cancelled, its subscription is deleted
-// or disabled, or another dispatcher takes it over.
+// or disabled, or another dispatcher takes it over (see
+// internal/cursorloop for when attempts are recorded).
 //
 // Attempts that succeeded at first try are recorded together, at the
 // latest webhookRecordDelay after the first of them or once a batch's
@@ -387,179 +273,69 @@ type attempt struct {
 // per batch rather than per wake-up; anything else (a failure, a retry) is
 // recorded before the worker goes on. Until recorded, the cursor stays
 // before those events: if the process dies, they are delivered again.
+//
+// Only this worker and operators (see webhook_ops.go) add pending attempts
+// to its subscription, and operators poke it when they do; so it knows
+// when the next is due and reads them from the Store only then. A worker
+// that starts on a rewound subscription records before it delivers
+// anything, so that the rewind it started at is not applied again at its
+// first record.
 func (w *subWorker) run() {
-	defer close(w.done)
-	defer w.d.workerEnded(w)
-	s := w.d.s
-	log := s.log.With("subscription", w.sub.ID)
-	pos := w.sub.Cursor
-	var buf []ringEvent
-
-	// Only this worker and operators (see webhook_ops.go) add pending
-	// attempts to its subscription, and operators poke it when they do;
-	// so it knows when the next is due and reads them from the Store only
-	// then.
-	retriesKnown := false
-	var nextRetry time.Time // the zero time: none pending
-
-	var unrecorded []*attempt    // delivered at first try, not yet recorded
-	recorded := pos              // the cursor as stored
-	var recordBy time.Time       // when unrecorded must be recorded, by the wall clock
-	var cursorBy time.Time       // when a cursor moved past events not kept must be stored, by s.clock
-	var cursorC <-chan time.Time // fires at cursorBy; nil when the cursor is stored
-	recordTimer := time.NewTimer(time.Hour)
-	recordTimer.Stop()
-	defer recordTimer.Stop()
-	// An operator changed the subscription: record, to see a rewind. A
-	// worker that starts on a rewound subscription records before it
-	// delivers anything, so that the rewind it started at is not applied
-	// again at its first record.
-	poked := w.sub.Rewound
-	flush := func(ctx context.Context) error {
-		if len(unrecorded) == 0 && pos == recorded && !poked {
-			return nil
-		}
-		retryAt, rewound, err := w.record(ctx, unrecorded, pos)
-		if err != nil {
-			return err
-		}
-		if !retryAt.IsZero() && (nextRetry.IsZero() || retryAt.Before(nextRetry)) {
-			nextRetry = retryAt
-		}
-		clear(unrecorded)
-		unrecorded, recorded, cursorBy, cursorC, poked = unrecorded[:0], pos, time.Time{}, nil, false
-		if rewound != nil {
-			// A replay: read on from the cursor it set.
-			pos, recorded = *rewound, *rewound
-		}
-		return nil
-	}
-	defer func() {
-		// Stopping: keep what was delivered, so that it is not sent again,
-		// and how far the events were read.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(w.ctx), 5*time.Second)
-		defer cancel()
-		delivered := len(unrecorded) > 0
-		if err := flush(ctx); err != nil && !errors.Is(err, errSubscriptionGone) && !errors.Is(err, errLeaseLost) {
-			if delivered {
+	log := w.d.s.log.With("subscription", w.sub.ID)
+	ends := func(err error) bool { return errors.Is(err, errSubscriptionGone) || errors.Is(err, errLeaseLost) }
+	cursorloop.Run(w.ctx, cursorloop.Config{
+		Clock: w.d.s.clock, Cursor: w.sub.Cursor, Poked: w.sub.Rewound, Poke: w.pokeC,
+		Batch: webhookBatch, RecordDelay: webhookRecordDelay, CursorLag: webhookCursorLag, CursorDelay: webhookCursorDelay,
+		RetryWait: webhookRetry, StopTimeout: 5 * time.Second, Ends: ends,
+		Stopped: func(reason error) { log.Info("webhooks: stop delivering", "reason", reason) },
+		Failed: func(step cursorloop.Failure, err error) {
+			switch step {
+			case cursorloop.Round:
+				log.Error("webhooks: deliver", "err", err)
+			case cursorloop.Flush:
+				log.Error("webhooks: record deliveries and the cursor", "err", err)
+			case cursorloop.FinalDeliveries:
 				log.Warn("webhooks: record deliveries while stopping; they will be delivered again", "err", err)
-			} else {
+			case cursorloop.FinalCursor:
 				log.Warn("webhooks: store the cursor while stopping; the events after it will be read again", "err", err)
 			}
-		}
-	}()
+		},
+	}, (*subLoop)(w))
+}
 
-	for w.ctx.Err() == nil {
-		select {
-		case <-w.pokeC: // busy: not waiting below
-			poked, retriesKnown = true, false
-		default:
-		}
-		now := s.clock.Now()
-		var due []Delivery
-		var err error
-		if (len(unrecorded) > 0 && !retriesKnown) || poked {
-			// The last record failed: until what was delivered is
-			// recorded, nothing else is read or sent, so that a retry
-			// whose outcome is not recorded is not sent again. Or an
-			// operator poked: a replay may have moved the cursor back.
-			err = flush(w.ctx)
-		}
-		if err == nil && (!retriesKnown || (!nextRetry.IsZero() && !now.Before(nextRetry))) {
-			due, nextRetry, err = w.dueRetries(now)
-			retriesKnown = err == nil && len(due) < webhookBatch
-		}
-		var evs []ringEvent
-		next := pos
-		var changed <-chan struct{}
-		if err == nil {
-			evs, next, changed, err = w.read(pos, buf[:0])
-			buf = evs
-		}
-		if err == nil && (len(due) > 0 || len(evs) > 0) {
-			attempts := w.deliver(due, evs)
-			if w.ctx.Err() != nil {
-				return // abandoned: what was not recorded is delivered again
-			}
-			pos = next
-			unrecorded = append(unrecorded, attempts...)
-			if len(unrecorded) == len(attempts) {
-				recordBy = time.Now().Add(webhookRecordDelay)
-			}
-			if len(due) > 0 || len(unrecorded) >= webhookBatch || slices.ContainsFunc(attempts, (*attempt).failed) || !time.Now().Before(recordBy) {
-				err = flush(w.ctx)
-			}
-		} else if err == nil && next != pos {
-			// Nothing to deliver: the cursor moves past events the
-			// subscription does not keep, and is stored now and then.
-			pos = next
-			if cursorC == nil {
-				cursorBy, cursorC = now.Add(webhookCursorDelay), s.clock.After(webhookCursorDelay)
-			}
-			if pos-recorded >= webhookCursorLag || !now.Before(cursorBy) {
-				err = flush(w.ctx)
-			}
-		}
-		switch {
-		case errors.Is(err, errSubscriptionGone) || errors.Is(err, errLeaseLost):
-			log.Info("webhooks: stop delivering", "reason", err)
-			return
-		case err != nil:
-			if w.ctx.Err() != nil {
-				return
-			}
-			retriesKnown = false
-			log.Error("webhooks: deliver", "err", err)
-			select {
-			case <-w.ctx.Done():
-			case <-s.clock.After(webhookRetry):
-			}
-			continue
-		}
-		if len(due) > 0 || len(evs) > 0 || changed == nil {
-			continue // there may be more at once
-		}
-		var retryC <-chan time.Time
-		if !nextRetry.IsZero() {
-			retryC = s.clock.After(nextRetry.Sub(s.clock.Now()))
-			// The clock may have passed nextRetry between reading it and
-			// setting the timer.
-			if !s.clock.Now().Before(nextRetry) {
-				continue
-			}
-		}
-		var recordC <-chan time.Time
-		if len(unrecorded) > 0 {
-			recordTimer.Reset(time.Until(recordBy))
-			recordC = recordTimer.C
-		}
-		record := false
-		select {
-		case <-w.ctx.Done():
-		case <-changed:
-		case <-retryC:
-		case <-cursorC:
-			// Stored again after webhookRetry if this fails; a success
-			// drops the timer.
-			record, cursorC = true, s.clock.After(webhookRetry)
-		case <-recordC:
-			record = true
-		case <-w.pokeC:
-			poked, retriesKnown = true, false
-		}
-		if record {
-			if err := flush(w.ctx); err != nil {
-				if errors.Is(err, errSubscriptionGone) || errors.Is(err, errLeaseLost) {
-					log.Info("webhooks: stop delivering", "reason", err)
-					return
-				}
-				if w.ctx.Err() == nil {
-					log.Error("webhooks: record deliveries and the cursor", "err", err)
-				}
-			}
-		}
-		recordTimer.Stop()
+// subLoop is a subWorker as its cursorloop.Worker.
+type subLoop subWorker
+
+// Due implements cursorloop.Worker.
+func (l *subLoop) Due(ctx context.Context, now time.Time) (int, time.Time, error) {
+	due, next, err := (*subWorker)(l).dueRetries(now)
+	l.due = due
+	return len(due), next, err
+}
+
+// Read implements cursorloop.Worker.
+func (l *subLoop) Read(ctx context.Context, pos int64) (int, int64, <-chan struct{}, error) {
+	evs, next, changed, err := (*subWorker)(l).read(pos, l.buf[:0])
+	l.buf = evs
+	return len(evs), next, changed, err
+}
+
+// Deliver implements cursorloop.Worker.
+func (l *subLoop) Deliver(ctx context.Context) (int, bool) {
+	attempts := (*subWorker)(l).deliver(l.due, l.buf)
+	l.due = nil
+	l.unrecorded = append(l.unrecorded, attempts...)
+	return len(attempts), slices.ContainsFunc(attempts, (*attempt).failed)
+}
+
+// Record implements cursorloop.Worker.
+func (l *subLoop) Record(ctx context.Context, pos int64) (time.Time, *int64, error) {
+	retryAt, rewound, err := (*subWorker)(l).record(ctx, l.unrecorded, pos)
+	if err == nil {
+		clear(l.unrecorded)
+		l.unrecorded = l.unrecorded[:0]
 	}
+	return retryAt, rewound, err
 }
 
 // failed reports whether the attempt failed (or never started).

@@ -1,0 +1,264 @@
+package leasepool
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tasklifecycle/lifecycle/internal/fakeclock"
+)
+
+// item is what the tests lease: a key and a revision.
+type item struct {
+	key string
+	rev int
+}
+
+// testWorker is a worker that runs until stopped, or until told to end.
+type testWorker struct {
+	key string
+	ctx context.Context
+	end chan struct{}
+	rev int
+}
+
+// harness drives a Pool: each claim waits for the answer the test sends.
+type harness struct {
+	t        *testing.T
+	clock    *fakeclock.Clock
+	pool     *Pool[item, *testWorker]
+	answers  chan answer
+	started  chan *testWorker
+	stopped  chan string
+	held     chan *testWorker
+	released chan []string
+	refuse   map[string]bool
+	cancel   context.CancelFunc
+	done     chan struct{}
+}
+
+// answer is what one claim returns.
+type answer struct {
+	items []item
+	err   error
+}
+
+const poll, lease = 10 * time.Second, 30 * time.Second
+
+func newHarness(t *testing.T) *harness {
+	h := &harness{
+		t:        t,
+		clock:    fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)),
+		answers:  make(chan answer),
+		started:  make(chan *testWorker, 16),
+		stopped:  make(chan string, 16),
+		held:     make(chan *testWorker, 16),
+		released: make(chan []string, 1),
+		refuse:   map[string]bool{},
+		done:     make(chan struct{}),
+	}
+	var mu sync.Mutex
+	h.pool = New(Config[item, *testWorker]{
+		Clock: h.clock, Poll: poll, Lease: lease,
+		Claim: func(ctx context.Context, now time.Time) ([]item, error) {
+			select {
+			case a := <-h.answers:
+				return a.items, a.err
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		},
+		Key: func(it *item) string { return it.key },
+		Start: func(ctx context.Context, it *item) (*testWorker, bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			if h.refuse[it.key] {
+				return nil, false
+			}
+			return &testWorker{key: it.key, ctx: ctx, end: make(chan struct{}), rev: it.rev}, true
+		},
+		Run: func(w *testWorker) {
+			h.started <- w
+			select {
+			case <-w.ctx.Done():
+			case <-w.end:
+			}
+			h.stopped <- w.key
+		},
+		Held: func(w *testWorker, it *item) {
+			w.rev = it.rev
+			h.held <- w
+		},
+		Release: func(keys []string) { h.released <- slices.Clone(keys) },
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	go func() {
+		defer close(h.done)
+		h.pool.Run(ctx)
+	}()
+	return h
+}
+
+// claim answers the next claim.
+func (h *harness) claim(err error, keys ...string) {
+	h.t.Helper()
+	var items []item
+	for _, k := range keys {
+		items = append(items, item{key: k, rev: 1})
+	}
+	select {
+	case h.answers <- answer{items, err}:
+	case <-time.After(5 * time.Second):
+		h.t.Fatal("no claim was made")
+	}
+}
+
+// next waits for a value of c.
+func next[V any](t *testing.T, c <-chan V, what string) V {
+	t.Helper()
+	select {
+	case v := <-c:
+		return v
+	case <-time.After(5 * time.Second):
+		t.Fatalf("no %s", what)
+		panic("unreachable")
+	}
+}
+
+// none checks that c has no value once the pool waits for its next claim.
+func none[V any](t *testing.T, h *harness, c <-chan V, what string) {
+	t.Helper()
+	h.clock.WaitForWaiterAt(h.clock.Now().Add(poll), 5*time.Second)
+	select {
+	case v := <-c:
+		t.Fatalf("unexpected %s: %v", what, v)
+	default:
+	}
+}
+
+func (h *harness) close() []string {
+	h.t.Helper()
+	h.cancel()
+	<-h.done
+	return next(h.t, h.released, "release")
+}
+
+func TestWorkersFollowTheClaims(t *testing.T) {
+	h := newHarness(t)
+	h.claim(nil, "a", "b")
+	got := []string{next(t, h.started, "start").key, next(t, h.started, "start").key}
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("started %v, want a and b", got)
+	}
+	// The next claim comes after Poll: b is no longer held, c is new and
+	// a is told it was read again.
+	h.clock.WaitForWaiterAt(h.clock.Now().Add(poll), 5*time.Second)
+	h.clock.Advance(poll)
+	h.claim(nil, "a", "c")
+	if w := next(t, h.held, "held"); w.key != "a" {
+		t.Fatalf("held %s, want a", w.key)
+	}
+	if k := next(t, h.stopped, "stop"); k != "b" {
+		t.Fatalf("stopped %s, want b", k)
+	}
+	if w := next(t, h.started, "start"); w.key != "c" {
+		t.Fatalf("started %s, want c", w.key)
+	}
+	// b's end wakes the pool: it claims again at once.
+	h.claim(nil, "a", "c")
+	next(t, h.held, "held")
+	next(t, h.held, "held")
+	if workers, _ := h.pool.Counts(); workers != 2 {
+		t.Fatalf("%d workers, want 2", workers)
+	}
+	released := h.close()
+	slices.Sort(released)
+	if !slices.Equal(released, []string{"a", "c"}) {
+		t.Fatalf("released %v, want a and c", released)
+	}
+	if workers, _ := h.pool.Counts(); workers != 0 {
+		t.Fatalf("%d workers after shutdown, want 0", workers)
+	}
+}
+
+func TestFailedClaimStopsWorkersOnlyNearTheLeaseEnd(t *testing.T) {
+	h := newHarness(t)
+	h.claim(nil, "a")
+	next(t, h.started, "start")
+	// A failed claim one poll later: the lease has 20s to run, more than
+	// a poll, so the worker goes on.
+	h.clock.WaitForWaiterAt(h.clock.Now().Add(poll), 5*time.Second)
+	h.clock.Advance(poll)
+	h.claim(errors.New("store down"))
+	none(t, h, h.stopped, "stop")
+	// Another: 10s left, no more than a poll: the worker stops.
+	h.clock.Advance(poll)
+	h.claim(errors.New("store down"))
+	if k := next(t, h.stopped, "stop"); k != "a" {
+		t.Fatalf("stopped %s, want a", k)
+	}
+	h.claim(nil, "a") // the end of a wakes the pool
+	if w := next(t, h.started, "start"); w.key != "a" {
+		t.Fatalf("started %s, want a", w.key)
+	}
+	h.close()
+}
+
+func TestStoppedKeyIsNotStartedByAClaimUnderWay(t *testing.T) {
+	h := newHarness(t)
+	h.claim(nil, "a")
+	next(t, h.started, "start")
+	// A claim begins (woken), the item is deleted and stopped, then the
+	// claim, which read it before, returns it.
+	h.pool.Wake()
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		next(t, h.stopped, "stop")
+	}()
+	h.pool.Stop(context.Background(), "a")
+	<-stopped
+	if _, deleted := h.pool.Counts(); deleted != 1 {
+		t.Fatalf("%d deleted remembered, want 1", deleted)
+	}
+	h.claim(nil, "a")
+	none(t, h, h.started, "start")
+	// Claims begun after the deletion forget it.
+	h.clock.Advance(poll)
+	h.claim(nil)
+	h.clock.WaitForWaiterAt(h.clock.Now().Add(poll), 5*time.Second)
+	if workers, deleted := h.pool.Counts(); workers != 0 || deleted != 0 {
+		t.Fatalf("%d workers, %d deleted remembered, want none", workers, deleted)
+	}
+	h.close()
+}
+
+func TestWorkerThatCannotStartIsTriedAgain(t *testing.T) {
+	h := newHarness(t)
+	h.refuse["a"] = true
+	h.claim(nil, "a")
+	none(t, h, h.started, "start")
+	h.refuse["a"] = false // the pool waits: no Start runs now
+	h.clock.Advance(poll)
+	h.claim(nil, "a")
+	next(t, h.started, "start")
+	h.close()
+}
+
+func TestWorkerEndingOnItsOwnIsStartedAgain(t *testing.T) {
+	h := newHarness(t)
+	h.claim(nil, "a")
+	w := next(t, h.started, "start")
+	close(w.end)
+	next(t, h.stopped, "stop")
+	h.claim(nil, "a")
+	if w2 := next(t, h.started, "start"); w2 == w {
+		t.Fatal("the ended worker was not replaced")
+	}
+	h.close()
+}
