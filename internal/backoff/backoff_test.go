@@ -31,9 +31,9 @@ type holdErr time.Duration
 func (h holdErr) Error() string { return "rate limited" }
 
 // retry runs Retry in a goroutine, each try's error taken from errs in
-// turn, and advances clock through every wait; it returns Retry's error
-// and the waits it made.
-func retry(t *testing.T, p Policy, errs ...error) (error, []time.Duration) {
+// turn, and advances clock through every wait; it returns the waits it
+// made and Retry's error.
+func retry(t *testing.T, p Policy, errs ...error) ([]time.Duration, error) {
 	t.Helper()
 	clock := p.Clock.(*fakeclock.Clock)
 	waits := make(chan time.Duration, len(errs))
@@ -53,7 +53,7 @@ func retry(t *testing.T, p Policy, errs ...error) (error, []time.Duration) {
 	for {
 		select {
 		case err := <-done:
-			return err, got
+			return got, err
 		case w := <-waits:
 			got = append(got, w)
 			if !clock.WaitForWaiterAt(clock.Now().Add(w), 5*time.Second) {
@@ -68,7 +68,7 @@ func retry(t *testing.T, p Policy, errs ...error) (error, []time.Duration) {
 
 func TestRetryDoublesUpToTheCap(t *testing.T) {
 	p := Policy{Clock: fakeclock.New(t0), Timeout: time.Second, Budget: time.Hour, First: time.Second, Max: 4 * time.Second}
-	err, waits := retry(t, p, errTemp, errTemp, errTemp, errTemp, nil)
+	waits, err := retry(t, p, errTemp, errTemp, errTemp, errTemp, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestRetryDoublesUpToTheCap(t *testing.T) {
 
 func TestRetryStopsAtAPermanentFailure(t *testing.T) {
 	p := Policy{Clock: fakeclock.New(t0), Timeout: time.Second, Budget: time.Hour, First: time.Second, Max: time.Minute}
-	err, waits := retry(t, p, errTemp, errHard, nil)
+	waits, err := retry(t, p, errTemp, errHard, nil)
 	if !errors.Is(err, errHard) || len(waits) != 1 {
 		t.Fatalf("Retry = %v after waits %v, want errHard after one wait", err, waits)
 	}
@@ -87,7 +87,7 @@ func TestRetryStopsAtAPermanentFailure(t *testing.T) {
 
 func TestRetryGivesUpPastTheBudget(t *testing.T) {
 	p := Policy{Clock: fakeclock.New(t0), Timeout: time.Second, Budget: 3 * time.Second, First: time.Second, Max: time.Minute}
-	err, waits := retry(t, p, errTemp, errTemp, errTemp, nil)
+	waits, err := retry(t, p, errTemp, errTemp, errTemp, nil)
 	var gaveUp *GaveUpError
 	// Waits of 1s and 2s end within the budget; the next, 4s, would not.
 	if !errors.As(err, &gaveUp) || gaveUp.Tries != 3 || !errors.Is(err, errTemp) {
@@ -101,7 +101,7 @@ func TestRetryGivesUpPastTheBudget(t *testing.T) {
 func TestHoldIsOutsideTheBudget(t *testing.T) {
 	p := Policy{Clock: fakeclock.New(t0), Timeout: time.Second, Budget: 3 * time.Second, First: time.Second, Max: time.Minute}
 	// An hour's hold, then a one-second retry: still within the budget.
-	err, waits := retry(t, p, holdErr(time.Hour), errTemp, nil)
+	waits, err := retry(t, p, holdErr(time.Hour), errTemp, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
