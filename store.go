@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -333,6 +334,36 @@ type PruneResult struct {
 	Deliveries int64
 	// IdempotencyRecords is how many idempotency records were deleted.
 	IdempotencyRecords int64
+}
+
+// PruneDeleters are a Store's deletions of each kind that [Store.Prune]
+// prunes: each deletes what came before its cutoff and says how many
+// records it deleted. A Store whose kinds are deleted apart (SQL stores,
+// each in statements of its own) implements Prune with their Prune.
+type PruneDeleters struct {
+	IdempotencyRecords, ProviderDeliveries, Deliveries, Events func(ctx context.Context, before time.Time) (int64, error)
+}
+
+// Prune runs the deletions as [Store.Prune] says: those whose cutoff p
+// sets, one after the other, going on after one fails. It returns what
+// they deleted, with their failures joined.
+func (d PruneDeleters) Prune(ctx context.Context, p PruneParams) (PruneResult, error) {
+	var (
+		r    PruneResult
+		errs []error
+	)
+	run := func(n *int64, before time.Time, del func(context.Context, time.Time) (int64, error)) {
+		if !before.IsZero() {
+			var err error
+			*n, err = del(ctx, before)
+			errs = append(errs, err)
+		}
+	}
+	run(&r.IdempotencyRecords, p.ExpiredBefore, d.IdempotencyRecords)
+	run(&r.ProviderDeliveries, p.Before, d.ProviderDeliveries)
+	run(&r.Deliveries, p.Before, d.Deliveries)
+	run(&r.Events, p.Before, d.Events)
+	return r, errors.Join(errs...)
 }
 
 // PutChecksParams says which checks [Tx.PutChecks] records.

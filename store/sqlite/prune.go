@@ -2,8 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"errors"
-	"time"
 
 	"github.com/tasklifecycle/lifecycle"
 )
@@ -14,21 +12,10 @@ func (s *Store) Prune(ctx context.Context, p lifecycle.PruneParams) (lifecycle.P
 	if s.closed.Load() {
 		return lifecycle.PruneResult{}, errClosed
 	}
-	var (
-		r    lifecycle.PruneResult
-		errs []error
-	)
-	run := func(n *int64, at time.Time, del func(context.Context, time.Time) (int64, error)) {
-		if at.IsZero() {
-			return
-		}
-		var err error
-		*n, err = del(ctx, at)
-		errs = append(errs, err)
-	}
-	run(&r.IdempotencyRecords, p.ExpiredBefore, s.deleteIdempotencyRecordsBefore)
-	run(&r.ProviderDeliveries, p.Before, s.deleteProviderDeliveriesBefore)
-	run(&r.Deliveries, p.Before, s.deleteDeliveriesBefore)
-	run(&r.Events, p.Before, s.deleteEventsBefore)
-	return r, errors.Join(errs...)
+	return lifecycle.PruneDeleters{
+		IdempotencyRecords: s.deleteIdempotencyRecordsBefore,
+		ProviderDeliveries: s.deleteProviderDeliveriesBefore,
+		Deliveries:         s.deleteDeliveriesBefore,
+		Events:             s.deleteEventsBefore,
+	}.Prune(ctx, p)
 }
