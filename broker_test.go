@@ -111,7 +111,7 @@ const streamTimeout = 10 * time.Second
 
 // newMemService returns a Service on a memStore with a fake clock, no
 // polling and an authenticator that lets every request read events.
-func newMemService(t testing.TB, mutate ...func(*Config)) (*Service, *memStore, *bytes.Buffer) {
+func newMemService(t testing.TB, mutate ...func(*Config)) (*Service, *memStore, *lockedBuffer) {
 	t.Helper()
 	store := newMemStore()
 	logs := &lockedBuffer{}
@@ -137,7 +137,7 @@ func newMemService(t testing.TB, mutate ...func(*Config)) (*Service, *memStore, 
 			t.Errorf("Close: %v", err)
 		}
 	})
-	return s, store, &logs.buf
+	return s, store, logs
 }
 
 // serveStream serves one stream request to w in the background; the
@@ -292,7 +292,7 @@ func (w *blockingWriter) eventIDs() []string {
 	return ids
 }
 
-// lockedBuffer is a bytes.Buffer safe for concurrent writes.
+// lockedBuffer is a bytes.Buffer safe for concurrent writes and reads.
 type lockedBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
@@ -302,6 +302,13 @@ func (b *lockedBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
+}
+
+// String returns what was written so far.
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 var _ io.Writer = (*lockedBuffer)(nil)
