@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 )
 
 // authCountingStore counts the Store's reads of API keys.
@@ -52,20 +53,6 @@ func (e *env) from(addr, method, path, key string, h http.Header) *httptest.Resp
 	return rec
 }
 
-// unknownKey returns a well-formed key of no one, different for each n.
-func unknownKey(n int) string {
-	return "lsk_" + strings.Repeat("q", 36) + strconv.Itoa(1000+n)
-}
-
-// limited checks that rec is a 429 rate_limited asking to retry after
-// wantRetry seconds.
-func limited(t *testing.T, what string, rec *httptest.ResponseRecorder, wantRetry int) {
-	t.Helper()
-	if rec.Code != http.StatusTooManyRequests || errorCode(decode(t, rec)) != "rate_limited" || rec.Header().Get("Retry-After") != strconv.Itoa(wantRetry) {
-		t.Errorf("%s: %d Retry-After %q %s, want 429 rate_limited after %d s", what, rec.Code, rec.Header().Get("Retry-After"), rec.Body, wantRetry)
-	}
-}
-
 // With the defaults, a client may send 20 bad API keys (malformed, unknown
 // or revoked); the next request with a key, even a valid one, is 429 with
 // Retry-After, and no key is looked up in the Store. Requests without a key
@@ -86,7 +73,7 @@ func TestFailedAuthenticationsAreLimited(t *testing.T) {
 		}
 	}
 	for i := range 20 {
-		key := unknownKey(i)
+		key := apitest.UnknownKey(i)
 		switch i % 4 {
 		case 1:
 			key = "lsk_short"
@@ -98,26 +85,26 @@ func TestFailedAuthenticationsAreLimited(t *testing.T) {
 		}
 	}
 	reads := store.keyReads.Load()
-	limited(t, "the 21st bad key", c.from(guesser, "GET", "/api/tasks", unknownKey(21), nil), 3)
-	limited(t, "a valid key from the guesser", c.from(guesser, "GET", "/api/tasks", c.admin, nil), 3)
-	limited(t, "a write from the guesser", c.from(guesser, "POST", "/api/tasks", unknownKey(22), nil), 3)
+	apitest.Limited(t, "the 21st bad key", c.from(guesser, "GET", "/api/tasks", apitest.UnknownKey(21), nil), 3)
+	apitest.Limited(t, "a valid key from the guesser", c.from(guesser, "GET", "/api/tasks", c.admin, nil), 3)
+	apitest.Limited(t, "a write from the guesser", c.from(guesser, "POST", "/api/tasks", apitest.UnknownKey(22), nil), 3)
 	if n := store.keyReads.Load() - reads; n != 0 {
 		t.Errorf("%d keys looked up for a limited client, want none", n)
 	}
 	if rec := c.from(other, "GET", "/api/tasks", c.admin, nil); rec.Code != http.StatusOK {
 		t.Errorf("another client's valid key: %d %s", rec.Code, rec.Body)
 	}
-	if rec := c.from(other, "GET", "/api/tasks", unknownKey(23), nil); rec.Code != http.StatusUnauthorized {
+	if rec := c.from(other, "GET", "/api/tasks", apitest.UnknownKey(23), nil); rec.Code != http.StatusUnauthorized {
 		t.Errorf("another client's bad key: %d %s", rec.Code, rec.Body)
 	}
 
 	c.clock.Advance(3 * time.Second) // one more try
-	if rec := c.from(guesser, "GET", "/api/tasks", unknownKey(24), nil); rec.Code != http.StatusUnauthorized {
+	if rec := c.from(guesser, "GET", "/api/tasks", apitest.UnknownKey(24), nil); rec.Code != http.StatusUnauthorized {
 		t.Errorf("the try earned after 3 s: %d %s", rec.Code, rec.Body)
 	}
-	limited(t, "the try after it", c.from(guesser, "GET", "/api/tasks", unknownKey(25), nil), 3)
+	apitest.Limited(t, "the try after it", c.from(guesser, "GET", "/api/tasks", apitest.UnknownKey(25), nil), 3)
 	c.clock.Advance(2 * time.Second)
-	limited(t, "2 s later", c.from(guesser, "GET", "/api/tasks", c.admin, nil), 1)
+	apitest.Limited(t, "2 s later", c.from(guesser, "GET", "/api/tasks", c.admin, nil), 1)
 	c.clock.Advance(time.Minute) // all forgiven
 	if rec := c.from(guesser, "GET", "/api/tasks", c.admin, nil); rec.Code != http.StatusOK {
 		t.Errorf("a valid key a minute later: %d %s", rec.Code, rec.Body)
@@ -133,7 +120,7 @@ func TestAuthFailureLimiterConfig(t *testing.T) {
 		t.Parallel()
 		c, _ := newCountingEnv(t, func(cfg *lifecycle.Config) { cfg.AuthFailureLimit = -1 })
 		for i := range 100 {
-			if rec := c.from("203.0.113.9:1", "GET", "/api/tasks", unknownKey(i), nil); rec.Code != http.StatusUnauthorized {
+			if rec := c.from("203.0.113.9:1", "GET", "/api/tasks", apitest.UnknownKey(i), nil); rec.Code != http.StatusUnauthorized {
 				t.Fatalf("bad key %d with the limiter off: %d", i, rec.Code)
 			}
 		}
@@ -142,9 +129,9 @@ func TestAuthFailureLimiterConfig(t *testing.T) {
 		t.Parallel()
 		c, _ := newCountingEnv(t, func(cfg *lifecycle.Config) { cfg.AuthFailureLimit = 2 })
 		for i := range 2 {
-			c.from("203.0.113.9:1", "GET", "/api/tasks", unknownKey(i), http.Header{"X-Forwarded-For": {"192.0.2." + strconv.Itoa(i)}})
+			c.from("203.0.113.9:1", "GET", "/api/tasks", apitest.UnknownKey(i), http.Header{"X-Forwarded-For": {"192.0.2." + strconv.Itoa(i)}})
 		}
-		limited(t, "a new X-Forwarded-For", c.from("203.0.113.9:1", "GET", "/api/tasks", c.admin, http.Header{"X-Forwarded-For": {"192.0.2.99"}}), 3)
+		apitest.Limited(t, "a new X-Forwarded-For", c.from("203.0.113.9:1", "GET", "/api/tasks", c.admin, http.Header{"X-Forwarded-For": {"192.0.2.99"}}), 3)
 	})
 	t.Run("ClientAddress", func(t *testing.T) {
 		t.Parallel()
@@ -154,9 +141,9 @@ func TestAuthFailureLimiterConfig(t *testing.T) {
 		})
 		proxy := "10.0.0.1:3000"
 		for i := range 2 {
-			c.from(proxy, "GET", "/api/tasks", unknownKey(i), http.Header{"X-Client": {"192.0.2.1"}})
+			c.from(proxy, "GET", "/api/tasks", apitest.UnknownKey(i), http.Header{"X-Client": {"192.0.2.1"}})
 		}
-		limited(t, "the guesser behind the proxy", c.from(proxy, "GET", "/api/tasks", c.admin, http.Header{"X-Client": {"192.0.2.1"}}), 3)
+		apitest.Limited(t, "the guesser behind the proxy", c.from(proxy, "GET", "/api/tasks", c.admin, http.Header{"X-Client": {"192.0.2.1"}}), 3)
 		if rec := c.from(proxy, "GET", "/api/tasks", c.admin, http.Header{"X-Client": {"192.0.2.2"}}); rec.Code != http.StatusOK {
 			t.Errorf("another client behind the proxy: %d %s", rec.Code, rec.Body)
 		}

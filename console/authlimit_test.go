@@ -5,13 +5,13 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 	"github.com/tasklifecycle/lifecycle/store/sqlite"
 )
 
@@ -97,20 +97,6 @@ func (c *consoleEnv) signInFrom(addr, key string) *httptest.ResponseRecorder {
 	return rec
 }
 
-// unknownKey returns a well-formed key of no one, different for each n.
-func unknownKey(n int) string {
-	return "lsk_" + strings.Repeat("q", 36) + strconv.Itoa(1000+n)
-}
-
-// limited checks that rec is a 429 rate_limited asking to retry after
-// wantRetry seconds.
-func limited(t *testing.T, what string, rec *httptest.ResponseRecorder, wantRetry int) {
-	t.Helper()
-	if rec.Code != http.StatusTooManyRequests || errorCode(decode(t, rec)) != "rate_limited" || rec.Header().Get("Retry-After") != strconv.Itoa(wantRetry) {
-		t.Errorf("%s: %d Retry-After %q %s, want 429 rate_limited after %d s", what, rec.Code, rec.Header().Get("Retry-After"), rec.Body, wantRetry)
-	}
-}
-
 // Failed console sign-ins and unknown session cookies count as failures of
 // their client: past the limit, sign-in (even with a valid key) and
 // requests with a cookie are 429 with Retry-After, and neither a key nor a
@@ -121,7 +107,7 @@ func TestFailedConsoleSignInsAreLimited(t *testing.T) {
 	const guesser, other = "203.0.113.9:40000", "[2001:db8:1:2::5]:443"
 	forged := http.Header{"Cookie": {"lifecycle_console=forged-session-token"}}
 	for i := range 3 {
-		if rec := c.signInFrom(guesser, unknownKey(i)); rec.Code != http.StatusUnauthorized {
+		if rec := c.signInFrom(guesser, apitest.UnknownKey(i)); rec.Code != http.StatusUnauthorized {
 			t.Fatalf("sign-in with a bad key: %d %s", rec.Code, rec.Body)
 		}
 	}
@@ -131,10 +117,10 @@ func TestFailedConsoleSignInsAreLimited(t *testing.T) {
 		}
 	}
 	keyReads, sessionReads := store.keyReads.Load(), store.sessionReads.Load()
-	limited(t, "a sign-in with a valid key", c.signInFrom(guesser, c.Admin), 10)
-	limited(t, "a forged cookie on the board", c.from(guesser, "GET", "/console/board", "", forged), 10)
-	limited(t, "a forged cookie on the console's API", c.from(guesser, "GET", "/console/api/tasks", "", forged), 10)
-	limited(t, "a bad key on the API", c.from(guesser, "GET", "/api/tasks", unknownKey(9), nil), 10)
+	apitest.Limited(t, "a sign-in with a valid key", c.signInFrom(guesser, c.Admin), 10)
+	apitest.Limited(t, "a forged cookie on the board", c.from(guesser, "GET", "/console/board", "", forged), 10)
+	apitest.Limited(t, "a forged cookie on the console's API", c.from(guesser, "GET", "/console/api/tasks", "", forged), 10)
+	apitest.Limited(t, "a bad key on the API", c.from(guesser, "GET", "/api/tasks", apitest.UnknownKey(9), nil), 10)
 	if k, s := store.keyReads.Load()-keyReads, store.sessionReads.Load()-sessionReads; k != 0 || s != 0 {
 		t.Errorf("%d keys and %d sessions read for a limited client, want none", k, s)
 	}
@@ -143,9 +129,9 @@ func TestFailedConsoleSignInsAreLimited(t *testing.T) {
 	}
 	// Another address of the guesser's IPv6 /64 is the same client.
 	for range 5 {
-		c.signInFrom("[2001:db8:1:2::5]:443", unknownKey(1))
+		c.signInFrom("[2001:db8:1:2::5]:443", apitest.UnknownKey(1))
 	}
-	limited(t, "another address of the same /64", c.signInFrom("[2001:db8:1:2:ffff::1]:80", c.Admin), 10)
+	apitest.Limited(t, "another address of the same /64", c.signInFrom("[2001:db8:1:2:ffff::1]:80", c.Admin), 10)
 }
 
 // The console's own routes answer a Store outage as the API does: 503

@@ -426,3 +426,17 @@ func (l *LogBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.buf.String()
 }
+
+// UnknownKey returns a well-formed API key of no one, different for each n.
+func UnknownKey(n int) string {
+	return "lsk_" + strings.Repeat("q", 36) + strconv.Itoa(1000+n)
+}
+
+// Limited checks that rec is a 429 rate_limited asking to retry after
+// wantRetry seconds.
+func Limited(t testing.TB, what string, rec *httptest.ResponseRecorder, wantRetry int) {
+	t.Helper()
+	if rec.Code != http.StatusTooManyRequests || ErrorCode(Decode(t, rec)) != "rate_limited" || rec.Header().Get("Retry-After") != strconv.Itoa(wantRetry) {
+		t.Errorf("%s: %d Retry-After %q %s, want 429 rate_limited after %d s", what, rec.Code, rec.Header().Get("Retry-After"), rec.Body, wantRetry)
+	}
+}
