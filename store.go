@@ -366,6 +366,47 @@ func (d PruneDeleters) Prune(ctx context.Context, p PruneParams) (PruneResult, e
 	return r, errors.Join(errs...)
 }
 
+// IdempotencyRecordOps are a Store's operations on the record of one
+// idempotency key, inside a transaction: Get reads it for update (an
+// error matching ErrNotFound when there is none), Create inserts it
+// (ErrConflict when another transaction inserted it first), Replace and
+// Delete change it. A SQL store implements [Tx.UpdateIdempotencyRecord]
+// with their Update.
+type IdempotencyRecordOps struct {
+	Get     func(IdempotencyScope) (IdempotencyRecord, error)
+	Create  func(IdempotencyRecord) error
+	Replace func(IdempotencyRecord) error
+	Delete  func(IdempotencyScope) error
+}
+
+// Update runs [Tx.UpdateIdempotencyRecord] over the operations: it reads
+// the record of scope, calls fn with it (nil when none), and then inserts,
+// replaces or deletes (fn returned nil) what fn returns; it stores
+// nothing when fn fails.
+func (o IdempotencyRecordOps) Update(scope IdempotencyScope, fn func(cur *IdempotencyRecord) (*IdempotencyRecord, error)) error {
+	var cur *IdempotencyRecord
+	switch r, err := o.Get(scope); {
+	case err == nil:
+		cur = &r
+	case !errors.Is(err, ErrNotFound):
+		return err
+	}
+	next, err := fn(cur)
+	switch {
+	case err != nil:
+		return err
+	case next == nil && cur == nil:
+		return nil
+	case next == nil:
+		return o.Delete(scope)
+	}
+	next.IdempotencyScope = scope
+	if cur == nil {
+		return o.Create(*next)
+	}
+	return o.Replace(*next)
+}
+
 // PutChecksParams says which checks [Tx.PutChecks] records.
 type PutChecksParams struct {
 	// TaskID is the task the checks belong to.

@@ -23,28 +23,14 @@ func idemKeyArgs(k lifecycle.IdempotencyScope) []any {
 // ErrConflict when that one commits.
 func (x *txn) UpdateIdempotencyRecord(ctx context.Context, k lifecycle.IdempotencyScope,
 	fn func(cur *lifecycle.IdempotencyRecord) (*lifecycle.IdempotencyRecord, error)) error {
-	var cur *lifecycle.IdempotencyRecord
-	switch r, err := x.idempotencyRecord(ctx, k); {
-	case err == nil:
-		cur = &r
-	case !errors.Is(err, lifecycle.ErrNotFound):
-		return err
-	}
-	next, err := fn(cur)
-	switch {
-	case err != nil:
-		return err
-	case next == nil && cur == nil:
-		return nil
-	case next == nil:
-		return x.deleteIdempotencyRecord(ctx, k)
-	case cur == nil:
-		next.IdempotencyScope = k
-		return x.createIdempotencyRecord(ctx, *next)
-	default:
-		next.IdempotencyScope = k
-		return x.replaceIdempotencyRecord(ctx, *next)
-	}
+	return lifecycle.IdempotencyRecordOps{
+		Get: func(k lifecycle.IdempotencyScope) (lifecycle.IdempotencyRecord, error) {
+			return x.idempotencyRecord(ctx, k)
+		},
+		Create:  func(r lifecycle.IdempotencyRecord) error { return x.createIdempotencyRecord(ctx, r) },
+		Replace: func(r lifecycle.IdempotencyRecord) error { return x.replaceIdempotencyRecord(ctx, r) },
+		Delete:  func(k lifecycle.IdempotencyScope) error { return x.deleteIdempotencyRecord(ctx, k) },
+	}.Update(k, fn)
 }
 
 // idempotencyRecord reads the record of a key for update.

@@ -19,28 +19,12 @@ func idemKeyArgs(k lifecycle.IdempotencyScope) []any {
 // SQLite's write lock, so the record read is the one replaced.
 func (x *txn) UpdateIdempotencyRecord(ctx context.Context, k lifecycle.IdempotencyScope,
 	fn func(cur *lifecycle.IdempotencyRecord) (*lifecycle.IdempotencyRecord, error)) error {
-	var cur *lifecycle.IdempotencyRecord
-	switch r, err := x.idempotencyRecord(k); {
-	case err == nil:
-		cur = &r
-	case !errors.Is(err, lifecycle.ErrNotFound):
-		return err
-	}
-	next, err := fn(cur)
-	switch {
-	case err != nil:
-		return err
-	case next == nil && cur == nil:
-		return nil
-	case next == nil:
-		return x.deleteIdempotencyRecord(k)
-	case cur == nil:
-		next.IdempotencyScope = k
-		return x.createIdempotencyRecord(*next)
-	default:
-		next.IdempotencyScope = k
-		return x.replaceIdempotencyRecord(*next)
-	}
+	return lifecycle.IdempotencyRecordOps{
+		Get:     x.idempotencyRecord,
+		Create:  x.createIdempotencyRecord,
+		Replace: x.replaceIdempotencyRecord,
+		Delete:  x.deleteIdempotencyRecord,
+	}.Update(k, fn)
 }
 
 // idempotencyRecord returns the record of an idempotency key.
