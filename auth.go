@@ -233,7 +233,7 @@ func (a *keyAuthenticator) lookup(ctx context.Context, hash [sha256.Size]byte) (
 	}
 	key, err := a.store.APIKeyByHash(ctx, hash[:])
 	if errors.Is(err, ErrNotFound) {
-		return APIKey{}, fmt.Errorf("unknown API key; send \"Authorization: Bearer lsk_...\" with a key issued by this service: %w", ErrUnauthorized)
+		return APIKey{}, errUnknownKey
 	}
 	if err != nil {
 		return APIKey{}, fmt.Errorf("look up API key: %w", err)
@@ -241,7 +241,7 @@ func (a *keyAuthenticator) lookup(ctx context.Context, hash [sha256.Size]byte) (
 	// The store found the key by its hash; compare anyway, in constant time,
 	// so that a store with a loose index cannot let a wrong key through.
 	if subtle.ConstantTimeCompare(key.Hash, hash[:]) != 1 {
-		return APIKey{}, fmt.Errorf("unknown API key; send \"Authorization: Bearer lsk_...\" with a key issued by this service: %w", ErrUnauthorized)
+		return APIKey{}, errUnknownKey
 	}
 	if key.RevokedAt != nil {
 		return APIKey{}, fmt.Errorf("revoked API key; ask for a new one: %w", ErrUnauthorized)
@@ -276,6 +276,9 @@ func (a *keyAuthenticator) forget(keyID string) {
 		}
 	}
 }
+
+// errUnknownKey refuses a key the Store does not have.
+var errUnknownKey = fmt.Errorf("unknown API key; send \"Authorization: Bearer lsk_...\" with a key issued by this service: %w", ErrUnauthorized)
 
 // errNoOwnKeys refuses a key on a Service with a host's Authenticator.
 var errNoOwnKeys = fmt.Errorf("this service authenticates with its host's Authenticator, not its own API keys: %w", ErrUnauthorized)

@@ -68,10 +68,8 @@ func (s *Service) claimInstance(ctx context.Context) error {
 		// instanceRenewal, a dead one does not.
 		seen = held
 		s.log.Warn("another life of this instance holds its lease; waiting for it to end", "instance", s.owner, "until", held.Until)
-		select {
-		case <-ctx.Done():
+		if !s.pause(ctx, held.Until.Sub(s.clock.Now())+time.Millisecond) {
 			return ctx.Err()
-		case <-s.clock.After(held.Until.Sub(s.clock.Now()) + time.Millisecond):
 		}
 	}
 }

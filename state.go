@@ -375,7 +375,13 @@ func (st taskState) refuse(t *Task, a ask, r refusal) error {
 		case cmdReview:
 			return set("ship_in_progress", "Task %s is being merged by operation %s; a review can no longer change it", t.Identifier, st.operation)
 		}
-		verb := map[command]string{cmdStart: "start", cmdSubmit: "submit", cmdCancel: "cancel"}[a.cmd]
+		verb := "cancel"
+		switch a.cmd {
+		case cmdStart:
+			verb = "start"
+		case cmdSubmit:
+			verb = "submit"
+		}
 		return set("ship_in_progress", "Task %s is being shipped by operation %s; %s it when that ends", t.Identifier, st.operation, verb)
 	case refNotStartable:
 		return set("not_startable", "Task %s is %s; start needs status todo, or in_review after changes were requested", t.Identifier, t.Status)
@@ -384,10 +390,7 @@ func (st taskState) refuse(t *Task, a ask, r refusal) error {
 	case refNotSubmittable:
 		return set("not_submittable", "Task %s is %s; submit needs status in_progress", t.Identifier, t.Status)
 	case refNoAdapter:
-		if a.mode == ModeArtifact {
-			return fmt.Errorf("artifact submissions are not enabled on this service: %w", ErrNotFound)
-		}
-		return fmt.Errorf("no live provider adapter matches task %s (project %q): %w", t.Identifier, t.project(), ErrNotFound)
+		return errNoAdapter(t, a.mode)
 	case refNotShippable:
 		return set("not_shippable", "Task %s is %s; only a submitted task in review can be shipped", t.Identifier, t.Status)
 	case refPRClosed:

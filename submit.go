@@ -157,14 +157,23 @@ func (s *Service) binding(project string) *AdapterBinding {
 func (s *Service) adapterFor(t *Task, mode SubmitMode) (ProviderAdapter, error) {
 	if mode == ModeArtifact {
 		if s.cfg.ArtifactAdapter == nil {
-			return nil, fmt.Errorf("artifact submissions are not enabled on this service: %w", ErrNotFound)
+			return nil, errNoAdapter(t, mode)
 		}
 		return s.cfg.ArtifactAdapter, nil
 	}
 	if b := s.binding(t.project()); b != nil {
 		return b.Adapter, nil
 	}
-	return nil, fmt.Errorf("no live provider adapter matches task %s (project %q): %w", t.Identifier, t.project(), ErrNotFound)
+	return nil, errNoAdapter(t, mode)
+}
+
+// errNoAdapter is the error of a submission of t in mode that no adapter
+// takes. It matches ErrNotFound.
+func errNoAdapter(t *Task, mode SubmitMode) error {
+	if mode == ModeArtifact {
+		return fmt.Errorf("artifact submissions are not enabled on this service: %w", ErrNotFound)
+	}
+	return fmt.Errorf("no live provider adapter matches task %s (project %q): %w", t.Identifier, t.project(), ErrNotFound)
 }
 
 // ciFor returns the CI provider of t's latest submission, or nil.

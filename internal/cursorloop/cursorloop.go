@@ -12,15 +12,12 @@ package cursorloop
 import (
 	"context"
 	"time"
+
+	"github.com/tasklifecycle/lifecycle/internal/backoff"
 )
 
 // Clock tells the time and waits for it.
-type Clock interface {
-	// Now returns the current time.
-	Now() time.Time
-	// After returns a channel that receives the time once d has elapsed.
-	After(d time.Duration) <-chan time.Time
-}
+type Clock = backoff.Clock
 
 // Worker reads, delivers and records for the loop. Only the loop's
 // goroutine calls it.
@@ -207,10 +204,7 @@ func Run(ctx context.Context, c Config, w Worker) {
 			}
 			retriesKnown = false
 			c.Failed(Round, err)
-			select {
-			case <-ctx.Done():
-			case <-c.Clock.After(c.RetryWait):
-			}
+			backoff.Pause(ctx, c.Clock, c.RetryWait)
 			continue
 		}
 		if due > 0 || read > 0 || changed == nil {
