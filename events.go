@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/tasklifecycle/lifecycle/internal/id"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // EventType names what happened to a task.
@@ -229,20 +230,71 @@ type taskEvent struct {
 // updateRelaxed runs fn in a Store transaction that need not wait for the
 // disk, when the Store can do that (see [RelaxedUpdater]).
 func (s *Service) updateRelaxed(ctx context.Context, fn func(tx Tx) error) error {
-	if r, ok := s.store.(RelaxedUpdater); ok {
-		return r.UpdateRelaxed(ctx, fn)
+	if _, ok := s.store.(RelaxedUpdater); !ok {
+		return s.update(ctx, fn)
 	}
-	return s.update(ctx, fn)
+	return s.transact(ctx, true, fn)
 }
 
 // update runs fn in a Store transaction, then wakes the stream broker to
 // fan out the events the transaction committed.
 func (s *Service) update(ctx context.Context, fn func(tx Tx) error) error {
-	if err := s.store.Update(ctx, fn); err != nil {
+	if err := s.transact(ctx, false, fn); err != nil {
 		return err
 	}
 	s.broker.wake()
 	return nil
+}
+
+// transact runs fn in a Store transaction (relaxed: one that need not
+// wait for the disk, when the Store can do that), in a span "store.tx",
+// and counts the events it commits in lifecycle.outbox.events.
+func (s *Service) transact(ctx context.Context, relaxed bool, fn func(tx Tx) error) error {
+	ctx, span := s.tel.start(ctx, "store.tx", trace.WithSpanKind(trace.SpanKindInternal))
+	run := s.store.Update
+	if r, ok := s.store.(RelaxedUpdater); ok && relaxed {
+		run = r.UpdateRelaxed
+	}
+	var appended []EventType
+	count := s.tel.outboxEvents.Enabled(ctx)
+	err := run(ctx, func(tx Tx) error {
+		if !count {
+			return fn(tx)
+		}
+		appended = appended[:0] // a Store may run fn again
+		return fn(outboxTx{tx, &appended})
+	})
+	end(span, err)
+	if err == nil {
+		for _, typ := range appended {
+			s.tel.outboxEvents.Add(ctx, 1, s.tel.eventTypes.get(typ).add...)
+		}
+	}
+	return err
+}
+
+// outboxTx is a transaction that notes the types of the events appended
+// through it, counted once it commits.
+type outboxTx struct {
+	Tx
+	appended *[]EventType
+}
+
+func (t outboxTx) AppendEvent(ctx context.Context, e *Event) error {
+	if err := t.Tx.AppendEvent(ctx, e); err != nil {
+		return err
+	}
+	*t.appended = append(*t.appended, e.Type)
+	return nil
+}
+
+// baseTx returns the Store's own transaction under tx, for the optional
+// interfaces it may implement.
+func baseTx(tx Tx) Tx {
+	if o, ok := tx.(outboxTx); ok {
+		return o.Tx
+	}
+	return tx
 }
 
 // changeTask loads a task in a transaction, lets fn change it, bumps its

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tasklifecycle/lifecycle/internal/jsonscan"
 	"github.com/tasklifecycle/lifecycle/internal/traceparent"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // maxBodyBytes is the largest request body accepted (1 MiB); larger ones
@@ -464,9 +465,14 @@ func ContextWithTraceID(ctx context.Context, traceID string) context.Context {
 	return context.WithValue(ctx, traceKey{}, traceID)
 }
 
-// traceIDFrom returns the context's trace ID, or nil.
+// traceIDFrom returns the context's trace ID (given by
+// ContextWithTraceID, else that of the span it carries), or nil.
 func traceIDFrom(ctx context.Context) *string {
 	if id, ok := ctx.Value(traceKey{}).(string); ok && id != "" {
+		return &id
+	}
+	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
+		id := sc.TraceID().String()
 		return &id
 	}
 	return nil

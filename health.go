@@ -33,7 +33,7 @@ func handleHealthz(w http.ResponseWriter, r *http.Request) {
 // holds its instance lease), 503 with Retry-After otherwise. The checks
 // say which part failed.
 func (s *Service) handleReadyz(w http.ResponseWriter, r *http.Request) {
-	h := s.Ready(r.Context())
+	h := s.Health(r.Context())
 	w.Header().Set("Cache-Control", "no-store")
 	status := http.StatusOK
 	if h.Status != "ready" {
@@ -43,12 +43,13 @@ func (s *Service) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, h)
 }
 
-// Ready reports whether the Service can do its work: its Store answers
+// Health reports whether the Service can do its work, for hosts with
+// probes of their own (GET /readyz serves the same): its Store answers
 // (within 2 s) and, once [Service.Start] was called, it holds its
 // instance lease ([Config.InstanceID]), which it renews every second and
-// loses when the Store cannot be written for three. GET /readyz serves
-// it.
-func (s *Service) Ready(ctx context.Context) Health {
+// loses when the Store cannot be written for three. Status is "ready" or
+// "not_ready"; Checks say which part failed.
+func (s *Service) Health(ctx context.Context) Health {
 	h := Health{Status: "ready", Checks: map[string]string{"store": "ok"}}
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()

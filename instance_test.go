@@ -192,7 +192,7 @@ func TestStoreWithoutInstanceLeases(t *testing.T) {
 		if err := <-startAsync(t, svc); err != nil {
 			t.Fatalf("Start of Service %d: %v", i, err)
 		}
-		if h := svc.Ready(t.Context()); h.Status != "ready" || h.Checks["instanceLease"] != "held" {
+		if h := svc.Health(t.Context()); h.Status != "ready" || h.Checks["instanceLease"] != "held" {
 			t.Errorf("Ready of Service %d = %+v, want ready with the lease held", i, h)
 		}
 	}

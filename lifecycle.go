@@ -19,6 +19,9 @@ import (
 	"github.com/tasklifecycle/lifecycle/internal/id"
 	"github.com/tasklifecycle/lifecycle/internal/netguard"
 	"github.com/tasklifecycle/lifecycle/internal/secretbox"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Config configures a Service. Store and BaseURL are required; every other
@@ -187,6 +190,23 @@ type Config struct {
 	// keys. Defaults to slog.Default().
 	Logger *slog.Logger
 
+	// MeterProvider provides the meter of the Service's metrics: HTTP
+	// request durations, ship operations, webhook deliveries, event
+	// streams, the outbox, sweeps, idempotency and authentication (the
+	// list, with units and attributes, is in docs/operations.md).
+	// Defaults to otel.GetMeterProvider(), the global one, which measures
+	// nothing until the host sets one: a Service whose host sets up no
+	// OpenTelemetry SDK pays a check per measure.
+	MeterProvider metric.MeterProvider
+
+	// TracerProvider provides the tracer of the Service's spans: one per
+	// API request (its parent the request's W3C traceparent), per Store
+	// transaction, per ship step and per webhook delivery (which sends
+	// its traceparent on). An event's traceId is its request's trace.
+	// Defaults to otel.GetTracerProvider(), the global one: no span is
+	// started until the host sets one, nor with a no-op provider.
+	TracerProvider trace.TracerProvider
+
 	// EventRetention is how long events are kept for replay. Defaults to
 	// 72 hours, the window of the contract.
 	EventRetention time.Duration
@@ -345,6 +365,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Clock == nil {
 		c.Clock = systemClock{}
 	}
+	if c.MeterProvider == nil {
+		c.MeterProvider = otel.GetMeterProvider()
+	}
+	if c.TracerProvider == nil {
+		c.TracerProvider = otel.GetTracerProvider()
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -481,6 +507,7 @@ type Service struct {
 	secrets  *secretbox.Box     // seals webhook secrets
 	webhooks *dispatcher        // delivers webhooks
 	decoding *bytebudget.Budget // bounds request bodies decoded at once; nil: unbounded
+	tel      *telemetry         // metrics and traces
 
 	streamKeys streamKeys // the keys of open streams, to end them on revocation
 
@@ -517,6 +544,9 @@ func New(cfg Config) (*Service, error) {
 		agents: make(map[string]Agent, len(cfg.Agents)),
 		owner:  cfg.InstanceID,
 		life:   id.New("lif_"), // this life of the instance
+	}
+	if s.tel, err = newTelemetry(cfg.MeterProvider, cfg.TracerProvider); err != nil {
+		return nil, fmt.Errorf("lifecycle: instruments: %w", err)
 	}
 	if l, ok := cfg.Store.(InstanceLeaser); ok {
 		s.leaser = l

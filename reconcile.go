@@ -487,7 +487,7 @@ func (s *Service) recordDelivery(ctx context.Context, ev ProviderEvent) error {
 
 // reconcileSoon makes a task due for a reading in full now.
 func (s *Service) reconcileSoon(ctx context.Context, taskID string) {
-	err := s.store.Update(ctx, func(tx Tx) error {
+	err := s.transact(ctx, false, func(tx Tx) error {
 		t, err := tx.Task(ctx, taskID)
 		if err != nil || !readable(&t) {
 			return err

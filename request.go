@@ -109,7 +109,7 @@ func (s *Service) Guard(h http.Handler) http.Handler { return s.guard(h) }
 // guard is Guard.
 func (s *Service) guard(mux http.Handler) http.Handler {
 	var started startCheck
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	guarded := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
 			v := recover()
 			if v == nil {
@@ -137,6 +137,9 @@ func (s *Service) guard(mux http.Handler) http.Handler {
 			return
 		}
 		mux.ServeHTTP(w, r)
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.tel.instrument(w, r, guarded)
 	})
 }
 

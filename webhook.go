@@ -390,7 +390,7 @@ func (s *Service) createSubscription(ctx context.Context, p CreateSubscriptionPa
 		sub.Filters.TaskIDs = dedupe(append(sub.Filters.TaskIDs, p.Filters.TaskIDs...))
 		sub.Filters.Projects = dedupe(append(sub.Filters.Projects, p.Filters.Projects...))
 	}
-	err = s.store.Update(ctx, func(tx Tx) error {
+	err = s.transact(ctx, false, func(tx Tx) error {
 		if err := tx.CreateSubscription(ctx, sub); err != nil {
 			return fmt.Errorf("create subscription: %w", err)
 		}
@@ -497,7 +497,7 @@ func (s *Service) DeleteSubscription(ctx context.Context, subID string) error {
 	if !validSubscriptionID(subID) {
 		return notFound("event subscription", subID)
 	}
-	err := s.store.Update(ctx, func(tx Tx) error { return tx.DeleteSubscription(ctx, subID) })
+	err := s.transact(ctx, false, func(tx Tx) error { return tx.DeleteSubscription(ctx, subID) })
 	if errors.Is(err, ErrNotFound) {
 		return notFound("event subscription", subID)
 	}

@@ -109,7 +109,7 @@ func (s *Service) replay(ctx context.Context, subID string, from int64, respond 
 			from, pruned, int64(s.cfg.EventRetention/time.Hour), pruned, ErrCursorExpired)
 	}
 	out := Replay{SubscriptionID: subID, FromSequence: from, ThroughSequence: last}
-	err = s.store.Update(ctx, func(tx Tx) error {
+	err = s.transact(ctx, false, func(tx Tx) error {
 		sub, err := subscriptionIn(ctx, tx, subID)
 		if err != nil {
 			return err
@@ -180,7 +180,7 @@ func (s *Service) RetryDelivery(ctx context.Context, subID, deliveryID string) (
 	)
 	for {
 		var needEvent string
-		err := s.store.Update(ctx, func(tx Tx) error {
+		err := s.transact(ctx, false, func(tx Tx) error {
 			needEvent = ""
 			sub, err := subscriptionIn(ctx, tx, subID)
 			if err != nil {
@@ -273,7 +273,7 @@ func (s *Service) EnableSubscription(ctx context.Context, subID string) (Subscri
 	}
 	var sub Subscription
 	changed := false
-	err := s.store.Update(ctx, func(tx Tx) error {
+	err := s.transact(ctx, false, func(tx Tx) error {
 		var err error
 		sub, err = subscriptionIn(ctx, tx, subID)
 		if err != nil || sub.Status == SubscriptionActive {

@@ -46,7 +46,7 @@ func (s *Service) ResealWebhookSecrets(ctx context.Context) (int, error) {
 				return changed, fmt.Errorf("lifecycle: reseal the secret of %s: %w", sub.ID, err)
 			}
 			err = s.update(ctx, func(tx Tx) error {
-				r, ok := tx.(SecretResealer)
+				r, ok := baseTx(tx).(SecretResealer)
 				if !ok {
 					return fmt.Errorf("the Store's Tx (%T) does not implement lifecycle.SecretResealer", tx)
 				}

@@ -1,0 +1,379 @@
+package lifecycle
+
+import (
+	"context"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+)
+
+// instrumentationName names the Service's meter and tracer: the package's
+// import path, as OpenTelemetry asks of instrumentation libraries.
+const instrumentationName = "github.com/tasklifecycle/lifecycle"
+
+// durationBuckets are the bounds, in seconds, of the Service's duration
+// histograms: those OpenTelemetry's HTTP conventions advise, from 5 ms to
+// 10 s, and longer ones for ship operations and deliveries that wait.
+var durationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 30, 60, 300, 1800}
+
+// telemetry holds the Service's OpenTelemetry instruments and tracer,
+// built once in New from Config.MeterProvider and Config.TracerProvider.
+// With no-op providers each use is a check of Enabled, or of tracing,
+// and allocates nothing.
+type telemetry struct {
+	tracer trace.Tracer
+	// traces is false when the TracerProvider is OpenTelemetry's no-op
+	// one: no span is started at all.
+	traces bool
+	// unsetGlobal, when not nil, is the global TracerProvider as it was
+	// when New took it, before any was set: spans are started only once
+	// the host sets one (otel.SetTracerProvider).
+	unsetGlobal trace.TracerProvider
+	propagator  propagation.TraceContext
+	noSpan      trace.Span
+
+	requestDuration metric.Float64Histogram
+	requests        *attrCache[requestKey]
+	eventTypes      *attrCache[EventType]
+	routes          *attrCache[string] // http.route, for idempotency
+	authReasons     *attrCache[string]
+
+	shipStarted  metric.Int64Counter
+	shipFinished metric.Int64Counter
+	shipDuration metric.Float64Histogram
+
+	deliveryAttempts     metric.Int64Counter
+	deliveryDuration     metric.Float64Histogram
+	clientDuration       metric.Float64Histogram
+	subscriptionsDisabld metric.Int64Counter
+
+	streamsOpen   metric.Int64UpDownCounter
+	streamEvents  metric.Int64Counter
+	streamsEnded  metric.Int64Counter
+	streamLatency metric.Float64Histogram
+
+	outboxEvents metric.Int64Counter
+	replayReads  metric.Int64Counter
+
+	sweepDuration metric.Float64Histogram
+	sweepTasks    metric.Int64Histogram
+
+	idempotencyReplays   metric.Int64Counter
+	idempotencyConflicts metric.Int64Counter
+	authFailures         metric.Int64Counter
+
+	meter metric.Meter
+}
+
+// requestKey is what http.server.request.duration's attributes are made
+// of, from the request and its answer.
+type requestKey struct {
+	pattern string // the route's pattern as ServeMux reports it, or ""
+	method  string
+	status  int
+	tls     bool
+}
+
+// newTelemetry builds the instruments of mp and the tracer of tp.
+func newTelemetry(mp metric.MeterProvider, tp trace.TracerProvider) (*telemetry, error) {
+	t := &telemetry{
+		tracer:     tp.Tracer(instrumentationName),
+		traces:     true,
+		requests:   newAttrCache(requestAttributes),
+		eventTypes: newAttrCache(oneAttr[EventType]("lifecycle.event.type")),
+		routes: newAttrCache(func(r string) []attribute.KeyValue {
+			return []attribute.KeyValue{attribute.String("http.route", route(r))}
+		}),
+		authReasons: newAttrCache(oneAttr[string]("lifecycle.auth.reason")),
+		noSpan:      tracenoop.Span{},
+	}
+	if _, ok := tp.(tracenoop.TracerProvider); ok {
+		t.traces = false
+	} else if tp == otel.GetTracerProvider() && isGlobalDelegate(tp) {
+		t.unsetGlobal = tp
+	}
+	m := mp.Meter(instrumentationName)
+	t.meter = m
+	var b instrumentBuilder
+	b.m = m
+	t.requestDuration = b.histogram("http.server.request.duration", "s", "Duration of HTTP server requests.")
+	t.clientDuration = b.histogram("http.client.request.duration", "s", "Duration of HTTP client requests: webhook deliveries.")
+	t.shipStarted = b.counter("lifecycle.ship.started", "{operation}", "Ship operations a runner took up for the first time.")
+	t.shipFinished = b.counter("lifecycle.ship.finished", "{operation}", "Ship operations finished, by outcome and failure code.")
+	t.shipDuration = b.histogram("lifecycle.ship.duration", "s", "Time from a ship operation's acceptance (queued) to its end.")
+	t.deliveryAttempts = b.counter("lifecycle.webhook.delivery.attempts", "{attempt}", "Webhook delivery attempts, by outcome and the receiver's status class.")
+	t.deliveryDuration = b.histogram("lifecycle.webhook.delivery.duration", "s", "Duration of webhook delivery attempts.")
+	t.subscriptionsDisabld = b.counter("lifecycle.webhook.subscriptions.disabled", "{subscription}", "Webhook subscriptions disabled after failing for too long.")
+	t.streamsOpen = b.upDownCounter("lifecycle.stream.open", "{stream}", "Event streams open.")
+	t.streamEvents = b.counter("lifecycle.stream.events.sent", "{event}", "Events written to event streams.")
+	t.streamsEnded = b.counter("lifecycle.stream.ended", "{stream}", "Event streams ended, by reason.")
+	t.streamLatency = b.histogram("lifecycle.stream.latency", "s", "Time from an event's commit to its write to a stream.")
+	t.outboxEvents = b.counter("lifecycle.outbox.events", "{event}", "Events committed to the outbox, by type.")
+	t.replayReads = b.counter("lifecycle.outbox.replay.reads", "{read}", "Reads of the outbox to replay events, by reader.")
+	t.sweepDuration = b.histogram("lifecycle.reconcile.sweep.duration", "s", "Duration of the reconciler's sweeps.")
+	t.sweepTasks = b.int64Histogram("lifecycle.reconcile.sweep.tasks", "{task}", "Tasks read from code hosts per sweep.")
+	t.idempotencyReplays = b.counter("lifecycle.idempotency.replays", "{request}", "Requests answered from an earlier response under the same Idempotency-Key.")
+	t.idempotencyConflicts = b.counter("lifecycle.idempotency.conflicts", "{request}", "Requests refused for an Idempotency-Key in use or used with another request.")
+	t.authFailures = b.counter("lifecycle.auth.failures", "{request}", "Failed authentications, by reason.")
+	if b.err != nil {
+		return nil, b.err
+	}
+	return t, nil
+}
+
+// isGlobalDelegate reports whether tp is OpenTelemetry's global
+// TracerProvider before any was set: one that delegates to the provider
+// set later, and until then starts spans that record nothing.
+func isGlobalDelegate(tp trace.TracerProvider) bool {
+	typ := reflect.TypeOf(tp)
+	if typ.Kind() == reflect.Pointer {
+		typ = typ.Elem()
+	}
+	return typ.PkgPath() == "go.opentelemetry.io/otel/internal/global"
+}
+
+// instrumentBuilder creates instruments on one meter, keeping the first
+// error.
+type instrumentBuilder struct {
+	m   metric.Meter
+	err error
+}
+
+func (b *instrumentBuilder) keep(err error) {
+	if b.err == nil && err != nil {
+		b.err = err
+	}
+}
+
+func (b *instrumentBuilder) counter(name, unit, desc string) metric.Int64Counter {
+	c, err := b.m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+	b.keep(err)
+	return c
+}
+
+func (b *instrumentBuilder) upDownCounter(name, unit, desc string) metric.Int64UpDownCounter {
+	c, err := b.m.Int64UpDownCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+	b.keep(err)
+	return c
+}
+
+func (b *instrumentBuilder) histogram(name, unit, desc string) metric.Float64Histogram {
+	h, err := b.m.Float64Histogram(name, metric.WithUnit(unit), metric.WithDescription(desc), metric.WithExplicitBucketBoundaries(durationBuckets...))
+	b.keep(err)
+	return h
+}
+
+func (b *instrumentBuilder) int64Histogram(name, unit, desc string) metric.Int64Histogram {
+	h, err := b.m.Int64Histogram(name, metric.WithUnit(unit), metric.WithDescription(desc),
+		metric.WithExplicitBucketBoundaries(0, 1, 10, 50, 100, 500, 1000, 5000, 10000))
+	b.keep(err)
+	return h
+}
+
+// tracing reports whether spans are to be started: the TracerProvider is
+// not a no-op one, and a global one has been set.
+func (t *telemetry) tracing() bool {
+	return t.traces && (t.unsetGlobal == nil || otel.GetTracerProvider() != t.unsetGlobal)
+}
+
+// start starts a span named name under ctx's, when tracing; otherwise it
+// returns ctx and a span that records nothing, allocating nothing.
+func (t *telemetry) start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	if !t.tracing() {
+		return ctx, t.noSpan
+	}
+	return t.tracer.Start(ctx, name, opts...)
+}
+
+// end ends span, marking it failed with err when err is not nil.
+func end(span trace.Span, err error) {
+	if err != nil && span.IsRecording() {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}
+
+// knownMethods are the request methods http.request.method names; any
+// other is "_OTHER", as the conventions ask, so that the attribute stays
+// bounded.
+var knownMethods = map[string]bool{
+	http.MethodGet: true, http.MethodHead: true, http.MethodPost: true, http.MethodPut: true,
+	http.MethodPatch: true, http.MethodDelete: true, http.MethodOptions: true,
+	http.MethodConnect: true, http.MethodTrace: true,
+}
+
+// boundedMethod returns method, or "_OTHER" when it is not a known one.
+func boundedMethod(method string) string {
+	if knownMethods[method] {
+		return method
+	}
+	return "_OTHER"
+}
+
+// route returns the route of a ServeMux pattern ("GET /tasks/{id}" is
+// "/tasks/{id}"), or "" for the catch-all "/" or none.
+func route(pattern string) string {
+	if _, path, ok := strings.Cut(pattern, " "); ok {
+		pattern = path
+	}
+	if pattern == "/" {
+		return ""
+	}
+	return pattern
+}
+
+// recordRequest records a request's duration in http.server.request.duration.
+func (t *telemetry) recordRequest(ctx context.Context, k requestKey, d time.Duration) {
+	t.requests.record(ctx, t.requestDuration, k, d.Seconds())
+}
+
+// requestAttributes are the attributes of http.server.request.duration.
+func requestAttributes(k requestKey) []attribute.KeyValue {
+	attrs := []attribute.KeyValue{
+		attribute.String("http.request.method", k.method),
+		attribute.Int("http.response.status_code", k.status),
+		attribute.String("url.scheme", scheme(k.tls)),
+	}
+	if r := route(k.pattern); r != "" {
+		attrs = append(attrs, attribute.String("http.route", r))
+	}
+	if k.status >= 500 {
+		attrs = append(attrs, attribute.String("error.type", strconv.Itoa(k.status)))
+	}
+	return attrs
+}
+
+// measureOpts are the options that give a measure its attributes.
+type measureOpts struct {
+	add []metric.AddOption
+	rec []metric.RecordOption
+}
+
+// attrCache keeps the measure options of each key, built once from the
+// attributes its build returns: a measure then allocates nothing. Keys
+// must be bounded, as attributes are.
+type attrCache[K comparable] struct {
+	build func(K) []attribute.KeyValue
+	mu    sync.RWMutex
+	m     map[K]measureOpts
+}
+
+func newAttrCache[K comparable](build func(K) []attribute.KeyValue) *attrCache[K] {
+	return &attrCache[K]{build: build, m: make(map[K]measureOpts)}
+}
+
+// get returns the options of k.
+func (c *attrCache[K]) get(k K) measureOpts {
+	c.mu.RLock()
+	o, ok := c.m[k]
+	c.mu.RUnlock()
+	if ok {
+		return o
+	}
+	opt := metric.WithAttributeSet(attribute.NewSet(c.build(k)...))
+	o = measureOpts{add: []metric.AddOption{opt}, rec: []metric.RecordOption{opt}}
+	c.mu.Lock()
+	c.m[k] = o
+	c.mu.Unlock()
+	return o
+}
+
+// record records v in h with k's attributes.
+func (c *attrCache[K]) record(ctx context.Context, h metric.Float64Histogram, k K, v float64) {
+	h.Record(ctx, v, c.get(k).rec...)
+}
+
+// add adds n to counter with k's attributes.
+func (c *attrCache[K]) add(ctx context.Context, counter metric.Int64Counter, k K, n int64) {
+	counter.Add(ctx, n, c.get(k).add...)
+}
+
+// oneAttr returns a build function of attrCache for one string attribute.
+func oneAttr[K ~string](key string) func(K) []attribute.KeyValue {
+	return func(v K) []attribute.KeyValue { return []attribute.KeyValue{attribute.String(key, string(v))} }
+}
+
+func scheme(tls bool) string {
+	if tls {
+		return "https"
+	}
+	return "http"
+}
+
+// statusWriter remembers the status of a response, for the request's
+// metric and span. ResponseController reaches the writer it wraps.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap returns the ResponseWriter w wraps, for http.ResponseController.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// instrument serves r through h, with a server span (its parent the
+// request's traceparent, if any) and a measure of its duration, when
+// either is on. The route is known once ServeMux has matched it.
+func (t *telemetry) instrument(w http.ResponseWriter, r *http.Request, h http.Handler) {
+	ctx := r.Context()
+	measure := t.requestDuration.Enabled(ctx)
+	tracing := t.tracing()
+	if !measure && !tracing {
+		h.ServeHTTP(w, r)
+		return
+	}
+	start := time.Now()
+	method := boundedMethod(r.Method)
+	sw := &statusWriter{ResponseWriter: w}
+	var span trace.Span
+	if tracing {
+		ctx = t.propagator.Extract(ctx, propagation.HeaderCarrier(r.Header))
+		ctx, span = t.tracer.Start(ctx, method, trace.WithSpanKind(trace.SpanKindServer),
+			trace.WithAttributes(attribute.String("http.request.method", method), attribute.String("url.scheme", scheme(r.TLS != nil))))
+		r = r.WithContext(ctx)
+	}
+	h.ServeHTTP(sw, r)
+	status := sw.status
+	if status == 0 {
+		status = http.StatusOK // nothing written, or the connection taken over by a stream
+	}
+	if measure {
+		t.recordRequest(ctx, requestKey{pattern: r.Pattern, method: method, status: status, tls: r.TLS != nil}, time.Since(start))
+	}
+	if span != nil {
+		if rt := route(r.Pattern); rt != "" {
+			span.SetName(method + " " + rt)
+			span.SetAttributes(attribute.String("http.route", rt))
+		}
+		span.SetAttributes(attribute.Int("http.response.status_code", status))
+		if status >= 500 {
+			span.SetStatus(codes.Error, http.StatusText(status))
+		}
+		span.End()
+	}
+}
