@@ -178,7 +178,7 @@ func newKeyAuthenticator(store Store, clock Clock, ttl time.Duration, limit *aut
 func (a *keyAuthenticator) Authenticate(r *http.Request) (Principal, error) {
 	token, ok := bearerToken(r)
 	if !ok {
-		return Principal{}, fmt.Errorf("missing API key; send the header \"Authorization: Bearer lsk_...\" with a key of this service: %w", ErrUnauthorized)
+		return Principal{}, fmt.Errorf("missing API key; send the header \"Authorization: Bearer lsk_...\" with a key of this service: %w", authReason("missing"))
 	}
 	try, err := a.limit.admit(r)
 	if err != nil {
@@ -187,7 +187,7 @@ func (a *keyAuthenticator) Authenticate(r *http.Request) (Principal, error) {
 	defer try.End()
 	if !validAPIKey(token) {
 		try.Fail()
-		return Principal{}, fmt.Errorf("malformed API key; send the header \"Authorization: Bearer lsk_...\" with lsk_ followed by at least 32 letters or digits: %w", ErrUnauthorized)
+		return Principal{}, fmt.Errorf("malformed API key; send the header \"Authorization: Bearer lsk_...\" with lsk_ followed by at least 32 letters or digits: %w", authReason("malformed"))
 	}
 	hash := sha256.Sum256([]byte(token))
 	key, err := a.lookup(r.Context(), hash)
@@ -244,7 +244,7 @@ func (a *keyAuthenticator) lookup(ctx context.Context, hash [sha256.Size]byte) (
 		return APIKey{}, errUnknownKey
 	}
 	if key.RevokedAt != nil {
-		return APIKey{}, fmt.Errorf("revoked API key; ask for a new one: %w", ErrUnauthorized)
+		return APIKey{}, fmt.Errorf("revoked API key; ask for a new one: %w", authReason("revoked"))
 	}
 	if a.ttl > 0 {
 		a.mu.Lock()
@@ -278,7 +278,7 @@ func (a *keyAuthenticator) forget(keyID string) {
 }
 
 // errUnknownKey refuses a key the Store does not have.
-var errUnknownKey = fmt.Errorf("unknown API key; send \"Authorization: Bearer lsk_...\" with a key issued by this service: %w", ErrUnauthorized)
+var errUnknownKey = fmt.Errorf("unknown API key; send \"Authorization: Bearer lsk_...\" with a key issued by this service: %w", authReason("unknown"))
 
 // errNoOwnKeys refuses a key on a Service with a host's Authenticator.
 var errNoOwnKeys = fmt.Errorf("this service authenticates with its host's Authenticator, not its own API keys: %w", ErrUnauthorized)
@@ -637,4 +637,27 @@ func (s *Service) handleRevokeAPIKey(w http.ResponseWriter, r *http.Request, p *
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// authReason is an authentication failure (it matches ErrUnauthorized),
+// by the reason lifecycle.auth.failures counts: missing, malformed,
+// unknown or revoked.
+type authReason string
+
+func (r authReason) Error() string        { return ErrUnauthorized.Error() }
+func (r authReason) Is(target error) bool { return target == ErrUnauthorized }
+
+// failureReason returns the reason lifecycle.auth.failures counts err
+// under: one of authReason's, "limited" for a client refused for failing
+// too often, "other" for an Authenticator's own refusal.
+func failureReason(err error) string {
+	var r authReason
+	switch {
+	case errors.As(err, &r):
+		return string(r)
+	case errors.Is(err, ErrRateLimited):
+		return "limited"
+	default:
+		return "other"
+	}
 }

@@ -119,9 +119,11 @@ func (s *Service) authorize(auth Authenticator, scope Scope, h apiHandler, timeo
 		s.serve(w, r, timeout, func(r *http.Request) error {
 			p, err := auth.Authenticate(r)
 			if err != nil {
+				s.tel.authReasons.add(r.Context(), s.tel.authFailures, failureReason(err), 1)
 				return err
 			}
 			if !p.Has(scope) {
+				s.tel.authReasons.add(r.Context(), s.tel.authFailures, "insufficient_scope", 1)
 				return fmt.Errorf("this operation needs an API key with scope %s: %w", scope, ErrInsufficientScope)
 			}
 			return h(w, r, &p)

@@ -347,10 +347,15 @@ func (s *Service) runIdempotent(ctx context.Context, scope IdempotencyScope, fp 
 		actions = func(context.Context) []Action { return nil }
 	}
 	call, replay, err := s.beginIdempotent(ctx, scope, fp, actions)
+	var conflict *ConflictError
+	if errors.As(err, &conflict) && (conflict.Reason == "idempotency_key_reused" || conflict.Reason == "request_in_progress") {
+		s.tel.routes.add(ctx, s.tel.idempotencyConflicts, scope.Route, 1)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
 	if replay != nil {
+		s.tel.routes.add(ctx, s.tel.idempotencyReplays, scope.Route, 1)
 		return nil, replay, nil
 	}
 	defer s.inflight.Done(scope)

@@ -545,7 +545,10 @@ func New(cfg Config) (*Service, error) {
 		owner:  cfg.InstanceID,
 		life:   id.New("lif_"), // this life of the instance
 	}
-	if s.tel, err = newTelemetry(cfg.MeterProvider, cfg.TracerProvider); err != nil {
+	if s.tel, err = newTelemetry(cfg.MeterProvider, cfg.TracerProvider, cfg.Clock); err != nil {
+		return nil, fmt.Errorf("lifecycle: instruments: %w", err)
+	}
+	if err := s.tel.observeShipQueue(cfg.Store); err != nil {
 		return nil, fmt.Errorf("lifecycle: instruments: %w", err)
 	}
 	if l, ok := cfg.Store.(InstanceLeaser); ok {
@@ -632,6 +635,7 @@ func (s *Service) Close(ctx context.Context) error {
 	if stop != nil {
 		stop()
 	}
+	s.tel.close()
 	s.broker.hub.Close()
 	done := make(chan struct{})
 	go func() {

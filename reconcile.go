@@ -521,6 +521,7 @@ const reconcileChunk = 500
 type reconciler struct {
 	s    *Service
 	beat *beat.Beat
+	read int // tasks read by the sweep under way, for lifecycle.reconcile.sweep.tasks
 }
 
 func newReconciler(s *Service) *reconciler {
@@ -535,9 +536,16 @@ func (r *reconciler) wakeUp() { r.beat.Wake() }
 func (r *reconciler) run(ctx context.Context) { r.beat.Run(ctx, r.sweep) }
 
 // sweep reads every task due now, reconcileChunk at a time.
+// A sweep that read tasks is measured.
 func (r *reconciler) sweep(ctx context.Context) {
-	if err := beat.Drain(ctx, reconcileChunk, r.claim, r.read); err != nil && ctx.Err() == nil {
+	start := r.s.clock.Now()
+	r.read = 0
+	if err := beat.Drain(ctx, reconcileChunk, r.claim, r.readTasks); err != nil && ctx.Err() == nil {
 		r.s.log.Error("claim tasks to reconcile", "err", err)
+	}
+	if r.read > 0 {
+		r.s.tel.sweepDuration.Record(ctx, r.s.clock.Now().Sub(start).Seconds())
+		r.s.tel.sweepTasks.Record(ctx, int64(r.read))
 	}
 }
 
@@ -558,9 +566,9 @@ func (r *reconciler) claim(ctx context.Context, limit int) ([]Task, error) {
 	return claimed, err
 }
 
-// read reads claimed tasks: those of each adapter binding together, the
-// bindings at once.
-func (r *reconciler) read(ctx context.Context, tasks []Task) {
+// readTasks reads claimed tasks: those of each adapter binding together,
+// the bindings at once.
+func (r *reconciler) readTasks(ctx context.Context, tasks []Task) {
 	s := r.s
 	type group struct {
 		adapter ProviderAdapter
@@ -590,6 +598,7 @@ func (r *reconciler) read(ctx context.Context, tasks []Task) {
 			groups = append(groups, g)
 		}
 		g.tasks = append(g.tasks, t)
+		r.read++
 	}
 	r.reschedule(ctx, idle, Timestamp{})
 	var wg sync.WaitGroup

@@ -11,6 +11,9 @@ import (
 	"github.com/tasklifecycle/lifecycle/internal/backoff"
 	"github.com/tasklifecycle/lifecycle/internal/claimrun"
 	"github.com/tasklifecycle/lifecycle/internal/id"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // ShipStatus is the state of a ship operation.
@@ -280,6 +283,9 @@ func (s *Service) claimShips(ctx context.Context, limit int, resume bool) ([]Shi
 		s.log.Error("claim ship operations", "err", err)
 	}
 	for _, op := range claimed {
+		if op.Attempts == 1 {
+			s.tel.shipModes.add(ctx, s.tel.shipStarted, op.Mode, 1)
+		}
 		if op.Attempts > 1 {
 			s.log.Warn("resuming a ship operation whose runner stopped", "operation", op.OperationID, "attempt", op.Attempts)
 		}
@@ -311,6 +317,14 @@ const storeRetryWait = time.Second
 func (s *Service) runShip(ctx context.Context, op ShipOperation) {
 	finished := false
 	var out shipOutcome
+	ctx, span := s.tel.start(s.tel.inTrace(ctx, op.TraceID), "ship.run", trace.WithAttributes(attribute.String("lifecycle.ship.mode", string(op.Mode))))
+	defer func() {
+		if out.err != nil {
+			span.SetAttributes(attribute.String("lifecycle.failure.code", out.err.Code))
+			span.SetStatus(codes.Error, out.err.Code)
+		}
+		span.End()
+	}()
 	lost := claimrun.Hold(ctx, s.clock, s.cfg.ShipLease/3, func(ctx context.Context) bool { return s.renewShipLease(ctx, op) }, func(wctx context.Context) {
 		out = s.workShip(wctx, op)
 		for out.abandon && wctx.Err() == nil && s.pause(wctx, storeRetryWait) {
@@ -404,7 +418,9 @@ func (s *Service) workShip(ctx context.Context, op ShipOperation) shipOutcome {
 	// red or a review that arrived without a webhook is seen here. A merge
 	// that already happened (before a crash, say) is recognised, not
 	// repeated.
-	pr, err := s.verify(ctx, adapter, &op, t)
+	vctx, span := s.tel.start(ctx, "ship.verify")
+	pr, err := s.verify(vctx, adapter, &op, t)
+	end(span, err)
 	if err != nil {
 		if errors.Is(err, errStoreFailed) {
 			if ctx.Err() == nil {
@@ -431,8 +447,10 @@ func (s *Service) workShip(ctx context.Context, op ShipOperation) shipOutcome {
 		} else if refusal != nil {
 			return fail(shipErrorCode(refusal.Reason), refusal.Message+"; nothing was merged.", nil)
 		}
-		res, err := s.merge(ctx, adapter, &op, MergeRequest{Ref: op.PullRequest, ExpectedHeadSHA: op.ExpectedHeadSHA,
+		mctx, span := s.tel.start(ctx, "ship.merge")
+		res, err := s.merge(mctx, adapter, &op, MergeRequest{Ref: op.PullRequest, ExpectedHeadSHA: op.ExpectedHeadSHA,
 			CommitTitle: fmt.Sprintf("Merge #%d: %s %s", pr.Number, t.Identifier, t.Title)})
+		end(span, err)
 		var refused *RefusedError
 		switch {
 		case errors.Is(err, ErrHeadMismatch):
@@ -454,11 +472,13 @@ func (s *Service) workShip(ctx context.Context, op ShipOperation) shipOutcome {
 	}
 	req := DeployRequest{Task: t, OperationID: op.OperationID, Environment: op.TargetEnvironment, PullRequest: op.PullRequest, CommitSHA: out.mergeSHA}
 	var dep Deployment
-	err = s.retryTemporary(ctx, &op, "deploy", s.cfg.DeployTimeout, func(ctx context.Context) error {
+	dctx, span := s.tel.start(ctx, "ship.deploy", trace.WithAttributes(attribute.String("lifecycle.ship.environment", string(op.TargetEnvironment))))
+	err = s.retryTemporary(dctx, &op, "deploy", s.cfg.DeployTimeout, func(ctx context.Context) error {
 		var err error
 		dep, err = s.cfg.Deployer.Deploy(ctx, req)
 		return err
 	})
+	end(span, err)
 	if err != nil {
 		msg := "The deployer failed; the merge stands and a new ship deploys it again."
 		var refused *RefusedError
@@ -682,8 +702,11 @@ func (s *Service) finishShip(ctx context.Context, op ShipOperation, out shipOutc
 		}
 		return ev, nil
 	})
-	if err == nil && stale {
+	switch {
+	case err == nil && stale:
 		s.log.Warn("a ship operation was finished by another runner", "operation", op.OperationID)
+	case err == nil:
+		s.tel.shipFinishedAs(ctx, op, out.err, s.clock.Now())
 	}
 	return err
 }

@@ -125,6 +125,10 @@ func (s *Service) handleStream(w http.ResponseWriter, r *http.Request, p *Princi
 		st.Expires = s.clock.After(p.ExpiresAt.Sub(s.clock.Now()))
 	}
 	st.endNote = sse.Comment(cmp.Or(p.EndNote, defaultEndNote))
+	st.credentialEnd = "expired"
+	if p.EndNote == keyRevokedNote {
+		st.credentialEnd = "revoked" // an API key's Done closes when it is revoked
+	}
 	// Over HTTP/1.x the stream takes its connection over from net/http
 	// (see sse.Conn.TakeOver) unless Config.KeepStreamsInHandler says not to.
 	st.Run(r, s.broker.hub.Context(), unwrapConn, !s.cfg.KeepStreamsInHandler, st)
@@ -148,6 +152,7 @@ func (s *Service) openStream(w http.ResponseWriter, r *http.Request, p *Principa
 		return nil, err
 	}
 	st := &stream{svc: s, filter: params.filter, mode: start.mode, principal: p.ID}
+	s.tel.streamsOpen.Add(r.Context(), 1)
 	st.Stream = sse.Stream[[]Event]{Conn: sse.NewConn(w, s.cfg.StreamWriteTimeout), Pos: start.pos, Heartbeat: params.heartbeat, Clock: s.clock}
 	return st, nil
 }
@@ -167,6 +172,7 @@ func (st *stream) setHeaders() {
 // the consumer was cut off, an error when the Store failed.
 func (st *stream) Ended(ctx context.Context, err error) {
 	log := st.svc.log
+	st.svc.tel.streamEnds.add(ctx, st.svc.tel.streamsEnded, st.endReason(ctx, err), 1)
 	switch {
 	case err == nil || ctx.Err() != nil:
 	case errors.Is(err, http.ErrNotSupported):
@@ -181,6 +187,25 @@ func (st *stream) Ended(ctx context.Context, err error) {
 		log.DebugContext(ctx, "event stream ended", "principal", st.principal, "position", st.Pos, "err", err)
 	default:
 		log.ErrorContext(ctx, "event stream failed", "principal", st.principal, "position", st.Pos, "err", err)
+	}
+}
+
+// endReason is the reason lifecycle.stream.ended counts a stream's end
+// under.
+func (st *stream) endReason(ctx context.Context, err error) string {
+	switch {
+	case st.svc.broker.hub.Context().Err() != nil:
+		return "shutdown"
+	case errors.Is(err, errStreamBehind), errors.Is(err, os.ErrDeadlineExceeded):
+		return "lag"
+	case errors.Is(err, errKeyRevoked):
+		return "revoked"
+	case errors.Is(err, errCredentialEnded):
+		return st.credentialEnd
+	case err == nil || ctx.Err() != nil || errors.Is(err, sse.ErrWrite):
+		return "closed"
+	default:
+		return "failed"
 	}
 }
 
@@ -228,13 +253,18 @@ type stream struct {
 	svc       *Service
 	filter    streamFilter
 	principal string
-	endNote   []byte // the last comment of a stream ended by its credential
-	mode      string // X-Service-Resume-Mode
-	unwatch   func() // stops watching the principal's key for revocation
+	endNote   []byte    // the last comment of a stream ended by its credential
+	mode      string    // X-Service-Resume-Mode
+	unwatch   func()    // stops watching the principal's key for revocation
+	first     time.Time // when the first event of the batch read last was committed
+	// credentialEnd is the end_reason of a stream whose credential ended:
+	// revoked for an API key, expired for others (a console session).
+	credentialEnd string
 }
 
 // Release gives back the stream's place among its principal's streams.
 func (st *stream) Release() {
+	st.svc.tel.streamsOpen.Add(context.Background(), -1)
 	st.unwatch()
 	st.svc.broker.hub.Release(st.principal)
 }
@@ -242,9 +272,19 @@ func (st *stream) Release() {
 // Read appends to dst the frames of the events in the broker's ring after
 // pos that the stream's filter keeps (see fanout.Scan).
 func (st *stream) Read(pos int64, dst [][]byte, limit int) ([][]byte, int64, <-chan struct{}, bool) {
-	return fanout.Scan(st.svc.broker.hub, pos, dst, limit,
+	st.first = time.Time{}
+	frames, next, changed, ok := fanout.Scan(st.svc.broker.hub, pos, dst, limit,
 		func(e *ringEvent) bool { return st.filter.keep(e.typ, e.taskID) },
-		func(e *ringEvent) []byte { return e.frame })
+		func(e *ringEvent) []byte {
+			if st.first.IsZero() {
+				st.first = e.at
+			}
+			return e.frame
+		})
+	if len(frames) > 0 {
+		st.svc.tel.sent(context.Background(), len(frames), st.svc.clock.Now().Sub(st.first))
+	}
+	return frames, next, changed, ok
 }
 
 // errCredentialEnded ends an event stream whose principal's credential
@@ -273,6 +313,7 @@ func (st *stream) Fetch(ctx context.Context, after int64) (sse.Page[[]Event], er
 	// committed, so a short page holds every event up to it that the
 	// filter keeps.
 	through := st.svc.broker.hub.Position()
+	st.svc.tel.replayReaders.add(ctx, st.svc.tel.replayReads, "stream", 1)
 	evs, err := st.svc.store.Events(ctx, EventFilter{After: after, Types: st.filter.types, TaskID: st.filter.taskID, Limit: replayPage})
 	if err != nil {
 		return sse.Page[[]Event]{}, fmt.Errorf("replay events after sequence %d: %w", after, err)
@@ -286,6 +327,9 @@ func (st *stream) Fetch(ctx context.Context, after int64) (sse.Page[[]Event], er
 
 // Append appends the frames of evs to dst.
 func (st *stream) Append(ctx context.Context, dst []byte, evs []Event) []byte {
+	if len(evs) > 0 {
+		st.svc.tel.sent(ctx, len(evs), st.svc.clock.Now().Sub(evs[0].OccurredAt.Time))
+	}
 	for i := range evs {
 		var err error
 		if dst, err = appendFrame(dst, &evs[i]); err != nil {

@@ -267,6 +267,24 @@ type RelaxedUpdater interface {
 	UpdateRelaxed(ctx context.Context, fn func(tx Tx) error) error
 }
 
+// ShipQueueCounter is a Store that counts the ship operations not yet
+// finished, for the gauge lifecycle.ship.queue.depth (see
+// [Config.MeterProvider]). It is optional: a Service whose Store lacks it
+// reports no queue depth.
+type ShipQueueCounter interface {
+	// CountShipQueue returns how many ship operations are queued and how
+	// many are running, in every process that shares the Store.
+	CountShipQueue(ctx context.Context) (ShipQueueCounts, error)
+}
+
+// ShipQueueCounts are the ship operations not yet finished.
+type ShipQueueCounts struct {
+	// Queued are accepted, not yet taken up by a runner.
+	Queued int
+	// Running are taken up by a runner (whose lease may have run out).
+	Running int
+}
+
 // InstanceLeaser is implemented by a Store that keeps instance leases
 // ([InstanceLease]), so that several Services may share it, each with
 // its own [Config.InstanceID]: [Service.Start] takes the lease of its ID

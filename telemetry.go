@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -32,6 +33,7 @@ var durationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5,
 // With no-op providers each use is a check of Enabled, or of tracing,
 // and allocates nothing.
 type telemetry struct {
+	clock  Clock // measures durations
 	tracer trace.Tracer
 	// traces is false when the TracerProvider is OpenTelemetry's no-op
 	// one: no span is started at all.
@@ -48,6 +50,10 @@ type telemetry struct {
 	eventTypes      *attrCache[EventType]
 	routes          *attrCache[string] // http.route, for idempotency
 	authReasons     *attrCache[string]
+	shipModes       *attrCache[ShipMode]
+	shipEnds        *attrCache[shipEnd]
+	streamEnds      *attrCache[string]
+	replayReaders   *attrCache[string]
 
 	shipStarted  metric.Int64Counter
 	shipFinished metric.Int64Counter
@@ -74,6 +80,9 @@ type telemetry struct {
 	authFailures         metric.Int64Counter
 
 	meter metric.Meter
+
+	mu            sync.Mutex
+	registrations []metric.Registration // of observable instruments' callbacks
 }
 
 // requestKey is what http.server.request.duration's attributes are made
@@ -86,8 +95,9 @@ type requestKey struct {
 }
 
 // newTelemetry builds the instruments of mp and the tracer of tp.
-func newTelemetry(mp metric.MeterProvider, tp trace.TracerProvider) (*telemetry, error) {
+func newTelemetry(mp metric.MeterProvider, tp trace.TracerProvider, clock Clock) (*telemetry, error) {
 	t := &telemetry{
+		clock:      clock,
 		tracer:     tp.Tracer(instrumentationName),
 		traces:     true,
 		requests:   newAttrCache(requestAttributes),
@@ -95,8 +105,12 @@ func newTelemetry(mp metric.MeterProvider, tp trace.TracerProvider) (*telemetry,
 		routes: newAttrCache(func(r string) []attribute.KeyValue {
 			return []attribute.KeyValue{attribute.String("http.route", route(r))}
 		}),
-		authReasons: newAttrCache(oneAttr[string]("lifecycle.auth.reason")),
-		noSpan:      tracenoop.Span{},
+		authReasons:   newAttrCache(oneAttr[string]("lifecycle.auth.reason")),
+		shipModes:     newAttrCache(oneAttr[ShipMode]("lifecycle.ship.mode")),
+		shipEnds:      newAttrCache(shipEndAttributes),
+		streamEnds:    newAttrCache(oneAttr[string]("lifecycle.stream.end_reason")),
+		replayReaders: newAttrCache(oneAttr[string]("lifecycle.replay.reader")),
+		noSpan:        tracenoop.Span{},
 	}
 	if _, ok := tp.(tracenoop.TracerProvider); ok {
 		t.traces = false
@@ -347,7 +361,7 @@ func (t *telemetry) instrument(w http.ResponseWriter, r *http.Request, h http.Ha
 		h.ServeHTTP(w, r)
 		return
 	}
-	start := time.Now()
+	start := t.clock.Now()
 	method := boundedMethod(r.Method)
 	sw := &statusWriter{ResponseWriter: w}
 	var span trace.Span
@@ -363,7 +377,7 @@ func (t *telemetry) instrument(w http.ResponseWriter, r *http.Request, h http.Ha
 		status = http.StatusOK // nothing written, or the connection taken over by a stream
 	}
 	if measure {
-		t.recordRequest(ctx, requestKey{pattern: r.Pattern, method: method, status: status, tls: r.TLS != nil}, time.Since(start))
+		t.recordRequest(ctx, requestKey{pattern: r.Pattern, method: method, status: status, tls: r.TLS != nil}, t.clock.Now().Sub(start))
 	}
 	if span != nil {
 		if rt := route(r.Pattern); rt != "" {
@@ -376,4 +390,115 @@ func (t *telemetry) instrument(w http.ResponseWriter, r *http.Request, h http.Ha
 		}
 		span.End()
 	}
+}
+
+// shipEnd is what lifecycle.ship.finished and lifecycle.ship.duration
+// tell of an operation's end.
+type shipEnd struct {
+	mode ShipMode
+	code string // the failure code; "" when the operation succeeded
+}
+
+func shipEndAttributes(e shipEnd) []attribute.KeyValue {
+	attrs := []attribute.KeyValue{attribute.String("lifecycle.ship.mode", string(e.mode)), attribute.String("lifecycle.ship.outcome", "succeeded")}
+	if e.code != "" {
+		attrs[1] = attribute.String("lifecycle.ship.outcome", "failed")
+		attrs = append(attrs, attribute.String("lifecycle.failure.code", e.code))
+	}
+	return attrs
+}
+
+// shipFinishedAs counts op's end, failed with failure or succeeded, and
+// its time from acceptance to now.
+func (t *telemetry) shipFinishedAs(ctx context.Context, op ShipOperation, failure *ShipError, now time.Time) {
+	k := shipEnd{mode: op.Mode}
+	if failure != nil {
+		k.code = failure.Code
+	}
+	o := t.shipEnds.get(k)
+	t.shipFinished.Add(ctx, 1, o.add...)
+	t.shipDuration.Record(ctx, now.Sub(op.QueuedAt.Time).Seconds(), o.rec...)
+}
+
+// inTrace returns ctx as a child of the trace traceID names (a request's,
+// that an event or a ship operation recorded), when tracing: the spans
+// started under it join that trace. The trace's spans are not known, only
+// its ID, so the parent is a remote span context of that trace whose span
+// ID is taken from the trace ID; a tracing UI shows these spans under the
+// trace, below a parent it does not hold.
+func (t *telemetry) inTrace(ctx context.Context, traceID *string) context.Context {
+	if traceID == nil || !t.tracing() {
+		return ctx
+	}
+	tid, err := trace.TraceIDFromHex(*traceID)
+	if err != nil {
+		return ctx
+	}
+	var sid trace.SpanID
+	copy(sid[:], tid[8:])
+	if !sid.IsValid() {
+		sid[7] = 1
+	}
+	return trace.ContextWithRemoteSpanContext(ctx, trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true,
+	}))
+}
+
+// observeShipQueue registers lifecycle.ship.queue.depth, read from store
+// at each collection, when the Store counts its ship queue.
+func (t *telemetry) observeShipQueue(store Store) error {
+	c, ok := store.(ShipQueueCounter)
+	if !ok {
+		return nil
+	}
+	queued := metric.WithAttributeSet(attribute.NewSet(attribute.String("lifecycle.ship.status", string(ShipQueued))))
+	running := metric.WithAttributeSet(attribute.NewSet(attribute.String("lifecycle.ship.status", string(ShipRunning))))
+	depth, err := t.meter.Int64ObservableGauge("lifecycle.ship.queue.depth", metric.WithUnit("{operation}"),
+		metric.WithDescription("Ship operations not yet finished, queued or running, in every process sharing the Store."))
+	if err != nil {
+		return err
+	}
+	return t.observe(func(ctx context.Context, o metric.Observer) error {
+		ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+		defer cancel()
+		n, err := c.CountShipQueue(ctx)
+		if err != nil {
+			return fmt.Errorf("lifecycle: count the ship queue: %w", err)
+		}
+		o.ObserveInt64(depth, int64(n.Queued), queued)
+		o.ObserveInt64(depth, int64(n.Running), running)
+		return nil
+	}, depth)
+}
+
+// observe registers f, which observes instruments at each collection,
+// until the Service closes.
+func (t *telemetry) observe(f metric.Callback, instruments ...metric.Observable) error {
+	reg, err := t.meter.RegisterCallback(f, instruments...)
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	t.registrations = append(t.registrations, reg)
+	t.mu.Unlock()
+	return nil
+}
+
+// close unregisters the callbacks of observable instruments: a closed
+// Service observes nothing.
+func (t *telemetry) close() {
+	t.mu.Lock()
+	regs := t.registrations
+	t.registrations = nil
+	t.mu.Unlock()
+	for _, r := range regs {
+		r.Unregister()
+	}
+}
+
+// sent counts n events written to a stream, the first of them committed
+// latency ago.
+func (t *telemetry) sent(ctx context.Context, n int, latency time.Duration) {
+	t.streamEvents.Add(ctx, int64(n))
+	t.streamLatency.Record(ctx, max(latency, 0).Seconds())
 }

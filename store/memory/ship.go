@@ -108,3 +108,20 @@ func (x *txn) ClaimShipOperations(ctx context.Context, p lifecycle.ClaimShipOper
 	}
 	return claimed, nil
 }
+
+// CountShipQueue implements lifecycle.ShipQueueCounter.
+func (s *Store) CountShipQueue(ctx context.Context) (lifecycle.ShipQueueCounts, error) {
+	var c lifecycle.ShipQueueCounts
+	err := s.read(func(t *tables) error {
+		for _, op := range t.ships.all() {
+			switch op.Status {
+			case lifecycle.ShipQueued:
+				c.Queued++
+			case lifecycle.ShipRunning:
+				c.Running++
+			}
+		}
+		return nil
+	})
+	return c, err
+}

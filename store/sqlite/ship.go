@@ -193,3 +193,18 @@ func (x *txn) ClaimShipOperations(ctx context.Context, p lifecycle.ClaimShipOper
 	}
 	return ops, nil
 }
+
+// CountShipQueue implements lifecycle.ShipQueueCounter, from the index of
+// runnable operations.
+func (s *Store) CountShipQueue(ctx context.Context) (lifecycle.ShipQueueCounts, error) {
+	var c lifecycle.ShipQueueCounts
+	if s.closed.Load() {
+		return c, errClosed
+	}
+	row := s.r.QueryRowContext(ctx, `SELECT COUNT(*) FILTER (WHERE status = 'queued'), COUNT(*) FILTER (WHERE status = 'running')
+		FROM ship_operations WHERE status IN ('queued', 'running')`)
+	if err := row.Scan(&c.Queued, &c.Running); err != nil {
+		return c, fmt.Errorf("sqlite: count ship operations: %w", err)
+	}
+	return c, nil
+}

@@ -131,3 +131,33 @@ func testFailureClassifier(t *testing.T, h Harness) {
 		t.Error("Unavailable(nil) = true")
 	}
 }
+
+// testShipQueueCounter checks lifecycle.ShipQueueCounter, when the Store
+// implements it: queued and running operations are counted, finished ones
+// are not.
+func testShipQueueCounter(t *testing.T, h Harness) {
+	implements[lifecycle.ShipQueueCounter](t, h, "the Store does not implement lifecycle.ShipQueueCounter: Services report no ship queue depth")
+	s := open(t, h)
+	count := func() lifecycle.ShipQueueCounts {
+		t.Helper()
+		c, err := s.(lifecycle.ShipQueueCounter).CountShipQueue(t.Context())
+		if err != nil {
+			t.Fatalf("CountShipQueue: %v", err)
+		}
+		return c
+	}
+	if c := count(); c != (lifecycle.ShipQueueCounts{}) {
+		t.Fatalf("an empty store counts %+v, want none", c)
+	}
+	statuses := []lifecycle.ShipStatus{lifecycle.ShipQueued, lifecycle.ShipQueued, lifecycle.ShipRunning, lifecycle.ShipSucceeded, lifecycle.ShipFailed}
+	for i, st := range statuses {
+		task := minimalTask(i + 1)
+		create(t, s, task)
+		update(t, s, func(tx lifecycle.Tx) error {
+			return tx.CreateShipOperation(t.Context(), shipOp(task.ID, "shp_"+string(rune('a'+i)), st, 0))
+		})
+	}
+	if got, want := count(), (lifecycle.ShipQueueCounts{Queued: 2, Running: 1}); got != want {
+		t.Fatalf("CountShipQueue = %+v, want %+v", got, want)
+	}
+}

@@ -68,6 +68,7 @@ func Run(t *testing.T, h Harness) {
 		{"ClaimShipOperations", testClaimShipOperations},
 		{"InstanceLeaser", testInstanceLeaser},
 		{"Notifier", testNotifier},
+		{"ShipQueueCounter", testShipQueueCounter},
 		{"RelaxedUpdater", testRelaxedUpdater},
 		{"FailureClassifier", testFailureClassifier},
 		{"ConsoleSessions", testConsoleSessionStore},

@@ -1,0 +1,73 @@
+package lifecycle
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+)
+
+// With no-op providers, or the global ones before a host sets any, the
+// instruments of the request path, the Store's transactions, the streams
+// and the counters allocate nothing.
+func TestNoopTelemetryAllocatesNothing(t *testing.T) { // not parallel: AllocsPerRun
+	providers := map[string]func() (*telemetry, error){
+		"noop": func() (*telemetry, error) {
+			return newTelemetry(metricnoop.NewMeterProvider(), tracenoop.NewTracerProvider(), systemClock{})
+		},
+		"unset global": func() (*telemetry, error) {
+			return newTelemetry(otel.GetMeterProvider(), otel.GetTracerProvider(), systemClock{})
+		},
+	}
+	for name, build := range providers {
+		t.Run(name, func(t *testing.T) {
+			tel, err := build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tel.tracing() {
+				t.Fatal("tracing is on")
+			}
+			r := httptest.NewRequest("GET", "/tasks/tsk_1", nil)
+			w := httptest.NewRecorder()
+			h := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+			ctx := context.Background()
+			allocs := testing.AllocsPerRun(100, func() {
+				tel.instrument(w, r, h)
+				_, span := tel.start(ctx, "store.tx")
+				end(span, nil)
+				tel.authReasons.add(ctx, tel.authFailures, "missing", 1)
+				tel.sent(ctx, 3, time.Millisecond)
+				tel.streamsOpen.Add(ctx, 1)
+				tel.outboxEvents.Add(ctx, 1, tel.eventTypes.get(EventTaskUpdated).add...)
+				_ = tel.inTrace(ctx, nil)
+			})
+			if allocs != 0 {
+				t.Errorf("%v allocations per request, want none", allocs)
+			}
+		})
+	}
+}
+
+// The attribute sets of measures are built once per key: measuring
+// again allocates nothing, with an SDK as without.
+func TestAttrCacheBuildsOnce(t *testing.T) { // not parallel: AllocsPerRun
+	builds := 0
+	c := newAttrCache(func(k string) []attribute.KeyValue {
+		builds++
+		return []attribute.KeyValue{attribute.String("k", k)}
+	})
+	a, b := c.get("x"), c.get("x")
+	if builds != 1 || &a.add[0] != &b.add[0] {
+		t.Errorf("built %d times, want once, and the same options each time", builds)
+	}
+	if allocs := testing.AllocsPerRun(100, func() { c.get("x") }); allocs != 0 {
+		t.Errorf("get allocates %v times", allocs)
+	}
+}
