@@ -176,6 +176,21 @@
 // event streams. [Config.WebhookSecretKey] seals webhook secrets at rest;
 // [Service.ResealWebhookSecrets] finishes a rotation of it.
 //
+// # Observability
+//
+// The Service measures and traces itself through the OpenTelemetry API:
+// give it [Config.MeterProvider] and [Config.TracerProvider] (by default
+// the global ones, which record nothing until the host sets them up). It
+// records http.server.request.duration by route and its own lifecycle.*
+// instruments (ship queue and outcomes, webhook delivery lag, open
+// streams, the outbox, sweeps, idempotency, authentication failures), and
+// a span per request, Store transaction, ship step and webhook delivery.
+// A request's W3C traceparent is continued, and its trace is the traceId
+// of the events it causes. GET /healthz and GET /readyz answer probes
+// without a key; [Service.Health] answers the same in Go.
+// docs/operations.md lists every instrument, the alerts worth having and a
+// Grafana dashboard.
+//
 // # Writing a Store
 //
 // A Store keeps tasks, events and keys. Reads run outside transactions;
