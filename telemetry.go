@@ -54,6 +54,8 @@ type telemetry struct {
 	shipEnds        *attrCache[shipEnd]
 	streamEnds      *attrCache[string]
 	replayReaders   *attrCache[string]
+	serverSpans     *cache[serverSpanKey, []trace.SpanStartOption]
+	spanRoutes      *cache[routeKey, spanRoute]
 
 	shipStarted  metric.Int64Counter
 	shipFinished metric.Int64Counter
@@ -110,6 +112,8 @@ func newTelemetry(mp metric.MeterProvider, tp trace.TracerProvider, clock Clock)
 		shipEnds:      newAttrCache(shipEndAttributes),
 		streamEnds:    newAttrCache(oneAttr[string]("lifecycle.stream.end_reason")),
 		replayReaders: newAttrCache(oneAttr[string]("lifecycle.replay.reader")),
+		serverSpans:   newCache(serverSpanOptions),
+		spanRoutes:    newCache(spanRouteOf),
 		noSpan:        tracenoop.Span{},
 	}
 	if _, ok := tp.(tracenoop.TracerProvider); ok {
@@ -366,9 +370,10 @@ func (t *telemetry) instrument(w http.ResponseWriter, r *http.Request, h http.Ha
 	sw := &statusWriter{ResponseWriter: w}
 	var span trace.Span
 	if tracing {
-		ctx = t.propagator.Extract(ctx, propagation.HeaderCarrier(r.Header))
-		ctx, span = t.tracer.Start(ctx, method, trace.WithSpanKind(trace.SpanKindServer),
-			trace.WithAttributes(attribute.String("http.request.method", method), attribute.String("url.scheme", scheme(r.TLS != nil))))
+		if _, ok := r.Header["Traceparent"]; ok {
+			ctx = t.propagator.Extract(ctx, propagation.HeaderCarrier(r.Header))
+		}
+		ctx, span = t.tracer.Start(ctx, method, t.serverSpans.get(serverSpanKey{method, r.TLS != nil})...)
 		r = r.WithContext(ctx)
 	}
 	h.ServeHTTP(sw, r)
@@ -380,16 +385,73 @@ func (t *telemetry) instrument(w http.ResponseWriter, r *http.Request, h http.Ha
 		t.recordRequest(ctx, requestKey{pattern: r.Pattern, method: method, status: status, tls: r.TLS != nil}, t.clock.Now().Sub(start))
 	}
 	if span != nil {
-		if rt := route(r.Pattern); rt != "" {
-			span.SetName(method + " " + rt)
-			span.SetAttributes(attribute.String("http.route", rt))
+		statusAttr := attribute.Int("http.response.status_code", status)
+		if rt := t.spanRoutes.get(routeKey{r.Pattern, method}); rt.route.Valid() {
+			span.SetName(rt.name)
+			span.SetAttributes(rt.route, statusAttr)
+		} else {
+			span.SetAttributes(statusAttr)
 		}
-		span.SetAttributes(attribute.Int("http.response.status_code", status))
 		if status >= 500 {
 			span.SetStatus(codes.Error, http.StatusText(status))
 		}
 		span.End()
 	}
+}
+
+// serverSpanKey is what a server span's start options are made of.
+type serverSpanKey struct {
+	method string
+	tls    bool
+}
+
+// routeKey is a matched pattern and the request's bounded method.
+type routeKey struct{ pattern, method string }
+
+// spanRoute is a server span's name and http.route attribute for a
+// pattern; route is not Valid for the catch-all.
+type spanRoute struct {
+	name  string
+	route attribute.KeyValue
+}
+
+// cache keeps values built once per bounded key: the options of spans,
+// their names.
+type cache[K comparable, V any] struct {
+	build func(K) V
+	mu    sync.RWMutex
+	m     map[K]V
+}
+
+func newCache[K comparable, V any](build func(K) V) *cache[K, V] {
+	return &cache[K, V]{build: build, m: make(map[K]V)}
+}
+
+func (c *cache[K, V]) get(k K) V {
+	c.mu.RLock()
+	v, ok := c.m[k]
+	c.mu.RUnlock()
+	if ok {
+		return v
+	}
+	v = c.build(k)
+	c.mu.Lock()
+	c.m[k] = v
+	c.mu.Unlock()
+	return v
+}
+
+func serverSpanOptions(k serverSpanKey) []trace.SpanStartOption {
+	return []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(attribute.String("http.request.method", k.method), attribute.String("url.scheme", scheme(k.tls)))}
+}
+
+func spanRouteOf(k routeKey) spanRoute {
+	rt := route(k.pattern)
+	if rt == "" {
+		return spanRoute{}
+	}
+	return spanRoute{name: k.method + " " + rt, route: attribute.String("http.route", rt)}
 }
 
 // shipEnd is what lifecycle.ship.finished and lifecycle.ship.duration

@@ -10,6 +10,9 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 )
 
@@ -69,5 +72,37 @@ func TestAttrCacheBuildsOnce(t *testing.T) { // not parallel: AllocsPerRun
 	}
 	if allocs := testing.AllocsPerRun(100, func() { c.get("x") }); allocs != 0 {
 		t.Errorf("get allocates %v times", allocs)
+	}
+}
+
+// BenchmarkInstrument measures what the server span and the request
+// duration cost a request, alone, with the SDK (sampled, batched to a
+// discarding exporter) and with no-op providers.
+func BenchmarkInstrument(b *testing.B) {
+	providers := map[string]func() (*telemetry, error){
+		"noop": func() (*telemetry, error) {
+			return newTelemetry(metricnoop.NewMeterProvider(), tracenoop.NewTracerProvider(), systemClock{})
+		},
+		"sdk": func() (*telemetry, error) {
+			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+			return newTelemetry(mp, tp, systemClock{})
+		},
+	}
+	for _, name := range []string{"noop", "sdk"} {
+		b.Run(name, func(b *testing.B) {
+			tel, err := providers[name]()
+			if err != nil {
+				b.Fatal(err)
+			}
+			mux := http.NewServeMux()
+			mux.HandleFunc("GET /tasks/{id}", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+			r := httptest.NewRequest("GET", "/tasks/tsk_1", nil)
+			w := httptest.NewRecorder()
+			b.ReportAllocs()
+			for b.Loop() {
+				tel.instrument(w, r, mux)
+			}
+		})
 	}
 }
