@@ -94,6 +94,9 @@ type Telemetry struct {
 
 	// seen remembers the deliveries taken, to tell duplicates.
 	seen deliveries
+
+	mu   sync.RWMutex
+	opts map[measureKey]measureOpts // see measures
 }
 
 type tracing int
@@ -113,7 +116,7 @@ func New(cfg Config) *Telemetry {
 		mp = otel.GetMeterProvider()
 	}
 	meter := mp.Meter(cfg.Scope)
-	t := &Telemetry{host: KeyHost.String(cfg.Host), routes: cfg.Routes, mp: mp, scope: cfg.Scope}
+	t := &Telemetry{host: KeyHost.String(cfg.Host), routes: cfg.Routes, mp: mp, scope: cfg.Scope, opts: make(map[measureKey]measureOpts)}
 	var err error
 	t.duration, err = meter.Float64Histogram("http.client.request.duration",
 		metric.WithUnit("s"),
@@ -267,23 +270,70 @@ func (tr *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		span.End()
 	}
-	if counted {
-		// host, operation and, when answered, the status.
-		kv := [3]attribute.KeyValue{t.host, KeyOperation.String(operation), status}
-		n := 3
-		if err != nil {
-			n = 2
+	if timed || counted {
+		key := measureKey{operation: operation, method: method, address: address, errType: errType}
+		if err == nil {
+			key.status = resp.StatusCode
 		}
-		t.requests.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(kv[:n]...)))
-	}
-	if timed {
-		kv := [5]attribute.KeyValue{t.host, KeyOperation.String(operation), keyMethod.String(method), keyAddress.String(address), status}
-		if err != nil {
-			kv[4] = keyErrorType.String(errType)
+		m := t.measures(key)
+		if counted {
+			t.requests.Add(ctx, 1, m.requests...)
 		}
-		t.duration.Record(ctx, elapsed, metric.WithAttributeSet(attribute.NewSet(kv[:]...)))
+		if timed {
+			t.duration.Record(ctx, elapsed, m.duration...)
+		}
 	}
 	return resp, err
+}
+
+// measureKey is what the attributes of a request's measurements are made
+// of.
+type measureKey struct {
+	operation, method, address string
+	status                     int // 0 without an answer
+	errType                    string
+}
+
+// measureOpts are the options of a request's measurements, made once per
+// measureKey.
+type measureOpts struct {
+	requests []metric.AddOption    // lifecycle.host.requests
+	duration []metric.RecordOption // http.client.request.duration
+}
+
+// maxMeasures bounds the options kept: the keys are bounded (operations,
+// methods, the API's host, status codes, kinds of error), and this keeps
+// them so even for a host answering every status there is.
+const maxMeasures = 1024
+
+// measures returns the options of the measurements of key, made on first
+// use, so that recording allocates no attribute set.
+func (t *Telemetry) measures(key measureKey) measureOpts {
+	t.mu.RLock()
+	m, ok := t.opts[key]
+	t.mu.RUnlock()
+	if ok {
+		return m
+	}
+	host, op := t.host, KeyOperation.String(key.operation)
+	reqs := []attribute.KeyValue{host, op}
+	dur := []attribute.KeyValue{host, op, keyMethod.String(key.method), keyAddress.String(key.address)}
+	if key.status != 0 {
+		reqs = append(reqs, keyStatus.Int(key.status))
+		dur = append(dur, keyStatus.Int(key.status))
+	} else {
+		dur = append(dur, keyErrorType.String(key.errType))
+	}
+	m = measureOpts{
+		requests: []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(reqs...))},
+		duration: []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(dur...))},
+	}
+	t.mu.Lock()
+	if len(t.opts) < maxMeasures {
+		t.opts[key] = m
+	}
+	t.mu.Unlock()
+	return m
 }
 
 // inject returns a copy of req carrying the traceparent of ctx's span.
