@@ -311,3 +311,54 @@ func TestNoopTelemetryAddsNoAllocation(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkHostCall is one REST call (GET pulls.get) through the
+// Adapter's client, with noop providers and with the SDK's (every trace
+// sampled, each span exported to an exporter that drops it, metrics
+// aggregated in memory), under a caller's span as a submission makes it:
+// to the fake over loopback HTTP (a 304 after the first, as GitHub
+// answers a conditional GET), and to an in-process answer that isolates
+// the instrumentation's own cost.
+func BenchmarkHostCall(b *testing.B) {
+	mp, tp := hostcalltest.Discarding(b)
+	providers := []struct {
+		name string
+		cfg  Config
+	}{
+		{"noop", Config{MeterProvider: metricnoop.NewMeterProvider(), TracerProvider: tracenoop.NewTracerProvider()}},
+		{"sdk", Config{MeterProvider: mp, TracerProvider: tp}},
+	}
+	for _, target := range []string{"fake", "canned"} {
+		for _, p := range providers {
+			b.Run(target+"/"+p.name, func(b *testing.B) {
+				cfg := p.cfg
+				var a *Adapter
+				number := 1
+				if target == "fake" {
+					f := newFakeGitHub(b)
+					a = f.adapter(b, cfg)
+					number = open(b, f, a, 1).Number
+				} else {
+					cfg.Owner, cfg.Repo = "acme", "widgets"
+					cfg.Client = gh.NewClient(&http.Client{Transport: canned{}})
+					var err error
+					if a, err = New(cfg); err != nil {
+						b.Fatal(err)
+					}
+				}
+				ctx, span := tp.Tracer("bench").Start(context.Background(), "submit")
+				defer span.End()
+				if p.name == "noop" {
+					ctx = context.Background()
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for b.Loop() {
+					if _, _, err := a.client.PullRequests.Get(ctx, a.cfg.Owner, a.cfg.Repo, number); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}

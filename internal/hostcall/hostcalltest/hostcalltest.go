@@ -284,3 +284,23 @@ func AllocsPerCall(runs int, f func()) float64 {
 // transport that allocated once per call more would be a whole
 // allocation apart.
 const AllocSlack = 0.5
+
+// discard is a span exporter that drops what it is given.
+type discard struct{}
+
+func (discard) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (discard) Shutdown(context.Context) error                             { return nil }
+
+// Discarding returns an SDK MeterProvider aggregating into a ManualReader
+// that is never read, and a TracerProvider sampling every trace and
+// exporting each span, as it ends, to an exporter that drops it: the
+// SDK's whole cost per call, with nothing kept, for benchmarks.
+func Discarding(t testing.TB) (*sdkmetric.MeterProvider, *sdktrace.TracerProvider) {
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithSyncer(discard{}))
+	t.Cleanup(func() {
+		_ = mp.Shutdown(context.Background())
+		_ = tp.Shutdown(context.Background())
+	})
+	return mp, tp
+}
