@@ -414,8 +414,8 @@ func (t *Telemetry) Webhook(ctx context.Context, outcome Outcome) {
 
 // Taken counts a delivery whose event was passed on and taken, identified
 // by ids (its delivery ID, its body's digest; empty ones are skipped): as
-// Duplicate when one of them was taken before (of the latest
-// [maxRemembered]), else as Accepted. Nothing is remembered while the
+// Duplicate when one of them was taken before (of the latest 4,096
+// remembered), else as Accepted. Nothing is remembered while the
 // counter is not enabled.
 func (t *Telemetry) Taken(ctx context.Context, ids ...string) {
 	if !t.webhooks.Enabled(ctx) {

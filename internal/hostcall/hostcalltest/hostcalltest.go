@@ -70,7 +70,9 @@ func Metric(rm metricdata.ResourceMetrics, name string) (metricdata.Metrics, boo
 // Point is a data point's attributes and value: a counter's sum, a
 // histogram's count, a gauge's value.
 type Point struct {
+	// Attrs are the point's attributes.
 	Attrs attribute.Set
+	// Value is its value.
 	Value float64
 }
 
@@ -234,6 +236,7 @@ func (s *SDK) CheckBounded(t testing.TB, bounds Bounds, forbidden ...string) {
 // request it passes on to Next (http.DefaultTransport when nil), as the
 // host receives them.
 type Headers struct {
+	// Next sends the requests on.
 	Next http.RoundTripper
 
 	mu     sync.Mutex
