@@ -23,6 +23,7 @@ import (
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/tasklifecycle/lifecycle/internal/hostbudget"
+	"github.com/tasklifecycle/lifecycle/internal/hostcall/hostcalltest"
 	"github.com/tasklifecycle/lifecycle/internal/testwait"
 )
 
@@ -531,4 +532,39 @@ func TestRateLimitGaugesUnregister(t *testing.T) {
 //go:noinline
 func observeWithDroppedTelemetry(s *sdk, b *hostbudget.Budget) {
 	New(Config{Host: "github", Scope: "unregister", MeterProvider: s.mp, TracerProvider: s.tp}).ObserveRateLimits(b, nil)
+}
+
+// BenchmarkTransport is the transport alone over one that answers at once
+// without allocating: what the instrumentation costs a request, with noop
+// providers, with the global ones unset, and with the SDK's (every trace
+// sampled, each span exported to an exporter that drops it, under a
+// caller's span).
+func BenchmarkTransport(b *testing.B) {
+	mp, tp := hostcalltest.Discarding(b)
+	for _, c := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"noop", Config{MeterProvider: metricnoop.NewMeterProvider(), TracerProvider: tracenoop.NewTracerProvider()}},
+		{"global", Config{}},
+		{"sdk", Config{MeterProvider: mp, TracerProvider: tp}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			c.cfg.Host, c.cfg.Scope, c.cfg.Routes = "github", "bench", testRoutes
+			tr := New(c.cfg).Transport(&answer{status: 200})
+			ctx := context.Background()
+			if c.name == "sdk" {
+				var span trace.Span
+				ctx, span = tp.Tracer("bench").Start(ctx, "submit")
+				defer span.End()
+			}
+			req, _ := http.NewRequestWithContext(ctx, "GET", "https://ghe.example.com/api/v3/repos/acme/web/pulls/42", nil)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := tr.RoundTrip(req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
