@@ -118,6 +118,34 @@
 // [Config.WebhookSecret], and the events: pull requests, pull request
 // reviews, check runs, check suites, statuses and deployment statuses.
 //
+// # Telemetry
+//
+// The Adapter records OpenTelemetry metrics and spans through the API
+// only, with [Config.MeterProvider] and [Config.TracerProvider] (the
+// global ones by default), under the instrumentation scope
+// "github.com/tasklifecycle/lifecycle/adapter/github". Every HTTP call to
+// GitHub (REST, GraphQL and an App's token exchanges) is a client span
+// "{METHOD} {operation}", a child of the span of the call's context, and
+// goes to GitHub with that span's W3C traceparent; it is counted in
+// lifecycle.host.requests and timed in http.client.request.duration. The
+// operation (lifecycle.host.operation) is GitHub's operationId of the
+// endpoint with a dot for its slash ("pulls.get", "pulls.merge",
+// "checks.list-for-ref", "apps.create-installation-access-token"),
+// "graphql" for the GraphQL endpoint and "other" for any path the
+// Adapter does not call; never the path itself. The rate limits GitHub
+// reports are the gauges lifecycle.host.rate_limit.remaining and
+// lifecycle.host.rate_limit.reset per lifecycle.host.resource ("core",
+// "graphql"), and [Adapter.WebhookHandler] counts each delivery in
+// lifecycle.host.webhooks by lifecycle.outcome: accepted (applied, 200),
+// duplicate (accepted, of a delivery ID or body this Adapter accepted
+// before), ignored (an event, action or repository the lifecycle does not
+// follow: 204), invalid_signature (X-Hub-Signature-256 missing, malformed
+// or wrong, or no secret configured: 401), invalid (not POST, too large,
+// not JSON or a form, a body that did not arrive in time: 405, 413, 415,
+// 400, 408) and failed (the body budget spent, 503, or the sink failing,
+// 503). With a noop TracerProvider, or the global one before it is set,
+// and instruments no reader takes, a call costs no allocation more.
+//
 // # Deployments
 //
 // [Adapter.Deploy] creates a deployment of the merge commit that the

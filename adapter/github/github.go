@@ -13,8 +13,12 @@ import (
 	gh "github.com/google/go-github/v60/github"
 	"github.com/shurcooL/githubv4"
 	"github.com/tasklifecycle/lifecycle"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tasklifecycle/lifecycle/internal/hookbody"
 	"github.com/tasklifecycle/lifecycle/internal/hostbudget"
+	"github.com/tasklifecycle/lifecycle/internal/hostcall"
 )
 
 // DefaultAPIURL is the REST API of github.com.
@@ -129,6 +133,22 @@ type Config struct {
 	// Logger receives the Adapter's logs. Tokens and secrets are never
 	// logged. Defaults to slog.Default().
 	Logger *slog.Logger
+
+	// MeterProvider makes the Adapter's OpenTelemetry instruments
+	// (instrumentation scope
+	// "github.com/tasklifecycle/lifecycle/adapter/github"):
+	// http.client.request.duration and lifecycle.host.requests of every
+	// call to GitHub, the lifecycle.host.rate_limit.remaining and
+	// lifecycle.host.rate_limit.reset gauges of GitHub's rate limits, and
+	// lifecycle.host.webhooks of the deliveries WebhookHandler takes (see
+	// the package documentation). Defaults to otel.GetMeterProvider().
+	MeterProvider metric.MeterProvider
+	// TracerProvider makes a client span per call to GitHub, "{METHOD}
+	// {operation}", a child of the span of the call's context; the W3C
+	// traceparent of the span goes to GitHub with the request. Defaults to
+	// otel.GetTracerProvider(): until the global TracerProvider is set,
+	// and with a noop one, no span is made, and a call costs nothing more.
+	TracerProvider trace.TracerProvider
 }
 
 // AppAuth authenticates as an installation of a GitHub App, with
@@ -261,6 +281,8 @@ type Adapter struct {
 	graphql *githubv4.Client
 	budget  *hostbudget.Budget
 	log     *slog.Logger
+	// tel holds the Adapter's OpenTelemetry instruments.
+	tel *hostcall.Telemetry
 	// hookBodies reads webhook bodies within WebhookBodyBudget.
 	hookBodies *hookbody.Reader
 
@@ -290,7 +312,16 @@ func New(cfg Config) (*Adapter, error) {
 		return nil, err
 	}
 	budget := hostbudget.New(cfg.SweepShare, cfg.Clock.Now)
-	client, graphqlURL, err := newClient(cfg, budget)
+	restBase, graphqlURL, err := endpoints(cfg)
+	if err != nil {
+		return nil, err
+	}
+	tel := hostcall.New(hostcall.Config{
+		Host: Source, Scope: scope, MeterProvider: cfg.MeterProvider, TracerProvider: cfg.TracerProvider,
+		Routes: routes(restBase, graphqlURL),
+	})
+	tel.ObserveRateLimits(budget, nil)
+	client, err := newClient(cfg, budget, tel, restBase, graphqlURL)
 	if err != nil {
 		return nil, err
 	}
@@ -301,6 +332,7 @@ func New(cfg Config) (*Adapter, error) {
 		client:      client,
 		graphql:     githubv4.NewEnterpriseClient(graphqlURL, gqlHTTP),
 		budget:      budget,
+		tel:         tel,
 		log:         cfg.Logger.With("adapter", "github", "repo", cfg.Owner+"/"+cfg.Repo),
 		baseBranch:  cfg.BaseBranch,
 		policies:    make(map[string]policyEntry),
@@ -315,39 +347,53 @@ func New(cfg Config) (*Adapter, error) {
 	return a, nil
 }
 
+// endpoints returns the REST API's base URL and the GraphQL endpoint of
+// cfg: Client's base URL or APIURL, and GraphQLURL or the endpoint of the
+// REST API's.
+func endpoints(cfg Config) (*url.URL, string, error) {
+	var restBase *url.URL
+	if cfg.Client != nil {
+		restBase = cfg.Client.BaseURL
+	} else {
+		u, err := url.Parse(apiBase(cfg.APIURL))
+		if err != nil {
+			return nil, "", fmt.Errorf("github: Config.APIURL: %w", err)
+		}
+		restBase = u
+	}
+	graphqlURL := cfg.GraphQLURL
+	if graphqlURL == "" {
+		graphqlURL = graphqlEndpoint(restBase.String())
+	}
+	return restBase, graphqlURL, nil
+}
+
 // newClient builds the go-github client of cfg, with the Adapter's
 // transport (rate-limit budget, conditional requests, rate limits and
-// server errors) under its authentication, and returns it with the
-// GraphQL endpoint it reaches.
-func newClient(cfg Config, budget *hostbudget.Budget) (*gh.Client, string, error) {
-	transport := func(base http.RoundTripper, graphqlURL string) *hostTransport {
-		t := &hostTransport{base: base, clock: cfg.Clock, budget: budget, cache: newETagCache()}
+// server errors) under its authentication, over the transport of tel,
+// which instruments every request sent: REST, GraphQL (through a copy of
+// the client's http.Client) and an App's token exchanges.
+func newClient(cfg Config, budget *hostbudget.Budget, tel *hostcall.Telemetry, restBase *url.URL, graphqlURL string) (*gh.Client, error) {
+	transport := func(base http.RoundTripper) *hostTransport {
+		t := &hostTransport{base: tel.Transport(base), clock: cfg.Clock, budget: budget, cache: newETagCache()}
 		if u, err := url.Parse(graphqlURL); err == nil {
 			t.graphqlPath = u.Path
 		}
 		return t
 	}
 	if cfg.Client != nil {
-		graphqlURL := cfg.GraphQLURL
-		if graphqlURL == "" {
-			graphqlURL = graphqlEndpoint(cfg.Client.BaseURL.String())
-		}
 		hc := cfg.Client.Client()
-		hc.Transport = transport(hc.Transport, graphqlURL)
+		hc.Transport = transport(hc.Transport)
 		c := gh.NewClient(hc)
 		c.BaseURL, c.UploadURL, c.UserAgent = cfg.Client.BaseURL, cfg.Client.UploadURL, cfg.Client.UserAgent
-		return c, graphqlURL, nil
-	}
-	graphqlURL := cfg.GraphQLURL
-	if graphqlURL == "" {
-		graphqlURL = graphqlEndpoint(cfg.APIURL)
+		return c, nil
 	}
 	hc := *cfg.HTTPClient
-	var base http.RoundTripper = transport(hc.Transport, graphqlURL)
+	var base http.RoundTripper = transport(hc.Transport)
 	if cfg.App != nil {
 		tr, err := newAppTransport(base, cfg)
 		if err != nil {
-			return nil, "", err
+			return nil, err
 		}
 		base = tr
 	}
@@ -359,19 +405,15 @@ func newClient(cfg Config, budget *hostbudget.Budget) (*gh.Client, string, error
 	if base := apiBase(cfg.APIURL); base != DefaultAPIURL {
 		// As given: go-github's WithEnterpriseURLs would add "api/v3/" to a
 		// URL without it, and miss an API served elsewhere.
-		u, err := url.Parse(base)
-		if err != nil {
-			return nil, "", fmt.Errorf("github: Config.APIURL: %w", err)
-		}
-		c.BaseURL = u
+		c.BaseURL = restBase
 		if up, ok := strings.CutSuffix(base, "/api/v3/"); ok {
 			c.UploadURL, _ = url.Parse(up + "/api/uploads/") // GitHub Enterprise Server's
 		} else {
-			c.UploadURL = u
+			c.UploadURL = restBase
 		}
 	}
 	c.UserAgent = "tasklifecycle-lifecycle"
-	return c, graphqlURL, nil
+	return c, nil
 }
 
 func isLoopback(host string) bool {

@@ -17,6 +17,7 @@ import (
 	gh "github.com/google/go-github/v60/github"
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/internal/hookbody"
+	"github.com/tasklifecycle/lifecycle/internal/hostcall"
 )
 
 // MaxWebhookBody is the largest webhook body taken: GitHub caps payloads
@@ -68,7 +69,9 @@ func (a *Adapter) WebhookHandler(sink lifecycle.ProviderEventSink) http.Handler 
 		a.log.Error("webhook handler without Config.WebhookSecret: every delivery is refused")
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a.serveWebhook(w, r, sink)
+		if outcome := a.serveWebhook(w, r, sink); outcome != "" {
+			a.tel.Webhook(r.Context(), outcome)
+		}
 	})
 }
 
@@ -87,27 +90,29 @@ func signature(v string) ([]byte, bool) {
 // JSON payload is then the form's payload parameter.
 const formMediaType = "application/x-www-form-urlencoded"
 
-func (a *Adapter) serveWebhook(w http.ResponseWriter, r *http.Request, sink lifecycle.ProviderEventSink) {
+// serveWebhook answers a delivery and returns its outcome for
+// lifecycle.host.webhooks, or "" when it was counted already (taken).
+func (a *Adapter) serveWebhook(w http.ResponseWriter, r *http.Request, sink lifecycle.ProviderEventSink) hostcall.Outcome {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		http.Error(w, "use POST", http.StatusMethodNotAllowed)
-		return
+		return hostcall.Invalid
 	}
 	if r.ContentLength > MaxWebhookBody {
 		hookbody.Refuse(w, r, hookbody.ErrTooLarge)
-		return
+		return hostcall.Invalid
 	}
 	sig, ok := signature(r.Header.Get(gh.SHA256SignatureHeader))
 	if a.cfg.WebhookSecret == "" || !ok {
 		hookbody.Abandon(w, r) // the body is not read
 		http.Error(w, "missing or unverifiable X-Hub-Signature-256", http.StatusUnauthorized)
-		return
+		return hostcall.InvalidSignature
 	}
 	mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if mediaType != "application/json" && mediaType != formMediaType {
 		hookbody.Abandon(w, r)
 		http.Error(w, "the webhook's content type must be application/json", http.StatusUnsupportedMediaType)
-		return
+		return hostcall.Invalid
 	}
 	mac := hmac.New(sha256.New, []byte(a.cfg.WebhookSecret))
 	event := gh.WebHookType(r)
@@ -116,14 +121,14 @@ func (a *Adapter) serveWebhook(w http.ResponseWriter, r *http.Request, sink life
 		// answer to GitHub's ping.
 		if _, err := a.hookBodies.Discard(w, r, mac); err != nil {
 			hookbody.Refuse(w, r, err)
-			return
+			return readOutcome(err)
 		}
 		if !hmac.Equal(mac.Sum(nil), sig) {
 			a.refuseSignature(w, r)
-			return
+			return hostcall.InvalidSignature
 		}
 		w.WriteHeader(http.StatusNoContent)
-		return
+		return hostcall.Ignored
 	}
 	digest := sha256.New()
 	body, err := a.hookBodies.Read(w, r, io.MultiWriter(mac, digest))
@@ -132,12 +137,12 @@ func (a *Adapter) serveWebhook(w http.ResponseWriter, r *http.Request, sink life
 			a.log.WarnContext(r.Context(), "webhook delivery not read", "delivery", gh.DeliveryID(r), "err", err)
 		}
 		hookbody.Refuse(w, r, err)
-		return
+		return readOutcome(err)
 	}
 	if !hmac.Equal(mac.Sum(nil), sig) {
 		body.Release()
 		a.refuseSignature(w, r)
-		return
+		return hostcall.InvalidSignature
 	}
 	raw := body.Bytes()
 	body.Release()
@@ -145,19 +150,19 @@ func (a *Adapter) serveWebhook(w http.ResponseWriter, r *http.Request, sink life
 		form, err := url.ParseQuery(string(raw))
 		if err != nil {
 			http.Error(w, "payload is not a form", http.StatusBadRequest)
-			return
+			return hostcall.Invalid
 		}
 		raw = []byte(form.Get("payload"))
 	}
 	var p payload
 	if err := json.Unmarshal(raw, &p); err != nil {
 		http.Error(w, "payload is not JSON", http.StatusBadRequest)
-		return
+		return hostcall.Invalid
 	}
 	ev, ok := a.eventOf(event, &p)
 	if !ok {
 		w.WriteHeader(http.StatusNoContent)
-		return
+		return hostcall.Ignored
 	}
 	ev.Source, ev.DeliveryID = Source, gh.DeliveryID(r)
 	ev.Digest = hex.EncodeToString(digest.Sum(nil))
@@ -168,9 +173,21 @@ func (a *Adapter) serveWebhook(w http.ResponseWriter, r *http.Request, sink life
 		// applied sooner.
 		a.log.WarnContext(ctx, "apply webhook delivery", "delivery", ev.DeliveryID, "kind", ev.Kind, "err", err)
 		http.Error(w, "not applied; deliver again", http.StatusServiceUnavailable)
-		return
+		return hostcall.Failed
 	}
 	w.WriteHeader(http.StatusOK)
+	a.tel.Taken(r.Context(), ev.DeliveryID, ev.Digest)
+	return ""
+}
+
+// readOutcome returns the outcome of a delivery whose body was not read:
+// failed when the body budget is spent (GitHub may deliver it again), else
+// invalid (too large, too slow, broken off).
+func readOutcome(err error) hostcall.Outcome {
+	if errors.Is(err, hookbody.ErrBusy) {
+		return hostcall.Failed
+	}
+	return hostcall.Invalid
 }
 
 // refuseSignature answers a delivery whose signature does not match.

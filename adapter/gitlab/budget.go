@@ -119,7 +119,8 @@ func rateState(h http.Header) (hostbudget.State, bool) {
 
 // httpClient returns the client the adapter sends its requests with: a
 // copy of c (client-go's pooled client when nil) whose transport observes
-// GitLab's rate limit.
+// GitLab's rate limit, over the adapter's instrumented transport (a span,
+// traceparent and metrics per request).
 func (a *Adapter) httpClient(c *http.Client) *http.Client {
 	var hc http.Client
 	if c != nil {
@@ -129,7 +130,7 @@ func (a *Adapter) httpClient(c *http.Client) *http.Client {
 	if next == nil {
 		next = pooledTransport()
 	}
-	hc.Transport = &observer{next: next, a: a}
+	hc.Transport = &observer{next: a.tel.Transport(next), a: a}
 	return &hc
 }
 

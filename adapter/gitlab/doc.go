@@ -89,6 +89,36 @@
 // through the Deployments API for a deploy system that sets its status
 // there. See [Deployer] for what each setup needs.
 //
+// # Telemetry
+//
+// The adapter records OpenTelemetry metrics and spans through the API
+// only, with [Config.MeterProvider] and [Config.TracerProvider] (the
+// global ones by default), under the instrumentation scope
+// "github.com/tasklifecycle/lifecycle/adapter/gitlab". Every HTTP call to
+// GitLab is a client span "{METHOD} {operation}", a child of the span of
+// the call's context, and goes to GitLab with that span's W3C
+// traceparent; it is counted in lifecycle.host.requests and timed in
+// http.client.request.duration. The operation (lifecycle.host.operation)
+// names the endpoint by the page of GitLab's API documentation it is on
+// and what it does ("projects.get", "merge_requests.list",
+// "merge_requests.merge", "commits.list-statuses", "deployments.create"),
+// or "other" for any path the adapter does not call; never the path
+// itself. The rate limit GitLab reports on its answers is the gauges
+// lifecycle.host.rate_limit.remaining and lifecycle.host.rate_limit.reset
+// with lifecycle.host.resource "api" (whichever throttle GitLab names in
+// RateLimit-Name). [Adapter.WebhookHandler] counts each delivery in
+// lifecycle.host.webhooks by lifecycle.outcome: accepted (taken: 200, or
+// 202 when the Service could not read GitLab to apply it and reconciles
+// its tasks), duplicate (taken, of a delivery ID this adapter accepted
+// before), ignored (an event the lifecycle does not follow, or of another
+// project: 204), invalid_signature (X-Gitlab-Token missing or wrong, or no
+// token configured: 401), invalid (not POST, too large, not the event's
+// JSON, a body that did not arrive in time: 405, 413, 400, 408) and failed
+// (the body budget spent, 503; the project never read, 202 without being
+// passed on; the sink failing, 500). With a noop TracerProvider, or the
+// global one before it is set, and instruments no reader takes, a call
+// costs no allocation more.
+//
 // [Adapter.WebhookHandler] takes the project's webhooks (merge requests,
 // pipelines, jobs, deployments) as [lifecycle.ProviderEvent]s. GitLab
 // does not deliver a failed delivery again and disables a hook that keeps

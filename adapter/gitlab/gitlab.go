@@ -14,10 +14,13 @@ import (
 	"time"
 
 	gl "gitlab.com/gitlab-org/api/client-go"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/internal/hookbody"
 	"github.com/tasklifecycle/lifecycle/internal/hostbudget"
+	"github.com/tasklifecycle/lifecycle/internal/hostcall"
 )
 
 // Config configures an [Adapter].
@@ -99,6 +102,22 @@ type Config struct {
 
 	// Logger receives warnings. Defaults to slog.Default().
 	Logger *slog.Logger
+
+	// MeterProvider makes the adapter's OpenTelemetry instruments
+	// (instrumentation scope
+	// "github.com/tasklifecycle/lifecycle/adapter/gitlab"):
+	// http.client.request.duration and lifecycle.host.requests of every
+	// call to GitLab, the lifecycle.host.rate_limit.remaining and
+	// lifecycle.host.rate_limit.reset gauges of its rate limit, and
+	// lifecycle.host.webhooks of the deliveries WebhookHandler takes (see
+	// the package documentation). Defaults to otel.GetMeterProvider().
+	MeterProvider metric.MeterProvider
+	// TracerProvider makes a client span per call to GitLab, "{METHOD}
+	// {operation}", a child of the span of the call's context; the W3C
+	// traceparent of the span goes to GitLab with the request. Defaults to
+	// otel.GetTracerProvider(): until the global TracerProvider is set,
+	// and with a noop one, no span is made, and a call costs nothing more.
+	TracerProvider trace.TracerProvider
 }
 
 // MergeOptions are the options of a merge.
@@ -121,6 +140,8 @@ type Adapter struct {
 	clock  lifecycle.Clock
 	log    *slog.Logger
 	budget *hostbudget.Budget
+	// tel holds the adapter's OpenTelemetry instruments.
+	tel *hostcall.Telemetry
 	// hookBodies reads webhook bodies within WebhookBodyBudget.
 	hookBodies *hookbody.Reader
 
@@ -194,6 +215,11 @@ func New(cfg Config) (*Adapter, error) {
 		Budget: cfg.WebhookBodyBudget, Max: maxHookBody, Timeout: cfg.WebhookReadTimeout, Logger: cfg.Logger,
 	})
 	a.budget = hostbudget.New(cfg.SweepShare, cfg.Clock.Now)
+	a.tel = hostcall.New(hostcall.Config{
+		Host: "gitlab", Scope: scope, MeterProvider: cfg.MeterProvider, TracerProvider: cfg.TracerProvider,
+		Routes: routes(api),
+	})
+	a.tel.ObserveRateLimits(a.budget, gaugedResource)
 	// client-go's own retries are off for every request: it would retry
 	// a 429 or a 5xx up to five times, on the wall clock and blind to
 	// Retry-After, turning a rate limit into a context deadline and

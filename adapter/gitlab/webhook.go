@@ -11,6 +11,7 @@ import (
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/internal/hookbody"
+	"github.com/tasklifecycle/lifecycle/internal/hostcall"
 )
 
 // maxHookBody bounds a webhook delivery's body; GitLab's largest (a push
@@ -68,72 +69,85 @@ const maxHookBody = 25 << 20
 //     by a long outage is enabled again.
 func (a *Adapter) WebhookHandler(sink lifecycle.ProviderEventSink) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			w.Header().Set("Allow", http.MethodPost)
-			http.Error(w, "use POST", http.StatusMethodNotAllowed)
-			return
+		if outcome := a.serveWebhook(w, r, sink); outcome != "" {
+			a.tel.Webhook(r.Context(), outcome)
 		}
-		want := a.cfg.WebhookToken
-		got := r.Header.Get("X-Gitlab-Token")
-		if want == "" || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
-			if want == "" {
-				a.log.WarnContext(r.Context(), "GitLab webhook refused: no webhook token is configured (Config.WebhookToken)")
-			}
-			hookbody.Abandon(w, r) // the body is not read
-			http.Error(w, "the X-Gitlab-Token header is not this hook's secret token", http.StatusUnauthorized)
-			return
-		}
-		kind := gl.HookEventType(r)
-		switch kind {
-		case gl.EventTypeMergeRequest, gl.EventTypePipeline, gl.EventTypeJob, gl.EventTypeDeployment:
-		default:
-			hookbody.Abandon(w, r)              // its body is not read
-			w.WriteHeader(http.StatusNoContent) // nothing the lifecycle follows
-			return
-		}
-		body, err := a.hookBodies.Read(w, r, nil)
-		if err != nil {
-			if !errors.Is(err, hookbody.ErrTooLarge) {
-				a.log.WarnContext(r.Context(), "GitLab webhook not read", "event", string(kind), "err", err)
-			}
-			hookbody.Refuse(w, r, err)
-			return
-		}
-		raw := body.Bytes()
-		body.Release()
-		event, err := gl.ParseWebhook(kind, raw)
-		if err != nil {
-			http.Error(w, "the delivery is not a "+string(kind)+" payload", http.StatusBadRequest)
-			return
-		}
-		s, err := a.hookProject(r.Context())
-		if err != nil {
-			a.log.WarnContext(r.Context(), "GitLab webhook not applied: the project could not be read; the reconciler reads GitLab again", "event", string(kind), "err", err)
-			http.Error(w, "accepted, not applied: the project could not be read; the tasks in review are read again at the next reconciliation", http.StatusAccepted)
-			return
-		}
-		ev, ok := a.providerEvent(s, event)
-		if !ok {
-			w.WriteHeader(http.StatusNoContent)
-			return
-		}
-		ev.Source = "gitlab"
-		ev.DeliveryID = r.Header.Get("Idempotency-Key")
-		if ev.DeliveryID == "" {
-			ev.DeliveryID = r.Header.Get("X-Gitlab-Event-UUID")
-		}
-		if err := sink.ApplyProviderEvent(r.Context(), ev); err != nil {
-			if errors.Is(err, lifecycle.ErrProvider) {
-				a.log.WarnContext(r.Context(), "GitLab webhook taken, but GitLab could not be read to apply it; its tasks are reconciled again", "event", string(kind), "delivery", ev.DeliveryID, "err", err)
-				http.Error(w, "accepted: GitLab could not be read to apply it; its tasks are read again", http.StatusAccepted)
-				return
-			}
-			a.log.ErrorContext(r.Context(), "GitLab webhook not taken; GitLab does not deliver it again, the reconciler reads the tasks in review at its next pass", "event", string(kind), "delivery", ev.DeliveryID, "err", err)
-			http.Error(w, "the event could not be taken", http.StatusInternalServerError)
-			return
-		}
-		w.WriteHeader(http.StatusOK)
 	})
+}
+
+// serveWebhook answers a delivery and returns its outcome for
+// lifecycle.host.webhooks, or "" when it was counted already (taken).
+func (a *Adapter) serveWebhook(w http.ResponseWriter, r *http.Request, sink lifecycle.ProviderEventSink) hostcall.Outcome {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "use POST", http.StatusMethodNotAllowed)
+		return hostcall.Invalid
+	}
+	want := a.cfg.WebhookToken
+	got := r.Header.Get("X-Gitlab-Token")
+	if want == "" || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
+		if want == "" {
+			a.log.WarnContext(r.Context(), "GitLab webhook refused: no webhook token is configured (Config.WebhookToken)")
+		}
+		hookbody.Abandon(w, r) // the body is not read
+		http.Error(w, "the X-Gitlab-Token header is not this hook's secret token", http.StatusUnauthorized)
+		return hostcall.InvalidSignature
+	}
+	kind := gl.HookEventType(r)
+	switch kind {
+	case gl.EventTypeMergeRequest, gl.EventTypePipeline, gl.EventTypeJob, gl.EventTypeDeployment:
+	default:
+		hookbody.Abandon(w, r)              // its body is not read
+		w.WriteHeader(http.StatusNoContent) // nothing the lifecycle follows
+		return hostcall.Ignored
+	}
+	body, err := a.hookBodies.Read(w, r, nil)
+	if err != nil {
+		if !errors.Is(err, hookbody.ErrTooLarge) {
+			a.log.WarnContext(r.Context(), "GitLab webhook not read", "event", string(kind), "err", err)
+		}
+		hookbody.Refuse(w, r, err)
+		if errors.Is(err, hookbody.ErrBusy) {
+			return hostcall.Failed
+		}
+		return hostcall.Invalid
+	}
+	raw := body.Bytes()
+	body.Release()
+	event, err := gl.ParseWebhook(kind, raw)
+	if err != nil {
+		http.Error(w, "the delivery is not a "+string(kind)+" payload", http.StatusBadRequest)
+		return hostcall.Invalid
+	}
+	s, err := a.hookProject(r.Context())
+	if err != nil {
+		a.log.WarnContext(r.Context(), "GitLab webhook not applied: the project could not be read; the reconciler reads GitLab again", "event", string(kind), "err", err)
+		http.Error(w, "accepted, not applied: the project could not be read; the tasks in review are read again at the next reconciliation", http.StatusAccepted)
+		return hostcall.Failed
+	}
+	ev, ok := a.providerEvent(s, event)
+	if !ok {
+		w.WriteHeader(http.StatusNoContent)
+		return hostcall.Ignored
+	}
+	ev.Source = "gitlab"
+	ev.DeliveryID = r.Header.Get("Idempotency-Key")
+	if ev.DeliveryID == "" {
+		ev.DeliveryID = r.Header.Get("X-Gitlab-Event-UUID")
+	}
+	if err := sink.ApplyProviderEvent(r.Context(), ev); err != nil {
+		if errors.Is(err, lifecycle.ErrProvider) {
+			a.log.WarnContext(r.Context(), "GitLab webhook taken, but GitLab could not be read to apply it; its tasks are reconciled again", "event", string(kind), "delivery", ev.DeliveryID, "err", err)
+			http.Error(w, "accepted: GitLab could not be read to apply it; its tasks are read again", http.StatusAccepted)
+			return hostcall.Accepted // not recorded as applied: a resend is not a duplicate
+		}
+		a.log.ErrorContext(r.Context(), "GitLab webhook not taken; GitLab does not deliver it again, the reconciler reads the tasks in review at its next pass", "event", string(kind), "delivery", ev.DeliveryID, "err", err)
+		http.Error(w, "the event could not be taken", http.StatusInternalServerError)
+		return hostcall.Failed
+	}
+	w.WriteHeader(http.StatusOK)
+	a.tel.Taken(r.Context(), ev.DeliveryID)
+	return ""
 }
 
 // providerEvent turns a parsed GitLab event of the adapter's project into

@@ -8,6 +8,8 @@ package hostbudget
 import (
 	"context"
 	"math"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -134,4 +136,41 @@ func (b *Budget) State(resource string) (State, bool) {
 		st.Remaining = st.Limit
 	}
 	return st, ok
+}
+
+// Limit is what is known of one of a host's rate limits at a moment, as
+// [Budget.Snapshot] reports it.
+type Limit struct {
+	// Resource names the limit as the adapter keeps it ("core",
+	// "graphql" for GitHub).
+	Resource string
+	// State is as [Budget.State] reports it: Remaining is back at Limit
+	// once the window has reset.
+	State
+	// ResetIn is the time left until Reset, never negative.
+	ResetIn time.Duration
+}
+
+// Snapshot appends to dst what is known of each of the host's rate limits,
+// in the order of their names, and returns the extended slice. It is what
+// the adapters' rate-limit gauges read.
+func (b *Budget) Snapshot(dst []Limit) []Limit {
+	now := b.now()
+	b.mu.Lock()
+	start := len(dst)
+	for resource, st := range b.limits {
+		dst = append(dst, Limit{Resource: resource, State: st})
+	}
+	b.mu.Unlock()
+	added := dst[start:]
+	for i := range added {
+		l := &added[i]
+		if !now.Before(l.Reset) {
+			l.Remaining = l.Limit
+		} else {
+			l.ResetIn = l.Reset.Sub(now)
+		}
+	}
+	slices.SortFunc(added, func(x, y Limit) int { return strings.Compare(x.Resource, y.Resource) })
+	return dst
 }

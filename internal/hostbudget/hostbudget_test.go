@@ -84,3 +84,37 @@ func TestPriorityTravelsInTheContext(t *testing.T) {
 		t.Errorf("a deferrable context made urgent: %v, want urgent", p)
 	}
 }
+
+func TestSnapshot(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	b := New(0.8, func() time.Time { return now })
+	if got := b.Snapshot(nil); len(got) != 0 {
+		t.Fatalf("Snapshot of a new Budget = %v, want none", got)
+	}
+	b.Observe("graphql", State{Limit: 5000, Remaining: 4990, Reset: now.Add(time.Hour)})
+	b.Observe("core", State{Limit: 5000, Remaining: 12, Reset: now.Add(90 * time.Second)})
+	got := b.Snapshot(make([]Limit, 0, 2))
+	want := []Limit{
+		{Resource: "core", State: State{Limit: 5000, Remaining: 12, Reset: now.Add(90 * time.Second)}, ResetIn: 90 * time.Second},
+		{Resource: "graphql", State: State{Limit: 5000, Remaining: 4990, Reset: now.Add(time.Hour)}, ResetIn: time.Hour},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("Snapshot = %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("Snapshot[%d] = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	// Once the core window has reset, its limit is whole again and its
+	// reset is now.
+	now = now.Add(2 * time.Minute)
+	got = b.Snapshot(got[:0])
+	if core := got[0]; core.Remaining != 5000 || core.ResetIn != 0 {
+		t.Errorf("core after its reset = %+v, want Remaining 5000, ResetIn 0", core)
+	}
+	if gql := got[1]; gql.Remaining != 4990 || gql.ResetIn != time.Hour-2*time.Minute {
+		t.Errorf("graphql = %+v, want Remaining 4990, ResetIn 58m", gql)
+	}
+}
