@@ -482,12 +482,12 @@ func (t *telemetry) shipFinishedAs(ctx context.Context, op ShipOperation, failur
 	t.shipDuration.Record(ctx, now.Sub(op.QueuedAt.Time).Seconds(), o.rec...)
 }
 
-// inTrace returns ctx as a child of the trace traceID names (a request's,
-// that an event or a ship operation recorded), when tracing: the spans
-// started under it join that trace. The trace's spans are not known, only
-// its ID, so the parent is a remote span context of that trace whose span
-// ID is taken from the trace ID; a tracing UI shows these spans under the
-// trace, below a parent it does not hold.
+// inTrace returns ctx within the trace traceID names (a request's, that
+// a ship operation recorded), when tracing: spans started under it join
+// that trace. Only the trace's ID is kept, none of its spans, and the span
+// that asked may have ended long before in another process: so the parent
+// is a remote span context of that trace with no span ID, and the spans
+// are roots within the request's trace.
 func (t *telemetry) inTrace(ctx context.Context, traceID *string) context.Context {
 	if traceID == nil || !t.tracing() {
 		return ctx
@@ -496,14 +496,7 @@ func (t *telemetry) inTrace(ctx context.Context, traceID *string) context.Contex
 	if err != nil {
 		return ctx
 	}
-	var sid trace.SpanID
-	copy(sid[:], tid[8:])
-	if !sid.IsValid() {
-		sid[7] = 1
-	}
-	return trace.ContextWithRemoteSpanContext(ctx, trace.NewSpanContext(trace.SpanContextConfig{
-		TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true,
-	}))
+	return trace.ContextWithRemoteSpanContext(ctx, trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, Remote: true}))
 }
 
 // observeShipQueue registers lifecycle.ship.queue.depth, read from store
