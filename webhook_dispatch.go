@@ -81,7 +81,9 @@ type dispatcher struct {
 	global                chan struct{} // semaphore of attempts in flight
 	// pool leases the subscriptions and runs their workers.
 	pool *leasepool.Pool[Subscription, *subWorker]
-	tel  hookTelemetry
+	// tel holds the attribute sets of the attempts' measures, and the
+	// backlog and lag gauges while the dispatcher runs.
+	tel hookTelemetry
 }
 
 // newDispatcher returns a dispatcher; it does nothing until run.
