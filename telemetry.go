@@ -61,10 +61,10 @@ type telemetry struct {
 	shipFinished metric.Int64Counter
 	shipDuration metric.Float64Histogram
 
-	deliveryAttempts     metric.Int64Counter
-	deliveryDuration     metric.Float64Histogram
-	clientDuration       metric.Float64Histogram
-	subscriptionsDisabld metric.Int64Counter
+	deliveryAttempts      metric.Int64Counter
+	deliveryDuration      metric.Float64Histogram
+	clientDuration        metric.Float64Histogram
+	subscriptionsDisabled metric.Int64Counter
 
 	streamsOpen   metric.Int64UpDownCounter
 	streamEvents  metric.Int64Counter
@@ -132,7 +132,7 @@ func newTelemetry(mp metric.MeterProvider, tp trace.TracerProvider, clock Clock)
 	t.shipDuration = b.histogram("lifecycle.ship.duration", "s", "Time from a ship operation's acceptance (queued) to its end.")
 	t.deliveryAttempts = b.counter("lifecycle.webhook.delivery.attempts", "{attempt}", "Webhook delivery attempts, by outcome and the receiver's status class.")
 	t.deliveryDuration = b.histogram("lifecycle.webhook.delivery.duration", "s", "Duration of webhook delivery attempts.")
-	t.subscriptionsDisabld = b.counter("lifecycle.webhook.subscriptions.disabled", "{subscription}", "Webhook subscriptions disabled after failing for too long.")
+	t.subscriptionsDisabled = b.counter("lifecycle.webhook.subscriptions.disabled", "{subscription}", "Webhook subscriptions disabled after failing for too long.")
 	t.streamsOpen = b.upDownCounter("lifecycle.stream.open", "{stream}", "Event streams open.")
 	t.streamEvents = b.counter("lifecycle.stream.events.sent", "{event}", "Events written to event streams.")
 	t.streamsEnded = b.counter("lifecycle.stream.ended", "{stream}", "Event streams ended, by reason.")

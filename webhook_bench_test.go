@@ -17,6 +17,13 @@ import (
 	"testing"
 	"time"
 
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/internal/testwait"
 )
@@ -90,6 +97,49 @@ func (rc *benchReceiver) serve(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// benchOTel is the OpenTelemetry a webhook benchmark runs with: set
+// returns the Config mutation that gives it to the Service.
+type benchOTel struct {
+	name string
+	set  func(b *testing.B) func(*lifecycle.Config)
+}
+
+// benchOTels are run side by side: OpenTelemetry's no-op providers, and
+// the SDK's, every span sampled and batched to an exporter that drops
+// them, the metrics collected every second by a reader whose exporter
+// drops them too, as a host that exports would.
+var benchOTels = []benchOTel{
+	{"otel=noop", func(*testing.B) func(*lifecycle.Config) {
+		return func(c *lifecycle.Config) {
+			c.MeterProvider, c.TracerProvider = metricnoop.NewMeterProvider(), tracenoop.NewTracerProvider()
+		}
+	}},
+	{"otel=sdk", func(b *testing.B) func(*lifecycle.Config) {
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(discardMetrics{}, sdkmetric.WithInterval(time.Second))))
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sdktrace.NewBatchSpanProcessor(tracetest.NewNoopExporter())))
+		b.Cleanup(func() {
+			mp.Shutdown(context.Background())
+			tp.Shutdown(context.Background())
+		})
+		return func(c *lifecycle.Config) { c.MeterProvider, c.TracerProvider = mp, tp }
+	}},
+}
+
+// discardMetrics is a metric exporter that drops what it is given.
+type discardMetrics struct{}
+
+func (discardMetrics) Temporality(k sdkmetric.InstrumentKind) metricdata.Temporality {
+	return sdkmetric.DefaultTemporalitySelector(k)
+}
+
+func (discardMetrics) Aggregation(k sdkmetric.InstrumentKind) sdkmetric.Aggregation {
+	return sdkmetric.DefaultAggregationSelector(k)
+}
+
+func (discardMetrics) Export(context.Context, *metricdata.ResourceMetrics) error { return nil }
+func (discardMetrics) ForceFlush(context.Context) error                          { return nil }
+func (discardMetrics) Shutdown(context.Context) error                            { return nil }
+
 // webhookBench is a started Service on SQLite delivering to receivers.
 type webhookBench struct {
 	e         *benchEnv
@@ -114,7 +164,7 @@ func (wb *webhookBench) warmUp(b *testing.B, perSecond, subs int) {
 
 // newWebhookBench makes a Service with subs subscriptions to each healthy
 // receiver and one to each hanging receiver; start starts it.
-func newWebhookBench(b *testing.B, healthy, hanging, subs int) *webhookBench {
+func newWebhookBench(b *testing.B, healthy, hanging, subs int, otel benchOTel) *webhookBench {
 	b.Helper()
 	wb := &webhookBench{}
 	pool := x509.NewCertPool()
@@ -126,7 +176,7 @@ func newWebhookBench(b *testing.B, healthy, hanging, subs int) *webhookBench {
 	wb.e = newBenchEnv(b, func(c *lifecycle.Config) {
 		c.AllowPrivateWebhookTargets = true
 		c.WebhookTLSConfig = &tls.Config{RootCAs: pool}
-	})
+	}, otel.set(b))
 	for i, rc := range wb.receivers {
 		n := subs
 		if i >= healthy {
@@ -252,15 +302,17 @@ func (wb *webhookBench) report(b *testing.B, elapsed time.Duration) {
 // over 50 subscriptions.
 func BenchmarkWebhookThroughput(b *testing.B) {
 	for _, subs := range []int{1, 50} {
-		b.Run(fmt.Sprintf("subs=%d", subs), func(b *testing.B) {
-			wb := newWebhookBench(b, 1, 0, subs)
-			wb.produce(b, b.N, 0)
-			b.ResetTimer()
-			start := time.Now()
-			wb.start(b)
-			wb.wait(b, int64(b.N*subs))
-			wb.report(b, time.Since(start))
-		})
+		for _, otel := range benchOTels {
+			b.Run(fmt.Sprintf("subs=%d/%s", subs, otel.name), func(b *testing.B) {
+				wb := newWebhookBench(b, 1, 0, subs, otel)
+				wb.produce(b, b.N, 0)
+				b.ResetTimer()
+				start := time.Now()
+				wb.start(b)
+				wb.wait(b, int64(b.N*subs))
+				wb.report(b, time.Since(start))
+			})
+		}
 	}
 }
 
@@ -268,16 +320,18 @@ func BenchmarkWebhookThroughput(b *testing.B) {
 // commit-to-delivery latency. Target: p99 under 100 ms.
 func BenchmarkWebhookLatency(b *testing.B) {
 	for _, c := range []struct{ subs, rate int }{{1, 1000}, {50, 100}} {
-		b.Run(fmt.Sprintf("subs=%d/events-per-s=%d", c.subs, c.rate), func(b *testing.B) {
-			wb := newWebhookBench(b, 1, 0, c.subs)
-			wb.start(b)
-			wb.warmUp(b, c.rate, c.subs)
-			start := time.Now()
-			b.ResetTimer()
-			wb.produce(b, b.N, c.rate)
-			wb.wait(b, int64(b.N*c.subs))
-			wb.report(b, time.Since(start))
-		})
+		for _, otel := range benchOTels {
+			b.Run(fmt.Sprintf("subs=%d/events-per-s=%d/%s", c.subs, c.rate, otel.name), func(b *testing.B) {
+				wb := newWebhookBench(b, 1, 0, c.subs, otel)
+				wb.start(b)
+				wb.warmUp(b, c.rate, c.subs)
+				start := time.Now()
+				b.ResetTimer()
+				wb.produce(b, b.N, c.rate)
+				wb.wait(b, int64(b.N*c.subs))
+				wb.report(b, time.Since(start))
+			})
+		}
 	}
 }
 
@@ -286,15 +340,17 @@ func BenchmarkWebhookLatency(b *testing.B) {
 // must stay as it is without it.
 func BenchmarkWebhookHangingReceiver(b *testing.B) {
 	for _, hanging := range []int{0, 1} {
-		b.Run(fmt.Sprintf("hanging=%d", hanging), func(b *testing.B) {
-			wb := newWebhookBench(b, 1, hanging, 10)
-			wb.start(b)
-			wb.warmUp(b, 200, 10)
-			start := time.Now()
-			b.ResetTimer()
-			wb.produce(b, b.N, 200)
-			wb.wait(b, int64(b.N*10))
-			wb.report(b, time.Since(start))
-		})
+		for _, otel := range benchOTels {
+			b.Run(fmt.Sprintf("hanging=%d/%s", hanging, otel.name), func(b *testing.B) {
+				wb := newWebhookBench(b, 1, hanging, 10, otel)
+				wb.start(b)
+				wb.warmUp(b, 200, 10)
+				start := time.Now()
+				b.ResetTimer()
+				wb.produce(b, b.N, 200)
+				wb.wait(b, int64(b.N*10))
+				wb.report(b, time.Since(start))
+			})
+		}
 	}
 }

@@ -81,6 +81,9 @@ type dispatcher struct {
 	global                chan struct{} // semaphore of attempts in flight
 	// pool leases the subscriptions and runs their workers.
 	pool *leasepool.Pool[Subscription, *subWorker]
+	// tel holds the attribute sets of the attempts' measures, and the
+	// backlog and lag gauges while the dispatcher runs.
+	tel hookTelemetry
 }
 
 // newDispatcher returns a dispatcher; it does nothing until run.
@@ -90,6 +93,7 @@ func newDispatcher(s *Service) *dispatcher {
 		owner:  s.owner, // Config.InstanceID: a restarted Service takes its subscriptions back at once
 		client: newWebhookClient(s, s.targets),
 		global: make(chan struct{}, s.cfg.WebhookConcurrency),
+		tel:    newHookTelemetry(),
 	}
 	d.privateClient = d.client
 	if !s.targets.AllowPrivate {
@@ -123,8 +127,14 @@ func (d *dispatcher) subscriptionsChanged() { d.pool.Wake() }
 
 // run claims subscriptions every poll interval, or when they changed, and
 // keeps a worker running for each one held, until ctx is done. It then
-// stops the workers and gives the leases up.
-func (d *dispatcher) run(ctx context.Context) { d.pool.Run(ctx) }
+// stops the workers and gives the leases up. The gauges of the
+// subscriptions it delivers are observed meanwhile.
+func (d *dispatcher) run(ctx context.Context) {
+	if reg := d.registerGauges(); reg != nil {
+		defer reg.Unregister()
+	}
+	d.pool.Run(ctx)
+}
 
 // claim renews this dispatcher's leases and takes up expired ones, at most
 // WebhookClaimBatch at a time, and returns the subscriptions held.
@@ -220,6 +230,13 @@ type subWorker struct {
 	due        []Delivery
 	buf        []ringEvent
 	unrecorded []*attempt
+
+	// host is the receiver's host name, for server.address;
+	// clientAttrs the attribute sets of http.client.request.duration.
+	host        string
+	clientAttrs *attrCache[clientKey]
+	// gauge is what the backlog and lag gauges read.
+	gauge hookGauge
 }
 
 // newSubWorker returns the worker of sub; it stops when ctx ends.
@@ -232,7 +249,10 @@ func newSubWorker(ctx context.Context, d *dispatcher, sub Subscription, secret [
 		ctx:    ctx,
 		pokeC:  make(chan struct{}, 1),
 		rev:    sub.Revision,
+		host:   receiverHost(sub.URL),
 	}
+	w.clientAttrs = newAttrCache(clientAttributes(w.host))
+	w.gauge.read = sub.Cursor
 	w.notified.Store(sub.Revision)
 	w.keep = func(e *ringEvent) bool { return w.sub.keep(e.typ, e.taskID, e.project) }
 	return w
@@ -335,6 +355,9 @@ func (l *subLoop) Record(ctx context.Context, pos int64) (time.Time, *int64, err
 		clear(l.unrecorded)
 		l.unrecorded = l.unrecorded[:0]
 	}
+	if rewound != nil {
+		l.gauge.rewound(*rewound)
+	}
 	return retryAt, rewound, err
 }
 
@@ -349,6 +372,7 @@ func (w *subWorker) dueRetries(now time.Time) ([]Delivery, time.Time, error) {
 		return nil, time.Time{}, fmt.Errorf("read pending deliveries: %w", err)
 	}
 	pending := page.Deliveries
+	w.gauge.pendingRead(pending, len(pending) < webhookBatch)
 	for i := range pending {
 		if at := pending[i].NextAttemptAt; at != nil && at.After(now) {
 			return pending[:i], at.Time, nil
@@ -364,12 +388,17 @@ func (w *subWorker) read(pos int64, dst []ringEvent) ([]ringEvent, int64, <-chan
 	s := w.d.s
 	evs, next, changed, ok := s.broker.events(pos, w.keep, dst, webhookBatch)
 	if ok {
+		w.gauge.readEvents(next, evs)
 		return evs, next, changed, nil
 	}
 	// Behind the broker's ring: read the Store.
+	s.replayRead(w.ctx)
 	stored, err := s.store.Events(w.ctx, EventFilter{After: pos, Limit: webhookBatch})
 	if err != nil {
 		return nil, pos, nil, fmt.Errorf("read events after %d: %w", pos, err)
+	}
+	if len(stored) > 0 {
+		w.gauge.readStore(stored[len(stored)-1].OccurredAt.Time)
 	}
 	next = pos
 	for i := range stored {
@@ -387,8 +416,10 @@ func (w *subWorker) read(pos int64, dst []ringEvent) ([]ringEvent, int64, <-chan
 		// events in between were pruned before they could be delivered.
 		base := s.broker.hub.Base()
 		w.skipped(pos, base+1)
+		w.gauge.readEvents(base, dst)
 		return dst, base, nil, nil
 	}
+	w.gauge.readEvents(next, dst)
 	return dst, next, nil, nil
 }
 
@@ -430,12 +461,17 @@ func (w *subWorker) post(a *attempt) {
 	if w.sub.AllowPrivateTarget {
 		client = w.d.privateClient
 	}
-	out := hookpost.Post(w.ctx, client, s.cfg.WebhookTimeout, &hookpost.Attempt{URL: w.sub.URL,
-		EventID: a.eventID, DeliveryID: a.id, EventType: string(a.typ), Body: a.body, Secret: w.secret, At: a.at})
+	ctx, span := w.startDelivery(a)
+	start := time.Now()
+	out := hookpost.Post(ctx, client, s.cfg.WebhookTimeout, &hookpost.Attempt{URL: w.sub.URL,
+		EventID: a.eventID, DeliveryID: a.id, EventType: string(a.typ), Body: a.body, Secret: w.secret, At: a.at,
+		Header: w.traceHeader(ctx, span)})
+	took := time.Since(start)
 	a.status, a.err, a.retryAfter = out.Status, out.Failure, out.RetryAfter
 	if refused := (*RefusedTargetError)(nil); errors.As(out.Err, &refused) {
 		a.err = refused.Reason() // the address goes to the log only
 	}
+	w.attempted(ctx, span, a, out.Err, took)
 }
 
 // eventTypeOf reads the type member of an envelope.
@@ -539,6 +575,7 @@ func (w *subWorker) record(ctx context.Context, attempts []*attempt, next int64)
 	}
 	w.rev = rev
 	if disabled {
+		s.subscriptionDisabled(ctx)
 		s.log.Warn("webhooks: the receiver answered 410 Gone; subscription disabled", "subscription", w.sub.ID)
 		w.failPending(ctx, "the subscription was disabled: its receiver answered 410 Gone", rev)
 		return time.Time{}, nil, errLeaseLost

@@ -127,6 +127,10 @@ type Attempt struct {
 	// At is when the attempt is made: its Webhook-Timestamp, and the time
 	// a Retry-After date counts from.
 	At time.Time
+	// Header, when not nil, adds headers of the caller's to the request
+	// (the W3C traceparent of the attempt's span, say) before the
+	// delivery's own are set, which it cannot replace.
+	Header func(h http.Header)
 }
 
 // Outcome is what came of an Attempt.
@@ -154,6 +158,9 @@ func Post(ctx context.Context, client *http.Client, timeout time.Duration, a *At
 		return Outcome{Failure: "cannot build the request: " + err.Error(), Err: err}
 	}
 	h := req.Header
+	if a.Header != nil {
+		a.Header(h)
+	}
 	h.Set("Content-Type", "application/json")
 	h.Set("User-Agent", UserAgent)
 	h.Set(HeaderEventID, a.EventID)

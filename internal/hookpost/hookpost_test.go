@@ -74,6 +74,30 @@ func TestPostSigned(t *testing.T) {
 	}
 }
 
+// Attempt.Header adds the caller's headers, and cannot replace the
+// delivery's own.
+func TestPostCallerHeaders(t *testing.T) {
+	t.Parallel()
+	got := make(chan http.Header, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Clone()
+	}))
+	defer srv.Close()
+	a := attemptTo(srv.URL + "/hook")
+	const tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	a.Header = func(h http.Header) {
+		h.Set("Traceparent", tp)
+		h.Set(HeaderEventID, "evt_forged")
+	}
+	if out := Post(t.Context(), newClient(), 5*time.Second, a); out.Failure != "" {
+		t.Fatalf("%+v", out)
+	}
+	h := <-got
+	if h.Get("Traceparent") != tp || h.Get(HeaderEventID) != "evt_1" {
+		t.Errorf("traceparent %q, event ID %q; want %q and evt_1", h.Get("Traceparent"), h.Get(HeaderEventID), tp)
+	}
+}
+
 // Answers other than 2xx are failures that say what the receiver
 // answered; 429 and 503 carry the wait it asked for; a redirect is not
 // followed.

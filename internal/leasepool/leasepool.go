@@ -204,6 +204,17 @@ func (p *Pool[T, W]) Counts() (workers, deleted int) {
 	return len(p.workers), len(p.deleted)
 }
 
+// Workers appends the workers running now to dst and returns it: those of
+// the items held, and any stopped but not yet ended.
+func (p *Pool[T, W]) Workers(dst []W) []W {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, w := range p.workers {
+		dst = append(dst, w.w)
+	}
+	return dst
+}
+
 // forgetDeleted forgets the keys stopped before claim n began, as it
 // ends: claims run one at a time, and n and those after it read the store
 // after the deletions, so none of them can return those items.

@@ -176,12 +176,20 @@ func TestWorkersFollowTheClaims(t *testing.T) {
 	if workers, _ := h.pool.Counts(); workers != 2 {
 		t.Fatalf("%d workers, want 2", workers)
 	}
+	var keys []string
+	for _, w := range h.pool.Workers(nil) {
+		keys = append(keys, w.key)
+	}
+	slices.Sort(keys)
+	if !slices.Equal(keys, []string{"a", "c"}) {
+		t.Fatalf("Workers = %v, want a and c", keys)
+	}
 	released := h.close()
 	slices.Sort(released)
 	if !slices.Equal(released, []string{"a", "c"}) {
 		t.Fatalf("released %v, want a and c", released)
 	}
-	if workers, _ := h.pool.Counts(); workers != 0 {
+	if workers, _ := h.pool.Counts(); workers != 0 || len(h.pool.Workers(nil)) != 0 {
 		t.Fatalf("%d workers after shutdown, want 0", workers)
 	}
 }
