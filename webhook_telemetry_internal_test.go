@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -91,8 +92,13 @@ func TestWebhookPostAllocsWithNoopProviders(t *testing.T) {
 		postBefore(t, w)
 		postOne(t, w)
 	}
-	before := testing.AllocsPerRun(200, func() { postBefore(t, w) })
-	now := testing.AllocsPerRun(200, func() { postOne(t, w) })
+	// Other goroutines (the receiver's, earlier tests' leftovers) only add
+	// to a count: the least of a few rounds is the attempt's own.
+	before, now := math.Inf(1), math.Inf(1)
+	for range 5 {
+		before = min(before, testing.AllocsPerRun(200, func() { postBefore(t, w) }))
+		now = min(now, testing.AllocsPerRun(200, func() { postOne(t, w) }))
+	}
 	t.Logf("allocations per attempt: %.0f before telemetry, %.0f with no-op providers", before, now)
 	if now > before {
 		t.Errorf("an attempt allocates %.0f times with no-op providers, %.0f before telemetry", now, before)
