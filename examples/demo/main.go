@@ -76,7 +76,7 @@
 //
 // Metrics and traces are OpenTelemetry's (docs/operations.md lists them).
 // GET /metrics, beside the API and without a key as Prometheus scrapes,
-// serves the Service's metrics (and the Go runtime's and the process's)
+// serves the Service's metrics (and the Go runtime's)
 // in Prometheus's text format; GET /healthz and GET /readyz are the
 // Service's probes. Spans are exported over OTLP when the standard
 // variables name an endpoint, and not made at all otherwise:
