@@ -283,3 +283,24 @@ func (b *lockedBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// Deliver posts a code host's webhook delivery (its header and body) to
+// path on the demo, and returns the answer's status.
+func (d *Demo) Deliver(ctx context.Context, path string, delivery *http.Request) (int, error) {
+	body, err := io.ReadAll(delivery.Body)
+	if err != nil {
+		return 0, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.Base+path, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header = delivery.Header.Clone()
+	resp, err := d.Client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}

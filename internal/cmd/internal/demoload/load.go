@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -24,7 +25,7 @@ const WebhookSecret = "demoload-webhook-secret-0123456789"
 // Receiver is an HTTPS webhook receiver on 127.0.0.1 whose answer
 // depends on the path's first segment: /ok/ answers 200, /slow/ 200
 // after a pause, /fail/ 503 (retried later), /gone/ 410 (which disables
-// the subscription).
+// the subscription), /flaky/ 200 or 503 as SetFlaky says.
 type Receiver struct {
 	// URL is the receiver's base URL (https).
 	URL string
@@ -36,7 +37,11 @@ type Receiver struct {
 
 	srv        *httptest.Server
 	deliveries atomic.Int64
+	flakyDown  atomic.Bool
 }
+
+// SetFlaky makes the /flaky/ paths answer 503 (down) or 200.
+func (r *Receiver) SetFlaky(down bool) { r.flakyDown.Store(down) }
 
 // NewReceiver starts a receiver, writing its certificate into dir.
 func NewReceiver(dir string) (*Receiver, error) {
@@ -67,6 +72,11 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 	case "fail":
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return
+	case "flaky":
+		if r.flakyDown.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
 	case "gone":
 		w.WriteHeader(http.StatusGone)
 		return
@@ -159,6 +169,10 @@ func (d *Demo) OpenStreams(ctx context.Context, keys []string, perKey int) (*Str
 						answered <- err
 						return
 					}
+					var refused refusal
+					if errors.As(err, &refused) {
+						return // a revoked or expired key, say: not retried
+					}
 					select {
 					case <-ctx.Done():
 					case <-time.After(100 * time.Millisecond):
@@ -191,7 +205,7 @@ func (s *Streams) read(ctx context.Context, client *http.Client, base, key strin
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		raw, _ := io.ReadAll(resp.Body)
-		err := fmt.Errorf("GET /task-events/stream: %s %s", resp.Status, raw)
+		err := refusal(fmt.Sprintf("GET /task-events/stream: %s %s", resp.Status, raw))
 		answered(err)
 		return err
 	}
@@ -210,6 +224,11 @@ func (s *Streams) read(ctx context.Context, client *http.Client, base, key strin
 	}
 	return nil
 }
+
+// refusal is an answer other than 200 to a stream's request.
+type refusal string
+
+func (r refusal) Error() string { return string(r) }
 
 // Counts are what the agents did.
 type Counts struct {
