@@ -6,8 +6,8 @@
 // git repositories and with a fake GitHub (adapter/github/githubtest, rate
 // limited like GitHub and failing a request now and then) for the tasks of
 // project github; it drives the demo with agents that create, start,
-// submit, check, review and ship tasks (some ships fail to deploy, some
-// requests are refused), holds event streams open (some closed and opened
+// submit, check, review and ship tasks (some merges are refused at the
+// fake GitHub, some requests are refused by the demo), holds event streams open (some closed and opened
 // again, some ended by revoking their key) and subscribes an HTTPS
 // receiver whose subscriptions answer 200, slowly, 503, 410 or, for a
 // while, 503 and then 200 again. A local Prometheus (Debian's prometheus)
@@ -136,12 +136,16 @@ func run(tb testing.TB, o options) error {
 	fmt.Printf("dashshot: demo %s, Prometheus %s, %s of load\n", demo.Base, prom.base, o.duration)
 
 	start := time.Now()
-	if err := drive(demo, rcv, gh, o.duration); err != nil {
+	// The streams stay open until the picture's data is read, so that
+	// they do not end in it.
+	streams, closeStreams := context.WithCancel(context.Background())
+	defer closeStreams()
+	if err := drive(streams, demo, rcv, gh, o.duration); err != nil {
 		return fmt.Errorf("%w\ndemo log:\n%s", err, demo.Log())
 	}
+	end := time.Now()
 	// Two more scrapes, so that the last moments are in Prometheus.
 	time.Sleep(2*o.scrape + time.Second)
-	end := time.Now()
 
 	page, err := render(prom, dash, start, end, o.scrape, o.width)
 	if err != nil {
@@ -168,8 +172,9 @@ const githubSecret = "dashshot-github-webhook-secret"
 
 // drive runs the load for d: agents in two waves, GitHub's agents, event
 // streams opened, closed and revoked, webhook receivers that fail for a
-// while, and failures of the fake GitHub now and then.
-func drive(demo *demoload.Demo, rcv *demoload.Receiver, gh *githubtest.Server, d time.Duration) error {
+// while, and failures of the fake GitHub now and then. The long-lived
+// event streams stay open until streams is done.
+func drive(streams context.Context, demo *demoload.Demo, rcv *demoload.Receiver, gh *githubtest.Server, d time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	at := func(f float64) time.Duration { return time.Duration(f * float64(d)) }
@@ -183,14 +188,12 @@ func drive(demo *demoload.Demo, rcv *demoload.Receiver, gh *githubtest.Server, d
 	}
 	// Long-lived streams on eight keys; two keys' streams are closed and
 	// opened again now and then; two keys are revoked at 70 %.
-	if _, err := demo.OpenStreams(ctx, keys[:8], 4); err != nil {
+	if _, err := demo.OpenStreams(streams, keys[:8], 4); err != nil {
 		return err
 	}
-	revoked, err := demo.OpenStreams(ctx, keys[10:], 3)
-	if err != nil {
+	if _, err := demo.OpenStreams(streams, keys[10:], 3); err != nil {
 		return err
 	}
-	_ = revoked
 
 	var wg sync.WaitGroup
 	var counts demoload.Counts
@@ -247,14 +250,19 @@ func drive(demo *demoload.Demo, rcv *demoload.Receiver, gh *githubtest.Server, d
 			}
 		}
 	})
-	// GitHub fails a request now and then, as it does.
+	// GitHub fails a request now and then, as it does: a 502, which the
+	// adapter retries, or a merge refused, which fails the ship.
 	spawn(0, 1, func(c context.Context) {
 		rnd := rand.New(rand.NewPCG(5, 6))
 		for {
 			select {
 			case <-c.Done():
 				return
-			case <-time.After(time.Duration(5+rnd.IntN(10)) * time.Second):
+			case <-time.After(time.Duration(4+rnd.IntN(8)) * time.Second):
+			}
+			if rnd.IntN(4) == 0 {
+				gh.Inject(githubtest.RouteMerge, githubtest.Error(405, "Pull Request is not mergeable"))
+				continue
 			}
 			gh.Inject([]string{githubtest.RouteGetPull, githubtest.RouteCheckRuns, githubtest.RouteMerge}[rnd.IntN(3)],
 				githubtest.Error(502, "Server Error"))
@@ -340,7 +348,7 @@ func githubTask(ctx context.Context, demo *demoload.Demo, gh *githubtest.Server,
 			return
 		}
 		if actions, _ := a.Body["availableActions"].([]any); contains(actions, "ship") {
-			demo.Do(ctx, "", "POST", "/tasks/"+id+"/ship", map[string]any{"mode": "merge_only", "expectedHeadSha": head}, "ship-"+id)
+			demo.Do(ctx, "", "POST", "/tasks/"+id+"/ship", map[string]any{"mode": "merge_only", "targetEnvironment": "production", "expectedHeadSha": head}, "ship-"+id)
 			pause(3 * time.Second)
 			return
 		}

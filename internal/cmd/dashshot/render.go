@@ -285,8 +285,9 @@ func drawTimeSeries(pn panel, data []drawn, start, end time.Time, w, h int) stri
 			}
 		}
 	}
-	hi := 0.0
-	lo := 0.0
+	// The axis starts at the field's min (0 on most panels) or, without
+	// one, below the lowest value, as Grafana's does.
+	hi, lo := math.Inf(-1), math.Inf(1)
 	for _, row := range ys {
 		for _, v := range row {
 			if !math.IsNaN(v) {
@@ -295,10 +296,16 @@ func drawTimeSeries(pn panel, data []drawn, start, end time.Time, w, h int) stri
 			}
 		}
 	}
+	if math.IsInf(hi, 0) {
+		hi, lo = 1, 0
+	}
 	if def.Min != nil {
 		lo = min(lo, *def.Min)
+	} else if span := hi - lo; span > 0 {
+		lo = max(0, lo-span/4)
 	}
 	ticks, top := niceTicks(lo, hi, pn.FieldConfig.Defaults.Unit)
+	lo = ticks[0]
 	labels := make([]string, len(ticks))
 	labelW := 0
 	for i, t := range ticks {
@@ -454,10 +461,10 @@ func formatValue(v float64, unit string, scale float64, decimals *int, ticks []f
 	return dec(v)
 }
 
-// timeTicks returns round times between start and end, about every 110
+// timeTicks returns round times between start and end, about every 90
 // pixels of width, and the layout to write them in.
 func timeTicks(start, end time.Time, width int) ([]time.Time, string) {
-	want := max(2, width/110)
+	want := max(2, width/90)
 	span := end.Sub(start)
 	step := time.Hour
 	for _, s := range []time.Duration{10 * time.Second, 15 * time.Second, 30 * time.Second, time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute, 15 * time.Minute, 30 * time.Minute, time.Hour} {

@@ -144,8 +144,10 @@ func (d *Demo) Log() string { return d.log.String() }
 
 // Answer is an API answer: its status and decoded body.
 type Answer struct {
+	// Status is the HTTP status.
 	Status int
-	Body   map[string]any
+	// Body is the JSON body, decoded.
+	Body map[string]any
 }
 
 // Data returns the answer's data member when it is an object.
@@ -269,6 +271,7 @@ type lockedBuffer struct {
 	buf bytes.Buffer
 }
 
+// Write keeps p, dropping the older half of the output past a megabyte.
 func (b *lockedBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -278,6 +281,7 @@ func (b *lockedBuffer) Write(p []byte) (int, error) {
 	return b.buf.Write(p)
 }
 
+// String returns the output kept.
 func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -228,19 +228,23 @@ func (s *Streams) read(ctx context.Context, client *http.Client, base, key strin
 // refusal is an answer other than 200 to a stream's request.
 type refusal string
 
+// Error returns the refusal's status and body.
 func (r refusal) Error() string { return string(r) }
 
 // Counts are what the agents did.
 type Counts struct {
+	// Created, Submitted and Shipped count the tasks created, submitted
+	// and shipped (the ship accepted); Refused the requests sent to be
+	// refused.
 	Created, Submitted, Shipped, Refused atomic.Int64
 }
 
 // Agents run workers agents, each taking tasks of its project (agentN)
-// through create, start, submit, CI, review and ship until ctx is done,
-// with a pause of up to pause between steps. A few of their requests are
-// refused on purpose, as real clients' are (a task that does not exist,
-// a ship at a stale head, a deployment to an environment the deployer
-// refuses), so that the answers are not all 2xx and some ships fail.
+// through create, start, submit, CI, review and ship (merge only, or
+// merge and deploy to staging or production) until ctx is done, with a
+// pause of up to pause between steps. A few of their requests are refused
+// on purpose, as real clients' are (a task that does not exist, a ship at
+// a stale head), so that the answers are not all 2xx.
 func (d *Demo) Agents(ctx context.Context, workers int, pause time.Duration, seed uint64, counts *Counts) {
 	var wg sync.WaitGroup
 	for w := range workers {
@@ -314,16 +318,14 @@ func (d *Demo) agentTask(ctx context.Context, project, ident string, rnd *rand.R
 		return
 	}
 	if rnd.IntN(8) == 0 {
-		refuse("POST", "/tasks/"+id+"/ship", map[string]any{"mode": "merge_only", "expectedHeadSha": strings.Repeat("0", 40)}, "stale-"+id) // 409
+		refuse("POST", "/tasks/"+id+"/ship", map[string]any{"mode": "merge_only", "targetEnvironment": "staging", "expectedHeadSha": strings.Repeat("0", 40)}, "stale-"+id) // 409
 	}
-	ship := map[string]any{"mode": "merge_only", "expectedHeadSha": head}
+	ship := map[string]any{"mode": "merge_only", "targetEnvironment": "staging", "expectedHeadSha": head}
 	switch r := rnd.IntN(10); {
 	case r < 3:
-		ship = map[string]any{"mode": "merge_and_deploy", "targetEnvironment": "staging", "expectedHeadSha": head}
+		ship["mode"] = "merge_and_deploy"
 	case r < 4:
-		// The artifact deployer takes lower-case environments only: the
-		// merge succeeds, the deployment fails.
-		ship = map[string]any{"mode": "merge_and_deploy", "targetEnvironment": "Staging-EU", "expectedHeadSha": head}
+		ship["mode"], ship["targetEnvironment"] = "merge_and_deploy", "production"
 	}
 	op := step(http.StatusAccepted, "POST", "/tasks/"+id+"/ship", ship, "ship-"+id)
 	if op == nil {
