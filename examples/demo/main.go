@@ -74,6 +74,22 @@
 // copy of the database alone; give -webhook-secret-key-file a path
 // elsewhere to protect them from a copy of the directory.
 //
+// Metrics and traces are OpenTelemetry's (docs/operations.md lists them).
+// GET /metrics, beside the API and without a key as Prometheus scrapes,
+// serves the Service's metrics (and the Go runtime's)
+// in Prometheus's text format; GET /healthz and GET /readyz are the
+// Service's probes. Spans are exported over OTLP when the standard
+// variables name an endpoint, and not made at all otherwise:
+//
+//	OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 go run ./examples/demo   # http/protobuf, to /v1/traces
+//	OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4317 OTEL_EXPORTER_OTLP_PROTOCOL=grpc go run ./examples/demo
+//
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT and OTEL_EXPORTER_OTLP_TRACES_PROTOCOL
+// win over the general ones; OTEL_SERVICE_NAME names the service
+// (default lifecycle-demo); the exporter's other variables (headers,
+// certificates, timeouts, the sampler, the batch) apply as the SDK reads
+// them. Spans are sent in batches, and the last ones at shutdown.
+//
 // It prints the base URL and the admin key, then serves until SIGINT or
 // SIGTERM, when it shuts down cleanly.
 package main
@@ -315,6 +331,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer ln.Close()
 	base := "http://" + publicAddr(ln.Addr().(*net.TCPAddr))
 
+	// Before the adapters and the Service, which take the providers when
+	// they are made.
+	tel, err := setupTelemetry(ctx, os.Getenv, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// Runs after the Service has closed: its last spans are flushed.
+		flushCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := tel.shutdown(flushCtx); err != nil {
+			log.Warn("telemetry: shutdown", "err", err)
+		}
+	}()
+
 	tightened, err := privateDataDir(opts.data)
 	if err != nil {
 		return err
@@ -450,6 +481,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		WebhookSecretKey:           sealKey,
 		WebhookPreviousSecretKeys:  previousKeys,
 		Logger:                     log,
+		MeterProvider:              tel.meters,
+		TracerProvider:             tel.tracerProvider(),
 	})
 	if err != nil {
 		return err
@@ -485,6 +518,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer con.Close()
 	mux := http.NewServeMux()
 	mux.Handle("/", svc.Handler())
+	// Beside the API and without a key, as Prometheus scrapes; the
+	// Service's own GET /healthz and GET /readyz are under "/".
+	mux.Handle("GET /metrics", tel.metrics)
 	mux.Handle("/console/", http.StripPrefix("/console", con))
 	if gh != nil {
 		mux.Handle("POST /hooks/github", gh.WebhookHandler(svc.QueuedEvents()))

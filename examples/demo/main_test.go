@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -115,6 +116,15 @@ func startDemo(t *testing.T, args ...string) string {
 // and returns its base URL.
 func launch(t *testing.T, args ...string) string {
 	t.Helper()
+	base, _ := launchStoppable(t, args...)
+	return base
+}
+
+// launchStoppable runs the demo in this process with args, and returns
+// its base URL and a function that stops it (as SIGINT does), waits until
+// run has returned and returns its error; the test's end stops it too.
+func launchStoppable(t *testing.T, args ...string) (base string, stop func() error) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out, w := io.Pipe()
 	done := make(chan error, 1)
@@ -123,9 +133,17 @@ func launch(t *testing.T, args ...string) string {
 		w.CloseWithError(fmt.Errorf("demo ended: %v", err))
 		done <- err
 	}()
+	var once sync.Once
+	var runErr error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			runErr = <-done
+		})
+		return runErr
+	}
 	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
+		if err := stop(); err != nil {
 			t.Errorf("demo: %v", err)
 		}
 	})
@@ -133,11 +151,11 @@ func launch(t *testing.T, args ...string) string {
 	for lines.Scan() {
 		if base, ok := strings.CutPrefix(lines.Text(), "lifecycle demo listening on "); ok {
 			go func() { _, _ = io.Copy(io.Discard, out) }()
-			return base
+			return base, stop
 		}
 	}
 	t.Fatalf("the demo did not start: %v", lines.Err())
-	return ""
+	return "", nil
 }
 
 // client calls the demo's API with the admin key: key, or testAdminKey.

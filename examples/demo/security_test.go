@@ -25,13 +25,14 @@ func TestMain(m *testing.M) {
 }
 
 // clearDeveloperEnv unsets what a developer's shell may hold for the demo
-// or a code host (LIFECYCLE_*, WEBHOOK_SECRET, GITHUB_*, GITLAB_*), so that
-// it cannot change what the tests, and the demos they start, see.
+// or a code host (LIFECYCLE_*, WEBHOOK_SECRET, GITHUB_*, GITLAB_*) or for
+// OpenTelemetry (OTEL_*: an OTLP endpoint would receive the tests' spans),
+// so that it cannot change what the tests, and the demos they start, see.
 func clearDeveloperEnv() {
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
 		if strings.HasPrefix(name, "LIFECYCLE_") || name == "WEBHOOK_SECRET" ||
-			strings.HasPrefix(name, "GITHUB_") || strings.HasPrefix(name, "GITLAB_") {
+			strings.HasPrefix(name, "GITHUB_") || strings.HasPrefix(name, "GITLAB_") || strings.HasPrefix(name, "OTEL_") {
 			os.Unsetenv(name)
 		}
 	}
