@@ -147,6 +147,13 @@ func newTelemetry(mp metric.MeterProvider, tp trace.TracerProvider, clock Clock)
 	if b.err != nil {
 		return nil, b.err
 	}
+	// Counters whose first increment matters to an alert start at 0, so
+	// that increase() sees it.
+	ctx := context.Background()
+	t.subscriptionsDisabled.Add(ctx, 0)
+	for _, reason := range []string{"lag", "revoked", "expired", "closed", "shutdown", "failed"} {
+		t.streamEnds.add(ctx, t.streamsEnded, reason, 0)
+	}
 	return t, nil
 }
 

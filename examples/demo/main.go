@@ -399,7 +399,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("-github-repo %q is not OWNER/NAME", opts.githubRepo)
 		}
 		gh, err = github.New(github.Config{Owner: owner, Repo: name, Token: opts.githubToken, APIURL: opts.githubAPIURL,
-			WebhookSecret: opts.githubWebhookSecret, Logger: log})
+			WebhookSecret: opts.githubWebhookSecret, Logger: log, MeterProvider: tel.meters, TracerProvider: tel.tracerProvider()})
 		if err != nil {
 			return err
 		}
@@ -412,7 +412,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if opts.gitlabProjectPath != "" {
 		if gl, err = gitlab.New(gitlab.Config{
 			BaseURL: opts.gitlabURL, Token: opts.gitlabToken, Project: opts.gitlabProjectPath,
-			WebhookToken: opts.gitlabWebhookToken, Logger: log,
+			WebhookToken: opts.gitlabWebhookToken, Logger: log, MeterProvider: tel.meters, TracerProvider: tel.tracerProvider(),
 		}); err != nil {
 			return fmt.Errorf("-gitlab-project-path: %w", err)
 		}
