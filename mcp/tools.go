@@ -1,0 +1,188 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/idemkey"
+)
+
+// toolDef describes a tool to a client: what the model reads, and what
+// the server checks first.
+type toolDef struct {
+	name, title, description string
+	scope                    lifecycle.Scope
+	readOnly, destructive    bool
+	// idempotent: calling again with the same arguments changes nothing
+	// more (every tool here, reads by nature, changes by their keys).
+	idempotent bool
+	waits      bool // waits up to its caller's timeout, not CallTimeout
+	in, out    *jsonschema.Schema
+}
+
+// tool is a registered tool: its definition, its resolved input schema
+// and what it runs.
+type tool struct {
+	def toolDef
+	in  *jsonschema.Resolved
+}
+
+// call is one tool call: who calls, which tool.
+type call struct {
+	p    *lifecycle.Principal
+	tool string
+}
+
+// addTool registers a tool whose arguments decode into In; run returns
+// the answer, encoded as the tool's structured content and, for models
+// that read only text, as its text content too.
+func addTool[In any](h *Handler, def toolDef, run func(ctx context.Context, c *call, in *In) (any, error)) error {
+	resolved, err := def.in.Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true})
+	if err != nil {
+		return fmt.Errorf("mcp: tool %s: input schema: %w", def.name, err)
+	}
+	if _, err := def.out.Resolve(nil); err != nil {
+		return fmt.Errorf("mcp: tool %s: output schema: %w", def.name, err)
+	}
+	t := &tool{def: def, in: resolved}
+	if h.toolSet == nil {
+		h.toolSet = map[string]*tool{}
+	}
+	h.toolSet[def.name] = t
+	destructive := def.destructive
+	openWorld := false
+	h.server.AddTool(&sdk.Tool{
+		Name:        def.name,
+		Title:       def.title,
+		Description: def.description + " Needs an API key with scope " + string(def.scope) + ".",
+		InputSchema: def.in, OutputSchema: def.out,
+		Annotations: &sdk.ToolAnnotations{Title: def.title, ReadOnlyHint: def.readOnly, DestructiveHint: &destructive,
+			IdempotentHint: def.idempotent, OpenWorldHint: &openWorld},
+	}, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		p, err := principalOf(req.Extra)
+		if err == nil {
+			err = needScope(p, def.scope, "The tool "+def.name)
+		}
+		if err != nil {
+			return h.toolError(ctx, def.name, err), nil
+		}
+		in, err := decodeArgs[In](t.in, req.Params.Arguments)
+		if err != nil {
+			return h.toolError(ctx, def.name, err), nil
+		}
+		asked := ctx
+		if !def.waits {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, h.cfg.CallTimeout)
+			defer cancel()
+		}
+		out, err := run(ctx, &call{p: p, tool: def.name}, in)
+		if err != nil {
+			if ctx.Err() != nil && asked.Err() == nil && errors.Is(err, ctx.Err()) {
+				err = fmt.Errorf("the call did not finish within %s: %w", h.cfg.CallTimeout, lifecycle.ErrUnavailable)
+			}
+			return h.toolError(ctx, def.name, err), nil
+		}
+		raw, err := encodeJSON(out)
+		if err != nil {
+			return h.toolError(ctx, def.name, err), nil
+		}
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: string(raw)}}, StructuredContent: json.RawMessage(raw)}, nil
+	})
+	return nil
+}
+
+// decodeArgs checks a call's arguments against the tool's input schema,
+// then decodes them, refusing unknown members. A refusal is a
+// validation_error naming what is wrong.
+func decodeArgs[In any](schema *jsonschema.Resolved, raw json.RawMessage) (*In, error) {
+	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
+		raw = json.RawMessage("{}")
+	}
+	var generic any
+	if err := json.Unmarshal(raw, &generic); err != nil {
+		return nil, &lifecycle.ValidationError{Fields: []lifecycle.FieldError{{Field: "arguments", Reason: "not valid JSON: " + err.Error()}}}
+	}
+	if err := schema.Validate(generic); err != nil {
+		return nil, &lifecycle.ValidationError{Fields: []lifecycle.FieldError{{Field: "arguments", Reason: err.Error()}}}
+	}
+	in := new(In)
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(in); err != nil {
+		return nil, &lifecycle.ValidationError{Fields: []lifecycle.FieldError{{Field: "arguments", Reason: err.Error()}}}
+	}
+	return in, nil
+}
+
+// toolError is the result of a call that failed: the API's error body
+// ({"error": {"code", "message", "details"}}, details.availableActions
+// naming the task's next steps on a conflict) as its text, marked isError
+// so that the model reads it and acts on it. Failures that are not the
+// caller's are logged.
+func (h *Handler) toolError(ctx context.Context, name string, err error) *sdk.CallToolResult {
+	status, body := h.svc.APIError(err)
+	switch {
+	case status == http.StatusServiceUnavailable:
+		h.log.WarnContext(ctx, "mcp: tool call refused: the service is unavailable", "tool", name, "err", err)
+	case status >= 500:
+		h.log.ErrorContext(ctx, "mcp: tool call failed", "tool", name, "err", err)
+	}
+	raw, encErr := encodeJSON(body)
+	if encErr != nil {
+		raw = []byte(`{"error":{"code":"internal","message":"The server failed to encode its answer."}}`)
+	}
+	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: string(raw)}}}
+}
+
+// encodeJSON encodes v on one line without HTML escaping, as the API
+// writes its bodies.
+func encodeJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.Grow(2048)
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, fmt.Errorf("encode the answer: %w", err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// key returns the idempotency key of a mutating call: derived from the
+// caller's principal, the tool and the canonical form of its arguments
+// (without any key), or from the principal, the tool and the key the
+// caller gave. The Service scopes it further by actor, route and task, and
+// records the call's answer under it in the transaction of the change, as
+// it does for the API's Idempotency-Key.
+func (c *call) key(given string, args any) (string, error) {
+	sum := sha256.New()
+	fmt.Fprintf(sum, "%s\x00%s\x00", c.p.ID, c.tool)
+	if given != "" {
+		fmt.Fprintf(sum, "key\x00%s", given)
+	} else {
+		raw, err := json.Marshal(args)
+		if err != nil {
+			return "", fmt.Errorf("derive the idempotency key: %w", err)
+		}
+		canonical, err := idemkey.Canonical(raw)
+		if err != nil {
+			return "", fmt.Errorf("derive the idempotency key: %w", err)
+		}
+		fmt.Fprintf(sum, "args\x00%s", canonical)
+	}
+	return "mcp-" + base64.RawURLEncoding.EncodeToString(sum.Sum(nil)), nil
+}
+
+// invalidArgument is the validation error of one argument.
+func invalidArgument(name, reason string) error {
+	return &lifecycle.ValidationError{Fields: []lifecycle.FieldError{{Field: name, Reason: reason}}}
+}
