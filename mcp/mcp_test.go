@@ -235,7 +235,7 @@ func TestToolErrors(t *testing.T) {
 	e.fails(cs, "get_task", map[string]any{"taskId": "tsk_missing"}, "not_found")
 	e.fails(cs, "get_ship_operation", map[string]any{"operationId": "shp_missing"}, "not_found")
 	bad := e.fails(cs, "get_task", map[string]any{"taskId": id, "tokenBudget": "tiny"}, "validation_error")
-	if !strings.Contains(jsonString(bad), "arguments") {
+	if !strings.Contains(jsonString(bad), `"field":"tokenBudget"`) {
 		t.Errorf("an invalid argument = %v, want the field named", bad)
 	}
 	e.fails(cs, "get_task", map[string]any{"taskId": id, "extra": 1}, "validation_error")

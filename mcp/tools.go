@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -32,8 +33,9 @@ type toolDef struct {
 // tool is a registered tool: its definition, its resolved input schema
 // and what it runs.
 type tool struct {
-	def toolDef
-	in  *jsonschema.Resolved
+	def    toolDef
+	in     *jsonschema.Resolved
+	decode func(json.RawMessage) error // decodeArgs for the tool's arguments
 }
 
 // call is one tool call: who calls, which tool.
@@ -53,7 +55,10 @@ func addTool[In any](h *Handler, def toolDef, run func(ctx context.Context, c *c
 	if _, err := def.out.Resolve(nil); err != nil {
 		return fmt.Errorf("mcp: tool %s: output schema: %w", def.name, err)
 	}
-	t := &tool{def: def, in: resolved}
+	t := &tool{def: def, in: resolved, decode: func(raw json.RawMessage) error {
+		_, err := decodeArgs[In](raw)
+		return err
+	}}
 	if h.toolSet == nil {
 		h.toolSet = map[string]*tool{}
 	}
@@ -75,7 +80,7 @@ func addTool[In any](h *Handler, def toolDef, run func(ctx context.Context, c *c
 		if err != nil {
 			return h.toolError(ctx, def.name, err), nil
 		}
-		in, err := decodeArgs[In](t.in, req.Params.Arguments)
+		in, err := decodeArgs[In](req.Params.Arguments)
 		if err != nil {
 			return h.toolError(ctx, def.name, err), nil
 		}
@@ -101,27 +106,51 @@ func addTool[In any](h *Handler, def toolDef, run func(ctx context.Context, c *c
 	return nil
 }
 
-// decodeArgs checks a call's arguments against the tool's input schema,
-// then decodes them, refusing unknown members. A refusal is a
-// validation_error naming what is wrong.
-func decodeArgs[In any](schema *jsonschema.Resolved, raw json.RawMessage) (*In, error) {
+// decodeArgs decodes a call's arguments, refusing unknown members and
+// members of the wrong type, then checks them (see check.go). A refusal
+// is a validation_error naming each member that is wrong.
+func decodeArgs[In any](raw json.RawMessage) (*In, error) {
 	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
 		raw = json.RawMessage("{}")
-	}
-	var generic any
-	if err := json.Unmarshal(raw, &generic); err != nil {
-		return nil, &lifecycle.ValidationError{Fields: []lifecycle.FieldError{{Field: "arguments", Reason: "not valid JSON: " + err.Error()}}}
-	}
-	if err := schema.Validate(generic); err != nil {
-		return nil, &lifecycle.ValidationError{Fields: []lifecycle.FieldError{{Field: "arguments", Reason: err.Error()}}}
 	}
 	in := new(In)
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(in); err != nil {
-		return nil, &lifecycle.ValidationError{Fields: []lifecycle.FieldError{{Field: "arguments", Reason: err.Error()}}}
+		return nil, invalidArgument("arguments", decodeReason(err))
+	}
+	var c checker
+	if ck, ok := any(in).(checked); ok {
+		ck.check(&c)
+	}
+	if err := c.err(); err != nil {
+		return nil, err
 	}
 	return in, nil
+}
+
+// decodeReason says why arguments did not decode, naming the member.
+func decodeReason(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return fmt.Sprintf("member %s must be a JSON %s, not %s", te.Field, jsonKind(te.Type.Kind().String()), te.Value)
+	}
+	return "must be a JSON object of the tool's input schema: " + strings.TrimPrefix(err.Error(), "json: ")
+}
+
+// jsonKind names a Go kind as JSON does.
+func jsonKind(k string) string {
+	switch {
+	case k == "string":
+		return "string"
+	case k == "bool":
+		return "boolean"
+	case strings.HasPrefix(k, "int"), strings.HasPrefix(k, "uint"), strings.HasPrefix(k, "float"):
+		return "number"
+	case k == "slice" || k == "array":
+		return "array"
+	}
+	return "object"
 }
 
 // toolError is the result of a call that failed: the API's error body
