@@ -126,7 +126,7 @@ func measure(b *testing.B, serve func(i int)) {
 	}
 	b.StopTimer()
 	_ = start
-	b.ReportMetric(float64((cpuTime() - before).Nanoseconds())/float64(n), "cpu-ns/op")
+	b.ReportMetric(float64((cpuTime()-before).Nanoseconds())/float64(n), "cpu-ns/op")
 }
 
 // cpuTime is the process's user and system CPU time.
