@@ -117,7 +117,6 @@ func measure(b *testing.B, serve func(i int)) {
 	}
 	b.ReportAllocs()
 	before := cpuTime()
-	start := time.Now()
 	b.ResetTimer()
 	n := 0
 	for i := 0; b.Loop(); i++ {
@@ -125,7 +124,6 @@ func measure(b *testing.B, serve func(i int)) {
 		n++
 	}
 	b.StopTimer()
-	_ = start
 	b.ReportMetric(float64((cpuTime()-before).Nanoseconds())/float64(n), "cpu-ns/op")
 }
 

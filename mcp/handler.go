@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
@@ -107,8 +109,10 @@ type Handler struct {
 	svc     *lifecycle.Service
 	cfg     Config
 	log     *slog.Logger
-	server  *sdk.Server
-	http    http.Handler // the SDK's transport behind its token check
+	server  *sdk.Server   // the one being built
+	servers []*sdk.Server // every session is on one of them
+	next    atomic.Uint64 // the server of the next session
+	http    http.Handler  // the SDK's transport behind its token check
 	subs    *subscriptions
 	waits   *waitLimit
 	served  http.Handler // the whole of ServeHTTP, in the Service's Guard
@@ -129,24 +133,32 @@ func NewHandler(svc *lifecycle.Service, cfg Config) (*Handler, error) {
 	}
 	h := &Handler{svc: svc, cfg: cfg, log: cfg.Logger, waits: newWaitLimit(cfg.MaxWaitsPerKey)}
 	h.subs = newSubscriptions(h)
-	h.server = sdk.NewServer(&sdk.Implementation{Name: cfg.Name, Title: "Task lifecycle", Version: cfg.Version}, &sdk.ServerOptions{
-		Instructions:       cfg.Instructions,
-		Logger:             slog.New(minLevel{cfg.Logger.Handler(), slog.LevelError}),
-		SubscribeHandler:   h.subs.subscribe,
-		UnsubscribeHandler: h.subs.unsubscribe,
-		// What a read answers depends on who reads it.
-		SetCacheable: func(_ context.Context, _ sdk.Request, c *sdk.Cacheable) { c.CacheScope = "private" },
-	})
-	if err := h.addTools(); err != nil {
-		return nil, err
+	// Sessions are spread over a few servers alike, so that a change of a
+	// task that many sessions subscribed to reaches them from several
+	// goroutines at once: the SDK notifies the sessions of one server one
+	// after another.
+	h.servers = make([]*sdk.Server, max(2, runtime.GOMAXPROCS(0)))
+	for i := range h.servers {
+		h.server = sdk.NewServer(&sdk.Implementation{Name: cfg.Name, Title: "Task lifecycle", Version: cfg.Version}, &sdk.ServerOptions{
+			Instructions:       cfg.Instructions,
+			Logger:             slog.New(minLevel{cfg.Logger.Handler(), slog.LevelError}),
+			SubscribeHandler:   h.subs.subscribe,
+			UnsubscribeHandler: h.subs.unsubscribe,
+			// What a read answers depends on who reads it.
+			SetCacheable: func(_ context.Context, _ sdk.Request, c *sdk.Cacheable) { c.CacheScope = "private" },
+		})
+		if err := h.addTools(); err != nil {
+			return nil, err
+		}
+		h.addResources()
+		h.addPrompts()
+		h.servers[i] = h.server
 	}
-	h.addResources()
-	h.addPrompts()
 	var timeout time.Duration
 	if cfg.SessionTimeout > 0 {
 		timeout = cfg.SessionTimeout
 	}
-	streamable := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return h.server }, &sdk.StreamableHTTPOptions{
+	streamable := sdk.NewStreamableHTTPHandler(h.serverFor, &sdk.StreamableHTTPOptions{
 		SessionTimeout: timeout,
 		EventStore:     newNotificationStore(notificationsKept),
 		Logger:         slog.New(minLevel{cfg.Logger.Handler(), slog.LevelError}),
@@ -159,9 +171,14 @@ func NewHandler(svc *lifecycle.Service, cfg Config) (*Handler, error) {
 	return h, nil
 }
 
-// Server returns the SDK server behind the handler, for a host that adds
-// tools, resources or prompts of its own before serving.
-func (h *Handler) Server() *sdk.Server { return h.server }
+// serverFor returns the server of a new session, in turn: the SDK asks
+// for one with every request, and uses it only to open a session.
+func (h *Handler) serverFor(r *http.Request) *sdk.Server {
+	if r.Method != http.MethodPost || r.Header.Get("Mcp-Session-Id") != "" {
+		return h.servers[0]
+	}
+	return h.servers[h.next.Add(1)%uint64(len(h.servers))]
+}
 
 // ServeHTTP serves one request of the Streamable HTTP transport: POST
 // for the client's messages, GET for the stream of the server's

@@ -346,12 +346,18 @@ func (s *subscriptions) notify() {
 			return
 		}
 		for id := s.next(); id != ""; id = s.next() {
+			var wg sync.WaitGroup
 			for _, uri := range s.subscribed(id) {
-				err := s.h.server.ResourceUpdated(context.Background(), &sdk.ResourceUpdatedNotificationParams{URI: uri})
-				if err != nil && !errors.Is(err, context.Canceled) {
-					s.h.log.Warn("mcp: notify resource updated", "uri", uri, "err", err)
+				for _, server := range s.h.servers {
+					wg.Go(func() {
+						err := server.ResourceUpdated(context.Background(), &sdk.ResourceUpdatedNotificationParams{URI: uri})
+						if err != nil && !errors.Is(err, context.Canceled) {
+							s.h.log.Warn("mcp: notify resource updated", "uri", uri, "err", err)
+						}
+					})
 				}
 			}
+			wg.Wait()
 		}
 	}
 }
