@@ -129,7 +129,7 @@ func (in *shipOperationIn) check(c *checker) { c.required("operationId", in.Oper
 func (in *waitIn) check(c *checker) {
 	c.required("taskId", in.TaskID)
 	c.between("timeoutSeconds", int64(in.TimeoutSeconds), 1, maxWaitSeconds, true)
-	if in.AfterSequence < 0 {
+	if in.AfterSequence != nil && *in.AfterSequence < 0 {
 		c.add("afterSequence", "must not be negative")
 	}
 }

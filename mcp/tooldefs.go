@@ -78,7 +78,7 @@ type (
 	waitIn struct {
 		TaskID         string `json:"taskId"`
 		TimeoutSeconds int    `json:"timeoutSeconds,omitempty" jsonschema:"how long to wait for an event"`
-		AfterSequence  int64  `json:"afterSequence,omitempty" jsonschema:"the sequence of the last event of this task you saw (from a previous answer): an event after it already committed is answered at once, so nothing is missed between two calls"`
+		AfterSequence  *int64 `json:"afterSequence,omitempty" jsonschema:"the sequence of the last event of this task you saw (from a previous answer): the task's first event after it is answered at once if it is already committed, so nothing is missed between two calls; 0 starts from the task's first event. Without it, only an event committed after the call counts"`
 	}
 )
 
@@ -380,8 +380,8 @@ func (h *Handler) waitForTaskChange(ctx context.Context, c *call, in *waitIn) (a
 		return nil, err
 	}
 	defer watch.Stop()
-	if in.AfterSequence > 0 {
-		missed, err := h.svc.TaskEventsAfter(read, in.TaskID, in.AfterSequence, 1)
+	if in.AfterSequence != nil {
+		missed, err := h.svc.TaskEventsAfter(read, in.TaskID, *in.AfterSequence, 1)
 		if err != nil {
 			return nil, err
 		}
