@@ -278,3 +278,90 @@ func TestWaitTimesOutAndIsLimited(t *testing.T) {
 	}
 	e.fails(cs, "wait_for_task_change", map[string]any{"taskId": "tsk_missing"}, "not_found")
 }
+
+// rawSession opens a session with plain requests and returns its ID.
+func (e *env) rawSession(key string) string {
+	e.t.Helper()
+	resp := e.post(key, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	session := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != http.StatusOK || session == "" {
+		e.t.Fatalf("initialize = %d", resp.StatusCode)
+	}
+	io.Copy(io.Discard, resp.Body)
+	if resp := e.post(key, session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); resp.StatusCode != http.StatusAccepted {
+		e.t.Fatalf("initialized = %d", resp.StatusCode)
+	}
+	return session
+}
+
+// openStream opens a session's notification stream (its GET); lines
+// receives what it reads, and is closed when it ends.
+func (e *env) openStream(key, session string) <-chan string {
+	e.t.Helper()
+	req, _ := http.NewRequestWithContext(e.t.Context(), "GET", e.srv.URL+"/mcp", nil)
+	req.Header = http.Header{"Authorization": {"Bearer " + key}, "Accept": {"text/event-stream"}, "Mcp-Session-Id": {session}, "Mcp-Protocol-Version": {"2025-06-18"}}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		e.t.Fatalf("GET = %v, %v", resp, err)
+	}
+	lines := make(chan string, 64)
+	go func() {
+		defer close(lines)
+		defer resp.Body.Close()
+		buf := make([]byte, 4096)
+		for {
+			n, err := resp.Body.Read(buf)
+			if n > 0 {
+				lines <- string(buf[:n])
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return lines
+}
+
+// A notification sent before the session's stream is open reaches it when
+// it opens.
+func TestNotificationBeforeTheStreamOpens(t *testing.T) {
+	e := newEnv(t, mcp.Config{})
+	id := e.createTask("MCP-10")
+	session := e.rawSession(e.api.Admin)
+	if resp := e.post(e.api.Admin, session, `{"jsonrpc":"2.0","id":2,"method":"resources/subscribe","params":{"uri":"lifecycle://tasks/`+id+`"}}`); resp.StatusCode != http.StatusOK {
+		t.Fatalf("subscribe = %d", resp.StatusCode)
+	}
+	if _, err := e.api.Svc.StartTask(t.Context(), id, lifecycle.Actor{ID: "ops", Role: lifecycle.RoleUser}); err != nil {
+		t.Fatal(err)
+	}
+	lines := e.openStream(e.api.Admin, session)
+	var got strings.Builder
+	for !strings.Contains(got.String(), "notifications/resources/updated") {
+		got.WriteString(within(t, lines, "the notification"))
+	}
+	if !strings.Contains(got.String(), `"uri":"lifecycle://tasks/`+id+`"`) {
+		t.Errorf("the stream read %s", got.String())
+	}
+}
+
+// Revoking a key ends its sessions' notification streams.
+func TestRevokedKeyEndsTheStream(t *testing.T) {
+	e := newEnv(t, mcp.Config{})
+	key := e.api.Key(lifecycle.ScopeTasksRead, lifecycle.ScopeEventsRead)
+	keys, _ := e.api.Svc.APIKeys(t.Context())
+	lines := e.openStream(key, e.rawSession(key))
+	if _, err := e.api.Svc.RevokeAPIKey(t.Context(), keys[len(keys)-1].ID); err != nil {
+		t.Fatal(err)
+	}
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case _, open := <-lines:
+			if !open {
+				return
+			}
+		case <-timeout:
+			t.Fatal("the revoked key's stream did not end")
+		}
+	}
+}
