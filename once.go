@@ -1,6 +1,9 @@
 package lifecycle
 
-import "context"
+import (
+	"context"
+	"sync/atomic"
+)
 
 // This file makes the changes of a task that the HTTP API takes without
 // an Idempotency-Key (start, record and resolve a blocker) idempotent for
@@ -76,4 +79,26 @@ func runCommitHook(ctx context.Context, tx Tx, t *Task) error {
 		return hook(tx, t)
 	}
 	return nil
+}
+
+// replayNoteKey is the context key of the flag NoteReplays sets.
+type replayNoteKey struct{}
+
+// NoteReplays returns a context for calls of the Go API made under an
+// idempotency key (Submit, Ship, StartTaskOnce, RecordBlockerOnce,
+// ResolveBlockerOnce), and a function that reports whether one of them
+// answered from the record of an earlier call instead of running: a host
+// that derives keys from its clients' calls (package mcp) tells a retry
+// from the same call made again on purpose this way.
+func NoteReplays(ctx context.Context) (context.Context, func() bool) {
+	replayed := new(atomic.Bool)
+	return context.WithValue(ctx, replayNoteKey{}, replayed), replayed.Load
+}
+
+// noteReplay records, in the flag of NoteReplays that ctx carries, that a
+// call answered from a record.
+func noteReplay(ctx context.Context) {
+	if replayed, ok := ctx.Value(replayNoteKey{}).(*atomic.Bool); ok {
+		replayed.Store(true)
+	}
 }

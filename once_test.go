@@ -94,3 +94,19 @@ func TestAuthenticateAndAPIError(t *testing.T) {
 		t.Errorf("an unknown error = %d %+v, want 500 without its text", status, body)
 	}
 }
+
+// NoteReplays tells a call answered from a record from one that ran.
+func TestNoteReplays(t *testing.T) {
+	e := newEnv(t)
+	id := e.createTask(taskBody("ONCE-2"))["id"].(string)
+	actor := lifecycle.Actor{ID: "agent-web", Role: lifecycle.RoleAgent}
+	for i, want := range []bool{false, true} {
+		ctx, replayed := lifecycle.NoteReplays(t.Context())
+		if _, err := e.svc.StartTaskOnce(ctx, id, actor, "note-replays-1"); err != nil {
+			t.Fatal(err)
+		}
+		if replayed() != want {
+			t.Errorf("call %d: replayed = %v, want %v", i+1, replayed(), want)
+		}
+	}
+}

@@ -35,7 +35,11 @@
 // arguments, so a client that retries a call it lost (a dropped
 // connection) gets the first answer and the change is made once; the
 // answer is recorded in the transaction of the change, in the Service's
-// idempotency records, as the API's Idempotency-Key is.
+// idempotency records, as the API's Idempotency-Key is. A recorded answer
+// is a retry's only while it is still the task's present (the task as the
+// change left it, the submission not yet reworked, the ship not failed):
+// the same call made again once the task has moved on acts again, under
+// the next key of a chain derived from the earlier answer.
 //
 // # Resources
 //

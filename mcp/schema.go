@@ -143,8 +143,8 @@ const idempotencyKeyPattern = "^[\\x21-\\x7e]{8,128}$"
 
 // keyDescription describes the idempotencyKey member of mutating tools.
 const keyDescription = "optional: 8 to 128 visible ASCII characters. Without it the server derives a key from your " +
-	"credentials, the tool and these arguments, so a retry of the same call (say after a dropped connection) returns " +
-	"the first answer instead of acting twice, for 24 hours; give a new key to do the same thing again on purpose"
+	"credentials, the tool and these arguments: a retry of a call whose answer you lost answers as the first call did " +
+	"and acts once, while the same call made again once the task has moved on (a second blocker, a start for rework) acts again"
 
 // setKey sets the schema of the idempotencyKey member of s.
 func setKey(s *jsonschema.Schema) {

@@ -365,3 +365,47 @@ func TestRevokedKeyEndsTheStream(t *testing.T) {
 		}
 	}
 }
+
+// The same call made again on purpose, once the task has moved on (a
+// second blocker, a start and a submission for rework), acts again; its
+// own retries act once.
+func TestSameCallAgainActsAgain(t *testing.T) {
+	e := newEnv(t, mcp.Config{})
+	id := e.createTask("MCP-11")
+	cs := e.connect(e.api.Admin, nil)
+	events := func() int { return len(e.api.EventsOf(id)) }
+	e.ok(cs, "start_task", map[string]any{"taskId": id})
+	block := map[string]any{"taskId": id, "reason": "missing_secret", "actionRequired": "Add it"}
+	e.ok(cs, "record_blocker", block)
+	e.ok(cs, "resolve_blocker", map[string]any{"taskId": id})
+	n := events()
+	if got := e.ok(cs, "record_blocker", block)["data"].(map[string]any)["status"]; got != "blocked" || events() != n+1 {
+		t.Fatalf("the second blocker: status %v, %d events, want blocked and one more event", got, events()-n)
+	}
+	e.ok(cs, "record_blocker", block) // a retry of it
+	if events() != n+1 {
+		t.Fatalf("the retry of the second blocker acted: %d events, want %d", events(), n+1)
+	}
+	e.ok(cs, "resolve_blocker", map[string]any{"taskId": id})
+
+	submit := map[string]any{"taskId": id, "summary": "Done.", "mode": "artifact", "checks": []any{map[string]any{"name": "unit", "status": "passed"}}}
+	first := e.ok(cs, "submit_work", submit)["data"].(map[string]any)["submissionId"]
+	if again := e.ok(cs, "submit_work", submit)["data"].(map[string]any)["submissionId"]; again != first {
+		t.Fatalf("a retry of the submission answered %v, want %v", again, first)
+	}
+	e.review(id, "changes_requested")
+	if got := e.ok(cs, "start_task", map[string]any{"taskId": id})["data"].(map[string]any)["status"]; got != "in_progress" {
+		t.Fatalf("start_task for rework = %v, want in_progress", got)
+	}
+	second := e.ok(cs, "submit_work", submit)["data"].(map[string]any)["submissionId"]
+	if second == first {
+		t.Fatal("the resubmission after rework answered the first submission")
+	}
+	if again := e.ok(cs, "submit_work", submit)["data"].(map[string]any)["submissionId"]; again != second {
+		t.Fatalf("a retry of the resubmission answered %v, want %v", again, second)
+	}
+	subs, err := e.api.Svc.Submissions(t.Context(), id)
+	if err != nil || len(subs) != 2 {
+		t.Fatalf("%d submissions (%v), want 2", len(subs), err)
+	}
+}

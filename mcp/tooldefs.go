@@ -246,11 +246,10 @@ func (h *Handler) getTask(ctx context.Context, _ *call, in *getTaskIn) (any, err
 }
 
 func (h *Handler) startTask(ctx context.Context, c *call, in *startTaskIn) (any, error) {
-	key, err := c.key(in.IdempotencyKey, startTaskIn{TaskID: in.TaskID})
-	if err != nil {
-		return nil, err
-	}
-	t, err := h.svc.StartTaskOnce(ctx, in.TaskID, c.p.Actor, key)
+	t, err := once(ctx, h, c, in.IdempotencyKey, startTaskIn{TaskID: in.TaskID}, in.TaskID,
+		func(ctx context.Context, key string) (lifecycle.Task, error) {
+			return h.svc.StartTaskOnce(ctx, in.TaskID, c.p.Actor, key)
+		}, taskStillCurrent, taskLink)
 	if err != nil {
 		return nil, err
 	}
@@ -260,18 +259,24 @@ func (h *Handler) startTask(ctx context.Context, c *call, in *startTaskIn) (any,
 func (h *Handler) submitWork(ctx context.Context, c *call, in *submitWorkIn) (any, error) {
 	args := *in
 	args.IdempotencyKey = ""
-	key, err := c.key(in.IdempotencyKey, args)
-	if err != nil {
-		return nil, err
-	}
-	p := lifecycle.SubmitParams{Summary: in.Summary, Mode: in.Mode, Notes: in.Notes, IdempotencyKey: key, Actor: c.p.Actor}
+	p := lifecycle.SubmitParams{Summary: in.Summary, Mode: in.Mode, Notes: in.Notes, Actor: c.p.Actor}
 	if pr := in.PullRequest; pr != nil {
 		p.PullRequest = lifecycle.PullRequestHints{Title: pr.Title, Body: pr.Body, Draft: pr.Draft, Head: pr.Head, Base: pr.Base, Reviewers: pr.Reviewers}
 	}
 	for _, ch := range in.Checks {
 		p.Checks = append(p.Checks, lifecycle.SubmittedCheck{Name: ch.Name, Status: ch.Status})
 	}
-	sub, err := h.svc.Submit(ctx, in.TaskID, p)
+	sub, err := once(ctx, h, c, in.IdempotencyKey, args, in.TaskID,
+		func(ctx context.Context, key string) (lifecycle.Submission, error) {
+			p.IdempotencyKey = key
+			return h.svc.Submit(ctx, in.TaskID, p)
+		},
+		// A submission is the task's present until the task is started
+		// again for rework, when the same submission may be made anew.
+		func(sub *lifecycle.Submission, t *lifecycle.Task) bool {
+			return t.SubmissionID != nil && *t.SubmissionID == sub.SubmissionID && t.Status != lifecycle.StatusInProgress
+		},
+		func(sub *lifecycle.Submission) string { return sub.SubmissionID })
 	if err != nil {
 		return nil, err
 	}
@@ -297,12 +302,12 @@ func (h *Handler) reviewFeedback(ctx context.Context, _ *call, in *taskIDIn) (an
 func (h *Handler) recordBlocker(ctx context.Context, c *call, in *recordBlockerIn) (any, error) {
 	args := *in
 	args.IdempotencyKey = ""
-	key, err := c.key(in.IdempotencyKey, args)
-	if err != nil {
-		return nil, err
-	}
-	t, err := h.svc.RecordBlockerOnce(ctx, in.TaskID, lifecycle.RecordBlockerParams{Reason: in.Reason, ActionRequired: in.ActionRequired,
-		ResumeInstructions: in.ResumeInstructions, SourceRunID: in.SourceRunID, Actor: c.p.Actor}, key)
+	p := lifecycle.RecordBlockerParams{Reason: in.Reason, ActionRequired: in.ActionRequired,
+		ResumeInstructions: in.ResumeInstructions, SourceRunID: in.SourceRunID, Actor: c.p.Actor}
+	t, err := once(ctx, h, c, in.IdempotencyKey, args, in.TaskID,
+		func(ctx context.Context, key string) (lifecycle.Task, error) {
+			return h.svc.RecordBlockerOnce(ctx, in.TaskID, p, key)
+		}, taskStillCurrent, taskLink)
 	if err != nil {
 		return nil, err
 	}
@@ -312,11 +317,11 @@ func (h *Handler) recordBlocker(ctx context.Context, c *call, in *recordBlockerI
 func (h *Handler) resolveBlocker(ctx context.Context, c *call, in *resolveBlockerIn) (any, error) {
 	args := *in
 	args.IdempotencyKey = ""
-	key, err := c.key(in.IdempotencyKey, args)
-	if err != nil {
-		return nil, err
-	}
-	t, err := h.svc.ResolveBlockerOnce(ctx, in.TaskID, lifecycle.ResolveBlockerParams{Resolution: in.Resolution, Actor: c.p.Actor}, key)
+	p := lifecycle.ResolveBlockerParams{Resolution: in.Resolution, Actor: c.p.Actor}
+	t, err := once(ctx, h, c, in.IdempotencyKey, args, in.TaskID,
+		func(ctx context.Context, key string) (lifecycle.Task, error) {
+			return h.svc.ResolveBlockerOnce(ctx, in.TaskID, p, key)
+		}, taskStillCurrent, taskLink)
 	if err != nil {
 		return nil, err
 	}
@@ -326,12 +331,16 @@ func (h *Handler) resolveBlocker(ctx context.Context, c *call, in *resolveBlocke
 func (h *Handler) shipTask(ctx context.Context, c *call, in *shipIn) (any, error) {
 	args := *in
 	args.IdempotencyKey = ""
-	key, err := c.key(in.IdempotencyKey, args)
-	if err != nil {
-		return nil, err
-	}
-	op, err := h.svc.Ship(ctx, in.TaskID, lifecycle.ShipParams{Mode: in.Mode, TargetEnvironment: in.TargetEnvironment,
-		ExpectedHeadSHA: in.ExpectedHeadSHA, Actor: c.p.Actor, IdempotencyKey: key})
+	p := lifecycle.ShipParams{Mode: in.Mode, TargetEnvironment: in.TargetEnvironment, ExpectedHeadSHA: in.ExpectedHeadSHA, Actor: c.p.Actor}
+	op, err := once(ctx, h, c, in.IdempotencyKey, args, in.TaskID,
+		func(ctx context.Context, key string) (lifecycle.ShipOperation, error) {
+			p.IdempotencyKey = key
+			return h.svc.Ship(ctx, in.TaskID, p)
+		},
+		// A ship that failed may be asked again; one queued, running or
+		// done is the one a retry means.
+		func(op *lifecycle.ShipOperation, _ *lifecycle.Task) bool { return op.Status != lifecycle.ShipFailed },
+		func(op *lifecycle.ShipOperation) string { return op.OperationID })
 	if err != nil {
 		return nil, err
 	}

@@ -215,3 +215,52 @@ func (c *call) key(given string, args any) (string, error) {
 func invalidArgument(name, reason string) error {
 	return &lifecycle.ValidationError{Fields: []lifecycle.FieldError{{Field: name, Reason: reason}}}
 }
+
+// maxRepeats bounds how often the same call may be made again on purpose
+// within the retention of its records without a key of the caller's.
+const maxRepeats = 16
+
+// once runs a mutating call under its idempotency key (see call.key).
+// With a key the caller gave, the Service's rules apply as they are. With
+// a derived key, a call answered from the record of an earlier identical
+// call is a retry only while that answer is still the task's present, as
+// current says: a retry after a lost answer finds the task as the first
+// call left it. Otherwise the same call is being made again on purpose (a
+// second blocker, a start for rework, a ship after a failed one): it runs
+// under the next key of the chain, derived from the earlier answer (link
+// names it), so that its own retries find it in turn.
+func once[T any](ctx context.Context, h *Handler, c *call, given string, args any, taskID string,
+	run func(ctx context.Context, key string) (T, error), current func(*T, *lifecycle.Task) bool, link func(*T) string) (T, error) {
+	var zero T
+	key, err := c.key(given, args)
+	if err != nil {
+		return zero, err
+	}
+	if given != "" {
+		return run(ctx, key)
+	}
+	for range maxRepeats {
+		noted, replayed := lifecycle.NoteReplays(ctx)
+		answer, err := run(noted, key)
+		if err != nil || !replayed() {
+			return answer, err
+		}
+		t, err := h.svc.Task(ctx, taskID)
+		if err != nil || current(&answer, &t) {
+			return answer, nil // a retry: the first call's answer
+		}
+		sum := sha256.Sum256([]byte(key + "\x00" + link(&answer)))
+		key = "mcp-" + base64.RawURLEncoding.EncodeToString(sum[:])
+	}
+	return zero, &lifecycle.ConflictError{Reason: "idempotency_key_reused",
+		Message: fmt.Sprintf("The same call was made %d times; give an idempotencyKey of your own to make it again", maxRepeats)}
+}
+
+// taskStillCurrent says whether a task a change answered is the task as it
+// is: nothing changed it since.
+func taskStillCurrent(answered, now *lifecycle.Task) bool {
+	return answered.UpdatedAt.Equal(now.UpdatedAt.Time) && answered.Status == now.Status
+}
+
+// taskLink names the answer of a change of a task, for the next key.
+func taskLink(t *lifecycle.Task) string { return t.UpdatedAt.String() + " " + string(t.Status) }
