@@ -22,7 +22,9 @@ import (
 // (the durable default), side by side: GET /tasks/{id} through the API's
 // handler, and the tool get_task through the MCP handler, each request
 // served in process as net/http would serve it, the MCP one in an open
-// session (JSON-RPC, SSE framing, the SDK's session goroutine). cpu-ns/op
+// session: mcp-* on the fast path (fastpath.go, a JSON answer), mcp-*-sdk
+// through the SDK's transport (JSON-RPC, SSE framing, the SDK's session
+// goroutine), for comparison. cpu-ns/op
 // is the process's CPU time (user and system) per request, every
 // goroutine included. Target: get_task at most 2x the CPU of GET
 // /tasks/{id}.
@@ -80,8 +82,17 @@ func BenchmarkGetTask(b *testing.B) {
 			measure(b, serve)
 		})
 	}
-	for _, budget := range []string{"compact", "standard"} {
-		b.Run("mcp-"+budget, func(b *testing.B) {
+	for _, run := range []struct {
+		budget string
+		fast   bool
+	}{{"compact", true}, {"standard", true}, {"compact", false}, {"standard", false}} {
+		budget, name := run.budget, "mcp-"+run.budget
+		if !run.fast {
+			name += "-sdk"
+		}
+		b.Run(name, func(b *testing.B) {
+			h.SetFastPathForTest(run.fast)
+			defer h.SetFastPathForTest(true)
 			session := initialize(b, h, admin)
 			bodies := make([][]byte, 256)
 			for i := range bodies {
@@ -100,8 +111,8 @@ func BenchmarkGetTask(b *testing.B) {
 				clear(w.h)
 				w.status, w.n = 0, 0
 				h.ServeHTTP(w, r)
-				if w.status != http.StatusOK || w.n < 500 {
-					b.Fatalf("status %d, %d bytes", w.status, w.n)
+				if w.status != http.StatusOK || w.n < 500 || (w.h.Get("Content-Type") == "application/json") != run.fast {
+					b.Fatalf("status %d, %d bytes, %s", w.status, w.n, w.h.Get("Content-Type"))
 				}
 			}
 			measure(b, serve)

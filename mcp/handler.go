@@ -114,6 +114,8 @@ type Handler struct {
 	next    atomic.Uint64 // the server of the next session
 	http    http.Handler  // the SDK's transport behind its token check
 	subs    *subscriptions
+	live    *liveSessions // the initialized sessions, for the fast path
+	noFast  bool          // every request to the SDK (tests compare the paths)
 	waits   *waitLimit
 	served  http.Handler // the whole of ServeHTTP, in the Service's Guard
 	toolSet map[string]*tool
@@ -133,6 +135,11 @@ func NewHandler(svc *lifecycle.Service, cfg Config) (*Handler, error) {
 	}
 	h := &Handler{svc: svc, cfg: cfg, log: cfg.Logger, waits: newWaitLimit(cfg.MaxWaitsPerKey)}
 	h.subs = newSubscriptions(h)
+	var timeout time.Duration
+	if cfg.SessionTimeout > 0 {
+		timeout = cfg.SessionTimeout
+	}
+	h.live = newLiveSessions(timeout)
 	// Sessions are spread over a few servers alike, so that a change of a
 	// task that many sessions subscribed to reaches them from several
 	// goroutines at once: the SDK notifies the sessions of one server one
@@ -152,16 +159,14 @@ func NewHandler(svc *lifecycle.Service, cfg Config) (*Handler, error) {
 		}
 		h.addResources()
 		h.addPrompts()
+		h.server.AddReceivingMiddleware(h.live.middleware)
 		h.servers[i] = h.server
 	}
-	var timeout time.Duration
-	if cfg.SessionTimeout > 0 {
-		timeout = cfg.SessionTimeout
-	}
 	streamable := sdk.NewStreamableHTTPHandler(h.serverFor, &sdk.StreamableHTTPOptions{
-		SessionTimeout: timeout,
-		EventStore:     newNotificationStore(notificationsKept),
-		Logger:         slog.New(minLevel{cfg.Logger.Handler(), slog.LevelError}),
+		// Idle sessions are closed by h.live, which counts the requests of
+		// the fast path too.
+		EventStore: newNotificationStore(notificationsKept),
+		Logger:     slog.New(minLevel{cfg.Logger.Handler(), slog.LevelError}),
 	})
 	// The SDK's token check puts the principal where the tools find it
 	// (RequestExtra.TokenInfo) and ties each session to the principal that
@@ -199,6 +204,15 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		h.writeError(w, r, err)
 		return
+	}
+	if id := r.Header.Get("Mcp-Session-Id"); id != "" && r.Method == http.MethodPost {
+		if s := h.live.get(id); s != nil && s.user == p.ID && !h.noFast {
+			s.startPOST()
+			defer s.endPOST(h.live.timeout)
+			if h.serveFast(w, r, &p, s) {
+				return
+			}
+		}
 	}
 	ctx := context.WithValue(r.Context(), principalKey{}, &p)
 	if r.Method == http.MethodGet {

@@ -36,6 +36,11 @@ type tool struct {
 	def    toolDef
 	in     *jsonschema.Resolved
 	decode func(json.RawMessage) error // decodeArgs for the tool's arguments
+	// invoke runs a call of the principal with the raw arguments, and
+	// returns the answer encoded once: the structured content, or, when
+	// isError, the API's error body. The SDK's path and the fast path
+	// (fastpath.go) both serve calls through it.
+	invoke func(ctx context.Context, p *lifecycle.Principal, args json.RawMessage) (raw []byte, isError bool)
 }
 
 // call is one tool call: who calls, which tool.
@@ -59,6 +64,33 @@ func addTool[In any](h *Handler, def toolDef, run func(ctx context.Context, c *c
 		_, err := decodeArgs[In](raw)
 		return err
 	}}
+	t.invoke = func(ctx context.Context, p *lifecycle.Principal, args json.RawMessage) ([]byte, bool) {
+		if err := needScope(p, def.scope, "The tool "+def.name); err != nil {
+			return h.toolError(ctx, def.name, err), true
+		}
+		in, err := decodeArgs[In](args)
+		if err != nil {
+			return h.toolError(ctx, def.name, err), true
+		}
+		asked := ctx
+		if !def.waits {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, h.cfg.CallTimeout)
+			defer cancel()
+		}
+		out, err := run(ctx, &call{p: p, tool: def.name}, in)
+		if err != nil {
+			if ctx.Err() != nil && asked.Err() == nil && errors.Is(err, ctx.Err()) {
+				err = fmt.Errorf("the call did not finish within %s: %w", h.cfg.CallTimeout, lifecycle.ErrUnavailable)
+			}
+			return h.toolError(ctx, def.name, err), true
+		}
+		raw, err := encodeJSON(out)
+		if err != nil {
+			return h.toolError(ctx, def.name, err), true
+		}
+		return raw, false
+	}
 	if h.toolSet == nil {
 		h.toolSet = map[string]*tool{}
 	}
@@ -74,32 +106,12 @@ func addTool[In any](h *Handler, def toolDef, run func(ctx context.Context, c *c
 			IdempotentHint: def.idempotent, OpenWorldHint: &openWorld},
 	}, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		p, err := principalOf(req.Extra)
-		if err == nil {
-			err = needScope(p, def.scope, "The tool "+def.name)
-		}
 		if err != nil {
-			return h.toolError(ctx, def.name, err), nil
+			return errorResult(h.toolError(ctx, def.name, err)), nil
 		}
-		in, err := decodeArgs[In](req.Params.Arguments)
-		if err != nil {
-			return h.toolError(ctx, def.name, err), nil
-		}
-		asked := ctx
-		if !def.waits {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, h.cfg.CallTimeout)
-			defer cancel()
-		}
-		out, err := run(ctx, &call{p: p, tool: def.name}, in)
-		if err != nil {
-			if ctx.Err() != nil && asked.Err() == nil && errors.Is(err, ctx.Err()) {
-				err = fmt.Errorf("the call did not finish within %s: %w", h.cfg.CallTimeout, lifecycle.ErrUnavailable)
-			}
-			return h.toolError(ctx, def.name, err), nil
-		}
-		raw, err := encodeJSON(out)
-		if err != nil {
-			return h.toolError(ctx, def.name, err), nil
+		raw, isError := t.invoke(ctx, p, req.Params.Arguments)
+		if isError {
+			return errorResult(raw), nil
 		}
 		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: string(raw)}}, StructuredContent: json.RawMessage(raw)}, nil
 	})
@@ -153,12 +165,12 @@ func jsonKind(k string) string {
 	return "object"
 }
 
-// toolError is the result of a call that failed: the API's error body
-// ({"error": {"code", "message", "details"}}, details.availableActions
-// naming the task's next steps on a conflict) as its text, marked isError
-// so that the model reads it and acts on it. Failures that are not the
-// caller's are logged.
-func (h *Handler) toolError(ctx context.Context, name string, err error) *sdk.CallToolResult {
+// toolError is the text of the result of a call that failed: the API's
+// error body ({"error": {"code", "message", "details"}},
+// details.availableActions naming the task's next steps on a conflict),
+// marked isError by its caller so that the model reads it and acts on it.
+// Failures that are not the caller's are logged.
+func (h *Handler) toolError(ctx context.Context, name string, err error) []byte {
 	status, body := h.svc.APIError(err)
 	switch {
 	case status == http.StatusServiceUnavailable:
@@ -170,6 +182,12 @@ func (h *Handler) toolError(ctx context.Context, name string, err error) *sdk.Ca
 	if encErr != nil {
 		raw = []byte(`{"error":{"code":"internal","message":"The server failed to encode its answer."}}`)
 	}
+	return raw
+}
+
+// errorResult is the SDK's result of a call that failed, whose text is
+// the API's error body.
+func errorResult(raw []byte) *sdk.CallToolResult {
 	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: string(raw)}}}
 }
 
