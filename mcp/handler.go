@@ -144,7 +144,7 @@ func NewHandler(svc *lifecycle.Service, cfg Config) (*Handler, error) {
 	// task that many sessions subscribed to reaches them from several
 	// goroutines at once: the SDK notifies the sessions of one server one
 	// after another.
-	h.servers = make([]*sdk.Server, max(2, runtime.GOMAXPROCS(0)))
+	h.servers = make([]*sdk.Server, notifyShards())
 	for i := range h.servers {
 		h.server = sdk.NewServer(&sdk.Implementation{Name: cfg.Name, Title: "Task lifecycle", Version: cfg.Version}, &sdk.ServerOptions{
 			Instructions:       cfg.Instructions,
@@ -350,3 +350,9 @@ func (m minLevel) WithAttrs(as []slog.Attr) slog.Handler {
 	return minLevel{m.Handler.WithAttrs(as), m.min}
 }
 func (m minLevel) WithGroup(g string) slog.Handler { return minLevel{m.Handler.WithGroup(g), m.min} }
+
+// notifyShards is how many servers alike the sessions are spread over:
+// the SDK notifies the sessions of one server one after another, each
+// write a system call, so a change that many sessions subscribed to
+// reaches them from this many goroutines at once.
+func notifyShards() int { return max(2, runtime.GOMAXPROCS(0)) }

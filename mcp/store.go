@@ -14,14 +14,33 @@ import (
 // and a client retries a call it lost (its key makes that safe).
 type notificationStore struct {
 	keep int
-	mu   sync.Mutex
+	mu   sync.RWMutex                  // over kept; each session's under its own lock
 	kept map[string]*keptNotifications // by session ID
 }
 
-// keptNotifications are the last notifications of one session.
+// keptNotifications are the last notifications of one session. Sessions
+// are notified side by side: each has its own lock.
 type keptNotifications struct {
+	mu    sync.Mutex
 	first int // the stream index of data[0]
 	data  [][]byte
+}
+
+// session returns the kept notifications of a session, made if need be.
+func (s *notificationStore) session(sessionID string) *keptNotifications {
+	s.mu.RLock()
+	k := s.kept[sessionID]
+	s.mu.RUnlock()
+	if k != nil {
+		return k
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if k = s.kept[sessionID]; k == nil {
+		k = &keptNotifications{}
+		s.kept[sessionID] = k
+	}
+	return k
 }
 
 func newNotificationStore(keep int) *notificationStore {
@@ -33,11 +52,7 @@ func (s *notificationStore) Open(_ context.Context, sessionID, streamID string) 
 	if streamID != "" {
 		return nil
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.kept[sessionID] == nil {
-		s.kept[sessionID] = &keptNotifications{}
-	}
+	s.session(sessionID)
 	return nil
 }
 
@@ -47,13 +62,9 @@ func (s *notificationStore) Append(_ context.Context, sessionID, streamID string
 	if streamID != "" {
 		return nil
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	k := s.kept[sessionID]
-	if k == nil {
-		k = &keptNotifications{}
-		s.kept[sessionID] = k
-	}
+	k := s.session(sessionID)
+	k.mu.Lock()
+	defer k.mu.Unlock()
 	k.data = append(k.data, data)
 	if len(k.data) > s.keep {
 		drop := len(k.data) - s.keep
@@ -70,14 +81,17 @@ func (s *notificationStore) Append(_ context.Context, sessionID, streamID string
 func (s *notificationStore) After(_ context.Context, sessionID, streamID string, index int) iter.Seq2[[]byte, error] {
 	var out [][]byte
 	if streamID == "" {
-		s.mu.Lock()
-		if k := s.kept[sessionID]; k != nil {
+		s.mu.RLock()
+		k := s.kept[sessionID]
+		s.mu.RUnlock()
+		if k != nil {
+			k.mu.Lock()
 			start := max(index+1-k.first, 0)
 			if start < len(k.data) {
 				out = append(out, k.data[start:]...)
 			}
+			k.mu.Unlock()
 		}
-		s.mu.Unlock()
 	}
 	return func(yield func([]byte, error) bool) {
 		for _, d := range out {

@@ -31,6 +31,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -49,7 +50,20 @@ func main() {
 	rounds := flag.Int("rounds", 20, "changes of the shared task")
 	clientKind := flag.String("client", "raw", "the sessions' client: raw (a few lines of HTTP that read the notification stream, so that the server's work is measured) or sdk (the official Go SDK's client, whose decoding of each message costs several times the server's sending of it, on the same cores)")
 	timeout := flag.Duration("timeout", 5*time.Minute, "the most the whole run may take")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "mcpnotify:", err)
+			os.Exit(1)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "mcpnotify:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	if *clientKind != "raw" && *clientKind != "sdk" {
@@ -58,6 +72,7 @@ func main() {
 	}
 	if err := run(ctx, *sessions, *rate, *rounds, *clientKind == "sdk"); err != nil {
 		fmt.Fprintln(os.Stderr, "mcpnotify:", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
