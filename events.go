@@ -350,6 +350,9 @@ func (s *Service) changeTask(ctx context.Context, taskID string, fn func(tx Tx, 
 				return err
 			}
 		}
+		if err := runCommitHook(ctx, tx, &t); err != nil { // once.go
+			return err
+		}
 		out = t
 		return nil
 	})

@@ -427,5 +427,6 @@ func (s *Service) goIdempotent(ctx context.Context, actor Actor, route, resource
 	if err != nil || replayed == nil {
 		return nil, err
 	}
+	noteReplay(ctx) // once.go
 	return replayed.Body, nil
 }

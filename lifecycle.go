@@ -509,7 +509,8 @@ type Service struct {
 	decoding *bytebudget.Budget // bounds request bodies decoded at once; nil: unbounded
 	tel      *telemetry         // metrics and traces
 
-	streamKeys streamKeys // the keys of open streams, to end them on revocation
+	streamKeys streamKeys  // the keys of open streams, to end them on revocation
+	watches    taskWatches // the watches of single tasks (watch.go)
 
 	owner     string                          // Config.InstanceID: the holder of this Service's leases
 	life      string                          // this life of the instance, new at each New

@@ -122,6 +122,7 @@ import (
 	"github.com/tasklifecycle/lifecycle/adapter/github"
 	"github.com/tasklifecycle/lifecycle/adapter/gitlab"
 	"github.com/tasklifecycle/lifecycle/console"
+	"github.com/tasklifecycle/lifecycle/mcp"
 	"github.com/tasklifecycle/lifecycle/store/postgres"
 	"github.com/tasklifecycle/lifecycle/store/sqlite"
 )
@@ -522,6 +523,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// Service's own GET /healthz and GET /readyz are under "/".
 	mux.Handle("GET /metrics", tel.metrics)
 	mux.Handle("/console/", http.StripPrefix("/console", con))
+	agents, err := mcp.NewHandler(svc, mcp.Config{}) // MCP for coding agents (docs/mcp.md)
+	if err != nil {
+		return err
+	}
+	mux.Handle("/mcp", agents)
 	if gh != nil {
 		mux.Handle("POST /hooks/github", gh.WebhookHandler(svc.QueuedEvents()))
 	}
@@ -546,6 +552,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "gitlab:         %s on %s for tasks of project %q; webhook at %s/hooks/gitlab\n", opts.gitlabProjectPath, opts.gitlabURL, opts.gitlabProject, base)
 	}
 	fmt.Fprintf(stdout, "console:        %s/console/ (sign in with the admin key)\n", base)
+	fmt.Fprintf(stdout, "mcp:            %s/mcp (Streamable HTTP, the same keys; docs/mcp.md)\n", base)
 	if background {
 		// stdout is demo.log: the key goes to the terminal of the process
 		// that started this one, through the ready pipe, and nowhere else.
