@@ -25,6 +25,8 @@
 //   - adapter/memory: an in-memory code host for tests;
 //   - adapter/adaptertest: the conformance suite every adapter runs;
 //   - client: a Go client of the HTTP API;
+//   - mcp: the lifecycle over the Model Context Protocol, for coding
+//     agents;
 //   - examples/demo: a runnable local server;
 //   - examples/chi: the API under a go-chi/chi router;
 //   - examples/sseconsumer: a consumer of the event stream.
