@@ -1,7 +1,7 @@
 // Command ssebench measures the event stream of lifecycle on loopback:
 //
-//   - idle: the server memory (Go heap and goroutine stacks) each idle
-//     stream holds, over HTTP/1.1 (a connection per stream) and over
+//   - idle: the server memory (Go heap and goroutine stacks, and the
+//     process's resident set) each idle stream holds, over HTTP/1.1 (a connection per stream) and over
 //     cleartext HTTP/2 (streams multiplexed on a few connections), next to
 //     a bare net/http handler that only holds its connection open;
 //   - fanout: publish-to-receive latency while events are published at a
@@ -42,6 +42,14 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/internal/id"
 	"github.com/tasklifecycle/lifecycle/store/sqlite"
@@ -59,6 +67,9 @@ type options struct {
 	batchWindow   time.Duration
 	timeout       time.Duration
 	cpuprofile    string
+	telemetry     string
+	idleCases     string
+	memprofile    string
 
 	// Client role (set by the server when it starts the child).
 	client string
@@ -81,6 +92,9 @@ func main() {
 	flag.DurationVar(&o.batchWindow, "batch-window", 0, "Config.StreamBatchWindow of the server (0: the default; negative disables)")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "stop everything after this long (at most 30m)")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the server process to this file")
+	flag.StringVar(&o.telemetry, "telemetry", "sdk", "OpenTelemetry providers of the server: sdk (the SDK, every span sampled, metrics kept for a reader), sampled (one trace in ten) or none (no-op)")
+	flag.StringVar(&o.idleCases, "idle-cases", "http1,h2c,bare-http1,bare-h2c", "comma-separated cases of the idle scenario: http1, h2c (lifecycle's stream), bare-http1, bare-h2c (a bare net/http handler)")
+	flag.StringVar(&o.memprofile, "memprofile", "", "write a heap profile of the server, taken while the idle streams of the first idle case are open, to this file (every allocation is recorded: the figures are then slower to get)")
 	flag.StringVar(&o.client, "client", "", "internal: run as the client process of this scenario")
 	flag.StringVar(&o.url, "url", "", "internal: stream URL")
 	flag.StringVar(&o.key, "key", "", "internal: API key")
@@ -89,6 +103,9 @@ func main() {
 	flag.StringVar(&o.cursor, "cursor", "", "internal: cursor to replay from")
 	flag.Parse()
 	raiseFileLimit()
+	if o.memprofile != "" && o.client == "" {
+		runtime.MemProfileRate = 1 // every allocation, to tell what a stream holds
+	}
 	var err error
 	if o.client != "" {
 		err = runClient(o)
@@ -118,6 +135,8 @@ func run(o options) error {
 		return errors.New("-replay-events must be 1..2000000")
 	case o.timeout <= 0 || o.timeout > 30*time.Minute:
 		return errors.New("-timeout must be at most 30m")
+	case o.telemetry != "sdk" && o.telemetry != "sampled" && o.telemetry != "none":
+		return errors.New("-telemetry must be sdk, sampled or none")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
@@ -168,9 +187,10 @@ type server struct {
 	key   string
 }
 
-// startServer starts a server whose database lives in dir. wrap, if not
-// nil, replaces the handler (the bare net/http baseline).
-func startServer(ctx context.Context, dir string, window time.Duration, wrap func(http.Handler) http.Handler) (*server, error) {
+// startServer starts a server whose database lives in dir, with the
+// batch window and OpenTelemetry providers of o. wrap, if not nil,
+// replaces the handler (the bare net/http baseline).
+func startServer(ctx context.Context, dir string, o options, wrap func(http.Handler) http.Handler) (*server, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -178,12 +198,15 @@ func startServer(ctx context.Context, dir string, window time.Duration, wrap fun
 	if err != nil {
 		return nil, err
 	}
+	mp, tp := providers(o.telemetry)
 	svc, err := lifecycle.New(lifecycle.Config{
 		Store:             store,
 		BaseURL:           "http://127.0.0.1",
 		Logger:            slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		MaxStreamsPerKey:  1 << 20, // every stream of the benchmark uses one key
-		StreamBatchWindow: window,
+		StreamBatchWindow: o.batchWindow,
+		MeterProvider:     mp,
+		TracerProvider:    tp,
 	})
 	if err != nil {
 		store.Close()
@@ -216,6 +239,22 @@ func startServer(ctx context.Context, dir string, window time.Duration, wrap fun
 	srv.Protocols.SetUnencryptedHTTP2(true)
 	go srv.Serve(ln)
 	return &server{store: store, svc: svc, srv: srv, base: "http://" + ln.Addr().String(), key: key}, nil
+}
+
+// providers returns the OpenTelemetry providers of the -telemetry flag:
+// the SDK with every span sampled or one trace in ten, spans exported in
+// batches to a discarding exporter and metrics kept for a reader (as
+// BenchmarkGetTaskTelemetry), or no-op ones.
+func providers(which string) (metric.MeterProvider, trace.TracerProvider) {
+	if which == "none" {
+		return metricnoop.NewMeterProvider(), tracenoop.NewTracerProvider()
+	}
+	sampler := sdktrace.AlwaysSample()
+	if which == "sampled" {
+		sampler = sdktrace.ParentBased(sdktrace.TraceIDRatioBased(0.1))
+	}
+	return sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader())),
+		sdktrace.NewTracerProvider(sdktrace.WithSampler(sampler), sdktrace.WithBatcher(tracetest.NewNoopExporter()))
 }
 
 // stop ends the streams, the server and the store.
@@ -315,19 +354,28 @@ func bareStream(http.Handler) http.Handler {
 
 // idle measures the server memory of idle streams.
 func idle(ctx context.Context, o options, dir string) error {
-	fmt.Printf("\nidle: %d streams, heartbeatSeconds=60, each having delivered one frame; server heap+stacks per stream after GC\n", o.idleStreams)
-	fmt.Printf("  %-34s %10s %10s %10s %12s\n", "handler / protocol", "heap", "stacks", "total", "goroutines")
-	for _, c := range []struct {
+	fmt.Printf("\nidle: %d streams, heartbeatSeconds=60, each having delivered one frame; server heap+stacks and RSS per stream after GC; telemetry %s\n", o.idleStreams, o.telemetry)
+	fmt.Printf("  %-34s %10s %10s %10s %10s %12s\n", "handler / protocol", "heap", "stacks", "total", "RSS", "goroutines")
+	type idleCase struct {
+		key   string
 		name  string
 		wrap  func(http.Handler) http.Handler
 		proto string
-	}{
-		{"lifecycle stream, HTTP/1.1", nil, "http1"},
-		{"lifecycle stream, HTTP/2 (h2c)", nil, "h2c"},
-		{"bare net/http handler, HTTP/1.1", bareStream, "http1"},
-		{"bare net/http handler, HTTP/2 (h2c)", bareStream, "h2c"},
-	} {
-		s, err := startServer(ctx, filepath.Join(dir, c.proto+strconv.Itoa(len(c.name))), o.batchWindow, c.wrap)
+	}
+	cases := []idleCase{
+		{"http1", "lifecycle stream, HTTP/1.1", nil, "http1"},
+		{"h2c", "lifecycle stream, HTTP/2 (h2c)", nil, "h2c"},
+		{"bare-http1", "bare net/http handler, HTTP/1.1", bareStream, "http1"},
+		{"bare-h2c", "bare net/http handler, HTTP/2 (h2c)", bareStream, "h2c"},
+	}
+	profiled := false
+	for _, key := range strings.Split(o.idleCases, ",") {
+		i := slices.IndexFunc(cases, func(c idleCase) bool { return c.key == strings.TrimSpace(key) })
+		if i < 0 {
+			return fmt.Errorf("unknown idle case %q", key)
+		}
+		c := cases[i]
+		s, err := startServer(ctx, filepath.Join(dir, c.key), o, c.wrap)
 		if err != nil {
 			return err
 		}
@@ -340,14 +388,23 @@ func idle(ctx context.Context, o options, dir string) error {
 				return err
 			}
 			heap0, stacks0 := memory()
+			rss0 := rss()
 			g0 := runtime.NumGoroutine()
 			return holdStreams(ctx, s, c.proto, o.idleStreams, bare, func() {
 				time.Sleep(time.Second) // let the handlers settle into their wait
 				heap1, stacks1 := memory()
-				n := uint64(o.idleStreams)
-				fmt.Printf("  %-34s %8.1f Ki %8.1f Ki %8.1f Ki %12.2f\n", c.name,
-					float64(heap1-heap0)/float64(n)/1024, float64(stacks1-stacks0)/float64(n)/1024,
-					float64(heap1+stacks1-heap0-stacks0)/float64(n)/1024, float64(runtime.NumGoroutine()-g0)/float64(n))
+				rss1 := rss()
+				n := float64(o.idleStreams)
+				fmt.Printf("  %-34s %8.1f Ki %8.1f Ki %8.1f Ki %8.1f Ki %12.2f\n", c.name,
+					float64(heap1-heap0)/n/1024, float64(stacks1-stacks0)/n/1024,
+					float64(heap1+stacks1-heap0-stacks0)/n/1024, float64(rss1-rss0)/n/1024,
+					float64(runtime.NumGoroutine()-g0)/n)
+				if o.memprofile != "" && !profiled {
+					profiled = true
+					if err := writeHeapProfile(o.memprofile); err != nil {
+						fmt.Fprintln(os.Stderr, "ssebench: heap profile:", err)
+					}
+				}
 			})
 		}()
 		if err != nil {
@@ -355,6 +412,16 @@ func idle(ctx context.Context, o options, dir string) error {
 		}
 	}
 	return nil
+}
+
+// writeHeapProfile writes the heap profile of the server process to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return pprof.Lookup("heap").WriteTo(f, 0)
 }
 
 // holdStreams has a child open n streams, has one frame delivered on each
@@ -408,7 +475,7 @@ type fanoutReport struct {
 // publish-to-receive latency the clients saw.
 func fanout(ctx context.Context, o options, dir string) error {
 	fmt.Printf("\nfanout: %d streams (%s), %d events/s for %s through Service.CreateTask (SQLite, synchronous=FULL)\n", o.fanoutStreams, o.fanoutProto, o.rate, o.duration)
-	s, err := startServer(ctx, dir, o.batchWindow, nil)
+	s, err := startServer(ctx, dir, o, nil)
 	if err != nil {
 		return err
 	}
@@ -482,7 +549,7 @@ type replayReport struct {
 // from a cursor.
 func replay(ctx context.Context, o options, dir string) error {
 	fmt.Printf("\nreplay: %d stored events to one client (HTTP/1.1) from a cursor\n", o.replayEvents)
-	s, err := startServer(ctx, dir, o.batchWindow, nil)
+	s, err := startServer(ctx, dir, o, nil)
 	if err != nil {
 		return err
 	}
