@@ -124,7 +124,7 @@ func (s *Service) handleStream(w http.ResponseWriter, r *http.Request, p *Princi
 	if !p.ExpiresAt.IsZero() {
 		st.Expires = s.clock.After(p.ExpiresAt.Sub(s.clock.Now()))
 	}
-	st.endNote = sse.Comment(cmp.Or(p.EndNote, defaultEndNote))
+	st.endNote = cmp.Or(p.EndNote, defaultEndNote)
 	st.credentialEnd = "expired"
 	if p.EndNote == keyRevokedNote {
 		st.credentialEnd = "revoked" // an API key's Done closes when it is revoked
@@ -253,7 +253,7 @@ type stream struct {
 	svc       *Service
 	filter    streamFilter
 	principal string
-	endNote   []byte    // the last comment of a stream ended by its credential
+	endNote   string    // the last comment of a stream ended by its credential (made into one by End)
 	mode      string    // X-Service-Resume-Mode
 	unwatch   func()    // stops watching the principal's key for revocation
 	first     time.Time // when the first event of the batch read last was committed
@@ -297,7 +297,7 @@ func (st *stream) End(stopped bool) ([]byte, error) {
 	if stopped {
 		return []byte(revokedComment), errKeyRevoked
 	}
-	return st.endNote, errCredentialEnded
+	return sse.Comment(st.endNote), errCredentialEnded
 }
 
 // Behind returns the error that cuts off a live stream that fell out of

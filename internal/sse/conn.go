@@ -131,6 +131,7 @@ func (c *Conn) WriteHead() error {
 		return c.Write()
 	}
 	h := c.head
+	c.head = nil // written once; not kept for as long as the stream lives
 	// A taken-over connection gets the head net/http would have written,
 	// with the headers middleware set, and a body that ends when the
 	// connection does.
