@@ -34,6 +34,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
@@ -355,7 +356,7 @@ func bareStream(http.Handler) http.Handler {
 // idle measures the server memory of idle streams.
 func idle(ctx context.Context, o options, dir string) error {
 	fmt.Printf("\nidle: %d streams, heartbeatSeconds=60, each having delivered one frame; server heap+stacks and RSS per stream after GC; telemetry %s\n", o.idleStreams, o.telemetry)
-	fmt.Printf("  %-34s %10s %10s %10s %10s %12s\n", "handler / protocol", "heap", "stacks", "total", "RSS", "goroutines")
+	fmt.Printf("  %-34s %10s %10s %10s %10s %10s %12s\n", "handler / protocol", "heap", "stacks", "total", "RSS", "RSS freed", "goroutines")
 	type idleCase struct {
 		key   string
 		name  string
@@ -394,11 +395,16 @@ func idle(ctx context.Context, o options, dir string) error {
 				time.Sleep(time.Second) // let the handlers settle into their wait
 				heap1, stacks1 := memory()
 				rss1 := rss()
+				// What the process keeps once the free memory the Go
+				// runtime holds is returned (the background scavenger
+				// does so slowly on its own).
+				debug.FreeOSMemory()
+				rss2 := rss()
 				n := float64(o.idleStreams)
-				fmt.Printf("  %-34s %8.1f Ki %8.1f Ki %8.1f Ki %8.1f Ki %12.2f\n", c.name,
+				fmt.Printf("  %-34s %8.1f Ki %8.1f Ki %8.1f Ki %8.1f Ki %8.1f Ki %12.2f\n", c.name,
 					float64(heap1-heap0)/n/1024, float64(stacks1-stacks0)/n/1024,
 					float64(heap1+stacks1-heap0-stacks0)/n/1024, float64(rss1-rss0)/n/1024,
-					float64(runtime.NumGoroutine()-g0)/n)
+					float64(rss2-rss0)/n/1024, float64(runtime.NumGoroutine()-g0)/n)
 				if o.memprofile != "" && !profiled {
 					profiled = true
 					if err := writeHeapProfile(o.memprofile); err != nil {
