@@ -41,6 +41,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -73,6 +74,7 @@ type options struct {
 	timeout time.Duration
 	cc      string
 	dir     string
+	profile string
 
 	// Server role.
 	server bool
@@ -89,6 +91,7 @@ func main() {
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "stop everything after this long")
 	flag.StringVar(&o.cc, "cc", "", "C compiler for the fsync shim (default gcc, else cc)")
 	flag.StringVar(&o.dir, "dir", defaultDir(), "directory for the databases (default /dev/shm, a tmpfs whose fsync costs nothing, so that the injected delay is the disk's whole cost)")
+	flag.StringVar(&o.profile, "cpuprofile", "", "write the server's CPU profile of the measured submits (after seeding) to this file; with several delays, the last server's")
 	flag.BoolVar(&o.server, "server", false, "internal: run as the server")
 	flag.IntVar(&o.tasks, "tasks", 0, "internal: started tasks to seed")
 	flag.StringVar(&o.ids, "ids", "", "internal: file to write the seeded task IDs to")
@@ -146,7 +149,7 @@ func run(o options) error {
 		return err
 	}
 	fmt.Printf("submitbench: POST /tasks/{id}/submit over loopback, in-memory adapter, SQLite synchronous=FULL in %s; %d submits per run, %d runs\n", o.dir, o.submits, o.runs)
-	fmt.Printf("%-8s %-8s %-22s %-10s %-10s %-14s %s\n", "delay", "clients", "submits/s (runs)", "p50 ms", "p99 ms", "fsyncs/submit", "ms per fsync")
+	fmt.Printf("%-7s %-8s %-28s %-8s %-8s %-14s %-13s %s\n", "delay", "clients", "submits/s: range (runs)", "p50 ms", "p99 ms", "fsyncs/submit", "ms per fsync", "server CPU µs/submit")
 	for i, d := range delays {
 		if err := measureDelay(ctx, o, filepath.Join(dir, strconv.Itoa(i)), shim, d, clients); err != nil {
 			return fmt.Errorf("delay %v: %w", d, err)
@@ -231,7 +234,15 @@ func measureDelay(ctx context.Context, o options, dir, shim string, delay time.D
 		return err
 	}
 	idsPath := filepath.Join(dir, "ids")
-	cmd := exec.CommandContext(ctx, self, "-server", "-tasks", strconv.Itoa(total), "-ids", idsPath)
+	args := []string{"-server", "-tasks", strconv.Itoa(total), "-ids", idsPath}
+	if o.profile != "" {
+		p, err := filepath.Abs(o.profile)
+		if err != nil {
+			return err
+		}
+		args = append(args, "-cpuprofile", p)
+	}
+	cmd := exec.CommandContext(ctx, self, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "LD_PRELOAD="+shim, "FSYNCSHIM_FILE="+f.Name())
 	cmd.Stderr = os.Stderr
@@ -287,16 +298,18 @@ func measureDelay(ctx context.Context, o options, dir, shim string, delay time.D
 		var rates []float64
 		var lat []time.Duration
 		var syncs, nanos, submits int64
+		var cpu time.Duration
 		for range o.runs {
 			n := max(o.submits, c)
 			batch := ids[:n]
 			ids = ids[n:]
-			before := counters.counts()
+			before, cpu0 := counters.counts(), cpuTime(cmd.Process.Pid)
 			r, err := load(ctx, ready.URL, ready.Key, body, batch, c)
 			if err != nil {
 				return err
 			}
 			after := counters.counts()
+			cpu += cpuTime(cmd.Process.Pid) - cpu0
 			rates = append(rates, float64(n)/r.elapsed.Seconds())
 			lat = append(lat, r.latencies...)
 			syncs += after.syncs - before.syncs
@@ -313,11 +326,29 @@ func measureDelay(ctx context.Context, o options, dir, shim string, delay time.D
 		if syncs > 0 {
 			perSync = float64(nanos) / float64(syncs) / 1e6
 		}
-		fmt.Printf("%-8v %-8d %-22s %-10.2f %-10.2f %-14.3f %.2f\n", delay, c,
+		fmt.Printf("%-7v %-8d %-28s %-8.1f %-8.1f %-14.3f %-13.2f %.0f\n", delay, c,
 			fmt.Sprintf("%.0f–%.0f (%s)", rates[0], rates[len(rates)-1], strings.Join(runs, ", ")),
-			ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100]), float64(syncs)/float64(submits), perSync)
+			ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100]), float64(syncs)/float64(submits), perSync,
+			float64(cpu.Microseconds())/float64(submits))
 	}
 	return nil
+}
+
+// cpuTime returns the user and system CPU time a process has used, read
+// from /proc (in clock ticks, taken as 100 a second); 0 when it cannot.
+func cpuTime(pid int) time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name, which is in parentheses.
+	f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
@@ -431,6 +462,17 @@ func serve(o options) error {
 	}
 	srv := &http.Server{Handler: svc.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
+	if o.profile != "" {
+		f, err := os.Create(o.profile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	ready, _ := json.Marshal(map[string]string{"URL": "http://" + ln.Addr().String(), "Key": key})
 	fmt.Printf("%s\n", ready)
 	io.Copy(io.Discard, os.Stdin) // until the client closes it
