@@ -89,3 +89,28 @@ func TestSubmitTransactions(t *testing.T) {
 		}
 	}
 }
+
+// A resubmission that reuses a pull request with a host review records the
+// review in the new submission, in the transaction that accepts it, and
+// decides from it (the accepting transaction reads the new submission's
+// reviews from the Store once it recorded some).
+func TestResubmitTakesOverHostReviews(t *testing.T) {
+	t.Parallel()
+	e, a := newSubmitEnv(t) // ReviewRules{}: github_rules
+	id, _ := e.submittedTask("ENG-1")
+	a.web.SetReviewDecision(1, lifecycle.DecisionChangesRequested)
+	a.web.AddReview(1, lifecycle.HostReview{Reviewer: "octocat", Outcome: lifecycle.ReviewChangesRequested, Body: "Add a test", SubmittedAt: epoch})
+	e.hostEvent(lifecycle.ProviderReviewSubmitted, 1, "review-1")
+	e.call(request{method: "POST", path: "/tasks/" + id + "/start", key: e.admin}, http.StatusOK)
+	e.call(request{method: "POST", path: "/tasks/" + id + "/submit", key: e.admin, body: map[string]any{"summary": "Added the test."},
+		header: http.Header{"Idempotency-Key": {"resubmit-1"}}}, http.StatusAccepted)
+	task := e.task(id)
+	fb := e.call(request{method: "GET", path: "/tasks/" + id + "/review-feedback", key: e.admin}, http.StatusOK)["data"].(map[string]any)
+	if got := task["availableActions"]; !hasString(got, "start") {
+		t.Errorf("actions after a resubmission to a pull request with changes requested = %v, want start offered", got)
+	}
+	reviews, _ := fb["reviews"].([]any)
+	if fb["decision"] != "changes_requested" || len(reviews) != 1 || reviews[0].(map[string]any)["reviewer"].(map[string]any)["id"] != "octocat" {
+		t.Errorf("review feedback of the resubmission = %v, want changes_requested with octocat's review taken over", fb)
+	}
+}
