@@ -350,7 +350,7 @@ func (s *Service) submitLocked(ctx context.Context, taskID string, p SubmitParam
 		t.ReviewPolicy, t.ReviewDecision, t.ReworkRequested = plan.Policy, DecisionPending, false
 		t.Facts = Facts{}
 		t.HeadSHA = nil // so that applyFacts sees the head as new
-		if _, err := s.applyFacts(ctx, tx, t, obs, true); err != nil {
+		if _, err := s.applyFacts(ctx, &newSubmissionTx{Tx: tx, sub: &sub}, t, obs, true); err != nil {
 			return taskEvent{}, err
 		}
 		_, decides := adapter.(ReviewDecider)
@@ -382,6 +382,39 @@ func (s *Service) submitLocked(ctx context.Context, taskID string, p SubmitParam
 		return Submission{}, err
 	}
 	return sub, nil
+}
+
+// newSubmissionTx is the transaction that accepts sub, the submission it
+// has just created: it answers the reads of sub from memory, sparing the
+// Store's single writer two queries per submit. sub is as created, and a
+// submission with a fresh ID has no reviews until this transaction
+// records some (the host's, of a pull request reused), after which its
+// reviews are read from the Store again.
+type newSubmissionTx struct {
+	Tx
+	sub      *Submission
+	reviewed bool // a review of sub was recorded
+}
+
+func (t *newSubmissionTx) Submission(ctx context.Context, id string) (Submission, error) {
+	if id == t.sub.SubmissionID {
+		return *t.sub, nil
+	}
+	return t.Tx.Submission(ctx, id)
+}
+
+func (t *newSubmissionTx) Reviews(ctx context.Context, submissionID string) ([]Review, error) {
+	if submissionID == t.sub.SubmissionID && !t.reviewed {
+		return nil, nil
+	}
+	return t.Tx.Reviews(ctx, submissionID)
+}
+
+func (t *newSubmissionTx) CreateReview(ctx context.Context, r Review) error {
+	if r.SubmissionID == t.sub.SubmissionID {
+		t.reviewed = true
+	}
+	return t.Tx.CreateReview(ctx, r)
 }
 
 // firstReading reads the CI and review state of pr, just opened or
