@@ -87,13 +87,18 @@ func TestServingWithoutStartWarns(t *testing.T) {
 }
 
 // An unknown path of 30,000 segments (60 KB) is answered, without a key, in
-// under 50 ms, and a known route at its end is still named in the hint.
+// a few milliseconds (under 250 ms on a loaded machine), and a known route
+// at its end is still named in the hint.
 // Not parallel, and the best of three tries counts, so that a noisy machine
 // under -race does not fail it; before mountHint was bounded, the router
 // ran once per segment over the rest of the path and this took seconds.
 func TestLongUnknownPathsAreCheap(t *testing.T) {
 	e := newEnv(t)
 	long := strings.Repeat("/x", 30000)
+	// Linear work answers in a few milliseconds; the quadratic search this
+	// guards against took seconds. The bound leaves room for a loaded
+	// machine (the least of three tries counts).
+	const cheap = 250 * time.Millisecond
 	tests := []struct {
 		name, path, want string
 	}{
@@ -104,7 +109,7 @@ func TestLongUnknownPathsAreCheap(t *testing.T) {
 	for _, tt := range tests {
 		var rec *httptest.ResponseRecorder
 		elapsed := time.Hour
-		for try := 0; try < 3 && elapsed >= 50*time.Millisecond; try++ {
+		for try := 0; try < 3 && elapsed >= cheap; try++ {
 			req := httptest.NewRequest("POST", "/api"+tt.path, nil)
 			rec = httptest.NewRecorder()
 			start := time.Now()
@@ -114,8 +119,8 @@ func TestLongUnknownPathsAreCheap(t *testing.T) {
 		if rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), tt.want) {
 			t.Errorf("%s: %d %.300s\nwant 404 saying %.300s", tt.name, rec.Code, rec.Body, tt.want)
 		}
-		if elapsed >= 50*time.Millisecond {
-			t.Errorf("%s: answered in %s, want under 50 ms", tt.name, elapsed)
+		if elapsed >= cheap {
+			t.Errorf("%s: answered in %s, want under %s", tt.name, elapsed, cheap)
 		}
 	}
 }
