@@ -22,7 +22,11 @@
 // microseconds per request and the ratios lifecycle/bare.
 //
 //	go run ./internal/cmd/readbench                     # the figures of BENCHMARKS.md
-//	go run ./internal/cmd/readbench -rounds 3 -cpuprofile /tmp/get.pprof
+//	go run ./internal/cmd/readbench -rounds 5 -duration 2s -cpuprofile /tmp/get.pprof
+//
+// With several rounds (which alternate the handlers) it also prints the
+// medians and their ratios: on a machine shared with other work they move
+// less than one round's figures.
 package main
 
 import (
@@ -44,6 +48,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -177,6 +182,7 @@ func run(o options) error {
 	} else {
 		fmt.Printf("lifecycle-otel: sdk/metric ManualReader, sdk/trace ParentBased(TraceIDRatioBased(%g)), batch processor to a discarding exporter\n", o.sample)
 	}
+	all := map[string][]result{}
 	for round := 1; round <= o.rounds; round++ {
 		res := map[string]result{}
 		for _, tg := range targets {
@@ -192,6 +198,7 @@ func run(o options) error {
 				return fmt.Errorf("%s: %w", tg.name, err)
 			}
 			res[tg.name] = r
+			all[tg.name] = append(all[tg.name], r)
 			fmt.Printf("round %d  %-15s %8.0f req/s  %6.1f µs CPU/request\n", round, tg.name, r.rps, r.cpuPerReq)
 		}
 		if b, ok := res["bare"]; ok {
@@ -202,7 +209,40 @@ func run(o options) error {
 			}
 		}
 	}
+	if o.rounds > 1 {
+		// The medians over the rounds, which alternate the handlers, weather
+		// a neighbour's load better than one round.
+		med := map[string]result{}
+		for _, tg := range targets {
+			name, rs := tg.name, all[tg.name]
+			if len(rs) == 0 {
+				continue
+			}
+			med[name] = result{median(rs, func(r result) float64 { return r.rps }), median(rs, func(r result) float64 { return r.cpuPerReq })}
+			fmt.Printf("median   %-15s %8.0f req/s  %6.1f µs CPU/request\n", name, med[name].rps, med[name].cpuPerReq)
+		}
+		if b, ok := med["bare"]; ok {
+			for _, n := range []string{"lifecycle-otel", "lifecycle-noop"} {
+				if l, ok := med[n]; ok {
+					fmt.Printf("median   %s/bare: throughput %.2f, CPU per request %.2f×\n", n, l.rps/b.rps, l.cpuPerReq/b.cpuPerReq)
+				}
+			}
+		}
+	}
 	return nil
+}
+
+// median returns the median of f over rs.
+func median(rs []result, f func(result) float64) float64 {
+	v := make([]float64, len(rs))
+	for i, r := range rs {
+		v[i] = f(r)
+	}
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
 }
 
 // bareHandler is the floor: database/sql on the same SQLite file, the same
