@@ -733,11 +733,34 @@ func (s *Service) handleListTasks(w http.ResponseWriter, r *http.Request, p *Pri
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, struct {
+	writeTaskList(w, list)
+	return nil
+}
+
+// writeTaskList writes a page of tasks. It encodes by hand (see
+// jsonWriter.taskList) the bytes encodeTaskListJSON encodes by
+// reflection, and falls back to it when a task does not encode.
+func writeTaskList(w http.ResponseWriter, list TaskList) {
+	e := taskWriters.Get().(*jsonWriter)
+	e.b = e.b[:0]
+	defer func() {
+		if cap(e.b) <= 64<<10 { // keep no outsized buffer
+			taskWriters.Put(e)
+		}
+	}()
+	if e.taskList(list) {
+		writeRaw(w, http.StatusOK, e.b)
+		return
+	}
+	writeRaw(w, http.StatusOK, encodeTaskListJSON(list))
+}
+
+// encodeTaskListJSON is the body of writeTaskList by encoding/json.
+func encodeTaskListJSON(list TaskList) []byte {
+	return encodeJSON(struct {
 		Data       []Task  `json:"data"`
 		NextCursor *string `json:"nextCursor"`
 	}{list.Tasks, nullIfEmpty(list.NextCursor)})
-	return nil
 }
 
 func (s *Service) handleCreateTask(w http.ResponseWriter, r *http.Request, p *Principal) error {

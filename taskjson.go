@@ -338,3 +338,37 @@ func (e *jsonWriter) taskEnvelope(t *Task, compact bool) (ok bool) {
 	}
 	return true
 }
+
+// taskList appends the body writeTaskList writes for list, with its final
+// newline, to e.b. It reports false when encoding/json would have failed.
+func (e *jsonWriter) taskList(list TaskList) (ok bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			if _, isErr := v.(jsonWriterError); !isErr {
+				panic(v)
+			}
+			ok = false
+		}
+	}()
+	e.b = append(e.b, `{"data":`...)
+	if list.Tasks == nil {
+		e.null()
+	} else {
+		e.b = append(e.b, '[')
+		for i := range list.Tasks {
+			if i > 0 {
+				e.b = append(e.b, ',')
+			}
+			e.task(&list.Tasks[i], false)
+		}
+		e.b = append(e.b, ']')
+	}
+	e.b = append(e.b, `,"nextCursor":`...)
+	if list.NextCursor == "" {
+		e.null()
+	} else {
+		e.str(list.NextCursor)
+	}
+	e.b = append(e.b, '}', '\n')
+	return true
+}

@@ -187,3 +187,35 @@ func TestJSONWriterStrings(t *testing.T) {
 		}
 	}
 }
+
+// TestTaskListEncoderMatchesJSON checks the list's hand-written encoder
+// against encoding/json: the whole corpus as one page, pages of one task,
+// an empty page, with and without a cursor.
+func TestTaskListEncoderMatchesJSON(t *testing.T) {
+	corpus := taskCorpus()
+	lists := []TaskList{{Tasks: corpus, NextCursor: encodeCursor(42)}, {Tasks: []Task{}}, {Tasks: nil}}
+	for i := range corpus {
+		lists = append(lists, TaskList{Tasks: corpus[i : i+1]})
+	}
+	for i, list := range lists {
+		want := encodeTaskListJSON(list)
+		e := &jsonWriter{}
+		if !e.taskList(list) {
+			t.Fatalf("list %d: the hand-written encoder failed", i)
+		}
+		if !bytes.Equal(e.b, want) {
+			t.Fatalf("list %d:\n got %s\nwant %s", i, e.b, want)
+		}
+		w := httptest.NewRecorder()
+		writeTaskList(w, list)
+		if !bytes.Equal(w.Body.Bytes(), want) || w.Code != 200 {
+			t.Fatalf("list %d: writeTaskList wrote %d %s", i, w.Code, w.Body.Bytes())
+		}
+	}
+	bad := TaskList{Tasks: []Task{{ID: "tsk_a", RoutingReason: json.RawMessage(`{`)}}}
+	w := httptest.NewRecorder()
+	writeTaskList(w, bad)
+	if want := encodeTaskListJSON(bad); !bytes.Equal(w.Body.Bytes(), want) {
+		t.Fatalf("invalid task: got %s want %s", w.Body.Bytes(), want)
+	}
+}
