@@ -640,16 +640,41 @@ type taskMeta struct {
 var compactLeftOut = [...]string{"description", "routingReason"}
 
 // writeTask writes a task envelope; compact leaves out the long members.
+// It encodes by hand (see jsonWriter.taskEnvelope) the bytes encodeTaskJSON
+// encodes by reflection, and falls back to it when the task does not
+// encode.
 func writeTask(w http.ResponseWriter, status int, t *Task, compact bool) error {
+	e := taskWriters.Get().(*jsonWriter)
+	e.b = e.b[:0]
+	defer func() {
+		if cap(e.b) <= 64<<10 { // keep no outsized buffer
+			taskWriters.Put(e)
+		}
+	}()
+	var body []byte
+	if e.taskEnvelope(t, compact) {
+		body = e.b
+	} else {
+		var err error
+		if body, err = encodeTaskJSON(t, compact); err != nil {
+			return err
+		}
+	}
+	writeRaw(w, status, body)
+	return nil
+}
+
+// encodeTaskJSON is the body of writeTask by encoding/json.
+func encodeTaskJSON(t *Task, compact bool) ([]byte, error) {
 	env := taskEnvelope{Data: t, AvailableActions: t.AvailableActions, Meta: taskMeta{TokenBudgetHint: "standard", TruncatedFields: []string{}}}
 	if compact {
 		raw, err := json.Marshal(t)
 		if err != nil {
-			return fmt.Errorf("encode task: %w", err)
+			return nil, fmt.Errorf("encode task: %w", err)
 		}
 		var members map[string]json.RawMessage
 		if err := json.Unmarshal(raw, &members); err != nil {
-			return fmt.Errorf("encode task: %w", err)
+			return nil, fmt.Errorf("encode task: %w", err)
 		}
 		for _, f := range compactLeftOut {
 			delete(members, f)
@@ -657,8 +682,7 @@ func writeTask(w http.ResponseWriter, status int, t *Task, compact bool) error {
 		env.Data = members
 		env.Meta = taskMeta{TokenBudgetHint: "compact", TruncatedFields: compactLeftOut[:]}
 	}
-	writeJSON(w, status, env)
-	return nil
+	return encodeJSON(env), nil
 }
 
 // tokenBudget reads the tokenBudget query parameter.
@@ -709,11 +733,34 @@ func (s *Service) handleListTasks(w http.ResponseWriter, r *http.Request, p *Pri
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, struct {
+	writeTaskList(w, list)
+	return nil
+}
+
+// writeTaskList writes a page of tasks. It encodes by hand (see
+// jsonWriter.taskList) the bytes encodeTaskListJSON encodes by
+// reflection, and falls back to it when a task does not encode.
+func writeTaskList(w http.ResponseWriter, list TaskList) {
+	e := taskWriters.Get().(*jsonWriter)
+	e.b = e.b[:0]
+	defer func() {
+		if cap(e.b) <= 64<<10 { // keep no outsized buffer
+			taskWriters.Put(e)
+		}
+	}()
+	if e.taskList(list) {
+		writeRaw(w, http.StatusOK, e.b)
+		return
+	}
+	writeRaw(w, http.StatusOK, encodeTaskListJSON(list))
+}
+
+// encodeTaskListJSON is the body of writeTaskList by encoding/json.
+func encodeTaskListJSON(list TaskList) []byte {
+	return encodeJSON(struct {
 		Data       []Task  `json:"data"`
 		NextCursor *string `json:"nextCursor"`
 	}{list.Tasks, nullIfEmpty(list.NextCursor)})
-	return nil
 }
 
 func (s *Service) handleCreateTask(w http.ResponseWriter, r *http.Request, p *Principal) error {

@@ -29,7 +29,8 @@ type scanner interface {
 type taskRow struct {
 	task                                    lifecycle.Task
 	pos, created, updated                   int64
-	labels, criteria, reason, blocker       []byte
+	labels, criteria                        string
+	reason, blocker                         []byte
 	assigneeName, source                    sql.NullString
 	parent, project, agentID, decisionID    sql.NullString
 	triage, submission, prURL, branch, base sql.NullString
@@ -58,10 +59,10 @@ func scanTask(row scanner) (lifecycle.Task, int64, error) {
 	t.Status, t.Priority, t.StatusBeforeBlocker = lifecycle.Status(r.status), lifecycle.Priority(r.priority), lifecycle.Status(r.statusBefore)
 	t.CreatedAt, t.UpdatedAt = fromMillis(r.created), fromMillis(r.updated)
 	t.SubmissionMode, t.ReviewPolicy, t.ReviewDecision = lifecycle.SubmitMode(r.mode), lifecycle.CodeReviewPolicy(r.policy), lifecycle.ReviewDecision(r.decision)
-	if err := json.Unmarshal(r.labels, &t.Labels); err != nil {
+	if err := unmarshalStrings(r.labels, &t.Labels); err != nil {
 		return *t, 0, fmt.Errorf("sqlite: task %s labels: %w", t.ID, err)
 	}
-	if err := json.Unmarshal(r.criteria, &t.AcceptanceCriteria); err != nil {
+	if err := unmarshalStrings(r.criteria, &t.AcceptanceCriteria); err != nil {
 		return *t, 0, fmt.Errorf("sqlite: task %s acceptance criteria: %w", t.ID, err)
 	}
 	if len(r.reason) > 0 {
