@@ -2,6 +2,7 @@ package sse
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"strconv"
@@ -11,6 +12,15 @@ import (
 
 // Batch is the most frames a live stream writes at once.
 const Batch = 256
+
+// moveAfter is how long, by the wall clock, a stream served on a
+// connection taken over stays on the goroutine that wrote, before it moves
+// to a fresh one (see Stream.run).
+const moveAfter = 250 * time.Millisecond
+
+// errMove tells the goroutine of a taken-over stream to hand the stream to
+// a fresh goroutine.
+var errMove = errors.New("sse: move the stream to a fresh goroutine")
 
 // keepaliveLayout is how a heartbeat tells the time: RFC 3339 in UTC with
 // milliseconds.
@@ -92,9 +102,11 @@ type Stream[P any] struct {
 	// live is set once the stream reads from the buffer; falling out of
 	// the buffer afterwards ends it.
 	live      bool
-	lastWrite time.Time // by Clock, for heartbeats
-	frames    [][]byte  // reused between reads of the buffer
-	buf       []byte    // reused frame encoding buffer of replay
+	lastWrite time.Time        // by Clock, for heartbeats
+	beatC     <-chan time.Time // fires when the heartbeat may be due
+	movable   bool             // served from goroutines of its own: run may return errMove
+	frames    [][]byte         // reused between reads of the buffer
+	buf       []byte           // reused frame encoding buffer of replay
 }
 
 // Write writes chunks and flushes them, like Conn.Write, and counts the
@@ -122,11 +134,8 @@ func (s *Stream[P]) WriteHead() error {
 func (s *Stream[P]) Run(r *http.Request, parent context.Context, unwrap func(net.Conn) net.Conn, takeOver bool, f Feed[P]) {
 	if takeOver {
 		if ctx, ok := s.TakeOver(r, parent, unwrap); ok {
-			go func() {
-				defer f.Release()
-				defer s.Close()
-				f.Ended(ctx, s.Serve(ctx, f))
-			}()
+			s.movable = true
+			go s.serveTakenOver(ctx, f, true)
 			return
 		}
 	}
@@ -135,6 +144,28 @@ func (s *Stream[P]) Run(r *http.Request, parent context.Context, unwrap func(net
 	defer cancel()
 	defer context.AfterFunc(parent, cancel)()
 	f.Ended(ctx, s.Serve(ctx, f))
+}
+
+// serveTakenOver serves a stream whose connection was taken over, from
+// the head when head is set, and moves it to a fresh goroutine whenever
+// run asks: a goroutine's stack grows when it writes (the system call,
+// the Feed's telemetry) and, once grown, never shrinks while the stream
+// waits, so a stream that has written nothing for moveAfter waits on a
+// goroutine with the smallest stack instead.
+func (s *Stream[P]) serveTakenOver(ctx context.Context, f Feed[P], head bool) {
+	var err error
+	if head {
+		err = s.Serve(ctx, f)
+	} else {
+		err = s.run(ctx, f, false)
+	}
+	if err == errMove {
+		go s.serveTakenOver(ctx, f, false)
+		return
+	}
+	defer f.Release()
+	defer s.Close()
+	f.Ended(ctx, err)
 }
 
 // Serve sends the response head, then what f carries, until ctx is done, a
@@ -150,12 +181,22 @@ func (s *Stream[P]) Serve(ctx context.Context, f Feed[P]) error {
 	if err := s.WriteHead(); err != nil {
 		return err
 	}
-	return s.run(ctx, f)
+	return s.run(ctx, f, true)
 }
 
-// run writes what f carries until the stream ends.
-func (s *Stream[P]) run(ctx context.Context, f Feed[P]) error {
-	beat := s.Clock.After(s.Heartbeat)
+// run writes what f carries until the stream ends. A movable stream that
+// wrote returns errMove moveAfter later (see serveTakenOver): it carries
+// on, on a fresh goroutine, where it left off.
+//
+// wrote says that this goroutine has written already (the head).
+func (s *Stream[P]) run(ctx context.Context, f Feed[P], wrote bool) error {
+	if s.beatC == nil {
+		s.beatC = s.Clock.After(s.Heartbeat)
+	}
+	var move <-chan time.Time // armed once this goroutine has written
+	if wrote && s.movable {
+		move = time.After(moveAfter)
+	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -177,6 +218,9 @@ func (s *Stream[P]) run(ctx context.Context, f Feed[P]) error {
 			if err := s.replay(ctx, f); err != nil {
 				return err
 			}
+			if move == nil && s.movable {
+				move = time.After(moveAfter)
+			}
 			continue
 		}
 		s.live = true
@@ -190,6 +234,9 @@ func (s *Stream[P]) run(ctx context.Context, f Feed[P]) error {
 			}
 			if err != nil {
 				return err
+			}
+			if move == nil && s.movable {
+				move = time.After(moveAfter)
 			}
 			if len(frames) == Batch {
 				continue // there may be more already
@@ -207,11 +254,16 @@ func (s *Stream[P]) run(ctx context.Context, f Feed[P]) error {
 		case <-s.Expires:
 			return s.end(f, false)
 		case <-changed:
-		case <-beat:
+		case <-s.beatC:
 			var err error
-			if beat, err = s.beat(); err != nil {
+			if s.beatC, err = s.beat(); err != nil {
 				return err
 			}
+			if move == nil && s.movable {
+				move = time.After(moveAfter) // it may have written a keepalive
+			}
+		case <-move:
+			return errMove
 		}
 	}
 }
