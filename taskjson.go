@@ -7,7 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"unicode/utf8"
+
+	"github.com/tasklifecycle/lifecycle/internal/jsonenc"
 )
 
 // This file encodes a Task by hand: the bytes encoding/json writes for it
@@ -247,61 +248,9 @@ func (e *jsonWriter) float(f float64) {
 	}
 }
 
-const hexDigits = "0123456789abcdef"
-
-// str appends s as a JSON string as encoding/json does: invalid UTF-8
-// becomes U+FFFD, U+2028 and U+2029 are escaped, and <, > and & are
-// escaped when e.escapeHTML.
-func (e *jsonWriter) str(s string) {
-	b := append(e.b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && (!e.escapeHTML || (c != '<' && c != '>' && c != '&')) {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '\\', '"':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	e.b = append(b, '"')
-}
+// str appends s as a JSON string as encoding/json does (see
+// jsonenc.AppendString), escaping <, > and & when e.escapeHTML.
+func (e *jsonWriter) str(s string) { e.b = jsonenc.AppendString(e.b, s, e.escapeHTML) }
 
 // taskWriters are the jsonWriters of writeTask.
 var taskWriters = sync.Pool{New: func() any { return &jsonWriter{b: make([]byte, 0, 2048)} }}

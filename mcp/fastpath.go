@@ -8,9 +8,9 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/jsonenc"
 )
 
 // The fast path serves the calls of the read-only tools that answer at
@@ -81,7 +81,7 @@ func (h *Handler) serveFast(w http.ResponseWriter, r *http.Request, p *lifecycle
 // as structured content, each HTML-escaped as encoding/json.Marshal does.
 func appendToolResult(out, raw []byte, isError bool) []byte {
 	out = append(out, `{"content":[{"type":"text","text":`...)
-	out = appendString(out, raw)
+	out = jsonenc.AppendString(out, raw, true)
 	out = append(out, `}]`...)
 	if isError {
 		return append(out, `,"isError":true}`...)
@@ -91,60 +91,6 @@ func appendToolResult(out, raw []byte, isError bool) []byte {
 	json.HTMLEscape(&buf, raw)
 	out = append(out, buf.Bytes()...)
 	return append(out, '}')
-}
-
-// appendString appends s as a JSON string, escaped as encoding/json
-// escapes strings with HTML escaping (its default).
-func appendString(out, s []byte) []byte {
-	const hex = "0123456789abcdef"
-	out = append(out, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if b := s[i]; b < 0x80 {
-			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
-				i++
-				continue
-			}
-			out = append(out, s[start:i]...)
-			switch b {
-			case '\\', '"':
-				out = append(out, '\\', b)
-			case '\b':
-				out = append(out, '\\', 'b')
-			case '\f':
-				out = append(out, '\\', 'f')
-			case '\n':
-				out = append(out, '\\', 'n')
-			case '\r':
-				out = append(out, '\\', 'r')
-			case '\t':
-				out = append(out, '\\', 't')
-			default:
-				out = append(out, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRune(s[i:])
-		if r == 0xFFFD && size == 1 {
-			out = append(out, s[start:i]...)
-			out = append(out, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			out = append(out, s[start:i]...)
-			out = append(out, '\\', 'u', '2', '0', '2', hex[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	out = append(out, s[start:]...)
-	return append(out, '"')
 }
 
 // parseFastCall scans a body for a single tools/call request of a tool
