@@ -12,45 +12,31 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/store/sqlite"
 )
 
-// hookTel is an OpenTelemetry SDK whose metrics and spans a test reads:
-// a manual reader, collected on demand, and a span recorder.
-type hookTel struct {
-	t      *testing.T
-	reader *sdkmetric.ManualReader
-	spans  *tracetest.SpanRecorder
-}
+// hookTel is the probe of telemetry_test.go (an SDK with a manual reader
+// and a span recorder) with the webhook tests' readings.
+type hookTel struct{ *probe }
 
-// newHookTel returns an SDK and the Config mutation that gives it to a
+// newHookTel returns a probe and the Config mutation that gives it to a
 // Service.
 func newHookTel(t *testing.T) (*hookTel, func(*lifecycle.Config)) {
-	ht := &hookTel{t: t, reader: sdkmetric.NewManualReader(), spans: tracetest.NewSpanRecorder()}
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(ht.reader))
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(ht.spans))
-	return ht, func(c *lifecycle.Config) { c.MeterProvider, c.TracerProvider = mp, tp }
+	p, with := newProbe(t)
+	return &hookTel{p}, with
 }
 
 // collect returns the metrics measured so far, by name.
 func (ht *hookTel) collect() map[string]metricdata.Metrics {
 	ht.t.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := ht.reader.Collect(context.Background(), &rm); err != nil {
-		ht.t.Fatal(err)
-	}
 	out := map[string]metricdata.Metrics{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			out[m.Name] = m
-		}
+	for _, m := range ht.probe.collect() {
+		out[m.Name] = m
 	}
 	return out
 }
