@@ -206,6 +206,15 @@ func TestConsoleHeaders(t *testing.T) {
 	}
 }
 
+// wrongToken returns token with its first character changed: a token of
+// the right shape that is not the session's.
+func wrongToken(token string) string {
+	if token[0] == 'x' {
+		return "y" + token[1:]
+	}
+	return "x" + token[1:]
+}
+
 // TestConsoleRefusesOtherSites: the session cookie is of no use to a page
 // of another site, or to a change without the session's CSRF token.
 func TestConsoleRefusesOtherSites(t *testing.T) {
@@ -236,7 +245,7 @@ func TestConsoleRefusesOtherSites(t *testing.T) {
 		{"replay with another session's token", consoleCall{method: "POST", path: "/api/event-subscriptions/" + subID + "/replay", csrf: otherCSRF,
 			body: map[string]any{"fromSequence": 0}, header: http.Header{"Idempotency-Key": {"console-replay-2"}}}, 403},
 		{"retry without the token", consoleCall{method: "POST", path: "/api/event-subscriptions/" + subID + "/deliveries/" + delivered + "/retry"}, 403},
-		{"enable with a wrong token", consoleCall{method: "POST", path: "/api/event-subscriptions/" + subID + "/enable", csrf: "x" + csrf[1:]}, 403},
+		{"enable with a wrong token", consoleCall{method: "POST", path: "/api/event-subscriptions/" + subID + "/enable", csrf: wrongToken(csrf)}, 403},
 		{"sign out without the token", consoleCall{method: "DELETE", path: "/session"}, 403},
 		{"sign in from another site", consoleCall{method: "POST", path: "/session", body: map[string]any{"key": c.Admin},
 			header: http.Header{"Sec-Fetch-Site": {"cross-site"}}}, 403},
