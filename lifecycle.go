@@ -336,6 +336,15 @@ type Config struct {
 	// least 1 MiB; negative disables the bound.
 	MaxDecodingBytes int64
 
+	// TaskCacheBytes bounds the answers of GET /tasks/{id} kept in memory
+	// when the Store implements [TaskRevisioner] (the SQLite and
+	// PostgreSQL stores do): a task read again while its revision is the
+	// same is answered from them, reading one column of the Store instead
+	// of the whole task. The bound counts the answers' bytes and about 128
+	// bytes per task; tasks are evicted at random beyond it. Defaults to
+	// 16 MiB; negative keeps none.
+	TaskCacheBytes int64
+
 	// RequestTimeout bounds the work of each API request but the event
 	// stream: a request whose Store (or code host) has not answered by
 	// then gets 503 store_unavailable with Retry-After, never a hang.
@@ -414,6 +423,7 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("lifecycle: Config.RequestTimeout must not be negative; leave it zero for the default")
 	}
 	orDefault(&c.IdempotencyRetention, 24*time.Hour)
+	orDefault(&c.TaskCacheBytes, 16<<20)
 	seen := map[string]bool{}
 	for i, b := range c.Adapters {
 		if b.Adapter == nil {
@@ -508,6 +518,7 @@ type Service struct {
 	webhooks *dispatcher        // delivers webhooks
 	decoding *bytebudget.Budget // bounds request bodies decoded at once; nil: unbounded
 	tel      *telemetry         // metrics and traces
+	tasks    *taskCache         // answers of GET /tasks/{id}; nil: none kept
 
 	streamKeys streamKeys  // the keys of open streams, to end them on revocation
 	watches    taskWatches // the watches of single tasks (watch.go)
@@ -575,6 +586,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.MaxDecodingBytes > 0 {
 		s.decoding = bytebudget.New(cfg.MaxDecodingBytes)
 	}
+	s.tasks = newTaskCache(cfg.Store, cfg.TaskCacheBytes)
 	s.handler = s.routes(s.auth)
 	if _, ok := cfg.Store.(ConsoleSessionStore); !ok {
 		s.log.Info("the Store keeps no console sessions (lifecycle.ConsoleSessionStore): the API is served, the operator console (package console) cannot be")

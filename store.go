@@ -277,6 +277,21 @@ type ShipQueueCounter interface {
 	CountShipQueue(ctx context.Context) (ShipQueueCounts, error)
 }
 
+// TaskRevisioner is a Store that tells cheaply whether a task's row
+// changed. It is optional: with it, a Service keeps the encoded answers
+// of GET /tasks/{id} (see [Config.TaskCacheBytes]) and serves one again
+// while the task's revision is the one it was read at, reading one column
+// instead of the whole row.
+type TaskRevisioner interface {
+	// TaskRevision returns the revision of the task with that ID, or an
+	// error matching ErrNotFound. The revision changes with every write
+	// of the task, whatever the write changes and whoever makes it (in
+	// every process that shares the Store), and never takes a value it
+	// had before; Store.Task called after TaskRevision returns the task
+	// as it was at that revision or later.
+	TaskRevision(ctx context.Context, id string) (int64, error)
+}
+
 // ShipQueueCounts are the ship operations not yet finished.
 type ShipQueueCounts struct {
 	// Queued are accepted, not yet taken up by a runner.

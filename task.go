@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -664,6 +665,21 @@ func writeTask(w http.ResponseWriter, status int, t *Task, compact bool) error {
 	return nil
 }
 
+// encodeTask returns the body writeTask writes, in a slice of its own.
+func encodeTask(t *Task, compact bool) ([]byte, error) {
+	e := taskWriters.Get().(*jsonWriter)
+	e.b = e.b[:0]
+	defer func() {
+		if cap(e.b) <= 64<<10 {
+			taskWriters.Put(e)
+		}
+	}()
+	if e.taskEnvelope(t, compact) {
+		return bytes.Clone(e.b), nil
+	}
+	return encodeTaskJSON(t, compact)
+}
+
 // encodeTaskJSON is the body of writeTask by encoding/json.
 func encodeTaskJSON(t *Task, compact bool) ([]byte, error) {
 	env := taskEnvelope{Data: t, AvailableActions: t.AvailableActions, Meta: taskMeta{TokenBudgetHint: "standard", TruncatedFields: []string{}}}
@@ -705,11 +721,16 @@ func (s *Service) handleGetTask(w http.ResponseWriter, r *http.Request, p *Princ
 			return err
 		}
 	}
-	t, err := s.Task(r.Context(), r.PathValue("id"))
+	form, encode := formStandard, encodeStandard
+	if compact {
+		form, encode = formCompact, encodeCompact
+	}
+	answer, err := s.encodedTask(r.Context(), r.PathValue("id"), form, encode)
 	if err != nil {
 		return err
 	}
-	return writeTask(w, http.StatusOK, &t, compact)
+	writeRaw(w, http.StatusOK, answer)
+	return nil
 }
 
 func (s *Service) handleListTasks(w http.ResponseWriter, r *http.Request, p *Principal) error {

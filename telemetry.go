@@ -80,6 +80,8 @@ type telemetry struct {
 	idempotencyReplays   metric.Int64Counter
 	idempotencyConflicts metric.Int64Counter
 	authFailures         metric.Int64Counter
+	taskCacheLookups     metric.Int64Counter
+	cacheHit, cacheMiss  metric.AddOption // lifecycle.task_cache.lookups' attributes
 
 	meter metric.Meter
 
@@ -144,6 +146,9 @@ func newTelemetry(mp metric.MeterProvider, tp trace.TracerProvider, clock Clock)
 	t.idempotencyReplays = b.counter("lifecycle.idempotency.replays", "{request}", "Requests answered from an earlier response under the same Idempotency-Key.")
 	t.idempotencyConflicts = b.counter("lifecycle.idempotency.conflicts", "{request}", "Requests refused for an Idempotency-Key in use or used with another request.")
 	t.authFailures = b.counter("lifecycle.auth.failures", "{request}", "Failed authentications, by reason.")
+	t.taskCacheLookups = b.counter("lifecycle.task_cache.lookups", "{lookup}", "Answers of GET /tasks/{id} looked up among those kept, by result: hit or miss.")
+	t.cacheHit = metric.WithAttributeSet(attribute.NewSet(attribute.String("lifecycle.cache.result", "hit")))
+	t.cacheMiss = metric.WithAttributeSet(attribute.NewSet(attribute.String("lifecycle.cache.result", "miss")))
 	if b.err != nil {
 		return nil, b.err
 	}

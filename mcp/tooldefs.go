@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -237,12 +238,27 @@ func (h *Handler) listTasks(ctx context.Context, _ *call, in *listTasksIn) (any,
 	}{tasks, next, compactLeftOut}, nil
 }
 
+// The forms of get_task's answers among the Service's encodings of tasks
+// (lifecycle.Service.EncodedTask), which it keeps while the task is the
+// same.
+const (
+	formCompact  = "mcp:get_task:compact"
+	formStandard = "mcp:get_task:standard"
+)
+
+func encodeCompact(t *lifecycle.Task) ([]byte, error)  { return encodeJSON(answerTask(t, true)) }
+func encodeStandard(t *lifecycle.Task) ([]byte, error) { return encodeJSON(answerTask(t, false)) }
+
 func (h *Handler) getTask(ctx context.Context, _ *call, in *getTaskIn) (any, error) {
-	t, err := h.svc.Task(ctx, in.TaskID)
+	form, encode := formCompact, encodeCompact
+	if in.TokenBudget == "standard" {
+		form, encode = formStandard, encodeStandard
+	}
+	raw, err := h.svc.EncodedTask(ctx, in.TaskID, form, encode)
 	if err != nil {
 		return nil, err
 	}
-	return answerTask(&t, in.TokenBudget != "standard"), nil
+	return json.RawMessage(raw), nil
 }
 
 func (h *Handler) startTask(ctx context.Context, c *call, in *startTaskIn) (any, error) {

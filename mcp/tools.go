@@ -85,9 +85,11 @@ func addTool[In any](h *Handler, def toolDef, run func(ctx context.Context, c *c
 			}
 			return h.toolError(ctx, def.name, err), true
 		}
-		raw, err := encodeJSON(out)
-		if err != nil {
-			return h.toolError(ctx, def.name, err), true
+		raw, ok := out.(json.RawMessage) // encoded already
+		if !ok {
+			if raw, err = encodeJSON(out); err != nil {
+				return h.toolError(ctx, def.name, err), true
+			}
 		}
 		return raw, false
 	}

@@ -154,6 +154,19 @@ func (s *Store) Task(ctx context.Context, id string) (lifecycle.Task, error) {
 	return t, nil
 }
 
+// TaskRevision implements lifecycle.TaskRevisioner: every write of a
+// task's row adds one to its rev column.
+func (s *Store) TaskRevision(ctx context.Context, id string) (int64, error) {
+	if s.closed.Load() {
+		return 0, errClosed
+	}
+	var rev int64
+	if err := s.pool.QueryRow(ctx, "SELECT rev FROM tasks WHERE id = $1", id).Scan(&rev); err != nil {
+		return 0, fmt.Errorf("postgres: revision of task %s: %w", id, s.translate(err))
+	}
+	return rev, nil
+}
+
 // Task implements lifecycle.Tx: SELECT ... FOR UPDATE.
 func (x *txn) Task(ctx context.Context, id string) (lifecycle.Task, error) {
 	t, _, err := scanTask(x.tx.QueryRow(ctx, "SELECT "+taskColumns+" FROM tasks WHERE id = $1 FOR UPDATE", id))
@@ -262,7 +275,7 @@ var updateTaskSQL = func() string {
 		}
 		sets = append(sets, c+" = $"+strconv.Itoa(len(sets)+2))
 	}
-	return "UPDATE tasks SET " + strings.Join(sets, ", ") + " WHERE id = $1"
+	return "UPDATE tasks SET " + strings.Join(sets, ", ") + ", rev = rev + 1 WHERE id = $1"
 }()
 
 // UpdateTask implements lifecycle.Tx.
@@ -299,7 +312,7 @@ func (x *txn) ClaimReconciliations(ctx context.Context, p lifecycle.ClaimReconci
 		SELECT pos, reconcile_at AS old FROM tasks WHERE status IN ('in_review', 'in_progress') AND reconcile_at <= $1
 		AND (status = 'in_review' OR reconcile_at > 0)
 		ORDER BY reconcile_at, pos LIMIT $2 FOR UPDATE SKIP LOCKED),
-	claimed AS (UPDATE tasks SET reconcile_at = $3 FROM due WHERE tasks.pos = due.pos RETURNING tasks.*, due.old)
+	claimed AS (UPDATE tasks SET reconcile_at = $3, rev = tasks.rev + 1 FROM due WHERE tasks.pos = due.pos RETURNING tasks.*, due.old)
 	SELECT `+taskColumns+` FROM claimed ORDER BY old, pos`, millis(p.Now), p.Limit, millis(p.Until))
 	if err != nil {
 		return nil, fmt.Errorf("postgres: claim reconciliations: %w", x.fail(err))

@@ -157,6 +157,19 @@ func (s *Store) Task(ctx context.Context, id string) (lifecycle.Task, error) {
 	return getTask(ctx, s.r, id)
 }
 
+// TaskRevision implements lifecycle.TaskRevisioner: every write of a
+// task's row adds one to its rev column.
+func (s *Store) TaskRevision(ctx context.Context, id string) (int64, error) {
+	if s.closed.Load() {
+		return 0, errClosed
+	}
+	var rev int64
+	if err := s.r.QueryRowContext(ctx, "SELECT rev FROM tasks WHERE id = ?", id).Scan(&rev); err != nil {
+		return 0, fmt.Errorf("sqlite: revision of task %s: %w", id, translate(err))
+	}
+	return rev, nil
+}
+
 // Task implements lifecycle.Tx.
 func (x *txn) Task(ctx context.Context, id string) (lifecycle.Task, error) {
 	return getTask(x.ctx, x.conn, id)
@@ -262,7 +275,7 @@ var updateTaskSQL = func() string {
 		}
 		sets = append(sets, c+" = ?")
 	}
-	return "UPDATE tasks SET " + strings.Join(sets, ", ") + " WHERE id = ?"
+	return "UPDATE tasks SET " + strings.Join(sets, ", ") + ", rev = rev + 1 WHERE id = ?"
 }()
 
 // UpdateTask implements lifecycle.Tx.
@@ -326,7 +339,7 @@ func (x *txn) ClaimReconciliations(ctx context.Context, p lifecycle.ClaimReconci
 	}
 	until := millis(p.Until)
 	for i := range tasks {
-		if _, err := x.conn.ExecContext(x.ctx, "UPDATE tasks SET reconcile_at = ? WHERE id = ?", until, tasks[i].ID); err != nil {
+		if _, err := x.conn.ExecContext(x.ctx, "UPDATE tasks SET reconcile_at = ?, rev = rev + 1 WHERE id = ?", until, tasks[i].ID); err != nil {
 			return nil, fmt.Errorf("sqlite: claim reconciliation of %s: %w", tasks[i].ID, translate(err))
 		}
 		tasks[i].ReconcileAt = fromMillis(until)

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -130,6 +131,64 @@ func testFailureClassifier(t *testing.T, h Harness) {
 	if c.Unavailable(nil) {
 		t.Error("Unavailable(nil) = true")
 	}
+}
+
+// testTaskRevisioner checks lifecycle.TaskRevisioner, when the Store
+// implements it: a task's revision holds while nothing writes the task,
+// and changes with every write, a claim of its reconciliation included.
+func testTaskRevisioner(t *testing.T, h Harness) {
+	implements[lifecycle.TaskRevisioner](t, h, "the Store does not implement lifecycle.TaskRevisioner: GET /tasks/{id} reads the whole task every time")
+	s := open(t, h)
+	r := s.(lifecycle.TaskRevisioner)
+	if _, err := r.TaskRevision(t.Context(), "tsk_missing"); !errors.Is(err, lifecycle.ErrNotFound) {
+		t.Fatalf("TaskRevision of a missing task = %v, want ErrNotFound", err)
+	}
+	task, other := minimalTask(1), minimalTask(2)
+	create(t, s, task, other)
+	seen := map[int64]string{}
+	revision := func(what string) int64 {
+		t.Helper()
+		rev, err := r.TaskRevision(t.Context(), task.ID)
+		if err != nil {
+			t.Fatalf("TaskRevision after %s: %v", what, err)
+		}
+		if again, err := r.TaskRevision(t.Context(), task.ID); err != nil || again != rev {
+			t.Fatalf("TaskRevision after %s, read again = %d, %v; want %d", what, again, err, rev)
+		}
+		if before, ok := seen[rev]; ok {
+			t.Fatalf("after %s the revision is %d again, as after %s", what, rev, before)
+		}
+		seen[rev] = what
+		return rev
+	}
+	revision("create")
+	// A write of another task leaves it.
+	otherRev, err := r.TaskRevision(t.Context(), other.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task.Title = "Changed"
+	update(t, s, func(tx lifecycle.Tx) error { return tx.UpdateTask(t.Context(), task) })
+	revision("an update")
+	if rev, err := r.TaskRevision(t.Context(), other.ID); err != nil || rev != otherRev {
+		t.Fatalf("the other task's revision = %d, %v after an update of the first; want %d", rev, err, otherRev)
+	}
+	// A write that changes nothing still writes.
+	update(t, s, func(tx lifecycle.Tx) error { return tx.UpdateTask(t.Context(), task) })
+	revision("an update changing nothing")
+	// A claim of the task's reconciliation writes its ReconcileAt.
+	task.Status = lifecycle.StatusInReview
+	task.ReconcileAt = ts(0)
+	update(t, s, func(tx lifecycle.Tx) error { return tx.UpdateTask(t.Context(), task) })
+	revision("the move to review")
+	update(t, s, func(tx lifecycle.Tx) error {
+		claimed, err := tx.ClaimReconciliations(t.Context(), lifecycle.ClaimReconciliationsParams{Now: base.Add(time.Second), Until: base.Add(time.Minute), Limit: 10})
+		if err == nil && len(claimed) != 1 {
+			err = fmt.Errorf("claimed %d tasks, want 1", len(claimed))
+		}
+		return err
+	})
+	revision("a claimed reconciliation")
 }
 
 // testShipQueueCounter checks lifecycle.ShipQueueCounter, when the Store

@@ -69,6 +69,7 @@ func Run(t *testing.T, h Harness) {
 		{"InstanceLeaser", testInstanceLeaser},
 		{"Notifier", testNotifier},
 		{"ShipQueueCounter", testShipQueueCounter},
+		{"TaskRevisioner", testTaskRevisioner},
 		{"RelaxedUpdater", testRelaxedUpdater},
 		{"FailureClassifier", testFailureClassifier},
 		{"ConsoleSessions", testConsoleSessionStore},
