@@ -15,6 +15,7 @@ import (
 
 	"github.com/tasklifecycle/lifecycle/internal/authlimit"
 	"github.com/tasklifecycle/lifecycle/internal/id"
+	"github.com/tasklifecycle/lifecycle/internal/signal"
 )
 
 // Scope is a permission an API key grants.
@@ -151,7 +152,7 @@ type keyAuthenticator struct {
 	// ends holds, by key ID, the channel closed when the key is revoked:
 	// the Done of its principals. A key's entry is made when it first
 	// authenticates and dropped when it is found revoked.
-	ends map[string]chan struct{}
+	ends map[string]*signal.Signal
 	// gen counts the calls of forget. A lookup caches what it read only
 	// when no forget came since it began: the key it read may be the one
 	// just revoked.
@@ -168,7 +169,7 @@ const maxCachedKeys = 10000
 
 func newKeyAuthenticator(store Store, clock Clock, ttl time.Duration, limit *authLimiter) *keyAuthenticator {
 	return &keyAuthenticator{store: store, clock: clock, ttl: ttl, limit: limit,
-		cache: make(map[[sha256.Size]byte]cachedKey), ends: make(map[string]chan struct{})}
+		cache: make(map[[sha256.Size]byte]cachedKey), ends: make(map[string]*signal.Signal)}
 }
 
 // Authenticate implements Authenticator. A request without a key is
@@ -208,18 +209,30 @@ func (a *keyAuthenticator) principal(key *APIKey) Principal {
 // done returns the channel closed when the key with keyID is revoked.
 func (a *keyAuthenticator) done(keyID string) <-chan struct{} {
 	a.mu.RLock()
-	ch := a.ends[keyID]
+	end := a.ends[keyID]
 	a.mu.RUnlock()
-	if ch != nil {
-		return ch
+	if end != nil {
+		return end.C()
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if ch = a.ends[keyID]; ch == nil {
-		ch = make(chan struct{})
-		a.ends[keyID] = ch
+	if end = a.ends[keyID]; end == nil {
+		end = signal.New()
+		a.ends[keyID] = end
 	}
-	return ch
+	return end.C()
+}
+
+// doneSignal returns the Signal whose channel is done, the Done of a
+// principal of key keyID, or nil when done is no key's (or the key's
+// Done was closed already, and forgotten).
+func (a *keyAuthenticator) doneSignal(keyID string, done <-chan struct{}) *signal.Signal {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	if end := a.ends[keyID]; end != nil && end.C() == done {
+		return end
+	}
+	return nil
 }
 
 func (a *keyAuthenticator) lookup(ctx context.Context, hash [sha256.Size]byte) (APIKey, error) {
@@ -266,9 +279,9 @@ func (a *keyAuthenticator) forget(keyID string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.gen++
-	if ch := a.ends[keyID]; ch != nil {
-		close(ch)
+	if end := a.ends[keyID]; end != nil {
 		delete(a.ends, keyID)
+		end.Close() // closes Done and wakes parked streams, which only start goroutines
 	}
 	for h, c := range a.cache {
 		if c.key.ID == keyID {

@@ -32,3 +32,7 @@ func (s *Service) TaskLockHoldersForTest(taskID string) int {
 	}
 	return 0
 }
+
+// ParkedStreamsForTest returns how many event streams are parked: waiting
+// with no goroutine of their own for the broker to wake them.
+func (s *Service) ParkedStreamsForTest() int { return s.broker.hub.Waiting() }

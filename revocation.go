@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/tasklifecycle/lifecycle/internal/signal"
 )
 
 // errKeyRevoked ends an event stream whose API key was revoked.
@@ -27,14 +29,14 @@ type streamKeys struct {
 
 type streamKey struct {
 	streams int
-	revoked chan struct{} // closed on revocation
-	req     *http.Request // the credentials, to check again with a host's Authenticator
+	revoked *signal.Signal // closed on revocation
+	req     *http.Request  // the credentials, to check again with a host's Authenticator
 }
 
-// watch registers a stream of principal, opened by r, and returns the
-// channel closed when its key is revoked and the function to call when the
-// stream ends.
-func (k *streamKeys) watch(principal string, r *http.Request) (<-chan struct{}, func()) {
+// watch registers a stream of principal, opened by r, and returns its
+// entry, whose Signal is closed when the key is revoked. Call unwatch
+// once when the stream ends.
+func (k *streamKeys) watch(principal string, r *http.Request) *streamKey {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.open == nil {
@@ -42,20 +44,20 @@ func (k *streamKeys) watch(principal string, r *http.Request) (<-chan struct{}, 
 	}
 	sk := k.open[principal]
 	if sk == nil {
-		sk = &streamKey{revoked: make(chan struct{}), req: r.Clone(context.Background())}
+		sk = &streamKey{revoked: signal.New(), req: r.Clone(context.Background())}
 		sk.req.Body = http.NoBody
 		k.open[principal] = sk
 	}
 	sk.streams++
-	var once sync.Once
-	return sk.revoked, func() {
-		once.Do(func() {
-			k.mu.Lock()
-			defer k.mu.Unlock()
-			if sk.streams--; sk.streams == 0 && k.open[principal] == sk {
-				delete(k.open, principal)
-			}
-		})
+	return sk
+}
+
+// unwatch forgets a stream of principal that watch registered as sk.
+func (k *streamKeys) unwatch(principal string, sk *streamKey) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if sk.streams--; sk.streams == 0 && k.open[principal] == sk {
+		delete(k.open, principal)
 	}
 }
 
@@ -65,8 +67,8 @@ func (k *streamKeys) revoke(principal string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if sk := k.open[principal]; sk != nil {
-		close(sk.revoked)
 		delete(k.open, principal)
+		sk.revoked.Close() // closes the channel and wakes parked streams, which only start goroutines
 	}
 }
 

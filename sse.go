@@ -15,6 +15,7 @@ import (
 
 	"github.com/tasklifecycle/lifecycle/internal/fanout"
 	"github.com/tasklifecycle/lifecycle/internal/id"
+	"github.com/tasklifecycle/lifecycle/internal/signal"
 	"github.com/tasklifecycle/lifecycle/internal/sse"
 )
 
@@ -114,21 +115,20 @@ func parseStreamParams(r *http.Request) (streamParams, error) {
 // handleStream serves GET /task-events/stream: the events after the cursor
 // (or from the live tail), then live ones, as server-sent events.
 func (s *Service) handleStream(w http.ResponseWriter, r *http.Request, p *Principal) error {
-	st, err := s.openStream(w, r, p)
+	st, mode, err := s.openStream(w, r, p)
 	if err != nil {
 		return err
 	}
-	st.setHeaders()
-	st.Stop, st.unwatch = s.streamKeys.watch(p.ID, r)
+	st.setHeaders(mode)
+	st.key = s.streamKeys.watch(p.ID, r)
+	st.Stop = st.key.revoked.C()
 	st.Done = p.Done
-	if !p.ExpiresAt.IsZero() {
-		st.Expires = s.clock.After(p.ExpiresAt.Sub(s.clock.Now()))
+	if p.Done != nil && s.keys != nil {
+		st.done = s.keys.doneSignal(p.ID, p.Done)
 	}
+	st.ExpiresAt = p.ExpiresAt
 	st.endNote = cmp.Or(p.EndNote, defaultEndNote)
-	st.credentialEnd = "expired"
-	if p.EndNote == keyRevokedNote {
-		st.credentialEnd = "revoked" // an API key's Done closes when it is revoked
-	}
+	st.keyEnds = p.EndNote == keyRevokedNote // an API key's Done closes when it is revoked
 	// Over HTTP/1.x the stream takes its connection over from net/http
 	// (see sse.Conn.TakeOver) unless Config.KeepStreamsInHandler says not to.
 	st.Run(r, s.broker.hub.Context(), unwrapConn, !s.cfg.KeepStreamsInHandler, st)
@@ -136,35 +136,35 @@ func (s *Service) handleStream(w http.ResponseWriter, r *http.Request, p *Princi
 }
 
 // openStream checks the request, takes one of the principal's places for
-// streams and finds where the stream starts. On success the caller must
-// release the place.
-func (s *Service) openStream(w http.ResponseWriter, r *http.Request, p *Principal) (*stream, error) {
+// streams and finds where the stream starts, and returns the stream with
+// its resume mode. On success the caller must release the place.
+func (s *Service) openStream(w http.ResponseWriter, r *http.Request, p *Principal) (*stream, string, error) {
 	params, err := parseStreamParams(r)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if err := s.broker.acquire(r.Context(), p.ID); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	start, err := sse.OffStack(func() (streamStart, error) { return s.streamStart(r.Context(), params.cursor) })
 	if err != nil {
 		s.broker.hub.Release(p.ID)
-		return nil, err
+		return nil, "", err
 	}
-	st := &stream{svc: s, filter: params.filter, mode: start.mode, principal: p.ID}
+	st := &stream{svc: s, filter: params.filter, principal: p.ID}
 	s.tel.streamsOpen.Add(r.Context(), 1)
 	st.Stream = sse.Stream[[]Event]{Conn: sse.NewConn(w, s.cfg.StreamWriteTimeout), Pos: start.pos, Heartbeat: params.heartbeat, Clock: s.clock}
-	return st, nil
+	return st, start.mode, nil
 }
 
 // setHeaders sets the headers of the stream's response, before it is
 // known whether net/http or the stream itself will write them.
-func (st *stream) setHeaders() {
+func (st *stream) setHeaders(mode string) {
 	h := st.Header()
 	sse.SetHeaders(h)
 	h.Set("X-Service-Replay-Window-Hours", strconv.FormatInt(int64(st.svc.cfg.EventRetention/time.Hour), 10))
 	h.Set("X-Service-Stream-Heartbeat-Seconds", strconv.Itoa(int(st.Heartbeat/time.Second)))
-	h.Set("X-Service-Resume-Mode", st.mode)
+	h.Set("X-Service-Resume-Mode", mode)
 }
 
 // Ended logs why the stream ended: nothing when the client left or the
@@ -200,8 +200,10 @@ func (st *stream) endReason(ctx context.Context, err error) string {
 		return "lag"
 	case errors.Is(err, errKeyRevoked):
 		return "revoked"
+	case errors.Is(err, errCredentialEnded) && st.keyEnds:
+		return "revoked"
 	case errors.Is(err, errCredentialEnded):
-		return st.credentialEnd
+		return "expired"
 	case err == nil || ctx.Err() != nil || errors.Is(err, sse.ErrWrite):
 		return "closed"
 	default:
@@ -253,36 +255,65 @@ type stream struct {
 	svc       *Service
 	filter    streamFilter
 	principal string
-	endNote   string    // the last comment of a stream ended by its credential (made into one by End)
-	mode      string    // X-Service-Resume-Mode
-	unwatch   func()    // stops watching the principal's key for revocation
-	first     time.Time // when the first event of the batch read last was committed
-	// credentialEnd is the end_reason of a stream whose credential ended:
-	// revoked for an API key, expired for others (a console session).
-	credentialEnd string
+	endNote   string         // the last comment of a stream ended by its credential (made into one by End)
+	key       *streamKey     // the principal's entry among the streams' keys: its Signal is Stop's
+	done      *signal.Signal // Done's, when it is an API key's; nil otherwise
+	// keyEnds is set when the credential is an API key: its Done closes
+	// when it is revoked, which ends_reason counts as revoked (other
+	// credentials' ends, a console session's, as expired).
+	keyEnds bool
 }
 
 // Release gives back the stream's place among its principal's streams.
 func (st *stream) Release() {
 	st.svc.tel.streamsOpen.Add(context.Background(), -1)
-	st.unwatch()
+	st.svc.streamKeys.unwatch(st.principal, st.key)
 	st.svc.broker.hub.Release(st.principal)
+}
+
+// Park implements sse.Parker: the stream is woken when the broker's ring
+// moves past the Read that returned changed (or the broker closes), and
+// when its key is revoked: through its Done when it is an API key's (which
+// every revocation closes before Stop), else through Stop. A stream whose
+// Done is not an API key's (a host's credential) cannot park: nothing
+// would wake it when Done closes.
+func (st *stream) Park(changed <-chan struct{}, wake func()) (func(), bool) {
+	end := st.done
+	if end == nil {
+		if st.Done != nil {
+			return nil, false
+		}
+		end = st.key.revoked
+	}
+	stopFeed, ok := st.svc.broker.hub.OnChange(changed, wake)
+	if !ok {
+		return nil, false
+	}
+	stopEnd, ok := end.Notify(wake)
+	if !ok {
+		stopFeed()
+		return nil, false
+	}
+	return func() {
+		stopFeed()
+		stopEnd()
+	}, true
 }
 
 // Read appends to dst the frames of the events in the broker's ring after
 // pos that the stream's filter keeps (see fanout.Scan).
 func (st *stream) Read(pos int64, dst [][]byte, limit int) ([][]byte, int64, <-chan struct{}, bool) {
-	st.first = time.Time{}
+	var first time.Time // when the first event read was committed
 	frames, next, changed, ok := fanout.Scan(st.svc.broker.hub, pos, dst, limit,
 		func(e *ringEvent) bool { return st.filter.keep(e.typ, e.taskID) },
 		func(e *ringEvent) []byte {
-			if st.first.IsZero() {
-				st.first = e.at
+			if first.IsZero() {
+				first = e.at
 			}
 			return e.frame
 		})
 	if len(frames) > 0 {
-		st.svc.tel.sent(context.Background(), len(frames), st.svc.clock.Now().Sub(st.first))
+		st.svc.tel.sent(context.Background(), len(frames), st.svc.clock.Now().Sub(first))
 	}
 	return frames, next, changed, ok
 }

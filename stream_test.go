@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +18,7 @@ import (
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/internal/fakeclock"
 	"github.com/tasklifecycle/lifecycle/internal/id"
+	"github.com/tasklifecycle/lifecycle/internal/testwait"
 	"github.com/tasklifecycle/lifecycle/store/sqlite"
 )
 
@@ -752,4 +754,50 @@ func TestStreamPollsSharedStore(t *testing.T) {
 	if ev := c.event(); !strings.Contains(string(ev.Data), created.ID) {
 		t.Errorf("polled event %s does not describe %s", ev.Data, created.ID)
 	}
+}
+
+// TestIdleStreamParks: with the system's clock, an idle stream parks (see
+// internal/sse's Parker) and is woken by events, by its key's revocation
+// and by its client's leaving.
+func TestIdleStreamParks(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *lifecycle.Config) { c.Clock = nil })
+	srv := e.serve()
+	parked := func(n int) {
+		t.Helper()
+		testwait.For(t, streamTimeout, fmt.Sprintf("%d streams parked", n), func() bool { return e.svc.ParkedStreamsForTest() == n })
+	}
+	key, plaintext, err := e.svc.CreateAPIKey(t.Context(), lifecycle.CreateAPIKeyParams{Name: "parker", Scopes: []lifecycle.Scope{lifecycle.ScopeEventsRead},
+		Actor: lifecycle.Actor{ID: "tester", Role: lifecycle.RoleUser}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := stream(t, srv, plaintext, "", nil)
+	parked(1)
+	id := e.createTask(taskBody("PARK-1"))["id"].(string)
+	if b := c.next(); !strings.Contains(b, "event: task.updated") || !strings.Contains(b, id) {
+		t.Fatalf("block %q, want the task's event", b)
+	}
+	parked(1)
+
+	other := stream(t, srv, e.key(lifecycle.ScopeEventsRead), "", nil)
+	parked(2)
+	other.close()
+	parked(1)
+
+	if _, err := e.svc.RevokeAPIKey(t.Context(), key.ID); err != nil {
+		t.Fatal(err)
+	}
+	if b := c.next(); !strings.Contains(b, "revoked") {
+		t.Fatalf("block %q, want the revocation's comment", b)
+	}
+	select {
+	case err := <-c.err:
+		if !errors.Is(err, io.EOF) {
+			t.Fatalf("the stream ended with %v, want its end", err)
+		}
+	case <-time.After(streamTimeout):
+		t.Fatal("the revoked stream did not end")
+	}
+	parked(0)
 }

@@ -73,8 +73,10 @@ type Hub[T any] struct {
 
 	mu      sync.RWMutex
 	ring    ring[T]
-	tail    int64         // every item with a sequence <= tail has been loaded
-	changed chan struct{} // closed and replaced whenever tail moves
+	tail    int64             // every item with a sequence <= tail has been loaded
+	changed chan struct{}     // closed and replaced whenever tail moves
+	waiters map[uint64]func() // called when changed is closed (see OnChange)
+	nextW   uint64
 	started bool
 	closed  bool
 	perKey  map[string]int // readers held per key
@@ -175,12 +177,18 @@ func (h *Hub[T]) Release(key string) {
 // to end. Call Wait to know when they have.
 func (h *Hub[T]) Close() {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.closed {
+		h.mu.Unlock()
 		return
 	}
 	h.closed = true
 	h.cancel()
+	waiters := h.waiters
+	h.waiters = nil
+	h.mu.Unlock()
+	for _, f := range waiters {
+		f()
+	}
 }
 
 // Wait blocks until the Hub's goroutine has ended and every reader has
@@ -251,11 +259,47 @@ func (h *Hub[T]) catchUp() error {
 		h.tail = h.ring.seqs[h.ring.last()]
 		close(h.changed)
 		h.changed = make(chan struct{})
+		waiters := h.waiters
+		h.waiters = nil
 		h.mu.Unlock()
+		for _, f := range waiters {
+			f()
+		}
 		if len(items) < h.cfg.Page {
 			return nil
 		}
 	}
+}
+
+// OnChange registers f to be called, once, when changed (a channel Scan
+// returned) is closed, items having arrived after the Scan, or when the
+// Hub is closed. It returns the function that unregisters f. ok is false,
+// and f is not registered, when either has happened already. f is called
+// on the Hub's loading goroutine, or Close's: it must return at once.
+func (h *Hub[T]) OnChange(changed <-chan struct{}, f func()) (stop func(), ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if changed != h.changed || h.closed {
+		return nil, false
+	}
+	if h.waiters == nil {
+		h.waiters = make(map[uint64]func())
+	}
+	id := h.nextW
+	h.nextW++
+	h.waiters[id] = f
+	return func() {
+		h.mu.Lock()
+		delete(h.waiters, id)
+		h.mu.Unlock()
+	}, true
+}
+
+// Waiting returns how many functions OnChange registered wait to be called.
+func (h *Hub[T]) Waiting() int {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return len(h.waiters)
 }
 
 // Base returns the sequence after which the ring holds every item loaded.

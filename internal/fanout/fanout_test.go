@@ -351,3 +351,47 @@ func TestHubStartFails(t *testing.T) {
 	}
 	h.Release("a")
 }
+
+// TestOnChange: a function registered on the channel of a Scan is called
+// once when items arrive, unless unregistered; a channel closed already
+// registers nothing.
+func TestOnChange(t *testing.T) {
+	t.Parallel()
+	s := &store{}
+	h := newHub(t, s, fakeclock.New(time.Unix(0, 0)))
+	if err := h.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	_, _, changed, _ := kinds(h, 0, 10, all)
+	called := make(chan string, 4)
+	if _, ok := h.OnChange(changed, func() { called <- "kept" }); !ok {
+		t.Fatal("OnChange on an open channel refused")
+	}
+	stop, ok := h.OnChange(changed, func() { called <- "stopped" })
+	if !ok {
+		t.Fatal("OnChange on an open channel refused")
+	}
+	stop()
+	s.add("updated")
+	h.Wake()
+	waitFor(t, h, 1)
+	select {
+	case got := <-called:
+		if got != "kept" {
+			t.Fatalf("called %q, want kept", got)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("the registered function was not called")
+	}
+	if _, ok := h.OnChange(changed, func() { called <- "late" }); ok {
+		t.Fatal("OnChange on a closed channel accepted")
+	}
+	s.add("updated")
+	h.Wake()
+	waitFor(t, h, 2)
+	select {
+	case got := <-called:
+		t.Fatalf("called %q again", got)
+	default:
+	}
+}

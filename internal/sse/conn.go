@@ -1,8 +1,9 @@
 // Package sse writes server-sent event streams: it takes the connection
-// of an HTTP/1.x stream over from net/http (so that an idle stream costs a
-// few KiB), writes with write deadlines in one system call per batch,
-// sends heartbeats, and runs the loop of a stream that replays stored
-// items, then follows a shared buffer of live ones (a Feed) until it ends.
+// of an HTTP/1.x stream over from net/http, writes with write deadlines in
+// one system call per batch, sends heartbeats, and runs the loop of a
+// stream that replays stored items, then follows a shared buffer of live
+// ones (a Feed) until it ends. An idle stream parks (see Parker): it waits
+// with one goroutine, reading its connection, and a few hundred bytes.
 //
 // It knows nothing of what the items are: a Feed turns them into frames.
 package sse
@@ -79,13 +80,26 @@ func (c *Conn) Header() http.Header { return c.w.Header() }
 // the ResponseWriter (wrapped by middleware) cannot be hijacked; the
 // stream is then served inside the handler.
 func (c *Conn) TakeOver(r *http.Request, parent context.Context, unwrap func(net.Conn) net.Conn) (context.Context, bool) {
-	if r.ProtoMajor != 1 {
+	if !c.hijack(r, unwrap) {
 		return nil, false
+	}
+	ctx, cancel := context.WithCancel(parent)
+	c.cancel = cancel
+	go watchClient(c.conn, cancel)
+	return ctx, true
+}
+
+// hijack takes the connection over from net/http, as TakeOver does, with
+// no context and no goroutine watching the client: the caller reads the
+// connection itself (see Stream.park).
+func (c *Conn) hijack(r *http.Request, unwrap func(net.Conn) net.Conn) bool {
+	if r.ProtoMajor != 1 {
+		return false
 	}
 	head := c.w.Header().Clone() // the ResponseWriter is net/http's again once hijacked
 	conn, _, err := c.rc.Hijack()
 	if err != nil {
-		return nil, false
+		return false
 	}
 	c.head = head
 	// Let go of net/http's response and connection (their buffers), which
@@ -95,19 +109,18 @@ func (c *Conn) TakeOver(r *http.Request, parent context.Context, unwrap func(net
 		conn = unwrap(conn)
 	}
 	c.conn, c.http10 = conn, r.ProtoMinor == 0
-	ctx, cancel := context.WithCancel(parent)
-	c.cancel = cancel
-	go watchClient(conn, cancel)
-	return ctx, true
+	return true
 }
 
-// Close cancels the context TakeOver returned and closes the connection.
-// It does nothing to a stream served inside the handler.
+// Close cancels the context TakeOver returned, if any, and closes the
+// connection. It does nothing to a stream served inside the handler.
 func (c *Conn) Close() error {
 	if c.conn == nil {
 		return nil
 	}
-	c.cancel()
+	if c.cancel != nil {
+		c.cancel()
+	}
 	return c.conn.Close()
 }
 

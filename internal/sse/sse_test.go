@@ -447,8 +447,6 @@ func TestStreamEnds(t *testing.T) {
 	t.Parallel()
 	closed := make(chan struct{})
 	close(closed)
-	fired := make(chan time.Time, 1)
-	fired <- time.Time{}
 	tests := []struct {
 		name   string
 		mutate func(*Stream[[]int64])
@@ -459,7 +457,7 @@ func TestStreamEnds(t *testing.T) {
 	}{
 		{"stopped", func(s *Stream[[]int64]) { s.Stop = closed }, false, false, errStopped, ": stopped\n\n"},
 		{"done", func(s *Stream[[]int64]) { s.Done = closed }, false, false, errExpired, ": expired\n\n"},
-		{"expired", func(s *Stream[[]int64]) { s.Expires = fired }, false, false, errExpired, ": expired\n\n"},
+		{"expired", func(s *Stream[[]int64]) { s.ExpiresAt = s.Clock.Now() }, false, false, errExpired, ": expired\n\n"},
 		{"cancelled", nil, true, false, context.Canceled, "1\n"},
 		{"fell behind", nil, false, true, errBehind, "1\n"},
 	}

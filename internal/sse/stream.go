@@ -3,10 +3,13 @@ package sse
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -34,6 +37,32 @@ type Clock interface {
 	After(d time.Duration) <-chan time.Time
 }
 
+// A WallClock is a Clock that tells the wall clock's time, as the
+// system's does. Only a stream whose Clock is one parks (see Parker): a
+// parked stream times its heartbeat with the socket's read deadline.
+type WallClock interface {
+	Clock
+	// IsWall marks the Clock as the wall clock.
+	IsWall()
+}
+
+// A Parker is a Feed on which an idle stream can wait with nothing but
+// the goroutine that reads its connection: a stream served on a
+// connection taken over, with a WallClock, that has written nothing for a
+// while, parks. It registers to be woken, and waits reading the client's
+// connection (which tells it when the client leaves) until woken or its
+// heartbeat is due; then it carries on where it left off.
+type Parker interface {
+	// Park registers wake, to be called once, from any goroutine, when
+	// items arrive after the Read that returned changed, when the
+	// stream's Stop or Done is closed, or when the parent context given
+	// to Run is done. It returns the function that unregisters wake. ok
+	// is false, and wake is not registered, when one of these has
+	// happened already or the Feed cannot wake the stream on them: the
+	// stream then waits as it would without parking.
+	Park(changed <-chan struct{}, wake func()) (unpark func(), ok bool)
+}
+
 // A Feed is what a Stream carries: items numbered by increasing
 // sequences, read from a shared buffer of the newest ones while the stream
 // keeps up, and from where they are stored (a page of type P at a time)
@@ -56,7 +85,7 @@ type Feed[P any] interface {
 	Behind(pos int64) error
 	// End returns the last thing a stream writes when one of its ends comes
 	// (stopped: its Stop channel closed; else its Done channel closed or
-	// its Expires channel fired), and the error it ends with.
+	// its ExpiresAt came), and the error it ends with.
 	End(stopped bool) (last []byte, err error)
 	// Ended is told why the stream ended (see Stream.Serve); ctx is the
 	// stream's context.
@@ -93,20 +122,25 @@ type Stream[P any] struct {
 	Heartbeat time.Duration
 	// Clock times the heartbeats.
 	Clock Clock
-	// Stop ends the stream when closed, Done and Expires when closed or
-	// fired (see Feed.End). nil: never.
-	Stop    <-chan struct{}
-	Done    <-chan struct{}
-	Expires <-chan time.Time
+	// Stop ends the stream when closed, Done when closed (see Feed.End).
+	// nil: never.
+	Stop <-chan struct{}
+	Done <-chan struct{}
+	// ExpiresAt, by Clock, ends the stream as Done does. Zero: never.
+	ExpiresAt time.Time
 
-	// live is set once the stream reads from the buffer; falling out of
-	// the buffer afterwards ends it.
-	live      bool
 	lastWrite time.Time        // by Clock, for heartbeats
 	beatC     <-chan time.Time // fires when the heartbeat may be due
-	movable   bool             // served from goroutines of its own: run may return errMove
+	changed   <-chan struct{}  // when run returns errMove: the channel of its last Read
 	frames    [][]byte         // reused between reads of the buffer
 	buf       []byte           // reused frame encoding buffer of replay
+	kicked    atomic.Bool      // a parked stream was woken
+	// live is set once the stream reads from the buffer; falling out of
+	// the buffer afterwards ends it.
+	live    bool
+	movable bool // served from goroutines of its own: run may return errMove
+	parks   bool // movable, and parks when it moves (see serveParking)
+	woke    bool // run is called back from parking
 }
 
 // Write writes chunks and flushes them, like Conn.Write, and counts the
@@ -127,13 +161,22 @@ func (s *Stream[P]) WriteHead() error {
 
 // Run serves the stream of the request r: when takeOver is set, on the
 // connection taken over from net/http (see Conn.TakeOver) from goroutines
-// of its own, returning at once; otherwise, or when the connection cannot
-// be taken over, inside the handler until the stream ends. Either way the
-// stream ends when parent is done or the client leaves, f.Ended is told
-// why, and f.Release is called once the connection is let go of.
+// of its own, returning at once, and parking while idle when f is a
+// Parker and s.Clock a WallClock; otherwise, or when the connection
+// cannot be taken over, inside the handler until the stream ends. Either
+// way the stream ends when parent is done or the client leaves, f.Ended is
+// told why, and f.Release is called once the connection is let go of.
 func (s *Stream[P]) Run(r *http.Request, parent context.Context, unwrap func(net.Conn) net.Conn, takeOver bool, f Feed[P]) {
 	if takeOver {
-		if ctx, ok := s.TakeOver(r, parent, unwrap); ok {
+		_, parker := f.(Parker)
+		_, wall := s.Clock.(WallClock)
+		if parker && wall {
+			if s.hijack(r, unwrap) {
+				s.movable, s.parks = true, true
+				go s.startParking(parent, f)
+				return
+			}
+		} else if ctx, ok := s.TakeOver(r, parent, unwrap); ok {
 			s.movable = true
 			go s.serveTakenOver(ctx, f, true)
 			return
@@ -160,6 +203,7 @@ func (s *Stream[P]) serveTakenOver(ctx context.Context, f Feed[P], head bool) {
 		err = s.run(ctx, f, false)
 	}
 	if err == errMove {
+		s.changed = nil // of use to a stream that parks only
 		go s.serveTakenOver(ctx, f, false)
 		return
 	}
@@ -167,6 +211,102 @@ func (s *Stream[P]) serveTakenOver(ctx context.Context, f Feed[P], head bool) {
 	defer s.Close()
 	f.Ended(ctx, err)
 }
+
+// errClientLeft ends a parked stream whose client closed its connection.
+var errClientLeft = errors.New("sse: the client left")
+
+// serveParking carries on serving a stream whose connection was taken
+// over, after run returned err, until it ends: when run asks to move
+// (errMove), the stream parks, registering to be woken (see Parker), and
+// waits on a fresh goroutine (parked), whose stack is the smallest, as
+// the goroutine that wrote ends. ctx is Run's parent: the stream has no
+// context of its own, as no watcher of the client cancels one; a stream
+// whose client left ends with a context cancelled then, as Feed.Ended
+// expects.
+func (s *Stream[P]) serveParking(ctx context.Context, f Feed[P], err error) {
+	for err == errMove {
+		if unpark, ok := f.(Parker).Park(s.changed, s.kick); ok {
+			// Let go of what a waiting goroutine needed.
+			s.changed, s.beatC, s.frames = nil, nil, nil
+			go s.parked(ctx, f, unpark)
+			return
+		}
+		s.changed = nil
+		err = s.run(ctx, f, false) // something came already
+	}
+	defer f.Release()
+	defer s.Close()
+	if err == errClientLeft {
+		left, cancel := context.WithCancel(ctx)
+		cancel()
+		ctx, err = left, left.Err()
+	}
+	f.Ended(ctx, err)
+}
+
+// startParking serves a stream whose connection was taken over, from the
+// response head, on goroutines of its own that park it while idle.
+func (s *Stream[P]) startParking(ctx context.Context, f Feed[P]) {
+	s.serveParking(ctx, f, s.Serve(ctx, f))
+}
+
+// parked waits for the parked stream's wake-up (awaitWake), then carries
+// on serving it.
+func (s *Stream[P]) parked(ctx context.Context, f Feed[P], unpark func()) {
+	err := s.awaitWake()
+	unpark()
+	if err == nil {
+		s.kicked.Store(false)
+		if err = s.conn.SetReadDeadline(time.Time{}); err != nil {
+			err = fmt.Errorf("%w: clear the read deadline: %w", ErrWrite, err)
+		} else {
+			s.woke = true
+			err = s.run(ctx, f, false)
+		}
+	}
+	s.serveParking(ctx, f, err)
+}
+
+// awaitWake reads the connection until the stream is kicked (by a
+// wake-up of Park, which sets kicked, then a read deadline in the past),
+// its heartbeat or expiry is due (the read deadline set here), or the
+// client leaves (errClientLeft). Whatever the client sends is discarded.
+func (s *Stream[P]) awaitWake() error {
+	due := s.lastWrite.Add(s.Heartbeat)
+	if !s.ExpiresAt.IsZero() && s.ExpiresAt.Before(due) {
+		due = s.ExpiresAt
+	}
+	if err := s.conn.SetReadDeadline(due); err != nil {
+		return errClientLeft
+	}
+	var b [16]byte
+	for !s.kicked.Load() { // checked after the deadline is set: a kick then is not lost
+		_, err := s.conn.Read(b[:])
+		switch {
+		case err == nil:
+		case !errors.Is(err, os.ErrDeadlineExceeded):
+			return errClientLeft
+		case !s.Clock.Now().Before(due):
+			return nil // the heartbeat or the expiry is due
+		case !s.kicked.Load():
+			// The deadline in the past of a wake-up of an earlier
+			// parking, which came late: set this one's again.
+			if err := s.conn.SetReadDeadline(due); err != nil {
+				return errClientLeft
+			}
+		}
+	}
+	return nil
+}
+
+// kick wakes the parked stream: the wake function of Park.
+func (s *Stream[P]) kick() {
+	s.kicked.Store(true)
+	_ = s.conn.SetReadDeadline(aLongTimeAgo)
+}
+
+// aLongTimeAgo is a read deadline that has passed: it ends a read at once.
+var aLongTimeAgo = time.Unix(1, 0)
 
 // Serve sends the response head, then what f carries, until ctx is done, a
 // write fails, the stream falls too far behind or one of its ends comes.
@@ -190,12 +330,26 @@ func (s *Stream[P]) Serve(ctx context.Context, f Feed[P]) error {
 //
 // wrote says that this goroutine has written already (the head).
 func (s *Stream[P]) run(ctx context.Context, f Feed[P], wrote bool) error {
-	if s.beatC == nil {
-		s.beatC = s.Clock.After(s.Heartbeat)
-	}
+	woke := s.woke
+	s.woke = false
 	var move <-chan time.Time // armed once this goroutine has written
 	if wrote && s.movable {
 		move = time.After(moveAfter)
+	}
+	if s.beatC == nil {
+		// At the start, or back from parking: a heartbeat may be due.
+		before := s.lastWrite
+		var err error
+		if s.beatC, err = s.beat(); err != nil {
+			return err
+		}
+		if s.lastWrite != before && s.movable {
+			move = time.After(moveAfter)
+		}
+	}
+	var expires <-chan time.Time
+	if !s.ExpiresAt.IsZero() {
+		expires = s.Clock.After(s.ExpiresAt.Sub(s.Clock.Now()))
 	}
 	for {
 		if err := ctx.Err(); err != nil {
@@ -206,9 +360,12 @@ func (s *Stream[P]) run(ctx context.Context, f Feed[P], wrote bool) error {
 			return s.end(f, true)
 		case <-s.Done:
 			return s.end(f, false)
-		case <-s.Expires:
+		case <-expires:
 			return s.end(f, false)
 		default:
+		}
+		if !s.ExpiresAt.IsZero() && !s.Clock.Now().Before(s.ExpiresAt) {
+			return s.end(f, false)
 		}
 		frames, next, changed, ok := f.Read(s.Pos, s.frames[:0], Batch)
 		if !ok {
@@ -242,6 +399,12 @@ func (s *Stream[P]) run(ctx context.Context, f Feed[P], wrote bool) error {
 				continue // there may be more already
 			}
 		}
+		if woke && move == nil {
+			// Woken from parking for nothing this stream carries (the
+			// items were another's): park again, on the small stack.
+			s.changed = changed
+			return errMove
+		}
 		// changed was taken with the frames: it is already closed if
 		// items came in since.
 		select {
@@ -251,7 +414,7 @@ func (s *Stream[P]) run(ctx context.Context, f Feed[P], wrote bool) error {
 			return s.end(f, true)
 		case <-s.Done:
 			return s.end(f, false)
-		case <-s.Expires:
+		case <-expires:
 			return s.end(f, false)
 		case <-changed:
 		case <-s.beatC:
@@ -263,6 +426,13 @@ func (s *Stream[P]) run(ctx context.Context, f Feed[P], wrote bool) error {
 				move = time.After(moveAfter) // it may have written a keepalive
 			}
 		case <-move:
+			if idle := s.Clock.Now().Sub(s.lastWrite); s.parks && idle < moveAfter {
+				// A stream that parks does so once idle for moveAfter:
+				// one that writes often stays on its goroutine.
+				move = time.After(moveAfter - idle)
+				continue
+			}
+			s.changed = changed
 			return errMove
 		}
 	}
