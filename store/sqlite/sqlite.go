@@ -70,6 +70,7 @@ type Store struct {
 	closed atomic.Bool
 
 	reqs       chan *writeReq
+	waiting    atomic.Int32 // callers sending on reqs, not yet taken by the writer
 	stop       chan struct{}
 	writerDone chan struct{}
 
@@ -246,11 +247,14 @@ func (s *Store) write(ctx context.Context, relaxed bool, fn func(x *txn) error) 
 		return errClosed
 	}
 	req := &writeReq{ctx: ctx, fn: fn, relaxed: relaxed, done: make(chan writeResult, 1)}
+	s.waiting.Add(1)
 	select {
 	case s.reqs <- req:
 	case <-ctx.Done():
+		s.waiting.Add(-1)
 		return ctx.Err()
 	case <-s.stop:
+		s.waiting.Add(-1)
 		return errClosed
 	}
 	res := <-req.done // the writer always answers
@@ -265,14 +269,17 @@ func (s *Store) write(ctx context.Context, relaxed bool, fn func(x *txn) error) 
 func (s *Store) writer() {
 	defer close(s.writerDone)
 	batch := make([]*writeReq, 0, maxBatch)
+	var relaxed, durable []*writeReq // a mixed batch, split
 	for {
 		var first *writeReq
 		select {
 		case first = <-s.reqs:
+			s.waiting.Add(-1)
 		case <-s.stop:
 			for {
 				select {
 				case r := <-s.reqs:
+					s.waiting.Add(-1)
 					r.done <- writeResult{err: errClosed}
 				default:
 					return
@@ -284,12 +291,34 @@ func (s *Store) writer() {
 		for len(batch) < maxBatch {
 			select {
 			case r := <-s.reqs:
+				s.waiting.Add(-1)
 				batch = append(batch, r)
 			default:
 				break fill
 			}
 		}
-		s.commitBatch(batch)
+		// The relaxed transactions of a mixed batch commit first, without
+		// an fsync, so that they are not kept waiting for the durable
+		// ones'. None was answered yet: any order among them is one they
+		// could have run in.
+		relaxed, durable = relaxed[:0], durable[:0]
+		if s.sync == SynchronousFull {
+			for _, r := range batch {
+				if r.relaxed {
+					relaxed = append(relaxed, r)
+				} else {
+					durable = append(durable, r)
+				}
+			}
+		}
+		if len(relaxed) > 0 && len(durable) > 0 {
+			s.commitBatch(relaxed)
+			s.commitBatch(durable)
+		} else {
+			s.commitBatch(batch)
+		}
+		clear(relaxed)
+		clear(durable)
 	}
 }
 
