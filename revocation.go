@@ -62,7 +62,10 @@ func (k *streamKeys) unwatch(principal string, sk *streamKey) {
 }
 
 // revoke ends the streams of principal. Streams opened after this are
-// watched afresh (and are refused by authentication anyway).
+// watched afresh (and are refused by authentication anyway). With the
+// Service's own keys, forget the key first (keyAuthenticator.forget): a
+// parked stream of an API key is woken by its Done, not by this (see
+// stream.Park).
 func (k *streamKeys) revoke(principal string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()

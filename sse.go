@@ -271,21 +271,21 @@ func (st *stream) Release() {
 	st.svc.broker.hub.Release(st.principal)
 }
 
-// Park implements sse.Parker: the stream is woken when the broker's ring
-// moves past the Read that returned changed (or the broker closes), and
-// when its key is revoked: through its Done when it is an API key's (which
-// every revocation closes before Stop), else through Stop. A stream whose
-// Done is not an API key's (a host's credential) cannot park: nothing
+// Parks implements sse.Parker: a stream whose Done is not an API key's
+// (a host's credential, a console session's) cannot park, as nothing
 // would wake it when Done closes.
-func (st *stream) Park(changed <-chan struct{}, wake func()) (func(), bool) {
+func (st *stream) Parks() bool { return st.Done == nil || st.done != nil }
+
+// Park implements sse.Parker: the stream is woken when the broker's ring
+// holds events after pos that its filter keeps (or the broker closes),
+// and when its key is revoked: through its Done when it is an API key's
+// (every revocation closes it, before Stop), else through Stop.
+func (st *stream) Park(pos int64, wake func()) (func() int64, bool) {
 	end := st.done
 	if end == nil {
-		if st.Done != nil {
-			return nil, false
-		}
 		end = st.key.revoked
 	}
-	stopFeed, ok := st.svc.broker.hub.OnChange(changed, wake)
+	stopFeed, ok := st.svc.broker.hub.OnChange(pos, st.keep, wake)
 	if !ok {
 		return nil, false
 	}
@@ -294,18 +294,21 @@ func (st *stream) Park(changed <-chan struct{}, wake func()) (func(), bool) {
 		stopFeed()
 		return nil, false
 	}
-	return func() {
-		stopFeed()
+	return func() int64 {
 		stopEnd()
+		return stopFeed()
 	}, true
 }
+
+// keep reports whether the stream carries an event of the broker's ring.
+func (st *stream) keep(e *ringEvent) bool { return st.filter.keep(e.typ, e.taskID) }
 
 // Read appends to dst the frames of the events in the broker's ring after
 // pos that the stream's filter keeps (see fanout.Scan).
 func (st *stream) Read(pos int64, dst [][]byte, limit int) ([][]byte, int64, <-chan struct{}, bool) {
 	var first time.Time // when the first event read was committed
 	frames, next, changed, ok := fanout.Scan(st.svc.broker.hub, pos, dst, limit,
-		func(e *ringEvent) bool { return st.filter.keep(e.typ, e.taskID) },
+		st.keep,
 		func(e *ringEvent) []byte {
 			if first.IsZero() {
 				first = e.at

@@ -801,3 +801,24 @@ func TestIdleStreamParks(t *testing.T) {
 	}
 	parked(0)
 }
+
+// TestParkedStreamSkipsWhatItFilters: a parked stream filtered to one task
+// is not cut off when more events of other tasks than the broker holds
+// pass while it waits (the broker moves its position past them), and gets
+// its task's next event.
+func TestParkedStreamSkipsWhatItFilters(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *lifecycle.Config) { c.Clock = nil; c.StreamLagLimit = 8 })
+	srv := e.serve()
+	id := e.createTask(taskBody("MINE-1"))["id"].(string)
+	c := stream(t, srv, e.key(lifecycle.ScopeEventsRead), "taskId="+id, nil)
+	testwait.For(t, streamTimeout, "the stream parked", func() bool { return e.svc.ParkedStreamsForTest() == 1 })
+	for i := range 20 {
+		e.createTask(taskBody(fmt.Sprintf("OTHER-%d", i)))
+	}
+	e.call(request{method: "POST", path: "/tasks/" + id + "/start", key: e.admin}, http.StatusOK)
+	if b := c.next(); !strings.Contains(b, id) || !strings.Contains(b, "in_progress") {
+		t.Fatalf("block %q, want the start of %s", b, id)
+	}
+	c.quiet()
+}

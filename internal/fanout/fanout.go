@@ -73,10 +73,9 @@ type Hub[T any] struct {
 
 	mu      sync.RWMutex
 	ring    ring[T]
-	tail    int64             // every item with a sequence <= tail has been loaded
-	changed chan struct{}     // closed and replaced whenever tail moves
-	waiters map[uint64]func() // called when changed is closed (see OnChange)
-	nextW   uint64
+	tail    int64                   // every item with a sequence <= tail has been loaded
+	changed chan struct{}           // closed and replaced whenever tail moves
+	waiters map[*waiter[T]]struct{} // see OnChange
 	started bool
 	closed  bool
 	perKey  map[string]int // readers held per key
@@ -186,8 +185,8 @@ func (h *Hub[T]) Close() {
 	waiters := h.waiters
 	h.waiters = nil
 	h.mu.Unlock()
-	for _, f := range waiters {
-		f()
+	for w := range waiters {
+		w.f()
 	}
 }
 
@@ -259,10 +258,9 @@ func (h *Hub[T]) catchUp() error {
 		h.tail = h.ring.seqs[h.ring.last()]
 		close(h.changed)
 		h.changed = make(chan struct{})
-		waiters := h.waiters
-		h.waiters = nil
+		woken := h.due()
 		h.mu.Unlock()
-		for _, f := range waiters {
+		for _, f := range woken {
 			f()
 		}
 		if len(items) < h.cfg.Page {
@@ -271,28 +269,70 @@ func (h *Hub[T]) catchUp() error {
 	}
 }
 
-// OnChange registers f to be called, once, when changed (a channel Scan
-// returned) is closed, items having arrived after the Scan, or when the
-// Hub is closed. It returns the function that unregisters f. ok is false,
-// and f is not registered, when either has happened already. f is called
-// on the Hub's loading goroutine, or Close's: it must return at once.
-func (h *Hub[T]) OnChange(changed <-chan struct{}, f func()) (stop func(), ok bool) {
+// waiter is a reader waiting, with no goroutine, for items it keeps.
+type waiter[T any] struct {
+	pos  int64         // every item up to pos that keep keeps was read
+	keep func(*T) bool // called with h.mu held
+	f    func()
+}
+
+// OnChange registers f to be called, once, when the Hub holds items after
+// pos that keep keeps, or when it is closed. Items that keep does not keep
+// move the waiter's position on instead, so that it never falls behind
+// the ring for items it would not have read. It returns the function that
+// unregisters f and returns that position: pos, or later. ok is false, and
+// f is not registered, when such items are there already, the ring no
+// longer holds every item after pos, or the Hub is closed. f is called
+// on the Hub's loading goroutine, or Close's, after the Hub's lock is let
+// go of: it must return at once. keep is called with the lock held, as
+// Scan's is.
+func (h *Hub[T]) OnChange(pos int64, keep func(*T) bool, f func()) (stop func() int64, ok bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if changed != h.changed || h.closed {
+	w := &waiter[T]{pos: pos, keep: keep, f: f}
+	if h.closed || !h.skip(w) {
 		return nil, false
 	}
 	if h.waiters == nil {
-		h.waiters = make(map[uint64]func())
+		h.waiters = make(map[*waiter[T]]struct{})
 	}
-	id := h.nextW
-	h.nextW++
-	h.waiters[id] = f
-	return func() {
+	h.waiters[w] = struct{}{}
+	return func() int64 {
 		h.mu.Lock()
-		delete(h.waiters, id)
-		h.mu.Unlock()
+		defer h.mu.Unlock()
+		delete(h.waiters, w)
+		return w.pos
 	}, true
+}
+
+// skip moves w's position to the tail when the ring holds every item
+// after it and keep keeps none of them, and reports whether it did; h.mu
+// is held.
+func (h *Hub[T]) skip(w *waiter[T]) bool {
+	r := &h.ring
+	if w.pos < r.base {
+		return false
+	}
+	for i := r.search(w.pos); i < r.n; i++ {
+		if w.keep(&r.items[r.index(i)]) {
+			return false
+		}
+	}
+	w.pos = max(w.pos, h.tail)
+	return true
+}
+
+// due takes out of the waiters those that new items wake, and returns
+// their functions; h.mu is held.
+func (h *Hub[T]) due() []func() {
+	var woken []func()
+	for w := range h.waiters {
+		if !h.skip(w) {
+			delete(h.waiters, w)
+			woken = append(woken, w.f)
+		}
+	}
+	return woken
 }
 
 // Waiting returns how many functions OnChange registered wait to be called.

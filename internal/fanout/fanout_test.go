@@ -352,9 +352,10 @@ func TestHubStartFails(t *testing.T) {
 	h.Release("a")
 }
 
-// TestOnChange: a function registered on the channel of a Scan is called
-// once when items arrive, unless unregistered; a channel closed already
-// registers nothing.
+// TestOnChange: a function registered after a position is called once
+// items it keeps arrive after it, unless unregistered; items it does not
+// keep move its position on; one registered behind items it keeps is not
+// registered; Close calls those left.
 func TestOnChange(t *testing.T) {
 	t.Parallel()
 	s := &store{}
@@ -362,19 +363,33 @@ func TestOnChange(t *testing.T) {
 	if err := h.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	_, _, changed, _ := kinds(h, 0, 10, all)
 	called := make(chan string, 4)
-	if _, ok := h.OnChange(changed, func() { called <- "kept" }); !ok {
-		t.Fatal("OnChange on an open channel refused")
-	}
-	stop, ok := h.OnChange(changed, func() { called <- "stopped" })
+	shipped := func(it *item) bool { return it.kind == "shipped" }
+	stopKept, ok := h.OnChange(0, shipped, func() { called <- "kept" })
 	if !ok {
-		t.Fatal("OnChange on an open channel refused")
+		t.Fatal("OnChange at the tail refused")
 	}
-	stop()
-	s.add("updated")
+	stop, ok := h.OnChange(0, all, func() { called <- "stopped" })
+	if !ok {
+		t.Fatal("OnChange at the tail refused")
+	}
+	if pos := stop(); pos != 0 {
+		t.Fatalf("unregistered at %d, want 0", pos)
+	}
+	s.add("updated", "updated")
 	h.Wake()
-	waitFor(t, h, 1)
+	waitFor(t, h, 2)
+	select {
+	case got := <-called:
+		t.Fatalf("called %q for items it does not keep", got)
+	default:
+	}
+	if h.Waiting() != 1 {
+		t.Fatalf("%d waiting, want 1", h.Waiting())
+	}
+	s.add("shipped")
+	h.Wake()
+	waitFor(t, h, 3)
 	select {
 	case got := <-called:
 		if got != "kept" {
@@ -383,15 +398,25 @@ func TestOnChange(t *testing.T) {
 	case <-time.After(waitTimeout):
 		t.Fatal("the registered function was not called")
 	}
-	if _, ok := h.OnChange(changed, func() { called <- "late" }); ok {
-		t.Fatal("OnChange on a closed channel accepted")
+	if pos := stopKept(); pos != 2 {
+		t.Fatalf("woken at %d, want 2: past the items it does not keep", pos)
 	}
-	s.add("updated")
-	h.Wake()
-	waitFor(t, h, 2)
+	if _, ok := h.OnChange(2, shipped, func() { called <- "late" }); ok {
+		t.Fatal("OnChange behind an item it keeps accepted")
+	}
+	if _, ok := h.OnChange(2, func(*item) bool { return false }, func() { called <- "closed" }); !ok {
+		t.Fatal("OnChange behind no item it keeps refused")
+	}
+	h.Close()
 	select {
 	case got := <-called:
-		t.Fatalf("called %q again", got)
-	default:
+		if got != "closed" {
+			t.Fatalf("called %q, want closed", got)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("Close did not call the waiter")
+	}
+	if _, ok := h.OnChange(3, all, func() {}); ok {
+		t.Fatal("OnChange on a closed hub accepted")
 	}
 }

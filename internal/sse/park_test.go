@@ -29,9 +29,13 @@ type parkFeed struct {
 	parent context.Context
 	parked chan struct{} // receives at each parking
 
-	wmu   sync.Mutex
-	wakes map[int]func()
-	next  int
+	parks  bool // what Parks reports
+	refuse int  // Park calls to refuse, as if something had come
+
+	wmu    sync.Mutex
+	wakes  map[int]func()
+	next   int
+	skipTo int64 // items up to it are none the stream carries
 
 	ends chan ending // what Ended was told
 }
@@ -43,28 +47,36 @@ type ending struct {
 }
 
 func newParkFeed(parent context.Context) *parkFeed {
-	return &parkFeed{feed: newFeed(10, 0, 0), parent: parent, parked: make(chan struct{}, 16), wakes: map[int]func(){}, ends: make(chan ending, 1)}
+	return &parkFeed{feed: newFeed(10, 0, 0), parent: parent, parked: make(chan struct{}, 16), wakes: map[int]func(){}, ends: make(chan ending, 1), parks: true}
 }
 
-func (f *parkFeed) Park(changed <-chan struct{}, wake func()) (func(), bool) {
+func (f *parkFeed) Parks() bool { return f.parks }
+
+func (f *parkFeed) Park(pos int64, wake func()) (func() int64, bool) {
 	f.feed.mu.Lock()
-	current := changed == f.feed.changed
+	stored := f.feed.stored
 	f.feed.mu.Unlock()
-	if !current || f.parent.Err() != nil {
+	if stored > pos && f.skipTo < stored || f.parent.Err() != nil {
 		return nil, false
 	}
 	f.wmu.Lock()
+	if f.refuse > 0 {
+		f.refuse--
+		f.wmu.Unlock()
+		return nil, false
+	}
 	id := f.next
 	f.next++
 	f.wakes[id] = wake
 	f.wmu.Unlock()
 	stopCtx := context.AfterFunc(f.parent, wake)
 	f.parked <- struct{}{}
-	return func() {
+	return func() int64 {
 		stopCtx()
 		f.wmu.Lock()
+		defer f.wmu.Unlock()
 		delete(f.wakes, id)
-		f.wmu.Unlock()
+		return max(pos, f.skipTo)
 	}, true
 }
 
@@ -86,11 +98,20 @@ func (f *parkFeed) add(n int64) {
 	f.wake()
 }
 
-// other moves the feed's channel on with no item for the stream: as items
-// another stream's filter keeps would.
-func (f *parkFeed) other() {
-	f.feed.add(0)
-	f.wake()
+// other wakes the parked streams with nothing for them: as a change of
+// the Stop or Done channels they were not closed by would.
+func (f *parkFeed) other() { f.wake() }
+
+// skip stores n items the stream does not carry: the feed moves the
+// position of parked streams past them, without waking them.
+func (f *parkFeed) skip(n int64) {
+	f.feed.mu.Lock()
+	f.feed.stored += n
+	stored := f.feed.stored
+	f.feed.mu.Unlock()
+	f.wmu.Lock()
+	f.skipTo = stored
+	f.wmu.Unlock()
 }
 
 func (f *parkFeed) Ended(ctx context.Context, err error) {
@@ -108,11 +129,14 @@ type parkedStream struct {
 	cancel context.CancelFunc
 }
 
-func newParkedStream(t *testing.T, heartbeat time.Duration) *parkedStream {
+func newParkedStream(t *testing.T, heartbeat time.Duration, mutate ...func(*parkFeed)) *parkedStream {
 	t.Helper()
 	parent, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	p := &parkedStream{t: t, f: newParkFeed(parent), stop: make(chan struct{}), cancel: cancel}
+	for _, m := range mutate {
+		m(p.f)
+	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s := &Stream[[]int64]{Conn: NewConn(w, time.Second), Heartbeat: heartbeat, Clock: wallClock{}, Stop: p.stop}
 		SetHeaders(s.Header())
@@ -197,6 +221,12 @@ func TestParkedStream(t *testing.T) {
 		if got := p.next() + p.next(); got != "2\n3\n" {
 			t.Fatalf("frames %q, want 2 and 3", got)
 		}
+		p.awaitParked()
+		p.f.skip(5) // items 4 to 8, not the stream's: not woken
+		p.f.add(1)
+		if got := p.next(); got != "9\n" {
+			t.Fatalf("frame %q, want 9: past the items skipped", got)
+		}
 	})
 	t.Run("heartbeat", func(t *testing.T) {
 		t.Parallel()
@@ -232,6 +262,36 @@ func TestParkedStream(t *testing.T) {
 		}
 		if _, err := p.awaitEnded(); !errors.Is(err, errStopped) {
 			t.Fatalf("ended with %v, want stopped", err)
+		}
+	})
+	t.Run("park refused", func(t *testing.T) {
+		t.Parallel()
+		// Refused (something came meanwhile), the stream reads on and
+		// parks again at once, rather than at its next write.
+		p := newParkedStream(t, time.Minute, func(f *parkFeed) { f.refuse = 1 })
+		p.awaitParked()
+		p.conn.Close()
+		if ctx, err := p.awaitEnded(); !errors.Is(err, context.Canceled) || ctx.Err() == nil {
+			t.Fatalf("ended with %v, want cancelled", err)
+		}
+	})
+	t.Run("cannot park", func(t *testing.T) {
+		t.Parallel()
+		// A Feed that cannot wake the stream on all it waits for: served
+		// with a goroutine watching the client, which notices it leave.
+		p := newParkedStream(t, time.Minute, func(f *parkFeed) { f.parks = false })
+		p.f.add(1)
+		if got := p.next(); got != "1\n" {
+			t.Fatalf("frame %q, want 1", got)
+		}
+		p.conn.Close()
+		if ctx, err := p.awaitEnded(); !errors.Is(err, context.Canceled) || ctx.Err() == nil {
+			t.Fatalf("ended with %v, want cancelled", err)
+		}
+		select {
+		case <-p.f.parked:
+			t.Fatal("a stream that cannot park parked")
+		default:
 		}
 	})
 	t.Run("parent done", func(t *testing.T) {

@@ -53,14 +53,18 @@ type WallClock interface {
 // connection (which tells it when the client leaves) until woken or its
 // heartbeat is due; then it carries on where it left off.
 type Parker interface {
+	// Parks reports whether the stream may park: false when the Feed
+	// cannot wake it on all it waits for. The stream is then served as
+	// without parking, with a goroutine that watches the client.
+	Parks() bool
 	// Park registers wake, to be called once, from any goroutine, when
-	// items arrive after the Read that returned changed, when the
-	// stream's Stop or Done is closed, or when the parent context given
-	// to Run is done. It returns the function that unregisters wake. ok
-	// is false, and wake is not registered, when one of these has
-	// happened already or the Feed cannot wake the stream on them: the
-	// stream then waits as it would without parking.
-	Park(changed <-chan struct{}, wake func()) (unpark func(), ok bool)
+	// items the stream carries arrive after pos, when the stream's Stop
+	// or Done is closed, or when the parent context given to Run is done.
+	// It returns the function that unregisters wake and returns the
+	// position the stream goes on from: pos, or later when items it does
+	// not carry came after pos. ok is false, and wake is not registered,
+	// when one of these has happened already: the stream then reads on.
+	Park(pos int64, wake func()) (unpark func() int64, ok bool)
 }
 
 // A Feed is what a Stream carries: items numbered by increasing
@@ -131,7 +135,6 @@ type Stream[P any] struct {
 
 	lastWrite time.Time        // by Clock, for heartbeats
 	beatC     <-chan time.Time // fires when the heartbeat may be due
-	changed   <-chan struct{}  // when run returns errMove: the channel of its last Read
 	frames    [][]byte         // reused between reads of the buffer
 	buf       []byte           // reused frame encoding buffer of replay
 	kicked    atomic.Bool      // a parked stream was woken
@@ -168,9 +171,9 @@ func (s *Stream[P]) WriteHead() error {
 // told why, and f.Release is called once the connection is let go of.
 func (s *Stream[P]) Run(r *http.Request, parent context.Context, unwrap func(net.Conn) net.Conn, takeOver bool, f Feed[P]) {
 	if takeOver {
-		_, parker := f.(Parker)
+		p, parker := f.(Parker)
 		_, wall := s.Clock.(WallClock)
-		if parker && wall {
+		if parker && wall && p.Parks() {
 			if s.hijack(r, unwrap) {
 				s.movable, s.parks = true, true
 				go s.startParking(parent, f)
@@ -203,7 +206,6 @@ func (s *Stream[P]) serveTakenOver(ctx context.Context, f Feed[P], head bool) {
 		err = s.run(ctx, f, false)
 	}
 	if err == errMove {
-		s.changed = nil // of use to a stream that parks only
 		go s.serveTakenOver(ctx, f, false)
 		return
 	}
@@ -225,14 +227,16 @@ var errClientLeft = errors.New("sse: the client left")
 // expects.
 func (s *Stream[P]) serveParking(ctx context.Context, f Feed[P], err error) {
 	for err == errMove {
-		if unpark, ok := f.(Parker).Park(s.changed, s.kick); ok {
+		if unpark, ok := f.(Parker).Park(s.Pos, s.kick); ok {
 			// Let go of what a waiting goroutine needed.
-			s.changed, s.beatC, s.frames = nil, nil, nil
+			s.beatC, s.frames = nil, nil
 			go s.parked(ctx, f, unpark)
 			return
 		}
-		s.changed = nil
-		err = s.run(ctx, f, false) // something came already
+		// Something came already: read on, and park again at once if it
+		// was nothing to write.
+		s.woke = true
+		err = s.run(ctx, f, false)
 	}
 	defer f.Release()
 	defer s.Close()
@@ -252,9 +256,9 @@ func (s *Stream[P]) startParking(ctx context.Context, f Feed[P]) {
 
 // parked waits for the parked stream's wake-up (awaitWake), then carries
 // on serving it.
-func (s *Stream[P]) parked(ctx context.Context, f Feed[P], unpark func()) {
+func (s *Stream[P]) parked(ctx context.Context, f Feed[P], unpark func() int64) {
 	err := s.awaitWake()
-	unpark()
+	s.Pos = max(s.Pos, unpark())
 	if err == nil {
 		s.kicked.Store(false)
 		if err = s.conn.SetReadDeadline(time.Time{}); err != nil {
@@ -400,9 +404,7 @@ func (s *Stream[P]) run(ctx context.Context, f Feed[P], wrote bool) error {
 			}
 		}
 		if woke && move == nil {
-			// Woken from parking for nothing this stream carries (the
-			// items were another's): park again, on the small stack.
-			s.changed = changed
+			// Woken from parking with nothing to write: park again.
 			return errMove
 		}
 		// changed was taken with the frames: it is already closed if
@@ -432,7 +434,6 @@ func (s *Stream[P]) run(ctx context.Context, f Feed[P], wrote bool) error {
 				move = time.After(moveAfter - idle)
 				continue
 			}
-			s.changed = changed
 			return errMove
 		}
 	}

@@ -353,10 +353,17 @@ func bareStream(http.Handler) http.Handler {
 	})
 }
 
-// idle measures the server memory of idle streams.
+// idleSettle is how long the idle streams stay open after the first
+// reading, before the RSS is read again (the column "RSS 10 s").
+const idleSettle = 9 * time.Second
+
+// idle measures the server memory of idle streams: the live heap and the
+// stacks after collecting garbage, and the RSS 1 s after the streams
+// settled, 10 s after, and once debug.FreeOSMemory has returned every free
+// page.
 func idle(ctx context.Context, o options, dir string) error {
 	fmt.Printf("\nidle: %d streams, heartbeatSeconds=60, each having delivered one frame; server heap+stacks and RSS per stream after GC; telemetry %s\n", o.idleStreams, o.telemetry)
-	fmt.Printf("  %-34s %10s %10s %10s %10s %10s %12s\n", "handler / protocol", "heap", "stacks", "total", "RSS", "RSS freed", "goroutines")
+	fmt.Printf("  %-34s %10s %10s %10s %10s %10s %10s %12s\n", "handler / protocol", "heap", "stacks", "total", "RSS", "RSS 10 s", "RSS freed", "goroutines")
 	type idleCase struct {
 		key   string
 		name  string
@@ -395,16 +402,21 @@ func idle(ctx context.Context, o options, dir string) error {
 				time.Sleep(time.Second) // let the handlers settle into their wait
 				heap1, stacks1 := memory()
 				rss1 := rss()
+				// The streams stay idle: what the process keeps once the
+				// runtime's background scavenger has returned the memory
+				// freed since the streams settled (it does so within a few
+				// seconds), nothing forced.
+				time.Sleep(idleSettle)
+				rssSettled := rss()
 				// What the process keeps once the free memory the Go
-				// runtime holds is returned (the background scavenger
-				// does so slowly on its own).
+				// runtime holds is returned at once.
 				debug.FreeOSMemory()
 				rss2 := rss()
 				n := float64(o.idleStreams)
-				fmt.Printf("  %-34s %8.1f Ki %8.1f Ki %8.1f Ki %8.1f Ki %8.1f Ki %12.2f\n", c.name,
+				fmt.Printf("  %-34s %8.1f Ki %8.1f Ki %8.1f Ki %8.1f Ki %8.1f Ki %8.1f Ki %12.2f\n", c.name,
 					float64(heap1-heap0)/n/1024, float64(stacks1-stacks0)/n/1024,
 					float64(heap1+stacks1-heap0-stacks0)/n/1024, float64(rss1-rss0)/n/1024,
-					float64(rss2-rss0)/n/1024, float64(runtime.NumGoroutine()-g0)/n)
+					float64(rssSettled-rss0)/n/1024, float64(rss2-rss0)/n/1024, float64(runtime.NumGoroutine()-g0)/n)
 				if o.memprofile != "" && !profiled {
 					profiled = true
 					if err := writeHeapProfile(o.memprofile); err != nil {
