@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -78,3 +79,46 @@ func isValidation(err error, ve **lifecycle.ValidationError) bool {
 	*ve = v
 	return ok
 }
+
+// TestGetTaskScanAgreesWithDecoding: the arguments of get_task decode to
+// the same values and errors with the scan (getTaskIn.scan) as with
+// encoding/json alone.
+func TestGetTaskScanAgreesWithDecoding(t *testing.T) {
+	t.Parallel()
+	for _, args := range []string{
+		`{"taskId":"tsk_1"}`,
+		`{"taskId":"tsk_1","tokenBudget":"standard"}`,
+		` { "tokenBudget" : "compact" , "taskId" : "tsk_1" } `,
+		`{"taskId":"tsk_1","taskId":"tsk_2"}`,
+		`{"TaskId":"tsk_1"}`,
+		`{"taskId":"tsk_\u0031"}`,
+		`{"taskId":null}`,
+		`{"taskId":1}`,
+		`{"taskId":"tsk_1","extra":true}`,
+		`{"taskId":"tsk_1","tokenBudget":"huge"}`,
+		`{}`,
+		`[]`,
+		`{"taskId":"tsk_1"} trailing`,
+		`{"taskId":"tsk_1"`,
+		`null`,
+		``,
+	} {
+		scanned, scanErr := decodeArgs[getTaskIn](json.RawMessage(args))
+		plain, plainErr := decodeArgs[plainGetTaskIn](json.RawMessage(args))
+		if fmt.Sprint(scanErr) != strings.ReplaceAll(fmt.Sprint(plainErr), "plainGetTaskIn", "getTaskIn") {
+			t.Errorf("%s: error %v with the scan, %v without", args, scanErr, plainErr)
+			continue
+		}
+		if scanErr == nil && (scanned.TaskID != plain.TaskID || scanned.TokenBudget != plain.TokenBudget) {
+			t.Errorf("%s: %+v with the scan, %+v without", args, *scanned, *plain)
+		}
+	}
+}
+
+// plainGetTaskIn is getTaskIn without its scan: decoded by encoding/json.
+type plainGetTaskIn struct {
+	TaskID      string `json:"taskId"`
+	TokenBudget string `json:"tokenBudget,omitempty"`
+}
+
+func (in *plainGetTaskIn) check(c *checker) { (*getTaskIn)(in).check(c) }

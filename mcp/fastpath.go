@@ -60,12 +60,16 @@ func (h *Handler) serveFast(w http.ResponseWriter, r *http.Request, p *lifecycle
 		r.Body = restoredBody{bytes.NewReader(body), r.Body}
 		return false
 	}
-	raw, isError := c.tool.invoke(r.Context(), p, c.args)
-	out := make([]byte, 0, 2*len(raw)+96+len(c.id))
+	raw, result, isError := c.tool.invoke(r.Context(), p, c.args)
+	out := make([]byte, 0, max(2*len(raw), len(result))+96+len(c.id))
 	out = append(out, `{"jsonrpc":"2.0","id":`...)
 	out = append(out, c.id...)
 	out = append(out, `,"result":`...)
-	out = appendToolResult(out, raw, isError)
+	if result != nil {
+		out = append(out, result...)
+	} else {
+		out = appendToolResult(out, raw, isError)
+	}
 	out = append(out, '}')
 	hdr := w.Header()
 	hdr.Set("Cache-Control", "no-cache, no-transform")

@@ -2,7 +2,7 @@ package mcp
 
 import (
 	"context"
-	"encoding/json"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -240,25 +240,50 @@ func (h *Handler) listTasks(ctx context.Context, _ *call, in *listTasksIn) (any,
 
 // The forms of get_task's answers among the Service's encodings of tasks
 // (lifecycle.Service.EncodedTask), which it keeps while the task is the
-// same.
+// same: each packs the answer with its CallToolResult (see packAnswer).
 const (
 	formCompact  = "mcp:get_task:compact"
 	formStandard = "mcp:get_task:standard"
 )
 
-func encodeCompact(t *lifecycle.Task) ([]byte, error)  { return encodeJSON(answerTask(t, true)) }
-func encodeStandard(t *lifecycle.Task) ([]byte, error) { return encodeJSON(answerTask(t, false)) }
+func encodeCompact(t *lifecycle.Task) ([]byte, error)  { return packAnswer(answerTask(t, true)) }
+func encodeStandard(t *lifecycle.Task) ([]byte, error) { return packAnswer(answerTask(t, false)) }
+
+// encodedAnswer is a tool's answer encoded already: the structured
+// content and the CallToolResult of it (appendToolResult's encoding).
+type encodedAnswer struct {
+	raw, result []byte
+}
+
+// packAnswer encodes an answer and its CallToolResult into one slice,
+// which unpackAnswer splits without copying: the length of the answer
+// in 8 bytes, the answer, the result.
+func packAnswer(answer any) ([]byte, error) {
+	raw, err := encodeJSON(answer)
+	if err != nil {
+		return nil, err
+	}
+	b := binary.BigEndian.AppendUint64(make([]byte, 0, 8+3*len(raw)+64), uint64(len(raw)))
+	b = append(b, raw...)
+	return appendToolResult(b, raw, false), nil
+}
+
+// unpackAnswer splits what packAnswer made.
+func unpackAnswer(b []byte) encodedAnswer {
+	n := binary.BigEndian.Uint64(b)
+	return encodedAnswer{raw: b[8 : 8+n : 8+n], result: b[8+n:]}
+}
 
 func (h *Handler) getTask(ctx context.Context, _ *call, in *getTaskIn) (any, error) {
 	form, encode := formCompact, encodeCompact
 	if in.TokenBudget == "standard" {
 		form, encode = formStandard, encodeStandard
 	}
-	raw, err := h.svc.EncodedTask(ctx, in.TaskID, form, encode)
+	b, err := h.svc.EncodedTask(ctx, in.TaskID, form, encode)
 	if err != nil {
 		return nil, err
 	}
-	return json.RawMessage(raw), nil
+	return unpackAnswer(b), nil
 }
 
 func (h *Handler) startTask(ctx context.Context, c *call, in *startTaskIn) (any, error) {

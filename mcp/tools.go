@@ -39,8 +39,10 @@ type tool struct {
 	// invoke runs a call of the principal with the raw arguments, and
 	// returns the answer encoded once: the structured content, or, when
 	// isError, the API's error body. The SDK's path and the fast path
-	// (fastpath.go) both serve calls through it.
-	invoke func(ctx context.Context, p *lifecycle.Principal, args json.RawMessage) (raw []byte, isError bool)
+	// (fastpath.go) both serve calls through it. result, when not nil, is
+	// the CallToolResult of raw as appendToolResult encodes it, kept with
+	// the answer (see encodedAnswer).
+	invoke func(ctx context.Context, p *lifecycle.Principal, args json.RawMessage) (raw, result []byte, isError bool)
 }
 
 // call is one tool call: who calls, which tool.
@@ -64,13 +66,13 @@ func addTool[In any](h *Handler, def toolDef, run func(ctx context.Context, c *c
 		_, err := decodeArgs[In](raw)
 		return err
 	}}
-	t.invoke = func(ctx context.Context, p *lifecycle.Principal, args json.RawMessage) ([]byte, bool) {
+	t.invoke = func(ctx context.Context, p *lifecycle.Principal, args json.RawMessage) ([]byte, []byte, bool) {
 		if err := needScope(p, def.scope, "The tool "+def.name); err != nil {
-			return h.toolError(ctx, def.name, err), true
+			return h.toolError(ctx, def.name, err), nil, true
 		}
 		in, err := decodeArgs[In](args)
 		if err != nil {
-			return h.toolError(ctx, def.name, err), true
+			return h.toolError(ctx, def.name, err), nil, true
 		}
 		asked := ctx
 		if !def.waits {
@@ -83,15 +85,16 @@ func addTool[In any](h *Handler, def toolDef, run func(ctx context.Context, c *c
 			if ctx.Err() != nil && asked.Err() == nil && errors.Is(err, ctx.Err()) {
 				err = fmt.Errorf("the call did not finish within %s: %w", h.cfg.CallTimeout, lifecycle.ErrUnavailable)
 			}
-			return h.toolError(ctx, def.name, err), true
+			return h.toolError(ctx, def.name, err), nil, true
 		}
-		raw, ok := out.(json.RawMessage) // encoded already
-		if !ok {
-			if raw, err = encodeJSON(out); err != nil {
-				return h.toolError(ctx, def.name, err), true
-			}
+		if a, ok := out.(encodedAnswer); ok {
+			return a.raw, a.result, false
 		}
-		return raw, false
+		raw, err := encodeJSON(out)
+		if err != nil {
+			return h.toolError(ctx, def.name, err), nil, true
+		}
+		return raw, nil, false
 	}
 	if h.toolSet == nil {
 		h.toolSet = map[string]*tool{}
@@ -111,7 +114,7 @@ func addTool[In any](h *Handler, def toolDef, run func(ctx context.Context, c *c
 		if err != nil {
 			return errorResult(h.toolError(ctx, def.name, err)), nil
 		}
-		raw, isError := t.invoke(ctx, p, req.Params.Arguments)
+		raw, _, isError := t.invoke(ctx, p, req.Params.Arguments)
 		if isError {
 			return errorResult(raw), nil
 		}
@@ -128,10 +131,13 @@ func decodeArgs[In any](raw json.RawMessage) (*In, error) {
 		raw = json.RawMessage("{}")
 	}
 	in := new(In)
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(in); err != nil {
-		return nil, invalidArgument("arguments", decodeReason(err))
+	if sc, ok := any(in).(scanned); !ok || !sc.scan(raw) {
+		*in = *new(In) // what a scan that gave up may have set
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(in); err != nil {
+			return nil, invalidArgument("arguments", decodeReason(err))
+		}
 	}
 	var c checker
 	if ck, ok := any(in).(checked); ok {
@@ -141,6 +147,33 @@ func decodeArgs[In any](raw json.RawMessage) (*In, error) {
 		return nil, err
 	}
 	return in, nil
+}
+
+// scanned is arguments that decode without reflection in the common case:
+// scan sets them from raw and reports whether it could, as encoding/json
+// would have; when it could not (a member it does not know, an escape, a
+// value of another type), decodeArgs decodes them as usual, and says why
+// they are wrong.
+type scanned interface {
+	scan(raw []byte) bool
+}
+
+// scan implements scanned: members taskId and tokenBudget, plain strings.
+func (in *getTaskIn) scan(raw []byte) bool {
+	return scanObject(raw, func(key string, v []byte) bool {
+		s, ok := plainString(v)
+		switch {
+		case !ok:
+			return false
+		case key == "taskId":
+			in.TaskID = s
+		case key == "tokenBudget":
+			in.TokenBudget = s
+		default:
+			return false
+		}
+		return true
+	})
 }
 
 // decodeReason says why arguments did not decode, naming the member.
