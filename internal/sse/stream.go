@@ -16,14 +16,13 @@ import (
 // Batch is the most frames a live stream writes at once.
 const Batch = 256
 
-// moveAfter is how long, by the wall clock, a stream served on a
-// connection taken over stays on the goroutine that wrote, before it moves
-// to a fresh one (see Stream.run).
+// moveAfter is how long, by the wall clock, a stream that parks stays on
+// the goroutine that wrote, idle, before it parks (see Stream.run).
 const moveAfter = 250 * time.Millisecond
 
-// errMove tells the goroutine of a taken-over stream to hand the stream to
-// a fresh goroutine.
-var errMove = errors.New("sse: move the stream to a fresh goroutine")
+// errMove tells the goroutine of a stream that parks to park it (see
+// serveParking).
+var errMove = errors.New("sse: park the stream")
 
 // keepaliveLayout is how a heartbeat tells the time: RFC 3339 in UTC with
 // milliseconds.
@@ -140,10 +139,9 @@ type Stream[P any] struct {
 	kicked    atomic.Bool      // a parked stream was woken
 	// live is set once the stream reads from the buffer; falling out of
 	// the buffer afterwards ends it.
-	live    bool
-	movable bool // served from goroutines of its own: run may return errMove
-	parks   bool // movable, and parks when it moves (see serveParking)
-	woke    bool // run is called back from parking
+	live  bool
+	parks bool // served on goroutines of its own that park it (run may return errMove)
+	woke  bool // run is called back from parking
 }
 
 // Write writes chunks and flushes them, like Conn.Write, and counts the
@@ -175,13 +173,12 @@ func (s *Stream[P]) Run(r *http.Request, parent context.Context, unwrap func(net
 		_, wall := s.Clock.(WallClock)
 		if parker && wall && p.Parks() {
 			if s.hijack(r, unwrap) {
-				s.movable, s.parks = true, true
+				s.parks = true
 				go s.startParking(parent, f)
 				return
 			}
 		} else if ctx, ok := s.TakeOver(r, parent, unwrap); ok {
-			s.movable = true
-			go s.serveTakenOver(ctx, f, true)
+			go s.serveTakenOver(ctx, f)
 			return
 		}
 	}
@@ -192,26 +189,13 @@ func (s *Stream[P]) Run(r *http.Request, parent context.Context, unwrap func(net
 	f.Ended(ctx, s.Serve(ctx, f))
 }
 
-// serveTakenOver serves a stream whose connection was taken over, from
-// the head when head is set, and moves it to a fresh goroutine whenever
-// run asks: a goroutine's stack grows when it writes (the system call,
-// the Feed's telemetry) and, once grown, never shrinks while the stream
-// waits, so a stream that has written nothing for moveAfter waits on a
-// goroutine with the smallest stack instead.
-func (s *Stream[P]) serveTakenOver(ctx context.Context, f Feed[P], head bool) {
-	var err error
-	if head {
-		err = s.Serve(ctx, f)
-	} else {
-		err = s.run(ctx, f, false)
-	}
-	if err == errMove {
-		go s.serveTakenOver(ctx, f, false)
-		return
-	}
+// serveTakenOver serves, on a goroutine of its own, a stream whose
+// connection was taken over with a goroutine watching the client (see
+// Conn.TakeOver): one that cannot park.
+func (s *Stream[P]) serveTakenOver(ctx context.Context, f Feed[P]) {
 	defer f.Release()
 	defer s.Close()
-	f.Ended(ctx, err)
+	f.Ended(ctx, s.Serve(ctx, f))
 }
 
 // errClientLeft ends a parked stream whose client closed its connection.
@@ -236,7 +220,7 @@ func (s *Stream[P]) serveParking(ctx context.Context, f Feed[P], err error) {
 		// Something came already: read on, and park again at once if it
 		// was nothing to write.
 		s.woke = true
-		err = s.run(ctx, f, false)
+		err = s.run(ctx, f)
 	}
 	defer f.Release()
 	defer s.Close()
@@ -265,7 +249,7 @@ func (s *Stream[P]) parked(ctx context.Context, f Feed[P], unpark func() int64) 
 			err = fmt.Errorf("%w: clear the read deadline: %w", ErrWrite, err)
 		} else {
 			s.woke = true
-			err = s.run(ctx, f, false)
+			err = s.run(ctx, f)
 		}
 	}
 	s.serveParking(ctx, f, err)
@@ -325,32 +309,25 @@ func (s *Stream[P]) Serve(ctx context.Context, f Feed[P]) error {
 	if err := s.WriteHead(); err != nil {
 		return err
 	}
-	return s.run(ctx, f, true)
+	return s.run(ctx, f)
 }
 
-// run writes what f carries until the stream ends. A movable stream that
-// wrote returns errMove moveAfter later (see serveTakenOver): it carries
-// on, on a fresh goroutine, where it left off.
-//
-// wrote says that this goroutine has written already (the head).
-func (s *Stream[P]) run(ctx context.Context, f Feed[P], wrote bool) error {
+// run writes what f carries until the stream ends. A stream that parks
+// returns errMove once it has written nothing for moveAfter, and at once
+// when woken from parking with nothing to write (see serveParking): it
+// carries on where it left off.
+func (s *Stream[P]) run(ctx context.Context, f Feed[P]) error {
 	woke := s.woke
 	s.woke = false
-	var move <-chan time.Time // armed once this goroutine has written
-	if wrote && s.movable {
-		move = time.After(moveAfter)
-	}
 	if s.beatC == nil {
 		// At the start, or back from parking: a heartbeat may be due.
-		before := s.lastWrite
 		var err error
 		if s.beatC, err = s.beat(); err != nil {
 			return err
 		}
-		if s.lastWrite != before && s.movable {
-			move = time.After(moveAfter)
-		}
 	}
+	since := s.lastWrite
+	var move <-chan time.Time // armed at the first wait of a stream that parks
 	var expires <-chan time.Time
 	if !s.ExpiresAt.IsZero() {
 		expires = s.Clock.After(s.ExpiresAt.Sub(s.Clock.Now()))
@@ -368,9 +345,6 @@ func (s *Stream[P]) run(ctx context.Context, f Feed[P], wrote bool) error {
 			return s.end(f, false)
 		default:
 		}
-		if !s.ExpiresAt.IsZero() && !s.Clock.Now().Before(s.ExpiresAt) {
-			return s.end(f, false)
-		}
 		frames, next, changed, ok := f.Read(s.Pos, s.frames[:0], Batch)
 		if !ok {
 			if s.live {
@@ -378,9 +352,6 @@ func (s *Stream[P]) run(ctx context.Context, f Feed[P], wrote bool) error {
 			}
 			if err := s.replay(ctx, f); err != nil {
 				return err
-			}
-			if move == nil && s.movable {
-				move = time.After(moveAfter)
 			}
 			continue
 		}
@@ -396,16 +367,15 @@ func (s *Stream[P]) run(ctx context.Context, f Feed[P], wrote bool) error {
 			if err != nil {
 				return err
 			}
-			if move == nil && s.movable {
-				move = time.After(moveAfter)
-			}
 			if len(frames) == Batch {
 				continue // there may be more already
 			}
 		}
-		if woke && move == nil {
-			// Woken from parking with nothing to write: park again.
-			return errMove
+		if woke && s.lastWrite == since {
+			return errMove // woken from parking with nothing to write: park again
+		}
+		if s.parks && move == nil {
+			move = time.After(moveAfter - s.Clock.Now().Sub(s.lastWrite))
 		}
 		// changed was taken with the frames: it is already closed if
 		// items came in since.
@@ -424,13 +394,9 @@ func (s *Stream[P]) run(ctx context.Context, f Feed[P], wrote bool) error {
 			if s.beatC, err = s.beat(); err != nil {
 				return err
 			}
-			if move == nil && s.movable {
-				move = time.After(moveAfter) // it may have written a keepalive
-			}
 		case <-move:
-			if idle := s.Clock.Now().Sub(s.lastWrite); s.parks && idle < moveAfter {
-				// A stream that parks does so once idle for moveAfter:
-				// one that writes often stays on its goroutine.
+			// A stream that writes often stays on its goroutine.
+			if idle := s.Clock.Now().Sub(s.lastWrite); idle < moveAfter {
 				move = time.After(moveAfter - idle)
 				continue
 			}
