@@ -15,7 +15,6 @@ import (
 
 	"github.com/tasklifecycle/lifecycle/internal/authlimit"
 	"github.com/tasklifecycle/lifecycle/internal/id"
-	"github.com/tasklifecycle/lifecycle/internal/signal"
 )
 
 // Scope is a permission an API key grants.
@@ -149,10 +148,11 @@ type keyAuthenticator struct {
 
 	mu    sync.RWMutex
 	cache map[[sha256.Size]byte]cachedKey
-	// ends holds, by key ID, the channel closed when the key is revoked:
-	// the Done of its principals. A key's entry is made when it first
-	// authenticates and dropped when it is found revoked.
-	ends map[string]*signal.Signal
+	// ends holds, by key ID, the context cancelled when the key is
+	// revoked: its Done is the Done of the key's principals. A key's entry
+	// is made when it first authenticates and dropped when it is found
+	// revoked.
+	ends map[string]keyEnd
 	// gen counts the calls of forget. A lookup caches what it read only
 	// when no forget came since it began: the key it read may be the one
 	// just revoked.
@@ -169,7 +169,7 @@ const maxCachedKeys = 10000
 
 func newKeyAuthenticator(store Store, clock Clock, ttl time.Duration, limit *authLimiter) *keyAuthenticator {
 	return &keyAuthenticator{store: store, clock: clock, ttl: ttl, limit: limit,
-		cache: make(map[[sha256.Size]byte]cachedKey), ends: make(map[string]*signal.Signal)}
+		cache: make(map[[sha256.Size]byte]cachedKey), ends: make(map[string]keyEnd)}
 }
 
 // Authenticate implements Authenticator. A request without a key is
@@ -206,31 +206,37 @@ func (a *keyAuthenticator) principal(key *APIKey) Principal {
 	return Principal{ID: key.ID, Actor: key.Actor, Scopes: key.Scopes, Done: a.done(key.ID), EndNote: keyRevokedNote}
 }
 
+// keyEnd is the end of a key: cancelled when the key is revoked.
+type keyEnd struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
 // done returns the channel closed when the key with keyID is revoked.
 func (a *keyAuthenticator) done(keyID string) <-chan struct{} {
 	a.mu.RLock()
-	end := a.ends[keyID]
+	end, ok := a.ends[keyID]
 	a.mu.RUnlock()
-	if end != nil {
-		return end.C()
+	if ok {
+		return end.ctx.Done()
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if end = a.ends[keyID]; end == nil {
-		end = signal.New()
+	if end, ok = a.ends[keyID]; !ok {
+		end.ctx, end.cancel = context.WithCancel(context.Background())
 		a.ends[keyID] = end
 	}
-	return end.C()
+	return end.ctx.Done()
 }
 
-// doneSignal returns the Signal whose channel is done, the Done of a
+// doneContext returns the context whose Done is done, the Done of a
 // principal of key keyID, or nil when done is no key's (or the key's
 // Done was closed already, and forgotten).
-func (a *keyAuthenticator) doneSignal(keyID string, done <-chan struct{}) *signal.Signal {
+func (a *keyAuthenticator) doneContext(keyID string, done <-chan struct{}) context.Context {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
-	if end := a.ends[keyID]; end != nil && end.C() == done {
-		return end
+	if end, ok := a.ends[keyID]; ok && end.ctx.Done() == done {
+		return end.ctx
 	}
 	return nil
 }
@@ -279,9 +285,9 @@ func (a *keyAuthenticator) forget(keyID string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.gen++
-	if end := a.ends[keyID]; end != nil {
+	if end, ok := a.ends[keyID]; ok {
 		delete(a.ends, keyID)
-		end.Close() // closes Done and wakes parked streams, which only start goroutines
+		end.cancel()
 	}
 	for h, c := range a.cache {
 		if c.key.ID == keyID {

@@ -6,8 +6,6 @@ import (
 	"net/http"
 	"sync"
 	"time"
-
-	"github.com/tasklifecycle/lifecycle/internal/signal"
 )
 
 // errKeyRevoked ends an event stream whose API key was revoked.
@@ -29,12 +27,13 @@ type streamKeys struct {
 
 type streamKey struct {
 	streams int
-	revoked *signal.Signal // closed on revocation
-	req     *http.Request  // the credentials, to check again with a host's Authenticator
+	revoked context.Context // cancelled on revocation, by revoke
+	revoke  context.CancelFunc
+	req     *http.Request // the credentials, to check again with a host's Authenticator
 }
 
 // watch registers a stream of principal, opened by r, and returns its
-// entry, whose Signal is closed when the key is revoked. Call unwatch
+// entry, whose revoked context is cancelled when the key is revoked. Call unwatch
 // once when the stream ends.
 func (k *streamKeys) watch(principal string, r *http.Request) *streamKey {
 	k.mu.Lock()
@@ -44,7 +43,8 @@ func (k *streamKeys) watch(principal string, r *http.Request) *streamKey {
 	}
 	sk := k.open[principal]
 	if sk == nil {
-		sk = &streamKey{revoked: signal.New(), req: r.Clone(context.Background())}
+		sk = &streamKey{req: r.Clone(context.Background())}
+		sk.revoked, sk.revoke = context.WithCancel(context.Background())
 		sk.req.Body = http.NoBody
 		k.open[principal] = sk
 	}
@@ -71,7 +71,7 @@ func (k *streamKeys) revoke(principal string) {
 	defer k.mu.Unlock()
 	if sk := k.open[principal]; sk != nil {
 		delete(k.open, principal)
-		sk.revoked.Close() // closes the channel and wakes parked streams, which only start goroutines
+		sk.revoke()
 	}
 }
 

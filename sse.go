@@ -15,7 +15,6 @@ import (
 
 	"github.com/tasklifecycle/lifecycle/internal/fanout"
 	"github.com/tasklifecycle/lifecycle/internal/id"
-	"github.com/tasklifecycle/lifecycle/internal/signal"
 	"github.com/tasklifecycle/lifecycle/internal/sse"
 )
 
@@ -121,10 +120,10 @@ func (s *Service) handleStream(w http.ResponseWriter, r *http.Request, p *Princi
 	}
 	st.setHeaders(mode)
 	st.key = s.streamKeys.watch(p.ID, r)
-	st.Stop = st.key.revoked.C()
+	st.Stop = st.key.revoked.Done()
 	st.Done = p.Done
 	if p.Done != nil && s.keys != nil {
-		st.done = s.keys.doneSignal(p.ID, p.Done)
+		st.done = s.keys.doneContext(p.ID, p.Done)
 	}
 	st.ExpiresAt = p.ExpiresAt
 	st.endNote = cmp.Or(p.EndNote, defaultEndNote)
@@ -255,9 +254,9 @@ type stream struct {
 	svc       *Service
 	filter    streamFilter
 	principal string
-	endNote   string         // the last comment of a stream ended by its credential (made into one by End)
-	key       *streamKey     // the principal's entry among the streams' keys: its Signal is Stop's
-	done      *signal.Signal // Done's, when it is an API key's; nil otherwise
+	endNote   string          // the last comment of a stream ended by its credential (made into one by End)
+	key       *streamKey      // the principal's entry among the streams' keys: its Signal is Stop's
+	done      context.Context // Done's, when it is an API key's; nil otherwise
 	// keyEnds is set when the credential is an API key: its Done closes
 	// when it is revoked, which ends_reason counts as revoked (other
 	// credentials' ends, a console session's, as expired).
@@ -289,11 +288,7 @@ func (st *stream) Park(pos int64, wake func()) (func() int64, bool) {
 	if !ok {
 		return nil, false
 	}
-	stopEnd, ok := end.Notify(wake)
-	if !ok {
-		stopFeed()
-		return nil, false
-	}
+	stopEnd := context.AfterFunc(end, wake) // at once if revoked already
 	return func() int64 {
 		stopEnd()
 		return stopFeed()
