@@ -124,7 +124,6 @@ type ringEvent struct {
 	frame   []byte    // the SSE frame
 	body    []byte    // the envelope JSON, within frame: a webhook's body
 	at      time.Time // when the change was committed (its occurredAt)
-	traceID *string   // the trace of the request that caused it, or nil
 }
 
 // newRingEvent encodes e once for both the streams and the webhooks.
@@ -136,5 +135,5 @@ func newRingEvent(e *Event, log *slog.Logger) ringEvent {
 	// The frame ends with the envelope, after "data: ", and "\n\n".
 	start := bytes.LastIndex(frame, []byte("\ndata: ")) + len("\ndata: ")
 	return ringEvent{seq: e.Sequence, typ: e.Type, id: e.ID, taskID: e.TaskID, project: e.Project,
-		frame: frame, body: frame[start : len(frame)-2 : len(frame)-2], at: e.OccurredAt.Time, traceID: e.TraceID}
+		frame: frame, body: frame[start : len(frame)-2 : len(frame)-2], at: e.OccurredAt.Time}
 }

@@ -127,7 +127,6 @@ func (s *Service) handleStream(w http.ResponseWriter, r *http.Request, p *Princi
 	}
 	st.ExpiresAt = p.ExpiresAt
 	st.endNote = cmp.Or(p.EndNote, defaultEndNote)
-	st.keyEnds = p.EndNote == keyRevokedNote // an API key's Done closes when it is revoked
 	// Over HTTP/1.x the stream takes its connection over from net/http
 	// (see sse.Conn.TakeOver) unless Config.KeepStreamsInHandler says not to.
 	st.Run(r, s.broker.hub.Context(), unwrapConn, !s.cfg.KeepStreamsInHandler, st)
@@ -199,7 +198,7 @@ func (st *stream) endReason(ctx context.Context, err error) string {
 		return "lag"
 	case errors.Is(err, errKeyRevoked):
 		return "revoked"
-	case errors.Is(err, errCredentialEnded) && st.keyEnds:
+	case errors.Is(err, errCredentialEnded) && st.done != nil: // an API key's Done closes when it is revoked
 		return "revoked"
 	case errors.Is(err, errCredentialEnded):
 		return "expired"
@@ -257,10 +256,6 @@ type stream struct {
 	endNote   string          // the last comment of a stream ended by its credential (made into one by End)
 	key       *streamKey      // the principal's entry among the streams' keys: its Signal is Stop's
 	done      context.Context // Done's, when it is an API key's; nil otherwise
-	// keyEnds is set when the credential is an API key: its Done closes
-	// when it is revoked, which ends_reason counts as revoked (other
-	// credentials' ends, a console session's, as expired).
-	keyEnds bool
 }
 
 // Release gives back the stream's place among its principal's streams.
@@ -357,7 +352,7 @@ func (st *stream) Fetch(ctx context.Context, after int64) (sse.Page[[]Event], er
 // Append appends the frames of evs to dst.
 func (st *stream) Append(ctx context.Context, dst []byte, evs []Event) []byte {
 	if len(evs) > 0 {
-		st.svc.tel.sent(ctx, len(evs), st.svc.clock.Now().Sub(evs[0].OccurredAt.Time))
+		st.svc.tel.streamEvents.Add(ctx, int64(len(evs))) // replayed: no latency (see telemetry.sent)
 	}
 	for i := range evs {
 		var err error

@@ -4,19 +4,19 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"reflect"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/tasklifecycle/lifecycle/internal/oteltp"
 )
 
 // instrumentationName names the Service's meter and tracer: the package's
@@ -35,15 +35,12 @@ var durationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5,
 type telemetry struct {
 	clock  Clock // measures durations
 	tracer trace.Tracer
-	// traces is false when the TracerProvider is OpenTelemetry's no-op
-	// one: no span is started at all.
-	traces bool
-	// unsetGlobal, when not nil, is the global TracerProvider as it was
-	// when New took it, before any was set: spans are started only once
-	// the host sets one (otel.SetTracerProvider).
-	unsetGlobal trace.TracerProvider
-	propagator  propagation.TraceContext
-	noSpan      trace.Span
+	// traces says whether spans are started: never with OpenTelemetry's
+	// no-op TracerProvider, and with the global one only once the host
+	// sets a provider that records (otel.SetTracerProvider).
+	traces     oteltp.Mode
+	propagator propagation.TraceContext
+	noSpan     trace.Span
 
 	requestDuration metric.Float64Histogram
 	requests        *attrCache[requestKey]
@@ -103,7 +100,6 @@ func newTelemetry(mp metric.MeterProvider, tp trace.TracerProvider, clock Clock)
 	t := &telemetry{
 		clock:      clock,
 		tracer:     tp.Tracer(instrumentationName),
-		traces:     true,
 		requests:   newAttrCache(requestAttributes),
 		eventTypes: newAttrCache(oneAttr[EventType]("lifecycle.event.type")),
 		routes: newAttrCache(func(r string) []attribute.KeyValue {
@@ -118,11 +114,7 @@ func newTelemetry(mp metric.MeterProvider, tp trace.TracerProvider, clock Clock)
 		spanRoutes:    newCache(spanRouteOf),
 		noSpan:        tracenoop.Span{},
 	}
-	if _, ok := tp.(tracenoop.TracerProvider); ok {
-		t.traces = false
-	} else if tp == otel.GetTracerProvider() && isGlobalDelegate(tp) {
-		t.unsetGlobal = tp
-	}
+	t.traces = oteltp.ModeOf(tp)
 	m := mp.Meter(instrumentationName)
 	t.meter = m
 	var b instrumentBuilder
@@ -160,17 +152,6 @@ func newTelemetry(mp metric.MeterProvider, tp trace.TracerProvider, clock Clock)
 		t.streamEnds.add(ctx, t.streamsEnded, reason, 0)
 	}
 	return t, nil
-}
-
-// isGlobalDelegate reports whether tp is OpenTelemetry's global
-// TracerProvider before any was set: one that delegates to the provider
-// set later, and until then starts spans that record nothing.
-func isGlobalDelegate(tp trace.TracerProvider) bool {
-	typ := reflect.TypeOf(tp)
-	if typ.Kind() == reflect.Pointer {
-		typ = typ.Elem()
-	}
-	return typ.PkgPath() == "go.opentelemetry.io/otel/internal/global"
 }
 
 // instrumentBuilder creates instruments on one meter, keeping the first
@@ -214,7 +195,7 @@ func (b *instrumentBuilder) int64Histogram(name, unit, desc string) metric.Int64
 // tracing reports whether spans are to be started: the TracerProvider is
 // not a no-op one, and a global one has been set.
 func (t *telemetry) tracing() bool {
-	return t.traces && (t.unsetGlobal == nil || otel.GetTracerProvider() != t.unsetGlobal)
+	return t.traces.Active()
 }
 
 // start starts a span named name under ctx's, when tracing; otherwise it
@@ -563,8 +544,9 @@ func (t *telemetry) close() {
 	}
 }
 
-// sent counts n events written to a stream, the first of them committed
-// latency ago.
+// sent counts n live events written to a stream, the first of them
+// committed latency ago. Replayed events count in streamEvents only: their
+// age is the client's resuming, not the delivery's delay.
 func (t *telemetry) sent(ctx context.Context, n int, latency time.Duration) {
 	t.streamEvents.Add(ctx, int64(n))
 	t.streamLatency.Record(ctx, max(latency, 0).Seconds())

@@ -27,7 +27,8 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/tasklifecycle/lifecycle/internal/oteltp"
 )
 
 // The attribute keys of the instruments.
@@ -90,7 +91,7 @@ type Telemetry struct {
 	tracer trace.Tracer
 	// tracing says whether spans are made: always, never, or when the
 	// global TracerProvider is set to one that is not noop.
-	tracing tracing
+	tracing oteltp.Mode
 
 	// seen remembers the deliveries taken, to tell duplicates.
 	seen deliveries
@@ -98,14 +99,6 @@ type Telemetry struct {
 	mu   sync.RWMutex
 	opts map[measureKey]measureOpts // see measures
 }
-
-type tracing int
-
-const (
-	tracingOff tracing = iota
-	tracingOn
-	tracingGlobal
-)
 
 // New returns the Telemetry of cfg. An instrument the MeterProvider fails
 // to make is reported to otel.Handle and replaced by the no-op one the API
@@ -133,14 +126,10 @@ func New(cfg Config) *Telemetry {
 	handle(err)
 
 	tp := cfg.TracerProvider
-	switch {
-	case tp == nil || isGlobal(tp):
-		t.tracing = tracingGlobal
-		t.tracer = otel.GetTracerProvider().Tracer(cfg.Scope)
-	case isNoop(tp):
-		t.tracing = tracingOff
-	default:
-		t.tracing = tracingOn
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	if t.tracing = oteltp.ModeOf(tp); t.tracing != oteltp.Off {
 		t.tracer = tp.Tracer(cfg.Scope)
 	}
 	return t
@@ -152,36 +141,11 @@ func handle(err error) {
 	}
 }
 
-// isNoop reports whether tp is the API's noop TracerProvider.
-func isNoop(tp trace.TracerProvider) bool {
-	switch tp.(type) {
-	case tracenoop.TracerProvider, *tracenoop.TracerProvider:
-		return true
-	}
-	return false
-}
-
-// globalPkg is the package of the global TracerProvider that
-// otel.GetTracerProvider returns until otel.SetTracerProvider is called:
-// its spans record nothing.
-const globalPkg = "go.opentelemetry.io/otel/internal/global"
-
-// isGlobal reports whether tp is the global, delegating TracerProvider.
-func isGlobal(tp trace.TracerProvider) bool {
-	t := reflect.TypeOf(tp)
-	return t.Kind() == reflect.Pointer && t.Elem().PkgPath() == globalPkg
-}
-
 // activeTracer returns the tracer to make spans with, or nil when none are
 // made.
 func (t *Telemetry) activeTracer() trace.Tracer {
-	switch t.tracing {
-	case tracingOn:
+	if t.tracing.Active() {
 		return t.tracer
-	case tracingGlobal:
-		if tp := otel.GetTracerProvider(); !isGlobal(tp) && !isNoop(tp) {
-			return t.tracer
-		}
 	}
 	return nil
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/tasklifecycle/lifecycle/internal/hostbudget"
 	"github.com/tasklifecycle/lifecycle/internal/hostcall/hostcalltest"
+	"github.com/tasklifecycle/lifecycle/internal/oteltp"
 	"github.com/tasklifecycle/lifecycle/internal/testwait"
 )
 
@@ -304,7 +305,7 @@ func TestTraceparentWithoutSpans(t *testing.T) {
 // global ones before they are set, the transport allocates nothing more
 // than the transport it wraps.
 func TestNoopAddsNoAllocation(t *testing.T) {
-	if isGlobal(otel.GetTracerProvider()) == false {
+	if !oteltp.IsGlobal(otel.GetTracerProvider()) {
 		t.Fatal("the global TracerProvider is set in this test binary; the test needs it unset")
 	}
 	for name, tel := range map[string]*Telemetry{

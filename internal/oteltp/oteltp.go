@@ -1,0 +1,69 @@
+// Package oteltp tells whether spans made through an OpenTelemetry
+// TracerProvider record anything, so that instrumented code can skip
+// making them, allocating nothing, when they would not.
+package oteltp
+
+import (
+	"reflect"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+)
+
+// Mode is how spans of a TracerProvider given to a constructor are made.
+type Mode uint8
+
+const (
+	// Off: the provider is the API's no-op one.
+	Off Mode = iota
+	// On: the provider was set explicitly.
+	On
+	// Global: the provider is the global one (or none was given), whose
+	// spans record only once otel.SetTracerProvider has set a provider
+	// that is not the no-op one.
+	Global
+)
+
+// ModeOf returns the Mode of tp; nil is the global provider.
+func ModeOf(tp trace.TracerProvider) Mode {
+	switch {
+	case tp == nil || IsGlobal(tp):
+		return Global
+	case IsNoop(tp):
+		return Off
+	}
+	return On
+}
+
+// Active reports whether spans made now record anything.
+func (m Mode) Active() bool {
+	switch m {
+	case On:
+		return true
+	case Global:
+		tp := otel.GetTracerProvider()
+		return !IsGlobal(tp) && !IsNoop(tp)
+	}
+	return false
+}
+
+// IsNoop reports whether tp is the API's no-op TracerProvider.
+func IsNoop(tp trace.TracerProvider) bool {
+	switch tp.(type) {
+	case tracenoop.TracerProvider, *tracenoop.TracerProvider:
+		return true
+	}
+	return false
+}
+
+// globalPkg is the package of the global TracerProvider that
+// otel.GetTracerProvider returns until otel.SetTracerProvider is called:
+// its spans record nothing.
+const globalPkg = "go.opentelemetry.io/otel/internal/global"
+
+// IsGlobal reports whether tp is the global, delegating TracerProvider.
+func IsGlobal(tp trace.TracerProvider) bool {
+	t := reflect.TypeOf(tp)
+	return t != nil && t.Kind() == reflect.Pointer && t.Elem().PkgPath() == globalPkg
+}

@@ -1,0 +1,38 @@
+package oteltp
+
+import (
+	"testing"
+
+	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+)
+
+// TestModes: the no-op providers are off, an SDK provider is on, and the
+// global one follows what is set (not parallel: it sets the global
+// provider).
+func TestModes(t *testing.T) {
+	sdk := sdktrace.NewTracerProvider()
+	defer sdk.Shutdown(t.Context())
+	if m := ModeOf(tracenoop.NewTracerProvider()); m != Off || m.Active() {
+		t.Errorf("no-op: %v, active %v", m, m.Active())
+	}
+	if m := ModeOf(&tracenoop.TracerProvider{}); m != Off {
+		t.Errorf("no-op pointer: %v", m)
+	}
+	if m := ModeOf(sdk); m != On || !m.Active() {
+		t.Errorf("SDK: %v, active %v", m, m.Active())
+	}
+	global := ModeOf(otel.GetTracerProvider())
+	if global != Global || global.Active() || ModeOf(nil) != Global {
+		t.Fatalf("unset global: %v, active %v", global, global.Active())
+	}
+	otel.SetTracerProvider(sdk)
+	if !global.Active() {
+		t.Error("global set to the SDK: not active")
+	}
+	otel.SetTracerProvider(tracenoop.NewTracerProvider())
+	if global.Active() {
+		t.Error("global set to no-op: active")
+	}
+}
