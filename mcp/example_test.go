@@ -56,7 +56,7 @@ func ExampleNewHandler() {
 	client := sdk.NewClient(&sdk.Implementation{Name: "agent", Version: "1"}, nil)
 	session, err := client.Connect(ctx, &sdk.StreamableClientTransport{
 		Endpoint:   srv.URL + "/mcp",
-		HTTPClient: &http.Client{Transport: withKey{key}},
+		HTTPClient: &http.Client{Transport: bearer{key, http.DefaultTransport}},
 	}, nil)
 	if err != nil {
 		log.Fatal(err)
@@ -79,13 +79,4 @@ func ExampleNewHandler() {
 	}
 	fmt.Println(answer.Data.Identifier, answer.Data.Status, answer.AvailableActions)
 	// Output: WEB-1 todo [start]
-}
-
-// withKey sends an API key with every request.
-type withKey struct{ key string }
-
-func (k withKey) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+k.key)
-	return http.DefaultTransport.RoundTrip(r)
 }

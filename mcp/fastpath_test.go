@@ -211,3 +211,16 @@ func TestIdleSessionCloses(t *testing.T) {
 		t.Fatalf("get_task after the session timed out = %d %s, want 404", code, msg)
 	}
 }
+
+// TestBodyOverTheAPILimit: a message of over 1 MiB, the API's limit of a
+// request body, is refused, as the API refuses one.
+func TestBodyOverTheAPILimit(t *testing.T) {
+	e := newEnv(t, mcp.Config{})
+	id := e.createTask("BIG-1")
+	s := e.openRaw(e.api.Key(lifecycle.ScopeTasksRead))
+	pad := strings.Repeat("x", 1<<20)
+	code, _, msg := s.post(`{"jsonrpc":"2.0","id":60,"method":"tools/call","params":{"name":"get_task","arguments":{"taskId":"` + id + `"},"_meta":{"pad":"` + pad + `"}}}`)
+	if code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("a 1 MiB message = %d %.200s, want 413", code, msg)
+	}
+}

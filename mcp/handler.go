@@ -121,6 +121,10 @@ type Handler struct {
 	toolSet map[string]*tool
 }
 
+// maxBody bounds a request body, as the API does (1 MiB), where the SDK's
+// own bound is 4 MiB.
+const maxBody = 1 << 20
+
 // NewHandler returns the Handler that serves svc over MCP, configured by
 // cfg. It authenticates every request as svc's API does (bearer API keys,
 // or [lifecycle.Config.Authenticator]), and each tool needs the scope of
@@ -165,8 +169,9 @@ func NewHandler(svc *lifecycle.Service, cfg Config) (*Handler, error) {
 	streamable := sdk.NewStreamableHTTPHandler(h.serverFor, &sdk.StreamableHTTPOptions{
 		// Idle sessions are closed by h.live, which counts the requests of
 		// the fast path too.
-		EventStore: newNotificationStore(notificationsKept),
-		Logger:     slog.New(minLevel{cfg.Logger.Handler(), slog.LevelError}),
+		EventStore:          newNotificationStore(notificationsKept),
+		Logger:              slog.New(minLevel{cfg.Logger.Handler(), slog.LevelError}),
+		MaxRequestBodyBytes: maxBody,
 	})
 	// The SDK's token check puts the principal where the tools find it
 	// (RequestExtra.TokenInfo) and ties each session to the principal that

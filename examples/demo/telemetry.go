@@ -16,7 +16,6 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/exporters/prometheus"
-	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -55,8 +54,8 @@ func (t *telemetry) tracerProvider() trace.TracerProvider {
 // OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or OTEL_EXPORTER_OTLP_PROTOCOL names
 // ("http/protobuf", the default, or "grpc"). OTEL_SERVICE_NAME (default
 // "lifecycle-demo") and OTEL_RESOURCE_ATTRIBUTES describe the process.
-// Both providers become the global ones too, which the code-host
-// adapters use. The exporters read the other OTEL_ variables themselves
+// The Service and the code-host adapters are given both providers; no
+// global one is set. The exporters read the other OTEL_ variables themselves
 // (headers, timeouts, certificates; the sampler and the batch processor's
 // settings). Shut it down to flush the last spans.
 func setupTelemetry(ctx context.Context, getenv func(string) string, log *slog.Logger) (*telemetry, error) {
@@ -97,7 +96,6 @@ func setupTelemetry(ctx context.Context, getenv func(string) string, log *slog.L
 			DisableCompression: true,
 		}),
 	}
-	otel.SetMeterProvider(t.meters)
 	log.Info("metrics: Prometheus text format at GET /metrics", "service.name", service.AsString())
 
 	endpoint, protocol := otlpTraceSettings(getenv)
@@ -118,8 +116,6 @@ func setupTelemetry(ctx context.Context, getenv func(string) string, log *slog.L
 		return nil, errors.Join(fmt.Errorf("OTLP trace exporter: %w", err), t.meters.Shutdown(ctx))
 	}
 	t.tracers = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
-	otel.SetTracerProvider(t.tracers)
-	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
 		log.Warn("opentelemetry", "err", err) // an export that failed, for one
 	}))
