@@ -58,8 +58,8 @@ func TestRoutes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := testRoutes.Operation(tt.method, u); got != tt.want {
-			t.Errorf("Operation(%s %s) = %q, want %q", tt.method, tt.url, got, tt.want)
+		if _, got := testRoutes.spanName(tt.method, u); got != tt.want {
+			t.Errorf("operation of %s %s = %q, want %q", tt.method, tt.url, got, tt.want)
 		}
 	}
 	u, _ := url.Parse("https://ghe.example.com/x")

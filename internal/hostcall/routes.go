@@ -107,16 +107,6 @@ func matchSegments(segs []string, path string) bool {
 	return true
 }
 
-// Operation returns the operation of a request with method to u:
-// OperationOther when no route matches. u's escaped path is matched, so
-// that an escaped "/" stays within its segment.
-func (rs *Routes) Operation(method string, u *url.URL) string {
-	if r := rs.match(method, escapedPath(u)); r != nil {
-		return r.operation
-	}
-	return OperationOther
-}
-
 // spanName returns the span name and operation of a request: "{METHOD}
 // {operation}", with "HTTP" for a method that is not one of HTTP's own.
 func (rs *Routes) spanName(method string, u *url.URL) (name, operation string) {

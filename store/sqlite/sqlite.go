@@ -70,7 +70,6 @@ type Store struct {
 	closed atomic.Bool
 
 	reqs       chan *writeReq
-	waiting    atomic.Int32 // callers sending on reqs, not yet taken by the writer
 	stop       chan struct{}
 	writerDone chan struct{}
 
@@ -247,14 +246,11 @@ func (s *Store) write(ctx context.Context, relaxed bool, fn func(x *txn) error) 
 		return errClosed
 	}
 	req := &writeReq{ctx: ctx, fn: fn, relaxed: relaxed, done: make(chan writeResult, 1)}
-	s.waiting.Add(1)
 	select {
 	case s.reqs <- req:
 	case <-ctx.Done():
-		s.waiting.Add(-1)
 		return ctx.Err()
 	case <-s.stop:
-		s.waiting.Add(-1)
 		return errClosed
 	}
 	res := <-req.done // the writer always answers
@@ -269,17 +265,14 @@ func (s *Store) write(ctx context.Context, relaxed bool, fn func(x *txn) error) 
 func (s *Store) writer() {
 	defer close(s.writerDone)
 	batch := make([]*writeReq, 0, maxBatch)
-	var relaxed, durable []*writeReq // a mixed batch, split
 	for {
 		var first *writeReq
 		select {
 		case first = <-s.reqs:
-			s.waiting.Add(-1)
 		case <-s.stop:
 			for {
 				select {
 				case r := <-s.reqs:
-					s.waiting.Add(-1)
 					r.done <- writeResult{err: errClosed}
 				default:
 					return
@@ -291,35 +284,37 @@ func (s *Store) writer() {
 		for len(batch) < maxBatch {
 			select {
 			case r := <-s.reqs:
-				s.waiting.Add(-1)
 				batch = append(batch, r)
 			default:
 				break fill
 			}
 		}
-		// The relaxed transactions of a mixed batch commit first, without
-		// an fsync, so that they are not kept waiting for the durable
-		// ones'. None was answered yet: any order among them is one they
-		// could have run in.
-		relaxed, durable = relaxed[:0], durable[:0]
-		if s.sync == SynchronousFull {
-			for _, r := range batch {
-				if r.relaxed {
-					relaxed = append(relaxed, r)
-				} else {
-					durable = append(durable, r)
-				}
-			}
-		}
-		if len(relaxed) > 0 && len(durable) > 0 {
-			s.commitBatch(relaxed)
-			s.commitBatch(durable)
-		} else {
-			s.commitBatch(batch)
-		}
-		clear(relaxed)
-		clear(durable)
+		s.commitAll(batch)
 	}
+}
+
+// commitAll commits a batch. The relaxed transactions of a batch that
+// also holds durable ones commit first, in a transaction without an fsync,
+// so that they are not kept waiting for the durable ones'. None was
+// answered yet: any order among them is one they could have run in.
+func (s *Store) commitAll(batch []*writeReq) {
+	mixed := s.sync == SynchronousFull &&
+		slices.ContainsFunc(batch, func(r *writeReq) bool { return r.relaxed }) &&
+		slices.ContainsFunc(batch, func(r *writeReq) bool { return !r.relaxed })
+	if !mixed {
+		s.commitBatch(batch)
+		return
+	}
+	var relaxed, durable []*writeReq
+	for _, r := range batch {
+		if r.relaxed {
+			relaxed = append(relaxed, r)
+		} else {
+			durable = append(durable, r)
+		}
+	}
+	s.commitBatch(relaxed)
+	s.commitBatch(durable)
 }
 
 // commitBatch runs a batch of transactions in one SQLite transaction and

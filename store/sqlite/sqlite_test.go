@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle"
-	"github.com/tasklifecycle/lifecycle/internal/testwait"
 	"github.com/tasklifecycle/lifecycle/store/sqlite"
 	"github.com/tasklifecycle/lifecycle/store/storetest"
 )
@@ -163,46 +162,5 @@ func TestRelaxedUpdates(t *testing.T) {
 	defer s.Close()
 	if n := count(s); n != 40 {
 		t.Errorf("%d records after reopening, want 40", n)
-	}
-}
-
-// TestMixedBatchCommitsRelaxedFirst: of a batch holding both kinds, the
-// relaxed transactions commit first (without waiting for the durable
-// ones' fsync), though the durable one was handed over before them.
-func TestMixedBatchCommitsRelaxedFirst(t *testing.T) {
-	t.Parallel()
-	s := newStore(t)
-	hold, held := make(chan struct{}), make(chan struct{})
-	go s.Update(t.Context(), func(lifecycle.Tx) error { // keeps the writer busy
-		close(held)
-		<-hold
-		return nil
-	})
-	<-held
-	relaxedTask := lifecycle.Task{ID: "tsk_relaxed", Identifier: "MIX-1", Status: lifecycle.StatusTodo, Version: 1}
-	sawRelaxed := make(chan bool, 1)
-	durableDone := make(chan error, 1)
-	go func() {
-		durableDone <- s.Update(t.Context(), func(tx lifecycle.Tx) error {
-			_, err := tx.Task(t.Context(), relaxedTask.ID)
-			sawRelaxed <- err == nil
-			return nil
-		})
-	}()
-	testwait.For(t, 10*time.Second, "the durable transaction handed over", func() bool { return s.WaitingForTest() == 1 })
-	relaxedDone := make(chan error, 1)
-	go func() {
-		relaxedDone <- s.UpdateRelaxed(t.Context(), func(tx lifecycle.Tx) error { return tx.CreateTask(t.Context(), relaxedTask) })
-	}()
-	testwait.For(t, 10*time.Second, "both handed over", func() bool { return s.WaitingForTest() == 2 })
-	close(hold)
-	if err := <-relaxedDone; err != nil {
-		t.Fatal(err)
-	}
-	if err := <-durableDone; err != nil {
-		t.Fatal(err)
-	}
-	if !<-sawRelaxed {
-		t.Error("the durable transaction, handed over first, ran before the relaxed one of its batch")
 	}
 }

@@ -52,14 +52,13 @@ func simpleStrings(b string) ([]string, bool) {
 			return nil, false
 		}
 	}
-	all := b
 	ss := make([]string, 0, n)
-	for i := 1; i < len(all)-1; {
+	for i := 1; i < len(b)-1; {
 		j := i + 1
-		for all[j] != '"' {
+		for b[j] != '"' {
 			j++
 		}
-		ss = append(ss, all[i+1:j])
+		ss = append(ss, b[i+1:j])
 		i = j + 2 // past the quote and the comma
 	}
 	return ss, true
