@@ -2,6 +2,7 @@ package lifecycle_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"regexp"
 	"strings"
@@ -397,6 +398,35 @@ func TestTelemetryShip(t *testing.T) {
 		}
 	}
 	p.bounded()
+}
+
+// TestTelemetryShipQueueDepth: the gauge reads the Store's operations
+// not yet finished, by status (the Service is not started: nothing takes
+// them up).
+func TestTelemetryShipQueueDepth(t *testing.T) {
+	t.Parallel()
+	p, withProbe := newProbe(t)
+	e := newEnv(t, withProbe)
+	depth := func(status string) int64 {
+		return p.value("lifecycle.ship.queue.depth", map[string]string{"lifecycle.ship.status": status})
+	}
+	if q, r := depth("queued"), depth("running"); q != 0 || r != 0 {
+		t.Fatalf("an empty queue reads queued %d, running %d", q, r)
+	}
+	for i, status := range []lifecycle.ShipStatus{lifecycle.ShipQueued, lifecycle.ShipQueued, lifecycle.ShipRunning, lifecycle.ShipSucceeded} {
+		id := e.createTask(taskBody(fmt.Sprintf("DEPTH-%d", i)))["id"].(string)
+		op := lifecycle.ShipOperation{TaskID: id, OperationID: fmt.Sprintf("shp_depth%d", i), Status: status,
+			QueuedAt: lifecycle.NewTimestamp(epoch), Mode: lifecycle.ShipMergeOnly, TargetEnvironment: lifecycle.EnvironmentStaging,
+			ExpectedHeadSHA: strings.Repeat("a", 40), SubmissionMode: lifecycle.ModeAdapterManaged,
+			PullRequest: lifecycle.PullRequestRef{Owner: "acme", Repo: "web", Number: i + 1},
+			Actor:       lifecycle.Actor{ID: "agent", Role: lifecycle.RoleAgent}, LeaseUntil: lifecycle.NewTimestamp(epoch)}
+		if err := e.store.Update(t.Context(), func(tx lifecycle.Tx) error { return tx.CreateShipOperation(t.Context(), op) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if q, r := depth("queued"), depth("running"); q != 2 || r != 1 {
+		t.Errorf("queue depth: queued %d, running %d; want 2 and 1", q, r)
+	}
 }
 
 // A failed ship is counted with its failure code.

@@ -184,6 +184,12 @@ func TestWatchesDoNotCountAgainstStreams(t *testing.T) {
 			t.Fatalf("watch %d: %v", i, err)
 		}
 	}
+	// A watch that stays: once it has seen three events, the second has
+	// been handed to every watch (one event at a time, to each in turn).
+	control := newWatchLog()
+	if _, err := e.svc.WatchTask(t.Context(), id, control.add); err != nil {
+		t.Fatal(err)
+	}
 	// A stream of the admin key still opens: the watches took no place of it.
 	srv := httptest.NewServer(e.host)
 	defer srv.Close()
@@ -205,9 +211,13 @@ func TestWatchesDoNotCountAgainstStreams(t *testing.T) {
 	if _, err := e.svc.RecordBlocker(t.Context(), id, lifecycle.RecordBlockerParams{Reason: "r", ActionRequired: "x"}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := e.svc.ResolveBlocker(t.Context(), id, lifecycle.ResolveBlockerParams{Resolution: "done"}); err != nil {
+		t.Fatal(err)
+	}
+	control.waitFor(t, 3)
 	for i, l := range logs {
-		if evs := l.waitFor(t, 1); evs[0].Type != lifecycle.EventTaskUpdated {
-			t.Errorf("watch %d got %s first", i, evs[0].Type)
+		if evs := l.events(); len(evs) != 1 || evs[0].Type != lifecycle.EventTaskUpdated {
+			t.Errorf("watch %d got %d events (first %v), want the one before it stopped itself", i, len(evs), evs)
 		}
 	}
 }
