@@ -15,10 +15,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
@@ -106,58 +103,26 @@ func (a *answer) RoundTrip(req *http.Request) (*http.Response, error) {
 	return &a.resp, nil
 }
 
-// sdk is an SDK MeterProvider and TracerProvider reading into memory.
-type sdk struct {
-	reader *sdkmetric.ManualReader
-	spans  *tracetest.SpanRecorder
-	mp     *sdkmetric.MeterProvider
-	tp     *sdktrace.TracerProvider
-}
-
-func newSDK(t testing.TB) *sdk {
-	s := &sdk{reader: sdkmetric.NewManualReader(), spans: tracetest.NewSpanRecorder()}
-	s.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(s.reader))
-	s.tp = sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithSpanProcessor(s.spans))
-	t.Cleanup(func() {
-		_ = s.mp.Shutdown(context.Background())
-		_ = s.tp.Shutdown(context.Background())
-	})
-	return s
-}
-
-func (s *sdk) collect(t testing.TB) metricdata.ResourceMetrics {
-	t.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := s.reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	return rm
-}
-
 // find returns the metric named name, or fails t.
 func find(t testing.TB, rm metricdata.ResourceMetrics, name string) metricdata.Metrics {
 	t.Helper()
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if m.Name == name {
-				return m
-			}
-		}
+	m, ok := hostcalltest.Metric(rm, name)
+	if !ok {
+		t.Fatalf("no metric %s", name)
 	}
-	t.Fatalf("no metric %s", name)
-	return metricdata.Metrics{}
+	return m
 }
 
 func attrs(kv ...attribute.KeyValue) attribute.Set { return attribute.NewSet(kv...) }
 
 func TestTransportSpanAndMetrics(t *testing.T) {
 	t.Parallel()
-	s := newSDK(t)
-	tel := New(Config{Host: "github", Scope: "test", MeterProvider: s.mp, TracerProvider: s.tp, Routes: testRoutes})
+	s := hostcalltest.New(t)
+	tel := New(Config{Host: "github", Scope: "test", MeterProvider: s.Meters, TracerProvider: s.Spans, Routes: testRoutes})
 	next := &answer{status: http.StatusOK}
 	tr := tel.Transport(next)
 
-	ctx, parent := s.tp.Tracer("caller").Start(context.Background(), "submit")
+	ctx, parent := s.Spans.Tracer("caller").Start(context.Background(), "submit")
 	req, _ := http.NewRequestWithContext(ctx, "GET", "https://ghe.example.com/api/v3/repos/acme/web/pulls/42", nil)
 	if _, err := tr.RoundTrip(req); err != nil {
 		t.Fatal(err)
@@ -167,7 +132,7 @@ func TestTransportSpanAndMetrics(t *testing.T) {
 		t.Error("the caller's request was changed: it carries a traceparent")
 	}
 	sent := next.last.Header.Get("traceparent")
-	spans := s.spans.Ended()
+	spans := s.Recorder.Ended()
 	if len(spans) != 2 {
 		t.Fatalf("%d spans ended, want 2", len(spans))
 	}
@@ -192,7 +157,7 @@ func TestTransportSpanAndMetrics(t *testing.T) {
 		t.Errorf("span status = %v, want unset", span.Status())
 	}
 
-	rm := s.collect(t)
+	rm := s.Collect(t)
 	dur := find(t, rm, "http.client.request.duration")
 	if dur.Unit != "s" {
 		t.Errorf("duration unit %q, want s", dur.Unit)
@@ -220,8 +185,8 @@ func TestTransportSpanAndMetrics(t *testing.T) {
 
 func TestTransportFailures(t *testing.T) {
 	t.Parallel()
-	s := newSDK(t)
-	tel := New(Config{Host: "gitlab", Scope: "test", MeterProvider: s.mp, TracerProvider: s.tp, Routes: testRoutes})
+	s := hostcalltest.New(t)
+	tel := New(Config{Host: "gitlab", Scope: "test", MeterProvider: s.Meters, TracerProvider: s.Spans, Routes: testRoutes})
 	u := "http://127.0.0.1:8080/api/v3/repos/acme/web/pulls/42/merge"
 
 	// A 5xx answer: the span fails with the status as error.type.
@@ -238,7 +203,7 @@ func TestTransportFailures(t *testing.T) {
 	if _, err := tel.Transport(&answer{err: io.ErrUnexpectedEOF}).RoundTrip(req); err == nil {
 		t.Fatal("the transport's error was lost")
 	}
-	spans := s.spans.Ended()
+	spans := s.Recorder.Ended()
 	if len(spans) != 3 {
 		t.Fatalf("%d spans, want 3", len(spans))
 	}
@@ -258,7 +223,7 @@ func TestTransportFailures(t *testing.T) {
 			t.Errorf("span %d has events %v: an error's message may hold a URL", i, span.Events())
 		}
 	}
-	rm := s.collect(t)
+	rm := s.Collect(t)
 	var noStatus int
 	for _, p := range find(t, rm, "lifecycle.host.requests").Data.(metricdata.Sum[int64]).DataPoints {
 		if _, has := p.Attributes.Value(keyStatus); !has {
@@ -328,8 +293,8 @@ func TestNoopAddsNoAllocation(t *testing.T) {
 
 func TestWebhookOutcomes(t *testing.T) {
 	t.Parallel()
-	s := newSDK(t)
-	tel := New(Config{Host: "gitlab", Scope: "test", MeterProvider: s.mp, TracerProvider: s.tp})
+	s := hostcalltest.New(t)
+	tel := New(Config{Host: "gitlab", Scope: "test", MeterProvider: s.Meters, TracerProvider: s.Spans})
 	ctx := context.Background()
 	tel.Taken(ctx, "delivery-1", "digest-1")
 	tel.Taken(ctx, "delivery-1", "digest-1") // GitHub's redelivery of one taken
@@ -337,7 +302,7 @@ func TestWebhookOutcomes(t *testing.T) {
 	tel.Taken(ctx, "delivery-3", "")
 	tel.Webhook(ctx, InvalidSignature)
 	got := map[string]int64{}
-	for _, p := range find(t, s.collect(t), "lifecycle.host.webhooks").Data.(metricdata.Sum[int64]).DataPoints {
+	for _, p := range find(t, s.Collect(t), "lifecycle.host.webhooks").Data.(metricdata.Sum[int64]).DataPoints {
 		if v, _ := p.Attributes.Value(KeyHost); v.AsString() != "gitlab" {
 			t.Errorf("lifecycle.host = %q", v.AsString())
 		}
@@ -376,18 +341,18 @@ func TestDeliveriesAreBounded(t *testing.T) {
 
 func TestRateLimitGauges(t *testing.T) {
 	t.Parallel()
-	s := newSDK(t)
+	s := hostcalltest.New(t)
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
-	gh1 := New(Config{Host: "github", Scope: "gauges", MeterProvider: s.mp, TracerProvider: s.tp})
-	gh2 := New(Config{Host: "github", Scope: "gauges", MeterProvider: s.mp, TracerProvider: s.tp})
-	gl := New(Config{Host: "gitlab", Scope: "gauges", MeterProvider: s.mp, TracerProvider: s.tp})
+	gh1 := New(Config{Host: "github", Scope: "gauges", MeterProvider: s.Meters, TracerProvider: s.Spans})
+	gh2 := New(Config{Host: "github", Scope: "gauges", MeterProvider: s.Meters, TracerProvider: s.Spans})
+	gl := New(Config{Host: "gitlab", Scope: "gauges", MeterProvider: s.Meters, TracerProvider: s.Spans})
 	b1, b2, b3 := hostbudget.New(0.8, clock), hostbudget.New(0.8, clock), hostbudget.New(0.8, clock)
 	gh1.ObserveRateLimits(b1, nil)
 	gh2.ObserveRateLimits(b2, nil)
 	gl.ObserveRateLimits(b3, func(r string) bool { return r == "api" })
 
-	for _, sm := range s.collect(t).ScopeMetrics {
+	for _, sm := range s.Collect(t).ScopeMetrics {
 		for _, m := range sm.Metrics {
 			if g, ok := m.Data.(metricdata.Gauge[int64]); ok && len(g.DataPoints) != 0 {
 				t.Errorf("%s reports %+v before any answer said anything of a limit", m.Name, g.DataPoints)
@@ -402,7 +367,7 @@ func TestRateLimitGauges(t *testing.T) {
 
 	type key struct{ host, resource string }
 	read := func() (map[key]int64, map[key]float64) {
-		rm := s.collect(t)
+		rm := s.Collect(t)
 		rem, reset := map[key]int64{}, map[key]float64{}
 		for _, p := range find(t, rm, "lifecycle.host.rate_limit.remaining").Data.(metricdata.Gauge[int64]).DataPoints {
 			h, _ := p.Attributes.Value(KeyHost)
@@ -454,14 +419,14 @@ func TestRateLimitGauges(t *testing.T) {
 // adapter uses are unregistered.
 func TestRateLimitGaugesForgetBudgets(t *testing.T) {
 	t.Parallel()
-	s := newSDK(t)
-	tel := New(Config{Host: "github", Scope: "forget", MeterProvider: s.mp, TracerProvider: s.tp})
+	s := hostcalltest.New(t)
+	tel := New(Config{Host: "github", Scope: "forget", MeterProvider: s.Meters, TracerProvider: s.Spans})
 	observeDropped(tel)
 	kept := hostbudget.New(0.8, time.Now)
 	kept.Observe("core", hostbudget.State{Limit: 5000, Remaining: 4321, Reset: time.Now().Add(time.Hour)})
 	tel.ObserveRateLimits(kept, nil)
 	runtime.GC()
-	points := find(t, s.collect(t), "lifecycle.host.rate_limit.remaining").Data.(metricdata.Gauge[int64]).DataPoints
+	points := find(t, s.Collect(t), "lifecycle.host.rate_limit.remaining").Data.(metricdata.Gauge[int64]).DataPoints
 	if len(points) != 1 || points[0].Value != 4321 {
 		t.Errorf("remaining = %+v, want only the budget in use (4321)", points)
 	}
@@ -502,10 +467,10 @@ func TestErrorType(t *testing.T) {
 // is in use.
 func TestRateLimitGaugesUnregister(t *testing.T) {
 	t.Parallel()
-	s := newSDK(t)
+	s := hostcalltest.New(t)
 	b := hostbudget.New(0.8, time.Now)
 	b.Observe("core", hostbudget.State{Limit: 5000, Remaining: 1, Reset: time.Now().Add(time.Hour)})
-	key := gaugeKey{s.mp, "unregister"}
+	key := gaugeKey{s.Meters, "unregister"}
 	observeWithDroppedTelemetry(s, b)
 	registered := func() bool {
 		registry.mu.Lock()
@@ -520,7 +485,7 @@ func TestRateLimitGaugesUnregister(t *testing.T) {
 		runtime.GC()
 		return !registered()
 	})
-	for _, sm := range s.collect(t).ScopeMetrics {
+	for _, sm := range s.Collect(t).ScopeMetrics {
 		for _, m := range sm.Metrics {
 			if g, ok := m.Data.(metricdata.Gauge[int64]); ok && len(g.DataPoints) != 0 {
 				t.Errorf("%s still reports %+v", m.Name, g.DataPoints)
@@ -531,8 +496,8 @@ func TestRateLimitGaugesUnregister(t *testing.T) {
 }
 
 //go:noinline
-func observeWithDroppedTelemetry(s *sdk, b *hostbudget.Budget) {
-	New(Config{Host: "github", Scope: "unregister", MeterProvider: s.mp, TracerProvider: s.tp}).ObserveRateLimits(b, nil)
+func observeWithDroppedTelemetry(s *hostcalltest.SDK, b *hostbudget.Budget) {
+	New(Config{Host: "github", Scope: "unregister", MeterProvider: s.Meters, TracerProvider: s.Spans}).ObserveRateLimits(b, nil)
 }
 
 // BenchmarkTransport is the transport alone over one that answers at once
