@@ -117,9 +117,8 @@ func (s *Service) routes(auth Authenticator) http.Handler {
 func (s *Service) authorize(auth Authenticator, scope Scope, h apiHandler, timeout time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.serve(w, r, timeout, func(r *http.Request) error {
-			p, err := auth.Authenticate(r)
+			p, err := s.authenticate(auth, r)
 			if err != nil {
-				s.tel.authReasons.add(r.Context(), s.tel.authFailures, failureReason(err), 1)
 				return err
 			}
 			if !p.Has(scope) {

@@ -17,7 +17,13 @@ import (
 // request without valid credentials, and a *RateLimitError for a client
 // that failed too often; answer both with [Service.APIError].
 func (s *Service) Authenticate(r *http.Request) (Principal, error) {
-	p, err := s.auth.Authenticate(r)
+	return s.authenticate(s.auth, r)
+}
+
+// authenticate authenticates r with auth, counting a failure in
+// lifecycle.auth.failures.
+func (s *Service) authenticate(auth Authenticator, r *http.Request) (Principal, error) {
+	p, err := auth.Authenticate(r)
 	if err != nil {
 		s.tel.authReasons.add(r.Context(), s.tel.authFailures, failureReason(err), 1)
 	}

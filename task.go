@@ -645,37 +645,31 @@ var compactLeftOut = [...]string{"description", "routingReason"}
 // encodes by reflection, and falls back to it when the task does not
 // encode.
 func writeTask(w http.ResponseWriter, status int, t *Task, compact bool) error {
-	e := taskWriters.Get().(*jsonWriter)
-	e.b = e.b[:0]
-	defer func() {
-		if cap(e.b) <= 64<<10 { // keep no outsized buffer
-			taskWriters.Put(e)
+	return withTaskWriter(func(e *jsonWriter) error {
+		body, err := e.envelope(t, compact)
+		if err == nil {
+			writeRaw(w, status, body)
 		}
-	}()
-	var body []byte
-	if e.taskEnvelope(t, compact) {
-		body = e.b
-	} else {
-		var err error
-		if body, err = encodeTaskJSON(t, compact); err != nil {
-			return err
-		}
-	}
-	writeRaw(w, status, body)
-	return nil
+		return err
+	})
 }
 
 // encodeTask returns the body writeTask writes, in a slice of its own.
 func encodeTask(t *Task, compact bool) ([]byte, error) {
-	e := taskWriters.Get().(*jsonWriter)
-	e.b = e.b[:0]
-	defer func() {
-		if cap(e.b) <= 64<<10 {
-			taskWriters.Put(e)
-		}
-	}()
+	var body []byte
+	err := withTaskWriter(func(e *jsonWriter) error {
+		b, err := e.envelope(t, compact)
+		body = bytes.Clone(b)
+		return err
+	})
+	return body, err
+}
+
+// envelope returns the task envelope of t: e's bytes, or encodeTaskJSON's
+// when the hand-written encoder gives up.
+func (e *jsonWriter) envelope(t *Task, compact bool) ([]byte, error) {
 	if e.taskEnvelope(t, compact) {
-		return bytes.Clone(e.b), nil
+		return e.b, nil
 	}
 	return encodeTaskJSON(t, compact)
 }
@@ -762,18 +756,14 @@ func (s *Service) handleListTasks(w http.ResponseWriter, r *http.Request, p *Pri
 // jsonWriter.taskList) the bytes encodeTaskListJSON encodes by
 // reflection, and falls back to it when a task does not encode.
 func writeTaskList(w http.ResponseWriter, list TaskList) {
-	e := taskWriters.Get().(*jsonWriter)
-	e.b = e.b[:0]
-	defer func() {
-		if cap(e.b) <= 64<<10 { // keep no outsized buffer
-			taskWriters.Put(e)
+	_ = withTaskWriter(func(e *jsonWriter) error {
+		if e.taskList(list) {
+			writeRaw(w, http.StatusOK, e.b)
+		} else {
+			writeRaw(w, http.StatusOK, encodeTaskListJSON(list))
 		}
-	}()
-	if e.taskList(list) {
-		writeRaw(w, http.StatusOK, e.b)
-		return
-	}
-	writeRaw(w, http.StatusOK, encodeTaskListJSON(list))
+		return nil
+	})
 }
 
 // encodeTaskListJSON is the body of writeTaskList by encoding/json.

@@ -255,6 +255,19 @@ func (e *jsonWriter) str(s string) { e.b = jsonenc.AppendString(e.b, s, e.escape
 // taskWriters are the jsonWriters of writeTask.
 var taskWriters = sync.Pool{New: func() any { return &jsonWriter{b: make([]byte, 0, 2048)} }}
 
+// withTaskWriter runs fn with an empty jsonWriter of taskWriters, whose
+// bytes are fn's until it returns.
+func withTaskWriter(fn func(e *jsonWriter) error) error {
+	e := taskWriters.Get().(*jsonWriter)
+	e.b = e.b[:0]
+	defer func() {
+		if cap(e.b) <= 64<<10 { // keep no outsized buffer
+			taskWriters.Put(e)
+		}
+	}()
+	return fn(e)
+}
+
 // taskEnvelope appends the body writeTask writes for t, with its final
 // newline, to e.b. It reports false when encoding/json would have failed
 // (an invalid routingReason, a confidence that is not a number), leaving
