@@ -106,11 +106,12 @@ func (h *Handler) readResource(ctx context.Context, req *sdk.ReadResourceRequest
 	var answer any
 	switch kind {
 	case kindTask:
-		t, err := h.svc.Task(ctx, id)
+		// get_task's standard answer, from the Service's task cache.
+		b, err := h.svc.EncodedTask(ctx, id, formStandard, encodeStandard)
 		if err != nil {
 			return nil, h.rpcError(ctx, uri, err)
 		}
-		answer = answerTask(&t, false)
+		answer = json.RawMessage(unpackAnswer(b).raw)
 	case kindReview:
 		fb, actions, err := h.svc.ReviewFeedback(ctx, id)
 		if err != nil {

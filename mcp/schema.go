@@ -11,7 +11,7 @@ import (
 )
 
 // The values of the API's enumerations that the schemas list, the same as
-// docs/openapi.yaml's (schema_test.go checks them against it).
+// docs/openapi.yaml's (TestEnumsAreTheAPIs checks them against it).
 var (
 	statusValues = []any{"todo", "in_progress", "in_review", "blocked", "done", "cancelled"}
 	actionValues = []any{"start", "submit", "ship", "view_ci_status", "view_review_feedback", "resolve_blocker"}
