@@ -325,7 +325,7 @@ func (s *Service) changeTask(ctx context.Context, taskID string, fn func(tx Tx, 
 		}
 		if ev.typ == "" {
 			out = before
-			return nil
+			return runCommitHook(ctx, tx, &before) // once.go: a keyed call that changed nothing is answered too
 		}
 		t.UpdatedAt = s.now()
 		s.setActions(&t)

@@ -347,11 +347,8 @@ func (s *Service) runIdempotent(ctx context.Context, scope IdempotencyScope, fp 
 		actions = func(context.Context) []Action { return nil }
 	}
 	call, replay, err := s.beginIdempotent(ctx, scope, fp, actions)
-	var conflict *ConflictError
-	if errors.As(err, &conflict) && (conflict.Reason == "idempotency_key_reused" || conflict.Reason == "request_in_progress") {
-		s.tel.routes.add(ctx, s.tel.idempotencyConflicts, scope.Route, 1)
-	}
 	if err != nil {
+		s.countKeyConflict(ctx, scope.Route, err)
 		return nil, nil, err
 	}
 	if replay != nil {
@@ -368,10 +365,21 @@ func (s *Service) runIdempotent(ctx context.Context, scope IdempotencyScope, fp 
 		return call.record(ctx, tx, status, kept)
 	})
 	if err != nil {
+		s.countKeyConflict(ctx, scope.Route, err) // another call took the key over meanwhile
 		call.release(ctx)
 		return nil, nil, err
 	}
 	return body, nil, nil
+}
+
+// countKeyConflict counts err in lifecycle.idempotency.conflicts when it
+// refuses a request for its Idempotency-Key: used with another request,
+// or held by another call.
+func (s *Service) countKeyConflict(ctx context.Context, route string, err error) {
+	var conflict *ConflictError
+	if errors.As(err, &conflict) && (conflict.Reason == "idempotency_key_reused" || conflict.Reason == "request_in_progress") {
+		s.tel.routes.add(ctx, s.tel.idempotencyConflicts, route, 1)
+	}
 }
 
 // goIdempotentData is goIdempotent for a mutation that answers
