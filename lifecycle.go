@@ -337,8 +337,8 @@ type Config struct {
 	MaxDecodingBytes int64
 
 	// TaskCacheBytes bounds the answers of GET /tasks/{id} kept in memory
-	// when the Store implements [TaskRevisioner] (the SQLite and
-	// PostgreSQL stores do): a task read again while its revision is the
+	// when the Store implements [TaskRevisioner] (the SQLite, PostgreSQL
+	// and memory stores do): a task read again while its revision is the
 	// same is answered from them, reading one column of the Store instead
 	// of the whole task. The bound counts the answers' bytes and about 128
 	// bytes per task; tasks are evicted at random beyond it. Defaults to

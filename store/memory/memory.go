@@ -139,6 +139,7 @@ func (s *Store) write(ctx context.Context, fn func(t *tables) error) error {
 type txn struct {
 	tasks              *tableTx[lifecycle.Task]
 	identifiers        *dictTx[string, string]
+	revisions          *dictTx[string, int64]
 	events             *tableTx[lifecycle.Event]
 	submissions        *tableTx[lifecycle.Submission]
 	reviews            *tableTx[lifecycle.Review]
@@ -160,6 +161,7 @@ func begin(t *tables) *txn {
 	return &txn{
 		tasks:              newTableTx(t.tasks),
 		identifiers:        newDictTx(t.identifiers),
+		revisions:          newDictTx(t.revisions),
 		events:             newTableTx(t.events),
 		submissions:        newTableTx(t.submissions),
 		reviews:            newTableTx(t.reviews),
@@ -179,6 +181,7 @@ func begin(t *tables) *txn {
 func (x *txn) commit() {
 	x.tasks.commit()
 	x.identifiers.commit()
+	x.revisions.commit()
 	x.events.commit()
 	x.submissions.commit()
 	x.reviews.commit()

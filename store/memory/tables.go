@@ -13,6 +13,9 @@ type tables struct {
 	tasks *table[lifecycle.Task]
 	// identifiers maps a task's Identifier to its ID.
 	identifiers dict[string, string]
+	// revisions are the tasks' revisions (lifecycle.TaskRevisioner), by
+	// ID: one more for every write of the task; absent, 0.
+	revisions dict[string, int64]
 
 	// events are at their sequence: the table's positions.
 	events *table[lifecycle.Event]
@@ -51,6 +54,7 @@ func newTables() *tables {
 	return &tables{
 		tasks:              newTable[lifecycle.Task](),
 		identifiers:        make(dict[string, string]),
+		revisions:          make(dict[string, int64]),
 		events:             newTable[lifecycle.Event](),
 		submissions:        newTable[lifecycle.Submission](),
 		reviews:            newTable[lifecycle.Review](),

@@ -33,6 +33,25 @@ func (s *Store) Task(ctx context.Context, id string) (lifecycle.Task, error) {
 	return task, err
 }
 
+// TaskRevision implements lifecycle.TaskRevisioner.
+func (s *Store) TaskRevision(ctx context.Context, id string) (int64, error) {
+	var rev int64
+	err := s.read(func(t *tables) error {
+		if _, err := getTask(t.tasks, id); err != nil {
+			return err
+		}
+		rev, _ = t.revisions.get(id)
+		return nil
+	})
+	return rev, err
+}
+
+// wroteTask counts a write of the task id in its revision.
+func (x *txn) wroteTask(id string) {
+	rev, _ := x.revisions.get(id)
+	x.revisions.set(id, rev+1)
+}
+
 // Task implements lifecycle.Tx. The transaction runs alone, so no other
 // changes the task before it ends.
 func (x *txn) Task(ctx context.Context, id string) (lifecycle.Task, error) {
@@ -125,6 +144,7 @@ func (x *txn) UpdateTask(ctx context.Context, task lifecycle.Task) error {
 		x.identifiers.set(task.Identifier, task.ID)
 	}
 	x.tasks.replace(task.ID, task)
+	x.wroteTask(task.ID)
 	return nil
 }
 
@@ -144,6 +164,7 @@ func (x *txn) ClaimReconciliations(ctx context.Context, p lifecycle.ClaimReconci
 	for _, task := range due[:min(len(due), max(p.Limit, 0))] {
 		task.ReconcileAt = lifecycle.NewTimestamp(p.Until)
 		x.tasks.replace(task.ID, task)
+		x.wroteTask(task.ID)
 		claimed = append(claimed, clone(task))
 	}
 	return claimed, nil
