@@ -109,10 +109,10 @@ type Handler struct {
 	svc     *lifecycle.Service
 	cfg     Config
 	log     *slog.Logger
-	server  *sdk.Server   // the one being built
-	servers []*sdk.Server // every session is on one of them
-	next    atomic.Uint64 // the server of the next session
-	http    http.Handler  // the SDK's transport behind its token check
+	tools   []registeredTool // built once, added to each server
+	servers []*sdk.Server    // every session is on one of them
+	next    atomic.Uint64    // the server of the next session
+	http    http.Handler     // the SDK's transport behind its token check
 	subs    *subscriptions
 	live    *liveSessions // the initialized sessions, for the fast path
 	noFast  bool          // every request to the SDK (tests compare the paths)
@@ -148,9 +148,12 @@ func NewHandler(svc *lifecycle.Service, cfg Config) (*Handler, error) {
 	// task that many sessions subscribed to reaches them from several
 	// goroutines at once: the SDK notifies the sessions of one server one
 	// after another.
+	if err := h.addTools(); err != nil {
+		return nil, err
+	}
 	h.servers = make([]*sdk.Server, notifyShards())
 	for i := range h.servers {
-		h.server = sdk.NewServer(&sdk.Implementation{Name: cfg.Name, Title: "Task lifecycle", Version: cfg.Version}, &sdk.ServerOptions{
+		server := sdk.NewServer(&sdk.Implementation{Name: cfg.Name, Title: "Task lifecycle", Version: cfg.Version}, &sdk.ServerOptions{
 			Instructions:       cfg.Instructions,
 			Logger:             slog.New(minLevel{cfg.Logger.Handler(), slog.LevelError}),
 			SubscribeHandler:   h.subs.subscribe,
@@ -158,13 +161,13 @@ func NewHandler(svc *lifecycle.Service, cfg Config) (*Handler, error) {
 			// What a read answers depends on who reads it.
 			SetCacheable: func(_ context.Context, _ sdk.Request, c *sdk.Cacheable) { c.CacheScope = "private" },
 		})
-		if err := h.addTools(); err != nil {
-			return nil, err
+		for _, t := range h.tools {
+			server.AddTool(t.tool, t.handler)
 		}
-		h.addResources()
-		h.addPrompts()
-		h.server.AddReceivingMiddleware(h.live.middleware)
-		h.servers[i] = h.server
+		h.addResources(server)
+		h.addPrompts(server)
+		server.AddReceivingMiddleware(h.live.middleware)
+		h.servers[i] = server
 	}
 	streamable := sdk.NewStreamableHTTPHandler(h.serverFor, &sdk.StreamableHTTPOptions{
 		// Idle sessions are closed by h.live, which counts the requests of

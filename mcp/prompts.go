@@ -8,8 +8,8 @@ import (
 )
 
 // addPrompts registers the work_on_task prompt.
-func (h *Handler) addPrompts() {
-	h.server.AddPrompt(&sdk.Prompt{
+func (h *Handler) addPrompts(server *sdk.Server) {
+	server.AddPrompt(&sdk.Prompt{
 		Name:  "work_on_task",
 		Title: "Work on a task",
 		Description: "An agent's whole loop on one task: read it, start it, do the work, submit it, watch review " +

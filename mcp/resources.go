@@ -71,17 +71,17 @@ func parseURI(uri string) (string, resourceKind, bool) {
 }
 
 // addResources registers the resource templates.
-func (h *Handler) addResources() {
-	h.server.AddResourceTemplate(&sdk.ResourceTemplate{
+func (h *Handler) addResources(server *sdk.Server) {
+	server.AddResourceTemplate(&sdk.ResourceTemplate{
 		Name: "task", Title: "Task", URITemplate: taskTemplate, MIMEType: resourceMIMEType,
 		Description: "A task in full, as GET /tasks/{id} answers it: {data, availableActions, meta}. " +
 			"Subscribe to be told when it changes.",
 	}, h.readResource)
-	h.server.AddResourceTemplate(&sdk.ResourceTemplate{
+	server.AddResourceTemplate(&sdk.ResourceTemplate{
 		Name: "review-feedback", Title: "Review feedback", URITemplate: reviewTemplate, MIMEType: resourceMIMEType,
 		Description: "The review decision and reviews of a task's latest submission, as GET /tasks/{id}/review-feedback answers them.",
 	}, h.readResource)
-	h.server.AddResourceTemplate(&sdk.ResourceTemplate{
+	server.AddResourceTemplate(&sdk.ResourceTemplate{
 		Name: "ci-status", Title: "CI status", URITemplate: ciTemplate, MIMEType: resourceMIMEType,
 		Description: "The CI of a task's head commit, as GET /tasks/{id}/ci-status answers it.",
 	}, h.readResource)

@@ -83,7 +83,7 @@ type (
 	}
 )
 
-// addTools registers the lifecycle's tools.
+// addTools builds the lifecycle's tools, once, into h.tools and h.toolSet.
 func (h *Handler) addTools() error {
 	listIn := schemaOf[listTasksIn]()
 	setEnum(listIn, "status", nil, statusValues...)

@@ -51,7 +51,7 @@ type call struct {
 	tool string
 }
 
-// addTool registers a tool whose arguments decode into In; run returns
+// addTool builds a tool whose arguments decode into In; run returns
 // the answer, encoded as the tool's structured content and, for models
 // that read only text, as its text content too.
 func addTool[In any](h *Handler, def toolDef, run func(ctx context.Context, c *call, in *In) (any, error)) error {
@@ -102,7 +102,7 @@ func addTool[In any](h *Handler, def toolDef, run func(ctx context.Context, c *c
 	h.toolSet[def.name] = t
 	destructive := def.destructive
 	openWorld := false
-	h.server.AddTool(&sdk.Tool{
+	h.tools = append(h.tools, registeredTool{&sdk.Tool{
 		Name:        def.name,
 		Title:       def.title,
 		Description: def.description + " Needs an API key with scope " + string(def.scope) + ".",
@@ -119,8 +119,14 @@ func addTool[In any](h *Handler, def toolDef, run func(ctx context.Context, c *c
 			return errorResult(raw), nil
 		}
 		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: string(raw)}}, StructuredContent: json.RawMessage(raw)}, nil
-	})
+	}})
 	return nil
+}
+
+// registeredTool is a tool as every server of the Handler adds it.
+type registeredTool struct {
+	tool    *sdk.Tool
+	handler sdk.ToolHandler
 }
 
 // decodeArgs decodes a call's arguments, refusing unknown members and
