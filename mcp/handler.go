@@ -156,7 +156,7 @@ func NewHandler(svc *lifecycle.Service, cfg Config) (*Handler, error) {
 		server := sdk.NewServer(&sdk.Implementation{Name: cfg.Name, Title: "Task lifecycle", Version: cfg.Version}, &sdk.ServerOptions{
 			Instructions:       cfg.Instructions,
 			Logger:             slog.New(minLevel{cfg.Logger.Handler(), slog.LevelError}),
-			SubscribeHandler:   h.subs.subscribe,
+			SubscribeHandler:   h.subs.subscribeOn(i),
 			UnsubscribeHandler: h.subs.unsubscribe,
 			// What a read answers depends on who reads it.
 			SetCacheable: func(_ context.Context, _ sdk.Request, c *sdk.Cacheable) { c.CacheScope = "private" },

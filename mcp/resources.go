@@ -159,8 +159,8 @@ type subscriptions struct {
 	h *Handler
 
 	mu       sync.Mutex
-	sessions map[*sdk.ServerSession]map[string]bool // the URIs each session subscribed to
-	tasks    map[string]*taskSubs                   // by task ID
+	sessions map[*sdk.ServerSession]*sessionSubs // the subscriptions of each session
+	tasks    map[string]*taskSubs                // by task ID
 	started  bool
 
 	// The tasks to notify, under a lock of their own, so that the watches'
@@ -173,19 +173,31 @@ type subscriptions struct {
 
 // taskSubs are the subscriptions to the resources of one task.
 type taskSubs struct {
-	watch *lifecycle.TaskWatch
-	uris  [len(kinds)]int // subscribing sessions per kind
-	total int
+	watch   *lifecycle.TaskWatch
+	uris    [len(kinds)]int // subscribing sessions per kind
+	servers map[int]int     // subscriptions per server (its index in Handler.servers)
+	total   int
+}
+
+// sessionSubs are the subscriptions of one session, on one server.
+type sessionSubs struct {
+	server int // its index in Handler.servers
+	uris   map[string]bool
 }
 
 func newSubscriptions(h *Handler) *subscriptions {
-	return &subscriptions{h: h, sessions: map[*sdk.ServerSession]map[string]bool{}, tasks: map[string]*taskSubs{},
+	return &subscriptions{h: h, sessions: map[*sdk.ServerSession]*sessionSubs{}, tasks: map[string]*taskSubs{},
 		pending: map[string]bool{}, wake: make(chan struct{}, 1)}
 }
 
-// subscribe checks a resources/subscribe request; the SDK records it when
-// it returns nil.
-func (s *subscriptions) subscribe(ctx context.Context, req *sdk.SubscribeRequest) error {
+// subscribeOn returns the SubscribeHandler of the server of index server.
+func (s *subscriptions) subscribeOn(server int) func(context.Context, *sdk.SubscribeRequest) error {
+	return func(ctx context.Context, req *sdk.SubscribeRequest) error { return s.subscribe(ctx, req, server) }
+}
+
+// subscribe checks a resources/subscribe request made on the server of
+// index server; the SDK records it when it returns nil.
+func (s *subscriptions) subscribe(ctx context.Context, req *sdk.SubscribeRequest, server int) error {
 	uri := req.Params.URI
 	id, kind, ok := parseURI(uri)
 	if !ok {
@@ -207,16 +219,16 @@ func (s *subscriptions) subscribe(ctx context.Context, req *sdk.SubscribeRequest
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	mine := s.sessions[sess]
-	if mine[uri] {
+	if mine != nil && mine.uris[uri] {
 		return nil // already subscribed
 	}
-	if len(mine) >= s.h.cfg.MaxSubscriptionsPerSession {
+	if mine != nil && len(mine.uris) >= s.h.cfg.MaxSubscriptionsPerSession {
 		return s.h.rpcError(ctx, uri, &lifecycle.RateLimitError{RetryAfterSeconds: 1,
-			Message: fmt.Sprintf("This session already holds %d subscriptions, the most allowed; unsubscribe from one first", len(mine))})
+			Message: fmt.Sprintf("This session already holds %d subscriptions, the most allowed; unsubscribe from one first", len(mine.uris))})
 	}
 	ts := s.tasks[id]
 	if ts == nil {
-		ts = &taskSubs{}
+		ts = &taskSubs{servers: map[int]int{}}
 		w, err := s.h.svc.WatchTask(context.Background(), id, func(e *lifecycle.Event) { s.changed(e.TaskID) })
 		if err != nil {
 			return s.h.rpcError(ctx, uri, err)
@@ -225,7 +237,7 @@ func (s *subscriptions) subscribe(ctx context.Context, req *sdk.SubscribeRequest
 		s.tasks[id] = ts
 	}
 	if mine == nil {
-		mine = map[string]bool{}
+		mine = &sessionSubs{server: server, uris: map[string]bool{}}
 		s.sessions[sess] = mine
 		// A session that ends without unsubscribing drops its
 		// subscriptions (the SDK forgets them without telling).
@@ -234,8 +246,9 @@ func (s *subscriptions) subscribe(ctx context.Context, req *sdk.SubscribeRequest
 			s.dropSession(sess)
 		}()
 	}
-	mine[uri] = true
+	mine.uris[uri] = true
 	ts.uris[kind]++
+	ts.servers[server]++
 	ts.total++
 	if !s.started {
 		s.started = true
@@ -250,9 +263,9 @@ func (s *subscriptions) subscribe(ctx context.Context, req *sdk.SubscribeRequest
 func (s *subscriptions) unsubscribe(_ context.Context, req *sdk.UnsubscribeRequest) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if mine := s.sessions[req.Session]; mine[req.Params.URI] {
-		delete(mine, req.Params.URI)
-		s.forgetLocked(req.Params.URI)
+	if mine := s.sessions[req.Session]; mine != nil && mine.uris[req.Params.URI] {
+		delete(mine.uris, req.Params.URI)
+		s.forgetLocked(req.Params.URI, mine.server)
 	}
 	return nil
 }
@@ -261,42 +274,50 @@ func (s *subscriptions) unsubscribe(_ context.Context, req *sdk.UnsubscribeReque
 func (s *subscriptions) dropSession(sess *sdk.ServerSession) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for uri := range s.sessions[sess] {
-		s.forgetLocked(uri)
+	if mine := s.sessions[sess]; mine != nil {
+		for uri := range mine.uris {
+			s.forgetLocked(uri, mine.server)
+		}
 	}
 	delete(s.sessions, sess)
 }
 
-// forgetLocked counts one subscription of uri fewer, stopping its task's
-// watch with the last. s.mu is held.
-func (s *subscriptions) forgetLocked(uri string) {
+// forgetLocked counts one subscription of uri, on the server of index
+// server, fewer, stopping its task's watch with the last. s.mu is held.
+func (s *subscriptions) forgetLocked(uri string, server int) {
 	id, kind, _ := parseURI(uri)
 	ts := s.tasks[id]
 	if ts == nil {
 		return
 	}
 	ts.uris[kind]--
+	if ts.servers[server]--; ts.servers[server] == 0 {
+		delete(ts.servers, server)
+	}
 	if ts.total--; ts.total == 0 {
 		ts.watch.Stop()
 		delete(s.tasks, id)
 	}
 }
 
-// subscribed returns the subscribed URIs of a task.
-func (s *subscriptions) subscribed(id string) []string {
+// subscribed returns the subscribed URIs of a task, and the servers whose
+// sessions subscribed to them.
+func (s *subscriptions) subscribed(id string) (uris []string, servers []*sdk.Server) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ts := s.tasks[id]
 	if ts == nil {
-		return nil
+		return nil, nil
 	}
-	var uris []string
 	for _, k := range kinds {
 		if ts.uris[k] > 0 {
 			uris = append(uris, k.uri(id))
 		}
 	}
-	return uris
+	for i := range ts.servers {
+		servers = append(servers, s.h.servers[i])
+	}
+	return uris, servers
 }
 
 // changed queues the notifications of an event of task id. It is the
@@ -348,8 +369,9 @@ func (s *subscriptions) notify() {
 		}
 		for id := s.next(); id != ""; id = s.next() {
 			var wg sync.WaitGroup
-			for _, uri := range s.subscribed(id) {
-				for _, server := range s.h.servers {
+			uris, servers := s.subscribed(id)
+			for _, uri := range uris {
+				for _, server := range servers {
 					wg.Go(func() {
 						err := server.ResourceUpdated(context.Background(), &sdk.ResourceUpdatedNotificationParams{URI: uri})
 						if err != nil && !errors.Is(err, context.Canceled) {
