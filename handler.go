@@ -50,6 +50,16 @@ func (s *Service) ServeFunc(h func(w http.ResponseWriter, r *http.Request) error
 	})
 }
 
+// WriteError writes err as the API answers it: the error envelope, with
+// the status and code of the one table that maps errors (see
+// [ErrorBody]), Retry-After for a rate limit or a Store that may come
+// back, and a log line for a failure on the Service's side; nothing when
+// r's client went away. A host that answers outside [Service.ServeFunc]
+// (package mcp) writes its errors this way.
+func (s *Service) WriteError(w http.ResponseWriter, r *http.Request, err error) {
+	s.writeError(w, r, err)
+}
+
 // WriteJSON writes v as the JSON body of a response with status, as the
 // API writes its own: one line, without HTML escaping, with
 // Content-Type application/json and Content-Length.

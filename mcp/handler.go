@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -303,20 +302,10 @@ func needScope(p *lifecycle.Principal, scope lifecycle.Scope, what string) error
 // writeError answers a request the transport never saw with the API's
 // error body.
 func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	status, body := h.svc.APIError(err)
-	var rl *lifecycle.RateLimitError
-	switch {
-	case errors.As(err, &rl):
-		w.Header().Set("Retry-After", strconv.Itoa(rl.RetryAfterSeconds))
-	case status == http.StatusServiceUnavailable:
-		w.Header().Set("Retry-After", "2")
-	case status == http.StatusUnauthorized:
+	if status, _ := h.svc.APIError(err); status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="lifecycle"`)
 	}
-	if status >= 500 {
-		h.log.ErrorContext(r.Context(), "mcp: request refused", "method", r.Method, "err", err)
-	}
-	lifecycle.WriteJSON(w, status, body)
+	h.svc.WriteError(w, r, err)
 }
 
 // deadlineWriter renews the write deadline of a notification stream before
