@@ -56,7 +56,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"testing"
 	"time"
 
 	gh "github.com/google/go-github/v60/github"
@@ -276,8 +275,15 @@ type Server struct {
 	gqlPoints   atomic.Int64
 }
 
+// TB is what NewServer needs of a test: testing.TB has it, and so can a
+// program that runs the server outside a test (internal/cmd/dashshot).
+type TB interface {
+	Helper()
+	Cleanup(func())
+}
+
 // NewServer starts a fake GitHub, closed when t's test ends.
-func NewServer(t testing.TB, opts Options) *Server {
+func NewServer(t TB, opts Options) *Server {
 	t.Helper()
 	if opts.Token == "" {
 		opts.Token = Token

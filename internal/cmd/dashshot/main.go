@@ -35,7 +35,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/tasklifecycle/lifecycle/adapter/github/githubtest"
@@ -77,18 +76,29 @@ func main() {
 		}
 		*bin = path
 	}
-	var err error
-	// The fake GitHub is a test helper, which takes a testing.TB for its
-	// cleanup: testing.Benchmark gives one outside a test. It runs the
-	// function once, as it lasts longer than a benchmark's second.
-	testing.Benchmark(func(b *testing.B) { err = run(b, o) })
+	var c cleanups
+	err := run(&c, o)
+	c.run()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "dashshot:", err)
 		os.Exit(1)
 	}
 }
 
-func run(tb testing.TB, o options) error {
+// cleanups collects the cleanups of the fake GitHub (a
+// githubtest.TB), run in reverse order.
+type cleanups []func()
+
+func (c *cleanups) Helper()          {}
+func (c *cleanups) Cleanup(f func()) { *c = append(*c, f) }
+
+func (c *cleanups) run() {
+	for i := len(*c) - 1; i >= 0; i-- {
+		(*c)[i]()
+	}
+}
+
+func run(tb githubtest.TB, o options) error {
 	dash, err := loadDashboard(o.dashboard)
 	if err != nil {
 		return err
