@@ -276,32 +276,16 @@ type measureOpts struct {
 // attributes its build returns: a measure then allocates nothing. Keys
 // must be bounded, as attributes are.
 type attrCache[K comparable] struct {
-	build func(K) []attribute.KeyValue
-	mu    sync.RWMutex
-	m     map[K]measureOpts
+	*cache[K, measureOpts]
 }
 
 func newAttrCache[K comparable](build func(K) []attribute.KeyValue) *attrCache[K] {
-	return &attrCache[K]{build: build, m: make(map[K]measureOpts)}
+	return &attrCache[K]{newCache(func(k K) measureOpts {
+		opt := metric.WithAttributeSet(attribute.NewSet(build(k)...))
+		return measureOpts{add: []metric.AddOption{opt}, rec: []metric.RecordOption{opt}}
+	})}
 }
 
-// get returns the options of k.
-func (c *attrCache[K]) get(k K) measureOpts {
-	c.mu.RLock()
-	o, ok := c.m[k]
-	c.mu.RUnlock()
-	if ok {
-		return o
-	}
-	opt := metric.WithAttributeSet(attribute.NewSet(c.build(k)...))
-	o = measureOpts{add: []metric.AddOption{opt}, rec: []metric.RecordOption{opt}}
-	c.mu.Lock()
-	c.m[k] = o
-	c.mu.Unlock()
-	return o
-}
-
-// record records v in h with k's attributes.
 func (c *attrCache[K]) record(ctx context.Context, h metric.Float64Histogram, k K, v float64) {
 	h.Record(ctx, v, c.get(k).rec...)
 }
