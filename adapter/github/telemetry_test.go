@@ -109,41 +109,13 @@ func TestTelemetry(t *testing.T) {
 	}
 	parent.End()
 
-	// Every request went out, and was recorded, once.
+	// Every request went out, and was recorded, once, as a client span of
+	// the caller's whose traceparent went to GitHub.
 	rm := s.Collect(t)
 	sent := wire.Take()
-	total := hostcalltest.Sum(rm, "lifecycle.host.requests")
-	if timed := hostcalltest.Sum(rm, "http.client.request.duration"); int(total) != len(sent) || timed != total {
-		t.Errorf("%d requests sent, %v counted, %v timed", len(sent), total, timed)
-	}
+	spans := s.CheckRequests(t, rm, sent, parent)
 	if n := requests(hostcall.OperationOther); n != 0 {
 		t.Errorf("%v requests of no known operation: the route table misses one of %q", n, sent)
-	}
-
-	// Each is a client span, a child of the caller's, whose traceparent
-	// went to GitHub.
-	spans := s.ClientSpans()
-	if len(spans) != len(sent) {
-		t.Fatalf("%d client spans for %d requests", len(spans), len(sent))
-	}
-	ids := map[string]string{}
-	for _, sp := range spans {
-		if sp.Parent().SpanID() != parent.SpanContext().SpanID() || sp.SpanContext().TraceID() != parent.SpanContext().TraceID() {
-			t.Errorf("span %s is not a child of the caller's span", sp.Name())
-		}
-		ids[sp.SpanContext().SpanID().String()] = sp.Name()
-	}
-	trace := parent.SpanContext().TraceID().String()
-	for _, r := range sent {
-		tp := r[strings.LastIndex(r, " ")+1:]
-		parts := strings.Split(tp, "-")
-		if len(parts) != 4 || parts[1] != trace {
-			t.Errorf("%s: traceparent without the caller's trace %s", r, trace)
-			continue
-		}
-		if _, ok := ids[parts[2]]; !ok {
-			t.Errorf("%s: the traceparent's parent is not a client span", r)
-		}
 	}
 	names := map[string]bool{}
 	for _, sp := range spans {

@@ -3,7 +3,6 @@ package gitlab_test
 import (
 	"errors"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -100,36 +99,13 @@ func TestTelemetry(t *testing.T) {
 	}
 	parent.End()
 
-	// Every request went out, and was recorded, once.
+	// Every request went out, and was recorded, once, as a client span of
+	// the caller's whose traceparent went to GitLab.
 	rm := s.Collect(t)
 	sent := wire.Take()
-	total := hostcalltest.Sum(rm, "lifecycle.host.requests")
-	if timed := hostcalltest.Sum(rm, "http.client.request.duration"); int(total) != len(sent) || timed != total {
-		t.Errorf("%d requests sent, %v counted, %v timed", len(sent), total, timed)
-	}
+	s.CheckRequests(t, rm, sent, parent)
 	if n := requests(hostcall.OperationOther); n != 0 {
 		t.Errorf("%v requests of no known operation: the route table misses one of %q", n, sent)
-	}
-
-	// Each is a client span, a child of the caller's, whose traceparent
-	// went to GitLab.
-	spans := s.ClientSpans()
-	if len(spans) != len(sent) {
-		t.Fatalf("%d client spans for %d requests", len(spans), len(sent))
-	}
-	ids := map[string]bool{}
-	for _, sp := range spans {
-		if sp.Parent().SpanID() != parent.SpanContext().SpanID() || sp.SpanContext().TraceID() != parent.SpanContext().TraceID() {
-			t.Errorf("span %s is not a child of the caller's span", sp.Name())
-		}
-		ids[sp.SpanContext().SpanID().String()] = true
-	}
-	trace := parent.SpanContext().TraceID().String()
-	for _, r := range sent {
-		parts := strings.Split(r[strings.LastIndex(r, " ")+1:], "-")
-		if len(parts) != 4 || parts[1] != trace || !ids[parts[2]] {
-			t.Errorf("%s: traceparent not of a client span of the caller's trace %s", r, trace)
-		}
 	}
 
 	// The rate-limit gauges read what GitLab said last, and not the

@@ -265,6 +265,38 @@ func (h *Headers) Take() []string {
 	return out
 }
 
+// CheckRequests checks the requests an adapter sent under the caller's
+// span parent (sent, as Headers.Take returns them) against what s
+// recorded in rm: each counted and timed once, each a client span, a
+// child of parent, whose traceparent went with the request. It returns
+// the client spans.
+func (s *SDK) CheckRequests(t testing.TB, rm metricdata.ResourceMetrics, sent []string, parent trace.Span) []sdktrace.ReadOnlySpan {
+	t.Helper()
+	total := Sum(rm, "lifecycle.host.requests")
+	if timed := Sum(rm, "http.client.request.duration"); int(total) != len(sent) || timed != total {
+		t.Errorf("%d requests sent, %v counted, %v timed", len(sent), total, timed)
+	}
+	spans := s.ClientSpans()
+	if len(spans) != len(sent) {
+		t.Fatalf("%d client spans for %d requests", len(spans), len(sent))
+	}
+	ids := map[string]bool{}
+	for _, sp := range spans {
+		if sp.Parent().SpanID() != parent.SpanContext().SpanID() || sp.SpanContext().TraceID() != parent.SpanContext().TraceID() {
+			t.Errorf("span %s is not a child of the caller's span", sp.Name())
+		}
+		ids[sp.SpanContext().SpanID().String()] = true
+	}
+	traceID := parent.SpanContext().TraceID().String()
+	for _, r := range sent {
+		parts := strings.Split(r[strings.LastIndex(r, " ")+1:], "-")
+		if len(parts) != 4 || parts[1] != traceID || !ids[parts[2]] {
+			t.Errorf("%s: traceparent not of a client span of the caller's trace %s", r, traceID)
+		}
+	}
+	return spans
+}
+
 // AllocsPerCall returns the mean number of allocations of a call of f, over
 // runs calls after one to warm up, on one processor, as
 // testing.AllocsPerRun does but without rounding the mean down.
