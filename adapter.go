@@ -241,6 +241,11 @@ type PullRequest struct {
 	// base as it is, or "" when the adapter does not say (then the merge
 	// is tried and the host decides).
 	Mergeable Mergeability
+	// BlockedReason says, in the host's terms and for people, why the host
+	// will not merge the pull request when Mergeable is
+	// MergeabilityBlocked ("the base requires conversations to be
+	// resolved"); it is "" otherwise.
+	BlockedReason string
 	// State is open, closed or merged.
 	State PullRequestState
 	// MergeCommitSHA is the merge commit, when State is merged.
@@ -276,6 +281,16 @@ const (
 	// GitLab compute it in the background after a push to the pull
 	// request or its base). It is read again before a merge.
 	MergeabilityUnknown Mergeability = "unknown"
+	// MergeabilityBlocked: the host will not merge it for a requirement of
+	// its own that the lifecycle does not model (GitHub's BLOCKED while CI
+	// and reviews are met: unresolved conversations, signed commits,
+	// required deployments, a merge queue; GitLab's unresolved discussions
+	// or external status checks). PullRequest.BlockedReason says which.
+	// An adapter reports it only when every requirement the lifecycle
+	// models (CI, reviews, drafts, conflicts) is met, or its host names a
+	// requirement the lifecycle does not model; ship is not offered while
+	// it holds.
+	MergeabilityBlocked Mergeability = "blocked"
 )
 
 // MergeRequest asks an adapter to merge a pull request.
@@ -355,6 +370,20 @@ type CIReport struct {
 	Checks []CICheck
 	// Pending says CI is expected to report on the commit but has not yet.
 	Pending bool
+	// Stale are checks the host lists as expected but that have not
+	// started for longer than the adapter waits for them (a check suite an
+	// App left queued with no run): they are not waited on, and are shown
+	// so that a person can tell why.
+	Stale []StaleCheck
+}
+
+// StaleCheck is a check the host lists as expected that has not started
+// for longer than an adapter waits for it.
+type StaleCheck struct {
+	// Name names it as the host does (the App of a check suite).
+	Name string `json:"name"`
+	// Since is when the host created it.
+	Since Timestamp `json:"since"`
 }
 
 // CICheck is one CI check of a commit.

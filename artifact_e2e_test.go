@@ -15,7 +15,6 @@ import (
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/artifact"
 	"github.com/tasklifecycle/lifecycle/internal/testenv"
-	"github.com/tasklifecycle/lifecycle/internal/testwait"
 )
 
 // newArtifactEnv is an env whose every task submits to local git
@@ -28,6 +27,7 @@ func newArtifactEnv(t *testing.T, mutate ...func(*lifecycle.Config)) (*env, stri
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { a.Close() }) // its packers stop before dir goes
 	d, err := artifact.NewDeployer(artifact.DeployerConfig{Adapter: a, Dir: filepath.Join(dir, "deploy")})
 	if err != nil {
 		t.Fatal(err)
@@ -145,7 +145,8 @@ func TestArtifactLifecycleEndToEnd(t *testing.T) {
 	}
 	deployed := op["deployment"].(map[string]any)
 	path := strings.TrimPrefix(deployed["url"].(string), "file://")
-	if _, err := os.Stat(filepath.Join(path, ".lifecycle", "ENG-1", "submission.md")); err != nil {
+	// 26: the first two hexadecimal digits of the SHA-256 of "ENG-1".
+	if _, err := os.Stat(filepath.Join(path, ".lifecycle", "26", "ENG-1", "submission.md")); err != nil {
 		t.Errorf("the deployed tree lacks the submission: %v", err)
 	}
 	if e.task(id)["status"] != "done" {
@@ -197,7 +198,7 @@ func TestArtifactPushPickedUpByReconciler(t *testing.T) {
 	pushed := git(t, clone, "rev-parse", "HEAD")
 
 	// The reconciler reads the host once the task is due: within one interval.
-	testwait.For(t, 10*time.Second, "headSha to be the pushed "+pushed, func() bool {
+	testenv.WaitFor(t, 10*time.Second, "headSha to be the pushed "+pushed, func() bool {
 		if e.task(id)["headSha"] == pushed {
 			return true
 		}

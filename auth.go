@@ -3,14 +3,12 @@ package lifecycle
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/tasklifecycle/lifecycle/internal/authlimit"
@@ -135,72 +133,6 @@ func bearerToken(r *http.Request) (string, bool) {
 	return strings.TrimSpace(h[len(prefix):]), true
 }
 
-// keyAuthenticator authenticates bearer API keys against the Store. It
-// caches what it found for a short time so that a read does not cost a
-// second query; revoking through the same Service clears the cache at once.
-// Its limiter refuses clients that failed too often before any Store read;
-// Service.BeginAuthentication counts other credentials' failures with it.
-type keyAuthenticator struct {
-	store Store
-	clock Clock
-	ttl   time.Duration
-	limit *authLimiter // nil: unlimited
-
-	mu    sync.RWMutex
-	cache map[[sha256.Size]byte]cachedKey
-	// ends holds, by key ID, the context cancelled when the key is
-	// revoked: its Done is the Done of the key's principals. A key's entry
-	// is made when it first authenticates and dropped when it is found
-	// revoked.
-	ends map[string]keyEnd
-	// gen counts the calls of forget. A lookup caches what it read only
-	// when no forget came since it began: the key it read may be the one
-	// just revoked.
-	gen uint64
-}
-
-type cachedKey struct {
-	key     APIKey
-	expires time.Time
-}
-
-// maxCachedKeys bounds the cache; keys past it are simply looked up each time.
-const maxCachedKeys = 10000
-
-func newKeyAuthenticator(store Store, clock Clock, ttl time.Duration, limit *authLimiter) *keyAuthenticator {
-	return &keyAuthenticator{store: store, clock: clock, ttl: ttl, limit: limit,
-		cache: make(map[[sha256.Size]byte]cachedKey), ends: make(map[string]keyEnd)}
-}
-
-// Authenticate implements Authenticator. A request without a key is
-// refused as it is; one from a client that failed too often is refused
-// with 429 before its key is looked up; a malformed, unknown or revoked
-// key counts as a failure of its client.
-func (a *keyAuthenticator) Authenticate(r *http.Request) (Principal, error) {
-	token, ok := bearerToken(r)
-	if !ok {
-		return Principal{}, fmt.Errorf("missing API key; send the header \"Authorization: Bearer lsk_...\" with a key of this service: %w", authReason("missing"))
-	}
-	try, err := a.limit.admit(r)
-	if err != nil {
-		return Principal{}, err
-	}
-	defer try.End()
-	if !validAPIKey(token) {
-		try.Fail()
-		return Principal{}, fmt.Errorf("malformed API key; send the header \"Authorization: Bearer lsk_...\" with lsk_ followed by at least 32 letters or digits: %w", authReason("malformed"))
-	}
-	hash := sha256.Sum256([]byte(token))
-	key, err := a.lookup(r.Context(), hash)
-	if err != nil {
-		if errors.Is(err, ErrUnauthorized) {
-			try.Fail()
-		}
-		return Principal{}, err
-	}
-	return a.principal(&key), nil
-}
-
 // principal returns the principal of key, which ends when key is revoked.
 func (a *keyAuthenticator) principal(key *APIKey) Principal {
 	return Principal{ID: key.ID, Actor: key.Actor, Scopes: key.Scopes, Done: a.done(key.ID), EndNote: keyRevokedNote}
@@ -241,61 +173,6 @@ func (a *keyAuthenticator) doneContext(keyID string, done <-chan struct{}) conte
 	return nil
 }
 
-func (a *keyAuthenticator) lookup(ctx context.Context, hash [sha256.Size]byte) (APIKey, error) {
-	now := a.clock.Now()
-	a.mu.RLock()
-	c, ok := a.cache[hash]
-	gen := a.gen
-	a.mu.RUnlock()
-	if ok && now.Before(c.expires) {
-		return c.key, nil
-	}
-	key, err := a.store.APIKeyByHash(ctx, hash[:])
-	if errors.Is(err, ErrNotFound) {
-		return APIKey{}, errUnknownKey
-	}
-	if err != nil {
-		return APIKey{}, fmt.Errorf("look up API key: %w", err)
-	}
-	// The store found the key by its hash; compare anyway, in constant time,
-	// so that a store with a loose index cannot let a wrong key through.
-	if subtle.ConstantTimeCompare(key.Hash, hash[:]) != 1 {
-		return APIKey{}, errUnknownKey
-	}
-	if key.RevokedAt != nil {
-		return APIKey{}, fmt.Errorf("revoked API key; ask for a new one: %w", authReason("revoked"))
-	}
-	if a.ttl > 0 {
-		a.mu.Lock()
-		if a.gen == gen {
-			if len(a.cache) >= maxCachedKeys {
-				clear(a.cache)
-			}
-			a.cache[hash] = cachedKey{key: key, expires: now.Add(a.ttl)}
-		}
-		a.mu.Unlock()
-	}
-	return key, nil
-}
-
-// forget drops a revoked key from the cache, so that the revocation takes
-// effect at once, keeps lookups under way from caching what they read,
-// and closes the Done of the key's principals.
-func (a *keyAuthenticator) forget(keyID string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.gen++
-	if end, ok := a.ends[keyID]; ok {
-		delete(a.ends, keyID)
-		end.cancel()
-	}
-	for h, c := range a.cache {
-		if c.key.ID == keyID {
-			delete(a.cache, h)
-		}
-	}
-}
-
 // errUnknownKey refuses a key the Store does not have.
 var errUnknownKey = fmt.Errorf("unknown API key; send \"Authorization: Bearer lsk_...\" with a key issued by this service: %w", authReason("unknown"))
 
@@ -332,7 +209,7 @@ func (s *Service) AuthenticateKeyHash(ctx context.Context, hash []byte) (Princip
 	if len(hash) != sha256.Size {
 		return Principal{}, fmt.Errorf("unknown API key hash: %w", ErrUnauthorized)
 	}
-	key, err := s.keys.lookup(ctx, [sha256.Size]byte(hash))
+	key, err := s.keys.find(ctx, [sha256.Size]byte(hash), nil)
 	if err != nil {
 		return Principal{}, err
 	}
@@ -363,16 +240,19 @@ func (a *AuthAttempt) End() {
 // with credentials the host checks itself (a session cookie, a key typed
 // into a form), counted by the limiter that counts the failures of bearer
 // API keys ([Config.AuthFailureLimit]): a client that failed too often,
-// with either, gets a *RateLimitError (429 with Retry-After), before
-// anything is read for it. An attempt under way counts as a failure until
-// it ends without one, so that attempts sent at once are limited too. On
+// with either, from its address or its network (IPv4 /24, IPv6 /48),
+// gets a *RateLimitError (429 with Retry-After), before anything is read
+// for it. A failure is charged when the attempt fails; attempts under way
+// count against the client until they end, so that attempts sent at once
+// are limited too. The process-wide budget of reads for unknown API keys
+// ([Config.AuthUnknownKeyReads]) is not taken from. On
 // a Service with a host's Authenticator, or with the limiter disabled,
 // every attempt is admitted and none is counted.
 func (s *Service) BeginAuthentication(r *http.Request) (*AuthAttempt, error) {
 	if s.keys == nil {
 		return nil, nil
 	}
-	try, err := s.keys.limit.admit(r)
+	try, err := s.keys.limit.admit(r, false)
 	if err != nil {
 		return nil, err
 	}
@@ -508,6 +388,9 @@ func (s *Service) createAPIKey(ctx context.Context, p CreateAPIKeyParams, respon
 	if err != nil {
 		return APIKey{}, "", err
 	}
+	if s.keys != nil {
+		s.keys.learn(&key) // usable at once, without a read
+	}
 	return key, plaintext, nil
 }
 
@@ -616,7 +499,8 @@ func (s *Service) handleCreateAPIKey(w http.ResponseWriter, r *http.Request, p *
 	}
 	if _, ok := r.Header["Idempotency-Key"]; ok {
 		keep := func(answer any) any { return answer.(createdAPIKeyEnvelope).replay() }
-		return s.serveIdempotentKept(w, r, p, apiKeysRoute, "", &params, check, http.StatusCreated, nil, "", keep, s.apiKeyReplay,
+		req := keyedRequest{route: apiKeysRoute, status: http.StatusCreated, body: &params, check: check, keep: keep, replay: s.apiKeyReplay}
+		return s.serveIdempotent(w, r, p, req,
 			func(ctx context.Context, _ string, respond func(Tx, any) error) error {
 				_, _, err := s.createAPIKey(ctx, params, func(tx Tx, key *APIKey, plaintext string) error {
 					return respond(tx, createdAPIKeyEnvelope{Data: createdAPIKey{*key, &plaintext}})

@@ -185,55 +185,99 @@ func TestPluggableAuthenticator(t *testing.T) {
 	}
 }
 
-// keyLookupGate is a Store whose lookup of one key hash, the first time,
-// reads the key and then waits, so that a revocation can happen between
-// the read and what the authenticator does with it.
+// keyLookupGate is a Store whose first read of one key hash after armed
+// (or its first whole read of the keys, with lists) reads and then waits,
+// so that a revocation can happen between the read and what the
+// authenticator does with it.
 type keyLookupGate struct {
 	lifecycle.Store
 	hash    []byte
-	read    chan struct{} // closed once the gated lookup has read the key
+	lists   bool          // gate ListAPIKeys instead of APIKeyByHash
+	armed   chan struct{} // closed to arm the gate
+	read    chan struct{} // closed once the gated read has read the keys
 	release chan struct{} // closed to let it return
 	once    sync.Once
 }
 
+func newKeyLookupGate(hash []byte, lists bool) *keyLookupGate {
+	return &keyLookupGate{hash: hash, lists: lists, armed: make(chan struct{}), read: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (g *keyLookupGate) wait() {
+	select {
+	case <-g.armed:
+	default:
+		return
+	}
+	g.once.Do(func() {
+		close(g.read)
+		<-g.release
+	})
+}
+
 func (g *keyLookupGate) APIKeyByHash(ctx context.Context, hash []byte) (lifecycle.APIKey, error) {
 	key, err := g.Store.APIKeyByHash(ctx, hash)
-	if bytes.Equal(hash, g.hash) {
-		g.once.Do(func() {
-			close(g.read)
-			<-g.release
-		})
+	if !g.lists && bytes.Equal(hash, g.hash) {
+		g.wait()
 	}
 	return key, err
 }
 
-// A lookup that read a key before it was revoked through this Service
-// must not put it back in the cache once the revocation has cleared it.
+func (g *keyLookupGate) ListAPIKeys(ctx context.Context) ([]lifecycle.APIKey, error) {
+	keys, err := g.Store.ListAPIKeys(ctx)
+	if g.lists {
+		g.wait()
+	}
+	return keys, err
+}
+
+// A read that found a key before it was revoked through this Service
+// must not make it known valid again once the revocation has marked it
+// revoked: neither the read of one key (of a key created through another
+// process, unknown here) nor the whole read of the keys.
 func TestRevocationDuringLookupIsNotUndone(t *testing.T) {
 	t.Parallel()
-	plaintext := "lsk_" + strings.Repeat("R", 40)
-	gate := &keyLookupGate{hash: lifecycle.HashAPIKey(plaintext), read: make(chan struct{}), release: make(chan struct{})}
-	e := newEnv(t, func(c *lifecycle.Config) {
-		gate.Store = c.Store
-		c.Store = gate
-		c.KeyCacheTTL = time.Hour
-	})
-	key, _, err := e.svc.CreateAPIKey(t.Context(), lifecycle.CreateAPIKeyParams{Name: "agent",
-		Scopes: []lifecycle.Scope{lifecycle.ScopeTasksRead}, Actor: lifecycle.Actor{ID: "agent", Role: lifecycle.RoleAgent}, Plaintext: plaintext})
-	if err != nil {
-		t.Fatal(err)
-	}
+	for _, lists := range []bool{false, true} {
+		t.Run(map[bool]string{false: "one key", true: "every key"}[lists], func(t *testing.T) {
+			t.Parallel()
+			plaintext := "lsk_" + strings.Repeat("R", 40)
+			gate := newKeyLookupGate(lifecycle.HashAPIKey(plaintext), lists)
+			e := newEnv(t, func(c *lifecycle.Config) {
+				gate.Store = c.Store
+				c.Store = gate
+				c.KeyCacheTTL = time.Hour
+			})
+			e.call(request{method: "GET", path: "/tasks", key: e.admin}, http.StatusOK) // the keys are read whole
+			creator := e.svc
+			if !lists {
+				other, err := lifecycle.New(lifecycle.Config{Store: e.store, BaseURL: testBase, Clock: e.clock})
+				if err != nil {
+					t.Fatal(err)
+				}
+				creator = other // unknown to e.svc: read by its hash
+			}
+			key, _, err := creator.CreateAPIKey(t.Context(), lifecycle.CreateAPIKeyParams{Name: "agent",
+				Scopes: []lifecycle.Scope{lifecycle.ScopeTasksRead}, Actor: lifecycle.Actor{ID: "agent", Role: lifecycle.RoleAgent}, Plaintext: plaintext})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if lists {
+				e.clock.Advance(time.Hour) // what is known is old: the next request reads the keys whole
+			}
+			close(gate.armed)
 
-	// A request starts and its lookup reads the key, not yet revoked.
-	done := make(chan int)
-	go func() { done <- e.do(request{method: "GET", path: "/tasks", key: plaintext}).Code }()
-	<-gate.read
-	// The key is revoked while the lookup is under way; then it finishes.
-	if _, err := e.svc.RevokeAPIKey(t.Context(), key.ID); err != nil {
-		t.Fatal(err)
-	}
-	close(gate.release)
-	<-done // it began before the revocation: either answer is right
+			// A request starts and its read finds the key, not yet revoked.
+			done := make(chan int)
+			go func() { done <- e.do(request{method: "GET", path: "/tasks", key: plaintext}).Code }()
+			<-gate.read
+			// The key is revoked while the read is under way; then it finishes.
+			if _, err := e.svc.RevokeAPIKey(t.Context(), key.ID); err != nil {
+				t.Fatal(err)
+			}
+			close(gate.release)
+			<-done // it began before the revocation: either answer is right
 
-	e.call(request{method: "GET", path: "/tasks", key: plaintext}, http.StatusUnauthorized)
+			e.call(request{method: "GET", path: "/tasks", key: plaintext}, http.StatusUnauthorized)
+		})
+	}
 }

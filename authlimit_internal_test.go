@@ -24,7 +24,7 @@ func from(addr string) *http.Request { return &http.Request{RemoteAddr: addr} }
 // failFrom makes an attempt of the client at addr that fails, and reports
 // whether it was admitted.
 func failFrom(l *authLimiter, addr string) bool {
-	try, err := l.admit(from(addr))
+	try, err := l.admit(from(addr), false)
 	if err != nil {
 		return false
 	}
@@ -47,7 +47,7 @@ func TestAuthLimiterBucket(t *testing.T) {
 	}
 	retry := func() int {
 		t.Helper()
-		_, err := l.admit(from("192.0.2.1:2"))
+		_, err := l.admit(from("192.0.2.1:2"), false)
 		if err == nil {
 			return 0
 		}
@@ -75,7 +75,7 @@ func TestAuthLimiterBucket(t *testing.T) {
 		t.Errorf("after the two tries earned: retry after %d s, want 5", got)
 	}
 	var nilLimiter *authLimiter // disabled
-	try, err := nilLimiter.admit(from("x"))
+	try, err := nilLimiter.admit(from("x"), false)
 	if err != nil {
 		t.Error(err)
 	}

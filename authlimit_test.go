@@ -1,40 +1,16 @@
 package lifecycle_test
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/internal/apitest"
 )
-
-// authCountingStore counts the Store's reads of API keys.
-type authCountingStore struct {
-	lifecycle.Store
-	keyReads atomic.Int64
-}
-
-func (s *authCountingStore) APIKeyByHash(ctx context.Context, hash []byte) (lifecycle.APIKey, error) {
-	s.keyReads.Add(1)
-	return s.Store.APIKeyByHash(ctx, hash)
-}
-
-// newCountingEnv is an env whose Store counts its reads of keys.
-func newCountingEnv(t *testing.T, mutate ...func(*lifecycle.Config)) (*env, *authCountingStore) {
-	t.Helper()
-	var counting *authCountingStore
-	wrap := func(c *lifecycle.Config) {
-		counting = &authCountingStore{Store: c.Store}
-		c.Store = counting
-	}
-	return newEnv(t, append([]func(*lifecycle.Config){wrap}, mutate...)...), counting
-}
 
 // from sends a request to the API as the client at addr, with the bearer
 // key (none when ""), and header h.
@@ -53,14 +29,16 @@ func (e *env) from(addr, method, path, key string, h http.Header) *httptest.Resp
 	return rec
 }
 
-// With the defaults, a client may send 20 bad API keys (malformed, unknown
-// or revoked); the next request with a key, even a valid one, is 429 with
-// Retry-After, and no key is looked up in the Store. Requests without a key
-// are not counted. Another client is not affected. The client earns one
-// try every 3 seconds.
+// With the defaults, a client may send 20 bad API keys (malformed or
+// unknown); its next unknown key is 429 with Retry-After, and is not looked
+// up in the Store, but its valid keys are served and its revoked keys
+// refused with 401, both without a read: the limiter only decides whether
+// a key the Service does not know may cost one. Requests without a key,
+// and revoked keys the Service knows, are not counted. Another client is
+// not affected. The client earns one try every 3 seconds.
 func TestFailedAuthenticationsAreLimited(t *testing.T) {
 	t.Parallel()
-	c, store := newCountingEnv(t)
+	c, store := newKeyCountingEnv(t)
 	const guesser, other = "203.0.113.9:40000", "198.51.100.7:5555"
 	revoked := c.key(lifecycle.ScopeTasksRead)
 	keys, _ := c.svc.APIKeys(t.Context())
@@ -71,24 +49,29 @@ func TestFailedAuthenticationsAreLimited(t *testing.T) {
 		if rec := c.from(guesser, "GET", "/api/tasks", "", nil); rec.Code != http.StatusUnauthorized {
 			t.Fatalf("no key: %d", rec.Code)
 		}
+		if rec := c.from(guesser, "GET", "/api/tasks", revoked, nil); rec.Code != http.StatusUnauthorized {
+			t.Fatalf("revoked key: %d", rec.Code)
+		}
 	}
 	for i := range 20 {
 		key := apitest.UnknownKey(i)
-		switch i % 4 {
-		case 1:
+		if i%4 == 1 {
 			key = "lsk_short"
-		case 2:
-			key = revoked
 		}
 		if rec := c.from(guesser, "GET", "/api/tasks", key, nil); rec.Code != http.StatusUnauthorized {
 			t.Fatalf("bad key %d: %d %s", i, rec.Code, rec.Body)
 		}
 	}
-	reads := store.keyReads.Load()
+	reads := store.byHash.Load()
 	apitest.Limited(t, "the 21st bad key", c.from(guesser, "GET", "/api/tasks", apitest.UnknownKey(21), nil), 3)
-	apitest.Limited(t, "a valid key from the guesser", c.from(guesser, "GET", "/api/tasks", c.admin, nil), 3)
 	apitest.Limited(t, "a write from the guesser", c.from(guesser, "POST", "/api/tasks", apitest.UnknownKey(22), nil), 3)
-	if n := store.keyReads.Load() - reads; n != 0 {
+	if rec := c.from(guesser, "GET", "/api/tasks", c.admin, nil); rec.Code != http.StatusOK {
+		t.Errorf("a valid key from the guesser: %d %s", rec.Code, rec.Body)
+	}
+	if rec := c.from(guesser, "GET", "/api/tasks", revoked, nil); rec.Code != http.StatusUnauthorized {
+		t.Errorf("a revoked key from the guesser: %d %s", rec.Code, rec.Body)
+	}
+	if n := store.byHash.Load() - reads; n != 0 {
 		t.Errorf("%d keys looked up for a limited client, want none", n)
 	}
 	if rec := c.from(other, "GET", "/api/tasks", c.admin, nil); rec.Code != http.StatusOK {
@@ -104,10 +87,10 @@ func TestFailedAuthenticationsAreLimited(t *testing.T) {
 	}
 	apitest.Limited(t, "the try after it", c.from(guesser, "GET", "/api/tasks", apitest.UnknownKey(25), nil), 3)
 	c.clock.Advance(2 * time.Second)
-	apitest.Limited(t, "2 s later", c.from(guesser, "GET", "/api/tasks", c.admin, nil), 1)
+	apitest.Limited(t, "2 s later", c.from(guesser, "GET", "/api/tasks", apitest.UnknownKey(26), nil), 1)
 	c.clock.Advance(time.Minute) // all forgiven
-	if rec := c.from(guesser, "GET", "/api/tasks", c.admin, nil); rec.Code != http.StatusOK {
-		t.Errorf("a valid key a minute later: %d %s", rec.Code, rec.Body)
+	if rec := c.from(guesser, "GET", "/api/tasks", apitest.UnknownKey(27), nil); rec.Code != http.StatusUnauthorized {
+		t.Errorf("an unknown key a minute later: %d %s", rec.Code, rec.Body)
 	}
 }
 
@@ -118,7 +101,7 @@ func TestAuthFailureLimiterConfig(t *testing.T) {
 	t.Parallel()
 	t.Run("off", func(t *testing.T) {
 		t.Parallel()
-		c, _ := newCountingEnv(t, func(cfg *lifecycle.Config) { cfg.AuthFailureLimit = -1 })
+		c, _ := newKeyCountingEnv(t, func(cfg *lifecycle.Config) { cfg.AuthFailureLimit = -1 })
 		for i := range 100 {
 			if rec := c.from("203.0.113.9:1", "GET", "/api/tasks", apitest.UnknownKey(i), nil); rec.Code != http.StatusUnauthorized {
 				t.Fatalf("bad key %d with the limiter off: %d", i, rec.Code)
@@ -127,15 +110,15 @@ func TestAuthFailureLimiterConfig(t *testing.T) {
 	})
 	t.Run("X-Forwarded-For is not trusted", func(t *testing.T) {
 		t.Parallel()
-		c, _ := newCountingEnv(t, func(cfg *lifecycle.Config) { cfg.AuthFailureLimit = 2 })
+		c, _ := newKeyCountingEnv(t, func(cfg *lifecycle.Config) { cfg.AuthFailureLimit = 2 })
 		for i := range 2 {
 			c.from("203.0.113.9:1", "GET", "/api/tasks", apitest.UnknownKey(i), http.Header{"X-Forwarded-For": {"192.0.2." + strconv.Itoa(i)}})
 		}
-		apitest.Limited(t, "a new X-Forwarded-For", c.from("203.0.113.9:1", "GET", "/api/tasks", c.admin, http.Header{"X-Forwarded-For": {"192.0.2.99"}}), 3)
+		apitest.Limited(t, "a new X-Forwarded-For", c.from("203.0.113.9:1", "GET", "/api/tasks", apitest.UnknownKey(3), http.Header{"X-Forwarded-For": {"192.0.2.99"}}), 3)
 	})
 	t.Run("ClientAddress", func(t *testing.T) {
 		t.Parallel()
-		c, _ := newCountingEnv(t, func(cfg *lifecycle.Config) {
+		c, _ := newKeyCountingEnv(t, func(cfg *lifecycle.Config) {
 			cfg.AuthFailureLimit = 2
 			cfg.ClientAddress = func(r *http.Request) string { return r.Header.Get("X-Client") }
 		})
@@ -143,16 +126,19 @@ func TestAuthFailureLimiterConfig(t *testing.T) {
 		for i := range 2 {
 			c.from(proxy, "GET", "/api/tasks", apitest.UnknownKey(i), http.Header{"X-Client": {"192.0.2.1"}})
 		}
-		apitest.Limited(t, "the guesser behind the proxy", c.from(proxy, "GET", "/api/tasks", c.admin, http.Header{"X-Client": {"192.0.2.1"}}), 3)
-		if rec := c.from(proxy, "GET", "/api/tasks", c.admin, http.Header{"X-Client": {"192.0.2.2"}}); rec.Code != http.StatusOK {
+		apitest.Limited(t, "the guesser behind the proxy", c.from(proxy, "GET", "/api/tasks", apitest.UnknownKey(3), http.Header{"X-Client": {"192.0.2.1"}}), 3)
+		if rec := c.from(proxy, "GET", "/api/tasks", c.admin, http.Header{"X-Client": {"192.0.2.1"}}); rec.Code != http.StatusOK {
+			t.Errorf("the guesser's valid key behind the proxy: %d %s", rec.Code, rec.Body)
+		}
+		if rec := c.from(proxy, "GET", "/api/tasks", apitest.UnknownKey(4), http.Header{"X-Client": {"198.51.100.2"}}); rec.Code != http.StatusUnauthorized {
 			t.Errorf("another client behind the proxy: %d %s", rec.Code, rec.Body)
 		}
 	})
 	t.Run("invalid", func(t *testing.T) {
 		t.Parallel()
-		for _, cfg := range []lifecycle.Config{{AuthFailureInterval: -time.Second}, {AuthFailureClients: -1}} {
-			cfg.Store, cfg.BaseURL = &authCountingStore{}, testBase
-			if _, err := lifecycle.New(cfg); err == nil || !strings.Contains(err.Error(), "AuthFailure") {
+		for _, cfg := range []lifecycle.Config{{AuthFailureInterval: -time.Second}, {AuthFailureClients: -1}, {AuthUnknownKeyReads: -1}} {
+			cfg.Store, cfg.BaseURL = &keyStoreCounter{}, testBase
+			if _, err := lifecycle.New(cfg); err == nil || !strings.Contains(err.Error(), "AuthFailure") || !strings.Contains(err.Error(), "AuthUnknownKeyReads") {
 				t.Errorf("New(%+v) = %v, want an error naming the field", cfg, err)
 			}
 		}

@@ -169,7 +169,7 @@ func (e *benchEnv) startedTasks(b *testing.B, n int) []string {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := e.svc.StartTask(b.Context(), t.ID, lifecycle.Actor{ID: "bench", Role: lifecycle.RoleAgent}); err != nil {
+		if _, err := e.svc.StartTask(b.Context(), t.ID, lifecycle.StartTaskParams{Actor: lifecycle.Actor{ID: "bench", Role: lifecycle.RoleAgent}}); err != nil {
 			b.Fatal(err)
 		}
 		ids[i] = t.ID
@@ -234,6 +234,7 @@ func BenchmarkSubmitArtifact(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	b.Cleanup(func() { adapter.Close() }) // its packers stop before the directory goes
 	benchSubmit(b, newBenchEnv(b, func(c *lifecycle.Config) {
 		c.Adapters = []lifecycle.AdapterBinding{{Adapter: adapter}}
 	}))

@@ -21,6 +21,11 @@ type RecordBlockerParams struct {
 	SourceRunID string `json:"sourceRunId"`
 	// Actor is the agent; its ID becomes the blocker's sourceAgentId.
 	Actor Actor `json:"-"`
+	// IdempotencyKey, when set (8 to 128 visible ASCII characters), makes
+	// the call idempotent with the rules of the HTTP API's
+	// Idempotency-Key, as [SubmitParams.IdempotencyKey] does: the same key
+	// with other parameters is a *ConflictError (idempotency_key_reused).
+	IdempotencyKey string `json:"-"`
 }
 
 var reasonCodeRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]*$`)
@@ -47,23 +52,24 @@ func (s *Service) RecordBlocker(ctx context.Context, taskID string, p RecordBloc
 	if err := p.validate(); err != nil {
 		return Task{}, err
 	}
-	return s.changeTask(ctx, taskID, func(tx Tx, t *Task) (taskEvent, error) {
-		if err := s.answer(t, ask{cmd: cmdBlock}); err != nil {
-			return taskEvent{}, err
-		}
-		t.StatusBeforeBlocker = t.Status
-		t.Status = StatusBlocked
-		t.Blocker = &Blocker{
-			Kind:               BlockerKindAwaitingUser,
-			SourceRunID:        p.SourceRunID,
-			SourceAgentID:      p.Actor.ID,
-			Reason:             p.Reason,
-			ActionRequired:     p.ActionRequired,
-			ResumeInstructions: p.ResumeInstructions,
-			CreatedAt:          s.now(),
-		}
-		return taskEvent{typ: EventTaskAwaitingUser, actor: p.Actor,
-			summary: fmt.Sprintf("Task %s is waiting for a user: %s", t.Identifier, p.ActionRequired)}, nil
+	return s.taskOnce(ctx, p.Actor, blockerRoute, taskID, p.IdempotencyKey, p, func(ctx context.Context, record recordFunc) (Task, error) {
+		return s.changeTaskRecorded(ctx, taskID, record, func(tx Tx, t *Task) (taskEvent, error) {
+			if err := s.answer(t, ask{cmd: cmdBlock}); err != nil {
+				return taskEvent{}, err
+			}
+			moveTask(t, moveBlock)
+			t.Blocker = &Blocker{
+				Kind:               BlockerKindAwaitingUser,
+				SourceRunID:        p.SourceRunID,
+				SourceAgentID:      p.Actor.ID,
+				Reason:             p.Reason,
+				ActionRequired:     p.ActionRequired,
+				ResumeInstructions: p.ResumeInstructions,
+				CreatedAt:          s.now(),
+			}
+			return taskEvent{typ: EventTaskAwaitingUser, actor: p.Actor,
+				summary: fmt.Sprintf("Task %s is waiting for a user: %s", t.Identifier, p.ActionRequired)}, nil
+		})
 	})
 }
 
@@ -74,6 +80,9 @@ type ResolveBlockerParams struct {
 	Resolution string `json:"resolution"`
 	// Actor resolves.
 	Actor Actor `json:"-"`
+	// IdempotencyKey makes the call idempotent, as
+	// [RecordBlockerParams.IdempotencyKey] does.
+	IdempotencyKey string `json:"-"`
 }
 
 // ResolveBlocker returns a blocked task to the status it had before the
@@ -85,21 +94,18 @@ func (s *Service) ResolveBlocker(ctx context.Context, taskID string, p ResolveBl
 	if err := v.err(); err != nil {
 		return Task{}, err
 	}
-	return s.changeTask(ctx, taskID, func(tx Tx, t *Task) (taskEvent, error) {
-		if err := s.answer(t, ask{cmd: cmdResolve}); err != nil {
-			return taskEvent{}, err
-		}
-		t.Status = t.StatusBeforeBlocker
-		if t.Status == "" {
-			t.Status = StatusInProgress
-		}
-		t.StatusBeforeBlocker = ""
-		t.Blocker = nil
-		summary := fmt.Sprintf("Blocker of task %s resolved", t.Identifier)
-		if p.Resolution != "" {
-			summary += ": " + p.Resolution
-		}
-		return taskEvent{typ: EventTaskUpdated, actor: p.Actor, summary: summary}, nil
+	return s.taskOnce(ctx, p.Actor, resolveRoute, taskID, p.IdempotencyKey, p, func(ctx context.Context, record recordFunc) (Task, error) {
+		return s.changeTaskRecorded(ctx, taskID, record, func(tx Tx, t *Task) (taskEvent, error) {
+			if err := s.answer(t, ask{cmd: cmdResolve}); err != nil {
+				return taskEvent{}, err
+			}
+			moveTask(t, moveResolve)
+			summary := fmt.Sprintf("Blocker of task %s resolved", t.Identifier)
+			if p.Resolution != "" {
+				summary += ": " + p.Resolution
+			}
+			return taskEvent{typ: EventTaskUpdated, actor: p.Actor, summary: summary}, nil
+		})
 	})
 }
 

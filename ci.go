@@ -29,6 +29,10 @@ type CIStatus struct {
 	// CheckedAt is when the CI provider was last asked about the head
 	// commit, or nil when it has not been (or the task has none).
 	CheckedAt *Timestamp `json:"checkedAt"`
+	// Stale are the checks the CI provider lists as expected that have
+	// not started for longer than it waits for them (see
+	// [CIReport.Stale]): they are not waited on. Never nil.
+	Stale []StaleCheck `json:"stale"`
 }
 
 // overallOf combines checks: failed if any failed; else running if any is
@@ -106,7 +110,7 @@ func (s *Service) CIStatus(ctx context.Context, taskID string) (CIStatus, []Acti
 // ciStatusOf returns the CI state of t's head commit: its stored facts and
 // checks.
 func (s *Service) ciStatusOf(ctx context.Context, t *Task) (CIStatus, error) {
-	st := CIStatus{Overall: ciOf(t), HeadSHA: t.HeadSHA, Checks: []Check{}, CheckedAt: t.Facts.CICheckedAt}
+	st := CIStatus{Overall: ciOf(t), HeadSHA: t.HeadSHA, Checks: []Check{}, CheckedAt: t.Facts.CICheckedAt, Stale: nonNil(t.Facts.StaleChecks)}
 	if t.HeadSHA == nil {
 		return st, nil
 	}

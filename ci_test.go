@@ -16,11 +16,12 @@ func TestCIStatusSources(t *testing.T) {
 	e, a := newSubmitEnv(t)
 	id := e.startedTask("ENG-1")
 	none := e.call(request{method: "GET", path: "/tasks/" + id + "/ci-status", key: e.admin}, http.StatusOK)
-	if diff := cmp.Diff(map[string]any{"overall": "none", "headSha": nil, "provider": nil, "checks": []any{}, "checkedAt": nil}, none["data"]); diff != "" {
+	if diff := cmp.Diff(map[string]any{"overall": "none", "headSha": nil, "provider": nil, "checks": []any{}, "checkedAt": nil, "stale": []any{}}, none["data"]); diff != "" {
 		t.Errorf("CI status before any submission (-want +got):\n%s", diff)
 	}
 	sha := e.submitOK(id, "ci-key-123", submitBody())["headSha"].(string)
-	a.web.SetChecks(sha, lifecycle.CIReport{Checks: []lifecycle.CICheck{{Name: "build", Status: lifecycle.CheckRunning, URL: "https://ci.example.com/b"}}})
+	a.web.SetChecks(sha, lifecycle.CIReport{Checks: []lifecycle.CICheck{{Name: "build", Status: lifecycle.CheckRunning, URL: "https://ci.example.com/b"}},
+		Stale: []lifecycle.StaleCheck{{Name: "Codecov", Since: lifecycle.NewTimestamp(epoch.Add(-time.Hour))}}})
 	// Reads answer from what was learned; the reconciler learns what changed.
 	if o := e.ciOverall(id); o != "none" {
 		t.Errorf("overall before the host was read again = %v, want none (what submit learned)", o)
@@ -34,6 +35,7 @@ func TestCIStatusSources(t *testing.T) {
 		"headSha":   sha,
 		"provider":  "memory",
 		"checkedAt": "2026-11-21T10:00:01.000Z",
+		"stale":     []any{map[string]any{"name": "Codecov", "since": "2026-11-21T09:00:00.000Z"}},
 		"checks": []any{
 			map[string]any{"name": "build", "status": "running", "url": "https://ci.example.com/b", "source": "provider"},
 			// Self-reported checks are shown; the memory CI does not count them.

@@ -1,6 +1,22 @@
 // Package lifecycle runs the lifecycle of tasks worked by automated coding
 // agents, and serves it as an HTTP API that a Go program mounts under its
-// own router.
+// own router:
+//
+//	store, err := sqlite.New(sqlite.Config{Path: "lifecycle.db"})
+//	...
+//	svc, err := lifecycle.New(lifecycle.Config{Store: store, BaseURL: "http://127.0.0.1:8085"})
+//	...
+//	if err := svc.Start(ctx); err != nil { ... }
+//	defer svc.Close(ctx)
+//	_, key, err := svc.CreateAPIKey(ctx, lifecycle.CreateAPIKeyParams{Name: "agent",
+//		Scopes: []lifecycle.Scope{lifecycle.ScopeTasksRead, lifecycle.ScopeTasksWrite},
+//		Actor:  lifecycle.Actor{ID: "agent-1", Role: lifecycle.RoleAgent}})
+//	...
+//	http.ListenAndServe("127.0.0.1:8085", svc.Handler()) // Authorization: Bearer <key>
+//
+// [ExampleNew] runs it; the README's "Embedding" section is a complete
+// program with a code host (local git repositories), deployments, a
+// webhook secret key and a clean stop.
 //
 // A task is created and routed to an agent (or a triage queue), started,
 // submitted as a pull request, reviewed, checked by CI, and shipped: merged
@@ -17,19 +33,31 @@
 // over them. Implementations live in subpackages that import this one,
 // never the other way round:
 //
-//   - store/sqlite: a [Store] on SQLite;
+//   - store/sqlite: a [Store] on SQLite, the embedded default;
+//   - store/postgres: a [Store] on PostgreSQL, shared by several replicas
+//     (store/postgres/pgtest opens throwaway databases for tests);
 //   - store/memory: a [Store] in memory, for tests and demos;
 //   - store/storetest: the conformance suite every Store runs;
+//   - adapter/github: a [ProviderAdapter], [CIProvider] and
+//     [WebhookIntake] for GitHub (adapter/github/githubtest: a fake GitHub
+//     for tests);
+//   - adapter/gitlab: the same for GitLab (adapter/gitlab/gitlabtest: a
+//     fake GitLab);
 //   - adapter/artifact: a [ProviderAdapter], [CIProvider] and [Deployer] on
 //     local git repositories, for demos and artifact-mode submissions;
 //   - adapter/memory: an in-memory code host for tests;
 //   - adapter/adaptertest: the conformance suite every adapter runs;
 //   - client: a Go client of the HTTP API;
+//   - console: the operator console, a web UI served beside the API;
 //   - mcp: the lifecycle over the Model Context Protocol, for coding
 //     agents;
 //   - examples/demo: a runnable local server;
 //   - examples/chi: the API under a go-chi/chi router;
-//   - examples/sseconsumer: a consumer of the event stream.
+//   - examples/customadapter: a ProviderAdapter of one's own;
+//   - examples/mcpagent: a scripted agent that works a task over MCP;
+//   - examples/replicas: several Services sharing one PostgreSQL store;
+//   - examples/sseconsumer: a consumer of the event stream;
+//   - examples/webhookreceiver: a receiver of the signed webhooks.
 //
 // The Service never holds global state: everything it needs comes through
 // [Config], and two Services can live in one process.
@@ -123,10 +151,10 @@
 // [Config.StreamLagLimit] events, encoded once, for all streams. A stream
 // replays from the Store until the broker holds what comes next, then
 // follows it; a stream that falls further behind, or whose writes block,
-// is cut off and its client resumes from its cursor. Over HTTP/1.x a
-// stream takes its connection over from net/http once its head is decided
-// (see [Config.KeepStreamsInHandler]); otherwise it flushes through
-// [http.ResponseController]. Streams end on client disconnect and on
+// is cut off and its client resumes from its cursor. A stream flushes
+// through [http.ResponseController]; with [Config.TakeOverStreams] one over
+// HTTP/1.x takes its connection over from net/http once its head is
+// decided, which costs a third of the memory. Streams end on client disconnect and on
 // [Service.Close]. Browsers' EventSource cannot send an Authorization
 // header: the host translates its own session into a bearer key in front
 // of the handler, or serves the API with an [Authenticator] of its own
@@ -158,8 +186,8 @@
 // scopes and ends when the key is revoked, and needs a CSRF token for
 // every change. It keeps its sessions in a Store that implements
 // [ConsoleSessionStore]. It uses, and any host may: [Service.HandlerWith],
-// [Service.AuthenticateKey], [Service.BeginAuthentication],
-// [Service.ServeFunc], [Service.Guard], [Service.DecodeBody] and the reads
+// [Service.AuthenticateKeyFrom], [Service.AuthenticateKeyHash],
+// [Service.BeginAuthentication], [Service.ServeFunc], [Service.Guard], [Service.DecodeBody] and the reads
 // [Service.Submissions], [Service.ShipOperations], [Service.TaskEvents]
 // and [Service.LastEventID].
 //

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/tasklifecycle/lifecycle/internal/id"
+	"github.com/tasklifecycle/lifecycle/internal/telemetry"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -230,7 +231,7 @@ type taskEvent struct {
 // updateRelaxed runs fn in a Store transaction that need not wait for the
 // disk, when the Store can do that (see [RelaxedUpdater]).
 func (s *Service) updateRelaxed(ctx context.Context, fn func(tx Tx) error) error {
-	if _, ok := s.store.(RelaxedUpdater); !ok {
+	if s.caps.relaxed == nil {
 		return s.update(ctx, fn)
 	}
 	return s.transact(ctx, true, fn)
@@ -250,13 +251,13 @@ func (s *Service) update(ctx context.Context, fn func(tx Tx) error) error {
 // wait for the disk, when the Store can do that), in a span "store.tx",
 // and counts the events it commits in lifecycle.outbox.events.
 func (s *Service) transact(ctx context.Context, relaxed bool, fn func(tx Tx) error) error {
-	ctx, span := s.tel.start(ctx, "store.tx", trace.WithSpanKind(trace.SpanKindInternal))
+	ctx, span := s.tel.Start(ctx, "store.tx", trace.WithSpanKind(trace.SpanKindInternal))
 	run := s.store.Update
-	if r, ok := s.store.(RelaxedUpdater); ok && relaxed {
-		run = r.UpdateRelaxed
+	if relaxed && s.caps.relaxed != nil {
+		run = s.caps.relaxed.UpdateRelaxed
 	}
 	var appended []EventType
-	count := s.tel.outboxEvents.Enabled(ctx)
+	count := s.tel.CountingOutbox(ctx)
 	err := run(ctx, func(tx Tx) error {
 		if !count {
 			return fn(tx)
@@ -264,10 +265,10 @@ func (s *Service) transact(ctx context.Context, relaxed bool, fn func(tx Tx) err
 		appended = appended[:0] // a Store may run fn again
 		return fn(outboxTx{tx, &appended})
 	})
-	end(span, err)
+	telemetry.End(span, err)
 	if err == nil {
 		for _, typ := range appended {
-			s.tel.outboxEvents.Add(ctx, 1, s.tel.eventTypes.get(typ).add...)
+			s.tel.OutboxEvent(ctx, string(typ))
 		}
 	}
 	return err
@@ -288,15 +289,6 @@ func (t outboxTx) AppendEvent(ctx context.Context, e *Event) error {
 	return nil
 }
 
-// baseTx returns the Store's own transaction under tx, for the optional
-// interfaces it may implement.
-func baseTx(tx Tx) Tx {
-	if o, ok := tx.(outboxTx); ok {
-		return o.Tx
-	}
-	return tx
-}
-
 // changeTask loads a task in a transaction, lets fn change it, bumps its
 // version and appends the event fn describes (and its extra ones, each
 // with a version of its own), all in one commit. fn sees the task with its
@@ -305,6 +297,17 @@ func baseTx(tx Tx) Tx {
 // with no type, the task is left as it was (what fn wrote through tx is
 // still committed).
 func (s *Service) changeTask(ctx context.Context, taskID string, fn func(tx Tx, t *Task) (taskEvent, error)) (Task, error) {
+	return s.changeTaskRecorded(ctx, taskID, nil, fn)
+}
+
+// changeTaskRecorded is changeTask that, when record is not nil, calls
+// it in the transaction of the change with the task as it then is (as it
+// was, when fn changed nothing): a keyed call records its answer there
+// (see taskOnce).
+func (s *Service) changeTaskRecorded(ctx context.Context, taskID string, record recordFunc, fn func(tx Tx, t *Task) (taskEvent, error)) (Task, error) {
+	if record == nil {
+		record = func(Tx, *Task) error { return nil }
+	}
 	if !validTaskID(taskID) {
 		return Task{}, notFound("task", taskID)
 	}
@@ -325,7 +328,7 @@ func (s *Service) changeTask(ctx context.Context, taskID string, fn func(tx Tx, 
 		}
 		if ev.typ == "" {
 			out = before
-			return runCommitHook(ctx, tx, &before) // once.go: a keyed call that changed nothing is answered too
+			return record(tx, &before) // a keyed call that changed nothing is answered too
 		}
 		t.UpdatedAt = s.now()
 		s.setActions(&t)
@@ -350,7 +353,7 @@ func (s *Service) changeTask(ctx context.Context, taskID string, fn func(tx Tx, 
 				return err
 			}
 		}
-		if err := runCommitHook(ctx, tx, &t); err != nil { // once.go
+		if err := record(tx, &t); err != nil {
 			return err
 		}
 		out = t

@@ -161,7 +161,7 @@ func ExampleService_Ship() {
 	agent := lifecycle.Actor{ID: "agent-web", Role: lifecycle.RoleAgent}
 	task, _ := svc.CreateTask(ctx, lifecycle.CreateTaskParams{Identifier: "WEB-1", Title: "Fix the login redirect",
 		Links: lifecycle.TaskLinks{Issue: "https://issues.example.com/WEB-1"}})
-	svc.StartTask(ctx, task.ID, agent)
+	svc.StartTask(ctx, task.ID, lifecycle.StartTaskParams{Actor: agent})
 	sub, err := svc.Submit(ctx, task.ID, lifecycle.SubmitParams{Summary: "Redirect keeps the query string", Actor: agent})
 	if err != nil {
 		log.Fatal(err)

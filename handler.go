@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle/internal/jsonscan"
-	"github.com/tasklifecycle/lifecycle/internal/traceparent"
+	"github.com/tasklifecycle/lifecycle/internal/oteltp"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -132,7 +132,7 @@ func (s *Service) authorize(auth Authenticator, scope Scope, h apiHandler, timeo
 				return err
 			}
 			if !p.Has(scope) {
-				s.tel.authReasons.add(r.Context(), s.tel.authFailures, "insufficient_scope", 1)
+				s.tel.AuthFailure(r.Context(), "insufficient_scope")
 				return fmt.Errorf("this operation needs an API key with scope %s: %w", scope, ErrInsufficientScope)
 			}
 			return h(w, r, &p)
@@ -168,7 +168,7 @@ func (s *Service) storeFailure(ctx, asked context.Context, err error) error {
 	case ctx.Err() != nil && asked.Err() == nil && errors.Is(err, ctx.Err()):
 		return fmt.Errorf("the request did not finish within %s: %w", s.cfg.RequestTimeout, ErrUnavailable)
 	}
-	if c, ok := s.store.(FailureClassifier); ok && c.Unavailable(err) {
+	if c := s.caps.classifier; c != nil && c.Unavailable(err) {
 		return fmt.Errorf("%w: %w", err, ErrUnavailable)
 	}
 	return err
@@ -493,7 +493,7 @@ func traceIDFrom(ctx context.Context) *string {
 func requestContext(r *http.Request) context.Context {
 	ctx := r.Context()
 	if tp := r.Header.Get("traceparent"); tp != "" {
-		if trace := traceparent.TraceID(tp); trace != "" {
+		if trace := oteltp.TraceID(tp); trace != "" {
 			ctx = ContextWithTraceID(ctx, trace)
 		}
 	}

@@ -22,6 +22,11 @@ type TemporaryError struct {
 	// operation stays running and says why in [ShipOperation.Wait]), and
 	// the reconciler reads the tasks concerned again once it has passed.
 	RateLimited bool
+	// Reason, when set, is a machine-readable word for what is awaited
+	// ("mergeability_unknown": the host is working out whether it can
+	// merge), which the ship runner shows in [ShipOperation.Wait] while it
+	// waits to try again.
+	Reason string
 }
 
 // Error implements error.

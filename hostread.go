@@ -12,7 +12,7 @@ import (
 // adapter's BatchReader when it has one (many pull requests, their CI and
 // reviews, in a few host requests, and "unchanged" cheaply), else one task
 // at a time through PullRequest, Checks and ReviewDecision. Every reading
-// ends as an observation, which applyObservation (reconcile.go) applies.
+// ends as an observation, which applyObservation (facts.go) applies.
 
 // observation is what one reading of the host found for a task.
 type observation struct {
@@ -30,6 +30,10 @@ type observation struct {
 	unchanged bool
 	// version is the BatchReader's Version of the reading, or "".
 	version string
+	// started is when the reading began, and hints the task's
+	// Facts.Hints then: a hint counted since may not show in it.
+	started time.Time
+	hints   uint64
 }
 
 // hostRead is the reading of one task: what it found, or why it failed.
@@ -45,6 +49,16 @@ type hostRead struct {
 // set. With ReadSweep, a task's stored HostVersion lets the adapter answer
 // that nothing changed.
 func (s *Service) readHost(ctx context.Context, adapter ProviderAdapter, tasks []Task, purpose ReadPurpose) ([]hostRead, error) {
+	started := s.clock.Now()
+	out, err := s.readHostAt(ctx, adapter, tasks, purpose)
+	for i := range out {
+		out[i].obs.started, out[i].obs.hints = started, tasks[i].Facts.Hints
+	}
+	return out, err
+}
+
+// readHostAt is readHost but for the time the reading began.
+func (s *Service) readHostAt(ctx context.Context, adapter ProviderAdapter, tasks []Task, purpose ReadPurpose) ([]hostRead, error) {
 	out := make([]hostRead, len(tasks))
 	br, ok := adapter.(BatchReader)
 	if !ok {
@@ -82,8 +96,11 @@ func (s *Service) readHost(ctx context.Context, adapter ProviderAdapter, tasks [
 // readTimeout bounds a BatchReader's reading of n pull requests: a host
 // answers a request of many more slowly, so the call has ProviderTimeout
 // for each hundred.
-func (s *Service) readTimeout(n int) time.Duration {
-	return s.cfg.ProviderTimeout * time.Duration(1+(max(n, 1)-1)/100)
+func (s *Service) readTimeout(n int) time.Duration { return batchReadTimeout(s.cfg.ProviderTimeout, n) }
+
+// batchReadTimeout is readTimeout for a ProviderTimeout of each.
+func batchReadTimeout(each time.Duration, n int) time.Duration {
+	return each * time.Duration(1+(max(n, 1)-1)/100)
 }
 
 // fromReading turns a BatchReader's reading of t into an observation. CI
@@ -122,10 +139,18 @@ func (s *Service) fromReading(ctx context.Context, adapter ProviderAdapter, t *T
 		cancel()
 	}
 	if t.ReviewPolicy == PolicyGitHubRules {
-		_, decides := adapter.(ReviewDecider)
+		_, decides := hostDecides(adapter, t)
 		obs.reviews, obs.reviewsFailed = r.Reviews, decides && r.Reviews == nil
 	}
 	return hostRead{obs: obs}
+}
+
+// hostDecides returns t's adapter as a ReviewDecider when the host
+// decides t's reviews: the task's policy is github_rules, and its adapter
+// decides.
+func hostDecides(adapter ProviderAdapter, t *Task) (ReviewDecider, bool) {
+	d, ok := adapter.(ReviewDecider)
+	return d, ok && t.ReviewPolicy == PolicyGitHubRules
 }
 
 // each calls fn(0) to fn(n-1), ReconcileConcurrency at a time, and
@@ -210,7 +235,7 @@ func (s *Service) observeAt(ctx context.Context, adapter ProviderAdapter, t *Tas
 			obs.ci, obs.ciFailed = s.readCI(ctx, ci, t, ref, head)
 		}()
 	}
-	if decider, ok := adapter.(ReviewDecider); ok && t.ReviewPolicy == PolicyGitHubRules {
+	if decider, ok := hostDecides(adapter, t); ok {
 		hr, err := decider.ReviewDecision(ctx, ReviewQuery{PullRequest: ref, HeadSHA: head})
 		if err != nil {
 			s.log.WarnContext(ctx, "host review decision failed; the task's decision is as last known, or pending for a new head", "task", t.ID, "err", err)

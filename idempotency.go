@@ -273,43 +273,54 @@ func idempotentRequest(w http.ResponseWriter, r *http.Request, p *Principal, rou
 	return scope, idemkey.Fingerprint(r.Method, route, canonical), nil
 }
 
-// serveIdempotent runs an idempotent mutation for the HTTP layer: it reads
-// the key and the body into dst (checked by check), replays a recorded
-// answer or refuses a reused key, and otherwise calls run, whose respond
-// records the response body in the transaction of the change and is then
-// written with status. A run that fails releases the key. actions, when not
-// nil, lists the resource's next steps in a conflict. lockKey, when not
-// empty, names the per-task lock taken before the key is reserved, so that
-// a request waiting for the lock cannot outlive its reservation.
-func (s *Service) serveIdempotent(w http.ResponseWriter, r *http.Request, p *Principal, route, resourceID string,
-	dst any, check func() error, status int, actions func(context.Context) []Action, lockKey string,
-	run func(ctx context.Context, key string, respond func(tx Tx, body any) error) error) error {
-	return s.serveIdempotentKept(w, r, p, route, resourceID, dst, check, status, actions, lockKey, nil, nil, run)
+// keyedRequest is what an idempotent request of the HTTP API says about
+// itself: the route and resource that scope its key, where its body goes,
+// and how its answer is recorded and replayed.
+type keyedRequest struct {
+	route      string // the route pattern, such as "/tasks/{id}/ship"
+	resourceID string // the resource of the path, or ""
+	status     int    // the status of an answer that ran
+
+	body  any          // what the body is decoded into
+	check func() error // checks the decoded body
+
+	// actions, when not nil, lists the resource's next steps in a
+	// conflict.
+	actions func(context.Context) []Action
+	// lockTask, when not empty, is the task whose lock is taken before
+	// the key is reserved, so that a request waiting for the lock cannot
+	// outlive its reservation.
+	lockTask string
+	// keep, when not nil, turns the answer given to respond into the one
+	// recorded: without a secret shown once (a new API key's plaintext),
+	// which replays then leave out.
+	keep func(answer any) any
+	// replay, when not nil, turns a recorded answer into the one replayed
+	// (records kept by earlier versions held the secret); it is given the
+	// record's scope.
+	replay func(scope IdempotencyScope, recorded []byte) ([]byte, error)
 }
 
-// serveIdempotentKept is serveIdempotent for an answer that holds a secret
-// shown once, such as a new API key's plaintext: keep turns the answer
-// given to respond into the one recorded, without the secret, which is
-// what replays answer. replay, when not nil, turns a recorded answer into
-// the one replayed (for records kept by earlier versions, which held the
-// secret); it is given the record's scope.
-func (s *Service) serveIdempotentKept(w http.ResponseWriter, r *http.Request, p *Principal, route, resourceID string,
-	dst any, check func() error, status int, actions func(context.Context) []Action, lockKey string,
-	keep func(answer any) any, replay func(scope IdempotencyScope, recorded []byte) ([]byte, error),
+// serveIdempotent runs an idempotent mutation for the HTTP layer: it reads
+// the key and the body as req says, replays a recorded answer or refuses a
+// reused key, and otherwise calls run, whose respond records the response
+// body in the transaction of the change; that body is then written with
+// req.status. A run that fails releases the key.
+func (s *Service) serveIdempotent(w http.ResponseWriter, r *http.Request, p *Principal, req keyedRequest,
 	run func(ctx context.Context, key string, respond func(tx Tx, body any) error) error) error {
-	scope, fp, err := idempotentRequest(w, r, p, route, resourceID, dst, check)
+	scope, fp, err := idempotentRequest(w, r, p, req.route, req.resourceID, req.body, req.check)
 	if err != nil {
 		return err
 	}
 	ctx := requestContext(r)
-	if lockKey != "" {
-		unlock, err := s.taskLocks.lock(ctx, lockKey)
+	if req.lockTask != "" {
+		unlock, err := s.taskLocks.lock(ctx, req.lockTask)
 		if err != nil {
 			return err
 		}
 		defer unlock()
 	}
-	body, replayed, err := s.runIdempotent(ctx, scope, fp, status, actions, keep, func(ctx context.Context, respond func(Tx, any) error) error {
+	body, replayed, err := s.runIdempotent(ctx, scope, fp, req.status, req.actions, req.keep, func(ctx context.Context, respond func(Tx, any) error) error {
 		return run(ctx, scope.Key, respond)
 	})
 	if err != nil {
@@ -317,15 +328,15 @@ func (s *Service) serveIdempotentKept(w http.ResponseWriter, r *http.Request, p 
 	}
 	if replayed != nil {
 		body := replayed.Body
-		if replay != nil {
-			if body, err = replay(scope, body); err != nil {
+		if req.replay != nil {
+			if body, err = req.replay(scope, body); err != nil {
 				return fmt.Errorf("replay the recorded response: %w", err)
 			}
 		}
 		writeReplay(w, replayed.StatusCode, body)
 		return nil
 	}
-	writeRaw(w, status, body)
+	writeRaw(w, req.status, body)
 	return nil
 }
 
@@ -352,7 +363,7 @@ func (s *Service) runIdempotent(ctx context.Context, scope IdempotencyScope, fp 
 		return nil, nil, err
 	}
 	if replay != nil {
-		s.tel.routes.add(ctx, s.tel.idempotencyReplays, scope.Route, 1)
+		s.tel.IdempotencyReplay(ctx, scope.Route)
 		return nil, replay, nil
 	}
 	defer s.inflight.Done(scope)
@@ -378,7 +389,7 @@ func (s *Service) runIdempotent(ctx context.Context, scope IdempotencyScope, fp 
 func (s *Service) countKeyConflict(ctx context.Context, route string, err error) {
 	var conflict *ConflictError
 	if errors.As(err, &conflict) && (conflict.Reason == "idempotency_key_reused" || conflict.Reason == "request_in_progress") {
-		s.tel.routes.add(ctx, s.tel.idempotencyConflicts, route, 1)
+		s.tel.IdempotencyConflict(ctx, route)
 	}
 }
 

@@ -325,7 +325,9 @@ func TestSubmitHonoursItsContextWhileWaiting(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Submit behind a held lock = %v, want context.DeadlineExceeded", err)
 	}
-	if d := time.Since(start); d > 500*time.Millisecond {
+	// Ignoring its context, the call would wait for the held lock, which
+	// the test keeps until it ends: the bound is far from both.
+	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("Submit returned after %s, want about 50 ms", d)
 	}
 }

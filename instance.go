@@ -34,7 +34,7 @@ const instanceRenewal = time.Second
 // is taken over. A Store without instance leases has no other life to wait
 // for: the Service holds its ID at once.
 func (s *Service) claimInstance(ctx context.Context) error {
-	if s.leaser == nil {
+	if s.caps.leaser == nil {
 		s.lease.set(time.Unix(0, math.MaxInt64)) // the only instance, as long as it runs
 		return nil
 	}
@@ -44,7 +44,7 @@ func (s *Service) claimInstance(ctx context.Context) error {
 			held  InstanceLease
 			until time.Time
 		)
-		err := s.leaser.UpdateInstanceLease(ctx, UpdateInstanceLeaseParams{ID: s.owner, Update: func(cur *InstanceLease) (*InstanceLease, error) {
+		err := s.caps.leaser.UpdateInstanceLease(ctx, UpdateInstanceLeaseParams{ID: s.owner, Update: func(cur *InstanceLease) (*InstanceLease, error) {
 			held = InstanceLease{}
 			now := s.clock.Now()
 			if cur != nil && cur.Life != s.life && !cur.Until.Before(now) {
@@ -78,7 +78,7 @@ func (s *Service) claimInstance(ctx context.Context) error {
 // ends, then gives it up, so that a restart need not wait for it. Without
 // instance leases it has nothing to do.
 func (s *Service) renewInstance(ctx context.Context) {
-	if s.leaser == nil {
+	if s.caps.leaser == nil {
 		return
 	}
 	claimrun.Renew(ctx, s.clock, instanceRenewal, func(ctx context.Context) bool {
@@ -94,7 +94,7 @@ func (s *Service) renewInstance(ctx context.Context) {
 // life holds it.
 func (s *Service) putInstance(ctx context.Context, until time.Time) {
 	// Losing a renewal in a power cut is harmless: its holder dies with it.
-	err := s.leaser.UpdateInstanceLease(ctx, UpdateInstanceLeaseParams{ID: s.owner, Relaxed: true, Update: func(cur *InstanceLease) (*InstanceLease, error) {
+	err := s.caps.leaser.UpdateInstanceLease(ctx, UpdateInstanceLeaseParams{ID: s.owner, Relaxed: true, Update: func(cur *InstanceLease) (*InstanceLease, error) {
 		if cur != nil && cur.Life != s.life {
 			return nil, fmt.Errorf("life %s took the lease over: %w", cur.Life, ErrInstanceInUse)
 		}

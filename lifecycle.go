@@ -14,11 +14,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tasklifecycle/lifecycle/internal/bytebudget"
-	"github.com/tasklifecycle/lifecycle/internal/claimrun"
+	"github.com/tasklifecycle/lifecycle/internal/backoff"
+	"github.com/tasklifecycle/lifecycle/internal/httpin"
 	"github.com/tasklifecycle/lifecycle/internal/id"
 	"github.com/tasklifecycle/lifecycle/internal/netguard"
 	"github.com/tasklifecycle/lifecycle/internal/secretbox"
+	"github.com/tasklifecycle/lifecycle/internal/telemetry"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -141,23 +142,35 @@ type Config struct {
 	// stored, hashed, in Store.
 	Authenticator Authenticator
 
-	// KeyCacheTTL is how long the default Authenticator trusts a key it has
-	// looked up before looking again; a key revoked through another process
-	// keeps working at most this long. Revoking through this Service takes
-	// effect at once. Defaults to 5 seconds; negative disables the cache.
+	// KeyCacheTTL is how long the default Authenticator trusts what it
+	// knows of a key before looking again; a key revoked through another
+	// process keeps working at most this long. The Service knows every key
+	// of its Store (read whole once, then again every KeyCacheTTL/2 while
+	// it runs, and at once for the keys created or revoked through it), so
+	// a valid key costs no Store read. Revoking through this Service takes
+	// effect at once. Defaults to 5 seconds; negative disables the cache:
+	// each request reads its key from the Store, and the known keys only
+	// spare valid keys the limiter of failed authentications.
 	KeyCacheTTL time.Duration
 
 	// AuthFailureLimit is how many failed authentications one client may
-	// make in a row: API requests with a malformed, unknown or revoked
-	// bearer key, and the failures counted through
-	// [Service.BeginAuthentication] (the operator console's sign-ins with
-	// such a key, and its requests with an unknown or expired session
-	// cookie); requests that carry no credentials are not counted. Past it,
-	// the client's requests that need authentication are answered 429
-	// rate_limited with Retry-After, before any Store read, until it has
-	// earned another try: one each AuthFailureInterval. It limits the
-	// Service's own API keys, not a host's Authenticator. Defaults to 20;
-	// negative disables the limiter.
+	// have unforgiven at once: API requests with a malformed, unknown or
+	// revoked bearer key, and the failures counted through
+	// [Service.BeginAuthentication] (the operator console's unknown or
+	// expired session cookies); requests that carry no credentials are
+	// not counted. The limiter only decides whether a key the Service does
+	// not know may cost a Store read: a valid key it knows (every key of
+	// the Store, see KeyCacheTTL) is served whatever its address's
+	// failures, and a key revoked is refused with 401. Past the limit, the
+	// client's requests with unknown keys are answered 429 rate_limited
+	// with Retry-After, before any Store read, until it has earned another
+	// try: one each AuthFailureInterval. The clients of one network (IPv4
+	// /24, IPv6 /48) may fail four times as often together, and earn tries
+	// back four times as fast; the Service as a whole reads at most
+	// AuthUnknownKeyReads unknown keys a second. A failure is charged when
+	// the attempt fails; attempts under way count until they end. It
+	// limits the Service's own API keys, not a host's Authenticator.
+	// Defaults to 20; negative disables the limiter.
 	AuthFailureLimit int
 
 	// AuthFailureInterval is how often a client earns back one failed
@@ -165,19 +178,31 @@ type Config struct {
 	// may try once per interval. Defaults to 3 seconds.
 	AuthFailureInterval time.Duration
 
-	// AuthFailureClients bounds the clients whose failures are remembered
-	// at once (about 150 bytes each); when the table is full, clients
-	// whose failures are all forgiven are dropped first, then others at
-	// random. Defaults to 10,000.
+	// AuthFailureClients bounds the clients, and the networks, whose
+	// failures are remembered at once (about 150 bytes each); when a table
+	// is full, those whose failures are all forgiven are dropped first,
+	// then others at random. Defaults to 10,000.
 	AuthFailureClients int
+
+	// AuthUnknownKeyReads is the process-wide budget of Store reads for
+	// keys the Service does not know: at most this many a second (and as
+	// many at once), whatever the clients' addresses, so that guessing
+	// from many addresses or networks costs no more reads. Past it, an
+	// unknown key is answered 429 rate_limited with Retry-After; valid
+	// keys are not affected (a key created through another process a
+	// moment ago is found by reading the Store's keys whole, at most once
+	// a second). Defaults to 50.
+	AuthUnknownKeyReads int
 
 	// ClientAddress returns the address of the client that sent r, by
 	// which failed authentications are counted: an IP address, with or
-	// without a port (an IPv6 address counts by its /64 network), or any
-	// other string that names one client. Defaults to r.RemoteAddr, the
-	// address of the connection. Behind a reverse proxy or load balancer
-	// that is the proxy's address, shared by every client: return the
-	// client address your proxy reports (the X-Forwarded-For entry it
+	// without a port (an IPv6 address counts by its /64 network, and its
+	// /48 with its neighbours), or any other string that names one client.
+	// Defaults to r.RemoteAddr, the address of the connection. Behind a
+	// reverse proxy or load balancer that is the proxy's address, shared
+	// by every client: one client guessing keys then makes every client's
+	// unknown keys wait (valid keys are still served), so set it to return
+	// the client address your proxy reports (the X-Forwarded-For entry it
 	// appends, say, or the address of the PROXY protocol), trusting only
 	// what your own proxy sets. X-Forwarded-For is never read by default,
 	// as any client can send one.
@@ -206,6 +231,24 @@ type Config struct {
 	// Defaults to otel.GetTracerProvider(), the global one: no span is
 	// started until the host sets one, nor with a no-op provider.
 	TracerProvider trace.TracerProvider
+
+	// MetricIdentifiers adds to the metrics the attributes that name the
+	// API's callers' webhook subscriptions and receivers:
+	// lifecycle.subscription.id on lifecycle.webhook.backlog and
+	// lifecycle.webhook.lag, which then have a series per subscription
+	// this instance delivers (2 per subscription) instead of one for all
+	// of them (the sum of the backlogs, the greatest lag); and
+	// server.address, the receiver's host name, on the deliveries'
+	// http.client.request.duration, which then has its series (21 per
+	// status or error seen: 19 buckets, a sum and a count) once per
+	// receiver host instead of once for all receivers.
+	//
+	// Off by default: metrics are often served without a key, as
+	// Prometheus scrapes, and these values tell whoever reads them which
+	// subscriptions exist and where they deliver. Spans keep them either
+	// way: they go only to the TracerProvider's exporter. See
+	// docs/operations.md.
+	MetricIdentifiers bool
 
 	// EventRetention is how long events are kept for replay. Defaults to
 	// 72 hours, the window of the contract.
@@ -242,15 +285,17 @@ type Config struct {
 	// time, not the Service's Clock. Defaults to 10 ms; negative disables.
 	StreamBatchWindow time.Duration
 
-	// KeepStreamsInHandler keeps every event stream inside net/http's
-	// handler. By default a stream over HTTP/1.x takes its connection over
-	// (http.Hijacker) once its response head is decided, which cuts an
-	// idle stream's memory from about 28 KiB to about 9 and writes each
-	// wake-up in one system call; middleware that wraps the body (byte
-	// counting, compression) then does not see the frames, though the
-	// headers it set are sent. Streams over HTTP/2 always stay in the
-	// handler.
-	KeepStreamsInHandler bool
+	// TakeOverStreams lets an event stream over HTTP/1.x take its
+	// connection over from net/http (http.Hijacker) once its response head
+	// is decided, which cuts an idle stream's memory from about 28 KiB to
+	// about 9 and writes each wake-up in one system call. Middleware that
+	// wraps the body (byte counting, compression, access logs) then does
+	// not see the frames, though the headers it set are sent, and
+	// http.Server.Shutdown does not end such streams (Service.Close does).
+	// Off by default, so that a host's middleware sees every request as it
+	// does any other; a server that holds thousands of streams turns it
+	// on (the demo does). Streams over HTTP/2 always stay in the handler.
+	TakeOverStreams bool
 
 	// EventPollInterval is how often the stream broker also reads the
 	// Store for events committed by other processes that share it;
@@ -361,15 +406,9 @@ type Config struct {
 	BodyReadTimeout time.Duration
 }
 
-// withDefaults returns a copy of c with every unset optional field filled in.
-func (c Config) withDefaults() (Config, error) {
-	if c.Store == nil {
-		return c, errors.New("lifecycle: Config.Store is required: pass a store such as sqlite.New(sqlite.Config{Path: ...})")
-	}
-	base, err := url.Parse(c.BaseURL)
-	if c.BaseURL == "" || err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
-		return c, fmt.Errorf("lifecycle: Config.BaseURL %q must be the absolute http(s) URL where the handler is served, such as https://tasks.example.com/api", c.BaseURL)
-	}
+// withDefaults returns a copy of c with every unset optional field filled
+// in. It checks nothing: see validate.
+func (c Config) withDefaults() Config {
 	c.BaseURL = strings.TrimRight(c.BaseURL, "/")
 	if c.Clock == nil {
 		c.Clock = systemClock{}
@@ -384,56 +423,25 @@ func (c Config) withDefaults() (Config, error) {
 		c.Logger = slog.Default()
 	}
 	if c.Router == nil {
-		r, err := NewRulesRouter(RulesRouterConfig{})
-		if err != nil {
-			return c, err
-		}
-		c.Router = r
+		c.Router = &RulesRouter{cfg: RulesRouterConfig{Threshold: defaultRoutingThreshold}} // as NewRulesRouter(RulesRouterConfig{}) makes it
 	}
 	if c.ReviewRouter == nil {
 		c.ReviewRouter = ReviewRules{}
 	}
 	orDefault(&c.ProviderTimeout, 30*time.Second)
 	orDefault(&c.ShipConcurrency, 16)
-	if c.ShipConcurrency < 0 {
-		return c, fmt.Errorf("lifecycle: Config.ShipConcurrency %d is negative", c.ShipConcurrency)
-	}
 	orDefault(&c.ShipPollInterval, time.Second)
 	orDefault(&c.ShipLease, 30*time.Second)
-	if c.ShipLease < 3*time.Second {
-		return c, fmt.Errorf("lifecycle: Config.ShipLease %s is shorter than 3s: it is renewed every third of itself, and a renewal must fit", c.ShipLease)
-	}
 	orDefault(&c.ShipRetryBudget, 10*time.Minute)
 	orDefault(&c.ShipRetryBackoff, time.Second)
 	orDefault(&c.DeployTimeout, 30*time.Minute)
 	orDefault(&c.ReconcileInterval, time.Minute)
-	if c.ReconcileInterval > 0 && c.ReconcileInterval < time.Second {
-		return c, fmt.Errorf("lifecycle: Config.ReconcileInterval %s is shorter than a second; give at least 1s, or a negative one to disable reconciliation", c.ReconcileInterval)
-	}
 	orDefault(&c.ReconcileConcurrency, 16)
 	orDefault(&c.ReconcilePollInterval, time.Second)
-	if c.ShipRetryBudget < 0 || c.ShipRetryBackoff < 0 || c.DeployTimeout < 0 || c.ReconcileConcurrency < 0 || c.ReconcilePollInterval < 0 || c.ProviderTimeout < 0 {
-		return c, errors.New("lifecycle: Config.ProviderTimeout, ShipRetryBudget, ShipRetryBackoff, DeployTimeout, ReconcileConcurrency and ReconcilePollInterval must not be negative; leave them zero for the defaults")
-	}
 	orDefault(&c.InstanceID, id.New("svc_"))
-	switch {
-	case c.RequestTimeout == 0:
-		c.RequestTimeout = c.ProviderTimeout + 15*time.Second
-	case c.RequestTimeout < 0:
-		return c, errors.New("lifecycle: Config.RequestTimeout must not be negative; leave it zero for the default")
-	}
+	orDefault(&c.RequestTimeout, c.ProviderTimeout+15*time.Second)
 	orDefault(&c.IdempotencyRetention, 24*time.Hour)
 	orDefault(&c.TaskCacheBytes, 16<<20)
-	seen := map[string]bool{}
-	for i, b := range c.Adapters {
-		if b.Adapter == nil {
-			return c, fmt.Errorf("lifecycle: Config.Adapters[%d] (project %q) has no Adapter", i, b.Project)
-		}
-		if seen[b.Project] {
-			return c, fmt.Errorf("lifecycle: Config.Adapters binds project %q twice", b.Project)
-		}
-		seen[b.Project] = true
-	}
 	orDefault(&c.KeyCacheTTL, 5*time.Second)
 	orDefault(&c.EventRetention, 72*time.Hour)
 	orDefault(&c.PruneInterval, 10*time.Minute)
@@ -442,9 +450,6 @@ func (c Config) withDefaults() (Config, error) {
 	orDefault(&c.StreamWriteTimeout, 15*time.Second)
 	orDefault(&c.EventPollInterval, time.Second)
 	orDefault(&c.StreamBatchWindow, 10*time.Millisecond)
-	if c.EventRetention < 0 || c.PruneInterval < 0 || c.MaxStreamsPerKey < 0 || c.StreamLagLimit < 0 || c.StreamWriteTimeout < 0 {
-		return c, errors.New("lifecycle: Config.EventRetention, PruneInterval, MaxStreamsPerKey, StreamLagLimit and StreamWriteTimeout must not be negative; leave them zero for the defaults")
-	}
 	if c.WebhookResolver == nil {
 		c.WebhookResolver = net.DefaultResolver
 	}
@@ -452,42 +457,92 @@ func (c Config) withDefaults() (Config, error) {
 		c.WebhookRetrySchedule = DefaultWebhookRetrySchedule()
 	}
 	c.WebhookRetrySchedule = slices.Clone(c.WebhookRetrySchedule)
-	if len(c.WebhookRetrySchedule) > maxDeliveryAttempts-1 {
-		return c, fmt.Errorf("lifecycle: Config.WebhookRetrySchedule has %d delays; at most %d, for at most %d attempts", len(c.WebhookRetrySchedule), maxDeliveryAttempts-1, maxDeliveryAttempts)
-	}
-	for i, d := range c.WebhookRetrySchedule {
-		if d <= 0 {
-			return c, fmt.Errorf("lifecycle: Config.WebhookRetrySchedule[%d] is %s; delays must be positive", i, d)
-		}
-	}
 	orDefault(&c.WebhookRetryJitter, 0.1)
-	if c.WebhookRetryJitter > 1 {
-		return c, fmt.Errorf("lifecycle: Config.WebhookRetryJitter %g is more than 1", c.WebhookRetryJitter)
-	}
 	orDefault(&c.WebhookTimeout, 10*time.Second)
 	orDefault(&c.WebhookConcurrency, 256)
 	orDefault(&c.WebhookConcurrencyPerSubscription, 16)
 	orDefault(&c.WebhookLease, 30*time.Second)
 	orDefault(&c.WebhookPollInterval, time.Second)
-	if c.WebhookLease > 0 && c.WebhookLease <= 2*c.WebhookPollInterval {
-		return c, fmt.Errorf("lifecycle: Config.WebhookLease %s must be more than twice WebhookPollInterval %s, at which it is renewed", c.WebhookLease, c.WebhookPollInterval)
-	}
 	orDefault(&c.WebhookClaimBatch, 64)
+	c.requestDefaults()
+	c.authLimitDefaults()
+	return c
+}
+
+// Validate reports the first reason [New] would refuse c for, with c's
+// unset fields taken at their defaults: a host can check its
+// configuration before it builds anything else.
+func (c Config) Validate() error { return c.withDefaults().validate() }
+
+// validate checks a Config whose defaults are filled in.
+func (c Config) validate() error {
+	if c.Store == nil {
+		return errors.New("lifecycle: Config.Store is required: pass a store such as sqlite.New(sqlite.Config{Path: ...})")
+	}
+	base, err := url.Parse(c.BaseURL)
+	if c.BaseURL == "" || err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+		return fmt.Errorf("lifecycle: Config.BaseURL %q must be the absolute http(s) URL where the handler is served, such as https://tasks.example.com/api", c.BaseURL)
+	}
+	if c.ShipConcurrency < 0 {
+		return fmt.Errorf("lifecycle: Config.ShipConcurrency %d is negative", c.ShipConcurrency)
+	}
+	if c.ShipLease < 3*time.Second {
+		return fmt.Errorf("lifecycle: Config.ShipLease %s is shorter than 3s: it is renewed every third of itself, and a renewal must fit", c.ShipLease)
+	}
+	if c.ReconcileInterval > 0 && c.ReconcileInterval < time.Second {
+		return fmt.Errorf("lifecycle: Config.ReconcileInterval %s is shorter than a second; give at least 1s, or a negative one to disable reconciliation", c.ReconcileInterval)
+	}
+	if c.ShipRetryBudget < 0 || c.ShipRetryBackoff < 0 || c.DeployTimeout < 0 || c.ReconcileConcurrency < 0 || c.ReconcilePollInterval < 0 || c.ProviderTimeout < 0 {
+		return errors.New("lifecycle: Config.ProviderTimeout, ShipRetryBudget, ShipRetryBackoff, DeployTimeout, ReconcileConcurrency and ReconcilePollInterval must not be negative; leave them zero for the defaults")
+	}
+	if c.RequestTimeout < 0 {
+		return errors.New("lifecycle: Config.RequestTimeout must not be negative; leave it zero for the default")
+	}
+	seen := map[string]bool{}
+	for i, b := range c.Adapters {
+		if b.Adapter == nil {
+			return fmt.Errorf("lifecycle: Config.Adapters[%d] (project %q) has no Adapter", i, b.Project)
+		}
+		if seen[b.Project] {
+			return fmt.Errorf("lifecycle: Config.Adapters binds project %q twice", b.Project)
+		}
+		seen[b.Project] = true
+	}
+	if c.EventRetention < 0 || c.PruneInterval < 0 || c.MaxStreamsPerKey < 0 || c.StreamLagLimit < 0 || c.StreamWriteTimeout < 0 {
+		return errors.New("lifecycle: Config.EventRetention, PruneInterval, MaxStreamsPerKey, StreamLagLimit and StreamWriteTimeout must not be negative; leave them zero for the defaults")
+	}
+	if len(c.WebhookRetrySchedule) > maxDeliveryAttempts-1 {
+		return fmt.Errorf("lifecycle: Config.WebhookRetrySchedule has %d delays; at most %d, for at most %d attempts", len(c.WebhookRetrySchedule), maxDeliveryAttempts-1, maxDeliveryAttempts)
+	}
+	for i, d := range c.WebhookRetrySchedule {
+		if d <= 0 {
+			return fmt.Errorf("lifecycle: Config.WebhookRetrySchedule[%d] is %s; delays must be positive", i, d)
+		}
+	}
+	if c.WebhookRetryJitter > 1 {
+		return fmt.Errorf("lifecycle: Config.WebhookRetryJitter %g is more than 1", c.WebhookRetryJitter)
+	}
+	if c.WebhookLease > 0 && c.WebhookLease <= 2*c.WebhookPollInterval {
+		return fmt.Errorf("lifecycle: Config.WebhookLease %s must be more than twice WebhookPollInterval %s, at which it is renewed", c.WebhookLease, c.WebhookPollInterval)
+	}
 	if c.WebhookClaimBatch < 0 {
-		return c, errors.New("lifecycle: Config.WebhookClaimBatch must not be negative; leave it zero for the default")
+		return errors.New("lifecycle: Config.WebhookClaimBatch must not be negative; leave it zero for the default")
 	}
 	if c.WebhookTimeout < 0 || c.WebhookConcurrency < 0 || c.WebhookConcurrencyPerSubscription < 0 || c.WebhookLease < 0 || c.WebhookPollInterval < 0 {
-		return c, errors.New("lifecycle: Config.WebhookTimeout, WebhookConcurrency, WebhookConcurrencyPerSubscription, WebhookLease and WebhookPollInterval must not be negative; leave them zero for the defaults")
+		return errors.New("lifecycle: Config.WebhookTimeout, WebhookConcurrency, WebhookConcurrencyPerSubscription, WebhookLease and WebhookPollInterval must not be negative; leave them zero for the defaults")
 	}
-	if err := c.requestDefaults(); err != nil {
-		return c, err
+	if err := c.validateRequests(); err != nil {
+		return err
+	}
+	if err := c.validateAuthLimits(); err != nil {
+		return err
 	}
 	for i, a := range c.Agents {
 		if a.ID == "" {
-			return c, fmt.Errorf("lifecycle: Config.Agents[%d] has no ID", i)
+			return fmt.Errorf("lifecycle: Config.Agents[%d] has no ID", i)
 		}
 	}
-	return c, nil
+	return nil
 }
 
 // orDefault sets *v to d when it is the zero value: the default of a
@@ -506,31 +561,31 @@ func orDefault[T comparable](v *T, d T) {
 type Service struct {
 	cfg      Config
 	store    Store
+	caps     storeCaps // the Store's optional interfaces
 	clock    Clock
 	log      *slog.Logger
 	auth     Authenticator
 	keys     *keyAuthenticator // the default Authenticator, or nil
 	agents   map[string]Agent
 	handler  http.Handler
-	broker   *broker            // feeds the event streams and the webhooks
-	targets  *netguard.Guard    // checks webhook URLs
-	secrets  *secretbox.Box     // seals webhook secrets
-	webhooks *dispatcher        // delivers webhooks
-	decoding *bytebudget.Budget // bounds request bodies decoded at once; nil: unbounded
-	tel      *telemetry         // metrics and traces
-	tasks    *taskCache         // answers of GET /tasks/{id}; nil: none kept
+	broker   *broker              // feeds the event streams and the webhooks
+	targets  *netguard.Guard      // checks webhook URLs
+	secrets  *secretbox.Box       // seals webhook secrets
+	webhooks *dispatcher          // delivers webhooks
+	decoding *httpin.Budget       // bounds request bodies decoded at once; nil: unbounded
+	tel      *telemetry.Telemetry // metrics and traces
+	tasks    *taskCache           // answers of GET /tasks/{id}; nil: none kept
 
 	streamKeys streamKeys  // the keys of open streams, to end them on revocation
 	watches    taskWatches // the watches of single tasks (watch.go)
 
-	owner     string                          // Config.InstanceID: the holder of this Service's leases
-	life      string                          // this life of the instance, new at each New
-	inflight  inflightKeys                    // idempotency keys this life holds
-	taskLocks keyedLocks                      // serialises provider work per task
-	lease     leaseClock                      // until when this life holds its instance lease
-	leaser    InstanceLeaser                  // the Store's instance leases; nil: the only instance
-	ships     *claimrun.Runner[ShipOperation] // the ship runner
-	reconcile *reconciler                     // reads hosts for tasks in review
+	owner     string       // Config.InstanceID: the holder of this Service's leases
+	life      string       // this life of the instance, new at each New
+	inflight  inflightKeys // idempotency keys this life holds
+	taskLocks keyedLocks   // serialises provider work per task
+	lease     leaseClock   // until when this life holds its instance lease
+	ships     *shipRunner  // works ship operations
+	reconcile *reconciler  // reads hosts for tasks in review
 
 	mu      sync.Mutex
 	started bool
@@ -543,7 +598,8 @@ type Service struct {
 // New checks cfg, fills in its defaults and returns a Service. Call
 // [Service.Start] to run background work.
 func New(cfg Config) (*Service, error) {
-	cfg, err := cfg.withDefaults()
+	cfg = cfg.withDefaults()
+	err := cfg.validate()
 	if err != nil {
 		return nil, err
 	}
@@ -556,20 +612,34 @@ func New(cfg Config) (*Service, error) {
 		agents: make(map[string]Agent, len(cfg.Agents)),
 		owner:  cfg.InstanceID,
 		life:   id.New("lif_"), // this life of the instance
+		caps:   capabilities(cfg.Store),
 	}
-	if s.tel, err = newTelemetry(cfg.MeterProvider, cfg.TracerProvider, cfg.Clock); err != nil {
+	if s.tel, err = telemetry.New(cfg.MeterProvider, cfg.TracerProvider, cfg.Clock); err != nil {
 		return nil, fmt.Errorf("lifecycle: instruments: %w", err)
 	}
-	if err := s.tel.observeShipQueue(cfg.Store); err != nil {
-		return nil, fmt.Errorf("lifecycle: instruments: %w", err)
+	if q := s.caps.queue; q != nil {
+		if err := s.tel.ObserveShipQueue(shipQueueCount(q)); err != nil {
+			return nil, fmt.Errorf("lifecycle: instruments: %w", err)
+		}
 	}
-	if l, ok := cfg.Store.(InstanceLeaser); ok {
-		s.leaser = l
-	} else {
-		s.log.Info("the Store keeps no instance leases (lifecycle.InstanceLeaser): this Service must be the only one using it", "instance", s.owner)
-	}
-	s.reconcile = newReconciler(s)
-	s.ships = newShipRunner(s)
+	s.caps.logMissing(s.log, s.owner)
+	s.reconcile = newReconciler(reconcilerConfig{
+		Tasks: s, UpdateRelaxed: s.updateRelaxed, Clock: cfg.Clock, Log: cfg.Logger, Tel: s.tel,
+		ReconcileInterval:     cfg.ReconcileInterval,
+		ReconcilePollInterval: cfg.ReconcilePollInterval,
+		ProviderTimeout:       cfg.ProviderTimeout,
+	})
+	s.ships = newShipRunner(shipRunnerConfig{
+		Owner: s.owner, Tasks: s, Update: s.update, UpdateRelaxed: s.updateRelaxed,
+		Clock: cfg.Clock, Log: cfg.Logger, Tel: s.tel, Deployer: cfg.Deployer, Go: s.goBackground,
+		ShipConcurrency:  cfg.ShipConcurrency,
+		ShipPollInterval: cfg.ShipPollInterval,
+		ShipLease:        cfg.ShipLease,
+		ShipRetryBudget:  cfg.ShipRetryBudget,
+		ShipRetryBackoff: cfg.ShipRetryBackoff,
+		ProviderTimeout:  cfg.ProviderTimeout,
+		DeployTimeout:    cfg.DeployTimeout,
+	})
 	for _, a := range cfg.Agents {
 		s.agents[a.ID] = a
 	}
@@ -578,19 +648,29 @@ func New(cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("lifecycle: %w", err)
 	}
 	s.targets = newTargetGuard(cfg.AllowPrivateWebhookTargets, cfg.WebhookResolver, cfg.Logger)
-	s.webhooks = newDispatcher(s)
+	s.webhooks = newDispatcher(dispatcherConfig{
+		Owner: s.owner, Store: cfg.Store, Update: s.updateRelaxed, Clock: cfg.Clock, Log: cfg.Logger,
+		Broker: s.broker, Secrets: s.secrets, Targets: s.targets, Tel: s.tel,
+		WebhookTLSConfig:                  cfg.WebhookTLSConfig,
+		WebhookConcurrency:                cfg.WebhookConcurrency,
+		WebhookConcurrencyPerSubscription: cfg.WebhookConcurrencyPerSubscription,
+		WebhookTimeout:                    cfg.WebhookTimeout,
+		WebhookPollInterval:               cfg.WebhookPollInterval,
+		WebhookLease:                      cfg.WebhookLease,
+		WebhookClaimBatch:                 cfg.WebhookClaimBatch,
+		WebhookRetrySchedule:              cfg.WebhookRetrySchedule,
+		WebhookRetryJitter:                cfg.WebhookRetryJitter,
+		MetricIdentifiers:                 cfg.MetricIdentifiers,
+	})
 	if s.auth == nil {
 		s.keys = newKeyAuthenticator(cfg.Store, cfg.Clock, cfg.KeyCacheTTL, newAuthLimiter(&cfg))
 		s.auth = s.keys
 	}
 	if cfg.MaxDecodingBytes > 0 {
-		s.decoding = bytebudget.New(cfg.MaxDecodingBytes)
+		s.decoding = httpin.NewBudget(cfg.MaxDecodingBytes)
 	}
-	s.tasks = newTaskCache(cfg.Store, cfg.TaskCacheBytes)
+	s.tasks = newTaskCache(s.caps.revisions, cfg.TaskCacheBytes)
 	s.handler = s.routes(s.auth)
-	if _, ok := cfg.Store.(ConsoleSessionStore); !ok {
-		s.log.Info("the Store keeps no console sessions (lifecycle.ConsoleSessionStore): the API is served, the operator console (package console) cannot be")
-	}
 	return s, nil
 }
 
@@ -627,7 +707,7 @@ func (s *Service) Start(ctx context.Context) error {
 	s.bg = ctx
 	s.goBackground(func() { s.renewInstance(ctx) })
 	s.goBackground(func() { s.pruneLoop(ctx) })
-	s.goBackground(func() { s.ships.Run(ctx) })
+	s.goBackground(func() { s.ships.run(ctx) })
 	s.goBackground(func() { s.webhooks.run(ctx) })
 	s.goBackground(func() { s.listen(ctx) }) // when the Store is a Notifier
 	if s.cfg.ReconcileInterval > 0 {
@@ -648,7 +728,7 @@ func (s *Service) Close(ctx context.Context) error {
 	if stop != nil {
 		stop()
 	}
-	s.tel.close()
+	s.tel.Close()
 	s.broker.hub.Close()
 	done := make(chan struct{})
 	go func() {
@@ -685,6 +765,12 @@ func (s *Service) goStarted(f func(ctx context.Context)) bool {
 	ctx := s.bg
 	s.goBackground(func() { f(ctx) })
 	return true
+}
+
+// pause waits d on the Service's clock and reports whether ctx is still
+// alive.
+func (s *Service) pause(ctx context.Context, d time.Duration) bool {
+	return backoff.Pause(ctx, s.clock, d)
 }
 
 // pruneLoop deletes expired events every PruneInterval.

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle"
-	"github.com/tasklifecycle/lifecycle/internal/testwait"
+	"github.com/tasklifecycle/lifecycle/internal/testenv"
 )
 
 func TestNewChecksConfig(t *testing.T) {
@@ -104,5 +104,5 @@ func TestTwoServicesInOneProcess(t *testing.T) {
 // waitFor polls cond for up to five seconds of real time.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	testwait.For(t, 5*time.Second, "the condition", cond)
+	testenv.WaitFor(t, 5*time.Second, "the condition", cond)
 }

@@ -47,8 +47,8 @@ const notifyRetry = time.Second
 // the Service they concern, until ctx is done. It does nothing when the
 // Store is not a Notifier.
 func (s *Service) listen(ctx context.Context) {
-	n, ok := s.store.(Notifier)
-	if !ok {
+	n := s.caps.notifier
+	if n == nil {
 		return
 	}
 	for {

@@ -9,19 +9,20 @@ import (
 	"github.com/tasklifecycle/lifecycle/internal/apitest"
 )
 
-// A call made again under its key answers as the first did and changes
-// nothing: one event per change, however often it is retried.
-func TestOnceCallsActOnce(t *testing.T) {
+// A call made again under its params' IdempotencyKey answers as the first
+// did and changes nothing: one event per change, however often it is
+// retried.
+func TestKeyedTaskChangesActOnce(t *testing.T) {
 	e := newEnv(t)
 	ctx := t.Context()
 	id := e.createTask(taskBody("ONCE-1"))["id"].(string)
 	actor := lifecycle.Actor{ID: "agent-web", Role: lifecycle.RoleAgent}
 
-	first, err := e.svc.StartTaskOnce(ctx, id, actor, "start-once-1")
+	first, err := e.svc.StartTask(ctx, id, lifecycle.StartTaskParams{Actor: actor, IdempotencyKey: "start-once-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := e.svc.StartTaskOnce(ctx, id, actor, "start-once-1")
+	again, err := e.svc.StartTask(ctx, id, lifecycle.StartTaskParams{Actor: actor, IdempotencyKey: "start-once-1"})
 	if err != nil {
 		t.Fatalf("the retried start: %v", err)
 	}
@@ -30,35 +31,35 @@ func TestOnceCallsActOnce(t *testing.T) {
 	}
 
 	block := lifecycle.RecordBlockerParams{Reason: "missing_secret", ActionRequired: "Add THEME_URL", Actor: actor}
-	if _, err := e.svc.RecordBlockerOnce(ctx, id, block, "blocker-once-1"); err != nil {
+	if _, err := e.svc.RecordBlocker(ctx, id, keyed(block, "blocker-once-1")); err != nil {
 		t.Fatal(err)
 	}
-	blocked, err := e.svc.RecordBlockerOnce(ctx, id, block, "blocker-once-1")
+	blocked, err := e.svc.RecordBlocker(ctx, id, keyed(block, "blocker-once-1"))
 	if err != nil || blocked.Status != lifecycle.StatusBlocked || blocked.Blocker == nil {
 		t.Fatalf("the retried blocker = %+v, %v; want the blocked task", blocked, err)
 	}
 	other := block
 	other.ActionRequired = "something else"
 	var ce *lifecycle.ConflictError
-	if _, err := e.svc.RecordBlockerOnce(ctx, id, other, "blocker-once-1"); !errors.As(err, &ce) || ce.Reason != "idempotency_key_reused" {
+	if _, err := e.svc.RecordBlocker(ctx, id, keyed(other, "blocker-once-1")); !errors.As(err, &ce) || ce.Reason != "idempotency_key_reused" {
 		t.Errorf("the key with other parameters = %v, want idempotency_key_reused", err)
 	}
-	if _, err := e.svc.RecordBlockerOnce(ctx, id, lifecycle.RecordBlockerParams{}, "blocker-once-2"); !errors.Is(err, lifecycle.ErrValidation) {
+	if _, err := e.svc.RecordBlocker(ctx, id, lifecycle.RecordBlockerParams{IdempotencyKey: "blocker-once-2"}); !errors.Is(err, lifecycle.ErrValidation) {
 		t.Errorf("an invalid blocker = %v, want a validation error", err)
 	}
 
 	resolve := lifecycle.ResolveBlockerParams{Resolution: "added", Actor: actor}
 	for range 2 {
-		got, err := e.svc.ResolveBlockerOnce(ctx, id, resolve, "resolve-once-1")
+		got, err := e.svc.ResolveBlocker(ctx, id, lifecycle.ResolveBlockerParams{Resolution: resolve.Resolution, Actor: resolve.Actor, IdempotencyKey: "resolve-once-1"})
 		if err != nil || got.Status != lifecycle.StatusInProgress {
 			t.Fatalf("resolve = %+v, %v", got, err)
 		}
 	}
 	// Without a key, a call runs as it is: the second start conflicts.
-	if _, err := e.svc.StartTaskOnce(ctx, id, actor, ""); !errors.Is(err, lifecycle.ErrConflict) {
+	if _, err := e.svc.StartTask(ctx, id, lifecycle.StartTaskParams{Actor: actor, IdempotencyKey: ""}); !errors.Is(err, lifecycle.ErrConflict) {
 		t.Errorf("a start without a key of a started task = %v, want a conflict", err)
 	}
-	if _, err := e.svc.StartTaskOnce(ctx, id, actor, "short"); !errors.Is(err, lifecycle.ErrValidation) {
+	if _, err := e.svc.StartTask(ctx, id, lifecycle.StartTaskParams{Actor: actor, IdempotencyKey: "short"}); !errors.Is(err, lifecycle.ErrValidation) {
 		t.Errorf("a key of 5 characters = %v, want a validation error", err)
 	}
 
@@ -102,11 +103,17 @@ func TestNoteReplays(t *testing.T) {
 	actor := lifecycle.Actor{ID: "agent-web", Role: lifecycle.RoleAgent}
 	for i, want := range []bool{false, true} {
 		ctx, replayed := lifecycle.NoteReplays(t.Context())
-		if _, err := e.svc.StartTaskOnce(ctx, id, actor, "note-replays-1"); err != nil {
+		if _, err := e.svc.StartTask(ctx, id, lifecycle.StartTaskParams{Actor: actor, IdempotencyKey: "note-replays-1"}); err != nil {
 			t.Fatal(err)
 		}
 		if replayed() != want {
 			t.Errorf("call %d: replayed = %v, want %v", i+1, replayed(), want)
 		}
 	}
+}
+
+// keyed returns p under key.
+func keyed(p lifecycle.RecordBlockerParams, key string) lifecycle.RecordBlockerParams {
+	p.IdempotencyKey = key
+	return p
 }

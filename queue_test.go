@@ -8,7 +8,7 @@ import (
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/memory"
-	"github.com/tasklifecycle/lifecycle/internal/testwait"
+	"github.com/tasklifecycle/lifecycle/internal/testenv"
 )
 
 // A queued provider event is taken in one write and applied by the
@@ -30,7 +30,7 @@ func TestQueuedProviderEventAppliedInTheBackground(t *testing.T) {
 	if err := e.svc.QueuedEvents().ApplyProviderEvent(t.Context(), ev); err != nil {
 		t.Fatal(err)
 	}
-	testwait.For(t, 10*time.Second, "headSha to be the pushed "+pushed, func() bool { return e.task(id)["headSha"] == pushed })
+	testenv.WaitFor(t, 10*time.Second, "headSha to be the pushed "+pushed, func() bool { return e.task(id)["headSha"] == pushed })
 	evs := e.eventsOf(id)
 	last := evs[len(evs)-1]
 	if last["type"] != "task.updated" || !slices.Contains(last["data"].(map[string]any)["changedFields"].([]any), any("headSha")) {
@@ -52,7 +52,7 @@ func TestQueuedProviderEventAppliedInTheBackground(t *testing.T) {
 	if err := e.svc.QueueProviderEvent(t.Context(), markerEv); err != nil {
 		t.Fatal(err)
 	}
-	testwait.For(t, 10*time.Second, "the marker's head to be applied", func() bool { return e.task(markerID)["headSha"] == markerPushed })
+	testenv.WaitFor(t, 10*time.Second, "the marker's head to be applied", func() bool { return e.task(markerID)["headSha"] == markerPushed })
 	if n := a.web.Calls(memory.OpPullRequest) - reads; n != reads-before {
 		t.Errorf("%d host reads for the repeat and the marker, want %d (the marker's only)", n, reads-before)
 	}

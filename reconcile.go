@@ -2,513 +2,20 @@ package lifecycle
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"slices"
+	"log/slog"
 	"sync"
 	"time"
 
-	"github.com/tasklifecycle/lifecycle/internal/beat"
-	"github.com/tasklifecycle/lifecycle/internal/id"
+	"github.com/tasklifecycle/lifecycle/internal/dueloop"
+	"github.com/tasklifecycle/lifecycle/internal/telemetry"
 )
 
-// This file is how the Service learns what happens at a code host: a push
-// to a pull request's branch, a review, CI turning green or red, a merge,
-// close or reopen by hand. Webhooks ([Service.ApplyProviderEvent]) make it
-// learn at once; the reconciler reads the host again for every task in
-// review on a schedule, so that a lost webhook delays a fact but never
-// loses it. Both read the host through the task's adapter (hostread.go)
-// and apply what they read with applyObservation, in one transaction with
-// the events it causes.
-
-// applyFacts writes what obs found into t (and the checks and reviews tx
-// holds), and returns a task.reviewed event for each host review not seen
-// before. quiet records host reviews without events (a submission takes
-// over the reviews its pull request already has).
-func (s *Service) applyFacts(ctx context.Context, tx Tx, t *Task, obs observation, quiet bool) ([]taskEvent, error) {
-	now := s.now()
-	t.Facts.CheckedAt = &now
-	if obs.version != "" {
-		t.Facts.HostVersion = obs.version
-	}
-	if obs.unchanged {
-		if t.Facts.CICheckedAt != nil {
-			t.Facts.CICheckedAt = &now
-		}
-		return nil, nil
-	}
-	head := obs.pr.HeadSHA
-	headChanged := t.HeadSHA == nil || *t.HeadSHA != head
-	if headChanged {
-		t.HeadSHA = &head
-	}
-	if base := obs.pr.Base; base != "" && (t.BaseBranch == nil || *t.BaseBranch != base) {
-		t.BaseBranch = &base // retargeted at the host: judged by the new base's rules
-	}
-	t.Facts.PRState = obs.pr.State
-	t.Facts.MergeCommitSHA = obs.pr.MergeCommitSHA
-	t.Facts.DismissesStaleReviews = obs.pr.DismissesStaleReviews
-	t.Facts.Draft = obs.pr.Draft
-	t.Facts.Mergeable = obs.pr.Mergeable
-	switch {
-	case obs.ci != nil:
-		checks := make([]Check, 0, len(obs.ci.Checks))
-		for _, c := range obs.ci.Checks {
-			if !c.Status.Valid() || c.Name == "" {
-				return nil, fmt.Errorf("task %s: the CI provider reported check %q with status %q", t.ID, c.Name, c.Status)
-			}
-			checks = append(checks, Check{Name: c.Name, Status: c.Status, URL: optional(c.URL), Source: SourceProvider, TaskID: t.ID, HeadSHA: head, UpdatedAt: now})
-		}
-		if err := tx.PutChecks(ctx, PutChecksParams{TaskID: t.ID, HeadSHA: head, Source: SourceProvider, Checks: checks, Replace: true}); err != nil {
-			return nil, fmt.Errorf("record provider checks of task %s: %w", t.ID, err)
-		}
-		t.Facts.CIPending, t.Facts.CICheckedAt = obs.ci.Pending, &now
-	case obs.ciFailed && headChanged:
-		t.Facts.CIPending, t.Facts.CICheckedAt = true, nil // the new head's CI is unknown
-	}
-	if err := s.refreshCI(ctx, tx, t); err != nil {
-		return nil, err
-	}
-	var events []taskEvent
-	switch {
-	case obs.reviews != nil && t.SubmissionID != nil:
-		var err error
-		if events, err = s.recordHostReviews(ctx, tx, t, obs.reviews, quiet); err != nil {
-			return nil, err
-		}
-	case obs.reviewsFailed && headChanged && t.Facts.HostDecision != "":
-		// The host's decision on the old head says nothing of the new
-		// one: an approval may have been dismissed by the push.
-		t.Facts.HostDecision = DecisionPending
-	}
-	if headChanged {
-		// Approvals posted for an earlier head may no longer count.
-		if err := s.redecide(ctx, tx, t); err != nil {
-			return nil, err
-		}
-	}
-	return events, nil
-}
-
-// recordHostReviews takes the host's decision into t and records the host
-// reviews tx does not hold yet, returning a task.reviewed event for each
-// unless quiet.
-func (s *Service) recordHostReviews(ctx context.Context, tx Tx, t *Task, hr *HostReviews, quiet bool) ([]taskEvent, error) {
-	d := hr.Decision
-	switch d {
-	case DecisionApproved, DecisionChangesRequested, DecisionPending, DecisionNotRequired:
-	default:
-		s.log.WarnContext(ctx, "host review decision unknown; taken as pending", "task", t.ID, "decision", d)
-		d = DecisionPending
-	}
-	t.Facts.HostDecision = d
-	known, err := tx.Reviews(ctx, *t.SubmissionID)
-	if err != nil {
-		return nil, fmt.Errorf("reviews of task %s: %w", t.ID, err)
-	}
-	seen := make(map[string]bool, len(known))
-	for _, r := range known {
-		if r.HostID != "" {
-			seen[r.HostID] = true
-		}
-	}
-	now := s.now()
-	var events []taskEvent
-	for _, hr := range hr.Reviews {
-		if hr.ID == "" || seen[hr.ID] || !hr.Outcome.Valid() {
-			continue
-		}
-		seen[hr.ID] = true
-		r := Review{ID: id.New("rev_"), Reviewer: Actor{ID: hr.Reviewer, Role: RoleReviewer}, Outcome: hr.Outcome, Body: hr.Body,
-			SubmittedAt: NewTimestamp(hr.SubmittedAt), TaskID: t.ID, SubmissionID: *t.SubmissionID, HeadSHA: lowerHex(hr.CommitSHA), HostID: hr.ID}
-		if hr.SubmittedAt.IsZero() {
-			r.SubmittedAt = now
-		}
-		if err := tx.CreateReview(ctx, r); err != nil {
-			return nil, fmt.Errorf("record host review %s of task %s: %w", hr.ID, t.ID, err)
-		}
-		if !quiet {
-			events = append(events, taskEvent{typ: EventTaskReviewed, actor: r.Reviewer, reviewOutcome: r.Outcome,
-				summary: fmt.Sprintf("Task %s reviewed by %s at the code host: %s", t.Identifier, hr.Reviewer, hr.Outcome)})
-		}
-	}
-	return events, nil
-}
-
-// schedule says when the reconciler reads a task next, after a reading it
-// claimed the task for: at next, unless the task's ReconcileAt is no longer
-// from, the claim's lease (a webhook made it due again meanwhile). The
-// zero schedule leaves ReconcileAt alone.
-type schedule struct {
-	from, next Timestamp
-}
-
-// apply sets t's next reading.
-func (sc schedule) apply(t *Task) {
-	if !sc.next.IsZero() && t.ReconcileAt.Equal(sc.from.Time) {
-		t.ReconcileAt = sc.next
-	}
-}
-
-// applyObservation applies what a reading of the host found to the task,
-// if it is still in review on the pull request read (or back in progress
-// because the host closed it), and emits the events it causes:
-// task.updated when its head, base, pull request state, CI, review
-// decision, mergeability or status changed, task.reviewed for each new
-// host review. A pull request merged by hand makes the task done; one
-// closed without merging sends it back to in_progress, and one reopened
-// puts it back in review (see settle). ds are the records of the webhook
-// delivery recorded in the same transaction, if any.
-func (s *Service) applyObservation(ctx context.Context, taskID string, ref PullRequestRef, obs observation, ds []ProviderDelivery, sc schedule) error {
-	_, err := s.changeTask(ctx, taskID, func(tx Tx, t *Task) (taskEvent, error) {
-		for _, d := range ds {
-			d.ReceivedAt = s.clock.Now()
-			if err := tx.RecordProviderDelivery(ctx, d); err != nil {
-				return taskEvent{}, err // ErrConflict: a concurrent delivery of the same event applied it
-			}
-		}
-		if t.pullRequestRef() != ref || (t.Status != StatusInReview && !closedAtHost(t)) {
-			return taskEvent{}, nil // resubmitted, started or done meanwhile
-		}
-		before := *t
-		if t.Status != StatusInReview && (obs.unchanged || obs.pr.State == PullRequestClosed) {
-			// Still closed: the task stays as its agent has it, and only
-			// the time of the reading moves.
-			obs = observation{unchanged: true, version: obs.version}
-		}
-		reviewed, err := s.applyFacts(ctx, tx, t, obs, false)
-		if err != nil {
-			return taskEvent{}, err
-		}
-		settle(t, before.Facts.PRState)
-		sc.apply(t)
-		s.setActions(t)
-		changed := changedFields(&before, t)
-		if len(reviewed) == 0 && len(changed) == 0 {
-			// Nothing a client sees changed: keep the facts' times, quietly.
-			if err := tx.UpdateTask(ctx, *t); err != nil {
-				return taskEvent{}, fmt.Errorf("update task %s: %w", t.ID, err)
-			}
-			return taskEvent{}, nil
-		}
-		var events []taskEvent
-		if onlyReview(changed) && len(reviewed) > 0 {
-			events = reviewed
-		} else {
-			events = append([]taskEvent{{typ: EventTaskUpdated, summary: factSummary(&before, t, changed)}}, reviewed...)
-		}
-		ev := events[0]
-		ev.extra = events[1:]
-		return ev, nil
-	})
-	if len(ds) > 0 && errors.Is(err, ErrConflict) {
-		return nil
-	}
-	return err
-}
-
-// onlyReview reports whether changed names nothing but what a review
-// changes.
-func onlyReview(changed []string) bool {
-	for _, f := range changed {
-		if f != "reviewDecision" && f != "availableActions" {
-			return false
-		}
-	}
-	return true
-}
-
-// factSummary says in words what the host changed.
-func factSummary(before, t *Task, changed []string) string {
-	n := *t.PRNumber
-	switch {
-	case t.Status == StatusDone:
-		return fmt.Sprintf("Pull request #%d of task %s was merged at the code host", n, t.Identifier)
-	case t.Status == StatusInProgress:
-		return fmt.Sprintf("Pull request #%d of task %s was closed at the code host; submit again", n, t.Identifier)
-	case before.Status == StatusInProgress:
-		return fmt.Sprintf("Pull request #%d of task %s was reopened at the code host; the task is in review again", n, t.Identifier)
-	case slices.Contains(changed, "headSha"):
-		return fmt.Sprintf("New commits on pull request #%d of task %s: head is %s", n, t.Identifier, *t.HeadSHA)
-	case slices.Contains(changed, "mergeable") && t.Facts.Mergeable == MergeabilityConflicting:
-		return fmt.Sprintf("Pull request #%d of task %s conflicts with its base branch %s; start, rebase it and submit again", n, t.Identifier, deref(t.BaseBranch))
-	case slices.Contains(changed, "mergeable") && t.Facts.Mergeable == MergeabilityBehind:
-		return fmt.Sprintf("Pull request #%d of task %s is behind its base branch %s, which must be up to date to merge; start, rebase it and submit again", n, t.Identifier, deref(t.BaseBranch))
-	case slices.Contains(changed, "baseBranch"):
-		return fmt.Sprintf("Pull request #%d of task %s now merges into %s", n, t.Identifier, deref(t.BaseBranch))
-	case slices.Contains(changed, "draft") && t.Facts.Draft:
-		return fmt.Sprintf("Pull request #%d of task %s is a draft; it cannot be shipped until it is marked ready", n, t.Identifier)
-	case slices.Contains(changed, "draft"):
-		return fmt.Sprintf("Pull request #%d of task %s is ready for review", n, t.Identifier)
-	case slices.Contains(changed, "ciStatus"):
-		return fmt.Sprintf("CI of task %s is %s", t.Identifier, ciOf(t))
-	}
-	return fmt.Sprintf("Task %s changed at the code host: %v", t.Identifier, changed)
-}
-
-// deref returns *p, or "" for nil.
-func deref(p *string) string {
-	if p == nil {
-		return ""
-	}
-	return *p
-}
-
-// readable reports whether the reconciler reads t: it is in review, or
-// back in progress because its pull request was closed at the host.
-func readable(t *Task) bool {
-	return t.PRNumber != nil && (t.Status == StatusInReview || closedAtHost(t))
-}
-
-// Reconcile reads the code host for a task in review now and applies what
-// it finds, as the reconciler does on its schedule. It returns a
-// *ProviderError when the host cannot be read; a task not in review (nor
-// back in progress because its pull request was closed at the host) is
-// left alone.
-func (s *Service) Reconcile(ctx context.Context, taskID string) error {
-	t, err := s.readTask(ctx, taskID)
-	if err != nil {
-		return err
-	}
-	return s.reconcileTask(ctx, t, nil, ReadNow)
-}
-
-// reconcileTask reads the host for t, in full, and applies what it finds;
-// d, when not nil, is recorded in the transaction that applies it.
-func (s *Service) reconcileTask(ctx context.Context, t Task, ds []ProviderDelivery, purpose ReadPurpose) error {
-	if !readable(&t) {
-		return nil
-	}
-	adapter, err := s.adapterFor(&t, t.SubmissionMode)
-	if err != nil {
-		return err
-	}
-	t.Facts.HostVersion = "" // read in full
-	reads, err := s.readHost(ctx, adapter, []Task{t}, purpose)
-	if err == nil {
-		err = reads[0].err
-	}
-	if err != nil {
-		return s.providerError(ctx, "read the pull request", err)
-	}
-	return s.applyObservation(ctx, t.ID, t.pullRequestRef(), reads[0].obs, ds, schedule{})
-}
-
-// ApplyProviderEvent applies an event a code host reported (through an
-// adapter's [WebhookIntake]). The event is a hint: the Service re-reads
-// every task in review on the pull request (or head commit) it names
-// through the task's adapter and applies what it reads, emitting events as
-// for any change. A delivery whose ID or digest (ProviderEvent.Digest) was
-// applied before is ignored. When the host cannot be read, the tasks are
-// marked to be reconciled at once and an error is returned, so that the
-// host may deliver again.
-func (s *Service) ApplyProviderEvent(ctx context.Context, ev ProviderEvent) error {
-	records := ev.deliveryRecords()
-	for _, d := range records {
-		_, err := s.store.ProviderDelivery(ctx, d.Source, d.ID)
-		if err == nil {
-			return nil // applied before
-		}
-		if !errors.Is(err, ErrNotFound) {
-			return fmt.Errorf("provider delivery %s: %w", d.ID, err)
-		}
-	}
-	if ev.Kind == ProviderDeploymentStatus {
-		if ev.Deployment != nil {
-			if o, ok := s.cfg.Deployer.(DeploymentObserver); ok {
-				o.ObserveDeployment(ctx, *ev.Deployment)
-			}
-		}
-		return s.recordDelivery(ctx, ev)
-	}
-	tasks, err := s.tasksOf(ctx, ev)
-	if err != nil {
-		return err
-	}
-	var delivery []ProviderDelivery
-	if len(tasks) == 1 {
-		// Recorded with the change it causes: one write per delivery.
-		delivery = records
-	}
-	var errs []error
-	for _, t := range tasks {
-		if err := s.reconcileTask(ctx, t, delivery, ReadNow); err != nil {
-			errs = append(errs, fmt.Errorf("task %s: %w", t.ID, err))
-			s.reconcileSoon(context.WithoutCancel(ctx), t.ID)
-		}
-	}
-	if err := errors.Join(errs...); err != nil || delivery != nil {
-		return err
-	}
-	return s.recordDelivery(ctx, ev)
-}
-
-// tasksOf returns the tasks a provider event concerns: those in review (or
-// back in progress because the host closed their pull request, which a
-// reopen puts back in review) on the pull request it names, or else those
-// in review whose head is its commit.
-func (s *Service) tasksOf(ctx context.Context, ev ProviderEvent) ([]Task, error) {
-	f := TaskFilter{Statuses: []Status{StatusInReview, StatusInProgress}, PullRequest: ev.PullRequest, Limit: 100}
-	switch {
-	case ev.PullRequest.Number > 0:
-	case ev.HeadSHA != "" && shaRE.MatchString(ev.HeadSHA):
-		f.Statuses, f.PullRequest, f.HeadSHA = []Status{StatusInReview}, PullRequestRef{}, lowerHex(ev.HeadSHA)
-	default:
-		return nil, nil // names nothing the Service tracks
-	}
-	page, err := s.store.ListTasks(ctx, f)
-	if err != nil {
-		return nil, fmt.Errorf("tasks of provider event: %w", err)
-	}
-	tasks := page.Tasks[:0]
-	for _, t := range page.Tasks {
-		if ev.PullRequest.Owner != "" && (t.PROwner != ev.PullRequest.Owner || t.PRRepo != ev.PullRequest.Repo) {
-			continue // the same commit in another repository
-		}
-		if readable(&t) {
-			tasks = append(tasks, t)
-		}
-	}
-	return tasks, nil
-}
-
-// QueueProviderEvent takes a provider event durably and returns at once:
-// in one transaction it records the delivery (a delivery queued or applied
-// before is ignored) and makes the tasks the event concerns due for
-// reconciliation now, to be read in full; the reconciler then reads them
-// in the background, batched with whatever else is due. A webhook is so
-// answered after one Store write, and a burst of deliveries about one pull
-// request costs the host one reading when they arrive before it starts.
-// It needs a started Service with reconciliation enabled; otherwise it
-// applies the event as [Service.ApplyProviderEvent] does.
-func (s *Service) QueueProviderEvent(ctx context.Context, ev ProviderEvent) error {
-	s.mu.Lock()
-	running := s.started && !s.closed
-	s.mu.Unlock()
-	if !running || s.cfg.ReconcileInterval <= 0 {
-		return s.ApplyProviderEvent(ctx, ev)
-	}
-	if ev.Kind == ProviderDeploymentStatus {
-		return s.ApplyProviderEvent(ctx, ev) // no host read: it is quick
-	}
-	tasks, err := s.tasksOf(ctx, ev)
-	if err != nil {
-		return err
-	}
-	err = s.updateRelaxed(ctx, func(tx Tx) error {
-		for _, d := range ev.deliveryRecords() {
-			d.ReceivedAt = s.clock.Now()
-			if err := tx.RecordProviderDelivery(ctx, d); err != nil {
-				return err
-			}
-		}
-		now := s.now()
-		for _, t := range tasks {
-			cur, err := tx.Task(ctx, t.ID)
-			if err != nil {
-				return fmt.Errorf("get task %s: %w", t.ID, err)
-			}
-			if !readable(&cur) || cur.pullRequestRef() != t.pullRequestRef() || (!cur.ReconcileAt.After(now.Time) && cur.Facts.HostVersion == "") {
-				continue // left review, or already due in full
-			}
-			markDue(&cur, now)
-			if err := tx.UpdateTask(ctx, cur); err != nil {
-				return fmt.Errorf("update task %s: %w", t.ID, err)
-			}
-		}
-		return nil
-	})
-	if errors.Is(err, ErrConflict) {
-		return nil // queued or applied before
-	}
-	if err != nil {
-		return fmt.Errorf("queue provider event: %w", err)
-	}
-	s.reconcile.wakeUp()
-	return nil
-}
-
-// markDue makes t due for a reading in full at now: what the host hinted
-// at may not show in the summary a BatchReader compares.
-func markDue(t *Task, now Timestamp) {
-	t.ReconcileAt = now
-	t.Facts.HostVersion = ""
-}
-
-// QueuedEvents returns a sink whose ApplyProviderEvent is
-// [Service.QueueProviderEvent], for an adapter's webhook handler that
-// should answer after one Store write:
-//
-//	mux.Handle("POST /hooks/github", gh.WebhookHandler(svc.QueuedEvents()))
-func (s *Service) QueuedEvents() ProviderEventSink { return queuedEvents{s} }
-
-// queuedEvents is the sink of QueuedEvents.
-type queuedEvents struct{ s *Service }
-
-// ApplyProviderEvent implements ProviderEventSink by queueing ev.
-func (q queuedEvents) ApplyProviderEvent(ctx context.Context, ev ProviderEvent) error {
-	return q.s.QueueProviderEvent(ctx, ev)
-}
-
-// deliveryRecords returns the records that identify ev's delivery: one of
-// its DeliveryID and one of its Digest (as "sha256:" and the digest, which
-// no host's delivery ID looks like), each when set.
-func (ev ProviderEvent) deliveryRecords() []ProviderDelivery {
-	var ds []ProviderDelivery
-	if ev.DeliveryID != "" {
-		ds = append(ds, ProviderDelivery{Source: ev.Source, ID: ev.DeliveryID})
-	}
-	if ev.Digest != "" {
-		ds = append(ds, ProviderDelivery{Source: ev.Source, ID: "sha256:" + ev.Digest})
-	}
-	return ds
-}
-
-// recordDelivery remembers that ev's delivery was applied.
-func (s *Service) recordDelivery(ctx context.Context, ev ProviderEvent) error {
-	records := ev.deliveryRecords()
-	if len(records) == 0 {
-		return nil
-	}
-	err := s.updateRelaxed(ctx, func(tx Tx) error {
-		for _, d := range records {
-			d.ReceivedAt = s.clock.Now()
-			if err := tx.RecordProviderDelivery(ctx, d); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if errors.Is(err, ErrConflict) {
-		return nil // applied by a concurrent delivery of the same event
-	}
-	return err
-}
-
-// reconcileSoon makes a task due for a reading in full now.
-func (s *Service) reconcileSoon(ctx context.Context, taskID string) {
-	err := s.transact(ctx, false, func(tx Tx) error {
-		t, err := tx.Task(ctx, taskID)
-		if err != nil || !readable(&t) {
-			return err
-		}
-		markDue(&t, s.now())
-		return tx.UpdateTask(ctx, t)
-	})
-	if err != nil {
-		s.log.WarnContext(ctx, "schedule a reconciliation; the task is read again at its usual time", "task", taskID, "err", err)
-	}
-	s.reconcile.wakeUp()
-}
-
-// nextSweep returns when the reconciler next reads a task read at now: at
-// the next multiple of ReconcileInterval (counted from the zero time, so
-// every Service sharing a Store keeps the same beat). Readings of many
-// tasks so fall due together and go to the host in batches, and a task is
-// read at most ReconcileInterval after its last reading.
-func (s *Service) nextSweep(now time.Time) Timestamp {
-	return NewTimestamp(beat.Next(now, s.cfg.ReconcileInterval))
-}
+// This file is the reconciler's loop: it reads the host again for every
+// task in review on a schedule, so that a lost webhook delays a fact but
+// never loses it. What a reading is applied with, and the entry points of
+// webhooks ([Service.ApplyProviderEvent], [Service.QueueProviderEvent]),
+// are in facts.go.
 
 // reconcileChunk is how many due tasks the reconciler claims at a time;
 // each adapter's share of them goes to its BatchReader in one call.
@@ -519,13 +26,50 @@ const reconcileChunk = 500
 // (a sweep), and at once for those a webhook made due. Claims go through
 // the Store, so Services sharing one read each task once per beat.
 type reconciler struct {
-	s    *Service
-	beat *beat.Beat
+	cfg  reconcilerConfig
+	beat *dueloop.Beat
 	read int // tasks read by the sweep under way, for lifecycle.reconcile.sweep.tasks
 }
 
-func newReconciler(s *Service) *reconciler {
-	return &reconciler{s: s, beat: beat.New(s.clock, s.cfg.ReconcileInterval, s.cfg.ReconcilePollInterval)}
+// reconcileTasks is what the reconciler asks of the domain: the host's
+// facts, the adapter binding a task's readings are batched by, and the
+// facts of a reading that found nothing new applied in a transaction of
+// its own. The Service implements it.
+type reconcileTasks interface {
+	hostFacts
+	// binding returns the binding live for a project, or nil.
+	binding(project string) *AdapterBinding
+	// applyFacts applies what a reading found to t in tx, and returns the
+	// events it causes.
+	applyFacts(ctx context.Context, tx Tx, t *Task, obs observation, quiet bool) ([]taskEvent, error)
+}
+
+// reconcilerConfig is what a reconciler is built from: its dependencies,
+// and the Config fields of reconciling.
+type reconcilerConfig struct {
+	// Tasks reads the hosts for tasks and applies what they said.
+	Tasks reconcileTasks
+	// UpdateRelaxed runs a Store transaction that need not wait for the
+	// disk: a claim or a schedule lost in a power cut is only read again.
+	UpdateRelaxed func(ctx context.Context, fn func(tx Tx) error) error
+	Clock         Clock
+	Log           *slog.Logger
+	Tel           *telemetry.Telemetry
+
+	// The Config fields of the same names, their defaults filled in.
+	ReconcileInterval     time.Duration
+	ReconcilePollInterval time.Duration
+	ProviderTimeout       time.Duration
+}
+
+// newReconciler returns a reconciler; it does nothing until run.
+func newReconciler(cfg reconcilerConfig) *reconciler {
+	return &reconciler{cfg: cfg, beat: dueloop.New(cfg.Clock, cfg.ReconcileInterval, cfg.ReconcilePollInterval)}
+}
+
+// nextSweep is Service.nextSweep, for the reconciler.
+func (r *reconciler) nextSweep(now time.Time) Timestamp {
+	return NewTimestamp(dueloop.Next(now, r.cfg.ReconcileInterval))
 }
 
 // wakeUp makes the reconciler look for due tasks now.
@@ -538,27 +82,26 @@ func (r *reconciler) run(ctx context.Context) { r.beat.Run(ctx, r.sweep) }
 // sweep reads every task due now, reconcileChunk at a time.
 // A sweep that read tasks is measured.
 func (r *reconciler) sweep(ctx context.Context) {
-	start := r.s.clock.Now()
+	start := r.cfg.Clock.Now()
 	r.read = 0
-	if err := beat.Drain(ctx, reconcileChunk, r.claim, r.readTasks); err != nil && ctx.Err() == nil {
-		r.s.log.Error("claim tasks to reconcile", "err", err)
+	if err := dueloop.Drain(ctx, reconcileChunk, r.claim, r.readTasks); err != nil && ctx.Err() == nil {
+		r.cfg.Log.Error("claim tasks to reconcile", "err", err)
 	}
 	if r.read > 0 {
-		r.s.tel.sweepDuration.Record(ctx, r.s.clock.Now().Sub(start).Seconds())
-		r.s.tel.sweepTasks.Record(ctx, int64(r.read))
+		r.cfg.Tel.Swept(ctx, r.cfg.Clock.Now().Sub(start), r.read)
 	}
 }
 
 // claim claims up to limit due tasks, leased until their reading must be
 // over: a reading of all of them in one batch, after an interval's wait.
 func (r *reconciler) claim(ctx context.Context, limit int) ([]Task, error) {
-	s := r.s
+	c := &r.cfg
 	var claimed []Task
 	// A claim lost in a power cut only makes the tasks due again.
-	err := s.updateRelaxed(ctx, func(tx Tx) error {
-		now := s.clock.Now()
+	err := c.UpdateRelaxed(ctx, func(tx Tx) error {
+		now := c.Clock.Now()
 		tasks, err := tx.ClaimReconciliations(ctx, ClaimReconciliationsParams{
-			Now: now, Until: now.Add(s.cfg.ReconcileInterval + s.readTimeout(limit)), Limit: limit,
+			Now: now, Until: now.Add(c.ReconcileInterval + batchReadTimeout(c.ProviderTimeout, limit)), Limit: limit,
 		})
 		claimed = tasks
 		return err
@@ -569,7 +112,7 @@ func (r *reconciler) claim(ctx context.Context, limit int) ([]Task, error) {
 // readTasks reads claimed tasks: those of each adapter binding together,
 // the bindings at once.
 func (r *reconciler) readTasks(ctx context.Context, tasks []Task) {
-	s := r.s
+	c := &r.cfg
 	type group struct {
 		adapter ProviderAdapter
 		tasks   []Task
@@ -582,14 +125,14 @@ func (r *reconciler) readTasks(ctx context.Context, tasks []Task) {
 			idle = append(idle, t)
 			continue
 		}
-		adapter, err := s.adapterFor(&t, t.SubmissionMode)
+		adapter, err := c.Tasks.adapterFor(&t, t.SubmissionMode)
 		if err != nil {
-			s.log.Warn("reconcile task: no adapter; it is read again next interval", "task", t.ID, "err", err)
+			c.Log.Warn("reconcile task: no adapter; it is read again next interval", "task", t.ID, "err", err)
 			continue
 		}
 		var key any = ModeArtifact
 		if t.SubmissionMode != ModeArtifact {
-			key = s.binding(t.project())
+			key = c.Tasks.binding(t.project())
 		}
 		g := byKey[key]
 		if g == nil {
@@ -614,46 +157,49 @@ func (r *reconciler) readTasks(ctx context.Context, tasks []Task) {
 
 // readGroup reads tasks that share adapter, and applies what it read.
 func (r *reconciler) readGroup(ctx context.Context, adapter ProviderAdapter, tasks []Task) {
-	s := r.s
-	reads, err := s.readHost(ctx, adapter, tasks, ReadSweep)
+	c := &r.cfg
+	reads, err := c.Tasks.readHost(ctx, adapter, tasks, ReadSweep)
 	if err != nil {
 		if ctx.Err() != nil {
 			return
 		}
 		if wait, ok := rateLimited(err); ok {
-			s.log.Info("the share of the code host's rate limit kept for readings is spent; the tasks are read again when it resets",
+			c.Log.Info("the share of the code host's rate limit kept for readings is spent; the tasks are read again when it resets",
 				"tasks", len(tasks), "wait", wait)
-			r.reschedule(ctx, tasks, NewTimestamp(s.clock.Now().Add(wait)))
+			r.reschedule(ctx, tasks, NewTimestamp(c.Clock.Now().Add(wait)))
 			return
 		}
-		s.log.Warn("read the code host; the tasks are read again next interval", "tasks", len(tasks), "err", err)
+		c.Log.Warn("read the code host; the tasks are read again next interval", "tasks", len(tasks), "err", err)
 		return
 	}
 	var unchanged []unchangedRead
 	for i, rd := range reads {
 		t := &tasks[i]
-		sc := schedule{from: t.ReconcileAt, next: s.nextSweep(s.clock.Now())}
+		sc := schedule{from: t.ReconcileAt, next: r.nextSweep(c.Clock.Now())}
 		switch {
 		case rd.err != nil:
 			if ctx.Err() == nil {
-				s.log.Warn("reconcile task; it is read again next interval", "task", t.ID, "err", rd.err)
+				c.Log.Warn("reconcile task; it is read again next interval", "task", t.ID, "err", rd.err)
 			}
 		case rd.obs.unchanged:
-			unchanged = append(unchanged, unchangedRead{task: *t, version: rd.obs.version})
+			unchanged = append(unchanged, unchangedRead{task: *t, obs: rd.obs})
 		default:
-			if err := s.applyObservation(ctx, t.ID, t.pullRequestRef(), rd.obs, nil, sc); err != nil && ctx.Err() == nil {
-				s.log.Warn("apply what the code host said of a task; it is read again next interval", "task", t.ID, "err", err)
+			again, err := c.Tasks.applyObservation(ctx, t.ID, t.pullRequestRef(), rd.obs, hint{}, sc)
+			if err != nil && ctx.Err() == nil {
+				c.Log.Warn("apply what the code host said of a task; it is read again next interval", "task", t.ID, "err", err)
+			}
+			if again {
+				r.wakeUp() // hinted at during the reading: due again, in full
 			}
 		}
 	}
 	r.markUnchanged(ctx, unchanged)
 }
 
-// unchangedRead is a reading that found nothing new for task, and the
-// Version the adapter gave it.
+// unchangedRead is a reading that found nothing new for task.
 type unchangedRead struct {
-	task    Task
-	version string
+	task Task
+	obs  observation
 }
 
 // markUnchanged records, in one transaction, that the host had nothing
@@ -663,20 +209,20 @@ func (r *reconciler) markUnchanged(ctx context.Context, reads []unchangedRead) {
 	if len(reads) == 0 {
 		return
 	}
-	s := r.s
-	err := s.updateRelaxed(ctx, func(tx Tx) error {
-		now := s.now()
-		sc := schedule{next: s.nextSweep(now.Time)}
+	c := &r.cfg
+	err := c.UpdateRelaxed(ctx, func(tx Tx) error {
+		now := NewTimestamp(c.Clock.Now())
+		sc := schedule{next: r.nextSweep(now.Time)}
 		for _, rd := range reads {
 			t := &rd.task
 			cur, err := tx.Task(ctx, t.ID)
 			if err != nil {
 				return fmt.Errorf("get task %s: %w", t.ID, err)
 			}
-			if cur.pullRequestRef() != t.pullRequestRef() || cur.Facts.HostVersion != t.Facts.HostVersion || !readable(&cur) {
-				continue // changed meanwhile: it is read again
+			if cur.pullRequestRef() != t.pullRequestRef() || cur.Facts.HostVersion != t.Facts.HostVersion || rd.obs.predates(&cur) || !readable(&cur) {
+				continue // changed or hinted at meanwhile: it is read again
 			}
-			if _, err := s.applyFacts(ctx, tx, &cur, observation{unchanged: true, version: rd.version}, true); err != nil {
+			if _, err := c.Tasks.applyFacts(ctx, tx, &cur, rd.obs, true); err != nil {
 				return err
 			}
 			sc.from = t.ReconcileAt
@@ -688,7 +234,7 @@ func (r *reconciler) markUnchanged(ctx context.Context, reads []unchangedRead) {
 		return nil
 	})
 	if err != nil && ctx.Err() == nil {
-		s.log.Warn("record readings that found nothing new; the tasks are read again next interval", "tasks", len(reads), "err", err)
+		c.Log.Warn("record readings that found nothing new; the tasks are read again next interval", "tasks", len(reads), "err", err)
 	}
 }
 
@@ -699,8 +245,8 @@ func (r *reconciler) reschedule(ctx context.Context, tasks []Task, at Timestamp)
 	if len(tasks) == 0 {
 		return
 	}
-	s := r.s
-	err := s.updateRelaxed(ctx, func(tx Tx) error {
+	c := &r.cfg
+	err := c.UpdateRelaxed(ctx, func(tx Tx) error {
 		for _, t := range tasks {
 			cur, err := tx.Task(ctx, t.ID)
 			if err != nil {
@@ -717,6 +263,6 @@ func (r *reconciler) reschedule(ctx context.Context, tasks []Task, at Timestamp)
 		return nil
 	})
 	if err != nil && ctx.Err() == nil {
-		s.log.Warn("reschedule the readings of tasks", "tasks", len(tasks), "err", err)
+		c.Log.Warn("reschedule the readings of tasks", "tasks", len(tasks), "err", err)
 	}
 }

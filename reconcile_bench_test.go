@@ -11,7 +11,7 @@ import (
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/memory"
 	"github.com/tasklifecycle/lifecycle/internal/fakeclock"
-	"github.com/tasklifecycle/lifecycle/internal/testwait"
+	"github.com/tasklifecycle/lifecycle/internal/testenv"
 )
 
 // newHostBenchEnv is a bench env whose tasks (every project) go to host,
@@ -145,7 +145,7 @@ func benchReconcile1000(b *testing.B, batched bool) {
 		cursor := lastSequence(b, e)
 		b.StartTimer()
 		clock.Advance(time.Hour) // every task is due, and the reconciler's poll fires
-		testwait.For(b, time.Minute, "an event for every task", func() bool {
+		testenv.WaitFor(b, time.Minute, "an event for every task", func() bool {
 			evs, err := e.store.Events(b.Context(), lifecycle.EventFilter{After: cursor, Limit: 10000})
 			if err != nil {
 				b.Fatal(err)
@@ -213,7 +213,7 @@ func BenchmarkQueuedWebhookToFact(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		testwait.For(b, time.Minute, "the pushed head to be applied", func() bool {
+		testenv.WaitFor(b, time.Minute, "the pushed head to be applied", func() bool {
 			t, err := e.svc.Task(b.Context(), ids[k])
 			if err != nil {
 				b.Fatal(err)

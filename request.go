@@ -8,7 +8,6 @@ import (
 	"runtime/debug"
 	"time"
 
-	"github.com/tasklifecycle/lifecycle/internal/bytebudget"
 	"github.com/tasklifecycle/lifecycle/internal/httpin"
 )
 
@@ -21,19 +20,22 @@ const (
 	decodingWait = 2 * time.Second
 )
 
-// requestDefaults fills in and checks the request limits of c, the
-// limiter of failed authentications included.
-func (c *Config) requestDefaults() error {
+// requestDefaults fills in the request limits of c.
+func (c *Config) requestDefaults() {
 	if c.MaxDecodingBytes == 0 {
 		c.MaxDecodingBytes = defaultMaxDecodingBytes
-	}
-	if c.MaxDecodingBytes > 0 && c.MaxDecodingBytes < maxBodyBytes {
-		return fmt.Errorf("lifecycle: Config.MaxDecodingBytes %d is less than one body of 1 MiB (%d); raise it, or make it negative to lift the bound", c.MaxDecodingBytes, maxBodyBytes)
 	}
 	if c.BodyReadTimeout == 0 {
 		c.BodyReadTimeout = defaultBodyReadTimeout
 	}
-	return c.authLimitDefaults()
+}
+
+// validateRequests checks the request limits of c.
+func (c *Config) validateRequests() error {
+	if c.MaxDecodingBytes > 0 && c.MaxDecodingBytes < maxBodyBytes {
+		return fmt.Errorf("lifecycle: Config.MaxDecodingBytes %d is less than one body of 1 MiB (%d); raise it, or make it negative to lift the bound", c.MaxDecodingBytes, maxBodyBytes)
+	}
+	return nil
 }
 
 // serviceKey is the context key under which the handler passes its
@@ -66,7 +68,7 @@ func readBodyWith(w http.ResponseWriter, r *http.Request, limits httpin.Limits) 
 		err = fmt.Errorf("the request body exceeds %d bytes: %w", limits.Max, ErrPayloadTooLarge)
 	case errors.Is(err, httpin.ErrTimeout):
 		err = fmt.Errorf("the request body did not arrive within %s: %w", limits.Timeout, ErrRequestTimeout)
-	case errors.Is(err, bytebudget.ErrBusy):
+	case errors.Is(err, httpin.ErrBusy):
 		err = &RateLimitError{RetryAfterSeconds: 1, Message: "The server is reading too many large request bodies at once; retry in a second"}
 	case errors.Is(err, httpin.ErrUnreadable):
 		err = invalid("body", "could not be read")
@@ -139,7 +141,7 @@ func (s *Service) guard(mux http.Handler) http.Handler {
 		mux.ServeHTTP(w, r)
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.tel.instrument(w, r, guarded)
+		s.tel.Instrument(w, r, guarded)
 	})
 }
 

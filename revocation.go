@@ -98,7 +98,8 @@ func (s *Service) revocationInterval() time.Duration {
 }
 
 // watchRevocations ends the streams of keys revoked through other
-// processes sharing the Store, until ctx is done.
+// processes sharing the Store, and keeps the keys the Service knows
+// current, until ctx is done.
 func (s *Service) watchRevocations(ctx context.Context) {
 	for {
 		select {
@@ -111,35 +112,34 @@ func (s *Service) watchRevocations(ctx context.Context) {
 }
 
 // checkRevocations checks the keys of open streams once. With the default
-// Authenticator it reads the keys from the Store (one query), and closes
-// the Done of every revoked key's principals; with a host's, it
-// authenticates each principal's request again, and a request it now
-// refuses as unauthorized counts as revoked.
+// Authenticator it reads the keys whole from the Store (one query), which
+// keeps the keys the Service knows current (see authkeys.go) and closes
+// the Done of every revoked key's principals, and ends the streams of
+// keys no longer valid; with a host's, it authenticates each principal's
+// request again, and a request it now refuses as unauthorized counts as
+// revoked.
 func (s *Service) checkRevocations(ctx context.Context) {
-	open := s.streamKeys.snapshot()
-	if len(open) == 0 {
-		return
-	}
 	if s.keys != nil {
-		keys, err := s.store.ListAPIKeys(ctx)
-		if err != nil {
+		if err := s.keys.reload(ctx, always); err != nil {
 			if ctx.Err() == nil {
-				s.log.WarnContext(ctx, "check the keys of open event streams", "err", err)
+				s.log.WarnContext(ctx, "read the API keys to find those revoked by other processes", "err", err)
 			}
 			return
 		}
-		live := make(map[string]bool, len(keys))
-		for _, k := range keys {
-			live[k.ID] = k.RevokedAt == nil
-			if k.RevokedAt != nil {
-				s.keys.forget(k.ID) // ends the streams it has here, through their principal's Done
-			}
+		open := s.streamKeys.snapshot()
+		if len(open) == 0 {
+			return
 		}
+		live := s.keys.liveKeys()
 		for p := range open {
 			if !live[p] {
 				s.endRevoked(p)
 			}
 		}
+		return
+	}
+	open := s.streamKeys.snapshot()
+	if len(open) == 0 {
 		return
 	}
 	for p, r := range open {

@@ -100,7 +100,8 @@ type RulesRouterConfig struct {
 	// Classifier, when set, is asked when no rule matches. Its agent is
 	// taken (classifier) when its confidence reaches Threshold.
 	Classifier Classifier
-	// Threshold is the confidence a classification needs. Defaults to 0.7.
+	// Threshold is the confidence a classification needs. Defaults to 0.7
+	// (defaultRoutingThreshold).
 	Threshold float64
 	// AllowBestEffort takes a classification below Threshold
 	// (classifier_best_effort) instead of sending the task to triage.
@@ -112,6 +113,9 @@ type RulesRouterConfig struct {
 	// so each project has a stable queue of its own.
 	DefaultTriageQueueID string
 }
+
+// defaultRoutingThreshold is the default RulesRouterConfig.Threshold.
+const defaultRoutingThreshold = 0.7
 
 // RulesRouter routes by deterministic rules, then by an optional
 // classifier, and sends what is left to a triage queue.
@@ -132,7 +136,7 @@ func NewRulesRouter(cfg RulesRouterConfig) (*RulesRouter, error) {
 		}
 	}
 	if cfg.Threshold == 0 {
-		cfg.Threshold = 0.7
+		cfg.Threshold = defaultRoutingThreshold
 	}
 	if cfg.Threshold < 0 || cfg.Threshold > 1 {
 		return nil, fmt.Errorf("lifecycle: routing Threshold %v is outside 0..1", cfg.Threshold)

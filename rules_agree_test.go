@@ -77,7 +77,7 @@ func TestCommandsAgreeWithAvailableActions(t *testing.T) {
 	}
 	commands := []command{
 		{"start", lifecycle.ActionStart, func(ctx context.Context, svc *lifecycle.Service, id string) error {
-			_, err := svc.StartTask(ctx, id, lifecycle.Actor{})
+			_, err := svc.StartTask(ctx, id, lifecycle.StartTaskParams{Actor: lifecycle.Actor{}})
 			return err
 		}},
 		{"submit", lifecycle.ActionSubmit, func(ctx context.Context, svc *lifecycle.Service, id string) error {

@@ -25,7 +25,7 @@ func (s *Service) Authenticate(r *http.Request) (Principal, error) {
 func (s *Service) authenticate(auth Authenticator, r *http.Request) (Principal, error) {
 	p, err := auth.Authenticate(r)
 	if err != nil {
-		s.tel.authReasons.add(r.Context(), s.tel.authFailures, failureReason(err), 1)
+		s.tel.AuthFailure(r.Context(), failureReason(err))
 	}
 	return p, err
 }

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/tasklifecycle/lifecycle/internal/backoff"
 	"github.com/tasklifecycle/lifecycle/internal/claimrun"
 	"github.com/tasklifecycle/lifecycle/internal/id"
+	"github.com/tasklifecycle/lifecycle/internal/telemetry"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -66,12 +68,41 @@ type ShipError struct {
 type ShipWait struct {
 	// Reason is machine-readable: rate_limited (the code host's or the
 	// deployer's rate limit is spent; the operation resumes when it
-	// resets).
+	// resets), mergeability_unknown (the host is still working out
+	// whether it can merge the pull request, as GitHub does for seconds
+	// after each merge into the same base; the merge is tried again),
+	// merge_train (the pull request is on the host's merge train, followed
+	// until it merges or drops it), or the Reason of another
+	// [TemporaryError] an adapter returned.
 	Reason string `json:"reason"`
 	// Message says it in words.
 	Message string `json:"message"`
 	// Until is when the operation goes on.
 	Until Timestamp `json:"until"`
+}
+
+// WaitMergeabilityUnknown is the [TemporaryError.Reason] of an adapter
+// whose host refused a merge while it was still working out whether it
+// can merge the pull request: the ship runner waits and tries again,
+// within Config.ShipRetryBudget, and shows the wait in
+// [ShipOperation.Wait].
+const WaitMergeabilityUnknown = "mergeability_unknown"
+
+// WaitMergeTrain is the [TemporaryError.Reason] of an adapter whose pull
+// request is on its host's merge train (GitLab's), whose pipeline tests it
+// before the host merges it: the ship runner follows it, however long the
+// train takes, outside Config.ShipRetryBudget, and shows the wait in
+// [ShipOperation.Wait]. The train itself ends it: merged, or dropped with
+// the host's reason.
+const WaitMergeTrain = "merge_train"
+
+// waitReason returns the Reason of err's TemporaryError, or "".
+func waitReason(err error) string {
+	var te *TemporaryError
+	if errors.As(err, &te) {
+		return te.Reason
+	}
+	return ""
 }
 
 // ShipOperation is an asynchronous, durable operation that merges a task's
@@ -108,6 +139,13 @@ type ShipOperation struct {
 	// runner goes silent. The runner renews the lease while it works.
 	LeaseOwner string    `json:"-"`
 	LeaseUntil Timestamp `json:"-"`
+}
+
+// heldBy reports whether the runner of owner still holds op, which it
+// claimed for the attempt-th time: op is running, under its lease, and
+// no other runner took it over since.
+func (op ShipOperation) heldBy(owner string, attempt int) bool {
+	return op.Status == ShipRunning && op.LeaseOwner == owner && op.Attempts == attempt
 }
 
 // Valid reports whether m is one of the ship modes.
@@ -254,40 +292,117 @@ func (s *Service) ShipOperation(ctx context.Context, operationID string) (ShipOp
 }
 
 // wakeShipRunner tells the runner that work may be waiting.
-func (s *Service) wakeShipRunner() { s.ships.Wake() }
+func (s *Service) wakeShipRunner() { s.ships.wake() }
 
-// newShipRunner returns the ship runner: it takes up to ShipConcurrency
-// operations at a time and works them, until the context of its Run ends.
-// Operations it is working then stay running; their lease runs out and a
-// runner (this process restarted, or another) resumes them.
-func newShipRunner(s *Service) *claimrun.Runner[ShipOperation] {
-	return claimrun.New(claimrun.Config[ShipOperation]{Clock: s.clock, Slots: s.cfg.ShipConcurrency, Poll: s.cfg.ShipPollInterval,
-		Claim: s.claimShips, Work: s.runShip, Go: s.goBackground})
+// shipRunner works ship operations: it claims the runnable ones from the
+// Store, up to ShipConcurrency at a time, and for each reads the host
+// again, asks the table, merges (once), deploys, and records how it
+// ended, renewing the operation's lease meanwhile.
+type shipRunner struct {
+	cfg    shipRunnerConfig
+	runner *claimrun.Runner[ShipOperation]
 }
+
+// hostFacts learns facts from the code hosts: the adapter of a task, a
+// reading of the host for tasks, and a reading stored with the events it
+// causes. The Service implements it (facts.go, hostread.go).
+type hostFacts interface {
+	// adapterFor returns the adapter that handles t's pull request when
+	// submitted in mode.
+	adapterFor(t *Task, mode SubmitMode) (ProviderAdapter, error)
+	// readHost reads the host for tasks, which all have adapter.
+	readHost(ctx context.Context, adapter ProviderAdapter, tasks []Task, purpose ReadPurpose) ([]hostRead, error)
+	// applyObservation stores what a reading of the host found for a
+	// task, with its events, and reports whether to read again.
+	applyObservation(ctx context.Context, taskID string, ref PullRequestRef, obs observation, h hint, sc schedule) (bool, error)
+}
+
+// shipTasks is what the ship runner asks of the domain: the host's facts,
+// a task read with its available actions, the table's answer to a
+// command, and a change of a task with its event in one transaction. The
+// Service implements it.
+type shipTasks interface {
+	hostFacts
+	// readTask returns a task with its available actions.
+	readTask(ctx context.Context, taskID string) (Task, error)
+	// answer asks the table whether t may have a: nil, or the refusal.
+	answer(t *Task, a ask) error
+	// changeTask changes a task and appends the event fn describes, in
+	// one transaction.
+	changeTask(ctx context.Context, taskID string, fn func(tx Tx, t *Task) (taskEvent, error)) (Task, error)
+	// reconcileSoon makes a task due for a reading in full now.
+	reconcileSoon(ctx context.Context, taskID string)
+}
+
+// shipRunnerConfig is what a shipRunner is built from: its dependencies,
+// and the Config fields of shipping.
+type shipRunnerConfig struct {
+	// Owner is the holder of the operations' leases: Config.InstanceID.
+	Owner string
+	// Tasks reads, judges and changes the tasks shipped.
+	Tasks shipTasks
+	// Update runs a Store transaction and then wakes the stream broker;
+	// UpdateRelaxed runs one that need not wait for the disk, for what
+	// emits no event.
+	Update, UpdateRelaxed func(ctx context.Context, fn func(tx Tx) error) error
+	Clock                 Clock
+	Log                   *slog.Logger
+	Tel                   *telemetry.Telemetry
+	// Deployer deploys merge_and_deploy operations; nil when none.
+	Deployer Deployer
+	// Go runs the work of an operation in a goroutine that Service.Close
+	// waits for.
+	Go func(f func())
+
+	// The Config fields of the same names, their defaults filled in.
+	ShipConcurrency  int
+	ShipPollInterval time.Duration
+	ShipLease        time.Duration
+	ShipRetryBudget  time.Duration
+	ShipRetryBackoff time.Duration
+	ProviderTimeout  time.Duration
+	DeployTimeout    time.Duration
+}
+
+// newShipRunner returns the ship runner. It does nothing until run.
+func newShipRunner(cfg shipRunnerConfig) *shipRunner {
+	r := &shipRunner{cfg: cfg}
+	r.runner = claimrun.New(claimrun.Config[ShipOperation]{Clock: cfg.Clock, Slots: cfg.ShipConcurrency, Poll: cfg.ShipPollInterval,
+		Claim: r.claimShips, Work: r.runShip, Go: cfg.Go})
+	return r
+}
+
+// run takes up to ShipConcurrency operations at a time and works them,
+// until ctx ends. Operations it is working then stay running; their lease
+// runs out and a runner (this process restarted, or another) resumes them.
+func (r *shipRunner) run(ctx context.Context) { r.runner.Run(ctx) }
+
+// wake tells the runner that work may be waiting.
+func (r *shipRunner) wake() { r.runner.Wake() }
 
 // claimShips claims up to limit runnable operations for this Service;
 // resume also takes back those it held before a restart.
-func (s *Service) claimShips(ctx context.Context, limit int, resume bool) ([]ShipOperation, error) {
+func (r *shipRunner) claimShips(ctx context.Context, limit int, resume bool) ([]ShipOperation, error) {
 	var claimed []ShipOperation
 	// A claim lost in a power cut leaves the operation as it was, to be
 	// claimed again: it need not wait for the disk.
-	err := s.updateRelaxed(ctx, func(tx Tx) error {
-		now := s.clock.Now()
+	err := r.cfg.UpdateRelaxed(ctx, func(tx Tx) error {
+		now := r.cfg.Clock.Now()
 		ops, err := tx.ClaimShipOperations(ctx, ClaimShipOperationsParams{
-			Owner: s.owner, Now: now, Until: now.Add(s.cfg.ShipLease), Limit: limit, Resume: resume,
+			Owner: r.cfg.Owner, Now: now, Until: now.Add(r.cfg.ShipLease), Limit: limit, Resume: resume,
 		})
 		claimed = ops
 		return err
 	})
 	if err != nil && ctx.Err() == nil {
-		s.log.Error("claim ship operations", "err", err)
+		r.cfg.Log.Error("claim ship operations", "err", err)
 	}
 	for _, op := range claimed {
 		if op.Attempts == 1 {
-			s.tel.shipModes.add(ctx, s.tel.shipStarted, op.Mode, 1)
+			r.cfg.Tel.ShipStarted(ctx, string(op.Mode))
 		}
 		if op.Attempts > 1 {
-			s.log.Warn("resuming a ship operation whose runner stopped", "operation", op.OperationID, "attempt", op.Attempts)
+			r.cfg.Log.Warn("resuming a ship operation whose runner stopped", "operation", op.OperationID, "attempt", op.Attempts)
 		}
 	}
 	return claimed, err
@@ -301,9 +416,11 @@ type shipOutcome struct {
 	// abandon leaves the operation running: its lease ends and it is
 	// resumed, as after a crash (the Store failed, or the lease was lost).
 	abandon bool
-	// reread reads the task's facts again once the operation ended: the
-	// host refused the merge for a reason the facts may not show yet.
-	reread bool
+	// refusal is the host's words when it refused the merge for a reason
+	// of its own; the facts are then read again once the operation ended
+	// (they may not show the reason yet), and ship is not offered until
+	// they change (Facts.MergeRefusal).
+	refusal string
 }
 
 // storeRetryWait is how long the ship runner waits before it tries
@@ -314,10 +431,10 @@ const storeRetryWait = time.Second
 // records how it ended. While the Store fails, it keeps the operation and
 // tries again every storeRetryWait, so that the operation goes on within
 // a second or so of the Store's return rather than when its lease ends.
-func (s *Service) runShip(ctx context.Context, op ShipOperation) {
+func (r *shipRunner) runShip(ctx context.Context, op ShipOperation) {
 	finished := false
 	var out shipOutcome
-	ctx, span := s.tel.start(s.tel.inTrace(ctx, op.TraceID), "ship.run", trace.WithAttributes(attribute.String("lifecycle.ship.mode", string(op.Mode))))
+	ctx, span := r.cfg.Tel.Start(r.cfg.Tel.InTrace(ctx, op.TraceID), "ship.run", trace.WithAttributes(attribute.String("lifecycle.ship.mode", string(op.Mode))))
 	defer func() {
 		if out.err != nil {
 			span.SetAttributes(attribute.String("lifecycle.failure.code", out.err.Code))
@@ -325,19 +442,19 @@ func (s *Service) runShip(ctx context.Context, op ShipOperation) {
 		}
 		span.End()
 	}()
-	lost := claimrun.Hold(ctx, s.clock, s.cfg.ShipLease/3, func(ctx context.Context) bool { return s.renewShipLease(ctx, op) }, func(wctx context.Context) {
-		out = s.workShip(wctx, op)
-		for out.abandon && wctx.Err() == nil && s.pause(wctx, storeRetryWait) {
-			out = s.workShip(wctx, op)
+	lost := claimrun.Hold(ctx, r.cfg.Clock, r.cfg.ShipLease/3, func(ctx context.Context) bool { return r.renewShipLease(ctx, op) }, func(wctx context.Context) {
+		out = r.workShip(wctx, op)
+		for out.abandon && wctx.Err() == nil && r.pause(wctx, storeRetryWait) {
+			out = r.workShip(wctx, op)
 		}
 		for !out.abandon && wctx.Err() == nil {
-			err := s.finishShip(context.WithoutCancel(wctx), op, out)
+			err := r.finishShip(context.WithoutCancel(wctx), op, out)
 			if err == nil {
 				finished = true
 				return
 			}
-			s.log.Warn("finish ship operation; trying again", "operation", op.OperationID, "err", err)
-			if !s.pause(wctx, storeRetryWait) {
+			r.cfg.Log.Warn("finish ship operation; trying again", "operation", op.OperationID, "err", err)
+			if !r.pause(wctx, storeRetryWait) {
 				return
 			}
 		}
@@ -346,71 +463,71 @@ func (s *Service) runShip(ctx context.Context, op ShipOperation) {
 		// Shutting down, or the lease was lost: the lease runs out (or
 		// has) and the operation resumes.
 		if lost {
-			s.log.Warn("lost the lease of a ship operation; another runner resumes it", "operation", op.OperationID)
+			r.cfg.Log.Warn("lost the lease of a ship operation; another runner resumes it", "operation", op.OperationID)
 		}
 		return
 	}
-	if out.reread {
+	if out.refusal != "" {
 		// The host refused the merge for a reason of its own (a review it
 		// requires, an unresolved conversation): what it decided is read
 		// again at once.
-		s.reconcileSoon(context.WithoutCancel(ctx), op.TaskID)
+		r.cfg.Tasks.reconcileSoon(context.WithoutCancel(ctx), op.TaskID)
 	}
 }
 
-// pause waits d on the Service's clock and reports whether ctx is still
+// pause waits d on the runner's clock and reports whether ctx is still
 // alive.
-func (s *Service) pause(ctx context.Context, d time.Duration) bool {
-	return backoff.Pause(ctx, s.clock, d)
+func (r *shipRunner) pause(ctx context.Context, d time.Duration) bool {
+	return backoff.Pause(ctx, r.cfg.Clock, d)
 }
 
 // renewShipLease renews op's lease (the runner does every third of
 // ShipLease) and reports false when another runner holds it. A renewal
 // that fails is logged and tried again at the next tick; the lease has two
 // more thirds to run.
-func (s *Service) renewShipLease(ctx context.Context, op ShipOperation) bool {
-	err := s.updateRelaxed(ctx, func(tx Tx) error {
+func (r *shipRunner) renewShipLease(ctx context.Context, op ShipOperation) bool {
+	err := r.cfg.UpdateRelaxed(ctx, func(tx Tx) error {
 		cur, err := tx.ShipOperation(ctx, op.OperationID)
 		if err != nil {
 			return err
 		}
-		if cur.Status != ShipRunning || cur.LeaseOwner != s.owner || cur.Attempts != op.Attempts {
+		if !cur.heldBy(r.cfg.Owner, op.Attempts) {
 			return ErrConflict
 		}
-		cur.LeaseUntil = NewTimestamp(s.clock.Now().Add(s.cfg.ShipLease))
+		cur.LeaseUntil = NewTimestamp(r.cfg.Clock.Now().Add(r.cfg.ShipLease))
 		return tx.UpdateShipOperation(ctx, cur)
 	})
 	switch {
 	case errors.Is(err, ErrConflict):
 		return false
 	case err != nil && ctx.Err() == nil:
-		s.log.Warn("renew the lease of a ship operation", "operation", op.OperationID, "err", err)
+		r.cfg.Log.Warn("renew the lease of a ship operation", "operation", op.OperationID, "err", err)
 	}
 	return true
 }
 
 // workShip reads the host again, merges (once) if the task is still
 // shippable, and deploys.
-func (s *Service) workShip(ctx context.Context, op ShipOperation) shipOutcome {
+func (r *shipRunner) workShip(ctx context.Context, op ShipOperation) shipOutcome {
 	fail := func(code, msg string, err error) shipOutcome {
 		if err != nil && ctx.Err() == nil {
-			s.log.Warn("ship operation failed", "operation", op.OperationID, "task", op.TaskID, "code", code, "err", err)
+			r.cfg.Log.Warn("ship operation failed", "operation", op.OperationID, "task", op.TaskID, "code", code, "err", err)
 		}
 		return shipOutcome{err: &ShipError{Code: code, Message: msg}}
 	}
-	t, err := s.readTask(ctx, op.TaskID)
+	t, err := r.cfg.Tasks.readTask(ctx, op.TaskID)
 	if err != nil {
 		if ctx.Err() == nil {
-			s.log.Error("read the task of a ship operation", "operation", op.OperationID, "err", err)
+			r.cfg.Log.Error("read the task of a ship operation", "operation", op.OperationID, "err", err)
 		}
 		return shipOutcome{abandon: true}
 	}
-	if err := s.answer(&t, ask{cmd: cmdRun, operation: op.OperationID}); err != nil {
+	if err := r.cfg.Tasks.answer(&t, ask{cmd: cmdRun, operation: op.OperationID}); err != nil {
 		var c *ConflictError
 		errors.As(err, &c) // run's refusals are all conflicts
 		return fail(c.Reason, c.Message+".", nil)
 	}
-	adapter, err := s.adapterFor(&t, op.SubmissionMode)
+	adapter, err := r.cfg.Tasks.adapterFor(&t, op.SubmissionMode)
 	if err != nil {
 		return fail("merge_failed", "No adapter handles the task's pull request any more.", err)
 	}
@@ -418,13 +535,13 @@ func (s *Service) workShip(ctx context.Context, op ShipOperation) shipOutcome {
 	// red or a review that arrived without a webhook is seen here. A merge
 	// that already happened (before a crash, say) is recognised, not
 	// repeated.
-	vctx, span := s.tel.start(ctx, "ship.verify")
-	pr, err := s.verify(vctx, adapter, &op, t)
-	end(span, err)
+	vctx, span := r.cfg.Tel.Start(ctx, "ship.verify")
+	pr, err := r.verify(vctx, adapter, &op, t)
+	telemetry.End(span, err)
 	if err != nil {
 		if errors.Is(err, errStoreFailed) {
 			if ctx.Err() == nil {
-				s.log.Error("record the facts read before a merge", "operation", op.OperationID, "err", err)
+				r.cfg.Log.Error("record the facts read before a merge", "operation", op.OperationID, "err", err)
 			}
 			return shipOutcome{abandon: true}
 		}
@@ -436,28 +553,29 @@ func (s *Service) workShip(ctx context.Context, op ShipOperation) shipOutcome {
 		out.mergeSHA = pr.MergeCommitSHA
 	case pr.State == PullRequestMerged:
 		return fail("head_sha_mismatch", fmt.Sprintf("Pull request #%d was merged at %s, not %s.", pr.Number, pr.HeadSHA, op.ExpectedHeadSHA), nil)
-	case pr.State == PullRequestClosed:
-		return fail("not_shippable", fmt.Sprintf("Pull request #%d is closed.", pr.Number), nil)
 	default:
-		if refusal, err := s.beginMerge(ctx, op); err != nil {
+		// The table judges the facts just read (a closed pull request,
+		// new commits, CI or reviews no longer allowing it) as it judges
+		// a ship.
+		if refusal, err := r.beginMerge(ctx, op); err != nil {
 			if ctx.Err() == nil {
-				s.log.Error("check the preconditions of a ship operation", "operation", op.OperationID, "err", err)
+				r.cfg.Log.Error("check the preconditions of a ship operation", "operation", op.OperationID, "err", err)
 			}
 			return shipOutcome{abandon: true}
 		} else if refusal != nil {
-			return fail(shipErrorCode(refusal.Reason), refusal.Message+"; nothing was merged.", nil)
+			return fail(refusal.Reason, refusal.Message+"; nothing was merged.", nil)
 		}
-		mctx, span := s.tel.start(ctx, "ship.merge")
-		res, err := s.merge(mctx, adapter, &op, MergeRequest{Ref: op.PullRequest, ExpectedHeadSHA: op.ExpectedHeadSHA,
+		mctx, span := r.cfg.Tel.Start(ctx, "ship.merge")
+		res, err := r.merge(mctx, adapter, &op, MergeRequest{Ref: op.PullRequest, ExpectedHeadSHA: op.ExpectedHeadSHA,
 			CommitTitle: fmt.Sprintf("Merge #%d: %s %s", pr.Number, t.Identifier, t.Title)})
-		end(span, err)
+		telemetry.End(span, err)
 		var refused *RefusedError
 		switch {
 		case errors.Is(err, ErrHeadMismatch):
 			return fail("head_sha_mismatch", fmt.Sprintf("The head of pull request #%d is no longer %s.", pr.Number, op.ExpectedHeadSHA), err)
 		case errors.As(err, &refused):
 			o := fail("merge_failed", refused.Message, err)
-			o.reread = true
+			o.refusal = refused.Message
 			return o
 		case err != nil:
 			return fail("merge_failed", "The code host failed to merge the pull request; the service log has the details.", err)
@@ -467,18 +585,18 @@ func (s *Service) workShip(ctx context.Context, op ShipOperation) shipOutcome {
 	if op.Mode != ShipMergeAndDeploy {
 		return out
 	}
-	if s.cfg.Deployer == nil {
+	if r.cfg.Deployer == nil {
 		return shipOutcome{mergeSHA: out.mergeSHA, err: &ShipError{Code: "deploy_failed", Message: "This service has no deployer any more."}}
 	}
 	req := DeployRequest{Task: t, OperationID: op.OperationID, Environment: op.TargetEnvironment, PullRequest: op.PullRequest, CommitSHA: out.mergeSHA}
 	var dep Deployment
-	dctx, span := s.tel.start(ctx, "ship.deploy", trace.WithAttributes(attribute.String("lifecycle.ship.environment", string(op.TargetEnvironment))))
-	err = s.retryTemporary(dctx, &op, "deploy", s.cfg.DeployTimeout, func(ctx context.Context) error {
+	dctx, span := r.cfg.Tel.Start(ctx, "ship.deploy", trace.WithAttributes(attribute.String("lifecycle.ship.environment", string(op.TargetEnvironment))))
+	err = r.retryTemporary(dctx, &op, "deploy", r.cfg.DeployTimeout, func(ctx context.Context) error {
 		var err error
-		dep, err = s.cfg.Deployer.Deploy(ctx, req)
+		dep, err = r.cfg.Deployer.Deploy(ctx, req)
 		return err
 	})
-	end(span, err)
+	telemetry.End(span, err)
 	if err != nil {
 		msg := "The deployer failed; the merge stands and a new ship deploys it again."
 		var refused *RefusedError
@@ -491,15 +609,6 @@ func (s *Service) workShip(ctx context.Context, op ShipOperation) shipOutcome {
 	}
 	out.deployment = &dep
 	return out
-}
-
-// shipErrorCode is the code of a ship operation that the runner's check of
-// the preconditions, right before the merge, refused with reason.
-func shipErrorCode(reason string) string {
-	if reason == "head_sha_mismatch" {
-		return "head_moved" // the expected head was the task's at acceptance
-	}
-	return reason
 }
 
 // errStoreFailed marks a failure to record facts read from the host.
@@ -521,12 +630,12 @@ const (
 // reads again, a bounded number of times. It returns the pull request as
 // last read; an error wrapping errStoreFailed when what was read could not
 // be stored.
-func (s *Service) verify(ctx context.Context, adapter ProviderAdapter, op *ShipOperation, t Task) (PullRequest, error) {
+func (r *shipRunner) verify(ctx context.Context, adapter ProviderAdapter, op *ShipOperation, t Task) (PullRequest, error) {
 	wait := mergeabilityWait
 	for reads := 0; ; reads++ {
 		var obs observation
-		err := s.retryTemporary(ctx, op, "read pull request", s.cfg.ProviderTimeout, func(ctx context.Context) error {
-			got, err := s.readHost(ctx, adapter, []Task{t}, ReadMerge)
+		err := r.retryTemporary(ctx, op, "read pull request", r.cfg.ProviderTimeout, func(ctx context.Context) error {
+			got, err := r.cfg.Tasks.readHost(ctx, adapter, []Task{t}, ReadMerge)
 			if err == nil {
 				obs, err = got[0].obs, got[0].err
 			}
@@ -537,17 +646,17 @@ func (s *Service) verify(ctx context.Context, adapter ProviderAdapter, op *ShipO
 		}
 		// Stored with the operation under way: a merged or closed pull
 		// request moves the task when the operation ends.
-		if err := s.applyObservation(ctx, t.ID, op.PullRequest, obs, nil, schedule{}); err != nil {
+		if _, err := r.cfg.Tasks.applyObservation(ctx, t.ID, op.PullRequest, obs, hint{}, schedule{}); err != nil {
 			return PullRequest{}, fmt.Errorf("%w: %w", errStoreFailed, err)
 		}
 		if obs.pr.State != PullRequestOpen || obs.pr.Mergeable != MergeabilityUnknown || reads == mergeabilityReads {
 			return obs.pr, nil
 		}
-		if !s.pause(ctx, wait) {
+		if !r.pause(ctx, wait) {
 			return PullRequest{}, ctx.Err()
 		}
 		wait *= 2
-		if t, err = s.readTask(ctx, t.ID); err != nil {
+		if t, err = r.cfg.Tasks.readTask(ctx, t.ID); err != nil {
 			return PullRequest{}, fmt.Errorf("%w: %w", errStoreFailed, err)
 		}
 	}
@@ -557,18 +666,18 @@ func (s *Service) verify(ctx context.Context, adapter ProviderAdapter, op *ShipO
 // failure whose answer may have been lost (a timeout after the host
 // merged, say) it reads the pull request again: merged at the expected
 // head is a success, never a second merge.
-func (s *Service) merge(ctx context.Context, adapter ProviderAdapter, op *ShipOperation, req MergeRequest) (MergeResult, error) {
+func (r *shipRunner) merge(ctx context.Context, adapter ProviderAdapter, op *ShipOperation, req MergeRequest) (MergeResult, error) {
 	var res MergeResult
-	err := s.retryTemporary(ctx, op, "merge", s.cfg.ProviderTimeout, func(ctx context.Context) error {
+	err := r.retryTemporary(ctx, op, "merge", r.cfg.ProviderTimeout, func(ctx context.Context) error {
 		var err error
 		res, err = adapter.Merge(ctx, req)
 		if err == nil || errors.Is(err, ErrHeadMismatch) {
 			return err
 		}
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ProviderTimeout)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.ProviderTimeout)
 		defer cancel()
 		if pr, rerr := adapter.PullRequest(rctx, req.Ref); rerr == nil && pr.State == PullRequestMerged && lowerHex(pr.HeadSHA) == req.ExpectedHeadSHA {
-			s.log.Warn("a merge reported an error but the pull request is merged at the expected head", "operation", op.OperationID, "err", err)
+			r.cfg.Log.Warn("a merge reported an error but the pull request is merged at the expected head", "operation", op.OperationID, "err", err)
 			res = MergeResult{MergeCommitSHA: pr.MergeCommitSHA, AlreadyMerged: true}
 			return nil
 		}
@@ -583,8 +692,14 @@ func (s *Service) merge(ctx context.Context, adapter ProviderAdapter, op *ShipOp
 // backoff that doubles from ShipRetryBackoff. A rate limit is waited out
 // however long it lasts, outside the budget: the operation says so in its
 // Wait meanwhile.
-func (s *Service) retryTemporary(ctx context.Context, op *ShipOperation, what string, timeout time.Duration, f func(ctx context.Context) error) error {
-	err := backoff.Retry(ctx, backoff.Policy{Clock: s.clock, Timeout: timeout, Budget: s.cfg.ShipRetryBudget, First: s.cfg.ShipRetryBackoff, Max: time.Minute}, f,
+func (r *shipRunner) retryTemporary(ctx context.Context, op *ShipOperation, what string, timeout time.Duration, f func(ctx context.Context) error) error {
+	shown := false // a wait for a TemporaryError's Reason is shown in op
+	defer func() {
+		if shown {
+			r.setShipWait(context.WithoutCancel(ctx), op, nil)
+		}
+	}()
+	err := backoff.Retry(ctx, backoff.Policy{Clock: r.cfg.Clock, Timeout: timeout, Budget: r.cfg.ShipRetryBudget, First: r.cfg.ShipRetryBackoff, Max: time.Minute}, f,
 		func(err error) backoff.Verdict {
 			if !errors.Is(err, ErrTemporary) {
 				return backoff.Verdict{}
@@ -592,17 +707,28 @@ func (s *Service) retryTemporary(ctx context.Context, op *ShipOperation, what st
 			if wait, ok := rateLimited(err); ok {
 				return backoff.Verdict{Retry: true, Hold: max(wait, time.Second)}
 			}
+			if waitReason(err) == WaitMergeTrain {
+				return backoff.Verdict{Retry: true, Hold: max(retryAfter(err), time.Second)}
+			}
 			return backoff.Verdict{Retry: true, After: retryAfter(err)}
 		}, backoff.Hooks{
 			Holding: func(wait time.Duration, until time.Time, err error) {
-				s.log.Warn("rate limited; the ship operation waits", "op", what, "operation", op.OperationID, "wait", wait, "err", err)
 				at := NewTimestamp(until)
-				s.setShipWait(ctx, op, &ShipWait{Reason: "rate_limited", Until: at,
+				if w := temporaryWait(err, what, at); w != nil {
+					r.setShipWait(ctx, op, w)
+					return
+				}
+				r.cfg.Log.Warn("rate limited; the ship operation waits", "op", what, "operation", op.OperationID, "wait", wait, "err", err)
+				r.setShipWait(ctx, op, &ShipWait{Reason: "rate_limited", Until: at,
 					Message: fmt.Sprintf("The rate limit of the code host is spent; the %s waits until %s.", what, at)})
 			},
-			Held: func() { s.setShipWait(ctx, op, nil) },
+			Held: func() { r.setShipWait(ctx, op, nil) },
 			Retrying: func(attempt int, wait time.Duration, err error) {
-				s.log.Warn("temporary failure; retrying", "op", what, "operation", op.OperationID, "attempt", attempt, "wait", wait, "err", err)
+				r.cfg.Log.Warn("temporary failure; retrying", "op", what, "operation", op.OperationID, "attempt", attempt, "wait", wait, "err", err)
+				if w := temporaryWait(err, what, NewTimestamp(r.cfg.Clock.Now().Add(wait))); w != nil {
+					r.setShipWait(ctx, op, w)
+					shown = true
+				}
 			},
 		})
 	if gaveUp := (*backoff.GaveUpError)(nil); errors.As(err, &gaveUp) {
@@ -611,22 +737,40 @@ func (s *Service) retryTemporary(ctx context.Context, op *ShipOperation, what st
 	return err
 }
 
+// temporaryWait returns what a ship operation shows while it waits until
+// until to try what again after err, a temporary failure: the wait the
+// error's Reason names, or nil when it names none.
+func temporaryWait(err error, what string, until Timestamp) *ShipWait {
+	var te *TemporaryError
+	if !errors.As(err, &te) || te.Reason == "" {
+		return nil
+	}
+	msg := fmt.Sprintf("The code host asked to wait (%s); the %s is tried again at %s.", te.Reason, what, until)
+	switch te.Reason {
+	case WaitMergeabilityUnknown:
+		msg = fmt.Sprintf("The code host is still working out whether it can merge the pull request; the %s is tried again at %s.", what, until)
+	case WaitMergeTrain:
+		msg = fmt.Sprintf("The pull request is on the code host's merge train, whose pipeline tests it before it merges; the %s follows it again at %s.", what, until)
+	}
+	return &ShipWait{Reason: te.Reason, Message: msg, Until: until}
+}
+
 // setShipWait records why op waits (nil: it no longer does), if this
 // runner still holds it. A failure is logged: the wait is only shown.
-func (s *Service) setShipWait(ctx context.Context, op *ShipOperation, w *ShipWait) {
-	err := s.updateRelaxed(ctx, func(tx Tx) error {
+func (r *shipRunner) setShipWait(ctx context.Context, op *ShipOperation, w *ShipWait) {
+	err := r.cfg.UpdateRelaxed(ctx, func(tx Tx) error {
 		cur, err := tx.ShipOperation(ctx, op.OperationID)
 		if err != nil {
 			return err
 		}
-		if cur.Status != ShipRunning || cur.LeaseOwner != s.owner || cur.Attempts != op.Attempts {
+		if !cur.heldBy(r.cfg.Owner, op.Attempts) {
 			return nil
 		}
 		cur.Wait = w
 		return tx.UpdateShipOperation(ctx, cur)
 	})
 	if err != nil && ctx.Err() == nil {
-		s.log.Warn("record why a ship operation waits", "operation", op.OperationID, "err", err)
+		r.cfg.Log.Warn("record why a ship operation waits", "operation", op.OperationID, "err", err)
 	}
 }
 
@@ -636,15 +780,15 @@ func (s *Service) setShipWait(ctx context.Context, op *ShipOperation, w *ShipWai
 // merging, in one transaction: from then on reviews are refused, so none
 // can be lost to the merge. It returns the refusal when they no longer
 // hold.
-func (s *Service) beginMerge(ctx context.Context, op ShipOperation) (*ConflictError, error) {
+func (r *shipRunner) beginMerge(ctx context.Context, op ShipOperation) (*ConflictError, error) {
 	var refusal *ConflictError
-	err := s.update(ctx, func(tx Tx) error {
+	err := r.cfg.Update(ctx, func(tx Tx) error {
 		refusal = nil
 		t, err := tx.Task(ctx, op.TaskID)
 		if err != nil {
 			return fmt.Errorf("get task %s: %w", op.TaskID, err)
 		}
-		if err := s.answer(&t, ask{cmd: cmdMerge, head: op.ExpectedHeadSHA, operation: op.OperationID}); err != nil {
+		if err := r.cfg.Tasks.answer(&t, ask{cmd: cmdMerge, head: op.ExpectedHeadSHA, operation: op.OperationID}); err != nil {
 			errors.As(err, &refusal) // merge's refusals are all conflicts
 			return nil
 		}
@@ -662,18 +806,18 @@ func (s *Service) beginMerge(ctx context.Context, op ShipOperation) (*ConflictEr
 // transaction. An operation another runner finished or took over is left
 // alone. A task whose pull request the host merged or closed meanwhile
 // settles as the facts say.
-func (s *Service) finishShip(ctx context.Context, op ShipOperation, out shipOutcome) error {
+func (r *shipRunner) finishShip(ctx context.Context, op ShipOperation, out shipOutcome) error {
 	var stale bool
-	_, err := s.changeTask(ctx, op.TaskID, func(tx Tx, t *Task) (taskEvent, error) {
+	_, err := r.cfg.Tasks.changeTask(ctx, op.TaskID, func(tx Tx, t *Task) (taskEvent, error) {
 		cur, err := tx.ShipOperation(ctx, op.OperationID)
 		if err != nil {
 			return taskEvent{}, fmt.Errorf("get ship operation %s: %w", op.OperationID, err)
 		}
-		if cur.Status != ShipRunning || cur.Attempts != op.Attempts || cur.LeaseOwner != s.owner {
+		if !cur.heldBy(r.cfg.Owner, op.Attempts) {
 			stale = true
 			return taskEvent{}, nil
 		}
-		now := s.now()
+		now := NewTimestamp(r.cfg.Clock.Now())
 		cur.FinishedAt, cur.LeaseUntil = &now, now
 		if out.mergeSHA != "" {
 			cur.MergeCommitSHA = &out.mergeSHA
@@ -686,7 +830,7 @@ func (s *Service) finishShip(ctx context.Context, op ShipOperation, out shipOutc
 		}
 		if out.err == nil {
 			cur.Status, ev.shipStatus = ShipSucceeded, ShipSucceeded
-			t.Status = StatusDone
+			moveTask(t, moveShipped)
 			t.Facts.PRState, t.Facts.MergeCommitSHA = PullRequestMerged, out.mergeSHA
 			ev.summary = fmt.Sprintf("Task %s shipped to %s", t.Identifier, op.TargetEnvironment)
 			if op.Mode == ShipMergeOnly {
@@ -695,6 +839,9 @@ func (s *Service) finishShip(ctx context.Context, op ShipOperation, out shipOutc
 		} else {
 			cur.Status, ev.shipStatus = ShipFailed, ShipFailed
 			ev.summary = fmt.Sprintf("Shipping task %s failed: %s", t.Identifier, out.err.Code)
+			if out.refusal != "" {
+				t.Facts.MergeRefusal = &MergeRefusal{Message: out.refusal, Facts: mergeFacts(t), Hints: t.Facts.Hints, At: now}
+			}
 			settle(t, t.Facts.PRState)
 		}
 		if err := tx.UpdateShipOperation(ctx, cur); err != nil {
@@ -704,9 +851,13 @@ func (s *Service) finishShip(ctx context.Context, op ShipOperation, out shipOutc
 	})
 	switch {
 	case err == nil && stale:
-		s.log.Warn("a ship operation was finished by another runner", "operation", op.OperationID)
+		r.cfg.Log.Warn("a ship operation was finished by another runner", "operation", op.OperationID)
 	case err == nil:
-		s.tel.shipFinishedAs(ctx, op, out.err, s.clock.Now())
+		var code string
+		if out.err != nil {
+			code = out.err.Code
+		}
+		r.cfg.Tel.ShipFinished(ctx, string(op.Mode), code, r.cfg.Clock.Now().Sub(op.QueuedAt.Time))
 	}
 	return err
 }
@@ -731,7 +882,8 @@ type shipAccepted struct {
 func (s *Service) handleShip(w http.ResponseWriter, r *http.Request, p *Principal) error {
 	taskID := r.PathValue("id")
 	var params ShipParams
-	return s.serveIdempotent(w, r, p, shipRoute, taskID, &params, params.validate, http.StatusAccepted, s.actionsOrNil(taskID), "",
+	req := keyedRequest{route: shipRoute, resourceID: taskID, status: http.StatusAccepted, body: &params, check: params.validate, actions: s.actionsOrNil(taskID)}
+	return s.serveIdempotent(w, r, p, req,
 		func(ctx context.Context, key string, respond func(Tx, any) error) error {
 			params.Actor = p.Actor
 			_, err := s.ship(ctx, taskID, params, func(tx Tx, op *ShipOperation) error {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/memory"
-	"github.com/tasklifecycle/lifecycle/internal/testwait"
+	"github.com/tasklifecycle/lifecycle/internal/testenv"
 )
 
 // shipBenchEnv is a bench env whose tasks ship as soon as they are
@@ -85,7 +85,7 @@ func runQueued(b *testing.B, e *benchEnv, ids, heads []string) {
 func waitShipped(b *testing.B, e *benchEnv, n int) {
 	var after int64
 	done := 0
-	testwait.For(b, time.Minute, fmt.Sprintf("%d operations to finish", n), func() bool {
+	testenv.WaitFor(b, time.Minute, fmt.Sprintf("%d operations to finish", n), func() bool {
 		evs, err := e.store.Events(b.Context(), lifecycle.EventFilter{After: after, Types: []lifecycle.EventType{lifecycle.EventTaskShipped}, Limit: 1000})
 		if err != nil {
 			b.Fatal(err)

@@ -15,7 +15,7 @@ import (
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/memory"
 	"github.com/tasklifecycle/lifecycle/internal/apitest"
-	"github.com/tasklifecycle/lifecycle/internal/testwait"
+	"github.com/tasklifecycle/lifecycle/internal/testenv"
 )
 
 // specShipFields are the members of an accepted ship operation (docs/api.md).
@@ -93,7 +93,7 @@ func (e *env) ship(taskID, key string, body any) *httptestRecorder {
 func (e *env) waitShip(opID string) map[string]any {
 	e.t.Helper()
 	var op map[string]any
-	testwait.For(e.t, 10*time.Second, "ship operation "+opID+" to finish", func() bool {
+	testenv.WaitFor(e.t, 10*time.Second, "ship operation "+opID+" to finish", func() bool {
 		op = e.call(request{method: "GET", path: "/ship-operations/" + opID, key: e.admin}, http.StatusOK)
 		st := op["data"].(map[string]any)["status"]
 		return st == "succeeded" || st == "failed"

@@ -128,8 +128,8 @@ func (s *Service) handleStream(w http.ResponseWriter, r *http.Request, p *Princi
 	st.ExpiresAt = p.ExpiresAt
 	st.endNote = cmp.Or(p.EndNote, defaultEndNote)
 	// Over HTTP/1.x the stream takes its connection over from net/http
-	// (see sse.Conn.TakeOver) unless Config.KeepStreamsInHandler says not to.
-	st.Run(r, s.broker.hub.Context(), unwrapConn, !s.cfg.KeepStreamsInHandler, st)
+	// (see sse.Conn.TakeOver) when Config.TakeOverStreams asks for it.
+	st.Run(r, s.broker.hub.Context(), unwrapConn, s.cfg.TakeOverStreams, st)
 	return nil
 }
 
@@ -150,7 +150,7 @@ func (s *Service) openStream(w http.ResponseWriter, r *http.Request, p *Principa
 		return nil, "", err
 	}
 	st := &stream{svc: s, filter: params.filter, principal: p.ID}
-	s.tel.streamsOpen.Add(r.Context(), 1)
+	s.tel.StreamOpened(r.Context())
 	st.Stream = sse.Stream[[]Event]{Conn: sse.NewConn(w, s.cfg.StreamWriteTimeout), Pos: start.pos, Heartbeat: params.heartbeat, Clock: s.clock}
 	return st, start.mode, nil
 }
@@ -170,7 +170,7 @@ func (st *stream) setHeaders(mode string) {
 // the consumer was cut off, an error when the Store failed.
 func (st *stream) Ended(ctx context.Context, err error) {
 	log := st.svc.log
-	st.svc.tel.streamEnds.add(ctx, st.svc.tel.streamsEnded, st.endReason(ctx, err), 1)
+	st.svc.tel.StreamEnded(ctx, st.endReason(ctx, err))
 	switch {
 	case err == nil || ctx.Err() != nil:
 	case errors.Is(err, http.ErrNotSupported):
@@ -260,7 +260,7 @@ type stream struct {
 
 // Release gives back the stream's place among its principal's streams.
 func (st *stream) Release() {
-	st.svc.tel.streamsOpen.Add(context.Background(), -1)
+	st.svc.tel.StreamClosed(context.Background())
 	st.svc.streamKeys.unwatch(st.principal, st.key)
 	st.svc.broker.hub.Release(st.principal)
 }
@@ -306,7 +306,7 @@ func (st *stream) Read(pos int64, dst [][]byte, limit int) ([][]byte, int64, <-c
 			return e.frame
 		})
 	if len(frames) > 0 {
-		st.svc.tel.sent(context.Background(), len(frames), st.svc.clock.Now().Sub(first))
+		st.svc.tel.Sent(context.Background(), len(frames), st.svc.clock.Now().Sub(first))
 	}
 	return frames, next, changed, ok
 }
@@ -337,7 +337,7 @@ func (st *stream) Fetch(ctx context.Context, after int64) (sse.Page[[]Event], er
 	// committed, so a short page holds every event up to it that the
 	// filter keeps.
 	through := st.svc.broker.hub.Position()
-	st.svc.tel.replayReaders.add(ctx, st.svc.tel.replayReads, "stream", 1)
+	st.svc.tel.ReplayRead(ctx, "stream")
 	evs, err := st.svc.store.Events(ctx, EventFilter{After: after, Types: st.filter.types, TaskID: st.filter.taskID, Limit: replayPage})
 	if err != nil {
 		return sse.Page[[]Event]{}, fmt.Errorf("replay events after sequence %d: %w", after, err)
@@ -352,7 +352,7 @@ func (st *stream) Fetch(ctx context.Context, after int64) (sse.Page[[]Event], er
 // Append appends the frames of evs to dst.
 func (st *stream) Append(ctx context.Context, dst []byte, evs []Event) []byte {
 	if len(evs) > 0 {
-		st.svc.tel.streamEvents.Add(ctx, int64(len(evs))) // replayed: no latency (see telemetry.sent)
+		st.svc.tel.Replayed(ctx, len(evs)) // replayed: no latency (see Telemetry.Sent)
 	}
 	for i := range evs {
 		var err error

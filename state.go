@@ -1,7 +1,10 @@
 package lifecycle
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"strconv"
 )
 
 // This file holds the lifecycle's rules, written once: what a task may do
@@ -41,11 +44,57 @@ type Facts struct {
 	// is, or is empty when the adapter does not say. Conflicting and
 	// behind offer the agent rework (start), to rebase and submit again.
 	Mergeable Mergeability `json:"mergeable,omitempty"`
+	// BlockedReason is the host's reason, in words, when Mergeable is
+	// blocked (see [PullRequest.BlockedReason]).
+	BlockedReason string `json:"blockedReason,omitempty"`
+	// StaleChecks are the checks the CI provider no longer waits for (see
+	// [CIReport.Stale]).
+	StaleChecks []StaleCheck `json:"staleChecks,omitempty"`
+	// MergeRefusal is the host's refusal of the last merge tried, while
+	// nothing it could depend on has changed since: ship is not offered
+	// meanwhile. Nil when there is none.
+	MergeRefusal *MergeRefusal `json:"mergeRefusal,omitempty"`
+	// Hints counts the hints (webhooks) the host gave about the task. A
+	// reading that began before the count moved may have missed what the
+	// hint announced: the task is then read again in full.
+	Hints uint64 `json:"hints,omitempty"`
+	// ReadStartedAt is when the reading whose facts are stored began, or
+	// nil. The facts of a reading that began earlier are older than them
+	// and are not applied.
+	ReadStartedAt *Timestamp `json:"readStartedAt,omitempty"`
 	// HostVersion is the Version of the last [Reading] of a
 	// [BatchReader], given back to it at the next reading.
 	HostVersion string `json:"hostVersion,omitempty"`
 	// CheckedAt is when the host was last read for the task, or nil.
 	CheckedAt *Timestamp `json:"checkedAt,omitempty"`
+}
+
+// MergeRefusal is a code host's refusal of a merge for a reason of its own
+// (a requirement the lifecycle does not model). It stands until a fact it
+// could depend on changes or the host hints at a change (a webhook about
+// the pull request).
+type MergeRefusal struct {
+	// Message is the host's own words.
+	Message string `json:"message"`
+	// Facts is a digest of the facts it was refused under (mergeFacts).
+	Facts string `json:"facts"`
+	// Hints is Facts.Hints when it was refused.
+	Hints uint64 `json:"hints"`
+	// At is when it was refused.
+	At Timestamp `json:"at"`
+}
+
+// mergeFacts returns a digest of the facts a host's refusal of a merge
+// could depend on: the pull request (head, base, state, draft,
+// mergeability), CI and the review decision.
+func mergeFacts(t *Task) string {
+	h := sha256.New()
+	for _, f := range []string{deref(t.HeadSHA), deref(t.BaseBranch), string(t.Facts.PRState), strconv.FormatBool(t.Facts.Draft),
+		string(t.Facts.Mergeable), t.Facts.BlockedReason, string(ciOf(t)), strconv.FormatBool(t.Facts.CIPending), string(decisionOf(t))} {
+		h.Write([]byte(f))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil)[:12])
 }
 
 // The reasons of rework, as [Task.ReworkReason] gives them and task.updated
@@ -85,6 +134,7 @@ type taskState struct {
 	head       string           // the head commit, "" before the first submission
 	draft      bool             // the pull request is a draft
 	mergeable  Mergeability     // "" when the adapter does not say
+	refused    bool             // the host refused the last merge, and nothing changed since
 	shipping   bool             // a ship operation is queued or running
 	operation  string           // that operation's ID
 	merging    bool             // its runner began merging: reviews can no longer change it
@@ -117,6 +167,7 @@ func stateOf(t *Task, adapters adapterSet, ciRequired, canDeploy bool) taskState
 		reviewable: t.SubmissionID != nil,
 		draft:      t.Facts.Draft,
 		mergeable:  t.Facts.Mergeable,
+		refused:    t.Facts.MergeRefusal != nil,
 		shipping:   t.ActiveShipID != "",
 		operation:  t.ActiveShipID,
 		merging:    t.ShipMerging,
@@ -197,6 +248,8 @@ const (
 	refDraft
 	refConflicting
 	refBehind
+	refBlocked
+	refHostRefused
 	refCINotPassed
 	refNotApproved
 	refHeadMismatch
@@ -333,6 +386,10 @@ func (st taskState) shipRule() refusal {
 		return refCINotPassed
 	case !st.decision.allowsShip():
 		return refNotApproved
+	case st.mergeable == MergeabilityBlocked:
+		return refBlocked
+	case st.refused:
+		return refHostRefused
 	}
 	return allowed
 }
@@ -358,71 +415,170 @@ func (st taskState) answer(t *Task, a ask) error {
 
 // refuse words refusal r of a for t.
 func (st taskState) refuse(t *Task, a ask, r refusal) error {
-	c := &ConflictError{AvailableActions: st.actions()}
-	set := func(reason, format string, args ...any) error {
-		c.Reason, c.Message = reason, fmt.Sprintf(format, args...)
-		return c
+	if r == refNoAdapter {
+		return errNoAdapter(t, a.mode) // not a conflict: no adapter takes it
 	}
-	pr := 0
-	if t.PRNumber != nil {
-		pr = *t.PRNumber
+	w := refusals[r]
+	if w.code == "" {
+		panic(fmt.Sprintf("lifecycle: no words for refusal %d", r))
 	}
-	switch r {
-	case refShipInProgress:
+	return &ConflictError{Reason: w.code, Message: w.words(st, t, a), AvailableActions: st.actions()}
+}
+
+// prNumber returns the number of t's pull request, or 0.
+func prNumber(t *Task) int {
+	if t.PRNumber == nil {
+		return 0
+	}
+	return *t.PRNumber
+}
+
+// refusals are the table's refusals as clients get them: the reason code
+// of the 409 (details.reason) and its message, by refusal.
+var refusals = [...]struct {
+	code  string
+	words func(st taskState, t *Task, a ask) string
+}{
+	refShipInProgress: {"ship_in_progress", func(st taskState, t *Task, a ask) string {
 		switch a.cmd {
 		case cmdShip:
-			return set("ship_in_progress", "Task %s is already being shipped by operation %s", t.Identifier, st.operation)
+			return fmt.Sprintf("Task %s is already being shipped by operation %s", t.Identifier, st.operation)
 		case cmdReview:
-			return set("ship_in_progress", "Task %s is being merged by operation %s; a review can no longer change it", t.Identifier, st.operation)
+			return fmt.Sprintf("Task %s is being merged by operation %s; a review can no longer change it", t.Identifier, st.operation)
 		}
-		verb := "cancel"
-		switch a.cmd {
-		case cmdStart:
-			verb = "start"
-		case cmdSubmit:
-			verb = "submit"
+		verb := map[command]string{cmdStart: "start", cmdSubmit: "submit"}[a.cmd]
+		if verb == "" {
+			verb = "cancel"
 		}
-		return set("ship_in_progress", "Task %s is being shipped by operation %s; %s it when that ends", t.Identifier, st.operation, verb)
-	case refNotStartable:
-		return set("not_startable", "Task %s is %s; start needs status todo, or in_review after changes were requested", t.Identifier, t.Status)
-	case refAlreadyInReview:
-		return set("already_in_review", "Task %s is %s; submit needs status in_progress", t.Identifier, t.Status)
-	case refNotSubmittable:
-		return set("not_submittable", "Task %s is %s; submit needs status in_progress", t.Identifier, t.Status)
-	case refNoAdapter:
-		return errNoAdapter(t, a.mode)
-	case refNotShippable:
-		return set("not_shippable", "Task %s is %s; only a submitted task in review can be shipped", t.Identifier, t.Status)
-	case refPRClosed:
-		return set("not_shippable", "Pull request #%d of task %s is %s", pr, t.Identifier, st.prState)
-	case refDraft:
-		return set("draft", "Pull request #%d of task %s is a draft; mark it ready for review at the code host", pr, t.Identifier)
-	case refConflicting:
-		return set("not_mergeable", "Pull request #%d of task %s conflicts with its base branch; rebase it and submit again", pr, t.Identifier)
-	case refBehind:
-		return set("not_mergeable", "Pull request #%d of task %s is behind its base branch, which must be up to date to merge; rebase it and submit again", pr, t.Identifier)
-	case refCINotPassed:
-		return set("ci_not_passed", "CI of task %s is %s, not passed", t.Identifier, st.ci)
-	case refNotApproved:
-		return set("review_not_approved", "The review decision on task %s is %s, not approved", t.Identifier, st.decision)
-	case refHeadMismatch:
-		return set("head_sha_mismatch", "expectedHeadSha %s is not the head of task %s (%s); read the task again and ship its headSha", a.head, t.Identifier, st.head)
-	case refNoDeployer:
-		return set("deployer_not_configured", "This service has no deployer; ship task %s with mode merge_only", t.Identifier)
-	case refNotInReview:
-		return set("not_in_review", "Task %s is %s; only a task in review can be reviewed", t.Identifier, t.Status)
-	case refNotCancellable:
-		return set("not_cancellable", "Task %s is %s and cannot be cancelled", t.Identifier, t.Status)
-	case refNotInProgress:
-		return set("not_in_progress", "Task %s is %s; only a task in progress can be blocked", t.Identifier, t.Status)
-	case refNotBlocked:
-		return set("not_blocked", "Task %s is %s; only a blocked task has a blocker to resolve", t.Identifier, t.Status)
-	case refNotWaiting:
-		return set("not_shippable", "Task %s is %s and no longer waits for this operation", t.Identifier, t.Status)
-	case refHeadMoved:
-		return set("head_sha_mismatch", "The head of pull request #%d of task %s moved from %s to %s", pr, t.Identifier, a.head, st.head)
+		return fmt.Sprintf("Task %s is being shipped by operation %s; %s it when that ends", t.Identifier, st.operation, verb)
+	}},
+	refNotStartable: {"not_startable", func(st taskState, t *Task, a ask) string {
+		return fmt.Sprintf("Task %s is %s; start needs status todo, or in_review after changes were requested", t.Identifier, t.Status)
+	}},
+	refAlreadyInReview: {"already_in_review", func(st taskState, t *Task, a ask) string {
+		return fmt.Sprintf("Task %s is %s; submit needs status in_progress", t.Identifier, t.Status)
+	}},
+	refNotSubmittable: {"not_submittable", func(st taskState, t *Task, a ask) string {
+		return fmt.Sprintf("Task %s is %s; submit needs status in_progress", t.Identifier, t.Status)
+	}},
+	refNotShippable: {"not_shippable", func(st taskState, t *Task, a ask) string {
+		return fmt.Sprintf("Task %s is %s; only a submitted task in review can be shipped", t.Identifier, t.Status)
+	}},
+	refPRClosed: {"not_shippable", func(st taskState, t *Task, a ask) string {
+		return fmt.Sprintf("Pull request #%d of task %s is %s", prNumber(t), t.Identifier, st.prState)
+	}},
+	refDraft: {"draft", func(st taskState, t *Task, a ask) string {
+		return fmt.Sprintf("Pull request #%d of task %s is a draft; mark it ready for review at the code host", prNumber(t), t.Identifier)
+	}},
+	refConflicting: {"not_mergeable", func(st taskState, t *Task, a ask) string {
+		return fmt.Sprintf("Pull request #%d of task %s conflicts with its base branch; rebase it and submit again", prNumber(t), t.Identifier)
+	}},
+	refBehind: {"not_mergeable", func(st taskState, t *Task, a ask) string {
+		return fmt.Sprintf("Pull request #%d of task %s is behind its base branch, which must be up to date to merge; rebase it and submit again", prNumber(t), t.Identifier)
+	}},
+	refBlocked: {"not_mergeable", func(st taskState, t *Task, a ask) string {
+		reason := t.Facts.BlockedReason
+		if reason == "" {
+			reason = "a requirement of its own"
+		}
+		return fmt.Sprintf("The code host blocks the merge of pull request #%d of task %s: %s", prNumber(t), t.Identifier, reason)
+	}},
+	refHostRefused: {"not_mergeable", func(st taskState, t *Task, a ask) string {
+		msg := ""
+		if r := t.Facts.MergeRefusal; r != nil {
+			msg = r.Message
+		}
+		return fmt.Sprintf("The code host refused to merge pull request #%d of task %s: %s; ship is offered again once the pull request, its CI or its reviews change", prNumber(t), t.Identifier, msg)
+	}},
+	refCINotPassed: {"ci_not_passed", func(st taskState, t *Task, a ask) string {
+		return fmt.Sprintf("CI of task %s is %s, not passed", t.Identifier, st.ci)
+	}},
+	refNotApproved: {"review_not_approved", func(st taskState, t *Task, a ask) string {
+		return fmt.Sprintf("The review decision on task %s is %s, not approved", t.Identifier, st.decision)
+	}},
+	refHeadMismatch: {"head_sha_mismatch", func(st taskState, t *Task, a ask) string {
+		return fmt.Sprintf("expectedHeadSha %s is not the head of task %s (%s); read the task again and ship its headSha", a.head, t.Identifier, st.head)
+	}},
+	refNoDeployer: {"deployer_not_configured", func(st taskState, t *Task, a ask) string {
+		return fmt.Sprintf("This service has no deployer; ship task %s with mode merge_only", t.Identifier)
+	}},
+	refNotInReview: {"not_in_review", func(st taskState, t *Task, a ask) string {
+		return fmt.Sprintf("Task %s is %s; only a task in review can be reviewed", t.Identifier, t.Status)
+	}},
+	refNotCancellable: {"not_cancellable", func(st taskState, t *Task, a ask) string {
+		return fmt.Sprintf("Task %s is %s and cannot be cancelled", t.Identifier, t.Status)
+	}},
+	refNotInProgress: {"not_in_progress", func(st taskState, t *Task, a ask) string {
+		return fmt.Sprintf("Task %s is %s; only a task in progress can be blocked", t.Identifier, t.Status)
+	}},
+	refNotBlocked: {"not_blocked", func(st taskState, t *Task, a ask) string {
+		return fmt.Sprintf("Task %s is %s; only a blocked task has a blocker to resolve", t.Identifier, t.Status)
+	}},
+	refNotWaiting: {"not_shippable", func(st taskState, t *Task, a ask) string {
+		return fmt.Sprintf("Task %s is %s and no longer waits for this operation", t.Identifier, t.Status)
+	}},
+	refHeadMoved: {"head_moved", func(st taskState, t *Task, a ask) string {
+		return fmt.Sprintf("The head of pull request #%d of task %s moved from %s to %s", prNumber(t), t.Identifier, a.head, st.head)
+	}},
+}
+
+// move is a change of a task's status: what a command does, or what a
+// fact learned from the code host makes of the task (see settle).
+type move uint8
+
+const (
+	moveCreate         move = iota // created: todo
+	moveStart                      // todo, or in_review for rework: in_progress
+	moveSubmit                     // in_progress: in_review
+	moveBlock                      // in_progress: blocked
+	moveResolve                    // blocked: back to the status the blocker interrupted
+	moveCancel                     // any but done and cancelled: cancelled
+	moveShipped                    // in_review: done, merged by its ship operation
+	moveMergedAtHost               // in_review, or back in progress after a close: done
+	moveClosedAtHost               // in_review: in_progress, to submit again
+	moveReopenedAtHost             // in_progress after a close at the host: in_review
+)
+
+// moves are the lifecycle's transitions: the status each move leads to
+// ("" for resolve: the status the blocker interrupted, kept with the
+// task). The table (taskState.rule) says when each command may move a
+// task; settle, when a fact does.
+var moves = [...]Status{
+	moveCreate:         StatusTodo,
+	moveStart:          StatusInProgress,
+	moveSubmit:         StatusInReview,
+	moveBlock:          StatusBlocked,
+	moveResolve:        "",
+	moveCancel:         StatusCancelled,
+	moveShipped:        StatusDone,
+	moveMergedAtHost:   StatusDone,
+	moveClosedAtHost:   StatusInProgress,
+	moveReopenedAtHost: StatusInReview,
+}
+
+// moveTask moves t as m says, with what goes with the new status: a
+// blocker is kept (block) or cleared (resolve, cancel); a task started,
+// done or cancelled is no longer read by the reconciler, while one closed
+// at the host is, for a reopen.
+func moveTask(t *Task, m move) {
+	to := moves[m]
+	switch m {
+	case moveBlock:
+		t.StatusBeforeBlocker = t.Status
+	case moveResolve:
+		to = t.StatusBeforeBlocker
+		if to == "" {
+			to = StatusInProgress
+		}
+		t.StatusBeforeBlocker, t.Blocker = "", nil
+	case moveCancel:
+		t.StatusBeforeBlocker, t.Blocker = "", nil
+	case moveStart, moveShipped, moveMergedAtHost:
+		t.ReconcileAt = Timestamp{}
+	case moveClosedAtHost:
+		t.ReworkRequested = false
 	}
-	panic(fmt.Sprintf("lifecycle: no words for refusal %d", r))
+	t.Status = to
 }
 
 // offered are the actions availableActions may list, in the order of the
@@ -520,16 +676,13 @@ func settle(t *Task, wasState PullRequestState) bool {
 	}
 	switch {
 	case t.Status == StatusInReview && t.Facts.PRState == PullRequestMerged:
-		t.Status = StatusDone
-		t.ReconcileAt = Timestamp{}
+		moveTask(t, moveMergedAtHost)
 	case t.Status == StatusInReview && t.Facts.PRState == PullRequestClosed:
-		t.Status = StatusInProgress // ReconcileAt stays: a reopen is read too
-		t.ReworkRequested = false
+		moveTask(t, moveClosedAtHost)
 	case t.Status == StatusInProgress && wasState == PullRequestClosed && t.Facts.PRState == PullRequestOpen:
-		t.Status = StatusInReview
+		moveTask(t, moveReopenedAtHost)
 	case t.Status == StatusInProgress && wasState == PullRequestClosed && t.Facts.PRState == PullRequestMerged:
-		t.Status = StatusDone // reopened and merged at the host between two readings
-		t.ReconcileAt = Timestamp{}
+		moveTask(t, moveMergedAtHost) // reopened and merged at the host between two readings
 	default:
 		return false
 	}

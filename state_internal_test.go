@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 )
 
 // TestActionsTable checks availableActions over every combination of
@@ -123,6 +124,67 @@ func TestSettleAndShipRefusal(t *testing.T) {
 		}
 		if reason != tt.want {
 			t.Errorf("case %d: shipRefusal = %q, want %q", i, reason, tt.want)
+		}
+	}
+}
+
+// TestMoves checks the status each move leads to, and what goes with it.
+func TestMoves(t *testing.T) {
+	t.Parallel()
+	at := NewTimestamp(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	blocker := &Blocker{Reason: "r"}
+	tests := []struct {
+		name string
+		from Task
+		move move
+		want Task
+	}{
+		{"create", Task{}, moveCreate, Task{Status: StatusTodo}},
+		{"start", Task{Status: StatusTodo, ReconcileAt: at}, moveStart, Task{Status: StatusInProgress}},
+		{"rework", Task{Status: StatusInReview, ReconcileAt: at}, moveStart, Task{Status: StatusInProgress}},
+		{"submit", Task{Status: StatusInProgress}, moveSubmit, Task{Status: StatusInReview}},
+		{"block", Task{Status: StatusInProgress}, moveBlock, Task{Status: StatusBlocked, StatusBeforeBlocker: StatusInProgress}},
+		{"resolve", Task{Status: StatusBlocked, StatusBeforeBlocker: StatusInProgress, Blocker: blocker}, moveResolve, Task{Status: StatusInProgress}},
+		{"resolve without a status before", Task{Status: StatusBlocked, Blocker: blocker}, moveResolve, Task{Status: StatusInProgress}},
+		{"cancel a blocked task", Task{Status: StatusBlocked, StatusBeforeBlocker: StatusInProgress, Blocker: blocker}, moveCancel, Task{Status: StatusCancelled}},
+		{"shipped", Task{Status: StatusInReview, ReconcileAt: at}, moveShipped, Task{Status: StatusDone}},
+		{"merged at the host", Task{Status: StatusInReview, ReconcileAt: at}, moveMergedAtHost, Task{Status: StatusDone}},
+		{"closed at the host", Task{Status: StatusInReview, ReconcileAt: at, ReworkRequested: true}, moveClosedAtHost, Task{Status: StatusInProgress, ReconcileAt: at}},
+		{"reopened at the host", Task{Status: StatusInProgress, ReconcileAt: at}, moveReopenedAtHost, Task{Status: StatusInReview, ReconcileAt: at}},
+	}
+	for _, tt := range tests {
+		got := tt.from
+		moveTask(&got, tt.move)
+		if got.Status != tt.want.Status || got.StatusBeforeBlocker != tt.want.StatusBeforeBlocker || (got.Blocker == nil) != (tt.want.Blocker == nil) ||
+			!got.ReconcileAt.Equal(tt.want.ReconcileAt.Time) || got.ReworkRequested != tt.want.ReworkRequested {
+			t.Errorf("%s: %+v, want %+v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestHostRefusalsComeLast checks that a merge the host blocks, or refused,
+// refuses ship with not_mergeable only once every requirement the
+// lifecycle models is met, so that the refusal names what to do first.
+func TestHostRefusalsComeLast(t *testing.T) {
+	t.Parallel()
+	task := &Task{Identifier: "ENG-1", PRNumber: ptr(7), Facts: Facts{BlockedReason: "conversations must be resolved", MergeRefusal: &MergeRefusal{Message: "merge queue"}}}
+	for _, tt := range []struct {
+		name string
+		st   taskState
+		want string
+	}{
+		{"blocked", taskState{status: StatusInReview, submitted: true, prState: PullRequestOpen, ci: CIPassed, decision: DecisionApproved, mergeable: MergeabilityBlocked}, "not_mergeable"},
+		{"blocked, CI failed", taskState{status: StatusInReview, submitted: true, prState: PullRequestOpen, ci: CIFailed, decision: DecisionApproved, mergeable: MergeabilityBlocked}, "ci_not_passed"},
+		{"refused", taskState{status: StatusInReview, submitted: true, prState: PullRequestOpen, ci: CIPassed, decision: DecisionApproved, refused: true}, "not_mergeable"},
+		{"refused, review pending", taskState{status: StatusInReview, submitted: true, prState: PullRequestOpen, ci: CIPassed, decision: DecisionPending, refused: true}, "review_not_approved"},
+	} {
+		err := tt.st.answer(task, ask{cmd: cmdShip})
+		var c *ConflictError
+		if !errors.As(err, &c) || c.Reason != tt.want {
+			t.Errorf("%s: %v, want %s", tt.name, err, tt.want)
+		}
+		if slices.Contains(tt.st.actions(), ActionShip) {
+			t.Errorf("%s: ship offered", tt.name)
 		}
 	}
 }

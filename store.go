@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"errors"
 	"time"
 )
 
@@ -19,8 +18,8 @@ import (
 // for does not exist, ErrConflict when a uniqueness rule would be broken, and
 // ErrClosed after Close; other errors are failures of the store itself.
 type Store interface {
-	// Task returns the task with the given ID.
-	Task(ctx context.Context, id string) (Task, error)
+	Reader
+
 	// ListTasks returns the tasks that match the filter, in creation order.
 	ListTasks(ctx context.Context, f TaskFilter) (TaskPage, error)
 
@@ -32,15 +31,6 @@ type Store interface {
 	// EventBounds returns the greatest sequence of a committed event and
 	// the greatest one Prune deleted, read together.
 	EventBounds(ctx context.Context) (EventBounds, error)
-
-	// Reviews returns the reviews of a submission, oldest first.
-	Reviews(ctx context.Context, submissionID string) ([]Review, error)
-	// Checks returns the checks recorded for a task's commit, ordered by
-	// source and name.
-	Checks(ctx context.Context, taskID, headSHA string) ([]Check, error)
-
-	// ShipOperation returns the ship operation with the given ID.
-	ShipOperation(ctx context.Context, id string) (ShipOperation, error)
 
 	// Submissions returns every submission of a task, oldest first; a
 	// task without submissions, or an unknown one, has none.
@@ -59,8 +49,6 @@ type Store interface {
 	// ListAPIKeys returns every API key, revoked ones included, in creation order.
 	ListAPIKeys(ctx context.Context) ([]APIKey, error)
 
-	// Subscription returns the webhook subscription with the given ID.
-	Subscription(ctx context.Context, id string) (Subscription, error)
 	// ListSubscriptions returns the subscriptions after p.After, in
 	// creation order.
 	ListSubscriptions(ctx context.Context, p ListSubscriptionsParams) (SubscriptionPage, error)
@@ -89,12 +77,28 @@ type Store interface {
 	Close() error
 }
 
+// Reader is the reads a [Store] and its [Tx] both make. Through a Tx,
+// Task and ShipOperation read for update: no other transaction changes
+// the record before this one ends.
+type Reader interface {
+	// Task returns the task with the given ID.
+	Task(ctx context.Context, id string) (Task, error)
+	// Reviews returns the reviews of a submission, oldest first.
+	Reviews(ctx context.Context, submissionID string) ([]Review, error)
+	// Checks returns the checks recorded for a task's commit, ordered by
+	// source and name.
+	Checks(ctx context.Context, taskID, headSHA string) ([]Check, error)
+	// ShipOperation returns the ship operation with the given ID.
+	ShipOperation(ctx context.Context, id string) (ShipOperation, error)
+	// Subscription returns the webhook subscription with the given ID.
+	Subscription(ctx context.Context, id string) (Subscription, error)
+}
+
 // Tx is a Store transaction, valid only inside the function passed to
 // [Store.Update]. It has the same error contract as Store.
 type Tx interface {
-	// Task returns the task with the given ID, read for update: no other
-	// transaction changes it before this one ends.
-	Task(ctx context.Context, id string) (Task, error)
+	Reader
+
 	// CreateTask inserts a new task. It returns ErrConflict when a task
 	// with the same ID or Identifier exists.
 	CreateTask(ctx context.Context, t Task) error
@@ -108,13 +112,8 @@ type Tx interface {
 	Submission(ctx context.Context, id string) (Submission, error)
 	// CreateSubmission inserts a new submission.
 	CreateSubmission(ctx context.Context, sub Submission) error
-	// Reviews returns the reviews of a submission, oldest first.
-	Reviews(ctx context.Context, submissionID string) ([]Review, error)
 	// CreateReview inserts a new review.
 	CreateReview(ctx context.Context, r Review) error
-	// Checks returns the checks recorded for a task's commit, ordered by
-	// source and name.
-	Checks(ctx context.Context, taskID, headSHA string) ([]Check, error)
 	// PutChecks records p.Checks, each replacing the check with the same
 	// task, commit, source and name; with p.Replace, it also deletes the
 	// other checks of the commit from p.Source.
@@ -123,9 +122,6 @@ type Tx interface {
 	// returns ErrConflict when one with the same source and ID is recorded.
 	RecordProviderDelivery(ctx context.Context, d ProviderDelivery) error
 
-	// ShipOperation returns the ship operation with the given ID, read for
-	// update.
-	ShipOperation(ctx context.Context, id string) (ShipOperation, error)
 	// CreateShipOperation inserts a new ship operation.
 	CreateShipOperation(ctx context.Context, op ShipOperation) error
 	// UpdateShipOperation replaces the stored operation with op.ID.
@@ -169,8 +165,6 @@ type Tx interface {
 	// set yet, and returns the key.
 	RevokeAPIKey(ctx context.Context, id string, at time.Time) (APIKey, error)
 
-	// Subscription returns the webhook subscription with the given ID.
-	Subscription(ctx context.Context, id string) (Subscription, error)
 	// CreateSubscription inserts a new subscription. It returns ErrConflict
 	// when one with the same ID exists.
 	CreateSubscription(ctx context.Context, sub Subscription) error
@@ -367,77 +361,6 @@ type PruneResult struct {
 	Deliveries int64
 	// IdempotencyRecords is how many idempotency records were deleted.
 	IdempotencyRecords int64
-}
-
-// PruneDeleters are a Store's deletions of each kind that [Store.Prune]
-// prunes: each deletes what came before its cutoff and says how many
-// records it deleted. A Store whose kinds are deleted apart (SQL stores,
-// each in statements of its own) implements Prune with their Prune.
-type PruneDeleters struct {
-	IdempotencyRecords, ProviderDeliveries, Deliveries, Events func(ctx context.Context, before time.Time) (int64, error)
-}
-
-// Prune runs the deletions as [Store.Prune] says: those whose cutoff p
-// sets, one after the other, going on after one fails. It returns what
-// they deleted, with their failures joined.
-func (d PruneDeleters) Prune(ctx context.Context, p PruneParams) (PruneResult, error) {
-	var (
-		r    PruneResult
-		errs []error
-	)
-	run := func(n *int64, before time.Time, del func(context.Context, time.Time) (int64, error)) {
-		if !before.IsZero() {
-			var err error
-			*n, err = del(ctx, before)
-			errs = append(errs, err)
-		}
-	}
-	run(&r.IdempotencyRecords, p.ExpiredBefore, d.IdempotencyRecords)
-	run(&r.ProviderDeliveries, p.Before, d.ProviderDeliveries)
-	run(&r.Deliveries, p.Before, d.Deliveries)
-	run(&r.Events, p.Before, d.Events)
-	return r, errors.Join(errs...)
-}
-
-// IdempotencyRecordOps are a Store's operations on the record of one
-// idempotency key, inside a transaction: Get reads it for update (an
-// error matching ErrNotFound when there is none), Create inserts it
-// (ErrConflict when another transaction inserted it first), Replace and
-// Delete change it. A SQL store implements [Tx.UpdateIdempotencyRecord]
-// with their Update.
-type IdempotencyRecordOps struct {
-	Get     func(IdempotencyScope) (IdempotencyRecord, error)
-	Create  func(IdempotencyRecord) error
-	Replace func(IdempotencyRecord) error
-	Delete  func(IdempotencyScope) error
-}
-
-// Update runs [Tx.UpdateIdempotencyRecord] over the operations: it reads
-// the record of scope, calls fn with it (nil when none), and then inserts,
-// replaces or deletes (fn returned nil) what fn returns; it stores
-// nothing when fn fails.
-func (o IdempotencyRecordOps) Update(scope IdempotencyScope, fn func(cur *IdempotencyRecord) (*IdempotencyRecord, error)) error {
-	var cur *IdempotencyRecord
-	switch r, err := o.Get(scope); {
-	case err == nil:
-		cur = &r
-	case !errors.Is(err, ErrNotFound):
-		return err
-	}
-	next, err := fn(cur)
-	switch {
-	case err != nil:
-		return err
-	case next == nil && cur == nil:
-		return nil
-	case next == nil:
-		return o.Delete(scope)
-	}
-	next.IdempotencyScope = scope
-	if cur == nil {
-		return o.Create(*next)
-	}
-	return o.Replace(*next)
 }
 
 // PutChecksParams says which checks [Tx.PutChecks] records.

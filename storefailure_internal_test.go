@@ -24,7 +24,8 @@ func (netClassifier) Unavailable(err error) bool {
 // failures, and only those, become ErrUnavailable.
 func TestStoreFailureLeavesProviderErrorsAlone(t *testing.T) {
 	t.Parallel()
-	s := &Service{store: netClassifier{}}
+	st := netClassifier{}
+	s := &Service{store: st, caps: capabilities(st)}
 	reset := &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
 	ctx := context.Background()
 	tests := []struct {

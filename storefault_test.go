@@ -13,7 +13,7 @@ import (
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/memory"
 	"github.com/tasklifecycle/lifecycle/internal/fakeclock"
-	"github.com/tasklifecycle/lifecycle/internal/testwait"
+	"github.com/tasklifecycle/lifecycle/internal/testenv"
 )
 
 // These tests cover a Store that fails (issue 21): requests answer 503
@@ -127,7 +127,7 @@ func (f *flakyStore) tick(t *testing.T, clock *fakeclock.Clock) {
 	t.Helper()
 	before := f.calls.Load()
 	clock.Advance(time.Second)
-	testwait.For(t, 5*time.Second, "the Service to call the Store after the clock moved", func() bool { return f.calls.Load() > before })
+	testenv.WaitFor(t, 5*time.Second, "the Service to call the Store after the clock moved", func() bool { return f.calls.Load() > before })
 }
 
 // withFlakyStore puts a flakyStore in front of an env's Store.
@@ -234,7 +234,7 @@ func TestWorkResumesAfterAStoreOutage(t *testing.T) {
 	for i := 0; i < 5 && !finished(); i++ {
 		store.tick(t, e.clock)
 	}
-	testwait.For(t, 10*time.Second, "the operation to finish within 5 s (on the Service's clock) of the store's return", finished)
+	testenv.WaitFor(t, 10*time.Second, "the operation to finish within 5 s (on the Service's clock) of the store's return", finished)
 	if op.Status != lifecycle.ShipSucceeded || host.Calls(memory.OpMerge) != 1 {
 		t.Fatalf("operation %s (%+v), %d merges; want succeeded, merged once", op.Status, op.Error, host.Calls(memory.OpMerge))
 	}
@@ -304,7 +304,7 @@ func TestKeyOfARequestCutOffByTheStoreIsFreedOnItsReturn(t *testing.T) {
 	for i := 0; i < 5 && !freed(); i++ {
 		store.tick(t, e.clock)
 	}
-	testwait.For(t, 10*time.Second, "the key to be freed within 5 s (on the Service's clock) of the store's return", freed)
+	testenv.WaitFor(t, 10*time.Second, "the key to be freed within 5 s (on the Service's clock) of the store's return", freed)
 }
 
 // A Store whose connection breaks while it commits may have committed, so

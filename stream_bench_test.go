@@ -44,7 +44,7 @@ func BenchmarkStreamReplay(b *testing.B) {
 		b.Fatal(err)
 	}
 	task := created.ID
-	if _, err := svc.StartTask(b.Context(), task, actor); err != nil {
+	if _, err := svc.StartTask(b.Context(), task, lifecycle.StartTaskParams{Actor: actor}); err != nil {
 		b.Fatal(err)
 	}
 	first, err := store.Events(b.Context(), lifecycle.EventFilter{Limit: 2})

@@ -18,7 +18,7 @@ import (
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/internal/fakeclock"
 	"github.com/tasklifecycle/lifecycle/internal/id"
-	"github.com/tasklifecycle/lifecycle/internal/testwait"
+	"github.com/tasklifecycle/lifecycle/internal/testenv"
 	"github.com/tasklifecycle/lifecycle/store/sqlite"
 )
 
@@ -128,15 +128,14 @@ func (c *sseConn) next() string {
 	return ""
 }
 
-// quiet fails the test when a block is waiting to be read.
-func (c *sseConn) quiet() {
+// nextIs fails the test unless the next event of the stream is marker:
+// an event committed after whatever the test expects not to arrive, so
+// that, the stream going in sequence order, anything that did arrive
+// comes before it.
+func (c *sseConn) nextIs(marker *lifecycle.Event) {
 	c.t.Helper()
-	select {
-	case b, ok := <-c.blocks:
-		if ok {
-			c.t.Fatalf("unexpected block %q", b)
-		}
-	default:
+	if ev := c.event(); ev.ID != marker.ID {
+		c.t.Fatalf("next event %s (%s of %s), want the marker %s", ev.ID, ev.Type, ev.TaskID, marker.ID)
 	}
 }
 
@@ -211,14 +210,14 @@ func wantFrame(t *testing.T, e lifecycle.Event) string {
 	return "retry: 5000\nid: " + e.ID + "\nevent: " + string(e.Type) + "\ndata: " + strings.TrimSuffix(buf.String(), "\n") + "\n\n"
 }
 
-// streamModes are the two ways a stream is served over HTTP/1.1: taking
-// the connection over (the default) and inside net/http's handler.
+// streamModes are the two ways a stream is served over HTTP/1.1: inside
+// net/http's handler (the default) and taking the connection over.
 var streamModes = []struct {
 	name string
 	set  func(*lifecycle.Config)
 }{
-	{"taken over", func(*lifecycle.Config) {}},
-	{"in the handler", func(c *lifecycle.Config) { c.KeepStreamsInHandler = true }},
+	{"taken over", func(c *lifecycle.Config) { c.TakeOverStreams = true }},
+	{"in the handler", func(*lifecycle.Config) {}},
 }
 
 func TestStreamHeadersAndFrames(t *testing.T) {
@@ -291,7 +290,12 @@ func testStreamHeadersAndFrames(t *testing.T, mode func(*lifecycle.Config)) {
 	if ev := plain.event(); ev.ID != e.events()[4].ID {
 		t.Errorf("live stream began with %s, want the event after it opened", ev.ID)
 	}
-	plain.quiet()
+	// Nothing else: the next event is the next one committed.
+	marker := testEvent(e.events()[4].TaskID, lifecycle.EventTaskUpdated)
+	if err := e.svc.AppendEventsForTest(t.Context(), []*lifecycle.Event{marker}); err != nil {
+		t.Fatal(err)
+	}
+	plain.nextIs(marker)
 }
 
 func TestStreamEventCarriesTraceID(t *testing.T) {
@@ -532,7 +536,22 @@ func TestStreamFilters(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Errorf("?%s got %v, want %v", tt.query, got, want)
 		}
-		conns[i].quiet()
+	}
+	// Nothing else reached a stream: markers, one kept by each filter,
+	// come next.
+	markers := []*lifecycle.Event{
+		testEvent(b, lifecycle.EventTaskShipped),      // "", taskId=b, eventTypes=shipped,reviewed
+		testEvent(a, lifecycle.EventTaskAwaitingUser), // awaiting_user of a
+	}
+	if err := e.svc.AppendEventsForTest(t.Context(), markers); err != nil {
+		t.Fatal(err)
+	}
+	for i, tt := range tests {
+		m := slices.IndexFunc(markers, func(m *lifecycle.Event) bool { return tt.keep(m) })
+		if m < 0 {
+			continue // taskId=tsk_none: no event can be of a task that does not exist
+		}
+		conns[i].nextIs(markers[m])
 	}
 }
 
@@ -572,7 +591,7 @@ func TestStreamKeepalive(t *testing.T) {
 	if !e.clock.WaitForWaiters(1, streamTimeout) {
 		t.Fatal("the stream did not rearm its heartbeat after an event")
 	}
-	c.quiet()
+	// A keepalive 10 s after the last one would come before this one.
 	e.clock.Advance(4 * time.Second)
 	if got, want := c.next(), ": keepalive 2026-11-21T10:00:24.000Z\n\n"; got != want {
 		t.Errorf("keepalive after an event = %q, want %q", got, want)
@@ -749,23 +768,22 @@ func TestStreamPollsSharedStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.quiet() // no wake-up crossed the processes
-	e.clock.Advance(2 * time.Second)
+	e.clock.Advance(2 * time.Second) // the poll reads what the other Service committed
 	if ev := c.event(); !strings.Contains(string(ev.Data), created.ID) {
 		t.Errorf("polled event %s does not describe %s", ev.Data, created.ID)
 	}
 }
 
-// TestIdleStreamParks: with the system's clock, an idle stream parks (see
-// internal/sse's Parker) and is woken by events, by its key's revocation
-// and by its client's leaving.
+// TestIdleStreamParks: with the system's clock, an idle stream that took
+// its connection over parks (see internal/sse's Parker) and is woken by
+// events, by its key's revocation and by its client's leaving.
 func TestIdleStreamParks(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, func(c *lifecycle.Config) { c.Clock = nil })
+	e := newEnv(t, func(c *lifecycle.Config) { c.Clock = nil; c.TakeOverStreams = true })
 	srv := e.serve()
 	parked := func(n int) {
 		t.Helper()
-		testwait.For(t, streamTimeout, fmt.Sprintf("%d streams parked", n), func() bool { return e.svc.ParkedStreamsForTest() == n })
+		testenv.WaitFor(t, streamTimeout, fmt.Sprintf("%d streams parked", n), func() bool { return e.svc.ParkedStreamsForTest() == n })
 	}
 	key, plaintext, err := e.svc.CreateAPIKey(t.Context(), lifecycle.CreateAPIKeyParams{Name: "parker", Scopes: []lifecycle.Scope{lifecycle.ScopeEventsRead},
 		Actor: lifecycle.Actor{ID: "tester", Role: lifecycle.RoleUser}})
@@ -808,11 +826,11 @@ func TestIdleStreamParks(t *testing.T) {
 // its task's next event.
 func TestParkedStreamSkipsWhatItFilters(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, func(c *lifecycle.Config) { c.Clock = nil; c.StreamLagLimit = 8 })
+	e := newEnv(t, func(c *lifecycle.Config) { c.Clock = nil; c.StreamLagLimit = 8; c.TakeOverStreams = true })
 	srv := e.serve()
 	id := e.createTask(taskBody("MINE-1"))["id"].(string)
 	c := stream(t, srv, e.key(lifecycle.ScopeEventsRead), "taskId="+id, nil)
-	testwait.For(t, streamTimeout, "the stream parked", func() bool { return e.svc.ParkedStreamsForTest() == 1 })
+	testenv.WaitFor(t, streamTimeout, "the stream parked", func() bool { return e.svc.ParkedStreamsForTest() == 1 })
 	for i := range 20 {
 		e.createTask(taskBody(fmt.Sprintf("OTHER-%d", i)))
 	}
@@ -820,5 +838,10 @@ func TestParkedStreamSkipsWhatItFilters(t *testing.T) {
 	if b := c.next(); !strings.Contains(b, id) || !strings.Contains(b, "in_progress") {
 		t.Fatalf("block %q, want the start of %s", b, id)
 	}
-	c.quiet()
+	// None of the other tasks' events: the next is the task's own.
+	marker := testEvent(id, lifecycle.EventTaskUpdated)
+	if err := e.svc.AppendEventsForTest(t.Context(), []*lifecycle.Event{marker}); err != nil {
+		t.Fatal(err)
+	}
+	c.nextIs(marker)
 }

@@ -298,7 +298,7 @@ func (s *Service) submitLocked(ctx context.Context, taskID string, p SubmitParam
 	sub := Submission{
 		SubmissionID:     req.SubmissionID,
 		TaskID:           t.ID,
-		Status:           StatusInReview,
+		Status:           moves[moveSubmit],
 		PRURL:            pr.URL,
 		PRNumber:         pr.Number,
 		Head:             optional(pr.Head),
@@ -343,7 +343,7 @@ func (s *Service) submitLocked(ctx context.Context, taskID string, p SubmitParam
 		if err := tx.PutChecks(ctx, PutChecksParams{TaskID: t.ID, HeadSHA: pr.HeadSHA, Source: SourceSelfReported, Checks: checks}); err != nil {
 			return taskEvent{}, fmt.Errorf("record self-reported checks: %w", err)
 		}
-		t.Status = StatusInReview
+		moveTask(t, moveSubmit)
 		t.SubmissionID, t.PRURL, t.PRNumber = &sub.SubmissionID, &sub.PRURL, &sub.PRNumber
 		t.Branch, t.BaseBranch = sub.Head, sub.Base
 		t.SubmissionMode, t.PROwner, t.PRRepo = p.Mode, pr.Owner, pr.Repo
@@ -353,8 +353,8 @@ func (s *Service) submitLocked(ctx context.Context, taskID string, p SubmitParam
 		if _, err := s.applyFacts(ctx, &newSubmissionTx{Tx: tx, sub: &sub}, t, obs, true); err != nil {
 			return taskEvent{}, err
 		}
-		_, decides := adapter.(ReviewDecider)
-		reviewsUnread := (decides || obs.reviewsFailed) && t.ReviewPolicy == PolicyGitHubRules && obs.reviews == nil
+		_, decides := hostDecides(adapter, t)
+		reviewsUnread := (decides || (obs.reviewsFailed && t.ReviewPolicy == PolicyGitHubRules)) && obs.reviews == nil
 		if reviewsUnread {
 			t.Facts.HostDecision = DecisionPending // the host decides; it could not be asked yet
 		}
@@ -459,7 +459,9 @@ type submissionEnvelope struct {
 func (s *Service) handleSubmit(w http.ResponseWriter, r *http.Request, p *Principal) error {
 	taskID := r.PathValue("id")
 	var params SubmitParams
-	return s.serveIdempotent(w, r, p, submitRoute, taskID, &params, params.validate, http.StatusAccepted, s.actionsOrNil(taskID), taskID,
+	req := keyedRequest{route: submitRoute, resourceID: taskID, status: http.StatusAccepted, body: &params, check: params.validate,
+		actions: s.actionsOrNil(taskID), lockTask: taskID}
+	return s.serveIdempotent(w, r, p, req,
 		func(ctx context.Context, key string, respond func(Tx, any) error) error {
 			params.IdempotencyKey, params.Actor = key, p.Actor
 			_, err := s.submitLocked(ctx, taskID, params, func(tx Tx, sub *Submission) error {

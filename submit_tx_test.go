@@ -61,7 +61,7 @@ func TestSubmitTransactions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.StartTask(t.Context(), task.ID, lifecycle.Actor{ID: "tx", Role: lifecycle.RoleAgent}); err != nil {
+	if _, err := svc.StartTask(t.Context(), task.ID, lifecycle.StartTaskParams{Actor: lifecycle.Actor{ID: "tx", Role: lifecycle.RoleAgent}}); err != nil {
 		t.Fatal(err)
 	}
 	body, _ := json.Marshal(map[string]any{

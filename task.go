@@ -379,7 +379,7 @@ func (s *Service) CreateTask(ctx context.Context, p CreateTaskParams) (Task, err
 		Identifier:         p.Identifier,
 		Title:              p.Title,
 		Description:        p.Description,
-		Status:             StatusTodo,
+		Status:             moves[moveCreate],
 		Priority:           p.Priority,
 		UpdatedAt:          now,
 		RoutingDecisionID:  ptr(id.New("rtd_")),
@@ -572,21 +572,32 @@ func (s *Service) setActions(t *Task) {
 	t.AvailableActions = s.stateOf(t).actions()
 }
 
+// StartTaskParams says who starts a task.
+type StartTaskParams struct {
+	// Actor is the agent (or person) that starts it.
+	Actor Actor `json:"-"`
+	// IdempotencyKey, when set (8 to 128 visible ASCII characters), makes
+	// the call idempotent with the rules of the HTTP API's
+	// Idempotency-Key, as [SubmitParams.IdempotencyKey] does.
+	IdempotencyKey string `json:"-"`
+}
+
 // StartTask moves a task to in_progress: from todo, or from in_review after
 // a reviewer requested changes. It returns a *ConflictError listing the
 // available actions when start is not one of them.
-func (s *Service) StartTask(ctx context.Context, taskID string, actor Actor) (Task, error) {
-	return s.changeTask(ctx, taskID, func(tx Tx, t *Task) (taskEvent, error) {
-		if err := s.answer(t, ask{cmd: cmdStart}); err != nil {
-			return taskEvent{}, err
-		}
-		summary := fmt.Sprintf("Task %s started", t.Identifier)
-		if t.ReworkReason() != "" {
-			summary = fmt.Sprintf("Task %s back in progress for rework", t.Identifier)
-		}
-		t.Status = StatusInProgress
-		t.ReconcileAt = Timestamp{}
-		return taskEvent{typ: EventTaskUpdated, summary: summary, actor: actor}, nil
+func (s *Service) StartTask(ctx context.Context, taskID string, p StartTaskParams) (Task, error) {
+	return s.taskOnce(ctx, p.Actor, startRoute, taskID, p.IdempotencyKey, p, func(ctx context.Context, record recordFunc) (Task, error) {
+		return s.changeTaskRecorded(ctx, taskID, record, func(tx Tx, t *Task) (taskEvent, error) {
+			if err := s.answer(t, ask{cmd: cmdStart}); err != nil {
+				return taskEvent{}, err
+			}
+			summary := fmt.Sprintf("Task %s started", t.Identifier)
+			if t.ReworkReason() != "" {
+				summary = fmt.Sprintf("Task %s back in progress for rework", t.Identifier)
+			}
+			moveTask(t, moveStart)
+			return taskEvent{typ: EventTaskUpdated, summary: summary, actor: p.Actor}, nil
+		})
 	})
 }
 
@@ -610,9 +621,7 @@ func (s *Service) CancelTask(ctx context.Context, taskID string, p CancelTaskPar
 		if err := s.answer(t, ask{cmd: cmdCancel}); err != nil {
 			return taskEvent{}, err
 		}
-		t.Status = StatusCancelled
-		t.Blocker = nil
-		t.StatusBeforeBlocker = ""
+		moveTask(t, moveCancel)
 		summary := fmt.Sprintf("Task %s cancelled", t.Identifier)
 		if p.Reason != "" {
 			summary += ": " + p.Reason
@@ -792,7 +801,7 @@ func (s *Service) handleStartTask(w http.ResponseWriter, r *http.Request, p *Pri
 	if err := decodeJSON(w, r, &struct{}{}, true); err != nil {
 		return err
 	}
-	t, err := s.StartTask(requestContext(r), r.PathValue("id"), p.Actor)
+	t, err := s.StartTask(requestContext(r), r.PathValue("id"), StartTaskParams{Actor: p.Actor})
 	if err != nil {
 		return err
 	}

@@ -51,10 +51,10 @@ func (s *Service) encodedTask(ctx context.Context, taskID, form string, encode f
 		return nil, err
 	}
 	if b := s.tasks.get(taskID, rev, form); b != nil {
-		s.tel.taskCacheLookups.Add(ctx, 1, s.tel.cacheHit)
+		s.tel.TaskCacheLookup(ctx, true)
 		return b, nil
 	}
-	s.tel.taskCacheLookups.Add(ctx, 1, s.tel.cacheMiss)
+	s.tel.TaskCacheLookup(ctx, false)
 	t, err := s.Task(ctx, taskID)
 	if err != nil {
 		return nil, err
@@ -119,10 +119,9 @@ const maxForms = 8
 const entryOverhead = 128
 
 // newTaskCache returns a cache of limit bytes over the Store's revisions,
-// or nil when the Store has none or limit is negative.
-func newTaskCache(store Store, limit int64) *taskCache {
-	revs, ok := store.(TaskRevisioner)
-	if !ok || limit < 0 {
+// or nil when the Store has none (revs is nil) or limit is negative.
+func newTaskCache(revs TaskRevisioner, limit int64) *taskCache {
+	if revs == nil || limit < 0 {
 		return nil
 	}
 	return &taskCache{revs: revs, limit: limit, byID: make(map[string]*cachedTask)}

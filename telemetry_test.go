@@ -17,7 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tasklifecycle/lifecycle"
-	"github.com/tasklifecycle/lifecycle/internal/testwait"
+	"github.com/tasklifecycle/lifecycle/internal/testenv"
 )
 
 // probe reads what a Service measured and traced, through the SDK's
@@ -139,7 +139,7 @@ func (p *probe) want(name string, attrs map[string]string, n int64) {
 // adds up to n.
 func (p *probe) await(name string, attrs map[string]string, n int64) {
 	p.t.Helper()
-	testwait.For(p.t, 10*time.Second, name+" to reach its count", func() bool { return p.value(name, attrs) == n })
+	testenv.WaitFor(p.t, 10*time.Second, name+" to reach its count", func() bool { return p.value(name, attrs) == n })
 }
 
 // span returns the ended span named name, failing the test when there is
@@ -380,7 +380,7 @@ func TestTelemetryShip(t *testing.T) {
 	p.observed("lifecycle.ship.queue.depth", map[string]string{"lifecycle.ship.status": "running"})
 	p.want("lifecycle.ship.queue.depth", nil, 0) // the operation finished
 
-	testwait.For(t, 10*time.Second, "the ship.run span to end", func() bool {
+	testenv.WaitFor(t, 10*time.Second, "the ship.run span to end", func() bool {
 		for _, s := range p.spans.Ended() {
 			if s.Name() == "ship.run" {
 				return true

@@ -33,7 +33,7 @@ func ExampleService_WatchTask() {
 	}
 	defer watch.Stop()
 
-	if _, err := svc.StartTask(ctx, task.ID, lifecycle.Actor{ID: "agent-web", Role: lifecycle.RoleAgent}); err != nil {
+	if _, err := svc.StartTask(ctx, task.ID, lifecycle.StartTaskParams{Actor: lifecycle.Actor{ID: "agent-web", Role: lifecycle.RoleAgent}}); err != nil {
 		log.Fatal(err)
 	}
 	e := <-events

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle"
-	"github.com/tasklifecycle/lifecycle/internal/testwait"
+	"github.com/tasklifecycle/lifecycle/internal/testenv"
 )
 
 // watchLog records what a watch's function is given.
@@ -68,10 +68,10 @@ func TestWatchTaskDeliversTheTasksEventsInOrder(t *testing.T) {
 	defer w.Stop()
 
 	actor := lifecycle.Actor{ID: "agent-web", Role: lifecycle.RoleAgent}
-	if _, err := e.svc.StartTask(ctx, other, actor); err != nil {
+	if _, err := e.svc.StartTask(ctx, other, lifecycle.StartTaskParams{Actor: actor}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.svc.StartTask(ctx, id, actor); err != nil {
+	if _, err := e.svc.StartTask(ctx, id, lifecycle.StartTaskParams{Actor: actor}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.svc.RecordBlocker(ctx, id, lifecycle.RecordBlockerParams{Reason: "missing_secret", ActionRequired: "Add it", Actor: actor}); err != nil {
@@ -135,7 +135,7 @@ func TestWatchTaskEndsWithStopContextAndClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.svc.StartTask(t.Context(), id, actor); err != nil {
+	if _, err := e.svc.StartTask(t.Context(), id, lifecycle.StartTaskParams{Actor: actor}); err != nil {
 		t.Fatal(err)
 	}
 	log.waitFor(t, 1)
@@ -205,7 +205,7 @@ func TestWatchesDoNotCountAgainstStreams(t *testing.T) {
 	}
 	cancel()
 	resp.Body.Close()
-	if _, err := e.svc.StartTask(t.Context(), id, lifecycle.Actor{ID: "a", Role: lifecycle.RoleAgent}); err != nil {
+	if _, err := e.svc.StartTask(t.Context(), id, lifecycle.StartTaskParams{Actor: lifecycle.Actor{ID: "a", Role: lifecycle.RoleAgent}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.svc.RecordBlocker(t.Context(), id, lifecycle.RecordBlockerParams{Reason: "r", ActionRequired: "x"}); err != nil {
@@ -244,7 +244,7 @@ func TestWatchTaskCatchesUpFromTheStore(t *testing.T) {
 	}
 	defer w.Stop()
 	actor := lifecycle.Actor{ID: "a", Role: lifecycle.RoleAgent}
-	if _, err := e.svc.StartTask(ctx, id, actor); err != nil {
+	if _, err := e.svc.StartTask(ctx, id, lifecycle.StartTaskParams{Actor: actor}); err != nil {
 		t.Fatal(err)
 	}
 	<-first
@@ -264,7 +264,7 @@ func TestWatchTaskCatchesUpFromTheStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	last := all[len(all)-1].Sequence
-	testwait.For(t, 10*time.Second, "the broker to load the events", func() bool { return e.svc.BrokerPositionForTest() >= last })
+	testenv.WaitFor(t, 10*time.Second, "the broker to load the events", func() bool { return e.svc.BrokerPositionForTest() >= last })
 	close(release)
 	evs := log.waitFor(t, 1+2*rounds)
 	stored, err := e.svc.TaskEventsAfter(ctx, id, 0, 100)

@@ -540,7 +540,8 @@ const subscriptionsRoute = "POST /event-subscriptions"
 
 func (s *Service) handleCreateSubscription(w http.ResponseWriter, r *http.Request, p *Principal) error {
 	var params CreateSubscriptionParams
-	return s.serveIdempotent(w, r, p, subscriptionsRoute, "", &params, params.validate, http.StatusCreated, nil, "",
+	req := keyedRequest{route: subscriptionsRoute, status: http.StatusCreated, body: &params, check: params.validate}
+	return s.serveIdempotent(w, r, p, req,
 		func(ctx context.Context, _ string, respond func(Tx, any) error) error {
 			_, err := s.createSubscription(ctx, params, func(tx Tx, sub *Subscription) error {
 				return respond(tx, subscriptionEnvelope{sub})

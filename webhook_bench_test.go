@@ -25,7 +25,7 @@ import (
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/tasklifecycle/lifecycle"
-	"github.com/tasklifecycle/lifecycle/internal/testwait"
+	"github.com/tasklifecycle/lifecycle/internal/testenv"
 )
 
 // benchReceiver is a TLS receiver on loopback that counts deliveries and
@@ -246,7 +246,7 @@ func (wb *webhookBench) produce(b *testing.B, n, perSecond int) {
 
 // wait waits until the healthy receivers have want deliveries in all.
 func (wb *webhookBench) wait(b *testing.B, want int64) {
-	if !testwait.Until(2*time.Minute, func() bool { return wb.delivered() >= want }) {
+	if !testenv.WaitUntil(2*time.Minute, func() bool { return wb.delivered() >= want }) {
 		b.Fatalf("%d of %d deliveries within 2 minutes", wb.delivered(), want)
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/tasklifecycle/lifecycle/internal/hookpost"
+	"github.com/tasklifecycle/lifecycle/internal/webhooksend"
 )
 
 // Webhook signature headers.
@@ -26,7 +26,7 @@ const (
 )
 
 // signaturePrefix begins the value of X-Service-Signature.
-const signaturePrefix = hookpost.SignaturePrefix
+const signaturePrefix = webhooksend.SignaturePrefix
 
 // VerifyWebhookSignature checks, in constant time, that signature (the
 // X-Service-Signature header of a delivery) is the HMAC-SHA256 of body

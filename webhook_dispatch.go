@@ -2,19 +2,23 @@ package lifecycle
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"sync/atomic"
 	"time"
 
 	"github.com/tasklifecycle/lifecycle/internal/cursorloop"
-	"github.com/tasklifecycle/lifecycle/internal/hookpost"
 	"github.com/tasklifecycle/lifecycle/internal/id"
 	"github.com/tasklifecycle/lifecycle/internal/leasepool"
 	"github.com/tasklifecycle/lifecycle/internal/netguard"
+	"github.com/tasklifecycle/lifecycle/internal/secretbox"
+	"github.com/tasklifecycle/lifecycle/internal/telemetry"
+	"github.com/tasklifecycle/lifecycle/internal/webhooksend"
 )
 
 // DefaultWebhookRetrySchedule returns how long attempt n+1 of a delivery
@@ -72,8 +76,7 @@ var (
 // until the transaction commits, the cursor stays before it and the next
 // worker delivers it again.
 type dispatcher struct {
-	s     *Service
-	owner string // this dispatcher's lease owner ID
+	cfg dispatcherConfig
 	// client delivers; privateClient delivers for the subscriptions
 	// allowed to reach private addresses, through connections of its
 	// own, so that no other subscription reuses one of them.
@@ -83,24 +86,65 @@ type dispatcher struct {
 	pool *leasepool.Pool[Subscription, *subWorker]
 	// tel holds the attribute sets of the attempts' measures, and the
 	// backlog and lag gauges while the dispatcher runs.
-	tel hookTelemetry
+	tel *telemetry.Deliveries
+}
+
+// dispatchReader is what a dispatcher reads from the Store outside
+// transactions: the pending attempts of a subscription, and the events
+// its worker fell behind the broker's ring on.
+type dispatchReader interface {
+	Deliveries(ctx context.Context, f DeliveryFilter) (DeliveryPage, error)
+	Events(ctx context.Context, f EventFilter) ([]Event, error)
+}
+
+// dispatcherConfig is what a dispatcher is built from: its dependencies,
+// and the Config fields of webhook delivery.
+type dispatcherConfig struct {
+	// Owner is the holder of the subscription leases: Config.InstanceID,
+	// so that a restarted Service takes its subscriptions back at once.
+	Owner string
+	// Store reads pending attempts and events; Update runs a transaction
+	// that need not wait for the disk (Service.updateRelaxed).
+	Store  dispatchReader
+	Update func(ctx context.Context, fn func(tx Tx) error) error
+	Clock  Clock
+	Log    *slog.Logger
+	// Broker feeds the workers the events from its ring.
+	Broker *broker
+	// Secrets opens the subscriptions' sealed secrets.
+	Secrets *secretbox.Box
+	// Targets checks the receivers' addresses at every dial.
+	Targets *netguard.Guard
+	// Tel is the Service's telemetry.
+	Tel *telemetry.Telemetry
+
+	// The Config fields of the same names, their defaults filled in.
+	WebhookTLSConfig                  *tls.Config
+	WebhookConcurrency                int
+	WebhookConcurrencyPerSubscription int
+	WebhookTimeout                    time.Duration
+	WebhookPollInterval               time.Duration
+	WebhookLease                      time.Duration
+	WebhookClaimBatch                 int
+	WebhookRetrySchedule              []time.Duration
+	WebhookRetryJitter                float64
+	MetricIdentifiers                 bool
 }
 
 // newDispatcher returns a dispatcher; it does nothing until run.
-func newDispatcher(s *Service) *dispatcher {
+func newDispatcher(cfg dispatcherConfig) *dispatcher {
 	d := &dispatcher{
-		s:      s,
-		owner:  s.owner, // Config.InstanceID: a restarted Service takes its subscriptions back at once
-		client: newWebhookClient(s, s.targets),
-		global: make(chan struct{}, s.cfg.WebhookConcurrency),
-		tel:    newHookTelemetry(),
+		cfg:    cfg,
+		client: newWebhookClient(&cfg, cfg.Targets),
+		global: make(chan struct{}, cfg.WebhookConcurrency),
+		tel:    cfg.Tel.Deliveries(),
 	}
 	d.privateClient = d.client
-	if !s.targets.AllowPrivate {
-		d.privateClient = newWebhookClient(s, newTargetGuard(true, s.targets.Resolver, s.log))
+	if !cfg.Targets.AllowPrivate {
+		d.privateClient = newWebhookClient(&cfg, newTargetGuard(true, cfg.Targets.Resolver, cfg.Log))
 	}
 	d.pool = leasepool.New(leasepool.Config[Subscription, *subWorker]{
-		Clock: s.clock, Poll: s.cfg.WebhookPollInterval, Lease: s.cfg.WebhookLease,
+		Clock: cfg.Clock, Poll: cfg.WebhookPollInterval, Lease: cfg.WebhookLease,
 		Claim: d.claim,
 		Key:   func(sub *Subscription) string { return sub.ID },
 		Start: d.startWorker,
@@ -117,10 +161,13 @@ func newDispatcher(s *Service) *dispatcher {
 
 // newWebhookClient returns a client that delivers webhooks, dialing
 // through guard.
-func newWebhookClient(s *Service, guard *netguard.Guard) *http.Client {
-	return hookpost.NewClient(hookpost.ClientConfig{Dial: guard.DialContext, TLS: s.cfg.WebhookTLSConfig,
-		Concurrency: s.cfg.WebhookConcurrency, Timeout: s.cfg.WebhookTimeout})
+func newWebhookClient(cfg *dispatcherConfig, guard *netguard.Guard) *http.Client {
+	return webhooksend.NewClient(webhooksend.ClientConfig{Dial: guard.DialContext, TLS: cfg.WebhookTLSConfig,
+		Concurrency: cfg.WebhookConcurrency, Timeout: cfg.WebhookTimeout})
 }
+
+// maxAttempts is the most attempts at one delivery.
+func (d *dispatcher) maxAttempts() int { return len(d.cfg.WebhookRetrySchedule) + 1 }
 
 // subscriptionsChanged makes the dispatcher claim subscriptions again soon.
 func (d *dispatcher) subscriptionsChanged() { d.pool.Wake() }
@@ -139,26 +186,26 @@ func (d *dispatcher) run(ctx context.Context) {
 // claim renews this dispatcher's leases and takes up expired ones, at most
 // WebhookClaimBatch at a time, and returns the subscriptions held.
 func (d *dispatcher) claim(ctx context.Context, now time.Time) ([]Subscription, error) {
-	s := d.s
+	c := &d.cfg
 	var held []Subscription
-	err := s.updateRelaxed(ctx, func(tx Tx) error {
+	err := c.Update(ctx, func(tx Tx) error {
 		var err error
 		held, err = tx.ClaimSubscriptions(ctx, ClaimSubscriptionsParams{
-			Owner: d.owner, Now: now, Until: now.Add(s.cfg.WebhookLease), Max: s.cfg.WebhookClaimBatch,
+			Owner: d.cfg.Owner, Now: now, Until: now.Add(c.WebhookLease), Max: c.WebhookClaimBatch,
 		})
 		return err
 	})
 	if err != nil {
 		if ctx.Err() == nil {
-			s.log.Error("webhooks: claim subscriptions", "err", err)
+			c.Log.Error("webhooks: claim subscriptions", "err", err)
 		}
 		return nil, err
 	}
 	if len(held) > 0 {
 		// Workers read the events from the stream broker's ring.
-		if err := s.broker.start(ctx); err != nil {
+		if err := c.Broker.start(ctx); err != nil {
 			if ctx.Err() == nil {
-				s.log.Error("webhooks: start reading events", "err", err)
+				c.Log.Error("webhooks: start reading events", "err", err)
 			}
 			return nil, err
 		}
@@ -169,9 +216,9 @@ func (d *dispatcher) claim(ctx context.Context, now time.Time) ([]Subscription, 
 // startWorker makes the worker of a subscription newly held, unless its
 // deliveries cannot be signed.
 func (d *dispatcher) startWorker(ctx context.Context, sub *Subscription) (*subWorker, bool) {
-	secret, err := d.s.secrets.Open(sub.ID, sub.SealedSecret)
+	secret, err := d.cfg.Secrets.Open(sub.ID, sub.SealedSecret)
 	if err != nil {
-		d.s.log.Error("webhooks: cannot sign deliveries of the subscription", "subscription", sub.ID, "err", err)
+		d.cfg.Log.Error("webhooks: cannot sign deliveries of the subscription", "subscription", sub.ID, "err", err)
 		return nil, false
 	}
 	return newSubWorker(ctx, d, *sub, secret), true
@@ -186,7 +233,7 @@ func (d *dispatcher) stopWorker(ctx context.Context, subID string) { d.pool.Stop
 func (d *dispatcher) release(held []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	err := d.s.updateRelaxed(ctx, func(tx Tx) error {
+	err := d.cfg.Update(ctx, func(tx Tx) error {
 		for _, subID := range held {
 			sub, err := tx.Subscription(ctx, subID)
 			if errors.Is(err, ErrNotFound) {
@@ -195,7 +242,7 @@ func (d *dispatcher) release(held []string) {
 			if err != nil {
 				return err
 			}
-			if sub.LeaseOwner == d.owner {
+			if sub.LeaseOwner == d.cfg.Owner {
 				sub.LeaseOwner, sub.LeaseUntil = "", time.Time{}
 				if err := tx.UpdateSubscription(ctx, sub); err != nil {
 					return err
@@ -205,7 +252,7 @@ func (d *dispatcher) release(held []string) {
 		return nil
 	})
 	if err != nil {
-		d.s.log.Warn("webhooks: give leases up; they expire by themselves", "err", err)
+		d.cfg.Log.Warn("webhooks: give leases up; they expire by themselves", "err", err)
 	}
 }
 
@@ -231,12 +278,14 @@ type subWorker struct {
 	buf        []ringEvent
 	unrecorded []*attempt
 
-	// host is the receiver's host name, for server.address;
-	// clientAttrs the attribute sets of http.client.request.duration.
-	host        string
-	clientAttrs *attrCache[clientKey]
+	// host is the receiver's host name, for server.address of the span;
+	// receiver the attribute sets of http.client.request.duration, the
+	// dispatcher's (with no server.address) unless
+	// Config.MetricIdentifiers.
+	host     string
+	receiver *telemetry.Receiver
 	// gauge is what the backlog and lag gauges read.
-	gauge hookGauge
+	gauge telemetry.Backlog
 }
 
 // newSubWorker returns the worker of sub; it stops when ctx ends.
@@ -245,14 +294,14 @@ func newSubWorker(ctx context.Context, d *dispatcher, sub Subscription, secret [
 		d:      d,
 		sub:    sub,
 		secret: secret,
-		sem:    make(chan struct{}, d.s.cfg.WebhookConcurrencyPerSubscription),
+		sem:    make(chan struct{}, d.cfg.WebhookConcurrencyPerSubscription),
 		ctx:    ctx,
 		pokeC:  make(chan struct{}, 1),
 		rev:    sub.Revision,
 		host:   receiverHost(sub.URL),
 	}
-	w.clientAttrs = newAttrCache(clientAttributes(w.host))
-	w.gauge.read = sub.Cursor
+	w.receiver = d.tel.Receiver(w.host, d.cfg.MetricIdentifiers)
+	w.gauge.ReadsAfter(sub.Cursor)
 	w.notified.Store(sub.Revision)
 	w.keep = func(e *ringEvent) bool { return w.sub.keep(e.typ, e.taskID, e.project) }
 	return w
@@ -301,10 +350,10 @@ type attempt struct {
 // anything, so that the rewind it started at is not applied again at its
 // first record.
 func (w *subWorker) run() {
-	log := w.d.s.log.With("subscription", w.sub.ID)
+	log := w.d.cfg.Log.With("subscription", w.sub.ID)
 	ends := func(err error) bool { return errors.Is(err, errSubscriptionGone) || errors.Is(err, errLeaseLost) }
 	cursorloop.Run(w.ctx, cursorloop.Config{
-		Clock: w.d.s.clock, Cursor: w.sub.Cursor, Poked: w.sub.Rewound, Poke: w.pokeC,
+		Clock: w.d.cfg.Clock, Cursor: w.sub.Cursor, Poked: w.sub.Rewound, Poke: w.pokeC,
 		Batch: webhookBatch, RecordDelay: webhookRecordDelay, CursorLag: webhookCursorLag, CursorDelay: webhookCursorDelay,
 		RetryWait: webhookRetry, StopTimeout: 5 * time.Second, Ends: ends,
 		Stopped: func(reason error) { log.Info("webhooks: stop delivering", "reason", reason) },
@@ -356,7 +405,7 @@ func (l *subLoop) Record(ctx context.Context, pos int64) (time.Time, *int64, err
 		l.unrecorded = l.unrecorded[:0]
 	}
 	if rewound != nil {
-		l.gauge.rewound(*rewound)
+		l.gauge.ReadsAfter(*rewound)
 	}
 	return retryAt, rewound, err
 }
@@ -367,12 +416,12 @@ func (a *attempt) failed() bool { return a.id == "" || a.err != "" }
 // dueRetries returns the pending attempts due at now, and when the next
 // one not yet due is, or the zero time.
 func (w *subWorker) dueRetries(now time.Time) ([]Delivery, time.Time, error) {
-	page, err := w.d.s.store.Deliveries(w.ctx, DeliveryFilter{SubscriptionID: w.sub.ID, Pending: true, Limit: webhookBatch})
+	page, err := w.d.cfg.Store.Deliveries(w.ctx, DeliveryFilter{SubscriptionID: w.sub.ID, Pending: true, Limit: webhookBatch})
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("read pending deliveries: %w", err)
 	}
 	pending := page.Deliveries
-	w.gauge.pendingRead(pending, len(pending) < webhookBatch)
+	telemetry.PendingRead(&w.gauge, pending, deliveryIdent, len(pending) < webhookBatch)
 	for i := range pending {
 		if at := pending[i].NextAttemptAt; at != nil && at.After(now) {
 			return pending[:i], at.Time, nil
@@ -385,20 +434,20 @@ func (w *subWorker) dueRetries(now time.Time) ([]Delivery, time.Time, error) {
 // sequence read through, and a channel closed when more events arrive (nil
 // when more may be waiting in the Store).
 func (w *subWorker) read(pos int64, dst []ringEvent) ([]ringEvent, int64, <-chan struct{}, error) {
-	s := w.d.s
-	evs, next, changed, ok := s.broker.events(pos, w.keep, dst, webhookBatch)
+	c := &w.d.cfg
+	evs, next, changed, ok := c.Broker.events(pos, w.keep, dst, webhookBatch)
 	if ok {
-		w.gauge.readEvents(next, evs)
+		w.gauge.ReadEvents(next, len(evs), firstBody(evs))
 		return evs, next, changed, nil
 	}
 	// Behind the broker's ring: read the Store.
-	s.replayRead(w.ctx)
-	stored, err := s.store.Events(w.ctx, EventFilter{After: pos, Limit: webhookBatch})
+	c.Tel.ReplayRead(w.ctx, "webhook")
+	stored, err := c.Store.Events(w.ctx, EventFilter{After: pos, Limit: webhookBatch})
 	if err != nil {
 		return nil, pos, nil, fmt.Errorf("read events after %d: %w", pos, err)
 	}
 	if len(stored) > 0 {
-		w.gauge.readStore(stored[len(stored)-1].OccurredAt.Time)
+		w.gauge.ReadStore(stored[len(stored)-1].OccurredAt.Time)
 	}
 	next = pos
 	for i := range stored {
@@ -408,20 +457,31 @@ func (w *subWorker) read(pos int64, dst []ringEvent) ([]ringEvent, int64, <-chan
 		}
 		next = e.Sequence
 		if w.sub.keep(e.Type, e.TaskID, e.Project) {
-			dst = append(dst, newRingEvent(e, s.log))
+			dst = append(dst, newRingEvent(e, c.Log))
 		}
 	}
 	if len(stored) == 0 {
 		// Nothing after pos is stored, yet the ring starts after it: the
 		// events in between were pruned before they could be delivered.
-		base := s.broker.hub.Base()
+		base := c.Broker.hub.Base()
 		w.skipped(pos, base+1)
-		w.gauge.readEvents(base, dst)
+		w.gauge.ReadEvents(base, len(dst), firstBody(dst))
 		return dst, base, nil, nil
 	}
-	w.gauge.readEvents(next, dst)
+	w.gauge.ReadEvents(next, len(dst), firstBody(dst))
 	return dst, next, nil, nil
 }
+
+// firstBody returns the envelope of the first of evs, or nil.
+func firstBody(evs []ringEvent) []byte {
+	if len(evs) == 0 {
+		return nil
+	}
+	return evs[0].body
+}
+
+// deliveryIdent names a pending delivery for telemetry.PendingRead.
+func deliveryIdent(p *Delivery) (string, []byte) { return p.ID, p.Body }
 
 // skipped logs that the events after pos and before seq are gone: they
 // were pruned (Config.EventRetention) before the subscription's worker
@@ -430,7 +490,7 @@ func (w *subWorker) skipped(pos, seq int64) {
 	if seq <= pos+1 {
 		return
 	}
-	w.d.s.log.Warn("webhooks: events missing from the outbox were not delivered; they were pruned before delivery, or never committed",
+	w.d.cfg.Log.Warn("webhooks: events missing from the outbox were not delivered; they were pruned before delivery, or never committed",
 		"subscription", w.sub.ID, "after", pos, "before", seq)
 }
 
@@ -448,22 +508,22 @@ func (w *subWorker) deliver(due []Delivery, evs []ringEvent) []*attempt {
 		attempts = append(attempts, &attempt{eventID: e.id, seq: e.seq, typ: e.typ, body: e.body, n: 1})
 	}
 	// Attempts start in order: first attempts in sequence order.
-	hookpost.Each(w.ctx, w.sem, w.d.global, len(attempts), func(i int) { w.post(attempts[i]) })
+	webhooksend.Each(w.ctx, w.sem, w.d.global, len(attempts), func(i int) { w.post(attempts[i]) })
 	return attempts
 }
 
 // post makes one attempt: it POSTs the body, signed, and notes the outcome.
 func (w *subWorker) post(a *attempt) {
-	s := w.d.s
+	c := &w.d.cfg
 	a.id = id.New("dlv_")
-	a.at = s.clock.Now()
+	a.at = c.Clock.Now()
 	client := w.d.client
 	if w.sub.AllowPrivateTarget {
 		client = w.d.privateClient
 	}
 	ctx, span := w.startDelivery(a)
 	start := time.Now()
-	out := hookpost.Post(ctx, client, s.cfg.WebhookTimeout, &hookpost.Attempt{URL: w.sub.URL,
+	out := webhooksend.Post(ctx, client, c.WebhookTimeout, &webhooksend.Attempt{URL: w.sub.URL,
 		EventID: a.eventID, DeliveryID: a.id, EventType: string(a.typ), Body: a.body, Secret: w.secret, At: a.at,
 		Header: w.traceHeader(ctx, span)})
 	took := time.Since(start)
@@ -483,9 +543,6 @@ func eventTypeOf(body []byte) EventType {
 	return env.Type
 }
 
-// maxAttempts is the most attempts at one delivery.
-func (s *Service) maxAttempts() int { return len(s.cfg.WebhookRetrySchedule) + 1 }
-
 // record stores the outcomes of attempts and moves the subscription's
 // cursor to next, in one transaction. It returns when the earliest retry
 // it scheduled is due, or the zero time. A receiver that answered 410 Gone
@@ -495,12 +552,12 @@ func (s *Service) maxAttempts() int { return len(s.cfg.WebhookRetrySchedule) + 1
 // last acted on, record returns where the worker reads on from: the
 // replay's sequence, or next if that is earlier.
 func (w *subWorker) record(ctx context.Context, attempts []*attempt, next int64) (time.Time, *int64, error) {
-	s := w.d.s
+	c := &w.d.cfg
 	disabled := false
 	var retryAt time.Time
 	var rewound *int64
 	var rev int64
-	err := s.updateRelaxed(ctx, func(tx Tx) error {
+	err := c.Update(ctx, func(tx Tx) error {
 		disabled, retryAt, rewound = false, time.Time{}, nil
 		sub, err := tx.Subscription(ctx, w.sub.ID)
 		if errors.Is(err, ErrNotFound) {
@@ -509,7 +566,7 @@ func (w *subWorker) record(ctx context.Context, attempts []*attempt, next int64)
 		if err != nil {
 			return err
 		}
-		if sub.LeaseOwner != w.d.owner || sub.Status != SubscriptionActive {
+		if sub.LeaseOwner != w.d.cfg.Owner || sub.Status != SubscriptionActive {
 			return errLeaseLost
 		}
 		for _, a := range attempts {
@@ -533,10 +590,10 @@ func (w *subWorker) record(ctx context.Context, attempts []*attempt, next int64)
 			case a.status == http.StatusGone:
 				d.Status, d.Error = DeliveryFailed, ptr(a.err+"; the subscription is disabled")
 				disabled = true
-			case a.n >= s.maxAttempts():
+			case a.n >= w.d.maxAttempts():
 				d.Status, d.Error = DeliveryFailed, ptr(fmt.Sprintf("%s; that was attempt %d, the last", a.err, a.n))
 			default:
-				at := NewTimestamp(a.at.Add(hookpost.Delay(s.cfg.WebhookRetrySchedule, a.n, s.cfg.WebhookRetryJitter, a.retryAfter)))
+				at := NewTimestamp(a.at.Add(webhooksend.Delay(c.WebhookRetrySchedule, a.n, c.WebhookRetryJitter, a.retryAfter)))
 				d.Status, d.Error, d.NextAttemptAt, d.Body = DeliveryPending, &a.err, &at, a.body
 				if retryAt.IsZero() || at.Before(retryAt) {
 					retryAt = at.Time
@@ -575,13 +632,13 @@ func (w *subWorker) record(ctx context.Context, attempts []*attempt, next int64)
 	}
 	w.rev = rev
 	if disabled {
-		s.subscriptionDisabled(ctx)
-		s.log.Warn("webhooks: the receiver answered 410 Gone; subscription disabled", "subscription", w.sub.ID)
+		c.Tel.SubscriptionDisabled(ctx)
+		c.Log.Warn("webhooks: the receiver answered 410 Gone; subscription disabled", "subscription", w.sub.ID)
 		w.failPending(ctx, "the subscription was disabled: its receiver answered 410 Gone", rev)
 		return time.Time{}, nil, errLeaseLost
 	}
 	if rewound != nil {
-		s.log.Info("webhooks: replaying", "subscription", w.sub.ID, "after", *rewound)
+		c.Log.Info("webhooks: replaying", "subscription", w.sub.ID, "after", *rewound)
 	}
 	return retryAt, rewound, nil
 }
@@ -591,13 +648,13 @@ func (w *subWorker) record(ctx context.Context, attempts []*attempt, next int64)
 // revision rev. It stops as soon as the subscription is no longer so (an
 // operator enabled it): the attempts pending then are the new life's.
 func (w *subWorker) failPending(ctx context.Context, reason string, rev int64) {
-	s := w.d.s
+	c := &w.d.cfg
 	errEnabled := errors.New("enabled again")
 	for {
-		page, err := s.store.Deliveries(ctx, DeliveryFilter{SubscriptionID: w.sub.ID, Pending: true, Limit: webhookBatch})
+		page, err := c.Store.Deliveries(ctx, DeliveryFilter{SubscriptionID: w.sub.ID, Pending: true, Limit: webhookBatch})
 		pending := page.Deliveries
 		if err == nil && len(pending) > 0 {
-			err = s.updateRelaxed(ctx, func(tx Tx) error {
+			err = c.Update(ctx, func(tx Tx) error {
 				sub, err := tx.Subscription(ctx, w.sub.ID)
 				if err != nil {
 					return err
@@ -618,7 +675,7 @@ func (w *subWorker) failPending(ctx context.Context, reason string, rev int64) {
 		case errors.Is(err, errEnabled) || errors.Is(err, ErrNotFound):
 			return
 		case err != nil:
-			s.log.Error("webhooks: mark the pending deliveries of a disabled subscription failed; they are attempted if it is enabled again",
+			c.Log.Error("webhooks: mark the pending deliveries of a disabled subscription failed; they are attempted if it is enabled again",
 				"subscription", w.sub.ID, "err", err)
 			return
 		case len(pending) < webhookBatch:

@@ -200,7 +200,7 @@ func TestWebhookFilteredCursorIsStored(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.restart(rc)
-	if _, err := e.svc.StartTask(t.Context(), keep, lifecycle.Actor{ID: "agent", Role: lifecycle.RoleAgent}); err != nil {
+	if _, err := e.svc.StartTask(t.Context(), keep, lifecycle.StartTaskParams{Actor: lifecycle.Actor{ID: "agent", Role: lifecycle.RoleAgent}}); err != nil {
 		t.Fatal(err)
 	}
 	if d := rc.next(); !strings.Contains(string(d.body), keep) {

@@ -298,7 +298,8 @@ func (s *Service) EnableSubscription(ctx context.Context, subID string) (Subscri
 func (s *Service) handleReplay(w http.ResponseWriter, r *http.Request, p *Principal) error {
 	subID := r.PathValue("id")
 	var body replayBody
-	return s.serveIdempotent(w, r, p, replayRoute, subID, &body, body.validate, http.StatusAccepted, nil, "",
+	req := keyedRequest{route: replayRoute, resourceID: subID, status: http.StatusAccepted, body: &body, check: body.validate}
+	return s.serveIdempotent(w, r, p, req,
 		func(ctx context.Context, _ string, respond func(Tx, any) error) error {
 			_, err := s.replay(ctx, subID, *body.FromSequence, func(tx Tx, rp *Replay) error {
 				return respond(tx, replayEnvelope{rp})

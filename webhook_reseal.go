@@ -6,14 +6,14 @@ import (
 	"fmt"
 )
 
-// SecretResealer is an optional ability of a Store's [Tx]: replacing the
-// sealed secret of a webhook subscription. [Service.ResealWebhookSecrets]
-// needs it to finish a rotation of [Config.WebhookSecretKey]; store/sqlite
-// and store/postgres implement it.
+// SecretResealer is an optional interface of a [Store]: replacing the
+// sealed secret of a webhook subscription, in one atomic step.
+// [Service.ResealWebhookSecrets] needs it to finish a rotation of
+// [Config.WebhookSecretKey]; the stores of this module implement it.
 type SecretResealer interface {
 	// UpdateSubscriptionSecret replaces the sealed secret of the
-	// subscription with the given ID. It returns an error matching
-	// ErrNotFound when there is none.
+	// subscription with the given ID, and nothing else of it. It returns
+	// an error matching ErrNotFound when there is none.
 	UpdateSubscriptionSecret(ctx context.Context, id string, sealed []byte) error
 }
 
@@ -22,10 +22,13 @@ type SecretResealer interface {
 // [Config.WebhookPreviousSecretKeys], and returns how many it changed. It
 // finishes a rotation: once it has returned without error, every Service
 // sharing the Store can drop the previous keys. It may run while webhooks
-// are delivered; it needs a Store whose Tx implements [SecretResealer].
+// are delivered; it needs a Store that implements [SecretResealer].
 func (s *Service) ResealWebhookSecrets(ctx context.Context) (int, error) {
 	if !s.secrets.Sealing() {
 		return 0, errors.New("lifecycle: ResealWebhookSecrets needs Config.WebhookSecretKey, the key to seal with")
+	}
+	if s.caps.resealer == nil {
+		return 0, fmt.Errorf("lifecycle: ResealWebhookSecrets needs a Store that implements lifecycle.SecretResealer; %T does not", s.store)
 	}
 	changed := 0
 	for after := int64(0); ; {
@@ -45,13 +48,7 @@ func (s *Service) ResealWebhookSecrets(ctx context.Context) (int, error) {
 			if err != nil {
 				return changed, fmt.Errorf("lifecycle: reseal the secret of %s: %w", sub.ID, err)
 			}
-			err = s.update(ctx, func(tx Tx) error {
-				r, ok := baseTx(tx).(SecretResealer)
-				if !ok {
-					return fmt.Errorf("the Store's Tx (%T) does not implement lifecycle.SecretResealer", tx)
-				}
-				return r.UpdateSubscriptionSecret(ctx, sub.ID, sealed)
-			})
+			err = s.caps.resealer.UpdateSubscriptionSecret(ctx, sub.ID, sealed)
 			switch {
 			case errors.Is(err, ErrNotFound): // deleted meanwhile
 			case err != nil:

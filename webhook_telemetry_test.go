@@ -25,10 +25,14 @@ import (
 type hookTel struct{ *probe }
 
 // newHookTel returns a probe and the Config mutation that gives it to a
-// Service.
+// Service, with Config.MetricIdentifiers on: these tests read each
+// subscription's gauges and each receiver's measures.
 func newHookTel(t *testing.T) (*hookTel, func(*lifecycle.Config)) {
 	p, with := newProbe(t)
-	return &hookTel{p}, with
+	return &hookTel{p}, func(c *lifecycle.Config) {
+		with(c)
+		c.MetricIdentifiers = true
+	}
 }
 
 // collect returns the metrics measured so far, by name.
@@ -489,8 +493,7 @@ func (g *readsGate) Deliveries(ctx context.Context, f lifecycle.DeliveryFilter) 
 }
 
 // A scrape of the gauges of 100 subscriptions with a backlog reads
-// memory only (the Store's reads are blocked meanwhile), and takes far
-// under 50 ms.
+// memory only (the Store's reads are blocked meanwhile).
 func TestWebhookTelemetryScrapeOf100Subscriptions(t *testing.T) {
 	t.Parallel()
 	rc := newReceiver(t)
@@ -533,21 +536,18 @@ func TestWebhookTelemetryScrapeOf100Subscriptions(t *testing.T) {
 	gate := make(chan struct{})
 	defer close(gate)
 	rg.gate.Store(&gate)
-	// The fastest of 10 scrapes: the others may share the CPU with the
-	// package's other tests.
+	// A scrape that read the Store would wait at the gate until its
+	// context ends, and then fail with it: a scrape that succeeds read
+	// memory only. (How long a scrape takes is a benchmark's business:
+	// internal/cmd/metricsbench.)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
 	var rm metricdata.ResourceMetrics
-	fastest := time.Hour
-	for range 10 {
-		start := time.Now()
-		if err := ht.reader.Collect(context.Background(), &rm); err != nil {
-			t.Fatal(err)
-		}
-		fastest = min(fastest, time.Since(start))
+	start := time.Now()
+	if err := ht.reader.Collect(ctx, &rm); err != nil {
+		t.Fatalf("a scrape of 100 subscriptions: %v (did it read the Store?)", err)
 	}
-	t.Logf("a scrape of 100 subscriptions took %s", fastest)
-	if fastest > 10*time.Millisecond {
-		t.Errorf("a scrape of 100 subscriptions took %s", fastest)
-	}
+	t.Logf("a scrape of 100 subscriptions took %s", time.Since(start))
 	lags := 0
 	for _, m := range rm.ScopeMetrics[0].Metrics {
 		if m.Name != "lifecycle.webhook.lag" {

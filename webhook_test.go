@@ -23,7 +23,7 @@ import (
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/internal/apitest"
-	"github.com/tasklifecycle/lifecycle/internal/testwait"
+	"github.com/tasklifecycle/lifecycle/internal/testenv"
 )
 
 // hookSecret is the secret of the test subscriptions.
@@ -971,7 +971,7 @@ func TestWebhookCursorBehindPrunedEvents(t *testing.T) {
 	// time, the one wait here that is what the test is about. The window
 	// ends early, failing, as soon as the reads show a spin.
 	before := counting.reads.Load()
-	if testwait.Until(100*time.Millisecond, func() bool { return counting.reads.Load()-before > 10 }) {
+	if testenv.WaitUntil(100*time.Millisecond, func() bool { return counting.reads.Load()-before > 10 }) {
 		t.Errorf("%d event reads in 100ms while idle: the worker spins", counting.reads.Load()-before)
 	}
 	if _, err := svc.CreateTask(t.Context(), lifecycle.CreateTaskParams{Identifier: "ENG-3", Title: "t",

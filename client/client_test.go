@@ -14,7 +14,7 @@ import (
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/memory"
 	"github.com/tasklifecycle/lifecycle/client"
-	"github.com/tasklifecycle/lifecycle/internal/testwait"
+	"github.com/tasklifecycle/lifecycle/internal/testenv"
 )
 
 // TestEveryEndpoint takes a task from creation to shipped and calls every
@@ -83,7 +83,7 @@ func TestEveryEndpoint(t *testing.T) {
 	if err != nil || op.Status != lifecycle.ShipQueued {
 		t.Fatalf("Ship = %+v, %v", op, err)
 	}
-	testwait.For(t, 10*time.Second, "the ship operation to succeed", func() bool {
+	testenv.WaitFor(t, 10*time.Second, "the ship operation to succeed", func() bool {
 		if op, err = c.ShipOperation(ctx, op.OperationID); err != nil || op.Status == lifecycle.ShipFailed {
 			t.Fatalf("ShipOperation = %+v, %v", op, err)
 		}
@@ -255,7 +255,7 @@ func TestRetryExecutesOnce(t *testing.T) {
 	if keys := s.idempotencyKeys("/tasks/" + task.ID + "/ship"); len(keys) != 3 || keys[0] != "ship-WEB-1-attempt-1" || keys[2] != keys[0] {
 		t.Fatalf("ship keys: %q", keys)
 	}
-	testwait.For(t, 10*time.Second, "the ship operation to succeed", func() bool {
+	testenv.WaitFor(t, 10*time.Second, "the ship operation to succeed", func() bool {
 		if op, err = c.ShipOperation(ctx, op.OperationID); err != nil {
 			t.Fatal(err)
 		}

@@ -98,9 +98,11 @@ func (c *consoleEnv) signInFrom(addr, key string) *httptest.ResponseRecorder {
 }
 
 // Failed console sign-ins and unknown session cookies count as failures of
-// their client: past the limit, sign-in (even with a valid key) and
-// requests with a cookie are 429 with Retry-After, and neither a key nor a
-// session is read from the Store.
+// their client: past the limit, sign-in with an unknown key and requests
+// with a cookie are 429 with Retry-After, and neither a key nor a session
+// is read from the Store; a sign-in with a valid key succeeds, as the
+// same key does on the API: a valid key is never refused for its
+// client's failures.
 func TestFailedConsoleSignInsAreLimited(t *testing.T) {
 	t.Parallel()
 	c, store := newCountingEnv(t, func(cfg *lifecycle.Config) { cfg.AuthFailureLimit, cfg.AuthFailureInterval = 5, 10*time.Second })
@@ -117,12 +119,15 @@ func TestFailedConsoleSignInsAreLimited(t *testing.T) {
 		}
 	}
 	keyReads, sessionReads := store.keyReads.Load(), store.sessionReads.Load()
-	apitest.Limited(t, "a sign-in with a valid key", c.signInFrom(guesser, c.Admin), 10)
+	apitest.Limited(t, "a sign-in with an unknown key", c.signInFrom(guesser, apitest.UnknownKey(8)), 10)
 	apitest.Limited(t, "a forged cookie on the board", c.from(guesser, "GET", "/console/board", "", forged), 10)
 	apitest.Limited(t, "a forged cookie on the console's API", c.from(guesser, "GET", "/console/api/tasks", "", forged), 10)
 	apitest.Limited(t, "a bad key on the API", c.from(guesser, "GET", "/api/tasks", apitest.UnknownKey(9), nil), 10)
 	if k, s := store.keyReads.Load()-keyReads, store.sessionReads.Load()-sessionReads; k != 0 || s != 0 {
 		t.Errorf("%d keys and %d sessions read for a limited client, want none", k, s)
+	}
+	if rec := c.signInFrom(guesser, c.Admin); rec.Code != http.StatusOK {
+		t.Errorf("the limited client signs in with a valid key: %d %s", rec.Code, rec.Body)
 	}
 	if rec := c.signInFrom(other, c.Admin); rec.Code != http.StatusOK {
 		t.Errorf("another client signs in: %d %s", rec.Code, rec.Body)
@@ -131,7 +136,7 @@ func TestFailedConsoleSignInsAreLimited(t *testing.T) {
 	for range 5 {
 		c.signInFrom("[2001:db8:1:2::5]:443", apitest.UnknownKey(1))
 	}
-	apitest.Limited(t, "another address of the same /64", c.signInFrom("[2001:db8:1:2:ffff::1]:80", c.Admin), 10)
+	apitest.Limited(t, "another address of the same /64", c.signInFrom("[2001:db8:1:2:ffff::1]:80", apitest.UnknownKey(2)), 10)
 }
 
 // The console's own routes answer a Store outage as the API does: 503

@@ -47,7 +47,6 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle"
-	"github.com/tasklifecycle/lifecycle/internal/consoleui"
 )
 
 // Config configures a Console. The zero Config is valid.
@@ -200,7 +199,7 @@ func (c *Console) build() {
 	c.api = http.StripPrefix("/api", c.svc.HandlerWith(authenticator{c}))
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", serveAsset("index.html"))
-	assets, _ := fs.ReadDir(consoleui.Files, ".")
+	assets, _ := fs.ReadDir(pageFiles, ".")
 	for _, a := range assets {
 		if a.Name() != "index.html" {
 			mux.HandleFunc("GET /"+a.Name(), serveAsset(a.Name()))
@@ -226,7 +225,7 @@ func (c *Console) build() {
 
 // serveAsset serves an embedded file of the page.
 func serveAsset(name string) http.HandlerFunc {
-	body, err := fs.ReadFile(consoleui.Files, name)
+	body, err := fs.ReadFile(pageFiles, name)
 	if err != nil {
 		panic("console: asset " + name + " missing from the binary: " + err.Error())
 	}
@@ -553,29 +552,23 @@ const (
 )
 
 // handleSignIn exchanges an API key for a session: POST session with
-// {"key": "lsk_..."}. It answers 200 with the session and its cookie. A
-// client whose sign-ins (or keys, or cookies) failed too often is refused
-// with 429 before its body is read; a malformed, unknown or revoked key
-// counts as a failure.
+// {"key": "lsk_..."}. It answers 200 with the session and its cookie. The
+// key is authenticated as a bearer key of the API is
+// (lifecycle.Service.AuthenticateKeyFrom): a valid key signs in whatever
+// its client did before; a client whose sign-ins (or keys, or cookies)
+// failed too often is refused with 429 for an unknown key, which is not
+// read; a malformed, unknown or revoked key counts as a failure.
 func (c *Console) handleSignIn(w http.ResponseWriter, r *http.Request) error {
 	if err := checkSite(r, nil); err != nil {
 		return err
 	}
-	try, err := c.svc.BeginAuthentication(r)
-	if err != nil {
-		return err
-	}
-	defer try.End()
 	var body signInBody
 	if err := c.svc.DecodeBody(w, r, &body, maxSignInBytes, signInReadTimeout); err != nil {
 		return err
 	}
 	key := strings.TrimSpace(body.Key)
-	p, err := c.svc.AuthenticateKey(r.Context(), key)
+	p, err := c.svc.AuthenticateKeyFrom(r, key)
 	if err != nil {
-		if errors.Is(err, lifecycle.ErrUnauthorized) {
-			try.Fail()
-		}
 		return err
 	}
 	random := make([]byte, 32)

@@ -199,7 +199,7 @@ func seedConsoleBench(b *testing.B, svc *lifecycle.Service) []string {
 			_, err := svc.CancelTask(ctx, t.ID, lifecycle.CancelTaskParams{Reason: "not needed"})
 			return err
 		}
-		if _, err := svc.StartTask(ctx, t.ID, agent); err != nil {
+		if _, err := svc.StartTask(ctx, t.ID, lifecycle.StartTaskParams{Actor: agent}); err != nil {
 			return err
 		}
 		switch j.status {

@@ -362,6 +362,16 @@ func (b *boardEnv) seed() {
 	review(id, "dana", "approved", "Looks good. Thanks for the extra case.")
 	b.web.FailNext(memory.OpMerge, &lifecycle.RefusedError{Message: "Pull Request is not mergeable: the base branch requires linear history"})
 	ship(id, sha, "merge_and_deploy", "production")
+	// The host's refusal holds ship back until the host tells of a change:
+	// the rule was lifted, and GitHub says the pull request was edited.
+	task, err := b.Svc.Task(b.T.Context(), id)
+	if err != nil || task.PRNumber == nil {
+		b.T.Fatalf("task %s: %+v, %v", id, task, err)
+	}
+	if err := b.Svc.ApplyProviderEvent(b.T.Context(), lifecycle.ProviderEvent{Source: "memory", DeliveryID: "seed-rule-lifted", Kind: lifecycle.ProviderPullRequestEdited,
+		PullRequest: lifecycle.PullRequestRef{Owner: "acme", Repo: "web", Number: *task.PRNumber}}); err != nil {
+		b.T.Fatal(err)
+	}
 	ship(id, sha, "merge_and_deploy", "production")
 
 	id = create("WEB-140", "Fix the 404 on the password reset page", "critical", "web", "web-agent-2")

@@ -2,12 +2,19 @@ package mcp_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -197,3 +204,96 @@ func (w *sink) Flush() {}
 type readCloser struct{ *bytes.Reader }
 
 func (readCloser) Close() error { return nil }
+
+// BenchmarkSessionAttempts sends b.N initialize requests with one API
+// key to the Handler over loopback HTTP, from 4 clients at once, as a
+// client that opens sessions without end would: the first
+// MaxSessionsPerKey (16) open sessions, the rest are refused 429.
+// heap-MiB is how much the heap in use grew over the run (after a
+// collection), rss-MiB how much the process's resident memory grew.
+// Target: 10,000 attempts (-benchtime 10000x) leave both within 32 MiB of
+// the start.
+func BenchmarkSessionAttempts(b *testing.B) {
+	store, err := sqlite.New(sqlite.Config{Path: filepath.Join(b.TempDir(), "bench.db")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { store.Close() })
+	svc, err := lifecycle.New(lifecycle.Config{Store: store, BaseURL: apitest.BaseURL, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := svc.Start(b.Context()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { svc.Close(context.Background()) })
+	_, key, err := svc.CreateAPIKey(b.Context(), lifecycle.CreateAPIKeyParams{Name: "bench", Scopes: []lifecycle.Scope{lifecycle.ScopeTasksRead}, Actor: lifecycle.Actor{ID: "bench", Role: lifecycle.RoleUser}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	h, err := mcp.NewHandler(svc, mcp.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	b.Cleanup(srv.Close)
+	const clients = 4
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}}
+	b.Cleanup(client.CloseIdleConnections)
+	attempt := func() int {
+		req, _ := http.NewRequestWithContext(b.Context(), "POST", srv.URL, strings.NewReader(initializeMsg))
+		req.Header = http.Header{"Authorization": {"Bearer " + key}, "Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"}}
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Error(err)
+			return 0
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if attempt() != http.StatusOK { // warm up
+		b.Fatal("the first session was refused")
+	}
+	heap0, rss0 := memoryInUse()
+	var refused atomic.Int64
+	b.ResetTimer()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Go(func() {
+			for next.Add(1) <= int64(b.N) {
+				if attempt() == http.StatusTooManyRequests {
+					refused.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	heap1, rss1 := memoryInUse()
+	if want := int64(max(0, b.N-15)); refused.Load() != want {
+		b.Fatalf("%d refused, want %d", refused.Load(), want)
+	}
+	b.ReportMetric(float64(int64(heap1)-int64(heap0))/(1<<20), "heap-MiB")
+	b.ReportMetric(float64(int64(rss1)-int64(rss0))/(1<<20), "rss-MiB")
+}
+
+// memoryInUse returns the heap in use, after a collection, and the resident
+// memory of the process (VmRSS; 0 where /proc is not there).
+func memoryInUse() (heap, rss uint64) {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	status, err := os.ReadFile("/proc/self/status")
+	if err == nil {
+		for line := range strings.SplitSeq(string(status), "\n") {
+			if kb, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+				n, _ := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(kb), "kB")), 10, 64)
+				rss = n << 10
+			}
+		}
+	}
+	return m.HeapInuse, rss
+}

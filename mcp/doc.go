@@ -14,6 +14,26 @@
 // an API key of the Service, or the host's [lifecycle.Config.Authenticator]),
 // and a session belongs to the principal that opened it.
 //
+// # The API's limits
+//
+// The Handler keeps the API's promises. A principal holds at most
+// [Config.MaxSessionsPerKey] sessions (16) and the Handler
+// [Config.MaxSessions] (10,000): an initialize past them is answered 429
+// rate_limited with Retry-After; a session not used after its handshake
+// closes after [Config.UnusedSessionTimeout] (1 minute). Each session's
+// notification stream (its GET) counts among the principal's event
+// streams ([lifecycle.Config.MaxStreamsPerKey]). Bodies are read by
+// [lifecycle.Service.ReadBody] before the SDK or the fast path sees them:
+// the API's size, its shared budget of bodies being read and its read
+// deadline (408). Revoking a key ends its notification streams, waits and
+// sessions, within [lifecycle.Config.KeyCacheTTL] in every process
+// sharing the Store (see [lifecycle.Service.HoldCredential]). The Origin
+// of every request is checked, on every method and path, with net/http's
+// CrossOriginProtection and [Config.AllowedOrigins] (403 csrf_failed),
+// as the transport requires against DNS rebinding; a principal without an
+// ID is refused (401); and every HTTP error, the transport's own
+// included, is in the API's error shape.
+//
 // # Tools
 //
 // list_tasks, get_task, get_ci_status, get_review_feedback and

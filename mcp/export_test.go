@@ -18,3 +18,6 @@ func (h *Handler) WaitSessionGoneForTest(id string) {
 		<-s.gone
 	}
 }
+
+// SessionsForTest returns how many sessions are live.
+func (h *Handler) SessionsForTest() int { return h.live.count() }

@@ -3,7 +3,6 @@ package mcp
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -28,8 +27,8 @@ import (
 // unknown sessions, other principals, arguments the scan below does not
 // take, malformed bodies) goes to the SDK as it came.
 
-// maxFastBody is the largest body the fast path reads; a larger one goes
-// to the SDK, which has its own limit.
+// maxFastBody is the largest body the fast path parses; a larger one goes
+// to the SDK.
 const maxFastBody = 16 << 10
 
 // fastVersions are the protocol versions the fast path answers: the
@@ -43,23 +42,20 @@ type fastCall struct {
 	args json.RawMessage // nil when the call has none
 }
 
-// serveFast answers r on the fast path when it can, and says whether it
-// did. When it did not, r goes to the SDK as it came (its body restored).
-func (h *Handler) serveFast(w http.ResponseWriter, r *http.Request, p *lifecycle.Principal, s *liveSession) bool {
+// serveFast answers r, whose body (read already by the Handler, within
+// the API's limits) is body, on the fast path when it can, and says
+// whether it did. When it did not, r goes to the SDK as it came.
+func (h *Handler) serveFast(w http.ResponseWriter, r *http.Request, body []byte, p *lifecycle.Principal, s *liveSession) bool {
 	if !fastVersions[r.Header.Get("Mcp-Protocol-Version")] || len(r.Header.Values("Last-Event-ID")) > 0 ||
-		!isJSON(r.Header.Get("Content-Type")) || !acceptsBoth(r.Header.Values("Accept")) || !hostAllowed(r) {
-		return false
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxFastBody+1))
-	if err != nil || len(body) > maxFastBody {
-		r.Body = restoredBody{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
+		!isJSON(r.Header.Get("Content-Type")) || !acceptsBoth(r.Header.Values("Accept")) || !hostAllowed(r) ||
+		len(body) > maxFastBody {
 		return false
 	}
 	c, ok := h.parseFastCall(body)
 	if !ok {
-		r.Body = restoredBody{bytes.NewReader(body), r.Body}
 		return false
 	}
+	s.markUsed(h.live.timeout)
 	raw, result, isError := c.tool.invoke(r.Context(), p, c.args)
 	out := make([]byte, 0, max(2*len(raw), len(result))+96+len(c.id))
 	out = append(out, `{"jsonrpc":"2.0","id":`...)
@@ -349,10 +345,4 @@ func isLoopback(addr string) bool {
 	}
 	ip, err := netip.ParseAddr(host)
 	return err == nil && ip.IsLoopback()
-}
-
-// restoredBody is a request body the fast path read from, given back.
-type restoredBody struct {
-	io.Reader
-	io.Closer
 }

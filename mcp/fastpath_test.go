@@ -4,14 +4,17 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/internal/apitest"
-	"github.com/tasklifecycle/lifecycle/internal/testwait"
+	"github.com/tasklifecycle/lifecycle/internal/testenv"
+	"github.com/tasklifecycle/lifecycle/internal/testsupport"
 	"github.com/tasklifecycle/lifecycle/mcp"
 )
 
@@ -157,7 +160,7 @@ func TestFastPathLeavesTheRestToTheSDK(t *testing.T) {
 		{"no protocol version", s, get, []string{"Mcp-Protocol-Version", ""}, 200},
 		{"an unknown protocol version", s, get, []string{"Mcp-Protocol-Version", "1999-01-01"}, 400},
 		{"an unknown session", s, get, []string{"Mcp-Session-Id", "nope"}, 404},
-		{"another key", &rawSession{e: e, key: e.api.Key(lifecycle.ScopeTasksRead), id: s.id}, get, nil, 403},
+		{"another key", &rawSession{e: e, key: e.api.Key(lifecycle.ScopeTasksRead), id: s.id}, get, nil, 404},
 		{"Accept without event streams", s, get, []string{"Accept", "application/json"}, 400},
 	} {
 		code, ct, msg := c.s.post(c.body, c.header...)
@@ -204,7 +207,7 @@ func TestIdleSessionCloses(t *testing.T) {
 	// closing session with an empty stream, so ask until the SDK has.
 	var code int
 	var msg string
-	if !testwait.Until(5*time.Second, func() bool {
+	if !testenv.WaitUntil(5*time.Second, func() bool {
 		code, _, msg = s.post(`{"jsonrpc":"2.0","id":50,"method":"tools/call","params":{"name":"get_task","arguments":{"taskId":"` + id + `"}}}`)
 		return code == http.StatusNotFound
 	}) {
@@ -213,14 +216,34 @@ func TestIdleSessionCloses(t *testing.T) {
 }
 
 // TestBodyOverTheAPILimit: a message of over 1 MiB, the API's limit of a
-// request body, is refused, as the API refuses one.
+// request body, is refused from its Content-Length before it is read, as
+// the API refuses one: 413 payload_too_large.
 func TestBodyOverTheAPILimit(t *testing.T) {
 	e := newEnv(t, mcp.Config{})
-	id := e.createTask("BIG-1")
 	s := e.openRaw(e.api.Key(lifecycle.ScopeTasksRead))
-	pad := strings.Repeat("x", 1<<20)
-	code, _, msg := s.post(`{"jsonrpc":"2.0","id":60,"method":"tools/call","params":{"name":"get_task","arguments":{"taskId":"` + id + `"},"_meta":{"pad":"` + pad + `"}}}`)
-	if code != http.StatusRequestEntityTooLarge {
-		t.Fatalf("a 1 MiB message = %d %.200s, want 413", code, msg)
+	conn := e.rawPOST(s.key, s.id, 1<<20+1, "")
+	if status, code := testsupport.Answered(t, conn, 10*time.Second); status != http.StatusRequestEntityTooLarge || code != "payload_too_large" {
+		t.Fatalf("a message of 1 MiB and a byte = %d %s, want 413 payload_too_large", status, code)
 	}
+}
+
+// rawPOST opens a connection to the Handler and sends the head of a POST
+// declaring a body of length bytes, and first of its body; the rest is
+// the test's to send.
+func (e *env) rawPOST(key, session string, length int, first string) net.Conn {
+	e.t.Helper()
+	conn, err := net.Dial("tcp", e.srv.Listener.Addr().String())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { conn.Close() })
+	head := "POST /mcp HTTP/1.1\r\nHost: " + e.srv.Listener.Addr().String() + "\r\nAuthorization: Bearer " + key +
+		"\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: " + strconv.Itoa(length) + "\r\n"
+	if session != "" {
+		head += "Mcp-Session-Id: " + session + "\r\nMcp-Protocol-Version: 2025-06-18\r\n"
+	}
+	if _, err := io.WriteString(conn, head+"\r\n"+first); err != nil {
+		e.t.Fatal(err)
+	}
+	return conn
 }

@@ -35,7 +35,8 @@ type Config struct {
 
 	// SessionTimeout closes a session that sent no request for this long;
 	// its client starts a new one (initialize) on its next request.
-	// Defaults to 30 minutes; negative never closes idle sessions.
+	// Defaults to 30 minutes; negative never closes idle sessions once
+	// used (see UnusedSessionTimeout).
 	SessionTimeout time.Duration
 
 	// MaxSubscriptionsPerSession is how many resources one session may
@@ -53,6 +54,34 @@ type Config struct {
 	// seconds.
 	WriteTimeout time.Duration
 
+	// MaxSessionsPerKey is how many sessions one principal (one API key)
+	// may hold at once; an initialize past it is answered 429
+	// rate_limited with Retry-After, in the API's error shape. Defaults to
+	// 16.
+	MaxSessionsPerKey int
+
+	// MaxSessions is how many sessions the Handler holds at once, of every
+	// principal; an initialize past it is answered 429 rate_limited.
+	// Defaults to 10,000.
+	MaxSessions int
+
+	// UnusedSessionTimeout closes a session that made no request after
+	// its handshake (initialize, notifications/initialized) for this long,
+	// so that sessions opened and forgotten do not hold their places for
+	// SessionTimeout. Any other request (a call, a ping, its GET stream)
+	// makes it used. Defaults to 1 minute; never longer than a positive
+	// SessionTimeout.
+	UnusedSessionTimeout time.Duration
+
+	// AllowedOrigins are the origins ("https://app.example.com") besides
+	// the server's own from which a browser page may call the Handler. A
+	// request that a browser marks cross-site (Sec-Fetch-Site), or whose
+	// Origin names another host than its Host, is refused with 403
+	// csrf_failed, as the MCP transport requires against DNS rebinding;
+	// clients that send no Origin (agents, CLIs) are not browsers and
+	// pass. Defaults to none.
+	AllowedOrigins []string
+
 	// Logger receives the handler's logs and the SDK's warnings. Defaults
 	// to the Service's logger.
 	Logger *slog.Logger
@@ -60,8 +89,9 @@ type Config struct {
 
 // withDefaults fills in the defaults of c.
 func (c Config) withDefaults(svc *lifecycle.Service) (Config, error) {
-	if c.CallTimeout < 0 || c.MaxSubscriptionsPerSession < 0 || c.MaxWaitsPerKey < 0 || c.WriteTimeout < 0 {
-		return c, errors.New("mcp: Config.CallTimeout, MaxSubscriptionsPerSession, MaxWaitsPerKey and WriteTimeout must not be negative; leave them zero for the defaults")
+	if c.CallTimeout < 0 || c.MaxSubscriptionsPerSession < 0 || c.MaxWaitsPerKey < 0 || c.WriteTimeout < 0 ||
+		c.MaxSessionsPerKey < 0 || c.MaxSessions < 0 || c.UnusedSessionTimeout < 0 {
+		return c, errors.New("mcp: Config.CallTimeout, MaxSubscriptionsPerSession, MaxWaitsPerKey, WriteTimeout, MaxSessionsPerKey, MaxSessions and UnusedSessionTimeout must not be negative; leave them zero for the defaults")
 	}
 	set := func(v *time.Duration, d time.Duration) {
 		if *v == 0 {
@@ -71,6 +101,13 @@ func (c Config) withDefaults(svc *lifecycle.Service) (Config, error) {
 	set(&c.CallTimeout, 45*time.Second)
 	set(&c.SessionTimeout, 30*time.Minute)
 	set(&c.WriteTimeout, 10*time.Second)
+	set(&c.UnusedSessionTimeout, time.Minute)
+	if c.MaxSessionsPerKey == 0 {
+		c.MaxSessionsPerKey = 16
+	}
+	if c.MaxSessions == 0 {
+		c.MaxSessions = 10000
+	}
 	if c.MaxSubscriptionsPerSession == 0 {
 		c.MaxSubscriptionsPerSession = 100
 	}
@@ -118,6 +155,7 @@ type Handler struct {
 	waits   *waitLimit
 	served  http.Handler // the whole of ServeHTTP, in the Service's Guard
 	toolSet map[string]*tool
+	origins *http.CrossOriginProtection
 }
 
 // maxBody bounds a request body, as the API does (1 MiB), where the SDK's
@@ -136,13 +174,13 @@ func NewHandler(svc *lifecycle.Service, cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Handler{svc: svc, cfg: cfg, log: cfg.Logger, waits: newWaitLimit(cfg.MaxWaitsPerKey)}
-	h.subs = newSubscriptions(h)
-	var timeout time.Duration
-	if cfg.SessionTimeout > 0 {
-		timeout = cfg.SessionTimeout
+	origins, err := newOriginCheck(cfg.AllowedOrigins)
+	if err != nil {
+		return nil, err
 	}
-	h.live = newLiveSessions(timeout)
+	h := &Handler{svc: svc, cfg: cfg, log: cfg.Logger, waits: newWaitLimit(cfg.MaxWaitsPerKey), origins: origins}
+	h.subs = newSubscriptions(h)
+	h.live = newLiveSessions(&cfg)
 	// Sessions are spread over a few servers alike, so that a change of a
 	// task that many sessions subscribed to reaches them from several
 	// goroutines at once: the SDK notifies the sessions of one server one
@@ -204,42 +242,88 @@ type principalKey struct{}
 // principalExtra is the key of the principal in the TokenInfo's Extra.
 const principalExtra = "lifecycle.principal"
 
-// serve authenticates r, answering a refusal in the API's error shape,
-// and hands it to the SDK's transport.
+// serve checks r's Origin, authenticates it, reads its body as the API
+// reads its own and holds it within the limits of sessions and streams,
+// answering a refusal in the API's error shape, and hands it to the fast
+// path or the SDK's transport.
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
+	if err := h.checkOrigin(r); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
 	p, err := h.svc.Authenticate(r)
+	if err == nil && p.ID == "" {
+		// Sessions belong to their principal's ID: callers without one
+		// would share them.
+		err = fmt.Errorf("the credentials name no principal; the host's Authenticator must return a Principal with an ID: %w", lifecycle.ErrUnauthorized)
+	}
 	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
-	if id := r.Header.Get("Mcp-Session-Id"); id != "" && r.Method == http.MethodPost {
-		if s := h.live.get(id); s != nil && s.user == p.ID && !h.noFast {
-			s.startPOST()
-			defer s.endPOST(h.live.timeout)
-			if h.serveFast(w, r, &p, s) {
-				return
-			}
+	id := r.Header.Get("Mcp-Session-Id")
+	var live *liveSession
+	if id != "" {
+		if s := h.live.get(id); s != nil && s.user == p.ID {
+			live = s
 		}
 	}
 	ctx := context.WithValue(r.Context(), principalKey{}, &p)
-	if r.Method == http.MethodGet {
-		// The notification stream ends with the Service, and with its
-		// credential, as the API's event streams do.
+	switch r.Method {
+	case http.MethodPost:
+		raw, done, err := h.readBody(w, r)
+		if err != nil {
+			h.writeError(w, r, err)
+			return
+		}
+		defer done()
+		if live != nil {
+			live.startPOST()
+			defer live.endPOST(h.live)
+			if !h.noFast && h.serveFast(w, r, raw, &p, live) {
+				return
+			}
+		}
+		if id == "" {
+			// It may open a session (initialize): it needs a place.
+			release, err := h.live.reserve(p.ID)
+			if err != nil {
+				h.writeError(w, r, err)
+				return
+			}
+			defer release()
+			hold := h.svc.HoldCredential(r, &p)
+			defer func() {
+				// The session it opened ends with the credential.
+				if s := h.live.get(w.Header().Get("Mcp-Session-Id")); s != nil && s.user == p.ID {
+					s.attach(hold)
+				} else {
+					hold.Release()
+				}
+			}()
+		}
+	case http.MethodGet:
+		// The notification stream counts among the principal's event
+		// streams, and ends with the Service and with its credential, as
+		// the API's event streams do.
+		hold, err := h.svc.HoldStream(r, &p)
+		if err != nil {
+			h.writeError(w, r, err)
+			return
+		}
+		defer hold.Release()
+		if live != nil {
+			live.markUsed(h.live.timeout)
+		}
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
 		defer cancel()
-		var expires <-chan time.Time
-		if !p.ExpiresAt.IsZero() {
-			expires = h.svc.Clock().After(p.ExpiresAt.Sub(h.svc.Clock().Now()))
-		}
 		go func() {
 			select {
+			case <-hold.Ended():
+				cancel()
 			case <-ctx.Done():
-			case <-h.svc.Done():
-			case <-p.Done: // nil: never
-			case <-expires:
 			}
-			cancel()
 		}()
 		w = &deadlineWriter{ResponseWriter: w, rc: http.NewResponseController(w), timeout: h.cfg.WriteTimeout}
 	}
@@ -251,7 +335,12 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		r.Header = r.Header.Clone()
 		r.Header.Set("Authorization", "Bearer authenticated")
 	}
-	h.http.ServeHTTP(w, r)
+	shaped := &errorShaper{ResponseWriter: w}
+	h.http.ServeHTTP(shaped, r)
+	if shaped.status >= http.StatusInternalServerError {
+		h.log.ErrorContext(r.Context(), "mcp: the transport failed a request", "method", r.Method, "status", shaped.status, "err", shaped.text.String())
+	}
+	shaped.finish()
 }
 
 // verify is the SDK's token check: the principal was authenticated by

@@ -81,7 +81,9 @@ func (e *env) runInspectorExit(bin, key string, code int, args ...string) map[st
 // output schema.
 func TestInspectorConformance(t *testing.T) {
 	bin := inspectorBin(t)
-	e := newEnv(t, mcp.Config{})
+	// Each run of the Inspector's CLI opens a session of its own and ends
+	// without deleting it: more runs than the default sessions of a key.
+	e := newEnv(t, mcp.Config{MaxSessionsPerKey: 100})
 	id := e.createTask("INSPECT-1")
 	key := e.api.Admin
 

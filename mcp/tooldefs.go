@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -289,7 +290,7 @@ func (h *Handler) getTask(ctx context.Context, _ *call, in *getTaskIn) (any, err
 func (h *Handler) startTask(ctx context.Context, c *call, in *startTaskIn) (any, error) {
 	t, err := once(ctx, h, c, in.IdempotencyKey, startTaskIn{TaskID: in.TaskID}, in.TaskID,
 		func(ctx context.Context, key string) (lifecycle.Task, error) {
-			return h.svc.StartTaskOnce(ctx, in.TaskID, c.p.Actor, key)
+			return h.svc.StartTask(ctx, in.TaskID, lifecycle.StartTaskParams{Actor: c.p.Actor, IdempotencyKey: key})
 		}, taskStillCurrent, taskLink)
 	if err != nil {
 		return nil, err
@@ -347,7 +348,8 @@ func (h *Handler) recordBlocker(ctx context.Context, c *call, in *recordBlockerI
 		ResumeInstructions: in.ResumeInstructions, SourceRunID: in.SourceRunID, Actor: c.p.Actor}
 	t, err := once(ctx, h, c, in.IdempotencyKey, args, in.TaskID,
 		func(ctx context.Context, key string) (lifecycle.Task, error) {
-			return h.svc.RecordBlockerOnce(ctx, in.TaskID, p, key)
+			p.IdempotencyKey = key
+			return h.svc.RecordBlocker(ctx, in.TaskID, p)
 		}, taskStillCurrent, taskLink)
 	if err != nil {
 		return nil, err
@@ -361,7 +363,8 @@ func (h *Handler) resolveBlocker(ctx context.Context, c *call, in *resolveBlocke
 	p := lifecycle.ResolveBlockerParams{Resolution: in.Resolution, Actor: c.p.Actor}
 	t, err := once(ctx, h, c, in.IdempotencyKey, args, in.TaskID,
 		func(ctx context.Context, key string) (lifecycle.Task, error) {
-			return h.svc.ResolveBlockerOnce(ctx, in.TaskID, p, key)
+			p.IdempotencyKey = key
+			return h.svc.ResolveBlocker(ctx, in.TaskID, p)
 		}, taskStillCurrent, taskLink)
 	if err != nil {
 		return nil, err
@@ -412,24 +415,24 @@ func (h *Handler) waitForTaskChange(ctx context.Context, c *call, in *waitIn) (a
 		return nil, err
 	}
 	defer release()
-	// The task must exist; its watch starts before the read of what was
-	// missed, so that an event between the two is not lost.
+	// The watch starts before the reads of the task and of what was
+	// missed, so that an event between them is not lost. Without
+	// afterSequence, an event the watch hands over that the read of the
+	// task already showed (the watch may see one committed just before
+	// it started) is not the answer: every event moves the task's version.
 	read, cancel := context.WithTimeout(ctx, h.cfg.CallTimeout)
 	defer cancel()
-	if _, err := h.svc.Task(read, in.TaskID); err != nil {
-		return nil, err
-	}
-	got := make(chan lifecycle.Event, 1)
-	watch, err := h.svc.WatchTask(ctx, in.TaskID, func(e *lifecycle.Event) {
-		select {
-		case got <- *e:
-		default: // the first is the answer
-		}
-	})
+	first := newFirstEvent(in.AfterSequence == nil)
+	watch, err := h.svc.WatchTask(ctx, in.TaskID, first.offer)
 	if err != nil {
 		return nil, err
 	}
 	defer watch.Stop()
+	t, err := h.svc.Task(read, in.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	first.setFloor(t.Version)
 	if in.AfterSequence != nil {
 		missed, err := h.svc.TaskEventsAfter(read, in.TaskID, *in.AfterSequence, 1)
 		if err != nil {
@@ -440,7 +443,7 @@ func (h *Handler) waitForTaskChange(ctx context.Context, c *call, in *waitIn) (a
 		}
 	}
 	select {
-	case e := <-got:
+	case e := <-first.got:
 		return waitAnswer(&e), nil
 	case <-h.svc.Clock().After(timeout):
 		return struct {
@@ -453,6 +456,62 @@ func (h *Handler) waitForTaskChange(ctx context.Context, c *call, in *waitIn) (a
 		return nil, fmt.Errorf("the service is shutting down: %w", lifecycle.ErrClosed)
 	case <-c.p.Done:
 		return nil, fmt.Errorf("the API key of this call was revoked: %w", lifecycle.ErrUnauthorized)
+	case <-credentialEnded(ctx):
+		return nil, fmt.Errorf("the credentials of this session ended (a revoked key): %w", lifecycle.ErrUnauthorized)
+	}
+}
+
+// firstEvent picks the answer of a wait from the events its watch hands
+// over: the first whose task version is above a floor. Without
+// afterSequence the floor is the version the wait's read of the task
+// showed, which comes after the watch started; until it is known the
+// events are held.
+type firstEvent struct {
+	mu    sync.Mutex
+	known bool                 // the floor is known
+	floor int64                // answer only an event of a greater task version
+	held  []lifecycle.Event    // handed over before the floor was known
+	got   chan lifecycle.Event // the answer, once
+}
+
+// newFirstEvent returns a firstEvent whose floor is set later by setFloor
+// when needFloor, and is 0 (every event answers) otherwise.
+func newFirstEvent(needFloor bool) *firstEvent {
+	return &firstEvent{known: !needFloor, got: make(chan lifecycle.Event, 1)}
+}
+
+// offer is the watch's function.
+func (f *firstEvent) offer(e *lifecycle.Event) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.known {
+		f.held = append(f.held, *e)
+		return
+	}
+	f.pick(e)
+}
+
+// setFloor sets the floor, when one was needed, and weighs the held events.
+func (f *firstEvent) setFloor(v int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.known {
+		return
+	}
+	f.known, f.floor = true, v
+	for i := range f.held {
+		f.pick(&f.held[i])
+	}
+	f.held = nil
+}
+
+func (f *firstEvent) pick(e *lifecycle.Event) {
+	if e.TaskVersion <= f.floor {
+		return
+	}
+	select {
+	case f.got <- *e:
+	default: // the first is the answer
 	}
 }
 

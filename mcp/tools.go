@@ -114,6 +114,11 @@ func addTool[In any](h *Handler, def toolDef, run func(ctx context.Context, c *c
 		if err != nil {
 			return errorResult(h.toolError(ctx, def.name, err)), nil
 		}
+		if req.Session != nil {
+			if s := h.live.get(req.Session.ID()); s != nil {
+				ctx = context.WithValue(ctx, credentialEndedKey{}, s.credentialEnded())
+			}
+		}
 		raw, _, isError := t.invoke(ctx, p, req.Params.Arguments)
 		if isError {
 			return errorResult(raw), nil
@@ -121,6 +126,17 @@ func addTool[In any](h *Handler, def toolDef, run func(ctx context.Context, c *c
 		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: string(raw)}}, StructuredContent: json.RawMessage(raw)}, nil
 	}})
 	return nil
+}
+
+// credentialEndedKey is the context key of the channel closed when the
+// credential of a call's session ends, for calls that wait.
+type credentialEndedKey struct{}
+
+// credentialEnded returns the channel closed when the credential of the
+// session of ctx's call ends, or nil (never) outside a session.
+func credentialEnded(ctx context.Context) <-chan struct{} {
+	ch, _ := ctx.Value(credentialEndedKey{}).(<-chan struct{})
+	return ch
 }
 
 // registeredTool is a tool as every server of the Handler adds it.

@@ -20,7 +20,7 @@ import (
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/adaptertest"
 	"github.com/tasklifecycle/lifecycle/adapter/memory"
-	"github.com/tasklifecycle/lifecycle/internal/testwait"
+	"github.com/tasklifecycle/lifecycle/internal/testenv"
 )
 
 // The suite's webhook and deployment tests run against a host faked here:
@@ -182,7 +182,7 @@ func (h *fakeHost) Deploy(ctx context.Context, req lifecycle.DeployRequest) (lif
 // finish waits for the deployment of req to appear, then finishes it.
 func (h *fakeHost) finish(t *testing.T, req lifecycle.DeployRequest) {
 	var d *fakeDeployment
-	testwait.For(t, 5*time.Second, "a deployment of "+req.OperationID, func() bool {
+	testenv.WaitFor(t, 5*time.Second, "a deployment of "+req.OperationID, func() bool {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		d = h.pending[req.OperationID]

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"net/url"
 	"os"
@@ -51,6 +52,16 @@ type Config struct {
 	// Now tells the time recorded in commits and records. Defaults to
 	// time.Now.
 	Now func() time.Time
+	// PackAfter is how many objects the Adapter writes to a repository
+	// (each write's objects as a small pack) before it merges the
+	// repository's small packs, and packs any loose objects, in the
+	// background (see the package documentation). Defaults to 256;
+	// negative: never (`git gc` can still pack them).
+	PackAfter int
+	// Logger receives the errors that no operation reports: those of
+	// background packing, and those of writing the objects of an
+	// operation that changed no ref (they are written with the next). Defaults to discarding them.
+	Logger *slog.Logger
 }
 
 // withDefaults returns cfg with the documented defaults filled in.
@@ -76,17 +87,30 @@ func (cfg Config) withDefaults() Config {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.PackAfter == 0 {
+		cfg.PackAfter = defaultPackAfter
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
 	return cfg
 }
 
 // Adapter keeps pull requests in local git repositories. It implements
 // [lifecycle.ProviderAdapter] and, for artifact mode, [lifecycle.CIProvider].
-// It is safe for concurrent use.
+// It is safe for concurrent use. It packs its repositories' objects in the
+// background: call [Adapter.Close] before removing its directory, or to let
+// a packer finish before the program exits (a packer stopped midway loses
+// nothing).
 type Adapter struct {
 	cfg Config
 
 	mu    sync.Mutex
 	repos map[string]*repo // open repositories by name
+
+	packMu  sync.Mutex
+	closed  bool           // Close was called: start no packer; guarded by packMu
+	packers sync.WaitGroup // the running packers
 }
 
 var (
@@ -169,10 +193,23 @@ func (a *Adapter) repo(ctx context.Context, name string, create bool) (*repo, er
 		}
 	}
 	r := newRepo(name, path)
+	r.afterWrite = func() { a.maybePack(r) }
+	r.logger = a.cfg.Logger
 	if err := a.recoverMerges(ctx, r); err != nil {
 		return nil, fmt.Errorf("open repository %q: %w", name, err)
 	}
 	a.repos[name] = r
+	// Pack what earlier processes left loose, estimated as git gc --auto
+	// does from one of the 256 object directories, and merge the small
+	// packs they left: a write makes a pack of about ten objects.
+	if a.cfg.PackAfter > 0 {
+		loose, _ := os.ReadDir(filepath.Join(gitDir, "objects", "17"))
+		packs, _ := os.ReadDir(filepath.Join(gitDir, "objects", "pack"))
+		// Each pack has two files, .idx and .pack.
+		if len(loose)*256 >= a.cfg.PackAfter || len(packs)/2*10 >= a.cfg.PackAfter {
+			a.startPacker(r, true)
+		}
+	}
 	return r, nil
 }
 
@@ -199,12 +236,12 @@ func (a *Adapter) recoverMerges(ctx context.Context, r *repo) error {
 		if err != nil || head.IsZero() {
 			continue // an open pull request without its branch can only be refused
 		}
-		m, err := r.findMerge(p, head)
+		m, err := r.findMerge(s, p, head)
 		if err != nil {
 			return err
 		}
 		if !m.IsZero() {
-			if s, err = r.markMerged(s, p, head, m, a.signature()); err != nil {
+			if s, err = r.markMerged(s, p, head, m, a.signature(), nil); err != nil {
 				return err
 			}
 		}
@@ -213,46 +250,91 @@ func (a *Adapter) recoverMerges(ctx context.Context, r *repo) error {
 }
 
 // mergeSearchDepth bounds how far back findMerge looks along the base
-// branch's first parents for a merge that was not recorded.
+// branch's first parents for a merge that was not recorded, the first time
+// it looks at a branch or when the branch was rewritten.
 const mergeSearchDepth = 1000
+
+// mergeScan is what findMerge learnt of the first-parent history of a
+// base branch: the merges made for pull requests that were not recorded as
+// merged when it saw them.
+type mergeScan struct {
+	tip     plumbing.Hash // the tip it looked back from
+	pending map[int]foundMerge
+}
+
+// foundMerge is a merge commit made for a pull request, and its head.
+type foundMerge struct{ commit, head plumbing.Hash }
 
 // findMerge returns the merge of head made for p on p's base branch, else
 // the zero hash. It is not always the tip: a process may stop between
 // moving the base branch and recording the merge, and other merges may
-// land on top before the merge is recorded, so it looks back along the
-// branch's first parents (up to mergeSearchDepth commits).
-func (r *repo) findMerge(p *pullRecord, head plumbing.Hash) (plumbing.Hash, error) {
-	at, err := r.ref(plumbing.NewBranchReferenceName(p.Base))
-	if err != nil || at.IsZero() {
+// land on top before the merge is recorded. So it looks back along the
+// branch's first parents, but only as far as the tip it saw last time
+// (up to mergeSearchDepth commits when it has not seen the branch or the
+// branch was rewritten), and keeps the unrecorded merges it found: the
+// cost of a call does not grow with the history.
+func (r *repo) findMerge(s *pullSet, p *pullRecord, head plumbing.Hash) (plumbing.Hash, error) {
+	tip, err := r.ref(plumbing.NewBranchReferenceName(p.Base))
+	if err != nil || tip.IsZero() {
 		return plumbing.ZeroHash, err
 	}
+	sc := r.scans[p.Base]
+	found := make(map[int]foundMerge)
+	reached := false
+	at := tip
 	for range mergeSearchDepth {
+		if sc != nil && at == sc.tip {
+			reached = true
+			break
+		}
 		c, err := r.commitInfo(at)
 		if err != nil {
 			return plumbing.ZeroHash, err
 		}
-		if len(c.parents) == 2 && c.parents[1] == head && trailer(c.message, "Lifecycle-Pull") == strconv.Itoa(p.Number) {
-			return at, nil
+		if len(c.parents) == 2 {
+			if n, err := strconv.Atoi(trailer(c.message, "Lifecycle-Pull")); err == nil {
+				if q := s.byNum[n]; q == nil || q.State != lifecycle.PullRequestMerged {
+					if _, ok := found[n]; !ok {
+						found[n] = foundMerge{commit: at, head: c.parents[1]}
+					}
+				}
+			}
 		}
 		if len(c.parents) == 0 {
 			break
 		}
 		at = c.parents[0]
 	}
+	if !reached {
+		sc = &mergeScan{pending: make(map[int]foundMerge)}
+		r.scans[p.Base] = sc
+	}
+	for n, m := range found {
+		if _, ok := sc.pending[n]; !ok {
+			sc.pending[n] = m
+		}
+	}
+	sc.tip = tip
+	if m, ok := sc.pending[p.Number]; ok && m.head == head {
+		return m.commit, nil
+	}
 	return plumbing.ZeroHash, nil
 }
 
 // markMerged records p as merged at head as commit m and returns the new
-// set of pull requests.
-func (r *repo) markMerged(s *pullSet, p *pullRecord, head, m plumbing.Hash, sig object.Signature) (*pullSet, error) {
+// set of pull requests. first, when not nil, is moved first (see savePull).
+func (r *repo) markMerged(s *pullSet, p *pullRecord, head, m plumbing.Hash, sig object.Signature, first *refUpdate) (*pullSet, error) {
 	q := p.clone()
 	q.State = lifecycle.PullRequestMerged
 	q.MergedHeadSHA = head.String()
 	q.MergeCommitSHA = m.String()
 	at := lifecycle.NewTimestamp(sig.When)
 	q.MergedAt = &at
-	if err := r.savePull(s, q, sig, fmt.Sprintf("Merge pull request #%d as %s", q.Number, m)); err != nil {
+	if err := r.savePull(s, q, sig, fmt.Sprintf("Merge pull request #%d as %s", q.Number, m), first); err != nil {
 		return nil, err
+	}
+	for _, sc := range r.scans {
+		delete(sc.pending, q.Number)
 	}
 	return r.pulls, nil
 }
@@ -349,6 +431,9 @@ func (a *Adapter) ensure(ctx context.Context, req lifecycle.PullRequestRequest) 
 		}
 		retry = trailer(c.message, "Lifecycle-Submission") == oneLine(req.SubmissionID)
 	}
+	// The branch moves before the pull request records (with them, when
+	// they change: see savePull).
+	var headUpdate *refUpdate
 	if !retry {
 		parent := tip
 		if parent.IsZero() {
@@ -357,9 +442,7 @@ func (a *Adapter) ensure(ctx context.Context, req lifecycle.PullRequestRequest) 
 		if headSHA, err = r.commitSubmission(parent, head, req, sig); err != nil {
 			return lifecycle.PullRequest{}, err
 		}
-		if err := r.setRef(headRef, headSHA, tip); err != nil {
-			return lifecycle.PullRequest{}, err
-		}
+		headUpdate = &refUpdate{headRef, headSHA, tip}
 	}
 
 	if open == nil {
@@ -382,7 +465,7 @@ func (a *Adapter) ensure(ctx context.Context, req lifecycle.PullRequestRequest) 
 		if p.Body == "" {
 			p.Body = defaultBody(req.Task)
 		}
-		if err := r.savePull(s, p, sig, fmt.Sprintf("Open pull request #%d: %s into %s", p.Number, head, base)); err != nil {
+		if err := r.savePull(s, p, sig, fmt.Sprintf("Open pull request #%d: %s into %s", p.Number, head, base), headUpdate); err != nil {
 			return lifecycle.PullRequest{}, err
 		}
 		return a.view(r, p, headSHA, true), nil
@@ -398,7 +481,11 @@ func (a *Adapter) ensure(ctx context.Context, req lifecycle.PullRequestRequest) 
 	p.Draft = req.Draft
 	p.RequestedReviewers = mergeLogins(p.RequestedReviewers, req.Reviewers)
 	if p.Title != open.Title || p.Body != open.Body || p.Base != open.Base || p.Draft != open.Draft || !slices.Equal(p.RequestedReviewers, open.RequestedReviewers) {
-		if err := r.savePull(s, p, sig, fmt.Sprintf("Update pull request #%d", p.Number)); err != nil {
+		if err := r.savePull(s, p, sig, fmt.Sprintf("Update pull request #%d", p.Number), headUpdate); err != nil {
+			return lifecycle.PullRequest{}, err
+		}
+	} else if headUpdate != nil {
+		if err := r.setRef(headUpdate.name, headUpdate.h, headUpdate.old); err != nil {
 			return lifecycle.PullRequest{}, err
 		}
 	}
@@ -469,13 +556,16 @@ func (r *repo) commitSubmission(parent plumbing.Hash, head string, req lifecycle
 		return plumbing.ZeroHash, fmt.Errorf("encode submission record: %w", err)
 	}
 	js = append(js, '\n')
-	dir := taskDir(req.Task)
-	tree, err := r.putFiles(pc.tree, []string{recordDir, dir}, []file{
+	path, err := r.recordPath(pc.tree, taskDir(req.Task))
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	tree, err := r.putFiles(pc.tree, path, []file{
 		{name: "submission.json", data: js},
 		{name: "submission.md", data: submissionMarkdown(rec)},
 	})
 	if err != nil {
-		return plumbing.ZeroHash, fmt.Errorf("write the record in %s/%s: %w", recordDir, dir, err)
+		return plumbing.ZeroHash, fmt.Errorf("write the record in %s: %w", strings.Join(path, "/"), err)
 	}
 	return r.writeCommit(&object.Commit{
 		Author:    sig,
@@ -634,11 +724,11 @@ func (a *Adapter) merge(ctx context.Context, req lifecycle.MergeRequest) (lifecy
 	}
 	sig := a.signature()
 	// A merge made by a process that stopped before recording it.
-	if m, err := r.findMerge(p, head); err != nil || !m.IsZero() {
+	if m, err := r.findMerge(s, p, head); err != nil || !m.IsZero() {
 		if err != nil {
 			return lifecycle.MergeResult{}, err
 		}
-		if _, err := r.markMerged(s, p, head, m, sig); err != nil {
+		if _, err := r.markMerged(s, p, head, m, sig, nil); err != nil {
 			return lifecycle.MergeResult{}, err
 		}
 		return lifecycle.MergeResult{MergeCommitSHA: m.String(), AlreadyMerged: true}, nil
@@ -652,23 +742,27 @@ func (a *Adapter) merge(ctx context.Context, req lifecycle.MergeRequest) (lifecy
 	if baseTip.IsZero() {
 		return lifecycle.MergeResult{}, fmt.Errorf("the base branch %q is missing", p.Base)
 	}
-	bc, err := r.commit(baseTip)
+	bc, err := r.commitInfo(baseTip)
 	if err != nil {
 		return lifecycle.MergeResult{}, err
 	}
-	hc, err := r.commit(head)
+	hc, err := r.commitInfo(head)
 	if err != nil {
 		return lifecycle.MergeResult{}, err
 	}
-	bases, err := bc.MergeBase(hc)
+	mb, err := r.mergeBase(baseTip, head)
 	if err != nil {
 		return lifecycle.MergeResult{}, fmt.Errorf("find the merge base of %s and %s: %w", p.Base, p.Head, err)
 	}
 	var mergeBaseTree plumbing.Hash // none: unrelated histories
-	if len(bases) > 0 {
-		mergeBaseTree = bases[0].TreeHash
+	if !mb.IsZero() {
+		mbc, err := r.commitInfo(mb)
+		if err != nil {
+			return lifecycle.MergeResult{}, err
+		}
+		mergeBaseTree = mbc.tree
 	}
-	tree, err := r.mergeTrees(mergeBaseTree, bc.TreeHash, hc.TreeHash, "")
+	tree, err := r.mergeTrees(mergeBaseTree, bc.tree, hc.tree, "")
 	if err != nil {
 		return lifecycle.MergeResult{}, fmt.Errorf("merge %s into %s: %w", p.Head, p.Base, err)
 	}
@@ -686,12 +780,10 @@ func (a *Adapter) merge(ctx context.Context, req lifecycle.MergeRequest) (lifecy
 	if err != nil {
 		return lifecycle.MergeResult{}, err
 	}
-	if err := r.setRef(baseRef, m, baseTip); err != nil {
-		return lifecycle.MergeResult{}, err
-	}
-	// Should the process stop here, the next Adapter to open the
-	// repository records the merge (recoverMerges).
-	if _, err := r.markMerged(s, p, head, m, sig); err != nil {
+	// The base branch moves first, then the record. Should the process
+	// stop between the two, the next Adapter to open the repository
+	// records the merge (recoverMerges).
+	if _, err := r.markMerged(s, p, head, m, sig, &refUpdate{baseRef, m, baseTip}); err != nil {
 		return lifecycle.MergeResult{}, err
 	}
 	return lifecycle.MergeResult{MergeCommitSHA: m.String()}, nil

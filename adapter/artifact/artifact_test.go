@@ -2,9 +2,12 @@ package artifact_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +28,25 @@ import (
 )
 
 // epoch is the time of every test clock, so commit SHAs are deterministic.
+// gitStdinOut runs git in dir with stdin as its standard input and
+// returns its standard output.
+func gitStdinOut(t *testing.T, dir string, stdin io.Reader, args ...string) string {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		testenv.Require(t, testenv.Git, "this test runs git on the repositories")
+	}
+	cmd := exec.CommandContext(t.Context(), "git", append([]string{"-C", dir}, args...)...)
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "LC_ALL=C")
+	cmd.Stdin = stdin
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return string(out)
+}
+
 var epoch = time.Date(2026, 11, 21, 10, 4, 5, 0, time.UTC)
 
 // newAdapter returns an Adapter on dir with a fixed clock.
@@ -34,7 +56,15 @@ func newAdapter(t *testing.T, dir string) *artifact.Adapter {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { a.Close() }) // before dir is removed
 	return a
+}
+
+// record returns the path of a file of the records of the task whose
+// directory is dir: .lifecycle/<first two hex digits of SHA-256(dir)>/dir/file.
+func record(dir, file string) string {
+	sum := sha256.Sum256([]byte(dir))
+	return ".lifecycle/" + hex.EncodeToString(sum[:1]) + "/" + dir + "/" + file
 }
 
 func task(project, identifier string) lifecycle.Task {
@@ -166,10 +196,10 @@ func TestNamesAndLayout(t *testing.T) {
 		wantFile  string
 		wantOwner string
 	}{
-		{"plain", "web", "ENG-1", "web", "lifecycle/eng-1", ".lifecycle/ENG-1/submission.json", "local"},
-		{"spaces and case", "Web App", "Eng 42/b", "web-app", "lifecycle/eng-42-b", ".lifecycle/Eng-42-b/submission.json", "local"},
-		{"no project", "", "OPS-7", "default", "lifecycle/ops-7", ".lifecycle/OPS-7/submission.json", "local"},
-		{"dots cannot climb", "../../etc", "..", "etc", "lifecycle/tsk_xxxxxxxxxxxxxxxxxxxx", ".lifecycle/tsk_xxxxxxxxxxxxxxxxxxxx/submission.json", "local"},
+		{"plain", "web", "ENG-1", "web", "lifecycle/eng-1", record("ENG-1", "submission.json"), "local"},
+		{"spaces and case", "Web App", "Eng 42/b", "web-app", "lifecycle/eng-42-b", record("Eng-42-b", "submission.json"), "local"},
+		{"no project", "", "OPS-7", "default", "lifecycle/ops-7", record("OPS-7", "submission.json"), "local"},
+		{"dots cannot climb", "../../etc", "..", "etc", "lifecycle/tsk_xxxxxxxxxxxxxxxxxxxx", record("tsk_xxxxxxxxxxxxxxxxxxxx", "submission.json"), "local"},
 	}
 	a := newAdapter(t, t.TempDir())
 	for _, tt := range tests {
@@ -209,7 +239,7 @@ func TestSubmissionRecord(t *testing.T) {
 	r := openRepo(t, a, "web")
 
 	var got map[string]any
-	if err := json.Unmarshal([]byte(fileAt(t, r, pr.HeadSHA, ".lifecycle/ENG-1/submission.json")), &got); err != nil {
+	if err := json.Unmarshal([]byte(fileAt(t, r, pr.HeadSHA, record("ENG-1", "submission.json"))), &got); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]any{
@@ -225,7 +255,7 @@ func TestSubmissionRecord(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("submission.json (-want +got):\n%s", diff)
 	}
-	md := fileAt(t, r, pr.HeadSHA, ".lifecycle/ENG-1/submission.md")
+	md := fileAt(t, r, pr.HeadSHA, record("ENG-1", "submission.md"))
 	for _, s := range []string{"# ENG-1: Fix the login redirect", req.Summary, req.Notes, "- unit: passed", "- lint: skipped", "sub_one"} {
 		if !strings.Contains(md, s) {
 			t.Errorf("submission.md lacks %q:\n%s", s, md)
@@ -434,8 +464,8 @@ func TestMergeCommit(t *testing.T) {
 		parents  []string
 		wantFile string
 	}{
-		{m1, []string{base0, one.HeadSHA}, ".lifecycle/ENG-1/submission.json"},
-		{m2, []string{m1.MergeCommitSHA, two.HeadSHA}, ".lifecycle/ENG-2/submission.json"},
+		{m1, []string{base0, one.HeadSHA}, record("ENG-1", "submission.json")},
+		{m2, []string{m1.MergeCommitSHA, two.HeadSHA}, record("ENG-2", "submission.json")},
 	} {
 		c, err := r.CommitObject(plumbing.NewHash(tc.res.MergeCommitSHA))
 		if err != nil {
@@ -451,7 +481,7 @@ func TestMergeCommit(t *testing.T) {
 		fileAt(t, r, tc.res.MergeCommitSHA, tc.wantFile)
 	}
 	// The last merge holds both tasks' records and the initial README.
-	for _, f := range []string{"README.md", ".lifecycle/ENG-1/submission.md", ".lifecycle/ENG-2/submission.md"} {
+	for _, f := range []string{"README.md", record("ENG-1", "submission.md"), record("ENG-2", "submission.md")} {
 		fileAt(t, r, m2.MergeCommitSHA, f)
 	}
 	if got := refs(t, r)["refs/heads/main"]; got != m2.MergeCommitSHA {
@@ -470,7 +500,7 @@ func TestMergeConflictChangesNothing(t *testing.T) {
 	t.Parallel()
 	a := newAdapter(t, t.TempDir())
 	tk := task("web", "ENG-1")
-	// Two branches of one task both write .lifecycle/ENG-1/.
+	// Two branches of one task both write the directory of ENG-1.
 	reqA, reqB := submission(tk, "sub_a"), submission(tk, "sub_b")
 	reqA.Head, reqB.Head = "agent/a", "agent/b"
 	prA, prB := ensure(t, a, reqA), ensure(t, a, reqB)
@@ -478,8 +508,8 @@ func TestMergeConflictChangesNothing(t *testing.T) {
 	r := openRepo(t, a, "web")
 	before := refs(t, r)
 	_, err := a.Merge(t.Context(), lifecycle.MergeRequest{Ref: prB.PullRequestRef, ExpectedHeadSHA: prB.HeadSHA})
-	if err == nil || !strings.Contains(err.Error(), ".lifecycle/ENG-1/submission.json") {
-		t.Fatalf("conflicting Merge error = %v, want one naming .lifecycle/ENG-1/submission.json", err)
+	if err == nil || !strings.Contains(err.Error(), record("ENG-1", "submission.json")) {
+		t.Fatalf("conflicting Merge error = %v, want one naming %s", err, record("ENG-1", "submission.json"))
 	}
 	if diff := cmp.Diff(before, refs(t, r)); diff != "" {
 		t.Errorf("refs changed by a conflicting merge (-before +after):\n%s", diff)
@@ -512,7 +542,7 @@ func TestSubmitAfterMergeOpensAnother(t *testing.T) {
 	var rec struct {
 		SubmissionID string `json:"submissionId"`
 	}
-	if err := json.Unmarshal([]byte(fileAt(t, openRepo(t, a, "web"), m2.MergeCommitSHA, ".lifecycle/ENG-1/submission.json")), &rec); err != nil {
+	if err := json.Unmarshal([]byte(fileAt(t, openRepo(t, a, "web"), m2.MergeCommitSHA, record("ENG-1", "submission.json"))), &rec); err != nil {
 		t.Fatal(err)
 	}
 	if rec.SubmissionID != "sub_b" {
@@ -863,9 +893,9 @@ func TestGitReadsRepositories(t *testing.T) {
 	if got := gitCLI(t, dir, "rev-list", "--count", "main.."+heads[2]); strings.TrimSpace(got) != "0" {
 		t.Errorf("git rev-list main..head = %s commits, want 0 (merged)", got)
 	}
-	show := gitCLI(t, dir, "show", "main:.lifecycle/ENG-1/submission.json")
+	show := gitCLI(t, dir, "show", "main:"+record("ENG-1", "submission.json"))
 	if !strings.Contains(show, `"submissionId": "sub_c"`) {
-		t.Errorf("git show main:.lifecycle/ENG-1/submission.json:\n%s\nwant submission sub_c", show)
+		t.Errorf("git show main:%s:\n%s\nwant submission sub_c", record("ENG-1", "submission.json"), show)
 	}
 	record := gitCLI(t, dir, "show", "refs/lifecycle/pulls:0/1.json")
 	if !strings.Contains(record, `"state": "merged"`) || !strings.Contains(record, m.MergeCommitSHA) {

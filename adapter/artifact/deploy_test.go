@@ -130,7 +130,7 @@ func TestDeployer(t *testing.T) {
 	if again := deploy("shp_one", pr1, m1.MergeCommitSHA, lifecycle.EnvironmentStaging); again != dep {
 		t.Errorf("late retry of the first Deploy = %+v, want %+v", again, dep)
 	}
-	if _, ok := dirFiles(t, staging)[".lifecycle/ENG-2/submission.json"]; !ok {
+	if _, ok := dirFiles(t, staging)[record("ENG-2", "submission.json")]; !ok {
 		t.Error("a late retry of an earlier deployment rolled staging back")
 	}
 
@@ -142,7 +142,7 @@ func TestDeployer(t *testing.T) {
 	if diff := cmp.Diff(treeFiles(t, a, "web", m1.MergeCommitSHA), dirFiles(t, filepath.Join(deployDir, "web", "production"))); diff != "" {
 		t.Errorf("production (-tree +deployed):\n%s", diff)
 	}
-	if _, ok := dirFiles(t, staging)[".lifecycle/ENG-2/submission.json"]; !ok {
+	if _, ok := dirFiles(t, staging)[record("ENG-2", "submission.json")]; !ok {
 		t.Error("deploying production changed staging")
 	}
 

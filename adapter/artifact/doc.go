@@ -28,10 +28,17 @@
 //
 //	refs/heads/main                        the base branch; merges land here
 //	refs/heads/lifecycle/eng-42            a task's branch (Config.BranchPrefix + identifier)
-//	.lifecycle/ENG-42/submission.json      the latest submission of the task, on its branch:
-//	.lifecycle/ENG-42/submission.md        summary, notes, self-reported checks, IDs, title
+//	.lifecycle/3b/ENG-42/submission.json   the latest submission of the task, on its branch:
+//	.lifecycle/3b/ENG-42/submission.md     summary, notes, self-reported checks, IDs, title
 //	refs/lifecycle/pulls                   the pull request records: one commit per change,
 //	                                       whose tree holds <number/100>/<number>.json
+//
+// The directory of a task's records is in a shard of .lifecycle named
+// after the first two hexadecimal digits of the SHA-256 of its name ("3b"
+// for ENG-42; `ls .lifecycle/*/ENG-42` finds it), so that .lifecycle has
+// at most 256 entries and a submission rewrites small trees however many
+// tasks the repository holds. Records that an earlier version of this
+// package wrote in .lifecycle/ENG-42/ stay there.
 //
 // Every submission is a new commit on the task's branch (made from the base
 // branch tip on first use) whose full SHA is the HeadSHA returned; its
@@ -78,8 +85,88 @@
 // records, so the merge is never repeated. Nothing is fsynced, neither
 // objects nor refs: a crash of the process loses nothing, a crash of the
 // machine may lose the last writes. That suits local demos and artifact
-// submissions; it is not a durable store of record. For speed, too, loose
-// objects are written without compression (zlib stored blocks, which git
-// reads like any other); `git gc` compresses them into a pack, and the
-// Adapter carries on after it.
+// submissions; it is not a durable store of record.
+//
+// Each operation writes its new objects as one small pack (a .pack and its
+// .idx in objects/pack, written into temporary files and renamed into
+// place, index first, before any ref names them); it writes no loose
+// object. A program that reads a repository with go-git while an Adapter
+// writes to it must therefore reload go-git's list of packs
+// (filesystem.ObjectStorage.Reindex, or open the repository again) to see
+// the new objects, as after `git gc`; the git CLI reads the list every
+// time.
+//
+// # Cost as history grows
+//
+// A submission or a merge reads and writes only what it changes, not
+// what grows with the history (BENCHMARKS.md, BenchmarkHistory):
+//
+//   - Objects are packed. Each operation writes its objects as one small
+//     pack (see above); creating a file per object was most of an
+//     operation's cost, and grew, in the kernel, with the objects that had
+//     passed through the 256 object directories. Once an Adapter has
+//     written [Config.PackAfter] objects (256 by default) to a repository,
+//     a goroutine packs any loose objects (of repositories an older
+//     version or git wrote) into one new pack and removes the loose files,
+//     then merges the smallest packs while they are not a geometric
+//     progression of ratio 2 (each pack at least twice as big as all
+//     smaller ones together), as `git repack --geometric=2` does: a
+//     repository holds about log2(objects) packs and the few small ones
+//     written since, and each object is rewritten only that many times.
+//     The Adapter reads packs itself, each kept open with its index in
+//     memory from one listing of the packs to the next, so that a new
+//     listing (after a packer changed the packs) reads only the indexes
+//     of new packs; go-git's storage, which reads them all again, is left
+//     the loose objects and the deltas of packs made by git. The objects
+//     an Adapter wrote stay in memory until it next lists the packs. Packs are written without deltas
+//     (merged packs copy their entries as they are), so packing costs
+//     little CPU; `git gc` makes them smaller, and the Adapter carries on
+//     after it. No operation waits for a packer: it takes neither the
+//     repository's lock nor its file lock, only lifecycle-pack.lock,
+//     which keeps two packers off one repository. A new pack's index and
+//     then the pack are renamed into objects/pack before anything they
+//     hold is removed (loose objects after their pack, old packs after the
+//     pack merging them), so a process killed while packing loses nothing;
+//     the next packer removes what it left. The packs a merged pack
+//     replaced are removed holding lifecycle-packs.lock, which Adapters
+//     hold while they list the packs and read the new indexes (a pack
+//     gone between the two is an error for go-git), and while the
+//     Adapter's operations on the repository wait (a few file removals).
+//     Each packer run first creates empty spare files, up to 64, in
+//     lifecycle-spare in the git directory (outside objects/, which git
+//     and the Adapters list); a writer takes two for a pack's files,
+//     claiming each by renaming it, and creates files only when none is
+//     left: creating a file was most of a write's cost, and grew after
+//     many files were removed nearby (ext4 without a journal skips the
+//     inodes freed in the last half minute). Merged-away packs are still
+//     removed, never reused: a reader (another Adapter, git, which maps
+//     packs) may still have one open. [Adapter.Close] waits for the
+//     packers; an Adapter that opens a repository with many loose objects
+//     (estimated, as `git gc --auto` does, from one of the 256 object
+//     directories) or many small packs packs them at once.
+//
+//   - Merge bases are found by painting the commits down from both heads,
+//     newest first, as git does, stopping once every commit still queued
+//     is an ancestor of a common one: it reads the commits made since the
+//     pull request forked from its base, not all the ancestors of the base
+//     branch, as go-git's Commit.MergeBase does.
+//
+//   - A merge that a process made but did not record (see above) is looked
+//     for only among the base branch commits made since the Adapter last
+//     looked (up to 1,000 commits the first time), and the ones it finds
+//     are kept until recorded.
+//
+//   - Pull request records are cached and updated in place, with an index
+//     of the open ones by branch; they are read again from the repository
+//     only when another Adapter wrote them. Their tree is sharded by
+//     hundreds, so a change rewrites at most 100 records and the root.
+//
+//   - Task records are sharded (see above) and trees are encoded and
+//     merged in linear time, so a submission or a merge rewrites a few
+//     trees of a few hundred entries at most, not a directory with an
+//     entry per task.
+//
+// What still grows: the [Deployer] writes out every file of the merged
+// tree, the task records included, so a deployment costs in proportion to
+// the tasks merged (files), not to the commits.
 package artifact

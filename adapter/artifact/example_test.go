@@ -90,7 +90,8 @@ func ExampleDeployer() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	record, err := os.ReadFile(filepath.Join(dir, "deploy", "web", "staging", ".lifecycle", "WEB-1", "submission.json"))
+	// bc: the first two hexadecimal digits of the SHA-256 of "WEB-1".
+	record, err := os.ReadFile(filepath.Join(dir, "deploy", "web", "staging", ".lifecycle", "bc", "WEB-1", "submission.json"))
 	if err != nil {
 		log.Fatal(err)
 	}

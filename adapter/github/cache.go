@@ -3,6 +3,8 @@ package github
 import (
 	"bytes"
 	"container/list"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
@@ -48,12 +50,16 @@ func newETagCache() *etagCache {
 // cacheKey returns the key under which the answer to req is kept, or ""
 // for a request that is not made conditional: anything but a plain GET.
 // Accept is part of it: go-github asks some endpoints for a media type of
-// their own.
+// their own. So is who asks: GitHub's ETags are per token (its answers
+// vary on Authorization), and an App's installation token changes every
+// hour; the key holds a digest of the Authorization header, never the
+// token.
 func cacheKey(req *http.Request) string {
 	if req.Method != http.MethodGet || req.Header.Get("Range") != "" || req.Header.Get("If-None-Match") != "" {
 		return ""
 	}
-	return req.URL.String() + "\n" + req.Header.Get("Accept")
+	who := sha256.Sum256([]byte(req.Header.Get("Authorization")))
+	return req.URL.String() + "\n" + req.Header.Get("Accept") + "\n" + hex.EncodeToString(who[:12])
 }
 
 // get returns the answer kept for key, or nil.

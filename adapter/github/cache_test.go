@@ -5,7 +5,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/tasklifecycle/lifecycle/adapter/internal/hostbudget"
+	"github.com/tasklifecycle/lifecycle/internal/fakeclock"
 )
 
 // answerOf returns a 200 answer with an ETag and body.
@@ -50,5 +56,49 @@ func TestETagCacheBounds(t *testing.T) {
 	body, _ := io.ReadAll(out.Body)
 	if out.StatusCode != http.StatusOK || string(body) != `{"a":1}` || out.Header.Get("X-RateLimit-Remaining") != "41" {
 		t.Errorf("answer for a 304 = %d %s %v", out.StatusCode, body, out.Header)
+	}
+}
+
+// TestETagsKeptPerToken: GitHub's ETags are per token. An answer kept for
+// one Authorization is not sent back, as If-None-Match, with another (an
+// App's renewed installation token); each keeps its own; the token is
+// not in the cache's keys.
+func TestETagsKeptPerToken(t *testing.T) {
+	t.Parallel()
+	var sent []string // If-None-Match of each request
+	tr := &hostTransport{
+		clock: fakeclock.New(time.Now()), budget: hostbudget.New(0.5, time.Now), cache: newETagCache(),
+		base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			sent = append(sent, r.Header.Get("If-None-Match"))
+			etag := `"` + r.Header.Get("Authorization")[len("Bearer "):] + `"`
+			if r.Header.Get("If-None-Match") == etag {
+				return &http.Response{StatusCode: http.StatusNotModified, Header: http.Header{"Etag": {etag}}, Body: http.NoBody, Request: r}, nil
+			}
+			return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Etag": {etag}}, Body: io.NopCloser(strings.NewReader(`{}`)), Request: r}, nil
+		}),
+	}
+	get := func(token string) {
+		req, _ := http.NewRequest(http.MethodGet, "https://api.github.com/repos/o/r/pulls/1", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	get("ghs_first")
+	get("ghs_renewed")
+	get("ghs_first")
+	get("ghs_renewed")
+	want := []string{"", "", `"ghs_first"`, `"ghs_renewed"`}
+	if !slices.Equal(sent, want) {
+		t.Errorf("If-None-Match sent: %q, want %q", sent, want)
+	}
+	tr.cache.mu.Lock()
+	defer tr.cache.mu.Unlock()
+	for k := range tr.cache.byKey {
+		if strings.Contains(k, "ghs_") {
+			t.Errorf("a cache key holds the token: %q", k)
+		}
 	}
 }

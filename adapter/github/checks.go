@@ -10,6 +10,7 @@ import (
 	"time"
 
 	gh "github.com/google/go-github/v60/github"
+	"github.com/shurcooL/githubv4"
 	"github.com/tasklifecycle/lifecycle"
 )
 
@@ -19,14 +20,22 @@ import (
 // every other conclusion fails. A status that is pending is running,
 // success passes, failure and error fail.
 //
-// When the base branch's protection or rulesets name required checks,
-// only those are reported, and one without a result yet makes the report
-// Pending. When the required checks are unknown (the protection cannot be
-// read with these credentials, or names none), every check counts, and CI
-// passes only when every check suite of the head has completed too: a
-// suite queued or in progress, as a CI app's is before its first check
-// run, makes the report Pending. The suites are read (conditionally) only
-// then, and only when no check already keeps CI from passing.
+// The checks that count are those GitHub requires: those the base
+// branch's protection and rulesets name, and, when the protection cannot
+// be read with these credentials (most App and bot tokens get 403), those
+// GitHub's GraphQL isRequired(pullRequestNumber:) marks among the head's
+// checks, read with one small query (one rate-limit point). Only those
+// are reported, and one named without a result yet makes the report
+// Pending. When GitHub requires none (or none can be known), every check
+// counts, and CI passes only when every check suite of the head has
+// completed too: a suite queued or in progress, as a CI App's is before
+// its first check run, makes the report Pending. With the protection
+// unreadable, a suite with no check run yet makes it Pending likewise
+// (its first run may be a required check). A suite with no check run
+// that has not completed Config.StaleSuiteAfter after its creation is
+// reported in Stale instead, and not waited on. The suites are read
+// (conditionally) only when they can matter: no check already keeps CI
+// from passing.
 func (a *Adapter) Checks(ctx context.Context, q lifecycle.CIQuery) (lifecycle.CIReport, error) {
 	if err := a.checkRef(q.PullRequest); err != nil {
 		return lifecycle.CIReport{}, err
@@ -46,23 +55,100 @@ func (a *Adapter) Checks(ctx context.Context, q lifecycle.CIQuery) (lifecycle.CI
 	if err != nil {
 		return lifecycle.CIReport{}, err
 	}
-	rep, _, err := a.judgeCI(ctx, q.HeadSHA, latest, p.requiredChecks, nil)
+	var marked []string
+	if p.protectionUnreadable && len(latest) > 0 {
+		if marked, err = a.markedRequired(ctx, q.PullRequest.Number, q.HeadSHA); err != nil {
+			// Every check counts, as when nothing is known to be
+			// required: stricter, never laxer.
+			a.log.WarnContext(ctx, "read which checks GitHub requires; every check counts", "pr", q.PullRequest.Number, "err", err)
+		}
+	}
+	rep, _, err := a.judgeCI(ctx, q.HeadSHA, latest, p, marked)
 	return rep, err
 }
 
-// judge reports the latest checks of a head: when required names the
-// required checks (nil: unknown), those and the ones marked required by
-// GitHub, Pending when one has no result; otherwise every check.
-func judge(latest map[string]found, required, marked []string) lifecycle.CIReport {
+// markedQuery reads which checks of a commit GitHub requires of a pull
+// request: isRequired of each context of the commit's rollup.
+type markedQuery struct {
+	Repository struct {
+		Object *struct {
+			Commit struct {
+				StatusCheckRollup *struct {
+					Contexts struct {
+						Nodes []struct {
+							Typename string `graphql:"__typename"`
+							CheckRun struct {
+								Name       string `graphql:"name"`
+								IsRequired bool   `graphql:"isRequired(pullRequestNumber: $n)"`
+							} `graphql:"... on CheckRun"`
+							StatusContext struct {
+								Context    string `graphql:"context"`
+								IsRequired bool   `graphql:"isRequired(pullRequestNumber: $n)"`
+							} `graphql:"... on StatusContext"`
+						} `graphql:"nodes"`
+						PageInfo struct {
+							HasNextPage bool   `graphql:"hasNextPage"`
+							EndCursor   string `graphql:"endCursor"`
+						} `graphql:"pageInfo"`
+					} `graphql:"contexts(first: 100, after: $after)"`
+				} `graphql:"statusCheckRollup"`
+			} `graphql:"... on Commit"`
+		} `graphql:"object(oid: $oid)"`
+	} `graphql:"repository(owner: $owner, name: $name)"`
+	RateLimit *rateLimitField `graphql:"rateLimit"`
+}
+
+// markedRequired returns the names of the checks and statuses of sha that
+// GitHub's isRequired says pull request n requires, every page: any
+// reader may ask it, whereas branch protection needs admin rights.
+func (a *Adapter) markedRequired(ctx context.Context, n int, sha string) ([]string, error) {
+	var marked []string
+	var after *githubv4.String
+	for {
+		var q markedQuery
+		vars := map[string]any{"owner": githubv4.String(a.cfg.Owner), "name": githubv4.String(a.cfg.Repo),
+			"oid": githubv4.GitObjectID(sha), "n": githubv4.Int(n), "after": after}
+		errs, err := a.query(ctx, &q, vars)
+		if err != nil {
+			return nil, fmt.Errorf("github: read the required checks of %s: %w", sha, err)
+		}
+		if len(errs) > 0 {
+			return nil, fmt.Errorf("github: read the required checks of %s: %s (%s)", sha, errs[0].Message, errs[0].Type)
+		}
+		a.observeRateLimit(q.RateLimit)
+		o := q.Repository.Object
+		if o == nil || o.Commit.StatusCheckRollup == nil {
+			return marked, nil
+		}
+		page := o.Commit.StatusCheckRollup.Contexts
+		for _, c := range page.Nodes {
+			switch {
+			case c.Typename == "CheckRun" && c.CheckRun.IsRequired:
+				marked = append(marked, c.CheckRun.Name)
+			case c.Typename == "StatusContext" && c.StatusContext.IsRequired:
+				marked = append(marked, c.StatusContext.Context)
+			}
+		}
+		if !page.PageInfo.HasNextPage || page.PageInfo.EndCursor == "" {
+			return marked, nil
+		}
+		cursor := githubv4.String(page.PageInfo.EndCursor)
+		after = &cursor
+	}
+}
+
+// judge reports the latest checks of a head: when required names checks,
+// those, Pending when one has no result; otherwise every check.
+func judge(latest map[string]found, required []string) lifecycle.CIReport {
 	var rep lifecycle.CIReport
-	if required == nil {
+	if len(required) == 0 {
 		for _, name := range slices.Sorted(maps.Keys(latest)) {
 			rep.Checks = append(rep.Checks, latest[name].check)
 		}
 		return rep
 	}
 	seen := map[string]bool{}
-	for _, name := range append(slices.Clone(required), marked...) {
+	for _, name := range required {
 		if seen[name] {
 			continue
 		}
@@ -76,36 +162,45 @@ func judge(latest map[string]found, required, marked []string) lifecycle.CIRepor
 	return rep
 }
 
-// judgeCI is judge, and with the required checks unknown and every check
-// passed, the check suites of sha: one not completed makes the report
-// Pending (and is reported as waiting), one completed without a check run
-// and with a failing conclusion fails it.
-func (a *Adapter) judgeCI(ctx context.Context, sha string, latest map[string]found, required, marked []string) (lifecycle.CIReport, bool, error) {
-	rep := judge(latest, required, marked)
-	if required != nil {
-		return rep, false, nil
-	}
-	for _, c := range rep.Checks {
-		if c.Status != lifecycle.CheckPassed && c.Status != lifecycle.CheckSkipped {
-			return rep, false, nil // CI does not pass whatever the suites say
-		}
+// requiredOf returns the checks GitHub requires, as known: those the
+// policy names and those GitHub marked required (isRequired).
+func requiredOf(pol policy, marked []string) []string {
+	return append(slices.Clone(pol.requiredChecks), marked...)
+}
+
+// judgeCI is judge of the checks required (requiredOf), and, where checks
+// may be required that are not known (none is, or the protection is
+// unreadable) and the checks read pass, the check suites of sha: one not
+// completed makes the report Pending (and is reported as waiting) unless
+// it has no check run and is older than Config.StaleSuiteAfter, which is
+// reported in Stale; with no check known to be required, one completed
+// without a check run and with a failing conclusion fails it. With the
+// required checks known, a suite with check runs adds nothing: its runs
+// are read, with isRequired.
+func (a *Adapter) judgeCI(ctx context.Context, sha string, latest map[string]found, pol policy, marked []string) (lifecycle.CIReport, bool, error) {
+	required := requiredOf(pol, marked)
+	rep := judge(latest, required)
+	if (len(required) > 0 && !pol.protectionUnreadable) || !ciMet(rep) {
+		return rep, false, nil // CI does not pass whatever the suites say
 	}
 	suites, err := a.checkSuites(ctx, sha)
 	if err != nil {
 		return lifecycle.CIReport{}, false, err
 	}
+	now := a.cfg.Clock.Now()
 	waiting := false
 	for _, s := range suites {
-		if s.Status != "completed" {
-			rep.Pending, waiting = true, true
-			continue
-		}
-		if s.LatestCheckRunsCount == 0 && checkStatus("completed", s.Conclusion) == lifecycle.CheckFailed {
-			name := "check suite"
-			if s.App != nil && s.App.Name != "" {
-				name = s.App.Name + " check suite"
+		switch {
+		case s.Status == "completed":
+			if len(required) == 0 && s.LatestCheckRunsCount == 0 && checkStatus("completed", s.Conclusion) == lifecycle.CheckFailed {
+				rep.Checks = append(rep.Checks, lifecycle.CICheck{Name: s.appName() + " check suite", Status: lifecycle.CheckFailed})
 			}
-			rep.Checks = append(rep.Checks, lifecycle.CICheck{Name: name, Status: lifecycle.CheckFailed})
+		case s.LatestCheckRunsCount > 0 && len(required) > 0:
+			// Its runs are among the checks read, required or not.
+		case s.LatestCheckRunsCount == 0 && !s.CreatedAt.IsZero() && now.Sub(s.CreatedAt) >= a.cfg.StaleSuiteAfter:
+			rep.Stale = append(rep.Stale, lifecycle.StaleCheck{Name: s.appName(), Since: lifecycle.NewTimestamp(s.CreatedAt)})
+		default:
+			rep.Pending, waiting = true, true
 		}
 	}
 	return rep, waiting, nil
@@ -115,14 +210,27 @@ func (a *Adapter) judgeCI(ctx context.Context, sha string, latest map[string]fou
 // /repos/{owner}/{repo}/commits/{ref}/check-suites: go-github v60's lacks
 // latest_check_runs_count.
 type checkSuite struct {
-	ID                   int64  `json:"id"`
-	Status               string `json:"status"`
-	Conclusion           string `json:"conclusion"`
-	LatestCheckRunsCount int    `json:"latest_check_runs_count"`
+	ID                   int64     `json:"id"`
+	Status               string    `json:"status"`
+	Conclusion           string    `json:"conclusion"`
+	LatestCheckRunsCount int       `json:"latest_check_runs_count"`
+	CreatedAt            time.Time `json:"created_at"`
 	App                  *struct {
 		Slug string `json:"slug"`
 		Name string `json:"name"`
 	} `json:"app"`
+}
+
+// appName returns the name of the App of s: its name, or its slug, or
+// "check suite" when GitHub says neither.
+func (s checkSuite) appName() string {
+	switch {
+	case s.App != nil && s.App.Name != "":
+		return s.App.Name
+	case s.App != nil && s.App.Slug != "":
+		return s.App.Slug
+	}
+	return "check suite"
 }
 
 // checkSuites returns the check suites of sha, every page.
@@ -144,6 +252,9 @@ func (a *Adapter) checkSuites(ctx context.Context, sha string) ([]checkSuite, er
 		}
 		all = append(all, res.CheckSuites...)
 		if resp.NextPage == 0 {
+			if seen, ok := ctx.Value(suitesSeenKey{}).(*suitesSeen); ok {
+				seen.read, seen.suites = true, all // for the reading's Version
+			}
 			return all, nil
 		}
 		page = resp.NextPage

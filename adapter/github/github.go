@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -16,9 +18,9 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/tasklifecycle/lifecycle/internal/hookbody"
-	"github.com/tasklifecycle/lifecycle/internal/hostbudget"
-	"github.com/tasklifecycle/lifecycle/internal/hostcall"
+	"github.com/tasklifecycle/lifecycle/adapter/internal/hostbudget"
+	"github.com/tasklifecycle/lifecycle/adapter/internal/hostcall"
+	"github.com/tasklifecycle/lifecycle/adapter/internal/webhookintake"
 )
 
 // DefaultAPIURL is the REST API of github.com.
@@ -74,8 +76,13 @@ type Config struct {
 	// be more than 0 and at most 1.
 	SweepShare float64
 
-	// MergeMethod is how pull requests are merged: "merge", "squash" or
-	// "rebase". Defaults to "merge".
+	// MergeMethod is the merge method preferred: "merge", "squash" or
+	// "rebase", used whenever GitHub allows it. Whatever it is, Merge
+	// merges with a method the repository's settings (allow_merge_commit,
+	// allow_squash_merge, allow_rebase_merge) and the base branch's rules
+	// (rulesets' allowed_merge_methods, a required linear history) allow:
+	// the preferred one, else the first allowed of merge, squash and
+	// rebase. Defaults to "", no preference: the repository decides.
 	MergeMethod string
 	// BaseBranch is the branch pull requests merge into when a request
 	// names none. Defaults to the repository's default branch, read once.
@@ -87,12 +94,22 @@ type Config struct {
 	BranchPrefix string
 
 	// DefaultRequiredApprovals is the number of approvals a pull request
-	// needs when neither branch protection nor rulesets can be read.
-	// Defaults to 1.
+	// needs when neither branch protection nor rulesets say, and GitHub's
+	// own reviewDecision cannot be read either (it is read through
+	// GraphQL, which any reader may ask, when the protection cannot be
+	// read). Defaults to 1.
 	DefaultRequiredApprovals int
 	// ProtectionTTL is how long the branch protection and rulesets of a
-	// base branch are kept before being read again. Defaults to 1 minute.
+	// base branch, and the repository's merge settings, are kept before
+	// being read again. Defaults to 1 minute.
 	ProtectionTTL time.Duration
+	// StaleSuiteAfter is how long a check suite that has not completed
+	// and has no check run (a CI App that has not started, or never will:
+	// some leave their suites queued for good) keeps CI pending, from its
+	// creation, when the checks the base requires are not all known.
+	// After it the suite is reported in lifecycle.CIReport.Stale and no
+	// longer waited on. Defaults to 10 minutes.
+	StaleSuiteAfter time.Duration
 
 	// DeployPollInterval is how often Deploy reads the statuses of a
 	// deployment while it waits for a terminal one; a deployment_status
@@ -127,8 +144,8 @@ type Config struct {
 
 	// Clock tells the time of rate-limit resets (how long a request
 	// whose share of the rate limit is spent must wait), of the policy's
-	// ProtectionTTL, and waits between deployment polls. Defaults to the
-	// system clock.
+	// ProtectionTTL, of StaleSuiteAfter, and waits between deployment
+	// polls. Defaults to the system clock.
 	Clock lifecycle.Clock
 	// Logger receives the Adapter's logs. Tokens and secrets are never
 	// logged. Defaults to slog.Default().
@@ -175,9 +192,6 @@ func (cfg Config) withDefaults() Config {
 	if cfg.APIURL == "" {
 		cfg.APIURL = DefaultAPIURL
 	}
-	if cfg.MergeMethod == "" {
-		cfg.MergeMethod = "merge"
-	}
 	if cfg.BranchPrefix == "" {
 		cfg.BranchPrefix = "lifecycle/"
 	}
@@ -189,6 +203,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.ProtectionTTL == 0 {
 		cfg.ProtectionTTL = time.Minute
+	}
+	if cfg.StaleSuiteAfter == 0 {
+		cfg.StaleSuiteAfter = 10 * time.Minute
 	}
 	if cfg.DeployPollInterval == 0 {
 		cfg.DeployPollInterval = 15 * time.Second
@@ -226,8 +243,10 @@ func (cfg Config) validate() error {
 		return fmt.Errorf("github: Config.Owner %q and Config.Repo %q must name a repository, as in github.com/OWNER/REPO", cfg.Owner, cfg.Repo)
 	case cfg.Client == nil && cfg.Token == "" && cfg.App == nil:
 		return errors.New("github: no credentials; set Config.Token (a token with the repo scope), Config.App or Config.Client")
-	case cfg.MergeMethod != "merge" && cfg.MergeMethod != "squash" && cfg.MergeMethod != "rebase":
-		return fmt.Errorf("github: Config.MergeMethod %q is not merge, squash or rebase", cfg.MergeMethod)
+	case cfg.MergeMethod != "" && !slices.Contains(methodOrder[:], cfg.MergeMethod):
+		return fmt.Errorf("github: Config.MergeMethod %q is not merge, squash or rebase; leave it empty to let the repository decide", cfg.MergeMethod)
+	case cfg.StaleSuiteAfter < 0:
+		return errors.New("github: Config.StaleSuiteAfter is negative; leave it zero for its default of 10 minutes")
 	case cfg.DefaultRequiredApprovals < 0:
 		return errors.New("github: Config.DefaultRequiredApprovals is negative")
 	case cfg.WebhookReadTimeout < 0 || cfg.WebhookBodyBudget < 0:
@@ -284,11 +303,17 @@ type Adapter struct {
 	// tel holds the Adapter's OpenTelemetry instruments.
 	tel *hostcall.Telemetry
 	// hookBodies reads webhook bodies within WebhookBodyBudget.
-	hookBodies *hookbody.Reader
+	hookBodies *webhookintake.Reader
+	// gaps are the GraphQL fields the server's schema lacks.
+	gaps schemaGaps
+	// probeSize and fullSize are how much a query reads: connections
+	// for a probe, pull requests for a full reading.
+	probeSize, fullSize batchSizer
 
 	mu          sync.Mutex
 	baseBranch  string                 // the repository's default branch, once read
 	policies    map[string]policyEntry // by base branch
+	settings    *mergeSettings         // the repository's merge settings, once read
 	bases       map[int]string         // base branch of pull requests read
 	branchLocks map[string]*sync.Mutex // serialises EnsurePullRequest per head
 	waiters     map[string]map[chan struct{}]struct{}
@@ -340,8 +365,12 @@ func New(cfg Config) (*Adapter, error) {
 		branchLocks: make(map[string]*sync.Mutex),
 		waiters:     make(map[string]map[chan struct{}]struct{}),
 		early:       make(map[string]struct{}),
+		gaps: schemaGaps{optional: optionalFields(reflect.TypeFor[probePR](), reflect.TypeFor[fullPR](), reflect.TypeFor[contextsQuery]()),
+			missing: map[string]bool{}},
+		probeSize: batchSizer{max: probeBatch},
+		fullSize:  batchSizer{max: fullBatch},
 	}
-	a.hookBodies = hookbody.New(hookbody.Config{
+	a.hookBodies = webhookintake.New(webhookintake.Config{
 		Budget: cfg.WebhookBodyBudget, Max: MaxWebhookBody, Timeout: cfg.WebhookReadTimeout, Logger: a.log,
 	})
 	return a, nil

@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/shurcooL/githubv4"
@@ -27,12 +29,29 @@ import (
 // so graphqlTransport, under it, reads them whole from the answer into the
 // request's gqlCapture.
 
-// gqlError is one of the errors of a GraphQL answer.
+// gqlError is one of the errors of a GraphQL answer. A field the
+// server's schema lacks is refused, with the whole query, as
+//
+//	{"message": "Field 'fullDatabaseId' doesn't exist on type 'PullRequestReview'",
+//	 "extensions": {"code": "undefinedField", "typeName": "PullRequestReview", "fieldName": "fullDatabaseId"}}
 type gqlError struct {
-	Type    string `json:"type"`
-	Path    []any  `json:"path"`
-	Message string `json:"message"`
+	Type       string `json:"type"`
+	Path       []any  `json:"path"`
+	Message    string `json:"message"`
+	Extensions struct {
+		Code      string `json:"code"`
+		TypeName  string `json:"typeName"`
+		FieldName string `json:"fieldName"`
+	} `json:"extensions"`
 }
+
+// undefinedField is the code of an error for a field the schema lacks.
+const undefinedField = "undefinedField"
+
+// mergeInfoPreview is the media type of GitHub's merge info schema
+// preview, under which GitHub Enterprise Server serves
+// PullRequest.mergeStateStatus (github.com has it without).
+const mergeInfoPreview = "application/vnd.github.merge-info-preview+json"
 
 // gqlCapture receives the errors of the answer to the query made with a
 // context carrying it.
@@ -42,11 +61,15 @@ type gqlCapture struct {
 
 type gqlCaptureKey struct{}
 
-// graphqlTransport reads the errors of GraphQL answers into the request's
-// gqlCapture, and turns an answer saying that the GraphQL rate limit is
-// spent (GitHub answers it 200 with an error of type RATE_LIMIT, earlier
-// RATE_LIMITED) into a *lifecycle.TemporaryError that is RateLimited,
-// with the wait until the reset the answer names.
+// graphqlTransport asks for GitHub's merge info schema preview (Accept:
+// application/vnd.github.merge-info-preview+json), reads the errors of
+// GraphQL answers into the request's gqlCapture, and turns an answer
+// saying that the GraphQL rate limit is spent (GitHub answers it 200 with
+// an error of type RATE_LIMIT, earlier RATE_LIMITED) into a
+// *lifecycle.TemporaryError that is RateLimited, with the wait until the
+// reset the answer names, and one saying GitHub gave up on the query
+// ("Something went wrong while executing your query. This may be the
+// result of a timeout") into a *lifecycle.TemporaryError.
 type graphqlTransport struct {
 	base  http.RoundTripper
 	clock interface{ Now() time.Time }
@@ -58,6 +81,8 @@ func (t *graphqlTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	if base == nil {
 		base = http.DefaultTransport
 	}
+	req = req.Clone(req.Context())
+	req.Header.Set("Accept", mergeInfoPreview)
 	resp, err := base.RoundTrip(req)
 	if err != nil || resp.StatusCode != http.StatusOK {
 		return resp, err
@@ -69,10 +94,14 @@ func (t *graphqlTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(body))
 	var out struct {
-		Errors []gqlError `json:"errors"`
+		Data   json.RawMessage `json:"data"`
+		Errors []gqlError      `json:"errors"`
 	}
 	if json.Unmarshal(body, &out) != nil {
 		return resp, nil // githubv4 reports what it cannot decode
+	}
+	if len(out.Errors) > 0 && gaveUp(out.Errors[0].Message) && (len(out.Data) == 0 || string(out.Data) == "null") {
+		return nil, &lifecycle.TemporaryError{Err: &hostError{Status: resp.StatusCode, Method: req.Method, Path: req.URL.Path, Message: out.Errors[0].Message}}
 	}
 	for _, e := range out.Errors {
 		if e.Type == "RATE_LIMIT" || e.Type == "RATE_LIMITED" {
@@ -88,6 +117,14 @@ func (t *graphqlTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		c.errors = out.Errors
 	}
 	return resp, nil
+}
+
+// gaveUp reports whether a message is GitHub's for a query it gave up on
+// as too slow: "Something went wrong while executing your query. This may
+// be the result of a timeout, ..." (GraphQL) or "We couldn't respond to
+// your request in time" (its 10-second limit).
+func gaveUp(msg string) bool {
+	return strings.HasPrefix(msg, "Something went wrong while executing your query") || strings.Contains(msg, "couldn't respond to your request in time")
 }
 
 // query runs the GraphQL query q with vars. It returns the errors GitHub
@@ -111,12 +148,19 @@ func (a *Adapter) query(ctx context.Context, q any, vars map[string]any) ([]gqlE
 // query through aliases, "p0: pullRequest(number: $n0)", one field each,
 // made with reflect.StructOf; the templates below are the fields of one
 // pull request, with "$N" standing for its variable ($n0, $n1, ...), and
-// use no named struct types, so that the struct made for each alias
-// converts back to the template.
+// use no named struct types but time.Time, so that a query's struct is
+// built from them with reflect and read back into them.
+//
+// A field tagged optional:"Type" may be missing from an older GitHub
+// Enterprise Server's schema, where it is left out of the queries once
+// GitHub said so (see schemaGaps); a field tagged instead:"Type.field" is
+// asked for only where that field is missing; a field tagged with:"name"
+// only for the pull requests whose query asks for name.
 
-// probePR is what a probe reads of a pull request: fields that cost no
-// connection, so that 200 of them cost one rate-limit point, and that
-// change whenever anything the lifecycle decides on does.
+// probePR is what a probe reads of a pull request: everything a task
+// shows changes one of its fields (see the package documentation). Its
+// one connection, the contexts of the head's rollup, makes a probe of 149
+// pull requests cost one rate-limit point.
 type probePR struct {
 	Number           int       `graphql:"number"`
 	State            string    `graphql:"state"`
@@ -124,19 +168,38 @@ type probePR struct {
 	HeadRefOid       string    `graphql:"headRefOid"`
 	BaseRefName      string    `graphql:"baseRefName"`
 	Mergeable        string    `graphql:"mergeable"`
-	MergeStateStatus string    `graphql:"mergeStateStatus"`
+	MergeStateStatus string    `graphql:"mergeStateStatus" optional:"PullRequest"`
 	ReviewDecision   *string   `graphql:"reviewDecision"`
 	UpdatedAt        time.Time `graphql:"updatedAt"`
-	HeadRef          *struct {
-		Target struct {
-			Commit struct {
-				Oid               string `graphql:"oid"`
-				StatusCheckRollup *struct {
-					State string `graphql:"state"`
-				} `graphql:"statusCheckRollup"`
-			} `graphql:"... on Commit"`
-		} `graphql:"target"`
-	} `graphql:"headRef"`
+	HeadRef          *headRef  `graphql:"headRef"`
+}
+
+// headRef is a pull request's head branch: the commit it points at and
+// that commit's checks; for a probe of a pull request whose CI the check
+// suites may hold back (see flagSuites), its check suites too.
+type headRef = struct {
+	Target struct {
+		Commit struct {
+			Oid               string `graphql:"oid"`
+			StatusCheckRollup *struct {
+				State    string       `graphql:"state"`
+				Contexts contextsPage `graphql:"contexts(first: 100)"`
+			} `graphql:"statusCheckRollup"`
+			CheckSuites *suitesPage `graphql:"checkSuites(first: 100)" with:"suites"`
+		} `graphql:"... on Commit"`
+	} `graphql:"target"`
+}
+
+// suitesPage is a page of a commit's check suites.
+type suitesPage = struct {
+	Nodes []struct {
+		DatabaseID int64  `graphql:"databaseId"`
+		Status     string `graphql:"status"`
+		Conclusion string `graphql:"conclusion"`
+	} `graphql:"nodes"`
+	PageInfo struct {
+		HasNextPage bool `graphql:"hasNextPage"`
+	} `graphql:"pageInfo"`
 }
 
 // rollupContext is a check run or a commit status of a head's
@@ -151,21 +214,32 @@ type rollupContext = struct {
 		DetailsURL  string     `graphql:"detailsUrl"`
 		StartedAt   *time.Time `graphql:"startedAt"`
 		CompletedAt *time.Time `graphql:"completedAt"`
-		IsRequired  bool       `graphql:"isRequired(pullRequestNumber: $N)"`
+		IsRequired  bool       `graphql:"isRequired(pullRequestNumber: $N)" optional:"CheckRun"`
 	} `graphql:"... on CheckRun"`
 	StatusContext struct {
 		Context    string    `graphql:"context"`
 		State      string    `graphql:"state"`
 		TargetURL  string    `graphql:"targetUrl"`
 		CreatedAt  time.Time `graphql:"createdAt"`
-		IsRequired bool      `graphql:"isRequired(pullRequestNumber: $N)"`
+		IsRequired bool      `graphql:"isRequired(pullRequestNumber: $N)" optional:"StatusContext"`
 	} `graphql:"... on StatusContext"`
 }
 
-// contextsPage is a page of a statusCheckRollup's contexts.
+// stateCount is a count of a rollup's check runs or commit statuses in
+// one state.
+type stateCount = struct {
+	State string `graphql:"state"`
+	Count int    `graphql:"count"`
+}
+
+// contextsPage is a page of a statusCheckRollup's contexts, with the
+// counts of all of them by state.
 type contextsPage = struct {
-	Nodes    []rollupContext `graphql:"nodes"`
-	PageInfo struct {
+	TotalCount                 int             `graphql:"totalCount"`
+	CheckRunCountsByState      []stateCount    `graphql:"checkRunCountsByState" optional:"StatusCheckRollupContextConnection"`
+	StatusContextCountsByState []stateCount    `graphql:"statusContextCountsByState" optional:"StatusCheckRollupContextConnection"`
+	Nodes                      []rollupContext `graphql:"nodes"`
+	PageInfo                   struct {
 		HasNextPage bool   `graphql:"hasNextPage"`
 		EndCursor   string `graphql:"endCursor"`
 	} `graphql:"pageInfo"`
@@ -181,30 +255,24 @@ type fullPR struct {
 	HeadRefOid       string    `graphql:"headRefOid"`
 	BaseRefName      string    `graphql:"baseRefName"`
 	Mergeable        string    `graphql:"mergeable"`
-	MergeStateStatus string    `graphql:"mergeStateStatus"`
+	MergeStateStatus string    `graphql:"mergeStateStatus" optional:"PullRequest"`
 	ReviewDecision   *string   `graphql:"reviewDecision"`
 	UpdatedAt        time.Time `graphql:"updatedAt"`
+	HeadRef          *headRef  `graphql:"headRef"`
 	URL              string    `graphql:"url"`
 	HeadRefName      string    `graphql:"headRefName"`
 	Merged           bool      `graphql:"merged"`
 	MergeCommit      *struct {
 		Oid string `graphql:"oid"`
 	} `graphql:"mergeCommit"`
-	HeadRef *struct {
-		Target struct {
-			Commit struct {
-				Oid               string `graphql:"oid"`
-				StatusCheckRollup *struct {
-					State    string       `graphql:"state"`
-					Contexts contextsPage `graphql:"contexts(first: 100)"`
-				} `graphql:"statusCheckRollup"`
-			} `graphql:"... on Commit"`
-		} `graphql:"target"`
-	} `graphql:"headRef"`
 	LatestOpinionatedReviews struct {
 		Nodes []struct {
-			FullDatabaseID string `graphql:"fullDatabaseId"`
-			Author         *struct {
+			FullDatabaseID string `graphql:"fullDatabaseId" optional:"PullRequestReview"`
+			// DatabaseID is asked for only where fullDatabaseId is
+			// missing: github.com deprecates it, and it cannot hold
+			// the IDs of its newer reviews.
+			DatabaseID *int64 `graphql:"databaseId" instead:"PullRequestReview.fullDatabaseId"`
+			Author     *struct {
 				Login string `graphql:"login"`
 			} `graphql:"author"`
 			AuthorAssociation string `graphql:"authorAssociation"`
@@ -216,6 +284,13 @@ type fullPR struct {
 			SubmittedAt *time.Time `graphql:"submittedAt"`
 		} `graphql:"nodes"`
 	} `graphql:"latestOpinionatedReviews(first: 100)"`
+}
+
+// probe returns the probe's fields of a full reading, as a probe of the
+// same state reads them.
+func (p fullPR) probe() probePR {
+	return probePR{Number: p.Number, State: p.State, IsDraft: p.IsDraft, HeadRefOid: p.HeadRefOid, BaseRefName: p.BaseRefName, Mergeable: p.Mergeable,
+		MergeStateStatus: p.MergeStateStatus, ReviewDecision: p.ReviewDecision, UpdatedAt: p.UpdatedAt, HeadRef: p.HeadRef}
 }
 
 // contextsQuery reads a further page of a head's rollup contexts.
@@ -245,31 +320,114 @@ type rateLimitField = struct {
 	ResetAt   time.Time `graphql:"resetAt"`
 }
 
+// gqlField returns the name of the GraphQL field a graphql tag asks for:
+// without its alias and arguments ("p0: pullRequest(number: $n0)" is
+// pullRequest), or "" for a fragment.
+func gqlField(tag string) string {
+	if strings.HasPrefix(tag, "...") {
+		return ""
+	}
+	if i := strings.IndexAny(tag, ":("); i >= 0 && tag[i] == ':' {
+		tag = tag[i+1:]
+	}
+	name, _, _ := strings.Cut(tag, "(")
+	return strings.TrimSpace(name)
+}
+
+// optionalFields returns the optional fields of the templates ts, as
+// "Type.field".
+func optionalFields(ts ...reflect.Type) map[string]bool {
+	out := map[string]bool{}
+	var walk func(t reflect.Type)
+	walk = func(t reflect.Type) {
+		switch t.Kind() {
+		case reflect.Pointer, reflect.Slice:
+			walk(t.Elem())
+		case reflect.Struct:
+			if t == reflect.TypeFor[time.Time]() {
+				return
+			}
+			for i := range t.NumField() {
+				f := t.Field(i)
+				if typ, ok := f.Tag.Lookup("optional"); ok {
+					out[typ+"."+gqlField(f.Tag.Get("graphql"))] = true
+				}
+				walk(f.Type)
+			}
+		}
+	}
+	for _, t := range ts {
+		walk(t)
+	}
+	return out
+}
+
 // retag returns t with "$N" in its graphql tags replaced by v, rebuilding
-// the unnamed struct types within it (named types, such as time.Time, are
-// kept).
-func retag(t reflect.Type, v string) reflect.Type {
+// the struct types within it but time.Time, without the fields the
+// server's schema lacks (missing, by "Type.field"; see optional and
+// instead above), and with the fields tagged with the name with gives
+// (none for "").
+func retag(t reflect.Type, v string, missing map[string]bool, with string) reflect.Type {
 	switch t.Kind() {
 	case reflect.Pointer:
-		return reflect.PointerTo(retag(t.Elem(), v))
+		return reflect.PointerTo(retag(t.Elem(), v, missing, with))
 	case reflect.Slice:
-		return reflect.SliceOf(retag(t.Elem(), v))
+		return reflect.SliceOf(retag(t.Elem(), v, missing, with))
 	case reflect.Struct:
-		if t.Name() != "" && t != reflect.TypeFor[probePR]() && t != reflect.TypeFor[fullPR]() && t != reflect.TypeFor[contextsQuery]() {
+		if t == reflect.TypeFor[time.Time]() {
 			return t
 		}
-		fields := make([]reflect.StructField, t.NumField())
-		for i := range fields {
+		fields := make([]reflect.StructField, 0, t.NumField())
+		for i := range t.NumField() {
 			f := t.Field(i)
-			f.Type = retag(f.Type, v)
-			if tag, ok := f.Tag.Lookup("graphql"); ok {
-				f.Tag = reflect.StructTag(`graphql:"` + strings.ReplaceAll(tag, "$N", v) + `"`)
+			tag := f.Tag.Get("graphql")
+			if typ, ok := f.Tag.Lookup("optional"); ok && missing[typ+"."+gqlField(tag)] {
+				continue
 			}
-			fields[i] = f
+			if in, ok := f.Tag.Lookup("instead"); ok && !missing[in] {
+				continue
+			}
+			if w, ok := f.Tag.Lookup("with"); ok && w != with {
+				continue
+			}
+			f.Type = retag(f.Type, v, missing, with)
+			f.Tag = reflect.StructTag(`graphql:"` + strings.ReplaceAll(tag, "$N", v) + `"`)
+			fields = append(fields, f)
 		}
 		return reflect.StructOf(fields)
 	}
 	return t
+}
+
+// assign sets dst, of a template's type, from src, of the type retag made
+// of it: field by field, by name (the fields retag left out stay zero).
+func assign(dst, src reflect.Value) {
+	if src.Type() == dst.Type() {
+		dst.Set(src)
+		return
+	}
+	switch src.Kind() {
+	case reflect.Pointer:
+		if src.IsNil() {
+			return
+		}
+		dst.Set(reflect.New(dst.Type().Elem()))
+		assign(dst.Elem(), src.Elem())
+	case reflect.Slice:
+		if src.IsNil() {
+			return
+		}
+		dst.Set(reflect.MakeSlice(dst.Type(), src.Len(), src.Len()))
+		for i := range src.Len() {
+			assign(dst.Index(i), src.Index(i))
+		}
+	case reflect.Struct:
+		for i := range src.NumField() {
+			assign(dst.FieldByName(src.Type().Field(i).Name), src.Field(i))
+		}
+	default:
+		dst.Set(src)
+	}
 }
 
 // batchQuery is a query of pull requests by number through aliases.
@@ -279,8 +437,9 @@ type batchQuery struct {
 }
 
 // newBatchQuery returns the query of the pull requests numbers, each
-// read as template T (probePR or fullPR) through alias "p<i>".
-func newBatchQuery[T any](owner, name string, numbers []int) batchQuery {
+// read as template T (probePR or fullPR) through alias "p<i>", of shape
+// sh, and with the fields with(i) names.
+func newBatchQuery[T any](owner, name string, numbers []int, sh shape, with func(i int) string) batchQuery {
 	node := reflect.TypeFor[T]()
 	vars := map[string]any{"owner": githubv4.String(owner), "name": githubv4.String(name)}
 	prs := make([]reflect.StructField, len(numbers))
@@ -288,7 +447,7 @@ func newBatchQuery[T any](owner, name string, numbers []int) batchQuery {
 		v := "$n" + strconv.Itoa(i)
 		prs[i] = reflect.StructField{
 			Name: "P" + strconv.Itoa(i),
-			Type: reflect.PointerTo(retag(node, v)),
+			Type: reflect.PointerTo(sh.retag(node, v, with(i))),
 			Tag:  reflect.StructTag(fmt.Sprintf(`graphql:"p%d: pullRequest(number: %s)"`, i, v)),
 		}
 		vars[v[1:]] = githubv4.Int(n)
@@ -308,12 +467,113 @@ func pull[T any](q batchQuery, i int) (T, bool) {
 	if p.IsNil() {
 		return out, false
 	}
-	return p.Elem().Convert(reflect.TypeFor[T]()).Interface().(T), true
+	assign(reflect.ValueOf(&out).Elem(), p.Elem())
+	return out, true
 }
 
 // rateLimit returns the query's rateLimit, or nil.
 func (q batchQuery) rateLimit() *rateLimitField {
 	return q.value.Elem().Field(1).Interface().(*rateLimitField)
+}
+
+// schemaGaps holds the optional fields the GraphQL schema of the server
+// lacks, learned from its answers: a query asking for one is refused
+// whole with an error of code undefinedField naming it (GitHub Enterprise
+// Server before the field was added), and is asked again without it. It
+// keeps the query types made for what it knows (reflect.StructOf is not
+// cheap, and a sweep makes a type per alias). It is safe for concurrent
+// use.
+type schemaGaps struct {
+	// optional are the fields that may be missing, "Type.field".
+	optional map[string]bool
+
+	mu      sync.Mutex
+	missing map[string]bool
+	gen     int      // counts what was learned
+	types   sync.Map // typeKey → reflect.Type, for gen
+}
+
+// shape is what the server's schema has, as a query is made: the fields
+// it lacks.
+type shape struct {
+	g       *schemaGaps
+	gen     int
+	missing map[string]bool
+}
+
+// typeKey names a type retag made.
+type typeKey struct {
+	t       reflect.Type
+	v, with string
+	gen     int
+}
+
+// snapshot returns the shape the server's schema is known to have.
+func (g *schemaGaps) snapshot() shape {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return shape{g: g, gen: g.gen, missing: maps.Clone(g.missing)}
+}
+
+// retag is retag for the shape, each type made once.
+func (sh shape) retag(t reflect.Type, v, with string) reflect.Type {
+	k := typeKey{t: t, v: v, with: with, gen: sh.gen}
+	if r, ok := sh.g.types.Load(k); ok {
+		return r.(reflect.Type)
+	}
+	r := retag(t, v, sh.missing, with)
+	sh.g.types.Store(k, r)
+	return r
+}
+
+// learn records the optional fields errs say the schema lacks, and
+// reports whether any is new. An undefinedField error of a field that is
+// not optional teaches nothing: the query fails with it.
+func (g *schemaGaps) learn(errs []gqlError) []string {
+	var fields []string
+	for _, e := range errs {
+		if e.Extensions.Code != undefinedField {
+			continue
+		}
+		f := e.Extensions.TypeName + "." + e.Extensions.FieldName
+		if !g.optional[f] {
+			return nil
+		}
+		fields = append(fields, f)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var learned []string
+	for _, f := range fields {
+		if !g.missing[f] {
+			g.missing[f] = true
+			learned = append(learned, f)
+		}
+	}
+	if len(learned) > 0 {
+		g.gen++
+		g.types.Clear()
+	}
+	return learned
+}
+
+// run runs the query build makes without the fields the server lacks,
+// and, when GitHub answers that it lacks more, learns them and runs it
+// again without them. It returns the query build made last, and what
+// query returned for it.
+func (a *Adapter) run(ctx context.Context, build func(sh shape) (q any, vars map[string]any)) (any, []gqlError, error) {
+	for {
+		q, vars := build(a.gaps.snapshot())
+		errs, err := a.query(ctx, q, vars)
+		if err != nil {
+			return q, nil, err
+		}
+		learned := a.gaps.learn(errs)
+		if len(learned) == 0 {
+			return q, errs, nil
+		}
+		a.log.InfoContext(ctx, "GitHub's GraphQL schema lacks fields; reading without them from now on", "fields", learned)
+	}
 }
 
 // alias returns the alias index an error's path names ("repository",

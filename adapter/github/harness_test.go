@@ -12,7 +12,7 @@ import (
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/adaptertest"
 	"github.com/tasklifecycle/lifecycle/adapter/github/githubtest"
-	"github.com/tasklifecycle/lifecycle/internal/testwait"
+	"github.com/tasklifecycle/lifecycle/internal/testenv"
 )
 
 const testSecret = "it's-a-secret-to-everybody"
@@ -85,8 +85,12 @@ func TestConformance(t *testing.T) {
 			fakeOf(a).Inject("PUT /pulls/{number}/merge", githubtest.Error(http.StatusMethodNotAllowed, "Base branch was modified. Review and try the merge again."))
 		},
 		RefuseNextMerge: func(t *testing.T, a lifecycle.ProviderAdapter) string {
-			fakeOf(a).Inject("PUT /pulls/{number}/merge", githubtest.Error(http.StatusMethodNotAllowed, "Pull Request is not mergeable"))
-			return "Pull Request is not mergeable"
+			// A refusal for the base's rules; "Pull Request is not
+			// mergeable" is final only for a reason the pull request read
+			// again shows (see TestMergeWhileMergeabilityIsComputed).
+			const msg = "At least 1 approving review is required by reviewers with write access."
+			fakeOf(a).Inject("PUT /pulls/{number}/merge", githubtest.Error(http.StatusMethodNotAllowed, msg))
+			return msg
 		},
 	})
 }
@@ -136,5 +140,5 @@ func (f *fakeGitHub) webhookPayload(pr lifecycle.PullRequest, kind lifecycle.Pro
 // waitUntil polls cond until it holds, failing t with what after timeout.
 func waitUntil(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	testwait.For(t, timeout, what, cond)
+	testenv.WaitFor(t, timeout, what, cond)
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
+	"strings"
 	"time"
 
 	gh "github.com/google/go-github/v60/github"
@@ -21,9 +23,54 @@ type policy struct {
 	requiredChecks []string
 	// approvals is the number of approving reviews required.
 	approvals int
+	// approvalsDefault says approvals is Config.DefaultRequiredApprovals:
+	// neither the protection nor a pull_request rule could say.
+	approvalsDefault bool
 	// dismissStale says approvals of an earlier head do not count.
 	dismissStale bool
+	// protectionUnreadable says the branch protection could not be read
+	// with these credentials (403, or 404 other than "Branch not
+	// protected"): it may require checks and rules not named here.
+	protectionUnreadable bool
+	// methods are the merge methods the rules allow (the pull_request
+	// rules' allowed_merge_methods; a required linear history leaves out
+	// merge commits), or nil when they restrict none.
+	methods []string
+	// unmodelled are the requirements of the base the lifecycle does not
+	// model, in words for people ("conversations resolved"), in the order
+	// found.
+	unmodelled []string
 }
+
+// require records a requirement the lifecycle does not model, once.
+func (p *policy) require(what string) {
+	if !slices.Contains(p.unmodelled, what) {
+		p.unmodelled = append(p.unmodelled, what)
+	}
+}
+
+// allowOnly narrows the merge methods the rules allow to those of
+// methods.
+func (p *policy) allowOnly(methods []string) {
+	if p.methods == nil {
+		p.methods = slices.Clone(methods)
+		return
+	}
+	p.methods = slices.DeleteFunc(p.methods, func(m string) bool { return !slices.Contains(methods, m) })
+}
+
+// The words of the requirements the lifecycle does not model, as
+// BlockedReason names them.
+const (
+	reqConversations = "conversations resolved"
+	reqSignatures    = "signed commits"
+	reqMergeQueue    = "merging through GitHub's merge queue"
+	reqLocked        = "no change to the base at all (it is locked)"
+	reqRestricted    = "a merger among the people, teams and Apps allowed to push to the base"
+	reqUpdate        = "a merger allowed to bypass the rulesets that restrict updates of the base"
+	reqWorkflows     = "the workflows its rulesets require to pass"
+	reqCodeScanning  = "code scanning results within its rulesets' thresholds"
+)
 
 type policyEntry struct {
 	p  policy
@@ -31,20 +78,26 @@ type policyEntry struct {
 }
 
 // policy returns the policy of base, read at most once per ProtectionTTL.
-// Branch protection needs admin rights to read: a 403 or 404 there falls
-// back to Config.DefaultRequiredApprovals and to every check counting,
-// while GitHub's 404 "Branch not protected" is an answer (nothing
-// required); the rulesets, which any reader may read, add their
+// Branch protection needs admin rights to read: a 403 or 404 there leaves
+// the required checks to GraphQL's isRequired and the review rule to
+// GitHub's reviewDecision (Config.DefaultRequiredApprovals when neither
+// can be had), while GitHub's 404 "Branch not protected" is an answer
+// (nothing required); the rulesets, which any reader may read, add their
 // requirements in either case. When GitHub cannot be asked (a rate limit,
 // a server error), the policy last read is kept, however old; with none,
 // the error is returned: a policy that could not be read is not a lenient
 // one.
 func (a *Adapter) policy(ctx context.Context, base string) (policy, error) {
+	return a.loadPolicy(ctx, base, false)
+}
+
+// loadPolicy is policy, read anew when fresh whatever its age.
+func (a *Adapter) loadPolicy(ctx context.Context, base string, fresh bool) (policy, error) {
 	now := a.cfg.Clock.Now()
 	a.mu.Lock()
 	e, ok := a.policies[base]
 	a.mu.Unlock()
-	if ok && now.Sub(e.at) < a.cfg.ProtectionTTL {
+	if ok && !fresh && now.Sub(e.at) < a.cfg.ProtectionTTL {
 		return e.p, nil
 	}
 	p, err := a.readPolicy(ctx, base)
@@ -69,25 +122,13 @@ func (a *Adapter) readPolicy(ctx context.Context, base string) (policy, error) {
 	switch {
 	case err == nil:
 		p.approvals = 0
-		if rs := prot.RequiredStatusChecks; rs != nil {
-			if rs.Checks != nil {
-				for _, c := range *rs.Checks {
-					p.requiredChecks = append(p.requiredChecks, c.Context)
-				}
-			} else if rs.Contexts != nil {
-				p.requiredChecks = append(p.requiredChecks, *rs.Contexts...)
-			}
-		}
-		if rv := prot.RequiredPullRequestReviews; rv != nil {
-			p.approvals = rv.RequiredApprovingReviewCount
-			p.dismissStale = rv.DismissStaleReviews
-		}
+		protectionPolicy(&p, prot)
 	case errors.Is(err, lifecycle.ErrTemporary): // a rate limit's 403 or 429, a 5xx: not an answer
 		return policy{}, wrap(err, "read the protection of branch %s", base)
 	case errors.Is(err, gh.ErrBranchNotProtected):
 		p.approvals = 0 // an answer: the branch requires nothing
 	case statusOf(err) == http.StatusForbidden || statusOf(err) == http.StatusNotFound:
-		// Not readable with these credentials.
+		p.protectionUnreadable = true // not readable with these credentials
 	default:
 		return policy{}, wrap(err, "read the protection of branch %s", base)
 	}
@@ -95,28 +136,7 @@ func (a *Adapter) readPolicy(ctx context.Context, base string) (policy, error) {
 	switch {
 	case err == nil:
 		for _, r := range rules {
-			switch r.Type {
-			case "required_status_checks":
-				var params struct {
-					RequiredStatusChecks []struct {
-						Context string `json:"context"`
-					} `json:"required_status_checks"`
-				}
-				if json.Unmarshal(r.Parameters, &params) == nil {
-					for _, c := range params.RequiredStatusChecks {
-						p.requiredChecks = append(p.requiredChecks, c.Context)
-					}
-				}
-			case "pull_request":
-				var params struct {
-					DismissStale bool `json:"dismiss_stale_reviews_on_push"`
-					Approvals    int  `json:"required_approving_review_count"`
-				}
-				if json.Unmarshal(r.Parameters, &params) == nil {
-					p.approvals = max(p.approvals, params.Approvals)
-					p.dismissStale = p.dismissStale || params.DismissStale
-				}
-			}
+			rulePolicy(&p, r)
 		}
 	case !errors.Is(err, lifecycle.ErrTemporary) && (statusOf(err) == http.StatusForbidden || statusOf(err) == http.StatusNotFound):
 		// Not readable with these credentials.
@@ -124,7 +144,7 @@ func (a *Adapter) readPolicy(ctx context.Context, base string) (policy, error) {
 		return policy{}, wrap(err, "read the rules of branch %s", base)
 	}
 	if p.approvals < 0 {
-		p.approvals = a.cfg.DefaultRequiredApprovals
+		p.approvals, p.approvalsDefault = a.cfg.DefaultRequiredApprovals, true
 	}
 	if len(p.requiredChecks) == 0 {
 		// Status checks required, but none named: GitHub then requires
@@ -132,6 +152,116 @@ func (a *Adapter) readPolicy(ctx context.Context, base string) (policy, error) {
 		p.requiredChecks = nil
 	}
 	return p, nil
+}
+
+// protectionPolicy adds what a branch protection requires to p.
+func protectionPolicy(p *policy, prot *gh.Protection) {
+	if rs := prot.RequiredStatusChecks; rs != nil {
+		if rs.Checks != nil {
+			var bound []string
+			for _, c := range *rs.Checks {
+				p.requiredChecks = append(p.requiredChecks, c.Context)
+				if c.AppID != nil && *c.AppID > 0 {
+					bound = append(bound, c.Context)
+				}
+			}
+			requireApps(p, bound)
+		} else if rs.Contexts != nil {
+			p.requiredChecks = append(p.requiredChecks, *rs.Contexts...)
+		}
+	}
+	if rv := prot.RequiredPullRequestReviews; rv != nil {
+		p.approvals = rv.RequiredApprovingReviewCount
+		p.dismissStale = rv.DismissStaleReviews
+	}
+	if c := prot.RequiredConversationResolution; c != nil && c.Enabled {
+		p.require(reqConversations)
+	}
+	if sig := prot.RequiredSignatures; sig != nil && sig.GetEnabled() {
+		p.require(reqSignatures)
+	}
+	if l := prot.LockBranch; l != nil && l.GetEnabled() {
+		p.require(reqLocked)
+	}
+	if prot.Restrictions != nil {
+		p.require(reqRestricted)
+	}
+	if lh := prot.RequireLinearHistory; lh != nil && lh.Enabled {
+		p.allowOnly([]string{"squash", "rebase"})
+	}
+}
+
+// requireApps records that the checks named must be reported by the App
+// they are required from: a check of the same name from another App does
+// not meet the requirement, though the lifecycle, which goes by names,
+// sees it passed.
+func requireApps(p *policy, checks []string) {
+	if len(checks) > 0 {
+		p.require("the checks " + strings.Join(checks, ", ") + " reported by the Apps they are required from")
+	}
+}
+
+// rulePolicy adds what a ruleset rule requires to p. The rule types and
+// parameters are those of GitHub's REST API description
+// (repository-rule-*); types that do not concern merging are skipped.
+func rulePolicy(p *policy, r branchRule) {
+	switch r.Type {
+	case "required_status_checks":
+		var params struct {
+			RequiredStatusChecks []struct {
+				Context       string `json:"context"`
+				IntegrationID *int64 `json:"integration_id"`
+			} `json:"required_status_checks"`
+		}
+		if json.Unmarshal(r.Parameters, &params) == nil {
+			var bound []string
+			for _, c := range params.RequiredStatusChecks {
+				p.requiredChecks = append(p.requiredChecks, c.Context)
+				if c.IntegrationID != nil && *c.IntegrationID > 0 {
+					bound = append(bound, c.Context)
+				}
+			}
+			requireApps(p, bound)
+		}
+	case "pull_request":
+		var params struct {
+			DismissStale        bool     `json:"dismiss_stale_reviews_on_push"`
+			Approvals           int      `json:"required_approving_review_count"`
+			ThreadResolution    bool     `json:"required_review_thread_resolution"`
+			AllowedMergeMethods []string `json:"allowed_merge_methods"`
+		}
+		if json.Unmarshal(r.Parameters, &params) == nil {
+			p.approvals = max(p.approvals, params.Approvals)
+			p.dismissStale = p.dismissStale || params.DismissStale
+			if params.ThreadResolution {
+				p.require(reqConversations)
+			}
+			if len(params.AllowedMergeMethods) > 0 {
+				p.allowOnly(params.AllowedMergeMethods)
+			}
+		}
+	case "required_signatures":
+		p.require(reqSignatures)
+	case "required_deployments":
+		var params struct {
+			Environments []string `json:"required_deployment_environments"`
+		}
+		if json.Unmarshal(r.Parameters, &params) == nil && len(params.Environments) > 0 {
+			p.require("successful deployments to " + strings.Join(params.Environments, ", "))
+		} else {
+			p.require("successful deployments")
+		}
+	case "merge_queue":
+		p.require(reqMergeQueue)
+	case "required_linear_history":
+		p.allowOnly([]string{"squash", "rebase"})
+	case "update":
+		p.require(reqUpdate)
+	case "workflows":
+		p.require(reqWorkflows)
+	case "code_scanning":
+		p.require(reqCodeScanning)
+	}
 }
 
 // branchRule is a rule of GET /repos/{owner}/{repo}/rules/branches/{branch}:

@@ -104,8 +104,9 @@ func TestPolicyNotLoosenedByAFailedRead(t *testing.T) {
 
 // TestUnprotectedBranchRequiresNothing: GitHub's 404 "Branch not
 // protected" (to a token that may read protection) is an answer: no
-// approval is required, as GitHub would merge; a 403 (no admin rights)
-// leaves Config.DefaultRequiredApprovals.
+// approval is required, as GitHub would merge; after a 403 (no admin
+// rights) GitHub's reviewDecision, null, says the same, and only when that
+// cannot be read either does Config.DefaultRequiredApprovals apply.
 func TestUnprotectedBranchRequiresNothing(t *testing.T) {
 	t.Parallel()
 	f := newFakeGitHub(t)
@@ -121,8 +122,17 @@ func TestUnprotectedBranchRequiresNothing(t *testing.T) {
 	g := newFakeGitHub(t)
 	g.SetProtectionError(http.StatusForbidden)
 	b := g.adapter(t, Config{})
-	if _, hr := readBoth(t, b, open(t, g, b, 1)); hr.Decision != lifecycle.DecisionPending {
-		t.Errorf("unreadable protection: %s, want pending (one approval by default)", hr.Decision)
+	gpr := open(t, g, b, 1)
+	if _, hr := readBoth(t, b, gpr); hr.Decision != lifecycle.DecisionNotRequired {
+		t.Errorf("unreadable protection, GitHub's reviewDecision null: %s, want not_required", hr.Decision)
+	}
+	if r := readOne(t, b, lifecycle.ReadNow, gpr); r.Reviews.Decision != lifecycle.DecisionNotRequired {
+		t.Errorf("unreadable protection, batched, reviewDecision null: %s, want not_required", r.Reviews.Decision)
+	}
+	g.Inject(githubtest.RouteGraphQL, githubtest.Error(http.StatusBadGateway, "Server Error"))
+	hr, err := b.ReviewDecision(t.Context(), lifecycle.ReviewQuery{PullRequest: gpr.PullRequestRef, HeadSHA: gpr.HeadSHA})
+	if err != nil || hr.Decision != lifecycle.DecisionPending {
+		t.Errorf("unreadable protection, GraphQL failing: %s, %v; want pending (one approval by default)", hr.Decision, err)
 	}
 }
 

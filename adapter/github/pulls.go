@@ -277,12 +277,37 @@ func (a *Adapter) convert(ctx context.Context, pr *gh.PullRequest) (lifecycle.Pu
 			return lifecycle.PullRequest{}, err
 		}
 		out.DismissesStaleReviews = p.dismissStale
+		if pr.GetMergeableState() == "blocked" && !out.Draft {
+			out.Mergeable, out.BlockedReason = a.hostBlocked(ctx, out)
+		}
 	}
 	return out, nil
 }
 
+// hostBlocked tells what GitHub's mergeable_state "blocked" means for pr:
+// blocked by the requirements the lifecycle models (CI, reviews), which
+// leaves it mergeable (the lifecycle refuses to ship it for those itself),
+// or by others, MergeabilityBlocked with their words. It takes one full
+// reading of the pull request through GraphQL (one rate-limit point),
+// which judges CI and reviews as ReadPullRequests does; when that fails,
+// or the head moved meanwhile, the pull request is mergeable as far as
+// the adapter can tell, and the merge lets GitHub decide.
+func (a *Adapter) hostBlocked(ctx context.Context, pr lifecycle.PullRequest) (lifecycle.Mergeability, string) {
+	reads := []lifecycle.ReadRequest{{PullRequest: pr.PullRequestRef, HeadSHA: pr.HeadSHA}}
+	out := make([]lifecycle.Reading, 1)
+	if err := a.readFull(ctx, []int{0}, reads, out); err != nil || out[0].Err != nil {
+		a.log.WarnContext(ctx, "read why GitHub blocks a pull request; taking it as mergeable", "pr", pr.Number, "err", errors.Join(err, out[0].Err))
+		return lifecycle.MergeabilityMergeable, ""
+	}
+	if got := out[0].PullRequest; got.HeadSHA == pr.HeadSHA && got.State == lifecycle.PullRequestOpen {
+		return got.Mergeable, got.BlockedReason
+	}
+	return lifecycle.MergeabilityMergeable, ""
+}
+
 // restMergeability maps the REST API's mergeable (null while GitHub
-// computes it) and mergeable_state.
+// computes it) and mergeable_state; "blocked" is mergeable here, and
+// told apart by hostBlocked.
 func restMergeability(pr *gh.PullRequest) lifecycle.Mergeability {
 	switch state := pr.GetMergeableState(); {
 	case state == "dirty" || (pr.Mergeable != nil && !*pr.Mergeable):
@@ -298,30 +323,54 @@ func restMergeability(pr *gh.PullRequest) lifecycle.Mergeability {
 // rereadTimeout bounds the reading of a pull request after a failed merge.
 const rereadTimeout = 10 * time.Second
 
-// Merge merges the pull request at req.ExpectedHeadSHA with
-// Config.MergeMethod (GitHub's "sha" parameter: GitHub refuses another
-// head with 409, which is lifecycle.ErrHeadMismatch). After any failure
-// the pull request is read again: merged at the expected head is a
-// success with AlreadyMerged set, so a merge whose answer was lost is
-// never made twice; and the reading tells what a 405 means. GitHub's 405
-// "Base branch was modified", and its "Pull Request is not mergeable"
-// while the pull request's mergeability is unknown (GitHub computes it
-// anew after its base moves, as it does right after the previous merge
-// into the same base), are a *lifecycle.TemporaryError around a
-// *lifecycle.RefusedError with GitHub's message, which the ship runner
-// reports when its retry budget is spent. Its other 405s are a
-// *lifecycle.RefusedError with GitHub's message: not mergeable for a
-// conflict, and the refusals of branch protection and rulesets (a review
-// required, a code owner's review, a required check, a merge queue,
-// unresolved conversations).
+// Merge merges the pull request at req.ExpectedHeadSHA (GitHub's "sha"
+// parameter: GitHub refuses another head with 409, which is
+// lifecycle.ErrHeadMismatch), with the merge method of Config.MergeMethod
+// when GitHub allows it, else the first of merge, squash and rebase that
+// the repository's settings and the base's rules allow. A 405 naming the
+// method ("Squash merges are not allowed on this repository.": the
+// settings or rules changed since read) has the settings and the rules
+// read again, and the merge tried once more with another method.
+//
+// After any failure the pull request is read again: merged at the
+// expected head is a success with AlreadyMerged set, so a merge whose
+// answer was lost is never made twice; and the reading tells what a 405
+// means. GitHub's 405 "Base branch was modified", and its "Pull Request is
+// not mergeable" unless the pull request read again has a reason of its
+// own not to be (closed, a draft, conflicting, behind a base that must be
+// up to date, blocked by the base's rules), are a
+// *lifecycle.TemporaryError around a *lifecycle.RefusedError with
+// GitHub's message, which the ship runner reports when its retry budget
+// is spent: GitHub works out the mergeability of every open pull request
+// anew for seconds after each merge into their base, refuses merges
+// meanwhile, and may read mergeable by the time the pull request is read
+// again. That one's Reason is "mergeability_unknown". Its other 405s are
+// a *lifecycle.RefusedError with GitHub's message: not mergeable for a
+// reason of the pull request's own, and the refusals of branch protection
+// and rulesets (a review required, a code owner's review, a required
+// check, unresolved conversations, and a merge queue the base requires,
+// which the lifecycle does not use yet).
 func (a *Adapter) Merge(ctx context.Context, req lifecycle.MergeRequest) (lifecycle.MergeResult, error) {
 	if err := a.checkRef(req.Ref); err != nil {
 		return lifecycle.MergeResult{}, err
 	}
 	expected := strings.ToLower(req.ExpectedHeadSHA)
-	res, _, err := a.client.PullRequests.Merge(ctx, a.cfg.Owner, a.cfg.Repo, req.Ref.Number, "", &gh.PullRequestOptions{
-		SHA: expected, MergeMethod: a.cfg.MergeMethod, CommitTitle: req.CommitTitle,
-	})
+	base, err := a.baseOf(ctx, req.Ref)
+	if err != nil {
+		return lifecycle.MergeResult{}, err
+	}
+	method, err := a.mergeMethod(ctx, base, "")
+	if err != nil {
+		return lifecycle.MergeResult{}, err
+	}
+	res, err := a.mergeWith(ctx, req, expected, method)
+	if m := refusedMethod(err); m != "" {
+		a.log.InfoContext(ctx, "GitHub refused the merge method; reading the repository's settings and the base's rules again", "pr", req.Ref.Number, "method", m, "err", err)
+		if method, err = a.mergeMethod(ctx, base, m); err != nil {
+			return lifecycle.MergeResult{}, err
+		}
+		res, err = a.mergeWith(ctx, req, expected, method)
+	}
 	if err == nil && res.GetMerged() {
 		return lifecycle.MergeResult{MergeCommitSHA: strings.ToLower(res.GetSHA())}, nil
 	}
@@ -345,15 +394,54 @@ func (a *Adapter) Merge(ctx context.Context, req lifecycle.MergeRequest) (lifecy
 		return lifecycle.MergeResult{}, fmt.Errorf("github: merge pull request #%d at %s: %s: %w", req.Ref.Number, expected, msg, lifecycle.ErrHeadMismatch)
 	case http.StatusMethodNotAllowed:
 		lmsg := strings.ToLower(msg)
-		unknown := rerr == nil && pr.GetState() == "open" && restMergeability(pr) == lifecycle.MergeabilityUnknown
-		if strings.Contains(lmsg, "base branch was modified") || (strings.Contains(lmsg, "not mergeable") && unknown) {
+		switch {
+		case strings.Contains(lmsg, "base branch was modified"):
 			// Retried; GitHub's words are the refusal once the retry
 			// budget is spent.
 			return lifecycle.MergeResult{}, &lifecycle.TemporaryError{Err: &lifecycle.RefusedError{Message: msg, Err: err}}
+		case strings.Contains(lmsg, "merge queue"):
+			return lifecycle.MergeResult{}, &lifecycle.RefusedError{Err: err,
+				Message: msg + " (the base requires GitHub's merge queue, which the lifecycle does not use yet)"}
+		case strings.Contains(lmsg, "not mergeable"):
+			if rerr == nil {
+				if why := ownReason(pr); why != "" {
+					return lifecycle.MergeResult{}, &lifecycle.RefusedError{Message: msg + " (" + why + ")", Err: err}
+				}
+			}
+			return lifecycle.MergeResult{}, &lifecycle.TemporaryError{Reason: lifecycle.WaitMergeabilityUnknown, Err: &lifecycle.RefusedError{Message: msg, Err: err}}
 		}
 		return lifecycle.MergeResult{}, &lifecycle.RefusedError{Message: msg, Err: err}
 	case http.StatusUnprocessableEntity:
 		return lifecycle.MergeResult{}, &lifecycle.RefusedError{Message: msg, Err: err}
 	}
 	return lifecycle.MergeResult{}, wrap(err, "merge pull request #%d", req.Ref.Number)
+}
+
+// mergeWith asks GitHub to merge the pull request at expected with
+// method.
+func (a *Adapter) mergeWith(ctx context.Context, req lifecycle.MergeRequest, expected, method string) (*gh.PullRequestMergeResult, error) {
+	res, _, err := a.client.PullRequests.Merge(ctx, a.cfg.Owner, a.cfg.Repo, req.Ref.Number, "", &gh.PullRequestOptions{
+		SHA: expected, MergeMethod: method, CommitTitle: req.CommitTitle,
+	})
+	return res, err
+}
+
+// ownReason returns, in words for people, the reason of its own a pull
+// request read from the REST API has not to be merged, or "": closed, a
+// draft, conflicting (mergeable_state dirty, or mergeable false), behind a
+// base that must be up to date, or blocked by the base's rules.
+func ownReason(pr *gh.PullRequest) string {
+	switch state := pr.GetMergeableState(); {
+	case pr.GetState() == "closed":
+		return "it is closed"
+	case pr.GetDraft() || state == "draft":
+		return "it is a draft"
+	case state == "dirty" || (pr.Mergeable != nil && !*pr.Mergeable):
+		return "it conflicts with its base"
+	case state == "behind":
+		return "its head is behind its base, which must be up to date"
+	case state == "blocked":
+		return "the rules of its base block it"
+	}
+	return ""
 }

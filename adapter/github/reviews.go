@@ -2,11 +2,13 @@ package github
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"strconv"
 	"strings"
 
 	gh "github.com/google/go-github/v60/github"
+	"github.com/shurcooL/githubv4"
 	"github.com/tasklifecycle/lifecycle"
 )
 
@@ -18,12 +20,17 @@ import (
 // it, a DISMISSED one withdraws it; when the base branch dismisses stale
 // approvals, only approvals of q.HeadSHA count. Any writer requesting
 // changes makes the decision changes_requested; otherwise the approvals
-// are held against the required count (from branch protection and
-// rulesets; Config.DefaultRequiredApprovals when neither can be read), and
-// a required count of zero is not_required. The reviews returned are the
-// writers' approving, change-requesting and commenting reviews, oldest
-// first. (ReadPullRequests reads GitHub's own reviewDecision, which also
-// honours code owners and the approval of the last push.)
+// are held against the required count from branch protection and
+// rulesets, and a required count of zero is not_required. When neither
+// says (the protection cannot be read with these credentials, and no
+// ruleset has a pull_request rule), GitHub's own reviewDecision decides,
+// read through GraphQL: null, which GitHub answers when the base requires
+// no review, is not_required (changes_requested when a writer asks for
+// changes); Config.DefaultRequiredApprovals applies only when that cannot
+// be read either. The reviews returned are the writers' approving,
+// change-requesting and commenting reviews, oldest first.
+// (ReadPullRequests reads GitHub's own reviewDecision, which also honours
+// code owners and the approval of the last push.)
 func (a *Adapter) ReviewDecision(ctx context.Context, q lifecycle.ReviewQuery) (lifecycle.HostReviews, error) {
 	if err := a.checkRef(q.PullRequest); err != nil {
 		return lifecycle.HostReviews{}, err
@@ -50,7 +57,57 @@ func (a *Adapter) ReviewDecision(ctx context.Context, q lifecycle.ReviewQuery) (
 	if err != nil {
 		return lifecycle.HostReviews{}, err
 	}
-	return decide(all, p, q.HeadSHA), nil
+	if !p.approvalsDefault {
+		return decide(all, p, q.HeadSHA), nil
+	}
+	// Neither the protection nor a ruleset says: GitHub's own decision
+	// does, which any reader may ask.
+	hd, err := a.hostReviewDecision(ctx, q.PullRequest.Number)
+	if err != nil {
+		a.log.WarnContext(ctx, "read GitHub's review decision; counting approvals against Config.DefaultRequiredApprovals", "pr", q.PullRequest.Number, "err", err)
+		return decide(all, p, q.HeadSHA), nil
+	}
+	p.approvals = 0
+	out := decide(all, p, q.HeadSHA)
+	switch hd {
+	case "APPROVED":
+		out.Decision = lifecycle.DecisionApproved
+	case "CHANGES_REQUESTED":
+		out.Decision = lifecycle.DecisionChangesRequested
+	case "REVIEW_REQUIRED":
+		out.Decision = lifecycle.DecisionPending
+	}
+	return out, nil
+}
+
+// hostReviewDecision returns GitHub's reviewDecision of pull request n
+// (APPROVED, CHANGES_REQUESTED, REVIEW_REQUIRED), or "" for null: the base
+// requires no review. One GraphQL query, of one point.
+func (a *Adapter) hostReviewDecision(ctx context.Context, n int) (string, error) {
+	var q struct {
+		Repository struct {
+			PullRequest *struct {
+				ReviewDecision *string `graphql:"reviewDecision"`
+			} `graphql:"pullRequest(number: $n)"`
+		} `graphql:"repository(owner: $owner, name: $name)"`
+		RateLimit *rateLimitField `graphql:"rateLimit"`
+	}
+	errs, err := a.query(ctx, &q, map[string]any{"owner": githubv4.String(a.cfg.Owner), "name": githubv4.String(a.cfg.Repo), "n": githubv4.Int(n)})
+	if err != nil {
+		return "", fmt.Errorf("github: read the review decision of pull request #%d: %w", n, err)
+	}
+	if len(errs) > 0 || q.Repository.PullRequest == nil {
+		var msg string
+		if len(errs) > 0 {
+			msg = errs[0].Message
+		}
+		return "", fmt.Errorf("github: read the review decision of pull request #%d: %s", n, msg)
+	}
+	a.observeRateLimit(q.RateLimit)
+	if d := q.Repository.PullRequest.ReviewDecision; d != nil {
+		return *d, nil
+	}
+	return "", nil
 }
 
 // decide applies GitHub's rules to reviews sorted oldest first.

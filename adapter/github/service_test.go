@@ -126,7 +126,7 @@ func (e *env) submitted(t testing.TB) (lifecycle.Task, lifecycle.Submission) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.svc.StartTask(ctx, task.ID, e.agent); err != nil {
+	if _, err := e.svc.StartTask(ctx, task.ID, lifecycle.StartTaskParams{Actor: e.agent}); err != nil {
 		t.Fatal(err)
 	}
 	e.f.Push(fmt.Sprintf("lifecycle/gh-%d", e.n)) // the agent pushes its work
@@ -460,4 +460,53 @@ func TestShipBaseModifiedGivesUp(t *testing.T) {
 	if n := e.f.Calls(githubtest.RouteMerge); n < 2 || n > 4 || e.f.Merges() != 0 {
 		t.Errorf("%d merge requests, %d merges; want 2 to 4 tries and no merge", n, e.f.Merges())
 	}
+}
+
+// TestQueuedWebhookWithinASecond: a check run and a commit status posted
+// at GitHub, each told by its webhook to the queued handler (answered
+// after one Store write, as the demo mounts it), are on the task within a
+// second: the reconciler, woken, reads the pull request in full at once,
+// without waiting for the next sweep (a minute away).
+func TestQueuedWebhookWithinASecond(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil, func(c *lifecycle.Config) { c.ReconcileInterval = time.Minute })
+	task, sub := e.submitted(t)
+	post := func(event, id string, payload []byte) {
+		t.Helper()
+		req := signedDelivery(t, event, id, payload)
+		req.RequestURI = ""
+		req.URL.Scheme, req.URL.Host, req.URL.Path = "http", strings.TrimPrefix(e.srv.URL, "http://"), "/hooks/github-queued"
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s delivery answered %d", event, resp.StatusCode)
+		}
+	}
+	shows := func(name string, status lifecycle.CheckStatus) func() bool {
+		return func() bool {
+			ci, _, err := e.svc.CIStatus(context.Background(), task.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range ci.Checks {
+				if c.Name == name && c.Status == status {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	start := time.Now()
+	e.f.CheckRun(*sub.HeadSHA, "build", "success")
+	post("check_run", "d-run", e.f.CheckRunPayload(*sub.HeadSHA, "build", "success"))
+	waitUntil(t, time.Second, "the check run on the task", shows("build", lifecycle.CheckPassed))
+	run := time.Since(start)
+	start = time.Now()
+	e.f.Status(*sub.HeadSHA, "ci/jenkins", "failure")
+	post("status", "d-status", e.f.StatusPayload(*sub.HeadSHA, "ci/jenkins", "failure"))
+	waitUntil(t, time.Second, "the status on the task", shows("ci/jenkins", lifecycle.CheckFailed))
+	t.Logf("webhook to fact: check run %v, status %v", run, time.Since(start))
 }

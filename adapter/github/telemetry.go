@@ -4,7 +4,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/tasklifecycle/lifecycle/internal/hostcall"
+	"github.com/tasklifecycle/lifecycle/adapter/internal/hostcall"
 )
 
 // scope is the instrumentation scope of the Adapter's telemetry.

@@ -20,8 +20,8 @@ import (
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/github/githubtest"
-	"github.com/tasklifecycle/lifecycle/internal/hostcall"
-	"github.com/tasklifecycle/lifecycle/internal/hostcall/hostcalltest"
+	"github.com/tasklifecycle/lifecycle/adapter/internal/hostcall"
+	"github.com/tasklifecycle/lifecycle/adapter/internal/hostcall/hostcalltest"
 )
 
 var (

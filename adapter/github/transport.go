@@ -13,7 +13,7 @@ import (
 
 	gh "github.com/google/go-github/v60/github"
 	"github.com/tasklifecycle/lifecycle"
-	"github.com/tasklifecycle/lifecycle/internal/hostbudget"
+	"github.com/tasklifecycle/lifecycle/adapter/internal/hostbudget"
 )
 
 // The rate limits ("resources") of GitHub the Adapter keeps account of, as
@@ -188,14 +188,22 @@ func drainMessage(resp *http.Response) string {
 	return messageOf(body)
 }
 
+// messageOf returns GitHub's message of an error answer: REST's
+// "message", or the first of a GraphQL answer's "errors".
 func messageOf(body []byte) string {
 	var e struct {
 		Message string `json:"message"`
+		Errors  []struct {
+			Message string `json:"message"`
+		} `json:"errors"`
 	}
-	if json.Unmarshal(body, &e) == nil && e.Message != "" {
-		return e.Message
+	if json.Unmarshal(body, &e) != nil {
+		return ""
 	}
-	return ""
+	if e.Message == "" && len(e.Errors) > 0 {
+		return e.Errors[0].Message
+	}
+	return e.Message
 }
 
 // hostError is an answer of GitHub that asks to be retried.

@@ -12,8 +12,8 @@ import (
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/github/githubtest"
+	"github.com/tasklifecycle/lifecycle/adapter/internal/hostbudget"
 	"github.com/tasklifecycle/lifecycle/internal/fakeclock"
-	"github.com/tasklifecycle/lifecycle/internal/hostbudget"
 )
 
 // TestConnectionsReused: 16 concurrent callers (the ship runner's

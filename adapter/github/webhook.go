@@ -16,8 +16,8 @@ import (
 
 	gh "github.com/google/go-github/v60/github"
 	"github.com/tasklifecycle/lifecycle"
-	"github.com/tasklifecycle/lifecycle/internal/hookbody"
-	"github.com/tasklifecycle/lifecycle/internal/hostcall"
+	"github.com/tasklifecycle/lifecycle/adapter/internal/hostcall"
+	"github.com/tasklifecycle/lifecycle/adapter/internal/webhookintake"
 )
 
 // MaxWebhookBody is the largest webhook body taken: GitHub caps payloads
@@ -62,8 +62,9 @@ const Source = "github"
 // delivery that failed (the same ID and body) was never recorded and is
 // applied. Applying is bounded by Config.WebhookApplyTimeout, below
 // GitHub's 10 seconds. The events used: pull_request (synchronize, closed,
-// reopened, edited with a new base), pull_request_review (submitted,
-// dismissed), check_run, check_suite, status and deployment_status.
+// reopened, ready_for_review, converted_to_draft, edited with a new
+// base), pull_request_review (submitted, dismissed), check_run,
+// check_suite, status and deployment_status.
 func (a *Adapter) WebhookHandler(sink lifecycle.ProviderEventSink) http.Handler {
 	if a.cfg.WebhookSecret == "" {
 		a.log.Error("webhook handler without Config.WebhookSecret: every delivery is refused")
@@ -99,18 +100,18 @@ func (a *Adapter) serveWebhook(w http.ResponseWriter, r *http.Request, sink life
 		return hostcall.Invalid
 	}
 	if r.ContentLength > MaxWebhookBody {
-		hookbody.Refuse(w, r, hookbody.ErrTooLarge)
+		webhookintake.Refuse(w, r, webhookintake.ErrTooLarge)
 		return hostcall.Invalid
 	}
 	sig, ok := signature(r.Header.Get(gh.SHA256SignatureHeader))
 	if a.cfg.WebhookSecret == "" || !ok {
-		hookbody.Abandon(w, r) // the body is not read
+		webhookintake.Abandon(w, r) // the body is not read
 		http.Error(w, "missing or unverifiable X-Hub-Signature-256", http.StatusUnauthorized)
 		return hostcall.InvalidSignature
 	}
 	mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if mediaType != "application/json" && mediaType != formMediaType {
-		hookbody.Abandon(w, r)
+		webhookintake.Abandon(w, r)
 		http.Error(w, "the webhook's content type must be application/json", http.StatusUnsupportedMediaType)
 		return hostcall.Invalid
 	}
@@ -120,7 +121,7 @@ func (a *Adapter) serveWebhook(w http.ResponseWriter, r *http.Request, sink life
 		// Verified all the same, so that a wrong secret shows in the
 		// answer to GitHub's ping.
 		if _, err := a.hookBodies.Discard(w, r, mac); err != nil {
-			hookbody.Refuse(w, r, err)
+			webhookintake.Refuse(w, r, err)
 			return readOutcome(err)
 		}
 		if !hmac.Equal(mac.Sum(nil), sig) {
@@ -133,10 +134,10 @@ func (a *Adapter) serveWebhook(w http.ResponseWriter, r *http.Request, sink life
 	digest := sha256.New()
 	body, err := a.hookBodies.Read(w, r, io.MultiWriter(mac, digest))
 	if err != nil {
-		if !errors.Is(err, hookbody.ErrTooLarge) {
+		if !errors.Is(err, webhookintake.ErrTooLarge) {
 			a.log.WarnContext(r.Context(), "webhook delivery not read", "delivery", gh.DeliveryID(r), "err", err)
 		}
-		hookbody.Refuse(w, r, err)
+		webhookintake.Refuse(w, r, err)
 		return readOutcome(err)
 	}
 	if !hmac.Equal(mac.Sum(nil), sig) {
@@ -184,7 +185,7 @@ func (a *Adapter) serveWebhook(w http.ResponseWriter, r *http.Request, sink life
 // failed when the body budget is spent (GitHub may deliver it again), else
 // invalid (too large, too slow, broken off).
 func readOutcome(err error) hostcall.Outcome {
-	if errors.Is(err, hookbody.ErrBusy) {
+	if errors.Is(err, webhookintake.ErrBusy) {
 		return hostcall.Failed
 	}
 	return hostcall.Invalid
@@ -260,6 +261,9 @@ func (a *Adapter) eventOf(event string, p *payload) (lifecycle.ProviderEvent, bo
 			}
 		case "reopened":
 			ev.Kind = lifecycle.ProviderPullRequestReopened
+		case "ready_for_review", "converted_to_draft":
+			// A draft is not shipped: the task learns it at once.
+			ev.Kind = lifecycle.ProviderPullRequestEdited
 		case "edited":
 			if p.Changes == nil || len(p.Changes.Base) == 0 {
 				return ev, false

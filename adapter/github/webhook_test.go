@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -111,6 +112,8 @@ func TestOctokitWebhookExamples(t *testing.T) {
 				}
 			case "pull_request.reopened":
 				want = lifecycle.ProviderPullRequestReopened
+			case "pull_request.ready_for_review", "pull_request.converted_to_draft":
+				want = lifecycle.ProviderPullRequestEdited
 			case "pull_request.edited":
 				if len(head.Changes.Base) > 0 {
 					want = lifecycle.ProviderPullRequestEdited
@@ -211,5 +214,31 @@ func TestWebhookRefusals(t *testing.T) {
 	sink.err = context.DeadlineExceeded
 	if code := serve(signedDelivery(t, event, "d6", payload)); code != http.StatusServiceUnavailable {
 		t.Errorf("sink failed: %d, want 503", code)
+	}
+}
+
+// TestDraftWebhooks: a pull request marked ready for review, or made a
+// draft again, at GitHub is one on the task as soon as the webhook is
+// applied, without waiting for a sweep.
+func TestDraftWebhooks(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil, nil)
+	task, sub := e.submitted(t)
+	for i, action := range []string{"converted_to_draft", "ready_for_review"} {
+		draft := action == "converted_to_draft"
+		e.f.SetDraft(sub.PRNumber, draft)
+		req := signedDelivery(t, "pull_request", fmt.Sprintf("draft-%d", i), e.f.PullRequestPayload(sub.PRNumber, action))
+		rec := httptest.NewRecorder()
+		e.a.WebhookHandler(e.svc).ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			t.Fatalf("%s delivery: answered %d, want 200", action, rec.Code)
+		}
+		got, err := e.svc.Task(t.Context(), task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Facts.Draft != draft {
+			t.Errorf("after %s: the task's draft is %v", action, got.Facts.Draft)
+		}
 	}
 }

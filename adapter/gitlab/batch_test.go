@@ -95,9 +95,10 @@ func changed(got []lifecycle.Reading) []int {
 	return out
 }
 
-// 150 merge requests in review, nothing changing: each sweep is two
-// requests (the merge requests and the pipelines updated since), every
-// reading Unchanged: twenty requests over ten sweeps.
+// 150 merge requests in review, nothing changing: each sweep is three
+// requests (the merge requests, a hundred a list, and the pipelines
+// updated since), every reading Unchanged: thirty requests over ten
+// sweeps.
 func TestQuietSweeps(t *testing.T) {
 	t.Parallel()
 	fl := newFleet(t, 150, gitlabtest.Options{})
@@ -108,12 +109,12 @@ func TestQuietSweeps(t *testing.T) {
 		if c := changed(got); len(c) != 0 {
 			t.Errorf("sweep %d read %d merge requests in full, want none", i+1, len(c))
 		}
-		if n != 2 {
-			t.Errorf("sweep %d: %d requests, want 2", i+1, n)
+		if n != 3 {
+			t.Errorf("sweep %d: %d requests, want 3", i+1, n)
 		}
 	}
-	if total != 20 {
-		t.Errorf("ten sweeps of 150 quiet merge requests: %d requests, want 20", total)
+	if total != 30 {
+		t.Errorf("ten sweeps of 150 quiet merge requests: %d requests, want 30", total)
 	}
 	if got := fl.f.AllCalls(); got[gitlabtest.RouteGetMR] != 150 {
 		t.Errorf("the merge requests were read %d times, want once each (before the sweeps)", got[gitlabtest.RouteGetMR])
@@ -197,8 +198,9 @@ func hasCheck(rep *lifecycle.CIReport, name string, st lifecycle.CheckStatus) bo
 
 // GitLab touches a merge request's updated_at through system notes at
 // most once a minute: an approval 30 seconds after a push leaves it at
-// the push. A sweep still sees it: it looks 90 seconds before each
-// reading.
+// the push. A sweep still sees it where it changes the merge request's
+// detailed_merge_status (not_approved, with approval rules), which the
+// list shows.
 func TestSweepSeesChangesWithinGitLabsTouchInterval(t *testing.T) {
 	t.Parallel()
 	fl := newFleet(t, 2, gitlabtest.Options{ApprovalsRequired: 1})
@@ -469,9 +471,8 @@ func TestReadErrors(t *testing.T) {
 	}
 }
 
-// A Version stays within 1,000 bytes: a branch too long to fit is left
-// out, and the merge request's pipelines are then matched by its commit
-// and its merge request refs.
+// A Version stays within 1,000 bytes, however long the branch: it holds
+// no branch (the sweep matches pipelines by the listed merge request's).
 func TestVersionOfALongBranch(t *testing.T) {
 	t.Parallel()
 	fl := newFleet(t, 0, gitlabtest.Options{})
@@ -491,5 +492,268 @@ func TestVersionOfALongBranch(t *testing.T) {
 	fl.f.SetCheck(pr.HeadSHA, "build", "failed", "")
 	if got, _ := fl.sweep(t); got[0].Unchanged || !hasCheck(got[0].CI, "build", lifecycle.CheckFailed) {
 		t.Errorf("sweep after its pipeline failed: %+v", got[0])
+	}
+}
+
+// An approval or a review within a minute of the merge request's last
+// touch leaves its updated_at where it was (ThrottledTouch), and, with no
+// approval rules, nothing the REST API lists changes. A merge request read
+// within that minute is read through GraphQL, which shows its approvals
+// and reviewers' states, at each sweep until the minute (and its margin)
+// is over: the approval is read at the next sweep, and the merge request
+// is listed again once the minute is over.
+func TestSweepSeesThrottledReviews(t *testing.T) {
+	t.Parallel()
+	for _, bc := range []struct {
+		name   string
+		change func(f *gitlabtest.Server, iid int64)
+		seen   func(r lifecycle.Reading) bool
+	}{
+		{"approval", func(f *gitlabtest.Server, iid int64) { f.Approve(iid, "alice") },
+			func(r lifecycle.Reading) bool { return r.Reviews.Decision == lifecycle.DecisionApproved }},
+		{"changes requested", func(f *gitlabtest.Server, iid int64) { f.SetReviewerState(iid, "bob", "requested_changes") },
+			func(r lifecycle.Reading) bool { return r.Reviews.Decision == lifecycle.DecisionChangesRequested }},
+	} {
+		t.Run(bc.name, func(t *testing.T) {
+			t.Parallel()
+			fl := newFleet(t, 3, gitlabtest.Options{})
+			f, pr, iid := fl.f, fl.prs[0], int64(fl.prs[0].Number)
+			fl.clock.Advance(5 * time.Second)
+			f.Push(pr.Head)
+			f.SettleMergeability()
+			fl.reads[0].HeadSHA = f.MergeRequest(iid).SHA
+			fl.read(t, lifecycle.ReadNow) // within the minute after the push
+			fl.clock.Advance(20 * time.Second)
+			before := f.MergeRequest(iid).UpdatedAt
+			bc.change(f, iid)
+			if !f.MergeRequest(iid).UpdatedAt.Equal(before) {
+				t.Fatal("the review touched the merge request within the minute")
+			}
+			fl.clock.Advance(3 * time.Second)
+			calls := f.AllCalls()
+			got := fl.read(t, lifecycle.ReadSweep)
+			if got[0].Unchanged || got[0].Reviews == nil || !bc.seen(got[0]) {
+				t.Errorf("the sweep after the review: %+v, want it read", got[0])
+			}
+			if !got[1].Unchanged || !got[2].Unchanged {
+				t.Errorf("the others were read in full: %+v %+v", got[1], got[2])
+			}
+			after := f.AllCalls()
+			for route, want := range map[string]int{gitlabtest.RouteGraphQL: 1, gitlabtest.RouteListMRs: 1, gitlabtest.RouteListPipelines: 1, gitlabtest.RouteApprovals: 1} {
+				if n := after[route] - calls[route]; n != want {
+					t.Errorf("%s: %d requests, want %d", route, n, want)
+				}
+			}
+			// Within the minute: GraphQL, the list of the others, the pipelines.
+			fl.clock.Advance(3 * time.Second)
+			before1 := f.TotalCalls()
+			if got := fl.read(t, lifecycle.ReadSweep); len(changed(got)) != 0 || f.TotalCalls()-before1 != 3 {
+				t.Errorf("a quiet sweep within the minute: %v read in full, %d requests; want none, 3", changed(got), f.TotalCalls()-before1)
+			}
+			// Past the minute and its margin, GraphQL reads it once more;
+			// then it is listed with the others.
+			for _, want := range []int{3, 2} {
+				if got, n := fl.sweep(t); len(changed(got)) != 0 || n != want {
+					t.Errorf("a quiet sweep after the minute: %v read in full, %d requests; want none, %d", changed(got), n, want)
+				}
+			}
+		})
+	}
+}
+
+// Where GitLab's GraphQL API refuses the sweep's query (an instance that
+// turned it off, a schema without a field), the sweep reads the approvals
+// of a merge request read within ThrottledTouch's minute through the REST
+// API once that minute is over, as it did before GraphQL, and leaves
+// GraphQL alone for an hour.
+func TestSweepWithoutGraphQL(t *testing.T) {
+	t.Parallel()
+	fl := newFleet(t, 2, gitlabtest.Options{})
+	f, pr, iid := fl.f, fl.prs[0], int64(fl.prs[0].Number)
+	f.Push(pr.Head)
+	f.SettleMergeability()
+	fl.reads[0].HeadSHA = f.MergeRequest(iid).SHA
+	fl.read(t, lifecycle.ReadNow)
+	fl.clock.Advance(20 * time.Second)
+	f.Approve(iid, "alice")
+	f.Inject(gitlabtest.RouteGraphQL, gitlabtest.Fault{Status: http.StatusOK, Body: `{"errors":[{"message":"Field 'approvedBy' doesn't exist on type 'MergeRequest'"}]}`})
+	fl.clock.Advance(3 * time.Second)
+	if got := fl.read(t, lifecycle.ReadSweep); !got[0].Unchanged {
+		t.Errorf("a sweep within the minute without GraphQL: %+v, want Unchanged (the REST API shows nothing yet)", got[0])
+	}
+	got, _ := fl.sweep(t)
+	if got[0].Unchanged || got[0].Reviews.Decision != lifecycle.DecisionApproved {
+		t.Errorf("the sweep after the minute without GraphQL: %+v, want the approval read", got[0])
+	}
+	if n := f.Calls(gitlabtest.RouteGraphQL); n != 1 {
+		t.Errorf("GraphQL asked %d times, want 1 (left alone for an hour once refused)", n)
+	}
+	// An hour later, GraphQL is asked again, and answers.
+	fl.clock.Advance(time.Hour)
+	f.Push(pr.Head)
+	f.SettleMergeability()
+	fl.read(t, lifecycle.ReadNow)
+	fl.clock.Advance(20 * time.Second)
+	f.Unapprove(iid, "alice")
+	if got := fl.read(t, lifecycle.ReadSweep); got[0].Unchanged || got[0].Reviews.Decision != lifecycle.DecisionNotRequired {
+		t.Errorf("a sweep an hour later, after an approval was taken back: %+v, want it read through GraphQL", got[0])
+	}
+	if n := f.Calls(gitlabtest.RouteGraphQL); n != 2 {
+		t.Errorf("GraphQL asked %d times, want 2", n)
+	}
+}
+
+// A query GitLab finds over its complexity limit is asked again of half
+// as many merge requests, and the adapter keeps to that many: 30 merge
+// requests changed within the minute, read 100, then 50 a query.
+func TestSweepGraphQLOverComplexity(t *testing.T) {
+	t.Parallel()
+	fl := newFleet(t, 30, gitlabtest.Options{})
+	for i, pr := range fl.prs {
+		fl.reads[i].HeadSHA = fl.f.Push(pr.Head)
+	}
+	fl.f.SettleMergeability()
+	fl.read(t, lifecycle.ReadNow)
+	fl.clock.Advance(10 * time.Second)
+	fl.f.Approve(int64(fl.prs[7].Number), "carol")
+	fl.f.Inject(gitlabtest.RouteGraphQL, gitlabtest.Fault{Status: http.StatusOK,
+		Body: `{"errors":[{"message":"Query has complexity of 412, which exceeds max complexity of 250"}]}`})
+	fl.clock.Advance(3 * time.Second)
+	got := fl.read(t, lifecycle.ReadSweep)
+	if c := changed(got); fmt.Sprint(c) != "[7]" || got[7].Reviews.Decision != lifecycle.DecisionApproved {
+		t.Errorf("after a query over the complexity limit: %v read in full, want [7] approved", c)
+	}
+	if n := fl.f.Calls(gitlabtest.RouteGraphQL); n != 2 {
+		t.Errorf("GraphQL asked %d times, want 2 (refused, then of fewer)", n)
+	}
+}
+
+// A push to the target branch touches no merge request into it: GitLab
+// marks them unchecked. The sweep's list asks GitLab to check them again
+// (with_merge_status_recheck) and leaves them as they were read; the next
+// one reads in full those whose mergeability changed, a conflict, and
+// nothing else.
+func TestSweepSeesConflictsATargetPushMakes(t *testing.T) {
+	t.Parallel()
+	fl := newFleet(t, 4, gitlabtest.Options{CheckDelay: time.Second})
+	fl.f.PushConflicting("main", int64(fl.prs[1].Number))
+	got, n := fl.sweep(t)
+	if c := changed(got); len(c) != 0 || n != 2 {
+		t.Errorf("the sweep after the push: %v read in full, %d requests; want none while GitLab checks, 2 requests", c, n)
+	}
+	got, n = fl.sweep(t)
+	if c := changed(got); fmt.Sprint(c) != "[1]" || got[1].PullRequest.Mergeable != lifecycle.MergeabilityConflicting {
+		t.Fatalf("the sweep after: %v read in full (%+v); want [1], conflicting", c, got[1].PullRequest)
+	}
+	if n > 2+3+2 { // the lists, the reading, the project's settings once a minute
+		t.Errorf("%d requests", n)
+	}
+
+	ff := newFleet(t, 2, gitlabtest.Options{MergeMethod: "ff", CheckDelay: time.Second})
+	ff.f.Push("main")
+	ff.sweep(t)
+	if got, _ := ff.sweep(t); got[0].Unchanged || got[0].PullRequest.Mergeable != lifecycle.MergeabilityBehind {
+		t.Errorf("fast-forward, the target moved on: %+v, want behind", got[0])
+	}
+}
+
+// GitLab keeps its own checks (unresolved discussions, a blocking merge
+// request, external status checks) on no column of the merge request:
+// one passing or failing moves no updated_at. The sweep sees the
+// detailed_merge_status its list shows change, and reads the merge
+// request: blocked, with GitLab's reason, then mergeable again.
+func TestSweepSeesGitLabsOwnChecks(t *testing.T) {
+	t.Parallel()
+	fl := newFleet(t, 2, gitlabtest.Options{})
+	iid := int64(fl.prs[0].Number)
+	fl.f.SetDetailedMergeStatus(iid, "discussions_not_resolved")
+	got, _ := fl.sweep(t)
+	if r := got[0]; r.Unchanged || r.PullRequest.Mergeable != lifecycle.MergeabilityBlocked || !strings.Contains(r.PullRequest.BlockedReason, "threads must be resolved") {
+		t.Fatalf("after a blocking discussion: %+v, want blocked on it", r)
+	}
+	if !got[1].Unchanged {
+		t.Errorf("the other was read in full")
+	}
+	fl.f.SetDetailedMergeStatus(iid, "")
+	if got, _ := fl.sweep(t); got[0].Unchanged || got[0].PullRequest.Mergeable != lifecycle.MergeabilityMergeable {
+		t.Errorf("once resolved: %+v, want mergeable", got[0])
+	}
+}
+
+// A job of a running pipeline finishing leaves the pipeline running, its
+// updated_at where it was: a merge request whose head pipeline runs is
+// read in full at each sweep, and the job's state is read.
+func TestSweepFollowsTheJobsOfARunningPipeline(t *testing.T) {
+	t.Parallel()
+	fl := newFleet(t, 2, gitlabtest.Options{})
+	f, iid := fl.f, int64(fl.prs[0].Number)
+	id := f.Pipeline(iid, "", &gl.CommitStatus{Name: "build", Status: "running"}, &gl.CommitStatus{Name: "test", Status: "running"})
+	if got, _ := fl.sweep(t); got[0].Unchanged || !hasCheck(got[0].CI, "build", lifecycle.CheckRunning) {
+		t.Fatalf("after a new pipeline: %+v", got[0])
+	}
+	updated := f.PipelineUpdatedAt(id)
+	f.SetCheck(fl.prs[0].HeadSHA, "build", "success", "")
+	if !f.PipelineUpdatedAt(id).Equal(updated) {
+		t.Fatal("the pipeline's updated_at moved")
+	}
+	if got, _ := fl.sweep(t); got[0].Unchanged || !hasCheck(got[0].CI, "build", lifecycle.CheckPassed) || !got[1].Unchanged {
+		t.Errorf("after a job passed in the running pipeline: %+v, want build passed", got[0])
+	}
+	f.SetCheck(fl.prs[0].HeadSHA, "test", "success", "")
+	fl.sweep(t) // the pipeline passed: read in full
+	if got, _ := fl.sweep(t); !got[0].Unchanged {
+		t.Errorf("a finished pipeline, nothing changing: %+v, want Unchanged", got[0])
+	}
+}
+
+// Merge requests opened over the last minute, each read when it was
+// submitted and quiet since: each is within ThrottledTouch's minute of
+// its last change at its reading, and is read through GraphQL (a
+// hundred a request) until that minute is over, then listed; sweeps three
+// seconds apart stay within 20 requests, and read no approvals.
+func TestSweepsOfRecentMergeRequests(t *testing.T) {
+	t.Parallel()
+	fl := newFleet(t, 0, gitlabtest.Options{MergeabilityAtOnce: true})
+	for i := range 150 {
+		ident := fmt.Sprintf("NEW-%d", i)
+		fl.f.Push("lifecycle/" + strings.ToLower(ident))
+		pr := ensure(t, fl.a, lifecycle.PullRequestRequest{Task: task(ident)})
+		fl.f.Pipeline(int64(pr.Number), "success", &gl.CommitStatus{Name: "build", Status: "success"})
+		fl.reads = append(fl.reads, lifecycle.ReadRequest{PullRequest: pr.PullRequestRef, HeadSHA: pr.HeadSHA})
+		fl.prs = append(fl.prs, pr)
+		got, err := fl.a.ReadPullRequests(t.Context(), lifecycle.BatchQuery{Purpose: lifecycle.ReadNow, Reads: fl.reads[i:]})
+		if err != nil || got[0].Err != nil {
+			t.Fatal(err, got[0].Err)
+		}
+		fl.reads[i].Version = got[0].Version
+		fl.clock.Advance(400 * time.Millisecond) // 150 over a minute
+	}
+	most := 0
+	before := fl.f.AllCalls()
+	for range 40 { // two minutes
+		fl.clock.Advance(3 * time.Second)
+		calls := fl.f.TotalCalls()
+		got := fl.read(t, lifecycle.ReadSweep)
+		if c := changed(got); len(c) != 0 {
+			t.Fatalf("%d read in full", len(c))
+		}
+		most = max(most, fl.f.TotalCalls()-calls)
+	}
+	if most > 20 {
+		t.Errorf("a sweep of 150 recent merge requests made %d requests, want at most 20", most)
+	}
+	after := fl.f.AllCalls()
+	if n := after[gitlabtest.RouteApprovals] - before[gitlabtest.RouteApprovals]; n != 0 {
+		t.Errorf("forty sweeps read %d approvals, want none", n)
+	}
+	if n := after[gitlabtest.RouteGraphQL] - before[gitlabtest.RouteGraphQL]; n == 0 || n > 80 {
+		t.Errorf("forty sweeps made %d GraphQL requests, want some, at most two a sweep", n)
+	}
+	// Past every minute, they are all listed, and GraphQL is not asked.
+	calls := fl.f.AllCalls()
+	fl.clock.Advance(3 * time.Second)
+	fl.read(t, lifecycle.ReadSweep)
+	if n := fl.f.AllCalls()[gitlabtest.RouteGraphQL] - calls[gitlabtest.RouteGraphQL]; n != 0 {
+		t.Errorf("a sweep past every minute made %d GraphQL requests", n)
 	}
 }

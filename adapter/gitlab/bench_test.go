@@ -259,12 +259,21 @@ func BenchmarkShipRequests(b *testing.B) {
 }
 
 // BenchmarkSweepRequests counts the requests of the reconciler's sweeps
-// of merge requests in review whose readings carry Versions, nothing
-// changing, a minute apart: "1000 quiet" one sweep of 1,000 merge
+// of merge requests in review whose readings carry Versions, a minute
+// apart unless said: "1000 quiet" one sweep of 1,000 quiet merge
 // requests per op, "150 quiet x10" ten sweeps of 150 per op. "1000, 10
 // changed" has ten of the 1,000 change at GitLab before each sweep (a
 // push, a pipeline failing, an approval, a review, each in turn), which
-// the sweep reads in full.
+// the sweep reads in full. "1000, changed 10s before" sweeps, three
+// seconds apart for 90 s, 1,000 merge requests each pushed and read ten
+// seconds before the first sweep: within ThrottledTouch's minute, so each
+// is read through GraphQL (a hundred a request) until that minute is
+// over, then listed (max-requests/sweep is the busiest sweep); "then a
+// target push" pushes to main right before the first sweep, which leaves
+// them all for GitLab to check again: listed as well, since only the
+// REST list asks GitLab to. "150
+// opened over the last minute" sweeps, three seconds apart for two
+// minutes, 150 merge requests opened and read one every 400 ms.
 func BenchmarkSweepRequests(b *testing.B) {
 	b.Run("1000 quiet", func(b *testing.B) {
 		fl := newFleet(b, 1000, gitlabtest.Options{})
@@ -321,4 +330,151 @@ func BenchmarkSweepRequests(b *testing.B) {
 		b.ReportMetric(float64(requests)/float64(n), "requests/sweep")
 		b.ReportMetric(float64(full)/float64(n), "read-in-full/sweep")
 	})
+	for _, targetPush := range []bool{false, true} {
+		name := "1000, changed 10s before"
+		if targetPush {
+			name += ", then a target push"
+		}
+		b.Run(name, func(b *testing.B) {
+			var requests, sweeps, most int
+			for b.Loop() {
+				b.StopTimer()
+				fl := newFleet(b, 1000, gitlabtest.Options{MergeabilityAtOnce: true})
+				for i, pr := range fl.prs {
+					fl.reads[i].HeadSHA = fl.f.Push(pr.Head)
+				}
+				fl.read(b, lifecycle.ReadNow)
+				fl.clock.Advance(10 * time.Second)
+				if targetPush {
+					fl.f.Push("main") // every merge request unchecked, none touched
+				}
+				b.StartTimer()
+				quietSweeps(b, fl, 30, &requests, &sweeps, &most) // 90 s: past the minute
+			}
+			b.ReportMetric(float64(requests)/float64(sweeps), "requests/sweep")
+			b.ReportMetric(float64(most), "max-requests/sweep")
+		})
+	}
+	b.Run("150 opened over the last minute", func(b *testing.B) {
+		var requests, sweeps, most int
+		for b.Loop() {
+			b.StopTimer()
+			fl := newFleet(b, 0, gitlabtest.Options{MergeabilityAtOnce: true})
+			for i := range 150 {
+				ident := fmt.Sprintf("NEW-%d", i)
+				fl.f.Push("lifecycle/" + strings.ToLower(ident))
+				pr, err := fl.a.EnsurePullRequest(b.Context(), lifecycle.PullRequestRequest{Task: task(ident)})
+				if err != nil {
+					b.Fatal(err)
+				}
+				fl.f.Pipeline(int64(pr.Number), "success", &gl.CommitStatus{Name: "build", Status: "success"})
+				fl.reads = append(fl.reads, lifecycle.ReadRequest{PullRequest: pr.PullRequestRef, HeadSHA: pr.HeadSHA})
+				got, err := fl.a.ReadPullRequests(b.Context(), lifecycle.BatchQuery{Purpose: lifecycle.ReadNow, Reads: fl.reads[i:]})
+				if err != nil || got[0].Err != nil {
+					b.Fatal(err, got[0].Err)
+				}
+				fl.reads[i].Version = got[0].Version
+				fl.clock.Advance(400 * time.Millisecond)
+			}
+			b.StartTimer()
+			quietSweeps(b, fl, 40, &requests, &sweeps, &most)
+		}
+		b.ReportMetric(float64(requests)/float64(sweeps), "requests/sweep")
+		b.ReportMetric(float64(most), "max-requests/sweep")
+	})
+}
+
+// BenchmarkChangeLatency counts the sweeps, a minute apart ("60s") or
+// three seconds apart ("3s"), after which a change made at GitLab without
+// a webhook is in a reading, for each kind of change: a push, a job of a
+// running pipeline finishing, a pipeline failed with no jobs, a
+// conflicting push to the target branch, GitLab's own check failing
+// (unresolved discussions), and an approval 20 s after the merge
+// request's last touch, which ThrottledTouch hides. It reports the mean
+// and the most over the ops. With a webhook, the Service reads at once:
+// BenchmarkWebhookIntake/applied is that latency.
+func BenchmarkChangeLatency(b *testing.B) {
+	changes := []struct {
+		name    string
+		running bool // the head pipeline runs
+		change  func(fl *fleet, i int)
+		seen    func(r lifecycle.Reading) bool
+	}{
+		{"push", false, func(fl *fleet, i int) { fl.f.Push(fl.prs[i].Head) },
+			func(r lifecycle.Reading) bool { return r.CI != nil && r.CI.Pending }},
+		{"job of a running pipeline", true, func(fl *fleet, i int) {
+			fl.f.SetCheck(fl.f.MergeRequest(int64(fl.prs[i].Number)).SHA, "slow", "success", "")
+		}, func(r lifecycle.Reading) bool { return r.CI != nil && hasCheck(r.CI, "slow", lifecycle.CheckPassed) }},
+		{"pipeline failed with no jobs", false, func(fl *fleet, i int) { fl.f.Pipeline(int64(fl.prs[i].Number), "failed") },
+			func(r lifecycle.Reading) bool {
+				return r.CI != nil && hasCheck(r.CI, "pipeline", lifecycle.CheckFailed)
+			}},
+		{"conflicting target push", false, func(fl *fleet, i int) { fl.f.PushConflicting("main", int64(fl.prs[i].Number)) },
+			func(r lifecycle.Reading) bool { return r.PullRequest.Mergeable == lifecycle.MergeabilityConflicting }},
+		{"GitLab's own check", false, func(fl *fleet, i int) {
+			fl.f.SetDetailedMergeStatus(int64(fl.prs[i].Number), "discussions_not_resolved")
+		},
+			func(r lifecycle.Reading) bool { return r.PullRequest.Mergeable == lifecycle.MergeabilityBlocked }},
+		{"approval within the touch minute", false, func(fl *fleet, i int) {
+			fl.f.Approve(int64(fl.prs[i].Number), "alice")
+		}, func(r lifecycle.Reading) bool {
+			return r.Reviews != nil && r.Reviews.Decision == lifecycle.DecisionApproved
+		}},
+	}
+	for _, interval := range []time.Duration{time.Minute, 3 * time.Second} {
+		for _, c := range changes {
+			b.Run(fmt.Sprintf("%s/%s", interval, c.name), func(b *testing.B) {
+				var total, most, n int
+				for b.Loop() {
+					b.StopTimer()
+					fl := newFleet(b, 2, gitlabtest.Options{CheckDelay: time.Second})
+					// The merge request's last touch (a push) 20 s before
+					// the change; its reading 10 s before it.
+					iid := int64(fl.prs[0].Number)
+					fl.reads[0].HeadSHA = fl.f.Push(fl.prs[0].Head)
+					fl.clock.Advance(10 * time.Second)
+					job := "success"
+					if c.running {
+						job = "running"
+					}
+					fl.f.Pipeline(iid, "", &gl.CommitStatus{Name: "build", Status: "success"}, &gl.CommitStatus{Name: "slow", Status: job})
+					fl.f.SettleMergeability()
+					fl.read(b, lifecycle.ReadNow)
+					fl.clock.Advance(10 * time.Second)
+					b.StartTimer()
+					c.change(fl, 0)
+					sweeps := 0
+					for {
+						sweeps++
+						fl.clock.Advance(interval)
+						if r := fl.read(b, lifecycle.ReadSweep)[0]; !r.Unchanged && c.seen(r) {
+							break
+						}
+						if sweeps == 100 {
+							b.Fatal("not seen in 100 sweeps")
+						}
+					}
+					total, most, n = total+sweeps, max(most, sweeps), n+1
+				}
+				b.ReportMetric(float64(total)/float64(n), "sweeps")
+				b.ReportMetric(float64(most), "max-sweeps")
+			})
+		}
+	}
+}
+
+// quietSweeps sweeps fl n times, 3 seconds apart, failing b when a sweep
+// reads a merge request in full, and adds to requests, sweeps and most
+// (the most requests one sweep made).
+func quietSweeps(b *testing.B, fl *fleet, n int, requests, sweeps, most *int) {
+	b.Helper()
+	for range n {
+		fl.clock.Advance(3 * time.Second)
+		before := fl.f.TotalCalls()
+		if c := changed(fl.read(b, lifecycle.ReadSweep)); len(c) != 0 {
+			b.Fatalf("%d read in full", len(c))
+		}
+		got := fl.f.TotalCalls() - before
+		*requests, *sweeps, *most = *requests+got, *sweeps+1, max(*most, got)
+	}
 }

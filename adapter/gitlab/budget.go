@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle"
-	"github.com/tasklifecycle/lifecycle/internal/hostbudget"
+	"github.com/tasklifecycle/lifecycle/adapter/internal/hostbudget"
 )
 
 // The adapter's account of GitLab's rate limit, in an
-// internal/hostbudget.Budget:
+// adapter/internal/hostbudget.Budget:
 //
 //   - rateResource is the rate limit GitLab reports on its answers
 //     (RateLimit-Limit, RateLimit-Observed, RateLimit-Remaining,

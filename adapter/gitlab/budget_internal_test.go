@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tasklifecycle/lifecycle/internal/hostbudget"
+	"github.com/tasklifecycle/lifecycle/adapter/internal/hostbudget"
 )
 
 func TestRateState(t *testing.T) {

@@ -45,8 +45,8 @@ func (a *Adapter) Checks(ctx context.Context, q lifecycle.CIQuery) (lifecycle.CI
 //     pushed and their pipeline has not started) CI is pending.
 //
 // The checks are the pipeline's statuses (its jobs, and statuses posted
-// by other CI systems into it), the latest of each name; a pipeline with
-// none yet is pending.
+// by other CI systems into it), the latest of each name, and the
+// pipeline's own status where its jobs do not say it (see report).
 func (a *Adapter) ci(ctx context.Context, s *settings, mr *gl.MergeRequest, head string) (lifecycle.CIReport, error) {
 	hp := mr.HeadPipeline
 	if hp == nil || head == "" {
@@ -67,7 +67,7 @@ func (a *Adapter) ci(ctx context.Context, s *settings, mr *gl.MergeRequest, head
 	if err != nil {
 		return lifecycle.CIReport{}, err
 	}
-	return report(slices.DeleteFunc(statuses, func(st *gl.CommitStatus) bool { return st.PipelineID != hp.ID })), nil
+	return report(slices.DeleteFunc(statuses, func(st *gl.CommitStatus) bool { return st.PipelineID != hp.ID }), hp), nil
 }
 
 // mergedResults reports whether ref is the ref of a merged-results or
@@ -103,9 +103,18 @@ func (a *Adapter) statuses(ctx context.Context, s *settings, sha string, id int6
 	}
 }
 
-// report makes the checks of a pipeline's statuses: the latest of each
-// name, in the order of first appearance; none is pending.
-func report(statuses []*gl.CommitStatus) lifecycle.CIReport {
+// pipelineCheck names the check a head pipeline's own status makes when
+// its jobs do not say it (see report).
+const pipelineCheck = "pipeline"
+
+// report makes the checks of pipeline hp from its statuses: the latest of
+// each name, in the order of first appearance. The pipeline's own status
+// counts too: a pipeline that finished with no statuses is a check named
+// "pipeline" of its status (GitLab fails a pipeline it cannot run, an
+// invalid .gitlab-ci.yml, with no jobs), and so is a failed or canceled
+// pipeline none of whose checks failed; one still to run with no
+// statuses is pending.
+func report(statuses []*gl.CommitStatus, hp *gl.Pipeline) lifecycle.CIReport {
 	latest := map[string]*gl.CommitStatus{}
 	var names []string
 	for _, st := range statuses {
@@ -117,15 +126,34 @@ func report(statuses []*gl.CommitStatus) lifecycle.CIReport {
 			latest[st.Name] = st
 		}
 	}
-	if len(names) == 0 {
-		return lifecycle.CIReport{Pending: true}
-	}
 	var rep lifecycle.CIReport
+	failed := false
 	for _, name := range names {
 		st := latest[name]
-		rep.Checks = append(rep.Checks, lifecycle.CICheck{Name: name, Status: checkStatus(st.Status, st.AllowFailure), URL: st.TargetURL})
+		c := lifecycle.CICheck{Name: name, Status: checkStatus(st.Status, st.AllowFailure), URL: st.TargetURL}
+		failed = failed || c.Status == lifecycle.CheckFailed
+		rep.Checks = append(rep.Checks, c)
+	}
+	own := lifecycle.CICheck{Name: pipelineCheck, Status: checkStatus(hp.Status, false), URL: hp.WebURL}
+	_, taken := latest[pipelineCheck]
+	switch {
+	case len(names) == 0 && finished(hp.Status):
+		rep.Checks = append(rep.Checks, own)
+	case len(names) == 0:
+		rep.Pending = true
+	case !failed && !taken && (hp.Status == "failed" || hp.Status == "canceled"):
+		rep.Checks = append(rep.Checks, own)
 	}
 	return rep
+}
+
+// finished reports whether a pipeline status is final.
+func finished(status string) bool {
+	switch status {
+	case "success", "failed", "canceled", "skipped":
+		return true
+	}
+	return false
 }
 
 // maxMergeParents bounds the merge commits whose parents are kept.

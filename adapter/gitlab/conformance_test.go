@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,10 +28,17 @@ const hookToken = "s3cret-hook-token"
 // the same sequence (comment, approval, changes requested, stable IDs) is
 // tested without bodies by TestReviewDecisionFollowsReviewerStates.
 // Reviews/StaleApprovals runs.
+//
+// GitLab makes a review known through a system note, whose touch of the
+// merge request ThrottledTouch drops within a minute of the last one: a
+// sweep sees it once that minute is over (TestSweepSeesThrottledReviews).
+// Review lets GitLab's clock, and only GitLab's, move on a minute and a
+// few seconds first, as a person's review after the agent's push does.
 func TestConformance(t *testing.T) {
 	var (
 		mu    sync.Mutex
 		fakes = map[lifecycle.ProviderAdapter]*gitlabtest.Server{}
+		ahead = map[lifecycle.ProviderAdapter]*atomic.Int64{} // how far GitLab's clock is ahead
 	)
 	fakeOf := func(a lifecycle.ProviderAdapter) *gitlabtest.Server {
 		mu.Lock()
@@ -40,10 +48,11 @@ func TestConformance(t *testing.T) {
 	adaptertest.Run(t, adaptertest.Harness{
 		New: func(t *testing.T) lifecycle.ProviderAdapter {
 			// The suite opens merge requests without pushing first.
-			f := gitlabtest.NewServer(t, gitlabtest.Options{AutoBranch: true})
+			skew := new(atomic.Int64)
+			f := gitlabtest.NewServer(t, gitlabtest.Options{AutoBranch: true, Now: func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }})
 			a := newAdapter(t, f, func(c *gitlab.Config) { c.WebhookToken = hookToken })
 			mu.Lock()
-			fakes[a] = f
+			fakes[a], ahead[a] = f, skew
 			mu.Unlock()
 			return a
 		},
@@ -67,6 +76,9 @@ func TestConformance(t *testing.T) {
 		CIPendingWhenAbsent: true,
 		Review: func(t *testing.T, a lifecycle.ProviderAdapter, pr lifecycle.PullRequest, r lifecycle.HostReview) {
 			f, iid := fakeOf(a), int64(pr.Number)
+			mu.Lock()
+			ahead[a].Add(int64(time.Minute + 11*time.Second))
+			mu.Unlock()
 			switch r.Outcome {
 			case lifecycle.ReviewApproved:
 				f.Approve(iid, r.Reviewer)

@@ -13,7 +13,7 @@ import (
 	"github.com/tasklifecycle/lifecycle/adapter/gitlab"
 	"github.com/tasklifecycle/lifecycle/adapter/gitlab/gitlabtest"
 	"github.com/tasklifecycle/lifecycle/internal/fakeclock"
-	"github.com/tasklifecycle/lifecycle/internal/testwait"
+	"github.com/tasklifecycle/lifecycle/internal/testenv"
 )
 
 // A Deployer restarted after a crash finds the running deployment of the
@@ -135,7 +135,7 @@ func lists(t *testing.T, f *gitlabtest.Server, n int) int {
 // waitUntil polls cond until it holds, failing t with what after timeout.
 func waitUntil(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	testwait.For(t, timeout, what, cond)
+	testenv.WaitFor(t, timeout, what, cond)
 }
 
 // result waits for a Deploy to return.

@@ -18,9 +18,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tasklifecycle/lifecycle"
-	"github.com/tasklifecycle/lifecycle/internal/hookbody"
-	"github.com/tasklifecycle/lifecycle/internal/hostbudget"
-	"github.com/tasklifecycle/lifecycle/internal/hostcall"
+	"github.com/tasklifecycle/lifecycle/adapter/internal/hostbudget"
+	"github.com/tasklifecycle/lifecycle/adapter/internal/hostcall"
+	"github.com/tasklifecycle/lifecycle/adapter/internal/webhookintake"
 )
 
 // Config configures an [Adapter].
@@ -71,6 +71,11 @@ type Config struct {
 
 	// Merge are the options of every merge.
 	Merge MergeOptions
+
+	// MergeTrainPollInterval is how often a merge on a project with merge
+	// trains reads its merge request's car while the train tests it (see
+	// [Adapter.Merge]). Defaults to 10 seconds.
+	MergeTrainPollInterval time.Duration
 
 	// Environments maps the lifecycle's environments (staging,
 	// production) to GitLab environment names. An environment it does not
@@ -143,12 +148,20 @@ type Adapter struct {
 	// tel holds the adapter's OpenTelemetry instruments.
 	tel *hostcall.Telemetry
 	// hookBodies reads webhook bodies within WebhookBodyBudget.
-	hookBodies *hookbody.Reader
+	hookBodies *webhookintake.Reader
 
 	mu       sync.Mutex
 	settings *settings
 	readAt   time.Time
 	parents  map[string][]string // merge commits of merged-results pipelines: their parents
+	// gqlPage is how many merge requests a GraphQL query of the sweep
+	// reads: 100 (GitLab's page size) until GitLab finds such a query
+	// over its complexity limit, then halved (see mergeRequestsGraphQL).
+	gqlPage int
+	// gqlOffUntil is when the sweep asks GraphQL again after GitLab
+	// answered its query with errors (a schema without a field, GraphQL
+	// turned off): zero while it answers.
+	gqlOffUntil time.Time
 }
 
 var (
@@ -165,6 +178,9 @@ type settings struct {
 	owner, repo   string // path_with_namespace split at its last slash
 	defaultBranch string
 	resetOnPush   bool
+	// mergeTrains says merges go through the project's merge trains:
+	// merged results pipelines and merge trains are both enabled.
+	mergeTrains bool
 }
 
 // New returns an Adapter on cfg.Project. It makes no request: the project
@@ -190,6 +206,12 @@ func New(cfg Config) (*Adapter, error) {
 		cfg.SettingsTTL = time.Minute
 	}
 	switch {
+	case cfg.MergeTrainPollInterval < 0:
+		return nil, errors.New("gitlab: Config.MergeTrainPollInterval must not be negative; leave it zero for 10 seconds")
+	case cfg.MergeTrainPollInterval == 0:
+		cfg.MergeTrainPollInterval = 10 * time.Second
+	}
+	switch {
 	case cfg.SweepShare == 0:
 		cfg.SweepShare = 0.8
 	case !(cfg.SweepShare > 0 && cfg.SweepShare <= 1):
@@ -210,8 +232,8 @@ func New(cfg Config) (*Adapter, error) {
 	if cfg.WebhookBodyBudget == 0 {
 		cfg.WebhookBodyBudget = 16 << 20
 	}
-	a := &Adapter{cfg: cfg, clock: cfg.Clock, log: cfg.Logger, parents: map[string][]string{}}
-	a.hookBodies = hookbody.New(hookbody.Config{
+	a := &Adapter{cfg: cfg, clock: cfg.Clock, log: cfg.Logger, parents: map[string][]string{}, gqlPage: maxGraphQLPage}
+	a.hookBodies = webhookintake.New(webhookintake.Config{
 		Budget: cfg.WebhookBodyBudget, Max: maxHookBody, Timeout: cfg.WebhookReadTimeout, Logger: cfg.Logger,
 	})
 	a.budget = hostbudget.New(cfg.SweepShare, cfg.Clock.Now)
@@ -291,7 +313,9 @@ func (a *Adapter) project(ctx context.Context) (*settings, error) {
 	if err != nil {
 		return nil, a.fail(ctx, "read project "+a.cfg.Project, resp, err)
 	}
-	s = &settings{id: p.ID, defaultBranch: p.DefaultBranch}
+	// Merge trains need merged results pipelines (GitLab's "Merge trains"
+	// page: "You must have merged results pipelines enabled").
+	s = &settings{id: p.ID, defaultBranch: p.DefaultBranch, mergeTrains: p.MergeTrainsEnabled && p.MergePipelinesEnabled}
 	s.owner, s.repo = splitPath(p.PathWithNamespace)
 	// Approval settings are a Premium feature: without them nothing is
 	// reset on push.

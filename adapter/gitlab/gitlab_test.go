@@ -404,7 +404,7 @@ func TestMergeRefusals(t *testing.T) {
 	f.SetDetailedMergeStatus(1, "discussions_not_resolved")
 	_, err = a.Merge(t.Context(), lifecycle.MergeRequest{Ref: pr.PullRequestRef, ExpectedHeadSHA: head})
 	var refused *lifecycle.RefusedError
-	if !errors.As(err, &refused) || !strings.Contains(refused.Message, "405 Method Not Allowed") || !strings.Contains(refused.Message, "unresolved blocking discussions") {
+	if !errors.As(err, &refused) || !strings.Contains(refused.Message, "405 Method Not Allowed") || !strings.Contains(refused.Message, "all threads must be resolved") {
 		t.Errorf("405: %v, want a RefusedError with GitLab's message and the blocking discussions", err)
 	}
 	if n := f.Calls(gitlabtest.RouteGetMR); n != 1 {
@@ -438,9 +438,14 @@ func TestMergeBlockedForNowIsTemporary(t *testing.T) {
 			f.SetDetailedMergeStatus(1, tc.status)
 			_, err := a.Merge(t.Context(), lifecycle.MergeRequest{Ref: pr.PullRequestRef, ExpectedHeadSHA: pr.HeadSHA})
 			var refused *lifecycle.RefusedError
+			var te *lifecycle.TemporaryError
+			reason := gitlab.ReasonMergeabilityUnknown
+			if tc.status == "ci_still_running" {
+				reason = gitlab.ReasonCIRunning
+			}
 			switch {
-			case tc.temporary && (!errors.Is(err, lifecycle.ErrTemporary) || errors.As(err, &refused)):
-				t.Errorf("Merge: %v, want a TemporaryError", err)
+			case tc.temporary && (!errors.As(err, &te) || errors.As(err, &refused) || te.Reason != reason):
+				t.Errorf("Merge: %v, want a TemporaryError whose Reason is %s", err, reason)
 			case !tc.temporary && (!errors.As(err, &refused) || !strings.Contains(refused.Message, "405 Method Not Allowed") || !strings.Contains(refused.Message, tc.status)):
 				t.Errorf("Merge: %v, want a RefusedError with GitLab's message and %s", err, tc.status)
 			}

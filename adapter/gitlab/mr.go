@@ -309,7 +309,7 @@ func (a *Adapter) pullRequest(s *settings, mr *gl.BasicMergeRequest) lifecycle.P
 		pr.State = lifecycle.PullRequestClosed
 	default: // opened, locked (a merge under way)
 		pr.State = lifecycle.PullRequestOpen
-		pr.Mergeable = mergeability(mr)
+		pr.Mergeable, pr.BlockedReason = mergeability(mr)
 	}
 	for _, u := range mr.Reviewers {
 		pr.RequestedReviewers = append(pr.RequestedReviewers, u.Username)
@@ -318,26 +318,68 @@ func (a *Adapter) pullRequest(s *settings, mr *gl.BasicMergeRequest) lifecycle.P
 }
 
 // mergeability says whether GitLab can merge an open merge request into
-// its target branch, from its detailed_merge_status: conflict (or
-// has_conflicts) is conflicting; need_rebase (a fast-forward or
-// semi-linear merge method, and the target moved on) is behind;
-// checking, unchecked, preparing and approvals_syncing (GitLab is still
-// working it out) are unknown; anything else is mergeable as far as its
-// branches go (approvals, pipelines, drafts and discussions are judged
-// from the rest of the reading). A GitLab before 15.6 gives no
-// detailed_merge_status: the adapter does not say ("").
-func mergeability(mr *gl.BasicMergeRequest) lifecycle.Mergeability {
+// its target branch, from its detailed_merge_status (GitLab's
+// documentation: merge_requests.md, "Merge status"), and, when it is
+// blocked, why in words:
+//
+//   - conflict (or has_conflicts) is conflicting; need_rebase (a
+//     fast-forward or semi-linear merge method, and the target moved on)
+//     is behind;
+//   - while GitLab works it out (checking, unchecked, preparing,
+//     approvals_syncing) it is unknown;
+//   - what the lifecycle models is judged from the rest of the reading,
+//     and the merge request is mergeable as far as GitLab's own rules go:
+//     mergeable; draft_status (the Draft fact); ci_must_pass and
+//     ci_still_running (CI, from the head pipeline); not_approved and
+//     requested_changes (the review decision, see
+//     [Adapter.ReviewDecision]);
+//   - anything else is a requirement of GitLab's that the lifecycle does
+//     not model, and the merge request is blocked, with the reason in
+//     words (see blockReason): discussions_not_resolved,
+//     merge_request_blocked (and blocked_status, its name before GitLab
+//     16.3), status_checks_must_pass (and external_status_checks),
+//     jira_association_missing, locked_paths, locked_lfs_files,
+//     security_policy_violations, merge_time, title_regex,
+//     commits_status, broken_status, and any value GitLab adds.
+//
+// A GitLab before 15.6 gives no detailed_merge_status: only conflicts
+// (has_conflicts) are said, and otherwise the adapter does not say ("").
+func mergeability(mr *gl.BasicMergeRequest) (lifecycle.Mergeability, string) {
 	switch st := mr.DetailedMergeStatus; {
+	case mergePending(st, ""):
+		return lifecycle.MergeabilityUnknown, ""
 	case st == "conflict" || mr.HasConflicts:
-		return lifecycle.MergeabilityConflicting
+		return lifecycle.MergeabilityConflicting, ""
 	case st == "need_rebase":
-		return lifecycle.MergeabilityBehind
-	case st == "checking" || st == "unchecked" || st == "preparing" || st == "approvals_syncing":
-		return lifecycle.MergeabilityUnknown
+		return lifecycle.MergeabilityBehind, ""
 	case st == "":
-		return ""
+		return "", ""
+	case modelled(st):
+		return lifecycle.MergeabilityMergeable, ""
+	default:
+		return lifecycle.MergeabilityBlocked, blockReason(st)
 	}
-	return lifecycle.MergeabilityMergeable
+}
+
+// modelled reports whether a detailed_merge_status says only what the
+// lifecycle judges from the rest of a reading (CI, reviews, drafts), or
+// that nothing stops the merge.
+func modelled(status string) bool {
+	switch status {
+	case "mergeable", "draft_status", "ci_must_pass", "ci_still_running", "not_approved", "requested_changes", "not_open":
+		return true
+	}
+	return false
+}
+
+// blockReason says in words why GitLab will not merge a merge request
+// whose detailed_merge_status is status, a requirement the lifecycle does
+// not model.
+func blockReason(status string) string {
+	if why := mergeBlock(status); why != "" {
+		return "GitLab: " + why
+	}
+	return "GitLab will not merge it: its detailed_merge_status is " + status
 }
 
 // mergeCommit is the commit a merged merge request became: its merge
@@ -374,6 +416,9 @@ func (a *Adapter) Merge(ctx context.Context, req lifecycle.MergeRequest) (lifecy
 		return lifecycle.MergeResult{}, err
 	}
 	want := strings.ToLower(req.ExpectedHeadSHA)
+	if s.mergeTrains {
+		return a.mergeByTrain(ctx, s, req, want)
+	}
 	opt := &gl.AcceptMergeRequestOptions{
 		SHA:                      &want,
 		Squash:                   gl.Ptr(a.cfg.Merge.Squash),
@@ -411,7 +456,7 @@ func (a *Adapter) Merge(ctx context.Context, req lifecycle.MergeRequest) (lifecy
 			return lifecycle.MergeResult{}, rerr
 		}
 		if again.State != "merged" {
-			return lifecycle.MergeResult{}, &lifecycle.TemporaryError{Err: fmt.Errorf("gitlab: merge !%d accepted, but it is still %s (%s)", req.Ref.Number, again.State, again.DetailedMergeStatus)}
+			return lifecycle.MergeResult{}, &lifecycle.TemporaryError{Reason: ReasonMerging, Err: fmt.Errorf("gitlab: merge !%d accepted, but it is still %s (%s)", req.Ref.Number, again.State, again.DetailedMergeStatus)}
 		}
 		mr = again
 	}
@@ -465,11 +510,40 @@ func (a *Adapter) notMerged(ctx context.Context, req lifecycle.MergeRequest, wan
 	case mr.State == "merged" || (mr.State == "opened" && !strings.EqualFold(mr.SHA, want)):
 		return lifecycle.MergeResult{}, fmt.Errorf("gitlab: merge request !%d is %s at %s, not %s: %w", mr.IID, mr.State, mr.SHA, want, lifecycle.ErrHeadMismatch)
 	case mr.State == "locked":
-		return lifecycle.MergeResult{}, &lifecycle.TemporaryError{Err: fmt.Errorf("gitlab: merge request !%d is locked: GitLab is merging it (%s)", mr.IID, msg)}
+		return lifecycle.MergeResult{}, &lifecycle.TemporaryError{Reason: ReasonMerging,
+			Err: fmt.Errorf("gitlab: merge request !%d is locked: GitLab is merging it (%s)", mr.IID, msg)}
 	case mr.State == "opened" && passing(mr.DetailedMergeStatus):
-		return lifecycle.MergeResult{}, &lifecycle.TemporaryError{Err: fmt.Errorf("gitlab: merge request !%d cannot be merged yet: %s (detailed_merge_status %s: %s)", mr.IID, msg, mr.DetailedMergeStatus, mergeBlock(mr.DetailedMergeStatus))}
+		return lifecycle.MergeResult{}, &lifecycle.TemporaryError{Reason: waitReason(mr.DetailedMergeStatus),
+			Err: fmt.Errorf("gitlab: merge request !%d cannot be merged yet: %s (detailed_merge_status %s: %s)", mr.IID, msg, mr.DetailedMergeStatus, mergeBlock(mr.DetailedMergeStatus))}
 	}
 	return lifecycle.MergeResult{}, &lifecycle.RefusedError{Message: refusal(mr, msg)}
+}
+
+// The reasons of the *lifecycle.TemporaryError Merge returns while it
+// waits for GitLab, which the ship runner shows in ShipOperation.Wait.
+const (
+	// ReasonMergeabilityUnknown: GitLab is working out whether it can
+	// merge the merge request (checking, unchecked, preparing,
+	// approvals_syncing).
+	ReasonMergeabilityUnknown = lifecycle.WaitMergeabilityUnknown
+	// ReasonCIRunning: GitLab merges once the pipeline it waits for
+	// passes (ci_still_running; a merge train takes a merge request once
+	// its pipeline is complete).
+	ReasonCIRunning = "ci_running"
+	// ReasonMerging: GitLab is merging the merge request (locked).
+	ReasonMerging = "merging"
+	// ReasonMergeTrain: the merge request is on its target branch's merge
+	// train, whose pipeline tests it before GitLab merges it.
+	ReasonMergeTrain = lifecycle.WaitMergeTrain
+)
+
+// waitReason is the Reason of a wait for a detailed_merge_status that
+// passes by itself.
+func waitReason(status string) string {
+	if status == "ci_still_running" {
+		return ReasonCIRunning
+	}
+	return ReasonMergeabilityUnknown
 }
 
 // passing reports whether a detailed_merge_status that blocks a merge
@@ -501,11 +575,12 @@ func refusal(mr *gl.MergeRequest, msg string) string {
 }
 
 // mergeBlock says in words what a value of detailed_merge_status that
-// blocks a merge means, or "".
+// blocks a merge means, or "" for a value GitLab's documentation does not
+// give.
 func mergeBlock(status string) string {
 	switch status {
 	case "discussions_not_resolved":
-		return "unresolved blocking discussions"
+		return "all threads must be resolved before it is merged"
 	case "not_approved":
 		return "the approvals required are missing"
 	case "requested_changes":
@@ -513,17 +588,15 @@ func mergeBlock(status string) string {
 	case "draft_status":
 		return "the merge request is a draft"
 	case "ci_must_pass":
-		return "the pipeline must succeed first"
+		return "a pipeline must succeed before it is merged"
 	case "ci_still_running":
 		return "the pipeline is still running"
 	case "conflict":
 		return "the source branch conflicts with the target"
 	case "need_rebase":
 		return "the source branch must be rebased"
-	case "blocked_status":
-		return "another merge request blocks it"
-	case "merge_request_blocked":
-		return "another merge request blocks it"
+	case "blocked_status", "merge_request_blocked":
+		return "another merge request it depends on must be merged first"
 	case "checking":
 		return "GitLab is still checking whether it can be merged"
 	case "unchecked":
@@ -536,10 +609,22 @@ func mergeBlock(status string) string {
 		return "the merge request is not open"
 	case "broken_status":
 		return "the source branch is broken"
+	case "commits_status":
+		return "the source branch must exist and hold commits"
 	case "jira_association_missing":
 		return "the title or description must name a Jira issue"
-	case "external_status_checks":
-		return "external status checks have not passed"
+	case "external_status_checks", "status_checks_must_pass":
+		return "its external status checks must pass"
+	case "locked_paths":
+		return "paths it changes are locked by other users"
+	case "locked_lfs_files":
+		return "LFS files it changes are locked by other users"
+	case "security_policy_violations":
+		return "its security policies must be satisfied"
+	case "merge_time":
+		return "it may not be merged before the time set for it"
+	case "title_regex":
+		return "its title must match the project's required pattern"
 	}
 	return ""
 }

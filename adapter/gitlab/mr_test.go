@@ -72,9 +72,12 @@ func TestResubmitKeepsTitleAndDraft(t *testing.T) {
 
 // Mergeability from detailed_merge_status: GitLab working it out is
 // unknown; a conflict is conflicting; a fast-forward project whose
-// target moved on is behind; approvals, drafts, pipelines and discussions
-// do not make a merge request unmergeable as far as its branches go; a
-// closed one says nothing.
+// target moved on is behind; approvals, requested changes, drafts and
+// pipelines, which the lifecycle judges itself, leave it mergeable;
+// GitLab's own requirements that the lifecycle does not model
+// (discussions, dependencies, external status checks, Jira, locked
+// paths, security policies, a merge time, values GitLab may add) make it
+// blocked, with GitLab's reason in words; a closed one says nothing.
 func TestMergeability(t *testing.T) {
 	t.Parallel()
 	f := gitlabtest.NewServer(t, gitlabtest.Options{ApprovalsRequired: 1})
@@ -82,7 +85,7 @@ func TestMergeability(t *testing.T) {
 	f.Push("lifecycle/eng-1")
 	pr := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-1")})
 	iid := int64(pr.Number)
-	read := func(step string, want lifecycle.Mergeability) {
+	read := func(step string, want lifecycle.Mergeability, reason ...string) {
 		t.Helper()
 		got, err := a.PullRequest(t.Context(), pr.PullRequestRef)
 		if err != nil {
@@ -90,6 +93,9 @@ func TestMergeability(t *testing.T) {
 		}
 		if got.Mergeable != want {
 			t.Errorf("%s: Mergeable %q, want %q", step, got.Mergeable, want)
+		}
+		if wantReason := strings.Join(reason, ""); got.BlockedReason != wantReason {
+			t.Errorf("%s: BlockedReason %q, want %q", step, got.BlockedReason, wantReason)
 		}
 	}
 	read("a new merge request, checked as it is read", lifecycle.MergeabilityUnknown)
@@ -103,12 +109,31 @@ func TestMergeability(t *testing.T) {
 	read("resolved", lifecycle.MergeabilityMergeable)
 	for status, want := range map[string]lifecycle.Mergeability{
 		"approvals_syncing": lifecycle.MergeabilityUnknown, "preparing": lifecycle.MergeabilityUnknown,
-		"discussions_not_resolved": lifecycle.MergeabilityMergeable, "ci_must_pass": lifecycle.MergeabilityMergeable,
+		"ci_must_pass": lifecycle.MergeabilityMergeable, "ci_still_running": lifecycle.MergeabilityMergeable,
 		"draft_status": lifecycle.MergeabilityMergeable, "requested_changes": lifecycle.MergeabilityMergeable,
+		"not_approved": lifecycle.MergeabilityMergeable, "mergeable": lifecycle.MergeabilityMergeable,
 		"conflict": lifecycle.MergeabilityConflicting, "need_rebase": lifecycle.MergeabilityBehind,
 	} {
 		f.SetDetailedMergeStatus(iid, status)
 		read(status, want)
+	}
+	for status, reason := range map[string]string{
+		"discussions_not_resolved":   "GitLab: all threads must be resolved before it is merged",
+		"merge_request_blocked":      "GitLab: another merge request it depends on must be merged first",
+		"blocked_status":             "GitLab: another merge request it depends on must be merged first",
+		"status_checks_must_pass":    "GitLab: its external status checks must pass",
+		"external_status_checks":     "GitLab: its external status checks must pass",
+		"jira_association_missing":   "GitLab: the title or description must name a Jira issue",
+		"locked_paths":               "GitLab: paths it changes are locked by other users",
+		"locked_lfs_files":           "GitLab: LFS files it changes are locked by other users",
+		"security_policy_violations": "GitLab: its security policies must be satisfied",
+		"merge_time":                 "GitLab: it may not be merged before the time set for it",
+		"title_regex":                "GitLab: its title must match the project's required pattern",
+		"commits_status":             "GitLab: the source branch must exist and hold commits",
+		"a_check_gitlab_adds":        "GitLab will not merge it: its detailed_merge_status is a_check_gitlab_adds",
+	} {
+		f.SetDetailedMergeStatus(iid, status)
+		read(status, lifecycle.MergeabilityBlocked, reason)
 	}
 	f.Close(iid)
 	read("closed", "")

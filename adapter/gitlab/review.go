@@ -53,29 +53,38 @@ func (a *Adapter) ReviewDecision(ctx context.Context, q lifecycle.ReviewQuery) (
 	if err := a.checkRef(s, q.PullRequest); err != nil {
 		return lifecycle.HostReviews{}, err
 	}
-	return a.reviews(ctx, s, int64(q.PullRequest.Number), q.HeadSHA, true)
+	hr, _, err := a.reviews(ctx, s, int64(q.PullRequest.Number), q.HeadSHA, true)
+	return hr, err
 }
 
 // reviews reads the approvals of merge request iid, and the states of its
 // reviewers when it has any (withReviewers), into the host's review state
-// of its head (see ReviewDecision).
-func (a *Adapter) reviews(ctx context.Context, s *settings, iid int64, head string, withReviewers bool) (lifecycle.HostReviews, error) {
+// of its head (see ReviewDecision), and into the facts of them a sweep
+// compares with what GraphQL shows (their Approvers and States).
+func (a *Adapter) reviews(ctx context.Context, s *settings, iid int64, head string, withReviewers bool) (lifecycle.HostReviews, reviewFacts, error) {
 	appr, resp, err := a.client.MergeRequestApprovals.GetConfiguration(s.id, iid, gl.WithContext(ctx))
 	if err != nil {
-		return lifecycle.HostReviews{}, a.fail(ctx, fmt.Sprintf("read the approvals of merge request !%d", iid), resp, err)
+		return lifecycle.HostReviews{}, reviewFacts{}, a.fail(ctx, fmt.Sprintf("read the approvals of merge request !%d", iid), resp, err)
 	}
 	var reviewers []*gl.MergeRequestReviewer
 	if withReviewers {
 		reviewers, resp, err = a.client.MergeRequests.GetMergeRequestReviewers(s.id, iid, gl.WithContext(ctx))
 		if err != nil {
-			return lifecycle.HostReviews{}, a.fail(ctx, fmt.Sprintf("read the reviewers of merge request !%d", iid), resp, err)
+			return lifecycle.HostReviews{}, reviewFacts{}, a.fail(ctx, fmt.Sprintf("read the reviewers of merge request !%d", iid), resp, err)
 		}
 	}
 	var hr lifecycle.HostReviews
+	var f reviewFacts
+	for _, rv := range reviewers {
+		if rv != nil && rv.User != nil {
+			f.States = append(f.States, strconv.FormatInt(rv.User.ID, 10)+":"+rv.State)
+		}
+	}
 	for _, by := range appr.ApprovedBy {
 		if by == nil || by.User == nil {
 			continue
 		}
+		f.Approvers = append(f.Approvers, by.User.ID)
 		r := lifecycle.HostReview{ID: "approval-" + strconv.FormatInt(by.User.ID, 10), Reviewer: by.User.Username, Outcome: lifecycle.ReviewApproved}
 		if s.resetOnPush {
 			r.ID += "-" + head
@@ -112,5 +121,5 @@ func (a *Adapter) reviews(ctx context.Context, s *settings, iid int64, head stri
 	default:
 		hr.Decision = lifecycle.DecisionPending
 	}
-	return hr, nil
+	return hr, f, nil
 }

@@ -4,7 +4,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/tasklifecycle/lifecycle/internal/hostcall"
+	"github.com/tasklifecycle/lifecycle/adapter/internal/hostcall"
 )
 
 // scope is the instrumentation scope of the adapter's telemetry.
@@ -23,6 +23,9 @@ var apiRoutes = []hostcall.Route{
 	{Method: "PUT", Path: "/projects/{id}/merge_requests/{merge_request_iid}/merge", Operation: "merge_requests.merge"},
 	{Method: "GET", Path: "/projects/{id}/merge_requests/{merge_request_iid}/approvals", Operation: "merge_request_approvals.get"},
 	{Method: "GET", Path: "/projects/{id}/merge_requests/{merge_request_iid}/reviewers", Operation: "merge_requests.list-reviewers"},
+	{Method: "GET", Path: "/projects/{id}/merge_requests/{merge_request_iid}/notes", Operation: "notes.list-merge-request-notes"},
+	{Method: "GET", Path: "/projects/{id}/merge_trains/merge_requests/{merge_request_iid}", Operation: "merge_trains.get-merge-request"},
+	{Method: "POST", Path: "/projects/{id}/merge_trains/merge_requests/{merge_request_iid}", Operation: "merge_trains.add-merge-request"},
 	{Method: "GET", Path: "/projects/{id}/pipelines", Operation: "pipelines.list"},
 	{Method: "GET", Path: "/projects/{id}/repository/commits/{sha}", Operation: "commits.get"},
 	{Method: "GET", Path: "/projects/{id}/repository/commits/{sha}/statuses", Operation: "commits.list-statuses"},
@@ -39,11 +42,13 @@ func routes(api string) *hostcall.Routes {
 	if u, err := url.Parse(api); err == nil {
 		base = strings.TrimSuffix(u.EscapedPath(), "/")
 	}
-	rs := make([]hostcall.Route, 0, len(apiRoutes))
+	rs := make([]hostcall.Route, 0, len(apiRoutes)+1)
 	for _, r := range apiRoutes {
 		r.Path = base + r.Path
 		rs = append(rs, r)
 	}
+	// GitLab's GraphQL endpoint is beside the REST API's: /api/graphql.
+	rs = append(rs, hostcall.Route{Method: "POST", Path: strings.TrimSuffix(base, "/v4") + "/graphql", Operation: "graphql"})
 	return hostcall.NewRoutes(rs...)
 }
 

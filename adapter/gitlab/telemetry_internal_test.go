@@ -16,8 +16,8 @@ import (
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/gitlab/gitlabtest"
-	"github.com/tasklifecycle/lifecycle/internal/hostcall"
-	"github.com/tasklifecycle/lifecycle/internal/hostcall/hostcalltest"
+	"github.com/tasklifecycle/lifecycle/adapter/internal/hostcall"
+	"github.com/tasklifecycle/lifecycle/adapter/internal/hostcall/hostcalltest"
 )
 
 // canned answers every request with a merge request, allocating the same

@@ -12,8 +12,8 @@ import (
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/gitlab"
 	"github.com/tasklifecycle/lifecycle/adapter/gitlab/gitlabtest"
-	"github.com/tasklifecycle/lifecycle/internal/hostcall"
-	"github.com/tasklifecycle/lifecycle/internal/hostcall/hostcalltest"
+	"github.com/tasklifecycle/lifecycle/adapter/internal/hostcall"
+	"github.com/tasklifecycle/lifecycle/adapter/internal/hostcall/hostcalltest"
 )
 
 var (
@@ -29,7 +29,7 @@ var operations = []string{
 	"projects.get", "projects.get-approval-configuration", "merge_requests.list", "merge_requests.create",
 	"merge_requests.get", "merge_requests.update", "merge_requests.merge", "merge_request_approvals.get",
 	"merge_requests.list-reviewers", "pipelines.list", "commits.get", "commits.list-statuses", "users.list",
-	"deployments.list", "deployments.create", "deployments.get", "deployments.update",
+	"deployments.list", "deployments.create", "deployments.get", "deployments.update", "graphql",
 }
 
 func bounds() hostcalltest.Bounds {
@@ -84,11 +84,19 @@ func TestTelemetry(t *testing.T) {
 		t.Errorf("merges before any: %v", n)
 	}
 	f.Pipeline(int64(pr.Number), "success", &gl.CommitStatus{Name: "build", Status: "success"})
-	if _, err := a.ReadPullRequests(ctx, lifecycle.BatchQuery{Purpose: lifecycle.ReadMerge, Reads: []lifecycle.ReadRequest{{PullRequest: pr.PullRequestRef, HeadSHA: pr.HeadSHA}}}); err != nil {
+	got, err := a.ReadPullRequests(ctx, lifecycle.BatchQuery{Purpose: lifecycle.ReadMerge, Reads: []lifecycle.ReadRequest{{PullRequest: pr.PullRequestRef, HeadSHA: pr.HeadSHA}}})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if n := requests("merge_requests.get", 200); n < 1 {
 		t.Errorf("after ReadPullRequests: merge_requests.get %v, want at least 1", n)
+	}
+	// A sweep within the minute of its change reads it through GraphQL.
+	if _, err := a.ReadPullRequests(ctx, lifecycle.BatchQuery{Purpose: lifecycle.ReadSweep, Reads: []lifecycle.ReadRequest{{PullRequest: pr.PullRequestRef, HeadSHA: pr.HeadSHA, Version: got[0].Version}}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := requests("graphql", 200); n != 1 {
+		t.Errorf("after a sweep: graphql %v, want 1", n)
 	}
 	f.Inject(gitlabtest.RouteMerge, gitlabtest.Fault{Status: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {"30"}}, Body: `{"message":"Retry later"}`})
 	if _, err := a.Merge(ctx, lifecycle.MergeRequest{Ref: pr.PullRequestRef, ExpectedHeadSHA: pr.HeadSHA}); !errors.Is(err, lifecycle.ErrTemporary) {

@@ -10,8 +10,8 @@ import (
 	gl "gitlab.com/gitlab-org/api/client-go"
 
 	"github.com/tasklifecycle/lifecycle"
-	"github.com/tasklifecycle/lifecycle/internal/hookbody"
-	"github.com/tasklifecycle/lifecycle/internal/hostcall"
+	"github.com/tasklifecycle/lifecycle/adapter/internal/hostcall"
+	"github.com/tasklifecycle/lifecycle/adapter/internal/webhookintake"
 )
 
 // maxHookBody bounds a webhook delivery's body; GitLab's largest (a push
@@ -89,7 +89,7 @@ func (a *Adapter) serveWebhook(w http.ResponseWriter, r *http.Request, sink life
 		if want == "" {
 			a.log.WarnContext(r.Context(), "GitLab webhook refused: no webhook token is configured (Config.WebhookToken)")
 		}
-		hookbody.Abandon(w, r) // the body is not read
+		webhookintake.Abandon(w, r) // the body is not read
 		http.Error(w, "the X-Gitlab-Token header is not this hook's secret token", http.StatusUnauthorized)
 		return hostcall.InvalidSignature
 	}
@@ -97,17 +97,17 @@ func (a *Adapter) serveWebhook(w http.ResponseWriter, r *http.Request, sink life
 	switch kind {
 	case gl.EventTypeMergeRequest, gl.EventTypePipeline, gl.EventTypeJob, gl.EventTypeDeployment:
 	default:
-		hookbody.Abandon(w, r)              // its body is not read
+		webhookintake.Abandon(w, r)         // its body is not read
 		w.WriteHeader(http.StatusNoContent) // nothing the lifecycle follows
 		return hostcall.Ignored
 	}
 	body, err := a.hookBodies.Read(w, r, nil)
 	if err != nil {
-		if !errors.Is(err, hookbody.ErrTooLarge) {
+		if !errors.Is(err, webhookintake.ErrTooLarge) {
 			a.log.WarnContext(r.Context(), "GitLab webhook not read", "event", string(kind), "err", err)
 		}
-		hookbody.Refuse(w, r, err)
-		if errors.Is(err, hookbody.ErrBusy) {
+		webhookintake.Refuse(w, r, err)
+		if errors.Is(err, webhookintake.ErrBusy) {
 			return hostcall.Failed
 		}
 		return hostcall.Invalid

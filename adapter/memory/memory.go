@@ -235,6 +235,17 @@ func (a *Adapter) SetMergeable(number int, m lifecycle.Mergeability) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.prs[number-1].Mergeable = m
+	a.prs[number-1].BlockedReason = ""
+}
+
+// SetBlocked makes the host block the merge of pull request number for a
+// requirement of its own, said in reason (see
+// lifecycle.MergeabilityBlocked).
+func (a *Adapter) SetBlocked(number int, reason string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.prs[number-1].Mergeable = lifecycle.MergeabilityBlocked
+	a.prs[number-1].BlockedReason = reason
 }
 
 // SetDraft marks pull request number as a draft, or ready for review.

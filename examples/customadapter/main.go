@@ -53,7 +53,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if _, err := svc.StartTask(ctx, task.ID, agent); err != nil {
+	if _, err := svc.StartTask(ctx, task.ID, lifecycle.StartTaskParams{Actor: agent}); err != nil {
 		log.Fatal(err)
 	}
 	sub, err := svc.Submit(ctx, task.ID, lifecycle.SubmitParams{Summary: "Wrote docs/webhooks.md", Actor: agent})

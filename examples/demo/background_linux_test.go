@@ -55,7 +55,7 @@ func waitExit(t *testing.T, pid int, timeout time.Duration) {
 func TestBackgroundKeepsTheKeyOutOfTheLog(t *testing.T) {
 	dir := t.TempDir()
 	var out, msg bytes.Buffer
-	err := run(context.Background(), []string{"-background", "-addr", "127.0.0.1:0", "-data", dir}, &out, &msg)
+	err := run(context.Background(), []string{"-background", "-addr", "127.0.0.1:0", "-metrics-addr", "127.0.0.1:0", "-data", dir}, &out, &msg)
 	if err != nil {
 		t.Fatalf("run -background: %v (%s)", err, msg.String())
 	}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle/adapter/github/githubtest"
-	"github.com/tasklifecycle/lifecycle/internal/testwait"
+	"github.com/tasklifecycle/lifecycle/internal/testenv"
 )
 
 const testGitHubSecret = "demo-github-webhook-secret"
@@ -63,7 +63,7 @@ func TestGitHubLifecycleThroughTheDemo(t *testing.T) {
 	// The deploy system finishes the deployment of the merge commit and
 	// GitHub tells the demo so.
 	var merged githubtest.PullRequest
-	created := testwait.Until(20*time.Second, func() bool {
+	created := testenv.WaitUntil(20*time.Second, func() bool {
 		merged, _ = f.PullRequest(1)
 		return merged.Merged && f.DeploymentOf(merged.MergeCommitSHA, "staging") != nil
 	})

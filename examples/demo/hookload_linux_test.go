@@ -108,7 +108,7 @@ func TestStalledUnsignedHookBodies(t *testing.T) {
 		t.Skip("measures memory, which the race detector multiplies: run it without -race")
 	}
 	f := githubtest.NewServer(t, githubtest.Options{})
-	cmd := exec.Command(os.Args[0], "-addr", "127.0.0.1:0", "-data", t.TempDir(), "-admin-key-file", secretFile(t, testAdminKey),
+	cmd := exec.Command(os.Args[0], "-addr", "127.0.0.1:0", "-metrics-addr", "", "-data", t.TempDir(), "-admin-key-file", secretFile(t, testAdminKey),
 		"-github-repo", githubtest.Owner+"/"+githubtest.Repo, "-github-api-url", f.APIURL(),
 		"-github-token-file", secretFile(t, githubtest.Token), "-github-webhook-secret-file", secretFile(t, testGitHubSecret))
 	cmd.Env = append(os.Environ(), serveEnv+"=1")

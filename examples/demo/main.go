@@ -75,9 +75,13 @@
 // elsewhere to protect them from a copy of the directory.
 //
 // Metrics and traces are OpenTelemetry's (docs/operations.md lists them).
-// GET /metrics, beside the API and without a key as Prometheus scrapes,
-// serves the Service's metrics (and the Go runtime's)
-// in Prometheus's text format; GET /healthz and GET /readyz are the
+// GET /metrics serves the Service's metrics (and the Go runtime's) in
+// Prometheus's text format, without a key as Prometheus scrapes, on a
+// listener of its own apart from the API: -metrics-addr, by default
+// 127.0.0.1:9464 (loopback only, whatever -addr is; "" serves none). The
+// API's port answers /metrics as any unknown route. No metric names a
+// webhook subscription or a receiver unless -metric-identifiers asks for
+// them. GET /healthz and GET /readyz, on the API's port, are the
 // Service's probes. Spans are exported over OTLP when the standard
 // variables name an endpoint, and not made at all otherwise:
 //
@@ -143,6 +147,8 @@ func main() {
 // options are the demo's flags, with the secrets they name read.
 type options struct {
 	addr                 string
+	metricsAddr          string
+	metricIdentifiers    bool
 	data                 string
 	adminKey             string
 	adminKeySource       string // where adminKey comes from, in words
@@ -234,6 +240,8 @@ func parseFlags(args []string, getenv func(string) string) (options, error) {
 		fs.Var(r, r.name, "removed: use "+r.use)
 	}
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "address to listen on")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", defaultMetricsAddr, "address to serve GET /metrics on, without a key, for Prometheus: a listener of its own, apart from the API; \"\" serves no metrics")
+	fs.BoolVar(&o.metricIdentifiers, "metric-identifiers", false, "name webhook subscriptions and their receivers' hosts in the metrics (lifecycle.Config.MetricIdentifiers): a series per subscription and per receiver, for whoever can read -metrics-addr")
 	fs.StringVar(&o.data, "data", "lifecycle-demo-data", "data directory (SQLite database, admin key), kept readable by its owner only")
 	fs.BoolVar(&o.allowPrivateWebhooks, "allow-private-webhooks", false, "let every webhook subscription target loopback and private addresses (-webhook-url's may without it)")
 	fs.StringVar(&o.webhookURL, "webhook-url", "", "subscribe this https URL to every event type at start; it alone may be a loopback or private address, such as a local receiver")
@@ -331,6 +339,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer ln.Close()
 	base := "http://" + publicAddr(ln.Addr().(*net.TCPAddr))
+	// The metrics' listener, apart from the API's: they are served without
+	// a key, and Prometheus alone need reach them.
+	var metricsLn net.Listener
+	if opts.metricsAddr != "" {
+		if metricsLn, err = net.Listen("tcp", opts.metricsAddr); err != nil {
+			return fmt.Errorf("cannot listen on %s for metrics (%w): is another demo already running? Pass -metrics-addr 127.0.0.1:9465, or -metrics-addr '' to serve none", opts.metricsAddr, err)
+		}
+		defer metricsLn.Close()
+	}
 
 	// Before the adapters and the Service, which take the providers when
 	// they are made.
@@ -382,10 +399,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// adapter is live for every project and takes artifact-mode
 	// submissions; its deployer checks merged trees out per environment.
 	repos, deploys := filepath.Join(opts.data, "repos"), filepath.Join(opts.data, "deploy")
-	adapter, err := artifact.New(artifact.Config{Dir: repos})
+	adapter, err := artifact.New(artifact.Config{Dir: repos, Logger: log})
 	if err != nil {
 		return err
 	}
+	defer adapter.Close() // lets a running packer finish
 	deployer, err := artifact.NewDeployer(artifact.DeployerConfig{Adapter: adapter, Dir: deploys})
 	if err != nil {
 		return err
@@ -474,7 +492,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		// An approval is needed before shipping; with no reviewers
 		// requested, anyone with reviews:write may give it. The tasks of
 		// GitHub and GitLab projects follow their host's rules.
-		ReviewRouter:               reviews,
+		ReviewRouter: reviews,
+		// The demo holds a fleet's streams: each takes its connection
+		// over, at a third of the memory.
+		TakeOverStreams:            true,
 		ProviderTimeout:            providerTimeout,
 		ReconcileInterval:          opts.reconcileInterval,
 		AllowPrivateWebhookTargets: opts.allowPrivateWebhooks, // -webhook-url's subscription has its own allowance
@@ -484,6 +505,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Logger:                     log,
 		MeterProvider:              tel.meters,
 		TracerProvider:             tel.tracerProvider(),
+		MetricIdentifiers:          opts.metricIdentifiers,
 	})
 	if err != nil {
 		return err
@@ -518,10 +540,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer con.Close()
 	mux := http.NewServeMux()
+	// The Service's own GET /healthz and GET /readyz are under "/"; GET
+	// /metrics is not: it has a listener of its own (-metrics-addr).
 	mux.Handle("/", svc.Handler())
-	// Beside the API and without a key, as Prometheus scrapes; the
-	// Service's own GET /healthz and GET /readyz are under "/".
-	mux.Handle("GET /metrics", tel.metrics)
 	mux.Handle("/console/", http.StripPrefix("/console", con))
 	agents, err := mcp.NewHandler(svc, mcp.Config{}) // MCP for coding agents (docs/mcp.md)
 	if err != nil {
@@ -535,10 +556,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		mux.Handle("POST /hooks/gitlab", gl.WebhookHandler(svc.QueuedEvents()))
 	}
 	srv := newHTTPServer(mux)
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 2) // the API's server and the metrics'
 	// JSONErrorListener: net/http's own answers to malformed requests come
 	// in the API's JSON error shape too.
 	go func() { serveErr <- srv.Serve(lifecycle.JSONErrorListener(ln)) }()
+	var metricsSrv *http.Server
+	metricsURL := "off (-metrics-addr)"
+	if metricsLn != nil {
+		metricsSrv = newMetricsServer(tel.metrics)
+		go func() { serveErr <- metricsSrv.Serve(metricsLn) }()
+		metricsURL = "http://" + publicAddr(metricsLn.Addr().(*net.TCPAddr)) + "/metrics"
+		if !metricsLn.Addr().(*net.TCPAddr).IP.IsLoopback() {
+			log.Warn("metrics: served without a key beyond loopback: let only Prometheus reach them", "addr", metricsLn.Addr().String())
+		}
+	}
 
 	abs, _ := filepath.Abs(opts.data)
 	fmt.Fprintf(stdout, "lifecycle demo listening on %s\n", base)
@@ -553,6 +584,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "console:        %s/console/ (sign in with the admin key)\n", base)
 	fmt.Fprintf(stdout, "mcp:            %s/mcp (Streamable HTTP, the same keys; docs/mcp.md)\n", base)
+	fmt.Fprintf(stdout, "metrics:        %s (Prometheus, no key: keep it from clients)\n", metricsURL)
 	if background {
 		// stdout is demo.log: the key goes to the terminal of the process
 		// that started this one, through the ready pipe, and nowhere else.
@@ -577,7 +609,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// its deadline: close the Service beside it, which ends them.
 	closed := make(chan error, 1)
 	go func() { closed <- svc.Close(shutdownCtx) }()
-	return errors.Join(srv.Shutdown(shutdownCtx), <-closed)
+	errs := []error{srv.Shutdown(shutdownCtx)}
+	if metricsSrv != nil {
+		errs = append(errs, metricsSrv.Shutdown(shutdownCtx))
+	}
+	return errors.Join(append(errs, <-closed)...)
+}
+
+// defaultMetricsAddr is where the demo serves its metrics by default:
+// loopback, on the port OpenTelemetry's Prometheus exporters use.
+const defaultMetricsAddr = "127.0.0.1:9464"
+
+// newMetricsServer returns the http.Server of the metrics' listener: GET
+// /metrics, and 404 for anything else.
+func newMetricsServer(metrics http.Handler) *http.Server {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", metrics)
+	srv := newHTTPServer(mux)
+	// A scrape is one short request; nothing here streams.
+	srv.ReadTimeout, srv.WriteTimeout = 10*time.Second, 30*time.Second
+	return srv
 }
 
 // apiKeyForm is the form of an API key.

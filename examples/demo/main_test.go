@@ -19,7 +19,7 @@ import (
 	gl "gitlab.com/gitlab-org/api/client-go"
 
 	"github.com/tasklifecycle/lifecycle/adapter/gitlab/gitlabtest"
-	"github.com/tasklifecycle/lifecycle/internal/testwait"
+	"github.com/tasklifecycle/lifecycle/internal/testenv"
 )
 
 const (
@@ -70,7 +70,7 @@ func TestGitLabLifecycleThroughTheDemo(t *testing.T) {
 	// The deploy job finishes the deployment of the merge commit; GitLab
 	// says so on the demo's hook.
 	var dep int64
-	if !testwait.Until(20*time.Second, func() bool {
+	if !testenv.WaitUntil(20*time.Second, func() bool {
 		if merged := f.MergeRequest(1); merged.MergeCommitSHA != "" {
 			dep = f.RunningDeployment("staging", merged.MergeCommitSHA)
 		}
@@ -120,11 +120,29 @@ func launch(t *testing.T, args ...string) string {
 	return base
 }
 
+// metricsURLs holds the URL of each demo's GET /metrics, by its base URL.
+var metricsURLs sync.Map
+
+// metricsURL returns the URL of GET /metrics of the demo at base.
+func metricsURL(t *testing.T, base string) string {
+	t.Helper()
+	u, ok := metricsURLs.Load(base)
+	if !ok {
+		t.Fatalf("the demo at %s serves no metrics", base)
+	}
+	return u.(string)
+}
+
 // launchStoppable runs the demo in this process with args, and returns
 // its base URL and a function that stops it (as SIGINT does), waits until
 // run has returned and returns its error; the test's end stops it too.
+// Its metrics are on a free loopback port unless args say where
+// (-metrics-addr); metricsURL tells it.
 func launchStoppable(t *testing.T, args ...string) (base string, stop func() error) {
 	t.Helper()
+	if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "-metrics-addr") }) {
+		args = append([]string{"-metrics-addr", "127.0.0.1:0"}, args...)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	out, w := io.Pipe()
 	done := make(chan error, 1)
@@ -149,7 +167,14 @@ func launchStoppable(t *testing.T, args ...string) (base string, stop func() err
 	})
 	lines := bufio.NewScanner(out)
 	for lines.Scan() {
-		if base, ok := strings.CutPrefix(lines.Text(), "lifecycle demo listening on "); ok {
+		if b, ok := strings.CutPrefix(lines.Text(), "lifecycle demo listening on "); ok {
+			base = b
+		}
+		if m, ok := strings.CutPrefix(lines.Text(), "metrics:"); ok && base != "" {
+			if u, _, _ := strings.Cut(strings.TrimSpace(m), " "); strings.HasPrefix(u, "http://") {
+				metricsURLs.Store(base, u)
+				t.Cleanup(func() { metricsURLs.Delete(base) })
+			}
 			go func() { _, _ = io.Copy(io.Discard, out) }()
 			return base, stop
 		}
@@ -250,7 +275,7 @@ func (c client) deliver(path string, delivery *http.Request) {
 func (c client) await(what, path string, ok func(map[string]any) bool) map[string]any {
 	c.t.Helper()
 	var v map[string]any
-	if !testwait.Until(20*time.Second, func() bool { v = c.do("GET", path, nil); return ok(v) }) {
+	if !testenv.WaitUntil(20*time.Second, func() bool { v = c.do("GET", path, nil); return ok(v) }) {
 		c.t.Fatalf("%s: not after 20s; last %s: %v", what, path, v)
 	}
 	return v

@@ -28,8 +28,8 @@ import (
 const defaultServiceName = "lifecycle-demo"
 
 // telemetry is the demo's OpenTelemetry SDK: a MeterProvider read by a
-// Prometheus exporter into a registry of its own, served at GET /metrics,
-// and, when an OTLP endpoint is configured, a TracerProvider that exports
+// Prometheus exporter into a registry of its own, served at GET /metrics
+// on the metrics' listener (-metrics-addr), and, when an OTLP endpoint is configured, a TracerProvider that exports
 // spans over OTLP in batches.
 type telemetry struct {
 	meters  *sdkmetric.MeterProvider
@@ -96,7 +96,7 @@ func setupTelemetry(ctx context.Context, getenv func(string) string, log *slog.L
 			DisableCompression: true,
 		}),
 	}
-	log.Info("metrics: Prometheus text format at GET /metrics", "service.name", service.AsString())
+	log.Info("metrics: Prometheus text format at GET /metrics on -metrics-addr", "service.name", service.AsString())
 
 	endpoint, protocol := otlpTraceSettings(getenv)
 	if endpoint == "" {

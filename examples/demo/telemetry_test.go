@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,9 +13,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -22,6 +26,8 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/tasklifecycle/lifecycle/internal/testenv"
 )
 
 // GET /metrics answers without a key in Prometheus's text format, with
@@ -165,11 +171,18 @@ func firstTaskID(t *testing.T, c client) string {
 	return string(id)
 }
 
-// scrape reads the demo's GET /metrics, without a key, and parses it as
-// Prometheus's text format.
+// scrape reads GET /metrics of the demo at base, on its metrics'
+// listener and without a key, and parses it as Prometheus's text format.
 func scrape(t *testing.T, base string) map[string]*dto.MetricFamily {
 	t.Helper()
-	resp, err := http.Get(base + "/metrics")
+	families, _ := scrapeText(t, base)
+	return families
+}
+
+// scrapeText is scrape, with the scrape's text.
+func scrapeText(t *testing.T, base string) (map[string]*dto.MetricFamily, string) {
+	t.Helper()
+	resp, err := http.Get(metricsURL(t, base))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,12 +191,16 @@ func scrape(t *testing.T, base string) map[string]*dto.MetricFamily {
 		raw, _ := io.ReadAll(resp.Body)
 		t.Fatalf("GET /metrics = %s, Content-Type %q: %.300s", resp.Status, resp.Header.Get("Content-Type"), raw)
 	}
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
 	p := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := p.TextToMetricFamilies(resp.Body)
+	families, err := p.TextToMetricFamilies(bytes.NewReader(raw))
 	if err != nil {
 		t.Fatalf("GET /metrics is not in Prometheus's text format: %v", err)
 	}
-	return families
+	return families, string(raw)
 }
 
 // labels returns a metric's labels by name.
@@ -337,4 +354,155 @@ func TestOTLPTraceSettings(t *testing.T) {
 		_ = tel.shutdown(t.Context())
 		t.Error("http/json was accepted: the demo has no exporter for it")
 	}
+}
+
+// GET /metrics is served on the metrics' own listener (-metrics-addr),
+// which serves nothing else; the API's port answers /metrics as it
+// answers any unknown route, with a key or without.
+func TestMetricsOnTheirOwnListener(t *testing.T) {
+	base := startDemo(t)
+	murl := metricsURL(t, base)
+	if !strings.HasPrefix(murl, "http://127.0.0.1:") || strings.HasPrefix(murl, base) {
+		t.Fatalf("metrics at %s, want a loopback listener apart from the API's %s", murl, base)
+	}
+	scrape(t, base) // 200, in Prometheus's text format
+
+	get := func(url, key string) (int, string, string) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(t.Context(), "GET", url, nil)
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Content-Type"), string(raw)
+	}
+	for _, key := range []string{"", testAdminKey} {
+		status, ctype, body := get(base+"/metrics", key)
+		t.Logf("GET /metrics on the API's port (key %t): %d %s", key != "", status, body)
+		wantStatus, wantType, wantBody := get(base+"/no-such-route", key)
+		if status != wantStatus || ctype != wantType || strings.Replace(wantBody, "/no-such-route", "/metrics", -1) != body {
+			t.Errorf("GET /metrics on the API's port (key %t) = %d %s %s; an unknown route = %d %s %s",
+				key != "", status, ctype, body, wantStatus, wantType, wantBody)
+		}
+		// docs/api.md: 404 not_found for no route at that path.
+		if status != http.StatusNotFound || !strings.Contains(body, `{"error":{"code":"not_found"`) {
+			t.Errorf("GET /metrics on the API's port (key %t) = %d %s, want the API's 404 not_found", key != "", status, body)
+		}
+	}
+	metricsBase := strings.TrimSuffix(murl, "/metrics")
+	for _, path := range []string{"/", "/tasks", "/healthz", "/console/"} {
+		if status, _, _ := get(metricsBase+path, testAdminKey); status != http.StatusNotFound {
+			t.Errorf("GET %s on the metrics' listener = %d, want 404: it serves /metrics only", path, status)
+		}
+	}
+}
+
+// -metrics-addr defaults to loopback, port 9464; "" serves no metrics,
+// and an address in use stops the demo before it touches its data
+// directory, saying what to pass.
+func TestMetricsAddrFlag(t *testing.T) {
+	o, err := parseFlags(nil, func(string) string { return "" })
+	if err != nil || o.metricsAddr != "127.0.0.1:9464" || o.metricIdentifiers {
+		t.Fatalf("defaults: -metrics-addr %q, -metric-identifiers %t (%v); want 127.0.0.1:9464 and false", o.metricsAddr, o.metricIdentifiers, err)
+	}
+
+	base := startDemo(t, "-metrics-addr", "")
+	if _, ok := metricsURLs.Load(base); ok {
+		t.Error("-metrics-addr '' served metrics")
+	}
+	client{t: t, base: base}.do("GET", "/tasks", nil)
+
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	dir := filepath.Join(t.TempDir(), "data")
+	err = run(t.Context(), []string{"-addr", "127.0.0.1:0", "-metrics-addr", busy.Addr().String(), "-data", dir}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "-metrics-addr") {
+		t.Errorf("metrics' address in use: %v, want an error naming -metrics-addr", err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the data directory was made (%v) though the demo could not listen", err)
+	}
+}
+
+// A scrape after webhook deliveries names neither the subscription nor
+// its receiver's host, unless -metric-identifiers asks for them.
+func TestMetricsNameNoSubscription(t *testing.T) {
+	for _, identifiers := range []bool{false, true} {
+		t.Run(fmt.Sprintf("identifiers=%t", identifiers), func(t *testing.T) {
+			got := make(chan struct{}, 100)
+			rc := httptest.NewTLSServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { got <- struct{}{} }))
+			t.Cleanup(rc.Close)
+			ca := filepath.Join(t.TempDir(), "ca.pem")
+			if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: rc.Certificate().Raw}), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			args := []string{"-webhook-url", rc.URL + "/hooks?token=tok_secret", "-webhook-secret-file", secretFile(t, "demo-secret-0123456789"), "-webhook-ca", ca}
+			if identifiers {
+				args = append(args, "-metric-identifiers")
+			}
+			base := startDemo(t, args...)
+			c := client{t: t, base: base}
+			subID := firstSubscriptionID(t, c)
+			c.do("POST", "/tasks", map[string]any{"identifier": "MET-1", "title": "t", "links": map[string]any{"issue": "https://issues.example.com/MET-1"}})
+			select {
+			case <-got:
+			case <-time.After(20 * time.Second):
+				t.Fatal("the -webhook-url subscription received nothing")
+			}
+			var families map[string]*dto.MetricFamily
+			var text string
+			if !testenv.WaitUntil(10*time.Second, func() bool {
+				families, text = scrapeText(t, base)
+				return families["http_client_request_duration_seconds"] != nil && families["lifecycle_webhook_backlog"] != nil
+			}) {
+				t.Fatalf("no delivery measured; families %v", names(families))
+			}
+			host := "127.0.0.1" // the receiver's
+			var addressed, perSub bool
+			for _, m := range families["http_client_request_duration_seconds"].GetMetric() {
+				addressed = addressed || labels(m)["server_address"] == host
+			}
+			for _, m := range families["lifecycle_webhook_backlog"].GetMetric() {
+				perSub = perSub || labels(m)["lifecycle_subscription_id"] == subID
+			}
+			if named := strings.Contains(text, subID); named != identifiers || perSub != identifiers {
+				t.Errorf("the scrape names the subscription %s: %t (on the backlog: %t), want %t", subID, named, perSub, identifiers)
+			}
+			if addressed != identifiers || strings.Contains(text, `"`+host+`"`) != identifiers {
+				t.Errorf("the scrape names the receiver's host: %t, want %t", addressed, identifiers)
+			}
+			if strings.Contains(text, "tok_secret") {
+				t.Error("the scrape holds the receiver URL's token")
+			}
+		})
+	}
+}
+
+// firstSubscriptionID returns the ID of the demo's first subscription.
+func firstSubscriptionID(t *testing.T, c client) string {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", c.base+"/event-subscriptions", nil)
+	req.Header.Set("Authorization", "Bearer "+testAdminKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var page struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&page); err != nil || len(page.Data) == 0 || page.Data[0].ID == "" {
+		t.Fatalf("GET /event-subscriptions: %v, %+v", err, page)
+	}
+	return page.Data[0].ID
 }

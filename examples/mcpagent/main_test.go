@@ -28,6 +28,7 @@ func TestAgentShipsATask(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { repos.Close() }) // its packers stop before dir goes
 	deployer, err := artifact.NewDeployer(artifact.DeployerConfig{Adapter: repos, Dir: dir + "/deploy"})
 	if err != nil {
 		t.Fatal(err)

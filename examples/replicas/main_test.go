@@ -24,7 +24,6 @@ import (
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/internal/testenv"
-	"github.com/tasklifecycle/lifecycle/internal/testwait"
 	"github.com/tasklifecycle/lifecycle/store/postgres/pgtest"
 )
 
@@ -236,7 +235,7 @@ func TestKillReplica(t *testing.T) {
 		defer close(killed)
 		// Kill c once a third has shipped and c runs an operation, or
 		// after 30 s whatever it runs.
-		testwait.Until(30*time.Second, func() bool {
+		testenv.WaitUntil(30*time.Second, func() bool {
 			var running int
 			db.QueryRow(ctx, "SELECT count(*) FROM ship_operations WHERE lease_owner = 'c' AND status = 'running'").Scan(&running)
 			return ctx.Err() != nil || shipped.Load() >= tasks/3 && running > 0
@@ -424,7 +423,7 @@ func mergeCommits(t *testing.T, dir string) map[string]int {
 // waitFor polls cond until it holds, failing t after timeout.
 func waitFor(t *testing.T, ctx context.Context, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	testwait.For(t, timeout, what, func() bool {
+	testenv.WaitFor(t, timeout, what, func() bool {
 		if ctx.Err() != nil {
 			t.Fatalf("%s: %v", what, ctx.Err())
 		}

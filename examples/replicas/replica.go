@@ -61,6 +61,7 @@ func runReplica(ctx context.Context, o replicaOptions, stdout, stderr io.Writer)
 	if err != nil {
 		return err
 	}
+	defer host.Close() // lets a running packer finish
 	var webhookTLS *tls.Config
 	if o.webhookCA != "" {
 		pem, err := os.ReadFile(o.webhookCA)

@@ -38,11 +38,10 @@ func newServer(t *testing.T) *server {
 	t.Helper()
 	store := memory.New()
 	t.Cleanup(func() { store.Close() })
-	// Streams stay in net/http's handler, so that the test server can drop
-	// them with CloseClientConnections (a stream that took its connection
-	// over is ended by Service.Close instead).
-	svc, err := lifecycle.New(lifecycle.Config{Store: store, BaseURL: "http://127.0.0.1", Logger: slog.New(slog.DiscardHandler),
-		KeepStreamsInHandler: true})
+	// Streams stay in net/http's handler (the default), so that the test
+	// server can drop them with CloseClientConnections (a stream that took
+	// its connection over is ended by Service.Close instead).
+	svc, err := lifecycle.New(lifecycle.Config{Store: store, BaseURL: "http://127.0.0.1", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle"
-	"github.com/tasklifecycle/lifecycle/internal/testwait"
+	"github.com/tasklifecycle/lifecycle/internal/testenv"
 	"github.com/tasklifecycle/lifecycle/store/memory"
 )
 
@@ -228,7 +228,7 @@ func TestServiceDeliversToReceiver(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if !testwait.Until(20*time.Second, func() bool { return len(logs.records(t, "event")) > 0 }) {
+	if !testenv.WaitUntil(20*time.Second, func() bool { return len(logs.records(t, "event")) > 0 }) {
 		t.Fatalf("no event received in 20s; receiver log:\n%s", logs.String())
 	}
 	ev := logs.records(t, "event")[0]

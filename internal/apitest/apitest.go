@@ -25,7 +25,7 @@ import (
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/internal/fakeclock"
-	"github.com/tasklifecycle/lifecycle/internal/testwait"
+	"github.com/tasklifecycle/lifecycle/internal/testenv"
 	"github.com/tasklifecycle/lifecycle/store/sqlite"
 )
 
@@ -369,7 +369,7 @@ func Serve(t testing.TB, h http.Handler) string {
 // it does not come to hold.
 func WaitFor(t testing.TB, cond func() bool) {
 	t.Helper()
-	testwait.For(t, 5*time.Second, "the condition", cond)
+	testenv.WaitFor(t, 5*time.Second, "the condition", cond)
 }
 
 // Start starts e's Service and closes it when the test ends.

@@ -67,6 +67,12 @@ func (r *Runner[T]) Run(ctx context.Context) {
 	slots := make(chan struct{}, r.cfg.Slots)
 	resume := true
 	for {
+		// A work that ends with ctx wakes the runner, and select picks
+		// among ready cases at random: without this, Run could claim
+		// again after ctx has ended.
+		if ctx.Err() != nil {
+			return
+		}
 		if free := cap(slots) - len(slots); free > 0 {
 			items, err := r.cfg.Claim(ctx, free, resume)
 			if err == nil {

@@ -42,7 +42,12 @@ func TestRunnerFillsItsSlotsAndClaimsAgainWhenOneFrees(t *testing.T) {
 	r := New(Config[int]{Clock: clock, Slots: 2, Poll: time.Minute,
 		Claim: func(ctx context.Context, limit int, resume bool) ([]int, error) {
 			c := claimCall{limit, resume, make(chan []int)}
-			calls <- c
+			select {
+			case calls <- c:
+			case <-ctx.Done():
+				t.Error("claimed after ctx ended")
+				return nil, ctx.Err()
+			}
 			return <-c.answer, nil
 		},
 		Work: func(ctx context.Context, item int) {

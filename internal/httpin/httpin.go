@@ -1,7 +1,8 @@
 // Package httpin holds what an HTTP API does with a request before it
 // looks at what the request means: reading the body within limits (a
 // largest size, refused at once when the Content-Length says so; a share
-// of a byte budget held while the body is read and decoded; a read
+// of a byte budget (Budget) held while the body is read and decoded, so
+// that concurrent large requests cannot grow memory without bound; a read
 // deadline on the connection), giving up a body a handler did not read so
 // that a stalled client cannot hold its connection, and the canonical
 // form of a path.
@@ -16,8 +17,6 @@ import (
 	"path"
 	"sync/atomic"
 	"time"
-
-	"github.com/tasklifecycle/lifecycle/internal/bytebudget"
 )
 
 // Errors of Read. A caller turns them into its own answers.
@@ -38,7 +37,7 @@ type Limits struct {
 	// Budget, when not nil, is the shared budget the body takes its share
 	// of (its Content-Length, or Max when it declares none) while it is
 	// read and decoded; BudgetWait is the longest it waits for it.
-	Budget     *bytebudget.Budget
+	Budget     *Budget
 	BudgetWait time.Duration
 	// Timeout, when positive, bounds the reading by the wall clock.
 	Timeout time.Duration
@@ -49,7 +48,7 @@ type Limits struct {
 // grows past it; both answers then close the connection rather than wait
 // for the rest. A body still arriving after l.Timeout is refused with
 // ErrTimeout, and its connection is closed. A share of l.Budget not
-// granted in time is bytebudget.ErrBusy. A request whose context ends
+// granted in time is ErrBusy. A request whose context ends
 // gets the context's error; any other failure to read is ErrUnreadable.
 // An empty body is nil. On success the caller must call release once it
 // no longer needs the body decoded; on failure release does nothing.

@@ -12,8 +12,6 @@ import (
 	"testing"
 	"testing/iotest"
 	"time"
-
-	"github.com/tasklifecycle/lifecycle/internal/bytebudget"
 )
 
 // unread is a body that fails the test when read.
@@ -73,13 +71,13 @@ func TestReadTooLarge(t *testing.T) {
 // most BudgetWait for it.
 func TestReadBudget(t *testing.T) {
 	t.Parallel()
-	budget := bytebudget.New(10)
+	budget := NewBudget(10)
 	l := Limits{Max: 10, Budget: budget, BudgetWait: 20 * time.Millisecond}
 	_, release, err := Read(httptest.NewRecorder(), post(strings.NewReader("12345678"), 8), l)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := Read(httptest.NewRecorder(), post(strings.NewReader("123"), 3), l); !errors.Is(err, bytebudget.ErrBusy) {
+	if _, _, err := Read(httptest.NewRecorder(), post(strings.NewReader("123"), 3), l); !errors.Is(err, ErrBusy) {
 		t.Fatalf("a share beyond the budget: %v", err)
 	}
 	_, release2, err := Read(httptest.NewRecorder(), post(strings.NewReader("12"), 2), l)

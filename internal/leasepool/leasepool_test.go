@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle/internal/fakeclock"
-	"github.com/tasklifecycle/lifecycle/internal/testwait"
+	"github.com/tasklifecycle/lifecycle/internal/testenv"
 )
 
 // item is what the tests lease: a key and a revision.
@@ -237,13 +237,24 @@ func TestStoppedKeyIsNotStartedByAClaimUnderWay(t *testing.T) {
 	}
 	h.claim(nil, "a")
 	none(t, h, h.started, "start")
-	// Claims begun after the deletion forget it.
-	h.clock.Advance(poll)
-	h.claim(nil)
+	// Claims begun after the deletion forget it. The pool claims again at
+	// once, when the stopped worker's end woke it after the claim under
+	// way had begun, or else one poll later: answer whichever comes (the
+	// clock moved before the pool waits on it would move nothing).
+	testenv.WaitFor(t, 5*time.Second, "a claim after the deletion", func() bool {
+		if h.clock.PendingAt(h.clock.Now().Add(poll)) {
+			h.clock.Advance(poll)
+		}
+		select {
+		case h.answers <- answer{}:
+			return true
+		default:
+			return false
+		}
+	})
 	// The pool may wait for its next claim before this one has forgotten
-	// the deletion (a wake from the stopped worker can start a claim while
-	// the test advances the clock), so wait for the forgetting itself.
-	testwait.For(t, 5*time.Second, "the deletion forgotten", func() bool {
+	// the deletion, so wait for the forgetting itself.
+	testenv.WaitFor(t, 5*time.Second, "the deletion forgotten", func() bool {
 		workers, deleted := h.pool.Counts()
 		return workers == 0 && deleted == 0
 	})

@@ -1,6 +1,8 @@
 // Package oteltp tells whether spans made through an OpenTelemetry
 // TracerProvider record anything, so that instrumented code can skip
-// making them, allocating nothing, when they would not.
+// making them, allocating nothing, when they would not; and reads the
+// W3C Trace Context traceparent header (https://www.w3.org/TR/trace-context/),
+// from which the lifecycle takes the trace ID its events carry.
 package oteltp
 
 import (

@@ -3,7 +3,8 @@
 // server): Require skips such a test, saying what is missing and the
 // command that installs it, or fails it under CI=true, where CI installs
 // everything; Main prints, once per test binary, which tests skipped for
-// want of what.
+// want of what. WaitFor and WaitUntil let a test wait for a condition
+// instead of sleeping for a guess.
 //
 // go test hides the output of a package whose tests pass unless -v is
 // given, TestMain's included, so the summary also goes to the terminal

@@ -33,8 +33,10 @@ var (
 	_ lifecycle.Notifier            = (*Store)(nil)
 	_ lifecycle.InstanceLeaser      = (*Store)(nil)
 	_ lifecycle.ConsoleSessionStore = (*Store)(nil)
+	_ lifecycle.ShipQueueCounter    = (*Store)(nil)
+	_ lifecycle.TaskRevisioner      = (*Store)(nil)
 	_ lifecycle.Tx                  = (*txn)(nil)
-	_ lifecycle.SecretResealer      = (*txn)(nil)
+	_ lifecycle.SecretResealer      = (*Store)(nil)
 )
 
 // New returns an empty Store.

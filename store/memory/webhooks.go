@@ -94,14 +94,17 @@ func (x *txn) UpdateSubscription(ctx context.Context, sub lifecycle.Subscription
 }
 
 // UpdateSubscriptionSecret implements lifecycle.SecretResealer.
-func (x *txn) UpdateSubscriptionSecret(ctx context.Context, id string, sealed []byte) error {
-	stored, ok := x.subscriptions.get(id)
-	if !ok {
-		return fmt.Errorf("memory: update the secret of subscription %s: %w", id, lifecycle.ErrNotFound)
-	}
-	stored.SealedSecret = nonNil(clone(sealed))
-	x.subscriptions.replace(id, stored)
-	return nil
+func (s *Store) UpdateSubscriptionSecret(ctx context.Context, id string, sealed []byte) error {
+	return s.Update(ctx, func(tx lifecycle.Tx) error {
+		x := tx.(*txn)
+		stored, ok := x.subscriptions.get(id)
+		if !ok {
+			return fmt.Errorf("memory: update the secret of subscription %s: %w", id, lifecycle.ErrNotFound)
+		}
+		stored.SealedSecret = nonNil(clone(sealed))
+		x.subscriptions.replace(id, stored)
+		return nil
+	})
 }
 
 // DeleteSubscription implements lifecycle.Tx. It deletes the

@@ -84,7 +84,7 @@ func (e *benchEnv) createTasks(b *testing.B, prefix string, n int, started bool)
 				t, err := e.svc.CreateTask(context.Background(), lifecycle.CreateTaskParams{Identifier: fmt.Sprintf("%s-%d", prefix, i),
 					Title: "Fix the login redirect", Links: lifecycle.TaskLinks{Issue: "https://issues.example.com/x"}, Actor: ops})
 				if err == nil && started {
-					_, err = e.svc.StartTask(context.Background(), t.ID, ops)
+					_, err = e.svc.StartTask(context.Background(), t.ID, lifecycle.StartTaskParams{Actor: ops})
 				}
 				if err != nil {
 					b.Error(err)

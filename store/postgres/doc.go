@@ -2,6 +2,20 @@
 // github.com/jackc/pgx/v5 (pgxpool), so that several replicas of a
 // Service can share one database.
 //
+// # Layout
+//
+// The statements of the Store and its Tx that PostgreSQL and SQLite
+// share are written once, in store/internal/sqlstore: the Store embeds
+// its reads, writes and prune, and a transaction embeds its Tx, whose
+// Changes it announces after commit. Its flavour adds FOR UPDATE to the
+// reads for update, COLLATE "C" where rows sort by text, and an advisory
+// lock where a row to lock may not exist yet. This package keeps what is
+// PostgreSQL's own: the pool, the schema and its migrations, retries and
+// the executor that records a transaction's failure (postgres.go,
+// exec.go), event sequences and their horizon (events.go), the claims
+// with FOR UPDATE SKIP LOCKED (tasks.go, ship.go, webhooks.go) and
+// LISTEN/NOTIFY (notify.go).
+//
 // # Schema and migrations
 //
 // The Store keeps its tables in one schema ([Config.Schema], by default

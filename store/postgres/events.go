@@ -4,36 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/store/internal/sqlstore"
 )
-
-const eventColumns = "seq, id, type, task_id, project, task_version, occurred_at, trace_id, data"
-
-func scanEvent(row scanner) (lifecycle.Event, error) {
-	var (
-		e        lifecycle.Event
-		typ      string
-		project  *string
-		occurred int64
-		data     []byte
-	)
-	if err := row.Scan(&e.Sequence, &e.ID, &typ, &e.TaskID, &project, &e.TaskVersion, &occurred, &e.TraceID, &data); err != nil {
-		return e, err
-	}
-	e.Type = lifecycle.EventType(typ)
-	if project != nil {
-		e.Project = *project
-	}
-	e.OccurredAt = fromMillis(occurred)
-	e.Data = data
-	return e, nil
-}
 
 // currentSeq is the greatest sequence handed out so far, or 0.
 const currentSeq = "(SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM events_seq)"
@@ -61,7 +38,7 @@ func (x *txn) AppendEvent(ctx context.Context, e *lifecycle.Event) error {
 		project = &e.Project
 	}
 	args := []any{e.ID, string(e.Type), e.TaskID, project, e.TaskVersion,
-		millis(e.OccurredAt.Time), e.TraceID, []byte(e.Data)}
+		sqlstore.Millis(e.OccurredAt.Time), e.TraceID, []byte(e.Data)}
 	var (
 		seq int64
 		err error
@@ -88,7 +65,7 @@ func (x *txn) AppendEvent(ctx context.Context, e *lifecycle.Event) error {
 		return fmt.Errorf("postgres: append event %s: %w", e.ID, x.fail(err))
 	}
 	e.Sequence = seq
-	x.changes |= lifecycle.ChangeEvents
+	x.Changes |= lifecycle.ChangeEvents
 	return nil
 }
 
@@ -144,37 +121,7 @@ func (s *Store) Events(ctx context.Context, f lifecycle.EventFilter) ([]lifecycl
 	if h <= f.After {
 		return nil, nil
 	}
-	var b strings.Builder
-	args := make([]any, 0, 5)
-	b.WriteString("SELECT " + eventColumns + " FROM events WHERE seq > $1 AND seq <= $2")
-	args = append(args, f.After, h)
-	if len(f.Types) > 0 {
-		types := make([]string, len(f.Types))
-		for i, t := range f.Types {
-			types[i] = string(t)
-		}
-		args = append(args, types)
-		b.WriteString(" AND type = ANY($" + strconv.Itoa(len(args)) + ")")
-	}
-	if f.TaskID != "" {
-		args = append(args, f.TaskID)
-		b.WriteString(" AND task_id = $" + strconv.Itoa(len(args)))
-	}
-	if f.ID != "" {
-		args = append(args, f.ID)
-		b.WriteString(" AND id = $" + strconv.Itoa(len(args)))
-	}
-	limit := f.Limit
-	if limit <= 0 {
-		limit = 1000
-	}
-	args = append(args, limit)
-	b.WriteString(" ORDER BY seq LIMIT $" + strconv.Itoa(len(args)))
-	evs, err := queryAll(ctx, s.pool, scanEvent, b.String(), args...)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: events: %w", s.translate(err))
-	}
-	return evs, nil
+	return s.EventsThrough(ctx, f, h)
 }
 
 // EventBounds implements lifecycle.Store. Last is the greatest sequence
@@ -210,37 +157,12 @@ func (s *Store) deleteEventsBefore(ctx context.Context, t time.Time) (int64, err
 		err := s.pool.QueryRow(ctx, `WITH d AS (
 			DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE occurred_at < $1 ORDER BY seq LIMIT $2) RETURNING seq),
 		u AS (UPDATE event_pruned SET max_seq = GREATEST(max_seq, (SELECT max(seq) FROM d)) WHERE EXISTS (SELECT 1 FROM d))
-		SELECT count(*) FROM d`, millis(t), deleteBatch).Scan(&n)
+		SELECT count(*) FROM d`, sqlstore.Millis(t), sqlstore.DeleteBatch).Scan(&n)
 		if err != nil {
 			return total, fmt.Errorf("postgres: delete events: %w", s.translate(err))
 		}
 		total += n
-		if n < deleteBatch {
-			return total, nil
-		}
-	}
-}
-
-// deleteBatch is the most rows deleteInBatches deletes in one statement.
-const deleteBatch = 5000
-
-// deleteInBatches runs query, a DELETE of at most as many rows as its
-// last parameter says, in statements of deleteBatch rows until one deletes
-// fewer, so that a large prune holds no lock for long. It returns how many
-// rows it deleted.
-func (s *Store) deleteInBatches(ctx context.Context, query string, args ...any) (int64, error) {
-	args = append(args, deleteBatch)
-	var total int64
-	for {
-		if s.closed.Load() {
-			return total, errClosed
-		}
-		tag, err := s.pool.Exec(ctx, query, args...)
-		if err != nil {
-			return total, s.translate(err)
-		}
-		total += tag.RowsAffected()
-		if tag.RowsAffected() < deleteBatch {
+		if n < sqlstore.DeleteBatch {
 			return total, nil
 		}
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/store/internal/sqlstore"
 )
 
 // Config configures a Store. Give DSN or Pool.
@@ -71,8 +72,17 @@ func (c Config) withDefaults() (Config, error) {
 // connect_timeout.
 const defaultConnectTimeout = 5 * time.Second
 
-// Store is a lifecycle.Store on a PostgreSQL database.
+// Store is a lifecycle.Store on a PostgreSQL database. It also implements
+// lifecycle.RelaxedUpdater, Notifier, FailureClassifier, InstanceLeaser,
+// ShipQueueCounter, TaskRevisioner, ConsoleSessionStore and
+// SecretResealer. Most of its methods (the reads, Prune, the console
+// sessions' and the lease's writes) are the code it shares with
+// store/sqlite, embedded, so go doc lists only those of its own here; the
+// interfaces say what each does.
 type Store struct {
+	reads   // the reads the stores share, on the pool
+	pruner  // the deletions of Prune, each statement on the pool
+	writes  // the writes in transactions of their own
 	pool    *pgxpool.Pool
 	ownPool bool
 	schema  string
@@ -93,11 +103,15 @@ type Store struct {
 }
 
 var (
-	_ lifecycle.Store             = (*Store)(nil)
-	_ lifecycle.RelaxedUpdater    = (*Store)(nil)
-	_ lifecycle.Notifier          = (*Store)(nil)
-	_ lifecycle.FailureClassifier = (*Store)(nil)
-	_ lifecycle.InstanceLeaser    = (*Store)(nil)
+	_ lifecycle.Store               = (*Store)(nil)
+	_ lifecycle.RelaxedUpdater      = (*Store)(nil)
+	_ lifecycle.Notifier            = (*Store)(nil)
+	_ lifecycle.FailureClassifier   = (*Store)(nil)
+	_ lifecycle.InstanceLeaser      = (*Store)(nil)
+	_ lifecycle.ShipQueueCounter    = (*Store)(nil)
+	_ lifecycle.TaskRevisioner      = (*Store)(nil)
+	_ lifecycle.ConsoleSessionStore = (*Store)(nil)
+	_ lifecycle.SecretResealer      = (*Store)(nil)
 )
 
 //go:embed migrations/*.sql
@@ -113,6 +127,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	h := fnv.New32a()
 	h.Write([]byte(cfg.Schema))
 	s := &Store{pool: cfg.Pool, schema: cfg.Schema, ns: int32(h.Sum32() & 0x7fffffff), retries: cfg.MaxRetries}
+	s.reads = reads{F: flavour, Open: s.open}
 	if s.pool == nil {
 		pc, err := pgxpool.ParseConfig(cfg.DSN)
 		if err != nil {
@@ -130,6 +145,15 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		}
 		s.ownPool = true
 	}
+	s.reads.X = &executor{q: s.pool, fail: s.translate}
+	s.writes = writes{F: flavour, Run: func(ctx context.Context, relaxed bool, fn func(x *sqlstore.Tx) error) error {
+		opts := pgx.TxOptions{}
+		if relaxed {
+			opts = relaxedTx
+		}
+		return s.update(ctx, opts, func(tx lifecycle.Tx) error { return fn(&tx.(*txn).Tx) })
+	}}
+	s.pruner = pruner{F: flavour, Open: s.open, Exec: s.reads.X.Exec, DeleteEventsBefore: s.deleteEventsBefore}
 	if err := s.migrate(ctx); err != nil {
 		if s.ownPool {
 			s.pool.Close()
@@ -230,6 +254,23 @@ func (s *Store) Close() error {
 	return nil
 }
 
+// reads are the shared reads, embedded without an exported field.
+type reads = sqlstore.Reads
+
+// writes are the shared writes, embedded without an exported field.
+type writes = sqlstore.Writes
+
+// pruner is the shared Prune, embedded without an exported field.
+type pruner = sqlstore.Pruner
+
+// open returns errClosed once the store is closed.
+func (s *Store) open() error {
+	if s.closed.Load() {
+		return errClosed
+	}
+	return nil
+}
+
 // errClosed is returned by calls made after Close.
 var errClosed = fmt.Errorf("postgres: %w", lifecycle.ErrClosed)
 
@@ -280,6 +321,7 @@ func (s *Store) try(ctx context.Context, opts pgx.TxOptions, fn func(tx lifecycl
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) // after Commit, a no-op
 	x := &txn{s: s, tx: tx}
+	x.Tx = sqlstore.Tx{F: flavour, X: &executor{q: tx, fail: x.fail}}
 	if err := fn(x); err != nil {
 		if x.failed != nil && retryable(x.failed) && !retryable(err) {
 			// fn turned the failure into an error of its own: the
@@ -296,8 +338,8 @@ func (s *Store) try(ctx context.Context, opts pgx.TxOptions, fn func(tx lifecycl
 	if err := tx.Commit(ctx); err != nil {
 		return s.translate(fmt.Errorf("postgres: commit: %w", err))
 	}
-	if x.changes != 0 {
-		s.announce(x.changes)
+	if x.Changes != 0 {
+		s.announce(x.Changes)
 	}
 	return nil
 }
@@ -353,6 +395,7 @@ func (s *Store) Unavailable(err error) bool {
 
 // txn is a lifecycle.Tx: one pgx transaction.
 type txn struct {
+	sqlstore.Tx
 	s  *Store
 	tx pgx.Tx
 	// failed is the first error PostgreSQL returned in the transaction,
@@ -361,9 +404,6 @@ type txn struct {
 	// appending is set once the transaction holds its advisory lock of
 	// event appends.
 	appending bool
-	// changes are the kinds of change the transaction made, announced
-	// to every process after it commits.
-	changes lifecycle.Change
 }
 
 var _ lifecycle.Tx = (*txn)(nil)
@@ -408,60 +448,4 @@ func (x *txn) exec(ctx context.Context, sql string, args ...any) (int64, error) 
 type queryer interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
-// scanner is what pgx.Row and pgx.Rows have in common.
-type scanner interface {
-	Scan(dest ...any) error
-}
-
-// queryAll runs a query and scans each of its rows with scan.
-func queryAll[T any](ctx context.Context, q queryer, scan func(scanner) (T, error), sql string, args ...any) ([]T, error) {
-	rows, err := q.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []T
-	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
-}
-
-// millis converts a time to Unix milliseconds, the stored form.
-func millis(t time.Time) int64 { return t.UnixMilli() }
-
-// fromMillis converts stored Unix milliseconds back to a timestamp.
-func fromMillis(ms int64) lifecycle.Timestamp {
-	return lifecycle.NewTimestamp(time.UnixMilli(ms))
-}
-
-// optionalMillis converts an optional timestamp to its stored form.
-func optionalMillis(t *lifecycle.Timestamp) *int64 {
-	if t == nil {
-		return nil
-	}
-	ms := millis(t.Time)
-	return &ms
-}
-
-// optionalTimestamp converts optional stored milliseconds back.
-func optionalTimestamp(ms *int64) *lifecycle.Timestamp {
-	if ms == nil {
-		return nil
-	}
-	t := fromMillis(*ms)
-	return &t
-}
-
-func nonNil[T any](s []T) []T {
-	if s == nil {
-		return []T{}
-	}
-	return s
 }

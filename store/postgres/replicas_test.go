@@ -17,7 +17,7 @@ import (
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/memory"
-	"github.com/tasklifecycle/lifecycle/internal/testwait"
+	"github.com/tasklifecycle/lifecycle/internal/testenv"
 	"github.com/tasklifecycle/lifecycle/store/postgres"
 )
 
@@ -135,7 +135,7 @@ func shipTask(ctx context.Context, svc *lifecycle.Service, ident string) (string
 	if err != nil {
 		return "", "", fmt.Errorf("create %s: %w", ident, err)
 	}
-	if _, err := svc.StartTask(ctx, task.ID, ops); err != nil {
+	if _, err := svc.StartTask(ctx, task.ID, lifecycle.StartTaskParams{Actor: ops}); err != nil {
 		return "", "", fmt.Errorf("start %s: %w", ident, err)
 	}
 	sub, err := svc.Submit(ctx, task.ID, lifecycle.SubmitParams{Summary: "Fixed " + ident, IdempotencyKey: "submit-" + ident, Actor: ops})
@@ -323,5 +323,5 @@ func TestReplicas(t *testing.T) {
 // waitUntil polls cond until it holds, failing t after timeout.
 func waitUntil(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	testwait.For(t, timeout, what, cond)
+	testenv.WaitFor(t, timeout, what, cond)
 }

@@ -1,14 +1,3 @@
-// Package sqlite implements [lifecycle.Store] on SQLite, through
-// github.com/mattn/go-sqlite3 (cgo).
-//
-// The database runs in WAL mode with foreign keys on and a busy timeout.
-// Its schema is embedded and migrated on open. Writes go through one
-// connection owned by a writer goroutine, so transactions never contend
-// inside a process; transactions that arrive together are committed
-// together (group commit), each in its own savepoint. Reads use a pool of
-// their own and run beside writes. By default every commit is fsynced
-// (synchronous=FULL): when Update returns, the change survives a power
-// cut.
 package sqlite
 
 import (
@@ -30,6 +19,7 @@ import (
 	"github.com/mattn/go-sqlite3"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/store/internal/sqlstore"
 )
 
 // Synchronous is SQLite's synchronous setting: how hard a commit waits for
@@ -61,8 +51,18 @@ type Config struct {
 	MaxReaders int
 }
 
-// Store is a lifecycle.Store on a SQLite database file.
+// Store is a lifecycle.Store on a SQLite database file. It also implements
+// lifecycle.RelaxedUpdater, FailureClassifier, InstanceLeaser,
+// ShipQueueCounter, TaskRevisioner, ConsoleSessionStore and
+// SecretResealer. Most of its methods (the reads, Prune, the console
+// sessions' and the lease's writes) are the code it shares with
+// store/postgres, embedded, so go doc lists only those of its own here;
+// the interfaces say what each does.
 type Store struct {
+	reads  // the reads the stores share, on the read pool
+	pruner // the deletions of Prune, in transactions of the writer
+	writes // the writes in transactions of their own
+	ph     *placeholders
 	w      *sql.DB   // the pool of the write connection
 	conn   *sql.Conn // the write connection, owned by the writer goroutine
 	r      *sql.DB   // read-only pool
@@ -81,10 +81,14 @@ type Store struct {
 func (s *Store) Path() string { return s.path }
 
 var (
-	_ lifecycle.Store             = (*Store)(nil)
-	_ lifecycle.RelaxedUpdater    = (*Store)(nil)
-	_ lifecycle.FailureClassifier = (*Store)(nil)
-	_ lifecycle.InstanceLeaser    = (*Store)(nil)
+	_ lifecycle.Store               = (*Store)(nil)
+	_ lifecycle.RelaxedUpdater      = (*Store)(nil)
+	_ lifecycle.FailureClassifier   = (*Store)(nil)
+	_ lifecycle.InstanceLeaser      = (*Store)(nil)
+	_ lifecycle.ShipQueueCounter    = (*Store)(nil)
+	_ lifecycle.TaskRevisioner      = (*Store)(nil)
+	_ lifecycle.ConsoleSessionStore = (*Store)(nil)
+	_ lifecycle.SecretResealer      = (*Store)(nil)
 )
 
 //go:embed migrations/*.sql
@@ -147,8 +151,13 @@ func New(cfg Config) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", cfg.Path, err)
 	}
-	s := &Store{w: w, conn: conn, r: r, path: cfg.Path, sync: cfg.Synchronous,
+	s := &Store{w: w, conn: conn, r: r, path: cfg.Path, sync: cfg.Synchronous, ph: new(placeholders),
 		reqs: make(chan *writeReq), stop: make(chan struct{}), writerDone: make(chan struct{})}
+	s.reads = reads{F: flavour, X: &executor{q: r, ph: s.ph}, Open: s.open}
+	s.writes = writes{F: flavour, Run: func(ctx context.Context, relaxed bool, fn func(x *sqlstore.Tx) error) error {
+		return s.write(ctx, relaxed, func(x *txn) error { return fn(&x.Tx) })
+	}}
+	s.pruner = pruner{F: flavour, Open: s.open, Exec: s.execAlone, DeleteEventsBefore: s.deleteEventsBefore}
 	go s.writer()
 	return s, nil
 }
@@ -201,6 +210,34 @@ func (s *Store) Close() error {
 	close(s.stop)
 	<-s.writerDone
 	return errors.Join(s.conn.Close(), s.r.Close(), s.w.Close())
+}
+
+// reads are the shared reads, embedded without an exported field.
+type reads = sqlstore.Reads
+
+// writes are the shared writes, embedded without an exported field.
+type writes = sqlstore.Writes
+
+// pruner is the shared Prune, embedded without an exported field.
+type pruner = sqlstore.Pruner
+
+// execAlone runs one statement in a transaction of the writer.
+func (s *Store) execAlone(ctx context.Context, query string, args ...any) (int64, error) {
+	var n int64
+	err := s.write(ctx, false, func(x *txn) error {
+		var err error
+		n, err = x.X.Exec(ctx, query, args...)
+		return err
+	})
+	return n, err
+}
+
+// open returns errClosed once the store is closed.
+func (s *Store) open() error {
+	if s.closed.Load() {
+		return errClosed
+	}
+	return nil
 }
 
 // errClosed is returned by calls made after Close.
@@ -356,7 +393,7 @@ func (s *Store) commitBatch(batch []*writeReq) {
 		answer()
 		return
 	}
-	x := &txn{conn: s.conn, ctx: ctx}
+	x := &txn{Tx: sqlstore.Tx{F: flavour, X: &executor{q: s.conn, ph: s.ph, ctx: ctx}}, conn: s.conn, ctx: ctx}
 	committed := make([]bool, len(batch))
 	var abort error
 	for i, r := range batch {
@@ -423,39 +460,12 @@ func runFn(fn func(*txn) error, x *txn) (p any, err error) {
 // txn is a lifecycle.Tx inside a batch. Its methods run on the write
 // connection with the batch's context and ignore the one they are given.
 type txn struct {
+	sqlstore.Tx
 	conn *sql.Conn
 	ctx  context.Context
 }
 
 var _ lifecycle.Tx = (*txn)(nil)
-
-// queryer is what *sql.DB and *sql.Conn have in common.
-type queryer interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
-
-// queryAll runs a query and scans each of its rows with scan.
-func queryAll[T any](ctx context.Context, q queryer, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {
-	rows, err := q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, translate(err)
-	}
-	defer rows.Close()
-	var out []T
-	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, translate(err)
-	}
-	return out, nil
-}
 
 // translate maps driver errors to the Store's error contract.
 func translate(err error) error {
@@ -488,12 +498,4 @@ func (s *Store) Unavailable(err error) bool {
 		return true
 	}
 	return false
-}
-
-// millis converts a time to Unix milliseconds, the stored form.
-func millis(t time.Time) int64 { return t.UnixMilli() }
-
-// fromMillis converts stored Unix milliseconds back to a timestamp.
-func fromMillis(ms int64) lifecycle.Timestamp {
-	return lifecycle.NewTimestamp(time.UnixMilli(ms))
 }

@@ -320,29 +320,23 @@ func testListSubscriptionsPagination(t *testing.T, h Harness) {
 	}
 }
 
-// testUpdateSubscriptionSecret: a Store whose Tx is a
-// lifecycle.SecretResealer replaces a subscription's sealed secret and
-// nothing else, and reports an unknown subscription. A Store without it is
-// skipped: Service.ResealWebhookSecrets then says it needs one.
+// testUpdateSubscriptionSecret: a Store that is a lifecycle.SecretResealer
+// replaces a subscription's sealed secret and nothing else, and reports an
+// unknown subscription. A Store without it is skipped:
+// Service.ResealWebhookSecrets then says it needs one.
 func testUpdateSubscriptionSecret(t *testing.T, h Harness) {
 	s := open(t, h)
+	r, ok := s.(lifecycle.SecretResealer)
+	if !ok {
+		t.Skipf("the Store (%T) does not implement lifecycle.SecretResealer", s)
+	}
 	orig := fullSubscription(1)
 	createSubscriptions(t, s, orig)
 	sealed := []byte{9, 0, 8, 0xff, 'n', 'e', 'w'}
-	err := s.Update(t.Context(), func(tx lifecycle.Tx) error {
-		r, ok := tx.(lifecycle.SecretResealer)
-		if !ok {
-			return errNoResealer
-		}
-		if err := r.UpdateSubscriptionSecret(t.Context(), "whs_none", sealed); !errors.Is(err, lifecycle.ErrNotFound) {
-			t.Errorf("UpdateSubscriptionSecret of an unknown subscription: %v, want ErrNotFound", err)
-		}
-		return r.UpdateSubscriptionSecret(t.Context(), orig.ID, sealed)
-	})
-	if errors.Is(err, errNoResealer) {
-		t.Skip("the Store's Tx does not implement lifecycle.SecretResealer")
+	if err := r.UpdateSubscriptionSecret(t.Context(), "whs_none", sealed); !errors.Is(err, lifecycle.ErrNotFound) {
+		t.Errorf("UpdateSubscriptionSecret of an unknown subscription: %v, want ErrNotFound", err)
 	}
-	if err != nil {
+	if err := r.UpdateSubscriptionSecret(t.Context(), orig.ID, sealed); err != nil {
 		t.Fatal(err)
 	}
 	want := orig
@@ -355,9 +349,6 @@ func testUpdateSubscriptionSecret(t *testing.T, h Harness) {
 		t.Errorf("after UpdateSubscriptionSecret (-want +got):\n%s", diff)
 	}
 }
-
-// errNoResealer stops a transaction whose Tx cannot reseal secrets.
-var errNoResealer = errors.New("no SecretResealer")
 
 func testUpdateSubscription(t *testing.T, h Harness) {
 	s := open(t, h)

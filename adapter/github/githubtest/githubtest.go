@@ -23,9 +23,12 @@
 // rulesets (required approvals of people with write access, stale
 // approvals dismissed on push, code owners, approval of the last push);
 // mergeability unknown after the base moves until a read starts GitHub's
-// computation, conflicting or behind; the merge refusals of drafts and
-// mergeability, and with [Options.EnforceBranchProtection] those of
-// branch protection.
+// computation ([Options.MergesRefusedWhileComputing]), conflicting,
+// behind, or blocked (required checks, reviews, unresolved conversations,
+// a merge queue); the merge methods the repository's settings and the
+// base's rulesets allow ([Server.SetMergeMethods]); the merge refusals of
+// drafts and mergeability, and with [Options.EnforceBranchProtection]
+// those of branch protection and rulesets.
 //
 // Tests change the repository as people, CI and deploy systems would
 // ([Server.Push], [Server.CheckRun], [Server.CheckSuite], [Server.Review],
@@ -51,6 +54,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -123,6 +127,26 @@ type Options struct {
 	// otherwise it is unknown until a read of the pull request starts the
 	// computation (see [Server.ForgetMergeability]).
 	MergeabilityAtOnce bool
+	// MergesRefusedWhileComputing is how many merges of each open pull
+	// request GitHub refuses with 405 "Pull Request is not mergeable"
+	// after its base moves, while it works its mergeability out anew; the
+	// work finishes right after each refusal, so a read just after it
+	// finds the pull request mergeable. GitHub works mergeability out in
+	// the background for seconds after a merge into the base, and a merge
+	// arriving meanwhile does not wait for it. 0: merges are refused only
+	// while reads say the mergeability is unknown.
+	MergesRefusedWhileComputing int
+	// OmitFields are GraphQL fields, as "Type.field", that the fake's
+	// schema lacks, as an older GitHub Enterprise Server's does
+	// ("PullRequestReview.fullDatabaseId",
+	// "StatusCheckRollupContextConnection.checkRunCountsByState", ...): a
+	// query asking for one is refused whole, as GitHub refuses it, with
+	// an error of code undefinedField naming the type and the field.
+	OmitFields []string
+	// MergeInfoPreview puts PullRequest.mergeStateStatus behind GitHub's
+	// merge info schema preview, as GitHub Enterprise Server does: only a
+	// request whose Accept header names [MergeInfoPreview] may ask for it.
+	MergeInfoPreview bool
 }
 
 // App is a GitHub App the fake knows.
@@ -180,8 +204,13 @@ type PullRequest struct {
 	Closed, Merged bool
 	// MergeCommitSHA is its merge commit; empty unless merged.
 	MergeCommitSHA string
+	// MergeMethod is the merge_method it was merged with through the API
+	// (merge, squash or rebase); empty unless so merged.
+	MergeMethod string
 	// Reviewers are the logins whose review was requested.
 	Reviewers []string
+	// Labels are its labels' names.
+	Labels []string
 }
 
 type pull struct {
@@ -195,9 +224,42 @@ type pull struct {
 	baseAt string
 	// pusher is the login that pushed the head last, or "".
 	pusher string
+	// busyMerges is how many merges GitHub still refuses while it works
+	// out the mergeability after the base moved
+	// (Options.MergesRefusedWhileComputing).
+	busyMerges int
+	// unresolved is the number of unresolved review conversations.
+	unresolved int
 }
 
-// touch records that p changed now (its updated_at, updatedAt).
+// touch records that p changed now: its updated_at (REST) and updatedAt
+// (GraphQL) move.
+//
+// GitHub documents no list of what moves a pull request's updated_at;
+// its documented webhook payloads show it (the pull_request and
+// pull_request_review examples of
+// https://docs.github.com/en/webhooks/webhook-events-and-payloads, as
+// octokit/webhooks keeps them), and the fake follows them:
+//
+//   - moved by what people do to the pull request itself: opening it,
+//     a push to its head (synchronize), an edit of its title, body or
+//     base (edited), marking it a draft or ready for review
+//     (converted_to_draft, ready_for_review: updated_at moves to the
+//     event's time), closing, reopening and merging it (closed carries
+//     updated_at equal to closed_at), labels (labeled, unlabeled),
+//     review requests, and a review submitted (the submitted example's
+//     updated_at equals the review's submitted_at);
+//   - not moved by what happens to its commits or its base: check runs,
+//     check suites and commit statuses (events of the commit, whose
+//     payloads carry no pull request's updated_at), and a push to the
+//     base branch, after which GitHub works mergeability out anew
+//     (unknown, then perhaps conflicting or behind) without touching the
+//     pull requests into it ([Server.SetConflicting]);
+//   - not moved by a review's dismissal: the dismissed example's
+//     updated_at is the review's submission time, not the dismissal's.
+//
+// An adapter that compares updatedAt must so read CI, mergeability and
+// dismissals some other way.
 func (s *Server) touch(p *pull) { p.updatedAt = s.tick() }
 
 // suite is a check suite of a commit.
@@ -259,6 +321,9 @@ type Server struct {
 	codeOwners    []string
 	suites        map[string][]*suite // by head SHA
 	schema        *ast.Schema
+	noPreview     *ast.Schema // without the merge info preview's fields; nil unless Options.MergeInfoPreview
+	gqlTimeout    int         // queries of more pull requests time out; 0: none
+	gqlTimeouts   int
 	deployments   []*gh.Deployment
 	depStatuses   map[int64][]*gh.DeploymentStatus
 	merges        int
@@ -266,13 +331,20 @@ type Server struct {
 	installTokens map[string]time.Time // installation token → expiry
 	lastAuth      string
 
-	calls       sync.Map // route → *atomic.Int64
-	callTotal   atomic.Int64
-	conns       atomic.Int64
-	coreCharged atomic.Int64
-	notModified atomic.Int64
-	gqlQueries  atomic.Int64
-	gqlPoints   atomic.Int64
+	// mergeMethods are the repository's settings allow_merge_commit,
+	// allow_squash_merge and allow_rebase_merge, by merge_method.
+	mergeMethods map[string]bool
+	// hideMergeSettings leaves them out of GET /repos/{owner}/{repo}.
+	hideMergeSettings bool
+	parsed            sync.Map // parsed GraphQL documents, see parse
+	parsedN           atomic.Int64
+	calls             sync.Map // route → *atomic.Int64
+	callTotal         atomic.Int64
+	conns             atomic.Int64
+	coreCharged       atomic.Int64
+	notModified       atomic.Int64
+	gqlQueries        atomic.Int64
+	gqlPoints         atomic.Int64
 }
 
 // TB is what NewServer needs of a test: testing.TB has it, and so can a
@@ -297,7 +369,11 @@ func NewServer(t TB, opts Options) *Server {
 		runs: map[string][]*gh.CheckRun{}, statuses: map[string][]*gh.RepoStatus{}, reviews: map[int][]*gh.PullRequestReview{},
 		protection: map[string]*gh.Protection{}, protectionErr: http.StatusNotFound, rules: map[string][]json.RawMessage{},
 		depStatuses: map[int64][]*gh.DeploymentStatus{}, faults: map[string][]Fault{}, installTokens: map[string]time.Time{},
-		associations: map[string]string{}, suites: map[string][]*suite{}, schema: gqlSchema(),
+		associations: map[string]string{}, suites: map[string][]*suite{}, schema: gqlSchema(opts.OmitFields...),
+		mergeMethods: map[string]bool{"merge": true, "squash": true, "rebase": true},
+	}
+	if opts.MergeInfoPreview {
+		s.noPreview = gqlSchema(append(slices.Clone(opts.OmitFields), "PullRequest.mergeStateStatus")...)
 	}
 	s.branches["main"] = s.commit()
 	mux := http.NewServeMux()
@@ -414,6 +490,14 @@ func (s *Server) commit() string {
 
 func (s *Server) id() int64 { s.nextID++; return s.nextID }
 
+// Now returns the fake's time: what happens next at the fake happens a
+// second or more later (GitHub's created_at, updated_at, ...).
+func (s *Server) Now() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.now
+}
+
 // tick returns the fake's time, a second later each call.
 func (s *Server) tick() time.Time { s.now = s.now.Add(time.Second); return s.now }
 
@@ -493,17 +577,23 @@ func (s *Server) dropNext(route string) bool {
 	return len(q) > 0 && q[0].Drop
 }
 
-// conditional answers a GET as GitHub does: with an ETag (a digest of the
-// body), and 304 Not Modified, uncharged, to a request whose
-// If-None-Match names it.
+// conditional answers a GET as GitHub does: with an ETag, and 304 Not
+// Modified, uncharged, to a request whose If-None-Match names it. The
+// ETag is a digest of the body and of the Authorization the request
+// carried: GitHub's ETags are per token (its answers say "Vary: Accept,
+// Authorization, Cookie, X-GitHub-OTP"), so one token's ETag does not
+// stand for another's answer.
 func (s *Server) conditional(w http.ResponseWriter, r *http.Request, route string, fn http.HandlerFunc) {
 	rec := httptest.NewRecorder()
 	s.answer(rec, r, route, fn)
 	body := rec.Body.Bytes()
 	if rec.Code == http.StatusOK {
-		sum := sha256.Sum256(body)
-		etag := `W/"` + hex.EncodeToString(sum[:16]) + `"`
+		h := sha256.New()
+		h.Write(body)
+		h.Write([]byte(r.Header.Get("Authorization")))
+		etag := `W/"` + hex.EncodeToString(h.Sum(nil)[:16]) + `"`
 		rec.Header().Set("ETag", etag)
+		rec.Header().Set("Vary", "Accept, Authorization, Cookie, X-GitHub-OTP")
 		if inm := r.Header.Get("If-None-Match"); inm != "" && (inm == etag || strings.TrimPrefix(inm, "W/") == strings.TrimPrefix(etag, "W/")) {
 			s.notModified.Add(1)
 			s.mu.Lock()
@@ -679,13 +769,26 @@ func (s *Server) pullJSON(p *pull) *gh.PullRequest {
 	for _, r := range p.Reviewers {
 		out.RequestedReviewers = append(out.RequestedReviewers, user(r))
 	}
+	for _, l := range p.Labels {
+		out.Labels = append(out.Labels, &gh.Label{Name: gh.String(l), Color: gh.String("ededed")})
+	}
 	return out
 }
 
+// getRepo answers GET /repos/{owner}/{repo}. GitHub includes the merge
+// settings (allow_merge_commit, allow_squash_merge, allow_rebase_merge)
+// only for credentials that may push to the repository
+// ([Server.HideMergeSettings]).
 func (s *Server) getRepo(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	writeJSON(w, http.StatusOK, s.repoJSON())
+	repo := s.repoJSON()
+	if !s.hideMergeSettings {
+		repo.AllowMergeCommit = gh.Bool(s.mergeMethods["merge"])
+		repo.AllowSquashMerge = gh.Bool(s.mergeMethods["squash"])
+		repo.AllowRebaseMerge = gh.Bool(s.mergeMethods["rebase"])
+	}
+	writeJSON(w, http.StatusOK, repo)
 }
 
 func (s *Server) listPulls(w http.ResponseWriter, r *http.Request) {
@@ -852,11 +955,25 @@ func (s *Server) mergePull(w http.ResponseWriter, r *http.Request) {
 		writeFault(w, Error(http.StatusConflict, "Head branch was modified. Review and try the merge again."))
 		return
 	}
+	if f := s.methodRefusal(p, req.MergeMethod); f != nil {
+		writeFault(w, *f)
+		return
+	}
+	if p.busyMerges > 0 {
+		p.busyMerges--
+		p.mergeKnown = true // the work finishes right after
+		writeFault(w, Error(http.StatusMethodNotAllowed, "Pull Request is not mergeable"))
+		return
+	}
 	if f := s.refusal(p); f != nil {
 		writeFault(w, *f)
 		return
 	}
 	s.mergeLocked(p)
+	p.MergeMethod = req.MergeMethod
+	if p.MergeMethod == "" {
+		p.MergeMethod = "merge"
+	}
 	writeJSON(w, http.StatusOK, &gh.PullRequestMergeResult{SHA: gh.String(p.MergeCommitSHA), Merged: gh.Bool(true), Message: gh.String("Pull Request successfully merged")})
 }
 
@@ -928,10 +1045,10 @@ func (s *Server) getProtection(w http.ResponseWriter, r *http.Request) {
 	defer s.mu.Unlock()
 	p, ok := s.protection[r.PathValue("branch")]
 	switch {
-	case ok:
-		writeJSON(w, http.StatusOK, p)
 	case s.protectionErr == http.StatusForbidden:
 		writeFault(w, Error(http.StatusForbidden, "Resource not accessible by integration"))
+	case ok:
+		writeJSON(w, http.StatusOK, p)
 	default:
 		writeFault(w, Error(http.StatusNotFound, "Branch not protected"))
 	}
@@ -1154,12 +1271,12 @@ func (s *Server) mergeLocked(p *pull) {
 // s.mu.
 func (s *Server) moveBranch(branch, sha string) {
 	s.branches[branch] = sha
-	if s.opts.MergeabilityAtOnce {
-		return
-	}
 	for _, p := range s.pulls {
 		if p.Base == branch && !p.Closed && !p.Merged {
-			p.mergeKnown = false
+			p.busyMerges = s.opts.MergesRefusedWhileComputing
+			if !s.opts.MergeabilityAtOnce {
+				p.mergeKnown = false
+			}
 		}
 	}
 }
@@ -1191,6 +1308,7 @@ func (s *Server) PullRequest(n int) (PullRequest, bool) {
 	}
 	out := p.PullRequest
 	out.Reviewers = append([]string(nil), p.Reviewers...)
+	out.Labels = append([]string(nil), p.Labels...)
 	return out, true
 }
 
@@ -1219,9 +1337,10 @@ func (s *Server) SetProtection(branch string, p *gh.Protection) {
 }
 
 // SetProtectionError sets the answer to reading the protection of a
-// branch that has none set: 404 "Branch not protected" (the default) or
-// 403 "Resource not accessible by integration", which is what credentials
-// without admin rights get.
+// branch: 404 "Branch not protected" for a branch that has none set (the
+// default), or 403 "Resource not accessible by integration" for every
+// branch, which is what credentials without admin rights get; GitHub
+// applies the protection set ([Server.SetProtection]) all the same.
 func (s *Server) SetProtectionError(status int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -1253,8 +1372,11 @@ func (s *Server) SetRulesJSON(branch string, rules ...string) {
 	s.rules[branch] = raw
 }
 
-// CheckRun records a check run of GitHub Actions named name on sha;
-// conclusion "" means in progress.
+// CheckRun records a new check run of GitHub Actions named name on sha
+// (a first run, or a re-run: a run of its own, with a new ID);
+// conclusion "" means in progress, else success, failure, neutral,
+// cancelled, skipped, timed_out, action_required, stale or
+// startup_failure. Check runs do not move a pull request's updatedAt.
 func (s *Server) CheckRun(sha, name, conclusion string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -1269,6 +1391,31 @@ func (s *Server) CheckRun(sha, name, conclusion string) {
 	c.CheckSuite = &gh.CheckSuite{ID: gh.Int64(su.id)}
 	s.runs[sha] = append(s.runs[sha], c)
 	s.settle(su)
+}
+
+// CompleteCheckRun completes the latest check run named name on sha with
+// conclusion, in place (the same run, as GitHub Actions completes a job's
+// run: its ID and URL stay), and reports whether there was one in
+// progress.
+func (s *Server) CompleteCheckRun(sha, name, conclusion string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var latest *gh.CheckRun
+	for _, c := range s.runs[sha] {
+		if c.GetName() == name && (latest == nil || latest.GetID() < c.GetID()) {
+			latest = c
+		}
+	}
+	if latest == nil || latest.GetStatus() == "completed" {
+		return false
+	}
+	latest.Status, latest.Conclusion, latest.CompletedAt = gh.String("completed"), gh.String(conclusion), &gh.Timestamp{Time: s.tick()}
+	for _, su := range s.suites[sha] {
+		if su.id == latest.GetCheckSuite().GetID() {
+			s.settle(su)
+		}
+	}
+	return true
 }
 
 // suiteOf returns the check suite of app on sha, making it queued.
@@ -1344,7 +1491,8 @@ func (s *Server) CheckSuite(sha, appSlug, status, conclusion string) int64 {
 }
 
 // Status records a commit status (pending, success, failure or error) of
-// context on sha.
+// context on sha; the latest of a context is the one GitHub shows.
+// Statuses do not move a pull request's updatedAt.
 func (s *Server) Status(sha, context, state string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -1374,7 +1522,8 @@ func (s *Server) ReviewWithBody(n int, login, state, sha, body string) int64 {
 }
 
 // Dismiss dismisses review id of pull request n; GitHub lists it as
-// DISMISSED afterwards.
+// DISMISSED afterwards. The pull request's updatedAt does not move (see
+// touch).
 func (s *Server) Dismiss(n int, id int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -1382,9 +1531,6 @@ func (s *Server) Dismiss(n int, id int64) {
 		if r.GetID() == id {
 			r.State = gh.String("DISMISSED")
 		}
-	}
-	if p, ok := s.pulls[n]; ok {
-		s.touch(p)
 	}
 }
 
@@ -1454,8 +1600,9 @@ func mustJSON(v any) []byte {
 }
 
 // PullRequestPayload returns the payload of a pull_request event with
-// action (synchronize, closed, reopened, edited) on pull request n as the
-// fake holds it; edited carries a change of base.
+// action (synchronize, closed, reopened, edited, ready_for_review,
+// converted_to_draft, labeled, ...) on pull request n as the fake holds
+// it; edited carries a change of base.
 func (s *Server) PullRequestPayload(n int, action string) []byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -1488,6 +1635,38 @@ func (s *Server) CheckRunPayload(sha, name, conclusion string) []byte {
 	defer s.mu.Unlock()
 	return mustJSON(&gh.CheckRunEvent{Action: gh.String("completed"), Repo: s.repoJSON(), Sender: user("github-actions[bot]"),
 		CheckRun: &gh.CheckRun{ID: gh.Int64(s.id()), Name: gh.String(name), HeadSHA: gh.String(sha), Status: gh.String("completed"), Conclusion: gh.String(conclusion)}})
+}
+
+// StatusPayload returns the payload of a status event: a commit status of
+// context with state (pending, success, failure, error) posted on sha.
+func (s *Server) StatusPayload(sha, context, state string) []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now.UTC().Format(time.RFC3339)
+	return mustJSON(map[string]any{
+		"id": s.id(), "sha": sha, "name": Owner + "/" + Repo, "target_url": "https://ci.example.com/" + context, "context": context,
+		"description": nil, "state": state, "commit": map[string]any{"sha": sha}, "branches": []any{},
+		"created_at": now, "updated_at": now, "repository": s.repoJSON(), "sender": user("ci-bot"),
+	})
+}
+
+// CheckSuitePayload returns the payload of a check_suite event with
+// action (completed, requested, rerequested) of the check suite of
+// appSlug on sha.
+func (s *Server) CheckSuitePayload(sha, appSlug, action string) []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cs := map[string]any{"id": s.id(), "head_sha": sha, "status": "queued", "conclusion": nil, "pull_requests": []any{},
+		"app": map[string]any{"id": 90210, "slug": appSlug, "name": appSlug}}
+	for _, su := range s.suites[sha] {
+		if su.appSlug == appSlug {
+			cs["id"], cs["status"], cs["latest_check_runs_count"] = su.id, su.status, len(s.runsOf(su))
+			if su.status == "completed" {
+				cs["conclusion"] = su.conclusion
+			}
+		}
+	}
+	return mustJSON(map[string]any{"action": action, "check_suite": cs, "repository": s.repoJSON(), "sender": user(appSlug + "[bot]")})
 }
 
 // DeploymentStatusPayload returns the payload of a deployment_status event

@@ -199,3 +199,130 @@ func TestReviewDecisionRules(t *testing.T) {
 		t.Errorf("changes requested: %q", d)
 	}
 }
+
+// postWith sends a GraphQL query with an Accept header.
+func postWith(t *testing.T, s *Server, accept, query string) (int, map[string]any) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"query": query})
+	req, _ := http.NewRequest(http.MethodPost, s.URL+"/api/graphql", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+Token)
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, out
+}
+
+// TestEnterpriseSchema: an older Enterprise Server's schema lacks
+// fields, and refuses a query asking for one whole, with GitHub's
+// undefinedField error; mergeStateStatus is there only for requests
+// asking for the merge info preview.
+func TestEnterpriseSchema(t *testing.T) {
+	t.Parallel()
+	s := NewServer(t, Options{AutoBranch: true, OmitFields: []string{"PullRequestReview.fullDatabaseId"}, MergeInfoPreview: true})
+	newPull(t, s, "a")
+	_, out := postWith(t, s, MergeInfoPreview, `{repository(owner:"acme",name:"widgets"){pullRequest(number: 1){latestOpinionatedReviews(first: 1){nodes{fullDatabaseId}}}}}`)
+	errs, _ := out["errors"].([]any)
+	if out["data"] != nil || len(errs) != 1 {
+		t.Fatalf("a field the schema lacks: %v", out)
+	}
+	e := errs[0].(map[string]any)
+	ext, _ := e["extensions"].(map[string]any)
+	if e["message"] != "Field 'fullDatabaseId' doesn't exist on type 'PullRequestReview'" || ext["code"] != "undefinedField" ||
+		ext["typeName"] != "PullRequestReview" || ext["fieldName"] != "fullDatabaseId" {
+		t.Errorf("error = %v", e)
+	}
+	const merge = `{repository(owner:"acme",name:"widgets"){pullRequest(number: 1){mergeStateStatus}}}`
+	if _, out := postWith(t, s, "", merge); out["data"] != nil || out["errors"] == nil {
+		t.Errorf("mergeStateStatus without the preview: %v", out)
+	}
+	if _, out := postWith(t, s, MergeInfoPreview, merge); out["errors"] != nil {
+		t.Errorf("mergeStateStatus with the preview: %v", out)
+	}
+}
+
+// TestRollupCounts: the counts of a rollup's check runs and statuses by
+// state, as GitHub's StatusCheckRollupContextConnection gives them.
+func TestRollupCounts(t *testing.T) {
+	t.Parallel()
+	s := NewServer(t, Options{AutoBranch: true})
+	n := newPull(t, s, "a")
+	p, _ := s.PullRequest(n)
+	s.CheckRun(p.HeadSHA, "build", "")
+	s.CheckRun(p.HeadSHA, "lint", "success")
+	s.CheckRun(p.HeadSHA, "test", "success")
+	s.Status(p.HeadSHA, "ci/jenkins", "pending")
+	s.CompleteCheckRun(p.HeadSHA, "build", "failure")
+	_, _, out := post(t, s, "/graphql", `{repository(owner:"acme",name:"widgets"){pullRequest(number: 1){statusCheckRollup{contexts(first: 1){
+		totalCount checkRunCount statusContextCount checkRunCountsByState{state count} statusContextCountsByState{state count}}}}}}`, nil)
+	got, _ := json.Marshal(out["data"])
+	want := `{"repository":{"pullRequest":{"statusCheckRollup":{"contexts":{"totalCount":4,"checkRunCount":3,"statusContextCount":1,` +
+		`"checkRunCountsByState":[{"state":"FAILURE","count":1},{"state":"SUCCESS","count":2}],"statusContextCountsByState":[{"state":"PENDING","count":1}]}}}}}`
+	var w any
+	json.Unmarshal([]byte(want), &w)
+	if wantSorted, _ := json.Marshal(w); string(got) != string(wantSorted) {
+		t.Errorf("counts = %s\nwant     %s", got, want)
+	}
+}
+
+// TestGraphQLTimeout: a query of more pull requests than SetGraphQLTimeout
+// allows is answered 502, as GitHub answers one it gave up on, and
+// charged.
+func TestGraphQLTimeout(t *testing.T) {
+	t.Parallel()
+	s := NewServer(t, Options{AutoBranch: true})
+	newPull(t, s, "a")
+	s.SetGraphQLTimeout(1)
+	q := `{repository(owner:"acme",name:"widgets"){a: pullRequest(number: 1){number} b: pullRequest(number: 1){number}}}`
+	code, _, out := post(t, s, "/graphql", q, nil)
+	errs, _ := out["errors"].([]any)
+	if code != http.StatusBadGateway || len(errs) != 1 || !strings.HasPrefix(errs[0].(map[string]any)["message"].(string), "Something went wrong while executing your query") {
+		t.Errorf("two pull requests: %d %v", code, out)
+	}
+	if code, _, _ := post(t, s, "/graphql", `{repository(owner:"acme",name:"widgets"){pullRequest(number: 1){number}}}`, nil); code != 200 {
+		t.Errorf("one pull request: %d", code)
+	}
+	if s.GraphQLTimeouts() != 1 || s.Usage().GraphQL != 2 {
+		t.Errorf("timeouts %d, usage %+v", s.GraphQLTimeouts(), s.Usage())
+	}
+}
+
+// TestETagsPerToken: an ETag stands for the answer to the token that got
+// it; another token asking with it gets the answer in full.
+func TestETagsPerToken(t *testing.T) {
+	t.Parallel()
+	s := NewServer(t, Options{AutoBranch: true})
+	n := newPull(t, s, "a")
+	get := func(etag string) *http.Response {
+		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("%srepos/acme/widgets/pulls/%d", s.APIURL(), n), nil)
+		req.Header.Set("Authorization", "token "+Token) // the same token, another scheme: another Authorization
+		if etag != "" {
+			req.Header.Set("If-None-Match", etag)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("%srepos/acme/widgets/pulls/%d", s.APIURL(), n), nil)
+	req.Header.Set("Authorization", "Bearer "+Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	bearer := resp.Header.Get("ETag")
+	if other := get(bearer); other.StatusCode != 200 || other.Header.Get("ETag") == bearer || !strings.Contains(other.Header.Get("Vary"), "Authorization") {
+		t.Errorf("another Authorization with the ETag: %d, ETag %q (was %q), Vary %q", other.StatusCode, other.Header.Get("ETag"), bearer, other.Header.Get("Vary"))
+	}
+}

@@ -5,8 +5,10 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	gh "github.com/google/go-github/v60/github"
 	"github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
 	"github.com/vektah/gqlparser/v2/validator"
 	"github.com/vektah/gqlparser/v2/validator/rules"
 )
@@ -38,17 +41,62 @@ import (
 //go:embed schema.graphql
 var schemaSDL string
 
-// gqlSchema parses the schema.
-func gqlSchema() *ast.Schema {
-	return gqlparser.MustLoadSchema(&ast.Source{Name: "schema.graphql", Input: schemaSDL})
+// gqlSchema parses the schema, without the fields omit names
+// ("Type.field").
+func gqlSchema(omit ...string) *ast.Schema {
+	schema := gqlparser.MustLoadSchema(&ast.Source{Name: "schema.graphql", Input: schemaSDL})
+	for _, f := range omit {
+		typ, field, _ := strings.Cut(f, ".")
+		if def := schema.Types[typ]; def != nil {
+			def.Fields = slices.DeleteFunc(def.Fields, func(d *ast.FieldDefinition) bool { return d.Name == field })
+		}
+	}
+	return schema
+}
+
+// MergeInfoPreview is the media type of GitHub's merge info schema preview,
+// which a GraphQL request names in its Accept header to reach
+// PullRequest.mergeStateStatus on GitHub Enterprise Server
+// ([Options.MergeInfoPreview]).
+const MergeInfoPreview = "application/vnd.github.merge-info-preview+json"
+
+// schemaFor returns the schema a request sees: without the merge info
+// preview's fields unless it asks for them, when Options.MergeInfoPreview
+// puts them behind it.
+func (s *Server) schemaFor(r *http.Request) *ast.Schema {
+	if s.noPreview != nil && !strings.Contains(r.Header.Get("Accept"), MergeInfoPreview) {
+		return s.noPreview
+	}
+	return s.schema
 }
 
 // gqlError is an error of a GraphQL answer, in GitHub's shape.
 type gqlError struct {
-	Type      string        `json:"type,omitempty"`
-	Path      []any         `json:"path,omitempty"`
-	Locations []gqlLocation `json:"locations,omitempty"`
-	Message   string        `json:"message"`
+	Type       string         `json:"type,omitempty"`
+	Path       []any          `json:"path,omitempty"`
+	Extensions map[string]any `json:"extensions,omitempty"`
+	Locations  []gqlLocation  `json:"locations,omitempty"`
+	Message    string         `json:"message"`
+}
+
+// undefinedField matches gqlparser's message for a field the schema lacks.
+var undefinedField = regexp.MustCompile(`^Cannot query field "([^"]+)" on type "([^"]+)"`)
+
+// validationError returns a query's validation error as GitHub answers
+// it. A field the schema lacks is GitHub's (graphql-ruby's) undefinedField:
+//
+//	{"message": "Field 'fullDatabaseId' doesn't exist on type 'PullRequestReview'",
+//	 "extensions": {"code": "undefinedField", "typeName": "PullRequestReview", "fieldName": "fullDatabaseId"}, ...}
+func validationError(e *gqlerror.Error) gqlError {
+	out := gqlError{Message: e.Message}
+	if m := undefinedField.FindStringSubmatch(e.Message); m != nil {
+		out.Message = fmt.Sprintf("Field '%s' doesn't exist on type '%s'", m[1], m[2])
+		out.Extensions = map[string]any{"code": "undefinedField", "typeName": m[2], "fieldName": m[1]}
+	}
+	for _, l := range e.Locations {
+		out.Locations = append(out.Locations, gqlLocation{Line: l.Line, Column: l.Column})
+	}
+	return out
 }
 
 type gqlLocation struct {
@@ -74,24 +122,42 @@ func (m *omap) set(k string, v any) {
 }
 
 // MarshalJSON implements json.Marshaler.
-func (m *omap) MarshalJSON() ([]byte, error) {
-	var b strings.Builder
-	b.WriteByte('{')
-	for i, k := range m.keys {
-		if i > 0 {
-			b.WriteByte(',')
+func (m *omap) MarshalJSON() ([]byte, error) { return appendJSON(nil, m) }
+
+// appendJSON appends v, an answer's value (an *omap, a list, a scalar),
+// as JSON: nested objects are written in place rather than marshalled
+// and compacted again by each enclosing one.
+func appendJSON(b []byte, v any) ([]byte, error) {
+	switch x := v.(type) {
+	case *omap:
+		b = append(b, '{')
+		for i, k := range x.keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			kb, _ := json.Marshal(k)
+			b = append(append(b, kb...), ':')
+			var err error
+			if b, err = appendJSON(b, x.vals[k]); err != nil {
+				return nil, err
+			}
 		}
-		kb, _ := json.Marshal(k)
-		b.Write(kb)
-		b.WriteByte(':')
-		vb, err := json.Marshal(m.vals[k])
-		if err != nil {
-			return nil, err
+		return append(b, '}'), nil
+	case []any:
+		b = append(b, '[')
+		for i, e := range x {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			var err error
+			if b, err = appendJSON(b, e); err != nil {
+				return nil, err
+			}
 		}
-		b.Write(vb)
+		return append(b, ']'), nil
 	}
-	b.WriteByte('}')
-	return []byte(b.String()), nil
+	vb, err := json.Marshal(v)
+	return append(b, vb...), err
 }
 
 func (s *Server) serveGraphQL(w http.ResponseWriter, r *http.Request) {
@@ -118,14 +184,12 @@ func (s *Server) graphql(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fail := func(errs ...gqlError) { writeJSON(w, http.StatusOK, map[string]any{"errors": errs}) }
-	doc, errs := gqlparser.LoadQueryWithRules(s.schema, req.Query, rules.NewDefaultRules())
+	schema := s.schemaFor(r)
+	doc, errs := s.parse(schema, req.Query)
 	if len(errs) > 0 {
 		out := make([]gqlError, len(errs))
 		for i, e := range errs {
-			out[i] = gqlError{Message: e.Message}
-			for _, l := range e.Locations {
-				out[i].Locations = append(out[i].Locations, gqlLocation{Line: l.Line, Column: l.Column})
-			}
+			out[i] = validationError(e)
 		}
 		fail(out...)
 		return
@@ -135,7 +199,7 @@ func (s *Server) graphql(w http.ResponseWriter, r *http.Request) {
 		fail(gqlError{Message: "The fake serves queries only"})
 		return
 	}
-	vars, err := validator.VariableValues(s.schema, op, req.Variables)
+	vars, err := validator.VariableValues(schema, op, req.Variables)
 	if err != nil {
 		fail(gqlError{Message: err.Error()})
 		return
@@ -169,17 +233,90 @@ func (s *Server) graphql(w http.ResponseWriter, r *http.Request) {
 	}
 	s.gqlQueries.Add(1)
 	s.gqlPoints.Add(int64(e.points))
+	if s.gqlTimeout > 0 && pullRequests(op.SelectionSet) > s.gqlTimeout {
+		// Charged all the same: GitHub counts timeouts against the
+		// primary rate limit.
+		s.gqlTimeouts++
+		s.gqlHeaders(w.Header())
+		writeJSON(w, http.StatusBadGateway, map[string]any{"data": nil, "errors": []map[string]string{{
+			"message": "Something went wrong while executing your query. This may be the result of a timeout, or it could be a GitHub bug. Please include `0400:1F2E:3A4B5C:6D7E8F:6A1B2C3D` when reporting this issue."}}})
+		return
+	}
 	data := &omap{}
 	e.collect(queryObj{}, op.SelectionSet, data, nil)
 	for _, p := range e.read {
 		s.computed(p)
 	}
 	s.gqlHeaders(w.Header())
-	out := map[string]any{"data": data}
+	out := &omap{}
+	out.set("data", data)
 	if len(e.errs) > 0 {
-		out["errors"] = e.errs
+		out.set("errors", e.errs)
 	}
-	writeJSON(w, http.StatusOK, out)
+	body, err := appendJSON(make([]byte, 0, 4096), out)
+	if err != nil {
+		panic(err) // the answer is plain data
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Write(append(body, '\n'))
+}
+
+// SetGraphQLTimeout makes GitHub time out on queries of more than n pull
+// requests (0: never), as it does on a query it takes more than 10
+// seconds to answer ("If GitHub takes more than 10 seconds to process an
+// API request, GitHub will terminate the request", rate limits and node
+// limits for the GraphQL API): it answers 502 with "Something went wrong
+// while executing your query. This may be the result of a timeout", and
+// charges the query's points, as GitHub counts timeouts against the
+// primary rate limit.
+func (s *Server) SetGraphQLTimeout(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gqlTimeout = n
+}
+
+// GraphQLTimeouts returns how many queries timed out (SetGraphQLTimeout).
+func (s *Server) GraphQLTimeouts() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gqlTimeouts
+}
+
+// pullRequests counts the pullRequest fields of a query's repository.
+func pullRequests(set ast.SelectionSet) int {
+	n := 0
+	for _, sel := range set {
+		if f, ok := sel.(*ast.Field); ok {
+			if f.Name == "pullRequest" {
+				n++
+			}
+			n += pullRequests(f.SelectionSet)
+		}
+	}
+	return n
+}
+
+// parse parses and validates query against schema, keeping the documents
+// of the queries it saw last: clients send the same few queries again and
+// again with other variables. A document is only read once validated.
+func (s *Server) parse(schema *ast.Schema, query string) (*ast.QueryDocument, gqlerror.List) {
+	type key struct {
+		schema *ast.Schema
+		query  string
+	}
+	k := key{schema, query}
+	if doc, ok := s.parsed.Load(k); ok {
+		return doc.(*ast.QueryDocument), nil
+	}
+	doc, errs := gqlparser.LoadQueryWithRules(schema, query, rules.NewDefaultRules())
+	if len(errs) == 0 {
+		if s.parsedN.Add(1) > 256 {
+			s.parsed.Clear()
+			s.parsedN.Store(1)
+		}
+		s.parsed.Store(k, doc)
+	}
+	return doc, errs
 }
 
 // gqlHeaders sets the GraphQL rate headers. Callers hold s.mu.
@@ -446,6 +583,18 @@ func (repoObj) resolve(e *gqlExec, name string, args map[string]any) (any, *gqlE
 		return Repo, nil
 	case "nameWithOwner":
 		return Owner + "/" + Repo, nil
+	case "mergeCommitAllowed":
+		return e.s.mergeMethods["merge"], nil
+	case "squashMergeAllowed":
+		return e.s.mergeMethods["squash"], nil
+	case "rebaseMergeAllowed":
+		return e.s.mergeMethods["rebase"], nil
+	case "object":
+		// By oid only: the fake resolves no rev-parse expression.
+		if oid, _ := args["oid"].(string); e.s.commits[oid] {
+			return commitObj{sha: oid}, nil
+		}
+		return nil, nil
 	case "pullRequest":
 		n, _ := intArg(args["number"])
 		p, ok := e.s.pulls[n]
@@ -574,7 +723,7 @@ type commitObj struct{ sha string }
 
 func (commitObj) typeName() string { return "Commit" }
 
-func (c commitObj) resolve(e *gqlExec, name string, _ map[string]any) (any, *gqlError) {
+func (c commitObj) resolve(e *gqlExec, name string, args map[string]any) (any, *gqlError) {
 	switch name {
 	case "id":
 		return "C_" + c.sha, nil
@@ -587,6 +736,57 @@ func (c commitObj) resolve(e *gqlExec, name string, _ map[string]any) (any, *gql
 			return nil, nil
 		}
 		return rollupObj(c), nil
+	case "checkSuites":
+		var items []gqlObject
+		for _, su := range e.s.suites[c.sha] {
+			items = append(items, suiteObj{su})
+		}
+		return connection{typ: "CheckSuiteConnection", items: items, args: args}, nil
+	}
+	return nil, nil
+}
+
+type suiteObj struct{ su *suite }
+
+func (suiteObj) typeName() string { return "CheckSuite" }
+
+func (o suiteObj) resolve(_ *gqlExec, name string, _ map[string]any) (any, *gqlError) {
+	su := o.su
+	switch name {
+	case "id":
+		return fmt.Sprintf("CS_%d", su.id), nil
+	case "databaseId":
+		return su.id, nil
+	case "status":
+		return strings.ToUpper(su.status), nil
+	case "conclusion":
+		if su.status != "completed" {
+			return nil, nil
+		}
+		return strings.ToUpper(su.conclusion), nil
+	case "app":
+		return appObj{id: su.appID, slug: su.appSlug, name: su.appName}, nil
+	}
+	return nil, nil
+}
+
+type appObj struct {
+	id         int64
+	slug, name string
+}
+
+func (appObj) typeName() string { return "App" }
+
+func (o appObj) resolve(_ *gqlExec, name string, _ map[string]any) (any, *gqlError) {
+	switch name {
+	case "id":
+		return fmt.Sprintf("A_%d", o.id), nil
+	case "databaseId":
+		return o.id, nil
+	case "slug":
+		return o.slug, nil
+	case "name":
+		return o.name, nil
 	}
 	return nil, nil
 }
@@ -606,13 +806,54 @@ func (r rollupObj) resolve(e *gqlExec, name string, args map[string]any) (any, *
 	case "contexts":
 		runs, statuses := e.s.latestChecks(r.sha)
 		items := make([]gqlObject, 0, len(runs)+len(statuses))
+		runStates, statusStates := map[string]int{}, map[string]int{}
 		for _, c := range runs {
 			items = append(items, checkRunObj{c})
+			runStates[checkRunState(c)]++
 		}
 		for _, st := range statuses {
 			items = append(items, statusObj{st})
+			statusStates[strings.ToUpper(st.GetState())]++
 		}
-		return connection{typ: "StatusCheckRollupContextConnection", items: items, args: args, runs: len(runs), statuses: len(statuses)}, nil
+		return connection{typ: "StatusCheckRollupContextConnection", items: items, args: args, runs: len(runs), statuses: len(statuses),
+			runStates: stateCounts("CheckRunStateCount", runStates), statusStates: stateCounts("StatusContextStateCount", statusStates)}, nil
+	}
+	return nil, nil
+}
+
+// checkRunState is a check run's CheckRunState: its status until it
+// completes, then its conclusion.
+func checkRunState(c *gh.CheckRun) string {
+	if c.GetStatus() != "completed" {
+		return strings.ToUpper(c.GetStatus())
+	}
+	return strings.ToUpper(c.GetConclusion())
+}
+
+// stateCounts returns counts by state as objects of typ, ordered by
+// state, those of no context left out.
+func stateCounts(typ string, counts map[string]int) []gqlObject {
+	out := make([]gqlObject, 0, len(counts))
+	for _, st := range slices.Sorted(maps.Keys(counts)) {
+		out = append(out, stateCountObj{typ: typ, state: st, count: counts[st]})
+	}
+	return out
+}
+
+// stateCountObj is a CheckRunStateCount or a StatusContextStateCount.
+type stateCountObj struct {
+	typ, state string
+	count      int
+}
+
+func (o stateCountObj) typeName() string { return o.typ }
+
+func (o stateCountObj) resolve(_ *gqlExec, name string, _ map[string]any) (any, *gqlError) {
+	switch name {
+	case "state":
+		return o.state, nil
+	case "count":
+		return o.count, nil
 	}
 	return nil, nil
 }
@@ -620,10 +861,11 @@ func (r rollupObj) resolve(e *gqlExec, name string, args map[string]any) (any, *
 // connection is a connection of the schema: its nodes paged by its
 // arguments.
 type connection struct {
-	typ            string
-	items          []gqlObject
-	args           map[string]any
-	runs, statuses int
+	typ                     string
+	items                   []gqlObject
+	args                    map[string]any
+	runs, statuses          int
+	runStates, statusStates []gqlObject
 }
 
 func (c connection) typeName() string { return c.typ }
@@ -641,6 +883,10 @@ func (c connection) resolve(e *gqlExec, name string, _ map[string]any) (any, *gq
 		return c.runs, nil
 	case "statusContextCount":
 		return c.statuses, nil
+	case "checkRunCountsByState":
+		return c.runStates, nil
+	case "statusContextCountsByState":
+		return c.statusStates, nil
 	}
 	return nil, nil
 }

@@ -3,6 +3,7 @@ package githubtest
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	gh "github.com/google/go-github/v60/github"
@@ -38,13 +39,50 @@ func (s *Server) SetCodeOwners(logins ...string) {
 	s.codeOwners = append([]string(nil), logins...)
 }
 
-// SetConflicting makes pull request n conflict with its base, or no
-// longer (as after someone resolved it at the host).
+// SetConflicting makes pull request n conflict with its base, as a push
+// to the base that changed the same lines makes it, or no longer. GitHub
+// finds it when it works mergeability out (at once, if it knows the
+// mergeability now; otherwise at the next read that starts the
+// computation). The pull request's updatedAt does not move: a push to the
+// base touches no pull request (see touch). A push to the pull request's
+// head (Push) resolves the conflict.
 func (s *Server) SetConflicting(n int, conflicting bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.pulls[n].conflicting = conflicting
+}
+
+// MergeabilityKnown reports whether GitHub has worked pull request n's
+// mergeability out since its base last moved: if not, a read answers
+// UNKNOWN (GraphQL) or null (REST) and starts the computation.
+func (s *Server) MergeabilityKnown(n int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pulls[n].mergeKnown
+}
+
+// Label adds label name to pull request n, or removes it when remove is
+// set (the labeled and unlabeled events): its updatedAt moves; nothing
+// else the lifecycle reads changes.
+func (s *Server) Label(n int, name string, remove bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	p := s.pulls[n]
-	p.conflicting = conflicting
+	if i := slices.Index(p.Labels, name); remove && i >= 0 {
+		p.Labels = slices.Delete(p.Labels, i, i+1)
+	} else if !remove && i < 0 {
+		p.Labels = append(p.Labels, name)
+	}
+	s.touch(p)
+}
+
+// SetTitle edits pull request n's title, as a person does in the web UI
+// (the edited event): its updatedAt moves.
+func (s *Server) SetTitle(n int, title string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.pulls[n]
+	p.Title = title
 	s.touch(p)
 }
 
@@ -65,6 +103,40 @@ func (s *Server) ComputeMergeability(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.pulls[n].mergeKnown = true
+}
+
+// SetMergeMethods sets the repository's merge settings: whether pull
+// requests may be merged with a merge commit, squashed or rebased
+// (allow_merge_commit, allow_squash_merge, allow_rebase_merge; all three
+// by default). A merge with a method not allowed is refused with GitHub's
+// 405 naming it.
+func (s *Server) SetMergeMethods(merge, squash, rebase bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mergeMethods = map[string]bool{"merge": merge, "squash": squash, "rebase": rebase}
+}
+
+// HideMergeSettings makes GET /repos/{owner}/{repo} answer without the
+// merge settings, as GitHub answers credentials that may not push to the
+// repository (an App without contents write, a fine-grained token with
+// read access); GraphQL's mergeCommitAllowed, squashMergeAllowed and
+// rebaseMergeAllowed still say them.
+func (s *Server) HideMergeSettings(hide bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hideMergeSettings = hide
+}
+
+// SetUnresolvedConversations sets how many review conversations of pull
+// request n are unresolved. Where the base requires conversations to be
+// resolved (branch protection's required_conversation_resolution, a
+// pull_request rule's required_review_thread_resolution), GitHub blocks
+// the merge while any is: mergeStateStatus BLOCKED, and with
+// Options.EnforceBranchProtection a merge is refused.
+func (s *Server) SetUnresolvedConversations(n, count int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pulls[n].unresolved = count
 }
 
 // SetDraft marks pull request n as a draft, or ready for review.

@@ -24,6 +24,15 @@ type branchRules struct {
 	lastPush     bool
 	strict       bool // branches must be up to date before merging
 	required     []string
+	// conversations says review conversations must be resolved; ruleset
+	// says a ruleset requires it (GitHub's refusal then lists the rule
+	// violations).
+	conversations, conversationsByRuleset bool
+	// mergeQueue says a ruleset requires merging through the merge queue.
+	mergeQueue bool
+	// methods are the merge methods the pull_request rules allow; nil:
+	// any.
+	methods []string
 }
 
 // rulesOf returns what branch requires, from its protection and the
@@ -38,6 +47,9 @@ func (s *Server) rulesOf(branch string) branchRules {
 			r.dismissStale = rv.DismissStaleReviews
 			r.codeOwners = rv.RequireCodeOwnerReviews
 			r.lastPush = rv.RequireLastPushApproval
+		}
+		if c := p.RequiredConversationResolution; c != nil && c.Enabled {
+			r.conversations = true
 		}
 		if rs := p.RequiredStatusChecks; rs != nil {
 			r.strict = rs.Strict
@@ -61,10 +73,12 @@ func (s *Server) rulesOf(branch string) branchRules {
 		switch rule.Type {
 		case "pull_request":
 			var p struct {
-				DismissStale bool `json:"dismiss_stale_reviews_on_push"`
-				CodeOwners   bool `json:"require_code_owner_review"`
-				LastPush     bool `json:"require_last_push_approval"`
-				Approvals    int  `json:"required_approving_review_count"`
+				DismissStale     bool     `json:"dismiss_stale_reviews_on_push"`
+				CodeOwners       bool     `json:"require_code_owner_review"`
+				LastPush         bool     `json:"require_last_push_approval"`
+				Approvals        int      `json:"required_approving_review_count"`
+				ThreadResolution bool     `json:"required_review_thread_resolution"`
+				Methods          []string `json:"allowed_merge_methods"`
 			}
 			if json.Unmarshal(rule.Parameters, &p) == nil {
 				r.reviews = true
@@ -72,7 +86,19 @@ func (s *Server) rulesOf(branch string) branchRules {
 				r.dismissStale = r.dismissStale || p.DismissStale
 				r.codeOwners = r.codeOwners || p.CodeOwners
 				r.lastPush = r.lastPush || p.LastPush
+				if p.ThreadResolution {
+					r.conversations, r.conversationsByRuleset = true, true
+				}
+				if len(p.Methods) > 0 {
+					if r.methods == nil {
+						r.methods = slices.Clone(p.Methods)
+					} else {
+						r.methods = slices.DeleteFunc(r.methods, func(m string) bool { return !slices.Contains(p.Methods, m) })
+					}
+				}
 			}
+		case "merge_queue":
+			r.mergeQueue = true
 		case "required_status_checks":
 			var p struct {
 				Checks []struct {
@@ -303,6 +329,14 @@ func (s *Server) mergeView(p *pull) (mergeable, status string) {
 	if d := s.reviewDecision(p); d == "REVIEW_REQUIRED" || d == "CHANGES_REQUESTED" {
 		return "MERGEABLE", "BLOCKED"
 	}
+	// Requirements of the base beside checks and reviews block the merge
+	// too. With a merge queue required, a pull request ready to be queued
+	// reads BLOCKED as well: GitHub's documentation does not say so;
+	// tests of tools that merge through the queue model GitHub's answer
+	// as mergeable_state "blocked", and a direct merge is refused.
+	if (r.conversations && p.unresolved > 0) || r.mergeQueue {
+		return "MERGEABLE", "BLOCKED"
+	}
 	for _, st := range states {
 		if st != statePassed {
 			return "MERGEABLE", "UNSTABLE"
@@ -375,7 +409,53 @@ func (s *Server) refusal(p *pull) *Fault {
 		}
 		return refuse(fmt.Sprintf("At least %d approving reviews are required by reviewers with write access.", n), protectedBranchesURL)
 	}
+	// GitHub's REST documentation does not list these refusals' words:
+	// they are GitHub's answers as tools merging through its API quote
+	// them in their tests and notes (a ruleset's within "Repository rule
+	// violations found").
+	if r.conversations && p.unresolved > 0 {
+		if r.conversationsByRuleset {
+			return refuse(rulesetViolations+"A conversation must be resolved before this pull request can be merged.\n\n", mergeDoc)
+		}
+		return refuse("A conversation must be resolved before this pull request can be merged.", protectedBranchesURL)
+	}
+	if r.mergeQueue {
+		return refuse(rulesetViolations+"Changes must be made through the merge queue", mergeDoc)
+	}
 	return nil
+}
+
+// rulesetViolations opens GitHub's refusals of a merge for the rules of
+// rulesets, which it lists after it.
+const rulesetViolations = "Repository rule violations found\n\n"
+
+// methodRefusal returns GitHub's 405 refusing to merge p with method (""
+// is GitHub's default, merge), or nil: the repository's settings and the
+// base's pull_request rules (allowed_merge_methods) may allow it or not.
+// GitHub's words are those it answers, as Mergify's engine matches them
+// (mergify-engine's FORBIDDEN_*_MSG) and as a repository whose ruleset
+// allows squash merges only recorded them for its other methods. Callers
+// hold s.mu.
+func (s *Server) methodRefusal(p *pull, method string) *Fault {
+	if method == "" {
+		method = "merge"
+	}
+	words, ok := map[string]string{
+		"merge":  "Merge commits are not allowed on this repository.",
+		"squash": "Squash merges are not allowed on this repository.",
+		"rebase": "Rebase merges are not allowed on this repository.",
+	}[method]
+	if !ok { // not one of the API description's enum: GitHub validates bodies, 422
+		f := Error(http.StatusUnprocessableEntity, "Validation Failed")
+		return &f
+	}
+	allowed := s.rulesOf(p.Base).methods
+	if s.mergeMethods[method] && (allowed == nil || slices.Contains(allowed, method)) {
+		return nil
+	}
+	f := Error(http.StatusMethodNotAllowed, words)
+	f.Body = strings.Replace(f.Body, "https://docs.github.com/rest", "https://docs.github.com/rest/pulls/pulls#merge-a-pull-request", 1)
+	return &f
 }
 
 // ownerApproved reports whether a code owner's latest review of p

@@ -1,5 +1,5 @@
-// Package gitlabtest is a stateful fake of the parts of GitLab's REST API
-// that package gitlab uses, on an httptest server, for tests of the
+// Package gitlabtest is a stateful fake of the parts of GitLab's REST and
+// GraphQL APIs that package gitlab uses, on an httptest server, for tests of the
 // adapter and of programs built on it (the demo's test runs the whole
 // lifecycle against it).
 //
@@ -17,22 +17,33 @@
 // It keeps time as GitLab does, on [Options.Now]: each answer carries a
 // Date; merge requests and pipelines have created_at and updated_at, and
 // the lists filter on updated_after. A merge request's updated_at moves
-// when it is edited, closed, reopened or merged, and (as GitLab touches
-// it through the system notes these make, at most once a minute) when
-// commits are pushed to it, it is approved or a reviewer submits a
-// review; its mergeability being worked out again does not move it, nor
-// does its pipeline finishing: a pipeline's updated_at moves when its
-// status changes. Lists are paginated as GitLab's offset pagination is
-// (per_page 20 by default, at most 100). With [Options.RateLimit], each
-// answer carries GitLab's RateLimit-* headers and a request past the
-// limit is answered 429 with Retry-After.
+// when it is edited (title, description, labels, reviewers, target
+// branch), closed, reopened or merged, and (as GitLab touches it through
+// the system notes these make, at most once a minute) when commits are
+// pushed to it, it is approved or a reviewer submits a review; its
+// mergeability being worked out again does not move it, nor does a push
+// to its target branch, nor its pipeline and jobs changing: a pipeline's
+// updated_at moves when its own status changes. mergerequests.go says
+// where GitLab's source does each. GitLab works out mergeability when a
+// request asks for it (a merge request read alone, a list with
+// with_merge_status_recheck), by the next request or
+// [Options.CheckDelay] later. Lists are paginated as GitLab's offset
+// pagination is (per_page 20 by default, at most 100). With
+// [Options.RateLimit], each answer carries GitLab's RateLimit-* headers
+// and a request past the limit is answered 429 with Retry-After. With
+// [Options.MergeTrains], the project has merge trains. Its GraphQL API
+// ([RouteGraphQL], see graphql.go) answers queries of the project's merge
+// requests from the same state, in the types of GitLab's GraphQL schema.
 //
 // Tests change the project as people and CI would ([Server.Push],
-// [Server.Pipeline], [Server.MergedResultsPipeline], [Server.Approve],
-// [Server.SetReviewerState], [Server.SetTitle], [Server.SetConflicts],
-// [Server.JobDeployment], [Server.SetDeployment], ...), make GitLab
-// misbehave with [Server.Inject], and count the calls the adapter made
-// with [Server.Calls].
+// [Server.PushConflicting], [Server.Pipeline],
+// [Server.MergedResultsPipeline], [Server.SetCheck], [Server.Approve],
+// [Server.SetReviewerState], [Server.SetTitle], [Server.SetLabels],
+// [Server.Retarget], [Server.SetDetailedMergeStatus],
+// [Server.FinishTrain], [Server.JobDeployment], [Server.SetDeployment],
+// ...), make GitLab misbehave with [Server.Inject], count the calls the
+// adapter made with [Server.Calls], and read what GitLab shows without
+// disturbing it with [PeekHeader].
 package gitlabtest
 
 import (
@@ -81,12 +92,27 @@ const (
 	RouteListPipelines    = "GET /api/v4/projects/{pid}/pipelines"
 	RouteStatuses         = "GET /api/v4/projects/{pid}/repository/commits/{sha}/statuses"
 	RouteCommit           = "GET /api/v4/projects/{pid}/repository/commits/{sha}"
+	RouteMRNotes          = "GET /api/v4/projects/{pid}/merge_requests/{iid}/notes"
+	RouteBranch           = "GET /api/v4/projects/{pid}/repository/branches/{branch}"
+	RouteGetTrainCar      = "GET /api/v4/projects/{pid}/merge_trains/merge_requests/{iid}"
+	RouteAddTrainCar      = "POST /api/v4/projects/{pid}/merge_trains/merge_requests/{iid}"
 	RouteUsers            = "GET /api/v4/users"
 	RouteListDeployments  = "GET /api/v4/projects/{pid}/deployments"
 	RouteCreateDeployment = "POST /api/v4/projects/{pid}/deployments"
 	RouteGetDeployment    = "GET /api/v4/projects/{pid}/deployments/{did}"
 	RouteUpdateDeployment = "PUT /api/v4/projects/{pid}/deployments/{did}"
 )
+
+// PeekHeader is a header of the fake, not of GitLab: a request carrying
+// it (any value) is answered as any other, but changes nothing and is not
+// counted. It starts no mergeability check and finishes none, meets no
+// fault and no rate limit. A test reads with it what GitLab shows, to
+// compare with what the code under test stored, without disturbing the
+// history it drives.
+const PeekHeader = "X-Gitlabtest-Peek"
+
+// peek reports whether r is a peek (see PeekHeader).
+func peek(r *http.Request) bool { return r.Header.Get(PeekHeader) != "" }
 
 // Options shape the fake's project.
 type Options struct {
@@ -126,6 +152,17 @@ type Options struct {
 	// benchmarks that measure the adapter and the Service rather than
 	// GitLab's background checks.
 	MergeabilityAtOnce bool
+	// CheckDelay is how long GitLab takes to work out a merge request's
+	// mergeability once a request asked for it (a reading of it alone, a
+	// list with with_merge_status_recheck): the check is done by the
+	// first request once that long has passed on Now. Zero: right after
+	// the answer of the request that asked, so the next request has it.
+	CheckDelay time.Duration
+	// MergeTrains gives the project merge trains (GitLab Premium): its
+	// merge_pipelines_enabled and merge_trains_enabled are true and the
+	// Merge Trains API answers (see [Server.TrainCar]). The merge API
+	// still merges at once, past the train, as GitLab's does.
+	MergeTrains bool
 }
 
 // Server is the fake GitLab. Its methods are safe for concurrent use.
@@ -153,7 +190,10 @@ type Server struct {
 	window      time.Time // start of the rate limit's current window
 	observed    int       // requests in it
 
+	cars           map[int64]*car // merge train cars by merge request IID
 	mrTemplate     map[string]any
+	branchTemplate map[string]any
+	carTemplate    map[string]any
 	listKeys       map[string]bool // members of a merge request in a list
 	userTemplate   map[string]any
 	commitTemplate map[string]any
@@ -191,6 +231,9 @@ func NewServer(t testing.TB, opts Options) *Server {
 	s.branches = map[string]string{"main": NewSHA()}
 	s.mrTemplate = s.payload("get_merge_request.json").(map[string]any)
 	s.commitTemplate = s.payload("get_commit.json").(map[string]any)
+	s.branchTemplate = s.payload("get_branch.json").(map[string]any)
+	s.carTemplate = s.payload("get_merge_request_in_merge_train.json").(map[string]any)
+	s.cars = map[int64]*car{}
 	s.userTemplate = s.payload("list_users.json").([]any)[0].(map[string]any)
 	s.listKeys = map[string]bool{}
 	for k := range s.payload("get_merge_requests.json").([]any)[0].(map[string]any) {
@@ -207,12 +250,20 @@ func NewServer(t testing.TB, opts Options) *Server {
 	mux := http.NewServeMux()
 	route := func(pattern string, h func(w http.ResponseWriter, r *http.Request)) {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			if peek(r) {
+				s.mu.Lock()
+				w.Header().Set("Date", s.now().Format(http.TimeFormat))
+				s.mu.Unlock()
+				h(w, r)
+				return
+			}
 			defer func() { // counted once answered
 				s.mu.Lock()
 				s.calls[pattern]++
 				s.mu.Unlock()
 			}()
 			s.mu.Lock()
+			s.dueChecksLocked()
 			w.Header().Set("Date", s.now().Format(http.TimeFormat))
 			if !s.rateLimitLocked(w) {
 				s.mu.Unlock()
@@ -257,11 +308,16 @@ func NewServer(t testing.TB, opts Options) *Server {
 	route(RouteListPipelines, s.listPipelines)
 	route(RouteStatuses, s.getStatuses)
 	route(RouteCommit, s.getCommit)
+	route(RouteMRNotes, s.listNotes)
+	route(RouteBranch, s.getBranch)
+	route(RouteGetTrainCar, s.getTrainCar)
+	route(RouteAddTrainCar, s.addTrainCar)
 	route(RouteUsers, s.listUsers)
 	route(RouteListDeployments, s.listDeployments)
 	route(RouteCreateDeployment, s.createDeployment)
 	route(RouteGetDeployment, s.getDeployment)
 	route(RouteUpdateDeployment, s.updateDeployment)
+	route(RouteGraphQL, s.graphQL)
 	s.srv = httptest.NewServer(mux)
 	s.URL = s.srv.URL
 	t.Cleanup(s.srv.Close)
@@ -460,6 +516,7 @@ func (s *Server) getProject(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, &gl.Project{
 		ID: ProjectID, Name: name, Path: name, PathWithNamespace: ProjectPath, DefaultBranch: "main",
 		WebURL: s.URL + "/" + ProjectPath, MergeMethod: gl.MergeMethodValue(s.opts.MergeMethod),
+		MergePipelinesEnabled: s.opts.MergeTrains, MergeTrainsEnabled: s.opts.MergeTrains,
 	})
 }
 

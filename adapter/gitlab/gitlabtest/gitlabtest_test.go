@@ -97,6 +97,11 @@ func TestUpdatedAt(t *testing.T) {
 		{"a conflict found", time.Minute, func() { f.SetConflicts(iid, true) }, false},
 		{"the target branch moving", time.Minute, func() { f.Push("main") }, false},
 		{"a title edited 1s after", time.Second, func() { f.SetTitle(iid, "Better title") }, true},
+		{"labels edited 1s after", time.Second, func() { f.SetLabels(iid, "bug") }, true},
+		{"reviewers edited 1s after", time.Second, func() { f.SetReviewers(iid, "carol") }, true},
+		{"a pipeline and its jobs", time.Second, func() { f.Pipeline(iid, "", &gl.CommitStatus{Name: "build", Status: "running"}) }, false},
+		{"a conflicting push to the target", time.Second, func() { f.PushConflicting("main", iid) }, false},
+		{"a retarget 1s after", time.Second, func() { f.Push("release"); f.Retarget(iid, "release") }, true},
 		{"a close", time.Second, func() { f.Close(iid) }, true},
 		{"a reopen", time.Second, func() { f.Reopen(iid) }, true},
 		{"a merge by hand", time.Second, func() { f.MergeByHand(iid) }, true},
@@ -305,5 +310,143 @@ func TestRateLimit(t *testing.T) {
 	clock.Advance(40 * time.Second)
 	if resp := get(t, f, "", nil); resp.StatusCode != http.StatusOK || resp.Header.Get("RateLimit-Remaining") != "2" {
 		t.Errorf("in the next minute: %s, remaining %s", resp.Status, resp.Header.Get("RateLimit-Remaining"))
+	}
+}
+
+// A list filters on iids[]; with with_merge_status_recheck it starts the
+// mergeability checks of the merge requests it lists whose mergeability
+// is not worked out, which show it once Options.CheckDelay has passed;
+// without it, it starts none. A peek starts, finishes and counts
+// nothing.
+func TestListRecheckAndPeek(t *testing.T) {
+	t.Parallel()
+	f, clock := fake(t, gitlabtest.Options{CheckDelay: time.Second})
+	for _, b := range []string{"a", "b", "c"} {
+		open(t, f, b)
+	}
+	f.SettleMergeability()
+	f.PushConflicting("main", 2)
+	listed := func(q string, peek bool) map[int64]string {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, fmt.Sprintf("%s/api/v4/projects/%d/merge_requests?%s", f.URL, gitlabtest.ProjectID, q), nil)
+		req.Header.Set("Private-Token", "glpat-test")
+		if peek {
+			req.Header.Set(gitlabtest.PeekHeader, "1")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var list []map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+			t.Fatal(err)
+		}
+		out := map[int64]string{}
+		for _, m := range list {
+			out[int64(m["iid"].(float64))] = m["detailed_merge_status"].(string)
+		}
+		return out
+	}
+	if got := listed("iids[]=2&iids[]=3", false); len(got) != 2 || got[2] != "unchecked" || got[3] != "unchecked" {
+		t.Fatalf("iids[]=2&iids[]=3 after the target moved: %v, want !2 and !3 unchecked", got)
+	}
+	clock.Advance(2 * time.Second)
+	if got := listed("iids[]=2", false); got[2] != "unchecked" {
+		t.Errorf("without a recheck: %v, want still unchecked", got)
+	}
+	calls := f.TotalCalls()
+	if got := listed("iids[]=2&with_merge_status_recheck=true", false); got[2] != "unchecked" {
+		t.Errorf("the list that asks for a recheck: %v, want unchecked (the check is asynchronous)", got)
+	}
+	clock.Advance(2 * time.Second)
+	if got := listed("iids[]=2", true); got[2] != "checking" {
+		t.Errorf("a peek once the check is due: %v, want checking (a peek finishes nothing)", got)
+	}
+	if n := f.TotalCalls() - calls; n != 1 {
+		t.Errorf("%d calls counted, want 1 (the peek is not)", n)
+	}
+	if got := listed("iids[]=2&iids[]=3", false); got[2] != "conflict" || got[3] != "unchecked" {
+		t.Errorf("once the check is due: %v, want !2 conflict, !3 still unchecked", got)
+	}
+}
+
+// Merge trains: a merge request added at its head runs a train pipeline
+// and merges when it passes; one whose pipeline fails is dropped, its car
+// destroyed, with GitLab's system note saying why; without merge trains
+// the API answers 403.
+func TestMergeTrains(t *testing.T) {
+	t.Parallel()
+	f, _ := fake(t, gitlabtest.Options{MergeTrains: true})
+	post := func(iid int64, sha string) int {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, fmt.Sprintf("%s/api/v4/projects/%d/merge_trains/merge_requests/%d", f.URL, gitlabtest.ProjectID, iid),
+			strings.NewReader(fmt.Sprintf(`{"sha":%q}`, sha)))
+		req.Header.Set("Private-Token", "glpat-test")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	a, b := open(t, f, "a"), open(t, f, "b")
+	f.SettleMergeability()
+	if code := post(a, f.MergeRequest(a).SHA); code != http.StatusBadRequest {
+		t.Errorf("add without a complete pipeline: %d, want 400", code)
+	}
+	f.Pipeline(a, "success")
+	f.Pipeline(b, "success")
+	if code := post(a, gitlabtest.NewSHA()); code != http.StatusConflict {
+		t.Errorf("add at another head: %d, want 409", code)
+	}
+	if code := post(a, f.MergeRequest(a).SHA); code != http.StatusCreated {
+		t.Fatalf("add: %d, want 201", code)
+	}
+	var car gl.MergeTrain
+	if resp := get(t, f, fmt.Sprintf("/merge_trains/merge_requests/%d", a), &car); resp.StatusCode != http.StatusOK || car.Status != "fresh" ||
+		car.Pipeline == nil || car.Pipeline.Ref != fmt.Sprintf("refs/merge-requests/%d/train", a) || car.MergeRequest.IID != a {
+		t.Fatalf("the car: %d %+v", resp.StatusCode, car)
+	}
+	merge := f.FinishTrain(a, "success")
+	if mr := f.MergeRequest(a); mr.State != "merged" || mr.MergeCommitSHA != merge {
+		t.Errorf("after the train pipeline passed: %s, merge commit %s, want merged as %s", mr.State, mr.MergeCommitSHA, merge)
+	}
+	if get(t, f, fmt.Sprintf("/merge_trains/merge_requests/%d", a), &car); car.Status != "merged" {
+		t.Errorf("the car of a merged merge request: %s, want merged", car.Status)
+	}
+	f.SettleMergeability()
+	if code := post(b, f.MergeRequest(b).SHA); code != http.StatusCreated {
+		t.Fatalf("add !%d: %d", b, code)
+	}
+	f.FinishTrain(b, "failed")
+	if resp := get(t, f, fmt.Sprintf("/merge_trains/merge_requests/%d", b), nil); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("the car of a dropped merge request: %d, want 404", resp.StatusCode)
+	}
+	var notes []gl.Note
+	get(t, f, fmt.Sprintf("/merge_requests/%d/notes?sort=desc", b), &notes)
+	if len(notes) == 0 || !notes[0].System || notes[0].Body != "removed this merge request from the merge train because pipeline did not succeed" {
+		t.Errorf("notes = %+v, want GitLab's system note of the removal first", notes)
+	}
+
+	none, _ := fake(t, gitlabtest.Options{})
+	c := open(t, none, "c")
+	if resp := get(t, none, fmt.Sprintf("/merge_trains/merge_requests/%d", c), nil); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("without merge trains: %d, want 403", resp.StatusCode)
+	}
+}
+
+// A branch is read with its head commit.
+func TestBranch(t *testing.T) {
+	t.Parallel()
+	f, _ := fake(t, gitlabtest.Options{})
+	head := f.Push("release/1.0")
+	var b gl.Branch
+	if resp := get(t, f, "/repository/branches/"+url.PathEscape("release/1.0"), &b); resp.StatusCode != http.StatusOK || b.Name != "release/1.0" || b.Commit == nil || b.Commit.ID != head {
+		t.Errorf("branch = %d %+v, want release/1.0 at %s", resp.StatusCode, b, head)
+	}
+	if resp := get(t, f, "/repository/branches/nope", nil); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("a missing branch: %d, want 404", resp.StatusCode)
 	}
 }

@@ -5,8 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 )
 
 // Webhook events the fake delivers, as X-Gitlab-Event names them.
@@ -88,4 +90,58 @@ func newUUID() string {
 	b[6], b[8] = b[6]&0x0f|0x40, b[8]&0x3f|0x80
 	h := hex.EncodeToString(b[:])
 	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// PipelineHook returns a delivery of a Pipeline Hook for pipeline id as it
+// is now: its ID, ref, commit and status, and, for a pipeline of a merge
+// request (ref refs/merge-requests/<iid>/...), that merge request.
+func (s *Server) PipelineHook(id int64, token string) *http.Request {
+	s.t.Helper()
+	s.mu.Lock()
+	p := s.pipelines[id]
+	if p == nil {
+		s.mu.Unlock()
+		s.t.Fatalf("gitlabtest: no pipeline %d", id)
+	}
+	pc := *p
+	var mr map[string]any
+	for _, m := range s.mrs {
+		if strings.HasPrefix(pc.ref, fmt.Sprintf("refs/merge-requests/%d/", m.iid)) {
+			mr = map[string]any{"id": m.id, "iid": m.iid, "source_branch": m.source, "target_branch": m.target,
+				"source_project_id": m.sourceProject, "target_project_id": ProjectID, "state": m.state, "detailed_merge_status": s.detailed(m)}
+		}
+	}
+	s.mu.Unlock()
+	return s.Delivery(EventPipeline, token, func(payload map[string]any) {
+		attrs := payload["object_attributes"].(map[string]any)
+		attrs["id"], attrs["iid"], attrs["ref"], attrs["sha"], attrs["status"], attrs["source"] = pc.id, pc.iid, pc.ref, pc.sha, pc.status, pc.source
+		payload["merge_request"] = nil
+		if mr != nil {
+			payload["merge_request"] = mr
+		}
+		payload["builds"] = []any{}
+	})
+}
+
+// JobHook returns a delivery of a Job Hook for the latest status named
+// name of pipeline id, as it is now.
+func (s *Server) JobHook(id int64, name, token string) *http.Request {
+	s.t.Helper()
+	s.mu.Lock()
+	var st *status
+	for _, c := range s.statuses {
+		if c.PipelineID == id && c.Name == name {
+			st = c
+		}
+	}
+	if st == nil {
+		s.mu.Unlock()
+		s.t.Fatalf("gitlabtest: pipeline %d has no job %q", id, name)
+	}
+	c := st.CommitStatus
+	s.mu.Unlock()
+	return s.Delivery(EventJob, token, func(payload map[string]any) {
+		payload["sha"], payload["ref"], payload["pipeline_id"], payload["build_id"] = c.SHA, c.Ref, id, c.ID
+		payload["build_name"], payload["build_status"], payload["build_allow_failure"] = c.Name, c.Status, c.AllowFailure
+	})
 }

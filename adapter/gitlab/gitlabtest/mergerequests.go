@@ -12,6 +12,30 @@ import (
 	gl "gitlab.com/gitlab-org/api/client-go"
 )
 
+// What moves a merge request's updated_at, as at GitLab:
+//
+//   - A change of the merge request's own row is saved, and Rails sets
+//     updated_at: an edit of its title (a draft is a title prefix), its
+//     description, labels, reviewers or target branch
+//     (MergeRequests::UpdateService), a close, a reopen, a merge, the lock
+//     of a merge under way (the state machine of state). See save.
+//   - A system note touches the merge request it is on (Note#touch_noteable
+//     calls noteable.touch), and MergeRequest includes ThrottledTouch
+//     (app/models/concerns/throttled_touch.rb: touch does nothing while
+//     updated_at is less than TOUCH_INTERVAL, a minute, old): commits pushed
+//     ("added 1 commit"), an approval or its removal
+//     (SystemNoteService.approve_mr, unapprove_mr), a review
+//     (requested_changes). A change made this way within a minute of the
+//     last one leaves updated_at where it was. See touch.
+//   - Nothing else: a pipeline, a job or a commit status changing is a row
+//     of its own (ci_pipelines, ci_builds); the merge request's merge
+//     status changing (marked unchecked when its target branch moves,
+//     worked out by a mergeability check) is timeless (the merge_status
+//     state machine wraps its transitions in Gitlab::Timeless.timeless);
+//     checks GitLab works out on each request (blocking discussions,
+//     external status checks, a blocking merge request: see
+//     SetDetailedMergeStatus) are kept on no column of the merge request.
+
 // touchInterval is how long after a merge request's updated_at GitLab
 // leaves it as it is when a system note touches it (ThrottledTouch).
 const touchInterval = time.Minute
@@ -30,12 +54,19 @@ type mergeRequest struct {
 	reviewerState        map[int64]string
 	approvedBy           []int64
 	headPipeline         int64
+	labels               []string
+	notes                []*gl.Note // system notes the fake writes (the merge train's)
 	createdAt, updatedAt time.Time
 
 	// mergeStatus is GitLab's merge_status: preparing (just opened),
 	// unchecked (its branches moved since the last check), checking,
-	// can_be_merged or cannot_be_merged.
+	// can_be_merged, cannot_be_merged, cannot_be_merged_recheck (it could
+	// not be merged, and its branches moved since: it still shows a
+	// conflict) or cannot_be_merged_rechecking (that checked again).
 	mergeStatus string
+	// checkDue is when the mergeability check a request asked for is done
+	// (with Options.CheckDelay), or zero.
+	checkDue time.Time
 	// conflicts says the source branch conflicts with the target: the
 	// next check finds it cannot be merged.
 	conflicts bool
@@ -107,19 +138,25 @@ func (s *Server) touch(mr *mergeRequest) {
 }
 
 // uncheck makes GitLab work out mr's mergeability again (its branches
-// moved). Like GitLab's, the change of merge_status leaves updated_at as
-// it is.
+// moved), as MergeRequest's mark_as_unchecked does: one that could not be
+// merged is cannot_be_merged_recheck (and still shows conflict), any
+// other unchecked. Like GitLab's, the change of merge_status leaves
+// updated_at as it is, and no check is queued: one runs when a request
+// asks for it.
 func uncheck(mr *mergeRequest) {
 	switch mr.mergeStatus {
-	case "can_be_merged", "cannot_be_merged", "checking":
+	case "can_be_merged", "checking":
 		mr.mergeStatus = "unchecked"
+	case "cannot_be_merged", "cannot_be_merged_rechecking":
+		mr.mergeStatus = "cannot_be_merged_recheck"
 	}
+	mr.checkDue = time.Time{}
 }
 
 // pending reports whether mr's mergeability is not worked out yet.
 func (mr *mergeRequest) pending() bool {
 	switch mr.mergeStatus {
-	case "preparing", "unchecked", "checking":
+	case "preparing", "unchecked", "checking", "cannot_be_merged_recheck", "cannot_be_merged_rechecking":
 		return true
 	}
 	return false
@@ -128,6 +165,7 @@ func (mr *mergeRequest) pending() bool {
 // check works out mr's mergeability as GitLab's mergeability check does,
 // leaving updated_at as it is.
 func (s *Server) check(mr *mergeRequest) {
+	mr.checkDue = time.Time{}
 	if !mr.pending() {
 		return
 	}
@@ -137,18 +175,56 @@ func (s *Server) check(mr *mergeRequest) {
 	}
 }
 
+// askCheckLocked starts the mergeability check of a merge request a
+// request asked about (a reading of it alone, a list with
+// with_merge_status_recheck): it is checking, and the check is done once
+// Options.CheckDelay has passed (at the next request after it), or, with
+// no delay, right after the answer (done reports whether the caller must
+// do it then). A peek starts nothing.
+func (s *Server) askCheckLocked(r *http.Request, mr *mergeRequest) (done bool) {
+	if peek(r) || !mr.pending() || (mr.state != "opened" && mr.state != "locked") {
+		return false
+	}
+	switch mr.mergeStatus {
+	case "unchecked", "preparing":
+		mr.mergeStatus = "checking"
+	case "cannot_be_merged_recheck":
+		mr.mergeStatus = "cannot_be_merged_rechecking"
+	}
+	if s.opts.CheckDelay <= 0 {
+		return true
+	}
+	if mr.checkDue.IsZero() {
+		mr.checkDue = s.now().Add(s.opts.CheckDelay)
+	}
+	return false
+}
+
+// dueChecksLocked finishes the mergeability checks whose time has come.
+func (s *Server) dueChecksLocked() {
+	now := s.now()
+	for _, mr := range s.mrs {
+		if !mr.checkDue.IsZero() && !now.Before(mr.checkDue) {
+			s.check(mr)
+		}
+	}
+}
+
 // detailed is mr's detailed_merge_status.
 func (s *Server) detailed(mr *mergeRequest) string {
 	switch {
 	case mr.state != "opened" && mr.state != "locked":
 		return "not_open"
+	case mr.mergeStatus == "preparing" || mr.mergeStatus == "unchecked" || mr.mergeStatus == "checking":
+		// As GitLab's DetailedMergeStatusService, before any check.
+		return mr.mergeStatus
+	case mr.mergeStatus == "cannot_be_merged_rechecking":
+		return "checking"
 	case mr.override != "":
 		return mr.override
-	case mr.mergeStatus == "preparing" || mr.mergeStatus == "unchecked" || mr.mergeStatus == "checking":
-		return mr.mergeStatus
 	case draft(mr.title):
 		return "draft_status"
-	case mr.mergeStatus == "cannot_be_merged":
+	case mr.mergeStatus == "cannot_be_merged" || mr.mergeStatus == "cannot_be_merged_recheck":
 		return "conflict"
 	case mr.behind && s.opts.MergeMethod != "merge":
 		return "need_rebase"
@@ -285,6 +361,62 @@ func (s *Server) SetTitle(iid int64, title string) {
 	s.save(mr)
 }
 
+// SetLabels replaces merge request iid's labels, as a person does at
+// GitLab.
+func (s *Server) SetLabels(iid int64, labels ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	mr := s.mr(iid)
+	mr.labels = slices.Clone(labels)
+	s.save(mr)
+}
+
+// SetReviewers replaces merge request iid's reviewers (alice, bob or
+// carol), as a person does at GitLab; those who stay keep their state.
+func (s *Server) SetReviewers(iid int64, users ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	mr := s.mr(iid)
+	var ids []int64
+	for _, u := range users {
+		ids = append(ids, s.user(u))
+	}
+	mr.setReviewers(ids)
+	s.save(mr)
+}
+
+// Retarget makes open merge request iid merge into branch target, which
+// must exist, as a person editing its target branch does: its
+// mergeability is worked out again against the new target.
+func (s *Server) Retarget(iid int64, target string) {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.branches[target]; !ok {
+		s.t.Fatalf("gitlabtest: no target branch %q", target)
+	}
+	mr := s.mr(iid)
+	mr.target, mr.behind = target, false
+	uncheck(mr)
+	s.save(mr)
+}
+
+// PushConflicting moves branch to a new commit whose changes conflict
+// with the open merge requests iids into it, as a person pushing to their
+// target branch does, and returns the commit. As any push to a target
+// branch, it touches no merge request: they are unchecked, and GitLab
+// finds the conflict when it next works out their mergeability.
+func (s *Server) PushConflicting(branch string, iids ...int64) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, iid := range iids {
+		if mr := s.mr(iid); mr.target == branch {
+			mr.conflicts = true
+		}
+	}
+	return s.pushLocked(branch)
+}
+
 // SetDetailedMergeStatus makes merge request iid's detailed_merge_status
 // status while it is open, until set again ("" gives it back to the
 // fake); any value but "mergeable" makes a merge answer 405, as GitLab
@@ -403,11 +535,15 @@ func (s *Server) mr(iid int64) *mergeRequest {
 }
 
 // listMRs answers GET .../merge_requests ("List project merge
-// requests"): filtered by state (opened, closed, locked, merged or all),
-// source_branch, target_branch, updated_after and updated_before (both
-// inclusive), ordered by order_by (created_at unless updated_at) and sort
-// (desc unless asc), paginated, each in the shape of a listed merge
-// request.
+// requests"): filtered by iids[], state (opened, closed, locked, merged
+// or all), source_branch, target_branch, updated_after and updated_before
+// (both inclusive), ordered by order_by (created_at unless updated_at)
+// and sort (desc unless asc), paginated, each in the shape of a listed
+// merge request. As GitLab's list ("Listing merge requests might not
+// proactively update merge_status"), it works out no mergeability unless
+// with_merge_status_recheck=true asks for it: then the check of each
+// listed merge request whose mergeability is not worked out starts, as a
+// reading of it alone starts it.
 func (s *Server) listMRs(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -423,9 +559,19 @@ func (s *Server) listMRs(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	var want []int64
+	for _, v := range q["iids[]"] {
+		iid, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "iids is invalid"})
+			return
+		}
+		want = append(want, iid)
+	}
 	var list []*mergeRequest
 	for _, mr := range s.mrs {
-		if (q.Get("state") == "" || q.Get("state") == "all" || q.Get("state") == mr.state) &&
+		if (len(want) == 0 || slices.Contains(want, mr.iid)) &&
+			(q.Get("state") == "" || q.Get("state") == "all" || q.Get("state") == mr.state) &&
 			(q.Get("source_branch") == "" || q.Get("source_branch") == mr.source) &&
 			(q.Get("target_branch") == "" || q.Get("target_branch") == mr.target) &&
 			(after.IsZero() || !mr.updatedAt.Before(after)) &&
@@ -438,9 +584,14 @@ func (s *Server) listMRs(w http.ResponseWriter, r *http.Request) {
 		key = func(mr *mergeRequest) string { return timeJSON(mr.updatedAt) }
 	}
 	sortBy(list, q.Get("sort"), key, func(mr *mergeRequest) int64 { return mr.id })
+	recheck := q.Get("with_merge_status_recheck") == "true"
+	var asked []*mergeRequest
 	out := make([]map[string]any, 0, len(list))
 	for _, mr := range list {
-		m := s.mrJSON(mr)
+		m := s.mrJSON(mr) // as it stands: the check is asynchronous
+		if recheck && s.askCheckLocked(r, mr) {
+			asked = append(asked, mr)
+		}
 		for k := range m {
 			if !s.listKeys[k] {
 				delete(m, k)
@@ -449,6 +600,9 @@ func (s *Server) listMRs(w http.ResponseWriter, r *http.Request) {
 		out = append(out, m)
 	}
 	writePage(w, r, out)
+	for _, mr := range asked {
+		s.check(mr)
+	}
 }
 
 func (s *Server) createMR(w http.ResponseWriter, r *http.Request) {
@@ -528,9 +682,12 @@ func (s *Server) theMR(w http.ResponseWriter, r *http.Request) *mergeRequest {
 	return s.mrs[iid-1]
 }
 
-// getMR answers GET .../merge_requests/:iid. As at GitLab, reading a
+// getMR answers GET .../merge_requests/:iid. As at GitLab ("The
+// mergeability (merge_status) of each merge request is checked
+// asynchronously when a request is made to this endpoint"), reading a
 // merge request whose mergeability is not worked out starts the check:
-// the answer says checking, and the check is done by the next request.
+// the answer says checking, and the check is done by the next request
+// (Options.CheckDelay later, with one).
 func (s *Server) getMR(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -538,14 +695,14 @@ func (s *Server) getMR(w http.ResponseWriter, r *http.Request) {
 	if mr == nil {
 		return
 	}
-	if mr.pending() && mr.state == "opened" {
-		mr.mergeStatus = "checking"
-		if s.opts.MergeabilityAtOnce {
-			s.check(mr)
-		}
+	if s.opts.MergeabilityAtOnce && !peek(r) && mr.state == "opened" {
+		s.check(mr)
 	}
+	done := s.askCheckLocked(r, mr)
 	writeJSON(w, http.StatusOK, s.mrJSON(mr))
-	s.check(mr)
+	if done {
+		s.check(mr)
+	}
 }
 
 func (s *Server) updateMR(w http.ResponseWriter, r *http.Request) {
@@ -599,9 +756,7 @@ func (s *Server) mergeMR(w http.ResponseWriter, r *http.Request) {
 	if mr == nil {
 		return
 	}
-	if mr.override == "" {
-		s.check(mr)
-	}
+	s.check(mr)
 	switch {
 	case mr.state != "opened":
 		writeJSON(w, http.StatusMethodNotAllowed, map[string]any{"message": "405 Method Not Allowed"})
@@ -684,7 +839,7 @@ func (s *Server) mrJSON(mr *mergeRequest) map[string]any {
 	m["squash"], m["web_url"], m["reference"] = mr.squash, web, fmt.Sprintf("!%d", mr.iid)
 	m["detailed_merge_status"], m["has_conflicts"] = detailed, mr.mergeStatus == "cannot_be_merged" || detailed == "conflict"
 	m["merge_status"] = mr.mergeStatus // GitLab's public_merge_status
-	if mr.mergeStatus == "preparing" {
+	if mr.mergeStatus == "preparing" || mr.mergeStatus == "cannot_be_merged_rechecking" {
 		m["merge_status"] = "checking"
 	}
 	m["blocking_discussions_resolved"] = detailed != "discussions_not_resolved"
@@ -694,6 +849,11 @@ func (s *Server) mrJSON(mr *mergeRequest) map[string]any {
 		reviewers = append(reviewers, s.userJSON(id))
 	}
 	m["reviewers"] = reviewers
+	labels := []any{}
+	for _, l := range mr.labels {
+		labels = append(labels, l)
+	}
+	m["labels"] = labels
 	m["head_pipeline"], m["pipeline"] = nil, nil
 	if p := s.pipelines[mr.headPipeline]; p != nil {
 		hp := cloneMap(s.mrTemplate["head_pipeline"].(map[string]any))

@@ -31,26 +31,52 @@ type status struct {
 // head (ref its source branch), makes it the head pipeline, records its
 // jobs (Name, Status and optionally AllowFailure and TargetURL set) as
 // commit statuses of the pipeline, and returns its ID. Its status is
-// status until a job changes (see [Server.SetCheck]).
+// status until a job changes (see [Server.SetCheck]); "" makes it follow
+// its jobs from the start. A pipeline GitLab could not run, an invalid
+// .gitlab-ci.yml, is failed with no jobs: Pipeline(iid, "failed").
 func (s *Server) Pipeline(iid int64, status string, jobs ...*gl.CommitStatus) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	mr := s.mr(iid)
 	p := s.newPipelineLocked(mr, mr.sha, mr.source, "push", status)
 	s.addJobsLocked(p, jobs)
+	if status == "" {
+		s.settleLocked(p)
+	}
 	return p.id
+}
+
+// HeadPipeline returns the ID, status and jobs (the latest status of each
+// name) of merge request iid's head pipeline; id is 0 when it has none.
+func (s *Server) HeadPipeline(iid int64) (id int64, status string, jobs []gl.CommitStatus) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.pipelines[s.mr(iid).headPipeline]
+	if p == nil {
+		return 0, "", nil
+	}
+	for _, st := range s.statuses {
+		if st.PipelineID == p.id && !st.retried {
+			jobs = append(jobs, st.CommitStatus)
+		}
+	}
+	return p.id, p.status, jobs
 }
 
 // MergeRequestPipeline runs a merge request pipeline (GitLab's pipelines
 // for merge requests: ref refs/merge-requests/<iid>/head) for merge
 // request iid at its current head, makes it the head pipeline, records
-// its jobs as [Server.Pipeline] does, and returns its ID.
+// its jobs and takes its status as [Server.Pipeline] does, and returns
+// its ID.
 func (s *Server) MergeRequestPipeline(iid int64, status string, jobs ...*gl.CommitStatus) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	mr := s.mr(iid)
 	p := s.newPipelineLocked(mr, mr.sha, fmt.Sprintf("refs/merge-requests/%d/head", iid), "merge_request_event", status)
 	s.addJobsLocked(p, jobs)
+	if status == "" {
+		s.settleLocked(p)
+	}
 	return p.id
 }
 

@@ -62,7 +62,9 @@ func newServer(name, bin, data string, recv *receiver, log *slog.Logger, env ...
 // start starts the demo and waits until it answers.
 func (s *server) start() error {
 	s.mu.Lock()
-	cmd := exec.Command(s.bin, "-addr", s.addr, "-data", s.data, "-webhook-url", s.recv.url, "-webhook-ca", s.recv.caFile)
+	// No metrics: the harness reads none, and the default port may be a
+	// demo's of this machine.
+	cmd := exec.Command(s.bin, "-addr", s.addr, "-metrics-addr", "", "-data", s.data, "-webhook-url", s.recv.url, "-webhook-ca", s.recv.caFile)
 	stderr := &lockedWriter{}
 	cmd.Stdout, cmd.Stderr = io.Discard, stderr
 	// Secrets through the environment, never on the command line.

@@ -131,14 +131,16 @@ func run(tb githubtest.TB, o options) error {
 
 	demo, err := demoload.Start(demoload.Options{Bin: o.demo, Data: filepath.Join(dir, "data"),
 		Env: []string{"GITHUB_TOKEN=" + githubtest.Token, "GITHUB_WEBHOOK_SECRET=" + githubSecret},
-		Args: []string{"-allow-private-webhooks", "-webhook-ca", rcv.CAFile,
+		// -metric-identifiers: the dashboard's webhook panels show each
+		// subscription.
+		Args: []string{"-allow-private-webhooks", "-webhook-ca", rcv.CAFile, "-metric-identifiers",
 			"-github-repo", githubtest.Owner + "/" + githubtest.Repo, "-github-api-url", gh.APIURL()}})
 	if err != nil {
 		return err
 	}
 	defer demo.Stop()
 
-	prom, err := startPrometheus(o.prometheus, dir, strings.TrimPrefix(demo.Base, "http://"), o.scrape)
+	prom, err := startPrometheus(o.prometheus, dir, strings.TrimSuffix(strings.TrimPrefix(demo.Metrics, "http://"), "/metrics"), o.scrape)
 	if err != nil {
 		return err
 	}

@@ -105,7 +105,10 @@ func run(ctx context.Context, sessions, rate, rounds int, useSDK bool) error {
 		return err
 	}
 	defer store.Close()
-	svc, err := lifecycle.New(lifecycle.Config{Store: store, BaseURL: "http://127.0.0.1/api", Logger: slog.New(slog.DiscardHandler)})
+	// Every session is the one key's, each with its notification stream:
+	// the key may hold them all, those of both rounds (a raw session ends
+	// its connections, not the session).
+	svc, err := lifecycle.New(lifecycle.Config{Store: store, BaseURL: "http://127.0.0.1/api", Logger: slog.New(slog.DiscardHandler), MaxStreamsPerKey: 2 * sessions})
 	if err != nil {
 		return err
 	}
@@ -119,7 +122,7 @@ func run(ctx context.Context, sessions, rate, rounds int, useSDK bool) error {
 	if err != nil {
 		return err
 	}
-	h, err := mcp.NewHandler(svc, mcp.Config{MaxSubscriptionsPerSession: 10})
+	h, err := mcp.NewHandler(svc, mcp.Config{MaxSubscriptionsPerSession: 10, MaxSessionsPerKey: 2 * sessions})
 	if err != nil {
 		return err
 	}
@@ -140,7 +143,7 @@ func run(ctx context.Context, sessions, rate, rounds int, useSDK bool) error {
 		if err != nil {
 			return err
 		}
-		if _, err := svc.StartTask(ctx, t.ID, actor); err != nil {
+		if _, err := svc.StartTask(ctx, t.ID, lifecycle.StartTaskParams{Actor: actor}); err != nil {
 			return err
 		}
 		tasks[i] = t.ID

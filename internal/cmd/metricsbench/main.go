@@ -56,6 +56,7 @@ type options struct {
 	limit                         time.Duration
 	demo                          string
 	keep                          bool
+	identifiers                   bool
 	dump                          string
 	demoCPUs                      string
 }
@@ -72,6 +73,7 @@ func main() {
 	flag.DurationVar(&o.limit, "limit", 50*time.Millisecond, "the 99th percentile a scrape must stay under")
 	flag.StringVar(&o.demo, "demo", "", "the demo binary; default: built from ./examples/demo")
 	flag.BoolVar(&o.keep, "keep", false, "keep the data directory")
+	flag.BoolVar(&o.identifiers, "metric-identifiers", true, "run the demo with -metric-identifiers: a backlog and a lag per subscription, the deliveries' durations per receiver (the larger scrape, that of BENCHMARKS.md's figures)")
 	flag.StringVar(&o.demoCPUs, "demo-cpus", "", "run the demo on these CPUs only (taskset -c, Linux), such as 1 while this program runs under taskset -c 0")
 	flag.StringVar(&o.dump, "dump", "", "write the last scrape's body to this file")
 	flag.Parse()
@@ -103,6 +105,9 @@ func run(o options) error {
 	defer rcv.Close()
 	rcv.Slow = 100 * time.Millisecond
 	start := demoload.Options{Bin: o.demo, Data: filepath.Join(dir, "data"), Args: []string{"-allow-private-webhooks", "-webhook-ca", rcv.CAFile}}
+	if o.identifiers {
+		start.Args = append(start.Args, "-metric-identifiers")
+	}
 	if o.demoCPUs != "" {
 		start.Wrapper = []string{"taskset", "-c", o.demoCPUs}
 	}
@@ -151,7 +156,7 @@ func run(o options) error {
 	drained := time.Now()
 	for last, calm := -1.0, 0; calm < 3 && time.Since(drained) < 3*time.Minute; {
 		time.Sleep(time.Second)
-		n, err := backlog(scraper, demo.Base)
+		n, err := backlog(scraper, demo.Metrics)
 		if err != nil {
 			return err
 		}
@@ -190,7 +195,7 @@ func run(o options) error {
 		events, deliveries := streams.Events(), rcv.Deliveries()
 		cpu0, _ := demo.CPUTime()
 		t0 := time.Now()
-		ds, control, sz, n, err := measure(scraper, demo.Base, o.scrapes, o.interval)
+		ds, control, sz, n, err := measure(scraper, demo.Metrics, demo.Base, o.scrapes, o.interval)
 		took := time.Since(t0)
 		cpu1, cpuOK := demo.CPUTime()
 		stopLoad()
@@ -200,7 +205,7 @@ func run(o options) error {
 		}
 		size, series = sz, n
 		if o.dump != "" {
-			if err := dumpMetrics(scraper, demo.Base, o.dump); err != nil {
+			if err := dumpMetrics(scraper, demo.Metrics, o.dump); err != nil {
 				return err
 			}
 		}
@@ -229,14 +234,15 @@ func run(o options) error {
 	return nil
 }
 
-// measure scrapes base's /metrics n times, pause apart, and returns each
-// scrape's duration, each duration of a GET /healthz sent right after it
-// (a control: the same path through the server without the metrics), and
-// the last body's size and series count.
-func measure(c *http.Client, base string, n int, pause time.Duration) (ds, control []time.Duration, size, series int, err error) {
-	get := func(path string) (time.Duration, []byte, error) {
+// measure scrapes metrics (the URL of GET /metrics) n times, pause apart,
+// and returns each scrape's duration, each duration of a GET /healthz of
+// the API at base sent right after it (a control: the same kind of
+// request through a server without the metrics), and the last body's
+// size and series count.
+func measure(c *http.Client, metrics, base string, n int, pause time.Duration) (ds, control []time.Duration, size, series int, err error) {
+	get := func(url string) (time.Duration, []byte, error) {
 		t0 := time.Now()
-		resp, err := c.Get(base + path)
+		resp, err := c.Get(url)
 		if err != nil {
 			return 0, nil, err
 		}
@@ -244,12 +250,12 @@ func measure(c *http.Client, base string, n int, pause time.Duration) (ds, contr
 		resp.Body.Close()
 		d := time.Since(t0)
 		if err == nil && resp.StatusCode != http.StatusOK {
-			err = fmt.Errorf("GET %s: %s %s", path, resp.Status, body)
+			err = fmt.Errorf("GET %s: %s %s", url, resp.Status, body)
 		}
 		return d, body, err
 	}
 	for i := range n {
-		d, body, err := get("/metrics")
+		d, body, err := get(metrics)
 		if err != nil {
 			return nil, nil, 0, 0, err
 		}
@@ -257,7 +263,7 @@ func measure(c *http.Client, base string, n int, pause time.Duration) (ds, contr
 		if i == n-1 {
 			size, series = len(body), countSeries(string(body))
 		}
-		if d, _, err = get("/healthz"); err != nil {
+		if d, _, err = get(base + "/healthz"); err != nil {
 			return nil, nil, 0, 0, err
 		}
 		control = append(control, d)
@@ -270,9 +276,9 @@ func measure(c *http.Client, base string, n int, pause time.Duration) (ds, contr
 }
 
 // backlog returns the sum of the demo's lifecycle_webhook_backlog series
-// (0 when it has none).
-func backlog(c *http.Client, base string) (float64, error) {
-	resp, err := c.Get(base + "/metrics")
+// (0 when it has none), read from metrics, the URL of GET /metrics.
+func backlog(c *http.Client, metrics string) (float64, error) {
+	resp, err := c.Get(metrics)
 	if err != nil {
 		return 0, err
 	}
@@ -283,8 +289,10 @@ func backlog(c *http.Client, base string) (float64, error) {
 	}
 	sum := 0.0
 	for line := range strings.Lines(string(body)) {
-		if rest, ok := strings.CutPrefix(line, "lifecycle_webhook_backlog{"); ok {
-			_, value, _ := strings.Cut(rest, "} ")
+		// One series per subscription (-metric-identifiers), or one with
+		// no labels.
+		if rest, ok := strings.CutPrefix(line, "lifecycle_webhook_backlog"); ok && (rest[0] == '{' || rest[0] == ' ') {
+			value := rest[strings.LastIndexByte(rest, ' ')+1:]
 			v, _ := strconv.ParseFloat(strings.TrimSpace(value), 64)
 			sum += v
 		}
@@ -292,9 +300,10 @@ func backlog(c *http.Client, base string) (float64, error) {
 	return sum, nil
 }
 
-// dumpMetrics writes a scrape of base's /metrics to file.
-func dumpMetrics(c *http.Client, base, file string) error {
-	resp, err := c.Get(base + "/metrics")
+// dumpMetrics writes a scrape of metrics, the URL of GET /metrics, to
+// file.
+func dumpMetrics(c *http.Client, metrics, file string) error {
+	resp, err := c.Get(metrics)
 	if err != nil {
 		return err
 	}

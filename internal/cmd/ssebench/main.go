@@ -205,6 +205,7 @@ func startServer(ctx context.Context, dir string, o options, wrap func(http.Hand
 		BaseURL:           "http://127.0.0.1",
 		Logger:            slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		MaxStreamsPerKey:  1 << 20, // every stream of the benchmark uses one key
+		TakeOverStreams:   true,
 		StreamBatchWindow: o.batchWindow,
 		MeterProvider:     mp,
 		TracerProvider:    tp,

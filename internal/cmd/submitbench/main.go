@@ -504,7 +504,7 @@ func seed(ctx context.Context, svc *lifecycle.Service, n int) ([]string, error) 
 					Links:      lifecycle.TaskLinks{Issue: "https://issues.example.com/x"},
 				})
 				if err == nil {
-					_, err = svc.StartTask(ctx, t.ID, lifecycle.Actor{ID: "submitbench", Role: lifecycle.RoleAgent})
+					_, err = svc.StartTask(ctx, t.ID, lifecycle.StartTaskParams{Actor: lifecycle.Actor{ID: "submitbench", Role: lifecycle.RoleAgent}})
 				}
 				if err != nil {
 					mu.Lock()

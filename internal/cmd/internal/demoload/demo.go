@@ -42,6 +42,9 @@ func Build(dir string) (string, error) {
 type Demo struct {
 	// Base is the demo's base URL.
 	Base string
+	// Metrics is the URL of its GET /metrics, on a listener of its own
+	// (-metrics-addr).
+	Metrics string
 	// Client sends API requests; event streams use a client of their own.
 	Client *http.Client
 
@@ -58,23 +61,25 @@ type Options struct {
 	Data string
 	// Env holds environment variables beside this process's own.
 	Env []string
-	// Args are flags beside -addr and -data.
+	// Args are flags beside -addr, -metrics-addr and -data.
 	Args []string
 	// Wrapper, when set, is a command that runs the demo's, such as
 	// taskset -c 1 (which then runs the demo in its own process).
 	Wrapper []string
 }
 
-// Start starts the demo on a free port of 127.0.0.1, and returns once
-// GET /readyz answers 200.
+// Start starts the demo on a free port of 127.0.0.1, its metrics on
+// another, and returns once GET /readyz answers 200.
 func Start(o Options) (*Demo, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	argv := append(append(append([]string{}, o.Wrapper...), o.Bin, "-addr", addr, "-data", o.Data), o.Args...)
+	metricsAddr, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	argv := append(append(append([]string{}, o.Wrapper...), o.Bin, "-addr", addr, "-metrics-addr", metricsAddr, "-data", o.Data), o.Args...)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	log := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = io.Discard, log
@@ -83,7 +88,7 @@ func Start(o Options) (*Demo, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start the demo: %w", err)
 	}
-	d := &Demo{Base: "http://" + addr, cmd: cmd, exited: make(chan struct{}), log: log,
+	d := &Demo{Base: "http://" + addr, Metrics: "http://" + metricsAddr + "/metrics", cmd: cmd, exited: make(chan struct{}), log: log,
 		Client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
 	go func() { _ = cmd.Wait(); close(d.exited) }()
 	deadline := time.Now().Add(60 * time.Second)
@@ -103,6 +108,16 @@ func Start(o Options) (*Demo, error) {
 	}
 	d.Stop()
 	return nil, errors.New("the demo was not ready within 60 s")
+}
+
+// freePort returns an address of 127.0.0.1 with a port free now.
+func freePort() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
 }
 
 // Stop stops the demo with SIGINT, as Ctrl-C does, and waits for it to

@@ -1,0 +1,218 @@
+package gitlab_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/adapter/gitlab"
+	"github.com/tasklifecycle/lifecycle/adapter/gitlab/gitlabtest"
+	"github.com/tasklifecycle/lifecycle/internal/fakeclock"
+)
+
+// trainProject is a project with merge trains, on a fake clock, and a
+// merge request whose pipeline passed, ready to merge.
+type trainProject struct {
+	f     *gitlabtest.Server
+	a     *gitlab.Adapter
+	clock *fakeclock.Clock
+	pr    lifecycle.PullRequest
+	iid   int64
+}
+
+const trainPoll = 10 * time.Second
+
+func newTrainProject(t *testing.T) *trainProject {
+	t.Helper()
+	tp := &trainProject{clock: fakeclock.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))}
+	tp.f = gitlabtest.NewServer(t, gitlabtest.Options{MergeTrains: true, Now: tp.clock.Now})
+	tp.a = newAdapter(t, tp.f, func(c *gitlab.Config) { c.Clock = tp.clock; c.MergeTrainPollInterval = trainPoll })
+	tp.f.Push("lifecycle/eng-1")
+	tp.pr = ensure(t, tp.a, lifecycle.PullRequestRequest{Task: task("ENG-1")})
+	tp.iid = int64(tp.pr.Number)
+	tp.f.Pipeline(tp.iid, "success")
+	tp.f.SettleMergeability()
+	return tp
+}
+
+// merge starts a merge at the head and returns a channel of its outcome.
+func (tp *trainProject) merge(ctx context.Context, head string) <-chan mergeOutcome {
+	out := make(chan mergeOutcome, 1)
+	go func() {
+		res, err := tp.a.Merge(ctx, lifecycle.MergeRequest{Ref: tp.pr.PullRequestRef, ExpectedHeadSHA: head})
+		out <- mergeOutcome{res, err}
+	}()
+	return out
+}
+
+type mergeOutcome struct {
+	res lifecycle.MergeResult
+	err error
+}
+
+// parked waits until the merge waits for its next look at its car.
+func (tp *trainProject) parked(t *testing.T) {
+	t.Helper()
+	if !tp.clock.WaitForWaiters(1, 5*time.Second) {
+		t.Fatal("the merge does not wait for its car")
+	}
+}
+
+// outcome returns the merge's outcome.
+func outcome(t *testing.T, out <-chan mergeOutcome) mergeOutcome {
+	t.Helper()
+	select {
+	case o := <-out:
+		return o
+	case <-time.After(5 * time.Second):
+		t.Fatal("the merge did not end")
+		return mergeOutcome{}
+	}
+}
+
+// On a project with merge trains, a merge adds the merge request to its
+// train at the expected head, never merging it past the train, follows
+// its car while the train's pipeline runs, and returns the merge commit
+// once GitLab merged it.
+func TestMergeThroughTheMergeTrain(t *testing.T) {
+	t.Parallel()
+	tp := newTrainProject(t)
+	out := tp.merge(t.Context(), tp.pr.HeadSHA)
+	tp.parked(t)
+	if st, _, ok := tp.f.TrainCar(tp.iid); !ok || st != "fresh" {
+		t.Fatalf("the car: %q, %v; want fresh, on the train", st, ok)
+	}
+	tp.clock.Advance(trainPoll) // the car still rides
+	tp.parked(t)
+	merge := tp.f.FinishTrain(tp.iid, "success")
+	tp.clock.Advance(trainPoll)
+	o := outcome(t, out)
+	if o.err != nil || o.res.MergeCommitSHA != merge || o.res.AlreadyMerged {
+		t.Fatalf("Merge = %+v, %v; want merged as %s by this call", o.res, o.err, merge)
+	}
+	calls := tp.f.AllCalls()
+	if calls[gitlabtest.RouteMerge] != 0 || calls[gitlabtest.RouteAddTrainCar] != 1 || calls[gitlabtest.RouteGetTrainCar] != 3 {
+		t.Errorf("calls %v: want no merge past the train, one car added, read three times", calls)
+	}
+}
+
+// A merge that outlasts its context is temporary, with the reason
+// merge_train (the ship runner shows it and tries again), and the next
+// merge follows the same car, adding nothing.
+func TestMergeTrainOutlastingTheContext(t *testing.T) {
+	t.Parallel()
+	tp := newTrainProject(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	o := outcome(t, tp.merge(ctx, tp.pr.HeadSHA))
+	var te *lifecycle.TemporaryError
+	if !errors.As(o.err, &te) || te.Reason != gitlab.ReasonMergeTrain || te.RetryAfter != trainPoll {
+		t.Fatalf("a merge past its context: %v; want a TemporaryError, merge_train, retry after %s", o.err, trainPoll)
+	}
+	out := tp.merge(t.Context(), tp.pr.HeadSHA)
+	tp.parked(t)
+	merge := tp.f.FinishTrain(tp.iid, "success")
+	tp.clock.Advance(trainPoll)
+	if o := outcome(t, out); o.err != nil || o.res.MergeCommitSHA != merge {
+		t.Fatalf("the next merge: %+v, %v; want merged as %s", o.res, o.err, merge)
+	}
+	if n := tp.f.Calls(gitlabtest.RouteAddTrainCar); n != 1 {
+		t.Errorf("the car was added %d times, want once", n)
+	}
+	// Once merged, a merge finds it merged before it was called.
+	if res, err := tp.a.Merge(t.Context(), lifecycle.MergeRequest{Ref: tp.pr.PullRequestRef, ExpectedHeadSHA: tp.pr.HeadSHA}); err != nil || !res.AlreadyMerged || res.MergeCommitSHA != merge {
+		t.Errorf("a merge of the merged one: %+v, %v; want already merged as %s", res, err, merge)
+	}
+}
+
+// GitLab drops a merge request from its train: the merge is refused in
+// GitLab's words, from its system note (the train's pipeline failed, a
+// person removed it), or its head moved (the source branch was updated).
+func TestMergeTrainRemovals(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		drop     func(tp *trainProject)
+		refused  string
+		mismatch bool
+	}{
+		{"the train's pipeline failed", func(tp *trainProject) { tp.f.FinishTrain(tp.iid, "failed") },
+			"GitLab removed merge request !1 from the merge train into main: pipeline did not succeed", false},
+		{"removed by a person", func(tp *trainProject) { tp.f.DropFromTrain(tp.iid, "") },
+			"GitLab removed merge request !1 from the merge train into main: removed by alice", false},
+		{"a conflict", func(tp *trainProject) { tp.f.DropFromTrain(tp.iid, "merge request is not mergeable") },
+			"merge request is not mergeable", false},
+		{"the source branch was updated", func(tp *trainProject) {
+			tp.f.Push("lifecycle/eng-1")
+			tp.f.DropFromTrain(tp.iid, "source branch was updated")
+		}, "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tp := newTrainProject(t)
+			out := tp.merge(t.Context(), tp.pr.HeadSHA)
+			tp.parked(t)
+			tc.drop(tp)
+			tp.clock.Advance(trainPoll)
+			o := outcome(t, out)
+			var refused *lifecycle.RefusedError
+			switch {
+			case tc.mismatch && !errors.Is(o.err, lifecycle.ErrHeadMismatch):
+				t.Errorf("Merge: %v; want ErrHeadMismatch", o.err)
+			case !tc.mismatch && (!errors.As(o.err, &refused) || errors.Is(o.err, lifecycle.ErrTemporary) || !strings.Contains(refused.Message, tc.refused)):
+				t.Errorf("Merge: %v; want a RefusedError saying %q", o.err, tc.refused)
+			}
+			if st := tp.f.MergeRequest(tp.iid).State; st != "opened" {
+				t.Errorf("the merge request is %s", st)
+			}
+		})
+	}
+}
+
+// A merge train takes a merge request whose pipeline is complete: one
+// still running waits (temporary, ci_running); a merge at a head that is
+// no longer the merge request's is ErrHeadMismatch; merge trains the
+// token may not use are refused. None is merged past the train.
+func TestMergeTrainRefusals(t *testing.T) {
+	t.Parallel()
+	tp := newTrainProject(t)
+	tp.f.Pipeline(tp.iid, "running")
+	_, err := tp.a.Merge(t.Context(), lifecycle.MergeRequest{Ref: tp.pr.PullRequestRef, ExpectedHeadSHA: tp.pr.HeadSHA})
+	var te *lifecycle.TemporaryError
+	if !errors.As(err, &te) || te.Reason != gitlab.ReasonCIRunning {
+		t.Errorf("with the pipeline running: %v; want a TemporaryError, ci_running", err)
+	}
+	_, err = tp.a.Merge(t.Context(), lifecycle.MergeRequest{Ref: tp.pr.PullRequestRef, ExpectedHeadSHA: gitlabtest.NewSHA()})
+	if !errors.Is(err, lifecycle.ErrHeadMismatch) {
+		t.Errorf("at another head: %v; want ErrHeadMismatch", err)
+	}
+	tp.f.Inject(gitlabtest.RouteAddTrainCar, gitlabtest.Fault{Status: 403, Body: `{"message":"403 Forbidden"}`})
+	tp.f.Pipeline(tp.iid, "success")
+	_, err = tp.a.Merge(t.Context(), lifecycle.MergeRequest{Ref: tp.pr.PullRequestRef, ExpectedHeadSHA: tp.pr.HeadSHA})
+	var refused *lifecycle.RefusedError
+	if !errors.As(err, &refused) || !strings.Contains(refused.Message, "403 Forbidden") {
+		t.Errorf("merge trains forbidden: %v; want a RefusedError in GitLab's words", err)
+	}
+	if n := tp.f.Calls(gitlabtest.RouteMerge); n != 0 || tp.f.MergeRequest(tp.iid).State != "opened" {
+		t.Errorf("merged past the train (%d merge calls)", n)
+	}
+}
+
+// Without merge trains, a merge is GitLab's merge call.
+func TestMergeWithoutMergeTrains(t *testing.T) {
+	t.Parallel()
+	f := gitlabtest.NewServer(t, gitlabtest.Options{})
+	a := newAdapter(t, f)
+	f.Push("lifecycle/eng-1")
+	pr := ensure(t, a, lifecycle.PullRequestRequest{Task: task("ENG-1")})
+	f.SettleMergeability()
+	if _, err := a.Merge(t.Context(), lifecycle.MergeRequest{Ref: pr.PullRequestRef, ExpectedHeadSHA: pr.HeadSHA}); err != nil {
+		t.Fatal(err)
+	}
+	if calls := f.AllCalls(); calls[gitlabtest.RouteMerge] != 1 || calls[gitlabtest.RouteAddTrainCar]+calls[gitlabtest.RouteGetTrainCar] != 0 {
+		t.Errorf("calls %v: want the merge call alone", calls)
+	}
+}

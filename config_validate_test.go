@@ -1,0 +1,57 @@
+package lifecycle_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/store/memory"
+)
+
+// Config.Validate refuses what New refuses, with the same message, and
+// takes unset fields at their defaults.
+func TestConfigValidateAgreesWithNew(t *testing.T) {
+	t.Parallel()
+	store := memory.New()
+	t.Cleanup(func() { store.Close() })
+	valid := lifecycle.Config{Store: store, BaseURL: "https://tasks.example.com/api/"}
+	tests := []struct {
+		name   string
+		mutate func(*lifecycle.Config)
+		want   string // in the error; "" for none
+	}{
+		{"the defaults", func(*lifecycle.Config) {}, ""},
+		{"no store", func(c *lifecycle.Config) { c.Store = nil }, "Config.Store is required"},
+		{"a relative base URL", func(c *lifecycle.Config) { c.BaseURL = "/api" }, "Config.BaseURL"},
+		{"a short ship lease", func(c *lifecycle.Config) { c.ShipLease = time.Second }, "Config.ShipLease"},
+		{"a negative ship concurrency", func(c *lifecycle.Config) { c.ShipConcurrency = -1 }, "Config.ShipConcurrency"},
+		{"a sub-second reconcile interval", func(c *lifecycle.Config) { c.ReconcileInterval = time.Millisecond }, "Config.ReconcileInterval"},
+		{"a negative reconcile interval disables it", func(c *lifecycle.Config) { c.ReconcileInterval = -1 }, ""},
+		{"a webhook lease under two polls", func(c *lifecycle.Config) { c.WebhookLease = time.Second }, "Config.WebhookLease"},
+		{"a decoding budget under one body", func(c *lifecycle.Config) { c.MaxDecodingBytes = 1024 }, "Config.MaxDecodingBytes"},
+		{"a negative auth interval", func(c *lifecycle.Config) { c.AuthFailureInterval = -time.Second }, "Config.AuthFailureInterval"},
+		{"an agent without an ID", func(c *lifecycle.Config) { c.Agents = []lifecycle.Agent{{Name: "x"}} }, "Config.Agents[0]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := valid
+			tt.mutate(&cfg)
+			before := cfg
+			err := cfg.Validate()
+			if cfg.ShipLease != before.ShipLease || cfg.Clock != before.Clock || cfg.BaseURL != before.BaseURL {
+				t.Errorf("Validate changed the Config it was given")
+			}
+			_, newErr := lifecycle.New(cfg)
+			switch {
+			case tt.want == "" && (err != nil || newErr != nil):
+				t.Errorf("Validate = %v, New = %v; want both nil", err, newErr)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Errorf("Validate = %v, want an error naming %s", err, tt.want)
+			case tt.want != "" && (newErr == nil || newErr.Error() != err.Error()):
+				t.Errorf("New = %v, want Validate's error %v", newErr, err)
+			}
+		})
+	}
+}

@@ -1,0 +1,401 @@
+package main
+
+import (
+	"container/heap"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/tasklifecycle/lifecycle/internal/mergequeue"
+)
+
+// params are the simulation's inputs (the flags).
+type params struct {
+	changes         int
+	ciDuration      time.Duration
+	ciSlots         int
+	failureRate     float64
+	flakeRate       float64
+	conflictRate    float64
+	arrivalsPerHour float64
+	seed            uint64
+	hotfixRate      float64
+	// queue tunes the queue; its Depth is ciSlots.
+	queue mergequeue.Config
+}
+
+// The agents' model: how an agent answers a change sent back for rework.
+const (
+	// rebaseTime is how long an agent takes to rebase a conflicting
+	// change and ship it again; it always succeeds.
+	rebaseTime = 10 * time.Minute
+	// fixTime is how long it takes to fix a change whose checks failed
+	// and ship it again; fixSuccess is the chance the fix works (else the
+	// change is still broken, and fails again).
+	fixTime    = 30 * time.Minute
+	fixSuccess = 0.75
+	// maxRework is how many rework rounds an agent tries before the
+	// change waits for a person.
+	maxRework = 3
+	// buildTime is how long a candidate's commit takes to make.
+	buildTime = 30 * time.Second
+	// ciJitter spreads CI durations by up to this share either way.
+	ciJitter = 0.1
+)
+
+// change is one simulated change and the truth about it.
+type change struct {
+	id       string
+	broken   bool   // any tree that holds it fails CI
+	stale    bool   // it does not merge onto the base until rebased
+	partner  string // another change it does not merge with, or ""
+	hotfix   bool
+	rework   int       // rework rounds so far
+	enqueued time.Time // when it last entered the queue
+	landed   bool
+	person   bool // gave up: waits for a person
+}
+
+// result is what the simulation prints.
+type result struct {
+	landed, reworked, requeued, ejectedInnocent int
+	runs, wasted, passedRuns, failedRuns        int
+	hours                                       float64
+	queueTimes                                  []time.Duration
+	redMain                                     time.Duration
+	landedNotTested                             int
+	stats                                       mergequeue.Stats
+	waitingPerson                               int
+	landings                                    []time.Time // in order
+	landedBy95                                  int
+	changes                                     int
+}
+
+// timed is an event of the simulation, at a time.
+type timed struct {
+	at  time.Time
+	seq int
+	fn  func()
+}
+
+type timeline []*timed
+
+func (t timeline) Len() int { return len(t) }
+func (t timeline) Less(i, j int) bool {
+	if !t[i].at.Equal(t[j].at) {
+		return t[i].at.Before(t[j].at)
+	}
+	return t[i].seq < t[j].seq
+}
+func (t timeline) Swap(i, j int) { t[i], t[j] = t[j], t[i] }
+func (t *timeline) Push(x any)   { *t = append(*t, x.(*timed)) }
+func (t *timeline) Pop() any {
+	old := *t
+	x := old[len(old)-1]
+	*t = old[:len(old)-1]
+	return x
+}
+
+// commit is a simulated commit: the changes its tree holds.
+type commit struct {
+	changes map[string]bool
+	tree    string
+}
+
+// run is a CI run waiting for, or holding, a slot.
+type run struct {
+	candidate int
+	sha       string
+	cancelled bool
+}
+
+// sim is the simulated host, CI and agents around the real queue.
+type sim struct {
+	p     params
+	rng   *rand.Rand
+	now   time.Time
+	start time.Time
+	seq   int
+	tl    timeline
+
+	cfg     mergequeue.Config
+	q       *mergequeue.State
+	commits map[string]*commit
+	nextSHA int
+	changes map[string]*change
+	order   []string // every change, in arrival order
+
+	busy    int    // CI slots in use
+	waiting []*run // runs waiting for a slot
+	running map[int]*run
+
+	res        result
+	lastLand   time.Time
+	brokenBase time.Time // when the base last became broken, or zero
+}
+
+// simulate runs the simulation to its end.
+func simulate(p params) result {
+	s := &sim{
+		p:       p,
+		rng:     rand.New(rand.NewPCG(p.seed, p.seed^0x9e3779b97f4a7c15)),
+		now:     time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+		cfg:     p.queue,
+		commits: map[string]*commit{},
+		changes: map[string]*change{},
+		running: map[int]*run{},
+	}
+	s.cfg.Depth = p.ciSlots
+	s.start = s.now
+	base := s.newCommit(map[string]bool{})
+	s.q = mergequeue.New(base)
+	s.arrivals()
+	for s.tl.Len() > 0 {
+		ev := heap.Pop(&s.tl).(*timed)
+		s.now = ev.at
+		ev.fn()
+	}
+	// Throughput while the queue is loaded: the changes landed until 95 %
+	// of those landed had, over that time. The last few are the
+	// stragglers of rework rounds, which a queue cannot hurry.
+	if n := len(s.res.landings); n > 0 {
+		k := max(int(math.Ceil(0.95*float64(n))), 1)
+		s.res.hours = s.res.landings[k-1].Sub(s.start).Hours()
+		s.res.landedBy95 = k
+	}
+	s.res.stats = s.q.Stats
+	s.res.changes = p.changes
+	for _, c := range s.changes {
+		if c.person {
+			s.res.waitingPerson++
+		}
+	}
+	return s.res
+}
+
+// at schedules fn at t.
+func (s *sim) at(t time.Time, fn func()) {
+	s.seq++
+	heap.Push(&s.tl, &timed{at: t, seq: s.seq, fn: fn})
+}
+
+// arrivals schedules the changes' arrivals: a Poisson process of
+// arrivalsPerHour, or all at once when it is 0.
+func (s *sim) arrivals() {
+	t := s.now
+	for i := range s.p.changes {
+		if s.p.arrivalsPerHour > 0 {
+			gap := s.rng.ExpFloat64() / s.p.arrivalsPerHour
+			t = t.Add(time.Duration(gap * float64(time.Hour)))
+		}
+		c := &change{id: "c" + strconv.Itoa(i), broken: s.rng.Float64() < s.p.failureRate,
+			stale: s.rng.Float64() < s.p.conflictRate/2, hotfix: s.rng.Float64() < s.p.hotfixRate}
+		if i > 0 && s.rng.Float64() < s.p.conflictRate/2 {
+			// It touches what a recent change touches.
+			c.partner = "c" + strconv.Itoa(max(0, i-1-s.rng.IntN(min(i, 20))))
+		}
+		s.changes[c.id] = c
+		s.order = append(s.order, c.id)
+		s.at(t, func() { s.enqueue(c) })
+	}
+}
+
+// enqueue ships c into the queue.
+func (s *sim) enqueue(c *change) {
+	c.enqueued = s.now
+	pr := mergequeue.Normal
+	if c.hotfix {
+		pr = mergequeue.Hotfix
+	}
+	s.apply(mergequeue.Add{Entry: mergequeue.Entry{ID: c.id, Head: c.id + "@" + strconv.Itoa(c.rework), Priority: pr}})
+}
+
+// newCommit records a commit holding changes and returns its SHA.
+func (s *sim) newCommit(changes map[string]bool) string {
+	s.nextSHA++
+	sha := fmt.Sprintf("%040x", s.nextSHA)
+	ids := make([]string, 0, len(changes))
+	for id := range changes {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	s.commits[sha] = &commit{changes: changes, tree: fmt.Sprint(ids)}
+	return sha
+}
+
+// apply applies ev to the queue and carries out what it asks.
+func (s *sim) apply(ev mergequeue.Event) {
+	for _, a := range s.q.Apply(s.cfg, s.now, ev) {
+		s.do(a)
+	}
+}
+
+// do carries out one action of the queue.
+func (s *sim) do(a mergequeue.Action) {
+	switch a := a.(type) {
+	case mergequeue.Build:
+		s.at(s.now.Add(buildTime), func() { s.build(a) })
+	case mergequeue.Test:
+		s.startRun(&run{candidate: a.Candidate, sha: a.SHA})
+	case mergequeue.Cancel:
+		if r := s.running[a.Candidate]; r != nil {
+			r.cancelled = true
+		}
+		for _, r := range s.waiting {
+			if r.candidate == a.Candidate {
+				r.cancelled = true
+			}
+		}
+	case mergequeue.Land:
+		s.at(s.now, func() { s.land(a) })
+	case mergequeue.Rework:
+		s.rework(a)
+	case mergequeue.Done:
+		c := s.changes[a.Entry]
+		c.landed = true
+		s.res.landed++
+		s.res.queueTimes = append(s.res.queueTimes, s.now.Sub(c.enqueued))
+		s.res.landings = append(s.res.landings, s.now)
+		s.lastLand = s.now
+	}
+}
+
+// build makes a candidate's commit, or finds the first head that does
+// not merge.
+func (s *sim) build(a mergequeue.Build) {
+	parent := s.commits[a.Parent]
+	tree := make(map[string]bool, len(parent.changes)+len(a.Heads))
+	for id := range parent.changes {
+		tree[id] = true
+	}
+	base := s.commits[s.q.Base]
+	for _, h := range a.Heads {
+		c := s.changes[h.Entry]
+		if c.stale || (c.partner != "" && tree[c.partner]) {
+			onBase := c.stale || base.changes[c.partner]
+			s.apply(mergequeue.Conflict{Candidate: a.Candidate, Entry: h.Entry, Base: onBase})
+			return
+		}
+		tree[h.Entry] = true
+	}
+	s.apply(mergequeue.Built{Candidate: a.Candidate, SHA: s.newCommit(tree)})
+}
+
+// startRun runs r when a slot is free, else queues it.
+func (s *sim) startRun(r *run) {
+	if s.busy >= s.p.ciSlots {
+		s.waiting = append(s.waiting, r)
+		return
+	}
+	s.res.runs++
+	s.busy++
+	s.running[r.candidate] = r
+	d := float64(s.p.ciDuration) * (1 + ciJitter*(2*s.rng.Float64()-1))
+	s.at(s.now.Add(time.Duration(d)), func() { s.finishRun(r) })
+}
+
+// finishRun ends r, frees its slot for the next run waiting, and reports
+// its result unless it was cancelled.
+func (s *sim) finishRun(r *run) {
+	s.busy--
+	delete(s.running, r.candidate)
+	for len(s.waiting) > 0 && s.busy < s.p.ciSlots {
+		next := s.waiting[0]
+		s.waiting = s.waiting[1:]
+		if next.cancelled {
+			continue
+		}
+		s.startRun(next)
+	}
+	if r.cancelled {
+		s.res.wasted++
+		return
+	}
+	passed, jobs := true, []string(nil)
+	for id := range s.commits[r.sha].changes {
+		if s.changes[id].broken {
+			passed, jobs = false, []string{"test"}
+			break
+		}
+	}
+	if passed && s.rng.Float64() < s.p.flakeRate {
+		passed, jobs = false, []string{"flaky-integration"}
+	}
+	if passed {
+		s.res.passedRuns++
+	} else {
+		s.res.failedRuns++
+	}
+	s.apply(mergequeue.Tested{Candidate: r.candidate, Passed: passed, FailedJobs: jobs})
+}
+
+// land moves the base to a candidate's commit if it is still at From,
+// and checks that the landed tree is the tested one.
+func (s *sim) land(a mergequeue.Land) {
+	if s.q.Base != a.From {
+		s.apply(mergequeue.BaseMoved{SHA: s.q.Base})
+		return
+	}
+	landed := s.commits[a.To]
+	tested := s.commits[a.To]
+	if landed.tree != tested.tree {
+		s.res.landedNotTested++
+	}
+	broken := false
+	for id := range landed.changes {
+		if s.changes[id].broken {
+			broken = true
+		}
+	}
+	switch {
+	case broken && s.brokenBase.IsZero():
+		s.brokenBase = s.now
+	case !broken && !s.brokenBase.IsZero():
+		s.res.redMain += s.now.Sub(s.brokenBase)
+		s.brokenBase = time.Time{}
+	}
+	s.apply(mergequeue.Landed{Candidate: a.Candidate})
+}
+
+// rework sends a change back to its agent, who fixes it and ships it
+// again, or gives up after maxRework rounds.
+func (s *sim) rework(a mergequeue.Rework) {
+	c := s.changes[a.Entry]
+	s.res.reworked++
+	if a.Reason == mergequeue.ReworkChecksFailed && !c.broken {
+		s.res.ejectedInnocent++
+	}
+	c.rework++
+	if c.rework > maxRework {
+		c.person = true
+		return
+	}
+	s.res.requeued++
+	wait := rebaseTime
+	if a.Reason == mergequeue.ReworkConflict {
+		c.stale = false
+		if c.partner != "" && s.changes[c.partner].landed {
+			c.partner = "" // rebased onto it
+		}
+	} else {
+		wait = fixTime
+		if c.broken && s.rng.Float64() < fixSuccess {
+			c.broken = false
+		}
+	}
+	s.at(s.now.Add(wait), func() { s.enqueue(c) })
+}
+
+// percentile returns the p-th percentile of ds (0 < p ≤ 1).
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(math.Ceil(p*float64(len(s)))) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}

@@ -1,0 +1,1103 @@
+package mergequeue
+
+import (
+	"slices"
+	"time"
+)
+
+// Priority orders entries: hotfixes go first, with aging.
+type Priority int
+
+// The priorities.
+const (
+	Normal Priority = iota
+	Hotfix
+)
+
+// Config tunes a queue. The zero Config is the defaults.
+type Config struct {
+	// Depth bounds the candidates built or under test at once: the CI
+	// runs the queue may hold. Defaults to 4.
+	Depth int
+	// Speculation bounds the candidates of the landing chain built or
+	// under test at once, each on the one before, while the queue is
+	// loaded; the rest of Depth goes to leaves and probes. Defaults to 1:
+	// the chain holds vetted entries, whose batches seldom fail, and the
+	// leaves on its tip are speculation enough. When few entries wait it
+	// may use half of Depth.
+	Speculation int
+	// MaxBatch bounds the entries of one candidate. Defaults to 16.
+	MaxBatch int
+	// HotfixLead is how far ahead of normal entries a hotfix goes: it is
+	// placed as if it had entered the queue that much earlier. Defaults
+	// to 1 hour.
+	HotfixLead time.Duration
+	// TargetPass is the chance that a batch passes which the batch size
+	// aims at, given the failure rate seen. Defaults to 0.3: a batch that
+	// fails costs its probes, which run beside the chain, more than its
+	// landing is worth waiting for.
+	TargetPass float64
+}
+
+// withDefaults fills in the zero fields of c.
+func (c Config) withDefaults() Config {
+	if c.Depth <= 0 {
+		c.Depth = 4
+	}
+	if c.Speculation <= 0 {
+		c.Speculation = 1
+	}
+	c.Speculation = min(c.Speculation, c.Depth)
+	if c.MaxBatch <= 0 {
+		c.MaxBatch = 16
+	}
+	if c.HotfixLead <= 0 {
+		c.HotfixLead = time.Hour
+	}
+	if c.TargetPass <= 0 || c.TargetPass >= 1 {
+		c.TargetPass = 0.3
+	}
+	return c
+}
+
+// Entry is a change waiting in the queue or under test.
+type Entry struct {
+	// ID names the entry (a task's ID).
+	ID string `json:"id"`
+	// Head is the commit of the change.
+	Head string `json:"head"`
+	// Priority orders it.
+	Priority Priority `json:"priority,omitempty"`
+	// Since is when it entered the queue.
+	Since time.Time `json:"since"`
+	// Candidate is the candidate it is in, or 0 while it waits.
+	Candidate int `json:"candidate,omitempty"`
+	// Group is the failed batch it is suspected with, or 0: it is then
+	// tested by probes, not in the landing chain, until cleared or
+	// convicted.
+	Group int `json:"group,omitempty"`
+	// After, when not 0, is a candidate ahead of which the entry did not
+	// merge: it waits until that candidate has left the queue, and is
+	// then tried alone.
+	After int `json:"after,omitempty"`
+	// Retried says a probe of the entry alone failed on other jobs than
+	// its group's, and was tried again.
+	Retried bool `json:"retried,omitempty"`
+	// Vetted says a probe passed with the entry: it is unlikely to fail,
+	// and a batch takes more such entries.
+	Vetted bool `json:"vetted,omitempty"`
+}
+
+// CandidateState is where a candidate is.
+type CandidateState string
+
+// The candidate states.
+const (
+	// Pending: waiting for its parent's commit, to be built on it.
+	Pending CandidateState = "pending"
+	// Building: its commit is being made.
+	Building CandidateState = "building"
+	// Testing: CI runs on its commit.
+	Testing CandidateState = "testing"
+	// Passed: CI passed; it lands when every candidate before it has.
+	Passed CandidateState = "passed"
+	// Failed: CI failed while a candidate before it was still under
+	// test; it is judged once they have landed.
+	Failed CandidateState = "failed"
+	// Landing: the base branch is being moved to its commit.
+	Landing CandidateState = "landing"
+)
+
+// Candidate is a batch of entries merged onto its parent and tested: in
+// the landing chain, or as a probe of a failed batch.
+type Candidate struct {
+	// ID names it within its queue.
+	ID int `json:"id"`
+	// Parent is the candidate it is built on, or 0 for the base branch.
+	Parent int `json:"parent,omitempty"`
+	// Entries are the IDs of its own entries, in order (its parent's are
+	// in its parent).
+	Entries []string `json:"entries"`
+	// ParentSHA is the commit it is built on, once known.
+	ParentSHA string `json:"parentSha,omitempty"`
+	// SHA is its commit, once built.
+	SHA string `json:"sha,omitempty"`
+	// State says where it is.
+	State CandidateState `json:"state"`
+	// FailedJobs are the jobs of its failed run.
+	FailedJobs []string `json:"failedJobs,omitempty"`
+	// Probe, when not 0, is the failed batch (Group) whose entries it
+	// tests. A probe is built on the base and never lands: it tells
+	// which entries fail.
+	Probe int `json:"probe,omitempty"`
+	// Leaf says the candidate holds new entries and is built on the tip
+	// of the landing chain, and nothing is built on it: should it pass
+	// while still on the tip, it joins the chain, tested already; else
+	// its entries are vetted, or suspected when it failed.
+	Leaf bool `json:"leaf,omitempty"`
+}
+
+// Group is a failed batch whose entries are under suspicion.
+type Group struct {
+	// ID names it.
+	ID int `json:"id"`
+	// Depth is how many failed batches led to it: 1 for a batch of the
+	// landing chain, one more for each probe that failed again.
+	Depth int `json:"depth"`
+	// Cleared and Convicted count its entries found not to fail, and to
+	// fail; Handed those handed on to a smaller group.
+	Cleared   int `json:"cleared,omitempty"`
+	Convicted int `json:"convicted,omitempty"`
+	Handed    int `json:"handed,omitempty"`
+	// Jobs are the jobs that failed the batch.
+	Jobs []string `json:"jobs,omitempty"`
+	// Screen says no batch of it failed yet: it is a group of new
+	// entries that a probe tests, all together, before they join the
+	// landing chain (a leaf that was built beside a candidate that
+	// landed).
+	Screen bool `json:"screen,omitempty"`
+}
+
+// Stats count what a queue did, for its metrics.
+type Stats struct {
+	// Runs counts the CI runs asked for.
+	Runs int `json:"runs"`
+	// Landed counts the entries landed, Batches the candidates.
+	Landed  int `json:"landed"`
+	Batches int `json:"batches"`
+	// Failures counts the candidates of the landing chain that failed;
+	// Probes the probes run, ProbeFailures those that failed.
+	Failures      int `json:"failures"`
+	Probes        int `json:"probes"`
+	ProbeFailures int `json:"probeFailures"`
+	// Promoted counts leaves that joined the landing chain.
+	Promoted int `json:"promoted"`
+	// Dropped counts candidates dropped before their result counted.
+	Dropped int `json:"dropped"`
+	// Retries counts probes of one entry tried again after a failure of
+	// other jobs than its batch's.
+	Retries int `json:"retries"`
+	// FlakyBatches counts failed batches whose every entry was cleared.
+	FlakyBatches int `json:"flakyBatches"`
+	// Convicted and Conflicts count the entries sent back for rework
+	// for failing checks and for conflicts.
+	Convicted int `json:"convicted"`
+	Conflicts int `json:"conflicts"`
+	// MaxBisection is the deepest group seen.
+	MaxBisection int `json:"maxBisection"`
+}
+
+// State is a queue: what a driver keeps between calls of Apply.
+type State struct {
+	// Base is the base branch's commit as the queue last knew it.
+	Base string `json:"base"`
+	// Paused stops building and landing; candidates under test go on.
+	Paused bool `json:"paused,omitempty"`
+	// Entries are the entries in the queue, in the order they came.
+	Entries []Entry `json:"entries"`
+	// Candidates are the candidates: the landing chain, each after its
+	// parent, and the probes.
+	Candidates []Candidate `json:"candidates"`
+	// Groups are the failed batches under suspicion, oldest first.
+	Groups []Group `json:"groups,omitempty"`
+	// NextID is the next candidate or group ID.
+	NextID int `json:"nextId"`
+	// FailRate is the share of entries found to fail, an average over the
+	// last ones judged.
+	FailRate float64 `json:"failRate"`
+	// Stats count what the queue did.
+	Stats Stats `json:"stats"`
+}
+
+// failRateWeight is the weight of one judged entry in FailRate.
+const failRateWeight = 0.05
+
+// initialFailRate is FailRate before anything was judged.
+const initialFailRate = 0.05
+
+// New returns an empty queue over a base branch at base.
+func New(base string) *State {
+	return &State{Base: base, NextID: 1, FailRate: initialFailRate}
+}
+
+// Event is what a driver tells Apply: one of the types below.
+type Event interface{ event() }
+
+// Add adds an entry (Candidate, Group and After are ignored). An entry
+// already in the queue with the same ID is replaced, as if removed first.
+type Add struct{ Entry Entry }
+
+// Remove takes an entry out of the queue (its task was cancelled, or its
+// head moved). An entry whose candidate is landing cannot be removed.
+type Remove struct{ ID string }
+
+// Built says a candidate's commit was made.
+type Built struct {
+	Candidate int
+	SHA       string
+}
+
+// Conflict says an entry of a candidate did not merge onto what came
+// before it. Base says it does not merge onto the base branch alone
+// either (a driver can tell from the host's own mergeability of the pull
+// request): it then goes back for rework wherever it stood.
+type Conflict struct {
+	Candidate int
+	Entry     string
+	Base      bool
+}
+
+// Tested is the result of a CI run of a candidate.
+type Tested struct {
+	Candidate int
+	Passed    bool
+	// FailedJobs name the jobs that failed.
+	FailedJobs []string
+}
+
+// Landed says the base branch moved to a candidate's commit.
+type Landed struct{ Candidate int }
+
+// BaseMoved says the base branch is at SHA, moved by something else than
+// the queue (or a landing was refused because it had).
+type BaseMoved struct{ SHA string }
+
+// Pause stops building and landing; Resume starts them again.
+type Pause struct{}
+
+// Resume ends a Pause.
+type Resume struct{}
+
+func (Add) event()       {}
+func (Remove) event()    {}
+func (Built) event()     {}
+func (Conflict) event()  {}
+func (Tested) event()    {}
+func (Landed) event()    {}
+func (BaseMoved) event() {}
+func (Pause) event()     {}
+func (Resume) event()    {}
+
+// Action is what Apply asks the driver to do: one of the types below.
+type Action interface{ action() }
+
+// Head is an entry's change to merge into a candidate.
+type Head struct {
+	Entry string
+	SHA   string
+}
+
+// Build asks for a candidate's commit: Parent with Heads merged onto it,
+// in order. The driver answers Built, or Conflict naming the first head
+// that does not merge.
+type Build struct {
+	Candidate int
+	Parent    string
+	Heads     []Head
+	// Probe says the candidate is a probe, which never lands.
+	Probe bool
+}
+
+// Test asks for a CI run of a candidate's commit. The driver answers
+// Tested.
+type Test struct {
+	Candidate int
+	SHA       string
+}
+
+// Cancel says a candidate was dropped: its CI run, if any, is no longer
+// needed.
+type Cancel struct {
+	Candidate int
+	SHA       string
+}
+
+// Land asks the driver to move the base branch from From to To, the
+// candidate's tested commit, and only if it is still at From. It answers
+// Landed, or BaseMoved when the base was no longer at From.
+type Land struct {
+	Candidate int
+	From, To  string
+	Entries   []string
+}
+
+// The reasons of Rework.
+const (
+	ReworkConflict     = "merge_conflict"
+	ReworkChecksFailed = "checks_failed"
+)
+
+// Rework says an entry left the queue and goes back to its agent: it
+// conflicts with the base (ReworkConflict), or failed CI twice, in a
+// batch and then alone (ReworkChecksFailed, with the failed jobs and the
+// commit where their logs are).
+type Rework struct {
+	Entry  string
+	Reason string
+	Jobs   []string
+	SHA    string
+}
+
+// Done says an entry landed, in commit SHA.
+type Done struct {
+	Entry string
+	SHA   string
+}
+
+func (Build) action()  {}
+func (Test) action()   {}
+func (Cancel) action() {}
+func (Land) action()   {}
+func (Rework) action() {}
+func (Done) action()   {}
+
+// Apply applies ev to the queue and returns what the driver must do, in
+// order. now is the driver's clock, used to order entries only.
+func (s *State) Apply(cfg Config, now time.Time, ev Event) []Action {
+	cfg = cfg.withDefaults()
+	var out []Action
+	switch ev := ev.(type) {
+	case Add:
+		if s.entry(ev.Entry.ID) != nil {
+			out = s.remove(ev.Entry.ID, out)
+		}
+		e := ev.Entry
+		e.Candidate, e.Group, e.After = 0, 0, 0
+		if e.Since.IsZero() {
+			e.Since = now
+		}
+		s.Entries = append(s.Entries, e)
+	case Remove:
+		out = s.remove(ev.ID, out)
+	case Built:
+		if c := s.candidate(ev.Candidate); c != nil && c.State == Building {
+			c.SHA, c.State = ev.SHA, Testing
+			s.Stats.Runs++
+			out = append(out, Test{Candidate: c.ID, SHA: c.SHA})
+		}
+	case Conflict:
+		out = s.conflict(ev, out)
+	case Tested:
+		out = s.tested(cfg, ev, out)
+	case Landed:
+		out = s.landed(ev, out)
+	case BaseMoved:
+		if ev.SHA != s.Base {
+			s.Base = ev.SHA
+			out = s.dropChain(out)
+		}
+	case Pause:
+		s.Paused = true
+	case Resume:
+		s.Paused = false
+	}
+	return s.plan(cfg, out)
+}
+
+// entry returns the entry id, or nil.
+func (s *State) entry(id string) *Entry {
+	for i := range s.Entries {
+		if s.Entries[i].ID == id {
+			return &s.Entries[i]
+		}
+	}
+	return nil
+}
+
+// candidate returns candidate id, or nil.
+func (s *State) candidate(id int) *Candidate {
+	if id == 0 {
+		return nil
+	}
+	for i := range s.Candidates {
+		if s.Candidates[i].ID == id {
+			return &s.Candidates[i]
+		}
+	}
+	return nil
+}
+
+// group returns group id, or nil.
+func (s *State) group(id int) *Group {
+	for i := range s.Groups {
+		if s.Groups[i].ID == id {
+			return &s.Groups[i]
+		}
+	}
+	return nil
+}
+
+// newID returns a fresh candidate or group ID.
+func (s *State) newID() int {
+	id := s.NextID
+	s.NextID++
+	return id
+}
+
+// deleteEntry takes entry id out of the queue's entries.
+func (s *State) deleteEntry(id string) {
+	s.Entries = slices.DeleteFunc(s.Entries, func(e Entry) bool { return e.ID == id })
+}
+
+// deleteCandidate takes candidate id out of the queue's candidates.
+func (s *State) deleteCandidate(id int) {
+	s.Candidates = slices.DeleteFunc(s.Candidates, func(c Candidate) bool { return c.ID == id })
+}
+
+// remove takes entry id out of the queue, rebuilding its candidate
+// without it.
+func (s *State) remove(id string, out []Action) []Action {
+	e := s.entry(id)
+	if e == nil {
+		return out
+	}
+	if c := s.candidate(e.Candidate); c != nil && c.State == Landing {
+		return out // too late: it lands with its candidate
+	}
+	if c := s.candidate(e.Candidate); c != nil {
+		if c.State == Landing {
+			return out // too late: it lands with its candidate
+		}
+		out, _ = s.rebuildWithout(c.ID, id, out)
+	}
+	s.settle(s.entry(id), cleared)
+	s.deleteEntry(id)
+	return out
+}
+
+// How an entry leaves its group.
+type verdict int
+
+const (
+	cleared   verdict = iota // found not to fail, landed or removed
+	convicted                // found to fail
+	handed                   // handed on to a smaller group
+)
+
+// settle takes e out of its group with verdict v. A group left with no
+// entry is over: flaky when none of its entries was convicted or handed
+// on.
+func (s *State) settle(e *Entry, v verdict) {
+	if e == nil || e.Group == 0 {
+		return
+	}
+	g := s.group(e.Group)
+	e.Group = 0
+	if g == nil {
+		return
+	}
+	switch v {
+	case cleared:
+		g.Cleared++
+	case convicted:
+		g.Convicted++
+	case handed:
+		g.Handed++
+	}
+	for _, x := range s.Entries {
+		if x.Group == g.ID {
+			return
+		}
+	}
+	if g.Convicted == 0 && g.Handed == 0 && !g.Screen {
+		s.Stats.FlakyBatches++
+	}
+	s.Groups = slices.DeleteFunc(s.Groups, func(x Group) bool { return x.ID == g.ID })
+}
+
+// rebuildWithout takes entry id out of candidate cid: the candidate is
+// built again without it, as a new candidate whose ID it returns (0 when
+// it was its only entry, and is dropped), and the candidates built on it
+// are dropped.
+func (s *State) rebuildWithout(cid int, id string, out []Action) ([]Action, int) {
+	out = s.dropDescendants(cid, out)
+	c := s.candidate(cid)
+	if e := s.entry(id); e != nil {
+		e.Candidate = 0
+	}
+	if c.State == Building || c.State == Testing {
+		out = append(out, Cancel{Candidate: c.ID, SHA: c.SHA})
+		s.Stats.Dropped++
+	}
+	entries := slices.DeleteFunc(slices.Clone(c.Entries), func(x string) bool { return x == id })
+	if len(entries) == 0 {
+		s.deleteCandidate(cid)
+		return out, 0
+	}
+	// A new candidate, so that a late answer about the old one is not
+	// taken for one about it.
+	nc := Candidate{ID: s.newID(), Parent: c.Parent, Entries: entries, State: Pending, Probe: c.Probe, Leaf: c.Leaf}
+	for _, e := range nc.Entries {
+		s.entry(e).Candidate = nc.ID
+	}
+	*c = nc
+	return out, nc.ID
+}
+
+// dropDescendants drops the candidates built on candidate id, directly or
+// not: their entries wait again.
+func (s *State) dropDescendants(id int, out []Action) []Action {
+	gone := map[int]bool{id: true}
+	keep := s.Candidates[:0]
+	for _, c := range s.Candidates {
+		if c.Parent == 0 || !gone[c.Parent] {
+			keep = append(keep, c)
+			continue
+		}
+		gone[c.ID] = true
+		out = s.release(c, out)
+	}
+	s.Candidates = keep
+	return out
+}
+
+// dropChain drops every candidate of the landing chain: their entries
+// wait again. Probes go on: what they tell does not depend on the base.
+func (s *State) dropChain(out []Action) []Action {
+	keep := s.Candidates[:0]
+	for _, c := range s.Candidates {
+		if c.Probe != 0 {
+			keep = append(keep, c)
+			continue
+		}
+		out = s.release(c, out)
+	}
+	s.Candidates = keep
+	return out
+}
+
+// release frees the entries of a dropped candidate, and cancels its run.
+func (s *State) release(c Candidate, out []Action) []Action {
+	for _, id := range c.Entries {
+		if e := s.entry(id); e != nil && e.Candidate == c.ID {
+			e.Candidate = 0
+		}
+	}
+	if c.State == Building || c.State == Testing {
+		out = append(out, Cancel{Candidate: c.ID, SHA: c.SHA})
+	}
+	s.Stats.Dropped++
+	return out
+}
+
+// conflict handles an entry that did not merge into its candidate.
+func (s *State) conflict(ev Conflict, out []Action) []Action {
+	c := s.candidate(ev.Candidate)
+	if c == nil || c.State != Building || !slices.Contains(c.Entries, ev.Entry) {
+		return out
+	}
+	onBase := ev.Base || (c.Parent == 0 && c.Entries[0] == ev.Entry)
+	parent := c.Parent
+	out, rebuilt := s.rebuildWithout(c.ID, ev.Entry, out)
+	e := s.entry(ev.Entry)
+	if onBase {
+		// It conflicts with the base itself.
+		s.Stats.Conflicts++
+		s.settle(e, convicted)
+		s.deleteEntry(ev.Entry)
+		return append(out, Rework{Entry: ev.Entry, Reason: ReworkConflict})
+	}
+	// It may conflict only with entries ahead of it that may yet fail:
+	// tried again, alone, once they have left the queue (landed, and it
+	// then conflicts with the base, or failed).
+	s.settle(e, cleared)
+	e.After = parent
+	if rebuilt != 0 {
+		e.After = rebuilt // its own batch's entries before it
+	}
+	return out
+}
+
+// tested handles a CI result.
+func (s *State) tested(cfg Config, ev Tested, out []Action) []Action {
+	c := s.candidate(ev.Candidate)
+	if c == nil || c.State != Testing {
+		return out
+	}
+	if c.Leaf {
+		return s.leafTested(c.ID, ev, out)
+	}
+	if c.Probe != 0 {
+		return s.probed(c.ID, ev, out)
+	}
+	if ev.Passed {
+		c.State = Passed
+		return out
+	}
+	c.State, c.FailedJobs = Failed, slices.Clone(ev.FailedJobs)
+	s.Stats.Failures++
+	out = s.dropDescendants(c.ID, out)
+	if c.Parent == 0 || s.quiet(cfg) {
+		// Probes are built on the base: what they find does not depend
+		// on the candidates ahead. When the queue is loaded, a failure
+		// behind another that fails is left to it (it most likely holds
+		// the same culprit), saving the probes' runs.
+		out = s.judge(c.ID, out)
+	}
+	return out
+}
+
+// quiet reports whether fewer entries wait for the landing chain than a
+// batch may hold: the queue is not loaded, and what counts is how soon
+// each entry lands rather than how few runs it takes.
+func (s *State) quiet(cfg Config) bool {
+	n := 0
+	for _, e := range s.Entries {
+		if e.Candidate == 0 && e.Group == 0 {
+			n++
+		}
+	}
+	return n < cfg.MaxBatch
+}
+
+// judge settles a failed candidate of the landing chain once every one
+// before it has landed: its entries are suspected, together, and probes
+// find which fail.
+func (s *State) judge(id int, out []Action) []Action {
+	c := *s.candidate(id)
+	s.deleteCandidate(id)
+	g := Group{ID: s.newID(), Depth: 1, Jobs: c.FailedJobs}
+	s.Stats.MaxBisection = max(s.Stats.MaxBisection, 1)
+	s.Groups = append(s.Groups, g)
+	for _, e := range c.Entries {
+		x := s.entry(e)
+		x.Candidate, x.Group, x.Vetted = 0, g.ID, false
+	}
+	return out
+}
+
+// leafTested handles the result of a leaf: one that passed on the tip of
+// the chain joins it, tested already; one that passed on a tip the chain
+// has moved on from vets its entries; one that failed is suspected as a
+// failed batch.
+func (s *State) leafTested(id int, ev Tested, out []Action) []Action {
+	c := s.candidate(id)
+	if !ev.Passed {
+		c.State, c.FailedJobs = Failed, slices.Clone(ev.FailedJobs)
+		return s.judge(id, out)
+	}
+	tip := 0
+	if t := s.tip(); t != nil {
+		tip = t.ID
+	}
+	if c.Parent == tip {
+		c.Leaf, c.State = false, Passed
+		s.Stats.Promoted++
+		return out
+	}
+	for _, e := range c.Entries {
+		x := s.entry(e)
+		x.Candidate, x.Vetted = 0, true
+	}
+	s.deleteCandidate(id)
+	return out
+}
+
+// probed handles the result of a probe: its entries are cleared when it
+// passed; when it failed, an entry alone is convicted, and more are
+// suspected again, as a smaller group, while the rest of their group is
+// cleared.
+func (s *State) probed(id int, ev Tested, out []Action) []Action {
+	p := *s.candidate(id)
+	s.deleteCandidate(id)
+	if ev.Passed {
+		for _, e := range p.Entries {
+			x := s.entry(e)
+			x.Candidate, x.Vetted = 0, true
+			s.settle(x, cleared)
+		}
+		return out
+	}
+	s.Stats.ProbeFailures++
+	outer := s.group(p.Probe)
+	if outer != nil && outer.Screen {
+		// New entries that failed together: a failed batch now, whose
+		// culprit the next probes find (one alone is tried again).
+		outer.Screen, outer.Depth, outer.Jobs = false, 1, slices.Clone(ev.FailedJobs)
+		for _, e := range p.Entries {
+			s.entry(e).Candidate = 0
+		}
+		return out
+	}
+	if len(p.Entries) == 1 {
+		x := s.entry(p.Entries[0])
+		x.Candidate = 0
+		if outer != nil && !x.Retried && !slices.ContainsFunc(ev.FailedJobs, func(j string) bool { return slices.Contains(outer.Jobs, j) }) {
+			// Other jobs than those that failed its batch: most likely
+			// a flaky one. Tried once more before it is sent back.
+			x.Retried = true
+			s.Stats.Retries++
+			return out
+		}
+		s.settle(x, convicted)
+		s.deleteEntry(p.Entries[0])
+		s.Stats.Convicted++
+		s.observe(1, 1)
+		return append(out, Rework{Entry: p.Entries[0], Reason: ReworkChecksFailed, Jobs: slices.Clone(ev.FailedJobs), SHA: p.SHA})
+	}
+	g := Group{ID: s.newID(), Depth: 2, Jobs: slices.Clone(ev.FailedJobs)}
+	if outer != nil {
+		g.Depth = outer.Depth + 1
+		g.Jobs = outer.Jobs // the batch's failure is what is looked for
+	}
+	s.Stats.MaxBisection = max(s.Stats.MaxBisection, g.Depth)
+	s.Groups = append(s.Groups, g)
+	for _, e := range p.Entries {
+		x := s.entry(e)
+		x.Candidate = 0
+		s.settle(x, handed)
+		x.Group = g.ID
+	}
+	// The culprit is most likely among them: the rest of the outer group
+	// goes back to the landing chain, which would find another.
+	for i := range s.Entries {
+		if x := &s.Entries[i]; x.Group == p.Probe && x.Candidate == 0 {
+			s.settle(x, cleared)
+		}
+	}
+	return out
+}
+
+// observe records judged entries in FailRate: n entries, failed of which
+// failed.
+func (s *State) observe(n, failed int) {
+	for i := range n {
+		x := 0.0
+		if i < failed {
+			x = 1
+		}
+		s.FailRate += failRateWeight * (x - s.FailRate)
+	}
+}
+
+// landed handles a candidate whose commit is now the base.
+func (s *State) landed(ev Landed, out []Action) []Action {
+	c := s.candidate(ev.Candidate)
+	if c == nil || c.State != Landing {
+		return out
+	}
+	cand := *c
+	s.Base = cand.SHA
+	s.Stats.Batches++
+	s.Stats.Landed += len(cand.Entries)
+	s.observe(len(cand.Entries), 0)
+	for _, id := range cand.Entries {
+		s.settle(s.entry(id), cleared)
+		out = append(out, Done{Entry: id, SHA: cand.SHA})
+	}
+	s.Entries = slices.DeleteFunc(s.Entries, func(e Entry) bool { return slices.Contains(cand.Entries, e.ID) })
+	s.deleteCandidate(cand.ID)
+	// What was built on it is now built on the base; what was built on
+	// the old base beside it is not.
+	keep := s.Candidates[:0]
+	var judged []int
+	for _, x := range s.Candidates {
+		switch {
+		case x.Probe != 0:
+		case x.Parent == cand.ID:
+			x.Parent = 0
+			if x.State == Failed {
+				judged = append(judged, x.ID)
+			}
+		case x.Parent == 0 && x.Leaf && (x.State == Building || x.State == Testing):
+			// Built beside what landed: no longer on the tip, but what its
+			// run tells of its entries still holds.
+			g := Group{ID: s.newID(), Screen: true}
+			s.Groups = append(s.Groups, g)
+			x.Leaf, x.Probe = false, g.ID
+			for _, id := range x.Entries {
+				s.entry(id).Group = g.ID
+			}
+		case x.Parent == 0:
+			out = s.release(x, out)
+			continue
+		}
+		keep = append(keep, x)
+	}
+	s.Candidates = keep
+	for _, id := range judged {
+		out = s.judge(id, out)
+	}
+	return out
+}
+
+// inFlight counts the candidates built or under test: of the landing
+// chain, and probes.
+func (s *State) inFlight() (chain, probes int) {
+	for _, c := range s.Candidates {
+		switch c.State {
+		case Pending, Building, Testing:
+			if c.Probe != 0 || c.Leaf {
+				probes++
+			} else {
+				chain++
+			}
+		}
+	}
+	return chain, probes
+}
+
+// tip returns the candidate of the landing chain new ones are built on:
+// the last one not failed, or nil for the base.
+func (s *State) tip() *Candidate {
+	for i := len(s.Candidates) - 1; i >= 0; i-- {
+		if c := &s.Candidates[i]; c.Probe == 0 && !c.Leaf && c.State != Failed {
+			return c
+		}
+	}
+	return nil
+}
+
+// waiting returns the entries that wait and may be tested now, in queue
+// order: by when they entered, hotfixes HotfixLead earlier.
+func (s *State) waiting(cfg Config) []*Entry {
+	var w []*Entry
+	for i := range s.Entries {
+		e := &s.Entries[i]
+		if e.Candidate == 0 && (e.After == 0 || s.candidate(e.After) == nil) {
+			w = append(w, e)
+		}
+	}
+	key := func(e *Entry) time.Time {
+		if e.Priority == Hotfix {
+			return e.Since.Add(-cfg.HotfixLead)
+		}
+		return e.Since
+	}
+	slices.SortStableFunc(w, func(a, b *Entry) int { return key(a).Compare(key(b)) })
+	return w
+}
+
+// quietPass is the chance that a batch passes which the batch size aims
+// at when fewer entries wait than a batch may hold: a failed batch delays
+// each of its entries by the rounds of probes that find its culprit.
+const quietPass = 0.8
+
+// vettedRisk is the chance that an entry a probe passed fails, as a
+// share of the failure rate seen.
+const vettedRisk = 0.1
+
+// nextBatch returns the entries of the next candidate of the landing
+// chain: the first that wait, unsuspected, as many as pass together with
+// the chance aimed at, given the failure rate seen (an entry a probe
+// passed counts for less); an entry that did not merge before goes alone.
+func (s *State) nextBatch(cfg Config, waiting []*Entry) []*Entry {
+	pass := 1.0
+	eligible := func(e *Entry) bool {
+		return e.Group == 0 && e.Candidate == 0 && (e.Vetted || e.After != 0)
+	}
+	target := cfg.TargetPass
+	if s.quiet(cfg) {
+		target = max(target, quietPass)
+	}
+	var batch []*Entry
+	for _, e := range waiting {
+		if !eligible(e) {
+			continue
+		}
+		if e.After != 0 {
+			if len(batch) == 0 {
+				return []*Entry{e}
+			}
+			continue
+		}
+		risk := min(s.FailRate, 1)
+		if e.Vetted {
+			risk *= vettedRisk
+		}
+		if len(batch) > 0 && pass*(1-risk) < target {
+			break
+		}
+		pass *= 1 - risk
+		batch = append(batch, e)
+		if len(batch) == cfg.MaxBatch {
+			break
+		}
+	}
+	return batch
+}
+
+// nextProbes returns the probes of the oldest group that has none under
+// test: all its entries together when it is a screen; else, with free CI
+// runs to spare, its entries split into as many parts as there are free
+// runs, each tested at once (a culprit is found in fewer rounds); with
+// one, its first half only (a failure then clears the other half, a pass
+// leaves it to the next probe).
+func (s *State) nextProbes(waiting []*Entry, free int) (int, [][]*Entry) {
+	for _, g := range s.Groups {
+		busy := false
+		for _, c := range s.Candidates {
+			if c.Probe == g.ID {
+				busy = true
+				break
+			}
+		}
+		if busy {
+			continue
+		}
+		var members []*Entry
+		for _, e := range waiting {
+			if e.Group == g.ID && e.Candidate == 0 {
+				members = append(members, e)
+			}
+		}
+		switch n := len(members); {
+		case n == 0:
+		case g.Screen:
+			return g.ID, [][]*Entry{members}
+		case free < 2 || n == 1:
+			return g.ID, [][]*Entry{members[:(n+1)/2]}
+		default:
+			m := min(n, free)
+			parts := make([][]*Entry, 0, m)
+			for k := range m {
+				parts = append(parts, members[k*n/m:(k+1)*n/m])
+			}
+			return g.ID, parts
+		}
+	}
+	return 0, nil
+}
+
+// leaf starts a leaf of the next new entries on the tip of the chain, as
+// many as pass together with the chance aimed at, and reports whether it
+// did.
+func (s *State) leaf(cfg Config, waiting []*Entry) bool {
+	target := cfg.TargetPass
+	if s.quiet(cfg) {
+		target = max(target, quietPass)
+	}
+	pass := 1.0
+	var batch []*Entry
+	for _, e := range waiting {
+		if e.Group != 0 || e.Candidate != 0 || e.Vetted || e.After != 0 {
+			continue
+		}
+		if len(batch) > 0 && pass*(1-s.FailRate) < target {
+			break
+		}
+		pass *= 1 - s.FailRate
+		batch = append(batch, e)
+		if len(batch) == cfg.MaxBatch {
+			break
+		}
+	}
+	if len(batch) == 0 {
+		return false
+	}
+	s.add(Candidate{State: Pending, Leaf: true}, s.tip(), batch)
+	return true
+}
+
+// plan lands what passed, starts probes and fills the landing chain, and
+// builds what can be built.
+func (s *State) plan(cfg Config, out []Action) []Action {
+	if s.Paused {
+		return out
+	}
+	for i := range s.Candidates {
+		if c := &s.Candidates[i]; c.Probe == 0 && !c.Leaf && c.Parent == 0 && c.State == Passed {
+			c.State = Landing
+			out = append(out, Land{Candidate: c.ID, From: s.Base, To: c.SHA, Entries: slices.Clone(c.Entries)})
+			break
+		}
+		if c := s.Candidates[i]; c.Probe == 0 && !c.Leaf && c.Parent == 0 {
+			break // the first of the chain lands first
+		}
+	}
+	for {
+		chain, probes := s.inFlight()
+		free := cfg.Depth - chain - probes
+		if free <= 0 {
+			break
+		}
+		waiting := s.waiting(cfg)
+		spec := cfg.Speculation
+		if s.quiet(cfg) {
+			spec = max(spec, cfg.Depth/2) // small batches, which seldom fail
+		}
+		var batch []*Entry
+		if chain < spec && len(s.chainLen()) < 2*spec {
+			batch = s.nextBatch(cfg, waiting)
+		}
+		g, parts := s.nextProbes(waiting, free)
+		// The chain's runs are kept for it while it has work, but a probe
+		// of entries older than the chain's next batch goes first when
+		// the runs are too few for both.
+		if len(batch) > 0 && (len(parts) == 0 || probes > 0 || free > spec-chain || !older(parts[0][0], batch[0], cfg)) {
+			s.add(Candidate{State: Pending}, s.tip(), batch)
+			continue
+		}
+		if len(batch) > 0 {
+			free = max(free-(spec-chain), 1)
+		}
+		if len(parts) > 0 {
+			for _, part := range parts[:min(len(parts), free)] {
+				s.Stats.Probes++
+				s.add(Candidate{State: Pending, Probe: g}, nil, part)
+			}
+			continue
+		}
+		if s.leaf(cfg, waiting) {
+			continue
+		}
+		break
+	}
+	for i := range s.Candidates {
+		c := &s.Candidates[i]
+		if c.State != Pending {
+			continue
+		}
+		parent := s.Base
+		if c.Parent != 0 {
+			p := s.candidate(c.Parent)
+			if p == nil || p.SHA == "" {
+				continue
+			}
+			parent = p.SHA
+		}
+		c.ParentSHA, c.State = parent, Building
+		heads := make([]Head, len(c.Entries))
+		for j, id := range c.Entries {
+			heads[j] = Head{Entry: id, SHA: s.entry(id).Head}
+		}
+		out = append(out, Build{Candidate: c.ID, Parent: parent, Heads: heads, Probe: c.Probe != 0})
+	}
+	return out
+}
+
+// older reports whether a waited longer than b, in queue order.
+func older(a, b *Entry, cfg Config) bool {
+	key := func(e *Entry) time.Time {
+		if e.Priority == Hotfix {
+			return e.Since.Add(-cfg.HotfixLead)
+		}
+		return e.Since
+	}
+	return key(a).Before(key(b))
+}
+
+// chainLen returns the candidates of the landing chain.
+func (s *State) chainLen() []int {
+	var ids []int
+	for _, c := range s.Candidates {
+		if c.Probe == 0 && !c.Leaf {
+			ids = append(ids, c.ID)
+		}
+	}
+	return ids
+}
+
+// add adds candidate c with entries batch, built on parent (nil: the
+// base).
+func (s *State) add(c Candidate, parent *Candidate, batch []*Entry) {
+	c.ID = s.newID()
+	if parent != nil {
+		c.Parent = parent.ID
+	}
+	for _, e := range batch {
+		e.Candidate, e.After = c.ID, 0
+		c.Entries = append(c.Entries, e.ID)
+	}
+	s.Candidates = append(s.Candidates, c)
+}

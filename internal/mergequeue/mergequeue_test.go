@@ -1,0 +1,238 @@
+package mergequeue
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// check returns what is wrong with s, or nil: the links between entries,
+// candidates and groups that Apply keeps.
+func (s *State) check() error {
+	ids := map[int]bool{}
+	for i, c := range s.Candidates {
+		if ids[c.ID] {
+			return fmt.Errorf("candidate %d twice", c.ID)
+		}
+		if c.Parent != 0 && !ids[c.Parent] {
+			return fmt.Errorf("candidate %d (at %d) built on %d, which is not before it", c.ID, i, c.Parent)
+		}
+		if c.Probe != 0 && c.Parent != 0 {
+			return fmt.Errorf("probe %d built on candidate %d", c.ID, c.Parent)
+		}
+		if p := s.candidate(c.Parent); p != nil && (p.Leaf || p.Probe != 0) {
+			return fmt.Errorf("candidate %d built on %d, a leaf or probe", c.ID, c.Parent)
+		}
+		if c.Probe > 0 && s.group(c.Probe) == nil {
+			return fmt.Errorf("probe %d of group %d, which is gone", c.ID, c.Probe)
+		}
+		if len(c.Entries) == 0 {
+			return fmt.Errorf("candidate %d has no entries", c.ID)
+		}
+		ids[c.ID] = true
+		for _, id := range c.Entries {
+			e := s.entry(id)
+			if e == nil {
+				return fmt.Errorf("candidate %d holds entry %s, which is gone", c.ID, id)
+			}
+			if e.Candidate != c.ID {
+				return fmt.Errorf("candidate %d holds entry %s, which is in %d", c.ID, id, e.Candidate)
+			}
+		}
+	}
+	seen := map[string]bool{}
+	for _, e := range s.Entries {
+		if seen[e.ID] {
+			return fmt.Errorf("entry %s twice", e.ID)
+		}
+		seen[e.ID] = true
+		if e.Candidate != 0 {
+			c := s.candidate(e.Candidate)
+			if c == nil || !slices.Contains(c.Entries, e.ID) {
+				return fmt.Errorf("entry %s in candidate %d, which does not hold it", e.ID, e.Candidate)
+			}
+		}
+		if e.Group != 0 && s.group(e.Group) == nil {
+			return fmt.Errorf("entry %s in group %d, which is gone", e.ID, e.Group)
+		}
+	}
+	for _, g := range s.Groups {
+		if !slices.ContainsFunc(s.Entries, func(e Entry) bool { return e.Group == g.ID }) {
+			return fmt.Errorf("group %d has no entry", g.ID)
+		}
+	}
+	return nil
+}
+
+// model is a code host and CI for the queue, whose answers come in any
+// order: each answer waits in pending until the test picks it.
+type model struct {
+	t       *testing.T
+	rng     *rand.Rand
+	cfg     Config
+	q       *State
+	now     time.Time
+	commits map[string]map[string]bool // SHA: the changes its tree holds
+	next    int
+	broken  map[string]bool // changes that fail any tree holding them
+	stale   map[string]bool // changes that do not merge onto anything
+	pending []Event         // answers not given yet
+	passed  map[string]bool // SHAs CI passed
+	landed  map[string]string
+	out     map[string]string // why each entry left: done, rework, removed
+}
+
+func newModel(t *testing.T, seed uint64, cfg Config) *model {
+	m := &model{t: t, rng: rand.New(rand.NewPCG(seed, 7)), cfg: cfg, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+		commits: map[string]map[string]bool{}, broken: map[string]bool{}, stale: map[string]bool{},
+		passed: map[string]bool{}, landed: map[string]string{}, out: map[string]string{}}
+	m.q = New(m.commit(map[string]bool{}))
+	return m
+}
+
+func (m *model) commit(tree map[string]bool) string {
+	m.next++
+	sha := fmt.Sprintf("%040x", m.next)
+	m.commits[sha] = tree
+	return sha
+}
+
+// apply applies ev, checks the queue, and carries out what it asks.
+func (m *model) apply(ev Event) {
+	m.t.Helper()
+	m.now = m.now.Add(time.Minute)
+	actions := m.q.Apply(m.cfg, m.now, ev)
+	if err := m.q.check(); err != nil {
+		m.t.Fatalf("after %T%+v: %v", ev, ev, err)
+	}
+	for _, a := range actions {
+		switch a := a.(type) {
+		case Build:
+			tree := map[string]bool{}
+			for id := range m.commits[a.Parent] {
+				tree[id] = true
+			}
+			var ev Event
+			for _, h := range a.Heads {
+				if m.stale[h.Entry] {
+					ev = Conflict{Candidate: a.Candidate, Entry: h.Entry, Base: true}
+					break
+				}
+				tree[h.Entry] = true
+			}
+			if ev == nil {
+				ev = Built{Candidate: a.Candidate, SHA: m.commit(tree)}
+			}
+			m.pending = append(m.pending, ev)
+		case Test:
+			pass := m.rng.Float64() > 0.03 // flaky
+			for id := range m.commits[a.SHA] {
+				pass = pass && !m.broken[id]
+			}
+			if pass {
+				m.passed[a.SHA] = true
+			}
+			m.pending = append(m.pending, Tested{Candidate: a.Candidate, Passed: pass, FailedJobs: []string{"test"}})
+		case Land:
+			if !m.passed[a.To] {
+				m.t.Fatalf("landing %s, which CI did not pass", a.To)
+			}
+			if a.From != m.q.Base {
+				m.t.Fatalf("landing from %s while the base is %s", a.From, m.q.Base)
+			}
+			for id := range m.commits[a.To] {
+				if m.broken[id] {
+					m.t.Fatalf("landing %s, which holds the broken change %s", a.To, id)
+				}
+			}
+			m.pending = append(m.pending, Landed{Candidate: a.Candidate})
+		case Done:
+			if m.out[a.Entry] != "" {
+				m.t.Fatalf("entry %s done after %s", a.Entry, m.out[a.Entry])
+			}
+			if !m.commits[a.SHA][a.Entry] {
+				m.t.Fatalf("entry %s done in %s, which does not hold it", a.Entry, a.SHA)
+			}
+			m.out[a.Entry] = "done"
+		case Rework:
+			if m.out[a.Entry] != "" {
+				m.t.Fatalf("entry %s sent back after %s", a.Entry, m.out[a.Entry])
+			}
+			if a.Reason == ReworkConflict && !m.stale[a.Entry] {
+				m.t.Fatalf("entry %s sent back for a conflict it does not have", a.Entry)
+			}
+			m.out[a.Entry] = "rework"
+		}
+	}
+}
+
+// Random histories of entries, answers in any order, removals, pauses
+// and pushes to the base: the queue keeps its links, lands only commits
+// CI passed that hold no broken change, and every entry ends once: done,
+// sent back or removed.
+func TestRandomHistories(t *testing.T) {
+	t.Parallel()
+	for seed := range uint64(40) {
+		t.Run(strconv.FormatUint(seed, 10), func(t *testing.T) {
+			t.Parallel()
+			m := newModel(t, seed, Config{Depth: 1 + int(seed%8), MaxBatch: 1 + int(seed%6)})
+			entries := 0
+			for step := 0; step < 400 || len(m.pending) > 0 || m.q.Paused; step++ {
+				switch r := m.rng.IntN(100); {
+				case step < 400 && r < 15:
+					id := "e" + strconv.Itoa(entries)
+					entries++
+					m.broken[id] = m.rng.IntN(10) == 0
+					m.stale[id] = m.rng.IntN(20) == 0
+					p := Normal
+					if m.rng.IntN(10) == 0 {
+						p = Hotfix
+					}
+					m.apply(Add{Entry: Entry{ID: id, Head: id + "-head", Priority: p}})
+				case step < 400 && r < 18 && entries > 0:
+					id := "e" + strconv.Itoa(m.rng.IntN(entries))
+					if m.out[id] == "" && m.q.entry(id) != nil {
+						landing := false
+						if c := m.q.candidate(m.q.entry(id).Candidate); c != nil && c.State == Landing {
+							landing = true
+						}
+						m.apply(Remove{ID: id})
+						if !landing {
+							m.out[id] = "removed"
+						}
+					}
+				case step < 400 && r < 20:
+					m.apply(Pause{})
+				case r < 25 && m.q.Paused:
+					m.apply(Resume{})
+				case step < 400 && r < 26:
+					// Someone pushes to the base: its tree keeps what landed.
+					tree := map[string]bool{}
+					for id := range m.commits[m.q.Base] {
+						tree[id] = true
+					}
+					m.apply(BaseMoved{SHA: m.commit(tree)})
+				case len(m.pending) > 0:
+					i := m.rng.IntN(len(m.pending))
+					ev := m.pending[i]
+					m.pending = slices.Delete(m.pending, i, i+1)
+					m.apply(ev)
+				case m.q.Paused:
+					m.apply(Resume{})
+				}
+			}
+			for i := range entries {
+				id := "e" + strconv.Itoa(i)
+				if m.out[id] == "" {
+					t.Errorf("entry %s never ended (queue: %+v; candidates %+v)", id, m.q.entry(id), m.q.Candidates)
+				}
+				if m.out[id] == "done" && m.broken[id] {
+					t.Errorf("broken entry %s landed", id)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,334 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/tasklifecycle/lifecycle"
+)
+
+// TaskColumns are the columns of a task, in the order ScanTask reads them.
+const TaskColumns = `pos, id, identifier, title, description, status, priority, labels,
+	acceptance_criteria, issue_url, parent_issue_url, project, goal, assignee_agent_id,
+	assignee_name, assignment_source, routing_decision_id, routing_reason, routing_confidence,
+	triage_queue_id, submission_id, pr_url, pr_number, branch, base_branch, head_sha, blocker,
+	status_before_blocker, version, created_at, updated_at, submission_mode, pr_owner, pr_repo,
+	review_policy, review_decision, rework_requested, active_ship_id, facts, reconcile_at, active_ship_merging`
+
+// taskColumnList is TaskColumns split, without pos.
+var taskColumnList = strings.Split(strings.Join(strings.Fields(strings.TrimPrefix(TaskColumns, "pos, ")), " "), ", ")
+
+// createdAtArg is the index of created_at among the values of taskArgs.
+var createdAtArg = slices.Index(taskColumnList, "created_at")
+
+// createTaskSQL inserts a task unless its ID or identifier is taken.
+var createTaskSQL = "INSERT INTO tasks (" + strings.Join(taskColumnList, ", ") + ") VALUES (" + Params(1, len(taskColumnList)) + ") ON CONFLICT DO NOTHING"
+
+// updateTaskSQL sets every column but id and created_at; $1 is the ID,
+// the others follow in column order.
+var updateTaskSQL = func() string {
+	var sets []string
+	for _, c := range taskColumnList {
+		if c == "id" || c == "created_at" {
+			continue
+		}
+		sets = append(sets, c+" = $"+strconv.Itoa(len(sets)+2))
+	}
+	return "UPDATE tasks SET " + strings.Join(sets, ", ") + ", rev = rev + 1 WHERE id = $1"
+}()
+
+// Params returns n numbered placeholders from $first: "$3, $4, $5".
+func Params(first, n int) string {
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("$" + strconv.Itoa(first+i))
+	}
+	return b.String()
+}
+
+// taskRow holds the scanned columns of a task. Scanning into the fields
+// of one value costs one allocation instead of one per column.
+type taskRow struct {
+	task                                    lifecycle.Task
+	pos, created, updated                   int64
+	labels, criteria                        string
+	reason, blocker                         []byte
+	assigneeName, source                    sql.NullString
+	parent, project, agentID, decisionID    sql.NullString
+	triage, submission, prURL, branch, base sql.NullString
+	headSHA                                 sql.NullString
+	facts                                   []byte
+	reconcileAt                             int64
+	confidence                              sql.NullFloat64
+	prNumber                                sql.NullInt64
+	status, priority, statusBefore          string
+	mode, policy, decision                  string
+}
+
+// ScanTask reads one row of TaskColumns, and returns the task and its
+// position.
+func ScanTask(row Row) (lifecycle.Task, int64, error) {
+	r := new(taskRow)
+	t := &r.task
+	err := row.Scan(&r.pos, &t.ID, &t.Identifier, &t.Title, &t.Description, &r.status, &r.priority, &r.labels,
+		&r.criteria, &t.Links.Issue, &r.parent, &r.project, &t.Context.Goal, &r.agentID,
+		&r.assigneeName, &r.source, &r.decisionID, &r.reason, &r.confidence,
+		&r.triage, &r.submission, &r.prURL, &r.prNumber, &r.branch, &r.base, &r.headSHA, &r.blocker,
+		&r.statusBefore, &t.Version, &r.created, &r.updated, &r.mode, &t.PROwner, &t.PRRepo,
+		&r.policy, &r.decision, &t.ReworkRequested, &t.ActiveShipID, &r.facts, &r.reconcileAt, &t.ShipMerging)
+	if err != nil {
+		return *t, 0, err
+	}
+	t.Status, t.Priority, t.StatusBeforeBlocker = lifecycle.Status(r.status), lifecycle.Priority(r.priority), lifecycle.Status(r.statusBefore)
+	t.CreatedAt, t.UpdatedAt = FromMillis(r.created), FromMillis(r.updated)
+	t.SubmissionMode, t.ReviewPolicy, t.ReviewDecision = lifecycle.SubmitMode(r.mode), lifecycle.CodeReviewPolicy(r.policy), lifecycle.ReviewDecision(r.decision)
+	if err := unmarshalStrings(r.labels, &t.Labels); err != nil {
+		return *t, 0, fmt.Errorf("task %s labels: %w", t.ID, err)
+	}
+	if err := unmarshalStrings(r.criteria, &t.AcceptanceCriteria); err != nil {
+		return *t, 0, fmt.Errorf("task %s acceptance criteria: %w", t.ID, err)
+	}
+	if len(r.reason) > 0 {
+		t.RoutingReason = json.RawMessage(r.reason)
+	}
+	if len(r.facts) > 2 { // not "{}"
+		if err := json.Unmarshal(r.facts, &t.Facts); err != nil {
+			return *t, 0, fmt.Errorf("task %s facts: %w", t.ID, err)
+		}
+	}
+	if r.reconcileAt != 0 {
+		t.ReconcileAt = FromMillis(r.reconcileAt)
+	}
+	if len(r.blocker) > 0 {
+		t.Blocker = new(lifecycle.Blocker)
+		if err := json.Unmarshal(r.blocker, t.Blocker); err != nil {
+			return *t, 0, fmt.Errorf("task %s blocker: %w", t.ID, err)
+		}
+	}
+	t.Links.ParentIssue = NullString(&r.parent)
+	t.Context.Project = NullString(&r.project)
+	if r.agentID.Valid {
+		t.AssigneeAgentID = &r.agentID.String
+		t.Assignee = &lifecycle.Agent{ID: r.agentID.String, Name: r.assigneeName.String}
+	}
+	if r.source.Valid {
+		t.AssignmentSource = (*lifecycle.AssignmentSource)(&r.source.String)
+	}
+	t.RoutingDecisionID = NullString(&r.decisionID)
+	if r.confidence.Valid {
+		t.RoutingConfidence = &r.confidence.Float64
+	}
+	t.TriageQueueID = NullString(&r.triage)
+	t.SubmissionID = NullString(&r.submission)
+	t.PRURL = NullString(&r.prURL)
+	if r.prNumber.Valid {
+		n := int(r.prNumber.Int64)
+		t.PRNumber = &n
+	}
+	t.Branch, t.BaseBranch, t.HeadSHA = NullString(&r.branch), NullString(&r.base), NullString(&r.headSHA)
+	return *t, r.pos, nil
+}
+
+// ScanTaskOnly is ScanTask without the position.
+func ScanTaskOnly(row Row) (lifecycle.Task, error) {
+	t, _, err := ScanTask(row)
+	return t, err
+}
+
+// taskArgs returns the values of every column but pos, in column order.
+func taskArgs(t *lifecycle.Task) ([]any, error) {
+	labels, err := json.Marshal(NonNil(t.Labels))
+	if err != nil {
+		return nil, err
+	}
+	criteria, err := json.Marshal(NonNil(t.AcceptanceCriteria))
+	if err != nil {
+		return nil, err
+	}
+	var blocker any
+	if t.Blocker != nil {
+		b, err := json.Marshal(t.Blocker)
+		if err != nil {
+			return nil, err
+		}
+		blocker = string(b)
+	}
+	var reason any
+	if len(t.RoutingReason) > 0 && string(t.RoutingReason) != "null" {
+		reason = string(t.RoutingReason)
+	}
+	var assigneeName any
+	if t.Assignee != nil {
+		assigneeName = t.Assignee.Name
+	}
+	facts, err := json.Marshal(t.Facts)
+	if err != nil {
+		return nil, err
+	}
+	var reconcileAt int64
+	if !t.ReconcileAt.IsZero() {
+		reconcileAt = Millis(t.ReconcileAt.Time)
+	}
+	var prNumber any
+	if t.PRNumber != nil {
+		prNumber = int64(*t.PRNumber)
+	}
+	return []any{
+		t.ID, t.Identifier, t.Title, t.Description, string(t.Status), string(t.Priority), string(labels),
+		string(criteria), t.Links.Issue, t.Links.ParentIssue, t.Context.Project, t.Context.Goal, t.AssigneeAgentID,
+		assigneeName, (*string)(t.AssignmentSource), t.RoutingDecisionID, reason, t.RoutingConfidence,
+		t.TriageQueueID, t.SubmissionID, t.PRURL, prNumber, t.Branch, t.BaseBranch, t.HeadSHA, blocker,
+		string(t.StatusBeforeBlocker), t.Version, Millis(t.CreatedAt.Time), Millis(t.UpdatedAt.Time),
+		string(t.SubmissionMode), t.PROwner, t.PRRepo, string(t.ReviewPolicy), string(t.ReviewDecision), t.ReworkRequested,
+		t.ActiveShipID, string(facts), reconcileAt, t.ShipMerging,
+	}, nil
+}
+
+// NullString returns a pointer to the string of s, or nil. The pointer
+// points into s, which must outlive it.
+func NullString(s *sql.NullString) *string {
+	if !s.Valid {
+		return nil
+	}
+	return &s.String
+}
+
+// Task implements lifecycle.Store.
+func (s *Reads) Task(ctx context.Context, id string) (lifecycle.Task, error) {
+	if err := s.Open(); err != nil {
+		return lifecycle.Task{}, err
+	}
+	t, _, err := ScanTask(s.X.QueryRow(ctx, "SELECT "+TaskColumns+" FROM tasks WHERE id = $1", id))
+	if err != nil {
+		return t, s.F.errorf("task %s: %w", id, err)
+	}
+	return t, nil
+}
+
+// TaskRevision implements lifecycle.TaskRevisioner: every write of a
+// task's row adds one to its rev column.
+func (s *Reads) TaskRevision(ctx context.Context, id string) (int64, error) {
+	if err := s.Open(); err != nil {
+		return 0, err
+	}
+	var rev int64
+	if err := s.X.QueryRow(ctx, "SELECT rev FROM tasks WHERE id = $1", id).Scan(&rev); err != nil {
+		return 0, s.F.errorf("revision of task %s: %w", id, err)
+	}
+	return rev, nil
+}
+
+// Task implements lifecycle.Tx: a read for update.
+func (x *Tx) Task(ctx context.Context, id string) (lifecycle.Task, error) {
+	t, _, err := ScanTask(x.X.QueryRow(ctx, "SELECT "+TaskColumns+" FROM tasks WHERE id = $1"+x.F.ForUpdate, id))
+	if err != nil {
+		return t, x.F.errorf("task %s: %w", id, err)
+	}
+	return t, nil
+}
+
+// ListTasks implements lifecycle.Store.
+func (s *Reads) ListTasks(ctx context.Context, f lifecycle.TaskFilter) (lifecycle.TaskPage, error) {
+	if err := s.Open(); err != nil {
+		return lifecycle.TaskPage{}, err
+	}
+	var (
+		where []string
+		args  []any
+	)
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	where = append(where, "pos > "+arg(f.After))
+	if len(f.Statuses) > 0 {
+		in := make([]string, len(f.Statuses))
+		for i, st := range f.Statuses {
+			in[i] = arg(string(st))
+		}
+		where = append(where, "status IN ("+strings.Join(in, ", ")+")")
+	}
+	if f.AssigneeAgentID != "" {
+		where = append(where, "assignee_agent_id = "+arg(f.AssigneeAgentID))
+	}
+	if f.Project != "" {
+		where = append(where, "project = "+arg(f.Project))
+	}
+	if f.PullRequest != (lifecycle.PullRequestRef{}) {
+		where = append(where, "pr_number = "+arg(int64(f.PullRequest.Number)), "pr_repo = "+arg(f.PullRequest.Repo), "pr_owner = "+arg(f.PullRequest.Owner))
+	}
+	if f.HeadSHA != "" {
+		where = append(where, "head_sha = "+arg(f.HeadSHA))
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	rows, err := s.X.Query(ctx, "SELECT "+TaskColumns+" FROM tasks WHERE "+strings.Join(where, " AND ")+" ORDER BY pos LIMIT "+arg(limit+1), args...)
+	if err != nil {
+		return lifecycle.TaskPage{}, s.F.errorf("list tasks: %w", err)
+	}
+	defer rows.Close()
+	var (
+		page lifecycle.TaskPage
+		last int64
+	)
+	for rows.Next() {
+		t, pos, err := ScanTask(rows)
+		if err != nil {
+			return lifecycle.TaskPage{}, s.F.errorf("list tasks: %w", err)
+		}
+		if len(page.Tasks) == limit {
+			page.Next = last
+			break
+		}
+		page.Tasks = append(page.Tasks, t)
+		last = pos
+	}
+	if err := rows.Err(); err != nil {
+		return lifecycle.TaskPage{}, s.F.errorf("list tasks: %w", err)
+	}
+	return page, nil
+}
+
+// CreateTask implements lifecycle.Tx.
+func (x *Tx) CreateTask(ctx context.Context, t lifecycle.Task) error {
+	args, err := taskArgs(&t)
+	if err != nil {
+		return x.F.errorf("encode task %s: %w", t.ID, err)
+	}
+	n, err := x.X.Exec(ctx, createTaskSQL, args...)
+	if err != nil {
+		return x.F.errorf("create task %s: %w", t.ID, err)
+	}
+	if n == 0 {
+		return x.F.errorf("create task %s: a task with this ID or identifier %q exists: %w", t.ID, t.Identifier, lifecycle.ErrConflict)
+	}
+	return nil
+}
+
+// UpdateTask implements lifecycle.Tx.
+func (x *Tx) UpdateTask(ctx context.Context, t lifecycle.Task) error {
+	args, err := taskArgs(&t)
+	if err != nil {
+		return x.F.errorf("encode task %s: %w", t.ID, err)
+	}
+	// id comes first; created_at never changes.
+	set := slices.Delete(args, createdAtArg, createdAtArg+1)
+	n, err := x.X.Exec(ctx, updateTaskSQL, set...)
+	if err != nil {
+		return x.F.errorf("update task %s: %w", t.ID, err)
+	}
+	if n == 0 {
+		return x.F.errorf("update task %s: %w", t.ID, lifecycle.ErrNotFound)
+	}
+	return nil
+}
