@@ -7,34 +7,6 @@ import (
 	"regexp"
 )
 
-// CIOverall is the combined state of a commit's CI checks.
-type CIOverall string
-
-// The overall CI states.
-const (
-	CIPassed  CIOverall = "passed"
-	CIFailed  CIOverall = "failed"
-	CIRunning CIOverall = "running"
-	CIPending CIOverall = "pending"
-	CINone    CIOverall = "none"
-)
-
-// CIStatus is the CI state of a task's head commit, as served by GET
-// /tasks/{id}/ci-status.
-type CIStatus struct {
-	Overall  CIOverall `json:"overall"`
-	HeadSHA  *string   `json:"headSha"`
-	Provider *string   `json:"provider"`
-	Checks   []Check   `json:"checks"`
-	// CheckedAt is when the CI provider was last asked about the head
-	// commit, or nil when it has not been (or the task has none).
-	CheckedAt *Timestamp `json:"checkedAt"`
-	// Stale are the checks the CI provider lists as expected that have
-	// not started for longer than it waits for them (see
-	// [CIReport.Stale]): they are not waited on. Never nil.
-	Stale []StaleCheck `json:"stale"`
-}
-
 // overallOf combines checks: failed if any failed; else running if any is
 // running; else pending if the provider awaits CI; else passed if at least
 // one passed (the rest passed or skipped); else none. Skipped checks carry
@@ -110,7 +82,7 @@ func (s *Service) CIStatus(ctx context.Context, taskID string) (CIStatus, []Acti
 // ciStatusOf returns the CI state of t's head commit: its stored facts and
 // checks.
 func (s *Service) ciStatusOf(ctx context.Context, t *Task) (CIStatus, error) {
-	st := CIStatus{Overall: ciOf(t), HeadSHA: t.HeadSHA, Checks: []Check{}, CheckedAt: t.Facts.CICheckedAt, Stale: nonNil(t.Facts.StaleChecks)}
+	st := CIStatus{Overall: t.CI(), HeadSHA: t.HeadSHA, Checks: []Check{}, CheckedAt: t.Facts.CICheckedAt, Stale: nonNil(t.Facts.StaleChecks)}
 	if t.HeadSHA == nil {
 		return st, nil
 	}
@@ -194,15 +166,15 @@ func (s *Service) ReportChecks(ctx context.Context, taskID string, p ReportCheck
 		if err := tx.PutChecks(ctx, PutChecksParams{TaskID: t.ID, HeadSHA: sha, Source: SourceReported, Checks: checks}); err != nil {
 			return taskEvent{}, fmt.Errorf("record checks: %w", err)
 		}
-		before := ciOf(t)
+		before := t.CI()
 		if err := s.refreshCI(ctx, tx, t); err != nil {
 			return taskEvent{}, err
 		}
-		if ciOf(t) == before {
+		if t.CI() == before {
 			return taskEvent{}, nil // the task's CI state did not change
 		}
 		return taskEvent{typ: EventTaskUpdated, actor: p.Actor,
-			summary: fmt.Sprintf("CI of task %s is %s", t.Identifier, ciOf(t))}, nil
+			summary: fmt.Sprintf("CI of task %s is %s", t.Identifier, t.CI())}, nil
 	})
 	if err != nil {
 		return CIStatus{}, nil, err

@@ -68,7 +68,7 @@ func (s *Service) reconcileTask(ctx context.Context, t Task, h hint, purpose Rea
 		if err != nil {
 			return s.providerError(ctx, "read the pull request", err)
 		}
-		again, err := s.applyObservation(ctx, t.ID, t.pullRequestRef(), reads[0].obs, h, schedule{})
+		again, err := s.applyObservation(ctx, t.ID, t.PullRequestRef(), reads[0].obs, h, schedule{})
 		if err != nil || !again {
 			return err
 		}
@@ -90,7 +90,7 @@ func (s *Service) reconcileTask(ctx context.Context, t Task, h hint, purpose Rea
 // marked to be reconciled at once and an error is returned, so that the
 // host may deliver again.
 func (s *Service) ApplyProviderEvent(ctx context.Context, ev ProviderEvent) error {
-	records := ev.deliveryRecords()
+	records := ev.DeliveryRecords()
 	for _, d := range records {
 		_, err := s.store.ProviderDelivery(ctx, d.Source, d.ID)
 		if err == nil {
@@ -183,7 +183,7 @@ func (s *Service) QueueProviderEvent(ctx context.Context, ev ProviderEvent) erro
 		return err
 	}
 	err = s.updateRelaxed(ctx, func(tx Tx) error {
-		for _, d := range ev.deliveryRecords() {
+		for _, d := range ev.DeliveryRecords() {
 			d.ReceivedAt = s.clock.Now()
 			if err := tx.RecordProviderDelivery(ctx, d); err != nil {
 				return err
@@ -195,7 +195,7 @@ func (s *Service) QueueProviderEvent(ctx context.Context, ev ProviderEvent) erro
 			if err != nil {
 				return fmt.Errorf("get task %s: %w", t.ID, err)
 			}
-			if !readable(&cur) || cur.pullRequestRef() != t.pullRequestRef() {
+			if !readable(&cur) || cur.PullRequestRef() != t.PullRequestRef() {
 				continue // left review
 			}
 			// Counted even when already due: a reading under way may
@@ -240,23 +240,9 @@ func (q queuedEvents) ApplyProviderEvent(ctx context.Context, ev ProviderEvent) 
 	return q.s.QueueProviderEvent(ctx, ev)
 }
 
-// deliveryRecords returns the records that identify ev's delivery: one of
-// its DeliveryID and one of its Digest (as "sha256:" and the digest, which
-// no host's delivery ID looks like), each when set.
-func (ev ProviderEvent) deliveryRecords() []ProviderDelivery {
-	var ds []ProviderDelivery
-	if ev.DeliveryID != "" {
-		ds = append(ds, ProviderDelivery{Source: ev.Source, ID: ev.DeliveryID})
-	}
-	if ev.Digest != "" {
-		ds = append(ds, ProviderDelivery{Source: ev.Source, ID: "sha256:" + ev.Digest})
-	}
-	return ds
-}
-
 // recordDelivery remembers that ev's delivery was applied.
 func (s *Service) recordDelivery(ctx context.Context, ev ProviderEvent) error {
-	records := ev.deliveryRecords()
+	records := ev.DeliveryRecords()
 	if len(records) == 0 {
 		return nil
 	}
@@ -482,7 +468,7 @@ func (s *Service) applyObservation(ctx context.Context, taskID string, ref PullR
 				return taskEvent{}, err // ErrConflict: a concurrent delivery of the same event applied it
 			}
 		}
-		if t.pullRequestRef() != ref || (t.Status != StatusInReview && !closedAtHost(t)) {
+		if t.PullRequestRef() != ref || (t.Status != StatusInReview && !closedAtHost(t)) {
 			return taskEvent{}, nil // resubmitted, started or done meanwhile
 		}
 		before := *t
@@ -579,7 +565,7 @@ func factSummary(before, t *Task, changed []string) string {
 	case slices.Contains(changed, "draft"):
 		return fmt.Sprintf("Pull request #%d of task %s is ready for review", n, t.Identifier)
 	case slices.Contains(changed, "ciStatus"):
-		return fmt.Sprintf("CI of task %s is %s", t.Identifier, ciOf(t))
+		return fmt.Sprintf("CI of task %s is %s", t.Identifier, t.CI())
 	}
 	return fmt.Sprintf("Task %s changed at the code host: %v", t.Identifier, changed)
 }

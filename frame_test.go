@@ -31,7 +31,7 @@ func TestAppendEventJSONMatchesEncoder(t *testing.T) {
 		{"an ID that needs escaping", func(e *Event) { e.ID = odd; e.Data = []byte(`{}`) }, true},
 		{"a trace ID that needs escaping", func(e *Event) { e.TraceID = &odd; e.Data = []byte(`{}`) }, true},
 		{"a zone other than UTC", func(e *Event) {
-			e.OccurredAt = Timestamp{time.Date(2026, 11, 21, 11, 4, 5, 0, time.FixedZone("CET", 3600))}
+			e.OccurredAt = Timestamp{Time: time.Date(2026, 11, 21, 11, 4, 5, 0, time.FixedZone("CET", 3600))}
 			e.Data = []byte(`{}`)
 		}, true},
 		{"invalid data", func(e *Event) { e.Data = []byte(`{"a": }`) }, false},

@@ -11,9 +11,10 @@ import (
 	"strings"
 	"testing"
 
+	"time"
+
 	"github.com/tasklifecycle/lifecycle/internal/jsonscan"
 	"github.com/tasklifecycle/lifecycle/internal/webhooksend"
-	"time"
 )
 
 // fuzzDecoder fuzzes the decoding and checking of one request body as the

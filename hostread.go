@@ -70,7 +70,7 @@ func (s *Service) readHostAt(ctx context.Context, adapter ProviderAdapter, tasks
 	reads := make([]ReadRequest, len(tasks))
 	for i := range tasks {
 		t := &tasks[i]
-		reads[i] = ReadRequest{PullRequest: t.pullRequestRef()}
+		reads[i] = ReadRequest{PullRequest: t.PullRequestRef()}
 		if t.HeadSHA != nil {
 			reads[i].HeadSHA = *t.HeadSHA
 		}
@@ -180,7 +180,7 @@ func (s *Service) each(n int, fn func(i int)) {
 func (s *Service) observe(ctx context.Context, adapter ProviderAdapter, t *Task) (observation, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.ProviderTimeout)
 	defer cancel()
-	ref := t.pullRequestRef()
+	ref := t.PullRequestRef()
 	var (
 		early observation
 		wg    sync.WaitGroup

@@ -9,20 +9,6 @@ import (
 	"github.com/tasklifecycle/lifecycle/internal/claimrun"
 )
 
-// InstanceLease records that a live Service holds an instance ID
-// ([Config.InstanceID]), so that a second live process started with the
-// same ID is refused, while a process restarted after a crash takes its
-// earlier life's work back at once.
-type InstanceLease struct {
-	// ID is the instance ID.
-	ID string
-	// Life identifies the process holding it: new each time a Service
-	// starts.
-	Life string
-	// Until is when the lease ends unless renewed.
-	Until time.Time
-}
-
 // instanceRenewal is how often a Service renews its instance lease; the
 // lease lasts three renewals.
 const instanceRenewal = time.Second

@@ -1,6 +1,9 @@
 package lifecycle
 
-import "github.com/tasklifecycle/lifecycle/internal/jsonscan"
+import (
+	"github.com/tasklifecycle/lifecycle/internal/jsonscan"
+	"github.com/tasklifecycle/lifecycle/lifecycletype"
+)
 
 // Limits that hold for every request body, checked in one pass over its
 // bytes before it is decoded, so that no body makes decoding or validation
@@ -28,7 +31,7 @@ var arrayLimits = map[string]int{
 	"eventTypes":            maxEventTypeEntries,
 	"filters.taskIds":       maxFilterEntries,
 	"filters.projects":      maxFilterEntries,
-	"scopes":                len(allScopes),
+	"scopes":                len(lifecycletype.Scopes()),
 }
 
 // scanLimits are the limits every request body is checked against, in

@@ -1,12 +1,13 @@
 package lifecycle_test
 
 import (
-	"github.com/tasklifecycle/lifecycle/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"testing"
+
+	"github.com/tasklifecycle/lifecycle/internal/testenv"
 )
 
 // redoclyDir holds the pinned @redocly/cli (npm ci --prefix testdata/redocly).

@@ -237,6 +237,11 @@ func handlerRoutes(t *testing.T) map[string]string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	types, err := filepath.Glob("lifecycletype/*.go") // the scopes' values
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, types...)
 	type route struct{ pattern, scope string }
 	var found []route
 	consts := map[string]string{}

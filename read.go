@@ -85,20 +85,6 @@ func (s *Service) LastEventID(ctx context.Context) (string, error) {
 	return evs[0].ID, nil
 }
 
-// CI returns the overall CI state of the task's head commit, as last
-// learned: none before a submission or before CI reported.
-func (t *Task) CI() CIOverall { return ciOf(t) }
-
-// Decision returns the review decision that counts for the task:
-// not_required when its policy requires none, the code host's when its
-// policy defers to the host and the host decided, else the one reached by
-// the reviews posted to the Service (pending before any).
-func (t *Task) Decision() ReviewDecision { return decisionOf(t) }
-
-// Shipping reports whether a ship operation of the task is queued or
-// running.
-func (t *Task) Shipping() bool { return t.ActiveShipID != "" }
-
 // Clock returns the Clock the Service tells time by ([Config.Clock]), so
 // that code beside it expires what it keeps by the same time.
 func (s *Service) Clock() Clock { return s.clock }

@@ -132,7 +132,7 @@ func (r *reconciler) readTasks(ctx context.Context, tasks []Task) {
 		}
 		var key any = ModeArtifact
 		if t.SubmissionMode != ModeArtifact {
-			key = c.Tasks.binding(t.project())
+			key = c.Tasks.binding(t.Project())
 		}
 		g := byKey[key]
 		if g == nil {
@@ -184,7 +184,7 @@ func (r *reconciler) readGroup(ctx context.Context, adapter ProviderAdapter, tas
 		case rd.obs.unchanged:
 			unchanged = append(unchanged, unchangedRead{task: *t, obs: rd.obs})
 		default:
-			again, err := c.Tasks.applyObservation(ctx, t.ID, t.pullRequestRef(), rd.obs, hint{}, sc)
+			again, err := c.Tasks.applyObservation(ctx, t.ID, t.PullRequestRef(), rd.obs, hint{}, sc)
 			if err != nil && ctx.Err() == nil {
 				c.Log.Warn("apply what the code host said of a task; it is read again next interval", "task", t.ID, "err", err)
 			}
@@ -219,7 +219,7 @@ func (r *reconciler) markUnchanged(ctx context.Context, reads []unchangedRead) {
 			if err != nil {
 				return fmt.Errorf("get task %s: %w", t.ID, err)
 			}
-			if cur.pullRequestRef() != t.pullRequestRef() || cur.Facts.HostVersion != t.Facts.HostVersion || rd.obs.predates(&cur) || !readable(&cur) {
+			if cur.PullRequestRef() != t.PullRequestRef() || cur.Facts.HostVersion != t.Facts.HostVersion || rd.obs.predates(&cur) || !readable(&cur) {
 				continue // changed or hinted at meanwhile: it is read again
 			}
 			if _, err := c.Tasks.applyFacts(ctx, tx, &cur, rd.obs, true); err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/tasklifecycle/lifecycle/internal/fanout"
 	"github.com/tasklifecycle/lifecycle/internal/id"
 	"github.com/tasklifecycle/lifecycle/internal/sse"
+	"github.com/tasklifecycle/lifecycle/lifecycletype"
 )
 
 // Limits and constants of the event stream (GET /task-events/stream).
@@ -390,7 +391,7 @@ func appendEventJSON(dst []byte, e *Event) ([]byte, error) {
 	dst = append(dst, `","type":"`...)
 	dst = append(dst, e.Type...)
 	dst = append(dst, `","occurredAt":"`...)
-	dst = e.OccurredAt.UTC().AppendFormat(dst, timestampLayout)
+	dst = e.OccurredAt.UTC().AppendFormat(dst, lifecycletype.TimestampLayout)
 	dst = append(dst, `","sequence":`...)
 	dst = strconv.AppendInt(dst, e.Sequence, 10)
 	dst = append(dst, `,"taskVersion":`...)

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/tasklifecycle/lifecycle/lifecycletype"
 )
 
 // TestActionsTable checks availableActions over every combination of
@@ -186,5 +188,44 @@ func TestHostRefusalsComeLast(t *testing.T) {
 		if slices.Contains(tt.st.actions(), ActionShip) {
 			t.Errorf("%s: ship offered", tt.name)
 		}
+	}
+}
+
+// TestReworkReasonAgreesWithTheTable checks Task.ReworkReason, which
+// package lifecycletype answers from the task's fields, against the
+// table: a reason exactly when the table offers start to a task that is
+// not in todo, and then the one ReworkOf gives.
+func TestReworkReasonAgreesWithTheTable(t *testing.T) {
+	t.Parallel()
+	statuses := []Status{StatusTodo, StatusInProgress, StatusInReview, StatusBlocked, StatusDone, StatusCancelled}
+	policies := []CodeReviewPolicy{PolicyGitHubRules, PolicyNeverRequire, PolicyAlwaysRequire}
+	decisions := []ReviewDecision{"", DecisionApproved, DecisionChangesRequested, DecisionPending}
+	mergeable := []Mergeability{"", MergeabilityConflicting, MergeabilityBehind, MergeabilityMergeable}
+	n := 0
+	for _, st := range statuses {
+		for _, p := range policies {
+			for _, d := range decisions {
+				for _, m := range mergeable {
+					for bits := range 4 {
+						task := Task{Status: st, ReviewPolicy: p, ReworkRequested: bits&1 != 0}
+						task.Facts.HostDecision, task.Facts.Mergeable = d, m
+						if bits&2 != 0 {
+							task.ActiveShipID = "shp_1"
+						}
+						want := ""
+						if s := stateOf(&task, 0, false, false); s.status != StatusTodo && s.allows(ask{cmd: cmdStart}) {
+							want = lifecycletype.ReworkOf(&task)
+						}
+						if got := task.ReworkReason(); got != want {
+							t.Errorf("%+v: ReworkReason() = %q, the table gives %q", task, got, want)
+						}
+						n++
+					}
+				}
+			}
+		}
+	}
+	if n != 6*3*4*4*4 {
+		t.Fatalf("checked %d tasks", n)
 	}
 }

@@ -161,7 +161,7 @@ func (s *Service) adapterFor(t *Task, mode SubmitMode) (ProviderAdapter, error) 
 		}
 		return s.cfg.ArtifactAdapter, nil
 	}
-	if b := s.binding(t.project()); b != nil {
+	if b := s.binding(t.Project()); b != nil {
 		return b.Adapter, nil
 	}
 	return nil, errNoAdapter(t, mode)
@@ -173,7 +173,7 @@ func errNoAdapter(t *Task, mode SubmitMode) error {
 	if mode == ModeArtifact {
 		return fmt.Errorf("artifact submissions are not enabled on this service: %w", ErrNotFound)
 	}
-	return fmt.Errorf("no live provider adapter matches task %s (project %q): %w", t.Identifier, t.project(), ErrNotFound)
+	return fmt.Errorf("no live provider adapter matches task %s (project %q): %w", t.Identifier, t.Project(), ErrNotFound)
 }
 
 // ciFor returns the CI provider of t's latest submission, or nil.
@@ -181,7 +181,7 @@ func (s *Service) ciFor(t *Task) CIProvider {
 	var adapter ProviderAdapter
 	if t.SubmissionMode == ModeArtifact {
 		adapter = s.cfg.ArtifactAdapter
-	} else if b := s.binding(t.project()); b != nil {
+	} else if b := s.binding(t.Project()); b != nil {
 		if b.CI != nil {
 			return b.CI
 		}

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/tasklifecycle/lifecycle/internal/jsonenc"
+	"github.com/tasklifecycle/lifecycle/lifecycletype"
 )
 
 // This file encodes a Task by hand: the bytes encoding/json writes for it
@@ -198,7 +199,7 @@ func (e *jsonWriter) actions(as []Action) {
 // time appends t as Timestamp.MarshalJSON does.
 func (e *jsonWriter) time(t Timestamp) {
 	e.b = append(e.b, '"')
-	e.b = t.UTC().AppendFormat(e.b, timestampLayout)
+	e.b = t.UTC().AppendFormat(e.b, lifecycletype.TimestampLayout)
 	e.b = append(e.b, '"')
 }
 

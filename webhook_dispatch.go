@@ -303,7 +303,7 @@ func newSubWorker(ctx context.Context, d *dispatcher, sub Subscription, secret [
 	w.receiver = d.tel.Receiver(w.host, d.cfg.MetricIdentifiers)
 	w.gauge.ReadsAfter(sub.Cursor)
 	w.notified.Store(sub.Revision)
-	w.keep = func(e *ringEvent) bool { return w.sub.keep(e.typ, e.taskID, e.project) }
+	w.keep = func(e *ringEvent) bool { return w.sub.Keeps(e.typ, e.taskID, e.project) }
 	return w
 }
 
@@ -456,7 +456,7 @@ func (w *subWorker) read(pos int64, dst []ringEvent) ([]ringEvent, int64, <-chan
 			w.skipped(next, e.Sequence)
 		}
 		next = e.Sequence
-		if w.sub.keep(e.Type, e.TaskID, e.Project) {
+		if w.sub.Keeps(e.Type, e.TaskID, e.Project) {
 			dst = append(dst, newRingEvent(e, c.Log))
 		}
 	}

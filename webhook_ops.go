@@ -292,7 +292,7 @@ func (s *Service) EnableSubscription(ctx context.Context, subID string) (Subscri
 		s.webhooks.subscriptionsChanged()
 		s.log.InfoContext(ctx, "webhooks: subscription enabled", "subscription", subID)
 	}
-	return sub.public(), nil
+	return sub.Public(), nil
 }
 
 func (s *Service) handleReplay(w http.ResponseWriter, r *http.Request, p *Principal) error {

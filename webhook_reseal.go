@@ -6,17 +6,6 @@ import (
 	"fmt"
 )
 
-// SecretResealer is an optional interface of a [Store]: replacing the
-// sealed secret of a webhook subscription, in one atomic step.
-// [Service.ResealWebhookSecrets] needs it to finish a rotation of
-// [Config.WebhookSecretKey]; the stores of this module implement it.
-type SecretResealer interface {
-	// UpdateSubscriptionSecret replaces the sealed secret of the
-	// subscription with the given ID, and nothing else of it. It returns
-	// an error matching ErrNotFound when there is none.
-	UpdateSubscriptionSecret(ctx context.Context, id string, sealed []byte) error
-}
-
 // ResealWebhookSecrets seals again, with [Config.WebhookSecretKey], every
 // subscription secret stored in the clear or sealed with one of
 // [Config.WebhookPreviousSecretKeys], and returns how many it changed. It

@@ -1,4 +1,4 @@
-package lifecycle
+package lifecycletype
 
 import (
 	"context"
@@ -403,4 +403,68 @@ type ClaimReconciliationsParams struct {
 	Until time.Time
 	// Limit is the most tasks to claim, at least 1.
 	Limit int
+}
+
+// SecretResealer is an optional interface of a [Store]: replacing the
+// sealed secret of a webhook subscription, in one atomic step.
+// [Service.ResealWebhookSecrets] needs it to finish a rotation of
+// [Config.WebhookSecretKey]; the stores of this module implement it.
+type SecretResealer interface {
+	// UpdateSubscriptionSecret replaces the sealed secret of the
+	// subscription with the given ID, and nothing else of it. It returns
+	// an error matching ErrNotFound when there is none.
+	UpdateSubscriptionSecret(ctx context.Context, id string, sealed []byte) error
+}
+
+// InstanceLease records that a live Service holds an instance ID
+// ([Config.InstanceID]), so that a second live process started with the
+// same ID is refused, while a process restarted after a crash takes its
+// earlier life's work back at once.
+type InstanceLease struct {
+	// ID is the instance ID.
+	ID string
+	// Life identifies the process holding it: new each time a Service
+	// starts.
+	Life string
+	// Until is when the lease ends unless renewed.
+	Until time.Time
+}
+
+// IdempotencyScope identifies an idempotency key: the same key sent by
+// another principal, to another route or about another resource is
+// another key.
+type IdempotencyScope struct {
+	// PrincipalID is the caller's Principal.ID.
+	PrincipalID string
+	// Method and Route are the HTTP method and route pattern.
+	Method string
+	Route  string
+	// ResourceID is the task or resource the request is about, or "".
+	ResourceID string
+	// Key is the Idempotency-Key header.
+	Key string
+}
+
+// IdempotencyRecord is the Store's record of an idempotent request: first
+// a reservation while the request runs, then its response.
+type IdempotencyRecord struct {
+	IdempotencyScope
+	// Fingerprint is the SHA-256 of the request's method, route and
+	// canonical body.
+	Fingerprint []byte
+	// Done says the request finished and StatusCode and Body hold its response.
+	Done       bool
+	StatusCode int
+	Body       []byte
+	// CreatedAt is when the key was first seen; ExpiresAt when the record
+	// may be forgotten.
+	CreatedAt time.Time
+	ExpiresAt time.Time
+	// LockedUntil is when a reservation that has not finished may be taken
+	// over (its process is presumed dead).
+	LockedUntil time.Time
+	// Owner is the instance ID ([Config.InstanceID]) of the Service that
+	// holds the reservation; a Service restarted with that ID takes its
+	// earlier life's reservations over at once.
+	Owner string
 }

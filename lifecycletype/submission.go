@@ -1,4 +1,4 @@
-package lifecycle
+package lifecycletype
 
 // SubmitMode says how a submission reaches review.
 type SubmitMode string

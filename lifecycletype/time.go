@@ -1,4 +1,4 @@
-package lifecycle
+package lifecycletype
 
 import (
 	"fmt"
@@ -12,9 +12,9 @@ type Timestamp struct {
 	time.Time
 }
 
-// timestampLayout is RFC 3339 with milliseconds; with a UTC time the zone
+// TimestampLayout is RFC 3339 with milliseconds; with a UTC time the zone
 // prints as "Z".
-const timestampLayout = "2006-01-02T15:04:05.000Z07:00"
+const TimestampLayout = "2006-01-02T15:04:05.000Z07:00"
 
 // NewTimestamp returns t in UTC, truncated to milliseconds.
 func NewTimestamp(t time.Time) Timestamp {
@@ -23,14 +23,14 @@ func NewTimestamp(t time.Time) Timestamp {
 
 // String returns the timestamp in the API's format.
 func (t Timestamp) String() string {
-	return t.UTC().Format(timestampLayout)
+	return t.UTC().Format(TimestampLayout)
 }
 
 // MarshalJSON implements json.Marshaler.
 func (t Timestamp) MarshalJSON() ([]byte, error) {
-	b := make([]byte, 0, len(timestampLayout)+2)
+	b := make([]byte, 0, len(TimestampLayout)+2)
 	b = append(b, '"')
-	b = t.UTC().AppendFormat(b, timestampLayout)
+	b = t.UTC().AppendFormat(b, TimestampLayout)
 	return append(b, '"'), nil
 }
 
@@ -48,4 +48,14 @@ func (t *Timestamp) UnmarshalJSON(b []byte) error {
 	}
 	*t = NewTimestamp(parsed)
 	return nil
+}
+
+// Clock tells the time and waits for it. The Service reads every timestamp,
+// expiry and retry delay from its Clock, so tests can drive time forward
+// without sleeping.
+type Clock interface {
+	// Now returns the current time.
+	Now() time.Time
+	// After returns a channel that receives the time once d has elapsed.
+	After(d time.Duration) <-chan time.Time
 }

@@ -1,0 +1,382 @@
+package lifecycle
+
+import (
+	"time"
+
+	"github.com/tasklifecycle/lifecycle/lifecycletype"
+)
+
+// The types of the lifecycle's records and contracts, defined in
+// package lifecycletype so that the Service's subsystems share them.
+type (
+	// ProviderAdapter is [lifecycletype.ProviderAdapter].
+	ProviderAdapter = lifecycletype.ProviderAdapter
+	// ReviewDecider is [lifecycletype.ReviewDecider].
+	ReviewDecider = lifecycletype.ReviewDecider
+	// BatchReader is [lifecycletype.BatchReader].
+	BatchReader = lifecycletype.BatchReader
+	// ReadPurpose is [lifecycletype.ReadPurpose].
+	ReadPurpose = lifecycletype.ReadPurpose
+	// BatchQuery is [lifecycletype.BatchQuery].
+	BatchQuery = lifecycletype.BatchQuery
+	// ReadRequest is [lifecycletype.ReadRequest].
+	ReadRequest = lifecycletype.ReadRequest
+	// Reading is [lifecycletype.Reading].
+	Reading = lifecycletype.Reading
+	// ReviewQuery is [lifecycletype.ReviewQuery].
+	ReviewQuery = lifecycletype.ReviewQuery
+	// HostReviews is [lifecycletype.HostReviews].
+	HostReviews = lifecycletype.HostReviews
+	// HostReview is [lifecycletype.HostReview].
+	HostReview = lifecycletype.HostReview
+	// PullRequestRef is [lifecycletype.PullRequestRef].
+	PullRequestRef = lifecycletype.PullRequestRef
+	// PullRequestRequest is [lifecycletype.PullRequestRequest].
+	PullRequestRequest = lifecycletype.PullRequestRequest
+	// PullRequestState is [lifecycletype.PullRequestState].
+	PullRequestState = lifecycletype.PullRequestState
+	// PullRequest is [lifecycletype.PullRequest].
+	PullRequest = lifecycletype.PullRequest
+	// Mergeability is [lifecycletype.Mergeability].
+	Mergeability = lifecycletype.Mergeability
+	// MergeRequest is [lifecycletype.MergeRequest].
+	MergeRequest = lifecycletype.MergeRequest
+	// MergeResult is [lifecycletype.MergeResult].
+	MergeResult = lifecycletype.MergeResult
+	// SubmittedCheck is [lifecycletype.SubmittedCheck].
+	SubmittedCheck = lifecycletype.SubmittedCheck
+	// CheckStatus is [lifecycletype.CheckStatus].
+	CheckStatus = lifecycletype.CheckStatus
+	// CIProvider is [lifecycletype.CIProvider].
+	CIProvider = lifecycletype.CIProvider
+	// CIQuery is [lifecycletype.CIQuery].
+	CIQuery = lifecycletype.CIQuery
+	// CIReport is [lifecycletype.CIReport].
+	CIReport = lifecycletype.CIReport
+	// StaleCheck is [lifecycletype.StaleCheck].
+	StaleCheck = lifecycletype.StaleCheck
+	// CICheck is [lifecycletype.CICheck].
+	CICheck = lifecycletype.CICheck
+	// Deployer is [lifecycletype.Deployer].
+	Deployer = lifecycletype.Deployer
+	// DeployRequest is [lifecycletype.DeployRequest].
+	DeployRequest = lifecycletype.DeployRequest
+	// Deployment is [lifecycletype.Deployment].
+	Deployment = lifecycletype.Deployment
+	// Scope is [lifecycletype.Scope].
+	Scope = lifecycletype.Scope
+	// APIKey is [lifecycletype.APIKey].
+	APIKey = lifecycletype.APIKey
+	// CIOverall is [lifecycletype.CIOverall].
+	CIOverall = lifecycletype.CIOverall
+	// CIStatus is [lifecycletype.CIStatus].
+	CIStatus = lifecycletype.CIStatus
+	// Clock is [lifecycletype.Clock].
+	Clock = lifecycletype.Clock
+	// ProviderError is [lifecycletype.ProviderError].
+	ProviderError = lifecycletype.ProviderError
+	// EventType is [lifecycletype.EventType].
+	EventType = lifecycletype.EventType
+	// Event is [lifecycletype.Event].
+	Event = lifecycletype.Event
+	// EventLinks is [lifecycletype.EventLinks].
+	EventLinks = lifecycletype.EventLinks
+	// Actor is [lifecycletype.Actor].
+	Actor = lifecycletype.Actor
+	// Role is [lifecycletype.Role].
+	Role = lifecycletype.Role
+	// EventData is [lifecycletype.EventData].
+	EventData = lifecycletype.EventData
+	// TaskUpdatedData is [lifecycletype.TaskUpdatedData].
+	TaskUpdatedData = lifecycletype.TaskUpdatedData
+	// TaskReviewedData is [lifecycletype.TaskReviewedData].
+	TaskReviewedData = lifecycletype.TaskReviewedData
+	// TaskShippedData is [lifecycletype.TaskShippedData].
+	TaskShippedData = lifecycletype.TaskShippedData
+	// TaskAwaitingUserData is [lifecycletype.TaskAwaitingUserData].
+	TaskAwaitingUserData = lifecycletype.TaskAwaitingUserData
+	// EventBlocker is [lifecycletype.EventBlocker].
+	EventBlocker = lifecycletype.EventBlocker
+	// EventFilter is [lifecycletype.EventFilter].
+	EventFilter = lifecycletype.EventFilter
+	// TemporaryError is [lifecycletype.TemporaryError].
+	TemporaryError = lifecycletype.TemporaryError
+	// ProviderEventKind is [lifecycletype.ProviderEventKind].
+	ProviderEventKind = lifecycletype.ProviderEventKind
+	// ProviderEvent is [lifecycletype.ProviderEvent].
+	ProviderEvent = lifecycletype.ProviderEvent
+	// DeploymentStatus is [lifecycletype.DeploymentStatus].
+	DeploymentStatus = lifecycletype.DeploymentStatus
+	// DeploymentObserver is [lifecycletype.DeploymentObserver].
+	DeploymentObserver = lifecycletype.DeploymentObserver
+	// ProviderEventSink is [lifecycletype.ProviderEventSink].
+	ProviderEventSink = lifecycletype.ProviderEventSink
+	// WebhookIntake is [lifecycletype.WebhookIntake].
+	WebhookIntake = lifecycletype.WebhookIntake
+	// ProviderDelivery is [lifecycletype.ProviderDelivery].
+	ProviderDelivery = lifecycletype.ProviderDelivery
+	// RefusedError is [lifecycletype.RefusedError].
+	RefusedError = lifecycletype.RefusedError
+	// IdempotencyScope is [lifecycletype.IdempotencyScope].
+	IdempotencyScope = lifecycletype.IdempotencyScope
+	// IdempotencyRecord is [lifecycletype.IdempotencyRecord].
+	IdempotencyRecord = lifecycletype.IdempotencyRecord
+	// InstanceLease is [lifecycletype.InstanceLease].
+	InstanceLease = lifecycletype.InstanceLease
+	// ReviewOutcome is [lifecycletype.ReviewOutcome].
+	ReviewOutcome = lifecycletype.ReviewOutcome
+	// ReviewDecision is [lifecycletype.ReviewDecision].
+	ReviewDecision = lifecycletype.ReviewDecision
+	// CodeReviewPolicy is [lifecycletype.CodeReviewPolicy].
+	CodeReviewPolicy = lifecycletype.CodeReviewPolicy
+	// ShipStatus is [lifecycletype.ShipStatus].
+	ShipStatus = lifecycletype.ShipStatus
+	// Environment is [lifecycletype.Environment].
+	Environment = lifecycletype.Environment
+	// ShipMode is [lifecycletype.ShipMode].
+	ShipMode = lifecycletype.ShipMode
+	// ShipError is [lifecycletype.ShipError].
+	ShipError = lifecycletype.ShipError
+	// ShipWait is [lifecycletype.ShipWait].
+	ShipWait = lifecycletype.ShipWait
+	// ShipOperation is [lifecycletype.ShipOperation].
+	ShipOperation = lifecycletype.ShipOperation
+	// Facts is [lifecycletype.Facts].
+	Facts = lifecycletype.Facts
+	// MergeRefusal is [lifecycletype.MergeRefusal].
+	MergeRefusal = lifecycletype.MergeRefusal
+	// Store is [lifecycletype.Store].
+	Store = lifecycletype.Store
+	// Reader is [lifecycletype.Reader].
+	Reader = lifecycletype.Reader
+	// Tx is [lifecycletype.Tx].
+	Tx = lifecycletype.Tx
+	// ConsoleSessionStore is [lifecycletype.ConsoleSessionStore].
+	ConsoleSessionStore = lifecycletype.ConsoleSessionStore
+	// ConsoleSession is [lifecycletype.ConsoleSession].
+	ConsoleSession = lifecycletype.ConsoleSession
+	// FailureClassifier is [lifecycletype.FailureClassifier].
+	FailureClassifier = lifecycletype.FailureClassifier
+	// RelaxedUpdater is [lifecycletype.RelaxedUpdater].
+	RelaxedUpdater = lifecycletype.RelaxedUpdater
+	// ShipQueueCounter is [lifecycletype.ShipQueueCounter].
+	ShipQueueCounter = lifecycletype.ShipQueueCounter
+	// TaskRevisioner is [lifecycletype.TaskRevisioner].
+	TaskRevisioner = lifecycletype.TaskRevisioner
+	// ShipQueueCounts is [lifecycletype.ShipQueueCounts].
+	ShipQueueCounts = lifecycletype.ShipQueueCounts
+	// InstanceLeaser is [lifecycletype.InstanceLeaser].
+	InstanceLeaser = lifecycletype.InstanceLeaser
+	// UpdateInstanceLeaseParams is [lifecycletype.UpdateInstanceLeaseParams].
+	UpdateInstanceLeaseParams = lifecycletype.UpdateInstanceLeaseParams
+	// EventBounds is [lifecycletype.EventBounds].
+	EventBounds = lifecycletype.EventBounds
+	// PruneParams is [lifecycletype.PruneParams].
+	PruneParams = lifecycletype.PruneParams
+	// PruneResult is [lifecycletype.PruneResult].
+	PruneResult = lifecycletype.PruneResult
+	// PutChecksParams is [lifecycletype.PutChecksParams].
+	PutChecksParams = lifecycletype.PutChecksParams
+	// ClaimShipOperationsParams is [lifecycletype.ClaimShipOperationsParams].
+	ClaimShipOperationsParams = lifecycletype.ClaimShipOperationsParams
+	// ClaimReconciliationsParams is [lifecycletype.ClaimReconciliationsParams].
+	ClaimReconciliationsParams = lifecycletype.ClaimReconciliationsParams
+	// SubmitMode is [lifecycletype.SubmitMode].
+	SubmitMode = lifecycletype.SubmitMode
+	// SubmissionAction is [lifecycletype.SubmissionAction].
+	SubmissionAction = lifecycletype.SubmissionAction
+	// Participant is [lifecycletype.Participant].
+	Participant = lifecycletype.Participant
+	// ReviewRoute is [lifecycletype.ReviewRoute].
+	ReviewRoute = lifecycletype.ReviewRoute
+	// Submission is [lifecycletype.Submission].
+	Submission = lifecycletype.Submission
+	// Review is [lifecycletype.Review].
+	Review = lifecycletype.Review
+	// CheckSource is [lifecycletype.CheckSource].
+	CheckSource = lifecycletype.CheckSource
+	// Check is [lifecycletype.Check].
+	Check = lifecycletype.Check
+	// Status is [lifecycletype.Status].
+	Status = lifecycletype.Status
+	// Priority is [lifecycletype.Priority].
+	Priority = lifecycletype.Priority
+	// Action is [lifecycletype.Action].
+	Action = lifecycletype.Action
+	// AssignmentSource is [lifecycletype.AssignmentSource].
+	AssignmentSource = lifecycletype.AssignmentSource
+	// Agent is [lifecycletype.Agent].
+	Agent = lifecycletype.Agent
+	// TaskLinks is [lifecycletype.TaskLinks].
+	TaskLinks = lifecycletype.TaskLinks
+	// TaskContext is [lifecycletype.TaskContext].
+	TaskContext = lifecycletype.TaskContext
+	// Blocker is [lifecycletype.Blocker].
+	Blocker = lifecycletype.Blocker
+	// Task is [lifecycletype.Task].
+	Task = lifecycletype.Task
+	// TaskFilter is [lifecycletype.TaskFilter].
+	TaskFilter = lifecycletype.TaskFilter
+	// TaskPage is [lifecycletype.TaskPage].
+	TaskPage = lifecycletype.TaskPage
+	// Timestamp is [lifecycletype.Timestamp].
+	Timestamp = lifecycletype.Timestamp
+	// SubscriptionStatus is [lifecycletype.SubscriptionStatus].
+	SubscriptionStatus = lifecycletype.SubscriptionStatus
+	// Subscription is [lifecycletype.Subscription].
+	Subscription = lifecycletype.Subscription
+	// SubscriptionFilters is [lifecycletype.SubscriptionFilters].
+	SubscriptionFilters = lifecycletype.SubscriptionFilters
+	// DeliveryStatus is [lifecycletype.DeliveryStatus].
+	DeliveryStatus = lifecycletype.DeliveryStatus
+	// Delivery is [lifecycletype.Delivery].
+	Delivery = lifecycletype.Delivery
+	// ListSubscriptionsParams is [lifecycletype.ListSubscriptionsParams].
+	ListSubscriptionsParams = lifecycletype.ListSubscriptionsParams
+	// SubscriptionPage is [lifecycletype.SubscriptionPage].
+	SubscriptionPage = lifecycletype.SubscriptionPage
+	// ClaimSubscriptionsParams is [lifecycletype.ClaimSubscriptionsParams].
+	ClaimSubscriptionsParams = lifecycletype.ClaimSubscriptionsParams
+	// DeliveryFilter is [lifecycletype.DeliveryFilter].
+	DeliveryFilter = lifecycletype.DeliveryFilter
+	// DeliveryPage is [lifecycletype.DeliveryPage].
+	DeliveryPage = lifecycletype.DeliveryPage
+	// SecretResealer is [lifecycletype.SecretResealer].
+	SecretResealer = lifecycletype.SecretResealer
+)
+
+// The constants of those types; see package lifecycletype.
+const (
+	ReadSweep                         = lifecycletype.ReadSweep
+	ReadNow                           = lifecycletype.ReadNow
+	ReadMerge                         = lifecycletype.ReadMerge
+	PullRequestOpen                   = lifecycletype.PullRequestOpen
+	PullRequestClosed                 = lifecycletype.PullRequestClosed
+	PullRequestMerged                 = lifecycletype.PullRequestMerged
+	MergeabilityMergeable             = lifecycletype.MergeabilityMergeable
+	MergeabilityConflicting           = lifecycletype.MergeabilityConflicting
+	MergeabilityBehind                = lifecycletype.MergeabilityBehind
+	MergeabilityUnknown               = lifecycletype.MergeabilityUnknown
+	MergeabilityBlocked               = lifecycletype.MergeabilityBlocked
+	CheckPassed                       = lifecycletype.CheckPassed
+	CheckFailed                       = lifecycletype.CheckFailed
+	CheckRunning                      = lifecycletype.CheckRunning
+	CheckSkipped                      = lifecycletype.CheckSkipped
+	ScopeTasksRead                    = lifecycletype.ScopeTasksRead
+	ScopeTasksWrite                   = lifecycletype.ScopeTasksWrite
+	ScopeShipWrite                    = lifecycletype.ScopeShipWrite
+	ScopeEventsRead                   = lifecycletype.ScopeEventsRead
+	ScopeWebhooksRead                 = lifecycletype.ScopeWebhooksRead
+	ScopeWebhooksWrite                = lifecycletype.ScopeWebhooksWrite
+	ScopeTasksAdmin                   = lifecycletype.ScopeTasksAdmin
+	ScopeReviewsWrite                 = lifecycletype.ScopeReviewsWrite
+	ScopeCIWrite                      = lifecycletype.ScopeCIWrite
+	ScopeKeysAdmin                    = lifecycletype.ScopeKeysAdmin
+	CIPassed                          = lifecycletype.CIPassed
+	CIFailed                          = lifecycletype.CIFailed
+	CIRunning                         = lifecycletype.CIRunning
+	CIPending                         = lifecycletype.CIPending
+	CINone                            = lifecycletype.CINone
+	EventTaskUpdated                  = lifecycletype.EventTaskUpdated
+	EventTaskReviewed                 = lifecycletype.EventTaskReviewed
+	EventTaskShipped                  = lifecycletype.EventTaskShipped
+	EventTaskAwaitingUser             = lifecycletype.EventTaskAwaitingUser
+	RoleAgent                         = lifecycletype.RoleAgent
+	RoleReviewer                      = lifecycletype.RoleReviewer
+	RoleUser                          = lifecycletype.RoleUser
+	RoleSystem                        = lifecycletype.RoleSystem
+	ProviderHeadChanged               = lifecycletype.ProviderHeadChanged
+	ProviderPullRequestClosed         = lifecycletype.ProviderPullRequestClosed
+	ProviderPullRequestMerged         = lifecycletype.ProviderPullRequestMerged
+	ProviderPullRequestReopened       = lifecycletype.ProviderPullRequestReopened
+	ProviderPullRequestEdited         = lifecycletype.ProviderPullRequestEdited
+	ProviderReviewSubmitted           = lifecycletype.ProviderReviewSubmitted
+	ProviderReviewDismissed           = lifecycletype.ProviderReviewDismissed
+	ProviderChecksChanged             = lifecycletype.ProviderChecksChanged
+	ProviderDeploymentStatus          = lifecycletype.ProviderDeploymentStatus
+	ReviewApproved                    = lifecycletype.ReviewApproved
+	ReviewChangesRequested            = lifecycletype.ReviewChangesRequested
+	ReviewCommented                   = lifecycletype.ReviewCommented
+	DecisionApproved                  = lifecycletype.DecisionApproved
+	DecisionChangesRequested          = lifecycletype.DecisionChangesRequested
+	DecisionPending                   = lifecycletype.DecisionPending
+	DecisionNotRequired               = lifecycletype.DecisionNotRequired
+	PolicyGitHubRules                 = lifecycletype.PolicyGitHubRules
+	PolicyAlwaysRequire               = lifecycletype.PolicyAlwaysRequire
+	PolicyNeverRequire                = lifecycletype.PolicyNeverRequire
+	ShipQueued                        = lifecycletype.ShipQueued
+	ShipRunning                       = lifecycletype.ShipRunning
+	ShipSucceeded                     = lifecycletype.ShipSucceeded
+	ShipFailed                        = lifecycletype.ShipFailed
+	EnvironmentStaging                = lifecycletype.EnvironmentStaging
+	EnvironmentProduction             = lifecycletype.EnvironmentProduction
+	ShipMergeOnly                     = lifecycletype.ShipMergeOnly
+	ShipMergeAndDeploy                = lifecycletype.ShipMergeAndDeploy
+	ReworkChangesRequested            = lifecycletype.ReworkChangesRequested
+	ReworkMergeConflict               = lifecycletype.ReworkMergeConflict
+	ReworkBehindBase                  = lifecycletype.ReworkBehindBase
+	ModeAdapterManaged                = lifecycletype.ModeAdapterManaged
+	ModeArtifact                      = lifecycletype.ModeArtifact
+	SubmissionCreated                 = lifecycletype.SubmissionCreated
+	SubmissionExisting                = lifecycletype.SubmissionExisting
+	SubmissionAccepted                = lifecycletype.SubmissionAccepted
+	SourceProvider                    = lifecycletype.SourceProvider
+	SourceReported                    = lifecycletype.SourceReported
+	SourceSelfReported                = lifecycletype.SourceSelfReported
+	StatusTodo                        = lifecycletype.StatusTodo
+	StatusInProgress                  = lifecycletype.StatusInProgress
+	StatusInReview                    = lifecycletype.StatusInReview
+	StatusBlocked                     = lifecycletype.StatusBlocked
+	StatusDone                        = lifecycletype.StatusDone
+	StatusCancelled                   = lifecycletype.StatusCancelled
+	PriorityLow                       = lifecycletype.PriorityLow
+	PriorityMedium                    = lifecycletype.PriorityMedium
+	PriorityHigh                      = lifecycletype.PriorityHigh
+	PriorityCritical                  = lifecycletype.PriorityCritical
+	ActionStart                       = lifecycletype.ActionStart
+	ActionSubmit                      = lifecycletype.ActionSubmit
+	ActionShip                        = lifecycletype.ActionShip
+	ActionViewCIStatus                = lifecycletype.ActionViewCIStatus
+	ActionViewReviewFeedback          = lifecycletype.ActionViewReviewFeedback
+	ActionResolveBlocker              = lifecycletype.ActionResolveBlocker
+	AssignmentDeterministicRule       = lifecycletype.AssignmentDeterministicRule
+	AssignmentClassifier              = lifecycletype.AssignmentClassifier
+	AssignmentClassifierBestEffort    = lifecycletype.AssignmentClassifierBestEffort
+	AssignmentManualTriage            = lifecycletype.AssignmentManualTriage
+	AssignmentProviderAssigneeMapping = lifecycletype.AssignmentProviderAssigneeMapping
+	SubscriptionActive                = lifecycletype.SubscriptionActive
+	SubscriptionDisabled              = lifecycletype.SubscriptionDisabled
+	DeliveryPending                   = lifecycletype.DeliveryPending
+	DeliverySucceeded                 = lifecycletype.DeliverySucceeded
+	DeliveryFailed                    = lifecycletype.DeliveryFailed
+)
+
+// The sentinel errors; see package lifecycletype.
+var (
+	ErrNotFound          = lifecycletype.ErrNotFound
+	ErrConflict          = lifecycletype.ErrConflict
+	ErrValidation        = lifecycletype.ErrValidation
+	ErrUnauthorized      = lifecycletype.ErrUnauthorized
+	ErrInsufficientScope = lifecycletype.ErrInsufficientScope
+	ErrPayloadTooLarge   = lifecycletype.ErrPayloadTooLarge
+	ErrCursorExpired     = lifecycletype.ErrCursorExpired
+	ErrRateLimited       = lifecycletype.ErrRateLimited
+	ErrRequestTimeout    = lifecycletype.ErrRequestTimeout
+	ErrCSRF              = lifecycletype.ErrCSRF
+	ErrClosed            = lifecycletype.ErrClosed
+	ErrUnavailable       = lifecycletype.ErrUnavailable
+	ErrHeadMismatch      = lifecycletype.ErrHeadMismatch
+	ErrTemporary         = lifecycletype.ErrTemporary
+	ErrInvalidSignature  = lifecycletype.ErrInvalidSignature
+	ErrInstanceInUse     = lifecycletype.ErrInstanceInUse
+	ErrProvider          = lifecycletype.ErrProvider
+)
+
+// Scopes is [lifecycletype.Scopes].
+func Scopes() []Scope { return lifecycletype.Scopes() }
+
+// SystemActor is [lifecycletype.SystemActor].
+func SystemActor() Actor { return lifecycletype.SystemActor() }
+
+// NewTimestamp is [lifecycletype.NewTimestamp].
+func NewTimestamp(t time.Time) Timestamp { return lifecycletype.NewTimestamp(t) }
