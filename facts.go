@@ -15,7 +15,7 @@ import (
 // to a pull request's branch, a review, CI turning green or red, a merge,
 // close or reopen by hand. Webhooks ([Service.ApplyProviderEvent],
 // [Service.QueueProviderEvent]) make it learn at once; the reconciler
-// (its loop in reconcile.go) reads the host again for every task in
+// (its loop in internal/reconcile) reads the host again for every task in
 // review on a schedule, so that a lost webhook delays a fact but never
 // loses it. Both read the host through the task's adapter (hostread.go)
 // and apply what they read with applyObservation, in one transaction with
@@ -77,7 +77,7 @@ func (s *Service) reconcileTask(ctx context.Context, t Task, h hint, purpose Rea
 			return err
 		}
 	}
-	s.reconcile.wakeUp() // still hinted at: due for the reconciler
+	s.reconcile.Wake() // still hinted at: due for the reconciler
 	return nil
 }
 
@@ -214,7 +214,7 @@ func (s *Service) QueueProviderEvent(ctx context.Context, ev ProviderEvent) erro
 	if err != nil {
 		return fmt.Errorf("queue provider event: %w", err)
 	}
-	s.reconcile.wakeUp()
+	s.reconcile.Wake()
 	return nil
 }
 
@@ -274,7 +274,7 @@ func (s *Service) reconcileSoon(ctx context.Context, taskID string) {
 	if err != nil {
 		s.log.WarnContext(ctx, "schedule a reconciliation; the task is read again at its usual time", "task", taskID, "err", err)
 	}
-	s.reconcile.wakeUp()
+	s.reconcile.Wake()
 }
 
 // nextSweep returns when the reconciler next reads a task read at now: at

@@ -96,11 +96,8 @@ func (s *Service) readHostAt(ctx context.Context, adapter ProviderAdapter, tasks
 // readTimeout bounds a BatchReader's reading of n pull requests: a host
 // answers a request of many more slowly, so the call has ProviderTimeout
 // for each hundred.
-func (s *Service) readTimeout(n int) time.Duration { return batchReadTimeout(s.cfg.ProviderTimeout, n) }
-
-// batchReadTimeout is readTimeout for a ProviderTimeout of each.
-func batchReadTimeout(each time.Duration, n int) time.Duration {
-	return each * time.Duration(1+(max(n, 1)-1)/100)
+func (s *Service) readTimeout(n int) time.Duration {
+	return s.cfg.ProviderTimeout * time.Duration(1+(max(n, 1)-1)/100)
 }
 
 // fromReading turns a BatchReader's reading of t into an observation. CI

@@ -18,6 +18,7 @@ import (
 	"github.com/tasklifecycle/lifecycle/internal/httpin"
 	"github.com/tasklifecycle/lifecycle/internal/id"
 	"github.com/tasklifecycle/lifecycle/internal/netguard"
+	"github.com/tasklifecycle/lifecycle/internal/reconcile"
 	"github.com/tasklifecycle/lifecycle/internal/secretbox"
 	"github.com/tasklifecycle/lifecycle/internal/telemetry"
 	"go.opentelemetry.io/otel"
@@ -579,13 +580,13 @@ type Service struct {
 	streamKeys streamKeys  // the keys of open streams, to end them on revocation
 	watches    taskWatches // the watches of single tasks (watch.go)
 
-	owner     string       // Config.InstanceID: the holder of this Service's leases
-	life      string       // this life of the instance, new at each New
-	inflight  inflightKeys // idempotency keys this life holds
-	taskLocks keyedLocks   // serialises provider work per task
-	lease     leaseClock   // until when this life holds its instance lease
-	ships     *shipRunner  // works ship operations
-	reconcile *reconciler  // reads hosts for tasks in review
+	owner     string                             // Config.InstanceID: the holder of this Service's leases
+	life      string                             // this life of the instance, new at each New
+	inflight  inflightKeys                       // idempotency keys this life holds
+	taskLocks keyedLocks                         // serialises provider work per task
+	lease     leaseClock                         // until when this life holds its instance lease
+	ships     *shipRunner                        // works ship operations
+	reconcile *reconcile.Reconciler[observation] // reads hosts for tasks in review
 
 	mu      sync.Mutex
 	started bool
@@ -623,11 +624,10 @@ func New(cfg Config) (*Service, error) {
 		}
 	}
 	s.caps.logMissing(s.log, s.owner)
-	s.reconcile = newReconciler(reconcilerConfig{
-		Tasks: s, UpdateRelaxed: s.updateRelaxed, Clock: cfg.Clock, Log: cfg.Logger, Tel: s.tel,
+	s.reconcile = reconcile.New(reconcile.Config[observation]{
+		Tasks: reconcileTasks{s}, UpdateRelaxed: s.updateRelaxed, Clock: cfg.Clock, Log: cfg.Logger, Tel: s.tel,
 		ReconcileInterval:     cfg.ReconcileInterval,
 		ReconcilePollInterval: cfg.ReconcilePollInterval,
-		ProviderTimeout:       cfg.ProviderTimeout,
 	})
 	s.ships = newShipRunner(shipRunnerConfig{
 		Owner: s.owner, Tasks: s, Update: s.update, UpdateRelaxed: s.updateRelaxed,
@@ -711,7 +711,7 @@ func (s *Service) Start(ctx context.Context) error {
 	s.goBackground(func() { s.webhooks.run(ctx) })
 	s.goBackground(func() { s.listen(ctx) }) // when the Store is a Notifier
 	if s.cfg.ReconcileInterval > 0 {
-		s.goBackground(func() { s.reconcile.run(ctx) })
+		s.goBackground(func() { s.reconcile.Run(ctx) })
 	}
 	s.goBackground(func() { s.watchRevocations(ctx) })
 	return nil
