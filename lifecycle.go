@@ -580,12 +580,13 @@ type Service struct {
 	streamKeys streamKeys  // the keys of open streams, to end them on revocation
 	watches    taskWatches // the watches of single tasks (watch.go)
 
-	owner     string                             // Config.InstanceID: the holder of this Service's leases
-	life      string                             // this life of the instance, new at each New
-	inflight  inflightKeys                       // idempotency keys this life holds
-	taskLocks keyedLocks                         // serialises provider work per task
-	lease     leaseClock                         // until when this life holds its instance lease
-	ships     *shipRunner                        // works ship operations
+	owner     string       // Config.InstanceID: the holder of this Service's leases
+	life      string       // this life of the instance, new at each New
+	inflight  inflightKeys // idempotency keys this life holds
+	taskLocks keyedLocks   // serialises provider work per task
+	lease     leaseClock   // until when this life holds its instance lease
+	ships     *shipRunner  // works ship operations
+
 	reconcile *reconcile.Reconciler[observation] // reads hosts for tasks in review
 
 	mu      sync.Mutex
