@@ -8,7 +8,8 @@
 // The known keys. The table of API keys is small, so [Keys] keeps it whole
 // in memory, by hash: every key of the Store, valid or revoked, read with
 // one ListAPIKeys when the copy is older than its TTL (and by
-// [Keys.ReadAll] whenever the Service's revocation watcher calls it), and
+// [Keys.ReadAll], which the Service's revocation watcher calls every
+// Config.KeyCacheTTL/2 while the Service runs), and
 // kept current at once for the keys created ([Keys.Learn]) and revoked
 // ([Keys.Forget]) through this process. A known key is answered from
 // memory while its copy is younger than the TTL, and read again by its
@@ -20,6 +21,6 @@
 // through another process a moment ago is found so) when its client, its
 // network (IPv4 /24, IPv6 /48) and the process-wide budget of reads allow;
 // otherwise it may ask for the keys to be read whole again, at most once
-// a reloadSpacing for the whole process, and is answered 429 if that does
-// not find it.
+// a second (reloadSpacing) for the whole process, and is answered 429 if
+// that does not find it.
 package keyauth

@@ -36,7 +36,7 @@ func failFrom(l *Limiter, addr string) bool {
 // The bucket (package authlimit) as the Limiter answers it: limit failures
 // at once, then one per interval; Retry-After rounds the wait up to whole
 // seconds; a disabled limiter admits everything.
-func TestAuthLimiterBucket(t *testing.T) {
+func TestLimiterBucket(t *testing.T) {
 	t.Parallel()
 	l, clock := newTestLimiter(3, 10*time.Second, 100)
 	fail := func() {
