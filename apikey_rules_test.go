@@ -75,7 +75,7 @@ func TestKeysAdminIsLeastPrivilege(t *testing.T) {
 	e.call(request{method: "DELETE", path: "/api-keys/key_unknownunknownunknown", key: user}, http.StatusNotFound)
 }
 
-// The rule table of keyrules.go, over HTTP: for each role of a creator
+// The rule table of package keyauth (rules.go), over HTTP: for each role of a creator
 // holding every scope, which actors it may mint keys for and revoke the keys
 // of. No key mints a principal it could not act as itself, system included:
 // an agent with keys:admin and every scope mints neither the system nor a

@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/tasklifecycle/lifecycle/internal/authlimit"
 	"github.com/tasklifecycle/lifecycle/internal/id"
+	"github.com/tasklifecycle/lifecycle/internal/keyauth"
 )
 
 // Principal is the authenticated caller of a request.
@@ -64,76 +64,31 @@ type Authenticator interface {
 	Authenticate(r *http.Request) (Principal, error)
 }
 
-// apiKeyPrefix begins every plaintext API key.
-const apiKeyPrefix = "lsk_"
-
-// apiKeyRandomLen is the number of random base62 characters of a generated key.
-const apiKeyRandomLen = 40
-
 // HashAPIKey returns the SHA-256 hash under which the Store keeps a plaintext key.
 func HashAPIKey(plaintext string) []byte {
 	h := sha256.Sum256([]byte(plaintext))
 	return h[:]
 }
 
-// validAPIKey reports whether s has the form of an API key: "lsk_" followed
-// by at least 32 base62 characters.
-func validAPIKey(s string) bool {
-	return len(s) >= len(apiKeyPrefix)+32 && id.Valid(s, apiKeyPrefix)
-}
+// ownKeys is the Service's own Authenticator: its API keys, known and
+// checked by package keyauth (see there how known keys are answered
+// without a Store read, and unknown ones limited).
+type ownKeys struct{ keys *keyauth.Keys }
 
-// bearerToken returns the token of an "Authorization: Bearer ..." header.
-func bearerToken(r *http.Request) (string, bool) {
-	h := r.Header.Get("Authorization")
-	const prefix = "Bearer "
-	if len(h) <= len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
-		return "", false
+// Authenticate implements Authenticator.
+func (o ownKeys) Authenticate(r *http.Request) (Principal, error) {
+	key, err := o.keys.Authenticate(r)
+	if err != nil {
+		return Principal{}, err
 	}
-	return strings.TrimSpace(h[len(prefix):]), true
+	return keyPrincipal(o.keys, &key), nil
 }
 
-// principal returns the principal of key, which ends when key is revoked.
-func (a *keyAuthenticator) principal(key *APIKey) Principal {
-	return Principal{ID: key.ID, Actor: key.Actor, Scopes: key.Scopes, Done: a.done(key.ID), EndNote: keyRevokedNote}
+// keyPrincipal returns the principal of key, which ends when key is
+// revoked.
+func keyPrincipal(keys *keyauth.Keys, key *APIKey) Principal {
+	return Principal{ID: key.ID, Actor: key.Actor, Scopes: key.Scopes, Done: keys.Done(key.ID), EndNote: keyRevokedNote}
 }
-
-// keyEnd is the end of a key: cancelled when the key is revoked.
-type keyEnd struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-}
-
-// done returns the channel closed when the key with keyID is revoked.
-func (a *keyAuthenticator) done(keyID string) <-chan struct{} {
-	a.mu.RLock()
-	end, ok := a.ends[keyID]
-	a.mu.RUnlock()
-	if ok {
-		return end.ctx.Done()
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if end, ok = a.ends[keyID]; !ok {
-		end.ctx, end.cancel = context.WithCancel(context.Background())
-		a.ends[keyID] = end
-	}
-	return end.ctx.Done()
-}
-
-// doneContext returns the context whose Done is done, the Done of a
-// principal of key keyID, or nil when done is no key's (or the key's
-// Done was closed already, and forgotten).
-func (a *keyAuthenticator) doneContext(keyID string, done <-chan struct{}) context.Context {
-	a.mu.RLock()
-	defer a.mu.RUnlock()
-	if end, ok := a.ends[keyID]; ok && end.ctx.Done() == done {
-		return end.ctx
-	}
-	return nil
-}
-
-// errUnknownKey refuses a key the Store does not have.
-var errUnknownKey = fmt.Errorf("unknown API key; send \"Authorization: Bearer lsk_...\" with a key issued by this service: %w", authReason("unknown"))
 
 // errNoOwnKeys refuses a key on a Service with a host's Authenticator.
 var errNoOwnKeys = fmt.Errorf("this service authenticates with its host's Authenticator, not its own API keys: %w", ErrUnauthorized)
@@ -150,7 +105,7 @@ func (s *Service) AuthenticateKey(ctx context.Context, plaintext string) (Princi
 	if s.keys == nil {
 		return Principal{}, errNoOwnKeys
 	}
-	if !validAPIKey(plaintext) {
+	if !keyauth.Valid(plaintext) {
 		return Principal{}, fmt.Errorf("that is not an API key of this service (lsk_ followed by at least 32 letters or digits): %w", ErrUnauthorized)
 	}
 	return s.AuthenticateKeyHash(ctx, HashAPIKey(plaintext))
@@ -168,11 +123,33 @@ func (s *Service) AuthenticateKeyHash(ctx context.Context, hash []byte) (Princip
 	if len(hash) != sha256.Size {
 		return Principal{}, fmt.Errorf("unknown API key hash: %w", ErrUnauthorized)
 	}
-	key, err := s.keys.find(ctx, [sha256.Size]byte(hash), nil)
+	key, err := s.keys.Find(ctx, [sha256.Size]byte(hash), nil)
 	if err != nil {
 		return Principal{}, err
 	}
-	return s.keys.principal(&key), nil
+	return keyPrincipal(s.keys, &key), nil
+}
+
+// AuthenticateKeyFrom returns the principal of a plaintext API key that
+// r's client sent other than in an Authorization header (a sign-in form,
+// say), authenticated as the same key in r's Authorization header would
+// be: a valid key is served whatever r's client did before; an unknown key
+// costs a Store read only when the limiter of failed authentications
+// ([Config.AuthFailureLimit]) admits r's client, and a malformed, unknown
+// or revoked key counts as its failure. It returns an error matching
+// ErrUnauthorized when the key is not valid (or the Service authenticates
+// with a host's [Config.Authenticator] and has no keys of its own), and a
+// *RateLimitError (429 with Retry-After) for an unknown key of a client
+// that failed too often.
+func (s *Service) AuthenticateKeyFrom(r *http.Request, plaintext string) (Principal, error) {
+	if s.keys == nil {
+		return Principal{}, errNoOwnKeys
+	}
+	key, err := s.keys.AuthenticateKey(r, plaintext)
+	if err != nil {
+		return Principal{}, err
+	}
+	return keyPrincipal(s.keys, &key), nil
 }
 
 // AuthAttempt is one attempt of a client to authenticate, admitted by
@@ -211,7 +188,7 @@ func (s *Service) BeginAuthentication(r *http.Request) (*AuthAttempt, error) {
 	if s.keys == nil {
 		return nil, nil
 	}
-	try, err := s.keys.limit.admit(r, false)
+	try, err := s.keys.Begin(r)
 	if err != nil {
 		return nil, err
 	}
@@ -257,7 +234,7 @@ func (p *CreateAPIKeyParams) validate() error {
 	if !p.Actor.Role.Valid() {
 		v.add("actor.role", "must be one of agent, reviewer, user, system")
 	}
-	if p.Plaintext != "" && !validAPIKey(p.Plaintext) {
+	if p.Plaintext != "" && !keyauth.Valid(p.Plaintext) {
 		v.add("plaintext", "must be lsk_ followed by at least 32 letters or digits")
 	}
 	return v.err()
@@ -322,7 +299,7 @@ func (s *Service) createAPIKey(ctx context.Context, p CreateAPIKeyParams, respon
 	}
 	plaintext := p.Plaintext
 	if plaintext == "" {
-		plaintext = id.NewN(apiKeyPrefix, apiKeyRandomLen)
+		plaintext = keyauth.NewPlaintext()
 	}
 	key := APIKey{
 		ID:        id.New("key_"),
@@ -348,7 +325,7 @@ func (s *Service) createAPIKey(ctx context.Context, p CreateAPIKeyParams, respon
 		return APIKey{}, "", err
 	}
 	if s.keys != nil {
-		s.keys.learn(&key) // usable at once, without a read
+		s.keys.Learn(&key) // usable at once, without a read
 	}
 	return key, plaintext, nil
 }
@@ -385,7 +362,7 @@ func (s *Service) RevokeAPIKey(ctx context.Context, keyID string) (APIKey, error
 		return APIKey{}, err
 	}
 	if s.keys != nil {
-		s.keys.forget(keyID)
+		s.keys.Forget(keyID)
 	}
 	s.streamKeys.revoke(keyID) // its open streams end now
 	return key, nil
@@ -444,7 +421,7 @@ func (s *Service) apiKeyReplay(scope IdempotencyScope, recorded []byte) ([]byte,
 	return encodeJSON(env.replay()), nil
 }
 
-// handleCreateAPIKey creates a key within the rules of keyrules.go. With an
+// handleCreateAPIKey creates a key within the rules of package keyauth. With an
 // Idempotency-Key the creation is idempotent like the API's others, except
 // that its answer is recorded without the plaintext key: a replay answers
 // the key's record with "key": null and meta.keyOmitted.
@@ -501,25 +478,24 @@ func (s *Service) handleRevokeAPIKey(w http.ResponseWriter, r *http.Request, p *
 	return nil
 }
 
-// authReason is an authentication failure (it matches ErrUnauthorized),
-// by the reason lifecycle.auth.failures counts: missing, malformed,
-// unknown or revoked.
-type authReason string
+// checkGrant returns an error matching ErrInsufficientScope when p may not
+// create a key with the scopes and actor of params (see
+// keyauth.CheckGrant). Invalid scopes and roles are left to validation.
+func (p *Principal) checkGrant(params *CreateAPIKeyParams) error {
+	return keyauth.CheckGrant(p.Actor, p.Scopes, params.Actor, params.Scopes)
+}
 
-func (r authReason) Error() string        { return ErrUnauthorized.Error() }
-func (r authReason) Is(target error) bool { return target == ErrUnauthorized }
-
-// failureReason returns the reason lifecycle.auth.failures counts err
-// under: one of authReason's, "limited" for a client refused for failing
-// too often, "other" for an Authenticator's own refusal.
-func failureReason(err error) string {
-	var r authReason
-	switch {
-	case errors.As(err, &r):
-		return string(r)
-	case errors.Is(err, ErrRateLimited):
-		return "limited"
-	default:
-		return "other"
+// checkRevoke returns an error matching ErrInsufficientScope when p may
+// not revoke the key keyID (see keyauth.CheckRevoke), and ErrNotFound
+// when there is no such key.
+func (s *Service) checkRevoke(ctx context.Context, p *Principal, keyID string) error {
+	keys, err := s.store.ListAPIKeys(ctx)
+	if err != nil {
+		return fmt.Errorf("list API keys: %w", err)
 	}
+	i := slices.IndexFunc(keys, func(k APIKey) bool { return k.ID == keyID })
+	if i < 0 {
+		return notFound("API key", keyID)
+	}
+	return keyauth.CheckRevoke(p.Actor, p.Scopes, &keys[i])
 }

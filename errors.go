@@ -107,21 +107,6 @@ func (e *ConflictError) Error() string { return "conflict: " + e.Message }
 // Is reports whether target is ErrConflict.
 func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
-// RateLimitError says when a rate-limited request may be retried. It matches
-// ErrRateLimited.
-type RateLimitError struct {
-	// RetryAfterSeconds is sent as the Retry-After header.
-	RetryAfterSeconds int
-	// Message is the human sentence sent as error.message.
-	Message string
-}
-
-// Error implements error.
-func (e *RateLimitError) Error() string { return "rate limited: " + e.Message }
-
-// Is reports whether target is ErrRateLimited.
-func (e *RateLimitError) Is(target error) bool { return target == ErrRateLimited }
-
 // notFound returns an error matching ErrNotFound that names what was missing.
 func notFound(what, id string) error {
 	return fmt.Errorf("%s %q not found: %w", what, id, ErrNotFound)

@@ -17,6 +17,7 @@ import (
 	"github.com/tasklifecycle/lifecycle/internal/backoff"
 	"github.com/tasklifecycle/lifecycle/internal/httpin"
 	"github.com/tasklifecycle/lifecycle/internal/id"
+	"github.com/tasklifecycle/lifecycle/internal/keyauth"
 	"github.com/tasklifecycle/lifecycle/internal/netguard"
 	"github.com/tasklifecycle/lifecycle/internal/reconcile"
 	"github.com/tasklifecycle/lifecycle/internal/secretbox"
@@ -566,7 +567,7 @@ type Service struct {
 	clock    Clock
 	log      *slog.Logger
 	auth     Authenticator
-	keys     *keyAuthenticator // the default Authenticator, or nil
+	keys     *keyauth.Keys // the Service's own API keys, the default Authenticator; or nil
 	agents   map[string]Agent
 	handler  http.Handler
 	broker   *broker              // feeds the event streams and the webhooks
@@ -664,8 +665,8 @@ func New(cfg Config) (*Service, error) {
 		MetricIdentifiers:                 cfg.MetricIdentifiers,
 	})
 	if s.auth == nil {
-		s.keys = newKeyAuthenticator(cfg.Store, cfg.Clock, cfg.KeyCacheTTL, newAuthLimiter(&cfg))
-		s.auth = s.keys
+		s.keys = keyauth.New(cfg.Store, cfg.Clock, cfg.KeyCacheTTL, newAuthLimiter(&cfg))
+		s.auth = ownKeys{s.keys}
 	}
 	if cfg.MaxDecodingBytes > 0 {
 		s.decoding = httpin.NewBudget(cfg.MaxDecodingBytes)

@@ -62,7 +62,7 @@ func (s *Service) HoldCredential(r *http.Request, p *Principal) *Hold {
 	if p.Done != nil {
 		var keyEnd context.Context
 		if s.keys != nil {
-			keyEnd = s.keys.doneContext(p.ID, p.Done)
+			keyEnd = s.keys.DoneContext(p.ID, p.Done)
 		}
 		if keyEnd != nil {
 			h.after(keyEnd)

@@ -63,7 +63,7 @@ func (k *streamKeys) unwatch(principal string, sk *streamKey) {
 
 // revoke ends the streams of principal. Streams opened after this are
 // watched afresh (and are refused by authentication anyway). With the
-// Service's own keys, forget the key first (keyAuthenticator.forget): a
+// Service's own keys, forget the key first (keyauth.Keys.Forget): a
 // parked stream of an API key is woken by its Done, not by this (see
 // stream.Park).
 func (k *streamKeys) revoke(principal string) {
@@ -113,14 +113,14 @@ func (s *Service) watchRevocations(ctx context.Context) {
 
 // checkRevocations checks the keys of open streams once. With the default
 // Authenticator it reads the keys whole from the Store (one query), which
-// keeps the keys the Service knows current (see authkeys.go) and closes
+// keeps the keys the Service knows current (see package keyauth) and closes
 // the Done of every revoked key's principals, and ends the streams of
 // keys no longer valid; with a host's, it authenticates each principal's
 // request again, and a request it now refuses as unauthorized counts as
 // revoked.
 func (s *Service) checkRevocations(ctx context.Context) {
 	if s.keys != nil {
-		if err := s.keys.reload(ctx, always); err != nil {
+		if err := s.keys.ReadAll(ctx); err != nil {
 			if ctx.Err() == nil {
 				s.log.WarnContext(ctx, "read the API keys to find those revoked by other processes", "err", err)
 			}
@@ -130,7 +130,7 @@ func (s *Service) checkRevocations(ctx context.Context) {
 		if len(open) == 0 {
 			return
 		}
-		live := s.keys.liveKeys()
+		live := s.keys.Live()
 		for p := range open {
 			if !live[p] {
 				s.endRevoked(p)
@@ -153,7 +153,7 @@ func (s *Service) checkRevocations(ctx context.Context) {
 // endRevoked ends the streams of a revoked principal and forgets its key.
 func (s *Service) endRevoked(principal string) {
 	if s.keys != nil {
-		s.keys.forget(principal)
+		s.keys.Forget(principal)
 	}
 	s.streamKeys.revoke(principal)
 	s.log.Info("event streams of a revoked API key ended", "principal", principal)

@@ -3,6 +3,8 @@ package lifecycle
 import (
 	"context"
 	"net/http"
+
+	"github.com/tasklifecycle/lifecycle/internal/keyauth"
 )
 
 // This file serves a host that speaks another protocol beside the API,
@@ -25,7 +27,7 @@ func (s *Service) Authenticate(r *http.Request) (Principal, error) {
 func (s *Service) authenticate(auth Authenticator, r *http.Request) (Principal, error) {
 	p, err := auth.Authenticate(r)
 	if err != nil {
-		s.tel.AuthFailure(r.Context(), failureReason(err))
+		s.tel.AuthFailure(r.Context(), keyauth.FailureReason(err))
 	}
 	return p, err
 }

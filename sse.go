@@ -124,7 +124,7 @@ func (s *Service) handleStream(w http.ResponseWriter, r *http.Request, p *Princi
 	st.Stop = st.key.revoked.Done()
 	st.Done = p.Done
 	if p.Done != nil && s.keys != nil {
-		st.done = s.keys.doneContext(p.ID, p.Done)
+		st.done = s.keys.DoneContext(p.ID, p.Done)
 	}
 	st.ExpiresAt = p.ExpiresAt
 	st.endNote = cmp.Or(p.EndNote, defaultEndNote)

@@ -243,6 +243,8 @@ type (
 	DeliveryPage = lifecycletype.DeliveryPage
 	// SecretResealer is [lifecycletype.SecretResealer].
 	SecretResealer = lifecycletype.SecretResealer
+	// RateLimitError is [lifecycletype.RateLimitError].
+	RateLimitError = lifecycletype.RateLimitError
 )
 
 // The constants of those types; see package lifecycletype.

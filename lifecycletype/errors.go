@@ -88,3 +88,18 @@ func (e *ProviderError) Unwrap() error { return e.Err }
 
 // Is reports whether target is ErrProvider.
 func (e *ProviderError) Is(target error) bool { return target == ErrProvider }
+
+// RateLimitError says when a rate-limited request may be retried. It matches
+// ErrRateLimited.
+type RateLimitError struct {
+	// RetryAfterSeconds is sent as the Retry-After header.
+	RetryAfterSeconds int
+	// Message is the human sentence sent as error.message.
+	Message string
+}
+
+// Error implements error.
+func (e *RateLimitError) Error() string { return "rate limited: " + e.Message }
+
+// Is reports whether target is ErrRateLimited.
+func (e *RateLimitError) Is(target error) bool { return target == ErrRateLimited }

@@ -1,4 +1,4 @@
-package lifecycle
+package keyauth
 
 import (
 	"net/http"
@@ -6,16 +6,16 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle/internal/fakeclock"
+	"github.com/tasklifecycle/lifecycle/lifecycletype"
 )
 
 // newTestLimiter returns a limiter of limit failures, one earned back per
 // interval, for max clients, on a fake clock, whose clients are named by
 // their RemoteAddr.
-func newTestLimiter(limit int, interval time.Duration, max int) (*authLimiter, *fakeclock.Clock) {
+func newTestLimiter(limit int, interval time.Duration, max int) (*Limiter, *fakeclock.Clock) {
 	clock := fakeclock.New(time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC))
-	cfg := Config{Clock: clock, AuthFailureLimit: limit, AuthFailureInterval: interval, AuthFailureClients: max}
-	cfg.authLimitDefaults()
-	return newAuthLimiter(&cfg), clock
+	return NewLimiter(LimiterConfig{Clock: clock, Limit: limit, Interval: interval, Clients: max, UnknownKeyReads: 50,
+		Address: func(r *http.Request) string { return r.RemoteAddr }}), clock
 }
 
 // from returns a request of the client at addr.
@@ -23,8 +23,8 @@ func from(addr string) *http.Request { return &http.Request{RemoteAddr: addr} }
 
 // failFrom makes an attempt of the client at addr that fails, and reports
 // whether it was admitted.
-func failFrom(l *authLimiter, addr string) bool {
-	try, err := l.admit(from(addr), false)
+func failFrom(l *Limiter, addr string) bool {
+	try, err := l.Admit(from(addr), false)
 	if err != nil {
 		return false
 	}
@@ -33,10 +33,10 @@ func failFrom(l *authLimiter, addr string) bool {
 	return true
 }
 
-// The bucket (package authlimit) as the Service answers it: limit failures
+// The bucket (package authlimit) as the Limiter answers it: limit failures
 // at once, then one per interval; Retry-After rounds the wait up to whole
 // seconds; a disabled limiter admits everything.
-func TestAuthLimiterBucket(t *testing.T) {
+func TestLimiterBucket(t *testing.T) {
 	t.Parallel()
 	l, clock := newTestLimiter(3, 10*time.Second, 100)
 	fail := func() {
@@ -47,11 +47,11 @@ func TestAuthLimiterBucket(t *testing.T) {
 	}
 	retry := func() int {
 		t.Helper()
-		_, err := l.admit(from("192.0.2.1:2"), false)
+		_, err := l.Admit(from("192.0.2.1:2"), false)
 		if err == nil {
 			return 0
 		}
-		return err.(*RateLimitError).RetryAfterSeconds
+		return err.(*lifecycletype.RateLimitError).RetryAfterSeconds
 	}
 	for range 3 {
 		fail()
@@ -74,8 +74,8 @@ func TestAuthLimiterBucket(t *testing.T) {
 	if got := retry(); got != 5 {
 		t.Errorf("after the two tries earned: retry after %d s, want 5", got)
 	}
-	var nilLimiter *authLimiter // disabled
-	try, err := nilLimiter.admit(from("x"), false)
+	var nilLimiter *Limiter // disabled
+	try, err := nilLimiter.Admit(from("x"), false)
 	if err != nil {
 		t.Error(err)
 	}
