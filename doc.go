@@ -27,12 +27,17 @@
 //
 // # Architecture
 //
-// This package holds the domain types ([Task], [Event], [APIKey]), the
+// This package holds the [Service], its commands and the rule table that
+// moves a task, over the domain types ([Task], [Event], [APIKey]) and the
 // interfaces a host plugs in ([Store], [Router], [Classifier],
-// [Authenticator], [Clock]) and the [Service] that runs the state machine
-// over them. Implementations live in subpackages that import this one,
-// never the other way round:
+// [Authenticator], [Clock]). The records and the contracts are defined in
+// package lifecycletype and aliased here, so that the subsystems the
+// Service starts live in packages of their own (under internal/), each
+// built from what it uses. Implementations live in subpackages that
+// import this one, never the other way round:
 //
+//   - lifecycletype: the records, the Store and adapter contracts, the
+//     Clock and the sentinel errors, which this package aliases;
 //   - store/sqlite: a [Store] on SQLite, the embedded default;
 //   - store/postgres: a [Store] on PostgreSQL, shared by several replicas
 //     (store/postgres/pgtest opens throwaway databases for tests);
