@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/tasklifecycle/lifecycle/internal/netguard"
+	"github.com/tasklifecycle/lifecycle/internal/webhookdispatch"
 )
 
 // staticResolver resolves every host name to one address.
@@ -93,7 +94,7 @@ func TestEmbeddedIPv4IsJudged(t *testing.T) {
 			if kind != tt.kind || embedded != wantEmbedded {
 				t.Fatalf("Judge(%s) = %q, %v; want %q, %v", a, kind, embedded, tt.kind, wantEmbedded)
 			}
-			guard := newTargetGuard(false, staticResolver(a), slog.New(slog.DiscardHandler))
+			guard := webhookdispatch.NewTargetGuard(false, staticResolver(a), slog.New(slog.DiscardHandler))
 			refused := func(when string, err error) {
 				t.Helper()
 				var re *RefusedTargetError
