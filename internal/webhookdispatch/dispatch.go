@@ -123,9 +123,10 @@ type Config struct {
 	// Tel is the Service's telemetry.
 	Tel *telemetry.Telemetry
 
-	// The lifecycle.Config fields named Webhook and these (TLSConfig is
-	// WebhookTLSConfig), their defaults filled in; MetricIdentifiers is
-	// lifecycle.Config.MetricIdentifiers.
+	// The lifecycle.Config fields of webhook delivery, their defaults
+	// filled in: TLSConfig is its WebhookTLSConfig, Concurrency its
+	// WebhookConcurrency, and so on; MetricIdentifiers is its
+	// MetricIdentifiers.
 	TLSConfig                  *tls.Config
 	Concurrency                int
 	ConcurrencyPerSubscription int
