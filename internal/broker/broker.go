@@ -140,6 +140,8 @@ func (b *Broker) Events(pos int64, keep func(*Event) bool, dst []Event, limit in
 // Event is an event held by the ring: what filters need, its frame and
 // its envelope. Its byte slices are never written once made.
 type Event struct {
+	// Seq, Type, ID, TaskID and Project are the stored event's: what
+	// readers filter on and name it by.
 	Seq     int64
 	Type    lifecycletype.EventType
 	ID      string
