@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tasklifecycle/lifecycle/internal/broker"
 	"github.com/tasklifecycle/lifecycle/internal/fakeclock"
 	"github.com/tasklifecycle/lifecycle/internal/id"
 )
@@ -88,7 +89,7 @@ func TestStoreFaultLosesNoEvent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s.broker.wake()
+	s.broker.Wake()
 	if !clock.WaitForWaiters(2, streamTimeout) { // the heartbeat and the broker's retry
 		t.Fatal("the broker did not schedule a retry")
 	}
@@ -96,7 +97,7 @@ func TestStoreFaultLosesNoEvent(t *testing.T) {
 		t.Fatalf("stream wrote %v while the store failed", got)
 	}
 	store.failReads(nil)
-	clock.Advance(brokerRetry)
+	clock.Advance(broker.Retry)
 	w.waitFrames(t, 5)
 	if got, want := w.eventIDs(), store.eventIDs(); !slices.Equal(got, want) {
 		t.Errorf("stream wrote %v, want %v", got, want)

@@ -51,7 +51,7 @@ func (s *Service) update(ctx context.Context, fn func(tx Tx) error) error {
 	if err := s.transact(ctx, false, fn); err != nil {
 		return err
 	}
-	s.broker.wake()
+	s.broker.Wake()
 	return nil
 }
 

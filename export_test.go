@@ -19,7 +19,7 @@ func (s *Service) AppendEventsForTest(ctx context.Context, evs []*Event) error {
 // WebhookStateForTest returns how many subscription workers the Service
 // runs and how many deleted subscriptions its dispatcher remembers.
 func (s *Service) WebhookStateForTest() (workers, deleted int) {
-	return s.webhooks.pool.Counts()
+	return s.webhooks.Counts()
 }
 
 // TaskLockHoldersForTest returns how many calls hold or wait for the
@@ -35,4 +35,4 @@ func (s *Service) TaskLockHoldersForTest(taskID string) int {
 
 // ParkedStreamsForTest returns how many event streams are parked: waiting
 // with no goroutine of their own for the broker to wake them.
-func (s *Service) ParkedStreamsForTest() int { return s.broker.hub.Waiting() }
+func (s *Service) ParkedStreamsForTest() int { return s.broker.Hub().Waiting() }

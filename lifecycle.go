@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle/internal/backoff"
+	"github.com/tasklifecycle/lifecycle/internal/broker"
 	"github.com/tasklifecycle/lifecycle/internal/httpin"
 	"github.com/tasklifecycle/lifecycle/internal/id"
 	"github.com/tasklifecycle/lifecycle/internal/keyauth"
@@ -22,6 +23,7 @@ import (
 	"github.com/tasklifecycle/lifecycle/internal/reconcile"
 	"github.com/tasklifecycle/lifecycle/internal/secretbox"
 	"github.com/tasklifecycle/lifecycle/internal/telemetry"
+	"github.com/tasklifecycle/lifecycle/internal/webhookdispatch"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -513,8 +515,8 @@ func (c Config) validate() error {
 	if c.EventRetention < 0 || c.PruneInterval < 0 || c.MaxStreamsPerKey < 0 || c.StreamLagLimit < 0 || c.StreamWriteTimeout < 0 {
 		return errors.New("lifecycle: Config.EventRetention, PruneInterval, MaxStreamsPerKey, StreamLagLimit and StreamWriteTimeout must not be negative; leave them zero for the defaults")
 	}
-	if len(c.WebhookRetrySchedule) > maxDeliveryAttempts-1 {
-		return fmt.Errorf("lifecycle: Config.WebhookRetrySchedule has %d delays; at most %d, for at most %d attempts", len(c.WebhookRetrySchedule), maxDeliveryAttempts-1, maxDeliveryAttempts)
+	if len(c.WebhookRetrySchedule) > webhookdispatch.MaxAttempts-1 {
+		return fmt.Errorf("lifecycle: Config.WebhookRetrySchedule has %d delays; at most %d, for at most %d attempts", len(c.WebhookRetrySchedule), webhookdispatch.MaxAttempts-1, webhookdispatch.MaxAttempts)
 	}
 	for i, d := range c.WebhookRetrySchedule {
 		if d <= 0 {
@@ -570,13 +572,13 @@ type Service struct {
 	keys     *keyauth.Keys // the Service's own API keys, the default Authenticator; or nil
 	agents   map[string]Agent
 	handler  http.Handler
-	broker   *broker              // feeds the event streams and the webhooks
-	targets  *netguard.Guard      // checks webhook URLs
-	secrets  *secretbox.Box       // seals webhook secrets
-	webhooks *dispatcher          // delivers webhooks
-	decoding *httpin.Budget       // bounds request bodies decoded at once; nil: unbounded
-	tel      *telemetry.Telemetry // metrics and traces
-	tasks    *taskCache           // answers of GET /tasks/{id}; nil: none kept
+	broker   *broker.Broker              // feeds the event streams and the webhooks
+	targets  *netguard.Guard             // checks webhook URLs
+	secrets  *secretbox.Box              // seals webhook secrets
+	webhooks *webhookdispatch.Dispatcher // delivers webhooks
+	decoding *httpin.Budget              // bounds request bodies decoded at once; nil: unbounded
+	tel      *telemetry.Telemetry        // metrics and traces
+	tasks    *taskCache                  // answers of GET /tasks/{id}; nil: none kept
 
 	streamKeys streamKeys  // the keys of open streams, to end them on revocation
 	watches    taskWatches // the watches of single tasks (watch.go)
@@ -645,24 +647,30 @@ func New(cfg Config) (*Service, error) {
 	for _, a := range cfg.Agents {
 		s.agents[a.ID] = a
 	}
-	s.broker = newBroker(&cfg)
+	s.broker = broker.New(broker.Config{
+		Store: cfg.Store, Clock: cfg.Clock, Log: cfg.Logger,
+		StreamLagLimit:    cfg.StreamLagLimit,
+		MaxStreamsPerKey:  cfg.MaxStreamsPerKey,
+		EventPollInterval: cfg.EventPollInterval,
+		StreamBatchWindow: cfg.StreamBatchWindow,
+	})
 	if s.secrets, err = secretbox.New(cfg.WebhookSecretKey, cfg.WebhookPreviousSecretKeys, "Config.WebhookSecretKey", "Config.WebhookPreviousSecretKeys"); err != nil {
 		return nil, fmt.Errorf("lifecycle: %w", err)
 	}
-	s.targets = newTargetGuard(cfg.AllowPrivateWebhookTargets, cfg.WebhookResolver, cfg.Logger)
-	s.webhooks = newDispatcher(dispatcherConfig{
+	s.targets = webhookdispatch.NewTargetGuard(cfg.AllowPrivateWebhookTargets, cfg.WebhookResolver, cfg.Logger)
+	s.webhooks = webhookdispatch.New(webhookdispatch.Config{
 		Owner: s.owner, Store: cfg.Store, Update: s.updateRelaxed, Clock: cfg.Clock, Log: cfg.Logger,
 		Broker: s.broker, Secrets: s.secrets, Targets: s.targets, Tel: s.tel,
-		WebhookTLSConfig:                  cfg.WebhookTLSConfig,
-		WebhookConcurrency:                cfg.WebhookConcurrency,
-		WebhookConcurrencyPerSubscription: cfg.WebhookConcurrencyPerSubscription,
-		WebhookTimeout:                    cfg.WebhookTimeout,
-		WebhookPollInterval:               cfg.WebhookPollInterval,
-		WebhookLease:                      cfg.WebhookLease,
-		WebhookClaimBatch:                 cfg.WebhookClaimBatch,
-		WebhookRetrySchedule:              cfg.WebhookRetrySchedule,
-		WebhookRetryJitter:                cfg.WebhookRetryJitter,
-		MetricIdentifiers:                 cfg.MetricIdentifiers,
+		TLSConfig:                  cfg.WebhookTLSConfig,
+		Concurrency:                cfg.WebhookConcurrency,
+		ConcurrencyPerSubscription: cfg.WebhookConcurrencyPerSubscription,
+		Timeout:                    cfg.WebhookTimeout,
+		PollInterval:               cfg.WebhookPollInterval,
+		Lease:                      cfg.WebhookLease,
+		ClaimBatch:                 cfg.WebhookClaimBatch,
+		RetrySchedule:              cfg.WebhookRetrySchedule,
+		RetryJitter:                cfg.WebhookRetryJitter,
+		MetricIdentifiers:          cfg.MetricIdentifiers,
 	})
 	if s.auth == nil {
 		s.keys = keyauth.New(cfg.Store, cfg.Clock, cfg.KeyCacheTTL, newAuthLimiter(&cfg))
@@ -710,7 +718,7 @@ func (s *Service) Start(ctx context.Context) error {
 	s.goBackground(func() { s.renewInstance(ctx) })
 	s.goBackground(func() { s.pruneLoop(ctx) })
 	s.goBackground(func() { s.ships.run(ctx) })
-	s.goBackground(func() { s.webhooks.run(ctx) })
+	s.goBackground(func() { s.webhooks.Run(ctx) })
 	s.goBackground(func() { s.listen(ctx) }) // when the Store is a Notifier
 	if s.cfg.ReconcileInterval > 0 {
 		s.goBackground(func() { s.reconcile.Run(ctx) })
@@ -731,11 +739,11 @@ func (s *Service) Close(ctx context.Context) error {
 		stop()
 	}
 	s.tel.Close()
-	s.broker.hub.Close()
+	s.broker.Hub().Close()
 	done := make(chan struct{})
 	go func() {
 		s.wg.Wait()
-		s.broker.hub.Wait()
+		s.broker.Hub().Wait()
 		close(done)
 	}()
 	select {

@@ -58,7 +58,7 @@ func (s *Service) HoldCredential(r *http.Request, p *Principal) *Hold {
 	h := &Hold{s: s, principal: p.ID, key: s.streamKeys.watch(p.ID, r)}
 	h.ended, h.end = context.WithCancel(context.Background())
 	h.after(h.key.revoked)
-	h.after(s.broker.hub.Context())
+	h.after(s.broker.Hub().Context())
 	if p.Done != nil {
 		var keyEnd context.Context
 		if s.keys != nil {
@@ -98,7 +98,7 @@ func (s *Service) HoldCredential(r *http.Request, p *Principal) *Hold {
 // [Service.Close]. Release the Hold promptly once Ended closes:
 // [Service.Close] waits for every stream's place to be given back.
 func (s *Service) HoldStream(r *http.Request, p *Principal) (*Hold, error) {
-	if err := s.broker.acquire(r.Context(), p.ID); err != nil {
+	if err := s.acquireStream(r.Context(), p.ID); err != nil {
 		return nil, err
 	}
 	h := s.HoldCredential(r, p)
@@ -126,7 +126,7 @@ func (h *Hold) Release() {
 		h.end()
 		h.s.streamKeys.unwatch(h.principal, h.key)
 		if h.stream {
-			h.s.broker.hub.Release(h.principal)
+			h.s.broker.Hub().Release(h.principal)
 		}
 	})
 }

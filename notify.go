@@ -68,12 +68,12 @@ func (s *Service) listen(ctx context.Context) {
 // changed wakes what c concerns.
 func (s *Service) changed(c Change) {
 	if c&ChangeEvents != 0 {
-		s.broker.wake()
+		s.broker.Wake()
 	}
 	if c&ChangeShips != 0 {
 		s.wakeShipRunner()
 	}
 	if c&ChangeSubscriptions != 0 {
-		s.webhooks.subscriptionsChanged()
+		s.webhooks.SubscriptionsChanged()
 	}
 }

@@ -3,7 +3,6 @@ package lifecycle
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -13,20 +12,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tasklifecycle/lifecycle/internal/broker"
 	"github.com/tasklifecycle/lifecycle/internal/fanout"
 	"github.com/tasklifecycle/lifecycle/internal/id"
 	"github.com/tasklifecycle/lifecycle/internal/sse"
-	"github.com/tasklifecycle/lifecycle/lifecycletype"
 )
 
 // Limits and constants of the event stream (GET /task-events/stream).
 const (
-	// streamRetryMillis is the reconnection delay every frame's retry
-	// field asks of clients.
-	streamRetryMillis = 5000
 	// streamRetryAfter is the Retry-After, in seconds, of a stream refused
-	// by the per-key limit: the same delay as the retry field.
-	streamRetryAfter = streamRetryMillis / 1000
+	// by the per-key limit: the same delay as the frames' retry field.
+	streamRetryAfter = broker.RetryMillis / 1000
 	// defaultHeartbeat, minHeartbeat and maxHeartbeat bound heartbeatSeconds.
 	defaultHeartbeat = 20
 	minHeartbeat     = 10
@@ -130,7 +126,7 @@ func (s *Service) handleStream(w http.ResponseWriter, r *http.Request, p *Princi
 	st.endNote = cmp.Or(p.EndNote, defaultEndNote)
 	// Over HTTP/1.x the stream takes its connection over from net/http
 	// (see sse.Conn.TakeOver) when Config.TakeOverStreams asks for it.
-	st.Run(r, s.broker.hub.Context(), unwrapConn, s.cfg.TakeOverStreams, st)
+	st.Run(r, s.broker.Hub().Context(), unwrapConn, s.cfg.TakeOverStreams, st)
 	return nil
 }
 
@@ -142,18 +138,34 @@ func (s *Service) openStream(w http.ResponseWriter, r *http.Request, p *Principa
 	if err != nil {
 		return nil, "", err
 	}
-	if err := s.broker.acquire(r.Context(), p.ID); err != nil {
+	if err := s.acquireStream(r.Context(), p.ID); err != nil {
 		return nil, "", err
 	}
 	start, err := sse.OffStack(func() (streamStart, error) { return s.streamStart(r.Context(), params.cursor) })
 	if err != nil {
-		s.broker.hub.Release(p.ID)
+		s.broker.Hub().Release(p.ID)
 		return nil, "", err
 	}
 	st := &stream{svc: s, filter: params.filter, principal: p.ID}
 	s.tel.StreamOpened(r.Context())
 	st.Stream = sse.Stream[[]Event]{Conn: sse.NewConn(w, s.cfg.StreamWriteTimeout), Pos: start.pos, Heartbeat: params.heartbeat, Clock: s.clock}
 	return st, start.mode, nil
+}
+
+// acquireStream takes one of the places for streams of the principal key
+// in the broker, starting it if it is the first. It returns a
+// *RateLimitError when key already holds the most streams allowed, and an
+// error matching ErrClosed after Close. Every successful acquireStream must
+// be followed by one Release of the broker's hub.
+func (s *Service) acquireStream(ctx context.Context, key string) error {
+	err := s.broker.Acquire(ctx, key)
+	if errors.Is(err, fanout.ErrLimit) {
+		return &RateLimitError{
+			RetryAfterSeconds: streamRetryAfter,
+			Message:           fmt.Sprintf("This API key already holds %d open event streams, the most allowed; close one or retry later", s.cfg.MaxStreamsPerKey),
+		}
+	}
+	return err
 }
 
 // setHeaders sets the headers of the stream's response, before it is
@@ -193,7 +205,7 @@ func (st *stream) Ended(ctx context.Context, err error) {
 // under.
 func (st *stream) endReason(ctx context.Context, err error) string {
 	switch {
-	case st.svc.broker.hub.Context().Err() != nil:
+	case st.svc.broker.Hub().Context().Err() != nil:
 		return "shutdown"
 	case errors.Is(err, errStreamBehind), errors.Is(err, os.ErrDeadlineExceeded):
 		return "lag"
@@ -263,7 +275,7 @@ type stream struct {
 func (st *stream) Release() {
 	st.svc.tel.StreamClosed(context.Background())
 	st.svc.streamKeys.unwatch(st.principal, st.key)
-	st.svc.broker.hub.Release(st.principal)
+	st.svc.broker.Hub().Release(st.principal)
 }
 
 // Parks implements sse.Parker: a stream whose Done is not an API key's
@@ -280,7 +292,7 @@ func (st *stream) Park(pos int64, wake func()) (func() int64, bool) {
 	if end == nil {
 		end = st.key.revoked
 	}
-	stopFeed, ok := st.svc.broker.hub.OnChange(pos, st.keep, wake)
+	stopFeed, ok := st.svc.broker.Hub().OnChange(pos, st.keep, wake)
 	if !ok {
 		return nil, false
 	}
@@ -292,19 +304,19 @@ func (st *stream) Park(pos int64, wake func()) (func() int64, bool) {
 }
 
 // keep reports whether the stream carries an event of the broker's ring.
-func (st *stream) keep(e *ringEvent) bool { return st.filter.keep(e.typ, e.taskID) }
+func (st *stream) keep(e *broker.Event) bool { return st.filter.keep(e.Type, e.TaskID) }
 
 // Read appends to dst the frames of the events in the broker's ring after
 // pos that the stream's filter keeps (see fanout.Scan).
 func (st *stream) Read(pos int64, dst [][]byte, limit int) ([][]byte, int64, <-chan struct{}, bool) {
 	var first time.Time // when the first event read was committed
-	frames, next, changed, ok := fanout.Scan(st.svc.broker.hub, pos, dst, limit,
+	frames, next, changed, ok := fanout.Scan(st.svc.broker.Hub(), pos, dst, limit,
 		st.keep,
-		func(e *ringEvent) []byte {
+		func(e *broker.Event) []byte {
 			if first.IsZero() {
-				first = e.at
+				first = e.At
 			}
-			return e.frame
+			return e.Frame
 		})
 	if len(frames) > 0 {
 		st.svc.tel.Sent(context.Background(), len(frames), st.svc.clock.Now().Sub(first))
@@ -328,7 +340,7 @@ func (st *stream) End(stopped bool) ([]byte, error) {
 // Behind returns the error that cuts off a live stream that fell out of
 // the broker's ring.
 func (st *stream) Behind(pos int64) error {
-	return fmt.Errorf("%w: read through sequence %d, the broker keeps the last %d events", errStreamBehind, pos, st.svc.broker.hub.Size())
+	return fmt.Errorf("%w: read through sequence %d, the broker keeps the last %d events", errStreamBehind, pos, st.svc.broker.Hub().Size())
 }
 
 // Fetch reads the page of stored events after the sequence after that
@@ -337,7 +349,7 @@ func (st *stream) Fetch(ctx context.Context, after int64) (sse.Page[[]Event], er
 	// Every event up to the broker's position before the read had been
 	// committed, so a short page holds every event up to it that the
 	// filter keeps.
-	through := st.svc.broker.hub.Position()
+	through := st.svc.broker.Hub().Position()
 	st.svc.tel.ReplayRead(ctx, "stream")
 	evs, err := st.svc.store.Events(ctx, EventFilter{After: after, Types: st.filter.types, TaskID: st.filter.taskID, Limit: replayPage})
 	if err != nil {
@@ -357,65 +369,9 @@ func (st *stream) Append(ctx context.Context, dst []byte, evs []Event) []byte {
 	}
 	for i := range evs {
 		var err error
-		if dst, err = appendFrame(dst, &evs[i]); err != nil {
+		if dst, err = broker.AppendFrame(dst, &evs[i]); err != nil {
 			st.svc.log.ErrorContext(ctx, "event stream: stored event is corrupt; sent with null data", "err", err)
 		}
 	}
 	return dst
-}
-
-// appendFrame appends the server-sent event frame of e to dst: its retry,
-// id, event and data fields and a blank line. The data is the event's JSON
-// envelope on one line, encoded like every response body of the API (see
-// appendEventJSON). When the stored data of e is found not to be valid JSON
-// the frame carries "data": null and the error is returned, so that the
-// caller logs it and the event, with its id, still reaches the client.
-func appendFrame(dst []byte, e *Event) ([]byte, error) {
-	dst, err := appendEventJSON(sse.AppendHead(dst, streamRetryMillis, e.ID, string(e.Type)), e)
-	return append(dst, "\n\n"...), err
-}
-
-// appendEventJSON appends the JSON envelope of e exactly as a json.Encoder
-// without HTML escaping writes it, minus the newline. The Service writes
-// events with plain identifiers and data from json.Marshal, which is
-// compact; such data is trusted to be the valid JSON the Service stored and
-// is copied as it is, at a fraction of the encoder's cost (replay is bound
-// by it). Anything else goes through encoding/json, which compacts the data
-// onto one line, or finds it invalid.
-func appendEventJSON(dst []byte, e *Event) ([]byte, error) {
-	if !sse.PlainString(e.ID) || !sse.PlainString(string(e.Type)) || (e.TraceID != nil && !sse.PlainString(*e.TraceID)) || !sse.CompactObject(e.Data) {
-		return appendEventJSONSlow(dst, e)
-	}
-	dst = append(dst, `{"id":"`...)
-	dst = append(dst, e.ID...)
-	dst = append(dst, `","type":"`...)
-	dst = append(dst, e.Type...)
-	dst = append(dst, `","occurredAt":"`...)
-	dst = e.OccurredAt.UTC().AppendFormat(dst, lifecycletype.TimestampLayout)
-	dst = append(dst, `","sequence":`...)
-	dst = strconv.AppendInt(dst, e.Sequence, 10)
-	dst = append(dst, `,"taskVersion":`...)
-	dst = strconv.AppendInt(dst, e.TaskVersion, 10)
-	if e.TraceID == nil {
-		dst = append(dst, `,"traceId":null`...)
-	} else {
-		dst = append(dst, `,"traceId":"`...)
-		dst = append(dst, *e.TraceID...)
-		dst = append(dst, '"')
-	}
-	dst = append(dst, `,"data":`...)
-	dst = append(dst, e.Data...)
-	return append(dst, '}'), nil
-}
-
-// appendEventJSONSlow is appendEventJSON through encoding/json.
-func appendEventJSONSlow(dst []byte, e *Event) ([]byte, error) {
-	out, err := sse.AppendJSON(dst, e)
-	if err != nil {
-		bad := *e
-		bad.Data = json.RawMessage("null")
-		out, _ = sse.AppendJSON(dst, &bad) // a valid envelope always encodes
-		err = fmt.Errorf("encode event %s: %w", e.ID, err)
-	}
-	return out, err
 }

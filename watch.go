@@ -2,12 +2,12 @@ package lifecycle
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 
+	"github.com/tasklifecycle/lifecycle/internal/broker"
 	"github.com/tasklifecycle/lifecycle/internal/fanout"
 )
 
@@ -83,7 +83,7 @@ func (s *Service) WatchTask(ctx context.Context, taskID string, fn func(*Event))
 // Done returns a channel that is closed when [Service.Close] is called:
 // work that lasts as long as its client (a wait, a stream of a protocol
 // of the host's) ends with it.
-func (s *Service) Done() <-chan struct{} { return s.broker.hub.Context().Done() }
+func (s *Service) Done() <-chan struct{} { return s.broker.Hub().Context().Done() }
 
 // TaskEventsAfter returns up to limit of the stored events of task taskID
 // whose sequence is greater than after, oldest first: what a client that
@@ -124,7 +124,7 @@ func (ws *taskWatches) add(ctx context.Context, s *Service, w *TaskWatch) error 
 	if !ws.running {
 		// The first watch (again): take a place among the broker's readers,
 		// which starts the broker if no stream has.
-		if err := s.broker.hub.Acquire(ctx, watchReader); err != nil {
+		if err := s.broker.Hub().Acquire(ctx, watchReader); err != nil {
 			if errors.Is(err, fanout.ErrClosed) {
 				return fmt.Errorf("watch task %s: %w", w.taskID, ErrClosed)
 			}
@@ -134,7 +134,7 @@ func (ws *taskWatches) add(ctx context.Context, s *Service, w *TaskWatch) error 
 		if ws.idle == nil {
 			ws.idle = make(chan struct{}, 1)
 		}
-		go ws.run(s, s.broker.hub.Position())
+		go ws.run(s, s.broker.Hub().Position())
 	}
 	if ws.byTask == nil {
 		ws.byTask = make(map[string]map[*TaskWatch]struct{})
@@ -176,7 +176,7 @@ func (ws *taskWatches) remove(w *TaskWatch) {
 
 // watchDelivery is one event to hand to the watches of its task.
 type watchDelivery struct {
-	ev      ringEvent
+	ev      broker.Event
 	watches []*TaskWatch
 }
 
@@ -184,11 +184,11 @@ type watchDelivery struct {
 // until no watch is left or the broker closes. It holds the place taken by
 // add, which finish gives back.
 func (ws *taskWatches) run(s *Service, pos int64) {
-	hub := s.broker.hub
+	hub := s.broker.Hub()
 	ctx := hub.Context()
-	keep := func(*ringEvent) bool { return true }
-	take := func(e *ringEvent) ringEvent { return *e }
-	batch := make([]ringEvent, 0, watchPage)
+	keep := func(*broker.Event) bool { return true }
+	take := func(e *broker.Event) broker.Event { return *e }
+	batch := make([]broker.Event, 0, watchPage)
 	var stored []Event
 	for {
 		var (
@@ -206,7 +206,7 @@ func (ws *taskWatches) run(s *Service, pos int64) {
 				s.log.Error("task watches: read missed events", "after", pos, "err", err)
 				select {
 				case <-ctx.Done():
-				case <-s.clock.After(brokerRetry):
+				case <-s.clock.After(broker.Retry):
 				}
 			}
 			if ctx.Err() != nil && ws.finish(s) {
@@ -232,7 +232,7 @@ func (ws *taskWatches) run(s *Service, pos int64) {
 func (ws *taskWatches) catchUp(ctx context.Context, s *Service, pos int64, buf []Event) ([]Event, int64, error) {
 	// Every event up to the broker's position before the read had been
 	// committed, so a short page holds all of them.
-	through := s.broker.hub.Position()
+	through := s.broker.Hub().Position()
 	evs, err := s.store.Events(ctx, EventFilter{After: pos, Limit: watchPage})
 	if err != nil {
 		return buf, pos, err
@@ -269,11 +269,11 @@ func (ws *taskWatches) watchersOf(taskID string) []*TaskWatch {
 
 // deliverRing hands the events of batch to the watches of their tasks,
 // decoding each event that has watches once, outside the lock.
-func (ws *taskWatches) deliverRing(s *Service, batch []ringEvent) {
+func (ws *taskWatches) deliverRing(s *Service, batch []broker.Event) {
 	var todo []watchDelivery
 	ws.mu.Lock()
 	for i := range batch {
-		set := ws.byTask[batch[i].taskID]
+		set := ws.byTask[batch[i].TaskID]
 		if len(set) == 0 {
 			continue
 		}
@@ -285,9 +285,9 @@ func (ws *taskWatches) deliverRing(s *Service, batch []ringEvent) {
 	}
 	ws.mu.Unlock()
 	for i := range todo {
-		ev, err := todo[i].ev.event()
+		ev, err := todo[i].ev.Decode()
 		if err != nil {
-			s.log.Error("task watches: the broker holds an event that does not decode", "event", todo[i].ev.id, "err", err)
+			s.log.Error("task watches: the broker holds an event that does not decode", "event", todo[i].ev.ID, "err", err)
 			continue
 		}
 		for _, w := range todo[i].watches {
@@ -298,16 +298,6 @@ func (ws *taskWatches) deliverRing(s *Service, batch []ringEvent) {
 	}
 }
 
-// event decodes the envelope the ring holds back into an Event.
-func (e *ringEvent) event() (Event, error) {
-	var ev Event
-	if err := json.Unmarshal(e.body, &ev); err != nil {
-		return Event{}, fmt.Errorf("decode event %s: %w", e.id, err)
-	}
-	ev.TaskID, ev.Project = e.taskID, e.project
-	return ev, nil
-}
-
 // finish ends the dispatcher when no watch is left or the broker closed
 // (then it ends every watch, and later WatchTask calls fail), giving its
 // place among the broker's readers back; it reports whether it did. It
@@ -315,7 +305,7 @@ func (e *ringEvent) event() (Event, error) {
 // either keeps this dispatcher running or starts the next.
 func (ws *taskWatches) finish(s *Service) bool {
 	ws.mu.Lock()
-	closing := s.broker.hub.Context().Err() != nil
+	closing := s.broker.Hub().Context().Err() != nil
 	if ws.count > 0 && !closing {
 		ws.mu.Unlock()
 		return false
@@ -336,7 +326,7 @@ func (ws *taskWatches) finish(s *Service) bool {
 	case <-ws.idle:
 	default:
 	}
-	s.broker.hub.Release(watchReader)
+	s.broker.Hub().Release(watchReader)
 	ws.mu.Unlock()
 	for _, w := range ended {
 		w.Stop()

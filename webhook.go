@@ -8,10 +8,18 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/tasklifecycle/lifecycle/internal/id"
 	"github.com/tasklifecycle/lifecycle/internal/netguard"
+	"github.com/tasklifecycle/lifecycle/internal/webhookdispatch"
 )
+
+// DefaultWebhookRetrySchedule returns how long attempt n+1 of a delivery
+// waits after attempt n by default: 8 attempts in all, the last about 71
+// hours after the first, inside the 72-hour replay window of the event
+// stream, so that a receiver that gave up can resume from the stream.
+func DefaultWebhookRetrySchedule() []time.Duration { return webhookdispatch.DefaultRetrySchedule() }
 
 // Subscription limits.
 const (
@@ -208,7 +216,7 @@ func (s *Service) createSubscription(ctx context.Context, p CreateSubscriptionPa
 	if err != nil {
 		return Subscription{}, err
 	}
-	s.webhooks.subscriptionsChanged()
+	s.webhooks.SubscriptionsChanged()
 	return sub.Public(), nil
 }
 
@@ -303,7 +311,7 @@ func (s *Service) DeleteSubscription(ctx context.Context, subID string) error {
 	if err != nil {
 		return fmt.Errorf("delete subscription %s: %w", subID, err)
 	}
-	s.webhooks.stopWorker(ctx, subID)
+	s.webhooks.StopWorker(ctx, subID)
 	return nil
 }
 

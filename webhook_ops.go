@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/tasklifecycle/lifecycle/internal/broker"
 	"github.com/tasklifecycle/lifecycle/internal/id"
 )
 
@@ -131,7 +132,7 @@ func (s *Service) replay(ctx context.Context, subID string, from int64, respond 
 	if err != nil {
 		return Replay{}, err
 	}
-	s.webhooks.subscriptionsChanged()
+	s.webhooks.SubscriptionsChanged()
 	s.log.InfoContext(ctx, "webhooks: subscription replayed", "subscription", subID, "from", from, "through", last)
 	return out, nil
 }
@@ -226,7 +227,7 @@ func (s *Service) RetryDelivery(ctx context.Context, subID, deliveryID string) (
 				return Delivery{}, fmt.Errorf("event %s of delivery %s is no longer stored (events are kept %d hours), so it cannot be sent again: %w",
 					needEvent, deliveryID, int64(s.cfg.EventRetention/time.Hour), ErrCursorExpired)
 			}
-			body = newRingEvent(&evs[0], s.log).body
+			body = broker.NewEvent(&evs[0], s.log).Body
 			continue
 		case errors.Is(err, errSuperseded):
 			return Delivery{}, s.superseded(ctx, d)
@@ -235,7 +236,7 @@ func (s *Service) RetryDelivery(ctx context.Context, subID, deliveryID string) (
 		}
 		break
 	}
-	s.webhooks.subscriptionsChanged()
+	s.webhooks.SubscriptionsChanged()
 	s.log.InfoContext(ctx, "webhooks: delivery retried", "subscription", subID, "delivery", deliveryID, "attempt", d.Attempt+1)
 	d.Body = nil
 	return d, nil
@@ -289,7 +290,7 @@ func (s *Service) EnableSubscription(ctx context.Context, subID string) (Subscri
 		return Subscription{}, err
 	}
 	if changed {
-		s.webhooks.subscriptionsChanged()
+		s.webhooks.SubscriptionsChanged()
 		s.log.InfoContext(ctx, "webhooks: subscription enabled", "subscription", subID)
 	}
 	return sub.Public(), nil

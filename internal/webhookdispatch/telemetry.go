@@ -1,4 +1,4 @@
-package lifecycle
+package webhookdispatch
 
 import (
 	"context"
@@ -11,7 +11,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tasklifecycle/lifecycle/internal/broker"
 	"github.com/tasklifecycle/lifecycle/internal/telemetry"
+	"github.com/tasklifecycle/lifecycle/lifecycletype"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -35,7 +37,7 @@ import (
 // its error.type.
 func noAnswerType(err error) string {
 	var (
-		refused *RefusedTargetError
+		refused *lifecycletype.RefusedTargetError
 		dnsErr  *net.DNSError
 		certErr *tls.CertificateVerificationError
 		alert   tls.AlertError
@@ -122,7 +124,7 @@ func (w *subWorker) attempted(ctx context.Context, span trace.Span, a *attempt, 
 // registerGauges registers the callback of the backlog and lag gauges of
 // the subscriptions this dispatcher delivers; nil when the meter refused
 // them (logged).
-func (d *dispatcher) registerGauges() metric.Registration {
+func (d *Dispatcher) registerGauges() metric.Registration {
 	reg, err := d.tel.RegisterGauges(d.observe)
 	if err != nil {
 		d.cfg.Log.Error("webhooks: register the backlog and lag gauges", "err", err)
@@ -136,24 +138,24 @@ func (d *dispatcher) registerGauges() metric.Registration {
 // the broker's ring. With Config.MetricIdentifiers, those of each
 // subscription, under its ID; otherwise one backlog, their sum, and one
 // lag, the greatest, with no attribute.
-func (d *dispatcher) observe(o telemetry.GaugeObserver) {
+func (d *Dispatcher) observe(o telemetry.GaugeObserver) {
 	workers := d.pool.Workers(nil)
 	if len(workers) == 0 {
 		return
 	}
 	now := d.cfg.Clock.Now().UnixNano()
-	hub := d.cfg.Broker.hub
+	hub := d.cfg.Broker.Hub()
 	head, base := hub.Position(), hub.Base()
-	buf := make([]ringEvent, 0, 1)
-	all := func(*ringEvent) bool { return true }
+	buf := make([]broker.Event, 0, 1)
+	all := func(*broker.Event) bool { return true }
 	// first returns the time of the first event in the ring after pos,
 	// or 0.
 	first := func(pos int64) int64 {
-		evs, _, _, ok := d.cfg.Broker.events(pos, all, buf[:0], 1)
+		evs, _, _, ok := d.cfg.Broker.Events(pos, all, buf[:0], 1)
 		if !ok || len(evs) == 0 {
 			return 0
 		}
-		return telemetry.OccurredAt(evs[0].body)
+		return telemetry.OccurredAt(evs[0].Body)
 	}
 	perSub := d.cfg.MetricIdentifiers
 	var total int64

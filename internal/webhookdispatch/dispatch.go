@@ -1,4 +1,4 @@
-package lifecycle
+package webhookdispatch
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tasklifecycle/lifecycle/internal/broker"
 	"github.com/tasklifecycle/lifecycle/internal/cursorloop"
 	"github.com/tasklifecycle/lifecycle/internal/id"
 	"github.com/tasklifecycle/lifecycle/internal/leasepool"
@@ -19,41 +20,43 @@ import (
 	"github.com/tasklifecycle/lifecycle/internal/secretbox"
 	"github.com/tasklifecycle/lifecycle/internal/telemetry"
 	"github.com/tasklifecycle/lifecycle/internal/webhooksend"
+	"github.com/tasklifecycle/lifecycle/lifecycletype"
 )
 
-// DefaultWebhookRetrySchedule returns how long attempt n+1 of a delivery
-// waits after attempt n by default: 8 attempts in all, the last about 71
-// hours after the first, inside the 72-hour replay window of the event
-// stream, so that a receiver that gave up can resume from the stream.
-func DefaultWebhookRetrySchedule() []time.Duration {
+// DefaultRetrySchedule returns how long attempt n+1 of a delivery waits
+// after attempt n by default: 8 attempts in all, the last about 71 hours
+// after the first, inside the 72-hour replay window of the event stream,
+// so that a receiver that gave up can resume from the stream.
+func DefaultRetrySchedule() []time.Duration {
 	return []time.Duration{
 		10 * time.Second, time.Minute, 10 * time.Minute, time.Hour, 6 * time.Hour, 24 * time.Hour, 40 * time.Hour,
 	}
 }
 
-// maxDeliveryAttempts is the contract's limit on the attempts at one delivery.
-const maxDeliveryAttempts = 8
+// MaxAttempts is the contract's limit on the attempts at one delivery:
+// a RetrySchedule has at most MaxAttempts-1 delays.
+const MaxAttempts = 8
 
-// webhookBatch is the most events a subscription's worker takes at once.
-const webhookBatch = 256
+// workerBatch is the most events a subscription's worker takes at once.
+const workerBatch = 256
 
-// webhookRecordDelay is the longest a worker keeps successful first
+// recordDelay is the longest a worker keeps successful first
 // attempts before recording them (wall-clock time).
-const webhookRecordDelay = 50 * time.Millisecond
+const recordDelay = 50 * time.Millisecond
 
-// webhookRetry is how long a worker waits after its Store failed.
-const webhookRetry = time.Second
+// storeRetry is how long a worker waits after its Store failed.
+const storeRetry = time.Second
 
-// webhookCursorLag is how many events a worker may read past, none of
+// cursorLag is how many events a worker may read past, none of
 // which its subscription keeps, before it stores its cursor; and
-// webhookCursorDelay the longest it keeps such a cursor unstored (by the
+// cursorDelay the longest it keeps such a cursor unstored (by the
 // Service's clock). A subscription whose filters keep nothing thus writes
 // its cursor now and then rather than never, and a restart neither reads
 // everything again nor, once those events are pruned, warns that they
 // were not delivered.
 const (
-	webhookCursorLag   = webhookBatch
-	webhookCursorDelay = 5 * time.Second
+	cursorLag   = workerBatch
+	cursorDelay = 5 * time.Second
 )
 
 // Errors that end a subscription's worker.
@@ -62,94 +65,99 @@ var (
 	errLeaseLost        = errors.New("another dispatcher holds the subscription, or it is disabled")
 )
 
-// dispatcher delivers webhooks. It leases the active subscriptions from
+// Dispatcher delivers webhooks. It leases the active subscriptions from
 // the Store, so that one dispatcher among the processes sharing a Store
 // delivers for each, and runs a worker per subscription it holds.
 //
 // A worker reads the events after its subscription's cursor, from the
 // stream broker's ring while it keeps up and from the Store when it falls
 // behind, and delivers those its subscription keeps, with the retries that
-// have come due, at most WebhookConcurrencyPerSubscription at once and at
-// most WebhookConcurrency across all workers. Then, in one transaction, it
+// have come due, at most ConcurrencyPerSubscription at once and at
+// most Concurrency across all workers. Then, in one transaction, it
 // records every attempt and moves the cursor past the events it read. An
 // event is therefore delivered at least once, whatever stops the process:
 // until the transaction commits, the cursor stays before it and the next
 // worker delivers it again.
-type dispatcher struct {
-	cfg dispatcherConfig
+type Dispatcher struct {
+	cfg Config
 	// client delivers; privateClient delivers for the subscriptions
 	// allowed to reach private addresses, through connections of its
 	// own, so that no other subscription reuses one of them.
 	client, privateClient *http.Client
 	global                chan struct{} // semaphore of attempts in flight
 	// pool leases the subscriptions and runs their workers.
-	pool *leasepool.Pool[Subscription, *subWorker]
+	pool *leasepool.Pool[lifecycletype.Subscription, *subWorker]
 	// tel holds the attribute sets of the attempts' measures, and the
 	// backlog and lag gauges while the dispatcher runs.
 	tel *telemetry.Deliveries
 }
 
-// dispatchReader is what a dispatcher reads from the Store outside
-// transactions: the pending attempts of a subscription, and the events
-// its worker fell behind the broker's ring on.
-type dispatchReader interface {
-	Deliveries(ctx context.Context, f DeliveryFilter) (DeliveryPage, error)
-	Events(ctx context.Context, f EventFilter) ([]Event, error)
+// Reader is what a Dispatcher reads from the Store outside transactions:
+// the pending attempts of a subscription, and the events its worker fell
+// behind the broker's ring on.
+type Reader interface {
+	Deliveries(ctx context.Context, f lifecycletype.DeliveryFilter) (lifecycletype.DeliveryPage, error)
+	Events(ctx context.Context, f lifecycletype.EventFilter) ([]lifecycletype.Event, error)
 }
 
-// dispatcherConfig is what a dispatcher is built from: its dependencies,
-// and the Config fields of webhook delivery.
-type dispatcherConfig struct {
-	// Owner is the holder of the subscription leases: Config.InstanceID,
-	// so that a restarted Service takes its subscriptions back at once.
+// Config is what a Dispatcher is built from: its dependencies, and the
+// lifecycle.Config fields of webhook delivery.
+type Config struct {
+	// Owner is the holder of the subscription leases:
+	// lifecycle.Config.InstanceID, so that a restarted Service takes its
+	// subscriptions back at once.
 	Owner string
 	// Store reads pending attempts and events; Update runs a transaction
-	// that need not wait for the disk (Service.updateRelaxed).
-	Store  dispatchReader
-	Update func(ctx context.Context, fn func(tx Tx) error) error
-	Clock  Clock
+	// that need not wait for the disk (the Service's updateRelaxed).
+	Store  Reader
+	Update func(ctx context.Context, fn func(tx lifecycletype.Tx) error) error
+	Clock  lifecycletype.Clock
 	Log    *slog.Logger
 	// Broker feeds the workers the events from its ring.
-	Broker *broker
+	Broker *broker.Broker
 	// Secrets opens the subscriptions' sealed secrets.
 	Secrets *secretbox.Box
-	// Targets checks the receivers' addresses at every dial.
+	// Targets checks the receivers' addresses at every dial (see
+	// NewTargetGuard).
 	Targets *netguard.Guard
 	// Tel is the Service's telemetry.
 	Tel *telemetry.Telemetry
 
-	// The Config fields of the same names, their defaults filled in.
-	WebhookTLSConfig                  *tls.Config
-	WebhookConcurrency                int
-	WebhookConcurrencyPerSubscription int
-	WebhookTimeout                    time.Duration
-	WebhookPollInterval               time.Duration
-	WebhookLease                      time.Duration
-	WebhookClaimBatch                 int
-	WebhookRetrySchedule              []time.Duration
-	WebhookRetryJitter                float64
-	MetricIdentifiers                 bool
+	// The lifecycle.Config fields of webhook delivery, their defaults
+	// filled in: TLSConfig is its WebhookTLSConfig, Concurrency its
+	// WebhookConcurrency, and so on; MetricIdentifiers is its
+	// MetricIdentifiers.
+	TLSConfig                  *tls.Config
+	Concurrency                int
+	ConcurrencyPerSubscription int
+	Timeout                    time.Duration
+	PollInterval               time.Duration
+	Lease                      time.Duration
+	ClaimBatch                 int
+	RetrySchedule              []time.Duration
+	RetryJitter                float64
+	MetricIdentifiers          bool
 }
 
-// newDispatcher returns a dispatcher; it does nothing until run.
-func newDispatcher(cfg dispatcherConfig) *dispatcher {
-	d := &dispatcher{
+// New returns a Dispatcher; it does nothing until Run.
+func New(cfg Config) *Dispatcher {
+	d := &Dispatcher{
 		cfg:    cfg,
 		client: newWebhookClient(&cfg, cfg.Targets),
-		global: make(chan struct{}, cfg.WebhookConcurrency),
+		global: make(chan struct{}, cfg.Concurrency),
 		tel:    cfg.Tel.Deliveries(),
 	}
 	d.privateClient = d.client
 	if !cfg.Targets.AllowPrivate {
-		d.privateClient = newWebhookClient(&cfg, newTargetGuard(true, cfg.Targets.Resolver, cfg.Log))
+		d.privateClient = newWebhookClient(&cfg, NewTargetGuard(true, cfg.Targets.Resolver, cfg.Log))
 	}
-	d.pool = leasepool.New(leasepool.Config[Subscription, *subWorker]{
-		Clock: cfg.Clock, Poll: cfg.WebhookPollInterval, Lease: cfg.WebhookLease,
+	d.pool = leasepool.New(leasepool.Config[lifecycletype.Subscription, *subWorker]{
+		Clock: cfg.Clock, Poll: cfg.PollInterval, Lease: cfg.Lease,
 		Claim: d.claim,
-		Key:   func(sub *Subscription) string { return sub.ID },
+		Key:   func(sub *lifecycletype.Subscription) string { return sub.ID },
 		Start: d.startWorker,
 		Run:   (*subWorker).run,
-		Held: func(w *subWorker, sub *Subscription) {
+		Held: func(w *subWorker, sub *lifecycletype.Subscription) {
 			if w.notified.Swap(sub.Revision) != sub.Revision {
 				w.poke() // an operator replayed or retried
 			}
@@ -161,22 +169,26 @@ func newDispatcher(cfg dispatcherConfig) *dispatcher {
 
 // newWebhookClient returns a client that delivers webhooks, dialing
 // through guard.
-func newWebhookClient(cfg *dispatcherConfig, guard *netguard.Guard) *http.Client {
-	return webhooksend.NewClient(webhooksend.ClientConfig{Dial: guard.DialContext, TLS: cfg.WebhookTLSConfig,
-		Concurrency: cfg.WebhookConcurrency, Timeout: cfg.WebhookTimeout})
+func newWebhookClient(cfg *Config, guard *netguard.Guard) *http.Client {
+	return webhooksend.NewClient(webhooksend.ClientConfig{Dial: guard.DialContext, TLS: cfg.TLSConfig,
+		Concurrency: cfg.Concurrency, Timeout: cfg.Timeout})
 }
 
+// Counts returns how many subscription workers the Dispatcher runs and
+// how many deleted subscriptions it remembers, for tests.
+func (d *Dispatcher) Counts() (workers, deleted int) { return d.pool.Counts() }
+
 // maxAttempts is the most attempts at one delivery.
-func (d *dispatcher) maxAttempts() int { return len(d.cfg.WebhookRetrySchedule) + 1 }
+func (d *Dispatcher) maxAttempts() int { return len(d.cfg.RetrySchedule) + 1 }
 
-// subscriptionsChanged makes the dispatcher claim subscriptions again soon.
-func (d *dispatcher) subscriptionsChanged() { d.pool.Wake() }
+// SubscriptionsChanged makes the dispatcher claim subscriptions again soon.
+func (d *Dispatcher) SubscriptionsChanged() { d.pool.Wake() }
 
-// run claims subscriptions every poll interval, or when they changed, and
+// Run claims subscriptions every poll interval, or when they changed, and
 // keeps a worker running for each one held, until ctx is done. It then
 // stops the workers and gives the leases up. The gauges of the
 // subscriptions it delivers are observed meanwhile.
-func (d *dispatcher) run(ctx context.Context) {
+func (d *Dispatcher) Run(ctx context.Context) {
 	if reg := d.registerGauges(); reg != nil {
 		defer reg.Unregister()
 	}
@@ -184,14 +196,14 @@ func (d *dispatcher) run(ctx context.Context) {
 }
 
 // claim renews this dispatcher's leases and takes up expired ones, at most
-// WebhookClaimBatch at a time, and returns the subscriptions held.
-func (d *dispatcher) claim(ctx context.Context, now time.Time) ([]Subscription, error) {
+// ClaimBatch at a time, and returns the subscriptions held.
+func (d *Dispatcher) claim(ctx context.Context, now time.Time) ([]lifecycletype.Subscription, error) {
 	c := &d.cfg
-	var held []Subscription
-	err := c.Update(ctx, func(tx Tx) error {
+	var held []lifecycletype.Subscription
+	err := c.Update(ctx, func(tx lifecycletype.Tx) error {
 		var err error
-		held, err = tx.ClaimSubscriptions(ctx, ClaimSubscriptionsParams{
-			Owner: d.cfg.Owner, Now: now, Until: now.Add(c.WebhookLease), Max: c.WebhookClaimBatch,
+		held, err = tx.ClaimSubscriptions(ctx, lifecycletype.ClaimSubscriptionsParams{
+			Owner: d.cfg.Owner, Now: now, Until: now.Add(c.Lease), Max: c.ClaimBatch,
 		})
 		return err
 	})
@@ -203,7 +215,7 @@ func (d *dispatcher) claim(ctx context.Context, now time.Time) ([]Subscription, 
 	}
 	if len(held) > 0 {
 		// Workers read the events from the stream broker's ring.
-		if err := c.Broker.start(ctx); err != nil {
+		if err := c.Broker.Start(ctx); err != nil {
 			if ctx.Err() == nil {
 				c.Log.Error("webhooks: start reading events", "err", err)
 			}
@@ -215,7 +227,7 @@ func (d *dispatcher) claim(ctx context.Context, now time.Time) ([]Subscription, 
 
 // startWorker makes the worker of a subscription newly held, unless its
 // deliveries cannot be signed.
-func (d *dispatcher) startWorker(ctx context.Context, sub *Subscription) (*subWorker, bool) {
+func (d *Dispatcher) startWorker(ctx context.Context, sub *lifecycletype.Subscription) (*subWorker, bool) {
 	secret, err := d.cfg.Secrets.Open(sub.ID, sub.SealedSecret)
 	if err != nil {
 		d.cfg.Log.Error("webhooks: cannot sign deliveries of the subscription", "subscription", sub.ID, "err", err)
@@ -224,19 +236,19 @@ func (d *dispatcher) startWorker(ctx context.Context, sub *Subscription) (*subWo
 	return newSubWorker(ctx, d, *sub, secret), true
 }
 
-// stopWorker stops the worker of a deleted subscription, if there is one,
+// StopWorker stops the worker of a deleted subscription, if there is one,
 // and waits until it has stopped or ctx is done.
-func (d *dispatcher) stopWorker(ctx context.Context, subID string) { d.pool.Stop(ctx, subID) }
+func (d *Dispatcher) StopWorker(ctx context.Context, subID string) { d.pool.Stop(ctx, subID) }
 
 // release gives the leases of held up, once their workers have stopped,
 // so that another process may deliver at once.
-func (d *dispatcher) release(held []string) {
+func (d *Dispatcher) release(held []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	err := d.cfg.Update(ctx, func(tx Tx) error {
+	err := d.cfg.Update(ctx, func(tx lifecycletype.Tx) error {
 		for _, subID := range held {
 			sub, err := tx.Subscription(ctx, subID)
-			if errors.Is(err, ErrNotFound) {
+			if errors.Is(err, lifecycletype.ErrNotFound) {
 				continue
 			}
 			if err != nil {
@@ -258,12 +270,12 @@ func (d *dispatcher) release(held []string) {
 
 // subWorker delivers the events of one subscription.
 type subWorker struct {
-	d      *dispatcher
-	sub    Subscription
+	d      *Dispatcher
+	sub    lifecycletype.Subscription
 	secret []byte
 	sem    chan struct{}   // attempts in flight for this subscription
 	ctx    context.Context // ends when the worker is stopped
-	keep   func(*ringEvent) bool
+	keep   func(*broker.Event) bool
 
 	// notified is the subscription's Revision as its dispatcher's claims
 	// last read it, and pokeC (capacity 1) tells the worker it changed.
@@ -274,8 +286,8 @@ type subWorker struct {
 	// Only the worker's goroutine uses it, as it does the retries due and
 	// events read last (due, buf) and the attempts not yet recorded.
 	rev        int64
-	due        []Delivery
-	buf        []ringEvent
+	due        []lifecycletype.Delivery
+	buf        []broker.Event
 	unrecorded []*attempt
 
 	// host is the receiver's host name, for server.address of the span;
@@ -289,12 +301,12 @@ type subWorker struct {
 }
 
 // newSubWorker returns the worker of sub; it stops when ctx ends.
-func newSubWorker(ctx context.Context, d *dispatcher, sub Subscription, secret []byte) *subWorker {
+func newSubWorker(ctx context.Context, d *Dispatcher, sub lifecycletype.Subscription, secret []byte) *subWorker {
 	w := &subWorker{
 		d:      d,
 		sub:    sub,
 		secret: secret,
-		sem:    make(chan struct{}, d.cfg.WebhookConcurrencyPerSubscription),
+		sem:    make(chan struct{}, d.cfg.ConcurrencyPerSubscription),
 		ctx:    ctx,
 		pokeC:  make(chan struct{}, 1),
 		rev:    sub.Revision,
@@ -303,7 +315,7 @@ func newSubWorker(ctx context.Context, d *dispatcher, sub Subscription, secret [
 	w.receiver = d.tel.Receiver(w.host, d.cfg.MetricIdentifiers)
 	w.gauge.ReadsAfter(sub.Cursor)
 	w.notified.Store(sub.Revision)
-	w.keep = func(e *ringEvent) bool { return w.sub.Keeps(e.typ, e.taskID, e.project) }
+	w.keep = func(e *broker.Event) bool { return w.sub.Keeps(e.Type, e.TaskID, e.Project) }
 	return w
 }
 
@@ -320,10 +332,10 @@ func (w *subWorker) poke() {
 type attempt struct {
 	eventID string
 	seq     int64
-	typ     EventType
+	typ     lifecycletype.EventType
 	body    []byte
-	n       int       // the attempt's number, from 1
-	prev    *Delivery // the pending attempt this one retries, or nil
+	n       int                     // the attempt's number, from 1
+	prev    *lifecycletype.Delivery // the pending attempt this one retries, or nil
 
 	id         string // dlv_
 	at         time.Time
@@ -337,15 +349,16 @@ type attempt struct {
 // internal/cursorloop for when attempts are recorded).
 //
 // Attempts that succeeded at first try are recorded together, at the
-// latest webhookRecordDelay after the first of them or once a batch's
+// latest recordDelay after the first of them or once a batch's
 // worth has gathered, so that a busy subscription commits a transaction
 // per batch rather than per wake-up; anything else (a failure, a retry) is
 // recorded before the worker goes on. Until recorded, the cursor stays
 // before those events: if the process dies, they are delivered again.
 //
-// Only this worker and operators (see webhook_ops.go) add pending attempts
-// to its subscription, and operators poke it when they do; so it knows
-// when the next is due and reads them from the Store only then. A worker
+// Only this worker and operators (see the Service's replay and retry)
+// add pending attempts to its subscription, and operators poke it when
+// they do; so it knows when the next is due and reads them from the Store
+// only then. A worker
 // that starts on a rewound subscription records before it delivers
 // anything, so that the rewind it started at is not applied again at its
 // first record.
@@ -354,8 +367,8 @@ func (w *subWorker) run() {
 	ends := func(err error) bool { return errors.Is(err, errSubscriptionGone) || errors.Is(err, errLeaseLost) }
 	cursorloop.Run(w.ctx, cursorloop.Config{
 		Clock: w.d.cfg.Clock, Cursor: w.sub.Cursor, Poked: w.sub.Rewound, Poke: w.pokeC,
-		Batch: webhookBatch, RecordDelay: webhookRecordDelay, CursorLag: webhookCursorLag, CursorDelay: webhookCursorDelay,
-		RetryWait: webhookRetry, StopTimeout: 5 * time.Second, Ends: ends,
+		Batch: workerBatch, RecordDelay: recordDelay, CursorLag: cursorLag, CursorDelay: cursorDelay,
+		RetryWait: storeRetry, StopTimeout: 5 * time.Second, Ends: ends,
 		Stopped: func(reason error) { log.Info("webhooks: stop delivering", "reason", reason) },
 		Failed: func(step cursorloop.Failure, err error) {
 			switch step {
@@ -415,13 +428,13 @@ func (a *attempt) failed() bool { return a.id == "" || a.err != "" }
 
 // dueRetries returns the pending attempts due at now, and when the next
 // one not yet due is, or the zero time.
-func (w *subWorker) dueRetries(now time.Time) ([]Delivery, time.Time, error) {
-	page, err := w.d.cfg.Store.Deliveries(w.ctx, DeliveryFilter{SubscriptionID: w.sub.ID, Pending: true, Limit: webhookBatch})
+func (w *subWorker) dueRetries(now time.Time) ([]lifecycletype.Delivery, time.Time, error) {
+	page, err := w.d.cfg.Store.Deliveries(w.ctx, lifecycletype.DeliveryFilter{SubscriptionID: w.sub.ID, Pending: true, Limit: workerBatch})
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("read pending deliveries: %w", err)
 	}
 	pending := page.Deliveries
-	telemetry.PendingRead(&w.gauge, pending, deliveryIdent, len(pending) < webhookBatch)
+	telemetry.PendingRead(&w.gauge, pending, deliveryIdent, len(pending) < workerBatch)
 	for i := range pending {
 		if at := pending[i].NextAttemptAt; at != nil && at.After(now) {
 			return pending[:i], at.Time, nil
@@ -433,16 +446,16 @@ func (w *subWorker) dueRetries(now time.Time) ([]Delivery, time.Time, error) {
 // read returns the events after pos that the subscription keeps, the
 // sequence read through, and a channel closed when more events arrive (nil
 // when more may be waiting in the Store).
-func (w *subWorker) read(pos int64, dst []ringEvent) ([]ringEvent, int64, <-chan struct{}, error) {
+func (w *subWorker) read(pos int64, dst []broker.Event) ([]broker.Event, int64, <-chan struct{}, error) {
 	c := &w.d.cfg
-	evs, next, changed, ok := c.Broker.events(pos, w.keep, dst, webhookBatch)
+	evs, next, changed, ok := c.Broker.Events(pos, w.keep, dst, workerBatch)
 	if ok {
 		w.gauge.ReadEvents(next, len(evs), firstBody(evs))
 		return evs, next, changed, nil
 	}
 	// Behind the broker's ring: read the Store.
 	c.Tel.ReplayRead(w.ctx, "webhook")
-	stored, err := c.Store.Events(w.ctx, EventFilter{After: pos, Limit: webhookBatch})
+	stored, err := c.Store.Events(w.ctx, lifecycletype.EventFilter{After: pos, Limit: workerBatch})
 	if err != nil {
 		return nil, pos, nil, fmt.Errorf("read events after %d: %w", pos, err)
 	}
@@ -457,13 +470,13 @@ func (w *subWorker) read(pos int64, dst []ringEvent) ([]ringEvent, int64, <-chan
 		}
 		next = e.Sequence
 		if w.sub.Keeps(e.Type, e.TaskID, e.Project) {
-			dst = append(dst, newRingEvent(e, c.Log))
+			dst = append(dst, broker.NewEvent(e, c.Log))
 		}
 	}
 	if len(stored) == 0 {
 		// Nothing after pos is stored, yet the ring starts after it: the
 		// events in between were pruned before they could be delivered.
-		base := c.Broker.hub.Base()
+		base := c.Broker.Hub().Base()
 		w.skipped(pos, base+1)
 		w.gauge.ReadEvents(base, len(dst), firstBody(dst))
 		return dst, base, nil, nil
@@ -473,18 +486,18 @@ func (w *subWorker) read(pos int64, dst []ringEvent) ([]ringEvent, int64, <-chan
 }
 
 // firstBody returns the envelope of the first of evs, or nil.
-func firstBody(evs []ringEvent) []byte {
+func firstBody(evs []broker.Event) []byte {
 	if len(evs) == 0 {
 		return nil
 	}
-	return evs[0].body
+	return evs[0].Body
 }
 
 // deliveryIdent names a pending delivery for telemetry.PendingRead.
-func deliveryIdent(p *Delivery) (string, []byte) { return p.ID, p.Body }
+func deliveryIdent(p *lifecycletype.Delivery) (string, []byte) { return p.ID, p.Body }
 
 // skipped logs that the events after pos and before seq are gone: they
-// were pruned (Config.EventRetention) before the subscription's worker
+// were pruned (lifecycle.Config.EventRetention) before the subscription's worker
 // read them, or their sequences were never used.
 func (w *subWorker) skipped(pos, seq int64) {
 	if seq <= pos+1 {
@@ -496,7 +509,7 @@ func (w *subWorker) skipped(pos, seq int64) {
 
 // deliver makes the attempts of the due retries and of the first
 // deliveries of evs, in that order, and returns them with their outcomes.
-func (w *subWorker) deliver(due []Delivery, evs []ringEvent) []*attempt {
+func (w *subWorker) deliver(due []lifecycletype.Delivery, evs []broker.Event) []*attempt {
 	attempts := make([]*attempt, 0, len(due)+len(evs))
 	for i := range due {
 		p := &due[i]
@@ -505,7 +518,7 @@ func (w *subWorker) deliver(due []Delivery, evs []ringEvent) []*attempt {
 	}
 	for i := range evs {
 		e := &evs[i]
-		attempts = append(attempts, &attempt{eventID: e.id, seq: e.seq, typ: e.typ, body: e.body, n: 1})
+		attempts = append(attempts, &attempt{eventID: e.ID, seq: e.Seq, typ: e.Type, body: e.Body, n: 1})
 	}
 	// Attempts start in order: first attempts in sequence order.
 	webhooksend.Each(w.ctx, w.sem, w.d.global, len(attempts), func(i int) { w.post(attempts[i]) })
@@ -523,21 +536,21 @@ func (w *subWorker) post(a *attempt) {
 	}
 	ctx, span := w.startDelivery(a)
 	start := time.Now()
-	out := webhooksend.Post(ctx, client, c.WebhookTimeout, &webhooksend.Attempt{URL: w.sub.URL,
+	out := webhooksend.Post(ctx, client, c.Timeout, &webhooksend.Attempt{URL: w.sub.URL,
 		EventID: a.eventID, DeliveryID: a.id, EventType: string(a.typ), Body: a.body, Secret: w.secret, At: a.at,
 		Header: w.traceHeader(ctx, span)})
 	took := time.Since(start)
 	a.status, a.err, a.retryAfter = out.Status, out.Failure, out.RetryAfter
-	if refused := (*RefusedTargetError)(nil); errors.As(out.Err, &refused) {
+	if refused := (*lifecycletype.RefusedTargetError)(nil); errors.As(out.Err, &refused) {
 		a.err = refused.Reason() // the address goes to the log only
 	}
 	w.attempted(ctx, span, a, out.Err, took)
 }
 
 // eventTypeOf reads the type member of an envelope.
-func eventTypeOf(body []byte) EventType {
+func eventTypeOf(body []byte) lifecycletype.EventType {
 	var env struct {
-		Type EventType `json:"type"`
+		Type lifecycletype.EventType `json:"type"`
 	}
 	json.Unmarshal(body, &env) // the Service encoded it
 	return env.Type
@@ -557,44 +570,44 @@ func (w *subWorker) record(ctx context.Context, attempts []*attempt, next int64)
 	var retryAt time.Time
 	var rewound *int64
 	var rev int64
-	err := c.Update(ctx, func(tx Tx) error {
+	err := c.Update(ctx, func(tx lifecycletype.Tx) error {
 		disabled, retryAt, rewound = false, time.Time{}, nil
 		sub, err := tx.Subscription(ctx, w.sub.ID)
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, lifecycletype.ErrNotFound) {
 			return errSubscriptionGone
 		}
 		if err != nil {
 			return err
 		}
-		if sub.LeaseOwner != w.d.cfg.Owner || sub.Status != SubscriptionActive {
+		if sub.LeaseOwner != w.d.cfg.Owner || sub.Status != lifecycletype.SubscriptionActive {
 			return errLeaseLost
 		}
 		for _, a := range attempts {
 			if a.id == "" {
 				continue // never started
 			}
-			d := Delivery{
+			d := lifecycletype.Delivery{
 				ID:             a.id,
 				SubscriptionID: sub.ID,
 				EventID:        a.eventID,
 				EventSequence:  a.seq,
 				Attempt:        a.n,
-				AttemptedAt:    NewTimestamp(a.at),
+				AttemptedAt:    lifecycletype.NewTimestamp(a.at),
 			}
 			if a.status != 0 {
 				d.ResponseStatus = &a.status
 			}
 			switch {
 			case a.err == "":
-				d.Status = DeliverySucceeded
+				d.Status = lifecycletype.DeliverySucceeded
 			case a.status == http.StatusGone:
-				d.Status, d.Error = DeliveryFailed, ptr(a.err+"; the subscription is disabled")
+				d.Status, d.Error = lifecycletype.DeliveryFailed, errorPtr(a.err+"; the subscription is disabled")
 				disabled = true
 			case a.n >= w.d.maxAttempts():
-				d.Status, d.Error = DeliveryFailed, ptr(fmt.Sprintf("%s; that was attempt %d, the last", a.err, a.n))
+				d.Status, d.Error = lifecycletype.DeliveryFailed, errorPtr(fmt.Sprintf("%s; that was attempt %d, the last", a.err, a.n))
 			default:
-				at := NewTimestamp(a.at.Add(webhooksend.Delay(c.WebhookRetrySchedule, a.n, c.WebhookRetryJitter, a.retryAfter)))
-				d.Status, d.Error, d.NextAttemptAt, d.Body = DeliveryPending, &a.err, &at, a.body
+				at := lifecycletype.NewTimestamp(a.at.Add(webhooksend.Delay(c.RetrySchedule, a.n, c.RetryJitter, a.retryAfter)))
+				d.Status, d.Error, d.NextAttemptAt, d.Body = lifecycletype.DeliveryPending, &a.err, &at, a.body
 				if retryAt.IsZero() || at.Before(retryAt) {
 					retryAt = at.Time
 				}
@@ -603,14 +616,14 @@ func (w *subWorker) record(ctx context.Context, attempts []*attempt, next int64)
 				return fmt.Errorf("record delivery %s: %w", d.ID, err)
 			}
 			if p := a.prev; p != nil {
-				p.Status, p.Body = DeliveryFailed, nil
+				p.Status, p.Body = lifecycletype.DeliveryFailed, nil
 				if err := tx.UpdateDelivery(ctx, *p); err != nil {
 					return fmt.Errorf("record delivery %s: %w", p.ID, err)
 				}
 			}
 		}
 		if disabled {
-			sub.Status = SubscriptionDisabled
+			sub.Status = lifecycletype.SubscriptionDisabled
 		}
 		if sub.Rewound && sub.Revision != w.rev {
 			// Every event through next was delivered, and is recorded
@@ -651,19 +664,19 @@ func (w *subWorker) failPending(ctx context.Context, reason string, rev int64) {
 	c := &w.d.cfg
 	errEnabled := errors.New("enabled again")
 	for {
-		page, err := c.Store.Deliveries(ctx, DeliveryFilter{SubscriptionID: w.sub.ID, Pending: true, Limit: webhookBatch})
+		page, err := c.Store.Deliveries(ctx, lifecycletype.DeliveryFilter{SubscriptionID: w.sub.ID, Pending: true, Limit: workerBatch})
 		pending := page.Deliveries
 		if err == nil && len(pending) > 0 {
-			err = c.Update(ctx, func(tx Tx) error {
+			err = c.Update(ctx, func(tx lifecycletype.Tx) error {
 				sub, err := tx.Subscription(ctx, w.sub.ID)
 				if err != nil {
 					return err
 				}
-				if sub.Status != SubscriptionDisabled || sub.Revision != rev {
+				if sub.Status != lifecycletype.SubscriptionDisabled || sub.Revision != rev {
 					return errEnabled
 				}
 				for _, p := range pending {
-					p.Status, p.Body, p.Error, p.NextAttemptAt = DeliveryFailed, nil, ptr(reason), nil
+					p.Status, p.Body, p.Error, p.NextAttemptAt = lifecycletype.DeliveryFailed, nil, errorPtr(reason), nil
 					if err := tx.UpdateDelivery(ctx, p); err != nil {
 						return err
 					}
@@ -672,14 +685,17 @@ func (w *subWorker) failPending(ctx context.Context, reason string, rev int64) {
 			})
 		}
 		switch {
-		case errors.Is(err, errEnabled) || errors.Is(err, ErrNotFound):
+		case errors.Is(err, errEnabled) || errors.Is(err, lifecycletype.ErrNotFound):
 			return
 		case err != nil:
 			c.Log.Error("webhooks: mark the pending deliveries of a disabled subscription failed; they are attempted if it is enabled again",
 				"subscription", w.sub.ID, "err", err)
 			return
-		case len(pending) < webhookBatch:
+		case len(pending) < workerBatch:
 			return
 		}
 	}
 }
+
+// errorPtr returns a pointer to a copy of msg, for Delivery.Error.
+func errorPtr(msg string) *string { return &msg }

@@ -1,4 +1,4 @@
-package lifecycle
+package webhookdispatch
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/tasklifecycle/lifecycle/internal/netguard"
+	"github.com/tasklifecycle/lifecycle/lifecycletype"
 )
 
 // staticResolver resolves every host name to one address.
@@ -93,15 +94,15 @@ func TestEmbeddedIPv4IsJudged(t *testing.T) {
 			if kind != tt.kind || embedded != wantEmbedded {
 				t.Fatalf("Judge(%s) = %q, %v; want %q, %v", a, kind, embedded, tt.kind, wantEmbedded)
 			}
-			guard := newTargetGuard(false, staticResolver(a), slog.New(slog.DiscardHandler))
+			guard := NewTargetGuard(false, staticResolver(a), slog.New(slog.DiscardHandler))
 			refused := func(when string, err error) {
 				t.Helper()
-				var re *RefusedTargetError
+				var re *lifecycletype.RefusedTargetError
 				switch {
 				case tt.kind == "" && err != nil:
 					t.Errorf("%s: %v, want the address accepted", when, err)
 				case tt.kind != "" && !errors.As(err, &re):
-					t.Errorf("%s: error %v, want a *RefusedTargetError", when, err)
+					t.Errorf("%s: error %v, want a *lifecycletype.RefusedTargetError", when, err)
 				case tt.kind != "" && (re.Kind != tt.kind || re.Embedded != wantEmbedded):
 					t.Errorf("%s: refused as %q embedding %v, want %q embedding %v", when, re.Kind, re.Embedded, tt.kind, wantEmbedded)
 				}
@@ -136,7 +137,7 @@ func TestRefusedTargetReason(t *testing.T) {
 	for _, tt := range tests {
 		a := netip.MustParseAddr(tt.addr)
 		kind, embedded := netguard.Judge(a)
-		err := &RefusedTargetError{Host: tt.host, Addr: a, Kind: kind, Embedded: embedded}
+		err := &lifecycletype.RefusedTargetError{Host: tt.host, Addr: a, Kind: kind, Embedded: embedded}
 		if got := err.Reason(); got != tt.want {
 			t.Errorf("Reason() = %q, want %q", got, tt.want)
 		}
