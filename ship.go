@@ -9,22 +9,17 @@ import (
 
 	"github.com/tasklifecycle/lifecycle/internal/id"
 	"github.com/tasklifecycle/lifecycle/internal/shiprun"
+	"github.com/tasklifecycle/lifecycle/lifecycletype"
 )
 
-// WaitMergeabilityUnknown is the [TemporaryError.Reason] of an adapter
-// whose host refused a merge while it was still working out whether it
-// can merge the pull request: the ship runner waits and tries again,
-// within Config.ShipRetryBudget, and shows the wait in
+// The [TemporaryError.Reason]s that the ship runner shows as waits in
 // [ShipOperation.Wait].
-const WaitMergeabilityUnknown = shiprun.WaitMergeabilityUnknown
-
-// WaitMergeTrain is the [TemporaryError.Reason] of an adapter whose pull
-// request is on its host's merge train (GitLab's), whose pipeline tests it
-// before the host merges it: the ship runner follows it, however long the
-// train takes, outside Config.ShipRetryBudget, and shows the wait in
-// [ShipOperation.Wait]. The train itself ends it: merged, or dropped with
-// the host's reason.
-const WaitMergeTrain = shiprun.WaitMergeTrain
+const (
+	// WaitMergeabilityUnknown is [lifecycletype.WaitMergeabilityUnknown].
+	WaitMergeabilityUnknown = lifecycletype.WaitMergeabilityUnknown
+	// WaitMergeTrain is [lifecycletype.WaitMergeTrain].
+	WaitMergeTrain = lifecycletype.WaitMergeTrain
+)
 
 // shipRoute is the route of POST /tasks/{id}/ship, the scope of its keys.
 const shipRoute = "/tasks/{id}/ship"

@@ -84,13 +84,6 @@ type Ending struct {
 	Refusal string
 }
 
-// WaitMergeabilityUnknown and WaitMergeTrain are the TemporaryError
-// reasons that the runner shows as waits; package lifecycle exports them.
-const (
-	WaitMergeabilityUnknown = "mergeability_unknown"
-	WaitMergeTrain          = "merge_train"
-)
-
 // Config is what a Runner is built from: its dependencies, and the Config
 // fields of shipping.
 type Config struct {
@@ -472,7 +465,7 @@ func (r *Runner) retryTemporary(ctx context.Context, op *lifecycletype.ShipOpera
 			if wait, ok := rateLimited(err); ok {
 				return backoff.Verdict{Retry: true, Hold: max(wait, time.Second)}
 			}
-			if waitReason(err) == WaitMergeTrain {
+			if waitReason(err) == lifecycletype.WaitMergeTrain {
 				return backoff.Verdict{Retry: true, Hold: max(retryAfter(err), time.Second)}
 			}
 			return backoff.Verdict{Retry: true, After: retryAfter(err)}
@@ -512,9 +505,9 @@ func temporaryWait(err error, what string, until lifecycletype.Timestamp) *lifec
 	}
 	msg := fmt.Sprintf("The code host asked to wait (%s); the %s is tried again at %s.", te.Reason, what, until)
 	switch te.Reason {
-	case WaitMergeabilityUnknown:
+	case lifecycletype.WaitMergeabilityUnknown:
 		msg = fmt.Sprintf("The code host is still working out whether it can merge the pull request; the %s is tried again at %s.", what, until)
-	case WaitMergeTrain:
+	case lifecycletype.WaitMergeTrain:
 		msg = fmt.Sprintf("The pull request is on the code host's merge train, whose pipeline tests it before it merges; the %s follows it again at %s.", what, until)
 	}
 	return &lifecycletype.ShipWait{Reason: te.Reason, Message: msg, Until: until}

@@ -21,8 +21,8 @@ func TestTemporaryWait(t *testing.T) {
 	}{
 		{errors.New("boom"), "", ""},
 		{&lifecycletype.TemporaryError{RetryAfter: time.Second}, "", ""},
-		{fmt.Errorf("merge: %w", &lifecycletype.TemporaryError{Reason: WaitMergeabilityUnknown}), WaitMergeabilityUnknown, "still working out whether it can merge"},
-		{&lifecycletype.TemporaryError{Reason: WaitMergeTrain}, WaitMergeTrain, "merge train"},
+		{fmt.Errorf("merge: %w", &lifecycletype.TemporaryError{Reason: lifecycletype.WaitMergeabilityUnknown}), lifecycletype.WaitMergeabilityUnknown, "still working out whether it can merge"},
+		{&lifecycletype.TemporaryError{Reason: lifecycletype.WaitMergeTrain}, lifecycletype.WaitMergeTrain, "merge train"},
 		{&lifecycletype.TemporaryError{Reason: "ci_still_running"}, "ci_still_running", "asked to wait (ci_still_running)"},
 	} {
 		w := temporaryWait(tc.err, "merge", at)
