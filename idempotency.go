@@ -148,6 +148,11 @@ func (c *idempotentCall) record(ctx context.Context, tx Tx, status int, body []b
 	})
 }
 
+// storeRetryWait is how long a release the Store failed waits before it
+// is tried again (as long as the ship runner waits to retry what the
+// Store failed).
+const storeRetryWait = time.Second
+
 // release gives the key up after a request that changed nothing failed,
 // so that a retry with the same key runs again. When the Store fails (the
 // request itself failed for that, often), a started Service tries again

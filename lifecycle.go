@@ -22,6 +22,7 @@ import (
 	"github.com/tasklifecycle/lifecycle/internal/netguard"
 	"github.com/tasklifecycle/lifecycle/internal/reconcile"
 	"github.com/tasklifecycle/lifecycle/internal/secretbox"
+	"github.com/tasklifecycle/lifecycle/internal/shiprun"
 	"github.com/tasklifecycle/lifecycle/internal/telemetry"
 	"github.com/tasklifecycle/lifecycle/internal/webhookdispatch"
 	"go.opentelemetry.io/otel"
@@ -583,12 +584,12 @@ type Service struct {
 	streamKeys streamKeys  // the keys of open streams, to end them on revocation
 	watches    taskWatches // the watches of single tasks (watch.go)
 
-	owner     string       // Config.InstanceID: the holder of this Service's leases
-	life      string       // this life of the instance, new at each New
-	inflight  inflightKeys // idempotency keys this life holds
-	taskLocks keyedLocks   // serialises provider work per task
-	lease     leaseClock   // until when this life holds its instance lease
-	ships     *shipRunner  // works ship operations
+	owner     string          // Config.InstanceID: the holder of this Service's leases
+	life      string          // this life of the instance, new at each New
+	inflight  inflightKeys    // idempotency keys this life holds
+	taskLocks keyedLocks      // serialises provider work per task
+	lease     leaseClock      // until when this life holds its instance lease
+	ships     *shiprun.Runner // works ship operations
 
 	reconcile *reconcile.Reconciler[observation] // reads hosts for tasks in review
 
@@ -633,8 +634,8 @@ func New(cfg Config) (*Service, error) {
 		ReconcileInterval:     cfg.ReconcileInterval,
 		ReconcilePollInterval: cfg.ReconcilePollInterval,
 	})
-	s.ships = newShipRunner(shipRunnerConfig{
-		Owner: s.owner, Tasks: s, Update: s.update, UpdateRelaxed: s.updateRelaxed,
+	s.ships = shiprun.New(shiprun.Config{
+		Owner: s.owner, Tasks: shipTasks{s}, Update: s.update, UpdateRelaxed: s.updateRelaxed,
 		Clock: cfg.Clock, Log: cfg.Logger, Tel: s.tel, Deployer: cfg.Deployer, Go: s.goBackground,
 		ShipConcurrency:  cfg.ShipConcurrency,
 		ShipPollInterval: cfg.ShipPollInterval,
@@ -717,7 +718,7 @@ func (s *Service) Start(ctx context.Context) error {
 	s.bg = ctx
 	s.goBackground(func() { s.renewInstance(ctx) })
 	s.goBackground(func() { s.pruneLoop(ctx) })
-	s.goBackground(func() { s.ships.run(ctx) })
+	s.goBackground(func() { s.ships.Run(ctx) })
 	s.goBackground(func() { s.webhooks.Run(ctx) })
 	s.goBackground(func() { s.listen(ctx) }) // when the Store is a Notifier
 	if s.cfg.ReconcileInterval > 0 {

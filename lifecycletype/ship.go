@@ -63,6 +63,21 @@ type ShipWait struct {
 	Until Timestamp `json:"until"`
 }
 
+// WaitMergeabilityUnknown is the [TemporaryError.Reason] of an adapter
+// whose host refused a merge while it was still working out whether it
+// can merge the pull request: the ship runner waits and tries again,
+// within Config.ShipRetryBudget, and shows the wait in
+// [ShipOperation.Wait].
+const WaitMergeabilityUnknown = "mergeability_unknown"
+
+// WaitMergeTrain is the [TemporaryError.Reason] of an adapter whose pull
+// request is on its host's merge train (GitLab's), whose pipeline tests it
+// before the host merges it: the ship runner follows it, however long the
+// train takes, outside Config.ShipRetryBudget, and shows the wait in
+// [ShipOperation.Wait]. The train itself ends it: merged, or dropped with
+// the host's reason.
+const WaitMergeTrain = "merge_train"
+
 // ShipOperation is an asynchronous, durable operation that merges a task's
 // pull request at an expected head commit and optionally deploys it. Its
 // JSON encoding is the one of GET /ship-operations/{operationId}; POST
