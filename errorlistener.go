@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/tasklifecycle/lifecycle/internal/errlisten"
+	"github.com/tasklifecycle/lifecycle/internal/httpapi"
 )
 
 // JSONErrorListener wraps ln so that the answers net/http writes by itself,
@@ -54,5 +55,5 @@ func netHTTPErrorBody(code int, detail string) []byte {
 		obj = ErrorObject{Code: "validation_error", Message: "The request is malformed; error.details.fields says how.",
 			Details: &ErrorDetails{Fields: []FieldError{{Field: field, Reason: detail}}}}
 	}
-	return encodeJSON(ErrorBody{Error: obj})
+	return httpapi.EncodeJSON(ErrorBody{Error: obj})
 }

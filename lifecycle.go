@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle/internal/backoff"
+	"github.com/tasklifecycle/lifecycle/internal/httpapi"
 	"github.com/tasklifecycle/lifecycle/internal/httpin"
 	"github.com/tasklifecycle/lifecycle/internal/id"
 	"github.com/tasklifecycle/lifecycle/internal/keyauth"
@@ -590,6 +591,8 @@ type Service struct {
 
 	reconcile *reconcile.Reconciler[observation] // reads hosts for tasks in review
 
+	bodies httpapi.Limits // what request bodies are read and decoded within
+
 	mu      sync.Mutex
 	started bool
 	closed  bool
@@ -671,6 +674,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.MaxDecodingBytes > 0 {
 		s.decoding = httpin.NewBudget(cfg.MaxDecodingBytes)
 	}
+	s.bodies = s.bodyLimits()
 	s.tasks = newTaskCache(s.caps.revisions, cfg.TaskCacheBytes)
 	s.handler = s.routes(s.auth)
 	return s, nil

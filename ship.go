@@ -11,8 +11,10 @@ import (
 
 	"github.com/tasklifecycle/lifecycle/internal/backoff"
 	"github.com/tasklifecycle/lifecycle/internal/claimrun"
+	"github.com/tasklifecycle/lifecycle/internal/httpapi"
 	"github.com/tasklifecycle/lifecycle/internal/id"
 	"github.com/tasklifecycle/lifecycle/internal/telemetry"
+	"github.com/tasklifecycle/lifecycle/lifecycletype"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -63,17 +65,17 @@ type ShipParams struct {
 }
 
 func (p *ShipParams) validate() error {
-	var v validator
+	var v lifecycletype.Validator
 	if !p.Mode.Valid() {
-		v.add("mode", "is required: merge_only or merge_and_deploy")
+		v.Add("mode", "is required: merge_only or merge_and_deploy")
 	}
 	if !p.TargetEnvironment.Valid() {
-		v.add("targetEnvironment", "is required: staging or production")
+		v.Add("targetEnvironment", "is required: staging or production")
 	}
 	if !shaRE.MatchString(p.ExpectedHeadSHA) {
-		v.add("expectedHeadSha", "must be a full 40-character hex commit SHA")
+		v.Add("expectedHeadSha", "must be a full 40-character hex commit SHA")
 	}
-	return v.err()
+	return v.Err()
 }
 
 // Ship accepts a ship of a task: when `ship` is available, CI passed, the
@@ -134,7 +136,7 @@ func (s *Service) ship(ctx context.Context, taskID string, p ShipParams, onCommi
 			SubmissionMode:    t.SubmissionMode,
 			PullRequest:       t.PullRequestRef(),
 			Actor:             p.Actor,
-			TraceID:           traceIDFrom(ctx),
+			TraceID:           httpapi.TraceIDFrom(ctx),
 			LeaseUntil:        now,
 		}
 		if err := tx.CreateShipOperation(ctx, op); err != nil {
@@ -786,7 +788,7 @@ func (s *Service) handleGetShipOperation(w http.ResponseWriter, r *http.Request,
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, struct {
+	httpapi.WriteJSON(w, http.StatusOK, struct {
 		Data             ShipOperation `json:"data"`
 		AvailableActions []Action      `json:"availableActions"`
 	}{op, op.AvailableActions})
