@@ -62,7 +62,7 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 // the Service's Authenticator for Handler, another for HandlerWith.
 func (s *Service) routes(auth Authenticator) http.Handler {
 	mux := http.NewServeMux()
-	depth := 0 // the most segments of a route, which bounds mountHint's work
+	depth := 0 // the most segments of a route, which bounds httpapi.MountHint's work
 	handle := func(pattern string, scope Scope, h apiHandler) {
 		depth = max(depth, strings.Count(pattern, "/"))
 		mux.Handle(pattern, s.authorize(auth, scope, h, s.cfg.RequestTimeout))
@@ -166,7 +166,7 @@ func (s *Service) storeFailure(ctx, asked context.Context, err error) error {
 }
 
 // unrouted answers requests no route matched: 405 when the path exists
-// under another method, 404 otherwise (see mountHint for depth).
+// under another method, 404 otherwise (see httpapi.MountHint for depth).
 func (s *Service) unrouted(mux *http.ServeMux, depth int) http.Handler {
 	methods := []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -175,7 +175,7 @@ func (s *Service) unrouted(mux *http.ServeMux, depth int) http.Handler {
 			if strings.Count(r.URL.Path, "/") > depth {
 				break // no route has that many segments, under any method
 			}
-			if _, pattern := mux.Handler(probe(r, m, r.URL.Path)); pattern != "/" && pattern != "" {
+			if _, pattern := mux.Handler(httpapi.Probe(r, m, r.URL.Path)); pattern != "/" && pattern != "" {
 				allowed = append(allowed, m)
 			}
 		}
@@ -184,7 +184,7 @@ func (s *Service) unrouted(mux *http.ServeMux, depth int) http.Handler {
 			s.writeError(w, r, fmt.Errorf("%s is not allowed on %s; use %s: %w", r.Method, r.URL.Path, strings.Join(allowed, " or "), httpapi.ErrMethodNotAllowed))
 			return
 		}
-		s.writeError(w, r, fmt.Errorf("no such endpoint: %s %s%s: %w", r.Method, r.URL.Path, mountHint(mux, depth, r), ErrNotFound))
+		s.writeError(w, r, fmt.Errorf("no such endpoint: %s %s%s: %w", r.Method, r.URL.Path, httpapi.MountHint(mux, depth, r), ErrNotFound))
 	})
 }
 

@@ -102,7 +102,7 @@ func (s *Service) guard(mux http.Handler) http.Handler {
 			r.Body = body
 			defer body.GiveUp(w)
 		}
-		if err := unmountedPath(r); err != nil {
+		if err := httpapi.UnmountedPath(r); err != nil {
 			s.writeError(w, r, err)
 			return
 		}

@@ -112,3 +112,27 @@ func WriteError(w http.ResponseWriter, err error, status int, body lifecycletype
 	}
 	WriteJSON(w, status, body)
 }
+
+// NetHTTPErrorBody is the API's error body for an answer net/http writes by
+// itself, with its status code and what net/http said (see package
+// errlisten).
+func NetHTTPErrorBody(code int, detail string) []byte {
+	var obj lifecycletype.ErrorObject
+	switch code {
+	case http.StatusRequestHeaderFieldsTooLarge:
+		obj = lifecycletype.ErrorObject{Code: "payload_too_large", Message: "The request's headers are too large."}
+	case http.StatusNotImplemented:
+		obj = lifecycletype.ErrorObject{Code: "not_implemented", Message: "The request's transfer encoding is not supported."}
+	default:
+		field := "request"
+		if code == http.StatusExpectationFailed {
+			field = "Expect"
+		}
+		if detail == "" {
+			detail = "is malformed"
+		}
+		obj = lifecycletype.ErrorObject{Code: "validation_error", Message: "The request is malformed; error.details.fields says how.",
+			Details: &lifecycletype.ErrorDetails{Fields: []lifecycletype.FieldError{{Field: field, Reason: detail}}}}
+	}
+	return EncodeJSON(lifecycletype.ErrorBody{Error: obj})
+}
