@@ -132,14 +132,14 @@ func DecodeRaw(ctx context.Context, raw []byte, dst any, scan *jsonscan.Limits, 
 		}
 		return ve
 	}
-	return MergeFieldErrors(ve, check())
+	return mergeFieldErrors(ve, check())
 }
 
-// MergeFieldErrors adds the fields of the *ValidationError in more (if it
+// mergeFieldErrors adds the fields of the *ValidationError in more (if it
 // is one) to those of ve, leaving out fields ve already names, in time
 // linear in both, and keeping at most MaxFieldErrors. An error of more
 // that is not a validation error is returned as it is.
-func MergeFieldErrors(ve *lifecycletype.ValidationError, more error) error {
+func mergeFieldErrors(ve *lifecycletype.ValidationError, more error) error {
 	if ve == nil {
 		return more
 	}

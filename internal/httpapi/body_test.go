@@ -53,7 +53,7 @@ func TestDecodeRawMergesTypeFaultsWithTheCheck(t *testing.T) {
 	}
 }
 
-// MergeFieldErrors leaves out fields named twice, keeps at most
+// mergeFieldErrors leaves out fields named twice, keeps at most
 // MaxFieldErrors, and returns an error that is not a validation error
 // as it is.
 func TestMergeFieldErrors(t *testing.T) {
@@ -64,14 +64,14 @@ func TestMergeFieldErrors(t *testing.T) {
 		v.Add(fmt.Sprintf("f%d", i), "bad")
 	}
 	v.Add("a", "again")
-	merged := MergeFieldErrors(ve, v.Err())
+	merged := mergeFieldErrors(ve, v.Err())
 	var out *lifecycletype.ValidationError
 	if !errors.As(merged, &out) || len(out.Fields) != lifecycletype.MaxFieldErrors || !out.Truncated {
 		t.Fatalf("merged = %v, want %d fields, truncated", merged, lifecycletype.MaxFieldErrors)
 	}
 	other := errors.New("store down")
-	if got := MergeFieldErrors(ve, other); got != other {
-		t.Errorf("MergeFieldErrors(ve, %v) = %v, want it as it is", other, got)
+	if got := mergeFieldErrors(ve, other); got != other {
+		t.Errorf("mergeFieldErrors(ve, %v) = %v, want it as it is", other, got)
 	}
 }
 

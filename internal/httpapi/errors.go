@@ -52,7 +52,7 @@ func ErrorResponse(err error) (int, lifecycletype.ErrorBody) {
 		}
 		obj := lifecycletype.ErrorObject{Code: m.code, Message: m.message}
 		if obj.Message == "" {
-			obj.Message = PublicMessage(err)
+			obj.Message = publicMessage(err)
 		}
 		var (
 			ve *lifecycletype.ValidationError
@@ -85,10 +85,10 @@ func ErrorResponse(err error) (int, lifecycletype.ErrorBody) {
 	}}
 }
 
-// PublicMessage turns an error built by package lifecycle into a
+// publicMessage turns an error built by package lifecycle into a
 // sentence for clients: the wrapped sentinel's text is dropped and the
 // first letter raised.
-func PublicMessage(err error) string {
+func publicMessage(err error) string {
 	msg := err.Error()
 	if i := strings.LastIndex(msg, ": "); i > 0 {
 		msg = msg[:i]
