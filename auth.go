@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle/internal/authlimit"
+	"github.com/tasklifecycle/lifecycle/internal/httpapi"
 	"github.com/tasklifecycle/lifecycle/internal/id"
 	"github.com/tasklifecycle/lifecycle/internal/keyauth"
+	"github.com/tasklifecycle/lifecycle/lifecycletype"
 )
 
 // Principal is the authenticated caller of a request.
@@ -213,31 +215,31 @@ type CreateAPIKeyParams struct {
 }
 
 func (p *CreateAPIKeyParams) validate() error {
-	var v validator
+	var v lifecycletype.Validator
 	if p.Name == "" {
-		v.add("name", "is required")
+		v.Add("name", "is required")
 	}
-	v.maxLen("name", p.Name, 100)
+	v.MaxLen("name", p.Name, 100)
 	if len(p.Scopes) == 0 {
-		v.add("scopes", "must list at least one scope")
+		v.Add("scopes", "must list at least one scope")
 	}
 	for i, sc := range p.Scopes {
 		if !sc.Valid() {
-			v.add(fmt.Sprintf("scopes[%d]", i), fmt.Sprintf("%q is not a scope", sc))
+			v.Add(fmt.Sprintf("scopes[%d]", i), fmt.Sprintf("%q is not a scope", sc))
 		}
 	}
 	p.Scopes = slices.Compact(slices.Sorted(slices.Values(p.Scopes)))
 	if p.Actor.ID == "" {
-		v.add("actor.id", "is required")
+		v.Add("actor.id", "is required")
 	}
-	v.maxLen("actor.id", p.Actor.ID, maxAgentIDLen)
+	v.MaxLen("actor.id", p.Actor.ID, maxAgentIDLen)
 	if !p.Actor.Role.Valid() {
-		v.add("actor.role", "must be one of agent, reviewer, user, system")
+		v.Add("actor.role", "must be one of agent, reviewer, user, system")
 	}
 	if p.Plaintext != "" && !keyauth.Valid(p.Plaintext) {
-		v.add("plaintext", "must be lsk_ followed by at least 32 letters or digits")
+		v.Add("plaintext", "must be lsk_ followed by at least 32 letters or digits")
 	}
-	return v.err()
+	return v.Err()
 }
 
 // CreateAPIKey stores a new API key and returns its record and its
@@ -336,7 +338,7 @@ func (s *Service) APIKeys(ctx context.Context) ([]APIKey, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list API keys: %w", err)
 	}
-	return nonNil(keys), nil
+	return httpapi.NonNil(keys), nil
 }
 
 // RevokeAPIKey revokes a key; requests made with it are refused from then
@@ -418,7 +420,7 @@ func (s *Service) apiKeyReplay(scope IdempotencyScope, recorded []byte) ([]byte,
 	if err := json.Unmarshal(opened, &env); err != nil {
 		return nil, fmt.Errorf("decode an answer recorded by an earlier version: %w", err)
 	}
-	return encodeJSON(env.replay()), nil
+	return httpapi.EncodeJSON(env.replay()), nil
 }
 
 // handleCreateAPIKey creates a key within the rules of package keyauth. With an
@@ -444,14 +446,14 @@ func (s *Service) handleCreateAPIKey(w http.ResponseWriter, r *http.Request, p *
 				return err
 			})
 	}
-	if err := decodeAndCheck(w, r, &params, false, check); err != nil {
+	if err := httpapi.DecodeAndCheck(w, r, &params, false, check); err != nil {
 		return err
 	}
 	key, plaintext, err := s.createAPIKey(r.Context(), params, nil)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, createdAPIKeyEnvelope{Data: createdAPIKey{key, &plaintext}})
+	httpapi.WriteJSON(w, http.StatusCreated, createdAPIKeyEnvelope{Data: createdAPIKey{key, &plaintext}})
 	return nil
 }
 
@@ -460,7 +462,7 @@ func (s *Service) handleListAPIKeys(w http.ResponseWriter, r *http.Request, p *P
 	if err != nil {
 		return err
 	}
-	writeData(w, http.StatusOK, keys)
+	httpapi.WriteData(w, http.StatusOK, keys)
 	return nil
 }
 

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+
+	"github.com/tasklifecycle/lifecycle/internal/httpapi"
+	"github.com/tasklifecycle/lifecycle/lifecycletype"
 )
 
 // RecordBlockerParams records why an agent cannot go on without a user.
@@ -31,18 +34,18 @@ type RecordBlockerParams struct {
 var reasonCodeRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]*$`)
 
 func (p *RecordBlockerParams) validate() error {
-	var v validator
+	var v lifecycletype.Validator
 	if !reasonCodeRE.MatchString(p.Reason) {
-		v.add("reason", "is required: a code of lower-case letters, digits, '_', '.' or '-'")
+		v.Add("reason", "is required: a code of lower-case letters, digits, '_', '.' or '-'")
 	}
-	v.maxLen("reason", p.Reason, 100)
+	v.MaxLen("reason", p.Reason, 100)
 	if p.ActionRequired == "" {
-		v.add("actionRequired", "is required")
+		v.Add("actionRequired", "is required")
 	}
-	v.maxLen("actionRequired", p.ActionRequired, maxReasonLen)
-	v.maxLen("resumeInstructions", p.ResumeInstructions, maxReasonLen)
-	v.maxLen("sourceRunId", p.SourceRunID, maxAgentIDLen)
-	return v.err()
+	v.MaxLen("actionRequired", p.ActionRequired, maxReasonLen)
+	v.MaxLen("resumeInstructions", p.ResumeInstructions, maxReasonLen)
+	v.MaxLen("sourceRunId", p.SourceRunID, maxAgentIDLen)
+	return v.Err()
 }
 
 // RecordBlocker blocks an in-progress task on a user's action and emits
@@ -89,9 +92,9 @@ type ResolveBlockerParams struct {
 // blocker and emits task.updated. It returns a *ConflictError when the
 // task is not blocked.
 func (s *Service) ResolveBlocker(ctx context.Context, taskID string, p ResolveBlockerParams) (Task, error) {
-	var v validator
-	v.maxLen("resolution", p.Resolution, maxReasonLen)
-	if err := v.err(); err != nil {
+	var v lifecycletype.Validator
+	v.MaxLen("resolution", p.Resolution, maxReasonLen)
+	if err := v.Err(); err != nil {
 		return Task{}, err
 	}
 	return s.taskOnce(ctx, p.Actor, resolveRoute, taskID, p.IdempotencyKey, p, func(ctx context.Context, record recordFunc) (Task, error) {
@@ -111,11 +114,11 @@ func (s *Service) ResolveBlocker(ctx context.Context, taskID string, p ResolveBl
 
 func (s *Service) handleRecordBlocker(w http.ResponseWriter, r *http.Request, p *Principal) error {
 	var params RecordBlockerParams
-	if err := decodeAndCheck(w, r, &params, false, params.validate); err != nil {
+	if err := httpapi.DecodeAndCheck(w, r, &params, false, params.validate); err != nil {
 		return err
 	}
 	params.Actor = p.Actor
-	t, err := s.RecordBlocker(requestContext(r), r.PathValue("id"), params)
+	t, err := s.RecordBlocker(httpapi.RequestContext(r), r.PathValue("id"), params)
 	if err != nil {
 		return err
 	}
@@ -124,11 +127,11 @@ func (s *Service) handleRecordBlocker(w http.ResponseWriter, r *http.Request, p 
 
 func (s *Service) handleResolveBlocker(w http.ResponseWriter, r *http.Request, p *Principal) error {
 	var params ResolveBlockerParams
-	if err := decodeJSON(w, r, &params, true); err != nil {
+	if err := httpapi.DecodeJSON(w, r, &params, true); err != nil {
 		return err
 	}
 	params.Actor = p.Actor
-	t, err := s.ResolveBlocker(requestContext(r), r.PathValue("id"), params)
+	t, err := s.ResolveBlocker(httpapi.RequestContext(r), r.PathValue("id"), params)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+
+	"github.com/tasklifecycle/lifecycle/internal/httpapi"
+	"github.com/tasklifecycle/lifecycle/lifecycletype"
 )
 
 // overallOf combines checks: failed if any failed; else running if any is
@@ -82,7 +85,7 @@ func (s *Service) CIStatus(ctx context.Context, taskID string) (CIStatus, []Acti
 // ciStatusOf returns the CI state of t's head commit: its stored facts and
 // checks.
 func (s *Service) ciStatusOf(ctx context.Context, t *Task) (CIStatus, error) {
-	st := CIStatus{Overall: t.CI(), HeadSHA: t.HeadSHA, Checks: []Check{}, CheckedAt: t.Facts.CICheckedAt, Stale: nonNil(t.Facts.StaleChecks)}
+	st := CIStatus{Overall: t.CI(), HeadSHA: t.HeadSHA, Checks: []Check{}, CheckedAt: t.Facts.CICheckedAt, Stale: httpapi.NonNil(t.Facts.StaleChecks)}
 	if t.HeadSHA == nil {
 		return st, nil
 	}
@@ -94,7 +97,7 @@ func (s *Service) ciStatusOf(ctx context.Context, t *Task) (CIStatus, error) {
 	if err != nil {
 		return CIStatus{}, fmt.Errorf("checks of task %s: %w", t.ID, err)
 	}
-	st.Checks = nonNil(stored)
+	st.Checks = httpapi.NonNil(stored)
 	return st, nil
 }
 
@@ -115,33 +118,33 @@ var shaRE = regexp.MustCompile(`^[0-9a-fA-F]{40}$`)
 const maxChecks = 100
 
 func (p *ReportChecksParams) validate() error {
-	var v validator
+	var v lifecycletype.Validator
 	if !shaRE.MatchString(p.HeadSHA) {
-		v.add("headSha", "must be a full 40-character hex commit SHA")
+		v.Add("headSha", "must be a full 40-character hex commit SHA")
 	}
 	if len(p.Checks) == 0 {
-		v.add("checks", "must list at least one check")
+		v.Add("checks", "must list at least one check")
 	}
 	if len(p.Checks) > maxChecks {
-		v.add("checks", fmt.Sprintf("at most %d entries", maxChecks))
+		v.Add("checks", fmt.Sprintf("at most %d entries", maxChecks))
 	}
 	for i, c := range p.Checks {
 		validateCheck(&v, fmt.Sprintf("checks[%d]", i), c.Name, c.Status)
 		if c.URL != "" && !validURL(c.URL) {
-			v.add(fmt.Sprintf("checks[%d].url", i), "must be an absolute http or https URL")
+			v.Add(fmt.Sprintf("checks[%d].url", i), "must be an absolute http or https URL")
 		}
 	}
-	return v.err()
+	return v.Err()
 }
 
 // validateCheck checks the name and status of one check.
-func validateCheck(v *validator, field, name string, st CheckStatus) {
+func validateCheck(v *lifecycletype.Validator, field, name string, st CheckStatus) {
 	if name == "" {
-		v.add(field+".name", "is required")
+		v.Add(field+".name", "is required")
 	}
-	v.maxLen(field+".name", name, 200)
+	v.MaxLen(field+".name", name, 200)
 	if !st.Valid() {
-		v.add(field+".status", "must be one of passed, failed, running, skipped")
+		v.Add(field+".status", "must be one of passed, failed, running, skipped")
 	}
 }
 
@@ -204,20 +207,20 @@ func (s *Service) handleCIStatus(w http.ResponseWriter, r *http.Request, p *Prin
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, ciEnvelope{st, acts})
+	httpapi.WriteJSON(w, http.StatusOK, ciEnvelope{st, acts})
 	return nil
 }
 
 func (s *Service) handleReportChecks(w http.ResponseWriter, r *http.Request, p *Principal) error {
 	var params ReportChecksParams
-	if err := decodeAndCheck(w, r, &params, false, params.validate); err != nil {
+	if err := httpapi.DecodeAndCheck(w, r, &params, false, params.validate); err != nil {
 		return err
 	}
 	params.Actor = p.Actor
-	st, acts, err := s.ReportChecks(requestContext(r), r.PathValue("id"), params)
+	st, acts, err := s.ReportChecks(httpapi.RequestContext(r), r.PathValue("id"), params)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, ciEnvelope{st, acts})
+	httpapi.WriteJSON(w, http.StatusOK, ciEnvelope{st, acts})
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/tasklifecycle/lifecycle/internal/httpapi"
 	"github.com/tasklifecycle/lifecycle/internal/id"
 	"github.com/tasklifecycle/lifecycle/internal/telemetry"
 	"go.opentelemetry.io/otel/trace"
@@ -181,7 +182,7 @@ func (s *Service) appendTaskEvent(ctx context.Context, tx Tx, ev taskEvent, befo
 		TaskIdentifier:   after.Identifier,
 		Status:           after.Status,
 		Summary:          ev.summary,
-		AvailableActions: nonNil(after.AvailableActions),
+		AvailableActions: httpapi.NonNil(after.AvailableActions),
 		Links:            EventLinks{Task: s.link("/tasks/" + after.ID)},
 	}
 	var prev *Status
@@ -221,7 +222,7 @@ func (s *Service) appendTaskEvent(ctx context.Context, tx Tx, ev taskEvent, befo
 		Type:        ev.typ,
 		OccurredAt:  after.UpdatedAt,
 		TaskVersion: after.Version,
-		TraceID:     traceIDFrom(ctx),
+		TraceID:     httpapi.TraceIDFrom(ctx),
 		Data:        raw,
 		TaskID:      after.ID,
 		Project:     after.Project(),

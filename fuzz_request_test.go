@@ -13,8 +13,10 @@ import (
 
 	"time"
 
+	"github.com/tasklifecycle/lifecycle/internal/httpapi"
 	"github.com/tasklifecycle/lifecycle/internal/jsonscan"
 	"github.com/tasklifecycle/lifecycle/internal/webhooksend"
+	"github.com/tasklifecycle/lifecycle/lifecycletype"
 )
 
 // fuzzDecoder fuzzes the decoding and checking of one request body as the
@@ -34,7 +36,7 @@ func fuzzDecoder[T any](f *testing.F, allowEmpty bool, check func(*T) error, see
 			chk = func() error { return check(&p) }
 		}
 		start := time.Now()
-		err := decodeRaw(context.Background(), raw, &p, allowEmpty, chk)
+		err := httpapi.DecodeRaw(context.Background(), raw, &p, &scanLimits, allowEmpty, chk)
 		if d := time.Since(start); d > time.Second {
 			t.Fatalf("%d bytes took %s", len(raw), d)
 		}
@@ -43,7 +45,7 @@ func fuzzDecoder[T any](f *testing.F, allowEmpty bool, check func(*T) error, see
 			if !errors.As(err, &ve) {
 				t.Fatalf("%q: a refusal that is not a validation error: %v", raw, err)
 			}
-			if len(ve.Fields) == 0 || len(ve.Fields) > maxFieldErrors {
+			if len(ve.Fields) == 0 || len(ve.Fields) > lifecycletype.MaxFieldErrors {
 				t.Fatalf("%q: %d field errors", raw, len(ve.Fields))
 			}
 			return
@@ -130,7 +132,7 @@ func FuzzAPIKeyRequest(f *testing.F) {
 	admin := Principal{ID: "key_a", Actor: Actor{ID: "ops", Role: RoleUser}, Scopes: []Scope{ScopeKeysAdmin, ScopeTasksRead}}
 	fuzzDecoder(f, false, func(p *CreateAPIKeyParams) error {
 		if err := admin.checkGrant(p); err != nil {
-			return invalid("scopes", err.Error()) // the handler answers 403; here any refusal must be an error
+			return lifecycletype.Invalid("scopes", err.Error()) // the handler answers 403; here any refusal must be an error
 		}
 		return p.validate()
 	}, `{"name":"web agent","scopes":["tasks:read"],"actor":{"id":"agent-web","role":"agent"}}`,
@@ -154,9 +156,9 @@ func FuzzListCursor(f *testing.F) {
 		r := httptest.NewRequest("GET", "/event-subscriptions?"+url.Values{"cursor": {cursor}, "limit": {limit}}.Encode(), nil)
 		p, err := listParams(r)
 		if err == nil {
-			var v validator
+			var v lifecycletype.Validator
 			p.check(&v)
-			err = v.err()
+			err = v.Err()
 		}
 		if err != nil && !errors.Is(err, ErrValidation) {
 			t.Fatalf("%q %q: %v", cursor, limit, err)

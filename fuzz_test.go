@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/tasklifecycle/lifecycle/internal/httpapi"
 	"github.com/tasklifecycle/lifecycle/internal/idemkey"
 )
 
@@ -26,7 +27,7 @@ func FuzzSubmitRequest(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		var p SubmitParams
-		err := decodeStrict(raw, &p)
+		err := httpapi.DecodeStrict(raw, &p, &scanLimits)
 		if err == nil {
 			err = p.validate()
 		}

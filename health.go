@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"github.com/tasklifecycle/lifecycle/internal/httpapi"
 )
 
 // Health is the body of GET /healthz and GET /readyz.
@@ -25,7 +27,7 @@ const readyTimeout = 2 * time.Second
 // and serves requests.
 func handleHealthz(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusOK, Health{Status: "ok"})
+	httpapi.WriteJSON(w, http.StatusOK, Health{Status: "ok"})
 }
 
 // handleReadyz answers GET /readyz, without a key: 200 when the Service
@@ -38,9 +40,9 @@ func (s *Service) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	status := http.StatusOK
 	if h.Status != "ready" {
 		status = http.StatusServiceUnavailable
-		w.Header().Set("Retry-After", storeRetryAfter)
+		w.Header().Set("Retry-After", httpapi.StoreRetryAfter)
 	}
-	writeJSON(w, status, h)
+	httpapi.WriteJSON(w, status, h)
 }
 
 // Health reports whether the Service can do its work, for hosts with

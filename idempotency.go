@@ -9,7 +9,9 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/tasklifecycle/lifecycle/internal/httpapi"
 	"github.com/tasklifecycle/lifecycle/internal/idemkey"
+	"github.com/tasklifecycle/lifecycle/lifecycletype"
 )
 
 // idempotencyKey reads and checks the Idempotency-Key header: 8 to 128
@@ -17,7 +19,7 @@ import (
 func idempotencyKey(r *http.Request) (string, error) {
 	key := r.Header.Get("Idempotency-Key")
 	if key == "" {
-		return "", invalid("Idempotency-Key", "header is required: 8 to 128 characters")
+		return "", lifecycletype.Invalid("Idempotency-Key", "header is required: 8 to 128 characters")
 	}
 	return key, checkIdempotencyKey(key, "Idempotency-Key")
 }
@@ -26,7 +28,7 @@ func idempotencyKey(r *http.Request) (string, error) {
 // field when it is wrong.
 func checkIdempotencyKey(key, field string) error {
 	if reason := idemkey.Check(key); reason != "" {
-		return invalid(field, reason)
+		return lifecycletype.Invalid(field, reason)
 	}
 	return nil
 }
@@ -206,20 +208,20 @@ var errKeepRecord = errors.New("idempotency record kept as it is")
 // writeReplay answers with a recorded response, byte for byte.
 func writeReplay(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Idempotent-Replayed", "true")
-	writeRaw(w, status, body)
+	httpapi.WriteRaw(w, status, body)
 }
 
 // idempotentRequest reads what an idempotent handler needs: the key, and
-// the request body, decoded into dst by decodeAndCheck, with its
+// the request body, decoded into dst by httpapi.DecodeAndCheck, with its
 // fingerprint.
 func idempotentRequest(w http.ResponseWriter, r *http.Request, p *Principal, route, resourceID string, dst any, check func() error) (IdempotencyScope, []byte, error) {
 	key, keyErr := idempotencyKey(r)
-	raw, release, err := readBody(w, r)
+	raw, release, err := httpapi.ReadBody(w, r)
 	if err != nil {
 		return IdempotencyScope{}, nil, err
 	}
 	defer release()
-	err = decodeRaw(r.Context(), raw, dst, false, check)
+	err = httpapi.DecodeRaw(r.Context(), raw, dst, &scanLimits, false, check)
 	if keyErr != nil {
 		var ve *ValidationError
 		if errors.As(err, &ve) {
@@ -233,7 +235,7 @@ func idempotentRequest(w http.ResponseWriter, r *http.Request, p *Principal, rou
 	}
 	canonical, err := idemkey.Canonical(raw)
 	if err != nil {
-		return IdempotencyScope{}, nil, invalid("body", "is not valid JSON")
+		return IdempotencyScope{}, nil, lifecycletype.Invalid("body", "is not valid JSON")
 	}
 	scope := IdempotencyScope{PrincipalID: p.ID, Method: r.Method, Route: route, ResourceID: resourceID, Key: key}
 	return scope, idemkey.Fingerprint(r.Method, route, canonical), nil
@@ -278,7 +280,7 @@ func (s *Service) serveIdempotent(w http.ResponseWriter, r *http.Request, p *Pri
 	if err != nil {
 		return err
 	}
-	ctx := requestContext(r)
+	ctx := httpapi.RequestContext(r)
 	if req.lockTask != "" {
 		unlock, err := s.taskLocks.lock(ctx, req.lockTask)
 		if err != nil {
@@ -302,7 +304,7 @@ func (s *Service) serveIdempotent(w http.ResponseWriter, r *http.Request, p *Pri
 		writeReplay(w, replayed.StatusCode, body)
 		return nil
 	}
-	writeRaw(w, req.status, body)
+	httpapi.WriteRaw(w, req.status, body)
 	return nil
 }
 
@@ -334,10 +336,10 @@ func (s *Service) runIdempotent(ctx context.Context, scope IdempotencyScope, fp 
 	}
 	defer s.inflight.Done(scope)
 	err = run(ctx, func(tx Tx, v any) error {
-		body = encodeJSON(v)
+		body = httpapi.EncodeJSON(v)
 		kept := body
 		if keep != nil {
-			kept = encodeJSON(keep(v))
+			kept = httpapi.EncodeJSON(keep(v))
 		}
 		return call.record(ctx, tx, status, kept)
 	})

@@ -1,24 +1,14 @@
 package lifecycle
 
 import (
+	"github.com/tasklifecycle/lifecycle/internal/httpapi"
 	"github.com/tasklifecycle/lifecycle/internal/jsonscan"
 	"github.com/tasklifecycle/lifecycle/lifecycletype"
 )
 
-// Limits that hold for every request body, checked in one pass over its
-// bytes before it is decoded, so that no body makes decoding or validation
-// do more work than its size allows.
-const (
-	// maxBodyDepth is how deeply a body may nest objects and arrays; no
-	// request of the API needs more than four levels.
-	maxBodyDepth = 32
-	// maxArrayEntries bounds every array of a request body that
-	// arrayLimits does not name: no array of the API takes more.
-	maxArrayEntries = 100
-	// maxEventTypeEntries bounds the eventTypes of a subscription: there
-	// are four event types.
-	maxEventTypeEntries = 4
-)
+// maxEventTypeEntries bounds the eventTypes of a subscription: there are
+// four event types.
+const maxEventTypeEntries = 4
 
 // arrayLimits are the most entries of the arrays of request bodies, by
 // JSON path without indices; the validation of each request checks the
@@ -35,10 +25,12 @@ var arrayLimits = map[string]int{
 }
 
 // scanLimits are the limits every request body is checked against, in
-// one pass over its bytes before it is decoded (see jsonscan.Decode).
+// one pass over its bytes before it is decoded (see jsonscan.Decode), so
+// that no body makes decoding or validation do more work than its size
+// allows.
 var scanLimits = jsonscan.Limits{
-	MaxDepth: maxBodyDepth,
-	MaxArray: maxArrayEntries,
+	MaxDepth: httpapi.MaxBodyDepth,
+	MaxArray: httpapi.MaxArrayEntries, // no array of the API takes more
 	Arrays:   arrayLimits,
 	MinArray: maxEventTypeEntries, // the smallest of arrayLimits
 }

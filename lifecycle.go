@@ -16,6 +16,7 @@ import (
 
 	"github.com/tasklifecycle/lifecycle/internal/backoff"
 	"github.com/tasklifecycle/lifecycle/internal/broker"
+	"github.com/tasklifecycle/lifecycle/internal/httpapi"
 	"github.com/tasklifecycle/lifecycle/internal/httpin"
 	"github.com/tasklifecycle/lifecycle/internal/id"
 	"github.com/tasklifecycle/lifecycle/internal/keyauth"
@@ -593,6 +594,8 @@ type Service struct {
 
 	reconcile *reconcile.Reconciler[observation] // reads hosts for tasks in review
 
+	bodies httpapi.Limits // what request bodies are read and decoded within
+
 	mu      sync.Mutex
 	started bool
 	closed  bool
@@ -680,6 +683,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.MaxDecodingBytes > 0 {
 		s.decoding = httpin.NewBudget(cfg.MaxDecodingBytes)
 	}
+	s.bodies = s.bodyLimits()
 	s.tasks = newTaskCache(s.caps.revisions, cfg.TaskCacheBytes)
 	s.handler = s.routes(s.auth)
 	return s, nil

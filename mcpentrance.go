@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"sync"
 
-	"github.com/tasklifecycle/lifecycle/internal/httpin"
+	"github.com/tasklifecycle/lifecycle/internal/httpapi"
 )
 
 // This file gives a host that serves another protocol beside the API
@@ -26,7 +26,7 @@ import (
 // caller must call release once, when it no longer needs the body
 // decoded; until then its share of the budget is held.
 func (s *Service) ReadBody(w http.ResponseWriter, r *http.Request) (raw []byte, release func(), err error) {
-	return readBodyWith(w, r, httpin.Limits{Max: maxBodyBytes, Budget: s.decoding, BudgetWait: decodingWait, Timeout: s.cfg.BodyReadTimeout})
+	return httpapi.ReadBodyWith(w, r, s.bodies.Read)
 }
 
 // Hold is something of a principal that outlasts one request (a session

@@ -11,8 +11,8 @@ import (
 // BenchmarkUnknownPath measures the unauthenticated answer to GET /x/x/...
 // by its number of segments: 30,000 is 60 KB, under the demo's 64 KiB
 // header limit; 500,000 is about net/http's default 1 MiB. The time per
-// segment must stay flat (linear work); before the bound on mountHint, the
-// 30,000-segment path cost 4.4 s.
+// segment must stay flat (linear work); before the bound on
+// httpapi.MountHint, the 30,000-segment path cost 4.4 s.
 func BenchmarkUnknownPath(b *testing.B) {
 	e := newBenchEnv(b)
 	for _, n := range []int{3000, 30000, 500000} {

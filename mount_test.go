@@ -90,8 +90,9 @@ func TestServingWithoutStartWarns(t *testing.T) {
 // a few milliseconds (under 250 ms on a loaded machine), and a known route
 // at its end is still named in the hint.
 // Not parallel, and the best of three tries counts, so that a noisy machine
-// under -race does not fail it; before mountHint was bounded, the router
-// ran once per segment over the rest of the path and this took seconds.
+// under -race does not fail it; before httpapi.MountHint was bounded, the
+// router ran once per segment over the rest of the path and this took
+// seconds.
 func TestLongUnknownPathsAreCheap(t *testing.T) {
 	e := newEnv(t)
 	long := strings.Repeat("/x", 30000)

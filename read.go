@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+
+	"github.com/tasklifecycle/lifecycle/internal/httpapi"
 )
 
 // This file holds reads for hosts that build views of their own on the
@@ -21,7 +23,7 @@ func (s *Service) Submissions(ctx context.Context, taskID string) ([]Submission,
 	if err != nil {
 		return nil, fmt.Errorf("read the submissions of %s: %w", taskID, err)
 	}
-	return nonNil(subs), nil
+	return httpapi.NonNil(subs), nil
 }
 
 // Reviews returns the reviews posted on a submission, oldest first; an
@@ -31,7 +33,7 @@ func (s *Service) Reviews(ctx context.Context, submissionID string) ([]Review, e
 	if err != nil {
 		return nil, fmt.Errorf("read the reviews of %s: %w", submissionID, err)
 	}
-	return nonNil(reviews), nil
+	return httpapi.NonNil(reviews), nil
 }
 
 // ShipOperations returns every ship operation of a task, oldest first. It
@@ -44,7 +46,7 @@ func (s *Service) ShipOperations(ctx context.Context, taskID string) ([]ShipOper
 	if err != nil {
 		return nil, fmt.Errorf("read the ship operations of %s: %w", taskID, err)
 	}
-	return nonNil(ops), nil
+	return httpapi.NonNil(ops), nil
 }
 
 // TaskEvents returns up to limit events of a task that are still stored
@@ -59,7 +61,7 @@ func (s *Service) TaskEvents(ctx context.Context, taskID string, limit int) ([]E
 	if err != nil {
 		return nil, fmt.Errorf("read the events of %s: %w", taskID, err)
 	}
-	return nonNil(evs), nil
+	return httpapi.NonNil(evs), nil
 }
 
 // LastEventID returns the ID of the last committed event, or "" when

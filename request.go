@@ -1,13 +1,13 @@
 package lifecycle
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"runtime/debug"
 	"time"
 
+	"github.com/tasklifecycle/lifecycle/internal/httpapi"
 	"github.com/tasklifecycle/lifecycle/internal/httpin"
 )
 
@@ -32,48 +32,20 @@ func (c *Config) requestDefaults() {
 
 // validateRequests checks the request limits of c.
 func (c *Config) validateRequests() error {
-	if c.MaxDecodingBytes > 0 && c.MaxDecodingBytes < maxBodyBytes {
-		return fmt.Errorf("lifecycle: Config.MaxDecodingBytes %d is less than one body of 1 MiB (%d); raise it, or make it negative to lift the bound", c.MaxDecodingBytes, maxBodyBytes)
+	if c.MaxDecodingBytes > 0 && c.MaxDecodingBytes < httpapi.MaxBodyBytes {
+		return fmt.Errorf("lifecycle: Config.MaxDecodingBytes %d is less than one body of 1 MiB (%d); raise it, or make it negative to lift the bound", c.MaxDecodingBytes, httpapi.MaxBodyBytes)
 	}
 	return nil
 }
 
-// serviceKey is the context key under which the handler passes its
-// Service to readBody.
-type serviceKey struct{}
-
-// readBody reads the request body, at most 1 MiB: a larger Content-Length
-// is refused with 413 before anything is read. Under a Service's handler
-// it first takes the body's share of Config.MaxDecodingBytes, and reads
-// under Config.BodyReadTimeout (408 when the body is late). On success the
-// caller must call release once it no longer needs the body decoded.
-func readBody(w http.ResponseWriter, r *http.Request) (raw []byte, release func(), err error) {
-	limits := httpin.Limits{Max: maxBodyBytes}
-	if s, _ := r.Context().Value(serviceKey{}).(*Service); s != nil {
-		limits.Budget, limits.BudgetWait, limits.Timeout = s.decoding, decodingWait, s.cfg.BodyReadTimeout
+// bodyLimits returns the limits of the API's request bodies: at most
+// 1 MiB, read within a share of Config.MaxDecodingBytes and under
+// Config.BodyReadTimeout, and within scanLimits.
+func (s *Service) bodyLimits() httpapi.Limits {
+	return httpapi.Limits{
+		Read: httpin.Limits{Max: httpapi.MaxBodyBytes, Budget: s.decoding, BudgetWait: decodingWait, Timeout: s.cfg.BodyReadTimeout},
+		Scan: &scanLimits,
 	}
-	return readBodyWith(w, r, limits)
-}
-
-// readBodyWith reads the request body within limits (see httpin.Read),
-// with the API's errors: a body over limits.Max is refused with 413, one
-// still arriving after limits.Timeout with 408, and one that finds the
-// budget used up with 429. On success the caller must call release once
-// it no longer needs the body decoded.
-func readBodyWith(w http.ResponseWriter, r *http.Request, limits httpin.Limits) (raw []byte, release func(), err error) {
-	raw, release, err = httpin.Read(w, r, limits)
-	switch {
-	case err == nil:
-	case errors.Is(err, httpin.ErrTooLarge):
-		err = fmt.Errorf("the request body exceeds %d bytes: %w", limits.Max, ErrPayloadTooLarge)
-	case errors.Is(err, httpin.ErrTimeout):
-		err = fmt.Errorf("the request body did not arrive within %s: %w", limits.Timeout, ErrRequestTimeout)
-	case errors.Is(err, httpin.ErrBusy):
-		err = &RateLimitError{RetryAfterSeconds: 1, Message: "The server is reading too many large request bodies at once; retry in a second"}
-	case errors.Is(err, httpin.ErrUnreadable):
-		err = invalid("body", "could not be read")
-	}
-	return raw, release, err
 }
 
 // DecodeBody reads the request body and decodes one JSON object from it
@@ -91,11 +63,11 @@ func (s *Service) DecodeBody(w http.ResponseWriter, r *http.Request, dst any, ma
 	if t := s.cfg.BodyReadTimeout; t > 0 && (timeout <= 0 || t < timeout) {
 		timeout = t
 	}
-	raw, _, err := readBodyWith(w, r, httpin.Limits{Max: maxBytes, Timeout: timeout})
+	raw, _, err := httpapi.ReadBodyWith(w, r, httpin.Limits{Max: maxBytes, Timeout: timeout})
 	if err != nil {
 		return err
 	}
-	return decodeRaw(r.Context(), raw, dst, false, nil)
+	return httpapi.DecodeRaw(r.Context(), raw, dst, &scanLimits, false, nil)
 }
 
 // Guard wraps a handler as the API's routes are wrapped, for a host that
@@ -121,8 +93,8 @@ func (s *Service) guard(mux http.Handler) http.Handler {
 				panic(v)
 			}
 			s.log.ErrorContext(r.Context(), "request handler panicked", "method", r.Method, "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
-			status, body := errorResponse(errors.New("panic"))
-			writeJSON(w, status, body)
+			status, body := httpapi.ErrorResponse(errors.New("panic"))
+			httpapi.WriteJSON(w, status, body)
 		}()
 		started.check(s, r)
 		if r.ContentLength > 0 || len(r.TransferEncoding) > 0 { // a body was declared
@@ -130,7 +102,7 @@ func (s *Service) guard(mux http.Handler) http.Handler {
 			r.Body = body
 			defer body.GiveUp(w)
 		}
-		if err := unmountedPath(r); err != nil {
+		if err := httpapi.UnmountedPath(r); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
@@ -143,9 +115,4 @@ func (s *Service) guard(mux http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.tel.Instrument(w, r, guarded)
 	})
-}
-
-// contextWithService returns ctx carrying s for readBody.
-func contextWithService(ctx context.Context, s *Service) context.Context {
-	return context.WithValue(ctx, serviceKey{}, s)
 }

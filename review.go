@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"slices"
 
+	"github.com/tasklifecycle/lifecycle/internal/httpapi"
 	"github.com/tasklifecycle/lifecycle/internal/id"
+	"github.com/tasklifecycle/lifecycle/lifecycletype"
 )
 
 // decide returns the decision the reviews of a submission reach under
@@ -163,12 +165,12 @@ type PostReviewParams struct {
 const maxReviewBodyLen = 10000
 
 func (p *PostReviewParams) validate() error {
-	var v validator
+	var v lifecycletype.Validator
 	if !p.Outcome.Valid() {
-		v.add("outcome", "must be one of approved, changes_requested, commented")
+		v.Add("outcome", "must be one of approved, changes_requested, commented")
 	}
-	v.maxLen("body", p.Body, maxReviewBodyLen)
-	return v.err()
+	v.MaxLen("body", p.Body, maxReviewBodyLen)
+	return v.Err()
 }
 
 // PostReview records a review of a task's latest submission, updates the
@@ -229,21 +231,21 @@ func (s *Service) ReviewFeedback(ctx context.Context, taskID string) (ReviewFeed
 	if err != nil {
 		return ReviewFeedback{}, nil, fmt.Errorf("reviews of task %s: %w", t.ID, err)
 	}
-	fb.Reviews = nonNil(reviews)
+	fb.Reviews = httpapi.NonNil(reviews)
 	return fb, t.AvailableActions, nil
 }
 
 func (s *Service) handlePostReview(w http.ResponseWriter, r *http.Request, p *Principal) error {
 	var params PostReviewParams
-	if err := decodeAndCheck(w, r, &params, false, params.validate); err != nil {
+	if err := httpapi.DecodeAndCheck(w, r, &params, false, params.validate); err != nil {
 		return err
 	}
 	params.Reviewer = p.Actor
-	review, acts, err := s.PostReview(requestContext(r), r.PathValue("id"), params)
+	review, acts, err := s.PostReview(httpapi.RequestContext(r), r.PathValue("id"), params)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, struct {
+	httpapi.WriteJSON(w, http.StatusCreated, struct {
 		Data             Review   `json:"data"`
 		AvailableActions []Action `json:"availableActions"`
 	}{review, acts})
@@ -255,7 +257,7 @@ func (s *Service) handleReviewFeedback(w http.ResponseWriter, r *http.Request, p
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, struct {
+	httpapi.WriteJSON(w, http.StatusOK, struct {
 		Data             ReviewFeedback `json:"data"`
 		AvailableActions []Action       `json:"availableActions"`
 	}{fb, acts})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/tasklifecycle/lifecycle/internal/httpapi"
 	"github.com/tasklifecycle/lifecycle/internal/keyauth"
 )
 
@@ -41,5 +42,5 @@ func (s *Service) authenticate(auth Authenticator, r *http.Request) (Principal, 
 // text never reaches the body (log it).
 func (s *Service) APIError(err error) (status int, body ErrorBody) {
 	ctx := context.Background()
-	return errorResponse(s.storeFailure(ctx, ctx, err))
+	return httpapi.ErrorResponse(s.storeFailure(ctx, ctx, err))
 }

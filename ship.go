@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/tasklifecycle/lifecycle/internal/httpapi"
 	"github.com/tasklifecycle/lifecycle/internal/id"
 	"github.com/tasklifecycle/lifecycle/internal/shiprun"
 	"github.com/tasklifecycle/lifecycle/lifecycletype"
@@ -42,17 +43,17 @@ type ShipParams struct {
 }
 
 func (p *ShipParams) validate() error {
-	var v validator
+	var v lifecycletype.Validator
 	if !p.Mode.Valid() {
-		v.add("mode", "is required: merge_only or merge_and_deploy")
+		v.Add("mode", "is required: merge_only or merge_and_deploy")
 	}
 	if !p.TargetEnvironment.Valid() {
-		v.add("targetEnvironment", "is required: staging or production")
+		v.Add("targetEnvironment", "is required: staging or production")
 	}
 	if !shaRE.MatchString(p.ExpectedHeadSHA) {
-		v.add("expectedHeadSha", "must be a full 40-character hex commit SHA")
+		v.Add("expectedHeadSha", "must be a full 40-character hex commit SHA")
 	}
-	return v.err()
+	return v.Err()
 }
 
 // Ship accepts a ship of a task: when `ship` is available, CI passed, the
@@ -113,7 +114,7 @@ func (s *Service) ship(ctx context.Context, taskID string, p ShipParams, onCommi
 			SubmissionMode:    t.SubmissionMode,
 			PullRequest:       t.PullRequestRef(),
 			Actor:             p.Actor,
-			TraceID:           traceIDFrom(ctx),
+			TraceID:           httpapi.TraceIDFrom(ctx),
 			LeaseUntil:        now,
 		}
 		if err := tx.CreateShipOperation(ctx, op); err != nil {
@@ -295,7 +296,7 @@ func (s *Service) handleGetShipOperation(w http.ResponseWriter, r *http.Request,
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, struct {
+	httpapi.WriteJSON(w, http.StatusOK, struct {
 		Data             ShipOperation `json:"data"`
 		AvailableActions []Action      `json:"availableActions"`
 	}{op, op.AvailableActions})

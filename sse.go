@@ -16,6 +16,7 @@ import (
 	"github.com/tasklifecycle/lifecycle/internal/fanout"
 	"github.com/tasklifecycle/lifecycle/internal/id"
 	"github.com/tasklifecycle/lifecycle/internal/sse"
+	"github.com/tasklifecycle/lifecycle/lifecycletype"
 )
 
 // Limits and constants of the event stream (GET /task-events/stream).
@@ -66,7 +67,7 @@ type streamParams struct {
 func parseStreamParams(r *http.Request) (streamParams, error) {
 	q := r.URL.Query()
 	p := streamParams{heartbeat: defaultHeartbeat * time.Second}
-	var v validator
+	var v lifecycletype.Validator
 	if vals, ok := q["eventTypes"]; ok {
 		var unknown []string
 		empty := false
@@ -84,14 +85,14 @@ func parseStreamParams(r *http.Request) (streamParams, error) {
 		allowed := "task.updated, task.reviewed, task.shipped or task.awaiting_user"
 		switch {
 		case len(unknown) > 0:
-			v.add("eventTypes", fmt.Sprintf("unknown event type %s; allowed: %s", strings.Join(unknown, ", "), allowed))
+			v.Add("eventTypes", fmt.Sprintf("unknown event type %s; allowed: %s", strings.Join(unknown, ", "), allowed))
 		case empty:
-			v.add("eventTypes", "must be a comma-separated list without empty items of "+allowed)
+			v.Add("eventTypes", "must be a comma-separated list without empty items of "+allowed)
 		}
 	}
 	if vals, ok := q["taskId"]; ok {
 		if len(vals) != 1 || !validTaskID(vals[0]) {
-			v.add("taskId", "must be one task ID matching tsk_[A-Za-z0-9]+")
+			v.Add("taskId", "must be one task ID matching tsk_[A-Za-z0-9]+")
 		} else {
 			p.filter.taskID = vals[0]
 		}
@@ -99,13 +100,13 @@ func parseStreamParams(r *http.Request) (streamParams, error) {
 	if vals, ok := q["heartbeatSeconds"]; ok {
 		n, err := strconv.Atoi(vals[0])
 		if len(vals) != 1 || err != nil || n < minHeartbeat || n > maxHeartbeat {
-			v.add("heartbeatSeconds", fmt.Sprintf("must be an integer from %d to %d", minHeartbeat, maxHeartbeat))
+			v.Add("heartbeatSeconds", fmt.Sprintf("must be an integer from %d to %d", minHeartbeat, maxHeartbeat))
 		} else {
 			p.heartbeat = time.Duration(n) * time.Second
 		}
 	}
 	p.cursor = sse.LastEventID(r.Header, q, "cursor")
-	return p, v.err()
+	return p, v.Err()
 }
 
 // handleStream serves GET /task-events/stream: the events after the cursor

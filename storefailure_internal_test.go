@@ -7,6 +7,8 @@ import (
 	"net"
 	"syscall"
 	"testing"
+
+	"github.com/tasklifecycle/lifecycle/internal/httpapi"
 )
 
 // netClassifier is a Store whose classifier takes every network failure
@@ -42,7 +44,7 @@ func TestStoreFailureLeavesProviderErrorsAlone(t *testing.T) {
 		if errors.Is(got, ErrUnavailable) != tt.wantUnavailable {
 			t.Errorf("%s: storeFailure(%v) = %v, unavailable %v; want %v", tt.name, tt.err, got, !tt.wantUnavailable, tt.wantUnavailable)
 		}
-		if status, _ := errorResponse(got); tt.name == "a code host's" && status != 502 {
+		if status, _ := httpapi.ErrorResponse(got); tt.name == "a code host's" && status != 502 {
 			t.Errorf("%s: answered %d, want 502", tt.name, status)
 		}
 	}

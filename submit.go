@@ -8,7 +8,9 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/tasklifecycle/lifecycle/internal/httpapi"
 	"github.com/tasklifecycle/lifecycle/internal/id"
+	"github.com/tasklifecycle/lifecycle/lifecycletype"
 )
 
 // Limits of a submission (docs/api.md, "Limits").
@@ -64,44 +66,44 @@ type SubmitParams struct {
 }
 
 func (p *SubmitParams) validate() error {
-	var v validator
+	var v lifecycletype.Validator
 	if strings.TrimSpace(p.Summary) == "" {
-		v.add("summary", "is required")
+		v.Add("summary", "is required")
 	}
-	v.maxLen("summary", p.Summary, maxSummaryLen)
+	v.MaxLen("summary", p.Summary, maxSummaryLen)
 	switch p.Mode {
 	case "":
 		p.Mode = ModeAdapterManaged
 	case ModeAdapterManaged, ModeArtifact:
 	default:
-		v.add("mode", "must be adapter_managed or artifact")
+		v.Add("mode", "must be adapter_managed or artifact")
 	}
 	pr := &p.PullRequest
-	v.maxLen("pullRequest.title", pr.Title, maxPRTitleLen)
-	v.maxLen("pullRequest.body", pr.Body, maxPRBodyLen)
+	v.MaxLen("pullRequest.title", pr.Title, maxPRTitleLen)
+	v.MaxLen("pullRequest.body", pr.Body, maxPRBodyLen)
 	if pr.Head != "" && !validBranch(pr.Head) {
-		v.add("pullRequest.head", "must be a valid branch name")
+		v.Add("pullRequest.head", "must be a valid branch name")
 	}
 	if pr.Base != "" && !validBranch(pr.Base) {
-		v.add("pullRequest.base", "must be a valid branch name")
+		v.Add("pullRequest.base", "must be a valid branch name")
 	}
 	if len(pr.Reviewers) > maxReviewers {
-		v.add("pullRequest.reviewers", fmt.Sprintf("at most %d entries", maxReviewers))
+		v.Add("pullRequest.reviewers", fmt.Sprintf("at most %d entries", maxReviewers))
 	}
 	for i, login := range pr.Reviewers {
 		if login == "" || strings.ContainsFunc(login, func(r rune) bool { return r <= ' ' }) {
-			v.add(fmt.Sprintf("pullRequest.reviewers[%d]", i), "must be a login name without spaces")
+			v.Add(fmt.Sprintf("pullRequest.reviewers[%d]", i), "must be a login name without spaces")
 		}
-		v.maxLen(fmt.Sprintf("pullRequest.reviewers[%d]", i), login, maxLoginLen)
+		v.MaxLen(fmt.Sprintf("pullRequest.reviewers[%d]", i), login, maxLoginLen)
 	}
 	if len(p.Checks) > maxChecks {
-		v.add("checks", fmt.Sprintf("at most %d entries", maxChecks))
+		v.Add("checks", fmt.Sprintf("at most %d entries", maxChecks))
 	}
 	for i, c := range p.Checks {
 		validateCheck(&v, fmt.Sprintf("checks[%d]", i), c.Name, c.Status)
 	}
-	v.maxLen("notes", p.Notes, maxNotesLen)
-	return v.err()
+	v.MaxLen("notes", p.Notes, maxNotesLen)
+	return v.Err()
 }
 
 // validBranch reports whether s is an acceptable git branch name: no
@@ -309,12 +311,12 @@ func (s *Service) submitLocked(ctx context.Context, taskID string, p SubmitParam
 		Owner:            optional(pr.Owner),
 		Repo:             optional(pr.Repo),
 		CodeReviewPolicy: plan.Policy,
-		ReviewRoute:      ReviewRoute{Participants: nonNil(plan.Participants)},
+		ReviewRoute:      ReviewRoute{Participants: httpapi.NonNil(plan.Participants)},
 		AcceptedAt:       s.now(),
 		Mode:             p.Mode,
 		Summary:          p.Summary,
 		Notes:            p.Notes,
-		Checks:           nonNil(p.Checks),
+		Checks:           httpapi.NonNil(p.Checks),
 		Draft:            p.PullRequest.Draft,
 		Actor:            p.Actor,
 	}

@@ -13,7 +13,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tasklifecycle/lifecycle/internal/httpapi"
 	"github.com/tasklifecycle/lifecycle/internal/id"
+	"github.com/tasklifecycle/lifecycle/lifecycletype"
 )
 
 // BlockerKindAwaitingUser is the kind of every blocker: the agent waits for
@@ -67,57 +69,57 @@ type CreateTaskParams struct {
 
 // validate checks p and fills its defaults.
 func (p *CreateTaskParams) validate() error {
-	var v validator
+	var v lifecycletype.Validator
 	if p.Identifier == "" {
-		v.add("identifier", "is required")
+		v.Add("identifier", "is required")
 	}
-	v.maxLen("identifier", p.Identifier, maxIdentifierLen)
+	v.MaxLen("identifier", p.Identifier, maxIdentifierLen)
 	if p.Title == "" {
-		v.add("title", "is required")
+		v.Add("title", "is required")
 	}
-	v.maxLen("title", p.Title, maxTitleLen)
-	v.maxLen("description", p.Description, maxDescriptionLen)
+	v.MaxLen("title", p.Title, maxTitleLen)
+	v.MaxLen("description", p.Description, maxDescriptionLen)
 	switch {
 	case p.Priority == "":
 		p.Priority = PriorityMedium
 	case !p.Priority.Valid():
-		v.add("priority", "must be one of low, medium, high, critical")
+		v.Add("priority", "must be one of low, medium, high, critical")
 	}
 	if len(p.AcceptanceCriteria) > maxCriteria {
-		v.add("acceptanceCriteria", fmt.Sprintf("at most %d entries", maxCriteria))
+		v.Add("acceptanceCriteria", fmt.Sprintf("at most %d entries", maxCriteria))
 	}
 	for i, c := range p.AcceptanceCriteria {
 		if c == "" {
-			v.add(fmt.Sprintf("acceptanceCriteria[%d]", i), "must not be empty")
+			v.Add(fmt.Sprintf("acceptanceCriteria[%d]", i), "must not be empty")
 		}
-		v.maxLen(fmt.Sprintf("acceptanceCriteria[%d]", i), c, maxCriterionLen)
+		v.MaxLen(fmt.Sprintf("acceptanceCriteria[%d]", i), c, maxCriterionLen)
 	}
 	if len(p.Labels) > maxLabels {
-		v.add("labels", fmt.Sprintf("at most %d entries", maxLabels))
+		v.Add("labels", fmt.Sprintf("at most %d entries", maxLabels))
 	}
 	for i, l := range p.Labels {
 		if l == "" {
-			v.add(fmt.Sprintf("labels[%d]", i), "must not be empty")
+			v.Add(fmt.Sprintf("labels[%d]", i), "must not be empty")
 		}
-		v.maxLen(fmt.Sprintf("labels[%d]", i), l, maxLabelLen)
+		v.MaxLen(fmt.Sprintf("labels[%d]", i), l, maxLabelLen)
 	}
 	if p.Links.Issue == "" {
-		v.add("links.issue", "is required")
+		v.Add("links.issue", "is required")
 	} else if !validURL(p.Links.Issue) {
-		v.add("links.issue", fmt.Sprintf("must be an absolute http or https URL of at most %d characters", maxURLLen))
+		v.Add("links.issue", fmt.Sprintf("must be an absolute http or https URL of at most %d characters", maxURLLen))
 	}
 	if p.Links.ParentIssue != nil && !validURL(*p.Links.ParentIssue) {
-		v.add("links.parentIssue", fmt.Sprintf("must be an absolute http or https URL of at most %d characters, or null", maxURLLen))
+		v.Add("links.parentIssue", fmt.Sprintf("must be an absolute http or https URL of at most %d characters, or null", maxURLLen))
 	}
 	if p.Context.Project != nil {
 		if *p.Context.Project == "" {
-			v.add("context.project", "must not be empty; use null for no project")
+			v.Add("context.project", "must not be empty; use null for no project")
 		}
-		v.maxLen("context.project", *p.Context.Project, maxProjectLen)
+		v.MaxLen("context.project", *p.Context.Project, maxProjectLen)
 	}
-	v.maxLen("context.goal", p.Context.Goal, maxGoalLen)
-	v.maxLen("assigneeAgentId", p.AssigneeAgentID, maxAgentIDLen)
-	return v.err()
+	v.MaxLen("context.goal", p.Context.Goal, maxGoalLen)
+	v.MaxLen("assigneeAgentId", p.AssigneeAgentID, maxAgentIDLen)
+	return v.Err()
 }
 
 // validURL reports whether s is an absolute http(s) URL of sensible length.
@@ -157,10 +159,10 @@ func (s *Service) CreateTask(ctx context.Context, p CreateTaskParams) (Task, err
 		RoutingDecisionID:  ptr(id.New("rtd_")),
 		RoutingReason:      reason,
 		RoutingConfidence:  routing.Confidence,
-		AcceptanceCriteria: nonNil(slices.Clone(p.AcceptanceCriteria)),
+		AcceptanceCriteria: httpapi.NonNil(slices.Clone(p.AcceptanceCriteria)),
 		Links:              p.Links,
 		Context:            p.Context,
-		Labels:             nonNil(slices.Clone(p.Labels)),
+		Labels:             httpapi.NonNil(slices.Clone(p.Labels)),
 		Version:            1,
 		CreatedAt:          now,
 	}
@@ -196,7 +198,7 @@ func (s *Service) route(ctx context.Context, p *CreateTaskParams) (Routing, erro
 		agent, ok := s.agents[p.AssigneeAgentID]
 		if !ok {
 			if len(s.agents) > 0 {
-				return Routing{}, invalid("assigneeAgentId", "is not a known agent")
+				return Routing{}, lifecycletype.Invalid("assigneeAgentId", "is not a known agent")
 			}
 			agent = Agent{ID: p.AssigneeAgentID, Name: p.AssigneeAgentID}
 		}
@@ -272,15 +274,15 @@ type TaskList struct {
 
 // ListTasks returns a page of tasks in creation order.
 func (s *Service) ListTasks(ctx context.Context, p ListTasksParams) (TaskList, error) {
-	var v validator
+	var v lifecycletype.Validator
 	for _, st := range p.Statuses {
 		if !st.Valid() {
-			v.add("status", fmt.Sprintf("%q is not a status; use todo, in_progress, in_review, blocked, done or cancelled", st))
+			v.Add("status", fmt.Sprintf("%q is not a status; use todo, in_progress, in_review, blocked, done or cancelled", st))
 		}
 	}
 	page := ListParams{Limit: p.Limit, Cursor: p.Cursor}
 	after := page.check(&v)
-	if err := v.err(); err != nil {
+	if err := v.Err(); err != nil {
 		return TaskList{}, err
 	}
 	p.Limit = page.Limit
@@ -297,7 +299,7 @@ func (s *Service) ListTasks(ctx context.Context, p ListTasksParams) (TaskList, e
 	for i := range tasks.Tasks {
 		s.setActions(&tasks.Tasks[i])
 	}
-	return TaskList{Tasks: nonNil(tasks.Tasks), NextCursor: encodeCursor(tasks.Next)}, nil
+	return TaskList{Tasks: httpapi.NonNil(tasks.Tasks), NextCursor: encodeCursor(tasks.Next)}, nil
 }
 
 // encodeCursor makes an opaque cursor of a listing position.
@@ -384,9 +386,9 @@ type CancelTaskParams struct {
 // CancelTask moves a task in any status but done to cancelled. It returns a
 // *ConflictError when the task is done or already cancelled.
 func (s *Service) CancelTask(ctx context.Context, taskID string, p CancelTaskParams) (Task, error) {
-	var v validator
-	v.maxLen("reason", p.Reason, maxReasonLen)
-	if err := v.err(); err != nil {
+	var v lifecycletype.Validator
+	v.MaxLen("reason", p.Reason, maxReasonLen)
+	if err := v.Err(); err != nil {
 		return Task{}, err
 	}
 	return s.changeTask(ctx, taskID, func(tx Tx, t *Task) (taskEvent, error) {
@@ -429,7 +431,7 @@ func writeTask(w http.ResponseWriter, status int, t *Task, compact bool) error {
 	return withTaskWriter(func(e *jsonWriter) error {
 		body, err := e.envelope(t, compact)
 		if err == nil {
-			writeRaw(w, status, body)
+			httpapi.WriteRaw(w, status, body)
 		}
 		return err
 	})
@@ -473,7 +475,7 @@ func encodeTaskJSON(t *Task, compact bool) ([]byte, error) {
 		env.Data = members
 		env.Meta = taskMeta{TokenBudgetHint: "compact", TruncatedFields: compactLeftOut[:]}
 	}
-	return encodeJSON(env), nil
+	return httpapi.EncodeJSON(env), nil
 }
 
 // tokenBudget reads the tokenBudget query parameter.
@@ -484,7 +486,7 @@ func tokenBudget(r *http.Request) (compact bool, err error) {
 	case "compact":
 		return true, nil
 	default:
-		return false, invalid("tokenBudget", "must be compact or standard")
+		return false, lifecycletype.Invalid("tokenBudget", "must be compact or standard")
 	}
 }
 
@@ -504,7 +506,7 @@ func (s *Service) handleGetTask(w http.ResponseWriter, r *http.Request, p *Princ
 	if err != nil {
 		return err
 	}
-	writeRaw(w, http.StatusOK, answer)
+	httpapi.WriteRaw(w, http.StatusOK, answer)
 	return nil
 }
 
@@ -539,9 +541,9 @@ func (s *Service) handleListTasks(w http.ResponseWriter, r *http.Request, p *Pri
 func writeTaskList(w http.ResponseWriter, list TaskList) {
 	_ = withTaskWriter(func(e *jsonWriter) error {
 		if e.taskList(list) {
-			writeRaw(w, http.StatusOK, e.b)
+			httpapi.WriteRaw(w, http.StatusOK, e.b)
 		} else {
-			writeRaw(w, http.StatusOK, encodeTaskListJSON(list))
+			httpapi.WriteRaw(w, http.StatusOK, encodeTaskListJSON(list))
 		}
 		return nil
 	})
@@ -549,7 +551,7 @@ func writeTaskList(w http.ResponseWriter, list TaskList) {
 
 // encodeTaskListJSON is the body of writeTaskList by encoding/json.
 func encodeTaskListJSON(list TaskList) []byte {
-	return encodeJSON(struct {
+	return httpapi.EncodeJSON(struct {
 		Data       []Task  `json:"data"`
 		NextCursor *string `json:"nextCursor"`
 	}{list.Tasks, nullIfEmpty(list.NextCursor)})
@@ -557,11 +559,11 @@ func encodeTaskListJSON(list TaskList) []byte {
 
 func (s *Service) handleCreateTask(w http.ResponseWriter, r *http.Request, p *Principal) error {
 	var params CreateTaskParams
-	if err := decodeAndCheck(w, r, &params, false, params.validate); err != nil {
+	if err := httpapi.DecodeAndCheck(w, r, &params, false, params.validate); err != nil {
 		return err
 	}
 	params.Actor = p.Actor
-	t, err := s.CreateTask(requestContext(r), params)
+	t, err := s.CreateTask(httpapi.RequestContext(r), params)
 	if err != nil {
 		return err
 	}
@@ -570,10 +572,10 @@ func (s *Service) handleCreateTask(w http.ResponseWriter, r *http.Request, p *Pr
 }
 
 func (s *Service) handleStartTask(w http.ResponseWriter, r *http.Request, p *Principal) error {
-	if err := decodeJSON(w, r, &struct{}{}, true); err != nil {
+	if err := httpapi.DecodeJSON(w, r, &struct{}{}, true); err != nil {
 		return err
 	}
-	t, err := s.StartTask(requestContext(r), r.PathValue("id"), StartTaskParams{Actor: p.Actor})
+	t, err := s.StartTask(httpapi.RequestContext(r), r.PathValue("id"), StartTaskParams{Actor: p.Actor})
 	if err != nil {
 		return err
 	}
@@ -582,11 +584,11 @@ func (s *Service) handleStartTask(w http.ResponseWriter, r *http.Request, p *Pri
 
 func (s *Service) handleCancelTask(w http.ResponseWriter, r *http.Request, p *Principal) error {
 	var params CancelTaskParams
-	if err := decodeJSON(w, r, &params, true); err != nil {
+	if err := httpapi.DecodeJSON(w, r, &params, true); err != nil {
 		return err
 	}
 	params.Actor = p.Actor
-	t, err := s.CancelTask(requestContext(r), r.PathValue("id"), params)
+	t, err := s.CancelTask(httpapi.RequestContext(r), r.PathValue("id"), params)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tasklifecycle/lifecycle/internal/broker"
 	"github.com/tasklifecycle/lifecycle/internal/fanout"
+	"github.com/tasklifecycle/lifecycle/internal/httpapi"
 )
 
 // This file holds the watches of single tasks: what a host that pushes
@@ -96,7 +97,7 @@ func (s *Service) TaskEventsAfter(ctx context.Context, taskID string, after int6
 	if err != nil {
 		return nil, fmt.Errorf("read the events of %s after sequence %d: %w", taskID, after, err)
 	}
-	return nonNil(evs), nil
+	return httpapi.NonNil(evs), nil
 }
 
 // taskWatches are the watches of a Service and the goroutine that serves

@@ -10,9 +10,11 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tasklifecycle/lifecycle/internal/httpapi"
 	"github.com/tasklifecycle/lifecycle/internal/id"
 	"github.com/tasklifecycle/lifecycle/internal/netguard"
 	"github.com/tasklifecycle/lifecycle/internal/webhookdispatch"
+	"github.com/tasklifecycle/lifecycle/lifecycletype"
 )
 
 // DefaultWebhookRetrySchedule returns how long attempt n+1 of a delivery
@@ -63,48 +65,48 @@ type CreateSubscriptionParams struct {
 // validate checks everything about p that needs no network; the URL's
 // host is checked by [Service.CreateSubscription].
 func (p *CreateSubscriptionParams) validate() error {
-	var v validator
+	var v lifecycletype.Validator
 	if p.URL == "" {
-		v.add("url", "is required: the https URL that receives deliveries")
+		v.Add("url", "is required: the https URL that receives deliveries")
 	} else if reason := checkWebhookURL(p.URL); reason != "" {
-		v.add("url", reason)
+		v.Add("url", reason)
 	}
 	if len(p.EventTypes) == 0 {
-		v.add("eventTypes", "must list at least one of task.updated, task.reviewed, task.shipped, task.awaiting_user")
+		v.Add("eventTypes", "must list at least one of task.updated, task.reviewed, task.shipped, task.awaiting_user")
 	}
 	for i, t := range p.EventTypes {
 		if !t.Valid() {
-			v.add(fmt.Sprintf("eventTypes[%d]", i), fmt.Sprintf("%q is not an event type; use task.updated, task.reviewed, task.shipped or task.awaiting_user", t))
+			v.Add(fmt.Sprintf("eventTypes[%d]", i), fmt.Sprintf("%q is not an event type; use task.updated, task.reviewed, task.shipped or task.awaiting_user", t))
 		}
 	}
-	switch n := charCount(p.Secret); {
+	switch n := lifecycletype.CharCount(p.Secret); {
 	case p.Secret == "":
-		v.add("secret", fmt.Sprintf("is required: %d to %d characters", minSecretLen, maxSecretLen))
+		v.Add("secret", fmt.Sprintf("is required: %d to %d characters", minSecretLen, maxSecretLen))
 	case n < minSecretLen || n > maxSecretLen:
-		v.add("secret", fmt.Sprintf("must be %d to %d characters, not %d", minSecretLen, maxSecretLen, n))
+		v.Add("secret", fmt.Sprintf("must be %d to %d characters, not %d", minSecretLen, maxSecretLen, n))
 	}
 	if p.Description != nil {
-		v.maxLen("description", *p.Description, maxSubscriptionDescription)
+		v.MaxLen("description", *p.Description, maxSubscriptionDescription)
 	}
 	if f := p.Filters; f != nil {
 		if len(f.TaskIDs) > maxFilterEntries {
-			v.add("filters.taskIds", fmt.Sprintf("at most %d task IDs", maxFilterEntries))
+			v.Add("filters.taskIds", fmt.Sprintf("at most %d task IDs", maxFilterEntries))
 		}
 		for i, t := range f.TaskIDs {
 			if !validTaskID(t) {
-				v.add(fmt.Sprintf("filters.taskIds[%d]", i), fmt.Sprintf("%q is not a task ID (tsk_ followed by letters and digits)", t))
+				v.Add(fmt.Sprintf("filters.taskIds[%d]", i), fmt.Sprintf("%q is not a task ID (tsk_ followed by letters and digits)", t))
 			}
 		}
 		if len(f.Projects) > maxFilterEntries {
-			v.add("filters.projects", fmt.Sprintf("at most %d projects", maxFilterEntries))
+			v.Add("filters.projects", fmt.Sprintf("at most %d projects", maxFilterEntries))
 		}
 		for i, pr := range f.Projects {
 			if pr == "" {
-				v.add(fmt.Sprintf("filters.projects[%d]", i), "must not be empty")
+				v.Add(fmt.Sprintf("filters.projects[%d]", i), "must not be empty")
 			}
 		}
 	}
-	return v.err()
+	return v.Err()
 }
 
 // checkWebhookURL returns why s is not an acceptable webhook URL, or "".
@@ -170,9 +172,9 @@ func (s *Service) createSubscription(ctx context.Context, p CreateSubscriptionPa
 		var refused *RefusedTargetError
 		switch {
 		case errors.As(err, &refused):
-			return Subscription{}, invalid("url", refused.Reason())
+			return Subscription{}, lifecycletype.Invalid("url", refused.Reason())
 		case errors.Is(err, netguard.ErrNoAddress):
-			return Subscription{}, invalid("url", fmt.Sprintf("host %s does not resolve", u.Hostname()))
+			return Subscription{}, lifecycletype.Invalid("url", fmt.Sprintf("host %s does not resolve", u.Hostname()))
 		}
 		return Subscription{}, err
 	}
@@ -259,16 +261,16 @@ type ListParams struct {
 
 // check validates p into v, filling in the default limit, and returns the
 // position its cursor encodes.
-func (p *ListParams) check(v *validator) int64 {
+func (p *ListParams) check(v *lifecycletype.Validator) int64 {
 	switch {
 	case p.Limit == 0:
 		p.Limit = 50
 	case p.Limit < 1 || p.Limit > 200:
-		v.add("limit", "must be between 1 and 200")
+		v.Add("limit", "must be between 1 and 200")
 	}
 	pos, ok := decodeCursor(p.Cursor)
 	if !ok {
-		v.add("cursor", "is not a cursor returned by this listing")
+		v.Add("cursor", "is not a cursor returned by this listing")
 	}
 	return pos
 }
@@ -283,9 +285,9 @@ type SubscriptionList struct {
 
 // ListSubscriptions returns a page of webhook subscriptions in creation order.
 func (s *Service) ListSubscriptions(ctx context.Context, p ListParams) (SubscriptionList, error) {
-	var v validator
+	var v lifecycletype.Validator
 	after := p.check(&v)
-	if err := v.err(); err != nil {
+	if err := v.Err(); err != nil {
 		return SubscriptionList{}, err
 	}
 	page, err := s.store.ListSubscriptions(ctx, ListSubscriptionsParams{After: after, Limit: p.Limit})
@@ -295,7 +297,7 @@ func (s *Service) ListSubscriptions(ctx context.Context, p ListParams) (Subscrip
 	for i := range page.Subscriptions {
 		page.Subscriptions[i] = page.Subscriptions[i].Public()
 	}
-	return SubscriptionList{Subscriptions: nonNil(page.Subscriptions), NextCursor: encodeCursor(page.Next)}, nil
+	return SubscriptionList{Subscriptions: httpapi.NonNil(page.Subscriptions), NextCursor: encodeCursor(page.Next)}, nil
 }
 
 // DeleteSubscription deletes a webhook subscription and its delivery
@@ -326,9 +328,9 @@ type DeliveryList struct {
 // Deliveries returns a page of the delivery attempts of a subscription,
 // newest first.
 func (s *Service) Deliveries(ctx context.Context, subID string, p ListParams) (DeliveryList, error) {
-	var v validator
+	var v lifecycletype.Validator
 	before := p.check(&v)
-	if err := v.err(); err != nil {
+	if err := v.Err(); err != nil {
 		return DeliveryList{}, err
 	}
 	if _, err := s.Subscription(ctx, subID); err != nil {
@@ -338,7 +340,7 @@ func (s *Service) Deliveries(ctx context.Context, subID string, p ListParams) (D
 	if err != nil {
 		return DeliveryList{}, fmt.Errorf("list deliveries of %s: %w", subID, err)
 	}
-	return DeliveryList{Deliveries: nonNil(page.Deliveries), NextCursor: encodeCursor(page.Next)}, nil
+	return DeliveryList{Deliveries: httpapi.NonNil(page.Deliveries), NextCursor: encodeCursor(page.Next)}, nil
 }
 
 // subscriptionsRoute is the route of POST /event-subscriptions, part of
@@ -366,7 +368,7 @@ func (s *Service) handleListSubscriptions(w http.ResponseWriter, r *http.Request
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, struct {
+	httpapi.WriteJSON(w, http.StatusOK, struct {
 		Data       []Subscription `json:"data"`
 		NextCursor *string        `json:"nextCursor"`
 	}{list.Subscriptions, nullIfEmpty(list.NextCursor)})
@@ -378,7 +380,7 @@ func (s *Service) handleGetSubscription(w http.ResponseWriter, r *http.Request, 
 	if err != nil {
 		return err
 	}
-	writeData(w, http.StatusOK, sub)
+	httpapi.WriteData(w, http.StatusOK, sub)
 	return nil
 }
 
@@ -399,7 +401,7 @@ func (s *Service) handleListDeliveries(w http.ResponseWriter, r *http.Request, p
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, struct {
+	httpapi.WriteJSON(w, http.StatusOK, struct {
 		Data       []Delivery `json:"data"`
 		NextCursor *string    `json:"nextCursor"`
 	}{list.Deliveries, nullIfEmpty(list.NextCursor)})
@@ -413,7 +415,7 @@ func listParams(r *http.Request) (ListParams, error) {
 	if l := q.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
 		if err != nil {
-			return p, invalid("limit", "must be an integer between 1 and 200")
+			return p, lifecycletype.Invalid("limit", "must be an integer between 1 and 200")
 		}
 		if n == 0 {
 			n = -1 // an explicit 0 is out of range, not the default

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/tasklifecycle/lifecycle/internal/httpapi"
 	"github.com/tasklifecycle/lifecycle/internal/webhooksend"
 )
 
@@ -58,7 +59,7 @@ func VerifyWebhookSignature(body []byte, signature, secret string) error {
 // deliveries on their X-Service-Event-Id.
 func VerifyWebhookRequest(r *http.Request, secret string, maxBytes int64) ([]byte, error) {
 	if maxBytes <= 0 {
-		maxBytes = maxBodyBytes
+		maxBytes = httpapi.MaxBodyBytes
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBytes+1))
 	if err != nil {

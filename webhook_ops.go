@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle/internal/broker"
+	"github.com/tasklifecycle/lifecycle/internal/httpapi"
 	"github.com/tasklifecycle/lifecycle/internal/id"
+	"github.com/tasklifecycle/lifecycle/lifecycletype"
 )
 
 // This file holds what an operator does to a subscription's deliveries:
@@ -56,9 +58,9 @@ type replayBody struct {
 func (b *replayBody) validate() error {
 	switch {
 	case b.FromSequence == nil:
-		return invalid("fromSequence", "is required: the sequence after which events are delivered again (0 for every stored event)")
+		return lifecycletype.Invalid("fromSequence", "is required: the sequence after which events are delivered again (0 for every stored event)")
 	case *b.FromSequence < 0:
-		return invalid("fromSequence", "must be 0 or more")
+		return lifecycletype.Invalid("fromSequence", "must be 0 or more")
 	}
 	return nil
 }
@@ -103,7 +105,7 @@ func (s *Service) replay(ctx context.Context, subID string, from int64, respond 
 	}
 	last, pruned := bounds.Last, bounds.PrunedThrough
 	if from > last {
-		return Replay{}, invalid("fromSequence", fmt.Sprintf("is after the last event, whose sequence is %d", last))
+		return Replay{}, lifecycletype.Invalid("fromSequence", fmt.Sprintf("is after the last event, whose sequence is %d", last))
 	}
 	if from < pruned {
 		return Replay{}, fmt.Errorf("events after sequence %d, through %d, were pruned (events are kept %d hours): replay from %d or later: %w",
@@ -310,25 +312,25 @@ func (s *Service) handleReplay(w http.ResponseWriter, r *http.Request, p *Princi
 }
 
 func (s *Service) handleRetryDelivery(w http.ResponseWriter, r *http.Request, p *Principal) error {
-	if err := decodeJSON(w, r, &struct{}{}, true); err != nil {
+	if err := httpapi.DecodeJSON(w, r, &struct{}{}, true); err != nil {
 		return err
 	}
-	d, err := s.RetryDelivery(requestContext(r), r.PathValue("id"), r.PathValue("deliveryId"))
+	d, err := s.RetryDelivery(httpapi.RequestContext(r), r.PathValue("id"), r.PathValue("deliveryId"))
 	if err != nil {
 		return err
 	}
-	writeData(w, http.StatusAccepted, d)
+	httpapi.WriteData(w, http.StatusAccepted, d)
 	return nil
 }
 
 func (s *Service) handleEnableSubscription(w http.ResponseWriter, r *http.Request, p *Principal) error {
-	if err := decodeJSON(w, r, &struct{}{}, true); err != nil {
+	if err := httpapi.DecodeJSON(w, r, &struct{}{}, true); err != nil {
 		return err
 	}
-	sub, err := s.EnableSubscription(requestContext(r), r.PathValue("id"))
+	sub, err := s.EnableSubscription(httpapi.RequestContext(r), r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	writeData(w, http.StatusOK, sub)
+	httpapi.WriteData(w, http.StatusOK, sub)
 	return nil
 }

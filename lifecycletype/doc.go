@@ -2,8 +2,10 @@
 // its subsystems share: the records a Store keeps (Task, Event,
 // Submission, ShipOperation, APIKey, Subscription, Delivery and the
 // rest), the Store contract itself, the contracts of the code-host
-// adapters, the CI provider and the deployer, the Clock, and the
-// sentinel errors every layer matches with errors.Is.
+// adapters, the CI provider and the deployer, the Clock, the sentinel
+// errors every layer matches with errors.Is, and the errors a request is
+// refused with (ValidationError, collected by a Validator; ConflictError)
+// with the API's error body (ErrorBody) they are answered with.
 //
 // Most programs never import it: package lifecycle declares an alias for
 // every type here (lifecycle.Task is lifecycletype.Task) and re-exports
