@@ -19,6 +19,7 @@ import (
 	"github.com/tasklifecycle/lifecycle/internal/id"
 	"github.com/tasklifecycle/lifecycle/internal/netguard"
 	"github.com/tasklifecycle/lifecycle/internal/secretbox"
+	"github.com/tasklifecycle/lifecycle/internal/taskcache"
 	"github.com/tasklifecycle/lifecycle/internal/telemetry"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
@@ -574,7 +575,7 @@ type Service struct {
 	webhooks *dispatcher          // delivers webhooks
 	decoding *httpin.Budget       // bounds request bodies decoded at once; nil: unbounded
 	tel      *telemetry.Telemetry // metrics and traces
-	tasks    *taskCache           // answers of GET /tasks/{id}; nil: none kept
+	tasks    *taskcache.Cache     // answers of GET /tasks/{id}; nil: none kept
 
 	streamKeys streamKeys  // the keys of open streams, to end them on revocation
 	watches    taskWatches // the watches of single tasks (watch.go)
@@ -669,7 +670,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.MaxDecodingBytes > 0 {
 		s.decoding = httpin.NewBudget(cfg.MaxDecodingBytes)
 	}
-	s.tasks = newTaskCache(s.caps.revisions, cfg.TaskCacheBytes)
+	s.tasks = taskcache.New(s.caps.revisions, cfg.TaskCacheBytes)
 	s.handler = s.routes(s.auth)
 	return s, nil
 }

@@ -1,4 +1,4 @@
-package lifecycle
+package taskcache
 
 import (
 	"bytes"
@@ -13,39 +13,39 @@ func TestTaskCacheBoundsAndOrder(t *testing.T) {
 	t.Parallel()
 	enc := func(n int) []byte { return bytes.Repeat([]byte{'x'}, n) }
 	const std, cpt = "s", "c"
-	c := &taskCache{limit: 10_000, byID: map[string]*cachedTask{}}
-	c.put("tsk_a", 2, std, enc(100))
-	c.put("tsk_a", 1, std, enc(50)) // older: not kept
-	if got := c.get("tsk_a", 2, std); len(got) != 100 {
+	c := &Cache{limit: 10_000, byID: map[string]*cachedTask{}}
+	c.Put("tsk_a", 2, std, enc(100))
+	c.Put("tsk_a", 1, std, enc(50)) // older: not kept
+	if got := c.Get("tsk_a", 2, std); len(got) != 100 {
 		t.Fatalf("revision 2 = %d bytes, want 100", len(got))
 	}
-	if got := c.get("tsk_a", 1, std); got != nil {
+	if got := c.Get("tsk_a", 1, std); got != nil {
 		t.Fatal("an older revision replaced a later one")
 	}
-	c.put("tsk_a", 2, cpt, enc(40))
-	c.put("tsk_a", 2, std, enc(70)) // kept already: the first stays
-	if s, k := c.get("tsk_a", 2, std), c.get("tsk_a", 2, cpt); len(s) != 100 || len(k) != 40 {
+	c.Put("tsk_a", 2, cpt, enc(40))
+	c.Put("tsk_a", 2, std, enc(70)) // kept already: the first stays
+	if s, k := c.Get("tsk_a", 2, std), c.Get("tsk_a", 2, cpt); len(s) != 100 || len(k) != 40 {
 		t.Fatalf("both forms at revision 2: %d and %d bytes, want 100 and 40", len(s), len(k))
 	}
 	for i := range maxForms + 2 {
-		c.put("tsk_a", 2, fmt.Sprint("f", i), enc(1))
+		c.Put("tsk_a", 2, fmt.Sprint("f", i), enc(1))
 	}
 	if n := len(c.byID["tsk_a"].forms); n != maxForms {
 		t.Fatalf("%d forms kept, want %d", n, maxForms)
 	}
-	c.put("tsk_a", 3, std, enc(60))
-	if c.get("tsk_a", 3, cpt) != nil || len(c.get("tsk_a", 3, std)) != 60 {
+	c.Put("tsk_a", 3, std, enc(60))
+	if c.Get("tsk_a", 3, cpt) != nil || len(c.Get("tsk_a", 3, std)) != 60 {
 		t.Fatal("revision 3 kept a form of revision 2")
 	}
 	if want := int64(len(std) + 60 + len("tsk_a") + entryOverhead); c.size != want {
 		t.Fatalf("size %d, want %d", c.size, want)
 	}
-	c.put("tsk_big", 1, std, enc(10_000/8)) // more than an eighth, with its form's name
-	if c.get("tsk_big", 1, std) != nil {
+	c.Put("tsk_big", 1, std, enc(10_000/8)) // more than an eighth, with its form's name
+	if c.Get("tsk_big", 1, std) != nil {
 		t.Fatal("an encoding of over an eighth of the cache was kept")
 	}
 	for i := range 200 {
-		c.put(fmt.Sprintf("tsk_%03d", i), 1, std, enc(200))
+		c.Put(fmt.Sprintf("tsk_%03d", i), 1, std, enc(200))
 		if c.size > c.limit {
 			t.Fatalf("after %d puts: %d bytes, over %d", i+1, c.size, c.limit)
 		}
@@ -57,11 +57,11 @@ func TestTaskCacheBoundsAndOrder(t *testing.T) {
 	if sum != c.size || len(c.byID) < 10_000/(201+7+entryOverhead)-1 {
 		t.Fatalf("%d entries of %d bytes, counted %d", len(c.byID), sum, c.size)
 	}
-	if got := c.get("tsk_199", 1, std); len(got) != 200 {
+	if got := c.Get("tsk_199", 1, std); len(got) != 200 {
 		t.Fatal("the encoding put last was evicted")
 	}
-	c.forget("tsk_199")
-	if c.get("tsk_199", 1, std) != nil {
+	c.Forget("tsk_199")
+	if c.Get("tsk_199", 1, std) != nil {
 		t.Fatal("a forgotten task is still answered")
 	}
 }
