@@ -2,8 +2,12 @@ package taskcache
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/tasklifecycle/lifecycle/lifecycletype"
 )
 
 // TestTaskCacheBoundsAndOrder: the cache stays within its bytes, keeps
@@ -63,5 +67,40 @@ func TestTaskCacheBoundsAndOrder(t *testing.T) {
 	c.Forget("tsk_199")
 	if c.Get("tsk_199", 1, std) != nil {
 		t.Fatal("a forgotten task is still answered")
+	}
+}
+
+// revisions is a TaskRevisioner over a map; a missing task is
+// ErrNotFound.
+type revisions map[string]int64
+
+func (r revisions) TaskRevision(_ context.Context, id string) (int64, error) {
+	rev, ok := r[id]
+	if !ok {
+		return 0, fmt.Errorf("task %s: %w", id, lifecycletype.ErrNotFound)
+	}
+	return rev, nil
+}
+
+// TestTaskCacheRevision: without revisions or with a negative limit there
+// is no cache; a revision is the Store's, and a task found gone is
+// forgotten, its error passed on.
+func TestTaskCacheRevision(t *testing.T) {
+	t.Parallel()
+	if New(nil, 1000) != nil || New(revisions{}, -1) != nil {
+		t.Fatal("a cache without revisions, or with a negative limit")
+	}
+	revs := revisions{"tsk_a": 7}
+	c := New(revs, 10_000)
+	if rev, err := c.Revision(context.Background(), "tsk_a"); rev != 7 || err != nil {
+		t.Fatalf("Revision = %d, %v; want 7", rev, err)
+	}
+	c.Put("tsk_a", 7, "s", []byte("x"))
+	delete(revs, "tsk_a")
+	if _, err := c.Revision(context.Background(), "tsk_a"); !errors.Is(err, lifecycletype.ErrNotFound) {
+		t.Fatalf("Revision of a task gone = %v, want ErrNotFound", err)
+	}
+	if c.Get("tsk_a", 7, "s") != nil || c.size != 0 {
+		t.Fatalf("a task gone is still kept (%d bytes)", c.size)
 	}
 }
