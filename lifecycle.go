@@ -24,6 +24,7 @@ import (
 	"github.com/tasklifecycle/lifecycle/internal/reconcile"
 	"github.com/tasklifecycle/lifecycle/internal/secretbox"
 	"github.com/tasklifecycle/lifecycle/internal/shiprun"
+	"github.com/tasklifecycle/lifecycle/internal/taskcache"
 	"github.com/tasklifecycle/lifecycle/internal/telemetry"
 	"github.com/tasklifecycle/lifecycle/internal/webhookdispatch"
 	"go.opentelemetry.io/otel"
@@ -580,7 +581,7 @@ type Service struct {
 	webhooks *webhookdispatch.Dispatcher // delivers webhooks
 	decoding *httpin.Budget              // bounds request bodies decoded at once; nil: unbounded
 	tel      *telemetry.Telemetry        // metrics and traces
-	tasks    *taskCache                  // answers of GET /tasks/{id}; nil: none kept
+	tasks    *taskcache.Cache            // answers of GET /tasks/{id}; nil: none kept
 
 	streamKeys streamKeys  // the keys of open streams, to end them on revocation
 	watches    taskWatches // the watches of single tasks (watch.go)
@@ -684,7 +685,7 @@ func New(cfg Config) (*Service, error) {
 		s.decoding = httpin.NewBudget(cfg.MaxDecodingBytes)
 	}
 	s.bodies = s.bodyLimits()
-	s.tasks = newTaskCache(s.caps.revisions, cfg.TaskCacheBytes)
+	s.tasks = taskcache.New(s.caps.revisions, cfg.TaskCacheBytes)
 	s.handler = s.routes(s.auth)
 	return s, nil
 }

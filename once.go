@@ -3,6 +3,8 @@ package lifecycle
 import (
 	"context"
 	"sync/atomic"
+
+	"github.com/tasklifecycle/lifecycle/internal/taskjson"
 )
 
 // This file makes the changes of a task that the HTTP API takes without
@@ -31,7 +33,7 @@ type recordFunc func(tx Tx, t *Task) error
 func (s *Service) taskOnce(ctx context.Context, actor Actor, route, taskID, key string, params any, change func(ctx context.Context, record recordFunc) (Task, error)) (Task, error) {
 	return goIdempotentData(s, ctx, actor, route, taskID, key, params,
 		func(t *Task) any {
-			return taskEnvelope{Data: t, AvailableActions: t.AvailableActions, Meta: taskMeta{TokenBudgetHint: "standard", TruncatedFields: []string{}}}
+			return taskjson.StandardEnvelope(t)
 		},
 		func(ctx context.Context, respond func(Tx, *Task) error) (Task, error) {
 			return change(ctx, respond)

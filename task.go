@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/tasklifecycle/lifecycle/internal/httpapi"
 	"github.com/tasklifecycle/lifecycle/internal/id"
+	"github.com/tasklifecycle/lifecycle/internal/taskjson"
 	"github.com/tasklifecycle/lifecycle/lifecycletype"
 )
 
@@ -407,29 +407,13 @@ func (s *Service) CancelTask(ctx context.Context, taskID string, p CancelTaskPar
 // ptr returns a pointer to v.
 func ptr[T any](v T) *T { return &v }
 
-// taskEnvelope is the body of every single-task response.
-type taskEnvelope struct {
-	Data             any      `json:"data"`
-	AvailableActions []Action `json:"availableActions"`
-	Meta             taskMeta `json:"meta"`
-}
-
-type taskMeta struct {
-	TokenBudgetHint string   `json:"tokenBudgetHint"`
-	TruncatedFields []string `json:"truncatedFields"`
-}
-
-// compactLeftOut are the members a compact task response leaves out: the
-// long free text and the opaque routing explanation.
-var compactLeftOut = [...]string{"description", "routingReason"}
-
 // writeTask writes a task envelope; compact leaves out the long members.
-// It encodes by hand (see jsonWriter.taskEnvelope) the bytes encodeTaskJSON
-// encodes by reflection, and falls back to it when the task does not
-// encode.
+// It encodes by hand (see taskjson.Writer.AppendEnvelope) the bytes
+// encodeTaskJSON encodes by reflection, and falls back to it when the task
+// does not encode.
 func writeTask(w http.ResponseWriter, status int, t *Task, compact bool) error {
-	return withTaskWriter(func(e *jsonWriter) error {
-		body, err := e.envelope(t, compact)
+	return taskjson.Use(func(e *taskjson.Writer) error {
+		body, err := envelope(e, t, compact)
 		if err == nil {
 			httpapi.WriteRaw(w, status, body)
 		}
@@ -440,8 +424,8 @@ func writeTask(w http.ResponseWriter, status int, t *Task, compact bool) error {
 // encodeTask returns the body writeTask writes, in a slice of its own.
 func encodeTask(t *Task, compact bool) ([]byte, error) {
 	var body []byte
-	err := withTaskWriter(func(e *jsonWriter) error {
-		b, err := e.envelope(t, compact)
+	err := taskjson.Use(func(e *taskjson.Writer) error {
+		b, err := envelope(e, t, compact)
 		body = bytes.Clone(b)
 		return err
 	})
@@ -450,30 +434,18 @@ func encodeTask(t *Task, compact bool) ([]byte, error) {
 
 // envelope returns the task envelope of t: e's bytes, or encodeTaskJSON's
 // when the hand-written encoder gives up.
-func (e *jsonWriter) envelope(t *Task, compact bool) ([]byte, error) {
-	if e.taskEnvelope(t, compact) {
-		return e.b, nil
+func envelope(e *taskjson.Writer, t *Task, compact bool) ([]byte, error) {
+	if e.AppendEnvelope(t, compact) {
+		return e.Bytes(), nil
 	}
 	return encodeTaskJSON(t, compact)
 }
 
 // encodeTaskJSON is the body of writeTask by encoding/json.
 func encodeTaskJSON(t *Task, compact bool) ([]byte, error) {
-	env := taskEnvelope{Data: t, AvailableActions: t.AvailableActions, Meta: taskMeta{TokenBudgetHint: "standard", TruncatedFields: []string{}}}
-	if compact {
-		raw, err := json.Marshal(t)
-		if err != nil {
-			return nil, fmt.Errorf("encode task: %w", err)
-		}
-		var members map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &members); err != nil {
-			return nil, fmt.Errorf("encode task: %w", err)
-		}
-		for _, f := range compactLeftOut {
-			delete(members, f)
-		}
-		env.Data = members
-		env.Meta = taskMeta{TokenBudgetHint: "compact", TruncatedFields: compactLeftOut[:]}
+	env, err := taskjson.ReflectEnvelope(t, compact)
+	if err != nil {
+		return nil, err
 	}
 	return httpapi.EncodeJSON(env), nil
 }
@@ -536,12 +508,12 @@ func (s *Service) handleListTasks(w http.ResponseWriter, r *http.Request, p *Pri
 }
 
 // writeTaskList writes a page of tasks. It encodes by hand (see
-// jsonWriter.taskList) the bytes encodeTaskListJSON encodes by
+// taskjson.Writer.AppendList) the bytes encodeTaskListJSON encodes by
 // reflection, and falls back to it when a task does not encode.
 func writeTaskList(w http.ResponseWriter, list TaskList) {
-	_ = withTaskWriter(func(e *jsonWriter) error {
-		if e.taskList(list) {
-			httpapi.WriteRaw(w, http.StatusOK, e.b)
+	_ = taskjson.Use(func(e *taskjson.Writer) error {
+		if e.AppendList(list.Tasks, list.NextCursor) {
+			httpapi.WriteRaw(w, http.StatusOK, e.Bytes())
 		} else {
 			httpapi.WriteRaw(w, http.StatusOK, encodeTaskListJSON(list))
 		}
@@ -551,10 +523,7 @@ func writeTaskList(w http.ResponseWriter, list TaskList) {
 
 // encodeTaskListJSON is the body of writeTaskList by encoding/json.
 func encodeTaskListJSON(list TaskList) []byte {
-	return httpapi.EncodeJSON(struct {
-		Data       []Task  `json:"data"`
-		NextCursor *string `json:"nextCursor"`
-	}{list.Tasks, nullIfEmpty(list.NextCursor)})
+	return httpapi.EncodeJSON(taskjson.ReflectList(list.Tasks, list.NextCursor))
 }
 
 func (s *Service) handleCreateTask(w http.ResponseWriter, r *http.Request, p *Principal) error {

@@ -6,116 +6,68 @@ import (
 	"fmt"
 	"math"
 	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/tasklifecycle/lifecycle/internal/taskjson"
 )
 
-// taskCorpus returns tasks covering what a Task's encoding meets: every
-// status, with and without each optional member, unicode, HTML
-// characters, control characters, invalid UTF-8, long text, odd numbers.
-func taskCorpus() []Task {
-	texts := []string{
-		"",
-		"Fix the login redirect",
-		"<script>alert('x') && \"quoted\"</script> a > b",
-		"naïve café — 日本語 🚀 \u2028 line sep \u2029 para sep",
-		"control \x00\x01\x1f \b\f\n\r\t tab \\ backslash \x7f del",
-		"invalid \xff\xfe utf-8 \xc3 truncated",
-		strings.Repeat("long text with <html> & ünïcödé ", 700),
-	}
-	statuses := []Status{StatusTodo, StatusInProgress, StatusInReview, StatusBlocked, StatusDone, StatusCancelled}
+// writeCorpus returns a few tasks for the writers of task.go: HTML and
+// unicode text, every optional member set or not, empty and missing
+// lists. Package taskjson checks its encoder on a larger corpus.
+func writeCorpus() []Task {
 	at := NewTimestamp(time.Date(2026, 11, 21, 10, 4, 5, 123456789, time.UTC))
-	var tasks []Task
-	for i, st := range statuses {
-		for j, text := range texts {
-			t := Task{
-				ID:                 fmt.Sprintf("tsk_%02d%02d", i, j),
-				Identifier:         "ENG-" + text,
-				Title:              text,
-				Description:        text + text,
-				Status:             st,
-				Priority:           PriorityHigh,
-				UpdatedAt:          at,
-				AvailableActions:   []Action{ActionStart, ActionSubmit},
-				AcceptanceCriteria: []string{text, "second <b>", ""},
-				Links:              TaskLinks{Issue: "https://issues.example.com/x?a=1&b=<2>"},
-				Context:            TaskContext{Goal: text},
-				Labels:             []string{"frontend"},
-				Version:            int64(i + j),
-			}
-			if (i+j)%2 == 0 {
-				name := "Agent " + text
-				src := AssignmentClassifier
-				conf := []float64{0, 1, 0.5, 0.1234567890123, 1e-7, 3e-10, 1e21, 123456789, math.Copysign(0, -1)}[(i+j)%9]
-				num := 4200 + i
-				t.Assignee = &Agent{ID: "agent-" + text, Name: name}
-				t.AssigneeAgentID = &t.Assignee.ID
-				t.AssignmentSource = &src
-				t.RoutingDecisionID = ptr("rtd_" + text)
-				t.RoutingReason = json.RawMessage(`{ "rule" : "frontend <&>" ,  "labels": [ "a",  "b\u2028" ] , "text": ` + string(mustJSON(text)) + ` }`)
-				t.RoutingConfidence = &conf
-				t.SubmissionID = ptr("sub_" + text)
-				t.PRURL = ptr("https://github.com/o/r/pull/1")
-				t.PRNumber = &num
-				t.Branch, t.BaseBranch, t.HeadSHA = ptr("feat/"+text), ptr("main"), ptr("0123456789abcdef")
-				t.Links.ParentIssue = ptr("https://issues.example.com/" + text)
-				t.Context.Project = ptr("web " + text)
-			} else {
-				t.TriageQueueID = ptr("triage-" + text)
-				if j%3 == 0 {
-					t.AvailableActions = []Action{}
-					t.AcceptanceCriteria = []string{}
-				}
-				if j%3 == 1 {
-					t.AvailableActions = nil
-					t.AcceptanceCriteria = nil
-					t.RoutingReason = json.RawMessage("null")
-				}
-			}
-			if st == StatusBlocked {
-				t.Blocker = &Blocker{Kind: BlockerKindAwaitingUser, SourceRunID: "run " + text, SourceAgentID: "agent",
-					Reason: "needs_input", ActionRequired: text, ResumeInstructions: "<resume> & go", CreatedAt: at}
-			}
-			tasks = append(tasks, t)
-		}
+	conf := 0.75
+	num := 4200
+	src := AssignmentClassifier
+	full := Task{
+		ID: "tsk_full", Identifier: "ENG-1", Title: "<script>alert('x') && \"quoted\"</script>",
+		Description: "naïve café — 日本語 🚀 \u2028", Status: StatusBlocked, Priority: PriorityHigh, UpdatedAt: at,
+		AvailableActions: []Action{ActionStart, ActionSubmit}, AcceptanceCriteria: []string{"a <b>", ""},
+		Links:    TaskLinks{Issue: "https://issues.example.com/x?a=1&b=<2>", ParentIssue: ptr("https://issues.example.com/0")},
+		Context:  TaskContext{Goal: "goal & more", Project: ptr("web")},
+		Assignee: &Agent{ID: "agent-web", Name: "Web"}, AssigneeAgentID: ptr("agent-web"), AssignmentSource: &src,
+		RoutingDecisionID: ptr("rtd_1"), RoutingReason: json.RawMessage(`{ "rule" : "frontend <&>" }`), RoutingConfidence: &conf,
+		SubmissionID: ptr("sub_1"), PRURL: ptr("https://github.com/o/r/pull/1"), PRNumber: &num,
+		Branch: ptr("feat/x"), BaseBranch: ptr("main"), HeadSHA: ptr("0123456789abcdef"),
+		Blocker: &Blocker{Kind: BlockerKindAwaitingUser, SourceRunID: "run", SourceAgentID: "agent",
+			Reason: "needs_input", ActionRequired: "<act>", ResumeInstructions: "go & resume", CreatedAt: at},
 	}
-	return tasks
+	return []Task{
+		full,
+		{ID: "tsk_empty", Status: StatusTodo, UpdatedAt: at, AvailableActions: []Action{}, AcceptanceCriteria: []string{}},
+		{ID: "tsk_nil", Status: StatusDone, UpdatedAt: at, RoutingReason: json.RawMessage("null"), TriageQueueID: ptr("triage")},
+	}
 }
 
-func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	return b
-}
-
-// TestTaskEncoderMatchesJSON checks that the hand-written encoder of
-// writeTask writes the bytes of the encoding/json path, in both token
-// budgets, on a corpus of tasks.
+// TestTaskEncoderMatchesJSON checks that writeTask writes, with its status
+// and Content-Length, the bytes of the hand-written encoder, which are
+// those of the encoding/json path, in both token budgets.
 func TestTaskEncoderMatchesJSON(t *testing.T) {
-	for _, task := range taskCorpus() {
+	for _, task := range writeCorpus() {
 		for _, compact := range []bool{false, true} {
 			want, err := encodeTaskJSON(&task, compact)
 			if err != nil {
 				t.Fatalf("%s: encoding/json: %v", task.ID, err)
 			}
-			e := &jsonWriter{}
-			ok := e.taskEnvelope(&task, compact)
-			got := e.b
-			if !ok {
-				t.Fatalf("%s compact=%v: the hand-written encoder failed", task.ID, compact)
-			}
-			if !bytes.Equal(got, want) {
-				t.Fatalf("%s compact=%v:\n got %s\nwant %s", task.ID, compact, got, want)
-			}
+			_ = taskjson.Use(func(e *taskjson.Writer) error {
+				if !e.AppendEnvelope(&task, compact) {
+					t.Fatalf("%s compact=%v: the hand-written encoder failed", task.ID, compact)
+				}
+				if got := e.Bytes(); !bytes.Equal(got, want) {
+					t.Fatalf("%s compact=%v:\n got %s\nwant %s", task.ID, compact, got, want)
+				}
+				return nil
+			})
 			w := httptest.NewRecorder()
 			if err := writeTask(w, 201, &task, compact); err != nil {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(w.Body.Bytes(), want) || w.Code != 201 || w.Header().Get("Content-Length") != fmt.Sprint(len(want)) {
 				t.Fatalf("%s compact=%v: writeTask wrote %d %q %s", task.ID, compact, w.Code, w.Header(), w.Body.Bytes())
+			}
+			if got, err := encodeTask(&task, compact); err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("%s compact=%v: encodeTask = %s, %v", task.ID, compact, got, err)
 			}
 		}
 	}
@@ -132,7 +84,7 @@ func TestTaskEncoderFallsBack(t *testing.T) {
 		{ID: "tsk_c", RoutingConfidence: &inf},
 	} {
 		for _, compact := range []bool{false, true} {
-			if (&jsonWriter{}).taskEnvelope(&task, compact) {
+			if (&taskjson.Writer{}).AppendEnvelope(&task, compact) {
 				t.Errorf("%s: the hand-written encoder accepted what encoding/json refuses", task.ID)
 			}
 			want, wantErr := encodeTaskJSON(&task, compact)
@@ -148,34 +100,24 @@ func TestTaskEncoderFallsBack(t *testing.T) {
 	}
 }
 
-// TestTaskEncoderAllocations: the hand-written encoder allocates nothing
-// into a buffer large enough.
-func TestTaskEncoderAllocations(t *testing.T) {
-	task := taskCorpus()[1]
-	task.RoutingReason = nil
-	e := &jsonWriter{b: make([]byte, 0, 64<<10)}
-	if n := testing.AllocsPerRun(100, func() { e.b = e.b[:0]; e.taskEnvelope(&task, false) }); n != 0 {
-		t.Errorf("%v allocations per encoding, want 0", n)
-	}
-}
-
-// TestTaskListEncoderMatchesJSON checks the list's hand-written encoder
-// against encoding/json: the whole corpus as one page, pages of one task,
-// an empty page, with and without a cursor.
+// TestTaskListEncoderMatchesJSON checks writeTaskList against
+// encoding/json: the corpus as one page, pages of one task, an empty
+// page, with and without a cursor, and a page with a task that does not
+// encode.
 func TestTaskListEncoderMatchesJSON(t *testing.T) {
-	corpus := taskCorpus()
+	corpus := writeCorpus()
 	lists := []TaskList{{Tasks: corpus, NextCursor: encodeCursor(42)}, {Tasks: []Task{}}, {Tasks: nil}}
 	for i := range corpus {
 		lists = append(lists, TaskList{Tasks: corpus[i : i+1]})
 	}
 	for i, list := range lists {
 		want := encodeTaskListJSON(list)
-		e := &jsonWriter{}
-		if !e.taskList(list) {
+		e := &taskjson.Writer{}
+		if !e.AppendList(list.Tasks, list.NextCursor) {
 			t.Fatalf("list %d: the hand-written encoder failed", i)
 		}
-		if !bytes.Equal(e.b, want) {
-			t.Fatalf("list %d:\n got %s\nwant %s", i, e.b, want)
+		if !bytes.Equal(e.Bytes(), want) {
+			t.Fatalf("list %d:\n got %s\nwant %s", i, e.Bytes(), want)
 		}
 		w := httptest.NewRecorder()
 		writeTaskList(w, list)

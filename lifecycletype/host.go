@@ -2,6 +2,7 @@ package lifecycletype
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -44,6 +45,26 @@ func (e *TemporaryError) Unwrap() error { return e.Err }
 
 // Is reports whether target is ErrTemporary.
 func (e *TemporaryError) Is(target error) bool { return target == ErrTemporary }
+
+// RetryAfter returns the wait a *TemporaryError in err's chain asks for,
+// or 0.
+func RetryAfter(err error) time.Duration {
+	var te *TemporaryError
+	if errors.As(err, &te) {
+		return te.RetryAfter
+	}
+	return 0
+}
+
+// RateLimitWait returns the wait of an error that says a rate limit is
+// spent (a *TemporaryError with RateLimited set), and whether it says so.
+func RateLimitWait(err error) (time.Duration, bool) {
+	var te *TemporaryError
+	if errors.As(err, &te) && te.RateLimited {
+		return te.RetryAfter, true
+	}
+	return 0, false
+}
 
 // ProviderEventKind says what a code host reported.
 type ProviderEventKind string

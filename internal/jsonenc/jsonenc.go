@@ -1,6 +1,6 @@
 // Package jsonenc appends JSON strings byte for byte as encoding/json
-// writes them, for the hand-written encoders of the hot paths (the
-// root's Task encoder, package mcp's fast path).
+// writes them, for the hand-written encoders of the hot paths (package
+// taskjson's Task encoder, package mcp's fast path).
 package jsonenc
 
 import "unicode/utf8"

@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -190,7 +189,7 @@ func (r *Reconciler[R]) readGroup(ctx context.Context, adapter lifecycletype.Pro
 		if ctx.Err() != nil {
 			return
 		}
-		if wait, ok := rateLimited(err); ok {
+		if wait, ok := lifecycletype.RateLimitWait(err); ok {
 			c.Log.Info("the share of the code host's rate limit kept for readings is spent; the tasks are read again when it resets",
 				"tasks", len(tasks), "wait", wait)
 			r.reschedule(ctx, tasks, lifecycletype.NewTimestamp(c.Clock.Now().Add(wait)))
@@ -220,16 +219,6 @@ func (r *Reconciler[R]) readGroup(ctx context.Context, adapter lifecycletype.Pro
 		}
 	}
 	r.markUnchanged(ctx, unchanged)
-}
-
-// rateLimited returns the wait of an error that says a rate limit is
-// spent, and whether it says so.
-func rateLimited(err error) (time.Duration, bool) {
-	var te *lifecycletype.TemporaryError
-	if errors.As(err, &te) && te.RateLimited {
-		return te.RetryAfter, true
-	}
-	return 0, false
 }
 
 // unchangedRead is a reading that found nothing new for task.

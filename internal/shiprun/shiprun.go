@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/tasklifecycle/lifecycle/internal/backoff"
@@ -309,7 +310,7 @@ func (r *Runner) workShip(ctx context.Context, op lifecycletype.ShipOperation) s
 	}
 	var out shipOutcome
 	switch {
-	case pr.State == lifecycletype.PullRequestMerged && lowerHex(pr.HeadSHA) == op.ExpectedHeadSHA:
+	case pr.State == lifecycletype.PullRequestMerged && strings.EqualFold(pr.HeadSHA, op.ExpectedHeadSHA):
 		out.mergeSHA = pr.MergeCommitSHA
 	case pr.State == lifecycletype.PullRequestMerged:
 		return fail("head_sha_mismatch", fmt.Sprintf("Pull request #%d was merged at %s, not %s.", pr.Number, pr.HeadSHA, op.ExpectedHeadSHA), nil)
@@ -434,7 +435,7 @@ func (r *Runner) merge(ctx context.Context, adapter lifecycletype.ProviderAdapte
 		}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.ProviderTimeout)
 		defer cancel()
-		if pr, rerr := adapter.PullRequest(rctx, req.Ref); rerr == nil && pr.State == lifecycletype.PullRequestMerged && lowerHex(pr.HeadSHA) == req.ExpectedHeadSHA {
+		if pr, rerr := adapter.PullRequest(rctx, req.Ref); rerr == nil && pr.State == lifecycletype.PullRequestMerged && strings.EqualFold(pr.HeadSHA, req.ExpectedHeadSHA) {
 			r.cfg.Log.Warn("a merge reported an error but the pull request is merged at the expected head", "operation", op.OperationID, "err", err)
 			res = lifecycletype.MergeResult{MergeCommitSHA: pr.MergeCommitSHA, AlreadyMerged: true}
 			return nil
@@ -462,13 +463,13 @@ func (r *Runner) retryTemporary(ctx context.Context, op *lifecycletype.ShipOpera
 			if !errors.Is(err, lifecycletype.ErrTemporary) {
 				return backoff.Verdict{}
 			}
-			if wait, ok := rateLimited(err); ok {
+			if wait, ok := lifecycletype.RateLimitWait(err); ok {
 				return backoff.Verdict{Retry: true, Hold: max(wait, time.Second)}
 			}
 			if waitReason(err) == lifecycletype.WaitMergeTrain {
-				return backoff.Verdict{Retry: true, Hold: max(retryAfter(err), time.Second)}
+				return backoff.Verdict{Retry: true, Hold: max(lifecycletype.RetryAfter(err), time.Second)}
 			}
-			return backoff.Verdict{Retry: true, After: retryAfter(err)}
+			return backoff.Verdict{Retry: true, After: lifecycletype.RetryAfter(err)}
 		}, backoff.Hooks{
 			Holding: func(wait time.Duration, until time.Time, err error) {
 				at := lifecycletype.NewTimestamp(until)
@@ -609,34 +610,4 @@ func waitReason(err error) string {
 		return te.Reason
 	}
 	return ""
-}
-
-// retryAfter returns the wait a temporary error asks for, or 0.
-func retryAfter(err error) time.Duration {
-	var te *lifecycletype.TemporaryError
-	if errors.As(err, &te) {
-		return te.RetryAfter
-	}
-	return 0
-}
-
-// rateLimited returns the wait of an error that says a rate limit is spent,
-// and whether it says so.
-func rateLimited(err error) (time.Duration, bool) {
-	var te *lifecycletype.TemporaryError
-	if errors.As(err, &te) && te.RateLimited {
-		return te.RetryAfter, true
-	}
-	return 0, false
-}
-
-// lowerHex lower-cases a hex string.
-func lowerHex(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if 'A' <= c && c <= 'F' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
 }

@@ -1,4 +1,4 @@
-package lifecycle
+package taskjson
 
 import (
 	"bytes"
@@ -13,28 +13,28 @@ import (
 )
 
 // This file encodes a Task by hand: the bytes encoding/json writes for it
-// (the Encoder of encodeJSON, without HTML escaping, and json.Marshal for
-// the compact form), without reflection. TestTaskEncoderMatchesJSON
-// compares the two on a corpus of tasks.
+// (an Encoder without HTML escaping, and json.Marshal for the compact
+// form), without reflection. TestWriterMatchesJSON compares the two on a
+// corpus of tasks.
 
 // taskMember is one member of a Task's JSON object.
 type taskMember struct {
 	name   string
-	encode func(e *jsonWriter, t *Task)
+	encode func(e *Writer, t *lifecycletype.Task)
 }
 
 // taskMembers are the served members of a Task, in the order of its
 // struct fields (encoding/json's order).
 var taskMembers = []taskMember{
-	{"id", func(e *jsonWriter, t *Task) { e.str(t.ID) }},
-	{"identifier", func(e *jsonWriter, t *Task) { e.str(t.Identifier) }},
-	{"title", func(e *jsonWriter, t *Task) { e.str(t.Title) }},
-	{"description", func(e *jsonWriter, t *Task) { e.str(t.Description) }},
-	{"status", func(e *jsonWriter, t *Task) { e.str(string(t.Status)) }},
-	{"priority", func(e *jsonWriter, t *Task) { e.str(string(t.Priority)) }},
-	{"updatedAt", func(e *jsonWriter, t *Task) { e.time(t.UpdatedAt) }},
-	{"availableActions", func(e *jsonWriter, t *Task) { e.actions(t.AvailableActions) }},
-	{"assignee", func(e *jsonWriter, t *Task) {
+	{"id", func(e *Writer, t *lifecycletype.Task) { e.str(t.ID) }},
+	{"identifier", func(e *Writer, t *lifecycletype.Task) { e.str(t.Identifier) }},
+	{"title", func(e *Writer, t *lifecycletype.Task) { e.str(t.Title) }},
+	{"description", func(e *Writer, t *lifecycletype.Task) { e.str(t.Description) }},
+	{"status", func(e *Writer, t *lifecycletype.Task) { e.str(string(t.Status)) }},
+	{"priority", func(e *Writer, t *lifecycletype.Task) { e.str(string(t.Priority)) }},
+	{"updatedAt", func(e *Writer, t *lifecycletype.Task) { e.time(t.UpdatedAt) }},
+	{"availableActions", func(e *Writer, t *lifecycletype.Task) { e.actions(t.AvailableActions) }},
+	{"assignee", func(e *Writer, t *lifecycletype.Task) {
 		if t.Assignee == nil {
 			e.null()
 			return
@@ -45,46 +45,46 @@ var taskMembers = []taskMember{
 		e.str(t.Assignee.Name)
 		e.b = append(e.b, '}')
 	}},
-	{"assigneeAgentId", func(e *jsonWriter, t *Task) { e.strPtr(t.AssigneeAgentID) }},
-	{"assignmentSource", func(e *jsonWriter, t *Task) { e.strPtr((*string)(t.AssignmentSource)) }},
-	{"routingDecisionId", func(e *jsonWriter, t *Task) { e.strPtr(t.RoutingDecisionID) }},
-	{"routingReason", func(e *jsonWriter, t *Task) { e.raw(t.RoutingReason) }},
-	{"routingConfidence", func(e *jsonWriter, t *Task) {
+	{"assigneeAgentId", func(e *Writer, t *lifecycletype.Task) { e.strPtr(t.AssigneeAgentID) }},
+	{"assignmentSource", func(e *Writer, t *lifecycletype.Task) { e.strPtr((*string)(t.AssignmentSource)) }},
+	{"routingDecisionId", func(e *Writer, t *lifecycletype.Task) { e.strPtr(t.RoutingDecisionID) }},
+	{"routingReason", func(e *Writer, t *lifecycletype.Task) { e.raw(t.RoutingReason) }},
+	{"routingConfidence", func(e *Writer, t *lifecycletype.Task) {
 		if t.RoutingConfidence == nil {
 			e.null()
 			return
 		}
 		e.float(*t.RoutingConfidence)
 	}},
-	{"triageQueueId", func(e *jsonWriter, t *Task) { e.strPtr(t.TriageQueueID) }},
-	{"submissionId", func(e *jsonWriter, t *Task) { e.strPtr(t.SubmissionID) }},
-	{"prUrl", func(e *jsonWriter, t *Task) { e.strPtr(t.PRURL) }},
-	{"prNumber", func(e *jsonWriter, t *Task) {
+	{"triageQueueId", func(e *Writer, t *lifecycletype.Task) { e.strPtr(t.TriageQueueID) }},
+	{"submissionId", func(e *Writer, t *lifecycletype.Task) { e.strPtr(t.SubmissionID) }},
+	{"prUrl", func(e *Writer, t *lifecycletype.Task) { e.strPtr(t.PRURL) }},
+	{"prNumber", func(e *Writer, t *lifecycletype.Task) {
 		if t.PRNumber == nil {
 			e.null()
 			return
 		}
 		e.b = strconv.AppendInt(e.b, int64(*t.PRNumber), 10)
 	}},
-	{"branch", func(e *jsonWriter, t *Task) { e.strPtr(t.Branch) }},
-	{"baseBranch", func(e *jsonWriter, t *Task) { e.strPtr(t.BaseBranch) }},
-	{"headSha", func(e *jsonWriter, t *Task) { e.strPtr(t.HeadSHA) }},
-	{"acceptanceCriteria", func(e *jsonWriter, t *Task) { e.strs(t.AcceptanceCriteria) }},
-	{"links", func(e *jsonWriter, t *Task) {
+	{"branch", func(e *Writer, t *lifecycletype.Task) { e.strPtr(t.Branch) }},
+	{"baseBranch", func(e *Writer, t *lifecycletype.Task) { e.strPtr(t.BaseBranch) }},
+	{"headSha", func(e *Writer, t *lifecycletype.Task) { e.strPtr(t.HeadSHA) }},
+	{"acceptanceCriteria", func(e *Writer, t *lifecycletype.Task) { e.strs(t.AcceptanceCriteria) }},
+	{"links", func(e *Writer, t *lifecycletype.Task) {
 		e.b = append(e.b, `{"issue":`...)
 		e.str(t.Links.Issue)
 		e.b = append(e.b, `,"parentIssue":`...)
 		e.strPtr(t.Links.ParentIssue)
 		e.b = append(e.b, '}')
 	}},
-	{"context", func(e *jsonWriter, t *Task) {
+	{"context", func(e *Writer, t *lifecycletype.Task) {
 		e.b = append(e.b, `{"project":`...)
 		e.strPtr(t.Context.Project)
 		e.b = append(e.b, `,"goal":`...)
 		e.str(t.Context.Goal)
 		e.b = append(e.b, '}')
 	}},
-	{"blocker", func(e *jsonWriter, t *Task) {
+	{"blocker", func(e *Writer, t *lifecycletype.Task) {
 		bl := t.Blocker
 		if bl == nil {
 			e.null()
@@ -109,12 +109,12 @@ var taskMembers = []taskMember{
 }
 
 // compactTaskMembers are the members of a compact task: without those of
-// compactLeftOut, in the sorted order in which encoding/json writes the
+// CompactLeftOut, in the sorted order in which encoding/json writes the
 // keys of a map.
 var compactTaskMembers = func() []taskMember {
 	var ms []taskMember
 	for _, m := range taskMembers {
-		if !slices.Contains(compactLeftOut[:], m.name) {
+		if !slices.Contains(CompactLeftOut[:], m.name) {
 			ms = append(ms, m)
 		}
 	}
@@ -130,15 +130,16 @@ var compactTaskMembers = func() []taskMember {
 	return ms
 }()
 
-// jsonWriter appends JSON to b.
-type jsonWriter struct {
+// Writer appends the JSON of tasks to a buffer of its own, which it keeps
+// from one encoding to the next. Get one from [Use].
+type Writer struct {
 	b          []byte
 	escapeHTML bool
 }
 
 // task appends t's object: every served member, or those of a compact
 // task.
-func (e *jsonWriter) task(t *Task, compact bool) {
+func (e *Writer) task(t *lifecycletype.Task, compact bool) {
 	ms := taskMembers
 	if compact {
 		ms = compactTaskMembers
@@ -156,9 +157,13 @@ func (e *jsonWriter) task(t *Task, compact bool) {
 	e.b = append(e.b, '}')
 }
 
-func (e *jsonWriter) null() { e.b = append(e.b, "null"...) }
+// Bytes returns the bytes appended since the Writer was had from Use. They
+// are the Writer's: they change with the next append.
+func (e *Writer) Bytes() []byte { return e.b }
 
-func (e *jsonWriter) strPtr(s *string) {
+func (e *Writer) null() { e.b = append(e.b, "null"...) }
+
+func (e *Writer) strPtr(s *string) {
 	if s == nil {
 		e.null()
 		return
@@ -166,7 +171,7 @@ func (e *jsonWriter) strPtr(s *string) {
 	e.str(*s)
 }
 
-func (e *jsonWriter) strs(ss []string) {
+func (e *Writer) strs(ss []string) {
 	if ss == nil {
 		e.null()
 		return
@@ -181,7 +186,7 @@ func (e *jsonWriter) strs(ss []string) {
 	e.b = append(e.b, ']')
 }
 
-func (e *jsonWriter) actions(as []Action) {
+func (e *Writer) actions(as []lifecycletype.Action) {
 	if as == nil {
 		e.null()
 		return
@@ -197,7 +202,7 @@ func (e *jsonWriter) actions(as []Action) {
 }
 
 // time appends t as Timestamp.MarshalJSON does.
-func (e *jsonWriter) time(t Timestamp) {
+func (e *Writer) time(t lifecycletype.Timestamp) {
 	e.b = append(e.b, '"')
 	e.b = t.UTC().AppendFormat(e.b, lifecycletype.TimestampLayout)
 	e.b = append(e.b, '"')
@@ -206,14 +211,14 @@ func (e *jsonWriter) time(t Timestamp) {
 // raw appends a json.RawMessage as encoding/json does: null when empty,
 // else compacted (HTML escaped when e.escapeHTML). An invalid message
 // makes the encoding fail, as encoding/json's does.
-func (e *jsonWriter) raw(m json.RawMessage) {
+func (e *Writer) raw(m json.RawMessage) {
 	if len(m) == 0 {
 		e.null()
 		return
 	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, m); err != nil {
-		panic(jsonWriterError{err})
+		panic(writerError{err})
 	}
 	if e.escapeHTML {
 		var esc bytes.Buffer
@@ -224,14 +229,14 @@ func (e *jsonWriter) raw(m json.RawMessage) {
 	e.b = append(e.b, buf.Bytes()...)
 }
 
-// jsonWriterError is the panic of a value encoding/json would refuse.
-type jsonWriterError struct{ err error }
+// writerError is the panic of a value encoding/json would refuse.
+type writerError struct{ err error }
 
 // float appends f as encoding/json encodes a float64. NaN and the
 // infinities, which encoding/json refuses, make the encoding fail.
-func (e *jsonWriter) float(f float64) {
+func (e *Writer) float(f float64) {
 	if math.IsInf(f, 0) || math.IsNaN(f) {
-		panic(jsonWriterError{&json.UnsupportedValueError{Str: strconv.FormatFloat(f, 'g', -1, 64)}})
+		panic(writerError{&json.UnsupportedValueError{Str: strconv.FormatFloat(f, 'g', -1, 64)}})
 	}
 	abs := math.Abs(f)
 	format := byte('f')
@@ -251,32 +256,36 @@ func (e *jsonWriter) float(f float64) {
 
 // str appends s as a JSON string as encoding/json does (see
 // jsonenc.AppendString), escaping <, > and & when e.escapeHTML.
-func (e *jsonWriter) str(s string) { e.b = jsonenc.AppendString(e.b, s, e.escapeHTML) }
+func (e *Writer) str(s string) { e.b = jsonenc.AppendString(e.b, s, e.escapeHTML) }
 
-// taskWriters are the jsonWriters of writeTask.
-var taskWriters = sync.Pool{New: func() any { return &jsonWriter{b: make([]byte, 0, 2048)} }}
+// writers are the Writers of Use.
+var writers = sync.Pool{New: func() any { return &Writer{b: make([]byte, 0, 2048)} }}
 
-// withTaskWriter runs fn with an empty jsonWriter of taskWriters, whose
-// bytes are fn's until it returns.
-func withTaskWriter(fn func(e *jsonWriter) error) error {
-	e := taskWriters.Get().(*jsonWriter)
+// Use runs fn with an empty Writer from a pool, and returns what fn
+// returns. The Writer, and the bytes it returns, are fn's until fn
+// returns: copy what must outlive it.
+func Use(fn func(e *Writer) error) error {
+	e := writers.Get().(*Writer)
 	e.b = e.b[:0]
 	defer func() {
 		if cap(e.b) <= 64<<10 { // keep no outsized buffer
-			taskWriters.Put(e)
+			writers.Put(e)
 		}
 	}()
 	return fn(e)
 }
 
-// taskEnvelope appends the body writeTask writes for t, with its final
-// newline, to e.b. It reports false when encoding/json would have failed
-// (an invalid routingReason, a confidence that is not a number), leaving
-// e.b in no particular state.
-func (e *jsonWriter) taskEnvelope(t *Task, compact bool) (ok bool) {
+// AppendEnvelope appends the envelope of t (the body of GET /tasks/{id},
+// compact or not) with its final newline: the bytes encoding/json writes
+// for ReflectEnvelope(t, compact). It reports false when encoding/json
+// would have failed (an invalid routingReason, a confidence that is not a
+// number), leaving the Writer's bytes in no particular state.
+func (e *Writer) AppendEnvelope(t *lifecycletype.Task, compact bool) (ok bool) {
 	defer func() {
 		if v := recover(); v != nil {
-			if _, isErr := v.(jsonWriterError); !isErr {
+			// A pooled Writer must not keep the compact form's escaping.
+			e.escapeHTML = false
+			if _, isErr := v.(writerError); !isErr {
 				panic(v)
 			}
 			ok = false
@@ -302,35 +311,38 @@ func (e *jsonWriter) taskEnvelope(t *Task, compact bool) (ok bool) {
 	return true
 }
 
-// taskList appends the body writeTaskList writes for list, with its final
-// newline, to e.b. It reports false when encoding/json would have failed.
-func (e *jsonWriter) taskList(list TaskList) (ok bool) {
+// AppendList appends a page of tasks, with the cursor of the next page
+// ("" on the last), as the body of GET /tasks with its final newline: the
+// bytes encoding/json writes for ReflectList(tasks, next). It reports
+// false when encoding/json would have failed, leaving the Writer's bytes
+// in no particular state.
+func (e *Writer) AppendList(tasks []lifecycletype.Task, next string) (ok bool) {
 	defer func() {
 		if v := recover(); v != nil {
-			if _, isErr := v.(jsonWriterError); !isErr {
+			if _, isErr := v.(writerError); !isErr {
 				panic(v)
 			}
 			ok = false
 		}
 	}()
 	e.b = append(e.b, `{"data":`...)
-	if list.Tasks == nil {
+	if tasks == nil {
 		e.null()
 	} else {
 		e.b = append(e.b, '[')
-		for i := range list.Tasks {
+		for i := range tasks {
 			if i > 0 {
 				e.b = append(e.b, ',')
 			}
-			e.task(&list.Tasks[i], false)
+			e.task(&tasks[i], false)
 		}
 		e.b = append(e.b, ']')
 	}
 	e.b = append(e.b, `,"nextCursor":`...)
-	if list.NextCursor == "" {
+	if next == "" {
 		e.null()
 	} else {
-		e.str(list.NextCursor)
+		e.str(next)
 	}
 	e.b = append(e.b, '}', '\n')
 	return true
