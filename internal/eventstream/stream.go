@@ -88,9 +88,9 @@ func New(cfg Config) *Streams { return &Streams{cfg: cfg} }
 // Acquire takes one of the places for streams of the principal key in the
 // broker, starting it if it is the first. It returns a
 // *lifecycletype.RateLimitError when key already holds the most streams
-// allowed, and an error matching fanout.ErrClosed (lifecycletype.ErrClosed)
-// after the broker closed. Every successful Acquire must be followed by
-// one Release of the broker's hub.
+// allowed, and an error matching lifecycletype.ErrClosed after the
+// broker closed. Every successful Acquire must be followed by one Release
+// of the broker's hub.
 func (s *Streams) Acquire(ctx context.Context, key string) error {
 	err := s.cfg.Broker.Acquire(ctx, key)
 	if errors.Is(err, fanout.ErrLimit) {
