@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle/internal/authlimit"
+	"github.com/tasklifecycle/lifecycle/internal/eventstream"
 	"github.com/tasklifecycle/lifecycle/internal/httpapi"
 	"github.com/tasklifecycle/lifecycle/internal/id"
 	"github.com/tasklifecycle/lifecycle/internal/keyauth"
@@ -49,7 +50,7 @@ type Principal struct {
 
 // Notes that end an event stream whose credential ended.
 const (
-	keyRevokedNote = "revoked: the API key of this stream was revoked; the stream ends"
+	keyRevokedNote = eventstream.RevokedNote
 	defaultEndNote = "ended: the credential of this stream ended; the stream ends"
 )
 
@@ -366,7 +367,7 @@ func (s *Service) RevokeAPIKey(ctx context.Context, keyID string) (APIKey, error
 	if s.keys != nil {
 		s.keys.Forget(keyID)
 	}
-	s.streamKeys.revoke(keyID) // its open streams end now
+	s.streamKeys.Revoke(keyID) // its open streams end now
 	return key, nil
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"time"
 
+	"github.com/tasklifecycle/lifecycle/internal/eventstream"
 	"github.com/tasklifecycle/lifecycle/internal/httpapi"
 	"github.com/tasklifecycle/lifecycle/internal/jsonscan"
 	"github.com/tasklifecycle/lifecycle/internal/webhooksend"
@@ -191,16 +192,16 @@ func FuzzStreamParams(f *testing.F) {
 			}
 			return
 		}
-		if hb := p.heartbeat / time.Second; hb < minHeartbeat || hb > maxHeartbeat {
-			t.Fatalf("%q: heartbeat %s", query, p.heartbeat)
+		if hb := p.Heartbeat / time.Second; hb < eventstream.MinHeartbeat || hb > eventstream.MaxHeartbeat {
+			t.Fatalf("%q: heartbeat %s", query, p.Heartbeat)
 		}
-		for _, typ := range p.filter.types {
+		for _, typ := range p.Filter.Types {
 			if !typ.Valid() {
 				t.Fatalf("%q: event type %q", query, typ)
 			}
 		}
-		if p.filter.taskID != "" && !validTaskID(p.filter.taskID) {
-			t.Fatalf("%q: task ID %q", query, p.filter.taskID)
+		if p.Filter.TaskID != "" && !validTaskID(p.Filter.TaskID) {
+			t.Fatalf("%q: task ID %q", query, p.Filter.TaskID)
 		}
 	})
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tasklifecycle/lifecycle/internal/backoff"
 	"github.com/tasklifecycle/lifecycle/internal/broker"
+	"github.com/tasklifecycle/lifecycle/internal/eventstream"
 	"github.com/tasklifecycle/lifecycle/internal/httpapi"
 	"github.com/tasklifecycle/lifecycle/internal/httpin"
 	"github.com/tasklifecycle/lifecycle/internal/id"
@@ -583,8 +584,9 @@ type Service struct {
 	tel      *telemetry.Telemetry        // metrics and traces
 	tasks    *taskcache.Cache            // answers of GET /tasks/{id}; nil: none kept
 
-	streamKeys streamKeys  // the keys of open streams, to end them on revocation
-	watches    taskWatches // the watches of single tasks (watch.go)
+	streamKeys *eventstream.Keys    // the keys of open streams, to end them on revocation
+	streams    *eventstream.Streams // opens and serves the event streams
+	watches    *eventstream.Watches // the watches of single tasks (watch.go)
 
 	owner     string          // Config.InstanceID: the holder of this Service's leases
 	life      string          // this life of the instance, new at each New
@@ -658,6 +660,16 @@ func New(cfg Config) (*Service, error) {
 		MaxStreamsPerKey:  cfg.MaxStreamsPerKey,
 		EventPollInterval: cfg.EventPollInterval,
 		StreamBatchWindow: cfg.StreamBatchWindow,
+	})
+	s.streamKeys = new(eventstream.Keys)
+	s.watches = eventstream.NewWatches(s.broker, cfg.Store, cfg.Clock, cfg.Logger)
+	s.streams = eventstream.New(eventstream.Config{
+		Broker: s.broker, Store: cfg.Store, Keys: s.streamKeys, Clock: cfg.Clock, Log: cfg.Logger, Tel: s.tel,
+		Unwrap:             unwrapConn,
+		EventRetention:     cfg.EventRetention,
+		MaxStreamsPerKey:   cfg.MaxStreamsPerKey,
+		StreamWriteTimeout: cfg.StreamWriteTimeout,
+		TakeOverStreams:    cfg.TakeOverStreams,
 	})
 	if s.secrets, err = secretbox.New(cfg.WebhookSecretKey, cfg.WebhookPreviousSecretKeys, "Config.WebhookSecretKey", "Config.WebhookPreviousSecretKeys"); err != nil {
 		return nil, fmt.Errorf("lifecycle: %w", err)

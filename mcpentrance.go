@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/tasklifecycle/lifecycle/internal/eventstream"
 	"github.com/tasklifecycle/lifecycle/internal/httpapi"
 )
 
@@ -37,7 +38,7 @@ func (s *Service) ReadBody(w http.ResponseWriter, r *http.Request) (raw []byte, 
 type Hold struct {
 	s         *Service
 	principal string
-	key       *streamKey
+	key       *eventstream.Key
 	stream    bool // it holds a place among the principal's streams
 	ended     context.Context
 	end       context.CancelFunc
@@ -55,9 +56,9 @@ type Hold struct {
 // not counted against [Config.MaxStreamsPerKey]: see HoldStream. Call
 // Release once when the thing ends.
 func (s *Service) HoldCredential(r *http.Request, p *Principal) *Hold {
-	h := &Hold{s: s, principal: p.ID, key: s.streamKeys.watch(p.ID, r)}
+	h := &Hold{s: s, principal: p.ID, key: s.streamKeys.Watch(p.ID, r)}
 	h.ended, h.end = context.WithCancel(context.Background())
-	h.after(h.key.revoked)
+	h.after(h.key.Revoked())
 	h.after(s.broker.Hub().Context())
 	if p.Done != nil {
 		var keyEnd context.Context
@@ -98,7 +99,7 @@ func (s *Service) HoldCredential(r *http.Request, p *Principal) *Hold {
 // [Service.Close]. Release the Hold promptly once Ended closes:
 // [Service.Close] waits for every stream's place to be given back.
 func (s *Service) HoldStream(r *http.Request, p *Principal) (*Hold, error) {
-	if err := s.acquireStream(r.Context(), p.ID); err != nil {
+	if err := s.streams.Acquire(r.Context(), p.ID); err != nil {
 		return nil, err
 	}
 	h := s.HoldCredential(r, p)
@@ -124,7 +125,7 @@ func (h *Hold) Release() {
 			stop()
 		}
 		h.end()
-		h.s.streamKeys.unwatch(h.principal, h.key)
+		h.s.streamKeys.Unwatch(h.principal, h.key)
 		if h.stream {
 			h.s.broker.Hub().Release(h.principal)
 		}
