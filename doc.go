@@ -37,7 +37,13 @@
 // import this one, never the other way round:
 //
 //   - lifecycletype: the records, the Store and adapter contracts, the
-//     Clock and the sentinel errors, which this package aliases;
+//     Clock and the sentinel and request errors, which this package
+//     aliases;
+//   - internal/: the subsystems the Service starts (internal/broker,
+//     internal/eventstream, internal/webhookdispatch, internal/shiprun,
+//     internal/reconcile, internal/keyauth), the API's plumbing
+//     (internal/httpapi, internal/taskjson, internal/taskcache) and the
+//     leaf packages under them; the README's layout lists each;
 //   - store/sqlite: a [Store] on SQLite, the embedded default;
 //   - store/postgres: a [Store] on PostgreSQL, shared by several replicas
 //     (store/postgres/pgtest opens throwaway databases for tests);
