@@ -13,15 +13,6 @@ import (
 	"github.com/tasklifecycle/lifecycle/lifecycletype"
 )
 
-// The [TemporaryError.Reason]s that the ship runner shows as waits in
-// [ShipOperation.Wait].
-const (
-	// WaitMergeabilityUnknown is [lifecycletype.WaitMergeabilityUnknown].
-	WaitMergeabilityUnknown = lifecycletype.WaitMergeabilityUnknown
-	// WaitMergeTrain is [lifecycletype.WaitMergeTrain].
-	WaitMergeTrain = lifecycletype.WaitMergeTrain
-)
-
 // shipRoute is the route of POST /tasks/{id}/ship, the scope of its keys.
 const shipRoute = "/tasks/{id}/ship"
 

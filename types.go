@@ -71,10 +71,10 @@ type (
 	CIOverall = lifecycletype.CIOverall
 	// CIStatus is [lifecycletype.CIStatus].
 	CIStatus = lifecycletype.CIStatus
-	// Clock is [lifecycletype.Clock].
-	Clock = lifecycletype.Clock
 	// ProviderError is [lifecycletype.ProviderError].
 	ProviderError = lifecycletype.ProviderError
+	// RateLimitError is [lifecycletype.RateLimitError].
+	RateLimitError = lifecycletype.RateLimitError
 	// EventType is [lifecycletype.EventType].
 	EventType = lifecycletype.EventType
 	// Event is [lifecycletype.Event].
@@ -99,6 +99,10 @@ type (
 	EventBlocker = lifecycletype.EventBlocker
 	// EventFilter is [lifecycletype.EventFilter].
 	EventFilter = lifecycletype.EventFilter
+	// Facts is [lifecycletype.Facts].
+	Facts = lifecycletype.Facts
+	// MergeRefusal is [lifecycletype.MergeRefusal].
+	MergeRefusal = lifecycletype.MergeRefusal
 	// TemporaryError is [lifecycletype.TemporaryError].
 	TemporaryError = lifecycletype.TemporaryError
 	// ProviderEventKind is [lifecycletype.ProviderEventKind].
@@ -117,12 +121,6 @@ type (
 	ProviderDelivery = lifecycletype.ProviderDelivery
 	// RefusedError is [lifecycletype.RefusedError].
 	RefusedError = lifecycletype.RefusedError
-	// IdempotencyScope is [lifecycletype.IdempotencyScope].
-	IdempotencyScope = lifecycletype.IdempotencyScope
-	// IdempotencyRecord is [lifecycletype.IdempotencyRecord].
-	IdempotencyRecord = lifecycletype.IdempotencyRecord
-	// InstanceLease is [lifecycletype.InstanceLease].
-	InstanceLease = lifecycletype.InstanceLease
 	// ReviewOutcome is [lifecycletype.ReviewOutcome].
 	ReviewOutcome = lifecycletype.ReviewOutcome
 	// ReviewDecision is [lifecycletype.ReviewDecision].
@@ -141,10 +139,6 @@ type (
 	ShipWait = lifecycletype.ShipWait
 	// ShipOperation is [lifecycletype.ShipOperation].
 	ShipOperation = lifecycletype.ShipOperation
-	// Facts is [lifecycletype.Facts].
-	Facts = lifecycletype.Facts
-	// MergeRefusal is [lifecycletype.MergeRefusal].
-	MergeRefusal = lifecycletype.MergeRefusal
 	// Store is [lifecycletype.Store].
 	Store = lifecycletype.Store
 	// Reader is [lifecycletype.Reader].
@@ -181,6 +175,14 @@ type (
 	ClaimShipOperationsParams = lifecycletype.ClaimShipOperationsParams
 	// ClaimReconciliationsParams is [lifecycletype.ClaimReconciliationsParams].
 	ClaimReconciliationsParams = lifecycletype.ClaimReconciliationsParams
+	// SecretResealer is [lifecycletype.SecretResealer].
+	SecretResealer = lifecycletype.SecretResealer
+	// InstanceLease is [lifecycletype.InstanceLease].
+	InstanceLease = lifecycletype.InstanceLease
+	// IdempotencyScope is [lifecycletype.IdempotencyScope].
+	IdempotencyScope = lifecycletype.IdempotencyScope
+	// IdempotencyRecord is [lifecycletype.IdempotencyRecord].
+	IdempotencyRecord = lifecycletype.IdempotencyRecord
 	// SubmitMode is [lifecycletype.SubmitMode].
 	SubmitMode = lifecycletype.SubmitMode
 	// SubmissionAction is [lifecycletype.SubmissionAction].
@@ -197,6 +199,28 @@ type (
 	CheckSource = lifecycletype.CheckSource
 	// Check is [lifecycletype.Check].
 	Check = lifecycletype.Check
+	// SubscriptionStatus is [lifecycletype.SubscriptionStatus].
+	SubscriptionStatus = lifecycletype.SubscriptionStatus
+	// Subscription is [lifecycletype.Subscription].
+	Subscription = lifecycletype.Subscription
+	// SubscriptionFilters is [lifecycletype.SubscriptionFilters].
+	SubscriptionFilters = lifecycletype.SubscriptionFilters
+	// DeliveryStatus is [lifecycletype.DeliveryStatus].
+	DeliveryStatus = lifecycletype.DeliveryStatus
+	// Delivery is [lifecycletype.Delivery].
+	Delivery = lifecycletype.Delivery
+	// ListSubscriptionsParams is [lifecycletype.ListSubscriptionsParams].
+	ListSubscriptionsParams = lifecycletype.ListSubscriptionsParams
+	// SubscriptionPage is [lifecycletype.SubscriptionPage].
+	SubscriptionPage = lifecycletype.SubscriptionPage
+	// ClaimSubscriptionsParams is [lifecycletype.ClaimSubscriptionsParams].
+	ClaimSubscriptionsParams = lifecycletype.ClaimSubscriptionsParams
+	// DeliveryFilter is [lifecycletype.DeliveryFilter].
+	DeliveryFilter = lifecycletype.DeliveryFilter
+	// DeliveryPage is [lifecycletype.DeliveryPage].
+	DeliveryPage = lifecycletype.DeliveryPage
+	// RefusedTargetError is [lifecycletype.RefusedTargetError].
+	RefusedTargetError = lifecycletype.RefusedTargetError
 	// Status is [lifecycletype.Status].
 	Status = lifecycletype.Status
 	// Priority is [lifecycletype.Priority].
@@ -221,30 +245,20 @@ type (
 	TaskPage = lifecycletype.TaskPage
 	// Timestamp is [lifecycletype.Timestamp].
 	Timestamp = lifecycletype.Timestamp
-	// SubscriptionStatus is [lifecycletype.SubscriptionStatus].
-	SubscriptionStatus = lifecycletype.SubscriptionStatus
-	// Subscription is [lifecycletype.Subscription].
-	Subscription = lifecycletype.Subscription
-	// SubscriptionFilters is [lifecycletype.SubscriptionFilters].
-	SubscriptionFilters = lifecycletype.SubscriptionFilters
-	// DeliveryStatus is [lifecycletype.DeliveryStatus].
-	DeliveryStatus = lifecycletype.DeliveryStatus
-	// Delivery is [lifecycletype.Delivery].
-	Delivery = lifecycletype.Delivery
-	// ListSubscriptionsParams is [lifecycletype.ListSubscriptionsParams].
-	ListSubscriptionsParams = lifecycletype.ListSubscriptionsParams
-	// SubscriptionPage is [lifecycletype.SubscriptionPage].
-	SubscriptionPage = lifecycletype.SubscriptionPage
-	// ClaimSubscriptionsParams is [lifecycletype.ClaimSubscriptionsParams].
-	ClaimSubscriptionsParams = lifecycletype.ClaimSubscriptionsParams
-	// DeliveryFilter is [lifecycletype.DeliveryFilter].
-	DeliveryFilter = lifecycletype.DeliveryFilter
-	// DeliveryPage is [lifecycletype.DeliveryPage].
-	DeliveryPage = lifecycletype.DeliveryPage
-	// SecretResealer is [lifecycletype.SecretResealer].
-	SecretResealer = lifecycletype.SecretResealer
-	// RateLimitError is [lifecycletype.RateLimitError].
-	RateLimitError = lifecycletype.RateLimitError
+	// Clock is [lifecycletype.Clock].
+	Clock = lifecycletype.Clock
+	// FieldError is [lifecycletype.FieldError].
+	FieldError = lifecycletype.FieldError
+	// ValidationError is [lifecycletype.ValidationError].
+	ValidationError = lifecycletype.ValidationError
+	// ErrorBody is [lifecycletype.ErrorBody].
+	ErrorBody = lifecycletype.ErrorBody
+	// ErrorObject is [lifecycletype.ErrorObject].
+	ErrorObject = lifecycletype.ErrorObject
+	// ErrorDetails is [lifecycletype.ErrorDetails].
+	ErrorDetails = lifecycletype.ErrorDetails
+	// ConflictError is [lifecycletype.ConflictError].
+	ConflictError = lifecycletype.ConflictError
 )
 
 // The constants of those types; see package lifecycletype.
@@ -287,6 +301,9 @@ const (
 	RoleReviewer                      = lifecycletype.RoleReviewer
 	RoleUser                          = lifecycletype.RoleUser
 	RoleSystem                        = lifecycletype.RoleSystem
+	ReworkChangesRequested            = lifecycletype.ReworkChangesRequested
+	ReworkMergeConflict               = lifecycletype.ReworkMergeConflict
+	ReworkBehindBase                  = lifecycletype.ReworkBehindBase
 	ProviderHeadChanged               = lifecycletype.ProviderHeadChanged
 	ProviderPullRequestClosed         = lifecycletype.ProviderPullRequestClosed
 	ProviderPullRequestMerged         = lifecycletype.ProviderPullRequestMerged
@@ -314,9 +331,8 @@ const (
 	EnvironmentProduction             = lifecycletype.EnvironmentProduction
 	ShipMergeOnly                     = lifecycletype.ShipMergeOnly
 	ShipMergeAndDeploy                = lifecycletype.ShipMergeAndDeploy
-	ReworkChangesRequested            = lifecycletype.ReworkChangesRequested
-	ReworkMergeConflict               = lifecycletype.ReworkMergeConflict
-	ReworkBehindBase                  = lifecycletype.ReworkBehindBase
+	WaitMergeabilityUnknown           = lifecycletype.WaitMergeabilityUnknown
+	WaitMergeTrain                    = lifecycletype.WaitMergeTrain
 	ModeAdapterManaged                = lifecycletype.ModeAdapterManaged
 	ModeArtifact                      = lifecycletype.ModeArtifact
 	SubmissionCreated                 = lifecycletype.SubmissionCreated
@@ -325,6 +341,11 @@ const (
 	SourceProvider                    = lifecycletype.SourceProvider
 	SourceReported                    = lifecycletype.SourceReported
 	SourceSelfReported                = lifecycletype.SourceSelfReported
+	SubscriptionActive                = lifecycletype.SubscriptionActive
+	SubscriptionDisabled              = lifecycletype.SubscriptionDisabled
+	DeliveryPending                   = lifecycletype.DeliveryPending
+	DeliverySucceeded                 = lifecycletype.DeliverySucceeded
+	DeliveryFailed                    = lifecycletype.DeliveryFailed
 	StatusTodo                        = lifecycletype.StatusTodo
 	StatusInProgress                  = lifecycletype.StatusInProgress
 	StatusInReview                    = lifecycletype.StatusInReview
@@ -346,11 +367,6 @@ const (
 	AssignmentClassifierBestEffort    = lifecycletype.AssignmentClassifierBestEffort
 	AssignmentManualTriage            = lifecycletype.AssignmentManualTriage
 	AssignmentProviderAssigneeMapping = lifecycletype.AssignmentProviderAssigneeMapping
-	SubscriptionActive                = lifecycletype.SubscriptionActive
-	SubscriptionDisabled              = lifecycletype.SubscriptionDisabled
-	DeliveryPending                   = lifecycletype.DeliveryPending
-	DeliverySucceeded                 = lifecycletype.DeliverySucceeded
-	DeliveryFailed                    = lifecycletype.DeliveryFailed
 )
 
 // The sentinel errors; see package lifecycletype.

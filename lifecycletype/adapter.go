@@ -61,7 +61,7 @@ type ReviewDecider interface {
 // changed since an earlier reading. When a task's adapter is one, the
 // Service reads through it instead of calling PullRequest, Checks and
 // ReviewDecision one by one: the reconciler for every task in review (see
-// [Config.ReconcileInterval]), a submission for its pull request, and the
+// lifecycle.Config.ReconcileInterval), a submission for its pull request, and the
 // ship runner right before it merges.
 //
 // Errors: ReadPullRequests returns an error when it read nothing (the host
@@ -339,7 +339,7 @@ func (s CheckStatus) Valid() bool {
 }
 
 // CIProvider reports the CI checks of a commit. An adapter may implement it
-// too; see [AdapterBinding].
+// too; see lifecycle.AdapterBinding.
 //
 // Errors: any error is a failure of the CI system; reads answer as if it
 // had reported nothing and say so in the log, and ship refuses to proceed.

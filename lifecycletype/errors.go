@@ -6,7 +6,7 @@ import (
 
 // Sentinel errors. Service methods, stores and adapters return errors that
 // match one of these with errors.Is; the HTTP layer maps each to a status and
-// an error code in one table (see [Service.Handler]).
+// an error code in one table (see lifecycle.Service.Handler).
 var (
 	// ErrNotFound means the thing asked for does not exist (HTTP 404 not_found).
 	ErrNotFound = errors.New("not found")
@@ -32,7 +32,7 @@ var (
 	// rate_limited). A *RateLimitError says when to retry.
 	ErrRateLimited = errors.New("rate limited")
 	// ErrRequestTimeout means a request body did not arrive within
-	// [Config.BodyReadTimeout] (HTTP 408 request_timeout).
+	// lifecycle.Config.BodyReadTimeout (HTTP 408 request_timeout).
 	ErrRequestTimeout = errors.New("request timeout")
 	// ErrCSRF means a request authenticated by a browser session came
 	// from another site, or changed something without the session's CSRF
@@ -55,14 +55,14 @@ var (
 	// that may pass: an HTTP 5xx, a rate limit, GitHub's "Base branch was
 	// modified". Adapters and deployers wrap it, usually in a
 	// *TemporaryError; the ship runner retries such failures with backoff for
-	// up to [Config.ShipRetryBudget], while every other failure is final.
+	// up to lifecycle.Config.ShipRetryBudget, while every other failure is final.
 	ErrTemporary = errors.New("temporary failure")
 	// ErrInvalidSignature means a webhook request's signature does not
 	// match its body and the subscription secret (see
-	// [VerifyWebhookSignature]).
+	// lifecycle.VerifyWebhookSignature).
 	ErrInvalidSignature = errors.New("lifecycle: webhook signature does not match")
 	// ErrInstanceInUse means another live Service holds the instance ID a
-	// Service was started with ([Config.InstanceID]).
+	// Service was started with (lifecycle.Config.InstanceID).
 	ErrInstanceInUse = errors.New("instance ID in use by a live Service")
 )
 

@@ -98,7 +98,7 @@ const (
 // into the host-agnostic terms of this package by an adapter. The Service
 // treats it as a hint: it never trusts the event's content, but re-reads
 // the pull requests it names through their adapter and applies what it
-// reads (see [Service.ApplyProviderEvent]).
+// reads (see lifecycle.Service.ApplyProviderEvent).
 type ProviderEvent struct {
 	// Source names the host the event came from, such as "github"; with
 	// DeliveryID it identifies the delivery.

@@ -263,7 +263,7 @@ type RelaxedUpdater interface {
 
 // ShipQueueCounter is a Store that counts the ship operations not yet
 // finished, for the gauge lifecycle.ship.queue.depth (see
-// [Config.MeterProvider]). It is optional: a Service whose Store lacks it
+// lifecycle.Config.MeterProvider). It is optional: a Service whose Store lacks it
 // reports no queue depth.
 type ShipQueueCounter interface {
 	// CountShipQueue returns how many ship operations are queued and how
@@ -273,7 +273,7 @@ type ShipQueueCounter interface {
 
 // TaskRevisioner is a Store that tells cheaply whether a task's row
 // changed. It is optional: with it, a Service keeps the encoded answers
-// of GET /tasks/{id} (see [Config.TaskCacheBytes]) and serves one again
+// of GET /tasks/{id} (see lifecycle.Config.TaskCacheBytes) and serves one again
 // while the task's revision is the one it was read at, reading one column
 // instead of the whole row.
 type TaskRevisioner interface {
@@ -296,10 +296,10 @@ type ShipQueueCounts struct {
 
 // InstanceLeaser is implemented by a Store that keeps instance leases
 // ([InstanceLease]), so that several Services may share it, each with
-// its own [Config.InstanceID]: [Service.Start] takes the lease of its ID
+// its own lifecycle.Config.InstanceID: lifecycle.Service.Start takes the lease of its ID
 // and refuses to run while another live process holds it. A Service on a
 // Store without it serves as the only instance of that Store and takes no
-// lease; [New] logs that once.
+// lease; lifecycle.New logs that once.
 type InstanceLeaser interface {
 	// UpdateInstanceLease reads the lease of p.ID (nil when there is none),
 	// calls p.Update with it and stores the lease it returns, in one atomic
@@ -407,8 +407,8 @@ type ClaimReconciliationsParams struct {
 
 // SecretResealer is an optional interface of a [Store]: replacing the
 // sealed secret of a webhook subscription, in one atomic step.
-// [Service.ResealWebhookSecrets] needs it to finish a rotation of
-// [Config.WebhookSecretKey]; the stores of this module implement it.
+// lifecycle.Service.ResealWebhookSecrets needs it to finish a rotation of
+// lifecycle.Config.WebhookSecretKey; the stores of this module implement it.
 type SecretResealer interface {
 	// UpdateSubscriptionSecret replaces the sealed secret of the
 	// subscription with the given ID, and nothing else of it. It returns
@@ -417,7 +417,7 @@ type SecretResealer interface {
 }
 
 // InstanceLease records that a live Service holds an instance ID
-// ([Config.InstanceID]), so that a second live process started with the
+// (lifecycle.Config.InstanceID), so that a second live process started with the
 // same ID is refused, while a process restarted after a crash takes its
 // earlier life's work back at once.
 type InstanceLease struct {
@@ -463,7 +463,7 @@ type IdempotencyRecord struct {
 	// LockedUntil is when a reservation that has not finished may be taken
 	// over (its process is presumed dead).
 	LockedUntil time.Time
-	// Owner is the instance ID ([Config.InstanceID]) of the Service that
+	// Owner is the instance ID (lifecycle.Config.InstanceID) of the Service that
 	// holds the reservation; a Service restarted with that ID takes its
 	// earlier life's reservations over at once.
 	Owner string

@@ -37,14 +37,14 @@ type Subscription struct {
 	// AllowPrivateTarget lets the subscription's deliveries reach a host
 	// that resolves to a loopback, private, link-local or otherwise
 	// non-public address, which is refused for the others unless
-	// [Config.AllowPrivateWebhookTargets] is set. Only the host program
-	// sets it, through [CreateSubscriptionParams.AllowPrivateTarget]; the
+	// lifecycle.Config.AllowPrivateWebhookTargets is set. Only the host program
+	// sets it, through lifecycle.CreateSubscriptionParams.AllowPrivateTarget; the
 	// HTTP API neither takes nor shows it. A Store keeps it with the
 	// subscription.
 	AllowPrivateTarget bool `json:"-"`
 
 	// SealedSecret is the signing secret as stored: encrypted when the
-	// Service has a [Config.WebhookSecretKey]. It is never serialised,
+	// Service has a lifecycle.Config.WebhookSecretKey. It is never serialised,
 	// and the Service's methods return subscriptions without it (and
 	// without Cursor and the lease): these are for the Store.
 	SealedSecret []byte `json:"-"`

@@ -8,7 +8,7 @@ import (
 // RefusedTargetError says that a webhook target was refused because it is
 // not a public address: a defence against server-side request forgery.
 // Set lifecycle.Config.AllowPrivateWebhookTargets, or
-// [CreateSubscriptionParams.AllowPrivateTarget] for one subscription, to
+// lifecycle.CreateSubscriptionParams.AllowPrivateTarget for one subscription, to
 // deliver to such hosts.
 type RefusedTargetError struct {
 	// Host is the host name or address of the URL.
