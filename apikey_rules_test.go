@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 )
 
 // keyBody is a POST /api-keys body.
@@ -26,9 +27,9 @@ func keyBody(actorID string, role lifecycle.Role, scopes ...lifecycle.Scope) map
 func TestKeysAdminIsLeastPrivilege(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	user := e.keyAs(lifecycle.Actor{ID: "ops", Role: lifecycle.RoleUser}, lifecycle.ScopeKeysAdmin, lifecycle.ScopeTasksRead)
-	agent := e.keyAs(lifecycle.Actor{ID: "agent-1", Role: lifecycle.RoleAgent}, lifecycle.ScopeKeysAdmin, lifecycle.ScopeTasksRead)
-	e.keyAs(lifecycle.Actor{ID: "root", Role: lifecycle.RoleSystem}, lifecycle.ScopeShipWrite, lifecycle.ScopeTasksRead)
+	user := e.KeyAs(lifecycle.Actor{ID: "ops", Role: lifecycle.RoleUser}, lifecycle.ScopeKeysAdmin, lifecycle.ScopeTasksRead)
+	agent := e.KeyAs(lifecycle.Actor{ID: "agent-1", Role: lifecycle.RoleAgent}, lifecycle.ScopeKeysAdmin, lifecycle.ScopeTasksRead)
+	e.KeyAs(lifecycle.Actor{ID: "root", Role: lifecycle.RoleSystem}, lifecycle.ScopeShipWrite, lifecycle.ScopeTasksRead)
 
 	tests := []struct {
 		name   string
@@ -43,20 +44,20 @@ func TestKeysAdminIsLeastPrivilege(t *testing.T) {
 		{"agent creates a key for another agent", agent, keyBody("agent-2", lifecycle.RoleAgent, lifecycle.ScopeTasksRead), 403},
 		{"agent creates a user key", agent, keyBody("agent-1", lifecycle.RoleUser, lifecycle.ScopeTasksRead), 403},
 		{"agent creates a key for itself", agent, keyBody("agent-1", lifecycle.RoleAgent, lifecycle.ScopeTasksRead), 201},
-		{"a user key with every scope mints a system key", e.admin, keyBody("robot", lifecycle.RoleSystem, lifecycle.ScopeTasksRead), 403},
+		{"a user key with every scope mints a system key", e.Admin, keyBody("robot", lifecycle.RoleSystem, lifecycle.ScopeTasksRead), 403},
 	}
 	for _, tt := range tests {
-		rec := e.do(request{method: "POST", path: "/api-keys", key: tt.key, body: tt.body})
+		rec := e.Do(apitest.Request{Method: "POST", Path: "/api-keys", Key: tt.key, Body: tt.body})
 		if rec.Code != tt.status {
 			t.Errorf("%s: %d, want %d: %s", tt.name, rec.Code, tt.status, rec.Body)
-		} else if tt.status == 403 && errorCode(decode(t, rec)) != "insufficient_scope" {
+		} else if tt.status == 403 && apitest.ErrorCode(apitest.Decode(t, rec)) != "insufficient_scope" {
 			t.Errorf("%s: %s", tt.name, rec.Body)
 		}
 	}
 
 	// Revocation: the user key cannot revoke a key with ship:write, but can
 	// revoke one within its scopes.
-	keys := e.call(request{method: "GET", path: "/api-keys", key: e.admin}, http.StatusOK)["data"].([]any)
+	keys := e.Call(apitest.Request{Method: "GET", Path: "/api-keys", Key: e.Admin}, http.StatusOK)["data"].([]any)
 	idOf := func(actor string) string {
 		for _, k := range keys {
 			m := k.(map[string]any)
@@ -67,12 +68,12 @@ func TestKeysAdminIsLeastPrivilege(t *testing.T) {
 		t.Fatalf("no key for %s", actor)
 		return ""
 	}
-	e.call(request{method: "DELETE", path: "/api-keys/" + idOf("root"), key: user}, http.StatusForbidden)
-	e.call(request{method: "DELETE", path: "/api-keys/" + idOf("root"), key: e.admin}, http.StatusForbidden) // a system key, to a user key
-	e.call(request{method: "DELETE", path: "/api-keys/" + idOf("tester"), key: user}, http.StatusForbidden)  // the admin key
-	e.call(request{method: "GET", path: "/tasks", key: e.admin}, http.StatusOK)                              // still works
-	e.call(request{method: "DELETE", path: "/api-keys/" + idOf("agent-9"), key: user}, http.StatusNoContent)
-	e.call(request{method: "DELETE", path: "/api-keys/key_unknownunknownunknown", key: user}, http.StatusNotFound)
+	e.Call(apitest.Request{Method: "DELETE", Path: "/api-keys/" + idOf("root"), Key: user}, http.StatusForbidden)
+	e.Call(apitest.Request{Method: "DELETE", Path: "/api-keys/" + idOf("root"), Key: e.Admin}, http.StatusForbidden) // a system key, to a user key
+	e.Call(apitest.Request{Method: "DELETE", Path: "/api-keys/" + idOf("tester"), Key: user}, http.StatusForbidden)  // the admin key
+	e.Call(apitest.Request{Method: "GET", Path: "/tasks", Key: e.Admin}, http.StatusOK)                              // still works
+	e.Call(apitest.Request{Method: "DELETE", Path: "/api-keys/" + idOf("agent-9"), Key: user}, http.StatusNoContent)
+	e.Call(apitest.Request{Method: "DELETE", Path: "/api-keys/key_unknownunknownunknown", Key: user}, http.StatusNotFound)
 }
 
 // The rule table of package keyauth (rules.go), over HTTP: for each role of a creator
@@ -91,7 +92,7 @@ func TestKeyRulesHoldForEveryRole(t *testing.T) {
 	}
 	keys := map[lifecycle.Role]string{}
 	for role, actor := range creators {
-		keys[role] = e.keyAs(actor, allScopes()...)
+		keys[role] = e.KeyAs(actor, apitest.AllScopes()...)
 	}
 	targets := []struct {
 		name  string
@@ -120,12 +121,12 @@ func TestKeyRulesHoldForEveryRole(t *testing.T) {
 				want = http.StatusCreated
 			}
 			body := keyBody(target.actor.ID, target.actor.Role, lifecycle.ScopeTasksRead)
-			rec := e.do(request{method: "POST", path: "/api-keys", key: key, body: body})
+			rec := e.Do(apitest.Request{Method: "POST", Path: "/api-keys", Key: key, Body: body})
 			if rec.Code != want {
 				t.Errorf("a key of role %s mints a key for %s: %d, want %d: %s", role, target.name, rec.Code, want, rec.Body)
 				continue
 			}
-			if want == http.StatusForbidden && errorCode(decode(t, rec)) != "insufficient_scope" {
+			if want == http.StatusForbidden && apitest.ErrorCode(apitest.Decode(t, rec)) != "insufficient_scope" {
 				t.Errorf("a key of role %s mints a key for %s: %s", role, target.name, rec.Body)
 			}
 		}
@@ -135,7 +136,7 @@ func TestKeyRulesHoldForEveryRole(t *testing.T) {
 	// each target, minted by the host.
 	for role, key := range keys {
 		for _, target := range targets {
-			victim, _, err := e.svc.CreateAPIKey(t.Context(), lifecycle.CreateAPIKeyParams{Name: "victim", Scopes: []lifecycle.Scope{lifecycle.ScopeTasksRead}, Actor: target.actor})
+			victim, _, err := e.Svc.CreateAPIKey(t.Context(), lifecycle.CreateAPIKeyParams{Name: "victim", Scopes: []lifecycle.Scope{lifecycle.ScopeTasksRead}, Actor: target.actor})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -143,7 +144,7 @@ func TestKeyRulesHoldForEveryRole(t *testing.T) {
 			if slices.Contains(allowed[role], target.name) {
 				want = http.StatusNoContent
 			}
-			rec := e.do(request{method: "DELETE", path: "/api-keys/" + victim.ID, key: key})
+			rec := e.Do(apitest.Request{Method: "DELETE", Path: "/api-keys/" + victim.ID, Key: key})
 			if rec.Code != want {
 				t.Errorf("a key of role %s revokes a key of %s: %d, want %d: %s", role, target.name, rec.Code, want, rec.Body)
 			}
@@ -156,20 +157,20 @@ func TestKeyRulesHoldForEveryRole(t *testing.T) {
 func TestAgentKeyCannotBecomeTheSystem(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	agent := e.keyAs(lifecycle.Actor{ID: "agent-1", Role: lifecycle.RoleAgent}, allScopes()...)
+	agent := e.KeyAs(lifecycle.Actor{ID: "agent-1", Role: lifecycle.RoleAgent}, apitest.AllScopes()...)
 	for _, body := range []map[string]any{
-		keyBody("system", lifecycle.RoleSystem, allScopes()...),
+		keyBody("system", lifecycle.RoleSystem, apitest.AllScopes()...),
 		keyBody("agent-1", lifecycle.RoleSystem, lifecycle.ScopeKeysAdmin),
 		keyBody("reviewer-1", lifecycle.RoleReviewer, lifecycle.ScopeReviewsWrite),
 		keyBody("agent-1", lifecycle.RoleReviewer, lifecycle.ScopeReviewsWrite),
 		keyBody("ops", lifecycle.RoleUser, lifecycle.ScopeKeysAdmin),
 	} {
-		rec := e.do(request{method: "POST", path: "/api-keys", key: agent, body: body})
-		if rec.Code != http.StatusForbidden || errorCode(decode(t, rec)) != "insufficient_scope" {
+		rec := e.Do(apitest.Request{Method: "POST", Path: "/api-keys", Key: agent, Body: body})
+		if rec.Code != http.StatusForbidden || apitest.ErrorCode(apitest.Decode(t, rec)) != "insufficient_scope" {
 			t.Errorf("the agent minted %v: %d %s", body["actor"], rec.Code, rec.Body)
 		}
 	}
-	if n := len(e.call(request{method: "GET", path: "/api-keys", key: e.admin}, http.StatusOK)["data"].([]any)); n != 2 {
+	if n := len(e.Call(apitest.Request{Method: "GET", Path: "/api-keys", Key: e.Admin}, http.StatusOK)["data"].([]any)); n != 2 {
 		t.Errorf("%d keys, want the admin's and the agent's", n)
 	}
 }
@@ -192,17 +193,17 @@ func TestCreateAPIKeyIsIdempotent(t *testing.T) {
 			e := newEnv(t, tt.cfg)
 			h := http.Header{"Idempotency-Key": {"create-key-0001"}}
 			body := keyBody("agent-7", lifecycle.RoleAgent, lifecycle.ScopeTasksRead)
-			first := e.call(request{method: "POST", path: "/api-keys", key: e.admin, body: body, header: h}, http.StatusCreated)["data"].(map[string]any)
+			first := e.Call(apitest.Request{Method: "POST", Path: "/api-keys", Key: e.Admin, Body: body, Header: h}, http.StatusCreated)["data"].(map[string]any)
 			plaintext, _ := first["key"].(string)
 			if !strings.HasPrefix(plaintext, "lsk_") {
 				t.Fatalf("the first answer holds no key: %v", first)
 			}
-			e.clock.Advance(time.Hour)
-			again := e.do(request{method: "POST", path: "/api-keys", key: e.admin, body: body, header: h})
+			e.Clock.Advance(time.Hour)
+			again := e.Do(apitest.Request{Method: "POST", Path: "/api-keys", Key: e.Admin, Body: body, Header: h})
 			if again.Code != http.StatusCreated || again.Header().Get("Idempotent-Replayed") != "true" || strings.Contains(again.Body.String(), plaintext) {
 				t.Fatalf("replay: %d %q %s", again.Code, again.Header().Get("Idempotent-Replayed"), again.Body)
 			}
-			replay := decode(t, again)
+			replay := apitest.Decode(t, again)
 			data, meta := replay["data"].(map[string]any), replay["meta"].(map[string]any)
 			if k, ok := data["key"]; !ok || k != nil || meta["keyOmitted"] != true || !strings.Contains(meta["message"].(string), "shown once") {
 				t.Errorf("replay: %s", again.Body)
@@ -212,19 +213,19 @@ func TestCreateAPIKeyIsIdempotent(t *testing.T) {
 			if fmt.Sprint(first) != fmt.Sprint(data) {
 				t.Errorf("the replay's record %v differs from the first answer's %v", data, first)
 			}
-			keys := e.call(request{method: "GET", path: "/api-keys", key: e.admin}, http.StatusOK)["data"].([]any)
+			keys := e.Call(apitest.Request{Method: "GET", Path: "/api-keys", Key: e.Admin}, http.StatusOK)["data"].([]any)
 			if len(keys) != 2 { // the admin's and this one
 				t.Errorf("%d keys after a retried creation, want 2", len(keys))
 			}
-			e.call(request{method: "GET", path: "/tasks", key: plaintext}, http.StatusOK)
+			e.Call(apitest.Request{Method: "GET", Path: "/tasks", Key: plaintext}, http.StatusOK)
 
 			// The same key for another body is a conflict; a bad key is a 400.
 			other := keyBody("agent-8", lifecycle.RoleAgent, lifecycle.ScopeTasksRead)
-			e.call(request{method: "POST", path: "/api-keys", key: e.admin, body: other, header: h}, http.StatusConflict)
-			e.call(request{method: "POST", path: "/api-keys", key: e.admin, body: other, header: http.Header{"Idempotency-Key": {"short"}}}, http.StatusBadRequest)
+			e.Call(apitest.Request{Method: "POST", Path: "/api-keys", Key: e.Admin, Body: other, Header: h}, http.StatusConflict)
+			e.Call(apitest.Request{Method: "POST", Path: "/api-keys", Key: e.Admin, Body: other, Header: http.Header{"Idempotency-Key": {"short"}}}, http.StatusBadRequest)
 
 			// The plaintext is nowhere in the database files.
-			files, _ := filepath.Glob(filepath.Join(filepath.Dir(e.store.Path()), "*"))
+			files, _ := filepath.Glob(filepath.Join(filepath.Dir(e.Store.Path()), "*"))
 			for _, f := range files {
 				raw, _ := os.ReadFile(f)
 				if bytes.Contains(raw, []byte(plaintext)) {
@@ -265,11 +266,11 @@ func TestEarlierRecordedKeyIsReplayedWithoutIt(t *testing.T) {
 			e := newEnv(t, tt.cfg)
 			h := http.Header{"Idempotency-Key": {"create-key-0002"}}
 			body := keyBody("agent-7", lifecycle.RoleAgent, lifecycle.ScopeTasksRead)
-			rec := e.do(request{method: "POST", path: "/api-keys", key: e.admin, body: body, header: h})
-			plaintext := decode(t, rec)["data"].(map[string]any)["key"].(string)
+			rec := e.Do(apitest.Request{Method: "POST", Path: "/api-keys", Key: e.Admin, Body: body, Header: h})
+			plaintext := apitest.Decode(t, rec)["data"].(map[string]any)["key"].(string)
 			// Rewrite the record as an earlier version kept it: the whole answer.
 			scope := lifecycle.IdempotencyScope{PrincipalID: e.keyID("tester"), Method: "POST", Route: "/api-keys", Key: "create-key-0002"}
-			err := e.store.Update(t.Context(), func(tx lifecycle.Tx) error {
+			err := e.Store.Update(t.Context(), func(tx lifecycle.Tx) error {
 				return tx.UpdateIdempotencyRecord(t.Context(), scope, func(r *lifecycle.IdempotencyRecord) (*lifecycle.IdempotencyRecord, error) {
 					if r == nil {
 						return nil, lifecycle.ErrNotFound
@@ -281,7 +282,7 @@ func TestEarlierRecordedKeyIsReplayedWithoutIt(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			again := e.do(request{method: "POST", path: "/api-keys", key: e.admin, body: body, header: h})
+			again := e.Do(apitest.Request{Method: "POST", Path: "/api-keys", Key: e.Admin, Body: body, Header: h})
 			if again.Code != http.StatusCreated || strings.Contains(again.Body.String(), plaintext) || !strings.Contains(again.Body.String(), `"key":null`) ||
 				!strings.Contains(again.Body.String(), `"keyOmitted":true`) {
 				t.Fatalf("replay of an earlier record: %d %s", again.Code, again.Body)

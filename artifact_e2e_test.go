@@ -14,6 +14,7 @@ import (
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/artifact"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 	"github.com/tasklifecycle/lifecycle/internal/testenv"
 )
 
@@ -59,7 +60,7 @@ func TestConcurrentSameKeyOneCommit(t *testing.T) {
 	t.Parallel()
 	e, dir := newArtifactEnv(t)
 	id := e.startedTask("ENG-1")
-	body := withMember(submitBody(), "mode", "artifact")
+	body := withMember(apitest.SubmitBody(), "mode", "artifact")
 	var wg sync.WaitGroup
 	codes := make([]int, 50)
 	bodies := make([]string, 50)
@@ -67,7 +68,7 @@ func TestConcurrentSameKeyOneCommit(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rec := e.submit(id, "one-commit-key", body)
+			rec := e.Submit(id, "one-commit-key", body)
 			codes[i], bodies[i] = rec.Code, rec.Body.String()
 		}()
 	}
@@ -98,7 +99,7 @@ func TestUnusableBaseHintIsAValidationError(t *testing.T) {
 	t.Parallel()
 	e, _ := newArtifactEnv(t)
 	id := e.startedTask("ENG-1")
-	rec := e.submit(id, "bad-base-key", withMember(submitBody(), "pullRequest", map[string]any{"base": "no-such-branch"}))
+	rec := e.Submit(id, "bad-base-key", withMember(apitest.SubmitBody(), "pullRequest", map[string]any{"base": "no-such-branch"}))
 	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "pullRequest.base") {
 		t.Errorf("submit onto a missing base = %d %s, want 400 naming pullRequest.base", rec.Code, rec.Body)
 	}
@@ -111,26 +112,26 @@ func TestArtifactLifecycleEndToEnd(t *testing.T) {
 	e, dir := newArtifactEnv(t, func(c *lifecycle.Config) {
 		c.ReviewRouter = lifecycle.ReviewRules{Default: lifecycle.ReviewPlan{Policy: lifecycle.PolicyAlwaysRequire}}
 	})
-	startService(t, e.svc)
+	startService(t, e.Svc)
 	id := e.startedTask("ENG-1")
-	first := e.submitOK(id, "e2e-submit-1", submitBody())
+	first := e.SubmitOK(id, "e2e-submit-1", apitest.SubmitBody())
 	if first["action"] != "created" || first["owner"] != "local" || first["repo"] != "web" || first["ciProvider"] != "artifact" {
 		t.Errorf("first submission = %v", first)
 	}
-	reviewer := e.keyAs(lifecycle.Actor{ID: "octocat", Role: lifecycle.RoleReviewer}, lifecycle.ScopeReviewsWrite)
-	e.call(request{method: "POST", path: "/tasks/" + id + "/reviews", key: reviewer, body: map[string]any{"outcome": "changes_requested"}}, http.StatusCreated)
-	e.call(request{method: "POST", path: "/tasks/" + id + "/start", key: e.admin}, http.StatusOK)
-	second := e.submitOK(id, "e2e-submit-2", submitBody())
+	reviewer := e.KeyAs(lifecycle.Actor{ID: "octocat", Role: lifecycle.RoleReviewer}, lifecycle.ScopeReviewsWrite)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/reviews", Key: reviewer, Body: map[string]any{"outcome": "changes_requested"}}, http.StatusCreated)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/start", Key: e.Admin}, http.StatusOK)
+	second := e.SubmitOK(id, "e2e-submit-2", apitest.SubmitBody())
 	if second["action"] != "existing" || second["prNumber"] != first["prNumber"] || second["headSha"] == first["headSha"] {
 		t.Errorf("resubmission = %v", second)
 	}
-	resp := e.call(request{method: "POST", path: "/tasks/" + id + "/reviews", key: reviewer, body: map[string]any{"outcome": "approved"}}, http.StatusCreated)
+	resp := e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/reviews", Key: reviewer, Body: map[string]any{"outcome": "approved"}}, http.StatusCreated)
 	// The artifact CI trusts the self-reported checks (unit passed).
 	if !strings.Contains(strings.Join(anyStrings(resp["availableActions"]), ","), "ship") {
 		t.Fatalf("actions after approval = %v, want ship", resp["availableActions"])
 	}
 	head := second["headSha"].(string)
-	opID := decode(t, e.ship(id, "e2e-ship-1", shipBody("merge_and_deploy", "staging", head)))["data"].(map[string]any)["operationId"].(string)
+	opID := apitest.Decode(t, e.ship(id, "e2e-ship-1", apitest.ShipBody("merge_and_deploy", "staging", head)))["data"].(map[string]any)["operationId"].(string)
 	op := e.waitShip(opID)["data"].(map[string]any)
 	if op["status"] != "succeeded" {
 		t.Fatalf("ship = %v", op)
@@ -149,7 +150,7 @@ func TestArtifactLifecycleEndToEnd(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(path, ".lifecycle", "26", "ENG-1", "submission.md")); err != nil {
 		t.Errorf("the deployed tree lacks the submission: %v", err)
 	}
-	if e.task(id)["status"] != "done" {
+	if e.Task(id)["status"] != "done" {
 		t.Errorf("task not done")
 	}
 }
@@ -173,15 +174,15 @@ func TestArtifactPushPickedUpByReconciler(t *testing.T) {
 		c.ProviderTimeout = 5 * time.Second
 		c.ReconcileInterval = 10 * time.Second
 	})
-	if err := e.svc.Start(t.Context()); err != nil {
+	if err := e.Svc.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { e.svc.Close(context.Background()) })
+	t.Cleanup(func() { e.Svc.Close(context.Background()) })
 	id := e.startedTask("ENG-1")
-	body := withMember(submitBody(), "mode", "artifact")
-	first := e.submitOK(id, "push-submit-1", body)
+	body := withMember(apitest.SubmitBody(), "mode", "artifact")
+	first := e.SubmitOK(id, "push-submit-1", body)
 	old := first["headSha"].(string)
-	if acts := e.task(id)["availableActions"]; !slices.Contains(acts.([]any), any("ship")) {
+	if acts := e.Task(id)["availableActions"]; !slices.Contains(acts.([]any), any("ship")) {
 		t.Fatalf("actions after submit = %v, want ship (self-reported checks passed, no review needed)", acts)
 	}
 
@@ -199,29 +200,29 @@ func TestArtifactPushPickedUpByReconciler(t *testing.T) {
 
 	// The reconciler reads the host once the task is due: within one interval.
 	testenv.WaitFor(t, 10*time.Second, "headSha to be the pushed "+pushed, func() bool {
-		if e.task(id)["headSha"] == pushed {
+		if e.Task(id)["headSha"] == pushed {
 			return true
 		}
-		e.clock.Advance(time.Second) // the reconciler's poll
+		e.Clock.Advance(time.Second) // the reconciler's poll
 		return false
 	})
-	evs := e.eventsOf(id)
+	evs := e.EventsOf(id)
 	last := evs[len(evs)-1]["data"].(map[string]any)
 	if evs[len(evs)-1]["type"] != "task.updated" || !slices.Contains(last["changedFields"].([]any), any("headSha")) {
 		t.Errorf("last event = %v %v, want task.updated naming headSha", evs[len(evs)-1]["type"], last["changedFields"])
 	}
 	// The new head has no checks yet: no ship, and the old head is refused.
-	if acts := e.task(id)["availableActions"]; slices.Contains(acts.([]any), any("ship")) {
+	if acts := e.Task(id)["availableActions"]; slices.Contains(acts.([]any), any("ship")) {
 		t.Errorf("actions at the new head = %v, want no ship before its CI", acts)
 	}
-	if rec := e.ship(id, "push-ship-old", shipBody("merge_only", "staging", old)); rec.Code != http.StatusConflict {
+	if rec := e.ship(id, "push-ship-old", apitest.ShipBody("merge_only", "staging", old)); rec.Code != http.StatusConflict {
 		t.Errorf("ship at the old head = %d %s, want 409", rec.Code, rec.Body)
 	}
 	// CI reports on the new head: ship at the new head is accepted.
-	e.call(request{method: "POST", path: "/tasks/" + id + "/checks", key: e.admin, body: map[string]any{
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/checks", Key: e.Admin, Body: map[string]any{
 		"headSha": pushed, "checks": []map[string]any{{"name": "build", "status": "passed"}},
 	}}, http.StatusOK)
-	if rec := e.ship(id, "push-ship-new", shipBody("merge_only", "staging", pushed)); rec.Code != http.StatusAccepted {
+	if rec := e.ship(id, "push-ship-new", apitest.ShipBody("merge_only", "staging", pushed)); rec.Code != http.StatusAccepted {
 		t.Fatalf("ship at the new head = %d %s, want 202", rec.Code, rec.Body)
 	}
 }

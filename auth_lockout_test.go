@@ -121,8 +121,8 @@ func TestBadKeysDoNotLockOutTheContract(t *testing.T) {
 	srv := e.serve()
 	api := &httpAPI{t: t, base: srv.URL, client: srv.Client()}
 
-	revoked := e.keyAs(lifecycle.Actor{ID: "gone", Role: lifecycle.RoleUser}, lifecycle.ScopeTasksRead)
-	if _, err := e.svc.RevokeAPIKey(t.Context(), e.keyID("gone")); err != nil {
+	revoked := e.KeyAs(lifecycle.Actor{ID: "gone", Role: lifecycle.RoleUser}, lifecycle.ScopeTasksRead)
+	if _, err := e.Svc.RevokeAPIKey(t.Context(), e.keyID("gone")); err != nil {
 		t.Fatal(err)
 	}
 	limited := 0
@@ -151,7 +151,7 @@ func TestBadKeysDoNotLockOutTheContract(t *testing.T) {
 		return got
 	}
 	idem := func(k string) http.Header { return http.Header{"Idempotency-Key": {k}} }
-	admin := e.admin
+	admin := e.Admin
 
 	check("GET /openapi.yaml", "/openapi.yaml", "", nil, nil, http.StatusOK)
 	check("GET /healthz", "/healthz", "", nil, nil, http.StatusOK)
@@ -167,13 +167,13 @@ func TestBadKeysDoNotLockOutTheContract(t *testing.T) {
 	check("POST /tasks/{id}/start", "/tasks/"+id+"/start", admin, nil, nil, http.StatusOK)
 	check("POST /tasks/{id}/blocker", "/tasks/"+id+"/blocker", agent, blockerBody(), nil, http.StatusOK)
 	check("POST /tasks/{id}/resolve-blocker", "/tasks/"+id+"/resolve-blocker", agent, map[string]any{"resolution": "secret added"}, nil, http.StatusOK)
-	sha := data(check("POST /tasks/{id}/submit", "/tasks/"+id+"/submit", admin, submitBody(), idem("submit-eng-1"), http.StatusAccepted))["headSha"].(string)
+	sha := data(check("POST /tasks/{id}/submit", "/tasks/"+id+"/submit", admin, apitest.SubmitBody(), idem("submit-eng-1"), http.StatusAccepted))["headSha"].(string)
 	check("POST /tasks/{id}/checks", "/tasks/"+id+"/checks", admin, map[string]any{
 		"headSha": sha, "checks": []map[string]any{{"name": "build", "status": "passed"}}}, nil, http.StatusOK)
 	check("GET /tasks/{id}/ci-status", "/tasks/"+id+"/ci-status", agent, nil, nil, http.StatusOK)
 	check("GET /tasks/{id}/review-feedback", "/tasks/"+id+"/review-feedback", agent, nil, nil, http.StatusOK)
 	check("POST /tasks/{id}/reviews", "/tasks/"+id+"/reviews", admin, map[string]any{"outcome": "commented", "body": "Reads well."}, nil, http.StatusCreated)
-	op := data(check("POST /tasks/{id}/ship", "/tasks/"+id+"/ship", admin, shipBody("merge_only", "staging", sha), idem("ship-eng-1"), http.StatusAccepted))["operationId"].(string)
+	op := data(check("POST /tasks/{id}/ship", "/tasks/"+id+"/ship", admin, apitest.ShipBody("merge_only", "staging", sha), idem("ship-eng-1"), http.StatusAccepted))["operationId"].(string)
 	check("GET /ship-operations/{operationId}", "/ship-operations/"+op, agent, nil, nil, http.StatusOK)
 	other := data(check("POST /tasks", "/tasks", admin, apitest.TaskBody("ENG-2"), nil, http.StatusCreated))["id"].(string)
 	check("POST /tasks/{id}/cancel", "/tasks/"+other+"/cancel", admin, map[string]any{"reason": "not needed"}, nil, http.StatusOK)
@@ -255,7 +255,7 @@ func TestExpiredKeyOfALimitedAddressIsServed(t *testing.T) {
 	e, store := newKeyCountingEnv(t, func(c *lifecycle.Config) { c.KeyCacheTTL = 5 * time.Second })
 	srv := e.serve()
 	api := &httpAPI{t: t, base: srv.URL, client: srv.Client()}
-	key := e.key(lifecycle.ScopeTasksRead)
+	key := e.Key(lifecycle.ScopeTasksRead)
 	if status, _ := api.call("GET", "/tasks", key, nil, nil); status != http.StatusOK {
 		t.Fatalf("the key before any failure: %d", status)
 	}
@@ -266,7 +266,7 @@ func TestExpiredKeyOfALimitedAddressIsServed(t *testing.T) {
 		t.Fatalf("after 100 bad keys an unknown key is %d, want 429", status)
 	}
 
-	e.clock.Advance(10 * time.Second) // the entry expired; what is known is read whole again
+	e.Clock.Advance(10 * time.Second) // the entry expired; what is known is read whole again
 	lists := store.lists.Load()
 	if status, _ := api.call("GET", "/tasks", key, nil, nil); status != http.StatusOK {
 		t.Errorf("the key once its entry expired: %d, want 200", status)
@@ -275,7 +275,7 @@ func TestExpiredKeyOfALimitedAddressIsServed(t *testing.T) {
 		t.Error("the expired entry was served without reading the keys again")
 	}
 
-	e.clock.Advance(10 * time.Second)
+	e.Clock.Advance(10 * time.Second)
 	store.failLists.Store(true) // the key is read by its hash
 	reads := store.byHash.Load()
 	if status, _ := api.call("GET", "/tasks", key, nil, nil); status != http.StatusOK {
@@ -285,7 +285,7 @@ func TestExpiredKeyOfALimitedAddressIsServed(t *testing.T) {
 		t.Errorf("%d reads of the key by its hash, want 1", store.byHash.Load()-reads)
 	}
 	store.failLists.Store(false)
-	e.clock.Advance(time.Second) // a whole read may be tried again
+	e.Clock.Advance(time.Second) // a whole read may be tried again
 	if status, _ := api.call("GET", "/tasks", key, nil, nil); status != http.StatusOK {
 		t.Errorf("the key once the list of keys works again: %d, want 200", status)
 	}
@@ -298,7 +298,7 @@ func TestExpiredKeyOfALimitedAddressIsServed(t *testing.T) {
 	if status, _ := api.call("GET", "/tasks", apitest.UnknownKey(300), nil, nil); status != http.StatusTooManyRequests {
 		t.Fatalf("after 30 more bad keys an unknown key is %d, want 429", status)
 	}
-	replica, err := lifecycle.New(lifecycle.Config{Store: e.store, BaseURL: testBase, Clock: e.clock})
+	replica, err := lifecycle.New(lifecycle.Config{Store: e.Store, BaseURL: apitest.BaseURL, Clock: e.Clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +309,7 @@ func TestExpiredKeyOfALimitedAddressIsServed(t *testing.T) {
 	}
 	// The refused bad keys just had the keys read whole; the next whole
 	// read is allowed a second later.
-	e.clock.Advance(time.Second)
+	e.Clock.Advance(time.Second)
 	if status, _ := api.call("GET", "/tasks", fresh, nil, nil); status != http.StatusOK {
 		t.Errorf("a key created through another process, from the limited address: %d, want 200", status)
 	}
@@ -346,7 +346,7 @@ func TestRotatingAddressesOfOneNetworkIsSlowed(t *testing.T) {
 				}
 			})
 			srv := e.serve()
-			if status, _ := tt.client(t, srv.URL, 0).call("GET", "/tasks", e.admin, nil, nil); status != http.StatusOK { // the keys are read
+			if status, _ := tt.client(t, srv.URL, 0).call("GET", "/tasks", e.Admin, nil, nil); status != http.StatusOK { // the keys are read
 				t.Fatalf("first request: %d", status)
 			}
 			reads := store.byHash.Load()
@@ -363,7 +363,7 @@ func TestRotatingAddressesOfOneNetworkIsSlowed(t *testing.T) {
 					}
 				}
 				if i%50 == 49 {
-					if status, _ := api.call("GET", "/tasks", e.admin, nil, nil); status != http.StatusOK {
+					if status, _ := api.call("GET", "/tasks", e.Admin, nil, nil); status != http.StatusOK {
 						t.Errorf("the valid key from address %d: %d", i, status)
 					}
 				}
@@ -391,7 +391,7 @@ func TestUnknownKeyReadsAreBudgeted(t *testing.T) {
 	from := func(i int) *httpAPI {
 		return &httpAPI{t: t, base: srv.URL, client: srv.Client(), header: http.Header{"X-Client": {fmt.Sprintf("10.%d.%d.1", i>>8, i&255)}}}
 	}
-	if status, _ := from(0).call("GET", "/tasks", e.admin, nil, nil); status != http.StatusOK {
+	if status, _ := from(0).call("GET", "/tasks", e.Admin, nil, nil); status != http.StatusOK {
 		t.Fatalf("first request: %d", status)
 	}
 	guess := func(round int) (admitted int) {
@@ -413,10 +413,10 @@ func TestUnknownKeyReadsAreBudgeted(t *testing.T) {
 	if n := store.byHash.Load() - reads; n != 50 {
 		t.Errorf("%d keys read for 1,000 guesses, want 50", n)
 	}
-	if status, _ := from(999).call("GET", "/tasks", e.admin, nil, nil); status != http.StatusOK {
+	if status, _ := from(999).call("GET", "/tasks", e.Admin, nil, nil); status != http.StatusOK {
 		t.Errorf("a valid key once the budget is spent: %d", status)
 	}
-	e.clock.Advance(time.Second)
+	e.Clock.Advance(time.Second)
 	reads = store.byHash.Load()
 	if n := guess(1); n != 50 {
 		t.Errorf("%d guesses admitted a second later, want 50", n)
@@ -458,16 +458,16 @@ func TestKnownKeysAgreeWithTheStore(t *testing.T) {
 			e := newEnv(t, func(c *lifecycle.Config) {
 				c.KeyCacheTTL, c.AuthFailureLimit, c.AuthFailureInterval, c.ClientAddress = ttl, 3, 30*time.Second, clientAddress
 			})
-			b, err := lifecycle.New(lifecycle.Config{Store: e.store, BaseURL: testBase, Clock: e.clock, KeyCacheTTL: ttl,
-				AuthFailureLimit: 3, AuthFailureInterval: 30 * time.Second, ClientAddress: clientAddress, Logger: e.api().Logger()})
+			b, err := lifecycle.New(lifecycle.Config{Store: e.Store, BaseURL: apitest.BaseURL, Clock: e.Clock, KeyCacheTTL: ttl,
+				AuthFailureLimit: 3, AuthFailureInterval: 30 * time.Second, ClientAddress: clientAddress, Logger: e.Logger()})
 			if err != nil {
 				t.Fatal(err)
 			}
 			startService(t, b) // b also reads the keys every KeyCacheTTL/2 in the background
 			bMux := http.NewServeMux()
 			bMux.Handle("/api/", http.StripPrefix("/api", b.Handler()))
-			services := []*lifecycle.Service{e.svc, b}
-			handlers := []http.Handler{e.host, bMux}
+			services := []*lifecycle.Service{e.Svc, b}
+			handlers := []http.Handler{e.Host, bMux}
 
 			rng := rand.New(rand.NewPCG(seed, seed))
 			var keys []*modelKey
@@ -482,7 +482,7 @@ func TestKnownKeysAgreeWithTheStore(t *testing.T) {
 				}
 			}()
 			for step := range 600 {
-				now := e.clock.Now()
+				now := e.Clock.Now()
 				switch op := rng.IntN(20); {
 				case op < 3: // create
 					via := rng.IntN(2)
@@ -503,7 +503,7 @@ func TestKnownKeysAgreeWithTheStore(t *testing.T) {
 					}
 					k.revoked = now
 				case op < 7: // time passes
-					e.clock.Advance(time.Duration(rng.IntN(3000)) * time.Millisecond)
+					e.Clock.Advance(time.Duration(rng.IntN(3000)) * time.Millisecond)
 				default: // a request
 					via := rng.IntN(2)
 					var k *modelKey
@@ -527,7 +527,7 @@ func TestKnownKeysAgreeWithTheStore(t *testing.T) {
 					got := rec.Code
 
 					// The slow path: what the Store says of the key.
-					stored, err := e.store.APIKeyByHash(t.Context(), lifecycle.HashAPIKey(plaintext))
+					stored, err := e.Store.APIKeyByHash(t.Context(), lifecycle.HashAPIKey(plaintext))
 					switch {
 					case errors.Is(err, lifecycle.ErrNotFound):
 						seen[fmt.Sprint("unknown ", got)]++

@@ -16,12 +16,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 )
 
 func TestAPIKeyEndpoints(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	created := e.call(request{method: "POST", path: "/api-keys", key: e.admin, body: map[string]any{
+	created := e.Call(apitest.Request{Method: "POST", Path: "/api-keys", Key: e.Admin, Body: map[string]any{
 		"name":   "web agent",
 		"scopes": []string{"tasks:read", "tasks:write", "tasks:read"},
 		"actor":  map[string]any{"id": "agent-web", "role": "agent"},
@@ -38,11 +39,11 @@ func TestAPIKeyEndpoints(t *testing.T) {
 	}
 
 	// The new key works, within its scopes.
-	e.call(request{method: "GET", path: "/tasks", key: plaintext}, http.StatusOK)
-	e.call(request{method: "GET", path: "/api-keys", key: plaintext}, http.StatusForbidden)
+	e.Call(apitest.Request{Method: "GET", Path: "/tasks", Key: plaintext}, http.StatusOK)
+	e.Call(apitest.Request{Method: "GET", Path: "/api-keys", Key: plaintext}, http.StatusForbidden)
 
 	// The listing never shows a plaintext or a hash.
-	rec := e.do(request{method: "GET", path: "/api-keys", key: e.admin})
+	rec := e.Do(apitest.Request{Method: "GET", Path: "/api-keys", Key: e.Admin})
 	if rec.Code != http.StatusOK {
 		t.Fatalf("GET /api-keys = %d", rec.Code)
 	}
@@ -51,17 +52,17 @@ func TestAPIKeyEndpoints(t *testing.T) {
 	}
 
 	// Revoking takes effect at once, and twice is fine.
-	e.call(request{method: "DELETE", path: "/api-keys/" + created["id"].(string), key: e.admin}, http.StatusNoContent)
-	e.call(request{method: "DELETE", path: "/api-keys/" + created["id"].(string), key: e.admin}, http.StatusNoContent)
-	e.call(request{method: "GET", path: "/tasks", key: plaintext}, http.StatusUnauthorized)
-	e.call(request{method: "DELETE", path: "/api-keys/key_doesnotexist", key: e.admin}, http.StatusNotFound)
-	e.call(request{method: "DELETE", path: "/api-keys/bogus", key: e.admin}, http.StatusNotFound)
+	e.Call(apitest.Request{Method: "DELETE", Path: "/api-keys/" + created["id"].(string), Key: e.Admin}, http.StatusNoContent)
+	e.Call(apitest.Request{Method: "DELETE", Path: "/api-keys/" + created["id"].(string), Key: e.Admin}, http.StatusNoContent)
+	e.Call(apitest.Request{Method: "GET", Path: "/tasks", Key: plaintext}, http.StatusUnauthorized)
+	e.Call(apitest.Request{Method: "DELETE", Path: "/api-keys/key_doesnotexist", Key: e.Admin}, http.StatusNotFound)
+	e.Call(apitest.Request{Method: "DELETE", Path: "/api-keys/bogus", Key: e.Admin}, http.StatusNotFound)
 }
 
 func TestAPIKeyValidation(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	limited := e.key(lifecycle.ScopeKeysAdmin, lifecycle.ScopeTasksRead)
+	limited := e.Key(lifecycle.ScopeKeysAdmin, lifecycle.ScopeTasksRead)
 	tests := []struct {
 		name   string
 		key    string
@@ -69,16 +70,16 @@ func TestAPIKeyValidation(t *testing.T) {
 		status int
 		fields []string
 	}{
-		{"everything missing", e.admin, map[string]any{}, 400, []string{"name", "scopes", "actor.id", "actor.role"}},
-		{"unknown scope", e.admin, map[string]any{"name": "k", "scopes": []string{"tasks:delete"}, "actor": map[string]any{"id": "a", "role": "agent"}}, 400, []string{"scopes[0]"}},
-		{"bad role", e.admin, map[string]any{"name": "k", "scopes": []string{"tasks:read"}, "actor": map[string]any{"id": "a", "role": "robot"}}, 400, []string{"actor.role"}},
-		{"plaintext not settable", e.admin, map[string]any{"name": "k", "scopes": []string{"tasks:read"}, "actor": map[string]any{"id": "a", "role": "agent"}, "key": "lsk_x"}, 400, []string{"key"}},
+		{"everything missing", e.Admin, map[string]any{}, 400, []string{"name", "scopes", "actor.id", "actor.role"}},
+		{"unknown scope", e.Admin, map[string]any{"name": "k", "scopes": []string{"tasks:delete"}, "actor": map[string]any{"id": "a", "role": "agent"}}, 400, []string{"scopes[0]"}},
+		{"bad role", e.Admin, map[string]any{"name": "k", "scopes": []string{"tasks:read"}, "actor": map[string]any{"id": "a", "role": "robot"}}, 400, []string{"actor.role"}},
+		{"plaintext not settable", e.Admin, map[string]any{"name": "k", "scopes": []string{"tasks:read"}, "actor": map[string]any{"id": "a", "role": "agent"}, "key": "lsk_x"}, 400, []string{"key"}},
 		{"no escalation", limited, map[string]any{"name": "k", "scopes": []string{"ship:write"}, "actor": map[string]any{"id": "a", "role": "agent"}}, 403, nil},
 		{"subset allowed", limited, map[string]any{"name": "k", "scopes": []string{"tasks:read"}, "actor": map[string]any{"id": "a", "role": "agent"}}, 201, nil},
-		{"no scope", e.key(lifecycle.ScopeTasksRead), map[string]any{"name": "k", "scopes": []string{"tasks:read"}, "actor": map[string]any{"id": "a", "role": "agent"}}, 403, nil},
+		{"no scope", e.Key(lifecycle.ScopeTasksRead), map[string]any{"name": "k", "scopes": []string{"tasks:read"}, "actor": map[string]any{"id": "a", "role": "agent"}}, 403, nil},
 	}
 	for _, tt := range tests {
-		body := e.call(request{method: "POST", path: "/api-keys", key: tt.key, body: tt.body}, tt.status)
+		body := e.Call(apitest.Request{Method: "POST", Path: "/api-keys", Key: tt.key, Body: tt.body}, tt.status)
 		for _, f := range tt.fields {
 			if !hasFieldError(body["error"].(map[string]any), f) {
 				t.Errorf("%s: details.fields lacks %q: %v", tt.name, f, body)
@@ -91,17 +92,17 @@ func TestKeyInstalledWithKnownPlaintext(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	known := "lsk_" + strings.Repeat("K", 40)
-	params := lifecycle.CreateAPIKeyParams{Name: "demo admin", Scopes: allScopes(), Actor: lifecycle.Actor{ID: "admin", Role: lifecycle.RoleUser}, Plaintext: known}
-	_, got, err := e.svc.CreateAPIKey(t.Context(), params)
+	params := lifecycle.CreateAPIKeyParams{Name: "demo admin", Scopes: apitest.AllScopes(), Actor: lifecycle.Actor{ID: "admin", Role: lifecycle.RoleUser}, Plaintext: known}
+	_, got, err := e.Svc.CreateAPIKey(t.Context(), params)
 	if err != nil || got != known {
 		t.Fatalf("CreateAPIKey with a plaintext = %q, %v", got, err)
 	}
-	e.call(request{method: "GET", path: "/tasks", key: known}, http.StatusOK)
-	first, _, _ := e.svc.CreateAPIKey(t.Context(), params)
-	if again, got, err := e.svc.CreateAPIKey(t.Context(), params); err != nil || got != known || again.ID != first.ID {
+	e.Call(apitest.Request{Method: "GET", Path: "/tasks", Key: known}, http.StatusOK)
+	first, _, _ := e.Svc.CreateAPIKey(t.Context(), params)
+	if again, got, err := e.Svc.CreateAPIKey(t.Context(), params); err != nil || got != known || again.ID != first.ID {
 		t.Errorf("installing the same plaintext with the same scopes again = %s %q, %v; want the installed key %s, no error", again.ID, got, err, first.ID)
 	}
-	if keys, _ := e.svc.APIKeys(t.Context()); len(keys) != 2 { // the env's admin key and this one
+	if keys, _ := e.Svc.APIKeys(t.Context()); len(keys) != 2 { // the env's admin key and this one
 		t.Errorf("%d keys after installing one twice, want 2", len(keys))
 	}
 
@@ -109,9 +110,9 @@ func TestKeyInstalledWithKnownPlaintext(t *testing.T) {
 	// and the installed key keeps its scopes.
 	fewer := params
 	fewer.Scopes = []lifecycle.Scope{lifecycle.ScopeTasksRead}
-	_, _, err = e.svc.CreateAPIKey(t.Context(), fewer)
+	_, _, err = e.Svc.CreateAPIKey(t.Context(), fewer)
 	var scopesErr *lifecycle.KeyScopesError
-	if !errors.As(err, &scopesErr) || scopesErr.KeyID != first.ID || len(scopesErr.Requested) != 1 || len(scopesErr.Installed) != len(allScopes()) || errors.Is(err, lifecycle.ErrConflict) {
+	if !errors.As(err, &scopesErr) || scopesErr.KeyID != first.ID || len(scopesErr.Requested) != 1 || len(scopesErr.Installed) != len(apitest.AllScopes()) || errors.Is(err, lifecycle.ErrConflict) {
 		t.Fatalf("installing the plaintext with other scopes: error = %v, want a *KeyScopesError naming both sets", err)
 	}
 	for _, want := range []string{"tasks:read", "keys:admin", "another plaintext", "revoke"} {
@@ -119,17 +120,17 @@ func TestKeyInstalledWithKnownPlaintext(t *testing.T) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
 	}
-	e.call(request{method: "POST", path: "/tasks", key: known, body: taskBody("ENG-1")}, http.StatusCreated)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks", Key: known, Body: apitest.TaskBody("ENG-1")}, http.StatusCreated)
 
 	// A revoked key is not installed again.
-	if _, err := e.svc.RevokeAPIKey(t.Context(), first.ID); err != nil {
+	if _, err := e.Svc.RevokeAPIKey(t.Context(), first.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := e.svc.CreateAPIKey(t.Context(), params); !errors.As(err, &scopesErr) || !scopesErr.Revoked {
+	if _, _, err := e.Svc.CreateAPIKey(t.Context(), params); !errors.As(err, &scopesErr) || !scopesErr.Revoked {
 		t.Errorf("installing a revoked plaintext: error = %v, want a *KeyScopesError saying it is revoked", err)
 	}
 	params.Plaintext = "lsk_short"
-	if _, _, err := e.svc.CreateAPIKey(t.Context(), params); !errors.Is(err, lifecycle.ErrValidation) {
+	if _, _, err := e.Svc.CreateAPIKey(t.Context(), params); !errors.Is(err, lifecycle.ErrValidation) {
 		t.Errorf("installing a malformed plaintext: error = %v, want ErrValidation", err)
 	}
 }
@@ -137,11 +138,11 @@ func TestKeyInstalledWithKnownPlaintext(t *testing.T) {
 func TestRevocationElsewhereHonouredAfterCacheTTL(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *lifecycle.Config) { c.KeyCacheTTL = 5 * time.Second })
-	key := e.key(lifecycle.ScopeTasksRead)
-	e.call(request{method: "GET", path: "/tasks", key: key}, http.StatusOK)
+	key := e.Key(lifecycle.ScopeTasksRead)
+	e.Call(apitest.Request{Method: "GET", Path: "/tasks", Key: key}, http.StatusOK)
 
 	// A second Service on the same store (another process) revokes it.
-	other, err := lifecycle.New(lifecycle.Config{Store: e.store, BaseURL: testBase, Clock: e.clock})
+	other, err := lifecycle.New(lifecycle.Config{Store: e.Store, BaseURL: apitest.BaseURL, Clock: e.Clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,9 +153,9 @@ func TestRevocationElsewhereHonouredAfterCacheTTL(t *testing.T) {
 	if _, err := other.RevokeAPIKey(t.Context(), keys[len(keys)-1].ID); err != nil {
 		t.Fatal(err)
 	}
-	e.call(request{method: "GET", path: "/tasks", key: key}, http.StatusOK) // still cached
-	e.clock.Advance(5 * time.Second)
-	e.call(request{method: "GET", path: "/tasks", key: key}, http.StatusUnauthorized)
+	e.Call(apitest.Request{Method: "GET", Path: "/tasks", Key: key}, http.StatusOK) // still cached
+	e.Clock.Advance(5 * time.Second)
+	e.Call(apitest.Request{Method: "GET", Path: "/tasks", Key: key}, http.StatusUnauthorized)
 }
 
 // headerAuth is a host's own authentication: a trusted header names the user.
@@ -172,12 +173,12 @@ func (headerAuth) Authenticate(r *http.Request) (lifecycle.Principal, error) {
 func TestPluggableAuthenticator(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *lifecycle.Config) { c.Authenticator = headerAuth{} })
-	e.call(request{method: "GET", path: "/tasks"}, http.StatusUnauthorized)
+	e.Call(apitest.Request{Method: "GET", Path: "/tasks"}, http.StatusUnauthorized)
 	as := http.Header{"X-User": {"alice"}}
-	e.call(request{method: "POST", path: "/tasks", header: as, body: taskBody("ENG-1")}, http.StatusCreated)
-	e.call(request{method: "POST", path: "/api-keys", header: as, body: map[string]any{}}, http.StatusForbidden)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks", Header: as, Body: apitest.TaskBody("ENG-1")}, http.StatusCreated)
+	e.Call(apitest.Request{Method: "POST", Path: "/api-keys", Header: as, Body: map[string]any{}}, http.StatusForbidden)
 	var data struct{ Actor lifecycle.Actor }
-	if err := json.Unmarshal(e.events()[0].Data, &data); err != nil {
+	if err := json.Unmarshal(e.Events()[0].Data, &data); err != nil {
 		t.Fatal(err)
 	}
 	if data.Actor != (lifecycle.Actor{ID: "alice", Role: lifecycle.RoleUser}) {
@@ -247,14 +248,14 @@ func TestRevocationDuringLookupIsNotUndone(t *testing.T) {
 				c.Store = gate
 				c.KeyCacheTTL = time.Hour
 			})
-			e.call(request{method: "GET", path: "/tasks", key: e.admin}, http.StatusOK) // the keys are read whole
-			creator := e.svc
+			e.Call(apitest.Request{Method: "GET", Path: "/tasks", Key: e.Admin}, http.StatusOK) // the keys are read whole
+			creator := e.Svc
 			if !lists {
-				other, err := lifecycle.New(lifecycle.Config{Store: e.store, BaseURL: testBase, Clock: e.clock})
+				other, err := lifecycle.New(lifecycle.Config{Store: e.Store, BaseURL: apitest.BaseURL, Clock: e.Clock})
 				if err != nil {
 					t.Fatal(err)
 				}
-				creator = other // unknown to e.svc: read by its hash
+				creator = other // unknown to e.Svc: read by its hash
 			}
 			key, _, err := creator.CreateAPIKey(t.Context(), lifecycle.CreateAPIKeyParams{Name: "agent",
 				Scopes: []lifecycle.Scope{lifecycle.ScopeTasksRead}, Actor: lifecycle.Actor{ID: "agent", Role: lifecycle.RoleAgent}, Plaintext: plaintext})
@@ -262,22 +263,22 @@ func TestRevocationDuringLookupIsNotUndone(t *testing.T) {
 				t.Fatal(err)
 			}
 			if lists {
-				e.clock.Advance(time.Hour) // what is known is old: the next request reads the keys whole
+				e.Clock.Advance(time.Hour) // what is known is old: the next request reads the keys whole
 			}
 			close(gate.armed)
 
 			// A request starts and its read finds the key, not yet revoked.
 			done := make(chan int)
-			go func() { done <- e.do(request{method: "GET", path: "/tasks", key: plaintext}).Code }()
+			go func() { done <- e.Do(apitest.Request{Method: "GET", Path: "/tasks", Key: plaintext}).Code }()
 			<-gate.read
 			// The key is revoked while the read is under way; then it finishes.
-			if _, err := e.svc.RevokeAPIKey(t.Context(), key.ID); err != nil {
+			if _, err := e.Svc.RevokeAPIKey(t.Context(), key.ID); err != nil {
 				t.Fatal(err)
 			}
 			close(gate.release)
 			<-done // it began before the revocation: either answer is right
 
-			e.call(request{method: "GET", path: "/tasks", key: plaintext}, http.StatusUnauthorized)
+			e.Call(apitest.Request{Method: "GET", Path: "/tasks", Key: plaintext}, http.StatusUnauthorized)
 		})
 	}
 }

@@ -15,8 +15,8 @@ import (
 // from sends a request to the API as the client at addr, with the bearer
 // key (none when ""), and header h.
 func (e *env) from(addr, method, path, key string, h http.Header) *httptest.ResponseRecorder {
-	e.t.Helper()
-	req := httptest.NewRequestWithContext(e.t.Context(), method, path, nil)
+	e.T.Helper()
+	req := httptest.NewRequestWithContext(e.T.Context(), method, path, nil)
 	req.RemoteAddr = addr
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
@@ -25,7 +25,7 @@ func (e *env) from(addr, method, path, key string, h http.Header) *httptest.Resp
 		req.Header[k] = vs
 	}
 	rec := httptest.NewRecorder()
-	e.host.ServeHTTP(rec, req)
+	e.Host.ServeHTTP(rec, req)
 	return rec
 }
 
@@ -40,9 +40,9 @@ func TestFailedAuthenticationsAreLimited(t *testing.T) {
 	t.Parallel()
 	c, store := newKeyCountingEnv(t)
 	const guesser, other = "203.0.113.9:40000", "198.51.100.7:5555"
-	revoked := c.key(lifecycle.ScopeTasksRead)
-	keys, _ := c.svc.APIKeys(t.Context())
-	if _, err := c.svc.RevokeAPIKey(t.Context(), keys[len(keys)-1].ID); err != nil {
+	revoked := c.Key(lifecycle.ScopeTasksRead)
+	keys, _ := c.Svc.APIKeys(t.Context())
+	if _, err := c.Svc.RevokeAPIKey(t.Context(), keys[len(keys)-1].ID); err != nil {
 		t.Fatal(err)
 	}
 	for range 30 { // not counted
@@ -65,7 +65,7 @@ func TestFailedAuthenticationsAreLimited(t *testing.T) {
 	reads := store.byHash.Load()
 	apitest.Limited(t, "the 21st bad key", c.from(guesser, "GET", "/api/tasks", apitest.UnknownKey(21), nil), 3)
 	apitest.Limited(t, "a write from the guesser", c.from(guesser, "POST", "/api/tasks", apitest.UnknownKey(22), nil), 3)
-	if rec := c.from(guesser, "GET", "/api/tasks", c.admin, nil); rec.Code != http.StatusOK {
+	if rec := c.from(guesser, "GET", "/api/tasks", c.Admin, nil); rec.Code != http.StatusOK {
 		t.Errorf("a valid key from the guesser: %d %s", rec.Code, rec.Body)
 	}
 	if rec := c.from(guesser, "GET", "/api/tasks", revoked, nil); rec.Code != http.StatusUnauthorized {
@@ -74,21 +74,21 @@ func TestFailedAuthenticationsAreLimited(t *testing.T) {
 	if n := store.byHash.Load() - reads; n != 0 {
 		t.Errorf("%d keys looked up for a limited client, want none", n)
 	}
-	if rec := c.from(other, "GET", "/api/tasks", c.admin, nil); rec.Code != http.StatusOK {
+	if rec := c.from(other, "GET", "/api/tasks", c.Admin, nil); rec.Code != http.StatusOK {
 		t.Errorf("another client's valid key: %d %s", rec.Code, rec.Body)
 	}
 	if rec := c.from(other, "GET", "/api/tasks", apitest.UnknownKey(23), nil); rec.Code != http.StatusUnauthorized {
 		t.Errorf("another client's bad key: %d %s", rec.Code, rec.Body)
 	}
 
-	c.clock.Advance(3 * time.Second) // one more try
+	c.Clock.Advance(3 * time.Second) // one more try
 	if rec := c.from(guesser, "GET", "/api/tasks", apitest.UnknownKey(24), nil); rec.Code != http.StatusUnauthorized {
 		t.Errorf("the try earned after 3 s: %d %s", rec.Code, rec.Body)
 	}
 	apitest.Limited(t, "the try after it", c.from(guesser, "GET", "/api/tasks", apitest.UnknownKey(25), nil), 3)
-	c.clock.Advance(2 * time.Second)
+	c.Clock.Advance(2 * time.Second)
 	apitest.Limited(t, "2 s later", c.from(guesser, "GET", "/api/tasks", apitest.UnknownKey(26), nil), 1)
-	c.clock.Advance(time.Minute) // all forgiven
+	c.Clock.Advance(time.Minute) // all forgiven
 	if rec := c.from(guesser, "GET", "/api/tasks", apitest.UnknownKey(27), nil); rec.Code != http.StatusUnauthorized {
 		t.Errorf("an unknown key a minute later: %d %s", rec.Code, rec.Body)
 	}
@@ -127,7 +127,7 @@ func TestAuthFailureLimiterConfig(t *testing.T) {
 			c.from(proxy, "GET", "/api/tasks", apitest.UnknownKey(i), http.Header{"X-Client": {"192.0.2.1"}})
 		}
 		apitest.Limited(t, "the guesser behind the proxy", c.from(proxy, "GET", "/api/tasks", apitest.UnknownKey(3), http.Header{"X-Client": {"192.0.2.1"}}), 3)
-		if rec := c.from(proxy, "GET", "/api/tasks", c.admin, http.Header{"X-Client": {"192.0.2.1"}}); rec.Code != http.StatusOK {
+		if rec := c.from(proxy, "GET", "/api/tasks", c.Admin, http.Header{"X-Client": {"192.0.2.1"}}); rec.Code != http.StatusOK {
 			t.Errorf("the guesser's valid key behind the proxy: %d %s", rec.Code, rec.Body)
 		}
 		if rec := c.from(proxy, "GET", "/api/tasks", apitest.UnknownKey(4), http.Header{"X-Client": {"198.51.100.2"}}); rec.Code != http.StatusUnauthorized {
@@ -137,7 +137,7 @@ func TestAuthFailureLimiterConfig(t *testing.T) {
 	t.Run("invalid", func(t *testing.T) {
 		t.Parallel()
 		for _, cfg := range []lifecycle.Config{{AuthFailureInterval: -time.Second}, {AuthFailureClients: -1}, {AuthUnknownKeyReads: -1}} {
-			cfg.Store, cfg.BaseURL = &keyStoreCounter{}, testBase
+			cfg.Store, cfg.BaseURL = &keyStoreCounter{}, apitest.BaseURL
 			if _, err := lifecycle.New(cfg); err == nil || !strings.Contains(err.Error(), "AuthFailure") || !strings.Contains(err.Error(), "AuthUnknownKeyReads") {
 				t.Errorf("New(%+v) = %v, want an error naming the field", cfg, err)
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/artifact"
 	"github.com/tasklifecycle/lifecycle/adapter/memory"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 	"github.com/tasklifecycle/lifecycle/store/sqlite"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -38,7 +39,7 @@ func newBenchEnv(b *testing.B, mutate ...func(*lifecycle.Config)) *benchEnv {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { store.Close() })
-	cfg := lifecycle.Config{Store: store, BaseURL: testBase, Logger: slog.New(slog.DiscardHandler)}
+	cfg := lifecycle.Config{Store: store, BaseURL: apitest.BaseURL, Logger: slog.New(slog.DiscardHandler)}
 	for _, m := range mutate {
 		m(&cfg)
 	}
@@ -46,7 +47,7 @@ func newBenchEnv(b *testing.B, mutate ...func(*lifecycle.Config)) *benchEnv {
 	if err != nil {
 		b.Fatal(err)
 	}
-	_, admin, err := svc.CreateAPIKey(b.Context(), lifecycle.CreateAPIKeyParams{Name: "bench", Scopes: allScopes(), Actor: lifecycle.Actor{ID: "bench", Role: lifecycle.RoleUser}})
+	_, admin, err := svc.CreateAPIKey(b.Context(), lifecycle.CreateAPIKeyParams{Name: "bench", Scopes: apitest.AllScopes(), Actor: lifecycle.Actor{ID: "bench", Role: lifecycle.RoleUser}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 	"github.com/tasklifecycle/lifecycle/internal/testsupport"
 )
 
@@ -130,7 +131,7 @@ func TestBrowserEventSourceResumes(t *testing.T) {
 	sid := make([]byte, 16)
 	rand.Read(sid)
 	session := hex.EncodeToString(sid)
-	sessions := map[string]string{session: e.key(lifecycle.ScopeEventsRead)}
+	sessions := map[string]string{session: e.Key(lifecycle.ScopeEventsRead)}
 
 	var (
 		mu       sync.Mutex
@@ -140,7 +141,7 @@ func TestBrowserEventSourceResumes(t *testing.T) {
 	ready := make(chan struct{}, 1)
 	progress := make(chan int, total*2)
 	result := make(chan browserResult, 1)
-	api := sessionAuth(sessions, http.StripPrefix("/api", e.svc.Handler()))
+	api := sessionAuth(sessions, http.StripPrefix("/api", e.Svc.Handler()))
 	host := http.NewServeMux()
 	host.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.SetCookie(w, &http.Cookie{Name: "session", Value: session, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
@@ -212,9 +213,9 @@ func TestBrowserEventSourceResumes(t *testing.T) {
 		}
 	}
 	wait("an open stream", ready)
-	before := len(e.events())
+	before := len(e.Events())
 	for i := range half {
-		e.createTask(taskBody(fmt.Sprintf("WEB-%d", i)))
+		e.CreateTask(apitest.TaskBody(fmt.Sprintf("WEB-%d", i)))
 	}
 	reached := make(chan struct{})
 	go func() {
@@ -236,7 +237,7 @@ func TestBrowserEventSourceResumes(t *testing.T) {
 	}
 	mu.Unlock()
 	for i := half; i < total; i++ {
-		e.createTask(taskBody(fmt.Sprintf("WEB-%d", i)))
+		e.CreateTask(apitest.TaskBody(fmt.Sprintf("WEB-%d", i)))
 	}
 
 	var res browserResult
@@ -246,7 +247,7 @@ func TestBrowserEventSourceResumes(t *testing.T) {
 		t.Fatalf("the page did not report its result within %s", testsupport.BrowserTimeout)
 	}
 	var want []string
-	for _, ev := range e.events()[before:] {
+	for _, ev := range e.Events()[before:] {
 		want = append(want, ev.ID)
 	}
 	if !slices.Equal(res.IDs, want) {

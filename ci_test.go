@@ -9,27 +9,28 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 )
 
 func TestCIStatusSources(t *testing.T) {
 	t.Parallel()
 	e, a := newSubmitEnv(t)
 	id := e.startedTask("ENG-1")
-	none := e.call(request{method: "GET", path: "/tasks/" + id + "/ci-status", key: e.admin}, http.StatusOK)
+	none := e.Call(apitest.Request{Method: "GET", Path: "/tasks/" + id + "/ci-status", Key: e.Admin}, http.StatusOK)
 	if diff := cmp.Diff(map[string]any{"overall": "none", "headSha": nil, "provider": nil, "checks": []any{}, "checkedAt": nil, "stale": []any{}}, none["data"]); diff != "" {
 		t.Errorf("CI status before any submission (-want +got):\n%s", diff)
 	}
-	sha := e.submitOK(id, "ci-key-123", submitBody())["headSha"].(string)
+	sha := e.SubmitOK(id, "ci-key-123", apitest.SubmitBody())["headSha"].(string)
 	a.web.SetChecks(sha, lifecycle.CIReport{Checks: []lifecycle.CICheck{{Name: "build", Status: lifecycle.CheckRunning, URL: "https://ci.example.com/b"}},
-		Stale: []lifecycle.StaleCheck{{Name: "Codecov", Since: lifecycle.NewTimestamp(epoch.Add(-time.Hour))}}})
+		Stale: []lifecycle.StaleCheck{{Name: "Codecov", Since: lifecycle.NewTimestamp(apitest.Epoch.Add(-time.Hour))}}})
 	// Reads answer from what was learned; the reconciler learns what changed.
 	if o := e.ciOverall(id); o != "none" {
 		t.Errorf("overall before the host was read again = %v, want none (what submit learned)", o)
 	}
-	e.clock.Advance(time.Second)
+	e.Clock.Advance(time.Second)
 	e.reconcile(id)
 
-	got := e.call(request{method: "GET", path: "/tasks/" + id + "/ci-status", key: e.admin}, http.StatusOK)
+	got := e.Call(apitest.Request{Method: "GET", Path: "/tasks/" + id + "/ci-status", Key: e.Admin}, http.StatusOK)
 	want := map[string]any{
 		"overall":   "running",
 		"headSha":   sha,
@@ -63,7 +64,7 @@ func TestCIStatusSources(t *testing.T) {
 	if o := e.ciOverall(id); o != "pending" {
 		t.Errorf("overall with the provider down = %v, want pending as last learned", o)
 	}
-	if !strings.Contains(e.logText(), "CI provider failed") {
+	if !strings.Contains(e.LogText(), "CI provider failed") {
 		t.Error("a failing CI provider was not logged")
 	}
 	e.reconcile(id)
@@ -74,8 +75,8 @@ func TestCIStatusSources(t *testing.T) {
 
 // ciOverall reads the overall CI state of a task.
 func (e *env) ciOverall(id string) any {
-	e.t.Helper()
-	return e.call(request{method: "GET", path: "/tasks/" + id + "/ci-status", key: e.admin}, http.StatusOK)["data"].(map[string]any)["overall"]
+	e.T.Helper()
+	return e.Call(apitest.Request{Method: "GET", Path: "/tasks/" + id + "/ci-status", Key: e.Admin}, http.StatusOK)["data"].(map[string]any)["overall"]
 }
 
 var errNetwork = &netError{}
@@ -90,12 +91,12 @@ func TestReportedChecks(t *testing.T) {
 		c.ReviewRouter = lifecycle.ReviewRules{Default: lifecycle.ReviewPlan{Policy: lifecycle.PolicyNeverRequire}}
 	})
 	id := e.startedTask("ENG-1")
-	sha := e.submitOK(id, "report-key-1", submitBody())["headSha"].(string)
-	ci := e.key(lifecycle.ScopeCIWrite)
+	sha := e.SubmitOK(id, "report-key-1", apitest.SubmitBody())["headSha"].(string)
+	ci := e.Key(lifecycle.ScopeCIWrite)
 	report := func(sha string, checks ...map[string]any) map[string]any {
-		return e.call(request{method: "POST", path: "/tasks/" + id + "/checks", key: ci, body: map[string]any{"headSha": sha, "checks": checks}}, http.StatusOK)
+		return e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/checks", Key: ci, Body: map[string]any{"headSha": sha, "checks": checks}}, http.StatusOK)
 	}
-	versions := func() int { return len(e.eventsOf(id)) }
+	versions := func() int { return len(e.EventsOf(id)) }
 	before := versions()
 
 	// Checks of another commit are kept but do not count.
@@ -116,7 +117,7 @@ func TestReportedChecks(t *testing.T) {
 	if diff := cmp.Diff([]any{"ship", "view_ci_status", "view_review_feedback"}, passed["availableActions"]); diff != "" {
 		t.Errorf("actions once CI passed (-want +got):\n%s", diff)
 	}
-	evs := e.eventsOf(id)
+	evs := e.EventsOf(id)
 	if len(evs) != before+1 {
 		t.Fatalf("events %d -> %d, want one for the change of CI", before, len(evs))
 	}
@@ -146,14 +147,14 @@ func TestReportChecksValidation(t *testing.T) {
 		{map[string]any{"headSha": sha, "checks": []map[string]any{{"name": "x", "status": "passed", "url": "ftp://x"}}}, "checks[0].url"},
 	}
 	for _, tt := range tests {
-		body := e.call(request{method: "POST", path: "/tasks/" + id + "/checks", key: e.admin, body: tt.body}, http.StatusBadRequest)
+		body := e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/checks", Key: e.Admin, Body: tt.body}, http.StatusBadRequest)
 		if !hasFieldError(body["error"].(map[string]any), tt.field) {
 			t.Errorf("details.fields lacks %q: %v", tt.field, body)
 		}
 	}
 	ok := map[string]any{"headSha": sha, "checks": []map[string]any{{"name": "x", "status": "passed"}}}
-	e.call(request{method: "POST", path: "/tasks/" + id + "/checks", key: e.key(lifecycle.ScopeTasksWrite), body: ok}, http.StatusForbidden)
-	e.call(request{method: "POST", path: "/tasks/tsk_doesnotexist/checks", key: e.admin, body: ok}, http.StatusNotFound)
-	e.call(request{method: "GET", path: "/tasks/tsk_doesnotexist/ci-status", key: e.admin}, http.StatusNotFound)
-	e.call(request{method: "GET", path: "/tasks/" + id + "/ci-status", key: e.key(lifecycle.ScopeCIWrite)}, http.StatusForbidden)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/checks", Key: e.Key(lifecycle.ScopeTasksWrite), Body: ok}, http.StatusForbidden)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/tsk_doesnotexist/checks", Key: e.Admin, Body: ok}, http.StatusNotFound)
+	e.Call(apitest.Request{Method: "GET", Path: "/tasks/tsk_doesnotexist/ci-status", Key: e.Admin}, http.StatusNotFound)
+	e.Call(apitest.Request{Method: "GET", Path: "/tasks/" + id + "/ci-status", Key: e.Key(lifecycle.ScopeCIWrite)}, http.StatusForbidden)
 }

@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 )
 
 // consistencySeed fixes the lifecycle of TestEventsAndReadsAgree.
@@ -49,13 +51,13 @@ func (r *lifecycleRun) step() string {
 		name string
 		do   func(id string)
 	}{
-		{"start", func(id string) { r.api("POST", "/tasks/"+id+"/start", r.e.admin, nil, "") }},
+		{"start", func(id string) { r.api("POST", "/tasks/"+id+"/start", r.e.Admin, nil, "") }},
 		{"submit", func(id string) {
-			r.api("POST", "/tasks/"+id+"/submit", r.e.admin, submitBody(), fmt.Sprintf("consistency-submit-%d", r.serial))
+			r.api("POST", "/tasks/"+id+"/submit", r.e.Admin, apitest.SubmitBody(), fmt.Sprintf("consistency-submit-%d", r.serial))
 		}},
 		{"report checks", func(id string) {
-			if head, ok := r.e.task(id)["headSha"].(string); ok {
-				r.api("POST", "/tasks/"+id+"/checks", r.e.admin, map[string]any{"headSha": head,
+			if head, ok := r.e.Task(id)["headSha"].(string); ok {
+				r.api("POST", "/tasks/"+id+"/checks", r.e.Admin, map[string]any{"headSha": head,
 					"checks": []map[string]any{{"name": "build", "status": r.checkStatus()}}}, "")
 			}
 		}},
@@ -69,7 +71,7 @@ func (r *lifecycleRun) step() string {
 		})},
 		{"host review", r.atHost(func(n int) lifecycle.ProviderEventKind {
 			outcome := []lifecycle.ReviewOutcome{lifecycle.ReviewApproved, lifecycle.ReviewChangesRequested, lifecycle.ReviewCommented}[r.rng.IntN(3)]
-			r.g.AddReview(n, lifecycle.HostReview{Reviewer: "hubot", Outcome: outcome, SubmittedAt: epoch})
+			r.g.AddReview(n, lifecycle.HostReview{Reviewer: "hubot", Outcome: outcome, SubmittedAt: apitest.Epoch})
 			decision := []lifecycle.ReviewDecision{lifecycle.DecisionApproved, lifecycle.DecisionApproved, lifecycle.DecisionChangesRequested, lifecycle.DecisionPending}[r.rng.IntN(4)]
 			r.g.SetReviewDecision(n, decision)
 			return lifecycle.ProviderReviewSubmitted
@@ -92,18 +94,18 @@ func (r *lifecycleRun) step() string {
 			return lifecycle.ProviderPullRequestClosed
 		})},
 		{"ship", func(id string) {
-			head, _ := r.e.task(id)["headSha"].(string)
+			head, _ := r.e.Task(id)["headSha"].(string)
 			if head == "" {
 				head = "0000000000000000000000000000000000000000"
 			}
-			rec := r.api("POST", "/tasks/"+id+"/ship", r.e.admin, shipBody("merge_only", "staging", head), fmt.Sprintf("consistency-ship-%d", r.serial))
+			rec := r.api("POST", "/tasks/"+id+"/ship", r.e.Admin, apitest.ShipBody("merge_only", "staging", head), fmt.Sprintf("consistency-ship-%d", r.serial))
 			if rec.Code == http.StatusAccepted {
 				r.ops[shipOpID(r.t, rec)] = true
 			}
 		}},
-		{"cancel", func(id string) { r.api("POST", "/tasks/"+id+"/cancel", r.e.admin, nil, "") }},
-		{"blocker", func(id string) { r.api("POST", "/tasks/"+id+"/blocker", r.e.admin, blockerBody(), "") }},
-		{"resolve", func(id string) { r.api("POST", "/tasks/"+id+"/resolve-blocker", r.e.admin, nil, "") }},
+		{"cancel", func(id string) { r.api("POST", "/tasks/"+id+"/cancel", r.e.Admin, nil, "") }},
+		{"blocker", func(id string) { r.api("POST", "/tasks/"+id+"/blocker", r.e.Admin, blockerBody(), "") }},
+		{"resolve", func(id string) { r.api("POST", "/tasks/"+id+"/resolve-blocker", r.e.Admin, nil, "") }},
 		{"runner progress", func(string) { r.g.release() }},
 	}
 	// Mostly a step that the task's status makes likely to do something;
@@ -134,9 +136,9 @@ var likelySteps = map[string][]string{
 
 // create creates a task of a random project.
 func (r *lifecycleRun) create() {
-	body := taskBody(fmt.Sprintf("LIFE-%d", len(r.tasks)+1))
+	body := apitest.TaskBody(fmt.Sprintf("LIFE-%d", len(r.tasks)+1))
 	body["context"] = map[string]any{"project": consistencyProjects[r.rng.IntN(len(consistencyProjects))], "goal": "random lifecycle"}
-	r.tasks = append(r.tasks, r.e.createTask(body)["id"].(string))
+	r.tasks = append(r.tasks, r.e.CreateTask(body)["id"].(string))
 }
 
 // liveTasks returns the tasks neither done nor cancelled.
@@ -178,7 +180,7 @@ func (r *lifecycleRun) checkStatus() string {
 // openPR returns the number of a task's pull request when it is open at
 // the host.
 func (r *lifecycleRun) openPR(id string) (int, bool) {
-	n, ok := r.e.task(id)["prNumber"].(float64)
+	n, ok := r.e.Task(id)["prNumber"].(float64)
 	if !ok {
 		return 0, false
 	}
@@ -203,22 +205,22 @@ func (r *lifecycleRun) atHost(change func(n int) lifecycle.ProviderEventKind) fu
 
 func (r *lifecycleRun) applyEvent(ev lifecycle.ProviderEvent) {
 	ev.Source, ev.DeliveryID = "memory", fmt.Sprintf("delivery-%d", r.serial)
-	if err := r.e.svc.ApplyProviderEvent(r.t.Context(), ev); err != nil {
+	if err := r.e.Svc.ApplyProviderEvent(r.t.Context(), ev); err != nil {
 		r.t.Fatalf("apply %s: %v", ev.Kind, err)
 	}
 }
 
 // api calls the API; any answer but a server error is part of the game.
-func (r *lifecycleRun) api(method, path, key string, body any, idemKey string) *httptestRecorder {
+func (r *lifecycleRun) api(method, path, key string, body any, idemKey string) *httptest.ResponseRecorder {
 	r.t.Helper()
-	req := request{method: method, path: path, key: key, body: body}
+	req := apitest.Request{Method: method, Path: path, Key: key, Body: body}
 	if idemKey != "" {
-		req.header = http.Header{"Idempotency-Key": {idemKey}}
+		req.Header = http.Header{"Idempotency-Key": {idemKey}}
 	}
 	if body == nil && method == "POST" {
-		req.body = map[string]any{}
+		req.Body = map[string]any{}
 	}
-	rec := r.e.do(req)
+	rec := r.e.Do(req)
 	if rec.Code >= 500 || rec.Code == http.StatusBadRequest {
 		r.t.Fatalf("%s %s = %d %s", method, path, rec.Code, rec.Body)
 	}
@@ -230,7 +232,7 @@ func (r *lifecycleRun) api(method, path, key string, body any, idemKey string) *
 func (r *lifecycleRun) readEvents() map[string]bool {
 	touched := map[string]bool{}
 	for {
-		evs, err := r.e.store.Events(r.t.Context(), lifecycle.EventFilter{After: r.cursor, Limit: 1000})
+		evs, err := r.e.Store.Events(r.t.Context(), lifecycle.EventFilter{After: r.cursor, Limit: 1000})
 		if err != nil {
 			r.t.Fatal(err)
 		}
@@ -254,7 +256,7 @@ func (r *lifecycleRun) listTasks() []map[string]any {
 	var out []map[string]any
 	cursor := ""
 	for {
-		page := r.e.call(request{method: "GET", path: "/tasks?limit=200&cursor=" + cursor, key: r.e.admin}, http.StatusOK)
+		page := r.e.Call(apitest.Request{Method: "GET", Path: "/tasks?limit=200&cursor=" + cursor, Key: r.e.Admin}, http.StatusOK)
 		for _, t := range page["data"].([]any) {
 			out = append(out, t.(map[string]any))
 		}
@@ -295,7 +297,7 @@ func (r *lifecycleRun) settle() {
 	}
 	r.e.settleRunner(r.g, ops)
 	for _, id := range ops {
-		op, err := r.e.store.ShipOperation(r.t.Context(), id)
+		op, err := r.e.Store.ShipOperation(r.t.Context(), id)
 		if err != nil {
 			r.t.Fatal(err)
 		}
@@ -325,7 +327,7 @@ func TestEventsAndReadsAgree(t *testing.T) {
 		}}
 	})
 	r := &lifecycleRun{t: t, e: e, g: g, rng: rand.New(rand.NewPCG(consistencySeed, 0)),
-		reviewer: e.keyAs(lifecycle.Actor{ID: "octocat", Role: lifecycle.RoleReviewer}, lifecycle.ScopeReviewsWrite),
+		reviewer: e.KeyAs(lifecycle.Actor{ID: "octocat", Role: lifecycle.RoleReviewer}, lifecycle.ScopeReviewsWrite),
 		ops:      map[string]bool{}, last: map[string]lastEvent{}, shipOutcomes: map[string]int{}}
 	counts := map[string]int{}
 	statuses := map[string]bool{}
@@ -345,7 +347,7 @@ func TestEventsAndReadsAgree(t *testing.T) {
 		// as GET /tasks lists it, so that a change without an event shows.
 		for _, id := range r.tasks {
 			if st := r.status(id); touched[id] || (st != "done" && st != "cancelled") {
-				task := e.task(id)
+				task := e.Task(id)
 				r.check(i, name, "GET /tasks/{id}", task)
 				statuses[task["status"].(string)] = true
 			}

@@ -22,9 +22,9 @@ func TestReplayedBodyUnderANewDeliveryIDIsIgnored(t *testing.T) {
 		return lifecycle.ProviderEvent{Source: "memory", DeliveryID: delivery, Digest: digest, Kind: lifecycle.ProviderHeadChanged, PullRequest: webPR(1)}
 	}
 	a.web.Push(1)
-	before := len(e.eventsOf(id))
+	before := len(e.EventsOf(id))
 	e.applyEvent(event("delivery-1", digest))
-	if n := len(e.eventsOf(id)) - before; n != 1 {
+	if n := len(e.EventsOf(id)) - before; n != 1 {
 		t.Fatalf("%d events after the first delivery, want 1", n)
 	}
 	for _, again := range []struct{ name, delivery, digest string }{
@@ -35,7 +35,7 @@ func TestReplayedBodyUnderANewDeliveryIDIsIgnored(t *testing.T) {
 		calls := a.web.TotalCalls()
 		a.web.Push(1) // the host moved: a reading would see it
 		e.applyEvent(event(again.delivery, again.digest))
-		if n := len(e.eventsOf(id)) - before; n != 1 {
+		if n := len(e.EventsOf(id)) - before; n != 1 {
 			t.Errorf("%s: %d events, want still 1", again.name, n)
 		}
 		if n := a.web.TotalCalls() - calls; n != 0 {
@@ -43,7 +43,7 @@ func TestReplayedBodyUnderANewDeliveryIDIsIgnored(t *testing.T) {
 		}
 	}
 	e.applyEvent(event("delivery-3", strings.Repeat("cd", 32)))
-	if n := len(e.eventsOf(id)) - before; n != 2 {
+	if n := len(e.EventsOf(id)) - before; n != 2 {
 		t.Errorf("%d events after a delivery of another body, want 2", n)
 	}
 }
@@ -58,18 +58,18 @@ func TestRedeliveryOfAFailedDeliveryIsApplied(t *testing.T) {
 	ev := lifecycle.ProviderEvent{Source: "memory", DeliveryID: "delivery-1", Digest: strings.Repeat("ef", 32),
 		Kind: lifecycle.ProviderHeadChanged, PullRequest: webPR(1)}
 	a.web.Push(1)
-	before := len(e.eventsOf(id))
+	before := len(e.EventsOf(id))
 	a.web.FailNext(memory.OpPullRequest, errors.New("502 Bad Gateway"))
-	if err := e.svc.ApplyProviderEvent(t.Context(), ev); err == nil {
+	if err := e.Svc.ApplyProviderEvent(t.Context(), ev); err == nil {
 		t.Fatal("a delivery whose host read failed was applied")
 	}
 	for _, rec := range []string{"delivery-1", "sha256:" + ev.Digest} {
-		if _, err := e.store.ProviderDelivery(t.Context(), "memory", rec); !errors.Is(err, lifecycle.ErrNotFound) {
+		if _, err := e.Store.ProviderDelivery(t.Context(), "memory", rec); !errors.Is(err, lifecycle.ErrNotFound) {
 			t.Errorf("record %s of a delivery not applied: error %v, want ErrNotFound", rec, err)
 		}
 	}
 	e.applyEvent(ev)
-	if n := len(e.eventsOf(id)) - before; n != 1 {
+	if n := len(e.EventsOf(id)) - before; n != 1 {
 		t.Errorf("%d events after the redelivery, want 1", n)
 	}
 }
@@ -80,12 +80,12 @@ func TestRedeliveryOfAFailedDeliveryIsApplied(t *testing.T) {
 func TestQueuedReplayIsRecognised(t *testing.T) {
 	t.Parallel()
 	e, _ := newSubmitEnv(t)
-	startService(t, e.svc)
+	startService(t, e.Svc)
 	e.submittedTask("ENG-1")
 	digest := strings.Repeat("01", 32)
 	queue := func(delivery string) {
 		t.Helper()
-		err := e.svc.QueueProviderEvent(t.Context(), lifecycle.ProviderEvent{Source: "memory", DeliveryID: delivery, Digest: digest,
+		err := e.Svc.QueueProviderEvent(t.Context(), lifecycle.ProviderEvent{Source: "memory", DeliveryID: delivery, Digest: digest,
 			Kind: lifecycle.ProviderHeadChanged, PullRequest: webPR(1)})
 		if err != nil {
 			t.Fatal(err)
@@ -93,12 +93,12 @@ func TestQueuedReplayIsRecognised(t *testing.T) {
 	}
 	queue("delivery-1")
 	for _, rec := range []string{"delivery-1", "sha256:" + digest} {
-		if _, err := e.store.ProviderDelivery(t.Context(), "memory", rec); err != nil {
+		if _, err := e.Store.ProviderDelivery(t.Context(), "memory", rec); err != nil {
 			t.Errorf("record %s of the queued delivery: %v", rec, err)
 		}
 	}
 	queue("delivery-2")
-	if _, err := e.store.ProviderDelivery(t.Context(), "memory", "delivery-2"); !errors.Is(err, lifecycle.ErrNotFound) {
+	if _, err := e.Store.ProviderDelivery(t.Context(), "memory", "delivery-2"); !errors.Is(err, lifecycle.ErrNotFound) {
 		t.Errorf("the replay under delivery-2 was recorded (error %v): it was taken as a new delivery", err)
 	}
 }

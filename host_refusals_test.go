@@ -9,6 +9,7 @@ import (
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/memory"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 )
 
 // These tests cover what a code host decides on its own: a merge it
@@ -17,10 +18,10 @@ import (
 
 // offersShip reports whether task id offers ship, read through the Go API.
 func (e *env) offersShip(id string) bool {
-	e.t.Helper()
-	task, err := e.svc.Task(e.t.Context(), id)
+	e.T.Helper()
+	task, err := e.Svc.Task(e.T.Context(), id)
 	if err != nil {
-		e.t.Fatalf("get task %s: %v", id, err)
+		e.T.Fatalf("get task %s: %v", id, err)
 	}
 	return slices.Contains(task.AvailableActions, lifecycle.ActionShip)
 }
@@ -28,12 +29,12 @@ func (e *env) offersShip(id string) bool {
 // shipRefusal asks to ship task id at sha through the Go API and returns
 // the refusal, failing the test if the ship was accepted.
 func (e *env) shipRefusal(id, sha string) *lifecycle.ConflictError {
-	e.t.Helper()
-	_, err := e.svc.Ship(e.t.Context(), id, lifecycle.ShipParams{Mode: lifecycle.ShipMergeOnly, TargetEnvironment: lifecycle.EnvironmentStaging,
+	e.T.Helper()
+	_, err := e.Svc.Ship(e.T.Context(), id, lifecycle.ShipParams{Mode: lifecycle.ShipMergeOnly, TargetEnvironment: lifecycle.EnvironmentStaging,
 		ExpectedHeadSHA: sha, Actor: lifecycle.Actor{ID: "ops", Role: lifecycle.RoleUser}})
 	var c *lifecycle.ConflictError
 	if !errors.As(err, &c) {
-		e.t.Fatalf("ship of task %s = %v, want a refusal", id, err)
+		e.T.Fatalf("ship of task %s = %v, want a refusal", id, err)
 	}
 	return c
 }
@@ -77,8 +78,8 @@ func TestHostRefusedMergeIsNotOfferedUntilAChange(t *testing.T) {
 	}{
 		{"a check changes", func(e *env, a adapters, id, sha string) {
 			a.web.SetCheck(sha, lifecycle.CICheck{Name: "lint", Status: lifecycle.CheckRunning})
-			if err := e.svc.Reconcile(e.t.Context(), id); err != nil {
-				e.t.Fatal(err)
+			if err := e.Svc.Reconcile(e.T.Context(), id); err != nil {
+				e.T.Fatal(err)
 			}
 		}},
 		{"a webhook", func(e *env, a adapters, id, sha string) {
@@ -90,7 +91,7 @@ func TestHostRefusedMergeIsNotOfferedUntilAChange(t *testing.T) {
 			e, a, _ := newShipEnv(t)
 			id, sha := e.shippableTask("ENG-1")
 			a.web.FailNext(memory.OpMerge, &lifecycle.RefusedError{Message: words})
-			op := e.waitShip(shipOpID(t, e.ship(id, "refused-1", shipBody("merge_only", "staging", sha))))["data"].(map[string]any)
+			op := e.waitShip(shipOpID(t, e.ship(id, "refused-1", apitest.ShipBody("merge_only", "staging", sha))))["data"].(map[string]any)
 			if op["status"] != "failed" || op["error"].(map[string]any)["code"] != "merge_failed" {
 				t.Fatalf("operation = %v, want failed merge_failed", op)
 			}
@@ -99,7 +100,7 @@ func TestHostRefusedMergeIsNotOfferedUntilAChange(t *testing.T) {
 			}
 			// The refusal makes the Service read the host again; the same
 			// facts keep it.
-			if err := e.svc.Reconcile(t.Context(), id); err != nil {
+			if err := e.Svc.Reconcile(t.Context(), id); err != nil {
 				t.Fatal(err)
 			}
 			if e.offersShip(id) {
@@ -114,7 +115,7 @@ func TestHostRefusedMergeIsNotOfferedUntilAChange(t *testing.T) {
 				// CI is running now: ship waits for it, and not for the
 				// refusal any more.
 				a.web.SetCheck(sha, lifecycle.CICheck{Name: "lint", Status: lifecycle.CheckPassed})
-				if err := e.svc.Reconcile(t.Context(), id); err != nil {
+				if err := e.Svc.Reconcile(t.Context(), id); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -133,22 +134,22 @@ func TestShipWaitsWhileTheHostWorksOutMergeability(t *testing.T) {
 	id, sha := e.shippableTask("ENG-1")
 	a.web.FailNext(memory.OpMerge, &lifecycle.TemporaryError{Reason: lifecycle.WaitMergeabilityUnknown,
 		Err: &lifecycle.RefusedError{Message: "Pull Request is not mergeable"}})
-	opID := shipOpID(t, e.ship(id, "mergeability-1", shipBody("merge_only", "staging", sha)))
+	opID := shipOpID(t, e.ship(id, "mergeability-1", apitest.ShipBody("merge_only", "staging", sha)))
 	var op lifecycle.ShipOperation
-	waitFor(t, func() bool {
+	apitest.WaitFor(t, func() bool {
 		var err error
-		if op, err = e.svc.ShipOperation(t.Context(), opID); err != nil {
+		if op, err = e.Svc.ShipOperation(t.Context(), opID); err != nil {
 			t.Fatal(err)
 		}
 		return op.Wait != nil
 	})
-	retryAt := lifecycle.NewTimestamp(e.clock.Now().Add(5 * time.Second))
+	retryAt := lifecycle.NewTimestamp(e.Clock.Now().Add(5 * time.Second))
 	if op.Status != lifecycle.ShipRunning || op.Wait.Reason != lifecycle.WaitMergeabilityUnknown || !op.Wait.Until.Equal(retryAt.Time) {
 		t.Fatalf("operation while the host works out mergeability = %s with wait %+v, want running with wait %s until %s",
 			op.Status, op.Wait, lifecycle.WaitMergeabilityUnknown, retryAt)
 	}
-	waitFor(t, func() bool {
-		e.clock.Advance(time.Second)
+	apitest.WaitFor(t, func() bool {
+		e.Clock.Advance(time.Second)
 		return a.web.Calls(memory.OpMerge) == 2
 	})
 	done := e.waitShip(opID)["data"].(map[string]any)
@@ -168,17 +169,17 @@ func TestShipFollowsAMergeTrainBeyondTheRetryBudget(t *testing.T) {
 		a.web.FailNext(memory.OpMerge, &lifecycle.TemporaryError{Reason: lifecycle.WaitMergeTrain, RetryAfter: 10 * time.Second,
 			Err: errors.New("the merge request is on the merge train")})
 	}
-	opID := shipOpID(t, e.ship(id, "train-key-1", shipBody("merge_only", "staging", sha)))
-	waitFor(t, func() bool {
-		op, err := e.svc.ShipOperation(t.Context(), opID)
+	opID := shipOpID(t, e.ship(id, "train-key-1", apitest.ShipBody("merge_only", "staging", sha)))
+	apitest.WaitFor(t, func() bool {
+		op, err := e.Svc.ShipOperation(t.Context(), opID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return op.Wait != nil && op.Wait.Reason == lifecycle.WaitMergeTrain
 	})
-	waitFor(t, func() bool {
-		e.clock.Advance(time.Second)
-		op, err := e.svc.ShipOperation(t.Context(), opID)
+	apitest.WaitFor(t, func() bool {
+		e.Clock.Advance(time.Second)
+		op, err := e.Svc.ShipOperation(t.Context(), opID)
 		return err == nil && op.Status != lifecycle.ShipRunning
 	})
 	op := e.waitShip(opID)["data"].(map[string]any)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 )
 
 // These tests cover the API a host builds on beside the HTTP API: serving
@@ -53,9 +54,9 @@ func (a *endingAuth) end(name string) {
 func TestHandlerWithEndsStreamsWithTheCredential(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, noPolling)
-	auth := &endingAuth{done: map[string]chan struct{}{}, expires: epoch.Add(time.Hour), scopes: []lifecycle.Scope{lifecycle.ScopeEventsRead}}
+	auth := &endingAuth{done: map[string]chan struct{}{}, expires: apitest.Epoch.Add(time.Hour), scopes: []lifecycle.Scope{lifecycle.ScopeEventsRead}}
 	mux := http.NewServeMux()
-	mux.Handle("/api/", http.StripPrefix("/api", e.svc.HandlerWith(auth)))
+	mux.Handle("/api/", http.StripPrefix("/api", e.Svc.HandlerWith(auth)))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 
@@ -101,7 +102,7 @@ func TestHandlerWithEndsStreamsWithTheCredential(t *testing.T) {
 	})
 	t.Run("expired", func(t *testing.T) {
 		c := stream(t, srv, "dave", "", nil)
-		e.clock.Advance(time.Hour)
+		e.Clock.Advance(time.Hour)
 		b := c.next()
 		for strings.HasPrefix(b, ": keepalive") { // the heartbeat is due too
 			b = c.next()
@@ -123,12 +124,12 @@ func TestAuthenticateKey(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
-	key := e.keyAs(lifecycle.Actor{ID: "ops", Role: lifecycle.RoleUser}, lifecycle.ScopeTasksRead)
-	p, err := e.svc.AuthenticateKey(ctx, key)
+	key := e.KeyAs(lifecycle.Actor{ID: "ops", Role: lifecycle.RoleUser}, lifecycle.ScopeTasksRead)
+	p, err := e.Svc.AuthenticateKey(ctx, key)
 	if err != nil || p.Actor.ID != "ops" || len(p.Scopes) != 1 || p.Scopes[0] != lifecycle.ScopeTasksRead || p.Done == nil || !p.ExpiresAt.IsZero() {
 		t.Fatalf("AuthenticateKey = %+v, %v", p, err)
 	}
-	byHash, err := e.svc.AuthenticateKeyHash(ctx, lifecycle.HashAPIKey(key))
+	byHash, err := e.Svc.AuthenticateKeyHash(ctx, lifecycle.HashAPIKey(key))
 	if err != nil || byHash.ID != p.ID || byHash.Done != p.Done {
 		t.Fatalf("AuthenticateKeyHash = %+v, %v; want %s with the same Done", byHash, err, p.ID)
 	}
@@ -137,7 +138,7 @@ func TestAuthenticateKey(t *testing.T) {
 		t.Fatal("Done closed before the revocation")
 	default:
 	}
-	if _, err := e.svc.RevokeAPIKey(ctx, p.ID); err != nil {
+	if _, err := e.Svc.RevokeAPIKey(ctx, p.ID); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -146,17 +147,17 @@ func TestAuthenticateKey(t *testing.T) {
 		t.Fatal("Done still open after the revocation")
 	}
 	for name, try := range map[string]func() error{
-		"revoked":   func() error { _, err := e.svc.AuthenticateKey(ctx, key); return err },
-		"malformed": func() error { _, err := e.svc.AuthenticateKey(ctx, "lsk_short"); return err },
-		"unknown":   func() error { _, err := e.svc.AuthenticateKey(ctx, "lsk_"+strings.Repeat("z", 40)); return err },
-		"bad hash":  func() error { _, err := e.svc.AuthenticateKeyHash(ctx, []byte("short")); return err },
+		"revoked":   func() error { _, err := e.Svc.AuthenticateKey(ctx, key); return err },
+		"malformed": func() error { _, err := e.Svc.AuthenticateKey(ctx, "lsk_short"); return err },
+		"unknown":   func() error { _, err := e.Svc.AuthenticateKey(ctx, "lsk_"+strings.Repeat("z", 40)); return err },
+		"bad hash":  func() error { _, err := e.Svc.AuthenticateKeyHash(ctx, []byte("short")); return err },
 	} {
 		if err := try(); !errors.Is(err, lifecycle.ErrUnauthorized) {
 			t.Errorf("%s key: %v, want ErrUnauthorized", name, err)
 		}
 	}
 	host := newEnv(t, func(c *lifecycle.Config) { c.Authenticator = &endingAuth{done: map[string]chan struct{}{}} })
-	if _, err := host.svc.AuthenticateKey(ctx, e.admin); !errors.Is(err, lifecycle.ErrUnauthorized) || !strings.Contains(err.Error(), "own API keys") {
+	if _, err := host.Svc.AuthenticateKey(ctx, e.Admin); !errors.Is(err, lifecycle.ErrUnauthorized) || !strings.Contains(err.Error(), "own API keys") {
 		t.Errorf("AuthenticateKey with a host's Authenticator: %v", err)
 	}
 }
@@ -170,14 +171,14 @@ func TestBeginAuthentication(t *testing.T) {
 	req := httptest.NewRequestWithContext(t.Context(), "GET", "/", nil)
 	req.RemoteAddr = "203.0.113.9:1000"
 	for range 5 {
-		a, err := e.svc.BeginAuthentication(req)
+		a, err := e.Svc.BeginAuthentication(req)
 		if err != nil {
 			t.Fatalf("a client whose attempts all succeeded is refused: %v", err)
 		}
 		a.End()
 	}
 	for range 2 {
-		a, err := e.svc.BeginAuthentication(req)
+		a, err := e.Svc.BeginAuthentication(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -185,14 +186,14 @@ func TestBeginAuthentication(t *testing.T) {
 		a.End()
 	}
 	var rl *lifecycle.RateLimitError
-	if _, err := e.svc.BeginAuthentication(req); !errors.As(err, &rl) || rl.RetryAfterSeconds != 3 {
+	if _, err := e.Svc.BeginAuthentication(req); !errors.As(err, &rl) || rl.RetryAfterSeconds != 3 {
 		t.Errorf("the third attempt after two failures: %v, want a *RateLimitError after 3 s", err)
 	}
-	if rec := e.do(request{method: "GET", path: "/tasks", key: e.admin, header: nil}); rec.Code != http.StatusOK {
+	if rec := e.Do(apitest.Request{Method: "GET", Path: "/tasks", Key: e.Admin, Header: nil}); rec.Code != http.StatusOK {
 		t.Errorf("another client's key: %d", rec.Code)
 	}
 	host := newEnv(t, func(c *lifecycle.Config) { c.Authenticator = &endingAuth{done: map[string]chan struct{}{}} })
-	a, err := host.svc.BeginAuthentication(req)
+	a, err := host.Svc.BeginAuthentication(req)
 	if a != nil || err != nil {
 		t.Errorf("BeginAuthentication with a host's Authenticator = %v, %v; want nothing counted", a, err)
 	}
@@ -209,19 +210,19 @@ func TestServeFuncAndGuard(t *testing.T) {
 		Name string `json:"name"`
 	}
 	mux := http.NewServeMux()
-	mux.Handle("POST /echo", e.svc.ServeFunc(func(w http.ResponseWriter, r *http.Request) error {
+	mux.Handle("POST /echo", e.Svc.ServeFunc(func(w http.ResponseWriter, r *http.Request) error {
 		var b body
-		if err := e.svc.DecodeBody(w, r, &b, 64, time.Minute); err != nil {
+		if err := e.Svc.DecodeBody(w, r, &b, 64, time.Minute); err != nil {
 			return err
 		}
 		lifecycle.WriteJSON(w, http.StatusOK, map[string]string{"name": b.Name})
 		return nil
 	}))
-	mux.Handle("GET /missing", e.svc.ServeFunc(func(w http.ResponseWriter, r *http.Request) error {
+	mux.Handle("GET /missing", e.Svc.ServeFunc(func(w http.ResponseWriter, r *http.Request) error {
 		return lifecycle.ErrNotFound
 	}))
-	mux.Handle("GET /panic", e.svc.ServeFunc(func(w http.ResponseWriter, r *http.Request) error { panic("boom") }))
-	h := e.svc.Guard(mux)
+	mux.Handle("GET /panic", e.Svc.ServeFunc(func(w http.ResponseWriter, r *http.Request) error { panic("boom") }))
+	h := e.Svc.Guard(mux)
 	for _, tt := range []struct {
 		method, path, body string
 		status             int
@@ -248,31 +249,31 @@ func TestReadsForViews(t *testing.T) {
 	t.Parallel()
 	e, _ := newSubmitEnv(t)
 	ctx := t.Context()
-	if last, err := e.svc.LastEventID(ctx); err != nil || last != "" {
+	if last, err := e.Svc.LastEventID(ctx); err != nil || last != "" {
 		t.Errorf("LastEventID of an empty store = %q, %v", last, err)
 	}
 	id := e.startedTask("ENG-1")
-	sub := e.submitOK(id, "submit-1", submitBody())
-	subs, err := e.svc.Submissions(ctx, id)
+	sub := e.SubmitOK(id, "submit-1", apitest.SubmitBody())
+	subs, err := e.Svc.Submissions(ctx, id)
 	if err != nil || len(subs) != 1 || subs[0].SubmissionID != sub["submissionId"] || subs[0].Summary == "" {
 		t.Fatalf("Submissions = %+v, %v", subs, err)
 	}
-	if reviews, err := e.svc.Reviews(ctx, subs[0].SubmissionID); err != nil || reviews == nil || len(reviews) != 0 {
+	if reviews, err := e.Svc.Reviews(ctx, subs[0].SubmissionID); err != nil || reviews == nil || len(reviews) != 0 {
 		t.Errorf("Reviews = %v, %v; want none, as []", reviews, err)
 	}
-	if ops, err := e.svc.ShipOperations(ctx, id); err != nil || ops == nil || len(ops) != 0 {
+	if ops, err := e.Svc.ShipOperations(ctx, id); err != nil || ops == nil || len(ops) != 0 {
 		t.Errorf("ShipOperations = %v, %v; want none, as []", ops, err)
 	}
 	for name, read := range map[string]func() error{
-		"Submissions":    func() error { _, err := e.svc.Submissions(ctx, "tsk_nosuchtask000000"); return err },
-		"ShipOperations": func() error { _, err := e.svc.ShipOperations(ctx, "tsk_nosuchtask000000"); return err },
+		"Submissions":    func() error { _, err := e.Svc.Submissions(ctx, "tsk_nosuchtask000000"); return err },
+		"ShipOperations": func() error { _, err := e.Svc.ShipOperations(ctx, "tsk_nosuchtask000000"); return err },
 	} {
 		if err := read(); !errors.Is(err, lifecycle.ErrNotFound) {
 			t.Errorf("%s of an unknown task: %v, want ErrNotFound", name, err)
 		}
 	}
-	stored := e.eventsOf(id)
-	evs, err := e.svc.TaskEvents(ctx, id, 100)
+	stored := e.EventsOf(id)
+	evs, err := e.Svc.TaskEvents(ctx, id, 100)
 	if err != nil || len(evs) != len(stored) || len(evs) < 3 {
 		t.Fatalf("TaskEvents = %d events, %v; %d stored", len(evs), err, len(stored))
 	}
@@ -281,22 +282,22 @@ func TestReadsForViews(t *testing.T) {
 			t.Errorf("events out of order: %d after %d", evs[i].TaskVersion, evs[i-1].TaskVersion)
 		}
 	}
-	if two, err := e.svc.TaskEvents(ctx, id, 2); err != nil || len(two) != 2 || two[0].ID != evs[0].ID {
+	if two, err := e.Svc.TaskEvents(ctx, id, 2); err != nil || len(two) != 2 || two[0].ID != evs[0].ID {
 		t.Errorf("TaskEvents with limit 2 = %v, %v", two, err)
 	}
-	all := e.events()
-	if last, err := e.svc.LastEventID(ctx); err != nil || last != all[len(all)-1].ID {
+	all := e.Events()
+	if last, err := e.Svc.LastEventID(ctx); err != nil || last != all[len(all)-1].ID {
 		t.Errorf("LastEventID = %q, %v; want %s", last, err, all[len(all)-1].ID)
 	}
-	task, err := e.svc.Task(ctx, id)
+	task, err := e.Svc.Task(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ci, _, err := e.svc.CIStatus(ctx, id)
+	ci, _, err := e.Svc.CIStatus(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fb, _, err := e.svc.ReviewFeedback(ctx, id)
+	fb, _, err := e.Svc.ReviewFeedback(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,24 +14,25 @@ import (
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/memory"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 )
 
 func TestIdempotentReplay(t *testing.T) {
 	t.Parallel()
 	e, a := newSubmitEnv(t)
 	id := e.startedTask("ENG-1")
-	first := e.submit(id, "replay-key-1", submitBody())
+	first := e.Submit(id, "replay-key-1", apitest.SubmitBody())
 	if first.Code != http.StatusAccepted || first.Header().Get("Idempotent-Replayed") != "" {
 		t.Fatalf("first submit = %d, replayed %q", first.Code, first.Header().Get("Idempotent-Replayed"))
 	}
-	e.clock.Advance(time.Hour)
+	e.Clock.Advance(time.Hour)
 	// The same body with members reordered and other whitespace is the same request.
 	reordered := `{ "notes": "The old code dropped the query string.",
 		"checks": [{"status": "passed", "name": "unit"}, {"name": "lint", "status": "skipped"}],
 		"pullRequest": {"reviewers": ["octocat", "hubot"], "draft": false, "body": "Keeps the query string.", "title": "Fix login redirect"},
 		"summary": "Fixed the redirect and added a regression test." }`
-	for _, body := range []any{submitBody(), reordered} {
-		again := e.submit(id, "replay-key-1", body)
+	for _, body := range []any{apitest.SubmitBody(), reordered} {
+		again := e.Submit(id, "replay-key-1", body)
 		if again.Code != http.StatusAccepted || again.Header().Get("Idempotent-Replayed") != "true" {
 			t.Errorf("replay = %d, Idempotent-Replayed %q; want 202, true", again.Code, again.Header().Get("Idempotent-Replayed"))
 		}
@@ -47,7 +48,7 @@ func TestIdempotentReplay(t *testing.T) {
 	}
 
 	// The same key with another body is refused, with the next steps.
-	other := e.submit(id, "replay-key-1", withMember(submitBody(), "summary", "something else"))
+	other := e.Submit(id, "replay-key-1", withMember(apitest.SubmitBody(), "summary", "something else"))
 	if other.Code != http.StatusConflict || !strings.Contains(other.Body.String(), `"idempotency_key_reused"`) ||
 		!strings.Contains(other.Body.String(), `"availableActions":["view_ci_status","view_review_feedback"]`) {
 		t.Errorf("key reused with another body = %d %s", other.Code, other.Body)
@@ -58,12 +59,12 @@ func TestIdempotencyKeyScopedToPrincipal(t *testing.T) {
 	t.Parallel()
 	e, a := newSubmitEnv(t)
 	one, two := e.startedTask("ENG-1"), e.startedTask("ENG-2")
-	other := e.key(lifecycle.ScopeTasksWrite)
-	e.submitOK(one, "shared-key-1", submitBody())
+	other := e.Key(lifecycle.ScopeTasksWrite)
+	e.SubmitOK(one, "shared-key-1", apitest.SubmitBody())
 	// Another task under the same key is another key.
-	e.submitOK(two, "shared-key-1", submitBody())
+	e.SubmitOK(two, "shared-key-1", apitest.SubmitBody())
 	// Another principal's identical request executes (and conflicts: the task is in review).
-	rec := e.do(request{method: "POST", path: "/tasks/" + one + "/submit", key: other, body: submitBody(), header: http.Header{"Idempotency-Key": {"shared-key-1"}}})
+	rec := e.Do(apitest.Request{Method: "POST", Path: "/tasks/" + one + "/submit", Key: other, Body: apitest.SubmitBody(), Header: http.Header{"Idempotency-Key": {"shared-key-1"}}})
 	if rec.Code != http.StatusConflict || rec.Header().Get("Idempotent-Replayed") != "" || !strings.Contains(rec.Body.String(), "already_in_review") {
 		t.Errorf("another principal's request = %d %s, want it executed (409 already_in_review)", rec.Code, rec.Body)
 	}
@@ -76,14 +77,14 @@ func TestIdempotencyRecordsExpire(t *testing.T) {
 	t.Parallel()
 	e, _ := newSubmitEnv(t, func(c *lifecycle.Config) { c.IdempotencyRetention = 24 * time.Hour })
 	id := e.startedTask("ENG-1")
-	e.submitOK(id, "expiring-key", submitBody())
-	e.clock.Advance(24*time.Hour - time.Millisecond)
-	if rec := e.submit(id, "expiring-key", submitBody()); rec.Header().Get("Idempotent-Replayed") != "true" {
+	e.SubmitOK(id, "expiring-key", apitest.SubmitBody())
+	e.Clock.Advance(24*time.Hour - time.Millisecond)
+	if rec := e.Submit(id, "expiring-key", apitest.SubmitBody()); rec.Header().Get("Idempotent-Replayed") != "true" {
 		t.Errorf("within retention: %d, replayed %q", rec.Code, rec.Header().Get("Idempotent-Replayed"))
 	}
-	e.clock.Advance(time.Millisecond)
+	e.Clock.Advance(time.Millisecond)
 	// Forgotten: the request runs again, and conflicts with the task's state.
-	if rec := e.submit(id, "expiring-key", submitBody()); rec.Code != http.StatusConflict || rec.Header().Get("Idempotent-Replayed") != "" {
+	if rec := e.Submit(id, "expiring-key", apitest.SubmitBody()); rec.Code != http.StatusConflict || rec.Header().Get("Idempotent-Replayed") != "" {
 		t.Errorf("after retention: %d, replayed %q; want a fresh 409", rec.Code, rec.Header().Get("Idempotent-Replayed"))
 	}
 }
@@ -91,16 +92,16 @@ func TestIdempotencyRecordsExpire(t *testing.T) {
 func TestFailedRequestsAreNotRecorded(t *testing.T) {
 	t.Parallel()
 	e, _ := newSubmitEnv(t)
-	id := e.createTask(taskBody("ENG-1"))["id"].(string) // todo: submit conflicts
-	if rec := e.submit(id, "not-kept-key", submitBody()); rec.Code != http.StatusConflict {
+	id := e.CreateTask(apitest.TaskBody("ENG-1"))["id"].(string) // todo: submit conflicts
+	if rec := e.Submit(id, "not-kept-key", apitest.SubmitBody()); rec.Code != http.StatusConflict {
 		t.Fatalf("submit on todo = %d", rec.Code)
 	}
-	if rec := e.submit(id, "not-kept-key", map[string]any{"summary": ""}); rec.Code != http.StatusBadRequest {
+	if rec := e.Submit(id, "not-kept-key", map[string]any{"summary": ""}); rec.Code != http.StatusBadRequest {
 		t.Fatalf("invalid submit = %d", rec.Code)
 	}
-	e.call(request{method: "POST", path: "/tasks/" + id + "/start", key: e.admin}, http.StatusOK)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/start", Key: e.Admin}, http.StatusOK)
 	// Neither failure kept the key: it now runs, with a different body even.
-	e.submitOK(id, "not-kept-key", submitBody())
+	e.SubmitOK(id, "not-kept-key", apitest.SubmitBody())
 }
 
 func TestIdempotencyKeyLimits(t *testing.T) {
@@ -119,11 +120,11 @@ func TestIdempotencyKeyLimits(t *testing.T) {
 	}
 	for i, tt := range tests {
 		id := e.startedTask(fmt.Sprintf("KEY-%d", i))
-		req := request{method: "POST", path: "/tasks/" + id + "/submit", key: e.admin, body: submitBody()}
+		req := apitest.Request{Method: "POST", Path: "/tasks/" + id + "/submit", Key: e.Admin, Body: apitest.SubmitBody()}
 		if tt.key != "" {
-			req.header = http.Header{"Idempotency-Key": {tt.key}}
+			req.Header = http.Header{"Idempotency-Key": {tt.key}}
 		}
-		resp := e.call(req, tt.status)
+		resp := e.Call(req, tt.status)
 		if tt.status == http.StatusBadRequest && !hasFieldError(resp["error"].(map[string]any), "Idempotency-Key") {
 			t.Errorf("key %q: details.fields does not name Idempotency-Key: %v", tt.key, resp)
 		}
@@ -149,7 +150,7 @@ func TestConcurrentSameKey(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			rec := e.submit(id, "same-key-for-all", submitBody())
+			rec := e.Submit(id, "same-key-for-all", apitest.SubmitBody())
 			mu.Lock()
 			defer mu.Unlock()
 			codes[rec.Code]++
@@ -172,7 +173,7 @@ func TestConcurrentSameKey(t *testing.T) {
 		t.Errorf("adapter asked %d times, want once", n)
 	}
 	subs := 0
-	for _, ev := range e.eventsOf(id) {
+	for _, ev := range e.EventsOf(id) {
 		if ev["data"].(map[string]any)["status"] == "in_review" {
 			subs++
 		}
@@ -209,12 +210,12 @@ func TestKeyOfADeadRequestIsTakenOver(t *testing.T) {
 	})
 	id := e.startedTask("ENG-1")
 	dead := make(chan int)
-	go func() { dead <- e.submit(id, "dead-key-123", submitBody()).Code }()
+	go func() { dead <- e.Submit(id, "dead-key-123", apitest.SubmitBody()).Code }()
 	<-hang.entered
 
 	// A second process on the same database.
 	live := memory.New(memory.Config{})
-	other, err := lifecycle.New(lifecycle.Config{Store: e.store, BaseURL: testBase, Clock: e.clock,
+	other, err := lifecycle.New(lifecycle.Config{Store: e.Store, BaseURL: apitest.BaseURL, Clock: e.Clock,
 		Adapters: []lifecycle.AdapterBinding{{Adapter: live}}, ProviderTimeout: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -223,7 +224,7 @@ func TestKeyOfADeadRequestIsTakenOver(t *testing.T) {
 	if rec := call(); rec.Code != http.StatusConflict || !strings.Contains(rec.Body.String(), "request_in_progress") {
 		t.Fatalf("while the key is held: %d %s, want 409 request_in_progress", rec.Code, rec.Body)
 	}
-	e.clock.Advance(time.Hour + 30*time.Second) // the lease: provider timeout + 30 s
+	e.Clock.Advance(time.Hour + 30*time.Second) // the lease: provider timeout + 30 s
 	if rec := call(); rec.Code != http.StatusAccepted {
 		t.Fatalf("after the lease: %d %s, want 202", rec.Code, rec.Body)
 	}
@@ -273,15 +274,17 @@ func TestKeyReservedOnlyOnceTheTaskIsFree(t *testing.T) {
 	})
 	id := e.startedTask("ENG-1")
 	slow := make(chan int)
-	go func() { slow <- e.submit(id, "slow-key-123", submitBody()).Code }()
+	go func() { slow <- e.Submit(id, "slow-key-123", apitest.SubmitBody()).Code }()
 	<-hang.entered
 
 	codes := make(chan *httptest.ResponseRecorder, 2)
 	for range 2 {
-		go func() { codes <- e.submit(id, "same-key-123", withMember(submitBody(), "summary", "Second try")) }()
+		go func() {
+			codes <- e.Submit(id, "same-key-123", withMember(apitest.SubmitBody(), "summary", "Second try"))
+		}()
 	}
-	waitFor(t, func() bool { return e.svc.TaskLockHoldersForTest(id) == 3 }) // the slow submit holds the lock, two wait for it
-	e.clock.Advance(2 * time.Hour)                                           // far past any reservation's lease
+	apitest.WaitFor(t, func() bool { return e.Svc.TaskLockHoldersForTest(id) == 3 }) // the slow submit holds the lock, two wait for it
+	e.Clock.Advance(2 * time.Hour)                                                   // far past any reservation's lease
 	close(hang.release)
 	if code := <-slow; code != http.StatusAccepted {
 		t.Fatalf("slow submit = %d", code)
@@ -314,14 +317,14 @@ func TestSubmitHonoursItsContextWhileWaiting(t *testing.T) {
 	hang := &onceHanging{Adapter: memory.New(memory.Config{}), entered: make(chan struct{}), release: make(chan struct{})}
 	e := newEnv(t, func(c *lifecycle.Config) { c.Adapters = []lifecycle.AdapterBinding{{Adapter: hang}} })
 	id := e.startedTask("ENG-1")
-	go e.svc.Submit(t.Context(), id, lifecycle.SubmitParams{Summary: "first"})
+	go e.Svc.Submit(t.Context(), id, lifecycle.SubmitParams{Summary: "first"})
 	<-hang.entered
 	defer close(hang.release)
 
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err := e.svc.Submit(ctx, id, lifecycle.SubmitParams{Summary: "second"})
+	_, err := e.Svc.Submit(ctx, id, lifecycle.SubmitParams{Summary: "second"})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Submit behind a held lock = %v, want context.DeadlineExceeded", err)
 	}
@@ -340,11 +343,11 @@ func TestGoAPIIdempotency(t *testing.T) {
 	e, a := newSubmitEnv(t)
 	id := e.startedTask("ENG-1")
 	p := lifecycle.SubmitParams{Summary: "Done.", IdempotencyKey: "go-key-1234", Actor: lifecycle.Actor{ID: "agent-web", Role: lifecycle.RoleAgent}}
-	first, err := e.svc.Submit(t.Context(), id, p)
+	first, err := e.Svc.Submit(t.Context(), id, p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := e.svc.Submit(t.Context(), id, p)
+	again, err := e.Svc.Submit(t.Context(), id, p)
 	if err != nil {
 		t.Fatalf("retry with the same key: %v", err)
 	}
@@ -353,11 +356,11 @@ func TestGoAPIIdempotency(t *testing.T) {
 	}
 	p.Summary = "Something else."
 	var ce *lifecycle.ConflictError
-	if _, err := e.svc.Submit(t.Context(), id, p); !errors.As(err, &ce) || ce.Reason != "idempotency_key_reused" {
+	if _, err := e.Svc.Submit(t.Context(), id, p); !errors.As(err, &ce) || ce.Reason != "idempotency_key_reused" {
 		t.Errorf("same key, other parameters = %v, want idempotency_key_reused", err)
 	}
 	p.IdempotencyKey = "short"
-	if _, err := e.svc.Submit(t.Context(), id, p); !errors.Is(err, lifecycle.ErrValidation) {
+	if _, err := e.Svc.Submit(t.Context(), id, p); !errors.Is(err, lifecycle.ErrValidation) {
 		t.Errorf("a malformed key = %v, want a validation error", err)
 	}
 }
@@ -371,15 +374,15 @@ func TestSubmitRacingAChangeSaysWhatChanged(t *testing.T) {
 	e := newEnv(t, func(c *lifecycle.Config) { c.Adapters = []lifecycle.AdapterBinding{{Adapter: hang}} })
 	id := e.startedTask("ENG-1")
 	answer := make(chan *httptest.ResponseRecorder)
-	go func() { answer <- e.submit(id, "race-key-123", submitBody()) }()
+	go func() { answer <- e.Submit(id, "race-key-123", apitest.SubmitBody()) }()
 	<-hang.entered
-	e.call(request{method: "POST", path: "/tasks/" + id + "/cancel", key: e.admin}, http.StatusOK)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/cancel", Key: e.Admin}, http.StatusOK)
 	close(hang.release)
 	rec := <-answer
 	if rec.Code != http.StatusConflict {
 		t.Fatalf("submit after the task changed = %d %s, want 409", rec.Code, rec.Body)
 	}
-	obj := decode(t, rec)["error"].(map[string]any)
+	obj := apitest.Decode(t, rec)["error"].(map[string]any)
 	msg := obj["message"].(string)
 	if obj["details"].(map[string]any)["reason"] != "task_changed" || !strings.Contains(msg, "cancelled") || !strings.Contains(msg, "changed") {
 		t.Errorf("conflict = %v, want reason task_changed and a message naming the change", obj)
@@ -392,11 +395,11 @@ func TestGoAPIIdempotencyOfShipAndSubscriptions(t *testing.T) {
 	e, a, _ := newShipEnv(t, func(c *lifecycle.Config) { c.WebhookResolver = fakeResolver{"hooks.example.com": "93.184.216.34"} })
 	id, sha := e.shippableTask("ENG-1")
 	p := lifecycle.ShipParams{Mode: lifecycle.ShipMergeOnly, TargetEnvironment: lifecycle.EnvironmentStaging, ExpectedHeadSHA: sha, IdempotencyKey: "go-ship-123"}
-	first, err := e.svc.Ship(t.Context(), id, p)
+	first, err := e.Svc.Ship(t.Context(), id, p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := e.svc.Ship(t.Context(), id, p)
+	again, err := e.Svc.Ship(t.Context(), id, p)
 	if err != nil || again.OperationID != first.OperationID {
 		t.Fatalf("retried Ship = %s, %v; want the first operation %s", again.OperationID, err, first.OperationID)
 	}
@@ -406,17 +409,17 @@ func TestGoAPIIdempotencyOfShipAndSubscriptions(t *testing.T) {
 	}
 	sp := lifecycle.CreateSubscriptionParams{URL: "https://hooks.example.com/x", EventTypes: []lifecycle.EventType{lifecycle.EventTaskShipped},
 		Secret: "a-secret-of-16-chars-or-more", IdempotencyKey: "go-sub-1234"}
-	s1, err := e.svc.CreateSubscription(t.Context(), sp)
+	s1, err := e.Svc.CreateSubscription(t.Context(), sp)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s2, err := e.svc.CreateSubscription(t.Context(), sp)
+	s2, err := e.Svc.CreateSubscription(t.Context(), sp)
 	if err != nil || s2.ID != s1.ID {
 		t.Errorf("retried CreateSubscription = %s, %v; want %s", s2.ID, err, s1.ID)
 	}
 	sp.Secret = "another-secret-of-16-chars"
 	var ce *lifecycle.ConflictError
-	if _, err := e.svc.CreateSubscription(t.Context(), sp); !errors.As(err, &ce) || ce.Reason != "idempotency_key_reused" {
+	if _, err := e.Svc.CreateSubscription(t.Context(), sp); !errors.As(err, &ce) || ce.Reason != "idempotency_key_reused" {
 		t.Errorf("same key, other parameters = %v, want idempotency_key_reused", err)
 	}
 }

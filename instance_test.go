@@ -10,6 +10,7 @@ import (
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/memory"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 )
 
 // startAsync starts svc in a goroutine and returns the channel of its
@@ -28,16 +29,16 @@ func startAsync(t *testing.T, svc *lifecycle.Service) <-chan error {
 
 // advanceUntil advances the fake clock a step at a time until done yields.
 func (e *env) advanceUntil(done <-chan error, step time.Duration, max int) error {
-	e.t.Helper()
+	e.T.Helper()
 	for range max {
 		select {
 		case err := <-done:
 			return err
 		case <-time.After(50 * time.Millisecond): // time for the Services to act on the last step
 		}
-		e.clock.Advance(step)
+		e.Clock.Advance(step)
 	}
-	e.t.Fatalf("still waiting after %d steps of %s", max, step)
+	e.T.Fatalf("still waiting after %d steps of %s", max, step)
 	return nil
 }
 
@@ -54,21 +55,21 @@ func TestRestartWithSameInstanceResumesAtOnce(t *testing.T) {
 		c.ReviewRouter = lifecycle.ReviewRules{Default: lifecycle.ReviewPlan{Policy: lifecycle.PolicyNeverRequire}}
 	})
 	id, sha := e.shippableTask("ENG-1")
-	rec := e.ship(id, "crash-ship-1", shipBody("merge_only", "staging", sha))
-	opID := decode(t, rec)["data"].(map[string]any)["operationId"].(string)
+	rec := e.ship(id, "crash-ship-1", apitest.ShipBody("merge_only", "staging", sha))
+	opID := apitest.Decode(t, rec)["data"].(map[string]any)["operationId"].(string)
 	other := e.startedTask("ENG-2")
 
 	// What the earlier life left: its instance lease, the operation running
 	// under its 30-second lease, and a reservation of a submit key.
-	now := e.clock.Now()
-	err := e.store.UpdateInstanceLease(t.Context(), lifecycle.UpdateInstanceLeaseParams{ID: "web-1",
+	now := e.Clock.Now()
+	err := e.Store.UpdateInstanceLease(t.Context(), lifecycle.UpdateInstanceLeaseParams{ID: "web-1",
 		Update: func(*lifecycle.InstanceLease) (*lifecycle.InstanceLease, error) {
 			return &lifecycle.InstanceLease{ID: "web-1", Life: "lif_dead", Until: now.Add(3 * time.Second)}, nil
 		}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = e.store.Update(t.Context(), func(tx lifecycle.Tx) error {
+	err = e.Store.Update(t.Context(), func(tx lifecycle.Tx) error {
 		ops, err := tx.ClaimShipOperations(t.Context(), lifecycle.ClaimShipOperationsParams{Owner: "web-1", Now: now, Until: now.Add(30 * time.Second), Limit: 10})
 		if err != nil || len(ops) != 1 {
 			return errors.Join(err, errors.New("the queued operation was not claimed"))
@@ -81,8 +82,8 @@ func TestRestartWithSameInstanceResumesAtOnce(t *testing.T) {
 	// The earlier life is a Service with the same ID that took the submit's
 	// key and hangs in the adapter: as good as dead.
 	hang := &hangingAdapter{Adapter: memory.New(memory.Config{}), entered: make(chan struct{}), release: make(chan struct{})}
-	dead, err := lifecycle.New(lifecycle.Config{Store: e.store, BaseURL: testBase, Clock: e.clock, InstanceID: "web-1",
-		Adapters: []lifecycle.AdapterBinding{{Project: "web", Adapter: hang}}, Logger: e.svcLogger()})
+	dead, err := lifecycle.New(lifecycle.Config{Store: e.Store, BaseURL: apitest.BaseURL, Clock: e.Clock, InstanceID: "web-1",
+		Adapters: []lifecycle.AdapterBinding{{Project: "web", Adapter: hang}}, Logger: e.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,11 +97,11 @@ func TestRestartWithSameInstanceResumesAtOnce(t *testing.T) {
 
 	// The restarted process waits out the dead life's instance lease (3 s),
 	// no more: once it waits, advancing the clock by the lease frees it.
-	started := startAsync(t, e.svc)
-	if !e.clock.WaitForWaiters(1, 10*time.Second) {
+	started := startAsync(t, e.Svc)
+	if !e.Clock.WaitForWaiters(1, 10*time.Second) {
 		t.Fatal("Start did not wait for the dead life's instance lease")
 	}
-	e.clock.Advance(3*time.Second + 10*time.Millisecond)
+	e.Clock.Advance(3*time.Second + 10*time.Millisecond)
 	select {
 	case err := <-started:
 		if err != nil {
@@ -112,10 +113,10 @@ func TestRestartWithSameInstanceResumesAtOnce(t *testing.T) {
 	if op := e.waitShip(opID)["data"].(map[string]any); op["status"] != "succeeded" {
 		t.Errorf("resumed operation = %v, want succeeded", op)
 	}
-	if e.clock.Now().Sub(now) >= 30*time.Second {
+	if e.Clock.Now().Sub(now) >= 30*time.Second {
 		t.Error("the operation waited for its ship lease")
 	}
-	if rec := e.submit(other, "crash-submit-1", submitBody()); rec.Code != http.StatusAccepted {
+	if rec := e.Submit(other, "crash-submit-1", apitest.SubmitBody()); rec.Code != http.StatusAccepted {
 		t.Errorf("retried submit after the restart = %d %s, want 202 at once", rec.Code, rec.Body)
 	}
 }
@@ -125,10 +126,10 @@ func TestRestartWithSameInstanceResumesAtOnce(t *testing.T) {
 func TestSecondLiveInstanceRefused(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *lifecycle.Config) { c.InstanceID = "web-1" })
-	if err := e.advanceUntil(startAsync(t, e.svc), 100*time.Millisecond, 10); err != nil {
+	if err := e.advanceUntil(startAsync(t, e.Svc), 100*time.Millisecond, 10); err != nil {
 		t.Fatal(err)
 	}
-	twin, err := lifecycle.New(lifecycle.Config{Store: e.store, BaseURL: testBase, Clock: e.clock, InstanceID: "web-1", Logger: e.svcLogger()})
+	twin, err := lifecycle.New(lifecycle.Config{Store: e.Store, BaseURL: apitest.BaseURL, Clock: e.Clock, InstanceID: "web-1", Logger: e.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,10 +140,10 @@ func TestSecondLiveInstanceRefused(t *testing.T) {
 	// Once the first closes (giving the lease up), the ID is free at once.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := e.svc.Close(ctx); err != nil {
+	if err := e.Svc.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	third, err := lifecycle.New(lifecycle.Config{Store: e.store, BaseURL: testBase, Clock: e.clock, InstanceID: "web-1", Logger: e.svcLogger()})
+	third, err := lifecycle.New(lifecycle.Config{Store: e.Store, BaseURL: apitest.BaseURL, Clock: e.Clock, InstanceID: "web-1", Logger: e.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,23 +164,23 @@ func TestStoreWithoutInstanceLeases(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	const notice = "the Store keeps no instance leases"
-	if strings.Contains(e.logText(), notice) {
-		t.Fatalf("a Service on SQLite, which keeps instance leases, logged %q:\n%s", notice, e.logText())
+	if strings.Contains(e.LogText(), notice) {
+		t.Fatalf("a Service on SQLite, which keeps instance leases, logged %q:\n%s", notice, e.LogText())
 	}
-	store := leaselessStore{e.store}
+	store := leaselessStore{e.Store}
 	if _, ok := lifecycle.Store(store).(lifecycle.InstanceLeaser); ok {
 		t.Fatal("leaselessStore is an InstanceLeaser")
 	}
 	var svcs []*lifecycle.Service
 	for range 2 {
-		svc, err := lifecycle.New(lifecycle.Config{Store: store, BaseURL: testBase, Clock: e.clock, InstanceID: "web-1", Logger: e.svcLogger()})
+		svc, err := lifecycle.New(lifecycle.Config{Store: store, BaseURL: apitest.BaseURL, Clock: e.Clock, InstanceID: "web-1", Logger: e.Logger()})
 		if err != nil {
 			t.Fatal(err)
 		}
 		svcs = append(svcs, svc)
 	}
 	var lines []string
-	for _, l := range strings.Split(e.logText(), "\n") {
+	for _, l := range strings.Split(e.LogText(), "\n") {
 		if strings.Contains(l, notice) {
 			lines = append(lines, l)
 		}
@@ -196,7 +197,7 @@ func TestStoreWithoutInstanceLeases(t *testing.T) {
 			t.Errorf("Ready of Service %d = %+v, want ready with the lease held", i, h)
 		}
 	}
-	err := e.store.UpdateInstanceLease(t.Context(), lifecycle.UpdateInstanceLeaseParams{ID: "web-1",
+	err := e.Store.UpdateInstanceLease(t.Context(), lifecycle.UpdateInstanceLeaseParams{ID: "web-1",
 		Update: func(cur *lifecycle.InstanceLease) (*lifecycle.InstanceLease, error) {
 			if cur != nil {
 				t.Errorf("lease stored for web-1: %+v, want none taken", cur)

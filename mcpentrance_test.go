@@ -17,24 +17,24 @@ import (
 func TestHoldsOfAHostsProtocol(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *lifecycle.Config) { c.MaxStreamsPerKey = 2 })
-	e.start()
-	key := e.keyAs(lifecycle.Actor{ID: "agent", Role: lifecycle.RoleAgent}, lifecycle.ScopeEventsRead)
+	e.Start()
+	key := e.KeyAs(lifecycle.Actor{ID: "agent", Role: lifecycle.RoleAgent}, lifecycle.ScopeEventsRead)
 	r := httptest.NewRequest("GET", "/mcp", nil)
 	r.Header.Set("Authorization", "Bearer "+key)
-	p, err := e.svc.Authenticate(r)
+	p, err := e.Svc.Authenticate(r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, err := e.svc.HoldStream(r, &p)
+	first, err := e.Svc.HoldStream(r, &p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := e.svc.HoldStream(r, &p)
+	second, err := e.Svc.HoldStream(r, &p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var rl *lifecycle.RateLimitError
-	if _, err := e.svc.HoldStream(r, &p); !errors.As(err, &rl) || rl.RetryAfterSeconds <= 0 {
+	if _, err := e.Svc.HoldStream(r, &p); !errors.As(err, &rl) || rl.RetryAfterSeconds <= 0 {
 		t.Fatalf("a third stream = %v, want a *RateLimitError", err)
 	}
 	srv := e.serve()
@@ -50,23 +50,23 @@ func TestHoldsOfAHostsProtocol(t *testing.T) {
 	}
 	second.Release()
 	second.Release()
-	third, err := e.svc.HoldStream(r, &p)
+	third, err := e.Svc.HoldStream(r, &p)
 	if err != nil {
 		t.Fatalf("a stream after a release = %v", err)
 	}
-	if _, err := e.svc.HoldStream(r, &p); !errors.As(err, &rl) {
+	if _, err := e.Svc.HoldStream(r, &p); !errors.As(err, &rl) {
 		t.Fatalf("a second Release gave back two places: %v", err)
 	}
-	session := e.svc.HoldCredential(r, &p) // not counted
+	session := e.Svc.HoldCredential(r, &p) // not counted
 	admin := httptest.NewRequest("GET", "/mcp", nil)
-	admin.Header.Set("Authorization", "Bearer "+e.admin)
-	ap, err := e.svc.Authenticate(admin)
+	admin.Header.Set("Authorization", "Bearer "+e.Admin)
+	ap, err := e.Svc.Authenticate(admin)
 	if err != nil {
 		t.Fatal(err)
 	}
-	other := e.svc.HoldCredential(admin, &ap)
+	other := e.Svc.HoldCredential(admin, &ap)
 	defer other.Release()
-	if _, err := e.svc.RevokeAPIKey(t.Context(), e.keyID("agent")); err != nil {
+	if _, err := e.Svc.RevokeAPIKey(t.Context(), e.keyID("agent")); err != nil {
 		t.Fatal(err)
 	}
 	for i, h := range []*lifecycle.Hold{first, third, session} {

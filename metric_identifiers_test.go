@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 )
 
 // promScrape is a Prometheus endpoint over a Service's MeterProvider, as
@@ -114,18 +115,18 @@ func TestMetricIdentifiers(t *testing.T) {
 			}
 			u.Host = "example.com:" + u.Port() // the test server's certificate names example.com
 			subs := []string{
-				e.subscribe(subBody(u.String()))["id"].(string),
-				e.subscribe(subBody(u.String()))["id"].(string),
+				e.Subscribe(subBody(u.String()))["id"].(string),
+				e.Subscribe(subBody(u.String()))["id"].(string),
 			}
-			waitFor(t, func() bool { w, _ := e.svc.WebhookStateForTest(); return w == 2 })
+			apitest.WaitFor(t, func() bool { w, _ := e.Svc.WebhookStateForTest(); return w == 2 })
 
 			// Each subscription's event is in flight for 30 s, and the
 			// second's next event unread for 10 s more.
-			e.createTask(taskBody("ENG-1"))
-			waitFor(t, func() bool { n, _ := rc.InFlight(); return n == 2 })
-			e.clock.Advance(30 * time.Second)
-			e.createTask(taskBody("ENG-2"))
-			e.clock.Advance(10 * time.Second)
+			e.CreateTask(apitest.TaskBody("ENG-1"))
+			apitest.WaitFor(t, func() bool { n, _ := rc.InFlight(); return n == 2 })
+			e.Clock.Advance(30 * time.Second)
+			e.CreateTask(apitest.TaskBody("ENG-2"))
+			e.Clock.Advance(10 * time.Second)
 
 			want := map[string]float64{"": 4} // backlogs by subscription
 			wantLag := map[string]float64{"": 40}
@@ -135,7 +136,7 @@ func TestMetricIdentifiers(t *testing.T) {
 			}
 			label := "lifecycle_subscription_id"
 			var backlog, lag map[string]float64
-			waitFor(t, func() bool {
+			apitest.WaitFor(t, func() bool {
 				_, fams := scrape.get()
 				backlog = gaugeValues(fams["lifecycle_webhook_backlog"], label)
 				lag = gaugeValues(fams["lifecycle_webhook_lag_seconds"], label)
@@ -147,9 +148,9 @@ func TestMetricIdentifiers(t *testing.T) {
 				rc.next()
 			}
 			for _, id := range subs {
-				e.waitDeliveries(id, 2)
+				e.WaitDeliveries(id, 2)
 			}
-			waitFor(t, func() bool {
+			apitest.WaitFor(t, func() bool {
 				_, fams := scrape.get()
 				for _, v := range gaugeValues(fams["lifecycle_webhook_backlog"], label) {
 					if v != 0 {

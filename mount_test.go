@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 )
 
 // TestMountingMistakesSayWhatToFix checks the answers to the usual mounting
@@ -34,9 +36,9 @@ func TestMountingMistakesSayWhatToFix(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			req := httptest.NewRequest("GET", tt.path, nil)
-			req.Header.Set("Authorization", "Bearer "+e.admin)
+			req.Header.Set("Authorization", "Bearer "+e.Admin)
 			rec := httptest.NewRecorder()
-			tt.mount(e.svc.Handler()).ServeHTTP(rec, req)
+			tt.mount(e.Svc.Handler()).ServeHTTP(rec, req)
 			if rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), tt.want) {
 				t.Fatalf("GET %s = %d %s\nwant 404 saying %s", tt.path, rec.Code, rec.Body, tt.want)
 			}
@@ -55,12 +57,12 @@ func TestErrorMessagesSayWhatIsWrong(t *testing.T) {
 		{"/tasks", "", `Missing API key; send the header \"Authorization: Bearer lsk_...\"`},
 		{"/tasks", "nope", `Malformed API key; send the header \"Authorization: Bearer lsk_...\"`},
 		{"/tasks", "lsk_0123456789abcdefghijklmnopqrstuvwxyz", `Unknown API key; send \"Authorization: Bearer lsk_...\"`},
-		{"/tasks/tsk_nope", e.admin, `Task \"tsk_nope\" not found.`},
-		{"/ship-operations/shp_nope", e.admin, `Ship operation \"shp_nope\" not found.`},
-		{"/event-subscriptions/whs_nope", e.admin, `Event subscription \"whs_nope\" not found.`},
+		{"/tasks/tsk_nope", e.Admin, `Task \"tsk_nope\" not found.`},
+		{"/ship-operations/shp_nope", e.Admin, `Ship operation \"shp_nope\" not found.`},
+		{"/event-subscriptions/whs_nope", e.Admin, `Event subscription \"whs_nope\" not found.`},
 	}
 	for _, tt := range tests {
-		rec := e.do(request{method: "GET", path: tt.path, key: tt.key})
+		rec := e.Do(apitest.Request{Method: "GET", Path: tt.path, Key: tt.key})
 		if !strings.Contains(rec.Body.String(), tt.want) {
 			t.Errorf("GET %s = %d %s\nwant a message with %s", tt.path, rec.Code, rec.Body, tt.want)
 		}
@@ -72,17 +74,17 @@ func TestErrorMessagesSayWhatIsWrong(t *testing.T) {
 func TestServingWithoutStartWarns(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.do(request{method: "GET", path: "/tasks", key: e.admin})
-	e.do(request{method: "GET", path: "/tasks", key: e.admin})
-	if n := strings.Count(e.logText(), "Service.Start was not called"); n != 1 {
-		t.Fatalf("the log warns %d times about Start, want once:\n%s", n, e.logText())
+	e.Do(apitest.Request{Method: "GET", Path: "/tasks", Key: e.Admin})
+	e.Do(apitest.Request{Method: "GET", Path: "/tasks", Key: e.Admin})
+	if n := strings.Count(e.LogText(), "Service.Start was not called"); n != 1 {
+		t.Fatalf("the log warns %d times about Start, want once:\n%s", n, e.LogText())
 	}
 
 	started := newEnv(t)
-	startService(t, started.svc)
-	started.do(request{method: "GET", path: "/tasks", key: started.admin})
-	if strings.Contains(started.logText(), "Service.Start was not called") {
-		t.Fatalf("a started Service warns about Start:\n%s", started.logText())
+	startService(t, started.Svc)
+	started.Do(apitest.Request{Method: "GET", Path: "/tasks", Key: started.Admin})
+	if strings.Contains(started.LogText(), "Service.Start was not called") {
+		t.Fatalf("a started Service warns about Start:\n%s", started.LogText())
 	}
 }
 
@@ -114,7 +116,7 @@ func TestLongUnknownPathsAreCheap(t *testing.T) {
 			req := httptest.NewRequest("POST", "/api"+tt.path, nil)
 			rec = httptest.NewRecorder()
 			start := time.Now()
-			e.host.ServeHTTP(rec, req)
+			e.Host.ServeHTTP(rec, req)
 			elapsed = time.Since(start)
 		}
 		if rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), tt.want) {

@@ -26,6 +26,7 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 )
 
 // apiSpec is docs/openapi.yaml, loaded once, with a ServeMux that finds the
@@ -348,7 +349,7 @@ func TestOpenAPICoversEveryRoute(t *testing.T) {
 		// an unrouted request is a 404 "no such endpoint" or a 405.
 		method, path, _ := strings.Cut(pattern, " ")
 		path = regexp.MustCompile(`\{[^}]+\}`).ReplaceAllString(path, "tsk_probe")
-		rec := e.do(request{method: method, path: path})
+		rec := e.Do(apitest.Request{Method: method, Path: path})
 		if rec.Code == http.StatusMethodNotAllowed || strings.Contains(rec.Body.String(), "No such endpoint") {
 			t.Errorf("docs/openapi.yaml documents %q, but the handler has no such route: %s %s answered %d %s", pattern, method, path, rec.Code, rec.Body)
 		}
@@ -360,7 +361,7 @@ func TestOpenAPICoversEveryRoute(t *testing.T) {
 func TestOpenAPIServed(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	rec := e.do(request{method: "GET", path: "/openapi.yaml"})
+	rec := e.Do(apitest.Request{Method: "GET", Path: "/openapi.yaml"})
 	if rec.Code != http.StatusOK || rec.Header().Get("Content-Type") != "application/yaml" {
 		t.Fatalf("GET /openapi.yaml = %d %q", rec.Code, rec.Header().Get("Content-Type"))
 	}
@@ -431,18 +432,18 @@ func TestEventsMatchTheSchema(t *testing.T) {
 	s := loadSpec(t)
 	e, _, _ := newShipEnv(t)
 	id := e.startedTask("WEB-1")
-	e.call(request{method: "POST", path: "/tasks/" + id + "/blocker", key: e.admin, body: blockerBody()}, http.StatusOK)
-	e.call(request{method: "POST", path: "/tasks/" + id + "/resolve-blocker", key: e.admin}, http.StatusOK)
-	sha := e.submitOK(id, "submit-WEB-1", submitBody())["headSha"].(string)
-	e.call(request{method: "POST", path: "/tasks/" + id + "/checks", key: e.admin, body: map[string]any{
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/blocker", Key: e.Admin, Body: blockerBody()}, http.StatusOK)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/resolve-blocker", Key: e.Admin}, http.StatusOK)
+	sha := e.SubmitOK(id, "submit-WEB-1", apitest.SubmitBody())["headSha"].(string)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/checks", Key: e.Admin, Body: map[string]any{
 		"headSha": sha, "checks": []map[string]any{{"name": "build", "status": "passed"}}}}, http.StatusOK)
-	e.call(request{method: "POST", path: "/tasks/" + id + "/reviews", key: e.admin, body: map[string]any{"outcome": "approved"}}, http.StatusCreated)
-	op := decode(t, e.ship(id, "ship-WEB-1", shipBody("merge_and_deploy", "staging", sha)))["data"].(map[string]any)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/reviews", Key: e.Admin, Body: map[string]any{"outcome": "approved"}}, http.StatusCreated)
+	op := apitest.Decode(t, e.ship(id, "ship-WEB-1", apitest.ShipBody("merge_and_deploy", "staging", sha)))["data"].(map[string]any)
 	e.waitShip(op["operationId"].(string))
 
 	types := map[string]bool{}
 	schema := s.doc.Components.Schemas["Event"].Value
-	for _, ev := range e.eventsOf(id) {
+	for _, ev := range e.EventsOf(id) {
 		types[ev["type"].(string)] = true
 		if err := schema.VisitJSON(ev); err != nil {
 			t.Errorf("event %v does not match the Event schema: %v", ev, err)

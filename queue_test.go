@@ -8,6 +8,7 @@ import (
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/memory"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 	"github.com/tasklifecycle/lifecycle/internal/testenv"
 )
 
@@ -17,21 +18,21 @@ import (
 func TestQueuedProviderEventAppliedInTheBackground(t *testing.T) {
 	t.Parallel()
 	e, a := newSubmitEnv(t)
-	startService(t, e.svc)
+	startService(t, e.Svc)
 	id := e.startedTask("ENG-1")
-	sub := e.submitOK(id, "queue-submit-1", submitBody())
+	sub := e.SubmitOK(id, "queue-submit-1", apitest.SubmitBody())
 	number := int(sub["prNumber"].(float64))
 	markerID := e.startedTask("ENG-2")
-	marker := int(e.submitOK(markerID, "queue-submit-marker", submitBody())["prNumber"].(float64))
+	marker := int(e.SubmitOK(markerID, "queue-submit-marker", apitest.SubmitBody())["prNumber"].(float64))
 	pushed := a.web.Push(number)
 	ev := lifecycle.ProviderEvent{Source: "memory", DeliveryID: "d-1", Kind: lifecycle.ProviderHeadChanged,
 		PullRequest: lifecycle.PullRequestRef{Owner: "acme", Repo: "web", Number: number}}
 	before := a.web.Calls(memory.OpPullRequest)
-	if err := e.svc.QueuedEvents().ApplyProviderEvent(t.Context(), ev); err != nil {
+	if err := e.Svc.QueuedEvents().ApplyProviderEvent(t.Context(), ev); err != nil {
 		t.Fatal(err)
 	}
-	testenv.WaitFor(t, 10*time.Second, "headSha to be the pushed "+pushed, func() bool { return e.task(id)["headSha"] == pushed })
-	evs := e.eventsOf(id)
+	testenv.WaitFor(t, 10*time.Second, "headSha to be the pushed "+pushed, func() bool { return e.Task(id)["headSha"] == pushed })
+	evs := e.EventsOf(id)
 	last := evs[len(evs)-1]
 	if last["type"] != "task.updated" || !slices.Contains(last["data"].(map[string]any)["changedFields"].([]any), any("headSha")) {
 		t.Errorf("last event = %v %v, want task.updated naming headSha", last["type"], last["data"])
@@ -40,7 +41,7 @@ func TestQueuedProviderEventAppliedInTheBackground(t *testing.T) {
 	if reads == before {
 		t.Fatal("the host was not read")
 	}
-	if err := e.svc.QueueProviderEvent(t.Context(), ev); err != nil {
+	if err := e.Svc.QueueProviderEvent(t.Context(), ev); err != nil {
 		t.Fatal(err)
 	}
 	// A marker queued after the repeat: once the reconciler has applied
@@ -49,10 +50,10 @@ func TestQueuedProviderEventAppliedInTheBackground(t *testing.T) {
 	markerPushed := a.web.Push(marker)
 	markerEv := ev
 	markerEv.DeliveryID, markerEv.PullRequest.Number = "d-marker", marker
-	if err := e.svc.QueueProviderEvent(t.Context(), markerEv); err != nil {
+	if err := e.Svc.QueueProviderEvent(t.Context(), markerEv); err != nil {
 		t.Fatal(err)
 	}
-	testenv.WaitFor(t, 10*time.Second, "the marker's head to be applied", func() bool { return e.task(markerID)["headSha"] == markerPushed })
+	testenv.WaitFor(t, 10*time.Second, "the marker's head to be applied", func() bool { return e.Task(markerID)["headSha"] == markerPushed })
 	if n := a.web.Calls(memory.OpPullRequest) - reads; n != reads-before {
 		t.Errorf("%d host reads for the repeat and the marker, want %d (the marker's only)", n, reads-before)
 	}
@@ -64,14 +65,14 @@ func TestQueuedProviderEventWithoutReconcilerAppliesAtOnce(t *testing.T) {
 	t.Parallel()
 	e, a := newSubmitEnv(t)
 	id := e.startedTask("ENG-1")
-	number := int(e.submitOK(id, "queue-submit-2", submitBody())["prNumber"].(float64))
+	number := int(e.SubmitOK(id, "queue-submit-2", apitest.SubmitBody())["prNumber"].(float64))
 	pushed := a.web.Push(number)
-	err := e.svc.QueueProviderEvent(context.Background(), lifecycle.ProviderEvent{Source: "memory", DeliveryID: "d-2",
+	err := e.Svc.QueueProviderEvent(context.Background(), lifecycle.ProviderEvent{Source: "memory", DeliveryID: "d-2",
 		Kind: lifecycle.ProviderHeadChanged, PullRequest: lifecycle.PullRequestRef{Owner: "acme", Repo: "web", Number: number}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := e.task(id)["headSha"]; got != pushed {
+	if got := e.Task(id)["headSha"]; got != pushed {
 		t.Errorf("headSha = %v, want %s at once", got, pushed)
 	}
 }

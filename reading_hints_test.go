@@ -10,6 +10,7 @@ import (
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/memory"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 )
 
 // These tests cover webhooks that arrive while a reading of the same task
@@ -106,10 +107,10 @@ func newBlindEnv(t *testing.T) (*env, adapters, *blindHost) {
 
 // ciOfTask returns the overall CI of task id, read through the Go API.
 func (e *env) ciOfTask(id string) lifecycle.CIOverall {
-	e.t.Helper()
-	st, _, err := e.svc.CIStatus(e.t.Context(), id)
+	e.T.Helper()
+	st, _, err := e.Svc.CIStatus(e.T.Context(), id)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	return st.Overall
 }
@@ -117,11 +118,11 @@ func (e *env) ciOfTask(id string) lifecycle.CIOverall {
 // queueEvent queues a checks_changed event about pull request 1, as a
 // webhook handler mounted on QueuedEvents does.
 func (e *env) queueEvent(delivery string) {
-	e.t.Helper()
-	err := e.svc.QueueProviderEvent(e.t.Context(), lifecycle.ProviderEvent{Source: "memory", DeliveryID: delivery,
+	e.T.Helper()
+	err := e.Svc.QueueProviderEvent(e.T.Context(), lifecycle.ProviderEvent{Source: "memory", DeliveryID: delivery,
 		Kind: lifecycle.ProviderChecksChanged, PullRequest: webPR(1)})
 	if err != nil {
-		e.t.Fatalf("queue event %s: %v", delivery, err)
+		e.T.Fatalf("queue event %s: %v", delivery, err)
 	}
 }
 
@@ -135,7 +136,7 @@ func TestHintDuringAReadingCausesAnotherReading(t *testing.T) {
 	id, sha := e.submittedTask("ENG-1")
 	a.web.SetCheck(sha, lifecycle.CICheck{Name: "build", Status: lifecycle.CheckRunning})
 	e.queueEvent("build-started")
-	waitFor(t, func() bool { return e.ciOfTask(id) == lifecycle.CIRunning })
+	apitest.WaitFor(t, func() bool { return e.ciOfTask(id) == lifecycle.CIRunning })
 
 	host.holdNext()
 	e.queueEvent("build-started-again")
@@ -145,7 +146,7 @@ func TestHintDuringAReadingCausesAnotherReading(t *testing.T) {
 	close(host.release)
 
 	// No clock moves: only the hint can make the reconciler read again.
-	waitFor(t, func() bool { return e.ciOfTask(id) == lifecycle.CIPassed })
+	apitest.WaitFor(t, func() bool { return e.ciOfTask(id) == lifecycle.CIPassed })
 }
 
 // A reading that began before the one whose facts are stored is not
@@ -156,32 +157,32 @@ func TestOlderReadingIsNotAppliedOverANewerOne(t *testing.T) {
 	id, sha := e.submittedTask("ENG-1")
 	a.web.SetCheck(sha, lifecycle.CICheck{Name: "build", Status: lifecycle.CheckRunning})
 	e.queueEvent("build-started")
-	waitFor(t, func() bool { return e.ciOfTask(id) == lifecycle.CIRunning })
+	apitest.WaitFor(t, func() bool { return e.ciOfTask(id) == lifecycle.CIRunning })
 
 	host.holdNext()
 	e.queueEvent("build-started-again")
 	<-host.read // the reconciler's reading, under way, saw the build running
-	e.clock.Advance(time.Millisecond)
+	e.Clock.Advance(time.Millisecond)
 	a.web.SetCheck(sha, lifecycle.CICheck{Name: "build", Status: lifecycle.CheckPassed})
 	e.hostEvent(lifecycle.ProviderChecksChanged, 1, "build-passed") // read and applied at once
 	if ci := e.ciOfTask(id); ci != lifecycle.CIPassed {
 		t.Fatalf("CI after the webhook's own reading = %s, want passed", ci)
 	}
-	before, read := len(e.eventsOf(id)), host.fullReadings()
+	before, read := len(e.EventsOf(id)), host.fullReadings()
 	close(host.release)
 
 	// The held reading ends; the webhook came after it began, so the
 	// reconciler reads the task once more (through its shortcut: the
 	// webhook's own reading began after the hint), and then finds nothing
 	// due.
-	waitFor(t, func() bool {
-		task, err := e.store.Task(t.Context(), id)
-		return host.fullReadings() > read && err == nil && task.ReconcileAt.After(e.clock.Now())
+	apitest.WaitFor(t, func() bool {
+		task, err := e.Store.Task(t.Context(), id)
+		return host.fullReadings() > read && err == nil && task.ReconcileAt.After(e.Clock.Now())
 	})
 	if ci := e.ciOfTask(id); ci != lifecycle.CIPassed {
 		t.Errorf("CI after the older reading ended = %s, want passed", ci)
 	}
-	for _, ev := range e.eventsOf(id)[before:] {
+	for _, ev := range e.EventsOf(id)[before:] {
 		if hasString(eventData(ev)["changedFields"], "ciStatus") {
 			t.Errorf("the older reading changed CI again: %v", ev)
 		}

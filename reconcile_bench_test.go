@@ -10,6 +10,7 @@ import (
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/memory"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 	"github.com/tasklifecycle/lifecycle/internal/fakeclock"
 	"github.com/tasklifecycle/lifecycle/internal/testenv"
 )
@@ -121,7 +122,7 @@ func BenchmarkReconcile1000(b *testing.B) {
 func benchReconcile1000(b *testing.B, batched bool) {
 	const tasks = 1000
 	host := memory.New(memory.Config{Owner: "acme", Repo: "web", Latency: 50 * time.Millisecond})
-	clock := fakeclock.New(epoch)
+	clock := fakeclock.New(apitest.Epoch)
 	e := newHostBenchEnv(b, host, func(c *lifecycle.Config) {
 		c.Clock = clock
 		if batched {

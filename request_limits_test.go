@@ -55,7 +55,7 @@ func TestHugeWrongTypedArraysAreRefusedAtOnce(t *testing.T) {
 		for range 3 {
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
-			rec = e.do(request{method: "POST", path: tt.path, key: e.admin, body: tt.body, header: tt.header})
+			rec = e.Do(apitest.Request{Method: "POST", Path: tt.path, Key: e.Admin, Body: tt.body, Header: tt.header})
 			runtime.ReadMemStats(&after)
 			allocated = min(allocated, after.TotalAlloc-before.TotalAlloc)
 		}
@@ -69,7 +69,7 @@ func TestHugeWrongTypedArraysAreRefusedAtOnce(t *testing.T) {
 		if rec.Body.Len() > 4096 {
 			t.Errorf("%s: error body of %d bytes, want a bounded one", tt.name, rec.Body.Len())
 		}
-		if !hasFieldError(decode(t, rec)["error"].(map[string]any), tt.field) {
+		if !hasFieldError(apitest.Decode(t, rec)["error"].(map[string]any), tt.field) {
 			t.Errorf("%s: the error does not name %s: %s", tt.name, tt.field, rec.Body)
 		}
 	}
@@ -84,8 +84,8 @@ func TestFieldErrorsAreCapped(t *testing.T) {
 	for i := range checks {
 		checks[i] = map[string]any{"name": "", "status": "green"} // two errors each
 	}
-	body := e.call(request{method: "POST", path: "/tasks/" + id + "/checks", key: e.admin,
-		body: map[string]any{"headSha": strings.Repeat("a", 40), "checks": checks}}, http.StatusBadRequest)
+	body := e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/checks", Key: e.Admin,
+		Body: map[string]any{"headSha": strings.Repeat("a", 40), "checks": checks}}, http.StatusBadRequest)
 	details := body["error"].(map[string]any)["details"].(map[string]any)
 	if n := len(details["fields"].([]any)); n != 100 {
 		t.Errorf("%d field errors listed, want 100", n)
@@ -95,8 +95,8 @@ func TestFieldErrorsAreCapped(t *testing.T) {
 	}
 
 	// Under the cap, nothing says truncated.
-	body = e.call(request{method: "POST", path: "/tasks/" + id + "/checks", key: e.admin,
-		body: map[string]any{"headSha": strings.Repeat("a", 40), "checks": checks[:3]}}, http.StatusBadRequest)
+	body = e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/checks", Key: e.Admin,
+		Body: map[string]any{"headSha": strings.Repeat("a", 40), "checks": checks[:3]}}, http.StatusBadRequest)
 	details = body["error"].(map[string]any)["details"].(map[string]any)
 	if _, ok := details["truncated"]; ok || len(details["fields"].([]any)) != 6 {
 		t.Errorf("3 bad checks: %v", details)
@@ -108,7 +108,7 @@ func TestDeepBodiesAreRefused(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	deep := strings.Repeat("[", 100000) + strings.Repeat("]", 100000)
-	rec := e.do(request{method: "POST", path: "/tasks", key: e.admin, body: `{"labels":` + deep + `}`})
+	rec := e.Do(apitest.Request{Method: "POST", Path: "/tasks", Key: e.Admin, Body: `{"labels":` + deep + `}`})
 	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "levels deep") {
 		t.Fatalf("%d %s", rec.Code, rec.Body)
 	}
@@ -146,18 +146,18 @@ func TestDecodingBudgetRefusesWith429(t *testing.T) {
 	hold := &blockingBody{first: []byte(`{"identifier":`), release: make(chan struct{}), blocked: make(chan struct{})}
 	first := httptest.NewRequestWithContext(t.Context(), "POST", "/api/tasks", nil)
 	first.Body, first.ContentLength = hold, 1<<20
-	first.Header.Set("Authorization", "Bearer "+e.admin)
+	first.Header.Set("Authorization", "Bearer "+e.Admin)
 	done := make(chan int)
 	go func() {
 		rec := httptest.NewRecorder()
-		e.host.ServeHTTP(rec, first)
+		e.Host.ServeHTTP(rec, first)
 		done <- rec.Code
 	}()
 	<-hold.blocked // the first request is being decoded: it holds the budget
 
 	start := time.Now()
-	rec := e.do(request{method: "POST", path: "/tasks", key: e.admin, body: taskBody("BUD-1")})
-	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") != "1" || errorCode(decode(t, rec)) != "rate_limited" {
+	rec := e.Do(apitest.Request{Method: "POST", Path: "/tasks", Key: e.Admin, Body: apitest.TaskBody("BUD-1")})
+	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") != "1" || apitest.ErrorCode(apitest.Decode(t, rec)) != "rate_limited" {
 		t.Fatalf("second body: %d Retry-After %q: %s", rec.Code, rec.Header().Get("Retry-After"), rec.Body)
 	}
 	if d := time.Since(start); d < time.Second || d > 10*time.Second {
@@ -166,7 +166,7 @@ func TestDecodingBudgetRefusesWith429(t *testing.T) {
 	close(hold.release)
 	<-done
 	// The budget is free again.
-	e.call(request{method: "POST", path: "/tasks", key: e.admin, body: taskBody("BUD-2")}, http.StatusCreated)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks", Key: e.Admin, Body: apitest.TaskBody("BUD-2")}, http.StatusCreated)
 }
 
 // A request whose client went away does no work and logs no failure.
@@ -174,16 +174,16 @@ func TestAbandonedRequestDoesNoWork(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx, cancel := context.WithCancel(t.Context())
-	raw, _ := json.Marshal(taskBody("GONE-1"))
+	raw, _ := json.Marshal(apitest.TaskBody("GONE-1"))
 	req := httptest.NewRequestWithContext(ctx, "POST", "/api/tasks", bytes.NewReader(raw))
-	req.Header.Set("Authorization", "Bearer "+e.admin)
+	req.Header.Set("Authorization", "Bearer "+e.Admin)
 	cancel()
-	e.host.ServeHTTP(httptest.NewRecorder(), req)
-	if n := len(e.events()); n != 0 {
+	e.Host.ServeHTTP(httptest.NewRecorder(), req)
+	if n := len(e.Events()); n != 0 {
 		t.Errorf("%d events after an abandoned creation", n)
 	}
-	if strings.Contains(e.logText(), "request failed") {
-		t.Errorf("an abandoned request was logged as a failure:\n%s", e.logText())
+	if strings.Contains(e.LogText(), "request failed") {
+		t.Errorf("an abandoned request was logged as a failure:\n%s", e.LogText())
 	}
 }
 
@@ -196,16 +196,16 @@ func TestOversizedContentLengthRefusedBeforeReading(t *testing.T) {
 	defer close(body.release)
 	req := httptest.NewRequestWithContext(t.Context(), "POST", "/api/tasks", nil)
 	req.Body, req.ContentLength = body, 100000000
-	req.Header.Set("Authorization", "Bearer "+e.admin)
+	req.Header.Set("Authorization", "Bearer "+e.Admin)
 	rec := httptest.NewRecorder()
 	done := make(chan struct{})
-	go func() { e.host.ServeHTTP(rec, req); close(done) }()
+	go func() { e.Host.ServeHTTP(rec, req); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(3 * time.Second):
 		t.Fatal("a 100 MB Content-Length was not refused before reading")
 	}
-	if rec.Code != http.StatusRequestEntityTooLarge || errorCode(decode(t, rec)) != "payload_too_large" {
+	if rec.Code != http.StatusRequestEntityTooLarge || apitest.ErrorCode(apitest.Decode(t, rec)) != "payload_too_large" {
 		t.Fatalf("%d %s", rec.Code, rec.Body)
 	}
 }
@@ -237,10 +237,10 @@ func TestSlowBodyGets408(t *testing.T) {
 	e := newEnv(t, func(c *lifecycle.Config) { c.BodyReadTimeout = 300 * time.Millisecond })
 	// Mounted without the OpenAPI check, which would read the body first.
 	mux := http.NewServeMux()
-	mux.Handle("/api/", http.StripPrefix("/api", e.svc.Handler()))
+	mux.Handle("/api/", http.StripPrefix("/api", e.Svc.Handler()))
 	addr := apitest.Serve(t, mux)
 	start := time.Now()
-	resp, body := rawExchange(t, addr, "POST /api/tasks HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+e.admin+
+	resp, body := rawExchange(t, addr, "POST /api/tasks HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+e.Admin+
 		"\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"identifier\"", 5*time.Second)
 	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(body), `"request_timeout"`) {
 		t.Fatalf("%d %s", resp.StatusCode, body)
@@ -255,7 +255,7 @@ func TestSlowBodyGets408(t *testing.T) {
 func TestMalformedRequestsGetJSONErrors(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	addr := apitest.Serve(t, e.svc.Handler()) // at the root, as the demo serves it
+	addr := apitest.Serve(t, e.Svc.Handler()) // at the root, as the demo serves it
 	tests := []struct {
 		name, raw string
 		status    int
@@ -285,7 +285,7 @@ func TestMalformedRequestsGetJSONErrors(t *testing.T) {
 func TestPathCleaningIsNotARedirect(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	svc := httptest.NewServer(e.svc.Handler())
+	svc := httptest.NewServer(e.Svc.Handler())
 	defer svc.Close()
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	for _, p := range []string{"//tasks", "/tasks/./x", "/tasks/x/../y", "/a/b/.."} {
@@ -313,11 +313,11 @@ func (panicky) Authenticate(*http.Request) (lifecycle.Principal, error) { panic(
 func TestPanicIsAJSON500(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *lifecycle.Config) { c.Authenticator = panicky{} })
-	rec := e.do(request{method: "GET", path: "/tasks", key: "x"})
-	if rec.Code != http.StatusInternalServerError || errorCode(decode(t, rec)) != "internal" {
+	rec := e.Do(apitest.Request{Method: "GET", Path: "/tasks", Key: "x"})
+	if rec.Code != http.StatusInternalServerError || apitest.ErrorCode(apitest.Decode(t, rec)) != "internal" {
 		t.Fatalf("%d %s", rec.Code, rec.Body)
 	}
-	if !strings.Contains(e.logText(), "panicked") || strings.Contains(rec.Body.String(), "boom") {
+	if !strings.Contains(e.LogText(), "panicked") || strings.Contains(rec.Body.String(), "boom") {
 		t.Errorf("the panic is not logged, or leaks: %s", rec.Body)
 	}
 }
@@ -338,13 +338,13 @@ func serveLoopback(t testing.TB, svc *lifecycle.Service) string {
 func TestSlowBodyConnectionIsClosed(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *lifecycle.Config) { c.BodyReadTimeout = 300 * time.Millisecond })
-	addr := serveLoopback(t, e.svc)
+	addr := serveLoopback(t, e.Svc)
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	io.WriteString(conn, "POST /api/tasks HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+e.admin+
+	io.WriteString(conn, "POST /api/tasks HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+e.Admin+
 		"\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"identifier\"")
 	if status, code := testsupport.Answered(t, conn, 5*time.Second); status != http.StatusRequestTimeout || code != "request_timeout" {
 		t.Fatalf("%d %s", status, code)
@@ -357,10 +357,10 @@ func TestSlowBodyConnectionIsClosed(t *testing.T) {
 func TestUnreadBodyDoesNotHoldTheConnection(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	addr := serveLoopback(t, e.svc)
+	addr := serveLoopback(t, e.Svc)
 	for _, head := range []string{
 		"POST /api/tasks HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer lsk_wrongwrongwrongwrongwrongwrongwrong00\r\n",
-		"POST /api/no-such-thing HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + e.admin + "\r\n",
+		"POST /api/no-such-thing HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + e.Admin + "\r\n",
 	} {
 		conn, err := net.Dial("tcp", addr)
 		if err != nil {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 	"github.com/tasklifecycle/lifecycle/store/sqlite"
 )
 
@@ -135,7 +136,7 @@ func rssChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := svc.CreateAPIKey(context.Background(), lifecycle.CreateAPIKeyParams{Name: "admin", Scopes: allScopes(),
+	if _, _, err := svc.CreateAPIKey(context.Background(), lifecycle.CreateAPIKeyParams{Name: "admin", Scopes: apitest.AllScopes(),
 		Actor: lifecycle.Actor{ID: "admin", Role: lifecycle.RoleUser}, Plaintext: rssAdminKey}); err != nil {
 		t.Fatal(err)
 	}

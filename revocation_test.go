@@ -9,21 +9,22 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 )
 
 // keyID returns the ID of the key whose actor is actorID.
 func (e *env) keyID(actorID string) string {
-	e.t.Helper()
-	keys, err := e.svc.APIKeys(e.t.Context())
+	e.T.Helper()
+	keys, err := e.Svc.APIKeys(e.T.Context())
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	for _, k := range keys {
 		if k.Actor.ID == actorID {
 			return k.ID
 		}
 	}
-	e.t.Fatalf("no key for %s", actorID)
+	e.T.Fatalf("no key for %s", actorID)
 	return ""
 }
 
@@ -39,17 +40,17 @@ func TestRevocationEndsStreams(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, noPolling, mode.f)
 			srv := e.serve()
-			watcher := e.keyAs(lifecycle.Actor{ID: "dashboard", Role: lifecycle.RoleUser}, lifecycle.ScopeEventsRead)
+			watcher := e.KeyAs(lifecycle.Actor{ID: "dashboard", Role: lifecycle.RoleUser}, lifecycle.ScopeEventsRead)
 			c := stream(t, srv, watcher, "", nil)
-			other := stream(t, srv, e.admin, "", nil)
-			e.call(request{method: "DELETE", path: "/api-keys/" + e.keyID("dashboard"), key: e.admin}, http.StatusNoContent)
+			other := stream(t, srv, e.Admin, "", nil)
+			e.Call(apitest.Request{Method: "DELETE", Path: "/api-keys/" + e.keyID("dashboard"), Key: e.Admin}, http.StatusNoContent)
 			if b := c.next(); b != ": revoked: the API key of this stream was revoked; the stream ends\n\n" {
 				t.Fatalf("last block %q", b)
 			}
 			if err := c.ended(); !errors.Is(err, io.EOF) {
 				t.Fatalf("stream ended with %v", err)
 			}
-			e.createTask(taskBody("REV-1"))
+			e.CreateTask(apitest.TaskBody("REV-1"))
 			if ev := other.event(); ev.Type != lifecycle.EventTaskUpdated {
 				t.Errorf("the other stream got %v", ev)
 			}
@@ -71,25 +72,25 @@ func TestRevocationByAnotherProcessEndsStreams(t *testing.T) {
 	// This process looks for revocations every KeyCacheTTL/2 (2.5 s) of
 	// its clock: once its watcher is parked on the clock, it cannot look
 	// before the clock moves.
-	look := e.clock.Now().Add(2500 * time.Millisecond)
-	e.start()
-	if !e.clock.WaitForWaiterAt(look, 5*time.Second) {
+	look := e.Clock.Now().Add(2500 * time.Millisecond)
+	e.Start()
+	if !e.Clock.WaitForWaiterAt(look, 5*time.Second) {
 		t.Fatal("the revocation watcher is not waiting KeyCacheTTL/2 on the clock")
 	}
-	other, err := lifecycle.New(lifecycle.Config{Store: e.store, BaseURL: testBase, Clock: e.clock, Logger: slog.New(slog.DiscardHandler)})
+	other, err := lifecycle.New(lifecycle.Config{Store: e.Store, BaseURL: apitest.BaseURL, Clock: e.Clock, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := e.serve()
-	watcher := e.keyAs(lifecycle.Actor{ID: "dashboard", Role: lifecycle.RoleUser}, lifecycle.ScopeEventsRead)
+	watcher := e.KeyAs(lifecycle.Actor{ID: "dashboard", Role: lifecycle.RoleUser}, lifecycle.ScopeEventsRead)
 	c := stream(t, srv, watcher, "", nil)
 	if _, err := other.RevokeAPIKey(t.Context(), e.keyID("dashboard")); err != nil {
 		t.Fatal(err)
 	}
-	if !e.clock.PendingAt(look) {
+	if !e.Clock.PendingAt(look) {
 		t.Fatal("this process looked for revocations before its clock moved")
 	}
-	e.clock.Advance(5 * time.Second) // KeyCacheTTL
+	e.Clock.Advance(5 * time.Second) // KeyCacheTTL
 	var last string
 	select {
 	case last = <-c.blocks:

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 )
 
 // fakeClassifier answers with a fixed classification or error.
@@ -44,7 +45,7 @@ func TestRoutingThroughTheAPI(t *testing.T) {
 		{
 			name:       "first matching rule wins, all matches recorded",
 			router:     lifecycle.RulesRouterConfig{Rules: rules},
-			body:       taskBody("R-1"), // project web, label frontend, priority high
+			body:       apitest.TaskBody("R-1"), // project web, label frontend, priority high
 			wantAgent:  "agent-web",
 			wantSource: "deterministic_rule",
 			wantConf:   1.0,
@@ -53,7 +54,7 @@ func TestRoutingThroughTheAPI(t *testing.T) {
 		{
 			name:       "priority condition",
 			router:     lifecycle.RulesRouterConfig{Rules: rules},
-			body:       withMember(taskBody("R-2"), "priority", "critical"),
+			body:       withMember(apitest.TaskBody("R-2"), "priority", "critical"),
 			wantAgent:  "agent-api",
 			wantSource: "deterministic_rule",
 			wantConf:   1.0,
@@ -62,7 +63,7 @@ func TestRoutingThroughTheAPI(t *testing.T) {
 		{
 			name:       "classifier above threshold",
 			router:     lifecycle.RulesRouterConfig{Classifier: fakeClassifier{c: lifecycle.Classification{Agent: api, Confidence: 0.9, Explanation: "backend words"}}},
-			body:       taskBody("R-3"),
+			body:       apitest.TaskBody("R-3"),
 			wantAgent:  "agent-api",
 			wantSource: "classifier",
 			wantConf:   0.9,
@@ -73,7 +74,7 @@ func TestRoutingThroughTheAPI(t *testing.T) {
 		{
 			name:       "classifier below threshold, best effort allowed",
 			router:     lifecycle.RulesRouterConfig{AllowBestEffort: true, Classifier: fakeClassifier{c: lifecycle.Classification{Agent: api, Confidence: 0.4}}},
-			body:       taskBody("R-4"),
+			body:       apitest.TaskBody("R-4"),
 			wantAgent:  "agent-api",
 			wantSource: "classifier_best_effort",
 			wantConf:   0.4,
@@ -81,7 +82,7 @@ func TestRoutingThroughTheAPI(t *testing.T) {
 		{
 			name:       "classifier below threshold goes to triage",
 			router:     lifecycle.RulesRouterConfig{Threshold: 0.8, Classifier: fakeClassifier{c: lifecycle.Classification{Agent: api, Confidence: 0.79}}},
-			body:       taskBody("R-5"),
+			body:       apitest.TaskBody("R-5"),
 			wantAgent:  nil,
 			wantSource: nil,
 			wantConf:   nil,
@@ -90,21 +91,21 @@ func TestRoutingThroughTheAPI(t *testing.T) {
 		{
 			name:         "classifier failure goes to triage",
 			router:       lifecycle.RulesRouterConfig{Classifier: fakeClassifier{err: errors.New("model unavailable")}},
-			body:         taskBody("R-6"),
+			body:         apitest.TaskBody("R-6"),
 			wantTriage:   true,
 			reasonHasKey: "classifier",
 		},
 		{
 			name:       "no rules, no classifier",
 			router:     lifecycle.RulesRouterConfig{},
-			body:       taskBody("R-7"),
+			body:       apitest.TaskBody("R-7"),
 			wantTriage: true,
 			wantReason: map[string]any{"matchedRules": []any{}},
 		},
 		{
 			name:       "manual assignment bypasses routing",
 			router:     lifecycle.RulesRouterConfig{Rules: rules},
-			body:       withMember(taskBody("R-8"), "assigneeAgentId", "agent-ops"),
+			body:       withMember(apitest.TaskBody("R-8"), "assigneeAgentId", "agent-ops"),
 			wantAgent:  "agent-ops",
 			wantSource: "manual_triage",
 			wantConf:   nil,
@@ -119,7 +120,7 @@ func TestRoutingThroughTheAPI(t *testing.T) {
 				t.Fatal(err)
 			}
 			e := newEnv(t, func(c *lifecycle.Config) { c.Router = router })
-			task := e.createTask(tt.body)
+			task := e.CreateTask(tt.body)
 			got := map[string]any{
 				"assigneeAgentId":   task["assigneeAgentId"],
 				"assignmentSource":  task["assignmentSource"],
@@ -160,10 +161,10 @@ func TestTriageQueuesPerProject(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := newEnv(t, func(c *lifecycle.Config) { c.Router = router })
-	web1 := e.createTask(taskBody("T-1"))
-	web2 := e.createTask(taskBody("T-2"))
-	api := e.createTask(withMember(taskBody("T-3"), "context", map[string]any{"project": "api", "goal": ""}))
-	none := e.createTask(withMember(taskBody("T-4"), "context", map[string]any{"project": nil, "goal": ""}))
+	web1 := e.CreateTask(apitest.TaskBody("T-1"))
+	web2 := e.CreateTask(apitest.TaskBody("T-2"))
+	api := e.CreateTask(withMember(apitest.TaskBody("T-3"), "context", map[string]any{"project": "api", "goal": ""}))
+	none := e.CreateTask(withMember(apitest.TaskBody("T-4"), "context", map[string]any{"project": nil, "goal": ""}))
 	if web1["triageQueueId"] != web2["triageQueueId"] {
 		t.Errorf("two tasks of one project went to queues %v and %v", web1["triageQueueId"], web2["triageQueueId"])
 	}
@@ -191,8 +192,8 @@ func TestNewRulesRouterRejectsBadConfig(t *testing.T) {
 func TestRouterErrorIsInternal(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *lifecycle.Config) { c.Router = failingRouter{} })
-	body := e.call(request{method: "POST", path: "/tasks", key: e.admin, body: taskBody("ENG-1")}, http.StatusInternalServerError)
-	if errorCode(body) != "internal" {
+	body := e.Call(apitest.Request{Method: "POST", Path: "/tasks", Key: e.Admin, Body: apitest.TaskBody("ENG-1")}, http.StatusInternalServerError)
+	if apitest.ErrorCode(body) != "internal" {
 		t.Errorf("error = %v, want internal", body)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 )
 
 // TestCommandsAgreeWithAvailableActions puts tasks in every kind of state
@@ -119,8 +120,8 @@ func TestCommandsAgreeWithAvailableActions(t *testing.T) {
 			for _, c := range commands {
 				n++
 				e := en.e
-				id := e.createTask(taskBody(fmt.Sprintf("AGREE-%d", n)))["id"].(string)
-				err := e.store.Update(ctx, func(tx lifecycle.Tx) error {
+				id := e.CreateTask(apitest.TaskBody(fmt.Sprintf("AGREE-%d", n)))["id"].(string)
+				err := e.Store.Update(ctx, func(tx lifecycle.Tx) error {
 					task, err := tx.Task(ctx, id)
 					if err != nil {
 						return err
@@ -139,11 +140,11 @@ func TestCommandsAgreeWithAvailableActions(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				task, err := e.svc.Task(ctx, id)
+				task, err := e.Svc.Task(ctx, id)
 				if err != nil {
 					t.Fatal(err)
 				}
-				err = c.run(ctx, e.svc, id)
+				err = c.run(ctx, e.Svc, id)
 				where := fmt.Sprintf("%s, %s: %s (availableActions %v)", en.name, st.name, c.name, task.AvailableActions)
 				if c.action != "" {
 					if offered := slices.Contains(task.AvailableActions, c.action); offered != (err == nil) {

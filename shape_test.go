@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 )
 
 // specTaskFields is the Task table of docs/api.md: each member and the JSON
@@ -96,14 +97,14 @@ func shape(obj map[string]any, spec map[string]string) map[string]string {
 func TestTaskShapeMatchesSpec(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	triaged := e.createTask(taskBody("ENG-1"))
-	manual := taskBody("ENG-2")
+	triaged := e.CreateTask(apitest.TaskBody("ENG-1"))
+	manual := apitest.TaskBody("ENG-2")
 	manual["assigneeAgentId"] = "agent-web"
 	manual["links"] = map[string]any{"issue": "https://issues.example.com/ENG-2", "parentIssue": "https://issues.example.com/ENG-0"}
-	assigned := e.createTask(manual)
+	assigned := e.CreateTask(manual)
 
 	for _, created := range []map[string]any{triaged, assigned} {
-		body := e.call(request{method: "GET", path: "/tasks/" + created["id"].(string), key: e.admin}, http.StatusOK)
+		body := e.Call(apitest.Request{Method: "GET", Path: "/tasks/" + created["id"].(string), Key: e.Admin}, http.StatusOK)
 		if diff := cmp.Diff(specEnvelope, shape(body, specEnvelope)); diff != "" {
 			t.Errorf("envelope shape (-spec +got):\n%s", diff)
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/memory"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 )
 
 // These tests cover the Service at a fleet's scale (issue 20): the
@@ -33,22 +34,22 @@ func newFleetEnv(t *testing.T, mutate ...func(*lifecycle.Config)) (*env, *memory
 		c.ReconcileInterval, c.ReconcilePollInterval = fleetInterval, time.Second
 		c.ShipLease = time.Hour // longer than the clock's jumps: a jump past it would be a frozen runner
 	}}, mutate...)...)
-	startService(t, e.svc)
+	startService(t, e.Svc)
 	return e, host
 }
 
 // greenTask submits a task of project web as pull request n, with CI
 // passed and approved at the host, and learns it: ship is offered.
 func (e *env) greenTask(host *memory.Adapter, ident string, n int) (id, sha string) {
-	e.t.Helper()
+	e.T.Helper()
 	host.SetReviewDecision(n, lifecycle.DecisionApproved)
 	id, sha = e.submittedTask(ident)
 	host.SetChecks(sha, lifecycle.CIReport{Checks: []lifecycle.CICheck{{Name: "build", Status: lifecycle.CheckPassed}}})
-	if err := e.svc.Reconcile(e.t.Context(), id); err != nil {
-		e.t.Fatal(err)
+	if err := e.Svc.Reconcile(e.T.Context(), id); err != nil {
+		e.T.Fatal(err)
 	}
-	if acts := e.task(id)["availableActions"]; !hasString(acts, "ship") {
-		e.t.Fatalf("task %s offers %v, want ship", id, acts)
+	if acts := e.Task(id)["availableActions"]; !hasString(acts, "ship") {
+		e.T.Fatalf("task %s offers %v, want ship", id, acts)
 	}
 	return id, sha
 }
@@ -58,15 +59,15 @@ func (e *env) greenTask(host *memory.Adapter, ident string, n int) (id, sha stri
 // and then waits its poll from there: while cond does not hold, the clock
 // moves on a second every 50 ms, far from the beat after.
 func (e *env) nextBeat(cond func() bool) {
-	e.t.Helper()
-	e.clock.Set(e.clock.Now().Truncate(fleetInterval).Add(fleetInterval))
+	e.T.Helper()
+	e.Clock.Set(e.Clock.Now().Truncate(fleetInterval).Add(fleetInterval))
 	nudged := time.Now()
-	waitFor(e.t, func() bool {
+	apitest.WaitFor(e.T, func() bool {
 		if cond() {
 			return true
 		}
 		if time.Since(nudged) > 50*time.Millisecond {
-			e.clock.Advance(time.Second)
+			e.Clock.Advance(time.Second)
 			nudged = time.Now()
 		}
 		return false
@@ -76,12 +77,12 @@ func (e *env) nextBeat(cond func() bool) {
 // swept reports whether the last sweep read the tasks ids: each is due at
 // the next beat, no longer claimed.
 func (e *env) swept(ids ...string) bool {
-	e.t.Helper()
-	beat := e.clock.Now().Truncate(fleetInterval).Add(fleetInterval)
+	e.T.Helper()
+	beat := e.Clock.Now().Truncate(fleetInterval).Add(fleetInterval)
 	for _, id := range ids {
-		t, err := e.store.Task(e.t.Context(), id)
+		t, err := e.Store.Task(e.T.Context(), id)
 		if err != nil {
-			e.t.Fatal(err)
+			e.T.Fatal(err)
 		}
 		if !t.ReconcileAt.Equal(beat) {
 			return false
@@ -92,8 +93,8 @@ func (e *env) swept(ids ...string) bool {
 
 // shipOp reads a ship operation's data.
 func (e *env) shipOp(opID string) map[string]any {
-	e.t.Helper()
-	return e.call(request{method: "GET", path: "/ship-operations/" + opID, key: e.admin}, http.StatusOK)["data"].(map[string]any)
+	e.T.Helper()
+	return e.Call(apitest.Request{Method: "GET", Path: "/ship-operations/" + opID, Key: e.Admin}, http.StatusOK)["data"].(map[string]any)
 }
 
 // What changed at the host without a webhook after the facts the ship was
@@ -131,14 +132,14 @@ func TestShipReadsTheHostBeforeMerging(t *testing.T) {
 			e, host := newFleetEnv(t)
 			id, sha := e.greenTask(host, "ENG-1", 1)
 			tt.change(host, sha) // no webhook: the stored facts still allow ship
-			op := e.waitShip(shipOpID(t, e.ship(id, "ship-first", shipBody("merge_only", "staging", sha))))["data"].(map[string]any)
-			if op["status"] != "failed" || errorCode(op) != tt.code || op["mergeCommitSha"] != nil {
+			op := e.waitShip(shipOpID(t, e.ship(id, "ship-first", apitest.ShipBody("merge_only", "staging", sha))))["data"].(map[string]any)
+			if op["status"] != "failed" || apitest.ErrorCode(op) != tt.code || op["mergeCommitSha"] != nil {
 				t.Fatalf("operation = %v, want failed with %s and no merge", op, tt.code)
 			}
 			if n := host.Calls(memory.OpMerge); n != 0 {
 				t.Errorf("%d merge calls, want none", n)
 			}
-			task := e.task(id)
+			task := e.Task(id)
 			if hasString(task["availableActions"], "ship") {
 				t.Errorf("task offers %v after the operation failed on facts that forbid ship", task["availableActions"])
 			}
@@ -149,11 +150,11 @@ func TestShipReadsTheHostBeforeMerging(t *testing.T) {
 				return
 			}
 			var seen bool
-			for _, ev := range e.eventsOf(id) {
+			for _, ev := range e.EventsOf(id) {
 				seen = seen || (ev["type"] == "task.updated" && hasString(eventData(ev)["changedFields"], tt.fact))
 			}
 			if !seen {
-				t.Errorf("no task.updated naming %s among its changedFields: %v", tt.fact, e.eventsOf(id))
+				t.Errorf("no task.updated naming %s among its changedFields: %v", tt.fact, e.EventsOf(id))
 			}
 		})
 	}
@@ -168,7 +169,7 @@ func TestConflictOffersRework(t *testing.T) {
 	host.SetMergeable(1, lifecycle.MergeabilityConflicting)
 	e.hostEvent(lifecycle.ProviderPullRequestEdited, 1, "conflict-1")
 
-	task := e.task(id)
+	task := e.Task(id)
 	if diff := cmp.Diff([]any{"start", "view_ci_status", "view_review_feedback"}, task["availableActions"]); diff != "" {
 		t.Errorf("actions of a conflicting pull request (-want +got):\n%s", diff)
 	}
@@ -176,13 +177,13 @@ func TestConflictOffersRework(t *testing.T) {
 	if data["reworkReason"] != "merge_conflict" || !hasString(data["changedFields"], "mergeable") {
 		t.Errorf("event of the conflict = %v, want reworkReason merge_conflict and mergeable changed", data)
 	}
-	if r := conflictReason(t, e.ship(id, "ship-conflict", shipBody("merge_only", "staging", sha))); r != "not_mergeable" {
+	if r := conflictReason(t, e.ship(id, "ship-conflict", apitest.ShipBody("merge_only", "staging", sha))); r != "not_mergeable" {
 		t.Errorf("ship of a conflicting pull request = %q, want not_mergeable", r)
 	}
 	// The agent rebases and submits again: the conflict is gone.
-	e.call(request{method: "POST", path: "/tasks/" + id + "/start", key: e.admin}, http.StatusOK)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/start", Key: e.Admin}, http.StatusOK)
 	host.SetMergeable(1, lifecycle.MergeabilityMergeable)
-	e.submitOK(id, "resubmit-1", submitBody())
+	e.SubmitOK(id, "resubmit-1", apitest.SubmitBody())
 	if data := eventData(e.lastEvent(id)); data["reworkReason"] != nil {
 		t.Errorf("event of the resubmission carries reworkReason %v", data["reworkReason"])
 	}
@@ -196,12 +197,12 @@ func TestShipReadsUnknownMergeabilityAgain(t *testing.T) {
 	id, sha := e.greenTask(host, "ENG-1", 1)
 	host.SetMergeable(1, lifecycle.MergeabilityUnknown)
 	reads := host.Calls(memory.OpBatch)
-	opID := shipOpID(t, e.ship(id, "ship-first", shipBody("merge_only", "staging", sha)))
-	waitFor(t, func() bool {
+	opID := shipOpID(t, e.ship(id, "ship-first", apitest.ShipBody("merge_only", "staging", sha)))
+	apitest.WaitFor(t, func() bool {
 		if st := e.shipOp(opID)["status"]; st == "succeeded" || st == "failed" {
 			return true
 		}
-		e.clock.Advance(time.Second) // the runner's waits between readings
+		e.Clock.Advance(time.Second) // the runner's waits between readings
 		return false
 	})
 	if op := e.shipOp(opID); op["status"] != "succeeded" {
@@ -221,12 +222,12 @@ func TestMergeRefusedForAReviewReasonIsReadAgain(t *testing.T) {
 	const msg = "At least 1 approving review is required by reviewers with write access."
 	host.FailNext(memory.OpMerge, &lifecycle.RefusedError{Message: msg})
 	reads := host.Calls(memory.OpBatch)
-	op := e.waitShip(shipOpID(t, e.ship(id, "ship-first", shipBody("merge_only", "staging", sha))))["data"].(map[string]any)
-	if op["status"] != "failed" || errorCode(op) != "merge_failed" || op["error"].(map[string]any)["message"] != msg {
+	op := e.waitShip(shipOpID(t, e.ship(id, "ship-first", apitest.ShipBody("merge_only", "staging", sha))))["data"].(map[string]any)
+	if op["status"] != "failed" || apitest.ErrorCode(op) != "merge_failed" || op["error"].(map[string]any)["message"] != msg {
 		t.Fatalf("operation = %v, want failed with the host's message", op)
 	}
 	// The runner's reading before the merge, then one more once it ended.
-	waitFor(t, func() bool { return host.Calls(memory.OpBatch)-reads == 2 })
+	apitest.WaitFor(t, func() bool { return host.Calls(memory.OpBatch)-reads == 2 })
 }
 
 // A ship whose merge hits a rate limit longer than the retry budget waits
@@ -237,18 +238,18 @@ func TestShipWaitsOutARateLimit(t *testing.T) {
 	id, sha := e.greenTask(host, "ENG-1", 1)
 	const reset = 40 * time.Minute // longer than ShipRetryBudget's 10 minutes
 	host.FailNext(memory.OpMerge, &lifecycle.TemporaryError{Err: errors.New("API rate limit exceeded"), RetryAfter: reset, RateLimited: true})
-	opID := shipOpID(t, e.ship(id, "ship-first", shipBody("merge_only", "staging", sha)))
+	opID := shipOpID(t, e.ship(id, "ship-first", apitest.ShipBody("merge_only", "staging", sha)))
 	var op map[string]any
-	waitFor(t, func() bool {
+	apitest.WaitFor(t, func() bool {
 		op = e.shipOp(opID)
 		return op["wait"] != nil
 	})
 	wait := op["wait"].(map[string]any)
-	want := lifecycle.NewTimestamp(e.clock.Now().Add(reset)).String()
+	want := lifecycle.NewTimestamp(e.Clock.Now().Add(reset)).String()
 	if op["status"] != "running" || wait["reason"] != "rate_limited" || wait["until"] != want || wait["message"] == "" {
 		t.Fatalf("waiting operation = %v, want running, waiting rate_limited until %s", op, want)
 	}
-	e.clock.Advance(reset)
+	e.Clock.Advance(reset)
 	op = e.waitShip(opID)["data"].(map[string]any)
 	if op["status"] != "succeeded" || op["wait"] != nil {
 		t.Errorf("operation after the reset = %v, want succeeded and no longer waiting", op)
@@ -267,14 +268,14 @@ func TestReopenedPullRequestReturnsToReview(t *testing.T) {
 			id, _ := e.greenTask(host, "ENG-1", 1)
 			host.SetState(1, lifecycle.PullRequestClosed)
 			e.hostEvent(lifecycle.ProviderPullRequestClosed, 1, "close-1")
-			if st := e.task(id)["status"]; st != "in_progress" {
+			if st := e.Task(id)["status"]; st != "in_progress" {
 				t.Fatalf("task after the close is %v, want in_progress", st)
 			}
 			host.SetState(1, lifecycle.PullRequestOpen)
 			if webhook {
 				e.hostEvent(lifecycle.ProviderPullRequestReopened, 1, "reopen-1")
 			}
-			e.nextBeat(func() bool { return e.task(id)["status"] == "in_review" })
+			e.nextBeat(func() bool { return e.Task(id)["status"] == "in_review" })
 			data := eventData(e.lastEvent(id))
 			if data["previousStatus"] != "in_progress" || !hasString(data["changedFields"], "status") || !hasString(data["availableActions"], "ship") {
 				t.Errorf("event of the reopen = %v, want in_progress -> in_review offering ship", data)
@@ -290,7 +291,7 @@ func TestRetargetedBaseIsStored(t *testing.T) {
 	e, host := newFleetEnv(t)
 	id, _ := e.greenTask(host, "ENG-1", 1)
 	host.SetBase(1, "release-2")
-	e.nextBeat(func() bool { return e.task(id)["baseBranch"] == "release-2" })
+	e.nextBeat(func() bool { return e.Task(id)["baseBranch"] == "release-2" })
 	if data := eventData(e.lastEvent(id)); !hasString(data["changedFields"], "baseBranch") {
 		t.Errorf("event of the retargeting = %v, want baseBranch among changedFields", data)
 	}
@@ -308,7 +309,7 @@ func TestSweepsReadInBatches(t *testing.T) {
 		host.SetReviewDecision(i+1, lifecycle.DecisionApproved)
 		ids[i], _ = e.submittedTask(fmt.Sprintf("ENG-%d", i+1))
 	}
-	events := len(e.events())
+	events := len(e.Events())
 	start := host.Calls(memory.OpBatch)
 	var pushed string
 	for sweep := 1; sweep <= 10; sweep++ {
@@ -317,7 +318,7 @@ func TestSweepsReadInBatches(t *testing.T) {
 		}
 		e.nextBeat(func() bool { return e.swept(ids...) })
 		if sweep == 5 {
-			if got := e.task(ids[6])["headSha"]; got != pushed {
+			if got := e.Task(ids[6])["headSha"]; got != pushed {
 				t.Errorf("after the sweep that followed a push: head %v, want %s", got, pushed)
 			}
 		}
@@ -328,7 +329,7 @@ func TestSweepsReadInBatches(t *testing.T) {
 	if n := host.Calls(memory.OpPullRequest) + host.Calls(memory.OpChecks) + host.Calls(memory.OpReviews); n != 0 {
 		t.Errorf("%d readings of one pull request, want none: every reading is batched", n)
 	}
-	if n := len(e.events()) - events; n != 1 {
+	if n := len(e.Events()) - events; n != 1 {
 		t.Errorf("ten sweeps appended %d events, want 1 (the push)", n)
 	}
 }
@@ -346,24 +347,24 @@ func TestRateLimitedSweepWaitsForTheReset(t *testing.T) {
 		if host.Calls(memory.OpBatch) == start {
 			return false
 		}
-		deferred = e.clock.Now().Add(reset)
+		deferred = e.Clock.Now().Add(reset)
 		return true
 	})
 	head := host.Push(1)
 	// The task is due again when the limit resets, not at the next beats.
-	waitFor(t, func() bool {
-		task, err := e.store.Task(t.Context(), id)
+	apitest.WaitFor(t, func() bool {
+		task, err := e.Store.Task(t.Context(), id)
 		return err == nil && !task.ReconcileAt.Before(deferred.Add(-5*time.Second)) && !task.ReconcileAt.After(deferred)
 	})
 	if n := host.Calls(memory.OpBatch) - start; n != 1 {
 		t.Errorf("%d readings before the reset, want the one deferred", n)
 	}
-	e.clock.Set(deferred)
-	waitFor(t, func() bool {
-		if e.task(id)["headSha"] == head {
+	e.Clock.Set(deferred)
+	apitest.WaitFor(t, func() bool {
+		if e.Task(id)["headSha"] == head {
 			return true
 		}
-		e.clock.Advance(time.Second)
+		e.Clock.Advance(time.Second)
 		return false
 	})
 }
@@ -375,10 +376,10 @@ func TestRepositoryWithoutCIShips(t *testing.T) {
 	e, host := newFleetEnv(t, func(c *lifecycle.Config) { c.Adapters[0].CIRequired = &no })
 	host.SetReviewDecision(1, lifecycle.DecisionApproved)
 	id, sha := e.submittedTask("ENG-1")
-	if acts := e.task(id)["availableActions"]; !hasString(acts, "ship") {
+	if acts := e.Task(id)["availableActions"]; !hasString(acts, "ship") {
 		t.Fatalf("task of a repository without CI offers %v, want ship", acts)
 	}
-	if op := e.waitShip(shipOpID(t, e.ship(id, "ship-first", shipBody("merge_only", "staging", sha))))["data"].(map[string]any); op["status"] != "succeeded" {
+	if op := e.waitShip(shipOpID(t, e.ship(id, "ship-first", apitest.ShipBody("merge_only", "staging", sha))))["data"].(map[string]any); op["status"] != "succeeded" {
 		t.Errorf("operation = %v, want succeeded", op)
 	}
 	// A check that runs still holds it.
@@ -386,10 +387,10 @@ func TestRepositoryWithoutCIShips(t *testing.T) {
 	host2.SetReviewDecision(1, lifecycle.DecisionApproved)
 	id2, sha2 := e2.submittedTask("ENG-2")
 	host2.SetChecks(sha2, lifecycle.CIReport{Checks: []lifecycle.CICheck{{Name: "build", Status: lifecycle.CheckRunning}}})
-	if err := e2.svc.Reconcile(t.Context(), id2); err != nil {
+	if err := e2.Svc.Reconcile(t.Context(), id2); err != nil {
 		t.Fatal(err)
 	}
-	if acts := e2.task(id2)["availableActions"]; hasString(acts, "ship") {
+	if acts := e2.Task(id2)["availableActions"]; hasString(acts, "ship") {
 		t.Errorf("task with a running check offers %v", acts)
 	}
 }
@@ -402,14 +403,14 @@ func TestFailedReviewReadingAfterAPushForgetsTheDecision(t *testing.T) {
 	e, a := newSubmitEnv(t) // one reading at a time, github_rules
 	a.web.SetReviewDecision(1, lifecycle.DecisionApproved)
 	id, _ := e.submittedTask("ENG-1")
-	if fb := e.call(request{method: "GET", path: "/tasks/" + id + "/review-feedback", key: e.admin}, http.StatusOK)["data"].(map[string]any); fb["decision"] != "approved" {
+	if fb := e.Call(apitest.Request{Method: "GET", Path: "/tasks/" + id + "/review-feedback", Key: e.Admin}, http.StatusOK)["data"].(map[string]any); fb["decision"] != "approved" {
 		t.Fatalf("decision = %v, want approved", fb["decision"])
 	}
 	a.web.Push(1)
 	a.web.FailNext(memory.OpReviews, errors.New("502 Bad Gateway"))
 	a.web.FailNext(memory.OpReviews, errors.New("502 Bad Gateway")) // the reading at the old head, and at the new one
 	e.hostEvent(lifecycle.ProviderHeadChanged, 1, "push-1")
-	if fb := e.call(request{method: "GET", path: "/tasks/" + id + "/review-feedback", key: e.admin}, http.StatusOK)["data"].(map[string]any); fb["decision"] != "pending" {
+	if fb := e.Call(apitest.Request{Method: "GET", Path: "/tasks/" + id + "/review-feedback", Key: e.Admin}, http.StatusOK)["data"].(map[string]any); fb["decision"] != "pending" {
 		t.Errorf("decision after a push whose reviews could not be read = %v, want pending", fb["decision"])
 	}
 }

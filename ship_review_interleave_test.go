@@ -12,6 +12,7 @@ import (
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/memory"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 	"github.com/tasklifecycle/lifecycle/internal/testenv"
 )
 
@@ -102,7 +103,7 @@ func newGatedEnv(t *testing.T, mutate ...func(*lifecycle.Config)) (*env, *gatedH
 		c.Adapters = []lifecycle.AdapterBinding{{Adapter: g}}
 		c.ReconcileInterval = -1
 	}}, mutate...)...)
-	startServiceWith(t, context.WithValue(t.Context(), runnerKey{}, true), e.svc)
+	startServiceWith(t, context.WithValue(t.Context(), runnerKey{}, true), e.Svc)
 	return e, g
 }
 
@@ -110,14 +111,14 @@ func newGatedEnv(t *testing.T, mutate ...func(*lifecycle.Config)) (*env, *gatedH
 // runner waiting at the gate: until the runner can do nothing more
 // without the test.
 func (e *env) settleRunner(g *gatedHost, ops []string) {
-	e.t.Helper()
+	e.T.Helper()
 	unfinished := 0
 	settled := testenv.WaitUntil(5*time.Second, func() bool {
 		unfinished = 0
 		for _, id := range ops {
-			op, err := e.store.ShipOperation(e.t.Context(), id)
+			op, err := e.Store.ShipOperation(e.T.Context(), id)
 			if err != nil {
-				e.t.Fatal(err)
+				e.T.Fatal(err)
 			}
 			if op.Status == lifecycle.ShipQueued || op.Status == lifecycle.ShipRunning {
 				unfinished++
@@ -126,13 +127,13 @@ func (e *env) settleRunner(g *gatedHost, ops []string) {
 		return g.waiting() == unfinished
 	})
 	if !settled {
-		e.t.Fatalf("the runner did not settle: %d calls wait at the gate for %d unfinished operations", g.waiting(), unfinished)
+		e.T.Fatalf("the runner did not settle: %d calls wait at the gate for %d unfinished operations", g.waiting(), unfinished)
 	}
 }
 
 // drainRunner lets the runner finish every operation of ops.
 func (e *env) drainRunner(g *gatedHost, ops []string) {
-	e.t.Helper()
+	e.T.Helper()
 	for {
 		e.settleRunner(g, ops)
 		if !g.release() {
@@ -144,11 +145,11 @@ func (e *env) drainRunner(g *gatedHost, ops []string) {
 // approvedTask is a task of project web in review under always_require,
 // with CI passed and approved by reviewerKey: ship is offered.
 func (e *env) approvedTask(ident, reviewerKey string) (id, sha string) {
-	e.t.Helper()
+	e.T.Helper()
 	id, sha = e.shippableTask(ident)
-	e.call(request{method: "POST", path: "/tasks/" + id + "/reviews", key: reviewerKey, body: map[string]any{"outcome": "approved"}}, http.StatusCreated)
-	if acts := e.task(id)["availableActions"]; !hasString(acts, "ship") {
-		e.t.Fatalf("approved task offers %v, want ship", acts)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/reviews", Key: reviewerKey, Body: map[string]any{"outcome": "approved"}}, http.StatusCreated)
+	if acts := e.Task(id)["availableActions"]; !hasString(acts, "ship") {
+		e.T.Fatalf("approved task offers %v, want ship", acts)
 	}
 	return id, sha
 }
@@ -165,11 +166,11 @@ func alwaysRequire(c *lifecycle.Config) {
 func TestChangesRequestedAfterShipAcceptedPreventsTheMerge(t *testing.T) {
 	t.Parallel()
 	e, g := newGatedEnv(t, alwaysRequire)
-	reviewer := e.keyAs(lifecycle.Actor{ID: "octocat", Role: lifecycle.RoleReviewer}, lifecycle.ScopeReviewsWrite)
+	reviewer := e.KeyAs(lifecycle.Actor{ID: "octocat", Role: lifecycle.RoleReviewer}, lifecycle.ScopeReviewsWrite)
 	id, sha := e.approvedTask("ENG-1", reviewer)
-	opID := shipOpID(t, e.ship(id, "ship-then-review", shipBody("merge_only", "staging", sha)))
+	opID := shipOpID(t, e.ship(id, "ship-then-review", apitest.ShipBody("merge_only", "staging", sha)))
 	e.settleRunner(g, []string{opID}) // the runner waits to read the pull request
-	e.call(request{method: "POST", path: "/tasks/" + id + "/reviews", key: reviewer, body: map[string]any{"outcome": "changes_requested", "body": "Not yet"}}, http.StatusCreated)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/reviews", Key: reviewer, Body: map[string]any{"outcome": "changes_requested", "body": "Not yet"}}, http.StatusCreated)
 	e.drainRunner(g, []string{opID})
 
 	op := e.waitShip(opID)["data"].(map[string]any)
@@ -179,7 +180,7 @@ func TestChangesRequestedAfterShipAcceptedPreventsTheMerge(t *testing.T) {
 	if n := g.Calls(memory.OpMerge); n != 0 {
 		t.Errorf("%d merge calls, want 0", n)
 	}
-	task := e.task(id)
+	task := e.Task(id)
 	if task["status"] != "in_review" || !hasString(task["availableActions"], "start") || hasString(task["availableActions"], "ship") {
 		t.Errorf("task = %v %v, want in_review offering start and not ship", task["status"], task["availableActions"])
 	}
@@ -187,7 +188,7 @@ func TestChangesRequestedAfterShipAcceptedPreventsTheMerge(t *testing.T) {
 	if len(shipped) != 1 || eventData(shipped[0])["shipStatus"] != "failed" {
 		t.Errorf("task.shipped events = %v, want one failed", shipped)
 	}
-	e.call(request{method: "POST", path: "/tasks/" + id + "/start", key: e.admin}, http.StatusOK)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/start", Key: e.Admin}, http.StatusOK)
 }
 
 // interleavingSeed fixes the schedules of TestShipAndReviewInterleavings.
@@ -200,7 +201,7 @@ const interleavingSeed = 10
 func TestShipAndReviewInterleavings(t *testing.T) {
 	t.Parallel()
 	e, g := newGatedEnv(t, alwaysRequire)
-	reviewer := e.keyAs(lifecycle.Actor{ID: "octocat", Role: lifecycle.RoleReviewer}, lifecycle.ScopeReviewsWrite)
+	reviewer := e.KeyAs(lifecycle.Actor{ID: "octocat", Role: lifecycle.RoleReviewer}, lifecycle.ScopeReviewsWrite)
 	rng := rand.New(rand.NewPCG(interleavingSeed, 0))
 	outcomes := map[string]int{}
 	for run := range 100 {
@@ -212,7 +213,7 @@ func TestShipAndReviewInterleavings(t *testing.T) {
 
 		ident := fmt.Sprintf("RACE-%d", run)
 		id, sha := e.approvedTask(ident, reviewer)
-		pr := int(e.task(id)["prNumber"].(float64))
+		pr := int(e.Task(id)["prNumber"].(float64))
 		merges := g.Calls(memory.OpMerge)
 		var opID string
 		var ops []string
@@ -221,7 +222,7 @@ func TestShipAndReviewInterleavings(t *testing.T) {
 		for _, step := range schedule {
 			switch step {
 			case "ship":
-				rec := e.ship(id, "race-ship-"+ident, shipBody("merge_only", "staging", sha))
+				rec := e.ship(id, "race-ship-"+ident, apitest.ShipBody("merge_only", "staging", sha))
 				if rec.Code == http.StatusAccepted {
 					opID = shipOpID(t, rec)
 					ops = []string{opID}
@@ -230,7 +231,7 @@ func TestShipAndReviewInterleavings(t *testing.T) {
 					t.Fatalf("%s: ship refused with %q, want review_not_approved", where, r)
 				}
 			case "review":
-				rec := e.do(request{method: "POST", path: "/tasks/" + id + "/reviews", key: reviewer, body: map[string]any{"outcome": "changes_requested"}})
+				rec := e.Do(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/reviews", Key: reviewer, Body: map[string]any{"outcome": "changes_requested"}})
 				reviewStatus = rec.Code
 				if rec.Code == http.StatusConflict {
 					reviewReason = conflictReason(t, rec)
@@ -253,7 +254,7 @@ func TestShipAndReviewInterleavings(t *testing.T) {
 		}
 		host, _ := g.Adapter.PullRequest(t.Context(), webPR(pr))
 		merged := host.State == lifecycle.PullRequestMerged
-		task := e.task(id)
+		task := e.Task(id)
 		switch {
 		case reviewStatus == http.StatusCreated:
 			// The review counted: never a merge after it.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -40,7 +41,7 @@ func (d *fakeDeployer) Deploy(ctx context.Context, req lifecycle.DeployRequest) 
 		return lifecycle.Deployment{}, err
 	}
 	return lifecycle.Deployment{ID: "dep_" + req.OperationID, Environment: req.Environment, CommitSHA: req.CommitSHA,
-		URL: "https://" + string(req.Environment) + ".example.com", DeployedAt: lifecycle.NewTimestamp(epoch)}, nil
+		URL: "https://" + string(req.Environment) + ".example.com", DeployedAt: lifecycle.NewTimestamp(apitest.Epoch)}, nil
 }
 
 func (d *fakeDeployer) count() int {
@@ -58,7 +59,7 @@ func newShipEnv(t *testing.T, mutate ...func(*lifecycle.Config)) (*env, adapters
 		c.Deployer = d
 		c.ReviewRouter = lifecycle.ReviewRules{Default: lifecycle.ReviewPlan{Policy: lifecycle.PolicyNeverRequire}}
 	}}, mutate...)...)
-	startService(t, e.svc)
+	startService(t, e.Svc)
 	return e, a, d
 }
 
@@ -76,25 +77,24 @@ func startServiceWith(t *testing.T, ctx context.Context, svc *lifecycle.Service)
 
 // shippableTask returns a task in review whose CI passed, and its head.
 func (e *env) shippableTask(ident string) (string, string) {
-	e.t.Helper()
+	e.T.Helper()
 	id, sha := e.submittedTask(ident)
 	e.reportCI(id, sha)
 	return id, sha
 }
 
-func shipBody(mode, env, sha string) map[string]any { return apitest.ShipBody(mode, env, sha) }
-
-func (e *env) ship(taskID, key string, body any) *httptestRecorder {
-	e.t.Helper()
-	return e.do(request{method: "POST", path: "/tasks/" + taskID + "/ship", key: e.admin, body: body, header: http.Header{"Idempotency-Key": {key}}})
+// ship posts a ship request with an idempotency key.
+func (e *env) ship(taskID, key string, body any) *httptest.ResponseRecorder {
+	e.T.Helper()
+	return e.Do(apitest.Request{Method: "POST", Path: "/tasks/" + taskID + "/ship", Key: e.Admin, Body: body, Header: http.Header{"Idempotency-Key": {key}}})
 }
 
 // waitShip polls a ship operation until it has finished.
 func (e *env) waitShip(opID string) map[string]any {
-	e.t.Helper()
+	e.T.Helper()
 	var op map[string]any
-	testenv.WaitFor(e.t, 10*time.Second, "ship operation "+opID+" to finish", func() bool {
-		op = e.call(request{method: "GET", path: "/ship-operations/" + opID, key: e.admin}, http.StatusOK)
+	testenv.WaitFor(e.T, 10*time.Second, "ship operation "+opID+" to finish", func() bool {
+		op = e.Call(apitest.Request{Method: "GET", Path: "/ship-operations/" + opID, Key: e.Admin}, http.StatusOK)
 		st := op["data"].(map[string]any)["status"]
 		return st == "succeeded" || st == "failed"
 	})
@@ -104,7 +104,7 @@ func (e *env) waitShip(opID string) map[string]any {
 // shippedEvents returns the task.shipped events of a task.
 func (e *env) shippedEvents(taskID string) []map[string]any {
 	var out []map[string]any
-	for _, ev := range e.eventsOf(taskID) {
+	for _, ev := range e.EventsOf(taskID) {
 		if ev["type"] == "task.shipped" {
 			out = append(out, ev)
 		}
@@ -116,14 +116,14 @@ func TestShipMergeAndDeploy(t *testing.T) {
 	t.Parallel()
 	e, a, d := newShipEnv(t)
 	id, sha := e.shippableTask("ENG-1")
-	if got := e.task(id)["availableActions"]; cmp.Diff([]any{"ship", "view_ci_status", "view_review_feedback"}, got) != "" {
+	if got := e.Task(id)["availableActions"]; cmp.Diff([]any{"ship", "view_ci_status", "view_review_feedback"}, got) != "" {
 		t.Fatalf("actions before ship = %v", got)
 	}
-	rec := e.ship(id, "ship-key-001", shipBody("merge_and_deploy", "production", strings.ToUpper(sha)))
+	rec := e.ship(id, "ship-key-001", apitest.ShipBody("merge_and_deploy", "production", strings.ToUpper(sha)))
 	if rec.Code != http.StatusAccepted {
 		t.Fatalf("ship = %d: %s", rec.Code, rec.Body)
 	}
-	body := decode(t, rec)
+	body := apitest.Decode(t, rec)
 	data := body["data"].(map[string]any)
 	if diff := cmp.Diff(specShipFields, shape(data, specShipFields)); diff != "" {
 		t.Errorf("ship operation shape (-spec +got):\n%s", diff)
@@ -154,7 +154,7 @@ func TestShipMergeAndDeploy(t *testing.T) {
 			t.Errorf("operation.%s = %v, want a timestamp", k, op[k])
 		}
 	}
-	task := e.task(id)
+	task := e.Task(id)
 	if task["status"] != "done" || cmp.Diff([]any{}, task["availableActions"]) != "" {
 		t.Errorf("task after ship: %v %v, want done and no actions", task["status"], task["availableActions"])
 	}
@@ -164,7 +164,7 @@ func TestShipMergeAndDeploy(t *testing.T) {
 	}
 	ev := shipped[0]["data"].(map[string]any)
 	wantEv := map[string]any{"shipStatus": "succeeded", "operationId": opID, "targetEnvironment": "production", "status": "done",
-		"availableActions": []any{}, "links": map[string]any{"task": testBase + "/tasks/" + id, "shipOperation": testBase + "/ship-operations/" + opID}}
+		"availableActions": []any{}, "links": map[string]any{"task": apitest.BaseURL + "/tasks/" + id, "shipOperation": apitest.BaseURL + "/ship-operations/" + opID}}
 	for k, v := range wantEv {
 		if diff := cmp.Diff(v, ev[k]); diff != "" {
 			t.Errorf("task.shipped data.%s (-want +got):\n%s", k, diff)
@@ -179,7 +179,7 @@ func TestShipMergeOnly(t *testing.T) {
 	t.Parallel()
 	e, _, d := newShipEnv(t)
 	id, sha := e.shippableTask("ENG-1")
-	opID := decode(t, e.ship(id, "ship-key-002", shipBody("merge_only", "staging", sha)))["data"].(map[string]any)["operationId"].(string)
+	opID := apitest.Decode(t, e.ship(id, "ship-key-002", apitest.ShipBody("merge_only", "staging", sha)))["data"].(map[string]any)["operationId"].(string)
 	op := e.waitShip(opID)["data"].(map[string]any)
 	if op["status"] != "succeeded" || op["deployment"] != nil || op["mergeCommitSha"] == nil || d.count() != 0 {
 		t.Errorf("merge_only operation = %v, deploys %d", op, d.count())
@@ -193,19 +193,19 @@ func TestShipPreconditions(t *testing.T) {
 			Default: lifecycle.ReviewPlan{Policy: lifecycle.PolicyNeverRequire}}
 	})
 	approve := func(id string) {
-		e.call(request{method: "POST", path: "/tasks/" + id + "/reviews", key: e.keyAs(lifecycle.Actor{ID: "octocat", Role: lifecycle.RoleReviewer}, lifecycle.ScopeReviewsWrite),
-			body: map[string]any{"outcome": "approved"}}, http.StatusCreated)
+		e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/reviews", Key: e.KeyAs(lifecycle.Actor{ID: "octocat", Role: lifecycle.RoleReviewer}, lifecycle.ScopeReviewsWrite),
+			Body: map[string]any{"outcome": "approved"}}, http.StatusCreated)
 	}
 	inProgress := e.startedTask("ENG-1")
 	noCI := e.startedTask("ENG-2")
-	noCISHA := e.submitOK(noCI, "submit-ENG-2", submitBody())["headSha"].(string)
+	noCISHA := e.SubmitOK(noCI, "submit-ENG-2", apitest.SubmitBody())["headSha"].(string)
 	approve(noCI)
 	notApproved, notApprovedSHA := e.shippableTask("ENG-3")
 	ready, readySHA := e.shippableTask("ENG-4")
 	approve(ready)
 	moved, movedSHA := e.shippableTask("ENG-5")
 	approve(moved)
-	a.web.Push(int(e.task(moved)["prNumber"].(float64))) // someone pushed to the branch
+	a.web.Push(int(e.Task(moved)["prNumber"].(float64))) // someone pushed to the branch
 	e.reconcile(moved)
 
 	tests := []struct {
@@ -214,11 +214,11 @@ func TestShipPreconditions(t *testing.T) {
 		reason     string
 		actions    []any
 	}{
-		{"not in review", inProgress, shipBody("merge_only", "staging", strings.Repeat("a", 40)), "not_shippable", []any{"submit"}},
-		{"CI not passed", noCI, shipBody("merge_only", "staging", noCISHA), "ci_not_passed", []any{"view_ci_status", "view_review_feedback"}},
-		{"review not approved", notApproved, shipBody("merge_only", "staging", notApprovedSHA), "review_not_approved", []any{"view_ci_status", "view_review_feedback"}},
-		{"stale SHA", ready, shipBody("merge_only", "staging", strings.Repeat("0", 40)), "head_sha_mismatch", []any{"ship", "view_ci_status", "view_review_feedback"}},
-		{"head moved at the host: the new head has no CI", moved, shipBody("merge_only", "staging", movedSHA), "ci_not_passed", []any{"view_ci_status", "view_review_feedback"}},
+		{"not in review", inProgress, apitest.ShipBody("merge_only", "staging", strings.Repeat("a", 40)), "not_shippable", []any{"submit"}},
+		{"CI not passed", noCI, apitest.ShipBody("merge_only", "staging", noCISHA), "ci_not_passed", []any{"view_ci_status", "view_review_feedback"}},
+		{"review not approved", notApproved, apitest.ShipBody("merge_only", "staging", notApprovedSHA), "review_not_approved", []any{"view_ci_status", "view_review_feedback"}},
+		{"stale SHA", ready, apitest.ShipBody("merge_only", "staging", strings.Repeat("0", 40)), "head_sha_mismatch", []any{"ship", "view_ci_status", "view_review_feedback"}},
+		{"head moved at the host: the new head has no CI", moved, apitest.ShipBody("merge_only", "staging", movedSHA), "ci_not_passed", []any{"view_ci_status", "view_review_feedback"}},
 	}
 	for i, tt := range tests {
 		rec := e.ship(tt.task, fmt.Sprintf("precondition-%d", i), tt.body)
@@ -226,12 +226,12 @@ func TestShipPreconditions(t *testing.T) {
 			t.Errorf("%s: %d %s, want 409", tt.name, rec.Code, rec.Body)
 			continue
 		}
-		details := decode(t, rec)["error"].(map[string]any)["details"].(map[string]any)
+		details := apitest.Decode(t, rec)["error"].(map[string]any)["details"].(map[string]any)
 		if details["reason"] != tt.reason || cmp.Diff(tt.actions, details["availableActions"]) != "" {
 			t.Errorf("%s: details = %v, want reason %s and actions %v", tt.name, details, tt.reason, tt.actions)
 		}
 	}
-	if rec := e.ship(ready, "precondition-ok", shipBody("merge_only", "staging", readySHA)); rec.Code != http.StatusAccepted {
+	if rec := e.ship(ready, "precondition-ok", apitest.ShipBody("merge_only", "staging", readySHA)); rec.Code != http.StatusAccepted {
 		t.Errorf("ship of the ready task = %d %s", rec.Code, rec.Body)
 	}
 }
@@ -245,7 +245,7 @@ func TestShipAcceptanceCallsNoHost(t *testing.T) {
 	id, sha := e.shippableTask("ENG-1")
 	before := a.web.TotalCalls()
 	a.web.FailNext(memory.OpPullRequest, errors.New("dial tcp: refused"))
-	rec := e.ship(id, "host-down-key", shipBody("merge_only", "staging", sha))
+	rec := e.ship(id, "host-down-key", apitest.ShipBody("merge_only", "staging", sha))
 	if rec.Code != http.StatusAccepted {
 		t.Fatalf("ship with the host down = %d %s, want 202: acceptance decides from stored facts", rec.Code, rec.Body)
 	}
@@ -258,11 +258,11 @@ func TestShipWithoutDeployerRefusedAtAcceptance(t *testing.T) {
 	t.Parallel()
 	e, _, _ := newShipEnv(t, func(c *lifecycle.Config) { c.Deployer = nil })
 	id, sha := e.shippableTask("ENG-1")
-	rec := e.ship(id, "no-deployer-1", shipBody("merge_and_deploy", "staging", sha))
+	rec := e.ship(id, "no-deployer-1", apitest.ShipBody("merge_and_deploy", "staging", sha))
 	if rec.Code != http.StatusConflict || !strings.Contains(rec.Body.String(), "deployer_not_configured") {
 		t.Errorf("merge_and_deploy without a deployer = %d %s", rec.Code, rec.Body)
 	}
-	if rec := e.ship(id, "no-deployer-2", shipBody("merge_only", "staging", sha)); rec.Code != http.StatusAccepted {
+	if rec := e.ship(id, "no-deployer-2", apitest.ShipBody("merge_only", "staging", sha)); rec.Code != http.StatusAccepted {
 		t.Errorf("merge_only without a deployer = %d %s", rec.Code, rec.Body)
 	}
 }
@@ -275,29 +275,29 @@ func TestShipValidationAndAuth(t *testing.T) {
 		body   map[string]any
 		fields []string
 	}{
-		{shipBody("merge_only", "staging", sha[:39]), []string{"expectedHeadSha"}},
-		{shipBody("merge_only", "staging", strings.Repeat("g", 40)), []string{"expectedHeadSha"}},
-		{shipBody("merge_only", "staging", sha+"0"), []string{"expectedHeadSha"}},
-		{shipBody("squash", "qa", sha), []string{"mode", "targetEnvironment"}},
+		{apitest.ShipBody("merge_only", "staging", sha[:39]), []string{"expectedHeadSha"}},
+		{apitest.ShipBody("merge_only", "staging", strings.Repeat("g", 40)), []string{"expectedHeadSha"}},
+		{apitest.ShipBody("merge_only", "staging", sha+"0"), []string{"expectedHeadSha"}},
+		{apitest.ShipBody("squash", "qa", sha), []string{"mode", "targetEnvironment"}},
 		{map[string]any{}, []string{"mode", "targetEnvironment", "expectedHeadSha"}},
 	}
 	for i, tt := range tests {
-		resp := e.call(request{method: "POST", path: "/tasks/" + id + "/ship", key: e.admin, body: tt.body,
-			header: http.Header{"Idempotency-Key": {fmt.Sprintf("bad-ship-%d", i)}}}, http.StatusBadRequest)
+		resp := e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/ship", Key: e.Admin, Body: tt.body,
+			Header: http.Header{"Idempotency-Key": {fmt.Sprintf("bad-ship-%d", i)}}}, http.StatusBadRequest)
 		for _, f := range tt.fields {
 			if !hasFieldError(resp["error"].(map[string]any), f) {
 				t.Errorf("case %d: details.fields lacks %s: %v", i, f, resp)
 			}
 		}
 	}
-	good := shipBody("merge_only", "staging", sha)
-	e.call(request{method: "POST", path: "/tasks/" + id + "/ship", body: good, header: http.Header{"Idempotency-Key": {"auth-key-1"}}}, http.StatusUnauthorized)
-	e.call(request{method: "POST", path: "/tasks/" + id + "/ship", key: e.key(lifecycle.ScopeTasksWrite), body: good, header: http.Header{"Idempotency-Key": {"auth-key-1"}}}, http.StatusForbidden)
-	e.call(request{method: "POST", path: "/tasks/tsk_doesnotexist/ship", key: e.admin, body: good, header: http.Header{"Idempotency-Key": {"auth-key-1"}}}, http.StatusNotFound)
-	e.call(request{method: "POST", path: "/tasks/" + id + "/ship", key: e.admin, body: good}, http.StatusBadRequest) // no key
-	e.call(request{method: "GET", path: "/ship-operations/shp_doesnotexist", key: e.admin}, http.StatusNotFound)
-	e.call(request{method: "GET", path: "/ship-operations/nonsense", key: e.admin}, http.StatusNotFound)
-	e.call(request{method: "GET", path: "/ship-operations/shp_doesnotexist", key: e.key(lifecycle.ScopeShipWrite)}, http.StatusForbidden)
+	good := apitest.ShipBody("merge_only", "staging", sha)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/ship", Body: good, Header: http.Header{"Idempotency-Key": {"auth-key-1"}}}, http.StatusUnauthorized)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/ship", Key: e.Key(lifecycle.ScopeTasksWrite), Body: good, Header: http.Header{"Idempotency-Key": {"auth-key-1"}}}, http.StatusForbidden)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/tsk_doesnotexist/ship", Key: e.Admin, Body: good, Header: http.Header{"Idempotency-Key": {"auth-key-1"}}}, http.StatusNotFound)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/ship", Key: e.Admin, Body: good}, http.StatusBadRequest) // no key
+	e.Call(apitest.Request{Method: "GET", Path: "/ship-operations/shp_doesnotexist", Key: e.Admin}, http.StatusNotFound)
+	e.Call(apitest.Request{Method: "GET", Path: "/ship-operations/nonsense", Key: e.Admin}, http.StatusNotFound)
+	e.Call(apitest.Request{Method: "GET", Path: "/ship-operations/shp_doesnotexist", Key: e.Key(lifecycle.ScopeShipWrite)}, http.StatusForbidden)
 }
 
 // After a SHA mismatch a client re-reads the task and retries with a new key.
@@ -306,12 +306,12 @@ func TestShipSHAMismatchThenRetry(t *testing.T) {
 	e, _, _ := newShipEnv(t)
 	id, _ := e.shippableTask("ENG-1")
 	stale := strings.Repeat("1", 40)
-	if rec := e.ship(id, "first-attempt", shipBody("merge_only", "staging", stale)); rec.Code != http.StatusConflict {
+	if rec := e.ship(id, "first-attempt", apitest.ShipBody("merge_only", "staging", stale)); rec.Code != http.StatusConflict {
 		t.Fatalf("ship with a stale SHA = %d", rec.Code)
 	}
-	head := e.task(id)["headSha"].(string)
+	head := e.Task(id)["headSha"].(string)
 	// The old key stays bound to the failed request's body; a new key is needed.
-	if rec := e.ship(id, "second-attempt", shipBody("merge_only", "staging", head)); rec.Code != http.StatusAccepted {
+	if rec := e.ship(id, "second-attempt", apitest.ShipBody("merge_only", "staging", head)); rec.Code != http.StatusAccepted {
 		t.Fatalf("retry with the task's head = %d %s", rec.Code, rec.Body)
 	}
 }
@@ -320,15 +320,15 @@ func TestShipIdempotency(t *testing.T) {
 	t.Parallel()
 	e, a, _ := newShipEnv(t)
 	id, sha := e.shippableTask("ENG-1")
-	first := e.ship(id, "ship-once-key", shipBody("merge_only", "staging", sha))
-	again := e.ship(id, "ship-once-key", shipBody("merge_only", "staging", sha))
+	first := e.ship(id, "ship-once-key", apitest.ShipBody("merge_only", "staging", sha))
+	again := e.ship(id, "ship-once-key", apitest.ShipBody("merge_only", "staging", sha))
 	if again.Code != http.StatusAccepted || again.Header().Get("Idempotent-Replayed") != "true" || again.Body.String() != first.Body.String() {
 		t.Errorf("replay = %d %q %s", again.Code, again.Header().Get("Idempotent-Replayed"), again.Body)
 	}
-	if rec := e.ship(id, "ship-once-key", shipBody("merge_only", "production", sha)); rec.Code != http.StatusConflict {
+	if rec := e.ship(id, "ship-once-key", apitest.ShipBody("merge_only", "production", sha)); rec.Code != http.StatusConflict {
 		t.Errorf("same key, other body = %d", rec.Code)
 	}
-	e.waitShip(decode(t, first)["data"].(map[string]any)["operationId"].(string))
+	e.waitShip(apitest.Decode(t, first)["data"].(map[string]any)["operationId"].(string))
 	if n := a.web.Calls(memory.OpMerge); n != 1 {
 		t.Errorf("%d merges, want 1", n)
 	}
@@ -342,8 +342,8 @@ func TestSecondShipRefusedWhileShipping(t *testing.T) {
 		c.Adapters = []lifecycle.AdapterBinding{{Project: "web", Adapter: &gatedMerge{Adapter: base, gate: gate}, CI: base}}
 	})
 	id, sha := e.shippableTask("ENG-1")
-	first := e.ship(id, "concurrent-ship-1", shipBody("merge_only", "staging", sha))
-	second := e.ship(id, "concurrent-ship-2", shipBody("merge_only", "staging", sha))
+	first := e.ship(id, "concurrent-ship-1", apitest.ShipBody("merge_only", "staging", sha))
+	second := e.ship(id, "concurrent-ship-2", apitest.ShipBody("merge_only", "staging", sha))
 	close(gate)
 	if first.Code != http.StatusAccepted {
 		t.Fatalf("first ship = %d", first.Code)
@@ -351,7 +351,7 @@ func TestSecondShipRefusedWhileShipping(t *testing.T) {
 	if second.Code != http.StatusConflict || !strings.Contains(second.Body.String(), "ship_in_progress") {
 		t.Errorf("second ship while the first runs = %d %s, want 409 ship_in_progress", second.Code, second.Body)
 	}
-	e.waitShip(decode(t, first)["data"].(map[string]any)["operationId"].(string))
+	e.waitShip(apitest.Decode(t, first)["data"].(map[string]any)["operationId"].(string))
 	if n := base.Calls(memory.OpMerge); n != 1 {
 		t.Errorf("%d merges, want 1", n)
 	}
@@ -380,13 +380,13 @@ func TestCancelRefusedWhileShipQueued(t *testing.T) {
 		c.Adapters = []lifecycle.AdapterBinding{{Project: "web", Adapter: &gatedMerge{Adapter: base, gate: gate}, CI: base}}
 	})
 	id, sha := e.shippableTask("ENG-1")
-	first := e.ship(id, "queued-ship-1", shipBody("merge_only", "staging", sha))
-	resp := e.call(request{method: "POST", path: "/tasks/" + id + "/cancel", key: e.admin}, http.StatusConflict)
+	first := e.ship(id, "queued-ship-1", apitest.ShipBody("merge_only", "staging", sha))
+	resp := e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/cancel", Key: e.Admin}, http.StatusConflict)
 	if d := resp["error"].(map[string]any)["details"].(map[string]any); d["reason"] != "ship_in_progress" {
 		t.Errorf("cancel during ship: %v", d)
 	}
 	close(gate)
-	if op := e.waitShip(decode(t, first)["data"].(map[string]any)["operationId"].(string)); op["data"].(map[string]any)["status"] != "succeeded" {
+	if op := e.waitShip(apitest.Decode(t, first)["data"].(map[string]any)["operationId"].(string)); op["data"].(map[string]any)["status"] != "succeeded" {
 		t.Errorf("operation = %v", op)
 	}
 }
@@ -412,8 +412,8 @@ func TestShipFaults(t *testing.T) {
 			e, a, d := newShipEnv(t)
 			id, sha := e.shippableTask("ENG-1")
 			tt.breakIt(a, d)
-			rec := e.ship(id, "faulty-ship-1", shipBody(tt.mode, "staging", sha))
-			opID := decode(t, rec)["data"].(map[string]any)["operationId"].(string)
+			rec := e.ship(id, "faulty-ship-1", apitest.ShipBody(tt.mode, "staging", sha))
+			opID := apitest.Decode(t, rec)["data"].(map[string]any)["operationId"].(string)
 			op := e.waitShip(opID)["data"].(map[string]any)
 			if op["status"] != "failed" || op["error"].(map[string]any)["code"] != tt.code || (op["mergeCommitSha"] != nil) != tt.mergeSHA {
 				t.Errorf("operation = %v, want failed with %s, merge commit recorded %v", op, tt.code, tt.mergeSHA)
@@ -421,7 +421,7 @@ func TestShipFaults(t *testing.T) {
 			if msg := op["error"].(map[string]any)["message"].(string); strings.Contains(msg, "kubectl") || strings.Contains(msg, "github") {
 				t.Errorf("the error message leaks the cause: %q", msg)
 			}
-			task := e.task(id)
+			task := e.Task(id)
 			if task["status"] != "in_review" || cmp.Diff([]any{"ship", "view_ci_status", "view_review_feedback"}, task["availableActions"]) != "" {
 				t.Errorf("task after a failed ship: %v %v", task["status"], task["availableActions"])
 			}
@@ -430,8 +430,8 @@ func TestShipFaults(t *testing.T) {
 				t.Fatalf("shipped events = %v, want one failed", shipped)
 			}
 			// Shipping again (a new key) succeeds; a merge that happened is not repeated.
-			rec = e.ship(id, "faulty-ship-2", shipBody(tt.mode, "staging", sha))
-			op = e.waitShip(decode(t, rec)["data"].(map[string]any)["operationId"].(string))["data"].(map[string]any)
+			rec = e.ship(id, "faulty-ship-2", apitest.ShipBody(tt.mode, "staging", sha))
+			op = e.waitShip(apitest.Decode(t, rec)["data"].(map[string]any)["operationId"].(string))["data"].(map[string]any)
 			if op["status"] != "succeeded" {
 				t.Fatalf("retry = %v", op)
 			}
@@ -481,23 +481,23 @@ func TestShipResumesAfterTheRunnerDies(t *testing.T) {
 				c.ProviderTimeout = time.Hour
 				c.ShipLease = time.Minute
 			})
-			if err := e.svc.Start(t.Context()); err != nil {
+			if err := e.Svc.Start(t.Context()); err != nil {
 				t.Fatal(err)
 			}
 			id, sha := e.shippableTask("ENG-1")
-			opID := decode(t, e.ship(id, "dying-ship-1", shipBody("merge_only", "staging", sha)))["data"].(map[string]any)["operationId"].(string)
+			opID := apitest.Decode(t, e.ship(id, "dying-ship-1", apitest.ShipBody("merge_only", "staging", sha)))["data"].(map[string]any)["operationId"].(string)
 			<-dying.entered
 			// The process dies: its runner stops mid-operation.
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			if err := e.svc.Close(ctx); err != nil {
+			if err := e.Svc.Close(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if st := e.call(request{method: "GET", path: "/ship-operations/" + opID, key: e.admin}, http.StatusOK)["data"].(map[string]any)["status"]; st != "running" {
+			if st := e.Call(apitest.Request{Method: "GET", Path: "/ship-operations/" + opID, Key: e.Admin}, http.StatusOK)["data"].(map[string]any)["status"]; st != "running" {
 				t.Fatalf("operation after the crash = %v, want running", st)
 			}
 			// A new process on the same database, with a healthy adapter.
-			next, err := lifecycle.New(lifecycle.Config{Store: e.store, BaseURL: testBase, Clock: e.clock, Logger: e.svcLogger(),
+			next, err := lifecycle.New(lifecycle.Config{Store: e.Store, BaseURL: apitest.BaseURL, Clock: e.Clock, Logger: e.Logger(),
 				Adapters:     []lifecycle.AdapterBinding{{Project: "web", Adapter: host}},
 				ReviewRouter: lifecycle.ReviewRules{Default: lifecycle.ReviewPlan{Policy: lifecycle.PolicyNeverRequire}},
 				ShipLease:    time.Minute, ShipPollInterval: time.Second})
@@ -505,10 +505,10 @@ func TestShipResumesAfterTheRunnerDies(t *testing.T) {
 				t.Fatal(err)
 			}
 			startService(t, next)
-			e.clock.Advance(time.Minute + time.Second) // the dead runner's lease ends; the poll fires
-			waitFor(t, func() bool {
-				e.clock.Advance(time.Second)
-				op, err := e.store.ShipOperation(t.Context(), opID)
+			e.Clock.Advance(time.Minute + time.Second) // the dead runner's lease ends; the poll fires
+			apitest.WaitFor(t, func() bool {
+				e.Clock.Advance(time.Second)
+				op, err := e.Store.ShipOperation(t.Context(), opID)
 				return err == nil && op.Status == lifecycle.ShipSucceeded
 			})
 			pr, _ := host.PullRequest(t.Context(), lifecycle.PullRequestRef{Owner: "acme", Repo: "web", Number: 1})
@@ -518,7 +518,7 @@ func TestShipResumesAfterTheRunnerDies(t *testing.T) {
 			if pr.State != lifecycle.PullRequestMerged || merges != 1 {
 				t.Errorf("pull request %s after %d successful merge calls at the host, want merged once", pr.State, merges)
 			}
-			op, _ := e.store.ShipOperation(t.Context(), opID)
+			op, _ := e.Store.ShipOperation(t.Context(), opID)
 			if op.Attempts != 2 || op.MergeCommitSHA == nil || *op.MergeCommitSHA != pr.MergeCommitSHA {
 				t.Errorf("operation: attempts %d, merge %v; want 2 and %s", op.Attempts, op.MergeCommitSHA, pr.MergeCommitSHA)
 			}

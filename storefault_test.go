@@ -12,6 +12,7 @@ import (
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/memory"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 	"github.com/tasklifecycle/lifecycle/internal/fakeclock"
 	"github.com/tasklifecycle/lifecycle/internal/testenv"
 )
@@ -146,35 +147,35 @@ func TestStoreUnavailableAnswers503(t *testing.T) {
 	t.Parallel()
 	var store *flakyStore
 	e := newEnv(t, withFlakyStore(&store))
-	e.start()
-	id := e.createTask(taskBody("ENG-1"))["id"].(string)
+	e.Start()
+	id := e.CreateTask(apitest.TaskBody("ENG-1"))["id"].(string)
 
 	store.down.Store(true)
-	for _, r := range []request{
-		{method: "GET", path: "/tasks/" + id, key: e.admin},
-		{method: "GET", path: "/tasks", key: e.admin},
-		{method: "POST", path: "/tasks", key: e.admin, body: taskBody("ENG-2")},
-		{method: "POST", path: "/tasks/" + id + "/start", key: e.admin},
+	for _, r := range []apitest.Request{
+		{Method: "GET", Path: "/tasks/" + id, Key: e.Admin},
+		{Method: "GET", Path: "/tasks", Key: e.Admin},
+		{Method: "POST", Path: "/tasks", Key: e.Admin, Body: apitest.TaskBody("ENG-2")},
+		{Method: "POST", Path: "/tasks/" + id + "/start", Key: e.Admin},
 	} {
-		rec := e.do(r)
-		if rec.Code != http.StatusServiceUnavailable || errorCode(decode(t, rec)) != "store_unavailable" || rec.Header().Get("Retry-After") != "2" {
+		rec := e.Do(r)
+		if rec.Code != http.StatusServiceUnavailable || apitest.ErrorCode(apitest.Decode(t, rec)) != "store_unavailable" || rec.Header().Get("Retry-After") != "2" {
 			t.Errorf("%s %s with the store down = %d %s (Retry-After %q); want 503 store_unavailable, Retry-After 2",
-				r.method, r.path, rec.Code, rec.Body, rec.Header().Get("Retry-After"))
+				r.Method, r.Path, rec.Code, rec.Body, rec.Header().Get("Retry-After"))
 		}
 	}
-	rec := e.do(request{method: "GET", path: "/readyz"})
-	ready := decode(t, rec)
+	rec := e.Do(apitest.Request{Method: "GET", Path: "/readyz"})
+	ready := apitest.Decode(t, rec)
 	if rec.Code != http.StatusServiceUnavailable || ready["status"] != "not_ready" || ready["checks"].(map[string]any)["store"] != "unavailable" {
 		t.Errorf("GET /readyz with the store down = %d %s; want 503 not_ready, store unavailable", rec.Code, rec.Body)
 	}
-	if rec := e.do(request{method: "GET", path: "/healthz"}); rec.Code != http.StatusOK {
+	if rec := e.Do(apitest.Request{Method: "GET", Path: "/healthz"}); rec.Code != http.StatusOK {
 		t.Errorf("GET /healthz with the store down = %d, want 200: the process lives", rec.Code)
 	}
 
 	store.down.Store(false)
-	e.call(request{method: "GET", path: "/tasks/" + id, key: e.admin}, http.StatusOK)
-	e.call(request{method: "POST", path: "/tasks", key: e.admin, body: taskBody("ENG-2")}, http.StatusCreated)
-	if got := e.call(request{method: "GET", path: "/readyz"}, http.StatusOK); got["status"] != "ready" || got["checks"].(map[string]any)["instanceLease"] != "held" {
+	e.Call(apitest.Request{Method: "GET", Path: "/tasks/" + id, Key: e.Admin}, http.StatusOK)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks", Key: e.Admin, Body: apitest.TaskBody("ENG-2")}, http.StatusCreated)
+	if got := e.Call(apitest.Request{Method: "GET", Path: "/readyz"}, http.StatusOK); got["status"] != "ready" || got["checks"].(map[string]any)["instanceLease"] != "held" {
 		t.Errorf("GET /readyz once the store is back = %v, want ready with the lease held", got)
 	}
 }
@@ -186,14 +187,14 @@ func TestStoreHangingEndsAtTheRequestDeadline(t *testing.T) {
 	var store *flakyStore
 	const deadline = 200 * time.Millisecond
 	e := newEnv(t, withFlakyStore(&store), func(c *lifecycle.Config) { c.RequestTimeout = deadline })
-	id := e.createTask(taskBody("ENG-1"))["id"].(string)
+	id := e.CreateTask(apitest.TaskBody("ENG-1"))["id"].(string)
 	store.hang.Store(true)
 	start := time.Now()
-	rec := e.do(request{method: "GET", path: "/tasks/" + id, key: e.admin})
+	rec := e.Do(apitest.Request{Method: "GET", Path: "/tasks/" + id, Key: e.Admin})
 	if took := time.Since(start); took > 10*deadline {
 		t.Errorf("the request took %s with a deadline of %s", took, deadline)
 	}
-	if rec.Code != http.StatusServiceUnavailable || errorCode(decode(t, rec)) != "store_unavailable" {
+	if rec.Code != http.StatusServiceUnavailable || apitest.ErrorCode(apitest.Decode(t, rec)) != "store_unavailable" {
 		t.Errorf("GET with the store hanging = %d %s, want 503 store_unavailable", rec.Code, rec.Body)
 	}
 }
@@ -211,19 +212,19 @@ func TestWorkResumesAfterAStoreOutage(t *testing.T) {
 		c.Adapters = []lifecycle.AdapterBinding{{Project: "web", Adapter: host}}
 		c.ReviewRouter = lifecycle.ReviewRules{Default: lifecycle.ReviewPlan{Policy: lifecycle.PolicyNeverRequire}}
 	})
-	e.subscribe(subBody(rc.url("/hook")))
+	e.Subscribe(subBody(rc.url("/hook")))
 	id, sha := e.submittedTask("ENG-1")
 	e.reportCI(id, sha)
-	opID := shipOpID(t, e.ship(id, "ship-during-outage", shipBody("merge_only", "staging", sha)))
+	opID := shipOpID(t, e.ship(id, "ship-during-outage", apitest.ShipBody("merge_only", "staging", sha)))
 	store.down.Store(true)
 	for range 10 { // ten seconds of outage, on the Service's clock
-		store.tick(t, e.clock)
+		store.tick(t, e.Clock)
 	}
 	store.down.Store(false)
 	var op lifecycle.ShipOperation
 	finished := func() bool {
 		var err error
-		op, err = e.store.ShipOperation(t.Context(), opID)
+		op, err = e.Store.ShipOperation(t.Context(), opID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -232,7 +233,7 @@ func TestWorkResumesAfterAStoreOutage(t *testing.T) {
 	// Five seconds of the Service's clock, then the clock stands still:
 	// the operation must finish without more of it.
 	for i := 0; i < 5 && !finished(); i++ {
-		store.tick(t, e.clock)
+		store.tick(t, e.Clock)
 	}
 	testenv.WaitFor(t, 10*time.Second, "the operation to finish within 5 s (on the Service's clock) of the store's return", finished)
 	if op.Status != lifecycle.ShipSucceeded || host.Calls(memory.OpMerge) != 1 {
@@ -240,7 +241,7 @@ func TestWorkResumesAfterAStoreOutage(t *testing.T) {
 	}
 	// Every event of the task reaches the subscriber, the ship's too.
 	want := map[string]bool{}
-	for _, ev := range e.eventsOf(id) {
+	for _, ev := range e.EventsOf(id) {
 		want[ev["id"].(string)] = true
 	}
 	for len(want) > 0 {
@@ -277,16 +278,16 @@ func TestKeyOfARequestCutOffByTheStoreIsFreedOnItsReturn(t *testing.T) {
 	e := newEnv(t, withFlakyStore(&store), func(c *lifecycle.Config) {
 		c.Adapters = []lifecycle.AdapterBinding{{Adapter: downDuringSubmit{Adapter: memory.New(memory.Config{}), store: &store}}}
 	})
-	e.start()
+	e.Start()
 	id := e.startedTask("ENG-1")
-	rec := e.submit(id, "cut-off-key-1", submitBody())
-	if rec.Code != http.StatusServiceUnavailable || errorCode(decode(t, rec)) != "store_unavailable" {
+	rec := e.Submit(id, "cut-off-key-1", apitest.SubmitBody())
+	if rec.Code != http.StatusServiceUnavailable || apitest.ErrorCode(apitest.Decode(t, rec)) != "store_unavailable" {
 		t.Fatalf("submit with the store going down = %d %s, want 503 store_unavailable", rec.Code, rec.Body)
 	}
 	store.down.Store(false)
 
 	// Another replica on the same database gets the retry.
-	other, err := lifecycle.New(lifecycle.Config{Store: e.store, BaseURL: testBase, Clock: e.clock, Logger: e.svcLogger(),
+	other, err := lifecycle.New(lifecycle.Config{Store: e.Store, BaseURL: apitest.BaseURL, Clock: e.Clock, Logger: e.Logger(),
 		Adapters: []lifecycle.AdapterBinding{{Adapter: memory.New(memory.Config{})}}})
 	if err != nil {
 		t.Fatal(err)
@@ -302,7 +303,7 @@ func TestKeyOfARequestCutOffByTheStoreIsFreedOnItsReturn(t *testing.T) {
 	// Five seconds of the Service's clock, then the clock stands still:
 	// the key must be freed without more of it.
 	for i := 0; i < 5 && !freed(); i++ {
-		store.tick(t, e.clock)
+		store.tick(t, e.Clock)
 	}
 	testenv.WaitFor(t, 10*time.Second, "the key to be freed within 5 s (on the Service's clock) of the store's return", freed)
 }
@@ -316,14 +317,14 @@ func TestUnavailableAnswerDoesNotSayNothingChanged(t *testing.T) {
 	var store *flakyStore
 	e := newEnv(t, withFlakyStore(&store))
 	store.lostCommit.Store(true)
-	rec := e.do(request{method: "POST", path: "/tasks", key: e.admin, body: taskBody("ENG-1")})
+	rec := e.Do(apitest.Request{Method: "POST", Path: "/tasks", Key: e.Admin, Body: apitest.TaskBody("ENG-1")})
 	store.lostCommit.Store(false)
-	body := decode(t, rec)
-	if rec.Code != http.StatusServiceUnavailable || errorCode(body) != "store_unavailable" {
+	body := apitest.Decode(t, rec)
+	if rec.Code != http.StatusServiceUnavailable || apitest.ErrorCode(body) != "store_unavailable" {
 		t.Fatalf("POST /tasks with the commit lost = %d %s, want 503 store_unavailable", rec.Code, rec.Body)
 	}
 	if msg := body["error"].(map[string]any)["message"].(string); strings.Contains(msg, "nothing was changed") {
 		t.Errorf("the 503 says %q, but the task was made", msg)
 	}
-	e.call(request{method: "POST", path: "/tasks", key: e.admin, body: taskBody("ENG-1")}, http.StatusConflict)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks", Key: e.Admin, Body: apitest.TaskBody("ENG-1")}, http.StatusConflict)
 }

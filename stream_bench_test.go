@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 	"github.com/tasklifecycle/lifecycle/internal/id"
 	"github.com/tasklifecycle/lifecycle/store/sqlite"
 )
@@ -26,12 +27,12 @@ func BenchmarkStreamReplay(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { store.Close() })
-	svc, err := lifecycle.New(lifecycle.Config{Store: store, BaseURL: testBase, Logger: slog.New(slog.DiscardHandler)})
+	svc, err := lifecycle.New(lifecycle.Config{Store: store, BaseURL: apitest.BaseURL, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}
 	actor := lifecycle.Actor{ID: "bench", Role: lifecycle.RoleUser}
-	_, key, err := svc.CreateAPIKey(b.Context(), lifecycle.CreateAPIKeyParams{Name: "bench", Scopes: allScopes(), Actor: actor})
+	_, key, err := svc.CreateAPIKey(b.Context(), lifecycle.CreateAPIKeyParams{Name: "bench", Scopes: apitest.AllScopes(), Actor: actor})
 	if err != nil {
 		b.Fatal(err)
 	}

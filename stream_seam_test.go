@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 )
 
 // TestStreamSeam writes 10,000 events from several goroutines, in
@@ -37,9 +38,9 @@ func TestStreamSeam(t *testing.T) {
 	srv := e.serve()
 	var taskIDs []string
 	for i := range tasks {
-		taskIDs = append(taskIDs, e.createTask(taskBody(fmt.Sprintf("ENG-%d", i)))["id"].(string))
+		taskIDs = append(taskIDs, e.CreateTask(apitest.TaskBody(fmt.Sprintf("ENG-%d", i)))["id"].(string))
 	}
-	genesis := e.events()[tasks-1]
+	genesis := e.Events()[tasks-1]
 	types := []lifecycle.EventType{lifecycle.EventTaskUpdated, lifecycle.EventTaskReviewed, lifecycle.EventTaskShipped, lifecycle.EventTaskAwaitingUser}
 
 	type client struct {
@@ -87,7 +88,7 @@ func TestStreamSeam(t *testing.T) {
 				for j := range batch {
 					batch[j] = testEvent(taskIDs[rng.IntN(tasks)], types[rng.IntN(len(types))])
 				}
-				if err := e.svc.AppendEventsForTest(context.Background(), batch); err != nil {
+				if err := e.Svc.AppendEventsForTest(context.Background(), batch); err != nil {
 					t.Errorf("writer %d: %v", w, err)
 					return
 				}
@@ -200,7 +201,7 @@ func seamClient(srv *httptest.Server, e *env, query, genesis string, live bool, 
 		}
 		req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/api/task-events/stream?"+q, nil)
 		req.Header = header
-		req.Header.Set("Authorization", "Bearer "+e.admin)
+		req.Header.Set("Authorization", "Bearer "+e.Admin)
 		resp, err := srv.Client().Do(req)
 		if err != nil {
 			cancel()
@@ -311,12 +312,12 @@ func parseFrameErr(block string) (lifecycle.Event, error) {
 
 // eventsAfter returns every stored event with a sequence above after.
 func (e *env) eventsAfter(after int64) []lifecycle.Event {
-	e.t.Helper()
+	e.T.Helper()
 	var out []lifecycle.Event
 	for {
-		page, err := e.store.Events(context.Background(), lifecycle.EventFilter{After: after, Limit: 10000})
+		page, err := e.Store.Events(context.Background(), lifecycle.EventFilter{After: after, Limit: 10000})
 		if err != nil {
-			e.t.Fatal(err)
+			e.T.Fatal(err)
 		}
 		if len(page) == 0 {
 			return out
@@ -328,9 +329,9 @@ func (e *env) eventsAfter(after int64) []lifecycle.Event {
 
 // lastSequence returns the newest committed sequence.
 func (e *env) lastSequence() int64 {
-	b, err := e.store.EventBounds(context.Background())
+	b, err := e.Store.EventBounds(context.Background())
 	if err != nil {
-		e.t.Error(err)
+		e.T.Error(err)
 	}
 	return b.Last
 }

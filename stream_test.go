@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 	"github.com/tasklifecycle/lifecycle/internal/fakeclock"
 	"github.com/tasklifecycle/lifecycle/internal/id"
 	"github.com/tasklifecycle/lifecycle/internal/testenv"
@@ -32,8 +33,8 @@ func noPolling(c *lifecycle.Config) { c.EventPollInterval = -1 }
 
 // serve serves e's host mux on a loopback listener for the test's life.
 func (e *env) serve() *httptest.Server {
-	srv := httptest.NewServer(e.host)
-	e.t.Cleanup(srv.Close)
+	srv := httptest.NewServer(e.Host)
+	e.T.Cleanup(srv.Close)
 	return srv
 }
 
@@ -234,21 +235,21 @@ func testStreamHeadersAndFrames(t *testing.T, mode func(*lifecycle.Config)) {
 	e := newEnv(t, noPolling, mode)
 	// Host middleware sets a header before the handler runs: it must reach
 	// the client however the stream is written.
-	inner := e.host
-	e.host = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	inner := e.Host
+	e.Host = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Access-Control-Allow-Origin", "https://app.example.com")
 		inner.ServeHTTP(w, r)
 	})
 	srv := e.serve()
-	task := e.createTask(taskBody("ENG-1"))["id"].(string)
-	e.call(request{method: "POST", path: "/tasks/" + task + "/start", key: e.admin}, http.StatusOK)
-	e.call(request{method: "POST", path: "/tasks/" + task + "/cancel", key: e.admin, body: map[string]any{"reason": "a <duplicate> & more"}}, http.StatusOK)
-	stored := e.events()
+	task := e.CreateTask(apitest.TaskBody("ENG-1"))["id"].(string)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + task + "/start", Key: e.Admin}, http.StatusOK)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + task + "/cancel", Key: e.Admin, Body: map[string]any{"reason": "a <duplicate> & more"}}, http.StatusOK)
+	stored := e.Events()
 	if len(stored) != 3 {
 		t.Fatalf("%d events stored, want 3", len(stored))
 	}
 
-	c := stream(t, srv, e.admin, "cursor="+stored[0].ID, nil)
+	c := stream(t, srv, e.Admin, "cursor="+stored[0].ID, nil)
 	wantHeaders := map[string]string{
 		"Access-Control-Allow-Origin":        "https://app.example.com",
 		"Content-Type":                       "text/event-stream",
@@ -269,8 +270,8 @@ func testStreamHeadersAndFrames(t *testing.T, mode func(*lifecycle.Config)) {
 		}
 	}
 	// Live: an event committed now follows at once.
-	e.createTask(taskBody("ENG-2"))
-	live := e.events()[3]
+	e.CreateTask(apitest.TaskBody("ENG-2"))
+	live := e.Events()[3]
 	if got, want := c.next(), wantFrame(t, live); got != want {
 		t.Errorf("live frame:\n got %q\nwant %q", got, want)
 	}
@@ -279,20 +280,20 @@ func testStreamHeadersAndFrames(t *testing.T, mode func(*lifecycle.Config)) {
 		t.Errorf("decoded envelope %+v, want %+v", got, live)
 	}
 
-	plain := stream(t, srv, e.admin, "heartbeatSeconds=15", nil)
+	plain := stream(t, srv, e.Admin, "heartbeatSeconds=15", nil)
 	if got := plain.resp.Header.Get("X-Service-Resume-Mode"); got != "live" {
 		t.Errorf("resume mode without a cursor = %q, want live", got)
 	}
 	if got := plain.resp.Header.Get("X-Service-Stream-Heartbeat-Seconds"); got != "15" {
 		t.Errorf("heartbeat header = %q, want 15", got)
 	}
-	e.createTask(taskBody("ENG-3"))
-	if ev := plain.event(); ev.ID != e.events()[4].ID {
+	e.CreateTask(apitest.TaskBody("ENG-3"))
+	if ev := plain.event(); ev.ID != e.Events()[4].ID {
 		t.Errorf("live stream began with %s, want the event after it opened", ev.ID)
 	}
 	// Nothing else: the next event is the next one committed.
-	marker := testEvent(e.events()[4].TaskID, lifecycle.EventTaskUpdated)
-	if err := e.svc.AppendEventsForTest(t.Context(), []*lifecycle.Event{marker}); err != nil {
+	marker := testEvent(e.Events()[4].TaskID, lifecycle.EventTaskUpdated)
+	if err := e.Svc.AppendEventsForTest(t.Context(), []*lifecycle.Event{marker}); err != nil {
 		t.Fatal(err)
 	}
 	plain.nextIs(marker)
@@ -301,9 +302,9 @@ func testStreamHeadersAndFrames(t *testing.T, mode func(*lifecycle.Config)) {
 func TestStreamEventCarriesTraceID(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, noPolling)
-	c := stream(t, e.serve(), e.admin, "", nil)
-	e.call(request{method: "POST", path: "/tasks", key: e.admin, body: taskBody("ENG-1"),
-		header: http.Header{"Traceparent": {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}}, http.StatusCreated)
+	c := stream(t, e.serve(), e.Admin, "", nil)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks", Key: e.Admin, Body: apitest.TaskBody("ENG-1"),
+		Header: http.Header{"Traceparent": {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}}, http.StatusCreated)
 	if ev := c.event(); ev.TraceID == nil || *ev.TraceID != "4bf92f3577b34da6a3ce929d0e0e4736" {
 		t.Errorf("traceId = %v, want the request's trace ID", ev.TraceID)
 	}
@@ -333,8 +334,8 @@ func TestStreamValidation(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.query, func(t *testing.T) {
 			t.Parallel()
-			body := e.call(request{method: "GET", path: "/task-events/stream?" + tt.query, key: e.admin}, http.StatusBadRequest)
-			if code := errorCode(body); code != "validation_error" {
+			body := e.Call(apitest.Request{Method: "GET", Path: "/task-events/stream?" + tt.query, Key: e.Admin}, http.StatusBadRequest)
+			if code := apitest.ErrorCode(body); code != "validation_error" {
 				t.Errorf("code = %q, want validation_error", code)
 			}
 			var fields []string
@@ -357,7 +358,7 @@ func TestStreamValidation(t *testing.T) {
 	}
 	srv := e.serve()
 	for _, q := range valid {
-		c := stream(t, srv, e.admin, q, nil)
+		c := stream(t, srv, e.Admin, q, nil)
 		c.close()
 	}
 }
@@ -373,17 +374,17 @@ func TestStreamAuth(t *testing.T) {
 	}{
 		{"no key", "", http.StatusUnauthorized, "unauthorized"},
 		{"unknown key", "lsk_0123456789abcdefghijklmnopqrstuvwxyzABCDEF", http.StatusUnauthorized, "unauthorized"},
-		{"without events:read", e.key(lifecycle.ScopeTasksRead), http.StatusForbidden, "insufficient_scope"},
+		{"without events:read", e.Key(lifecycle.ScopeTasksRead), http.StatusForbidden, "insufficient_scope"},
 	}
 	for _, tt := range tests {
-		body := e.call(request{method: "GET", path: "/task-events/stream", key: tt.key}, tt.status)
-		if code := errorCode(body); code != tt.code {
+		body := e.Call(apitest.Request{Method: "GET", Path: "/task-events/stream", Key: tt.key}, tt.status)
+		if code := apitest.ErrorCode(body); code != tt.code {
 			t.Errorf("%s: code = %q, want %q", tt.name, code, tt.code)
 		}
 	}
-	c := stream(t, e.serve(), e.key(lifecycle.ScopeEventsRead), "", nil)
+	c := stream(t, e.serve(), e.Key(lifecycle.ScopeEventsRead), "", nil)
 	c.close()
-	rec := e.do(request{method: "POST", path: "/task-events/stream", key: e.admin})
+	rec := e.Do(apitest.Request{Method: "POST", Path: "/task-events/stream", Key: e.Admin})
 	if rec.Code != http.StatusMethodNotAllowed || rec.Header().Get("Allow") != "GET" {
 		t.Errorf("POST = %d with Allow %q, want 405 with Allow GET", rec.Code, rec.Header().Get("Allow"))
 	}
@@ -393,9 +394,9 @@ func TestStreamCursor(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, noPolling)
 	srv := e.serve()
-	a := e.createTask(taskBody("ENG-1"))["id"].(string)
-	e.call(request{method: "POST", path: "/tasks/" + a + "/start", key: e.admin}, http.StatusOK)
-	evs := e.events()
+	a := e.CreateTask(apitest.TaskBody("ENG-1"))["id"].(string)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + a + "/start", Key: e.Admin}, http.StatusOK)
+	evs := e.Events()
 
 	expired := []struct {
 		name   string
@@ -408,8 +409,8 @@ func TestStreamCursor(t *testing.T) {
 		{"Last-Event-ID wins over a good cursor", "cursor=" + evs[0].ID, http.Header{"Last-Event-Id": {"evt_nope"}}},
 	}
 	for _, tt := range expired {
-		body := e.call(request{method: "GET", path: "/task-events/stream?" + tt.query, key: e.admin, header: tt.header}, http.StatusGone)
-		if code := errorCode(body); code != "cursor_expired" {
+		body := e.Call(apitest.Request{Method: "GET", Path: "/task-events/stream?" + tt.query, Key: e.Admin, Header: tt.header}, http.StatusGone)
+		if code := apitest.ErrorCode(body); code != "cursor_expired" {
 			t.Errorf("%s: code = %q, want cursor_expired", tt.name, code)
 		}
 		if msg := body["error"].(map[string]any)["message"].(string); !strings.Contains(msg, "reconnect without a cursor") {
@@ -418,24 +419,24 @@ func TestStreamCursor(t *testing.T) {
 	}
 
 	// Last-Event-ID takes precedence over cursor.
-	c := stream(t, srv, e.admin, "cursor=evt_nope", http.Header{"Last-Event-Id": {evs[0].ID}})
+	c := stream(t, srv, e.Admin, "cursor=evt_nope", http.Header{"Last-Event-Id": {evs[0].ID}})
 	if ev := c.event(); ev.ID != evs[1].ID {
 		t.Errorf("resumed at %s, want %s", ev.ID, evs[1].ID)
 	}
 	// The newest event as cursor: nothing to replay, then live.
-	c = stream(t, srv, e.admin, "cursor="+evs[1].ID, nil)
+	c = stream(t, srv, e.Admin, "cursor="+evs[1].ID, nil)
 	if got := c.resp.Header.Get("X-Service-Resume-Mode"); got != "replay_then_live" {
 		t.Errorf("resume mode = %q, want replay_then_live", got)
 	}
-	e.call(request{method: "POST", path: "/tasks/" + a + "/cancel", key: e.admin}, http.StatusOK)
-	if ev := c.event(); ev.ID != e.events()[2].ID {
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + a + "/cancel", Key: e.Admin}, http.StatusOK)
+	if ev := c.event(); ev.ID != e.Events()[2].ID {
 		t.Errorf("after the newest cursor came %s, want the next event", ev.ID)
 	}
 
 	// Older than the window, though not pruned yet: 410.
-	e.clock.Advance(72*time.Hour + time.Millisecond)
-	body := e.call(request{method: "GET", path: "/task-events/stream?cursor=" + evs[0].ID, key: e.admin}, http.StatusGone)
-	if code := errorCode(body); code != "cursor_expired" {
+	e.Clock.Advance(72*time.Hour + time.Millisecond)
+	body := e.Call(apitest.Request{Method: "GET", Path: "/task-events/stream?cursor=" + evs[0].ID, Key: e.Admin}, http.StatusGone)
+	if code := apitest.ErrorCode(body); code != "cursor_expired" {
 		t.Errorf("cursor past the window: code = %q, want cursor_expired", code)
 	}
 }
@@ -447,32 +448,32 @@ func TestStreamCursorPruned(t *testing.T) {
 		c.PruneInterval = time.Hour
 	})
 	srv := e.serve()
-	a := e.createTask(taskBody("ENG-1"))["id"].(string)
-	e.clock.Advance(24 * time.Hour)
-	e.call(request{method: "POST", path: "/tasks/" + a + "/start", key: e.admin}, http.StatusOK)
-	e.call(request{method: "POST", path: "/tasks/" + a + "/cancel", key: e.admin}, http.StatusOK)
-	evs := e.events()
-	if err := e.svc.Start(t.Context()); err != nil {
+	a := e.CreateTask(apitest.TaskBody("ENG-1"))["id"].(string)
+	e.Clock.Advance(24 * time.Hour)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + a + "/start", Key: e.Admin}, http.StatusOK)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + a + "/cancel", Key: e.Admin}, http.StatusOK)
+	evs := e.Events()
+	if err := e.Svc.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { e.svc.Close(context.Background()) })
-	e.clock.Advance(25 * time.Hour) // the creation is 49 hours old, the rest 25
+	t.Cleanup(func() { e.Svc.Close(context.Background()) })
+	e.Clock.Advance(25 * time.Hour) // the creation is 49 hours old, the rest 25
 	// Step the clock until the prune loop, wherever it sleeps, has run.
-	waitFor(t, func() bool {
-		e.clock.Advance(time.Minute)
-		return len(e.events()) == 2
+	apitest.WaitFor(t, func() bool {
+		e.Clock.Advance(time.Minute)
+		return len(e.Events()) == 2
 	})
 
-	c := stream(t, srv, e.admin, "", nil)
+	c := stream(t, srv, e.Admin, "", nil)
 	if got := c.resp.Header.Get("X-Service-Replay-Window-Hours"); got != "48" {
 		t.Errorf("window header = %q, want the configured 48", got)
 	}
 	c.close()
-	body := e.call(request{method: "GET", path: "/task-events/stream?cursor=" + evs[0].ID, key: e.admin}, http.StatusGone)
-	if code := errorCode(body); code != "cursor_expired" {
+	body := e.Call(apitest.Request{Method: "GET", Path: "/task-events/stream?cursor=" + evs[0].ID, Key: e.Admin}, http.StatusGone)
+	if code := apitest.ErrorCode(body); code != "cursor_expired" {
 		t.Errorf("pruned cursor: code = %q, want cursor_expired", code)
 	}
-	c = stream(t, srv, e.admin, "cursor="+evs[1].ID, nil)
+	c = stream(t, srv, e.Admin, "cursor="+evs[1].ID, nil)
 	if ev := c.event(); ev.ID != evs[2].ID {
 		t.Errorf("kept cursor replayed %s, want %s", ev.ID, evs[2].ID)
 	}
@@ -482,9 +483,9 @@ func TestStreamFilters(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, noPolling)
 	srv := e.serve()
-	a := e.createTask(taskBody("ENG-1"))["id"].(string)
-	b := e.createTask(taskBody("ENG-2"))["id"].(string)
-	genesis := e.events()[1].ID
+	a := e.CreateTask(apitest.TaskBody("ENG-1"))["id"].(string)
+	b := e.CreateTask(apitest.TaskBody("ENG-2"))["id"].(string)
+	genesis := e.Events()[1].ID
 	// Events of all four types for both tasks, written as the Service would.
 	var written []*lifecycle.Event
 	for _, task := range []string{a, b} {
@@ -492,7 +493,7 @@ func TestStreamFilters(t *testing.T) {
 			written = append(written, testEvent(task, typ))
 		}
 	}
-	if err := e.svc.AppendEventsForTest(t.Context(), written[:4]); err != nil {
+	if err := e.Svc.AppendEventsForTest(t.Context(), written[:4]); err != nil {
 		t.Fatal(err)
 	}
 
@@ -512,14 +513,14 @@ func TestStreamFilters(t *testing.T) {
 	}
 	conns := make([]*sseConn, len(tests))
 	for i, tt := range tests {
-		conns[i] = stream(t, srv, e.admin, tt.query+"&cursor="+genesis, nil)
+		conns[i] = stream(t, srv, e.Admin, tt.query+"&cursor="+genesis, nil)
 	}
 	// The first half is replayed, the second half goes out live.
-	if err := e.svc.AppendEventsForTest(t.Context(), written[4:]); err != nil {
+	if err := e.Svc.AppendEventsForTest(t.Context(), written[4:]); err != nil {
 		t.Fatal(err)
 	}
 	last := testEvent(a, lifecycle.EventTaskUpdated) // a marker every stream but two sees
-	if err := e.svc.AppendEventsForTest(t.Context(), []*lifecycle.Event{last}); err != nil {
+	if err := e.Svc.AppendEventsForTest(t.Context(), []*lifecycle.Event{last}); err != nil {
 		t.Fatal(err)
 	}
 	for i, tt := range tests {
@@ -543,7 +544,7 @@ func TestStreamFilters(t *testing.T) {
 		testEvent(b, lifecycle.EventTaskShipped),      // "", taskId=b, eventTypes=shipped,reviewed
 		testEvent(a, lifecycle.EventTaskAwaitingUser), // awaiting_user of a
 	}
-	if err := e.svc.AppendEventsForTest(t.Context(), markers); err != nil {
+	if err := e.Svc.AppendEventsForTest(t.Context(), markers); err != nil {
 		t.Fatal(err)
 	}
 	for i, tt := range tests {
@@ -560,39 +561,39 @@ func TestStreamFilters(t *testing.T) {
 func testEvent(task string, typ lifecycle.EventType) *lifecycle.Event {
 	data, _ := json.Marshal(lifecycle.EventData{
 		TaskID: task, TaskIdentifier: "ENG", Status: lifecycle.StatusInProgress, Summary: "test <event> & more",
-		AvailableActions: []lifecycle.Action{}, Links: lifecycle.EventLinks{Task: testBase + "/tasks/" + task},
+		AvailableActions: []lifecycle.Action{}, Links: lifecycle.EventLinks{Task: apitest.BaseURL + "/tasks/" + task},
 	})
 	return &lifecycle.Event{
-		ID: id.New("evt_"), Type: typ, OccurredAt: lifecycle.NewTimestamp(epoch), TaskVersion: 1, Data: data, TaskID: task,
+		ID: id.New("evt_"), Type: typ, OccurredAt: lifecycle.NewTimestamp(apitest.Epoch), TaskVersion: 1, Data: data, TaskID: task,
 	}
 }
 
 func TestStreamKeepalive(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, noPolling)
-	c := stream(t, e.serve(), e.admin, "heartbeatSeconds=10", nil)
-	if !e.clock.WaitForWaiters(1, streamTimeout) {
+	c := stream(t, e.serve(), e.Admin, "heartbeatSeconds=10", nil)
+	if !e.Clock.WaitForWaiters(1, streamTimeout) {
 		t.Fatal("the stream never armed its heartbeat")
 	}
-	e.clock.Advance(10 * time.Second)
+	e.Clock.Advance(10 * time.Second)
 	if got, want := c.next(), ": keepalive 2026-11-21T10:00:10.000Z\n\n"; got != want {
 		t.Errorf("keepalive = %q, want %q", got, want)
 	}
 
 	// An event resets the idle time: no keepalive 10 s after the last one,
 	// but 10 s after the event.
-	if !e.clock.WaitForWaiters(1, streamTimeout) {
+	if !e.Clock.WaitForWaiters(1, streamTimeout) {
 		t.Fatal("the stream did not rearm its heartbeat")
 	}
-	e.clock.Advance(4 * time.Second)
-	e.createTask(taskBody("ENG-1"))
+	e.Clock.Advance(4 * time.Second)
+	e.CreateTask(apitest.TaskBody("ENG-1"))
 	c.event()
-	e.clock.Advance(6 * time.Second) // the heartbeat fires, 6 s after the event
-	if !e.clock.WaitForWaiters(1, streamTimeout) {
+	e.Clock.Advance(6 * time.Second) // the heartbeat fires, 6 s after the event
+	if !e.Clock.WaitForWaiters(1, streamTimeout) {
 		t.Fatal("the stream did not rearm its heartbeat after an event")
 	}
 	// A keepalive 10 s after the last one would come before this one.
-	e.clock.Advance(4 * time.Second)
+	e.Clock.Advance(4 * time.Second)
 	if got, want := c.next(), ": keepalive 2026-11-21T10:00:24.000Z\n\n"; got != want {
 		t.Errorf("keepalive after an event = %q, want %q", got, want)
 	}
@@ -602,10 +603,10 @@ func TestStreamRateLimit(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, noPolling, func(c *lifecycle.Config) { c.MaxStreamsPerKey = 2 })
 	srv := e.serve()
-	first := stream(t, srv, e.admin, "", nil)
-	stream(t, srv, e.admin, "", nil)
+	first := stream(t, srv, e.Admin, "", nil)
+	stream(t, srv, e.Admin, "", nil)
 
-	resp, cancel := openStream(t, srv, e.admin, "", nil)
+	resp, cancel := openStream(t, srv, e.Admin, "", nil)
 	defer cancel()
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
@@ -617,11 +618,11 @@ func TestStreamRateLimit(t *testing.T) {
 		t.Errorf("body = %s, want rate_limited saying why", body)
 	}
 	// Another key has its own allowance.
-	stream(t, srv, e.key(lifecycle.ScopeEventsRead), "", nil)
+	stream(t, srv, e.Key(lifecycle.ScopeEventsRead), "", nil)
 	// Closing a stream frees its place.
 	first.close()
-	waitFor(t, func() bool {
-		resp, cancel := openStream(t, srv, e.admin, "", nil)
+	apitest.WaitFor(t, func() bool {
+		resp, cancel := openStream(t, srv, e.Admin, "", nil)
 		defer cancel()
 		defer resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
@@ -632,16 +633,16 @@ func TestStreamEndsOnClose(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, noPolling)
 	srv := e.serve()
-	live := stream(t, srv, e.admin, "", nil)
-	e.createTask(taskBody("ENG-1"))
-	e.createTask(taskBody("ENG-2"))
-	replaying := stream(t, srv, e.admin, "cursor="+e.events()[0].ID, nil)
+	live := stream(t, srv, e.Admin, "", nil)
+	e.CreateTask(apitest.TaskBody("ENG-1"))
+	e.CreateTask(apitest.TaskBody("ENG-2"))
+	replaying := stream(t, srv, e.Admin, "cursor="+e.Events()[0].ID, nil)
 	live.event()
 	replaying.event()
 
 	ctx, cancel := context.WithTimeout(context.Background(), streamTimeout)
 	defer cancel()
-	if err := e.svc.Close(ctx); err != nil {
+	if err := e.Svc.Close(ctx); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
 	for _, c := range []*sseConn{live, replaying} {
@@ -650,7 +651,7 @@ func TestStreamEndsOnClose(t *testing.T) {
 		}
 	}
 	// Once closed, the store may be closed: no stream may open.
-	resp, cancelReq := openStream(t, srv, e.admin, "", nil)
+	resp, cancelReq := openStream(t, srv, e.Admin, "", nil)
 	defer cancelReq()
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable {
@@ -671,19 +672,19 @@ func TestStreamEndsOnDisconnect(t *testing.T) {
 func testStreamEndsOnDisconnect(t *testing.T, mode func(*lifecycle.Config)) {
 	e := newEnv(t, noPolling, mode, func(c *lifecycle.Config) { c.MaxStreamsPerKey = 1 })
 	srv := e.serve()
-	c := stream(t, srv, e.admin, "", nil)
+	c := stream(t, srv, e.Admin, "", nil)
 	c.close()
 	// The handler has ended when the key's only place is free again; Close
 	// then has no stream to wait for.
-	waitFor(t, func() bool {
-		resp, cancel := openStream(t, srv, e.admin, "", nil)
+	apitest.WaitFor(t, func() bool {
+		resp, cancel := openStream(t, srv, e.Admin, "", nil)
 		defer cancel()
 		defer resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), streamTimeout)
 	defer cancel()
-	if err := e.svc.Close(ctx); err != nil {
+	if err := e.Svc.Close(ctx); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
 }
@@ -720,11 +721,11 @@ func TestStreamUnderMiddleware(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, noPolling)
-			inner := e.host
-			e.host = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { inner.ServeHTTP(tt.wrap(w), r) })
-			c := stream(t, e.serve(), e.admin, "", nil)
-			e.createTask(taskBody("ENG-1"))
-			if ev := c.event(); ev.ID != e.events()[0].ID {
+			inner := e.Host
+			e.Host = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { inner.ServeHTTP(tt.wrap(w), r) })
+			c := stream(t, e.serve(), e.Admin, "", nil)
+			e.CreateTask(apitest.TaskBody("ENG-1"))
+			if ev := c.event(); ev.ID != e.Events()[0].ID {
 				t.Errorf("got %s, want the new task's event", ev.ID)
 			}
 		})
@@ -733,13 +734,13 @@ func TestStreamUnderMiddleware(t *testing.T) {
 	// A writer that can neither flush nor unwrap cannot stream: the
 	// response ends at once, and the log says how to mount the handler.
 	e := newEnv(t, noPolling)
-	inner := e.host
-	e.host = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { inner.ServeHTTP(&wrapped{ResponseWriter: w}, r) })
-	c := stream(t, e.serve(), e.admin, "", nil)
+	inner := e.Host
+	e.Host = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { inner.ServeHTTP(&wrapped{ResponseWriter: w}, r) })
+	c := stream(t, e.serve(), e.Admin, "", nil)
 	if err := c.ended(); !errors.Is(err, io.EOF) {
 		t.Errorf("stream ended with %v, want a clean end", err)
 	}
-	if logs := e.logText(); !strings.Contains(logs, "cannot flush") {
+	if logs := e.LogText(); !strings.Contains(logs, "cannot flush") {
 		t.Errorf("log does not explain the failure:\n%s", logs)
 	}
 }
@@ -748,17 +749,17 @@ func TestStreamPollsSharedStore(t *testing.T) {
 	t.Parallel()
 	// Two Services, as two processes would, share one database file.
 	e := newEnv(t, func(c *lifecycle.Config) { c.EventPollInterval = 2 * time.Second })
-	other, err := sqlite.New(sqlite.Config{Path: e.store.Path()})
+	other, err := sqlite.New(sqlite.Config{Path: e.Store.Path()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { other.Close() })
-	writer, err := lifecycle.New(lifecycle.Config{Store: other, BaseURL: testBase, Clock: fakeclock.New(epoch)})
+	writer, err := lifecycle.New(lifecycle.Config{Store: other, BaseURL: apitest.BaseURL, Clock: fakeclock.New(apitest.Epoch)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := stream(t, e.serve(), e.admin, "", nil)
-	if !e.clock.WaitForWaiters(2, streamTimeout) { // the heartbeat and the poll
+	c := stream(t, e.serve(), e.Admin, "", nil)
+	if !e.Clock.WaitForWaiters(2, streamTimeout) { // the heartbeat and the poll
 		t.Fatal("the broker never armed its poll")
 	}
 	created, err := writer.CreateTask(t.Context(), lifecycle.CreateTaskParams{
@@ -768,7 +769,7 @@ func TestStreamPollsSharedStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.clock.Advance(2 * time.Second) // the poll reads what the other Service committed
+	e.Clock.Advance(2 * time.Second) // the poll reads what the other Service committed
 	if ev := c.event(); !strings.Contains(string(ev.Data), created.ID) {
 		t.Errorf("polled event %s does not describe %s", ev.Data, created.ID)
 	}
@@ -783,27 +784,27 @@ func TestIdleStreamParks(t *testing.T) {
 	srv := e.serve()
 	parked := func(n int) {
 		t.Helper()
-		testenv.WaitFor(t, streamTimeout, fmt.Sprintf("%d streams parked", n), func() bool { return e.svc.ParkedStreamsForTest() == n })
+		testenv.WaitFor(t, streamTimeout, fmt.Sprintf("%d streams parked", n), func() bool { return e.Svc.ParkedStreamsForTest() == n })
 	}
-	key, plaintext, err := e.svc.CreateAPIKey(t.Context(), lifecycle.CreateAPIKeyParams{Name: "parker", Scopes: []lifecycle.Scope{lifecycle.ScopeEventsRead},
+	key, plaintext, err := e.Svc.CreateAPIKey(t.Context(), lifecycle.CreateAPIKeyParams{Name: "parker", Scopes: []lifecycle.Scope{lifecycle.ScopeEventsRead},
 		Actor: lifecycle.Actor{ID: "tester", Role: lifecycle.RoleUser}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := stream(t, srv, plaintext, "", nil)
 	parked(1)
-	id := e.createTask(taskBody("PARK-1"))["id"].(string)
+	id := e.CreateTask(apitest.TaskBody("PARK-1"))["id"].(string)
 	if b := c.next(); !strings.Contains(b, "event: task.updated") || !strings.Contains(b, id) {
 		t.Fatalf("block %q, want the task's event", b)
 	}
 	parked(1)
 
-	other := stream(t, srv, e.key(lifecycle.ScopeEventsRead), "", nil)
+	other := stream(t, srv, e.Key(lifecycle.ScopeEventsRead), "", nil)
 	parked(2)
 	other.close()
 	parked(1)
 
-	if _, err := e.svc.RevokeAPIKey(t.Context(), key.ID); err != nil {
+	if _, err := e.Svc.RevokeAPIKey(t.Context(), key.ID); err != nil {
 		t.Fatal(err)
 	}
 	if b := c.next(); !strings.Contains(b, "revoked") {
@@ -828,19 +829,19 @@ func TestParkedStreamSkipsWhatItFilters(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *lifecycle.Config) { c.Clock = nil; c.StreamLagLimit = 8; c.TakeOverStreams = true })
 	srv := e.serve()
-	id := e.createTask(taskBody("MINE-1"))["id"].(string)
-	c := stream(t, srv, e.key(lifecycle.ScopeEventsRead), "taskId="+id, nil)
-	testenv.WaitFor(t, streamTimeout, "the stream parked", func() bool { return e.svc.ParkedStreamsForTest() == 1 })
+	id := e.CreateTask(apitest.TaskBody("MINE-1"))["id"].(string)
+	c := stream(t, srv, e.Key(lifecycle.ScopeEventsRead), "taskId="+id, nil)
+	testenv.WaitFor(t, streamTimeout, "the stream parked", func() bool { return e.Svc.ParkedStreamsForTest() == 1 })
 	for i := range 20 {
-		e.createTask(taskBody(fmt.Sprintf("OTHER-%d", i)))
+		e.CreateTask(apitest.TaskBody(fmt.Sprintf("OTHER-%d", i)))
 	}
-	e.call(request{method: "POST", path: "/tasks/" + id + "/start", key: e.admin}, http.StatusOK)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/start", Key: e.Admin}, http.StatusOK)
 	if b := c.next(); !strings.Contains(b, id) || !strings.Contains(b, "in_progress") {
 		t.Fatalf("block %q, want the start of %s", b, id)
 	}
 	// None of the other tasks' events: the next is the task's own.
 	marker := testEvent(id, lifecycle.EventTaskUpdated)
-	if err := e.svc.AppendEventsForTest(t.Context(), []*lifecycle.Event{marker}); err != nil {
+	if err := e.Svc.AppendEventsForTest(t.Context(), []*lifecycle.Event{marker}); err != nil {
 		t.Fatal(err)
 	}
 	c.nextIs(marker)

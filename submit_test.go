@@ -38,15 +38,13 @@ var specSubmissionFields = map[string]string{
 	"availableActions": "string[]",
 }
 
-func submitBody() map[string]any { return apitest.SubmitBody() }
-
 // Transition table, row 1: in_progress, submit accepted -> in_review.
 func TestSubmitMovesTaskToReview(t *testing.T) {
 	t.Parallel()
 	e, a := newSubmitEnv(t)
 	id := e.startedTask("ENG-1")
-	e.clock.Advance(time.Minute)
-	rec := e.do(request{method: "POST", path: "/tasks/" + id + "/submit", key: e.admin, body: submitBody(), header: http.Header{
+	e.Clock.Advance(time.Minute)
+	rec := e.Do(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/submit", Key: e.Admin, Body: apitest.SubmitBody(), Header: http.Header{
 		"Idempotency-Key": {"submit-eng-1-a"},
 		"Traceparent":     {"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},
 	}})
@@ -95,7 +93,7 @@ func TestSubmitMovesTaskToReview(t *testing.T) {
 		t.Errorf("top-level availableActions differ from data's:\n%s", diff)
 	}
 
-	task := e.task(id)
+	task := e.Task(id)
 	for k, v := range map[string]any{
 		"status": "in_review", "submissionId": sub["submissionId"], "prUrl": pr.URL, "prNumber": 1.0,
 		"branch": "lifecycle/eng-1", "baseBranch": "main", "headSha": pr.HeadSHA,
@@ -105,7 +103,7 @@ func TestSubmitMovesTaskToReview(t *testing.T) {
 		}
 	}
 
-	evs := e.eventsOf(id)
+	evs := e.EventsOf(id)
 	last := evs[len(evs)-1]
 	data := last["data"].(map[string]any)
 	if last["type"] != "task.updated" || data["previousStatus"] != "in_progress" || data["status"] != "in_review" {
@@ -117,7 +115,7 @@ func TestSubmitMovesTaskToReview(t *testing.T) {
 	if diff := cmp.Diff([]any{"status", "availableActions", "submissionId", "prUrl", "prNumber", "branch", "baseBranch", "headSha", "prState"}, data["changedFields"]); diff != "" {
 		t.Errorf("changedFields (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(map[string]any{"task": testBase + "/tasks/" + id, "reviewFeedback": testBase + "/tasks/" + id + "/review-feedback"}, data["links"]); diff != "" {
+	if diff := cmp.Diff(map[string]any{"task": apitest.BaseURL + "/tasks/" + id, "reviewFeedback": apitest.BaseURL + "/tasks/" + id + "/review-feedback"}, data["links"]); diff != "" {
 		t.Errorf("links (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff(map[string]any{"id": "tester", "role": "user"}, data["actor"]); diff != "" {
@@ -130,8 +128,8 @@ func TestSubmitWhileInReviewConflicts(t *testing.T) {
 	t.Parallel()
 	e, _ := newSubmitEnv(t)
 	id := e.startedTask("ENG-1")
-	e.submitOK(id, "first-key-1", submitBody())
-	rec := e.submit(id, "second-key-2", submitBody())
+	e.SubmitOK(id, "first-key-1", apitest.SubmitBody())
+	rec := e.Submit(id, "second-key-2", apitest.SubmitBody())
 	if rec.Code != http.StatusConflict {
 		t.Fatalf("second submit = %d, want 409: %s", rec.Code, rec.Body)
 	}
@@ -150,13 +148,13 @@ func TestSubmitWhileInReviewConflicts(t *testing.T) {
 func TestSubmitOutsideInProgressConflicts(t *testing.T) {
 	t.Parallel()
 	e, _ := newSubmitEnv(t)
-	todo := e.createTask(taskBody("ENG-1"))["id"].(string)
+	todo := e.CreateTask(apitest.TaskBody("ENG-1"))["id"].(string)
 	blocked := e.startedTask("ENG-2")
-	e.call(request{method: "POST", path: "/tasks/" + blocked + "/blocker", key: e.admin, body: blockerBody()}, http.StatusOK)
-	cancelled := e.createTask(taskBody("ENG-3"))["id"].(string)
-	e.call(request{method: "POST", path: "/tasks/" + cancelled + "/cancel", key: e.admin}, http.StatusOK)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + blocked + "/blocker", Key: e.Admin, Body: blockerBody()}, http.StatusOK)
+	cancelled := e.CreateTask(apitest.TaskBody("ENG-3"))["id"].(string)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + cancelled + "/cancel", Key: e.Admin}, http.StatusOK)
 	for name, id := range map[string]string{"todo": todo, "blocked": blocked, "cancelled": cancelled} {
-		rec := e.submit(id, "key-"+name+"-1234", submitBody())
+		rec := e.Submit(id, "key-"+name+"-1234", apitest.SubmitBody())
 		if rec.Code != http.StatusConflict || !strings.Contains(rec.Body.String(), `"availableActions"`) {
 			t.Errorf("submit on a %s task = %d %s, want 409 with availableActions", name, rec.Code, rec.Body)
 		}
@@ -167,23 +165,23 @@ func TestSubmitWithoutAdapterIsNotFound(t *testing.T) {
 	t.Parallel()
 	e, _ := newSubmitEnv(t, func(c *lifecycle.Config) { c.ArtifactAdapter = nil })
 	id := e.startedTask("ENG-1")
-	other := e.createTask(withMember(taskBody("API-1"), "context", map[string]any{"project": "api", "goal": ""}))["id"].(string)
-	e.call(request{method: "POST", path: "/tasks/" + other + "/start", key: e.admin}, http.StatusOK)
+	other := e.CreateTask(withMember(apitest.TaskBody("API-1"), "context", map[string]any{"project": "api", "goal": ""}))["id"].(string)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + other + "/start", Key: e.Admin}, http.StatusOK)
 	tests := []struct {
 		name, task string
 		body       map[string]any
 	}{
-		{"project without a live adapter", other, submitBody()},
-		{"artifact mode without an artifact adapter", id, withMember(submitBody(), "mode", "artifact")},
-		{"unknown task", "tsk_doesnotexist", submitBody()},
+		{"project without a live adapter", other, apitest.SubmitBody()},
+		{"artifact mode without an artifact adapter", id, withMember(apitest.SubmitBody(), "mode", "artifact")},
+		{"unknown task", "tsk_doesnotexist", apitest.SubmitBody()},
 	}
 	for i, tt := range tests {
-		rec := e.submit(tt.task, fmt.Sprintf("not-found-%d", i), tt.body)
+		rec := e.Submit(tt.task, fmt.Sprintf("not-found-%d", i), tt.body)
 		if rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), `"not_found"`) {
 			t.Errorf("%s: submit = %d %s, want 404 not_found", tt.name, rec.Code, rec.Body)
 		}
 	}
-	if got := e.task(id)["status"]; got != "in_progress" {
+	if got := e.Task(id)["status"]; got != "in_progress" {
 		t.Errorf("a refused submit changed the task to %v", got)
 	}
 }
@@ -194,7 +192,7 @@ func TestArtifactModeSubmission(t *testing.T) {
 		c.ReviewRouter = lifecycle.ReviewRules{Default: lifecycle.ReviewPlan{Policy: lifecycle.PolicyNeverRequire}}
 	})
 	id := e.startedTask("ENG-1")
-	sub := e.submitOK(id, "artifact-key-1", withMember(submitBody(), "mode", "artifact"))
+	sub := e.SubmitOK(id, "artifact-key-1", withMember(apitest.SubmitBody(), "mode", "artifact"))
 	if sub["action"] != "accepted" || sub["owner"] != "local" || sub["ciProvider"] != "memory" {
 		t.Errorf("artifact submission = action %v, owner %v, ciProvider %v; want accepted, local, memory", sub["action"], sub["owner"], sub["ciProvider"])
 	}
@@ -213,18 +211,18 @@ func TestProviderFailureIs502AndReleasesTheKey(t *testing.T) {
 	e, a := newSubmitEnv(t)
 	id := e.startedTask("ENG-1")
 	a.web.FailNext(memory.OpEnsure, errors.New("github: 503 secret-token-abc"))
-	rec := e.submit(id, "retry-me-123", submitBody())
+	rec := e.Submit(id, "retry-me-123", apitest.SubmitBody())
 	if rec.Code != http.StatusBadGateway || !strings.Contains(rec.Body.String(), `"provider_error"`) {
 		t.Fatalf("submit with the host down = %d %s, want 502 provider_error", rec.Code, rec.Body)
 	}
 	if strings.Contains(rec.Body.String(), "secret-token") {
 		t.Errorf("the provider's error leaked to the client: %s", rec.Body)
 	}
-	if got := e.task(id)["status"]; got != "in_progress" {
+	if got := e.Task(id)["status"]; got != "in_progress" {
 		t.Errorf("status after a failed submit = %v, want in_progress", got)
 	}
 	// The same key runs again once the host is back.
-	e.submitOK(id, "retry-me-123", submitBody())
+	e.SubmitOK(id, "retry-me-123", apitest.SubmitBody())
 }
 
 // Transition table, row 3: reviews; approval makes ship available once CI passed.
@@ -236,25 +234,25 @@ func TestReviewsAndShipAvailability(t *testing.T) {
 		}}
 	})
 	id := e.startedTask("ENG-1")
-	sub := e.submitOK(id, "review-key-1", submitBody())
+	sub := e.SubmitOK(id, "review-key-1", apitest.SubmitBody())
 	sha := sub["headSha"].(string)
-	reviewer := e.keyAs(lifecycle.Actor{ID: "agent-rev", Role: lifecycle.RoleReviewer}, lifecycle.ScopeReviewsWrite, lifecycle.ScopeTasksRead)
-	outsider := e.keyAs(lifecycle.Actor{ID: "someone", Role: lifecycle.RoleUser}, lifecycle.ScopeReviewsWrite)
-	ci := e.key(lifecycle.ScopeCIWrite)
+	reviewer := e.KeyAs(lifecycle.Actor{ID: "agent-rev", Role: lifecycle.RoleReviewer}, lifecycle.ScopeReviewsWrite, lifecycle.ScopeTasksRead)
+	outsider := e.KeyAs(lifecycle.Actor{ID: "someone", Role: lifecycle.RoleUser}, lifecycle.ScopeReviewsWrite)
+	ci := e.Key(lifecycle.ScopeCIWrite)
 
 	// CI passes (the memory CI does not trust self-reported checks).
-	e.call(request{method: "POST", path: "/tasks/" + id + "/checks", key: ci, body: map[string]any{
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/checks", Key: ci, Body: map[string]any{
 		"headSha": sha, "checks": []map[string]any{{"name": "build", "status": "passed", "url": "https://ci.example.com/1"}},
 	}}, http.StatusOK)
-	if got := e.task(id)["availableActions"]; cmp.Diff([]any{"view_ci_status", "view_review_feedback"}, got) != "" {
+	if got := e.Task(id)["availableActions"]; cmp.Diff([]any{"view_ci_status", "view_review_feedback"}, got) != "" {
 		t.Errorf("actions with CI passed but no approval = %v", got)
 	}
 	// An approval from outside the review route does not count.
-	e.call(request{method: "POST", path: "/tasks/" + id + "/reviews", key: outsider, body: map[string]any{"outcome": "approved"}}, http.StatusCreated)
-	if got := e.task(id)["availableActions"]; cmp.Diff([]any{"view_ci_status", "view_review_feedback"}, got) != "" {
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/reviews", Key: outsider, Body: map[string]any{"outcome": "approved"}}, http.StatusCreated)
+	if got := e.Task(id)["availableActions"]; cmp.Diff([]any{"view_ci_status", "view_review_feedback"}, got) != "" {
 		t.Errorf("actions after an outsider's approval = %v", got)
 	}
-	resp := e.call(request{method: "POST", path: "/tasks/" + id + "/reviews", key: reviewer, body: map[string]any{"outcome": "approved", "body": "LGTM"}}, http.StatusCreated)
+	resp := e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/reviews", Key: reviewer, Body: map[string]any{"outcome": "approved", "body": "LGTM"}}, http.StatusCreated)
 	review := resp["data"].(map[string]any)
 	if !idRE("rev_").MatchString(review["id"].(string)) || review["outcome"] != "approved" || review["body"] != "LGTM" ||
 		cmp.Diff(map[string]any{"id": "agent-rev", "role": "reviewer"}, review["reviewer"]) != "" || !timestampRE.MatchString(review["submittedAt"].(string)) {
@@ -263,7 +261,7 @@ func TestReviewsAndShipAvailability(t *testing.T) {
 	if diff := cmp.Diff([]any{"ship", "view_ci_status", "view_review_feedback"}, resp["availableActions"]); diff != "" {
 		t.Errorf("actions after approval (-want +got):\n%s", diff)
 	}
-	evs := e.eventsOf(id)
+	evs := e.EventsOf(id)
 	last := evs[len(evs)-1]
 	data := last["data"].(map[string]any)
 	if last["type"] != "task.reviewed" || data["reviewOutcome"] != "approved" || data["status"] != "in_review" ||
@@ -276,7 +274,7 @@ func TestReviewsAndShipAvailability(t *testing.T) {
 	if diff := cmp.Diff([]any{"ship", "view_ci_status", "view_review_feedback"}, data["availableActions"]); diff != "" {
 		t.Errorf("event availableActions (-want +got):\n%s", diff)
 	}
-	fb := e.call(request{method: "GET", path: "/tasks/" + id + "/review-feedback", key: reviewer}, http.StatusOK)["data"].(map[string]any)
+	fb := e.Call(apitest.Request{Method: "GET", Path: "/tasks/" + id + "/review-feedback", Key: reviewer}, http.StatusOK)["data"].(map[string]any)
 	if fb["decision"] != "approved" || len(fb["reviews"].([]any)) != 2 {
 		t.Errorf("review feedback = %v, want approved with 2 reviews", fb)
 	}
@@ -291,31 +289,31 @@ func TestReworkReusesThePullRequest(t *testing.T) {
 		c.ReviewRouter = lifecycle.ReviewRules{Default: lifecycle.ReviewPlan{Policy: lifecycle.PolicyAlwaysRequire}}
 	})
 	id := e.startedTask("ENG-1")
-	first := e.submitOK(id, "rework-key-1", submitBody())
-	e.call(request{method: "POST", path: "/tasks/" + id + "/start", key: e.admin}, http.StatusConflict)
-	octocat := e.keyAs(lifecycle.Actor{ID: "octocat", Role: lifecycle.RoleReviewer}, lifecycle.ScopeReviewsWrite)
-	resp := e.call(request{method: "POST", path: "/tasks/" + id + "/reviews", key: octocat, body: map[string]any{"outcome": "changes_requested", "body": "add a test"}}, http.StatusCreated)
+	first := e.SubmitOK(id, "rework-key-1", apitest.SubmitBody())
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/start", Key: e.Admin}, http.StatusConflict)
+	octocat := e.KeyAs(lifecycle.Actor{ID: "octocat", Role: lifecycle.RoleReviewer}, lifecycle.ScopeReviewsWrite)
+	resp := e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/reviews", Key: octocat, Body: map[string]any{"outcome": "changes_requested", "body": "add a test"}}, http.StatusCreated)
 	if diff := cmp.Diff([]any{"start", "view_ci_status", "view_review_feedback"}, resp["availableActions"]); diff != "" {
 		t.Errorf("actions after changes requested (-want +got):\n%s", diff)
 	}
-	fb := e.call(request{method: "GET", path: "/tasks/" + id + "/review-feedback", key: e.admin}, http.StatusOK)["data"].(map[string]any)
+	fb := e.Call(apitest.Request{Method: "GET", Path: "/tasks/" + id + "/review-feedback", Key: e.Admin}, http.StatusOK)["data"].(map[string]any)
 	if fb["decision"] != "changes_requested" {
 		t.Errorf("decision = %v, want changes_requested", fb["decision"])
 	}
-	e.call(request{method: "POST", path: "/tasks/" + id + "/start", key: e.admin}, http.StatusOK)
-	second := e.submitOK(id, "rework-key-2", submitBody())
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/start", Key: e.Admin}, http.StatusOK)
+	second := e.SubmitOK(id, "rework-key-2", apitest.SubmitBody())
 	if second["action"] != "existing" || second["prNumber"] != first["prNumber"] || second["prUrl"] != first["prUrl"] {
 		t.Errorf("resubmission = %v #%v, want existing on #%v", second["action"], second["prNumber"], first["prNumber"])
 	}
 	if second["headSha"] == first["headSha"] {
 		t.Error("resubmission kept the old head SHA")
 	}
-	task := e.task(id)
+	task := e.Task(id)
 	if task["headSha"] != second["headSha"] || task["submissionId"] != second["submissionId"] {
 		t.Errorf("task head %v, submission %v; want the resubmission's", task["headSha"], task["submissionId"])
 	}
 	// The new submission starts a new review.
-	fb = e.call(request{method: "GET", path: "/tasks/" + id + "/review-feedback", key: e.admin}, http.StatusOK)["data"].(map[string]any)
+	fb = e.Call(apitest.Request{Method: "GET", Path: "/tasks/" + id + "/review-feedback", Key: e.Admin}, http.StatusOK)["data"].(map[string]any)
 	if fb["decision"] != "pending" || len(fb["reviews"].([]any)) != 0 {
 		t.Errorf("feedback after resubmission = %v, want pending with no reviews", fb)
 	}
@@ -328,24 +326,24 @@ func TestGitHubRulesUsesTheHostsDecision(t *testing.T) {
 	t.Parallel()
 	e, a := newSubmitEnv(t)
 	id := e.startedTask("ENG-1")
-	sub := e.submitOK(id, "gh-rules-key", submitBody())
+	sub := e.SubmitOK(id, "gh-rules-key", apitest.SubmitBody())
 	a.web.SetChecks(sub["headSha"].(string), lifecycle.CIReport{Checks: []lifecycle.CICheck{{Name: "build", Status: lifecycle.CheckPassed}}})
-	if got := e.task(id)["availableActions"]; cmp.Diff([]any{"view_ci_status", "view_review_feedback"}, got) != "" {
+	if got := e.Task(id)["availableActions"]; cmp.Diff([]any{"view_ci_status", "view_review_feedback"}, got) != "" {
 		t.Errorf("actions before the host approves = %v", got)
 	}
 	e.reconcile(id)
-	if got := e.task(id)["availableActions"]; cmp.Diff([]any{"view_ci_status", "view_review_feedback"}, got) != "" {
+	if got := e.Task(id)["availableActions"]; cmp.Diff([]any{"view_ci_status", "view_review_feedback"}, got) != "" {
 		t.Errorf("actions while the host's decision is pending = %v", got)
 	}
 	a.web.SetReviewDecision(1, lifecycle.DecisionApproved)
-	if got := e.task(id)["availableActions"]; cmp.Diff([]any{"view_ci_status", "view_review_feedback"}, got) != "" {
+	if got := e.Task(id)["availableActions"]; cmp.Diff([]any{"view_ci_status", "view_review_feedback"}, got) != "" {
 		t.Errorf("actions before the host is read again = %v; reads must not call the host", got)
 	}
 	e.reconcile(id)
-	if got := e.task(id)["availableActions"]; cmp.Diff([]any{"ship", "view_ci_status", "view_review_feedback"}, got) != "" {
+	if got := e.Task(id)["availableActions"]; cmp.Diff([]any{"ship", "view_ci_status", "view_review_feedback"}, got) != "" {
 		t.Errorf("actions after the host approves = %v", got)
 	}
-	fb := e.call(request{method: "GET", path: "/tasks/" + id + "/review-feedback", key: e.admin}, http.StatusOK)["data"].(map[string]any)
+	fb := e.Call(apitest.Request{Method: "GET", Path: "/tasks/" + id + "/review-feedback", Key: e.Admin}, http.StatusOK)["data"].(map[string]any)
 	if fb["decision"] != "approved" {
 		t.Errorf("decision = %v, want the host's approved", fb["decision"])
 	}
@@ -355,22 +353,22 @@ func TestReviewConflictsAndValidation(t *testing.T) {
 	t.Parallel()
 	e, _ := newSubmitEnv(t)
 	id := e.startedTask("ENG-1")
-	resp := e.call(request{method: "POST", path: "/tasks/" + id + "/reviews", key: e.admin, body: map[string]any{"outcome": "approved"}}, http.StatusConflict)
+	resp := e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/reviews", Key: e.Admin, Body: map[string]any{"outcome": "approved"}}, http.StatusConflict)
 	if d := resp["error"].(map[string]any)["details"].(map[string]any); d["reason"] != "not_in_review" || cmp.Diff([]any{"submit"}, d["availableActions"]) != "" {
 		t.Errorf("review of a task in progress: details = %v", d)
 	}
-	e.submitOK(id, "review-val-1", submitBody())
+	e.SubmitOK(id, "review-val-1", apitest.SubmitBody())
 	for _, body := range []any{
 		map[string]any{"outcome": "lgtm"},
 		map[string]any{"outcome": "approved", "body": strings.Repeat("x", 10001)},
 		map[string]any{},
 	} {
-		e.call(request{method: "POST", path: "/tasks/" + id + "/reviews", key: e.admin, body: body}, http.StatusBadRequest)
+		e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/reviews", Key: e.Admin, Body: body}, http.StatusBadRequest)
 	}
-	e.call(request{method: "POST", path: "/tasks/" + id + "/reviews", key: e.admin, body: map[string]any{"outcome": "commented", "body": strings.Repeat("x", 10000)}}, http.StatusCreated)
-	e.call(request{method: "POST", path: "/tasks/" + id + "/reviews", key: e.key(lifecycle.ScopeTasksWrite), body: map[string]any{"outcome": "approved"}}, http.StatusForbidden)
-	e.call(request{method: "POST", path: "/tasks/tsk_doesnotexist/reviews", key: e.admin, body: map[string]any{"outcome": "approved"}}, http.StatusNotFound)
-	e.call(request{method: "GET", path: "/tasks/tsk_doesnotexist/review-feedback", key: e.admin}, http.StatusNotFound)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/reviews", Key: e.Admin, Body: map[string]any{"outcome": "commented", "body": strings.Repeat("x", 10000)}}, http.StatusCreated)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/reviews", Key: e.Key(lifecycle.ScopeTasksWrite), Body: map[string]any{"outcome": "approved"}}, http.StatusForbidden)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/tsk_doesnotexist/reviews", Key: e.Admin, Body: map[string]any{"outcome": "approved"}}, http.StatusNotFound)
+	e.Call(apitest.Request{Method: "GET", Path: "/tasks/tsk_doesnotexist/review-feedback", Key: e.Admin}, http.StatusNotFound)
 }
 
 func blockerBody() map[string]any {
@@ -387,9 +385,9 @@ func TestBlockerAndResolution(t *testing.T) {
 	t.Parallel()
 	e, _ := newSubmitEnv(t)
 	id := e.startedTask("ENG-1")
-	agent := e.keyAs(lifecycle.Actor{ID: "agent-web", Role: lifecycle.RoleAgent}, lifecycle.ScopeTasksWrite)
-	e.clock.Advance(time.Second)
-	resp := e.call(request{method: "POST", path: "/tasks/" + id + "/blocker", key: agent, body: blockerBody()}, http.StatusOK)
+	agent := e.KeyAs(lifecycle.Actor{ID: "agent-web", Role: lifecycle.RoleAgent}, lifecycle.ScopeTasksWrite)
+	e.Clock.Advance(time.Second)
+	resp := e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/blocker", Key: agent, Body: blockerBody()}, http.StatusOK)
 	task := resp["data"].(map[string]any)
 	wantBlocker := map[string]any{
 		"kind": "awaiting_user", "sourceRunId": "run_42", "sourceAgentId": "agent-web", "reason": "missing_credentials",
@@ -402,7 +400,7 @@ func TestBlockerAndResolution(t *testing.T) {
 	if task["status"] != "blocked" || cmp.Diff([]any{"resolve_blocker"}, resp["availableActions"]) != "" {
 		t.Errorf("after blocker: status %v, actions %v; want blocked, [resolve_blocker]", task["status"], resp["availableActions"])
 	}
-	evs := e.eventsOf(id)
+	evs := e.EventsOf(id)
 	ev := evs[len(evs)-1]
 	data := ev["data"].(map[string]any)
 	if ev["type"] != "task.awaiting_user" || data["previousStatus"] != "in_progress" ||
@@ -415,24 +413,24 @@ func TestBlockerAndResolution(t *testing.T) {
 	}
 
 	// A second blocker, or a submit, conflicts while blocked.
-	e.call(request{method: "POST", path: "/tasks/" + id + "/blocker", key: agent, body: blockerBody()}, http.StatusConflict)
-	resolved := e.call(request{method: "POST", path: "/tasks/" + id + "/resolve-blocker", key: agent, body: map[string]any{"resolution": "secret added"}}, http.StatusOK)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/blocker", Key: agent, Body: blockerBody()}, http.StatusConflict)
+	resolved := e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/resolve-blocker", Key: agent, Body: map[string]any{"resolution": "secret added"}}, http.StatusOK)
 	if got := resolved["data"].(map[string]any); got["status"] != "in_progress" || got["blocker"] != nil {
 		t.Errorf("after resolution: status %v, blocker %v; want in_progress, null", got["status"], got["blocker"])
 	}
-	evs = e.eventsOf(id)
+	evs = e.EventsOf(id)
 	ev = evs[len(evs)-1]
 	if data := ev["data"].(map[string]any); ev["type"] != "task.updated" || data["previousStatus"] != "blocked" || !strings.Contains(data["summary"].(string), "secret added") {
 		t.Errorf("resolution event = %v", ev)
 	}
-	e.call(request{method: "POST", path: "/tasks/" + id + "/resolve-blocker", key: agent}, http.StatusConflict)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/resolve-blocker", Key: agent}, http.StatusConflict)
 }
 
 func TestBlockerValidationAndConflicts(t *testing.T) {
 	t.Parallel()
 	e, _ := newSubmitEnv(t)
-	todo := e.createTask(taskBody("ENG-1"))["id"].(string)
-	resp := e.call(request{method: "POST", path: "/tasks/" + todo + "/blocker", key: e.admin, body: blockerBody()}, http.StatusConflict)
+	todo := e.CreateTask(apitest.TaskBody("ENG-1"))["id"].(string)
+	resp := e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + todo + "/blocker", Key: e.Admin, Body: blockerBody()}, http.StatusConflict)
 	if d := resp["error"].(map[string]any)["details"].(map[string]any); d["reason"] != "not_in_progress" {
 		t.Errorf("blocker on a todo task: %v", d)
 	}
@@ -448,14 +446,14 @@ func TestBlockerValidationAndConflicts(t *testing.T) {
 		{withMember(blockerBody(), "resumeInstructions", strings.Repeat("a", 2001)), "resumeInstructions"},
 	}
 	for _, b := range bad {
-		resp := e.call(request{method: "POST", path: "/tasks/" + id + "/blocker", key: e.admin, body: b.body}, http.StatusBadRequest)
+		resp := e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/blocker", Key: e.Admin, Body: b.body}, http.StatusBadRequest)
 		if !hasFieldError(resp["error"].(map[string]any), b.field) {
 			t.Errorf("details.fields lacks %s: %v", b.field, resp)
 		}
 	}
-	e.call(request{method: "POST", path: "/tasks/" + id + "/resolve-blocker", key: e.admin, body: map[string]any{"resolution": strings.Repeat("a", 2001)}}, http.StatusBadRequest)
-	e.call(request{method: "POST", path: "/tasks/" + id + "/blocker", key: e.key(lifecycle.ScopeTasksRead), body: blockerBody()}, http.StatusForbidden)
-	e.call(request{method: "POST", path: "/tasks/tsk_doesnotexist/blocker", key: e.admin, body: blockerBody()}, http.StatusNotFound)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/resolve-blocker", Key: e.Admin, Body: map[string]any{"resolution": strings.Repeat("a", 2001)}}, http.StatusBadRequest)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/blocker", Key: e.Key(lifecycle.ScopeTasksRead), Body: blockerBody()}, http.StatusForbidden)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/tsk_doesnotexist/blocker", Key: e.Admin, Body: blockerBody()}, http.StatusNotFound)
 }
 
 // Submits with different keys race: one is accepted, the adapter is asked once.
@@ -469,7 +467,7 @@ func TestConcurrentSubmitsWithDifferentKeysAcceptOne(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			codes[i] = e.submit(id, fmt.Sprintf("distinct-key-%02d", i), submitBody()).Code
+			codes[i] = e.Submit(id, fmt.Sprintf("distinct-key-%02d", i), apitest.SubmitBody()).Code
 		}()
 	}
 	wg.Wait()

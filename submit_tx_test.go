@@ -13,6 +13,7 @@ import (
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/memory"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 	"github.com/tasklifecycle/lifecycle/store/sqlite"
 )
 
@@ -46,12 +47,12 @@ func TestSubmitTransactions(t *testing.T) {
 	}
 	t.Cleanup(func() { base.Close() })
 	store := &txCountingStore{Store: base, relaxer: base}
-	svc, err := lifecycle.New(lifecycle.Config{Store: store, BaseURL: testBase, Logger: slog.New(slog.DiscardHandler),
+	svc, err := lifecycle.New(lifecycle.Config{Store: store, BaseURL: apitest.BaseURL, Logger: slog.New(slog.DiscardHandler),
 		Adapters: []lifecycle.AdapterBinding{{Adapter: memory.New(memory.Config{})}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, admin, err := svc.CreateAPIKey(t.Context(), lifecycle.CreateAPIKeyParams{Name: "tx", Scopes: allScopes(), Actor: lifecycle.Actor{ID: "tx", Role: lifecycle.RoleUser}})
+	_, admin, err := svc.CreateAPIKey(t.Context(), lifecycle.CreateAPIKeyParams{Name: "tx", Scopes: apitest.AllScopes(), Actor: lifecycle.Actor{ID: "tx", Role: lifecycle.RoleUser}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,13 +100,13 @@ func TestResubmitTakesOverHostReviews(t *testing.T) {
 	e, a := newSubmitEnv(t) // ReviewRules{}: github_rules
 	id, _ := e.submittedTask("ENG-1")
 	a.web.SetReviewDecision(1, lifecycle.DecisionChangesRequested)
-	a.web.AddReview(1, lifecycle.HostReview{Reviewer: "octocat", Outcome: lifecycle.ReviewChangesRequested, Body: "Add a test", SubmittedAt: epoch})
+	a.web.AddReview(1, lifecycle.HostReview{Reviewer: "octocat", Outcome: lifecycle.ReviewChangesRequested, Body: "Add a test", SubmittedAt: apitest.Epoch})
 	e.hostEvent(lifecycle.ProviderReviewSubmitted, 1, "review-1")
-	e.call(request{method: "POST", path: "/tasks/" + id + "/start", key: e.admin}, http.StatusOK)
-	e.call(request{method: "POST", path: "/tasks/" + id + "/submit", key: e.admin, body: map[string]any{"summary": "Added the test."},
-		header: http.Header{"Idempotency-Key": {"resubmit-1"}}}, http.StatusAccepted)
-	task := e.task(id)
-	fb := e.call(request{method: "GET", path: "/tasks/" + id + "/review-feedback", key: e.admin}, http.StatusOK)["data"].(map[string]any)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/start", Key: e.Admin}, http.StatusOK)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/submit", Key: e.Admin, Body: map[string]any{"summary": "Added the test."},
+		Header: http.Header{"Idempotency-Key": {"resubmit-1"}}}, http.StatusAccepted)
+	task := e.Task(id)
+	fb := e.Call(apitest.Request{Method: "GET", Path: "/tasks/" + id + "/review-feedback", Key: e.Admin}, http.StatusOK)["data"].(map[string]any)
 	if got := task["availableActions"]; !hasString(got, "start") {
 		t.Errorf("actions after a resubmission to a pull request with changes requested = %v, want start offered", got)
 	}

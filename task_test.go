@@ -10,90 +10,91 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 )
 
 func TestTaskEndpointsStatusCodes(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	task := e.createTask(taskBody("ENG-1"))
+	task := e.CreateTask(apitest.TaskBody("ENG-1"))
 	id := task["id"].(string)
-	reader := e.key(lifecycle.ScopeTasksRead)
-	writer := e.key(lifecycle.ScopeTasksWrite)
-	revoked := e.key(lifecycle.ScopeTasksRead, lifecycle.ScopeTasksAdmin)
-	keys := e.call(request{method: "GET", path: "/api-keys", key: e.admin}, http.StatusOK)["data"].([]any)
+	reader := e.Key(lifecycle.ScopeTasksRead)
+	writer := e.Key(lifecycle.ScopeTasksWrite)
+	revoked := e.Key(lifecycle.ScopeTasksRead, lifecycle.ScopeTasksAdmin)
+	keys := e.Call(apitest.Request{Method: "GET", Path: "/api-keys", Key: e.Admin}, http.StatusOK)["data"].([]any)
 	revokedID := keys[len(keys)-1].(map[string]any)["id"].(string)
-	e.call(request{method: "DELETE", path: "/api-keys/" + revokedID, key: e.admin}, http.StatusNoContent)
+	e.Call(apitest.Request{Method: "DELETE", Path: "/api-keys/" + revokedID, Key: e.Admin}, http.StatusNoContent)
 
 	tests := []struct {
 		name     string
-		req      request
+		req      apitest.Request
 		status   int
 		code     string
 		errField string // a field that details.fields must name
 	}{
-		{"get", request{method: "GET", path: "/tasks/" + id, key: reader}, 200, "", ""},
-		{"get compact", request{method: "GET", path: "/tasks/" + id + "?tokenBudget=compact", key: reader}, 200, "", ""},
-		{"get bad token budget", request{method: "GET", path: "/tasks/" + id + "?tokenBudget=tiny", key: reader}, 400, "validation_error", "tokenBudget"},
-		{"get no key", request{method: "GET", path: "/tasks/" + id}, 401, "unauthorized", ""},
-		{"get malformed key", request{method: "GET", path: "/tasks/" + id, key: "not-a-key"}, 401, "unauthorized", ""},
-		{"get unknown key", request{method: "GET", path: "/tasks/" + id, key: "lsk_" + strings.Repeat("x", 40)}, 401, "unauthorized", ""},
-		{"get revoked key", request{method: "GET", path: "/tasks/" + id, key: revoked}, 401, "unauthorized", ""},
-		{"get wrong scope", request{method: "GET", path: "/tasks/" + id, key: writer}, 403, "insufficient_scope", ""},
-		{"get unknown task", request{method: "GET", path: "/tasks/tsk_doesnotexist", key: reader}, 404, "not_found", ""},
-		{"get malformed id", request{method: "GET", path: "/tasks/task-1", key: reader}, 404, "not_found", ""},
-		{"put task", request{method: "PUT", path: "/tasks/" + id, key: reader}, 405, "method_not_allowed", ""},
+		{"get", apitest.Request{Method: "GET", Path: "/tasks/" + id, Key: reader}, 200, "", ""},
+		{"get compact", apitest.Request{Method: "GET", Path: "/tasks/" + id + "?tokenBudget=compact", Key: reader}, 200, "", ""},
+		{"get bad token budget", apitest.Request{Method: "GET", Path: "/tasks/" + id + "?tokenBudget=tiny", Key: reader}, 400, "validation_error", "tokenBudget"},
+		{"get no key", apitest.Request{Method: "GET", Path: "/tasks/" + id}, 401, "unauthorized", ""},
+		{"get malformed key", apitest.Request{Method: "GET", Path: "/tasks/" + id, Key: "not-a-key"}, 401, "unauthorized", ""},
+		{"get unknown key", apitest.Request{Method: "GET", Path: "/tasks/" + id, Key: "lsk_" + strings.Repeat("x", 40)}, 401, "unauthorized", ""},
+		{"get revoked key", apitest.Request{Method: "GET", Path: "/tasks/" + id, Key: revoked}, 401, "unauthorized", ""},
+		{"get wrong scope", apitest.Request{Method: "GET", Path: "/tasks/" + id, Key: writer}, 403, "insufficient_scope", ""},
+		{"get unknown task", apitest.Request{Method: "GET", Path: "/tasks/tsk_doesnotexist", Key: reader}, 404, "not_found", ""},
+		{"get malformed id", apitest.Request{Method: "GET", Path: "/tasks/task-1", Key: reader}, 404, "not_found", ""},
+		{"put task", apitest.Request{Method: "PUT", Path: "/tasks/" + id, Key: reader}, 405, "method_not_allowed", ""},
 
-		{"list", request{method: "GET", path: "/tasks", key: reader}, 200, "", ""},
-		{"list bad status", request{method: "GET", path: "/tasks?status=open", key: reader}, 400, "validation_error", "status"},
-		{"list bad limit", request{method: "GET", path: "/tasks?limit=201", key: reader}, 400, "validation_error", "limit"},
-		{"list zero limit", request{method: "GET", path: "/tasks?limit=0", key: reader}, 400, "validation_error", "limit"},
-		{"list text limit", request{method: "GET", path: "/tasks?limit=ten", key: reader}, 400, "validation_error", "limit"},
-		{"list bad cursor", request{method: "GET", path: "/tasks?cursor=%21%21", key: reader}, 400, "validation_error", "cursor"},
-		{"list no key", request{method: "GET", path: "/tasks"}, 401, "unauthorized", ""},
-		{"list wrong scope", request{method: "GET", path: "/tasks", key: writer}, 403, "insufficient_scope", ""},
-		{"delete tasks", request{method: "DELETE", path: "/tasks", key: reader}, 405, "method_not_allowed", ""},
+		{"list", apitest.Request{Method: "GET", Path: "/tasks", Key: reader}, 200, "", ""},
+		{"list bad status", apitest.Request{Method: "GET", Path: "/tasks?status=open", Key: reader}, 400, "validation_error", "status"},
+		{"list bad limit", apitest.Request{Method: "GET", Path: "/tasks?limit=201", Key: reader}, 400, "validation_error", "limit"},
+		{"list zero limit", apitest.Request{Method: "GET", Path: "/tasks?limit=0", Key: reader}, 400, "validation_error", "limit"},
+		{"list text limit", apitest.Request{Method: "GET", Path: "/tasks?limit=ten", Key: reader}, 400, "validation_error", "limit"},
+		{"list bad cursor", apitest.Request{Method: "GET", Path: "/tasks?cursor=%21%21", Key: reader}, 400, "validation_error", "cursor"},
+		{"list no key", apitest.Request{Method: "GET", Path: "/tasks"}, 401, "unauthorized", ""},
+		{"list wrong scope", apitest.Request{Method: "GET", Path: "/tasks", Key: writer}, 403, "insufficient_scope", ""},
+		{"delete tasks", apitest.Request{Method: "DELETE", Path: "/tasks", Key: reader}, 405, "method_not_allowed", ""},
 
-		{"create", request{method: "POST", path: "/tasks", key: e.admin, body: taskBody("ENG-2")}, 201, "", ""},
-		{"create duplicate identifier", request{method: "POST", path: "/tasks", key: e.admin, body: taskBody("ENG-1")}, 409, "conflict", ""},
-		{"create no key", request{method: "POST", path: "/tasks", body: taskBody("ENG-3")}, 401, "unauthorized", ""},
-		{"create wrong scope", request{method: "POST", path: "/tasks", key: writer, body: taskBody("ENG-3")}, 403, "insufficient_scope", ""},
-		{"create malformed JSON", request{method: "POST", path: "/tasks", key: e.admin, body: `{"identifier":`}, 400, "validation_error", "body"},
-		{"create empty body", request{method: "POST", path: "/tasks", key: e.admin, body: ""}, 400, "validation_error", "body"},
-		{"create array body", request{method: "POST", path: "/tasks", key: e.admin, body: `[]`}, 400, "validation_error", "body"},
-		{"create trailing data", request{method: "POST", path: "/tasks", key: e.admin, body: `{"identifier":"X"} {}`}, 400, "validation_error", "body"},
-		{"create unknown member", request{method: "POST", path: "/tasks", key: e.admin, body: withMember(taskBody("ENG-3"), "colour", "red")}, 400, "validation_error", "colour"},
-		{"create wrong type", request{method: "POST", path: "/tasks", key: e.admin, body: withMember(taskBody("ENG-3"), "title", 7)}, 400, "validation_error", "title"},
-		{"create nested wrong type", request{method: "POST", path: "/tasks", key: e.admin, body: withMember(taskBody("ENG-3"), "links", map[string]any{"issue": 1})}, 400, "validation_error", "links.issue"},
-		{"create bad priority", request{method: "POST", path: "/tasks", key: e.admin, body: withMember(taskBody("ENG-3"), "priority", "urgent")}, 400, "validation_error", "priority"},
-		{"create no issue link", request{method: "POST", path: "/tasks", key: e.admin, body: withMember(taskBody("ENG-3"), "links", map[string]any{})}, 400, "validation_error", "links.issue"},
-		{"create relative issue link", request{method: "POST", path: "/tasks", key: e.admin, body: withMember(taskBody("ENG-3"), "links", map[string]any{"issue": "/ENG-3"})}, 400, "validation_error", "links.issue"},
-		{"create too large", request{method: "POST", path: "/tasks", key: e.admin, body: withMember(taskBody("ENG-3"), "description", strings.Repeat("x", 1<<20))}, 413, "payload_too_large", ""},
-		{"patch tasks", request{method: "PATCH", path: "/tasks", key: e.admin}, 405, "method_not_allowed", ""},
+		{"create", apitest.Request{Method: "POST", Path: "/tasks", Key: e.Admin, Body: apitest.TaskBody("ENG-2")}, 201, "", ""},
+		{"create duplicate identifier", apitest.Request{Method: "POST", Path: "/tasks", Key: e.Admin, Body: apitest.TaskBody("ENG-1")}, 409, "conflict", ""},
+		{"create no key", apitest.Request{Method: "POST", Path: "/tasks", Body: apitest.TaskBody("ENG-3")}, 401, "unauthorized", ""},
+		{"create wrong scope", apitest.Request{Method: "POST", Path: "/tasks", Key: writer, Body: apitest.TaskBody("ENG-3")}, 403, "insufficient_scope", ""},
+		{"create malformed JSON", apitest.Request{Method: "POST", Path: "/tasks", Key: e.Admin, Body: `{"identifier":`}, 400, "validation_error", "body"},
+		{"create empty body", apitest.Request{Method: "POST", Path: "/tasks", Key: e.Admin, Body: ""}, 400, "validation_error", "body"},
+		{"create array body", apitest.Request{Method: "POST", Path: "/tasks", Key: e.Admin, Body: `[]`}, 400, "validation_error", "body"},
+		{"create trailing data", apitest.Request{Method: "POST", Path: "/tasks", Key: e.Admin, Body: `{"identifier":"X"} {}`}, 400, "validation_error", "body"},
+		{"create unknown member", apitest.Request{Method: "POST", Path: "/tasks", Key: e.Admin, Body: withMember(apitest.TaskBody("ENG-3"), "colour", "red")}, 400, "validation_error", "colour"},
+		{"create wrong type", apitest.Request{Method: "POST", Path: "/tasks", Key: e.Admin, Body: withMember(apitest.TaskBody("ENG-3"), "title", 7)}, 400, "validation_error", "title"},
+		{"create nested wrong type", apitest.Request{Method: "POST", Path: "/tasks", Key: e.Admin, Body: withMember(apitest.TaskBody("ENG-3"), "links", map[string]any{"issue": 1})}, 400, "validation_error", "links.issue"},
+		{"create bad priority", apitest.Request{Method: "POST", Path: "/tasks", Key: e.Admin, Body: withMember(apitest.TaskBody("ENG-3"), "priority", "urgent")}, 400, "validation_error", "priority"},
+		{"create no issue link", apitest.Request{Method: "POST", Path: "/tasks", Key: e.Admin, Body: withMember(apitest.TaskBody("ENG-3"), "links", map[string]any{})}, 400, "validation_error", "links.issue"},
+		{"create relative issue link", apitest.Request{Method: "POST", Path: "/tasks", Key: e.Admin, Body: withMember(apitest.TaskBody("ENG-3"), "links", map[string]any{"issue": "/ENG-3"})}, 400, "validation_error", "links.issue"},
+		{"create too large", apitest.Request{Method: "POST", Path: "/tasks", Key: e.Admin, Body: withMember(apitest.TaskBody("ENG-3"), "description", strings.Repeat("x", 1<<20))}, 413, "payload_too_large", ""},
+		{"patch tasks", apitest.Request{Method: "PATCH", Path: "/tasks", Key: e.Admin}, 405, "method_not_allowed", ""},
 
-		{"start unknown task", request{method: "POST", path: "/tasks/tsk_doesnotexist/start", key: writer}, 404, "not_found", ""},
-		{"start no key", request{method: "POST", path: "/tasks/" + id + "/start"}, 401, "unauthorized", ""},
-		{"start wrong scope", request{method: "POST", path: "/tasks/" + id + "/start", key: reader}, 403, "insufficient_scope", ""},
-		{"start unknown member", request{method: "POST", path: "/tasks/" + id + "/start", key: writer, body: `{"force":true}`}, 400, "validation_error", "force"},
-		{"start", request{method: "POST", path: "/tasks/" + id + "/start", key: writer}, 200, "", ""},
-		{"start again", request{method: "POST", path: "/tasks/" + id + "/start", key: writer, body: `{}`}, 409, "conflict", ""},
-		{"get start", request{method: "GET", path: "/tasks/" + id + "/start", key: writer}, 405, "method_not_allowed", ""},
+		{"start unknown task", apitest.Request{Method: "POST", Path: "/tasks/tsk_doesnotexist/start", Key: writer}, 404, "not_found", ""},
+		{"start no key", apitest.Request{Method: "POST", Path: "/tasks/" + id + "/start"}, 401, "unauthorized", ""},
+		{"start wrong scope", apitest.Request{Method: "POST", Path: "/tasks/" + id + "/start", Key: reader}, 403, "insufficient_scope", ""},
+		{"start unknown member", apitest.Request{Method: "POST", Path: "/tasks/" + id + "/start", Key: writer, Body: `{"force":true}`}, 400, "validation_error", "force"},
+		{"start", apitest.Request{Method: "POST", Path: "/tasks/" + id + "/start", Key: writer}, 200, "", ""},
+		{"start again", apitest.Request{Method: "POST", Path: "/tasks/" + id + "/start", Key: writer, Body: `{}`}, 409, "conflict", ""},
+		{"get start", apitest.Request{Method: "GET", Path: "/tasks/" + id + "/start", Key: writer}, 405, "method_not_allowed", ""},
 
-		{"cancel wrong scope", request{method: "POST", path: "/tasks/" + id + "/cancel", key: writer}, 403, "insufficient_scope", ""},
-		{"cancel unknown task", request{method: "POST", path: "/tasks/tsk_doesnotexist/cancel", key: e.admin}, 404, "not_found", ""},
-		{"cancel reason too long", request{method: "POST", path: "/tasks/" + id + "/cancel", key: e.admin, body: map[string]any{"reason": strings.Repeat("é", 2001)}}, 400, "validation_error", "reason"},
-		{"cancel", request{method: "POST", path: "/tasks/" + id + "/cancel", key: e.admin, body: map[string]any{"reason": strings.Repeat("é", 2000)}}, 200, "", ""},
-		{"cancel again", request{method: "POST", path: "/tasks/" + id + "/cancel", key: e.admin}, 409, "conflict", ""},
+		{"cancel wrong scope", apitest.Request{Method: "POST", Path: "/tasks/" + id + "/cancel", Key: writer}, 403, "insufficient_scope", ""},
+		{"cancel unknown task", apitest.Request{Method: "POST", Path: "/tasks/tsk_doesnotexist/cancel", Key: e.Admin}, 404, "not_found", ""},
+		{"cancel reason too long", apitest.Request{Method: "POST", Path: "/tasks/" + id + "/cancel", Key: e.Admin, Body: map[string]any{"reason": strings.Repeat("é", 2001)}}, 400, "validation_error", "reason"},
+		{"cancel", apitest.Request{Method: "POST", Path: "/tasks/" + id + "/cancel", Key: e.Admin, Body: map[string]any{"reason": strings.Repeat("é", 2000)}}, 200, "", ""},
+		{"cancel again", apitest.Request{Method: "POST", Path: "/tasks/" + id + "/cancel", Key: e.Admin}, 409, "conflict", ""},
 
-		{"unknown path", request{method: "GET", path: "/nothing", key: reader}, 404, "not_found", ""},
-		{"unknown path without key", request{method: "GET", path: "/nothing"}, 404, "not_found", ""},
+		{"unknown path", apitest.Request{Method: "GET", Path: "/nothing", Key: reader}, 404, "not_found", ""},
+		{"unknown path without key", apitest.Request{Method: "GET", Path: "/nothing"}, 404, "not_found", ""},
 	}
 	// The cases run in order: start and cancel change the task.
 	for _, tt := range tests {
-		body := e.call(tt.req, tt.status)
+		body := e.Call(tt.req, tt.status)
 		if tt.code == "" {
 			continue
 		}
-		if got := errorCode(body); got != tt.code {
+		if got := apitest.ErrorCode(body); got != tt.code {
 			t.Errorf("%s: error.code = %q, want %q (body %v)", tt.name, got, tt.code, body)
 		}
 		obj := body["error"].(map[string]any)
@@ -103,7 +104,7 @@ func TestTaskEndpointsStatusCodes(t *testing.T) {
 		if tt.errField != "" && !hasFieldError(obj, tt.errField) {
 			t.Errorf("%s: details.fields does not name %q: %v", tt.name, tt.errField, obj["details"])
 		}
-		if tt.status == http.StatusConflict && strings.Contains(tt.req.path, "/tasks/") {
+		if tt.status == http.StatusConflict && strings.Contains(tt.req.Path, "/tasks/") {
 			details, _ := obj["details"].(map[string]any)
 			if _, ok := details["availableActions"].([]any); !ok {
 				t.Errorf("%s: a task conflict lacks details.availableActions: %v", tt.name, obj)
@@ -137,7 +138,7 @@ func hasFieldError(obj map[string]any, field string) bool {
 func TestMethodNotAllowedListsAllowedMethods(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	rec := e.do(request{method: "PUT", path: "/tasks", key: e.admin})
+	rec := e.Do(apitest.Request{Method: "PUT", Path: "/tasks", Key: e.Admin})
 	if rec.Code != http.StatusMethodNotAllowed {
 		t.Fatalf("PUT /tasks = %d, want 405", rec.Code)
 	}
@@ -149,7 +150,7 @@ func TestMethodNotAllowedListsAllowedMethods(t *testing.T) {
 func TestValidationListsEveryField(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	body := e.call(request{method: "POST", path: "/tasks", key: e.admin, body: map[string]any{
+	body := e.Call(apitest.Request{Method: "POST", Path: "/tasks", Key: e.Admin, Body: map[string]any{
 		"title":    strings.Repeat("t", 301),
 		"priority": "urgent",
 		"labels":   []string{""},
@@ -165,7 +166,7 @@ func TestValidationListsEveryField(t *testing.T) {
 func TestWrongTypeAndMissingFieldsReportedTogether(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	body := e.call(request{method: "POST", path: "/tasks", key: e.admin, body: `{"title": 7, "priority": "urgent"}`}, http.StatusBadRequest)
+	body := e.Call(apitest.Request{Method: "POST", Path: "/tasks", Key: e.Admin, Body: `{"title": 7, "priority": "urgent"}`}, http.StatusBadRequest)
 	obj := body["error"].(map[string]any)
 	fields := obj["details"].(map[string]any)["fields"].([]any)
 	var got []string
@@ -180,8 +181,8 @@ func TestWrongTypeAndMissingFieldsReportedTogether(t *testing.T) {
 func TestCreateTaskEmitsEvent(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.clock.Advance(1234 * time.Millisecond)
-	rec := e.do(request{method: "POST", path: "/tasks", key: e.admin, body: taskBody("ENG-1"), header: http.Header{
+	e.Clock.Advance(1234 * time.Millisecond)
+	rec := e.Do(apitest.Request{Method: "POST", Path: "/tasks", Key: e.Admin, Body: apitest.TaskBody("ENG-1"), Header: http.Header{
 		"Traceparent": {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
 	}})
 	if rec.Code != http.StatusCreated {
@@ -191,10 +192,10 @@ func TestCreateTaskEmitsEvent(t *testing.T) {
 	if err := json.Unmarshal(rec.Body.Bytes(), &created); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := rec.Header().Get("Location"), testBase+"/tasks/"+created.Data.ID; got != want {
+	if got, want := rec.Header().Get("Location"), apitest.BaseURL+"/tasks/"+created.Data.ID; got != want {
 		t.Errorf("Location = %q, want %q", got, want)
 	}
-	evs := e.events()
+	evs := e.Events()
 	if len(evs) != 1 {
 		t.Fatalf("%d events after creation, want 1", len(evs))
 	}
@@ -220,8 +221,8 @@ func TestCreateTaskEmitsEvent(t *testing.T) {
 		"previousStatus":   nil,
 		"actor":            map[string]any{"id": "tester", "role": "user"},
 		"links": map[string]any{
-			"task":           testBase + "/tasks/" + created.Data.ID,
-			"reviewFeedback": testBase + "/tasks/" + created.Data.ID + "/review-feedback",
+			"task":           apitest.BaseURL + "/tasks/" + created.Data.ID,
+			"reviewFeedback": apitest.BaseURL + "/tasks/" + created.Data.ID + "/review-feedback",
 		},
 	}
 	for k, v := range want {
@@ -241,10 +242,10 @@ func TestCreateTaskEmitsEvent(t *testing.T) {
 func TestStartAndCancelEvents(t *testing.T) {
 	t.Parallel()
 	e, _ := newSubmitEnv(t)
-	id := e.createTask(taskBody("ENG-1"))["id"].(string)
-	agent := e.keyAs(lifecycle.Actor{ID: "agent-web", Role: lifecycle.RoleAgent}, lifecycle.ScopeTasksWrite)
-	e.clock.Advance(time.Minute)
-	started := e.call(request{method: "POST", path: "/tasks/" + id + "/start", key: agent}, http.StatusOK)
+	id := e.CreateTask(apitest.TaskBody("ENG-1"))["id"].(string)
+	agent := e.KeyAs(lifecycle.Actor{ID: "agent-web", Role: lifecycle.RoleAgent}, lifecycle.ScopeTasksWrite)
+	e.Clock.Advance(time.Minute)
+	started := e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/start", Key: agent}, http.StatusOK)
 	if got := started["data"].(map[string]any)["status"]; got != "in_progress" {
 		t.Errorf("status after start = %v, want in_progress", got)
 	}
@@ -254,9 +255,9 @@ func TestStartAndCancelEvents(t *testing.T) {
 	if got := started["data"].(map[string]any)["updatedAt"]; got != "2026-11-21T10:01:00.000Z" {
 		t.Errorf("updatedAt after start = %v, want the clock's time", got)
 	}
-	e.call(request{method: "POST", path: "/tasks/" + id + "/cancel", key: e.admin, body: map[string]any{"reason": "duplicate"}}, http.StatusOK)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/cancel", Key: e.Admin, Body: map[string]any{"reason": "duplicate"}}, http.StatusOK)
 
-	evs := e.events()
+	evs := e.Events()
 	if len(evs) != 3 {
 		t.Fatalf("%d events, want 3 (create, start, cancel)", len(evs))
 	}
@@ -292,9 +293,9 @@ func TestStartAndCancelEvents(t *testing.T) {
 func TestConflictListsAvailableActions(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	id := e.createTask(taskBody("ENG-1"))["id"].(string)
-	e.call(request{method: "POST", path: "/tasks/" + id + "/cancel", key: e.admin}, http.StatusOK)
-	body := e.call(request{method: "POST", path: "/tasks/" + id + "/start", key: e.admin}, http.StatusConflict)
+	id := e.CreateTask(apitest.TaskBody("ENG-1"))["id"].(string)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/cancel", Key: e.Admin}, http.StatusOK)
+	body := e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/start", Key: e.Admin}, http.StatusConflict)
 	details := body["error"].(map[string]any)["details"].(map[string]any)
 	if diff := cmp.Diff([]any{}, details["availableActions"]); diff != "" {
 		t.Errorf("details.availableActions of a cancelled task (-want +got):\n%s", diff)
@@ -307,9 +308,9 @@ func TestConflictListsAvailableActions(t *testing.T) {
 func TestCompactTokenBudget(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	id := e.createTask(taskBody("ENG-1"))["id"].(string)
-	std := e.call(request{method: "GET", path: "/tasks/" + id, key: e.admin}, http.StatusOK)
-	compact := e.call(request{method: "GET", path: "/tasks/" + id + "?tokenBudget=compact", key: e.admin}, http.StatusOK)
+	id := e.CreateTask(apitest.TaskBody("ENG-1"))["id"].(string)
+	std := e.Call(apitest.Request{Method: "GET", Path: "/tasks/" + id, Key: e.Admin}, http.StatusOK)
+	compact := e.Call(apitest.Request{Method: "GET", Path: "/tasks/" + id + "?tokenBudget=compact", Key: e.Admin}, http.StatusOK)
 	if diff := cmp.Diff(map[string]any{"tokenBudgetHint": "standard", "truncatedFields": []any{}}, std["meta"]); diff != "" {
 		t.Errorf("standard meta (-want +got):\n%s", diff)
 	}
@@ -335,14 +336,14 @@ func TestListTasksPaginationAndFilters(t *testing.T) {
 	e := newEnv(t)
 	var ids []string
 	for i := range 7 {
-		body := taskBody("ENG-" + string(rune('A'+i)))
+		body := apitest.TaskBody("ENG-" + string(rune('A'+i)))
 		if i%2 == 1 {
 			body["context"] = map[string]any{"project": "api", "goal": ""}
 			body["assigneeAgentId"] = "agent-api"
 		}
-		ids = append(ids, e.createTask(body)["id"].(string))
+		ids = append(ids, e.CreateTask(body)["id"].(string))
 	}
-	e.call(request{method: "POST", path: "/tasks/" + ids[0] + "/start", key: e.admin}, http.StatusOK)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + ids[0] + "/start", Key: e.Admin}, http.StatusOK)
 
 	var got []string
 	path := "/tasks?limit=3"
@@ -350,7 +351,7 @@ func TestListTasksPaginationAndFilters(t *testing.T) {
 		if pages > 3 {
 			t.Fatal("listing did not end")
 		}
-		body := e.call(request{method: "GET", path: path, key: e.admin}, http.StatusOK)
+		body := e.Call(apitest.Request{Method: "GET", Path: path, Key: e.Admin}, http.StatusOK)
 		for _, task := range body["data"].([]any) {
 			got = append(got, task.(map[string]any)["id"].(string))
 		}
@@ -378,7 +379,7 @@ func TestListTasksPaginationAndFilters(t *testing.T) {
 		{"status=done", nil},
 	}
 	for _, f := range filters {
-		body := e.call(request{method: "GET", path: "/tasks?" + f.query, key: e.admin}, http.StatusOK)
+		body := e.Call(apitest.Request{Method: "GET", Path: "/tasks?" + f.query, Key: e.Admin}, http.StatusOK)
 		var got []string
 		for _, task := range body["data"].([]any) {
 			m := task.(map[string]any)
@@ -398,14 +399,14 @@ func TestUnknownAgentRefusedWhenDirectoryConfigured(t *testing.T) {
 	e := newEnv(t, func(c *lifecycle.Config) {
 		c.Agents = []lifecycle.Agent{{ID: "agent-web", Name: "Web Agent"}}
 	})
-	body := taskBody("ENG-1")
+	body := apitest.TaskBody("ENG-1")
 	body["assigneeAgentId"] = "agent-unknown"
-	resp := e.call(request{method: "POST", path: "/tasks", key: e.admin, body: body}, http.StatusBadRequest)
+	resp := e.Call(apitest.Request{Method: "POST", Path: "/tasks", Key: e.Admin, Body: body}, http.StatusBadRequest)
 	if !hasFieldError(resp["error"].(map[string]any), "assigneeAgentId") {
 		t.Errorf("error does not name assigneeAgentId: %v", resp)
 	}
 	body["assigneeAgentId"] = "agent-web"
-	task := e.createTask(body)
+	task := e.CreateTask(body)
 	if diff := cmp.Diff(map[string]any{"id": "agent-web", "name": "Web Agent"}, task["assignee"]); diff != "" {
 		t.Errorf("assignee (-want +got):\n%s", diff)
 	}
@@ -418,12 +419,12 @@ func TestUnknownAgentRefusedWhenDirectoryConfigured(t *testing.T) {
 func TestInternalErrorsDoNotLeak(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *lifecycle.Config) { c.Router = failingRouter{} })
-	body := e.call(request{method: "POST", path: "/tasks", key: e.admin, body: taskBody("ENG-1")}, http.StatusInternalServerError)
+	body := e.Call(apitest.Request{Method: "POST", Path: "/tasks", Key: e.Admin, Body: apitest.TaskBody("ENG-1")}, http.StatusInternalServerError)
 	obj := body["error"].(map[string]any)
 	if obj["code"] != "internal" || strings.Contains(obj["message"].(string), "router down") {
 		t.Errorf("internal error body = %v, want code internal and no internals", obj)
 	}
-	if logs := e.logText(); !strings.Contains(logs, "request failed") || !strings.Contains(logs, "router down") {
+	if logs := e.LogText(); !strings.Contains(logs, "request failed") || !strings.Contains(logs, "router down") {
 		t.Errorf("the internal error was not logged with its cause; logs:\n%s", logs)
 	}
 }
@@ -431,9 +432,9 @@ func TestInternalErrorsDoNotLeak(t *testing.T) {
 func TestClosedStoreIsUnavailable(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	id := e.createTask(taskBody("ENG-1"))["id"].(string)
-	e.store.Close()
-	body := e.call(request{method: "GET", path: "/tasks/" + id, key: e.admin}, http.StatusServiceUnavailable)
+	id := e.CreateTask(apitest.TaskBody("ENG-1"))["id"].(string)
+	e.Store.Close()
+	body := e.Call(apitest.Request{Method: "GET", Path: "/tasks/" + id, Key: e.Admin}, http.StatusServiceUnavailable)
 	obj := body["error"].(map[string]any)
 	if obj["code"] != "unavailable" || strings.Contains(obj["message"].(string), "sqlite") {
 		t.Errorf("closed store answer = %v, want code unavailable and no internals", obj)

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 )
 
 const taskCacheLookups = "lifecycle.task_cache.lookups"
@@ -24,10 +25,10 @@ func TestTaskCacheFollowsTheStore(t *testing.T) {
 	t.Parallel()
 	p, withProbe := newProbe(t)
 	e := newEnv(t, withProbe)
-	id := e.createTask(taskBody("CACHE-1"))["id"].(string)
+	id := e.CreateTask(apitest.TaskBody("CACHE-1"))["id"].(string)
 	get := func(query string) string {
 		t.Helper()
-		rec := e.do(request{method: "GET", path: "/tasks/" + id + query, key: e.admin})
+		rec := e.Do(apitest.Request{Method: "GET", Path: "/tasks/" + id + query, Key: e.Admin})
 		if rec.Code != http.StatusOK {
 			t.Fatalf("GET /tasks/%s%s = %d %s", id, query, rec.Code, rec.Body)
 		}
@@ -55,7 +56,7 @@ func TestTaskCacheFollowsTheStore(t *testing.T) {
 	// Another process changes the task: the next read sees it.
 	write := func(change func(*lifecycle.Task)) {
 		t.Helper()
-		err := e.store.Update(context.Background(), func(tx lifecycle.Tx) error {
+		err := e.Store.Update(context.Background(), func(tx lifecycle.Tx) error {
 			task, err := tx.Task(context.Background(), id)
 			if err != nil {
 				return err
@@ -86,12 +87,12 @@ func TestTaskCacheFollowsTheStore(t *testing.T) {
 		t.Fatalf("after a quiet write: %s", c)
 	}
 	// And a change through the API.
-	e.call(request{method: "POST", path: "/tasks/" + id + "/start", key: e.admin}, http.StatusOK)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/start", Key: e.Admin}, http.StatusOK)
 	if c := get(""); !strings.Contains(c, `"status":"in_progress"`) {
 		t.Fatalf("after start: %s", c)
 	}
 	// A missing task is not_found, with or without the cache.
-	if rec := e.do(request{method: "GET", path: "/tasks/tsk_00000000000000000000000000", key: e.admin}); rec.Code != http.StatusNotFound {
+	if rec := e.Do(apitest.Request{Method: "GET", Path: "/tasks/tsk_00000000000000000000000000", Key: e.Admin}); rec.Code != http.StatusNotFound {
 		t.Fatalf("a missing task = %d %s", rec.Code, rec.Body)
 	}
 }
@@ -103,11 +104,11 @@ func TestTaskCacheAnswersAsTheStore(t *testing.T) {
 	cached, _ := newSubmitEnv(t)
 	uncached, _ := newSubmitEnv(t, func(c *lifecycle.Config) { c.TaskCacheBytes = -1 })
 	for _, e := range []*env{cached, uncached} {
-		e.createTask(taskBody("SAME-1"))
+		e.CreateTask(apitest.TaskBody("SAME-1"))
 		e.startedTask("SAME-2")
 	}
 	list := func(e *env) []any {
-		return e.call(request{method: "GET", path: "/tasks", key: e.admin}, http.StatusOK)["data"].([]any)
+		return e.Call(apitest.Request{Method: "GET", Path: "/tasks", Key: e.Admin}, http.StatusOK)["data"].([]any)
 	}
 	a, b := list(cached), list(uncached)
 	if len(a) != 2 || len(b) != 2 {
@@ -116,8 +117,8 @@ func TestTaskCacheAnswersAsTheStore(t *testing.T) {
 	for i := range a {
 		for _, query := range []string{"", "?tokenBudget=compact", "?tokenBudget=standard"} {
 			for range 2 { // a miss, then a hit
-				x := cached.do(request{method: "GET", path: "/tasks/" + a[i].(map[string]any)["id"].(string) + query, key: cached.admin}).Body.String()
-				y := uncached.do(request{method: "GET", path: "/tasks/" + b[i].(map[string]any)["id"].(string) + query, key: uncached.admin}).Body.String()
+				x := cached.Do(apitest.Request{Method: "GET", Path: "/tasks/" + a[i].(map[string]any)["id"].(string) + query, Key: cached.Admin}).Body.String()
+				y := uncached.Do(apitest.Request{Method: "GET", Path: "/tasks/" + b[i].(map[string]any)["id"].(string) + query, Key: uncached.Admin}).Body.String()
 				if diff := cmp.Diff(normalizeIDs(y), normalizeIDs(x)); diff != "" {
 					t.Errorf("task %d%s, cached vs not (-uncached +cached):\n%s", i, query, diff)
 				}
@@ -140,7 +141,7 @@ func TestEncodedTask(t *testing.T) {
 	t.Parallel()
 	for _, cacheBytes := range []int64{0, -1} {
 		e := newEnv(t, func(c *lifecycle.Config) { c.TaskCacheBytes = cacheBytes })
-		id := e.createTask(taskBody("ENC-1"))["id"].(string)
+		id := e.CreateTask(apitest.TaskBody("ENC-1"))["id"].(string)
 		var calls int
 		encode := func(task *lifecycle.Task) ([]byte, error) {
 			calls++
@@ -148,7 +149,7 @@ func TestEncodedTask(t *testing.T) {
 		}
 		read := func() string {
 			t.Helper()
-			b, err := e.svc.EncodedTask(t.Context(), id, "test:title", encode)
+			b, err := e.Svc.EncodedTask(t.Context(), id, "test:title", encode)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -169,15 +170,15 @@ func TestEncodedTask(t *testing.T) {
 		}
 		read()
 		wantCalls(1, 2)
-		e.call(request{method: "POST", path: "/tasks/" + id + "/start", key: e.admin}, http.StatusOK)
+		e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/start", Key: e.Admin}, http.StatusOK)
 		if got := read(); got != "Fix the login redirect in_progress" {
 			t.Fatalf("after start, EncodedTask = %q", got)
 		}
 		wantCalls(2, 3)
-		if _, err := e.svc.EncodedTask(t.Context(), "tsk_00000000000000000000000000", "test:title", encode); !errors.Is(err, lifecycle.ErrNotFound) {
+		if _, err := e.Svc.EncodedTask(t.Context(), "tsk_00000000000000000000000000", "test:title", encode); !errors.Is(err, lifecycle.ErrNotFound) {
 			t.Fatalf("a missing task: %v, want ErrNotFound", err)
 		}
-		if _, err := e.svc.EncodedTask(t.Context(), id, "lifecycle:standard", encode); err == nil {
+		if _, err := e.Svc.EncodedTask(t.Context(), id, "lifecycle:standard", encode); err == nil {
 			t.Fatal("the Service's own form was accepted")
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 	"github.com/tasklifecycle/lifecycle/internal/testenv"
 )
 
@@ -233,15 +234,15 @@ func TestTelemetryRequestsAndAuthentication(t *testing.T) {
 	t.Parallel()
 	p, withProbe := newProbe(t)
 	e := newEnv(t, withProbe)
-	id := e.createTask(taskBody("TEL-1"))["id"].(string)
-	reader := e.key(lifecycle.ScopeTasksRead)
+	id := e.CreateTask(apitest.TaskBody("TEL-1"))["id"].(string)
+	reader := e.Key(lifecycle.ScopeTasksRead)
 
-	e.call(request{method: "GET", path: "/tasks/" + id, key: e.admin}, http.StatusOK)
-	e.call(request{method: "GET", path: "/tasks/" + id}, http.StatusUnauthorized)
-	e.call(request{method: "GET", path: "/tasks/" + id, key: "not-a-key"}, http.StatusUnauthorized)
-	e.call(request{method: "GET", path: "/tasks/" + id, key: "lsk_" + strings.Repeat("a", 40)}, http.StatusUnauthorized)
-	e.call(request{method: "POST", path: "/tasks", key: reader, body: taskBody("TEL-2")}, http.StatusForbidden)
-	e.call(request{method: "GET", path: "/no/such/thing", key: e.admin}, http.StatusNotFound)
+	e.Call(apitest.Request{Method: "GET", Path: "/tasks/" + id, Key: e.Admin}, http.StatusOK)
+	e.Call(apitest.Request{Method: "GET", Path: "/tasks/" + id}, http.StatusUnauthorized)
+	e.Call(apitest.Request{Method: "GET", Path: "/tasks/" + id, Key: "not-a-key"}, http.StatusUnauthorized)
+	e.Call(apitest.Request{Method: "GET", Path: "/tasks/" + id, Key: "lsk_" + strings.Repeat("a", 40)}, http.StatusUnauthorized)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks", Key: reader, Body: apitest.TaskBody("TEL-2")}, http.StatusForbidden)
+	e.Call(apitest.Request{Method: "GET", Path: "/no/such/thing", Key: e.Admin}, http.StatusNotFound)
 
 	get := map[string]string{"http.request.method": "GET", "http.route": "/tasks/{id}", "url.scheme": "http"}
 	p.want(requestDuration, with(get, "http.response.status_code", "200"), 1)
@@ -290,7 +291,7 @@ func TestTelemetrySubmitTrace(t *testing.T) {
 	e, _ := newSubmitEnv(t, withProbe)
 	id := e.startedTask("TEL-3")
 	const traceID, parentID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
-	rec := e.do(request{method: "POST", path: "/tasks/" + id + "/submit", key: e.admin, body: submitBody(), header: http.Header{
+	rec := e.Do(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/submit", Key: e.Admin, Body: apitest.SubmitBody(), Header: http.Header{
 		"Idempotency-Key": {"tel-submit-1"},
 		"Traceparent":     {"00-" + traceID + "-" + parentID + "-01"},
 	}})
@@ -307,7 +308,7 @@ func TestTelemetrySubmitTrace(t *testing.T) {
 	if txs := p.children(server, "store.tx"); len(txs) == 0 {
 		t.Errorf("no store.tx span under the submit's; spans: %v", p.names())
 	}
-	evs := e.events()
+	evs := e.Events()
 	last := evs[len(evs)-1]
 	if last.TaskID != id || last.TraceID == nil || *last.TraceID != traceID {
 		t.Errorf("the submit's event %s of %s has traceId %v, want %s", last.Type, last.TaskID, last.TraceID, traceID)
@@ -316,24 +317,24 @@ func TestTelemetrySubmitTrace(t *testing.T) {
 	// The same request again is a replay; the same key for another
 	// request is a conflict.
 	const route = "/tasks/{id}/submit"
-	if rec := e.submit(id, "tel-submit-1", submitBody()); rec.Code != http.StatusAccepted {
+	if rec := e.Submit(id, "tel-submit-1", apitest.SubmitBody()); rec.Code != http.StatusAccepted {
 		t.Fatalf("replayed submit = %d: %s", rec.Code, rec.Body)
 	}
-	other := submitBody()
+	other := apitest.SubmitBody()
 	other["summary"] = "something else"
-	if rec := e.submit(id, "tel-submit-1", other); rec.Code != http.StatusConflict {
+	if rec := e.Submit(id, "tel-submit-1", other); rec.Code != http.StatusConflict {
 		t.Fatalf("submit with a reused key = %d, want 409: %s", rec.Code, rec.Body)
 	}
 	p.want("lifecycle.idempotency.replays", map[string]string{"http.route": route}, 1)
 	p.want("lifecycle.idempotency.conflicts", map[string]string{"http.route": route}, 1)
 	committed := map[lifecycle.EventType]int64{}
-	for _, ev := range e.events() {
+	for _, ev := range e.Events() {
 		committed[ev.Type]++
 	}
 	for typ, n := range committed {
 		p.want("lifecycle.outbox.events", map[string]string{"lifecycle.event.type": string(typ)}, n)
 	}
-	p.want("lifecycle.outbox.events", nil, int64(len(e.events())))
+	p.want("lifecycle.outbox.events", nil, int64(len(e.Events())))
 	p.bounded()
 }
 
@@ -343,9 +344,9 @@ func TestTelemetryEventTraceIsTheRequests(t *testing.T) {
 	t.Parallel()
 	p, withProbe := newProbe(t)
 	e := newEnv(t, withProbe)
-	id := e.createTask(taskBody("TEL-4"))["id"].(string)
+	id := e.CreateTask(apitest.TaskBody("TEL-4"))["id"].(string)
 	server := p.span("POST /tasks")
-	evs := e.events()
+	evs := e.Events()
 	if len(evs) != 1 || evs[0].TaskID != id {
 		t.Fatalf("events %v, want one of %s", evs, id)
 	}
@@ -360,14 +361,14 @@ func TestTelemetryShip(t *testing.T) {
 	e, _, _ := newShipEnv(t, withProbe)
 	id, sha := e.shippableTask("TEL-5")
 	const traceID = "0af7651916cd43dd8448eb211c80319c"
-	rec := e.do(request{method: "POST", path: "/tasks/" + id + "/ship", key: e.admin, body: shipBody("merge_and_deploy", "staging", sha), header: http.Header{
+	rec := e.Do(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/ship", Key: e.Admin, Body: apitest.ShipBody("merge_and_deploy", "staging", sha), Header: http.Header{
 		"Idempotency-Key": {"tel-ship-1"},
 		"Traceparent":     {"00-" + traceID + "-b7ad6b7169203331-01"},
 	}})
 	if rec.Code != http.StatusAccepted {
 		t.Fatalf("ship = %d: %s", rec.Code, rec.Body)
 	}
-	opID := decode(t, rec)["data"].(map[string]any)["operationId"].(string)
+	opID := apitest.Decode(t, rec)["data"].(map[string]any)["operationId"].(string)
 	if st := e.waitShip(opID)["data"].(map[string]any)["status"]; st != "succeeded" {
 		t.Fatalf("ship %s", st)
 	}
@@ -414,13 +415,13 @@ func TestTelemetryShipQueueDepth(t *testing.T) {
 		t.Fatalf("an empty queue reads queued %d, running %d", q, r)
 	}
 	for i, status := range []lifecycle.ShipStatus{lifecycle.ShipQueued, lifecycle.ShipQueued, lifecycle.ShipRunning, lifecycle.ShipSucceeded} {
-		id := e.createTask(taskBody(fmt.Sprintf("DEPTH-%d", i)))["id"].(string)
+		id := e.CreateTask(apitest.TaskBody(fmt.Sprintf("DEPTH-%d", i)))["id"].(string)
 		op := lifecycle.ShipOperation{TaskID: id, OperationID: fmt.Sprintf("shp_depth%d", i), Status: status,
-			QueuedAt: lifecycle.NewTimestamp(epoch), Mode: lifecycle.ShipMergeOnly, TargetEnvironment: lifecycle.EnvironmentStaging,
+			QueuedAt: lifecycle.NewTimestamp(apitest.Epoch), Mode: lifecycle.ShipMergeOnly, TargetEnvironment: lifecycle.EnvironmentStaging,
 			ExpectedHeadSHA: strings.Repeat("a", 40), SubmissionMode: lifecycle.ModeAdapterManaged,
 			PullRequest: lifecycle.PullRequestRef{Owner: "acme", Repo: "web", Number: i + 1},
-			Actor:       lifecycle.Actor{ID: "agent", Role: lifecycle.RoleAgent}, LeaseUntil: lifecycle.NewTimestamp(epoch)}
-		if err := e.store.Update(t.Context(), func(tx lifecycle.Tx) error { return tx.CreateShipOperation(t.Context(), op) }); err != nil {
+			Actor:       lifecycle.Actor{ID: "agent", Role: lifecycle.RoleAgent}, LeaseUntil: lifecycle.NewTimestamp(apitest.Epoch)}
+		if err := e.Store.Update(t.Context(), func(tx lifecycle.Tx) error { return tx.CreateShipOperation(t.Context(), op) }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -436,11 +437,11 @@ func TestTelemetryShipFailed(t *testing.T) {
 	e, a, _ := newShipEnv(t, withProbe)
 	id, sha := e.shippableTask("TEL-6")
 	a.web.SetHeadSHA(1, strings.Repeat("b", 40)) // pushed without a webhook: the runner's reading finds it
-	rec := e.ship(id, "tel-ship-2", shipBody("merge_only", "staging", sha))
+	rec := e.ship(id, "tel-ship-2", apitest.ShipBody("merge_only", "staging", sha))
 	if rec.Code != http.StatusAccepted {
 		t.Fatalf("ship = %d: %s", rec.Code, rec.Body)
 	}
-	opID := decode(t, rec)["data"].(map[string]any)["operationId"].(string)
+	opID := apitest.Decode(t, rec)["data"].(map[string]any)["operationId"].(string)
 	op := e.waitShip(opID)["data"].(map[string]any)
 	code := op["error"].(map[string]any)["code"].(string)
 	p.await("lifecycle.ship.finished", map[string]string{"lifecycle.ship.outcome": "failed", "lifecycle.failure.code": code}, 1)
@@ -450,21 +451,21 @@ func TestTelemetryStream(t *testing.T) {
 	t.Parallel()
 	p, withProbe := newProbe(t)
 	e := newEnv(t, withProbe, func(c *lifecycle.Config) { c.StreamLagLimit = 1 })
-	startService(t, e.svc)
+	startService(t, e.Svc)
 	srv := e.serve()
-	first := e.createTask(taskBody("TEL-7"))["id"].(string)
-	cursor := e.events()[0].ID
+	first := e.CreateTask(apitest.TaskBody("TEL-7"))["id"].(string)
+	cursor := e.Events()[0].ID
 
-	live := stream(t, srv, e.admin, "", nil)
+	live := stream(t, srv, e.Admin, "", nil)
 	p.await("lifecycle.stream.open", nil, 1)
-	e.createTask(taskBody("TEL-8"))
+	e.CreateTask(apitest.TaskBody("TEL-8"))
 	live.event()
 	p.await("lifecycle.stream.events.sent", nil, 1)
 	p.want("lifecycle.stream.latency", nil, 1)
-	e.createTask(taskBody("TEL-9")) // the ring keeps one event: a replay from the first reads the Store
+	e.CreateTask(apitest.TaskBody("TEL-9")) // the ring keeps one event: a replay from the first reads the Store
 	live.event()
 
-	replay := stream(t, srv, e.admin, "cursor="+cursor, nil)
+	replay := stream(t, srv, e.Admin, "cursor="+cursor, nil)
 	if ev := replay.event(); ev.TaskID == first {
 		t.Fatalf("replay after %s sent the cursor's own event", cursor)
 	}
@@ -484,16 +485,16 @@ func TestTelemetryStreamRevoked(t *testing.T) {
 	t.Parallel()
 	p, withProbe := newProbe(t)
 	e := newEnv(t, withProbe)
-	startService(t, e.svc)
+	startService(t, e.Svc)
 	srv := e.serve()
-	k, key, err := e.svc.CreateAPIKey(t.Context(), lifecycle.CreateAPIKeyParams{Name: "streamer", Scopes: []lifecycle.Scope{lifecycle.ScopeEventsRead},
+	k, key, err := e.Svc.CreateAPIKey(t.Context(), lifecycle.CreateAPIKeyParams{Name: "streamer", Scopes: []lifecycle.Scope{lifecycle.ScopeEventsRead},
 		Actor: lifecycle.Actor{ID: "streamer", Role: lifecycle.RoleAgent}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := stream(t, srv, key, "", nil)
 	p.await("lifecycle.stream.open", nil, 1)
-	e.call(request{method: "DELETE", path: "/api-keys/" + k.ID, key: e.admin}, http.StatusNoContent)
+	e.Call(apitest.Request{Method: "DELETE", Path: "/api-keys/" + k.ID, Key: e.Admin}, http.StatusNoContent)
 	s.ended()
 	p.await("lifecycle.stream.ended", map[string]string{"lifecycle.stream.end_reason": "revoked"}, 1)
 }

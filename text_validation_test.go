@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 )
 
 // Text members refuse control characters other than tab and newline, and
@@ -31,23 +33,23 @@ func TestTextMembersRefuseControlCharactersAndInvalidUTF8(t *testing.T) {
 		{"NUL in a key name", "/api-keys", `{"name":"n\u0000","scopes":["tasks:read"],"actor":{"id":"a","role":"agent"}}`, "name", nil},
 	}
 	for _, tt := range tests {
-		rec := e.do(request{method: "POST", path: tt.path, key: e.admin, body: tt.body, header: tt.header})
+		rec := e.Do(apitest.Request{Method: "POST", Path: tt.path, Key: e.Admin, Body: tt.body, Header: tt.header})
 		if rec.Code != http.StatusBadRequest {
 			t.Errorf("%s: %d, want 400: %s", tt.name, rec.Code, rec.Body)
 			continue
 		}
-		if !hasFieldError(decode(t, rec)["error"].(map[string]any), tt.field) {
+		if !hasFieldError(apitest.Decode(t, rec)["error"].(map[string]any), tt.field) {
 			t.Errorf("%s: the error does not name %s: %s", tt.name, tt.field, rec.Body)
 		}
 	}
 
 	// Tab, newline and other languages pass; so does a paired surrogate.
 	body := task("title", `Fix\tthe\nredirect, café 日本 \ud83d\ude00`)
-	e.call(request{method: "POST", path: "/tasks", key: e.admin, body: body}, http.StatusCreated)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks", Key: e.Admin, Body: body}, http.StatusCreated)
 
 	// The text check and the other checks answer together.
-	rec := e.do(request{method: "POST", path: "/tasks", key: e.admin, body: `{"identifier":"\u0000","title":7,"links":{"issue":"ftp://x"}}`})
-	obj := decode(t, rec)["error"].(map[string]any)
+	rec := e.Do(apitest.Request{Method: "POST", Path: "/tasks", Key: e.Admin, Body: `{"identifier":"\u0000","title":7,"links":{"issue":"ftp://x"}}`})
+	obj := apitest.Decode(t, rec)["error"].(map[string]any)
 	for _, f := range []string{"identifier", "title", "links.issue"} {
 		if !hasFieldError(obj, f) {
 			t.Errorf("combined errors lack %s: %s", f, rec.Body)

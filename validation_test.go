@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 )
 
 // Every submit limit of docs/api.md at its boundary: the limit passes, one more fails.
@@ -19,7 +21,7 @@ func TestSubmitLimits(t *testing.T) {
 		return out
 	}
 	pr := func(k string, v any) map[string]any {
-		return withMember(submitBody(), "pullRequest", map[string]any{k: v})
+		return withMember(apitest.SubmitBody(), "pullRequest", map[string]any{k: v})
 	}
 	tests := []struct {
 		name   string
@@ -27,11 +29,11 @@ func TestSubmitLimits(t *testing.T) {
 		status int
 		field  string
 	}{
-		{"summary 2000", withMember(submitBody(), "summary", strings.Repeat("ä", 2000)), 202, ""},
-		{"summary 2001", withMember(submitBody(), "summary", strings.Repeat("ä", 2001)), 400, "summary"},
-		{"summary missing", withMember(submitBody(), "summary", ""), 400, "summary"},
-		{"notes 2000", withMember(submitBody(), "notes", strings.Repeat("n", 2000)), 202, ""},
-		{"notes 2001", withMember(submitBody(), "notes", strings.Repeat("n", 2001)), 400, "notes"},
+		{"summary 2000", withMember(apitest.SubmitBody(), "summary", strings.Repeat("ä", 2000)), 202, ""},
+		{"summary 2001", withMember(apitest.SubmitBody(), "summary", strings.Repeat("ä", 2001)), 400, "summary"},
+		{"summary missing", withMember(apitest.SubmitBody(), "summary", ""), 400, "summary"},
+		{"notes 2000", withMember(apitest.SubmitBody(), "notes", strings.Repeat("n", 2000)), 202, ""},
+		{"notes 2001", withMember(apitest.SubmitBody(), "notes", strings.Repeat("n", 2001)), 400, "notes"},
 		{"title 300", pr("title", strings.Repeat("t", 300)), 202, ""},
 		{"title 301", pr("title", strings.Repeat("t", 301)), 400, "pullRequest.title"},
 		{"body 10000", pr("body", strings.Repeat("b", 10000)), 202, ""},
@@ -42,22 +44,22 @@ func TestSubmitLimits(t *testing.T) {
 		{"bad head", pr("head", "feature..x"), 400, "pullRequest.head"},
 		{"bad base", pr("base", "has space"), 400, "pullRequest.base"},
 		{"draft not boolean", pr("draft", "yes"), 400, "pullRequest.draft"},
-		{"bad mode", withMember(submitBody(), "mode", "direct"), 400, "mode"},
-		{"check status", withMember(submitBody(), "checks", []map[string]any{{"name": "unit", "status": "green"}}), 400, "checks[0].status"},
-		{"check name", withMember(submitBody(), "checks", []map[string]any{{"status": "passed"}}), 400, "checks[0].name"},
-		{"unknown member", withMember(submitBody(), "force", true), 400, "force"},
+		{"bad mode", withMember(apitest.SubmitBody(), "mode", "direct"), 400, "mode"},
+		{"check status", withMember(apitest.SubmitBody(), "checks", []map[string]any{{"name": "unit", "status": "green"}}), 400, "checks[0].status"},
+		{"check name", withMember(apitest.SubmitBody(), "checks", []map[string]any{{"status": "passed"}}), 400, "checks[0].name"},
+		{"unknown member", withMember(apitest.SubmitBody(), "force", true), 400, "force"},
 		{"unknown nested member", pr("labels", []string{"x"}), 400, "labels"},
 	}
 	for i, tt := range tests {
 		id := e.startedTask(fmt.Sprintf("LIM-%d", i))
-		rec := e.submit(id, fmt.Sprintf("limit-key-%03d", i), tt.body)
+		rec := e.Submit(id, fmt.Sprintf("limit-key-%03d", i), tt.body)
 		if rec.Code != tt.status {
 			t.Errorf("%s: %d, want %d: %s", tt.name, rec.Code, tt.status, rec.Body)
 			continue
 		}
 		if tt.field != "" {
-			body := e.call(request{method: "POST", path: "/tasks/" + id + "/submit", key: e.admin, body: tt.body,
-				header: http.Header{"Idempotency-Key": {fmt.Sprintf("limit-again-%03d", i)}}}, tt.status)
+			body := e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/submit", Key: e.Admin, Body: tt.body,
+				Header: http.Header{"Idempotency-Key": {fmt.Sprintf("limit-again-%03d", i)}}}, tt.status)
 			if !hasFieldError(body["error"].(map[string]any), tt.field) {
 				t.Errorf("%s: details.fields does not name %q: %v", tt.name, tt.field, body)
 			}
@@ -70,7 +72,7 @@ func TestSubmitListsEveryInvalidField(t *testing.T) {
 	t.Parallel()
 	e, _ := newSubmitEnv(t)
 	id := e.startedTask("ENG-1")
-	body := e.call(request{method: "POST", path: "/tasks/" + id + "/submit", key: e.admin, body: map[string]any{
+	body := e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/submit", Key: e.Admin, Body: map[string]any{
 		"summary": strings.Repeat("s", 2001), "notes": strings.Repeat("n", 2001), "mode": "x",
 	}}, http.StatusBadRequest)
 	obj := body["error"].(map[string]any)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 	"github.com/tasklifecycle/lifecycle/internal/testenv"
 )
 
@@ -58,27 +59,27 @@ func (l *watchLog) waitFor(t *testing.T, n int) []lifecycle.Event {
 func TestWatchTaskDeliversTheTasksEventsInOrder(t *testing.T) {
 	e := newEnv(t)
 	ctx := t.Context()
-	id := e.createTask(taskBody("WATCH-1"))["id"].(string)
-	other := e.createTask(taskBody("WATCH-2"))["id"].(string)
+	id := e.CreateTask(apitest.TaskBody("WATCH-1"))["id"].(string)
+	other := e.CreateTask(apitest.TaskBody("WATCH-2"))["id"].(string)
 	log := newWatchLog()
-	w, err := e.svc.WatchTask(ctx, id, log.add)
+	w, err := e.Svc.WatchTask(ctx, id, log.add)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Stop()
 
 	actor := lifecycle.Actor{ID: "agent-web", Role: lifecycle.RoleAgent}
-	if _, err := e.svc.StartTask(ctx, other, lifecycle.StartTaskParams{Actor: actor}); err != nil {
+	if _, err := e.Svc.StartTask(ctx, other, lifecycle.StartTaskParams{Actor: actor}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.svc.StartTask(ctx, id, lifecycle.StartTaskParams{Actor: actor}); err != nil {
+	if _, err := e.Svc.StartTask(ctx, id, lifecycle.StartTaskParams{Actor: actor}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.svc.RecordBlocker(ctx, id, lifecycle.RecordBlockerParams{Reason: "missing_secret", ActionRequired: "Add it", Actor: actor}); err != nil {
+	if _, err := e.Svc.RecordBlocker(ctx, id, lifecycle.RecordBlockerParams{Reason: "missing_secret", ActionRequired: "Add it", Actor: actor}); err != nil {
 		t.Fatal(err)
 	}
 	evs := log.waitFor(t, 2)
-	stored, err := e.svc.TaskEventsAfter(ctx, id, 0, 10)
+	stored, err := e.Svc.TaskEventsAfter(ctx, id, 0, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,21 +96,21 @@ func TestWatchTaskDeliversTheTasksEventsInOrder(t *testing.T) {
 	if evs[1].Type != lifecycle.EventTaskAwaitingUser {
 		t.Errorf("second event is %s, want task.awaiting_user", evs[1].Type)
 	}
-	after, err := e.svc.TaskEventsAfter(ctx, id, stored[1].Sequence, 10)
+	after, err := e.Svc.TaskEventsAfter(ctx, id, stored[1].Sequence, 10)
 	if err != nil || len(after) != 1 || after[0].ID != stored[2].ID {
 		t.Errorf("TaskEventsAfter(%d) = %v, %v; want the blocker's event", stored[1].Sequence, after, err)
 	}
-	if got, _ := e.svc.TaskEventsAfter(ctx, "not-a-task", 0, 10); len(got) != 0 {
+	if got, _ := e.Svc.TaskEventsAfter(ctx, "not-a-task", 0, 10); len(got) != 0 {
 		t.Errorf("TaskEventsAfter of no task = %v", got)
 	}
 }
 
 func TestWatchTaskEndsWithStopContextAndClose(t *testing.T) {
 	e := newEnv(t)
-	id := e.createTask(taskBody("WATCH-3"))["id"].(string)
+	id := e.CreateTask(apitest.TaskBody("WATCH-3"))["id"].(string)
 	actor := lifecycle.Actor{ID: "agent-web", Role: lifecycle.RoleAgent}
 
-	stopped, err := e.svc.WatchTask(t.Context(), id, func(*lifecycle.Event) { t.Error("a stopped watch was called") })
+	stopped, err := e.Svc.WatchTask(t.Context(), id, func(*lifecycle.Event) { t.Error("a stopped watch was called") })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,29 +119,29 @@ func TestWatchTaskEndsWithStopContextAndClose(t *testing.T) {
 	<-stopped.Done()
 
 	ctx, cancel := context.WithCancel(t.Context())
-	byCtx, err := e.svc.WatchTask(ctx, id, func(*lifecycle.Event) {})
+	byCtx, err := e.Svc.WatchTask(ctx, id, func(*lifecycle.Event) {})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cancel()
 	<-byCtx.Done()
-	if _, err := e.svc.WatchTask(ctx, id, func(*lifecycle.Event) {}); !errors.Is(err, context.Canceled) {
+	if _, err := e.Svc.WatchTask(ctx, id, func(*lifecycle.Event) {}); !errors.Is(err, context.Canceled) {
 		t.Errorf("WatchTask with an ended context = %v, want context.Canceled", err)
 	}
 
 	// The dispatcher ended with the last watch; the next one starts
 	// another, which sees the next change.
 	log := newWatchLog()
-	live, err := e.svc.WatchTask(t.Context(), id, log.add)
+	live, err := e.Svc.WatchTask(t.Context(), id, log.add)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.svc.StartTask(t.Context(), id, lifecycle.StartTaskParams{Actor: actor}); err != nil {
+	if _, err := e.Svc.StartTask(t.Context(), id, lifecycle.StartTaskParams{Actor: actor}); err != nil {
 		t.Fatal(err)
 	}
 	log.waitFor(t, 1)
 
-	if err := e.svc.Close(t.Context()); err != nil {
+	if err := e.Svc.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -149,11 +150,11 @@ func TestWatchTaskEndsWithStopContextAndClose(t *testing.T) {
 		t.Fatal("Close did not end the watch")
 	}
 	select {
-	case <-e.svc.Done():
+	case <-e.Svc.Done():
 	default:
 		t.Error("Done is not closed after Close")
 	}
-	if _, err := e.svc.WatchTask(t.Context(), id, log.add); !errors.Is(err, lifecycle.ErrClosed) {
+	if _, err := e.Svc.WatchTask(t.Context(), id, log.add); !errors.Is(err, lifecycle.ErrClosed) {
 		t.Errorf("WatchTask after Close = %v, want ErrClosed", err)
 	}
 }
@@ -162,7 +163,7 @@ func TestWatchTaskEndsWithStopContextAndClose(t *testing.T) {
 // event streams, and a function may stop its own watch.
 func TestWatchesDoNotCountAgainstStreams(t *testing.T) {
 	e := newEnv(t, func(c *lifecycle.Config) { c.MaxStreamsPerKey = 1 })
-	id := e.createTask(taskBody("WATCH-4"))["id"].(string)
+	id := e.CreateTask(apitest.TaskBody("WATCH-4"))["id"].(string)
 	const n = 50
 	logs := make([]*watchLog, n)
 	for i := range logs {
@@ -173,7 +174,7 @@ func TestWatchesDoNotCountAgainstStreams(t *testing.T) {
 			mu  sync.Mutex
 		)
 		mu.Lock()
-		w, err = e.svc.WatchTask(t.Context(), id, func(ev *lifecycle.Event) {
+		w, err = e.Svc.WatchTask(t.Context(), id, func(ev *lifecycle.Event) {
 			logs[i].add(ev)
 			mu.Lock()
 			defer mu.Unlock()
@@ -187,15 +188,15 @@ func TestWatchesDoNotCountAgainstStreams(t *testing.T) {
 	// A watch that stays: once it has seen three events, the second has
 	// been handed to every watch (one event at a time, to each in turn).
 	control := newWatchLog()
-	if _, err := e.svc.WatchTask(t.Context(), id, control.add); err != nil {
+	if _, err := e.Svc.WatchTask(t.Context(), id, control.add); err != nil {
 		t.Fatal(err)
 	}
 	// A stream of the admin key still opens: the watches took no place of it.
-	srv := httptest.NewServer(e.host)
+	srv := httptest.NewServer(e.Host)
 	defer srv.Close()
 	sctx, cancel := context.WithCancel(t.Context())
 	req, _ := http.NewRequestWithContext(sctx, "GET", srv.URL+"/api/task-events/stream", nil)
-	req.Header.Set("Authorization", "Bearer "+e.admin)
+	req.Header.Set("Authorization", "Bearer "+e.Admin)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -205,13 +206,13 @@ func TestWatchesDoNotCountAgainstStreams(t *testing.T) {
 	}
 	cancel()
 	resp.Body.Close()
-	if _, err := e.svc.StartTask(t.Context(), id, lifecycle.StartTaskParams{Actor: lifecycle.Actor{ID: "a", Role: lifecycle.RoleAgent}}); err != nil {
+	if _, err := e.Svc.StartTask(t.Context(), id, lifecycle.StartTaskParams{Actor: lifecycle.Actor{ID: "a", Role: lifecycle.RoleAgent}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.svc.RecordBlocker(t.Context(), id, lifecycle.RecordBlockerParams{Reason: "r", ActionRequired: "x"}); err != nil {
+	if _, err := e.Svc.RecordBlocker(t.Context(), id, lifecycle.RecordBlockerParams{Reason: "r", ActionRequired: "x"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.svc.ResolveBlocker(t.Context(), id, lifecycle.ResolveBlockerParams{Resolution: "done"}); err != nil {
+	if _, err := e.Svc.ResolveBlocker(t.Context(), id, lifecycle.ResolveBlockerParams{Resolution: "done"}); err != nil {
 		t.Fatal(err)
 	}
 	control.waitFor(t, 3)
@@ -227,12 +228,12 @@ func TestWatchesDoNotCountAgainstStreams(t *testing.T) {
 func TestWatchTaskCatchesUpFromTheStore(t *testing.T) {
 	e := newEnv(t, func(c *lifecycle.Config) { c.StreamLagLimit = 4 })
 	ctx := t.Context()
-	id := e.createTask(taskBody("WATCH-5"))["id"].(string)
+	id := e.CreateTask(apitest.TaskBody("WATCH-5"))["id"].(string)
 	release := make(chan struct{})
 	first := make(chan struct{})
 	log := newWatchLog()
 	var once sync.Once
-	w, err := e.svc.WatchTask(ctx, id, func(ev *lifecycle.Event) {
+	w, err := e.Svc.WatchTask(ctx, id, func(ev *lifecycle.Event) {
 		log.add(ev)
 		once.Do(func() {
 			close(first)
@@ -244,30 +245,30 @@ func TestWatchTaskCatchesUpFromTheStore(t *testing.T) {
 	}
 	defer w.Stop()
 	actor := lifecycle.Actor{ID: "a", Role: lifecycle.RoleAgent}
-	if _, err := e.svc.StartTask(ctx, id, lifecycle.StartTaskParams{Actor: actor}); err != nil {
+	if _, err := e.Svc.StartTask(ctx, id, lifecycle.StartTaskParams{Actor: actor}); err != nil {
 		t.Fatal(err)
 	}
 	<-first
 	const rounds = 6 // 12 events: three rings' worth
 	for i := range rounds {
-		if _, err := e.svc.RecordBlocker(ctx, id, lifecycle.RecordBlockerParams{Reason: fmt.Sprintf("r%d", i), ActionRequired: "x", Actor: actor}); err != nil {
+		if _, err := e.Svc.RecordBlocker(ctx, id, lifecycle.RecordBlockerParams{Reason: fmt.Sprintf("r%d", i), ActionRequired: "x", Actor: actor}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.svc.ResolveBlocker(ctx, id, lifecycle.ResolveBlockerParams{Actor: actor}); err != nil {
+		if _, err := e.Svc.ResolveBlocker(ctx, id, lifecycle.ResolveBlockerParams{Actor: actor}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// Let the broker load every event, pushing the held position out of
 	// its ring.
-	all, err := e.svc.TaskEventsAfter(ctx, id, 0, 100)
+	all, err := e.Svc.TaskEventsAfter(ctx, id, 0, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
 	last := all[len(all)-1].Sequence
-	testenv.WaitFor(t, 10*time.Second, "the broker to load the events", func() bool { return e.svc.BrokerPositionForTest() >= last })
+	testenv.WaitFor(t, 10*time.Second, "the broker to load the events", func() bool { return e.Svc.BrokerPositionForTest() >= last })
 	close(release)
 	evs := log.waitFor(t, 1+2*rounds)
-	stored, err := e.svc.TaskEventsAfter(ctx, id, 0, 100)
+	stored, err := e.Svc.TaskEventsAfter(ctx, id, 0, 100)
 	if err != nil {
 		t.Fatal(err)
 	}

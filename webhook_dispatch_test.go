@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 )
 
 // claimRecorder is a Store that records the claims made through it, and
@@ -79,14 +80,14 @@ func TestWebhookClaimBatch(t *testing.T) {
 		c.WebhookClaimBatch = 1
 	})
 	for range 3 {
-		e.subscribe(subBody(rc.url("/hooks")))
+		e.Subscribe(subBody(rc.url("/hooks")))
 	}
-	e.start()
+	e.Start()
 	// One subscription more per claim, until the Service holds all three.
-	waitFor(t, func() bool {
+	apitest.WaitFor(t, func() bool {
 		claims := rec.recorded()
 		if n := len(claims); n == 0 || claims[n-1].held < 3 {
-			e.clock.Advance(time.Second)
+			e.Clock.Advance(time.Second)
 			return false
 		}
 		return true
@@ -110,12 +111,12 @@ func TestWebhookClaimBatchDefault(t *testing.T) {
 		rec.Store = c.Store
 		c.Store = rec
 	})
-	e.start()
-	waitFor(t, func() bool { return len(rec.recorded()) > 0 })
+	e.Start()
+	apitest.WaitFor(t, func() bool { return len(rec.recorded()) > 0 })
 	if got := rec.recorded()[0].p.Max; got != 64 {
 		t.Errorf("claim Max = %d by default, want 64", got)
 	}
-	if _, err := lifecycle.New(lifecycle.Config{Store: e.store, BaseURL: testBase, WebhookClaimBatch: -1}); err == nil {
+	if _, err := lifecycle.New(lifecycle.Config{Store: e.Store, BaseURL: apitest.BaseURL, WebhookClaimBatch: -1}); err == nil {
 		t.Error("New with a negative WebhookClaimBatch succeeded")
 	}
 }
@@ -123,23 +124,23 @@ func TestWebhookClaimBatchDefault(t *testing.T) {
 // restart replaces e's Service, stopped, with a new one on the same Store
 // that delivers to rc, and starts it.
 func (e *env) restart(rc *receiver) {
-	e.t.Helper()
-	cfg := lifecycle.Config{Store: e.store, BaseURL: testBase, Clock: e.clock, Logger: e.svcLogger()}
+	e.T.Helper()
+	cfg := lifecycle.Config{Store: e.Store, BaseURL: apitest.BaseURL, Clock: e.Clock, Logger: e.Logger()}
 	rc.trust(&cfg)
 	svc, err := lifecycle.New(cfg)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
-	e.svc = svc
-	e.start()
+	e.Svc = svc
+	e.Start()
 }
 
 // storedCursor returns the cursor of a subscription as stored.
 func (e *env) storedCursor(subID string) int64 {
-	e.t.Helper()
-	sub, err := e.store.Subscription(e.t.Context(), subID)
+	e.T.Helper()
+	sub, err := e.Store.Subscription(e.T.Context(), subID)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	return sub.Cursor
 }
@@ -156,18 +157,18 @@ func TestWebhookFilteredCursorIsStored(t *testing.T) {
 		rec.Store = c.Store
 		c.Store = rec
 	})
-	keep := e.createTask(taskBody("ENG-1"))["id"].(string)
-	other := e.createTask(taskBody("ENG-2"))["id"].(string)
+	keep := e.CreateTask(apitest.TaskBody("ENG-1"))["id"].(string)
+	other := e.CreateTask(apitest.TaskBody("ENG-2"))["id"].(string)
 	body := subBody(rc.url("/hooks"))
 	body["filters"] = map[string]any{"taskIds": []string{keep}}
-	subID := e.subscribe(body)["id"].(string)
+	subID := e.Subscribe(body)["id"].(string)
 	appendOther := func(n int) int64 {
 		t.Helper()
 		var evs []*lifecycle.Event
 		for range n {
 			evs = append(evs, testEvent(other, lifecycle.EventTaskUpdated))
 		}
-		if err := e.svc.AppendEventsForTest(t.Context(), evs); err != nil {
+		if err := e.Svc.AppendEventsForTest(t.Context(), evs); err != nil {
 			t.Fatal(err)
 		}
 		return evs[n-1].Sequence
@@ -177,37 +178,37 @@ func TestWebhookFilteredCursorIsStored(t *testing.T) {
 	// A few events the subscription does not keep: the cursor is stored
 	// once some time has passed.
 	last := appendOther(100)
-	waitFor(t, func() bool {
+	apitest.WaitFor(t, func() bool {
 		if e.storedCursor(subID) == last {
 			return true
 		}
-		e.clock.Advance(time.Second)
+		e.Clock.Advance(time.Second)
 		return false
 	})
 	// Many: it is stored once the worker has read far enough, at once.
 	last = appendOther(600)
-	waitFor(t, func() bool { return e.storedCursor(subID) == last })
+	apitest.WaitFor(t, func() bool { return e.storedCursor(subID) == last })
 	if n := rec.updated() - updatesBefore; n > 10 {
 		t.Errorf("%d subscription updates for 700 events read: not batched", n)
 	}
 
 	// Every process stops; the events are pruned; one starts again.
-	if err := e.svc.Close(t.Context()); err != nil {
+	if err := e.Svc.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	e.clock.Advance(73 * time.Hour)
-	if _, err := e.store.Prune(t.Context(), lifecycle.PruneParams{Before: e.clock.Now().Add(-72 * time.Hour)}); err != nil {
+	e.Clock.Advance(73 * time.Hour)
+	if _, err := e.Store.Prune(t.Context(), lifecycle.PruneParams{Before: e.Clock.Now().Add(-72 * time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	e.restart(rc)
-	if _, err := e.svc.StartTask(t.Context(), keep, lifecycle.StartTaskParams{Actor: lifecycle.Actor{ID: "agent", Role: lifecycle.RoleAgent}}); err != nil {
+	if _, err := e.Svc.StartTask(t.Context(), keep, lifecycle.StartTaskParams{Actor: lifecycle.Actor{ID: "agent", Role: lifecycle.RoleAgent}}); err != nil {
 		t.Fatal(err)
 	}
 	if d := rc.next(); !strings.Contains(string(d.body), keep) {
 		t.Errorf("delivered %s, want the event of %s", d.body, keep)
 	}
-	if strings.Contains(e.logText(), "were not delivered") {
-		t.Errorf("warned of undelivered events though the subscription kept none:\n%s", e.logText())
+	if strings.Contains(e.LogText(), "were not delivered") {
+		t.Errorf("warned of undelivered events though the subscription kept none:\n%s", e.LogText())
 	}
 }
 
@@ -270,7 +271,7 @@ func TestWebhookDeletedSubscriptionsAreForgotten(t *testing.T) {
 			case held := <-gate.claimed:
 				return held
 			case <-time.After(time.Millisecond):
-				e.clock.Advance(100 * time.Millisecond)
+				e.Clock.Advance(100 * time.Millisecond)
 			case <-deadline:
 				t.Fatal("no claim within 5s")
 			}
@@ -278,34 +279,34 @@ func TestWebhookDeletedSubscriptionsAreForgotten(t *testing.T) {
 	}
 	var subIDs []string
 	for range 3 {
-		subIDs = append(subIDs, e.subscribe(subBody(rc.url("/hooks")))["id"].(string))
+		subIDs = append(subIDs, e.Subscribe(subBody(rc.url("/hooks")))["id"].(string))
 	}
 	// Deleted before the dispatcher runs: no claim is under way.
-	early := e.subscribe(subBody(rc.url("/hooks")))["id"].(string)
-	e.call(request{method: "DELETE", path: "/event-subscriptions/" + early, key: e.admin}, http.StatusNoContent)
-	if _, deleted := e.svc.WebhookStateForTest(); deleted != 0 {
+	early := e.Subscribe(subBody(rc.url("/hooks")))["id"].(string)
+	e.Call(apitest.Request{Method: "DELETE", Path: "/event-subscriptions/" + early, Key: e.Admin}, http.StatusNoContent)
+	if _, deleted := e.Svc.WebhookStateForTest(); deleted != 0 {
 		t.Errorf("%d deleted remembered before the dispatcher runs, want 0", deleted)
 	}
 	gate.closed.Store(true)
-	e.start()
+	e.Start()
 	if held := nextClaim(); len(held) != 3 {
 		t.Fatalf("the first claim returned %v, want the 3 subscriptions", held)
 	}
 	// Deleted while that claim is under way.
 	for _, subID := range subIDs {
-		e.call(request{method: "DELETE", path: "/event-subscriptions/" + subID, key: e.admin}, http.StatusNoContent)
+		e.Call(apitest.Request{Method: "DELETE", Path: "/event-subscriptions/" + subID, Key: e.Admin}, http.StatusNoContent)
 	}
 	gate.release <- struct{}{}
 	if held := nextClaim(); len(held) != 0 {
 		t.Errorf("the claim after the deletions returned %v", held)
 	}
 	// The first claim is over, the second has not started workers yet.
-	if workers, deleted := e.svc.WebhookStateForTest(); workers != 0 || deleted != 3 {
+	if workers, deleted := e.Svc.WebhookStateForTest(); workers != 0 || deleted != 3 {
 		t.Errorf("after the claim under way: %d workers, %d deleted remembered; want 0 and 3", workers, deleted)
 	}
 	gate.release <- struct{}{}
 	nextClaim() // the second claim is over
-	if workers, deleted := e.svc.WebhookStateForTest(); workers != 0 || deleted != 0 {
+	if workers, deleted := e.Svc.WebhookStateForTest(); workers != 0 || deleted != 0 {
 		t.Errorf("once no claim can return them: %d workers, %d deleted remembered; want 0 and 0", workers, deleted)
 	}
 	gate.closed.Store(false)

@@ -52,7 +52,7 @@ func verifyWithNode(t *testing.T, secret string, body []byte, h http.Header) {
 }
 
 // verifyWithNodeAt is verifyWithNode for a receiver whose clock reads now,
-// such as e.clock.Now() for a delivery of a Service on a fake clock.
+// such as e.Clock.Now() for a delivery of a Service on a fake clock.
 func verifyWithNodeAt(t *testing.T, now time.Time, secret string, body []byte, h http.Header) {
 	t.Helper()
 	v, out := nodeVerify(t, now, secret, body, h)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 	"github.com/tasklifecycle/lifecycle/store/sqlite"
 )
 
@@ -76,13 +77,13 @@ func TestConcurrentRetriesMakeOneAttempt(t *testing.T) {
 	rc.setRespond(statusResponder(&code))
 	var g *gatedStore
 	e := newHookEnv(t, rc, noJitter, withGate(&g), func(c *lifecycle.Config) { c.WebhookRetrySchedule = []time.Duration{time.Minute} })
-	subID := e.subscribe(subBody(rc.url("/hooks")))["id"].(string)
-	e.createTask(taskBody("ENG-1"))
+	subID := e.Subscribe(subBody(rc.url("/hooks")))["id"].(string)
+	e.CreateTask(apitest.TaskBody("ENG-1"))
 	rc.next()
-	e.waitDeliveries(subID, 1)
-	e.clock.Advance(time.Minute)
+	e.WaitDeliveries(subID, 1)
+	e.Clock.Advance(time.Minute)
 	rc.next()
-	list := e.waitDeliveries(subID, 2)
+	list := e.WaitDeliveries(subID, 2)
 	failedID := list[0]["deliveryId"].(string)
 	code.Store(200)
 
@@ -93,16 +94,16 @@ func TestConcurrentRetriesMakeOneAttempt(t *testing.T) {
 	g.mu.Unlock()
 	op2 := make(chan error, 1)
 	go func() {
-		_, err := e.svc.RetryDelivery(context.Background(), subID, failedID)
+		_, err := e.Svc.RetryDelivery(context.Background(), subID, failedID)
 		op2 <- err
 	}()
 	<-hit
 	// op1 retries; the dispatcher makes attempt 3 and records it.
-	if _, err := e.svc.RetryDelivery(context.Background(), subID, failedID); err != nil {
+	if _, err := e.Svc.RetryDelivery(context.Background(), subID, failedID); err != nil {
 		t.Fatal(err)
 	}
 	rc.next()
-	e.waitDeliveries(subID, 3)
+	e.WaitDeliveries(subID, 3)
 	close(gate)
 	err := <-op2
 	var conflict *lifecycle.ConflictError
@@ -112,12 +113,12 @@ func TestConcurrentRetriesMakeOneAttempt(t *testing.T) {
 	// A marker: the worker delivers the next event only after whatever
 	// the refused retry might have left due, so the first delivery to
 	// arrive now is the marker's unless the refused retry made an attempt.
-	e.createTask(taskBody("ENG-2"))
+	e.CreateTask(apitest.TaskBody("ENG-2"))
 	if d := rc.next(); !strings.Contains(string(d.body), `"taskIdentifier":"ENG-2"`) {
 		t.Errorf("delivered %s after the refused retry, want the marker ENG-2's event", d.body)
 	}
 	var history []string
-	for _, d := range e.waitDeliveries(subID, 4) {
+	for _, d := range e.WaitDeliveries(subID, 4) {
 		history = append(history, fmt.Sprintf("%v:%v:%v", d["deliveryId"], d["attempt"], d["status"]))
 	}
 	if len(history) != 4 {
@@ -136,33 +137,33 @@ func TestReplayAppliedOnceByANewWorker(t *testing.T) {
 	code.Store(200)
 	rc.setRespond(statusResponder(&code))
 	e := newHookEnv(t, rc, oneAtATime)
-	subID := e.subscribe(subBody(rc.url("/hooks")))["id"].(string)
+	subID := e.Subscribe(subBody(rc.url("/hooks")))["id"].(string)
 	for i := range 4 {
-		e.createTask(taskBody(fmt.Sprintf("ENG-%d", i)))
+		e.CreateTask(apitest.TaskBody(fmt.Sprintf("ENG-%d", i)))
 		rc.next()
 	}
-	e.waitDeliveries(subID, 4)
+	e.WaitDeliveries(subID, 4)
 	code.Store(410)
-	e.createTask(taskBody("ENG-4"))
+	e.CreateTask(apitest.TaskBody("ENG-4"))
 	rc.next()
-	gone := e.waitDeliveries(subID, 5)[0]["deliveryId"].(string)
-	waitFor(t, func() bool {
-		return e.call(request{method: "GET", path: "/event-subscriptions/" + subID, key: e.admin}, 200)["data"].(map[string]any)["status"] == "disabled"
+	gone := e.WaitDeliveries(subID, 5)[0]["deliveryId"].(string)
+	apitest.WaitFor(t, func() bool {
+		return e.Call(apitest.Request{Method: "GET", Path: "/event-subscriptions/" + subID, Key: e.Admin}, 200)["data"].(map[string]any)["status"] == "disabled"
 	})
-	evs := e.events()
+	evs := e.Events()
 	from := evs[1].Sequence
-	if _, err := e.svc.ReplaySubscription(t.Context(), subID, lifecycle.ReplayParams{FromSequence: from}); err != nil {
+	if _, err := e.Svc.ReplaySubscription(t.Context(), subID, lifecycle.ReplayParams{FromSequence: from}); err != nil {
 		t.Fatal(err)
 	}
 	code.Store(200)
 	hold := make(chan struct{})
 	rc.Hold(hold)
-	if _, err := e.svc.EnableSubscription(t.Context(), subID); err != nil {
+	if _, err := e.Svc.EnableSubscription(t.Context(), subID); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { n, _ := rc.InFlight(); return n == 1 })
+	apitest.WaitFor(t, func() bool { n, _ := rc.InFlight(); return n == 1 })
 	// A retry (not a replay) bumps the revision before the worker records.
-	if _, err := e.svc.RetryDelivery(t.Context(), subID, gone); err != nil {
+	if _, err := e.Svc.RetryDelivery(t.Context(), subID, gone); err != nil {
 		t.Fatal(err)
 	}
 	rc.Hold(nil)
@@ -196,30 +197,30 @@ func TestRetryAfterEnableNotFailedByTheDisabling(t *testing.T) {
 	rc.setRespond(statusResponder(&code))
 	var g *gatedStore
 	e := newHookEnv(t, rc, withGate(&g))
-	subID := e.subscribe(subBody(rc.url("/hooks")))["id"].(string)
-	e.createTask(taskBody("ENG-0"))
+	subID := e.Subscribe(subBody(rc.url("/hooks")))["id"].(string)
+	e.CreateTask(apitest.TaskBody("ENG-0"))
 	rc.next()
-	e.waitDeliveries(subID, 1)
+	e.WaitDeliveries(subID, 1)
 	code.Store(410)
 	g.mu.Lock()
 	gate, hit := make(chan struct{}), make(chan struct{})
 	g.pendingGate, g.pendingHit = gate, hit
 	g.mu.Unlock()
-	e.createTask(taskBody("ENG-1"))
+	e.CreateTask(apitest.TaskBody("ENG-1"))
 	rc.next()
 	<-hit // the disabling's clean-up reads the pending attempts
-	gone := e.waitDeliveries(subID, 2)[0]["deliveryId"].(string)
-	if e.deliveries(subID)[0]["status"] != "failed" {
+	gone := e.WaitDeliveries(subID, 2)[0]["deliveryId"].(string)
+	if e.Deliveries(subID)[0]["status"] != "failed" {
 		t.Fatalf("not disabled yet")
 	}
-	waitFor(t, func() bool {
-		return e.call(request{method: "GET", path: "/event-subscriptions/" + subID, key: e.admin}, 200)["data"].(map[string]any)["status"] == "disabled"
+	apitest.WaitFor(t, func() bool {
+		return e.Call(apitest.Request{Method: "GET", Path: "/event-subscriptions/" + subID, Key: e.Admin}, 200)["data"].(map[string]any)["status"] == "disabled"
 	})
 	code.Store(200)
-	if _, err := e.svc.EnableSubscription(t.Context(), subID); err != nil {
+	if _, err := e.Svc.EnableSubscription(t.Context(), subID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.svc.RetryDelivery(t.Context(), subID, gone); err != nil {
+	if _, err := e.Svc.RetryDelivery(t.Context(), subID, gone); err != nil {
 		t.Fatalf("retry after enabling: %v", err)
 	}
 	close(gate)
@@ -227,7 +228,7 @@ func TestRetryAfterEnableNotFailedByTheDisabling(t *testing.T) {
 	case <-rc.Got():
 	case <-time.After(3 * time.Second):
 		var history []string
-		for _, d := range e.deliveries(subID) {
+		for _, d := range e.Deliveries(subID) {
 			history = append(history, fmt.Sprintf("%v:%v:%v:%v", d["attempt"], d["status"], d["error"], d["nextAttemptAt"]))
 		}
 		t.Errorf("the retry accepted after enabling was never made; history %v", history)

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 )
 
 // oneAtATime makes each subscription deliver one attempt at a time, so
@@ -41,9 +42,9 @@ func envelopeOf(t *testing.T, d delivery) envelope {
 
 // replay posts a replay of subID from seq with an Idempotency-Key.
 func (e *env) replay(subID string, seq int64, key string, wantStatus int) map[string]any {
-	e.t.Helper()
-	return e.call(request{method: "POST", path: "/event-subscriptions/" + subID + "/replay", key: e.admin,
-		body: map[string]any{"fromSequence": seq}, header: http.Header{"Idempotency-Key": {key}}}, wantStatus)
+	e.T.Helper()
+	return e.Call(apitest.Request{Method: "POST", Path: "/event-subscriptions/" + subID + "/replay", Key: e.Admin,
+		Body: map[string]any{"fromSequence": seq}, Header: http.Header{"Idempotency-Key": {key}}}, wantStatus)
 }
 
 // TestReplayDeliversTheMatchingEventsAfterTheSequence: two subscriptions
@@ -57,17 +58,17 @@ func TestReplayDeliversTheMatchingEventsAfterTheSequence(t *testing.T) {
 	e := newHookEnv(t, rc, oneAtATime)
 	web := subBody(rc.url("/web"))
 	web["filters"] = map[string]any{"projects": []string{"web"}}
-	webID := e.subscribe(web)["id"].(string)
+	webID := e.Subscribe(web)["id"].(string)
 	ops := subBody(rc.url("/ops"))
 	ops["filters"] = map[string]any{"projects": []string{"ops"}}
-	opsID := e.subscribe(ops)["id"].(string)
+	opsID := e.Subscribe(ops)["id"].(string)
 
 	for i := range 10 {
-		body := taskBody(fmt.Sprintf("ENG-%d", i))
+		body := apitest.TaskBody(fmt.Sprintf("ENG-%d", i))
 		if i%2 == 1 {
 			body["context"] = map[string]any{"project": "ops", "goal": "g"}
 		}
-		e.createTask(body)
+		e.CreateTask(body)
 	}
 	first := map[string][]envelope{} // by receiver path
 	seenDelivery := map[string]bool{}
@@ -79,13 +80,13 @@ func TestReplayDeliversTheMatchingEventsAfterTheSequence(t *testing.T) {
 	if len(first["/web"]) != 5 || len(first["/ops"]) != 5 {
 		t.Fatalf("first deliveries: %d to /web, %d to /ops; want 5 each", len(first["/web"]), len(first["/ops"]))
 	}
-	e.waitDeliveries(webID, 5)
-	e.waitDeliveries(opsID, 5)
+	e.WaitDeliveries(webID, 5)
+	e.WaitDeliveries(opsID, 5)
 
 	// Replay /web after its second event: its last three come again.
 	from := first["/web"][1].Sequence
 	out := e.replay(webID, from, "replay-web-1", http.StatusAccepted)["data"].(map[string]any)
-	last := e.events()[len(e.events())-1].Sequence
+	last := e.Events()[len(e.Events())-1].Sequence
 	want := map[string]any{"subscriptionId": webID, "fromSequence": float64(from), "throughSequence": float64(last)}
 	if diff := cmp.Diff(want, out); diff != "" {
 		t.Errorf("replay answer (-want +got):\n%s", diff)
@@ -110,7 +111,7 @@ func TestReplayDeliversTheMatchingEventsAfterTheSequence(t *testing.T) {
 	rc.quiet(200 * time.Millisecond)
 
 	// The history shows the new attempts as first attempts of those events.
-	list := e.waitDeliveries(webID, 8)
+	list := e.WaitDeliveries(webID, 8)
 	var newest []string
 	for _, d := range list[:3] {
 		newest = append(newest, fmt.Sprintf("%v %v %v", d["eventId"], d["attempt"], d["status"]))
@@ -123,7 +124,7 @@ func TestReplayDeliversTheMatchingEventsAfterTheSequence(t *testing.T) {
 	}
 
 	// New events after a replay are delivered once, as always.
-	e.createTask(taskBody("ENG-10"))
+	e.CreateTask(apitest.TaskBody("ENG-10"))
 	if d := rc.next(); d.path != "/web" || envelopeOf(t, d).Data.TaskIdentifier != "ENG-10" {
 		t.Errorf("after the replay got %s on %s, want ENG-10's event on /web", d.body, d.path)
 	}
@@ -136,41 +137,41 @@ func TestReplayIsIdempotent(t *testing.T) {
 	t.Parallel()
 	rc := newReceiver(t)
 	e := newHookEnv(t, rc, oneAtATime)
-	subID := e.subscribe(subBody(rc.url("/hooks")))["id"].(string)
-	e.createTask(taskBody("ENG-1"))
-	e.createTask(taskBody("ENG-2"))
+	subID := e.Subscribe(subBody(rc.url("/hooks")))["id"].(string)
+	e.CreateTask(apitest.TaskBody("ENG-1"))
+	e.CreateTask(apitest.TaskBody("ENG-2"))
 	rc.next()
 	second := envelopeOf(t, rc.next())
-	e.waitDeliveries(subID, 2)
+	e.WaitDeliveries(subID, 2)
 
-	firstAnswer := e.do(request{method: "POST", path: "/event-subscriptions/" + subID + "/replay", key: e.admin,
-		body: map[string]any{"fromSequence": second.Sequence - 1}, header: http.Header{"Idempotency-Key": {"replay-once"}}})
+	firstAnswer := e.Do(apitest.Request{Method: "POST", Path: "/event-subscriptions/" + subID + "/replay", Key: e.Admin,
+		Body: map[string]any{"fromSequence": second.Sequence - 1}, Header: http.Header{"Idempotency-Key": {"replay-once"}}})
 	if firstAnswer.Code != http.StatusAccepted {
 		t.Fatalf("replay = %d %s", firstAnswer.Code, firstAnswer.Body)
 	}
 	if d := envelopeOf(t, rc.next()); d.ID != second.ID {
 		t.Errorf("replayed %s, want %s", d.ID, second.ID)
 	}
-	e.waitDeliveries(subID, 3)
-	again := e.do(request{method: "POST", path: "/event-subscriptions/" + subID + "/replay", key: e.admin,
-		body: map[string]any{"fromSequence": second.Sequence - 1}, header: http.Header{"Idempotency-Key": {"replay-once"}}})
+	e.WaitDeliveries(subID, 3)
+	again := e.Do(apitest.Request{Method: "POST", Path: "/event-subscriptions/" + subID + "/replay", Key: e.Admin,
+		Body: map[string]any{"fromSequence": second.Sequence - 1}, Header: http.Header{"Idempotency-Key": {"replay-once"}}})
 	if again.Code != http.StatusAccepted || again.Header().Get("Idempotent-Replayed") != "true" || again.Body.String() != firstAnswer.Body.String() {
 		t.Errorf("the same replay again = %d (replayed %q) %s; want the first answer, replayed", again.Code, again.Header().Get("Idempotent-Replayed"), again.Body)
 	}
 	rc.quiet(200 * time.Millisecond)
 	other := e.replay(subID, 0, "replay-once", http.StatusConflict)
-	if code := errorCode(other); code != "conflict" {
+	if code := apitest.ErrorCode(other); code != "conflict" {
 		t.Errorf("the key with another body: %s, want conflict", code)
 	}
 
 	// The Go API keeps the same rules.
-	r1, err := e.svc.ReplaySubscription(t.Context(), subID, lifecycle.ReplayParams{FromSequence: second.Sequence - 1, IdempotencyKey: "go-replay-1"})
+	r1, err := e.Svc.ReplaySubscription(t.Context(), subID, lifecycle.ReplayParams{FromSequence: second.Sequence - 1, IdempotencyKey: "go-replay-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	envelopeOf(t, rc.next())
-	e.waitDeliveries(subID, 4)
-	r2, err := e.svc.ReplaySubscription(t.Context(), subID, lifecycle.ReplayParams{FromSequence: second.Sequence - 1, IdempotencyKey: "go-replay-1"})
+	e.WaitDeliveries(subID, 4)
+	r2, err := e.Svc.ReplaySubscription(t.Context(), subID, lifecycle.ReplayParams{FromSequence: second.Sequence - 1, IdempotencyKey: "go-replay-1"})
 	if err != nil || r2 != r1 {
 		t.Errorf("Go replay again = %+v, %v; want %+v", r2, err, r1)
 	}
@@ -183,10 +184,10 @@ func TestReplayRefusals(t *testing.T) {
 	t.Parallel()
 	rc := newReceiver(t)
 	e := newHookEnv(t, rc)
-	subID := e.subscribe(subBody(rc.url("/hooks")))["id"].(string)
-	e.createTask(taskBody("ENG-1"))
+	subID := e.Subscribe(subBody(rc.url("/hooks")))["id"].(string)
+	e.CreateTask(apitest.TaskBody("ENG-1"))
 	rc.next()
-	last := e.events()[len(e.events())-1].Sequence
+	last := e.Events()[len(e.Events())-1].Sequence
 
 	for _, tc := range []struct {
 		name   string
@@ -198,15 +199,15 @@ func TestReplayRefusals(t *testing.T) {
 		code   string
 		field  string
 	}{
-		{"no body", "/event-subscriptions/" + subID + "/replay", nil, nil, e.admin, 400, "validation_error", "body"},
-		{"no fromSequence", "/event-subscriptions/" + subID + "/replay", map[string]any{}, nil, e.admin, 400, "validation_error", "fromSequence"},
-		{"negative", "/event-subscriptions/" + subID + "/replay", map[string]any{"fromSequence": -1}, nil, e.admin, 400, "validation_error", "fromSequence"},
-		{"a string", "/event-subscriptions/" + subID + "/replay", map[string]any{"fromSequence": "3"}, nil, e.admin, 400, "validation_error", "fromSequence"},
-		{"after the last event", "/event-subscriptions/" + subID + "/replay", map[string]any{"fromSequence": last + 1}, nil, e.admin, 400, "validation_error", "fromSequence"},
-		{"unknown member", "/event-subscriptions/" + subID + "/replay", map[string]any{"fromSequence": 0, "to": 3}, nil, e.admin, 400, "validation_error", "to"},
-		{"no Idempotency-Key", "/event-subscriptions/" + subID + "/replay", map[string]any{"fromSequence": 0}, http.Header{}, e.admin, 400, "validation_error", "Idempotency-Key"},
-		{"unknown subscription", "/event-subscriptions/whs_nosuchsubscription00000/replay", map[string]any{"fromSequence": 0}, nil, e.admin, 404, "not_found", ""},
-		{"read-only key", "/event-subscriptions/" + subID + "/replay", map[string]any{"fromSequence": 0}, nil, e.key(lifecycle.ScopeWebhooksRead), 403, "insufficient_scope", ""},
+		{"no body", "/event-subscriptions/" + subID + "/replay", nil, nil, e.Admin, 400, "validation_error", "body"},
+		{"no fromSequence", "/event-subscriptions/" + subID + "/replay", map[string]any{}, nil, e.Admin, 400, "validation_error", "fromSequence"},
+		{"negative", "/event-subscriptions/" + subID + "/replay", map[string]any{"fromSequence": -1}, nil, e.Admin, 400, "validation_error", "fromSequence"},
+		{"a string", "/event-subscriptions/" + subID + "/replay", map[string]any{"fromSequence": "3"}, nil, e.Admin, 400, "validation_error", "fromSequence"},
+		{"after the last event", "/event-subscriptions/" + subID + "/replay", map[string]any{"fromSequence": last + 1}, nil, e.Admin, 400, "validation_error", "fromSequence"},
+		{"unknown member", "/event-subscriptions/" + subID + "/replay", map[string]any{"fromSequence": 0, "to": 3}, nil, e.Admin, 400, "validation_error", "to"},
+		{"no Idempotency-Key", "/event-subscriptions/" + subID + "/replay", map[string]any{"fromSequence": 0}, http.Header{}, e.Admin, 400, "validation_error", "Idempotency-Key"},
+		{"unknown subscription", "/event-subscriptions/whs_nosuchsubscription00000/replay", map[string]any{"fromSequence": 0}, nil, e.Admin, 404, "not_found", ""},
+		{"read-only key", "/event-subscriptions/" + subID + "/replay", map[string]any{"fromSequence": 0}, nil, e.Key(lifecycle.ScopeWebhooksRead), 403, "insufficient_scope", ""},
 		{"no key", "/event-subscriptions/" + subID + "/replay", map[string]any{"fromSequence": 0}, nil, "", 401, "unauthorized", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -214,8 +215,8 @@ func TestReplayRefusals(t *testing.T) {
 			if header == nil {
 				header = http.Header{"Idempotency-Key": {"refusal-" + strings.ReplaceAll(tc.name, " ", "-")}}
 			}
-			out := e.call(request{method: "POST", path: tc.path, key: tc.key, body: tc.body, header: header}, tc.status)
-			if code := errorCode(out); code != tc.code {
+			out := e.Call(apitest.Request{Method: "POST", Path: tc.path, Key: tc.key, Body: tc.body, Header: header}, tc.status)
+			if code := apitest.ErrorCode(out); code != tc.code {
 				t.Errorf("code %s, want %s", code, tc.code)
 			}
 			if tc.field != "" {
@@ -229,13 +230,13 @@ func TestReplayRefusals(t *testing.T) {
 
 	// Events older than the retention are pruned; a replay that needs
 	// them is 410, one after them is fine.
-	e.clock.Advance(73 * time.Hour)
-	waitFor(t, func() bool { return len(e.events()) == 0 })
-	e.createTask(taskBody("ENG-2"))
+	e.Clock.Advance(73 * time.Hour)
+	apitest.WaitFor(t, func() bool { return len(e.Events()) == 0 })
+	e.CreateTask(apitest.TaskBody("ENG-2"))
 	rc.next()
-	oldest := e.events()[0].Sequence
+	oldest := e.Events()[0].Sequence
 	gone := e.replay(subID, oldest-2, "replay-pruned", http.StatusGone)
-	if code := errorCode(gone); code != "cursor_expired" {
+	if code := apitest.ErrorCode(gone); code != "cursor_expired" {
 		t.Errorf("replay of a pruned range: %s, want cursor_expired", code)
 	}
 	if msg := gone["error"].(map[string]any)["message"].(string); !strings.Contains(msg, fmt.Sprint(oldest-1)) {
@@ -243,7 +244,7 @@ func TestReplayRefusals(t *testing.T) {
 	}
 	e.replay(subID, oldest-1, "replay-kept", http.StatusAccepted)
 	if d := envelopeOf(t, rc.next()); d.Sequence != oldest {
-		t.Errorf("replayed %d, want %d\n%s", d.Sequence, oldest, e.logText())
+		t.Errorf("replayed %d, want %d\n%s", d.Sequence, oldest, e.LogText())
 	}
 }
 
@@ -263,8 +264,8 @@ func (s *switchable) respond(status int) func(int, http.ResponseWriter) {
 
 // retry posts a retry of a delivery.
 func (e *env) retry(subID, deliveryID string, wantStatus int) map[string]any {
-	e.t.Helper()
-	return e.call(request{method: "POST", path: "/event-subscriptions/" + subID + "/deliveries/" + deliveryID + "/retry", key: e.admin}, wantStatus)
+	e.T.Helper()
+	return e.Call(apitest.Request{Method: "POST", Path: "/event-subscriptions/" + subID + "/deliveries/" + deliveryID + "/retry", Key: e.Admin}, wantStatus)
 }
 
 // TestRetryFailedDeliveryNow: a delivery that failed its every scheduled
@@ -277,13 +278,13 @@ func TestRetryFailedDeliveryNow(t *testing.T) {
 	sw := &switchable{ok: make(chan struct{})}
 	rc.setRespond(sw.respond(http.StatusInternalServerError))
 	e := newHookEnv(t, rc, noJitter, func(c *lifecycle.Config) { c.WebhookRetrySchedule = []time.Duration{time.Minute} })
-	subID := e.subscribe(subBody(rc.url("/hooks")))["id"].(string)
-	e.createTask(taskBody("ENG-1"))
+	subID := e.Subscribe(subBody(rc.url("/hooks")))["id"].(string)
+	e.CreateTask(apitest.TaskBody("ENG-1"))
 	firstTry := rc.next()
-	e.waitDeliveries(subID, 1)
-	e.clock.Advance(time.Minute)
+	e.WaitDeliveries(subID, 1)
+	e.Clock.Advance(time.Minute)
 	rc.next()
-	list := e.waitDeliveries(subID, 2)
+	list := e.WaitDeliveries(subID, 2)
 	lastID, firstID := list[0]["deliveryId"].(string), list[1]["deliveryId"].(string)
 	if list[0]["status"] != "failed" || list[0]["attempt"] != 2.0 || list[0]["nextAttemptAt"] != nil {
 		t.Fatalf("after the schedule, newest = %v; want attempt 2 failed, the last", list[0])
@@ -297,7 +298,7 @@ func TestRetryFailedDeliveryNow(t *testing.T) {
 
 	close(sw.ok)
 	got := e.retry(subID, lastID, http.StatusAccepted)["data"].(map[string]any)
-	now := e.clock.Now().UTC().Format("2006-01-02T15:04:05.000Z")
+	now := e.Clock.Now().UTC().Format("2006-01-02T15:04:05.000Z")
 	if got["deliveryId"] != lastID || got["status"] != "pending" || got["nextAttemptAt"] != now {
 		t.Errorf("retry answered %v; want %s pending, due %s", got, lastID, now)
 	}
@@ -308,7 +309,7 @@ func TestRetryFailedDeliveryNow(t *testing.T) {
 	if d.header.Get("X-Service-Delivery-Id") == lastID || d.header.Get("X-Service-Delivery-Id") == firstID {
 		t.Errorf("retry reused delivery ID %s", d.header.Get("X-Service-Delivery-Id"))
 	}
-	list = e.waitDeliveries(subID, 3)
+	list = e.WaitDeliveries(subID, 3)
 	var history []string
 	for _, d := range list {
 		history = append(history, fmt.Sprintf("%v %v", d["attempt"], d["status"]))
@@ -321,13 +322,13 @@ func TestRetryFailedDeliveryNow(t *testing.T) {
 	if reason := done["error"].(map[string]any)["details"].(map[string]any)["reason"]; reason != "delivery_succeeded" {
 		t.Errorf("retry of a success: %v, want delivery_succeeded", reason)
 	}
-	if code := errorCode(e.retry(subID, "dlv_nosuchdelivery000000000", http.StatusNotFound)); code != "not_found" {
+	if code := apitest.ErrorCode(e.retry(subID, "dlv_nosuchdelivery000000000", http.StatusNotFound)); code != "not_found" {
 		t.Errorf("unknown delivery: %s", code)
 	}
-	otherID := e.subscribe(subBody(rc.url("/other")))["id"].(string)
+	otherID := e.Subscribe(subBody(rc.url("/other")))["id"].(string)
 	e.retry(otherID, lastID, http.StatusNotFound)
-	if code := errorCode(e.call(request{method: "POST", path: "/event-subscriptions/" + subID + "/deliveries/" + lastID + "/retry",
-		key: e.key(lifecycle.ScopeWebhooksRead)}, http.StatusForbidden)); code != "insufficient_scope" {
+	if code := apitest.ErrorCode(e.Call(apitest.Request{Method: "POST", Path: "/event-subscriptions/" + subID + "/deliveries/" + lastID + "/retry",
+		Key: e.Key(lifecycle.ScopeWebhooksRead)}, http.StatusForbidden)); code != "insufficient_scope" {
 		t.Errorf("read-only key: %s", code)
 	}
 	rc.quiet(200 * time.Millisecond)
@@ -340,27 +341,27 @@ func TestRetryPendingDeliveryNow(t *testing.T) {
 	rc := newReceiver(t)
 	rc.setRespond(failing(2, http.StatusServiceUnavailable))
 	e := newHookEnv(t, rc, noJitter)
-	subID := e.subscribe(subBody(rc.url("/hooks")))["id"].(string)
-	e.createTask(taskBody("ENG-1"))
+	subID := e.Subscribe(subBody(rc.url("/hooks")))["id"].(string)
+	e.CreateTask(apitest.TaskBody("ENG-1"))
 	rc.next()
-	list := e.waitDeliveries(subID, 1)
+	list := e.WaitDeliveries(subID, 1)
 	if list[0]["status"] != "pending" {
 		t.Fatalf("first attempt %v, want pending", list[0])
 	}
 	// The clock does not move: without the retry, attempt 2 would wait 10 s.
 	e.retry(subID, list[0]["deliveryId"].(string), http.StatusAccepted)
 	rc.next()
-	list = e.waitDeliveries(subID, 2)
+	list = e.WaitDeliveries(subID, 2)
 	if list[0]["attempt"] != 2.0 || list[0]["status"] != "pending" {
 		t.Fatalf("attempt 2 = %v, want it made and failed, pending", list[0])
 	}
-	want := e.clock.Now().Add(time.Minute).UTC().Format("2006-01-02T15:04:05.000Z")
+	want := e.Clock.Now().Add(time.Minute).UTC().Format("2006-01-02T15:04:05.000Z")
 	if list[0]["nextAttemptAt"] != want {
 		t.Errorf("attempt 3 due %v, want %s: the schedule goes on from attempt 2", list[0]["nextAttemptAt"], want)
 	}
-	e.clock.Advance(time.Minute)
+	e.Clock.Advance(time.Minute)
 	rc.next()
-	if list = e.waitDeliveries(subID, 3); list[0]["status"] != "succeeded" {
+	if list = e.WaitDeliveries(subID, 3); list[0]["status"] != "succeeded" {
 		t.Errorf("attempt 3 = %v, want succeeded", list[0])
 	}
 }
@@ -374,16 +375,16 @@ func TestEnableDisabledSubscription(t *testing.T) {
 	sw := &switchable{ok: make(chan struct{})}
 	rc.setRespond(sw.respond(http.StatusGone))
 	e := newHookEnv(t, rc)
-	subID := e.subscribe(subBody(rc.url("/hooks")))["id"].(string)
-	e.createTask(taskBody("ENG-1"))
+	subID := e.Subscribe(subBody(rc.url("/hooks")))["id"].(string)
+	e.CreateTask(apitest.TaskBody("ENG-1"))
 	rc.next()
-	gone := e.waitDeliveries(subID, 1)[0]["deliveryId"].(string)
+	gone := e.WaitDeliveries(subID, 1)[0]["deliveryId"].(string)
 	getSub := func() map[string]any {
-		return e.call(request{method: "GET", path: "/event-subscriptions/" + subID, key: e.admin}, http.StatusOK)["data"].(map[string]any)
+		return e.Call(apitest.Request{Method: "GET", Path: "/event-subscriptions/" + subID, Key: e.Admin}, http.StatusOK)["data"].(map[string]any)
 	}
-	waitFor(t, func() bool { return getSub()["status"] == "disabled" })
+	apitest.WaitFor(t, func() bool { return getSub()["status"] == "disabled" })
 
-	e.createTask(taskBody("ENG-2")) // committed while disabled
+	e.CreateTask(apitest.TaskBody("ENG-2")) // committed while disabled
 	rc.quiet(100 * time.Millisecond)
 	refused := e.retry(subID, gone, http.StatusConflict)
 	if reason := refused["error"].(map[string]any)["details"].(map[string]any)["reason"]; reason != "subscription_disabled" {
@@ -391,7 +392,7 @@ func TestEnableDisabledSubscription(t *testing.T) {
 	}
 
 	close(sw.ok)
-	enabled := e.call(request{method: "POST", path: "/event-subscriptions/" + subID + "/enable", key: e.admin}, http.StatusOK)["data"].(map[string]any)
+	enabled := e.Call(apitest.Request{Method: "POST", Path: "/event-subscriptions/" + subID + "/enable", Key: e.Admin}, http.StatusOK)["data"].(map[string]any)
 	if enabled["status"] != "active" || enabled["id"] != subID {
 		t.Errorf("enable answered %v, want the subscription, active", enabled)
 	}
@@ -403,12 +404,12 @@ func TestEnableDisabledSubscription(t *testing.T) {
 	if d := envelopeOf(t, rc.next()); d.Data.TaskIdentifier != "ENG-1" {
 		t.Errorf("retry delivered %s's event, want ENG-1's", d.Data.TaskIdentifier)
 	}
-	again := e.call(request{method: "POST", path: "/event-subscriptions/" + subID + "/enable", key: e.admin, body: map[string]any{}}, http.StatusOK)
+	again := e.Call(apitest.Request{Method: "POST", Path: "/event-subscriptions/" + subID + "/enable", Key: e.Admin, Body: map[string]any{}}, http.StatusOK)
 	if again["data"].(map[string]any)["status"] != "active" {
 		t.Errorf("enabling an active subscription: %v", again)
 	}
-	e.call(request{method: "POST", path: "/event-subscriptions/whs_nosuchsubscription00000/enable", key: e.admin}, http.StatusNotFound)
-	e.call(request{method: "POST", path: "/event-subscriptions/" + subID + "/enable", key: e.admin, body: map[string]any{"status": "active"}}, http.StatusBadRequest)
+	e.Call(apitest.Request{Method: "POST", Path: "/event-subscriptions/whs_nosuchsubscription00000/enable", Key: e.Admin}, http.StatusNotFound)
+	e.Call(apitest.Request{Method: "POST", Path: "/event-subscriptions/" + subID + "/enable", Key: e.Admin, Body: map[string]any{"status": "active"}}, http.StatusBadRequest)
 	rc.quiet(100 * time.Millisecond)
 }
 
@@ -421,14 +422,14 @@ func TestReplayWhileDelivering(t *testing.T) {
 	hold := make(chan struct{})
 	rc.Hold(hold)
 	e := newHookEnv(t, rc, oneAtATime)
-	subID := e.subscribe(subBody(rc.url("/hooks")))["id"].(string)
+	subID := e.Subscribe(subBody(rc.url("/hooks")))["id"].(string)
 	const n = 20
 	for i := range n {
-		e.createTask(taskBody(fmt.Sprintf("ENG-%d", i)))
+		e.CreateTask(apitest.TaskBody(fmt.Sprintf("ENG-%d", i)))
 	}
-	evs := e.events()
-	waitFor(t, func() bool { n, _ := rc.InFlight(); return n == 1 })
-	if _, err := e.svc.ReplaySubscription(t.Context(), subID, lifecycle.ReplayParams{FromSequence: evs[0].Sequence - 1}); err != nil {
+	evs := e.Events()
+	apitest.WaitFor(t, func() bool { n, _ := rc.InFlight(); return n == 1 })
+	if _, err := e.Svc.ReplaySubscription(t.Context(), subID, lifecycle.ReplayParams{FromSequence: evs[0].Sequence - 1}); err != nil {
 		t.Fatal(err)
 	}
 	rc.Hold(nil)
@@ -448,7 +449,7 @@ func TestReplayWhileDelivering(t *testing.T) {
 			done = done && seen[ev.Sequence] >= 1
 		}
 	}
-	if _, err := e.svc.ReplaySubscription(t.Context(), "whs_nosuchsubscription00000", lifecycle.ReplayParams{}); !errors.Is(err, lifecycle.ErrNotFound) {
+	if _, err := e.Svc.ReplaySubscription(t.Context(), "whs_nosuchsubscription00000", lifecycle.ReplayParams{}); !errors.Is(err, lifecycle.ErrNotFound) {
 		t.Errorf("replay of an unknown subscription: %v", err)
 	}
 }

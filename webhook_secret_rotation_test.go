@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 )
 
 // openSealed opens a stored secret sealed with key (format 1: AES-256-GCM,
@@ -35,9 +36,9 @@ func TestWebhookSecretKeyRotation(t *testing.T) {
 		c.AllowPrivateWebhookTargets = true
 		c.WebhookSecretKey = oldKey
 	})
-	sealedOld := e.subscribe(subBody("https://127.0.0.1:1/a"))["id"].(string)
+	sealedOld := e.Subscribe(subBody("https://127.0.0.1:1/a"))["id"].(string)
 	with := func(key []byte, previous ...[]byte) *lifecycle.Service {
-		svc, err := lifecycle.New(lifecycle.Config{Store: e.store, BaseURL: testBase, Clock: e.clock, Logger: slog.New(slog.DiscardHandler),
+		svc, err := lifecycle.New(lifecycle.Config{Store: e.Store, BaseURL: apitest.BaseURL, Clock: e.Clock, Logger: slog.New(slog.DiscardHandler),
 			AllowPrivateWebhookTargets: true, WebhookSecretKey: key, WebhookPreviousSecretKeys: previous})
 		if err != nil {
 			t.Fatal(err)
@@ -61,7 +62,7 @@ func TestWebhookSecretKeyRotation(t *testing.T) {
 		t.Fatalf("reseal = %d, %v; want 2", n, err)
 	}
 	for id, want := range map[string]string{sealedOld: subBody("")["secret"].(string), plainSub.ID: "plain-secret-0123456789"} {
-		sub, err := e.store.Subscription(t.Context(), id)
+		sub, err := e.Store.Subscription(t.Context(), id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,7 +80,7 @@ func TestWebhookSecretKeyRotation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sub, err := e.store.Subscription(t.Context(), fresh.ID)
+	sub, err := e.Store.Subscription(t.Context(), fresh.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

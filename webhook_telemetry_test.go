@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/internal/apitest"
 	"github.com/tasklifecycle/lifecycle/store/sqlite"
 )
 
@@ -111,7 +112,7 @@ func (ht *hookTel) waitGauges(subID string, backlog int64, lag float64) {
 	var b int64
 	var l float64
 	var ok bool
-	waitFor(ht.t, func() bool {
+	apitest.WaitFor(ht.t, func() bool {
 		b, l, ok = ht.gauges(subID)
 		return ok && b == backlog && l == lag
 	})
@@ -207,13 +208,13 @@ func TestWebhookTelemetryDelivered(t *testing.T) {
 	rc := newReceiver(t)
 	ht, withTel := newHookTel(t)
 	e := newHookEnv(t, rc, withTel)
-	subID := e.subscribe(subBody(rc.url("/hooks?token=tok_secret")))["id"].(string)
+	subID := e.Subscribe(subBody(rc.url("/hooks?token=tok_secret")))["id"].(string)
 	// Its worker runs, and reads the broker's ring from the start.
-	waitFor(t, func() bool { w, _ := e.svc.WebhookStateForTest(); return w == 1 })
+	apitest.WaitFor(t, func() bool { w, _ := e.Svc.WebhookStateForTest(); return w == 1 })
 
 	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
-	task := e.call(request{method: "POST", path: "/tasks", key: e.admin, body: taskBody("ENG-1"),
-		header: http.Header{"Traceparent": {"00-" + traceID + "-00f067aa0ba902b7-01"}}}, http.StatusCreated)["data"].(map[string]any)
+	task := e.Call(apitest.Request{Method: "POST", Path: "/tasks", Key: e.Admin, Body: apitest.TaskBody("ENG-1"),
+		Header: http.Header{"Traceparent": {"00-" + traceID + "-00f067aa0ba902b7-01"}}}, http.StatusCreated)["data"].(map[string]any)
 	d := rc.next()
 	if !strings.Contains(string(d.body), `"traceId":"`+traceID+`"`) {
 		t.Fatalf("the event's traceId is not the request's: %s", d.body)
@@ -222,7 +223,7 @@ func TestWebhookTelemetryDelivered(t *testing.T) {
 	if len(tp) != 4 || tp[0] != "00" || tp[1] != traceID || tp[2] == "00f067aa0ba902b7" || tp[3] != "01" {
 		t.Fatalf("traceparent %q, want the event's trace %s with the delivery's span", d.header.Get("Traceparent"), traceID)
 	}
-	e.waitDeliveries(subID, 1)
+	e.WaitDeliveries(subID, 1)
 
 	ms := ht.collect()
 	for _, c := range []struct {
@@ -272,8 +273,8 @@ func TestWebhookTelemetryNewTrace(t *testing.T) {
 	rc := newReceiver(t)
 	ht, withTel := newHookTel(t)
 	e := newHookEnv(t, rc, withTel)
-	subID := e.subscribe(subBody(rc.url("/hooks")))["id"].(string)
-	if _, err := e.svc.CreateTask(t.Context(), lifecycle.CreateTaskParams{Identifier: "ENG-1", Title: "t",
+	subID := e.Subscribe(subBody(rc.url("/hooks")))["id"].(string)
+	if _, err := e.Svc.CreateTask(t.Context(), lifecycle.CreateTaskParams{Identifier: "ENG-1", Title: "t",
 		Links: lifecycle.TaskLinks{Issue: "https://issues.example.com/ENG-1"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +282,7 @@ func TestWebhookTelemetryNewTrace(t *testing.T) {
 	if !strings.Contains(string(d.body), `"traceId":null`) {
 		t.Fatalf("event with a traceId: %s", d.body)
 	}
-	e.waitDeliveries(subID, 1)
+	e.WaitDeliveries(subID, 1)
 	spans := ht.deliverySpans()
 	if len(spans) != 1 || !spans[0].SpanContext().IsValid() || spans[0].Parent().IsValid() || spans[0].Parent().TraceID().IsValid() {
 		t.Fatalf("spans %v, want one root span", spans)
@@ -312,15 +313,15 @@ func TestWebhookTelemetryFailures(t *testing.T) {
 	})
 	ht, withTel := newHookTel(t)
 	e := newHookEnv(t, rc, withTel, noJitter)
-	subID := e.subscribe(subBody(rc.url("/hooks")))["id"].(string)
-	task := e.createTask(taskBody("ENG-1"))
+	subID := e.Subscribe(subBody(rc.url("/hooks")))["id"].(string)
+	task := e.CreateTask(apitest.TaskBody("ENG-1"))
 
 	rc.next()
-	e.waitDeliveries(subID, 1)
+	e.WaitDeliveries(subID, 1)
 	ht.waitGauges(subID, 1, 0) // pending a retry; the clock has not moved
-	e.clock.Advance(10 * time.Second)
+	e.Clock.Advance(10 * time.Second)
 	rc.next()
-	e.waitDeliveries(subID, 2)
+	e.WaitDeliveries(subID, 2)
 	ht.waitGauges(subID, 1, 10)
 
 	ms := ht.collect()
@@ -360,9 +361,9 @@ func TestWebhookTelemetryFailures(t *testing.T) {
 		t.Errorf("the retry's span has resend_count %v, want 1", v.String())
 	}
 
-	e.clock.Advance(time.Minute)
+	e.Clock.Advance(time.Minute)
 	rc.next()
-	e.waitDeliveries(subID, 3)
+	e.WaitDeliveries(subID, 3)
 	ht.waitGauges(subID, 0, 0)
 	if got := ht.count(ht.collect(), "lifecycle.webhook.delivery.attempts", attr("lifecycle.delivery.outcome", "delivered")); got != 1 {
 		t.Errorf("%d delivered attempts, want 1", got)
@@ -377,19 +378,19 @@ func TestWebhookTelemetrySubscriptionDisabled(t *testing.T) {
 	rc.setRespond(func(_ int, w http.ResponseWriter) { w.WriteHeader(http.StatusGone) })
 	ht, withTel := newHookTel(t)
 	e := newHookEnv(t, rc, withTel)
-	subID := e.subscribe(subBody(rc.url("/hooks")))["id"].(string)
+	subID := e.Subscribe(subBody(rc.url("/hooks")))["id"].(string)
 	if n := ht.count(ht.collect(), "lifecycle.webhook.subscriptions.disabled"); n > 0 {
 		t.Fatalf("%d subscriptions disabled before any delivery", n)
 	}
-	e.createTask(taskBody("ENG-1"))
+	e.CreateTask(apitest.TaskBody("ENG-1"))
 	rc.next()
-	waitFor(t, func() bool { return ht.count(ht.collect(), "lifecycle.webhook.subscriptions.disabled") == 1 })
+	apitest.WaitFor(t, func() bool { return ht.count(ht.collect(), "lifecycle.webhook.subscriptions.disabled") == 1 })
 	ms := ht.collect()
 	if n := ht.count(ms, "lifecycle.webhook.delivery.attempts", attr("lifecycle.delivery.outcome", "failed"), attr("http.response.status_class", "4xx")); n != 1 {
 		t.Errorf("%d failed 4xx attempts, want 1", n)
 	}
 	// The subscription's worker stopped: its gauges are no longer observed.
-	waitFor(t, func() bool { _, _, ok := ht.gauges(subID); return !ok })
+	apitest.WaitFor(t, func() bool { _, _, ok := ht.gauges(subID); return !ok })
 	ht.checkBounded()
 }
 
@@ -403,16 +404,16 @@ func TestWebhookTelemetryBacklogAndLag(t *testing.T) {
 	rc.Hold(hold)
 	ht, withTel := newHookTel(t)
 	e := newHookEnv(t, rc, withTel)
-	subID := e.subscribe(subBody(rc.url("/hooks")))["id"].(string)
-	waitFor(t, func() bool { w, _ := e.svc.WebhookStateForTest(); return w == 1 })
+	subID := e.Subscribe(subBody(rc.url("/hooks")))["id"].(string)
+	apitest.WaitFor(t, func() bool { w, _ := e.Svc.WebhookStateForTest(); return w == 1 })
 	ht.waitGauges(subID, 0, 0)
 
-	e.createTask(taskBody("ENG-1"))
-	waitFor(t, func() bool { n, _ := rc.InFlight(); return n == 1 })
-	e.clock.Advance(30 * time.Second)
+	e.CreateTask(apitest.TaskBody("ENG-1"))
+	apitest.WaitFor(t, func() bool { n, _ := rc.InFlight(); return n == 1 })
+	e.Clock.Advance(30 * time.Second)
 	ht.waitGauges(subID, 1, 30)
-	e.createTask(taskBody("ENG-2"))
-	e.clock.Advance(15 * time.Second)
+	e.CreateTask(apitest.TaskBody("ENG-2"))
+	e.Clock.Advance(15 * time.Second)
 	ht.waitGauges(subID, 2, 45)
 	if n, _ := rc.InFlight(); n != 1 {
 		t.Fatalf("%d requests held, want 1", n)
@@ -421,7 +422,7 @@ func TestWebhookTelemetryBacklogAndLag(t *testing.T) {
 	close(hold)
 	rc.next()
 	rc.next()
-	e.waitDeliveries(subID, 2)
+	e.WaitDeliveries(subID, 2)
 	ht.waitGauges(subID, 0, 0)
 	ht.checkBounded()
 }
@@ -433,27 +434,27 @@ func TestWebhookTelemetryCatchUpRead(t *testing.T) {
 	rc := newReceiver(t)
 	ht, withTel := newHookTel(t)
 	e := newEnv(t, rc.trust, withTel)
-	subID := e.subscribe(subBody(rc.url("/hooks")))["id"].(string)
+	subID := e.Subscribe(subBody(rc.url("/hooks")))["id"].(string)
 	// Committed before the Service starts: its broker's ring begins after
 	// them.
-	e.createTask(taskBody("ENG-1"))
-	e.createTask(taskBody("ENG-2"))
+	e.CreateTask(apitest.TaskBody("ENG-1"))
+	e.CreateTask(apitest.TaskBody("ENG-2"))
 	webhook := attr("lifecycle.replay.reader", "webhook")
 	if n := ht.count(ht.collect(), "lifecycle.outbox.replay.reads", webhook); n > 0 {
 		t.Fatalf("%d replay reads before the start", n)
 	}
-	e.start()
+	e.Start()
 	rc.next()
 	rc.next()
-	e.waitDeliveries(subID, 2)
+	e.WaitDeliveries(subID, 2)
 	reads := ht.count(ht.collect(), "lifecycle.outbox.replay.reads", webhook)
 	if reads < 1 {
 		t.Fatalf("%d webhook replay reads after catching up, want at least 1", reads)
 	}
 	// Caught up: the next event comes from the ring.
-	e.createTask(taskBody("ENG-3"))
+	e.CreateTask(apitest.TaskBody("ENG-3"))
 	rc.next()
-	e.waitDeliveries(subID, 3)
+	e.WaitDeliveries(subID, 3)
 	if n := ht.count(ht.collect(), "lifecycle.outbox.replay.reads", webhook); n != reads {
 		t.Errorf("%d webhook replay reads, want still %d: the event came from memory", n, reads)
 	}
@@ -509,17 +510,17 @@ func TestWebhookTelemetryScrapeOf100Subscriptions(t *testing.T) {
 		c.WebhookConcurrencyPerSubscription = 1
 	})
 	for i := range 100 {
-		if _, err := e.svc.CreateSubscription(t.Context(), lifecycle.CreateSubscriptionParams{URL: rc.url(fmt.Sprintf("/hooks/%d", i)),
+		if _, err := e.Svc.CreateSubscription(t.Context(), lifecycle.CreateSubscriptionParams{URL: rc.url(fmt.Sprintf("/hooks/%d", i)),
 			EventTypes: []lifecycle.EventType{lifecycle.EventTaskUpdated}, Secret: hookSecret}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	e.start()
-	waitFor(t, func() bool { w, _ := e.svc.WebhookStateForTest(); return w == 100 })
+	e.Start()
+	apitest.WaitFor(t, func() bool { w, _ := e.Svc.WebhookStateForTest(); return w == 100 })
 	for i := range 20 {
-		e.createTask(taskBody(fmt.Sprintf("ENG-%d", i)))
+		e.CreateTask(apitest.TaskBody(fmt.Sprintf("ENG-%d", i)))
 	}
-	e.clock.Advance(time.Minute)
+	e.Clock.Advance(time.Minute)
 	backlogs := func() []int64 {
 		var out []int64
 		for _, p := range ht.collect()["lifecycle.webhook.backlog"].Data.(metricdata.Gauge[int64]).DataPoints {
@@ -527,7 +528,7 @@ func TestWebhookTelemetryScrapeOf100Subscriptions(t *testing.T) {
 		}
 		return out
 	}
-	waitFor(t, func() bool {
+	apitest.WaitFor(t, func() bool {
 		n, _ := rc.InFlight()
 		b := backlogs()
 		return n == 100 && len(b) == 100 && slices.Max(b) == 20 && slices.Min(b) == 20

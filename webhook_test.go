@@ -62,36 +62,12 @@ func noJitter(c *lifecycle.Config) { c.WebhookRetryJitter = -1 }
 func newHookEnv(t *testing.T, rc *receiver, mutate ...func(*lifecycle.Config)) *env {
 	t.Helper()
 	e := newEnv(t, append([]func(*lifecycle.Config){rc.trust}, mutate...)...)
-	e.start()
+	e.Start()
 	return e
-}
-
-// start starts e's Service and closes it when the test ends.
-func (e *env) start() {
-	e.t.Helper()
-	apitest.StartService(e.t, e.t.Context(), e.svc)
-}
-
-// subscribe creates a subscription through the API and returns its record.
-func (e *env) subscribe(body map[string]any) map[string]any {
-	e.t.Helper()
-	return e.api().Subscribe(body)
 }
 
 // subBody is a subscription body for url with every event type.
 func subBody(url string) map[string]any { return apitest.SubBody(url, hookSecret) }
-
-// deliveries lists the delivery attempts of a subscription, newest first.
-func (e *env) deliveries(subID string) []map[string]any {
-	e.t.Helper()
-	return e.api().Deliveries(subID)
-}
-
-// waitDeliveries waits until subID has n attempts recorded and returns them.
-func (e *env) waitDeliveries(subID string, n int) []map[string]any {
-	e.t.Helper()
-	return e.api().WaitDeliveries(subID, n)
-}
 
 // hexHMAC and standardSignature compute the signatures independently of
 // the library.
@@ -113,10 +89,10 @@ func TestWebhookDelivery(t *testing.T) {
 	rc := newReceiver(t)
 	e := newHookEnv(t, rc, noPolling)
 	srv := e.serve()
-	sub := e.subscribe(subBody(rc.url("/hooks")))
-	sse := stream(t, srv, e.admin, "", nil)
+	sub := e.Subscribe(subBody(rc.url("/hooks")))
+	sse := stream(t, srv, e.Admin, "", nil)
 
-	taskID := e.createTask(taskBody("ENG-1"))["id"].(string)
+	taskID := e.CreateTask(apitest.TaskBody("ENG-1"))["id"].(string)
 	d := rc.next()
 	frame := parseFrame(t, sse.next())
 	var env struct {
@@ -144,7 +120,7 @@ func TestWebhookDelivery(t *testing.T) {
 		"X-Service-Event-Type":  "task.updated",
 		"X-Service-Signature":   hexHMAC(hookSecret, d.body),
 		"Webhook-Id":            env.ID,
-		"Webhook-Timestamp":     strconv.FormatInt(epoch.Unix(), 10),
+		"Webhook-Timestamp":     strconv.FormatInt(apitest.Epoch.Unix(), 10),
 		"Webhook-Signature":     standardSignature(hookSecret, env.ID, ts, d.body),
 		"X-Service-Delivery-Id": h.Get("X-Service-Delivery-Id"),
 		"User-Agent":            h.Get("User-Agent"),
@@ -164,9 +140,9 @@ func TestWebhookDelivery(t *testing.T) {
 	}
 	// Independent implementations: @octokit/webhooks-methods and
 	// standardwebhooks, at the time of the Service's clock.
-	verifyWithNodeAt(t, e.clock.Now(), hookSecret, d.body, h)
+	verifyWithNodeAt(t, e.Clock.Now(), hookSecret, d.body, h)
 
-	list := e.waitDeliveries(sub["id"].(string), 1)
+	list := e.WaitDeliveries(sub["id"].(string), 1)
 	wantList := []map[string]any{{
 		"eventId": env.ID, "deliveryId": h.Get("X-Service-Delivery-Id"), "attempt": 1.0, "status": "succeeded",
 		"responseStatus": 200.0, "error": nil, "attemptedAt": "2026-11-21T10:00:00.000Z", "nextAttemptAt": nil,
@@ -174,7 +150,7 @@ func TestWebhookDelivery(t *testing.T) {
 	if diff := cmp.Diff(wantList, list); diff != "" {
 		t.Errorf("deliveries (-want +got):\n%s", diff)
 	}
-	if strings.Contains(e.logText(), hookSecret) {
+	if strings.Contains(e.LogText(), hookSecret) {
 		t.Error("the secret appears in the logs")
 	}
 }
@@ -195,21 +171,21 @@ func TestWebhookRetriesOnSchedule(t *testing.T) {
 	rc := newReceiver(t)
 	rc.setRespond(failing(3, http.StatusInternalServerError))
 	e := newHookEnv(t, rc, noJitter)
-	subID := e.subscribe(subBody(rc.url("/hooks")))["id"].(string)
-	e.createTask(taskBody("ENG-1"))
+	subID := e.Subscribe(subBody(rc.url("/hooks")))["id"].(string)
+	e.CreateTask(apitest.TaskBody("ENG-1"))
 
 	first := rc.next()
 	eventID := first.header.Get("X-Service-Event-Id")
 	deliveryIDs := map[string]bool{first.header.Get("X-Service-Delivery-Id"): true}
 	for i, delay := range []time.Duration{10 * time.Second, time.Minute, 10 * time.Minute} {
-		list := e.waitDeliveries(subID, i+1)
-		wantNext := epoch.Add(sumDurations(i + 1)).Format("2006-01-02T15:04:05.000Z")
+		list := e.WaitDeliveries(subID, i+1)
+		wantNext := apitest.Epoch.Add(sumDurations(i + 1)).Format("2006-01-02T15:04:05.000Z")
 		if list[0]["status"] != "pending" || list[0]["nextAttemptAt"] != wantNext || list[0]["responseStatus"] != 500.0 {
 			t.Fatalf("after attempt %d, newest delivery = %v; want pending until %s", i+1, list[0], wantNext)
 		}
-		e.clock.Advance(delay - time.Millisecond)
+		e.Clock.Advance(delay - time.Millisecond)
 		rc.quiet(50 * time.Millisecond)
-		e.clock.Advance(time.Millisecond)
+		e.Clock.Advance(time.Millisecond)
 		d := rc.next()
 		if got := d.header.Get("X-Service-Event-Id"); got != eventID {
 			t.Errorf("attempt %d event ID %s, want %s", i+2, got, eventID)
@@ -223,7 +199,7 @@ func TestWebhookRetriesOnSchedule(t *testing.T) {
 			t.Errorf("attempt %d body differs from the first", i+2)
 		}
 	}
-	list := e.waitDeliveries(subID, 4)
+	list := e.WaitDeliveries(subID, 4)
 	var got []string
 	for _, d := range list {
 		got = append(got, fmt.Sprintf("%v %v %v", d["attempt"], d["status"], d["attemptedAt"]))
@@ -254,15 +230,15 @@ func TestWebhookEightFailuresEndFailed(t *testing.T) {
 	rc := newReceiver(t)
 	rc.setRespond(failing(100, http.StatusBadGateway))
 	e := newHookEnv(t, rc, noJitter)
-	subID := e.subscribe(subBody(rc.url("/hooks")))["id"].(string)
-	e.createTask(taskBody("ENG-1"))
+	subID := e.Subscribe(subBody(rc.url("/hooks")))["id"].(string)
+	e.CreateTask(apitest.TaskBody("ENG-1"))
 	rc.next()
 	for i, delay := range lifecycle.DefaultWebhookRetrySchedule() {
-		e.waitDeliveries(subID, i+1)
-		e.clock.Advance(delay)
+		e.WaitDeliveries(subID, i+1)
+		e.Clock.Advance(delay)
 		rc.next()
 	}
-	list := e.waitDeliveries(subID, 8)
+	list := e.WaitDeliveries(subID, 8)
 	if len(list) != 8 {
 		t.Fatalf("%d attempts recorded, want 8", len(list))
 	}
@@ -276,7 +252,7 @@ func TestWebhookEightFailuresEndFailed(t *testing.T) {
 			t.Errorf("earlier attempt %v is %v, want failed", d["attempt"], d["status"])
 		}
 	}
-	e.clock.Advance(100 * time.Hour)
+	e.Clock.Advance(100 * time.Hour)
 	rc.quiet(100 * time.Millisecond)
 }
 
@@ -291,7 +267,7 @@ func TestWebhookRetryAfter(t *testing.T) {
 		{"honoured", http.StatusServiceUnavailable, "15", 15 * time.Second},
 		{"clamped up to the schedule", http.StatusTooManyRequests, "2", 10 * time.Second},
 		{"clamped down to twice the schedule", http.StatusServiceUnavailable, "3600", 20 * time.Second},
-		{"http date", http.StatusTooManyRequests, epoch.Add(12 * time.Second).Format(http.TimeFormat), 12 * time.Second},
+		{"http date", http.StatusTooManyRequests, apitest.Epoch.Add(12 * time.Second).Format(http.TimeFormat), 12 * time.Second},
 		{"ignored on other statuses", http.StatusInternalServerError, "15", 10 * time.Second},
 	}
 	for _, tt := range tests {
@@ -303,10 +279,10 @@ func TestWebhookRetryAfter(t *testing.T) {
 				w.WriteHeader(tt.status)
 			})
 			e := newHookEnv(t, rc, noJitter)
-			subID := e.subscribe(subBody(rc.url("/hooks")))["id"].(string)
-			e.createTask(taskBody("ENG-1"))
-			list := e.waitDeliveries(subID, 1)
-			want := epoch.Add(tt.want).Format("2006-01-02T15:04:05.000Z")
+			subID := e.Subscribe(subBody(rc.url("/hooks")))["id"].(string)
+			e.CreateTask(apitest.TaskBody("ENG-1"))
+			list := e.WaitDeliveries(subID, 1)
+			want := apitest.Epoch.Add(tt.want).Format("2006-01-02T15:04:05.000Z")
 			if list[0]["nextAttemptAt"] != want {
 				t.Errorf("nextAttemptAt = %v, want %s", list[0]["nextAttemptAt"], want)
 			}
@@ -319,17 +295,17 @@ func TestWebhookJitter(t *testing.T) {
 	rc := newReceiver(t)
 	rc.setRespond(failing(100, http.StatusInternalServerError))
 	e := newHookEnv(t, rc, func(c *lifecycle.Config) { c.WebhookRetryJitter = 0.5 })
-	subID := e.subscribe(subBody(rc.url("/hooks")))["id"].(string)
+	subID := e.Subscribe(subBody(rc.url("/hooks")))["id"].(string)
 	for i := range 20 {
-		e.createTask(taskBody(fmt.Sprintf("ENG-%d", i)))
+		e.CreateTask(apitest.TaskBody(fmt.Sprintf("ENG-%d", i)))
 	}
 	seen := map[string]bool{}
-	for _, d := range e.waitDeliveries(subID, 20) {
+	for _, d := range e.WaitDeliveries(subID, 20) {
 		at, err := time.Parse(time.RFC3339, d["nextAttemptAt"].(string))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if delay := at.Sub(epoch); delay < 5*time.Second || delay > 10*time.Second {
+		if delay := at.Sub(apitest.Epoch); delay < 5*time.Second || delay > 10*time.Second {
 			t.Errorf("retry after %s, want 10s made up to 50%% shorter", delay)
 		}
 		seen[d["nextAttemptAt"].(string)] = true
@@ -344,19 +320,19 @@ func TestWebhookRestartLosesNothing(t *testing.T) {
 	rc := newReceiver(t)
 	rc.setRespond(failing(1, http.StatusInternalServerError))
 	e := newEnv(t, rc.trust, noJitter)
-	if err := e.svc.Start(t.Context()); err != nil {
+	if err := e.Svc.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	subID := e.subscribe(subBody(rc.url("/hooks")))["id"].(string)
-	first := e.createTask(taskBody("ENG-1"))["id"].(string)
+	subID := e.Subscribe(subBody(rc.url("/hooks")))["id"].(string)
+	first := e.CreateTask(apitest.TaskBody("ENG-1"))["id"].(string)
 	rc.next()
-	e.waitDeliveries(subID, 1) // attempt 1 failed; attempt 2 is due in 10s
-	if err := e.svc.Close(t.Context()); err != nil {
+	e.WaitDeliveries(subID, 1) // attempt 1 failed; attempt 2 is due in 10s
+	if err := e.Svc.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 
 	// An event committed while no dispatcher runs.
-	cfg := lifecycle.Config{Store: e.store, BaseURL: testBase, Clock: e.clock, Logger: e.svcLogger()}
+	cfg := lifecycle.Config{Store: e.Store, BaseURL: apitest.BaseURL, Clock: e.Clock, Logger: e.Logger()}
 	rc.trust(&cfg)
 	noJitter(&cfg)
 	svc2, err := lifecycle.New(cfg)
@@ -368,18 +344,18 @@ func TestWebhookRestartLosesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.svc = svc2
-	e.start()
+	e.Svc = svc2
+	e.Start()
 	d := rc.next()
 	if !strings.Contains(string(d.body), second.ID) {
 		t.Errorf("after the restart got %s, want the event of %s", d.body, second.ID)
 	}
-	e.clock.Advance(10 * time.Second)
+	e.Clock.Advance(10 * time.Second)
 	d = rc.next()
 	if !strings.Contains(string(d.body), first) {
 		t.Errorf("the retry delivered %s, want the event of %s", d.body, first)
 	}
-	list := e.waitDeliveries(subID, 3)
+	list := e.WaitDeliveries(subID, 3)
 	var got []string
 	for _, d := range list {
 		got = append(got, fmt.Sprintf("%v %v", d["attempt"], d["status"]))
@@ -394,17 +370,17 @@ func TestWebhookAbandonedAttemptIsDeliveredAgain(t *testing.T) {
 	rc := newReceiver(t)
 	rc.Hold(make(chan struct{}))
 	e := newEnv(t, rc.trust)
-	if err := e.svc.Start(t.Context()); err != nil {
+	if err := e.Svc.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	subID := e.subscribe(subBody(rc.url("/hooks")))["id"].(string)
-	e.createTask(taskBody("ENG-1"))
-	waitFor(t, func() bool { n, _ := rc.InFlight(); return n == 1 })
+	subID := e.Subscribe(subBody(rc.url("/hooks")))["id"].(string)
+	e.CreateTask(apitest.TaskBody("ENG-1"))
+	apitest.WaitFor(t, func() bool { n, _ := rc.InFlight(); return n == 1 })
 	// Stop while the receiver holds the attempt: nothing is recorded.
-	if err := e.svc.Close(t.Context()); err != nil {
+	if err := e.Svc.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if list := e.deliveries(subID); len(list) != 0 {
+	if list := e.Deliveries(subID); len(list) != 0 {
 		t.Fatalf("deliveries after an abandoned attempt: %v", list)
 	}
 	rc.Hold(nil)
@@ -414,7 +390,7 @@ func TestWebhookAbandonedAttemptIsDeliveredAgain(t *testing.T) {
 	if d.header.Get("X-Service-Event-Type") != "task.updated" {
 		t.Errorf("redelivered %s", d.body)
 	}
-	if list := e.waitDeliveries(subID, 1); list[0]["status"] != "succeeded" {
+	if list := e.WaitDeliveries(subID, 1); list[0]["status"] != "succeeded" {
 		t.Errorf("deliveries = %v", list)
 	}
 }
@@ -426,18 +402,18 @@ func TestWebhookDeleteStopsDeliveries(t *testing.T) {
 	defer close(hold)
 	rc.Hold(hold)
 	e := newHookEnv(t, rc)
-	subID := e.subscribe(subBody(rc.url("/hooks")))["id"].(string)
-	e.createTask(taskBody("ENG-1"))
-	waitFor(t, func() bool { n, _ := rc.InFlight(); return n == 1 })
-	e.call(request{method: "DELETE", path: "/event-subscriptions/" + subID, key: e.admin}, http.StatusNoContent)
+	subID := e.Subscribe(subBody(rc.url("/hooks")))["id"].(string)
+	e.CreateTask(apitest.TaskBody("ENG-1"))
+	apitest.WaitFor(t, func() bool { n, _ := rc.InFlight(); return n == 1 })
+	e.Call(apitest.Request{Method: "DELETE", Path: "/event-subscriptions/" + subID, Key: e.Admin}, http.StatusNoContent)
 	// The attempt under way was abandoned: the receiver saw it cancelled.
-	waitFor(t, func() bool { n, _ := rc.InFlight(); return n == 0 })
+	apitest.WaitFor(t, func() bool { n, _ := rc.InFlight(); return n == 0 })
 	rc.Hold(nil)
-	e.createTask(taskBody("ENG-2"))
+	e.CreateTask(apitest.TaskBody("ENG-2"))
 	rc.quiet(200 * time.Millisecond)
-	e.call(request{method: "GET", path: "/event-subscriptions/" + subID, key: e.admin}, http.StatusNotFound)
-	e.call(request{method: "GET", path: "/event-subscriptions/" + subID + "/deliveries", key: e.admin}, http.StatusNotFound)
-	e.call(request{method: "DELETE", path: "/event-subscriptions/" + subID, key: e.admin}, http.StatusNotFound)
+	e.Call(apitest.Request{Method: "GET", Path: "/event-subscriptions/" + subID, Key: e.Admin}, http.StatusNotFound)
+	e.Call(apitest.Request{Method: "GET", Path: "/event-subscriptions/" + subID + "/deliveries", Key: e.Admin}, http.StatusNotFound)
+	e.Call(apitest.Request{Method: "DELETE", Path: "/event-subscriptions/" + subID, Key: e.Admin}, http.StatusNotFound)
 }
 
 func TestWebhookGoneDisables(t *testing.T) {
@@ -446,19 +422,19 @@ func TestWebhookGoneDisables(t *testing.T) {
 	rc.setRespond(func(int, http.ResponseWriter) {})
 	rc.setRespond(func(_ int, w http.ResponseWriter) { w.WriteHeader(http.StatusGone) })
 	e := newHookEnv(t, rc)
-	subID := e.subscribe(subBody(rc.url("/hooks")))["id"].(string)
-	e.createTask(taskBody("ENG-1"))
+	subID := e.Subscribe(subBody(rc.url("/hooks")))["id"].(string)
+	e.CreateTask(apitest.TaskBody("ENG-1"))
 	rc.next()
-	list := e.waitDeliveries(subID, 1)
+	list := e.WaitDeliveries(subID, 1)
 	if list[0]["status"] != "failed" || list[0]["responseStatus"] != 410.0 || list[0]["nextAttemptAt"] != nil {
 		t.Errorf("delivery = %v, want failed with 410 and no retry", list[0])
 	}
-	waitFor(t, func() bool {
-		sub := e.call(request{method: "GET", path: "/event-subscriptions/" + subID, key: e.admin}, http.StatusOK)["data"].(map[string]any)
+	apitest.WaitFor(t, func() bool {
+		sub := e.Call(apitest.Request{Method: "GET", Path: "/event-subscriptions/" + subID, Key: e.Admin}, http.StatusOK)["data"].(map[string]any)
 		return sub["status"] == "disabled"
 	})
-	e.createTask(taskBody("ENG-2"))
-	e.clock.Advance(time.Hour)
+	e.CreateTask(apitest.TaskBody("ENG-2"))
+	e.Clock.Advance(time.Hour)
 	rc.quiet(200 * time.Millisecond)
 }
 
@@ -466,10 +442,10 @@ func TestWebhookFilters(t *testing.T) {
 	t.Parallel()
 	rc := newReceiver(t)
 	e := newHookEnv(t, rc)
-	keep := e.createTask(taskBody("ENG-1"))["id"].(string)
-	other := taskBody("OPS-1")
+	keep := e.CreateTask(apitest.TaskBody("ENG-1"))["id"].(string)
+	other := apitest.TaskBody("OPS-1")
 	other["context"] = map[string]any{"project": "ops", "goal": "g"}
-	opsTask := e.createTask(other)["id"].(string)
+	opsTask := e.CreateTask(other)["id"].(string)
 
 	byTask := subBody(rc.url("/by-task"))
 	byTask["filters"] = map[string]any{"taskIds": []string{keep}}
@@ -478,11 +454,11 @@ func TestWebhookFilters(t *testing.T) {
 	byType := subBody(rc.url("/by-type"))
 	byType["eventTypes"] = []string{"task.awaiting_user"}
 	for _, b := range []map[string]any{byTask, byProject, byType} {
-		e.subscribe(b)
+		e.Subscribe(b)
 	}
-	e.call(request{method: "POST", path: "/tasks/" + keep + "/start", key: e.admin}, http.StatusOK)
-	e.call(request{method: "POST", path: "/tasks/" + opsTask + "/start", key: e.admin}, http.StatusOK)
-	e.call(request{method: "POST", path: "/tasks/" + opsTask + "/blocker", key: e.admin, body: map[string]any{
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + keep + "/start", Key: e.Admin}, http.StatusOK)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + opsTask + "/start", Key: e.Admin}, http.StatusOK)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + opsTask + "/blocker", Key: e.Admin, Body: map[string]any{
 		"reason": "needs_secret", "actionRequired": "add a key", "resumeInstructions": "rerun", "sourceRunId": "run_1"}}, http.StatusOK)
 
 	got := map[string]bool{}
@@ -533,8 +509,8 @@ func TestSubscriptionValidation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rec := e.do(request{method: "POST", path: "/event-subscriptions", key: e.admin, body: tt.body,
-				header: http.Header{"Idempotency-Key": {"validation-" + strings.ReplaceAll(tt.name, " ", "-")}}})
+			rec := e.Do(apitest.Request{Method: "POST", Path: "/event-subscriptions", Key: e.Admin, Body: tt.body,
+				Header: http.Header{"Idempotency-Key": {"validation-" + strings.ReplaceAll(tt.name, " ", "-")}}})
 			if rec.Code != http.StatusBadRequest {
 				t.Fatalf("status %d, want 400: %s", rec.Code, rec.Body)
 			}
@@ -544,7 +520,7 @@ func TestSubscriptionValidation(t *testing.T) {
 		})
 	}
 	t.Run("missing idempotency key", func(t *testing.T) {
-		rec := e.do(request{method: "POST", path: "/event-subscriptions", key: e.admin, body: subBody("https://hooks.example.com/x")})
+		rec := e.Do(apitest.Request{Method: "POST", Path: "/event-subscriptions", Key: e.Admin, Body: subBody("https://hooks.example.com/x")})
 		if diff := cmp.Diff([]string{"Idempotency-Key"}, errorFields(t, rec)); rec.Code != http.StatusBadRequest || diff != "" {
 			t.Errorf("status %d, fields diff %s", rec.Code, diff)
 		}
@@ -603,8 +579,8 @@ func TestSubscriptionSSRF(t *testing.T) {
 		{"https://[2002:a00:1::1]/", "embeds 10.0.0.1, a private address"},
 	}
 	for _, tt := range tests {
-		rec := e.do(request{method: "POST", path: "/event-subscriptions", key: e.admin, body: subBody(tt.url),
-			header: http.Header{"Idempotency-Key": {"ssrf-" + tt.url}}})
+		rec := e.Do(apitest.Request{Method: "POST", Path: "/event-subscriptions", Key: e.Admin, Body: subBody(tt.url),
+			Header: http.Header{"Idempotency-Key": {"ssrf-" + tt.url}}})
 		if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), tt.reason) {
 			t.Errorf("%s: %d %s, want 400 saying %q", tt.url, rec.Code, rec.Body, tt.reason)
 		}
@@ -614,11 +590,11 @@ func TestSubscriptionSSRF(t *testing.T) {
 		}
 	}
 	for _, logged := range []string{"addr=169.254.169.254", "addr=fd00::1"} {
-		if !strings.Contains(e.logText(), logged) {
-			t.Errorf("the log does not name the refused address %s:\n%s", logged, e.logText())
+		if !strings.Contains(e.LogText(), logged) {
+			t.Errorf("the log does not name the refused address %s:\n%s", logged, e.LogText())
 		}
 	}
-	e.subscribe(subBody("https://hooks.example.com/hooks"))
+	e.Subscribe(subBody("https://hooks.example.com/hooks"))
 }
 
 // flipResolver answers from a map that can change.
@@ -647,19 +623,19 @@ func TestWebhookDialRefusesPrivateAddresses(t *testing.T) {
 		c.AllowPrivateWebhookTargets = false
 		c.WebhookResolver = res
 	})
-	e.start()
+	e.Start()
 	// The host resolved to a public address when subscribed, then its DNS
 	// changed to point at the receiver on loopback.
 	port := rc.Server().Listener.Addr().(interface{ AddrPort() netip.AddrPort }).AddrPort().Port()
-	subID := e.subscribe(subBody(fmt.Sprintf("https://hooks.example.com:%d/hooks", port)))["id"].(string)
+	subID := e.Subscribe(subBody(fmt.Sprintf("https://hooks.example.com:%d/hooks", port)))["id"].(string)
 	res.set("127.0.0.1")
-	e.createTask(taskBody("ENG-1"))
-	list := e.waitDeliveries(subID, 1)
+	e.CreateTask(apitest.TaskBody("ENG-1"))
+	list := e.WaitDeliveries(subID, 1)
 	if list[0]["status"] != "pending" || !strings.Contains(fmt.Sprint(list[0]["error"]), "resolves to a private or reserved address") ||
 		strings.Contains(fmt.Sprint(list[0]["error"]), "127.0.0.1") {
 		t.Errorf("delivery = %v, want pending with the refusal, without the address", list[0])
 	}
-	if !strings.Contains(e.logText(), "addr=127.0.0.1") {
+	if !strings.Contains(e.LogText(), "addr=127.0.0.1") {
 		t.Errorf("the log does not name the refused address")
 	}
 	rc.quiet(50 * time.Millisecond)
@@ -669,8 +645,8 @@ func TestSubscriptionIdempotency(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *lifecycle.Config) { c.AllowPrivateWebhookTargets = true })
 	send := func(body map[string]any) *httptest.ResponseRecorder {
-		return e.do(request{method: "POST", path: "/event-subscriptions", key: e.admin, body: body,
-			header: http.Header{"Idempotency-Key": {"create-hooks-1"}}})
+		return e.Do(apitest.Request{Method: "POST", Path: "/event-subscriptions", Key: e.Admin, Body: body,
+			Header: http.Header{"Idempotency-Key": {"create-hooks-1"}}})
 	}
 	first := send(subBody("https://hooks.example.com/x"))
 	if first.Code != http.StatusCreated {
@@ -684,7 +660,7 @@ func TestSubscriptionIdempotency(t *testing.T) {
 	if other.Code != http.StatusConflict {
 		t.Errorf("same key, other body = %d, want 409", other.Code)
 	}
-	list := e.call(request{method: "GET", path: "/event-subscriptions", key: e.admin}, http.StatusOK)["data"].([]any)
+	list := e.Call(apitest.Request{Method: "GET", Path: "/event-subscriptions", Key: e.Admin}, http.StatusOK)["data"].([]any)
 	if len(list) != 1 {
 		t.Errorf("%d subscriptions, want 1", len(list))
 	}
@@ -700,7 +676,7 @@ func TestSubscriptionRecord(t *testing.T) {
 	body["description"] = "ops pager"
 	body["eventTypes"] = []string{"task.shipped", "task.shipped", "task.reviewed"}
 	body["filters"] = map[string]any{"projects": []string{"web"}}
-	created := e.subscribe(body)
+	created := e.Subscribe(body)
 	subID := created["id"].(string)
 	want := map[string]any{
 		"id": subID, "url": "https://hooks.example.com/x", "eventTypes": []any{"task.shipped", "task.reviewed"},
@@ -710,16 +686,16 @@ func TestSubscriptionRecord(t *testing.T) {
 	if diff := cmp.Diff(want, created); diff != "" {
 		t.Errorf("created (-want +got):\n%s", diff)
 	}
-	got := e.call(request{method: "GET", path: "/event-subscriptions/" + subID, key: e.admin}, http.StatusOK)["data"]
+	got := e.Call(apitest.Request{Method: "GET", Path: "/event-subscriptions/" + subID, Key: e.Admin}, http.StatusOK)["data"]
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("read (-want +got):\n%s", diff)
 	}
-	minimal := e.subscribe(subBody("https://hooks.example.com/y"))
+	minimal := e.Subscribe(subBody("https://hooks.example.com/y"))
 	if minimal["description"] != nil {
 		t.Errorf("description = %v, want null", minimal["description"])
 	}
-	e.call(request{method: "GET", path: "/event-subscriptions/whs_unknown123456789012345", key: e.admin}, http.StatusNotFound)
-	e.call(request{method: "GET", path: "/event-subscriptions/nope", key: e.admin}, http.StatusNotFound)
+	e.Call(apitest.Request{Method: "GET", Path: "/event-subscriptions/whs_unknown123456789012345", Key: e.Admin}, http.StatusNotFound)
+	e.Call(apitest.Request{Method: "GET", Path: "/event-subscriptions/nope", Key: e.Admin}, http.StatusNotFound)
 }
 
 func TestSubscriptionList(t *testing.T) {
@@ -727,12 +703,12 @@ func TestSubscriptionList(t *testing.T) {
 	e := newEnv(t, func(c *lifecycle.Config) { c.AllowPrivateWebhookTargets = true })
 	var ids []string
 	for i := range 5 {
-		ids = append(ids, e.subscribe(subBody(fmt.Sprintf("https://hooks.example.com/%d", i)))["id"].(string))
+		ids = append(ids, e.Subscribe(subBody(fmt.Sprintf("https://hooks.example.com/%d", i)))["id"].(string))
 	}
 	var got []string
 	cursor := ""
 	for pages := 0; ; pages++ {
-		out := e.call(request{method: "GET", path: "/event-subscriptions?limit=2&cursor=" + cursor, key: e.admin}, http.StatusOK)
+		out := e.Call(apitest.Request{Method: "GET", Path: "/event-subscriptions?limit=2&cursor=" + cursor, Key: e.Admin}, http.StatusOK)
 		for _, s := range out["data"].([]any) {
 			got = append(got, s.(map[string]any)["id"].(string))
 		}
@@ -748,16 +724,16 @@ func TestSubscriptionList(t *testing.T) {
 		t.Errorf("listed (-want +got):\n%s", diff)
 	}
 	for _, q := range []string{"limit=0", "limit=201", "limit=x", "cursor=bogus"} {
-		e.call(request{method: "GET", path: "/event-subscriptions?" + q, key: e.admin}, http.StatusBadRequest)
+		e.Call(apitest.Request{Method: "GET", Path: "/event-subscriptions?" + q, Key: e.Admin}, http.StatusBadRequest)
 	}
 }
 
 func TestSubscriptionScopes(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *lifecycle.Config) { c.AllowPrivateWebhookTargets = true })
-	reader := e.key(lifecycle.ScopeWebhooksRead)
-	writer := e.key(lifecycle.ScopeWebhooksWrite)
-	subID := e.subscribe(subBody("https://hooks.example.com/x"))["id"].(string)
+	reader := e.Key(lifecycle.ScopeWebhooksRead)
+	writer := e.Key(lifecycle.ScopeWebhooksWrite)
+	subID := e.Subscribe(subBody("https://hooks.example.com/x"))["id"].(string)
 	hdr := http.Header{"Idempotency-Key": {"scopes-key-1"}}
 	tests := []struct {
 		method, path, key string
@@ -775,7 +751,7 @@ func TestSubscriptionScopes(t *testing.T) {
 		{"DELETE", "/event-subscriptions/" + subID, writer, http.StatusNoContent},
 	}
 	for _, tt := range tests {
-		rec := e.do(request{method: tt.method, path: tt.path, key: tt.key, body: subBody("https://hooks.example.com/z"), header: hdr})
+		rec := e.Do(apitest.Request{Method: tt.method, Path: tt.path, Key: tt.key, Body: subBody("https://hooks.example.com/z"), Header: hdr})
 		if rec.Code != tt.want {
 			t.Errorf("%s %s = %d, want %d: %s", tt.method, tt.path, rec.Code, tt.want, rec.Body)
 		}
@@ -790,20 +766,20 @@ func TestWebhookSecretSealedAtRest(t *testing.T) {
 		key[i] = byte(i)
 	}
 	e := newHookEnv(t, rc, func(c *lifecycle.Config) { c.WebhookSecretKey = key })
-	subID := e.subscribe(subBody(rc.url("/hooks")))["id"].(string)
-	stored, err := e.store.Subscription(t.Context(), subID)
+	subID := e.Subscribe(subBody(rc.url("/hooks")))["id"].(string)
+	stored, err := e.Store.Subscription(t.Context(), subID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(string(stored.SealedSecret), hookSecret) {
 		t.Error("the stored secret holds the plaintext")
 	}
-	e.createTask(taskBody("ENG-1"))
+	e.CreateTask(apitest.TaskBody("ENG-1"))
 	d := rc.next()
 	if got := d.header.Get("X-Service-Signature"); got != hexHMAC(hookSecret, d.body) {
 		t.Errorf("signature %s does not match the secret", got)
 	}
-	if _, err := lifecycle.New(lifecycle.Config{Store: e.store, BaseURL: testBase, WebhookSecretKey: key[:16]}); err == nil {
+	if _, err := lifecycle.New(lifecycle.Config{Store: e.Store, BaseURL: apitest.BaseURL, WebhookSecretKey: key[:16]}); err == nil {
 		t.Error("New accepted a 16-byte WebhookSecretKey")
 	}
 }
@@ -815,9 +791,9 @@ func TestWebhookConcurrencyAndOrder(t *testing.T) {
 	// must still arrive one at a time and in order.
 	rc.setRespond(func(int, http.ResponseWriter) { time.Sleep(5 * time.Millisecond) })
 	e := newHookEnv(t, rc, func(c *lifecycle.Config) { c.WebhookConcurrencyPerSubscription = 1 })
-	e.subscribe(subBody(rc.url("/hooks")))
+	e.Subscribe(subBody(rc.url("/hooks")))
 	for i := range 10 {
-		e.createTask(taskBody(fmt.Sprintf("ENG-%d", i)))
+		e.CreateTask(apitest.TaskBody(fmt.Sprintf("ENG-%d", i)))
 	}
 	var last int64
 	for range 10 {
@@ -846,11 +822,11 @@ func TestWebhookHangingReceiverDoesNotSlowOthers(t *testing.T) {
 		pool.AddCert(healthy.Server().Certificate())
 		c.WebhookConcurrencyPerSubscription = 2
 	})
-	e.start()
-	e.subscribe(subBody(hung.url("/hooks")))
-	e.subscribe(subBody(healthy.url("/hooks")))
+	e.Start()
+	e.Subscribe(subBody(hung.url("/hooks")))
+	e.Subscribe(subBody(healthy.url("/hooks")))
 	for i := range 20 {
-		e.createTask(taskBody(fmt.Sprintf("ENG-%d", i)))
+		e.CreateTask(apitest.TaskBody(fmt.Sprintf("ENG-%d", i)))
 	}
 	for range 20 {
 		healthy.next()
@@ -894,8 +870,8 @@ func TestWebhookLeaseMovesOnWhenAProcessDies(t *testing.T) {
 	t.Parallel()
 	rc := newReceiver(t)
 	e := newEnv(t, rc.trust) // process B's Service, not started yet
-	a := &killableStore{Store: e.store}
-	cfg := lifecycle.Config{Store: a, BaseURL: testBase, Clock: e.clock, Logger: e.svcLogger()}
+	a := &killableStore{Store: e.Store}
+	cfg := lifecycle.Config{Store: a, BaseURL: apitest.BaseURL, Clock: e.Clock, Logger: e.Logger()}
 	rc.trust(&cfg)
 	svcA, err := lifecycle.New(cfg)
 	if err != nil {
@@ -905,29 +881,29 @@ func TestWebhookLeaseMovesOnWhenAProcessDies(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer svcA.Close(t.Context())
-	subID := e.subscribe(subBody(rc.url("/hooks")))["id"].(string)
+	subID := e.Subscribe(subBody(rc.url("/hooks")))["id"].(string)
 	// A polls, and finds the subscription: the clock moves on in small
 	// steps until it has, whenever A's poll started waiting.
 	steps := 0
-	waitFor(t, func() bool {
+	apitest.WaitFor(t, func() bool {
 		if steps < 50 { // at most 5 s of A's 30-second lease
-			e.clock.Advance(100 * time.Millisecond)
+			e.Clock.Advance(100 * time.Millisecond)
 			steps++
 		}
-		sub, err := e.store.Subscription(t.Context(), subID)
+		sub, err := e.Store.Subscription(t.Context(), subID)
 		return err == nil && sub.LeaseOwner != ""
 	})
 
 	a.dead.Store(true) // process A dies holding the lease
-	e.start()          // process B shares the store
-	e.createTask(taskBody("ENG-1"))
+	e.Start()          // process B shares the store
+	e.CreateTask(apitest.TaskBody("ENG-1"))
 	rc.quiet(200 * time.Millisecond)  // A's lease has not ended: nobody delivers
-	e.clock.Advance(31 * time.Second) // past A's lease
+	e.Clock.Advance(31 * time.Second) // past A's lease
 	d := rc.next()
 	if d.header.Get("X-Service-Event-Type") != "task.updated" {
 		t.Errorf("delivered %s", d.body)
 	}
-	if list := e.waitDeliveries(subID, 1); list[0]["status"] != "succeeded" {
+	if list := e.WaitDeliveries(subID, 1); list[0]["status"] != "succeeded" {
 		t.Errorf("deliveries = %v", list)
 	}
 	rc.quiet(100 * time.Millisecond)
@@ -948,25 +924,25 @@ func TestWebhookCursorBehindPrunedEvents(t *testing.T) {
 	t.Parallel()
 	rc := newReceiver(t)
 	e := newEnv(t, rc.trust)
-	subID := e.subscribe(subBody(rc.url("/hooks")))["id"].(string)
-	e.createTask(taskBody("ENG-1"))
-	e.createTask(taskBody("ENG-2"))
+	subID := e.Subscribe(subBody(rc.url("/hooks")))["id"].(string)
+	e.CreateTask(apitest.TaskBody("ENG-1"))
+	e.CreateTask(apitest.TaskBody("ENG-2"))
 	// Every process was down for longer than the retention: the events
 	// the subscription never got are pruned.
-	e.clock.Advance(73 * time.Hour)
-	if _, err := e.store.Prune(t.Context(), lifecycle.PruneParams{Before: e.clock.Now().Add(-72 * time.Hour)}); err != nil {
+	e.Clock.Advance(73 * time.Hour)
+	if _, err := e.Store.Prune(t.Context(), lifecycle.PruneParams{Before: e.Clock.Now().Add(-72 * time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	counting := &countingStore{Store: e.store}
-	cfg := lifecycle.Config{Store: counting, BaseURL: testBase, Clock: e.clock, Logger: e.svcLogger()}
+	counting := &countingStore{Store: e.Store}
+	cfg := lifecycle.Config{Store: counting, BaseURL: apitest.BaseURL, Clock: e.Clock, Logger: e.Logger()}
 	rc.trust(&cfg)
 	svc, err := lifecycle.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.svc = svc
-	e.start()
-	waitFor(t, func() bool { return strings.Contains(e.logText(), "were not delivered") })
+	e.Svc = svc
+	e.Start()
+	apitest.WaitFor(t, func() bool { return strings.Contains(e.LogText(), "were not delivered") })
 	// A spin is a rate of reads: it is measured over a window of real
 	// time, the one wait here that is what the test is about. The window
 	// ends early, failing, as soon as the reads show a spin.
@@ -981,7 +957,7 @@ func TestWebhookCursorBehindPrunedEvents(t *testing.T) {
 	if d := rc.next(); !strings.Contains(string(d.body), `"taskIdentifier":"ENG-3"`) {
 		t.Errorf("delivered %s, want ENG-3's event", d.body)
 	}
-	if list := e.waitDeliveries(subID, 1); len(list) != 1 {
+	if list := e.WaitDeliveries(subID, 1); len(list) != 1 {
 		t.Errorf("deliveries = %v", list)
 	}
 }
@@ -1005,16 +981,16 @@ func TestWebhookFailedRecordDoesNotResendRetries(t *testing.T) {
 	rc := newReceiver(t)
 	rc.setRespond(failing(100, http.StatusInternalServerError))
 	e := newEnv(t, rc.trust)
-	flaky := &writeFailingStore{Store: e.store}
-	cfg := lifecycle.Config{Store: flaky, BaseURL: testBase, Clock: e.clock, Logger: e.svcLogger()}
+	flaky := &writeFailingStore{Store: e.Store}
+	cfg := lifecycle.Config{Store: flaky, BaseURL: apitest.BaseURL, Clock: e.Clock, Logger: e.Logger()}
 	rc.trust(&cfg)
 	noJitter(&cfg)
 	svc, err := lifecycle.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.svc = svc
-	e.start()
+	e.Svc = svc
+	e.Start()
 	sub, err := svc.CreateSubscription(t.Context(), lifecycle.CreateSubscriptionParams{URL: rc.url("/hooks"),
 		EventTypes: []lifecycle.EventType{lifecycle.EventTaskUpdated}, Secret: hookSecret})
 	if err != nil {
@@ -1026,18 +1002,18 @@ func TestWebhookFailedRecordDoesNotResendRetries(t *testing.T) {
 		t.Fatal(err)
 	}
 	rc.next()
-	e.waitDeliveries(subID, 1)
+	e.WaitDeliveries(subID, 1)
 
 	flaky.failing.Store(true)
-	e.clock.Advance(10 * time.Second)
+	e.Clock.Advance(10 * time.Second)
 	rc.next() // attempt 2, whose outcome cannot be recorded
 	for range 5 {
-		e.clock.Advance(time.Second)
+		e.Clock.Advance(time.Second)
 		rc.quiet(20 * time.Millisecond) // recording is retried, not the delivery
 	}
 	flaky.failing.Store(false)
-	e.clock.Advance(time.Second)
-	list := e.waitDeliveries(subID, 2)
+	e.Clock.Advance(time.Second)
+	list := e.WaitDeliveries(subID, 2)
 	var got []string
 	for _, d := range list {
 		got = append(got, fmt.Sprintf("%v %v", d["attempt"], d["status"]))
