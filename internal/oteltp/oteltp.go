@@ -6,8 +6,6 @@
 package oteltp
 
 import (
-	"reflect"
-
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
@@ -59,13 +57,16 @@ func IsNoop(tp trace.TracerProvider) bool {
 	return false
 }
 
-// globalPkg is the package of the global TracerProvider that
-// otel.GetTracerProvider returns until otel.SetTracerProvider is called:
-// its spans record nothing.
-const globalPkg = "go.opentelemetry.io/otel/internal/global"
+// unset is what otel.GetTracerProvider returns until
+// otel.SetTracerProvider is first called: the global, delegating
+// provider, whose spans record nothing until a provider is set (after
+// which otel.GetTracerProvider returns the provider set). It is read when
+// this package initialises, before any code of a program that uses it
+// can have set a provider: a program's main, and the init functions of
+// the packages that import this one, run after it. Only this package's
+// own dependencies (OpenTelemetry's) run before, and they set none.
+var unset = otel.GetTracerProvider()
 
-// IsGlobal reports whether tp is the global, delegating TracerProvider.
-func IsGlobal(tp trace.TracerProvider) bool {
-	t := reflect.TypeOf(tp)
-	return t != nil && t.Kind() == reflect.Pointer && t.Elem().PkgPath() == globalPkg
-}
+// IsGlobal reports whether tp is the global, delegating TracerProvider
+// that stands in until otel.SetTracerProvider is first called.
+func IsGlobal(tp trace.TracerProvider) bool { return tp != nil && tp == unset }
