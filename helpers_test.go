@@ -82,3 +82,16 @@ func (e *env) reconcile(id string) {
 		e.T.Fatalf("reconcile %s: %v", id, err)
 	}
 }
+
+// createTask creates a task through the API as e's admin and returns it
+// as the API's answer decoded.
+func (e *env) createTask(body map[string]any) lifecycle.Task {
+	e.T.Helper()
+	return apitest.CallData[lifecycle.Task](e.Env, apitest.Request{Method: "POST", Path: "/tasks", Key: e.Admin, Body: body}, http.StatusCreated)
+}
+
+// task reads a task through the API as e's admin.
+func (e *env) task(id string) lifecycle.Task {
+	e.T.Helper()
+	return apitest.CallData[lifecycle.Task](e.Env, apitest.Request{Method: "GET", Path: "/tasks/" + id, Key: e.Admin}, http.StatusOK)
+}

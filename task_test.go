@@ -16,13 +16,12 @@ import (
 func TestTaskEndpointsStatusCodes(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	task := e.CreateTask(apitest.TaskBody("ENG-1"))
-	id := task["id"].(string)
+	id := e.createTask(apitest.TaskBody("ENG-1")).ID
 	reader := e.Key(lifecycle.ScopeTasksRead)
 	writer := e.Key(lifecycle.ScopeTasksWrite)
 	revoked := e.Key(lifecycle.ScopeTasksRead, lifecycle.ScopeTasksAdmin)
-	keys := e.Call(apitest.Request{Method: "GET", Path: "/api-keys", Key: e.Admin}, http.StatusOK)["data"].([]any)
-	revokedID := keys[len(keys)-1].(map[string]any)["id"].(string)
+	keys := apitest.CallData[[]lifecycle.APIKey](e.Env, apitest.Request{Method: "GET", Path: "/api-keys", Key: e.Admin}, http.StatusOK)
+	revokedID := keys[len(keys)-1].ID
 	e.Call(apitest.Request{Method: "DELETE", Path: "/api-keys/" + revokedID, Key: e.Admin}, http.StatusNoContent)
 
 	tests := []struct {
@@ -88,7 +87,8 @@ func TestTaskEndpointsStatusCodes(t *testing.T) {
 		{"unknown path", apitest.Request{Method: "GET", Path: "/nothing", Key: reader}, 404, "not_found", ""},
 		{"unknown path without key", apitest.Request{Method: "GET", Path: "/nothing"}, 404, "not_found", ""},
 	}
-	// The cases run in order: start and cancel change the task.
+	// The cases run in order: start and cancel change the task. Error
+	// bodies are read as JSON objects: the test is about their members.
 	for _, tt := range tests {
 		body := e.Call(tt.req, tt.status)
 		if tt.code == "" {
@@ -111,6 +111,19 @@ func TestTaskEndpointsStatusCodes(t *testing.T) {
 			}
 		}
 	}
+}
+
+// taskAnswer is the answer to a task's action: the task and the actions
+// it now offers.
+type taskAnswer struct {
+	Data             lifecycle.Task
+	AvailableActions []lifecycle.Action
+}
+
+// taskPage is a page of GET /tasks.
+type taskPage struct {
+	Data       []lifecycle.Task
+	NextCursor *string
 }
 
 // withMember returns a copy of body with member k set to v.
@@ -242,18 +255,21 @@ func TestCreateTaskEmitsEvent(t *testing.T) {
 func TestStartAndCancelEvents(t *testing.T) {
 	t.Parallel()
 	e, _ := newSubmitEnv(t)
-	id := e.CreateTask(apitest.TaskBody("ENG-1"))["id"].(string)
+	id := e.createTask(apitest.TaskBody("ENG-1")).ID
 	agent := e.KeyAs(lifecycle.Actor{ID: "agent-web", Role: lifecycle.RoleAgent}, lifecycle.ScopeTasksWrite)
 	e.Clock.Advance(time.Minute)
-	started := e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/start", Key: agent}, http.StatusOK)
-	if got := started["data"].(map[string]any)["status"]; got != "in_progress" {
+	rec := e.Do(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/start", Key: agent})
+	apitest.Answer(t, "POST /tasks/{id}/start", rec, http.StatusOK)
+	started := apitest.DecodeAs[taskAnswer](t, rec)
+	if got := started.Data.Status; got != lifecycle.StatusInProgress {
 		t.Errorf("status after start = %v, want in_progress", got)
 	}
-	if diff := cmp.Diff([]any{"submit"}, started["availableActions"]); diff != "" {
+	if diff := cmp.Diff([]lifecycle.Action{lifecycle.ActionSubmit}, started.AvailableActions); diff != "" {
 		t.Errorf("availableActions after start (-want +got):\n%s", diff)
 	}
-	if got := started["data"].(map[string]any)["updatedAt"]; got != "2026-11-21T10:01:00.000Z" {
-		t.Errorf("updatedAt after start = %v, want the clock's time", got)
+	// The wire form, milliseconds and all: a Timestamp decodes any RFC 3339.
+	if !strings.Contains(rec.Body.String(), `"updatedAt":"2026-11-21T10:01:00.000Z"`) {
+		t.Errorf("updatedAt after start = %v, want the clock's time, 2026-11-21T10:01:00.000Z", started.Data.UpdatedAt)
 	}
 	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/cancel", Key: e.Admin, Body: map[string]any{"reason": "duplicate"}}, http.StatusOK)
 
@@ -293,8 +309,9 @@ func TestStartAndCancelEvents(t *testing.T) {
 func TestConflictListsAvailableActions(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	id := e.CreateTask(apitest.TaskBody("ENG-1"))["id"].(string)
+	id := e.createTask(apitest.TaskBody("ENG-1")).ID
 	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/cancel", Key: e.Admin}, http.StatusOK)
+	// The error body stays a JSON object: [] versus null is the point.
 	body := e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/start", Key: e.Admin}, http.StatusConflict)
 	details := body["error"].(map[string]any)["details"].(map[string]any)
 	if diff := cmp.Diff([]any{}, details["availableActions"]); diff != "" {
@@ -308,7 +325,9 @@ func TestConflictListsAvailableActions(t *testing.T) {
 func TestCompactTokenBudget(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	id := e.CreateTask(apitest.TaskBody("ENG-1"))["id"].(string)
+	id := e.createTask(apitest.TaskBody("ENG-1")).ID
+	// The answers stay JSON objects: the test is about which members the
+	// compact answer leaves out.
 	std := e.Call(apitest.Request{Method: "GET", Path: "/tasks/" + id, Key: e.Admin}, http.StatusOK)
 	compact := e.Call(apitest.Request{Method: "GET", Path: "/tasks/" + id + "?tokenBudget=compact", Key: e.Admin}, http.StatusOK)
 	if diff := cmp.Diff(map[string]any{"tokenBudgetHint": "standard", "truncatedFields": []any{}}, std["meta"]); diff != "" {
@@ -341,7 +360,7 @@ func TestListTasksPaginationAndFilters(t *testing.T) {
 			body["context"] = map[string]any{"project": "api", "goal": ""}
 			body["assigneeAgentId"] = "agent-api"
 		}
-		ids = append(ids, e.CreateTask(body)["id"].(string))
+		ids = append(ids, e.createTask(body).ID)
 	}
 	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + ids[0] + "/start", Key: e.Admin}, http.StatusOK)
 
@@ -351,18 +370,15 @@ func TestListTasksPaginationAndFilters(t *testing.T) {
 		if pages > 3 {
 			t.Fatal("listing did not end")
 		}
-		body := e.Call(apitest.Request{Method: "GET", Path: path, Key: e.Admin}, http.StatusOK)
-		for _, task := range body["data"].([]any) {
-			got = append(got, task.(map[string]any)["id"].(string))
+		// A nextCursor that is neither a string nor null fails to decode.
+		page := apitest.CallAs[taskPage](e.Env, apitest.Request{Method: "GET", Path: path, Key: e.Admin}, http.StatusOK)
+		for _, task := range page.Data {
+			got = append(got, task.ID)
 		}
-		next, ok := body["nextCursor"].(string)
-		if !ok {
-			if body["nextCursor"] != nil {
-				t.Fatalf("nextCursor = %v, want a string or null", body["nextCursor"])
-			}
+		if page.NextCursor == nil {
 			break
 		}
-		path = "/tasks?limit=3&cursor=" + next
+		path = "/tasks?limit=3&cursor=" + *page.NextCursor
 	}
 	if diff := cmp.Diff(ids, got); diff != "" {
 		t.Errorf("paged listing (-want +got):\n%s", diff)
@@ -379,12 +395,11 @@ func TestListTasksPaginationAndFilters(t *testing.T) {
 		{"status=done", nil},
 	}
 	for _, f := range filters {
-		body := e.Call(apitest.Request{Method: "GET", Path: "/tasks?" + f.query, Key: e.Admin}, http.StatusOK)
+		page := apitest.CallAs[taskPage](e.Env, apitest.Request{Method: "GET", Path: "/tasks?" + f.query, Key: e.Admin}, http.StatusOK)
 		var got []string
-		for _, task := range body["data"].([]any) {
-			m := task.(map[string]any)
-			got = append(got, m["id"].(string))
-			if _, ok := m["availableActions"].([]any); !ok {
+		for _, task := range page.Data {
+			got = append(got, task.ID)
+			if task.AvailableActions == nil {
 				t.Errorf("%s: listed task lacks availableActions", f.query)
 			}
 		}
@@ -406,13 +421,14 @@ func TestUnknownAgentRefusedWhenDirectoryConfigured(t *testing.T) {
 		t.Errorf("error does not name assigneeAgentId: %v", resp)
 	}
 	body["assigneeAgentId"] = "agent-web"
-	task := e.CreateTask(body)
-	if diff := cmp.Diff(map[string]any{"id": "agent-web", "name": "Web Agent"}, task["assignee"]); diff != "" {
+	task := e.createTask(body)
+	if diff := cmp.Diff(&lifecycle.Agent{ID: "agent-web", Name: "Web Agent"}, task.Assignee); diff != "" {
 		t.Errorf("assignee (-want +got):\n%s", diff)
 	}
-	if task["assignmentSource"] != "manual_triage" || task["routingConfidence"] != nil || task["triageQueueId"] != nil {
+	manual := lifecycle.AssignmentManualTriage
+	if diff := cmp.Diff(&manual, task.AssignmentSource); diff != "" || task.RoutingConfidence != nil || task.TriageQueueID != nil {
 		t.Errorf("manual assignment = source %v, confidence %v, triage %v; want manual_triage, null, null",
-			task["assignmentSource"], task["routingConfidence"], task["triageQueueId"])
+			task.AssignmentSource, task.RoutingConfidence, task.TriageQueueID)
 	}
 }
 
@@ -432,7 +448,7 @@ func TestInternalErrorsDoNotLeak(t *testing.T) {
 func TestClosedStoreIsUnavailable(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	id := e.CreateTask(apitest.TaskBody("ENG-1"))["id"].(string)
+	id := e.createTask(apitest.TaskBody("ENG-1")).ID
 	e.Store.Close()
 	body := e.Call(apitest.Request{Method: "GET", Path: "/tasks/" + id, Key: e.Admin}, http.StatusServiceUnavailable)
 	obj := body["error"].(map[string]any)

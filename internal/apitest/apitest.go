@@ -440,3 +440,47 @@ func Limited(t testing.TB, what string, rec *httptest.ResponseRecorder, wantRetr
 		t.Errorf("%s: %d Retry-After %q %s, want 429 rate_limited after %d s", what, rec.Code, rec.Header().Get("Retry-After"), rec.Body, wantRetry)
 	}
 }
+
+// CallAs sends r through e, fails the test unless the answer has
+// wantStatus, Content-Type application/json and a JSON object, and returns
+// that object decoded as a T: a struct naming the members the test reads,
+// such as struct{ Data lifecycle.Task; AvailableActions []lifecycle.Action }.
+// Members T does not name are ignored; the root's tests check the whole
+// answer against the OpenAPI document.
+func CallAs[T any](e *Env, r Request, wantStatus int) T {
+	e.T.Helper()
+	rec := e.Do(r)
+	Answer(e.T, r.Method+" "+r.Path, rec, wantStatus)
+	return DecodeAs[T](e.T, rec)
+}
+
+// CallData is CallAs for the data member alone: it returns the answer's
+// {"data": ...} decoded as a T, such as lifecycle.Task or
+// lifecycle.Submission, the types the API encodes.
+func CallData[T any](e *Env, r Request, wantStatus int) T {
+	e.T.Helper()
+	return CallAs[Data[T]](e, r, wantStatus).Data
+}
+
+// Data is an answer {"data": ...} whose data is a T.
+type Data[T any] struct {
+	Data T `json:"data"`
+}
+
+// DecodeAs decodes a recorded JSON answer as a T, failing t when it does
+// not decode.
+func DecodeAs[T any](t testing.TB, rec *httptest.ResponseRecorder) T {
+	t.Helper()
+	var out T
+	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+		t.Fatalf("body %q does not decode as %T: %v", rec.Body, out, err)
+	}
+	return out
+}
+
+// DecodeData decodes the data member of a recorded answer {"data": ...}
+// as a T, failing t when it does not decode.
+func DecodeData[T any](t testing.TB, rec *httptest.ResponseRecorder) T {
+	t.Helper()
+	return DecodeAs[Data[T]](t, rec).Data
+}
