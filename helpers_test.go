@@ -1,6 +1,7 @@
 package lifecycle_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -94,4 +95,39 @@ func (e *env) createTask(body map[string]any) lifecycle.Task {
 func (e *env) task(id string) lifecycle.Task {
 	e.T.Helper()
 	return apitest.CallData[lifecycle.Task](e.Env, apitest.Request{Method: "GET", Path: "/tasks/" + id, Key: e.Admin}, http.StatusOK)
+}
+
+// submitOK submits taskID with key as e's admin, fails the test unless the
+// answer is 202, and returns the submission.
+func (e *env) submitOK(taskID, key string, body any) lifecycle.Submission {
+	e.T.Helper()
+	rec := e.Submit(taskID, key, body)
+	apitest.Answer(e.T, "POST /tasks/"+taskID+"/submit", rec, http.StatusAccepted)
+	return apitest.DecodeData[lifecycle.Submission](e.T, rec)
+}
+
+// reviewFeedback reads a task's review feedback through the API as e's
+// admin.
+func (e *env) reviewFeedback(taskID string) lifecycle.ReviewFeedback {
+	e.T.Helper()
+	return apitest.CallData[lifecycle.ReviewFeedback](e.Env, apitest.Request{Method: "GET", Path: "/tasks/" + taskID + "/review-feedback", Key: e.Admin}, http.StatusOK)
+}
+
+// newestEvent returns the newest event of taskID in the outbox and its data
+// decoded as a T (lifecycle.TaskUpdatedData, TaskReviewedData, ...).
+func newestEvent[T any](e *env, taskID string) (lifecycle.Event, T) {
+	e.T.Helper()
+	evs, err := e.Store.Events(e.T.Context(), lifecycle.EventFilter{TaskID: taskID, Limit: 10000})
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	if len(evs) == 0 {
+		e.T.Fatalf("task %s has no events", taskID)
+	}
+	ev := evs[len(evs)-1]
+	var data T
+	if err := json.Unmarshal(ev.Data, &data); err != nil {
+		e.T.Fatalf("data of event %s: %v", ev.ID, err)
+	}
+	return ev, data
 }

@@ -51,76 +51,96 @@ func TestSubmitMovesTaskToReview(t *testing.T) {
 	if rec.Code != http.StatusAccepted {
 		t.Fatalf("submit = %d: %s", rec.Code, rec.Body)
 	}
-	var body map[string]any
-	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
-		t.Fatal(err)
-	}
-	sub := body["data"].(map[string]any)
-	if diff := cmp.Diff(specSubmissionFields, shape(sub, specSubmissionFields)); diff != "" {
+	// The members and their JSON types are checked on the JSON object; the
+	// values on the decoded Submission.
+	raw := apitest.Decode(t, rec)["data"].(map[string]any)
+	if diff := cmp.Diff(specSubmissionFields, shape(raw, specSubmissionFields)); diff != "" {
 		t.Errorf("submission shape (-spec +got):\n%s", diff)
 	}
+	if got := raw["acceptedAt"]; got != "2026-11-21T10:01:00.000Z" {
+		t.Errorf("acceptedAt = %v, want the clock's time in the API's form", got)
+	}
+	answer := apitest.DecodeAs[submissionAnswer](t, rec)
+	sub := answer.Data
 	pr, err := a.web.PullRequest(t.Context(), lifecycle.PullRequestRef{Owner: "acme", Repo: "web", Number: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]any{
-		"taskId":           id,
-		"status":           "in_review",
-		"prUrl":            pr.URL,
-		"prNumber":         1.0,
-		"head":             "lifecycle/eng-1",
-		"base":             "main",
-		"headSha":          pr.HeadSHA,
-		"action":           "created",
-		"idempotencyKey":   "submit-eng-1-a",
-		"owner":            "acme",
-		"repo":             "web",
-		"ciProvider":       "memory",
-		"codeReviewPolicy": "github_rules",
-		"reviewRoute":      map[string]any{"participants": []any{map[string]any{"id": "octocat", "role": "reviewer"}, map[string]any{"id": "hubot", "role": "reviewer"}}},
-		"acceptedAt":       "2026-11-21T10:01:00.000Z",
-		"availableActions": []any{"view_ci_status", "view_review_feedback"},
+	if !idRE("sub_").MatchString(sub.SubmissionID) {
+		t.Errorf("submissionId %v is not sub_ and 20+ base62 characters", sub.SubmissionID)
 	}
-	for k, v := range want {
-		if diff := cmp.Diff(v, sub[k]); diff != "" {
-			t.Errorf("submission.%s (-want +got):\n%s", k, diff)
-		}
+	branch, base, owner, repo, ciProvider := "lifecycle/eng-1", "main", "acme", "web", "memory"
+	want := lifecycle.Submission{
+		SubmissionID:     sub.SubmissionID,
+		TaskID:           id,
+		Status:           lifecycle.StatusInReview,
+		PRURL:            pr.URL,
+		PRNumber:         1,
+		Head:             &branch,
+		Base:             &base,
+		HeadSHA:          &pr.HeadSHA,
+		Action:           lifecycle.SubmissionCreated,
+		IdempotencyKey:   "submit-eng-1-a",
+		Owner:            &owner,
+		Repo:             &repo,
+		CIProvider:       &ciProvider,
+		CodeReviewPolicy: lifecycle.PolicyGitHubRules,
+		ReviewRoute:      lifecycle.ReviewRoute{Participants: []lifecycle.Participant{{ID: "octocat", Role: "reviewer"}, {ID: "hubot", Role: "reviewer"}}},
+		AcceptedAt:       lifecycle.NewTimestamp(apitest.Epoch.Add(time.Minute)),
+		AvailableActions: []lifecycle.Action{lifecycle.ActionViewCIStatus, lifecycle.ActionViewReviewFeedback},
 	}
-	if !idRE("sub_").MatchString(sub["submissionId"].(string)) {
-		t.Errorf("submissionId %v is not sub_ and 20+ base62 characters", sub["submissionId"])
+	if diff := cmp.Diff(want, sub); diff != "" {
+		t.Errorf("submission (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(sub["availableActions"], body["availableActions"]); diff != "" {
+	if diff := cmp.Diff(sub.AvailableActions, answer.AvailableActions); diff != "" {
 		t.Errorf("top-level availableActions differ from data's:\n%s", diff)
 	}
 
-	task := e.Task(id)
-	for k, v := range map[string]any{
-		"status": "in_review", "submissionId": sub["submissionId"], "prUrl": pr.URL, "prNumber": 1.0,
-		"branch": "lifecycle/eng-1", "baseBranch": "main", "headSha": pr.HeadSHA,
-	} {
-		if task[k] != v {
-			t.Errorf("task.%s = %v, want %v", k, task[k], v)
-		}
+	task := e.task(id)
+	prNumber := 1
+	wantPR := taskPR{Status: lifecycle.StatusInReview, SubmissionID: &sub.SubmissionID, PRURL: &pr.URL, PRNumber: &prNumber,
+		Branch: &branch, BaseBranch: &base, HeadSHA: &pr.HeadSHA}
+	if diff := cmp.Diff(wantPR, prOf(task)); diff != "" {
+		t.Errorf("task after submit (-want +got):\n%s", diff)
 	}
 
-	evs := e.EventsOf(id)
-	last := evs[len(evs)-1]
-	data := last["data"].(map[string]any)
-	if last["type"] != "task.updated" || data["previousStatus"] != "in_progress" || data["status"] != "in_review" {
-		t.Errorf("submit event = %s %v -> %v, want task.updated in_progress -> in_review", last["type"], data["previousStatus"], data["status"])
+	last, data := newestEvent[lifecycle.TaskUpdatedData](e, id)
+	if last.Type != lifecycle.EventTaskUpdated || data.PreviousStatus == nil || *data.PreviousStatus != lifecycle.StatusInProgress || data.Status != lifecycle.StatusInReview {
+		t.Errorf("submit event = %s %v -> %v, want task.updated in_progress -> in_review", last.Type, data.PreviousStatus, data.Status)
 	}
-	if last["traceId"] != "0af7651916cd43dd8448eb211c80319c" {
-		t.Errorf("traceId = %v, want the traceparent's", last["traceId"])
+	if last.TraceID == nil || *last.TraceID != "0af7651916cd43dd8448eb211c80319c" {
+		t.Errorf("traceId = %v, want the traceparent's", last.TraceID)
 	}
-	if diff := cmp.Diff([]any{"status", "availableActions", "submissionId", "prUrl", "prNumber", "branch", "baseBranch", "headSha", "prState"}, data["changedFields"]); diff != "" {
+	if diff := cmp.Diff([]string{"status", "availableActions", "submissionId", "prUrl", "prNumber", "branch", "baseBranch", "headSha", "prState"}, data.ChangedFields); diff != "" {
 		t.Errorf("changedFields (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(map[string]any{"task": apitest.BaseURL + "/tasks/" + id, "reviewFeedback": apitest.BaseURL + "/tasks/" + id + "/review-feedback"}, data["links"]); diff != "" {
+	if diff := cmp.Diff(lifecycle.EventLinks{Task: apitest.BaseURL + "/tasks/" + id, ReviewFeedback: apitest.BaseURL + "/tasks/" + id + "/review-feedback"}, data.Links); diff != "" {
 		t.Errorf("links (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(map[string]any{"id": "tester", "role": "user"}, data["actor"]); diff != "" {
+	if diff := cmp.Diff(lifecycle.Actor{ID: "tester", Role: lifecycle.RoleUser}, data.Actor); diff != "" {
 		t.Errorf("actor (-want +got):\n%s", diff)
 	}
+}
+
+// submissionAnswer is the answer to a submit: the submission and the
+// task's next steps.
+type submissionAnswer struct {
+	Data             lifecycle.Submission
+	AvailableActions []lifecycle.Action
+}
+
+// taskPR is what a task says about its latest submission's pull request.
+type taskPR struct {
+	Status                      lifecycle.Status
+	SubmissionID, PRURL         *string
+	PRNumber                    *int
+	Branch, BaseBranch, HeadSHA *string
+}
+
+// prOf returns what task says about its pull request.
+func prOf(task lifecycle.Task) taskPR {
+	return taskPR{Status: task.Status, SubmissionID: task.SubmissionID, PRURL: task.PRURL, PRNumber: task.PRNumber,
+		Branch: task.Branch, BaseBranch: task.BaseBranch, HeadSHA: task.HeadSHA}
 }
 
 // Transition table, row 2: in_review, submit called -> 409.
@@ -148,10 +168,10 @@ func TestSubmitWhileInReviewConflicts(t *testing.T) {
 func TestSubmitOutsideInProgressConflicts(t *testing.T) {
 	t.Parallel()
 	e, _ := newSubmitEnv(t)
-	todo := e.CreateTask(apitest.TaskBody("ENG-1"))["id"].(string)
+	todo := e.createTask(apitest.TaskBody("ENG-1")).ID
 	blocked := e.startedTask("ENG-2")
 	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + blocked + "/blocker", Key: e.Admin, Body: blockerBody()}, http.StatusOK)
-	cancelled := e.CreateTask(apitest.TaskBody("ENG-3"))["id"].(string)
+	cancelled := e.createTask(apitest.TaskBody("ENG-3")).ID
 	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + cancelled + "/cancel", Key: e.Admin}, http.StatusOK)
 	for name, id := range map[string]string{"todo": todo, "blocked": blocked, "cancelled": cancelled} {
 		rec := e.Submit(id, "key-"+name+"-1234", apitest.SubmitBody())
@@ -165,7 +185,7 @@ func TestSubmitWithoutAdapterIsNotFound(t *testing.T) {
 	t.Parallel()
 	e, _ := newSubmitEnv(t, func(c *lifecycle.Config) { c.ArtifactAdapter = nil })
 	id := e.startedTask("ENG-1")
-	other := e.CreateTask(withMember(apitest.TaskBody("API-1"), "context", map[string]any{"project": "api", "goal": ""}))["id"].(string)
+	other := e.createTask(withMember(apitest.TaskBody("API-1"), "context", map[string]any{"project": "api", "goal": ""})).ID
 	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + other + "/start", Key: e.Admin}, http.StatusOK)
 	tests := []struct {
 		name, task string
@@ -181,7 +201,7 @@ func TestSubmitWithoutAdapterIsNotFound(t *testing.T) {
 			t.Errorf("%s: submit = %d %s, want 404 not_found", tt.name, rec.Code, rec.Body)
 		}
 	}
-	if got := e.Task(id)["status"]; got != "in_progress" {
+	if got := e.task(id).Status; got != lifecycle.StatusInProgress {
 		t.Errorf("a refused submit changed the task to %v", got)
 	}
 }
@@ -192,19 +212,26 @@ func TestArtifactModeSubmission(t *testing.T) {
 		c.ReviewRouter = lifecycle.ReviewRules{Default: lifecycle.ReviewPlan{Policy: lifecycle.PolicyNeverRequire}}
 	})
 	id := e.startedTask("ENG-1")
-	sub := e.SubmitOK(id, "artifact-key-1", withMember(apitest.SubmitBody(), "mode", "artifact"))
-	if sub["action"] != "accepted" || sub["owner"] != "local" || sub["ciProvider"] != "memory" {
-		t.Errorf("artifact submission = action %v, owner %v, ciProvider %v; want accepted, local, memory", sub["action"], sub["owner"], sub["ciProvider"])
+	sub := e.submitOK(id, "artifact-key-1", withMember(apitest.SubmitBody(), "mode", "artifact"))
+	if sub.Action != lifecycle.SubmissionAccepted || sub.Owner == nil || *sub.Owner != "local" || sub.CIProvider == nil || *sub.CIProvider != "memory" {
+		t.Errorf("artifact submission = action %v, owner %v, ciProvider %v; want accepted, local, memory", sub.Action, sub.Owner, sub.CIProvider)
 	}
 	if a.web.Calls(memory.OpEnsure) != 0 || a.artifact.Calls(memory.OpEnsure) != 1 {
 		t.Errorf("calls: live adapter %d, artifact adapter %d; want 0 and 1", a.web.Calls(memory.OpEnsure), a.artifact.Calls(memory.OpEnsure))
 	}
 	// The artifact CI trusts self-reported checks (unit passed, lint
 	// skipped) and no review is needed: ship is available at once.
-	if diff := cmp.Diff([]any{"ship", "view_ci_status", "view_review_feedback"}, sub["availableActions"]); diff != "" {
+	if diff := cmp.Diff(shipReady, sub.AvailableActions); diff != "" {
 		t.Errorf("availableActions (-want +got):\n%s", diff)
 	}
 }
+
+// inReview and shipReady are the actions of a task in review, before and
+// once it may ship.
+var (
+	inReview  = []lifecycle.Action{lifecycle.ActionViewCIStatus, lifecycle.ActionViewReviewFeedback}
+	shipReady = []lifecycle.Action{lifecycle.ActionShip, lifecycle.ActionViewCIStatus, lifecycle.ActionViewReviewFeedback}
+)
 
 func TestProviderFailureIs502AndReleasesTheKey(t *testing.T) {
 	t.Parallel()
@@ -218,7 +245,7 @@ func TestProviderFailureIs502AndReleasesTheKey(t *testing.T) {
 	if strings.Contains(rec.Body.String(), "secret-token") {
 		t.Errorf("the provider's error leaked to the client: %s", rec.Body)
 	}
-	if got := e.Task(id)["status"]; got != "in_progress" {
+	if got := e.task(id).Status; got != lifecycle.StatusInProgress {
 		t.Errorf("status after a failed submit = %v, want in_progress", got)
 	}
 	// The same key runs again once the host is back.
@@ -234,8 +261,11 @@ func TestReviewsAndShipAvailability(t *testing.T) {
 		}}
 	})
 	id := e.startedTask("ENG-1")
-	sub := e.SubmitOK(id, "review-key-1", apitest.SubmitBody())
-	sha := sub["headSha"].(string)
+	sub := e.submitOK(id, "review-key-1", apitest.SubmitBody())
+	if sub.HeadSHA == nil {
+		t.Fatal("submission has no headSha")
+	}
+	sha := *sub.HeadSHA
 	reviewer := e.KeyAs(lifecycle.Actor{ID: "agent-rev", Role: lifecycle.RoleReviewer}, lifecycle.ScopeReviewsWrite, lifecycle.ScopeTasksRead)
 	outsider := e.KeyAs(lifecycle.Actor{ID: "someone", Role: lifecycle.RoleUser}, lifecycle.ScopeReviewsWrite)
 	ci := e.Key(lifecycle.ScopeCIWrite)
@@ -244,41 +274,50 @@ func TestReviewsAndShipAvailability(t *testing.T) {
 	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/checks", Key: ci, Body: map[string]any{
 		"headSha": sha, "checks": []map[string]any{{"name": "build", "status": "passed", "url": "https://ci.example.com/1"}},
 	}}, http.StatusOK)
-	if got := e.Task(id)["availableActions"]; cmp.Diff([]any{"view_ci_status", "view_review_feedback"}, got) != "" {
+	if got := e.task(id).AvailableActions; cmp.Diff(inReview, got) != "" {
 		t.Errorf("actions with CI passed but no approval = %v", got)
 	}
 	// An approval from outside the review route does not count.
 	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/reviews", Key: outsider, Body: map[string]any{"outcome": "approved"}}, http.StatusCreated)
-	if got := e.Task(id)["availableActions"]; cmp.Diff([]any{"view_ci_status", "view_review_feedback"}, got) != "" {
+	if got := e.task(id).AvailableActions; cmp.Diff(inReview, got) != "" {
 		t.Errorf("actions after an outsider's approval = %v", got)
 	}
-	resp := e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/reviews", Key: reviewer, Body: map[string]any{"outcome": "approved", "body": "LGTM"}}, http.StatusCreated)
-	review := resp["data"].(map[string]any)
-	if !idRE("rev_").MatchString(review["id"].(string)) || review["outcome"] != "approved" || review["body"] != "LGTM" ||
-		cmp.Diff(map[string]any{"id": "agent-rev", "role": "reviewer"}, review["reviewer"]) != "" || !timestampRE.MatchString(review["submittedAt"].(string)) {
-		t.Errorf("review = %v", review)
+	rec := e.Do(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/reviews", Key: reviewer, Body: map[string]any{"outcome": "approved", "body": "LGTM"}})
+	apitest.Answer(t, "POST /tasks/{id}/reviews", rec, http.StatusCreated)
+	resp := apitest.DecodeAs[reviewAnswer](t, rec)
+	review := resp.Data
+	// submittedAt is checked in its wire form: a Timestamp decodes any RFC 3339.
+	submittedAt, _ := apitest.Decode(t, rec)["data"].(map[string]any)["submittedAt"].(string)
+	if !idRE("rev_").MatchString(review.ID) || review.Outcome != lifecycle.ReviewApproved || review.Body != "LGTM" ||
+		review.Reviewer != (lifecycle.Actor{ID: "agent-rev", Role: lifecycle.RoleReviewer}) || !timestampRE.MatchString(submittedAt) {
+		t.Errorf("review = %+v, submittedAt %q", review, submittedAt)
 	}
-	if diff := cmp.Diff([]any{"ship", "view_ci_status", "view_review_feedback"}, resp["availableActions"]); diff != "" {
+	if diff := cmp.Diff(shipReady, resp.AvailableActions); diff != "" {
 		t.Errorf("actions after approval (-want +got):\n%s", diff)
 	}
-	evs := e.EventsOf(id)
-	last := evs[len(evs)-1]
-	data := last["data"].(map[string]any)
-	if last["type"] != "task.reviewed" || data["reviewOutcome"] != "approved" || data["status"] != "in_review" ||
-		cmp.Diff(map[string]any{"id": "agent-rev", "role": "reviewer"}, data["reviewer"]) != "" {
-		t.Errorf("review event = %v", last)
+	last, data := newestEvent[lifecycle.TaskReviewedData](e, id)
+	if last.Type != lifecycle.EventTaskReviewed || data.ReviewOutcome != lifecycle.ReviewApproved || data.Status != lifecycle.StatusInReview ||
+		data.Reviewer != (lifecycle.Actor{ID: "agent-rev", Role: lifecycle.RoleReviewer}) {
+		t.Errorf("review event = %+v, data %+v", last, data)
 	}
-	if !strings.HasSuffix(data["links"].(map[string]any)["reviewFeedback"].(string), "/tasks/"+id+"/review-feedback") {
-		t.Errorf("links.reviewFeedback = %v", data["links"])
+	if !strings.HasSuffix(data.Links.ReviewFeedback, "/tasks/"+id+"/review-feedback") {
+		t.Errorf("links.reviewFeedback = %v", data.Links)
 	}
-	if diff := cmp.Diff([]any{"ship", "view_ci_status", "view_review_feedback"}, data["availableActions"]); diff != "" {
+	if diff := cmp.Diff(shipReady, data.AvailableActions); diff != "" {
 		t.Errorf("event availableActions (-want +got):\n%s", diff)
 	}
-	fb := e.Call(apitest.Request{Method: "GET", Path: "/tasks/" + id + "/review-feedback", Key: reviewer}, http.StatusOK)["data"].(map[string]any)
-	if fb["decision"] != "approved" || len(fb["reviews"].([]any)) != 2 {
-		t.Errorf("review feedback = %v, want approved with 2 reviews", fb)
+	fb := apitest.CallData[lifecycle.ReviewFeedback](e.Env, apitest.Request{Method: "GET", Path: "/tasks/" + id + "/review-feedback", Key: reviewer}, http.StatusOK)
+	if fb.Decision != lifecycle.DecisionApproved || len(fb.Reviews) != 2 {
+		t.Errorf("review feedback = %+v, want approved with 2 reviews", fb)
 	}
 	_ = a
+}
+
+// reviewAnswer is the answer to a review: the review and the task's next
+// steps.
+type reviewAnswer struct {
+	Data             lifecycle.Review
+	AvailableActions []lifecycle.Action
 }
 
 // Rework: changes requested, start again, resubmit on the same pull request.
@@ -289,33 +328,36 @@ func TestReworkReusesThePullRequest(t *testing.T) {
 		c.ReviewRouter = lifecycle.ReviewRules{Default: lifecycle.ReviewPlan{Policy: lifecycle.PolicyAlwaysRequire}}
 	})
 	id := e.startedTask("ENG-1")
-	first := e.SubmitOK(id, "rework-key-1", apitest.SubmitBody())
+	first := e.submitOK(id, "rework-key-1", apitest.SubmitBody())
 	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/start", Key: e.Admin}, http.StatusConflict)
 	octocat := e.KeyAs(lifecycle.Actor{ID: "octocat", Role: lifecycle.RoleReviewer}, lifecycle.ScopeReviewsWrite)
-	resp := e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/reviews", Key: octocat, Body: map[string]any{"outcome": "changes_requested", "body": "add a test"}}, http.StatusCreated)
-	if diff := cmp.Diff([]any{"start", "view_ci_status", "view_review_feedback"}, resp["availableActions"]); diff != "" {
+	resp := apitest.CallAs[reviewAnswer](e.Env, apitest.Request{Method: "POST", Path: "/tasks/" + id + "/reviews", Key: octocat, Body: map[string]any{"outcome": "changes_requested", "body": "add a test"}}, http.StatusCreated)
+	if diff := cmp.Diff([]lifecycle.Action{lifecycle.ActionStart, lifecycle.ActionViewCIStatus, lifecycle.ActionViewReviewFeedback}, resp.AvailableActions); diff != "" {
 		t.Errorf("actions after changes requested (-want +got):\n%s", diff)
 	}
-	fb := e.Call(apitest.Request{Method: "GET", Path: "/tasks/" + id + "/review-feedback", Key: e.Admin}, http.StatusOK)["data"].(map[string]any)
-	if fb["decision"] != "changes_requested" {
-		t.Errorf("decision = %v, want changes_requested", fb["decision"])
+	fb := e.reviewFeedback(id)
+	if fb.Decision != lifecycle.DecisionChangesRequested {
+		t.Errorf("decision = %v, want changes_requested", fb.Decision)
 	}
 	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/start", Key: e.Admin}, http.StatusOK)
-	second := e.SubmitOK(id, "rework-key-2", apitest.SubmitBody())
-	if second["action"] != "existing" || second["prNumber"] != first["prNumber"] || second["prUrl"] != first["prUrl"] {
-		t.Errorf("resubmission = %v #%v, want existing on #%v", second["action"], second["prNumber"], first["prNumber"])
+	second := e.submitOK(id, "rework-key-2", apitest.SubmitBody())
+	if second.Action != lifecycle.SubmissionExisting || second.PRNumber != first.PRNumber || second.PRURL != first.PRURL {
+		t.Errorf("resubmission = %v #%v, want existing on #%v", second.Action, second.PRNumber, first.PRNumber)
 	}
-	if second["headSha"] == first["headSha"] {
+	if second.HeadSHA == nil || first.HeadSHA == nil {
+		t.Fatalf("head SHAs %v and %v, want both set", first.HeadSHA, second.HeadSHA)
+	}
+	if *second.HeadSHA == *first.HeadSHA {
 		t.Error("resubmission kept the old head SHA")
 	}
-	task := e.Task(id)
-	if task["headSha"] != second["headSha"] || task["submissionId"] != second["submissionId"] {
-		t.Errorf("task head %v, submission %v; want the resubmission's", task["headSha"], task["submissionId"])
+	task := e.task(id)
+	if cmp.Diff(second.HeadSHA, task.HeadSHA) != "" || cmp.Diff(&second.SubmissionID, task.SubmissionID) != "" {
+		t.Errorf("task head %v, submission %v; want the resubmission's", task.HeadSHA, task.SubmissionID)
 	}
 	// The new submission starts a new review.
-	fb = e.Call(apitest.Request{Method: "GET", Path: "/tasks/" + id + "/review-feedback", Key: e.Admin}, http.StatusOK)["data"].(map[string]any)
-	if fb["decision"] != "pending" || len(fb["reviews"].([]any)) != 0 {
-		t.Errorf("feedback after resubmission = %v, want pending with no reviews", fb)
+	fb = e.reviewFeedback(id)
+	if fb.Decision != lifecycle.DecisionPending || len(fb.Reviews) != 0 {
+		t.Errorf("feedback after resubmission = %+v, want pending with no reviews", fb)
 	}
 	if a.web.Calls(memory.OpEnsure) != 2 {
 		t.Errorf("adapter asked %d times, want 2", a.web.Calls(memory.OpEnsure))
@@ -326,26 +368,28 @@ func TestGitHubRulesUsesTheHostsDecision(t *testing.T) {
 	t.Parallel()
 	e, a := newSubmitEnv(t)
 	id := e.startedTask("ENG-1")
-	sub := e.SubmitOK(id, "gh-rules-key", apitest.SubmitBody())
-	a.web.SetChecks(sub["headSha"].(string), lifecycle.CIReport{Checks: []lifecycle.CICheck{{Name: "build", Status: lifecycle.CheckPassed}}})
-	if got := e.Task(id)["availableActions"]; cmp.Diff([]any{"view_ci_status", "view_review_feedback"}, got) != "" {
+	sub := e.submitOK(id, "gh-rules-key", apitest.SubmitBody())
+	if sub.HeadSHA == nil {
+		t.Fatal("submission has no headSha")
+	}
+	a.web.SetChecks(*sub.HeadSHA, lifecycle.CIReport{Checks: []lifecycle.CICheck{{Name: "build", Status: lifecycle.CheckPassed}}})
+	if got := e.task(id).AvailableActions; cmp.Diff(inReview, got) != "" {
 		t.Errorf("actions before the host approves = %v", got)
 	}
 	e.reconcile(id)
-	if got := e.Task(id)["availableActions"]; cmp.Diff([]any{"view_ci_status", "view_review_feedback"}, got) != "" {
+	if got := e.task(id).AvailableActions; cmp.Diff(inReview, got) != "" {
 		t.Errorf("actions while the host's decision is pending = %v", got)
 	}
 	a.web.SetReviewDecision(1, lifecycle.DecisionApproved)
-	if got := e.Task(id)["availableActions"]; cmp.Diff([]any{"view_ci_status", "view_review_feedback"}, got) != "" {
+	if got := e.task(id).AvailableActions; cmp.Diff(inReview, got) != "" {
 		t.Errorf("actions before the host is read again = %v; reads must not call the host", got)
 	}
 	e.reconcile(id)
-	if got := e.Task(id)["availableActions"]; cmp.Diff([]any{"ship", "view_ci_status", "view_review_feedback"}, got) != "" {
+	if got := e.task(id).AvailableActions; cmp.Diff(shipReady, got) != "" {
 		t.Errorf("actions after the host approves = %v", got)
 	}
-	fb := e.Call(apitest.Request{Method: "GET", Path: "/tasks/" + id + "/review-feedback", Key: e.Admin}, http.StatusOK)["data"].(map[string]any)
-	if fb["decision"] != "approved" {
-		t.Errorf("decision = %v, want the host's approved", fb["decision"])
+	if fb := e.reviewFeedback(id); fb.Decision != lifecycle.DecisionApproved {
+		t.Errorf("decision = %v, want the host's approved", fb.Decision)
 	}
 }
 
@@ -353,9 +397,9 @@ func TestReviewConflictsAndValidation(t *testing.T) {
 	t.Parallel()
 	e, _ := newSubmitEnv(t)
 	id := e.startedTask("ENG-1")
-	resp := e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/reviews", Key: e.Admin, Body: map[string]any{"outcome": "approved"}}, http.StatusConflict)
-	if d := resp["error"].(map[string]any)["details"].(map[string]any); d["reason"] != "not_in_review" || cmp.Diff([]any{"submit"}, d["availableActions"]) != "" {
-		t.Errorf("review of a task in progress: details = %v", d)
+	resp := apitest.CallAs[lifecycle.ErrorBody](e.Env, apitest.Request{Method: "POST", Path: "/tasks/" + id + "/reviews", Key: e.Admin, Body: map[string]any{"outcome": "approved"}}, http.StatusConflict)
+	if d := resp.Error.Details; d == nil || d.Reason != "not_in_review" || cmp.Diff([]lifecycle.Action{lifecycle.ActionSubmit}, d.AvailableActions) != "" {
+		t.Errorf("review of a task in progress: details = %+v", d)
 	}
 	e.SubmitOK(id, "review-val-1", apitest.SubmitBody())
 	for _, body := range []any{
@@ -387,41 +431,44 @@ func TestBlockerAndResolution(t *testing.T) {
 	id := e.startedTask("ENG-1")
 	agent := e.KeyAs(lifecycle.Actor{ID: "agent-web", Role: lifecycle.RoleAgent}, lifecycle.ScopeTasksWrite)
 	e.Clock.Advance(time.Second)
-	resp := e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/blocker", Key: agent, Body: blockerBody()}, http.StatusOK)
-	task := resp["data"].(map[string]any)
-	wantBlocker := map[string]any{
-		"kind": "awaiting_user", "sourceRunId": "run_42", "sourceAgentId": "agent-web", "reason": "missing_credentials",
-		"actionRequired": "Add the STRIPE_KEY secret to the repository", "resumeInstructions": "Re-run the integration tests",
-		"createdAt": "2026-11-21T10:00:01.000Z",
+	rec := e.Do(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/blocker", Key: agent, Body: blockerBody()})
+	apitest.Answer(t, "POST /tasks/{id}/blocker", rec, http.StatusOK)
+	resp := apitest.DecodeAs[taskAnswer](t, rec)
+	task := resp.Data
+	wantBlocker := &lifecycle.Blocker{
+		Kind: "awaiting_user", SourceRunID: "run_42", SourceAgentID: "agent-web", Reason: "missing_credentials",
+		ActionRequired: "Add the STRIPE_KEY secret to the repository", ResumeInstructions: "Re-run the integration tests",
+		CreatedAt: lifecycle.NewTimestamp(apitest.Epoch.Add(time.Second)),
 	}
-	if diff := cmp.Diff(wantBlocker, task["blocker"]); diff != "" {
+	if diff := cmp.Diff(wantBlocker, task.Blocker); diff != "" {
 		t.Errorf("blocker (-want +got):\n%s", diff)
 	}
-	if task["status"] != "blocked" || cmp.Diff([]any{"resolve_blocker"}, resp["availableActions"]) != "" {
-		t.Errorf("after blocker: status %v, actions %v; want blocked, [resolve_blocker]", task["status"], resp["availableActions"])
+	// createdAt in its wire form: a Timestamp decodes any RFC 3339.
+	if !strings.Contains(rec.Body.String(), `"createdAt":"2026-11-21T10:00:01.000Z"`) {
+		t.Errorf("blocker.createdAt is not 2026-11-21T10:00:01.000Z: %s", rec.Body)
 	}
-	evs := e.EventsOf(id)
-	ev := evs[len(evs)-1]
-	data := ev["data"].(map[string]any)
-	if ev["type"] != "task.awaiting_user" || data["previousStatus"] != "in_progress" ||
-		cmp.Diff(map[string]any{"kind": "awaiting_user", "reason": "missing_credentials", "actionRequired": "Add the STRIPE_KEY secret to the repository"}, data["blocker"]) != "" ||
-		cmp.Diff(map[string]any{"id": "agent-web", "role": "agent"}, data["actor"]) != "" {
-		t.Errorf("blocker event = %v", ev)
+	if task.Status != lifecycle.StatusBlocked || cmp.Diff([]lifecycle.Action{lifecycle.ActionResolveBlocker}, resp.AvailableActions) != "" {
+		t.Errorf("after blocker: status %v, actions %v; want blocked, [resolve_blocker]", task.Status, resp.AvailableActions)
 	}
-	if diff := cmp.Diff([]any{"status", "availableActions", "blocker"}, data["changedFields"]); diff != "" {
+	ev, data := newestEvent[lifecycle.TaskAwaitingUserData](e, id)
+	if ev.Type != lifecycle.EventTaskAwaitingUser || data.PreviousStatus == nil || *data.PreviousStatus != lifecycle.StatusInProgress ||
+		data.Blocker != (lifecycle.EventBlocker{Kind: "awaiting_user", Reason: "missing_credentials", ActionRequired: "Add the STRIPE_KEY secret to the repository"}) ||
+		data.Actor != (lifecycle.Actor{ID: "agent-web", Role: lifecycle.RoleAgent}) {
+		t.Errorf("blocker event = %+v, data %+v", ev, data)
+	}
+	if diff := cmp.Diff([]string{"status", "availableActions", "blocker"}, data.ChangedFields); diff != "" {
 		t.Errorf("changedFields (-want +got):\n%s", diff)
 	}
 
 	// A second blocker, or a submit, conflicts while blocked.
 	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/blocker", Key: agent, Body: blockerBody()}, http.StatusConflict)
-	resolved := e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/resolve-blocker", Key: agent, Body: map[string]any{"resolution": "secret added"}}, http.StatusOK)
-	if got := resolved["data"].(map[string]any); got["status"] != "in_progress" || got["blocker"] != nil {
-		t.Errorf("after resolution: status %v, blocker %v; want in_progress, null", got["status"], got["blocker"])
+	resolved := apitest.CallData[lifecycle.Task](e.Env, apitest.Request{Method: "POST", Path: "/tasks/" + id + "/resolve-blocker", Key: agent, Body: map[string]any{"resolution": "secret added"}}, http.StatusOK)
+	if resolved.Status != lifecycle.StatusInProgress || resolved.Blocker != nil {
+		t.Errorf("after resolution: status %v, blocker %v; want in_progress, null", resolved.Status, resolved.Blocker)
 	}
-	evs = e.EventsOf(id)
-	ev = evs[len(evs)-1]
-	if data := ev["data"].(map[string]any); ev["type"] != "task.updated" || data["previousStatus"] != "blocked" || !strings.Contains(data["summary"].(string), "secret added") {
-		t.Errorf("resolution event = %v", ev)
+	ev2, upd := newestEvent[lifecycle.TaskUpdatedData](e, id)
+	if ev2.Type != lifecycle.EventTaskUpdated || upd.PreviousStatus == nil || *upd.PreviousStatus != lifecycle.StatusBlocked || !strings.Contains(upd.Summary, "secret added") {
+		t.Errorf("resolution event = %+v, data %+v", ev2, upd)
 	}
 	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/resolve-blocker", Key: agent}, http.StatusConflict)
 }
@@ -429,10 +476,10 @@ func TestBlockerAndResolution(t *testing.T) {
 func TestBlockerValidationAndConflicts(t *testing.T) {
 	t.Parallel()
 	e, _ := newSubmitEnv(t)
-	todo := e.CreateTask(apitest.TaskBody("ENG-1"))["id"].(string)
-	resp := e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + todo + "/blocker", Key: e.Admin, Body: blockerBody()}, http.StatusConflict)
-	if d := resp["error"].(map[string]any)["details"].(map[string]any); d["reason"] != "not_in_progress" {
-		t.Errorf("blocker on a todo task: %v", d)
+	todo := e.createTask(apitest.TaskBody("ENG-1")).ID
+	resp := apitest.CallAs[lifecycle.ErrorBody](e.Env, apitest.Request{Method: "POST", Path: "/tasks/" + todo + "/blocker", Key: e.Admin, Body: blockerBody()}, http.StatusConflict)
+	if d := resp.Error.Details; d == nil || d.Reason != "not_in_progress" {
+		t.Errorf("blocker on a todo task: %+v", d)
 	}
 	id := e.startedTask("ENG-2")
 	bad := []struct {
