@@ -2,6 +2,7 @@ package lifecycle_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -101,6 +102,52 @@ func (e *env) waitShip(opID string) map[string]any {
 	return op
 }
 
+// shipOperation reads a ship operation through the API as e's admin.
+func (e *env) shipOperation(opID string) lifecycle.ShipOperation {
+	e.T.Helper()
+	return apitest.CallData[lifecycle.ShipOperation](e.Env, apitest.Request{Method: "GET", Path: "/ship-operations/" + opID, Key: e.Admin}, http.StatusOK)
+}
+
+// waitShipOp polls a ship operation until it has finished and returns it.
+func (e *env) waitShipOp(opID string) lifecycle.ShipOperation {
+	e.T.Helper()
+	var op lifecycle.ShipOperation
+	testenv.WaitFor(e.T, 10*time.Second, "ship operation "+opID+" to finish", func() bool {
+		op = e.shipOperation(opID)
+		return op.Status == lifecycle.ShipSucceeded || op.Status == lifecycle.ShipFailed
+	})
+	return op
+}
+
+// accepted decodes the answer to an accepted ship request, failing the
+// test unless it is one.
+func accepted(t *testing.T, rec *httptest.ResponseRecorder) lifecycle.ShipOperation {
+	t.Helper()
+	apitest.Answer(t, "POST /tasks/{id}/ship", rec, http.StatusAccepted)
+	return apitest.DecodeData[lifecycle.ShipOperation](t, rec)
+}
+
+// shippedData returns the data of the task.shipped events of a task.
+func (e *env) shippedData(taskID string) []lifecycle.TaskShippedData {
+	e.T.Helper()
+	evs, err := e.Store.Events(e.T.Context(), lifecycle.EventFilter{TaskID: taskID, Limit: 10000})
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	var out []lifecycle.TaskShippedData
+	for _, ev := range evs {
+		if ev.Type != lifecycle.EventTaskShipped {
+			continue
+		}
+		var data lifecycle.TaskShippedData
+		if err := json.Unmarshal(ev.Data, &data); err != nil {
+			e.T.Fatalf("data of event %s: %v", ev.ID, err)
+		}
+		out = append(out, data)
+	}
+	return out
+}
+
 // shippedEvents returns the task.shipped events of a task.
 func (e *env) shippedEvents(taskID string) []map[string]any {
 	var out []map[string]any
@@ -116,59 +163,64 @@ func TestShipMergeAndDeploy(t *testing.T) {
 	t.Parallel()
 	e, a, d := newShipEnv(t)
 	id, sha := e.shippableTask("ENG-1")
-	if got := e.Task(id)["availableActions"]; cmp.Diff([]any{"ship", "view_ci_status", "view_review_feedback"}, got) != "" {
+	if got := e.task(id).AvailableActions; cmp.Diff(shipReady, got) != "" {
 		t.Fatalf("actions before ship = %v", got)
 	}
 	rec := e.ship(id, "ship-key-001", apitest.ShipBody("merge_and_deploy", "production", strings.ToUpper(sha)))
 	if rec.Code != http.StatusAccepted {
 		t.Fatalf("ship = %d: %s", rec.Code, rec.Body)
 	}
-	body := apitest.Decode(t, rec)
-	data := body["data"].(map[string]any)
-	if diff := cmp.Diff(specShipFields, shape(data, specShipFields)); diff != "" {
+	// The members and their JSON types, and the timestamps' wire form, are
+	// checked on the JSON object; the values on the decoded operation.
+	raw := apitest.Decode(t, rec)["data"].(map[string]any)
+	if diff := cmp.Diff(specShipFields, shape(raw, specShipFields)); diff != "" {
 		t.Errorf("ship operation shape (-spec +got):\n%s", diff)
 	}
-	if data["status"] != "queued" || data["taskId"] != id || !idRE("shp_").MatchString(data["operationId"].(string)) || !timestampRE.MatchString(data["queuedAt"].(string)) {
-		t.Errorf("accepted operation = %v", data)
+	data := accepted(t, rec)
+	if queuedAt, _ := raw["queuedAt"].(string); data.Status != lifecycle.ShipQueued || data.TaskID != id || !idRE("shp_").MatchString(data.OperationID) || !timestampRE.MatchString(queuedAt) {
+		t.Errorf("accepted operation = %v", raw)
 	}
-	if diff := cmp.Diff([]any{"view_ci_status", "view_review_feedback"}, data["availableActions"]); diff != "" {
+	if diff := cmp.Diff(inReview, data.AvailableActions); diff != "" {
 		t.Errorf("actions while the ship is queued (-want +got):\n%s", diff)
 	}
-	opID := data["operationId"].(string)
-	op := e.waitShip(opID)["data"].(map[string]any)
+	opID := data.OperationID
+	op := e.waitShipOp(opID)
 	pr, _ := a.web.PullRequest(t.Context(), lifecycle.PullRequestRef{Owner: "acme", Repo: "web", Number: 1})
-	want := map[string]any{
-		"taskId": id, "operationId": opID, "status": "succeeded", "availableActions": []any{},
-		"mode": "merge_and_deploy", "targetEnvironment": "production", "expectedHeadSha": sha,
-		"mergeCommitSha": pr.MergeCommitSHA, "error": nil,
-		"deployment": map[string]any{"id": "dep_" + opID, "environment": "production", "commitSha": pr.MergeCommitSHA,
-			"url": "https://production.example.com", "deployedAt": "2026-11-21T10:00:00.000Z"},
+	want := lifecycle.ShipOperation{
+		TaskID: id, OperationID: opID, Status: lifecycle.ShipSucceeded, AvailableActions: []lifecycle.Action{},
+		Mode: lifecycle.ShipMergeAndDeploy, TargetEnvironment: lifecycle.EnvironmentProduction, ExpectedHeadSHA: sha,
+		MergeCommitSHA: &pr.MergeCommitSHA,
+		Deployment: &lifecycle.Deployment{ID: "dep_" + opID, Environment: lifecycle.EnvironmentProduction, CommitSHA: pr.MergeCommitSHA,
+			URL: "https://production.example.com", DeployedAt: lifecycle.NewTimestamp(apitest.Epoch)},
+		// The times are the runner's; their form is checked below.
+		QueuedAt: op.QueuedAt, StartedAt: op.StartedAt, FinishedAt: op.FinishedAt,
 	}
-	for k, v := range want {
-		if diff := cmp.Diff(v, op[k]); diff != "" {
-			t.Errorf("operation.%s (-want +got):\n%s", k, diff)
+	if diff := cmp.Diff(want, op); diff != "" {
+		t.Errorf("operation (-want +got):\n%s", diff)
+	}
+	rawOp := e.Call(apitest.Request{Method: "GET", Path: "/ship-operations/" + opID, Key: e.Admin}, http.StatusOK)["data"].(map[string]any)
+	deployedAt, _ := rawOp["deployment"].(map[string]any)["deployedAt"].(string)
+	for k, v := range map[string]any{"queuedAt": rawOp["queuedAt"], "startedAt": rawOp["startedAt"], "finishedAt": rawOp["finishedAt"], "deployment.deployedAt": deployedAt} {
+		if s, _ := v.(string); !timestampRE.MatchString(s) {
+			t.Errorf("operation.%s = %v, want a timestamp", k, v)
 		}
 	}
-	for _, k := range []string{"queuedAt", "startedAt", "finishedAt"} {
-		if s, _ := op[k].(string); !timestampRE.MatchString(s) {
-			t.Errorf("operation.%s = %v, want a timestamp", k, op[k])
-		}
+	task := e.task(id)
+	if task.Status != lifecycle.StatusDone || cmp.Diff([]lifecycle.Action{}, task.AvailableActions) != "" {
+		t.Errorf("task after ship: %v %v, want done and no actions", task.Status, task.AvailableActions)
 	}
-	task := e.Task(id)
-	if task["status"] != "done" || cmp.Diff([]any{}, task["availableActions"]) != "" {
-		t.Errorf("task after ship: %v %v, want done and no actions", task["status"], task["availableActions"])
-	}
-	shipped := e.shippedEvents(id)
+	shipped := e.shippedData(id)
 	if len(shipped) != 1 {
 		t.Fatalf("%d task.shipped events, want 1", len(shipped))
 	}
-	ev := shipped[0]["data"].(map[string]any)
-	wantEv := map[string]any{"shipStatus": "succeeded", "operationId": opID, "targetEnvironment": "production", "status": "done",
-		"availableActions": []any{}, "links": map[string]any{"task": apitest.BaseURL + "/tasks/" + id, "shipOperation": apitest.BaseURL + "/ship-operations/" + opID}}
-	for k, v := range wantEv {
-		if diff := cmp.Diff(v, ev[k]); diff != "" {
-			t.Errorf("task.shipped data.%s (-want +got):\n%s", k, diff)
-		}
+	ev := shipped[0]
+	wantEv := lifecycle.TaskShippedData{
+		EventData: lifecycle.EventData{TaskID: id, TaskIdentifier: "ENG-1", Status: lifecycle.StatusDone, Summary: ev.Summary, AvailableActions: []lifecycle.Action{},
+			Links: lifecycle.EventLinks{Task: apitest.BaseURL + "/tasks/" + id, ShipOperation: apitest.BaseURL + "/ship-operations/" + opID}},
+		ShipStatus: lifecycle.ShipSucceeded, OperationID: opID, TargetEnvironment: lifecycle.EnvironmentProduction,
+	}
+	if diff := cmp.Diff(wantEv, ev); diff != "" {
+		t.Errorf("task.shipped data (-want +got):\n%s", diff)
 	}
 	if a.web.Calls(memory.OpMerge) != 1 || d.count() != 1 {
 		t.Errorf("merges %d, deploys %d; want 1 and 1", a.web.Calls(memory.OpMerge), d.count())
@@ -179,10 +231,9 @@ func TestShipMergeOnly(t *testing.T) {
 	t.Parallel()
 	e, _, d := newShipEnv(t)
 	id, sha := e.shippableTask("ENG-1")
-	opID := apitest.Decode(t, e.ship(id, "ship-key-002", apitest.ShipBody("merge_only", "staging", sha)))["data"].(map[string]any)["operationId"].(string)
-	op := e.waitShip(opID)["data"].(map[string]any)
-	if op["status"] != "succeeded" || op["deployment"] != nil || op["mergeCommitSha"] == nil || d.count() != 0 {
-		t.Errorf("merge_only operation = %v, deploys %d", op, d.count())
+	op := e.waitShipOp(accepted(t, e.ship(id, "ship-key-002", apitest.ShipBody("merge_only", "staging", sha))).OperationID)
+	if op.Status != lifecycle.ShipSucceeded || op.Deployment != nil || op.MergeCommitSHA == nil || d.count() != 0 {
+		t.Errorf("merge_only operation = %+v, deploys %d", op, d.count())
 	}
 }
 
@@ -198,27 +249,35 @@ func TestShipPreconditions(t *testing.T) {
 	}
 	inProgress := e.startedTask("ENG-1")
 	noCI := e.startedTask("ENG-2")
-	noCISHA := e.SubmitOK(noCI, "submit-ENG-2", apitest.SubmitBody())["headSha"].(string)
+	noCISub := e.submitOK(noCI, "submit-ENG-2", apitest.SubmitBody())
+	if noCISub.HeadSHA == nil {
+		t.Fatal("submission has no headSha")
+	}
+	noCISHA := *noCISub.HeadSHA
 	approve(noCI)
 	notApproved, notApprovedSHA := e.shippableTask("ENG-3")
 	ready, readySHA := e.shippableTask("ENG-4")
 	approve(ready)
 	moved, movedSHA := e.shippableTask("ENG-5")
 	approve(moved)
-	a.web.Push(int(e.Task(moved)["prNumber"].(float64))) // someone pushed to the branch
+	movedPR := e.task(moved).PRNumber
+	if movedPR == nil {
+		t.Fatal("the moved task has no prNumber")
+	}
+	a.web.Push(*movedPR) // someone pushed to the branch
 	e.reconcile(moved)
 
 	tests := []struct {
 		name, task string
 		body       map[string]any
 		reason     string
-		actions    []any
+		actions    []lifecycle.Action
 	}{
-		{"not in review", inProgress, apitest.ShipBody("merge_only", "staging", strings.Repeat("a", 40)), "not_shippable", []any{"submit"}},
-		{"CI not passed", noCI, apitest.ShipBody("merge_only", "staging", noCISHA), "ci_not_passed", []any{"view_ci_status", "view_review_feedback"}},
-		{"review not approved", notApproved, apitest.ShipBody("merge_only", "staging", notApprovedSHA), "review_not_approved", []any{"view_ci_status", "view_review_feedback"}},
-		{"stale SHA", ready, apitest.ShipBody("merge_only", "staging", strings.Repeat("0", 40)), "head_sha_mismatch", []any{"ship", "view_ci_status", "view_review_feedback"}},
-		{"head moved at the host: the new head has no CI", moved, apitest.ShipBody("merge_only", "staging", movedSHA), "ci_not_passed", []any{"view_ci_status", "view_review_feedback"}},
+		{"not in review", inProgress, apitest.ShipBody("merge_only", "staging", strings.Repeat("a", 40)), "not_shippable", []lifecycle.Action{lifecycle.ActionSubmit}},
+		{"CI not passed", noCI, apitest.ShipBody("merge_only", "staging", noCISHA), "ci_not_passed", inReview},
+		{"review not approved", notApproved, apitest.ShipBody("merge_only", "staging", notApprovedSHA), "review_not_approved", inReview},
+		{"stale SHA", ready, apitest.ShipBody("merge_only", "staging", strings.Repeat("0", 40)), "head_sha_mismatch", shipReady},
+		{"head moved at the host: the new head has no CI", moved, apitest.ShipBody("merge_only", "staging", movedSHA), "ci_not_passed", inReview},
 	}
 	for i, tt := range tests {
 		rec := e.ship(tt.task, fmt.Sprintf("precondition-%d", i), tt.body)
@@ -226,9 +285,9 @@ func TestShipPreconditions(t *testing.T) {
 			t.Errorf("%s: %d %s, want 409", tt.name, rec.Code, rec.Body)
 			continue
 		}
-		details := apitest.Decode(t, rec)["error"].(map[string]any)["details"].(map[string]any)
-		if details["reason"] != tt.reason || cmp.Diff(tt.actions, details["availableActions"]) != "" {
-			t.Errorf("%s: details = %v, want reason %s and actions %v", tt.name, details, tt.reason, tt.actions)
+		details := apitest.DecodeAs[lifecycle.ErrorBody](t, rec).Error.Details
+		if details == nil || details.Reason != tt.reason || cmp.Diff(tt.actions, details.AvailableActions) != "" {
+			t.Errorf("%s: details = %+v, want reason %s and actions %v", tt.name, details, tt.reason, tt.actions)
 		}
 	}
 	if rec := e.ship(ready, "precondition-ok", apitest.ShipBody("merge_only", "staging", readySHA)); rec.Code != http.StatusAccepted {
@@ -309,9 +368,12 @@ func TestShipSHAMismatchThenRetry(t *testing.T) {
 	if rec := e.ship(id, "first-attempt", apitest.ShipBody("merge_only", "staging", stale)); rec.Code != http.StatusConflict {
 		t.Fatalf("ship with a stale SHA = %d", rec.Code)
 	}
-	head := e.Task(id)["headSha"].(string)
+	head := e.task(id).HeadSHA
+	if head == nil {
+		t.Fatal("the task has no headSha")
+	}
 	// The old key stays bound to the failed request's body; a new key is needed.
-	if rec := e.ship(id, "second-attempt", apitest.ShipBody("merge_only", "staging", head)); rec.Code != http.StatusAccepted {
+	if rec := e.ship(id, "second-attempt", apitest.ShipBody("merge_only", "staging", *head)); rec.Code != http.StatusAccepted {
 		t.Fatalf("retry with the task's head = %d %s", rec.Code, rec.Body)
 	}
 }
@@ -328,7 +390,7 @@ func TestShipIdempotency(t *testing.T) {
 	if rec := e.ship(id, "ship-once-key", apitest.ShipBody("merge_only", "production", sha)); rec.Code != http.StatusConflict {
 		t.Errorf("same key, other body = %d", rec.Code)
 	}
-	e.waitShip(apitest.Decode(t, first)["data"].(map[string]any)["operationId"].(string))
+	e.waitShipOp(accepted(t, first).OperationID)
 	if n := a.web.Calls(memory.OpMerge); n != 1 {
 		t.Errorf("%d merges, want 1", n)
 	}
@@ -351,7 +413,7 @@ func TestSecondShipRefusedWhileShipping(t *testing.T) {
 	if second.Code != http.StatusConflict || !strings.Contains(second.Body.String(), "ship_in_progress") {
 		t.Errorf("second ship while the first runs = %d %s, want 409 ship_in_progress", second.Code, second.Body)
 	}
-	e.waitShip(apitest.Decode(t, first)["data"].(map[string]any)["operationId"].(string))
+	e.waitShipOp(accepted(t, first).OperationID)
 	if n := base.Calls(memory.OpMerge); n != 1 {
 		t.Errorf("%d merges, want 1", n)
 	}
@@ -381,13 +443,13 @@ func TestCancelRefusedWhileShipQueued(t *testing.T) {
 	})
 	id, sha := e.shippableTask("ENG-1")
 	first := e.ship(id, "queued-ship-1", apitest.ShipBody("merge_only", "staging", sha))
-	resp := e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/cancel", Key: e.Admin}, http.StatusConflict)
-	if d := resp["error"].(map[string]any)["details"].(map[string]any); d["reason"] != "ship_in_progress" {
-		t.Errorf("cancel during ship: %v", d)
+	resp := apitest.CallAs[lifecycle.ErrorBody](e.Env, apitest.Request{Method: "POST", Path: "/tasks/" + id + "/cancel", Key: e.Admin}, http.StatusConflict)
+	if d := resp.Error.Details; d == nil || d.Reason != "ship_in_progress" {
+		t.Errorf("cancel during ship: %+v", d)
 	}
 	close(gate)
-	if op := e.waitShip(apitest.Decode(t, first)["data"].(map[string]any)["operationId"].(string)); op["data"].(map[string]any)["status"] != "succeeded" {
-		t.Errorf("operation = %v", op)
+	if op := e.waitShipOp(accepted(t, first).OperationID); op.Status != lifecycle.ShipSucceeded {
+		t.Errorf("operation = %+v", op)
 	}
 }
 
@@ -413,31 +475,30 @@ func TestShipFaults(t *testing.T) {
 			id, sha := e.shippableTask("ENG-1")
 			tt.breakIt(a, d)
 			rec := e.ship(id, "faulty-ship-1", apitest.ShipBody(tt.mode, "staging", sha))
-			opID := apitest.Decode(t, rec)["data"].(map[string]any)["operationId"].(string)
-			op := e.waitShip(opID)["data"].(map[string]any)
-			if op["status"] != "failed" || op["error"].(map[string]any)["code"] != tt.code || (op["mergeCommitSha"] != nil) != tt.mergeSHA {
-				t.Errorf("operation = %v, want failed with %s, merge commit recorded %v", op, tt.code, tt.mergeSHA)
+			op := e.waitShipOp(accepted(t, rec).OperationID)
+			if op.Status != lifecycle.ShipFailed || op.Error == nil || op.Error.Code != tt.code || (op.MergeCommitSHA != nil) != tt.mergeSHA {
+				t.Fatalf("operation = %+v (error %+v), want failed with %s, merge commit recorded %v", op, op.Error, tt.code, tt.mergeSHA)
 			}
-			if msg := op["error"].(map[string]any)["message"].(string); strings.Contains(msg, "kubectl") || strings.Contains(msg, "github") {
-				t.Errorf("the error message leaks the cause: %q", msg)
+			if msg := op.Error.Message; msg == "" || strings.Contains(msg, "kubectl") || strings.Contains(msg, "github") {
+				t.Errorf("the error message is empty or leaks the cause: %q", msg)
 			}
-			task := e.Task(id)
-			if task["status"] != "in_review" || cmp.Diff([]any{"ship", "view_ci_status", "view_review_feedback"}, task["availableActions"]) != "" {
-				t.Errorf("task after a failed ship: %v %v", task["status"], task["availableActions"])
+			task := e.task(id)
+			if task.Status != lifecycle.StatusInReview || cmp.Diff(shipReady, task.AvailableActions) != "" {
+				t.Errorf("task after a failed ship: %v %v", task.Status, task.AvailableActions)
 			}
-			shipped := e.shippedEvents(id)
-			if len(shipped) != 1 || shipped[0]["data"].(map[string]any)["shipStatus"] != "failed" || shipped[0]["data"].(map[string]any)["status"] != "in_review" {
-				t.Fatalf("shipped events = %v, want one failed", shipped)
+			shipped := e.shippedData(id)
+			if len(shipped) != 1 || shipped[0].ShipStatus != lifecycle.ShipFailed || shipped[0].Status != lifecycle.StatusInReview {
+				t.Fatalf("shipped events = %+v, want one failed", shipped)
 			}
 			// Shipping again (a new key) succeeds; a merge that happened is not repeated.
 			rec = e.ship(id, "faulty-ship-2", apitest.ShipBody(tt.mode, "staging", sha))
-			op = e.waitShip(apitest.Decode(t, rec)["data"].(map[string]any)["operationId"].(string))["data"].(map[string]any)
-			if op["status"] != "succeeded" {
-				t.Fatalf("retry = %v", op)
+			op = e.waitShipOp(accepted(t, rec).OperationID)
+			if op.Status != lifecycle.ShipSucceeded {
+				t.Fatalf("retry = %+v", op)
 			}
 			pr, _ := a.web.PullRequest(t.Context(), lifecycle.PullRequestRef{Owner: "acme", Repo: "web", Number: 1})
-			if pr.State != lifecycle.PullRequestMerged || op["mergeCommitSha"] != pr.MergeCommitSHA {
-				t.Errorf("pull request %s with %s, operation merge %v", pr.State, pr.MergeCommitSHA, op["mergeCommitSha"])
+			if pr.State != lifecycle.PullRequestMerged || op.MergeCommitSHA == nil || *op.MergeCommitSHA != pr.MergeCommitSHA {
+				t.Errorf("pull request %s with %s, operation merge %v", pr.State, pr.MergeCommitSHA, op.MergeCommitSHA)
 			}
 			if n := len(e.shippedEvents(id)); n != 2 {
 				t.Errorf("%d task.shipped events for 2 finished operations", n)
@@ -485,7 +546,7 @@ func TestShipResumesAfterTheRunnerDies(t *testing.T) {
 				t.Fatal(err)
 			}
 			id, sha := e.shippableTask("ENG-1")
-			opID := apitest.Decode(t, e.ship(id, "dying-ship-1", apitest.ShipBody("merge_only", "staging", sha)))["data"].(map[string]any)["operationId"].(string)
+			opID := accepted(t, e.ship(id, "dying-ship-1", apitest.ShipBody("merge_only", "staging", sha))).OperationID
 			<-dying.entered
 			// The process dies: its runner stops mid-operation.
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -493,7 +554,7 @@ func TestShipResumesAfterTheRunnerDies(t *testing.T) {
 			if err := e.Svc.Close(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if st := e.Call(apitest.Request{Method: "GET", Path: "/ship-operations/" + opID, Key: e.Admin}, http.StatusOK)["data"].(map[string]any)["status"]; st != "running" {
+			if st := e.shipOperation(opID).Status; st != lifecycle.ShipRunning {
 				t.Fatalf("operation after the crash = %v, want running", st)
 			}
 			// A new process on the same database, with a healthy adapter.
