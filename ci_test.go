@@ -16,11 +16,13 @@ func TestCIStatusSources(t *testing.T) {
 	t.Parallel()
 	e, a := newSubmitEnv(t)
 	id := e.startedTask("ENG-1")
+	// The CI status is compared as a whole JSON object: the nulls, the empty
+	// lists and the timestamps' form are part of what is checked.
 	none := e.Call(apitest.Request{Method: "GET", Path: "/tasks/" + id + "/ci-status", Key: e.Admin}, http.StatusOK)
 	if diff := cmp.Diff(map[string]any{"overall": "none", "headSha": nil, "provider": nil, "checks": []any{}, "checkedAt": nil, "stale": []any{}}, none["data"]); diff != "" {
 		t.Errorf("CI status before any submission (-want +got):\n%s", diff)
 	}
-	sha := e.SubmitOK(id, "ci-key-123", apitest.SubmitBody())["headSha"].(string)
+	sha := headOf(t, e.submitOK(id, "ci-key-123", apitest.SubmitBody()))
 	a.web.SetChecks(sha, lifecycle.CIReport{Checks: []lifecycle.CICheck{{Name: "build", Status: lifecycle.CheckRunning, URL: "https://ci.example.com/b"}},
 		Stale: []lifecycle.StaleCheck{{Name: "Codecov", Since: lifecycle.NewTimestamp(apitest.Epoch.Add(-time.Hour))}}})
 	// Reads answer from what was learned; the reconciler learns what changed.
@@ -74,9 +76,25 @@ func TestCIStatusSources(t *testing.T) {
 }
 
 // ciOverall reads the overall CI state of a task.
-func (e *env) ciOverall(id string) any {
+func (e *env) ciOverall(id string) lifecycle.CIOverall {
 	e.T.Helper()
-	return e.Call(apitest.Request{Method: "GET", Path: "/tasks/" + id + "/ci-status", Key: e.Admin}, http.StatusOK)["data"].(map[string]any)["overall"]
+	return apitest.CallData[lifecycle.CIStatus](e.Env, apitest.Request{Method: "GET", Path: "/tasks/" + id + "/ci-status", Key: e.Admin}, http.StatusOK).Overall
+}
+
+// headOf returns a submission's head commit, failing t when it has none.
+func headOf(t *testing.T, sub lifecycle.Submission) string {
+	t.Helper()
+	if sub.HeadSHA == nil {
+		t.Fatalf("submission %s has no headSha", sub.SubmissionID)
+	}
+	return *sub.HeadSHA
+}
+
+// ciAnswer is the answer to a CI report: the task's CI status and its
+// next steps.
+type ciAnswer struct {
+	Data             lifecycle.CIStatus
+	AvailableActions []lifecycle.Action
 }
 
 var errNetwork = &netError{}
@@ -91,22 +109,22 @@ func TestReportedChecks(t *testing.T) {
 		c.ReviewRouter = lifecycle.ReviewRules{Default: lifecycle.ReviewPlan{Policy: lifecycle.PolicyNeverRequire}}
 	})
 	id := e.startedTask("ENG-1")
-	sha := e.SubmitOK(id, "report-key-1", apitest.SubmitBody())["headSha"].(string)
+	sha := headOf(t, e.submitOK(id, "report-key-1", apitest.SubmitBody()))
 	ci := e.Key(lifecycle.ScopeCIWrite)
-	report := func(sha string, checks ...map[string]any) map[string]any {
-		return e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/checks", Key: ci, Body: map[string]any{"headSha": sha, "checks": checks}}, http.StatusOK)
+	report := func(sha string, checks ...map[string]any) ciAnswer {
+		return apitest.CallAs[ciAnswer](e.Env, apitest.Request{Method: "POST", Path: "/tasks/" + id + "/checks", Key: ci, Body: map[string]any{"headSha": sha, "checks": checks}}, http.StatusOK)
 	}
 	versions := func() int { return len(e.EventsOf(id)) }
 	before := versions()
 
 	// Checks of another commit are kept but do not count.
 	stale := report(strings.Repeat("a", 40), map[string]any{"name": "build", "status": "passed"})
-	if stale["data"].(map[string]any)["overall"] != "none" || versions() != before {
-		t.Errorf("a stale commit's checks: overall %v, events %d -> %d", stale["data"].(map[string]any)["overall"], before, versions())
+	if stale.Data.Overall != lifecycle.CINone || versions() != before {
+		t.Errorf("a stale commit's checks: overall %v, events %d -> %d", stale.Data.Overall, before, versions())
 	}
 	running := report(strings.ToUpper(sha), map[string]any{"name": "build", "status": "running"})
-	if running["data"].(map[string]any)["overall"] != "running" || versions() != before+1 {
-		t.Errorf("running: overall %v; events %d -> %d, want one for the change of CI", running["data"].(map[string]any)["overall"], before, versions())
+	if running.Data.Overall != lifecycle.CIRunning || versions() != before+1 {
+		t.Errorf("running: overall %v; events %d -> %d, want one for the change of CI", running.Data.Overall, before, versions())
 	}
 	before = versions()
 	report(sha, map[string]any{"name": "build", "status": "running"})
@@ -114,21 +132,20 @@ func TestReportedChecks(t *testing.T) {
 		t.Errorf("the same report again: events %d -> %d, want none", before, versions())
 	}
 	passed := report(sha, map[string]any{"name": "build", "status": "passed", "url": "https://ci.example.com/9"})
-	if diff := cmp.Diff([]any{"ship", "view_ci_status", "view_review_feedback"}, passed["availableActions"]); diff != "" {
+	if diff := cmp.Diff(shipReady, passed.AvailableActions); diff != "" {
 		t.Errorf("actions once CI passed (-want +got):\n%s", diff)
 	}
-	evs := e.EventsOf(id)
-	if len(evs) != before+1 {
-		t.Fatalf("events %d -> %d, want one for the change of CI", before, len(evs))
+	if n := versions(); n != before+1 {
+		t.Fatalf("events %d -> %d, want one for the change of CI", before, n)
 	}
-	data := evs[len(evs)-1]["data"].(map[string]any)
-	if diff := cmp.Diff([]any{"availableActions", "ciStatus"}, data["changedFields"]); diff != "" {
+	_, data := newestEvent[lifecycle.TaskUpdatedData](e, id)
+	if diff := cmp.Diff([]string{"availableActions", "ciStatus"}, data.ChangedFields); diff != "" {
 		t.Errorf("changedFields of a CI change (-want +got):\n%s", diff)
 	}
 	// A later failure takes ship away again.
 	failed := report(sha, map[string]any{"name": "build", "status": "failed"})
-	if failed["data"].(map[string]any)["overall"] != "failed" || cmp.Diff([]any{"view_ci_status", "view_review_feedback"}, failed["availableActions"]) != "" {
-		t.Errorf("after failure: %v", failed)
+	if failed.Data.Overall != lifecycle.CIFailed || cmp.Diff(inReview, failed.AvailableActions) != "" {
+		t.Errorf("after failure: %+v", failed)
 	}
 }
 
