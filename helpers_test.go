@@ -5,7 +5,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/memory"
@@ -130,4 +132,24 @@ func newestEvent[T any](e *env, taskID string) (lifecycle.Event, T) {
 		e.T.Fatalf("data of event %s: %v", ev.ID, err)
 	}
 	return ev, data
+}
+
+// subscribe creates a webhook subscription through the API as e's admin
+// and returns it.
+func (e *env) subscribe(body map[string]any) lifecycle.Subscription {
+	e.T.Helper()
+	return apitest.CallData[lifecycle.Subscription](e.Env, apitest.Request{Method: "POST", Path: "/event-subscriptions", Key: e.Admin, Body: body,
+		Header: http.Header{"Idempotency-Key": {"sub-" + strconv.FormatInt(time.Now().UnixNano(), 10)}}}, http.StatusCreated)
+}
+
+// waitDeliveries waits until subID has n delivery attempts recorded and
+// returns them, newest first, as GET .../deliveries lists them.
+func (e *env) waitDeliveries(subID string, n int) []lifecycle.Delivery {
+	e.T.Helper()
+	var list []lifecycle.Delivery
+	apitest.WaitFor(e.T, func() bool {
+		list = apitest.CallData[[]lifecycle.Delivery](e.Env, apitest.Request{Method: "GET", Path: "/event-subscriptions/" + subID + "/deliveries?limit=200", Key: e.Admin}, http.StatusOK)
+		return len(list) >= n
+	})
+	return list
 }

@@ -58,10 +58,10 @@ func TestReplayDeliversTheMatchingEventsAfterTheSequence(t *testing.T) {
 	e := newHookEnv(t, rc, oneAtATime)
 	web := subBody(rc.url("/web"))
 	web["filters"] = map[string]any{"projects": []string{"web"}}
-	webID := e.Subscribe(web)["id"].(string)
+	webID := e.subscribe(web).ID
 	ops := subBody(rc.url("/ops"))
 	ops["filters"] = map[string]any{"projects": []string{"ops"}}
-	opsID := e.Subscribe(ops)["id"].(string)
+	opsID := e.subscribe(ops).ID
 
 	for i := range 10 {
 		body := apitest.TaskBody(fmt.Sprintf("ENG-%d", i))
@@ -85,9 +85,10 @@ func TestReplayDeliversTheMatchingEventsAfterTheSequence(t *testing.T) {
 
 	// Replay /web after its second event: its last three come again.
 	from := first["/web"][1].Sequence
-	out := e.replay(webID, from, "replay-web-1", http.StatusAccepted)["data"].(map[string]any)
+	out := apitest.CallData[lifecycle.Replay](e.Env, apitest.Request{Method: "POST", Path: "/event-subscriptions/" + webID + "/replay", Key: e.Admin,
+		Body: map[string]any{"fromSequence": from}, Header: http.Header{"Idempotency-Key": {"replay-web-1"}}}, http.StatusAccepted)
 	last := e.Events()[len(e.Events())-1].Sequence
-	want := map[string]any{"subscriptionId": webID, "fromSequence": float64(from), "throughSequence": float64(last)}
+	want := lifecycle.Replay{SubscriptionID: webID, FromSequence: from, ThroughSequence: last}
 	if diff := cmp.Diff(want, out); diff != "" {
 		t.Errorf("replay answer (-want +got):\n%s", diff)
 	}
@@ -111,10 +112,10 @@ func TestReplayDeliversTheMatchingEventsAfterTheSequence(t *testing.T) {
 	rc.quiet(200 * time.Millisecond)
 
 	// The history shows the new attempts as first attempts of those events.
-	list := e.WaitDeliveries(webID, 8)
+	list := e.waitDeliveries(webID, 8)
 	var newest []string
 	for _, d := range list[:3] {
-		newest = append(newest, fmt.Sprintf("%v %v %v", d["eventId"], d["attempt"], d["status"]))
+		newest = append(newest, fmt.Sprintf("%v %v %v", d.EventID, d.Attempt, d.Status))
 	}
 	wantNewest := []string{
 		first["/web"][4].ID + " 1 succeeded", first["/web"][3].ID + " 1 succeeded", first["/web"][2].ID + " 1 succeeded",
@@ -137,7 +138,7 @@ func TestReplayIsIdempotent(t *testing.T) {
 	t.Parallel()
 	rc := newReceiver(t)
 	e := newHookEnv(t, rc, oneAtATime)
-	subID := e.Subscribe(subBody(rc.url("/hooks")))["id"].(string)
+	subID := e.subscribe(subBody(rc.url("/hooks"))).ID
 	e.CreateTask(apitest.TaskBody("ENG-1"))
 	e.CreateTask(apitest.TaskBody("ENG-2"))
 	rc.next()
@@ -184,7 +185,7 @@ func TestReplayRefusals(t *testing.T) {
 	t.Parallel()
 	rc := newReceiver(t)
 	e := newHookEnv(t, rc)
-	subID := e.Subscribe(subBody(rc.url("/hooks")))["id"].(string)
+	subID := e.subscribe(subBody(rc.url("/hooks"))).ID
 	e.CreateTask(apitest.TaskBody("ENG-1"))
 	rc.next()
 	last := e.Events()[len(e.Events())-1].Sequence
@@ -215,13 +216,15 @@ func TestReplayRefusals(t *testing.T) {
 			if header == nil {
 				header = http.Header{"Idempotency-Key": {"refusal-" + strings.ReplaceAll(tc.name, " ", "-")}}
 			}
-			out := e.Call(apitest.Request{Method: "POST", Path: tc.path, Key: tc.key, Body: tc.body, Header: header}, tc.status)
-			if code := apitest.ErrorCode(out); code != tc.code {
-				t.Errorf("code %s, want %s", code, tc.code)
+			out := apitest.CallAs[lifecycle.ErrorBody](e.Env, apitest.Request{Method: "POST", Path: tc.path, Key: tc.key, Body: tc.body, Header: header}, tc.status).Error
+			if out.Code != tc.code {
+				t.Errorf("code %s, want %s", out.Code, tc.code)
 			}
 			if tc.field != "" {
-				fields := out["error"].(map[string]any)["details"].(map[string]any)["fields"].([]any)
-				if f := fields[0].(map[string]any)["field"]; f != tc.field {
+				if out.Details == nil || len(out.Details.Fields) == 0 {
+					t.Fatalf("error %+v names no field, want %s", out, tc.field)
+				}
+				if f := out.Details.Fields[0].Field; f != tc.field {
 					t.Errorf("field %v, want %s", f, tc.field)
 				}
 			}
@@ -235,11 +238,12 @@ func TestReplayRefusals(t *testing.T) {
 	e.CreateTask(apitest.TaskBody("ENG-2"))
 	rc.next()
 	oldest := e.Events()[0].Sequence
-	gone := e.replay(subID, oldest-2, "replay-pruned", http.StatusGone)
-	if code := apitest.ErrorCode(gone); code != "cursor_expired" {
-		t.Errorf("replay of a pruned range: %s, want cursor_expired", code)
+	gone := apitest.CallAs[lifecycle.ErrorBody](e.Env, apitest.Request{Method: "POST", Path: "/event-subscriptions/" + subID + "/replay", Key: e.Admin,
+		Body: map[string]any{"fromSequence": oldest - 2}, Header: http.Header{"Idempotency-Key": {"replay-pruned"}}}, http.StatusGone).Error
+	if gone.Code != "cursor_expired" {
+		t.Errorf("replay of a pruned range: %s, want cursor_expired", gone.Code)
 	}
-	if msg := gone["error"].(map[string]any)["message"].(string); !strings.Contains(msg, fmt.Sprint(oldest-1)) {
+	if msg := gone.Message; !strings.Contains(msg, fmt.Sprint(oldest-1)) {
 		t.Errorf("message %q does not name %d, the earliest sequence to replay from", msg, oldest-1)
 	}
 	e.replay(subID, oldest-1, "replay-kept", http.StatusAccepted)
@@ -268,6 +272,13 @@ func (e *env) retry(subID, deliveryID string, wantStatus int) map[string]any {
 	return e.Call(apitest.Request{Method: "POST", Path: "/event-subscriptions/" + subID + "/deliveries/" + deliveryID + "/retry", Key: e.Admin}, wantStatus)
 }
 
+// retryError posts a retry of a delivery that must be refused with
+// wantStatus and returns the error.
+func (e *env) retryError(subID, deliveryID string, wantStatus int) lifecycle.ErrorObject {
+	e.T.Helper()
+	return apitest.CallAs[lifecycle.ErrorBody](e.Env, apitest.Request{Method: "POST", Path: "/event-subscriptions/" + subID + "/deliveries/" + deliveryID + "/retry", Key: e.Admin}, wantStatus).Error
+}
+
 // TestRetryFailedDeliveryNow: a delivery that failed its every scheduled
 // attempt is attempted once more when asked, with the same body, and the
 // history shows it; older attempts, succeeded ones and unknown ones are
@@ -278,29 +289,32 @@ func TestRetryFailedDeliveryNow(t *testing.T) {
 	sw := &switchable{ok: make(chan struct{})}
 	rc.setRespond(sw.respond(http.StatusInternalServerError))
 	e := newHookEnv(t, rc, noJitter, func(c *lifecycle.Config) { c.WebhookRetrySchedule = []time.Duration{time.Minute} })
-	subID := e.Subscribe(subBody(rc.url("/hooks")))["id"].(string)
+	subID := e.subscribe(subBody(rc.url("/hooks"))).ID
 	e.CreateTask(apitest.TaskBody("ENG-1"))
 	firstTry := rc.next()
 	e.WaitDeliveries(subID, 1)
 	e.Clock.Advance(time.Minute)
 	rc.next()
-	list := e.WaitDeliveries(subID, 2)
-	lastID, firstID := list[0]["deliveryId"].(string), list[1]["deliveryId"].(string)
-	if list[0]["status"] != "failed" || list[0]["attempt"] != 2.0 || list[0]["nextAttemptAt"] != nil {
-		t.Fatalf("after the schedule, newest = %v; want attempt 2 failed, the last", list[0])
+	list := e.waitDeliveries(subID, 2)
+	lastID, firstID := list[0].ID, list[1].ID
+	if list[0].Status != lifecycle.DeliveryFailed || list[0].Attempt != 2 || list[0].NextAttemptAt != nil {
+		t.Fatalf("after the schedule, newest = %+v; want attempt 2 failed, the last", list[0])
 	}
 
-	old := e.retry(subID, firstID, http.StatusConflict)
-	if reason := old["error"].(map[string]any)["details"].(map[string]any)["reason"]; reason != "delivery_superseded" ||
-		!strings.Contains(old["error"].(map[string]any)["message"].(string), lastID) {
-		t.Errorf("retry of attempt 1 = %v; want delivery_superseded naming %s", old, lastID)
+	old := e.retryError(subID, firstID, http.StatusConflict)
+	if d := old.Details; d == nil || d.Reason != "delivery_superseded" || !strings.Contains(old.Message, lastID) {
+		t.Errorf("retry of attempt 1 = %+v (details %+v); want delivery_superseded naming %s", old, d, lastID)
 	}
 
 	close(sw.ok)
-	got := e.retry(subID, lastID, http.StatusAccepted)["data"].(map[string]any)
+	rec := e.Do(apitest.Request{Method: "POST", Path: "/event-subscriptions/" + subID + "/deliveries/" + lastID + "/retry", Key: e.Admin})
+	apitest.Answer(t, "POST .../retry", rec, http.StatusAccepted)
+	got := apitest.DecodeData[lifecycle.Delivery](t, rec)
 	now := e.Clock.Now().UTC().Format("2006-01-02T15:04:05.000Z")
-	if got["deliveryId"] != lastID || got["status"] != "pending" || got["nextAttemptAt"] != now {
-		t.Errorf("retry answered %v; want %s pending, due %s", got, lastID, now)
+	// nextAttemptAt is checked in its wire form too: a Timestamp decodes any RFC 3339.
+	if got.ID != lastID || got.Status != lifecycle.DeliveryPending || got.NextAttemptAt == nil || got.NextAttemptAt.String() != now ||
+		!strings.Contains(rec.Body.String(), `"nextAttemptAt":"`+now+`"`) {
+		t.Errorf("retry answered %s; want %s pending, due %s", rec.Body, lastID, now)
 	}
 	d := rc.next()
 	if d.header.Get("X-Service-Event-Id") != firstTry.header.Get("X-Service-Event-Id") || string(d.body) != string(firstTry.body) {
@@ -309,23 +323,22 @@ func TestRetryFailedDeliveryNow(t *testing.T) {
 	if d.header.Get("X-Service-Delivery-Id") == lastID || d.header.Get("X-Service-Delivery-Id") == firstID {
 		t.Errorf("retry reused delivery ID %s", d.header.Get("X-Service-Delivery-Id"))
 	}
-	list = e.WaitDeliveries(subID, 3)
+	list = e.waitDeliveries(subID, 3)
 	var history []string
 	for _, d := range list {
-		history = append(history, fmt.Sprintf("%v %v", d["attempt"], d["status"]))
+		history = append(history, fmt.Sprintf("%v %v", d.Attempt, d.Status))
 	}
 	if diff := cmp.Diff([]string{"3 succeeded", "2 failed", "1 failed"}, history); diff != "" {
 		t.Errorf("history (-want +got):\n%s", diff)
 	}
 
-	done := e.retry(subID, list[0]["deliveryId"].(string), http.StatusConflict)
-	if reason := done["error"].(map[string]any)["details"].(map[string]any)["reason"]; reason != "delivery_succeeded" {
-		t.Errorf("retry of a success: %v, want delivery_succeeded", reason)
+	if d := e.retryError(subID, list[0].ID, http.StatusConflict).Details; d == nil || d.Reason != "delivery_succeeded" {
+		t.Errorf("retry of a success: %+v, want delivery_succeeded", d)
 	}
 	if code := apitest.ErrorCode(e.retry(subID, "dlv_nosuchdelivery000000000", http.StatusNotFound)); code != "not_found" {
 		t.Errorf("unknown delivery: %s", code)
 	}
-	otherID := e.Subscribe(subBody(rc.url("/other")))["id"].(string)
+	otherID := e.subscribe(subBody(rc.url("/other"))).ID
 	e.retry(otherID, lastID, http.StatusNotFound)
 	if code := apitest.ErrorCode(e.Call(apitest.Request{Method: "POST", Path: "/event-subscriptions/" + subID + "/deliveries/" + lastID + "/retry",
 		Key: e.Key(lifecycle.ScopeWebhooksRead)}, http.StatusForbidden)); code != "insufficient_scope" {
@@ -341,28 +354,32 @@ func TestRetryPendingDeliveryNow(t *testing.T) {
 	rc := newReceiver(t)
 	rc.setRespond(failing(2, http.StatusServiceUnavailable))
 	e := newHookEnv(t, rc, noJitter)
-	subID := e.Subscribe(subBody(rc.url("/hooks")))["id"].(string)
+	subID := e.subscribe(subBody(rc.url("/hooks"))).ID
 	e.CreateTask(apitest.TaskBody("ENG-1"))
 	rc.next()
-	list := e.WaitDeliveries(subID, 1)
-	if list[0]["status"] != "pending" {
-		t.Fatalf("first attempt %v, want pending", list[0])
+	list := e.waitDeliveries(subID, 1)
+	if list[0].Status != lifecycle.DeliveryPending {
+		t.Fatalf("first attempt %+v, want pending", list[0])
 	}
 	// The clock does not move: without the retry, attempt 2 would wait 10 s.
-	e.retry(subID, list[0]["deliveryId"].(string), http.StatusAccepted)
+	e.retry(subID, list[0].ID, http.StatusAccepted)
 	rc.next()
-	list = e.WaitDeliveries(subID, 2)
-	if list[0]["attempt"] != 2.0 || list[0]["status"] != "pending" {
-		t.Fatalf("attempt 2 = %v, want it made and failed, pending", list[0])
+	list = e.waitDeliveries(subID, 2)
+	if list[0].Attempt != 2 || list[0].Status != lifecycle.DeliveryPending {
+		t.Fatalf("attempt 2 = %+v, want it made and failed, pending", list[0])
 	}
 	want := e.Clock.Now().Add(time.Minute).UTC().Format("2006-01-02T15:04:05.000Z")
-	if list[0]["nextAttemptAt"] != want {
-		t.Errorf("attempt 3 due %v, want %s: the schedule goes on from attempt 2", list[0]["nextAttemptAt"], want)
+	if list[0].NextAttemptAt == nil || list[0].NextAttemptAt.String() != want {
+		t.Errorf("attempt 3 due %v, want %s: the schedule goes on from attempt 2", list[0].NextAttemptAt, want)
+	}
+	// And in its wire form: a Timestamp decodes any RFC 3339.
+	if got := e.Deliveries(subID)[0]["nextAttemptAt"]; got != want {
+		t.Errorf("nextAttemptAt on the wire = %v, want %s", got, want)
 	}
 	e.Clock.Advance(time.Minute)
 	rc.next()
-	if list = e.WaitDeliveries(subID, 3); list[0]["status"] != "succeeded" {
-		t.Errorf("attempt 3 = %v, want succeeded", list[0])
+	if list = e.waitDeliveries(subID, 3); list[0].Status != lifecycle.DeliverySucceeded {
+		t.Errorf("attempt 3 = %+v, want succeeded", list[0])
 	}
 }
 
@@ -375,26 +392,25 @@ func TestEnableDisabledSubscription(t *testing.T) {
 	sw := &switchable{ok: make(chan struct{})}
 	rc.setRespond(sw.respond(http.StatusGone))
 	e := newHookEnv(t, rc)
-	subID := e.Subscribe(subBody(rc.url("/hooks")))["id"].(string)
+	subID := e.subscribe(subBody(rc.url("/hooks"))).ID
 	e.CreateTask(apitest.TaskBody("ENG-1"))
 	rc.next()
-	gone := e.WaitDeliveries(subID, 1)[0]["deliveryId"].(string)
-	getSub := func() map[string]any {
-		return e.Call(apitest.Request{Method: "GET", Path: "/event-subscriptions/" + subID, Key: e.Admin}, http.StatusOK)["data"].(map[string]any)
+	gone := e.waitDeliveries(subID, 1)[0].ID
+	getSub := func() lifecycle.Subscription {
+		return apitest.CallData[lifecycle.Subscription](e.Env, apitest.Request{Method: "GET", Path: "/event-subscriptions/" + subID, Key: e.Admin}, http.StatusOK)
 	}
-	apitest.WaitFor(t, func() bool { return getSub()["status"] == "disabled" })
+	apitest.WaitFor(t, func() bool { return getSub().Status == lifecycle.SubscriptionDisabled })
 
 	e.CreateTask(apitest.TaskBody("ENG-2")) // committed while disabled
 	rc.quiet(100 * time.Millisecond)
-	refused := e.retry(subID, gone, http.StatusConflict)
-	if reason := refused["error"].(map[string]any)["details"].(map[string]any)["reason"]; reason != "subscription_disabled" {
-		t.Errorf("retry while disabled: %v, want subscription_disabled", reason)
+	if d := e.retryError(subID, gone, http.StatusConflict).Details; d == nil || d.Reason != "subscription_disabled" {
+		t.Errorf("retry while disabled: %+v, want subscription_disabled", d)
 	}
 
 	close(sw.ok)
-	enabled := e.Call(apitest.Request{Method: "POST", Path: "/event-subscriptions/" + subID + "/enable", Key: e.Admin}, http.StatusOK)["data"].(map[string]any)
-	if enabled["status"] != "active" || enabled["id"] != subID {
-		t.Errorf("enable answered %v, want the subscription, active", enabled)
+	enabled := apitest.CallData[lifecycle.Subscription](e.Env, apitest.Request{Method: "POST", Path: "/event-subscriptions/" + subID + "/enable", Key: e.Admin}, http.StatusOK)
+	if enabled.Status != lifecycle.SubscriptionActive || enabled.ID != subID {
+		t.Errorf("enable answered %+v, want the subscription, active", enabled)
 	}
 	if d := envelopeOf(t, rc.next()); d.Data.TaskIdentifier != "ENG-2" {
 		t.Errorf("after enabling got %s's event, want ENG-2's (committed while disabled)", d.Data.TaskIdentifier)
@@ -404,9 +420,9 @@ func TestEnableDisabledSubscription(t *testing.T) {
 	if d := envelopeOf(t, rc.next()); d.Data.TaskIdentifier != "ENG-1" {
 		t.Errorf("retry delivered %s's event, want ENG-1's", d.Data.TaskIdentifier)
 	}
-	again := e.Call(apitest.Request{Method: "POST", Path: "/event-subscriptions/" + subID + "/enable", Key: e.Admin, Body: map[string]any{}}, http.StatusOK)
-	if again["data"].(map[string]any)["status"] != "active" {
-		t.Errorf("enabling an active subscription: %v", again)
+	again := apitest.CallData[lifecycle.Subscription](e.Env, apitest.Request{Method: "POST", Path: "/event-subscriptions/" + subID + "/enable", Key: e.Admin, Body: map[string]any{}}, http.StatusOK)
+	if again.Status != lifecycle.SubscriptionActive {
+		t.Errorf("enabling an active subscription: %+v", again)
 	}
 	e.Call(apitest.Request{Method: "POST", Path: "/event-subscriptions/whs_nosuchsubscription00000/enable", Key: e.Admin}, http.StatusNotFound)
 	e.Call(apitest.Request{Method: "POST", Path: "/event-subscriptions/" + subID + "/enable", Key: e.Admin, Body: map[string]any{"status": "active"}}, http.StatusBadRequest)
@@ -422,7 +438,7 @@ func TestReplayWhileDelivering(t *testing.T) {
 	hold := make(chan struct{})
 	rc.Hold(hold)
 	e := newHookEnv(t, rc, oneAtATime)
-	subID := e.Subscribe(subBody(rc.url("/hooks")))["id"].(string)
+	subID := e.subscribe(subBody(rc.url("/hooks"))).ID
 	const n = 20
 	for i := range n {
 		e.CreateTask(apitest.TaskBody(fmt.Sprintf("ENG-%d", i)))
