@@ -222,33 +222,42 @@ func TestCreateTaskEmitsEvent(t *testing.T) {
 	if got := ev.OccurredAt.String(); got != "2026-11-21T10:00:01.234Z" {
 		t.Errorf("occurredAt = %s, want the clock's time", got)
 	}
-	var data map[string]any
+	// previousStatus null is told from previousStatus absent on the JSON
+	// object; the rest is compared on the decoded data.
+	var raw map[string]any
+	if err := json.Unmarshal(ev.Data, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if prev, ok := raw["previousStatus"]; !ok || prev != nil {
+		t.Errorf("data.previousStatus = %v (present %v), want null", prev, ok)
+	}
+	var data lifecycle.TaskUpdatedData
 	if err := json.Unmarshal(ev.Data, &data); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]any{
-		"taskId":           created.Data.ID,
-		"taskIdentifier":   "ENG-1",
-		"status":           "todo",
-		"availableActions": []any{"start"},
-		"previousStatus":   nil,
-		"actor":            map[string]any{"id": "tester", "role": "user"},
-		"links": map[string]any{
-			"task":           apitest.BaseURL + "/tasks/" + created.Data.ID,
-			"reviewFeedback": apitest.BaseURL + "/tasks/" + created.Data.ID + "/review-feedback",
-		},
+	if !strings.Contains(data.Summary, "ENG-1") {
+		t.Errorf("data.summary = %q, want a sentence naming the task", data.Summary)
 	}
-	for k, v := range want {
-		if diff := cmp.Diff(v, data[k]); diff != "" {
-			t.Errorf("data.%s (-want +got):\n%s", k, diff)
-		}
-	}
-	if s, _ := data["summary"].(string); !strings.Contains(s, "ENG-1") {
-		t.Errorf("data.summary = %q, want a sentence naming the task", s)
-	}
-	changed, _ := data["changedFields"].([]any)
-	if len(changed) == 0 {
+	if len(data.ChangedFields) == 0 {
 		t.Errorf("changedFields of a creation is empty")
+	}
+	want := lifecycle.TaskUpdatedData{
+		EventData: lifecycle.EventData{
+			TaskID:           created.Data.ID,
+			TaskIdentifier:   "ENG-1",
+			Status:           lifecycle.StatusTodo,
+			Summary:          data.Summary,
+			AvailableActions: []lifecycle.Action{lifecycle.ActionStart},
+			Links: lifecycle.EventLinks{
+				Task:           apitest.BaseURL + "/tasks/" + created.Data.ID,
+				ReviewFeedback: apitest.BaseURL + "/tasks/" + created.Data.ID + "/review-feedback",
+			},
+		},
+		ChangedFields: data.ChangedFields,
+		Actor:         lifecycle.Actor{ID: "tester", Role: lifecycle.RoleUser},
+	}
+	if diff := cmp.Diff(want, data); diff != "" {
+		t.Errorf("data (-want +got):\n%s", diff)
 	}
 }
 
