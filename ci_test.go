@@ -164,9 +164,9 @@ func TestReportChecksValidation(t *testing.T) {
 		{map[string]any{"headSha": sha, "checks": []map[string]any{{"name": "x", "status": "passed", "url": "ftp://x"}}}, "checks[0].url"},
 	}
 	for _, tt := range tests {
-		body := e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/checks", Key: e.Admin, Body: tt.body}, http.StatusBadRequest)
-		if !hasFieldError(body["error"].(map[string]any), tt.field) {
-			t.Errorf("details.fields lacks %q: %v", tt.field, body)
+		body := e.callError(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/checks", Key: e.Admin, Body: tt.body}, http.StatusBadRequest)
+		if !namesField(body, tt.field) {
+			t.Errorf("details.fields lacks %q: %+v", tt.field, body)
 		}
 	}
 	ok := map[string]any{"headSha": sha, "checks": []map[string]any{{"name": "x", "status": "passed"}}}

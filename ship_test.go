@@ -341,11 +341,11 @@ func TestShipValidationAndAuth(t *testing.T) {
 		{map[string]any{}, []string{"mode", "targetEnvironment", "expectedHeadSha"}},
 	}
 	for i, tt := range tests {
-		resp := e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/ship", Key: e.Admin, Body: tt.body,
+		resp := e.callError(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/ship", Key: e.Admin, Body: tt.body,
 			Header: http.Header{"Idempotency-Key": {fmt.Sprintf("bad-ship-%d", i)}}}, http.StatusBadRequest)
 		for _, f := range tt.fields {
-			if !hasFieldError(resp["error"].(map[string]any), f) {
-				t.Errorf("case %d: details.fields lacks %s: %v", i, f, resp)
+			if !namesField(resp, f) {
+				t.Errorf("case %d: details.fields lacks %s: %+v", i, f, resp)
 			}
 		}
 	}

@@ -493,9 +493,9 @@ func TestBlockerValidationAndConflicts(t *testing.T) {
 		{withMember(blockerBody(), "resumeInstructions", strings.Repeat("a", 2001)), "resumeInstructions"},
 	}
 	for _, b := range bad {
-		resp := e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/blocker", Key: e.Admin, Body: b.body}, http.StatusBadRequest)
-		if !hasFieldError(resp["error"].(map[string]any), b.field) {
-			t.Errorf("details.fields lacks %s: %v", b.field, resp)
+		resp := e.callError(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/blocker", Key: e.Admin, Body: b.body}, http.StatusBadRequest)
+		if !namesField(resp, b.field) {
+			t.Errorf("details.fields lacks %s: %+v", b.field, resp)
 		}
 	}
 	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/resolve-blocker", Key: e.Admin, Body: map[string]any{"resolution": strings.Repeat("a", 2001)}}, http.StatusBadRequest)

@@ -87,27 +87,27 @@ func TestTaskEndpointsStatusCodes(t *testing.T) {
 		{"unknown path", apitest.Request{Method: "GET", Path: "/nothing", Key: reader}, 404, "not_found", ""},
 		{"unknown path without key", apitest.Request{Method: "GET", Path: "/nothing"}, 404, "not_found", ""},
 	}
-	// The cases run in order: start and cancel change the task. Error
-	// bodies are read as JSON objects: the test is about their members.
+	// The cases run in order: start and cancel change the task.
 	for _, tt := range tests {
-		body := e.Call(tt.req, tt.status)
+		rec := e.Do(tt.req)
+		apitest.Answer(t, tt.name, rec, tt.status)
 		if tt.code == "" {
 			continue
 		}
-		if got := apitest.ErrorCode(body); got != tt.code {
-			t.Errorf("%s: error.code = %q, want %q (body %v)", tt.name, got, tt.code, body)
+		obj := apitest.DecodeAs[lifecycle.ErrorBody](t, rec).Error
+		if obj.Code != tt.code {
+			t.Errorf("%s: error.code = %q, want %q (body %s)", tt.name, obj.Code, tt.code, rec.Body)
 		}
-		obj := body["error"].(map[string]any)
-		if msg, _ := obj["message"].(string); msg == "" {
+		if obj.Message == "" {
 			t.Errorf("%s: error.message is empty", tt.name)
 		}
-		if tt.errField != "" && !hasFieldError(obj, tt.errField) {
-			t.Errorf("%s: details.fields does not name %q: %v", tt.name, tt.errField, obj["details"])
+		if tt.errField != "" && !namesField(obj, tt.errField) {
+			t.Errorf("%s: details.fields does not name %q: %+v", tt.name, tt.errField, obj.Details)
 		}
 		if tt.status == http.StatusConflict && strings.Contains(tt.req.Path, "/tasks/") {
-			details, _ := obj["details"].(map[string]any)
-			if _, ok := details["availableActions"].([]any); !ok {
-				t.Errorf("%s: a task conflict lacks details.availableActions: %v", tt.name, obj)
+			// availableActions is left out when nil, sent (maybe as []) when not.
+			if obj.Details == nil || obj.Details.AvailableActions == nil {
+				t.Errorf("%s: a task conflict lacks details.availableActions: %s", tt.name, rec.Body)
 			}
 		}
 	}
@@ -134,6 +134,27 @@ func withMember(body map[string]any, k string, v any) map[string]any {
 	}
 	out[k] = v
 	return out
+}
+
+// namesField reports whether an error's details.fields names field with a
+// reason.
+func namesField(obj lifecycle.ErrorObject, field string) bool {
+	if obj.Details == nil {
+		return false
+	}
+	for _, f := range obj.Details.Fields {
+		if f.Field == field && f.Reason != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// callError sends r, fails the test unless the answer has wantStatus, and
+// returns its error object.
+func (e *env) callError(r apitest.Request, wantStatus int) lifecycle.ErrorObject {
+	e.T.Helper()
+	return apitest.CallAs[lifecycle.ErrorBody](e.Env, r, wantStatus).Error
 }
 
 // hasFieldError reports whether an error object's details.fields names field.
@@ -163,15 +184,14 @@ func TestMethodNotAllowedListsAllowedMethods(t *testing.T) {
 func TestValidationListsEveryField(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	body := e.Call(apitest.Request{Method: "POST", Path: "/tasks", Key: e.Admin, Body: map[string]any{
+	obj := e.callError(apitest.Request{Method: "POST", Path: "/tasks", Key: e.Admin, Body: map[string]any{
 		"title":    strings.Repeat("t", 301),
 		"priority": "urgent",
 		"labels":   []string{""},
 	}}, http.StatusBadRequest)
-	obj := body["error"].(map[string]any)
 	for _, f := range []string{"identifier", "title", "priority", "labels[0]", "links.issue"} {
-		if !hasFieldError(obj, f) {
-			t.Errorf("details.fields does not name %q: %v", f, obj["details"])
+		if !namesField(obj, f) {
+			t.Errorf("details.fields does not name %q: %+v", f, obj.Details)
 		}
 	}
 }
@@ -179,12 +199,13 @@ func TestValidationListsEveryField(t *testing.T) {
 func TestWrongTypeAndMissingFieldsReportedTogether(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	body := e.Call(apitest.Request{Method: "POST", Path: "/tasks", Key: e.Admin, Body: `{"title": 7, "priority": "urgent"}`}, http.StatusBadRequest)
-	obj := body["error"].(map[string]any)
-	fields := obj["details"].(map[string]any)["fields"].([]any)
+	obj := e.callError(apitest.Request{Method: "POST", Path: "/tasks", Key: e.Admin, Body: `{"title": 7, "priority": "urgent"}`}, http.StatusBadRequest)
+	if obj.Details == nil {
+		t.Fatalf("error %+v has no details", obj)
+	}
 	var got []string
-	for _, f := range fields {
-		got = append(got, f.(map[string]any)["field"].(string))
+	for _, f := range obj.Details.Fields {
+		got = append(got, f.Field)
 	}
 	if diff := cmp.Diff([]string{"title", "identifier", "priority", "links.issue"}, got); diff != "" {
 		t.Errorf("details.fields (-want +got):\n%s", diff)
@@ -320,14 +341,16 @@ func TestConflictListsAvailableActions(t *testing.T) {
 	e := newEnv(t)
 	id := e.createTask(apitest.TaskBody("ENG-1")).ID
 	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/cancel", Key: e.Admin}, http.StatusOK)
-	// The error body stays a JSON object: [] versus null is the point.
-	body := e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/start", Key: e.Admin}, http.StatusConflict)
-	details := body["error"].(map[string]any)["details"].(map[string]any)
-	if diff := cmp.Diff([]any{}, details["availableActions"]); diff != "" {
+	details := e.callError(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/start", Key: e.Admin}, http.StatusConflict).Details
+	if details == nil {
+		t.Fatal("the conflict has no details")
+	}
+	// [] decodes as an empty list, absent or null as nil: cmp tells them apart.
+	if diff := cmp.Diff([]lifecycle.Action{}, details.AvailableActions); diff != "" {
 		t.Errorf("details.availableActions of a cancelled task (-want +got):\n%s", diff)
 	}
-	if details["reason"] != "not_startable" {
-		t.Errorf("details.reason = %v, want not_startable", details["reason"])
+	if details.Reason != "not_startable" {
+		t.Errorf("details.reason = %v, want not_startable", details.Reason)
 	}
 }
 
@@ -425,9 +448,8 @@ func TestUnknownAgentRefusedWhenDirectoryConfigured(t *testing.T) {
 	})
 	body := apitest.TaskBody("ENG-1")
 	body["assigneeAgentId"] = "agent-unknown"
-	resp := e.Call(apitest.Request{Method: "POST", Path: "/tasks", Key: e.Admin, Body: body}, http.StatusBadRequest)
-	if !hasFieldError(resp["error"].(map[string]any), "assigneeAgentId") {
-		t.Errorf("error does not name assigneeAgentId: %v", resp)
+	if resp := e.callError(apitest.Request{Method: "POST", Path: "/tasks", Key: e.Admin, Body: body}, http.StatusBadRequest); !namesField(resp, "assigneeAgentId") {
+		t.Errorf("error does not name assigneeAgentId: %+v", resp)
 	}
 	body["assigneeAgentId"] = "agent-web"
 	task := e.createTask(body)
@@ -444,10 +466,9 @@ func TestUnknownAgentRefusedWhenDirectoryConfigured(t *testing.T) {
 func TestInternalErrorsDoNotLeak(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *lifecycle.Config) { c.Router = failingRouter{} })
-	body := e.Call(apitest.Request{Method: "POST", Path: "/tasks", Key: e.Admin, Body: apitest.TaskBody("ENG-1")}, http.StatusInternalServerError)
-	obj := body["error"].(map[string]any)
-	if obj["code"] != "internal" || strings.Contains(obj["message"].(string), "router down") {
-		t.Errorf("internal error body = %v, want code internal and no internals", obj)
+	obj := e.callError(apitest.Request{Method: "POST", Path: "/tasks", Key: e.Admin, Body: apitest.TaskBody("ENG-1")}, http.StatusInternalServerError)
+	if obj.Code != "internal" || obj.Message == "" || strings.Contains(obj.Message, "router down") {
+		t.Errorf("internal error body = %v, want code internal, a message and no internals", obj)
 	}
 	if logs := e.LogText(); !strings.Contains(logs, "request failed") || !strings.Contains(logs, "router down") {
 		t.Errorf("the internal error was not logged with its cause; logs:\n%s", logs)
@@ -459,9 +480,8 @@ func TestClosedStoreIsUnavailable(t *testing.T) {
 	e := newEnv(t)
 	id := e.createTask(apitest.TaskBody("ENG-1")).ID
 	e.Store.Close()
-	body := e.Call(apitest.Request{Method: "GET", Path: "/tasks/" + id, Key: e.Admin}, http.StatusServiceUnavailable)
-	obj := body["error"].(map[string]any)
-	if obj["code"] != "unavailable" || strings.Contains(obj["message"].(string), "sqlite") {
-		t.Errorf("closed store answer = %v, want code unavailable and no internals", obj)
+	obj := e.callError(apitest.Request{Method: "GET", Path: "/tasks/" + id, Key: e.Admin}, http.StatusServiceUnavailable)
+	if obj.Code != "unavailable" || obj.Message == "" || strings.Contains(obj.Message, "sqlite") {
+		t.Errorf("closed store answer = %v, want code unavailable, a message and no internals", obj)
 	}
 }
