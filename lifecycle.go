@@ -18,7 +18,6 @@ import (
 	"github.com/tasklifecycle/lifecycle/internal/broker"
 	"github.com/tasklifecycle/lifecycle/internal/eventstream"
 	"github.com/tasklifecycle/lifecycle/internal/httpapi"
-	"github.com/tasklifecycle/lifecycle/internal/httpin"
 	"github.com/tasklifecycle/lifecycle/internal/id"
 	"github.com/tasklifecycle/lifecycle/internal/keyauth"
 	"github.com/tasklifecycle/lifecycle/internal/netguard"
@@ -580,7 +579,6 @@ type Service struct {
 	targets  *netguard.Guard             // checks webhook URLs
 	secrets  *secretbox.Box              // seals webhook secrets
 	webhooks *webhookdispatch.Dispatcher // delivers webhooks
-	decoding *httpin.Budget              // bounds request bodies decoded at once; nil: unbounded
 	tel      *telemetry.Telemetry        // metrics and traces
 	tasks    *taskcache.Cache            // answers of GET /tasks/{id}; nil: none kept
 
@@ -693,10 +691,7 @@ func New(cfg Config) (*Service, error) {
 		s.keys = keyauth.New(cfg.Store, cfg.Clock, cfg.KeyCacheTTL, newAuthLimiter(&cfg))
 		s.auth = ownKeys{s.keys}
 	}
-	if cfg.MaxDecodingBytes > 0 {
-		s.decoding = httpin.NewBudget(cfg.MaxDecodingBytes)
-	}
-	s.bodies = s.bodyLimits()
+	s.bodies = bodyLimits(&cfg)
 	s.tasks = taskcache.New(s.caps.revisions, cfg.TaskCacheBytes)
 	s.handler = s.routes(s.auth)
 	return s, nil

@@ -39,11 +39,16 @@ func (c *Config) validateRequests() error {
 }
 
 // bodyLimits returns the limits of the API's request bodies: at most
-// 1 MiB, read within a share of Config.MaxDecodingBytes and under
-// Config.BodyReadTimeout, and within scanLimits.
-func (s *Service) bodyLimits() httpapi.Limits {
+// 1 MiB, read within a share of Config.MaxDecodingBytes (a budget of its
+// own; none when that is not positive) and under Config.BodyReadTimeout,
+// and within scanLimits.
+func bodyLimits(cfg *Config) httpapi.Limits {
+	var budget *httpin.Budget
+	if cfg.MaxDecodingBytes > 0 {
+		budget = httpin.NewBudget(cfg.MaxDecodingBytes)
+	}
 	return httpapi.Limits{
-		Read: httpin.Limits{Max: httpapi.MaxBodyBytes, Budget: s.decoding, BudgetWait: decodingWait, Timeout: s.cfg.BodyReadTimeout},
+		Read: httpin.Limits{Max: httpapi.MaxBodyBytes, Budget: budget, BudgetWait: decodingWait, Timeout: cfg.BodyReadTimeout},
 		Scan: &scanLimits,
 	}
 }
