@@ -138,18 +138,6 @@ func waitUntil(t testing.TB, timeout time.Duration, what string, cond func() boo
 	testenv.WaitFor(t, timeout, what, cond)
 }
 
-// result waits for a Deploy to return.
-func result(t *testing.T, done <-chan deployResult) deployResult {
-	t.Helper()
-	select {
-	case r := <-done:
-		return r
-	case <-time.After(5 * time.Second):
-		t.Fatal("Deploy did not return")
-	}
-	return deployResult{}
-}
-
 // An environment deployed by a CI job (environment: in .gitlab-ci.yml):
 // the job makes its own deployment, linked to it, when the pipeline of the
 // merge commit is created, and never updates one made through the API.
@@ -174,7 +162,7 @@ func TestDeployFollowsTheDeployJobsDeployment(t *testing.T) {
 					n = lists(t, f, n)
 				}
 			}
-			r := result(t, done)
+			r := testenv.Receive(t, 5*time.Second, done, "Deploy to return")
 			var refused *lifecycle.RefusedError
 			switch {
 			case final == "success" && (r.err != nil || r.dep.ID != itoa(id) || r.dep.CommitSHA != commit || r.dep.URL != "https://staging.example.com"):
@@ -213,7 +201,7 @@ func TestDeployFollowsAJobDeploymentThatAppears(t *testing.T) {
 	})
 	f.SetDeployment(job, "success")
 	d.ObserveDeployment(t.Context(), lifecycle.DeploymentStatus{ID: itoa(job), State: "success"})
-	if r := result(t, done); r.err != nil || r.dep.ID != itoa(job) {
+	if r := testenv.Receive(t, 5*time.Second, done, "Deploy to return"); r.err != nil || r.dep.ID != itoa(job) {
 		t.Errorf("Deploy = %+v, %v; want the job's deployment %d", r.dep, r.err, job)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/tasklifecycle/lifecycle/adapter/gitlab"
 	"github.com/tasklifecycle/lifecycle/adapter/gitlab/gitlabtest"
 	"github.com/tasklifecycle/lifecycle/internal/fakeclock"
+	"github.com/tasklifecycle/lifecycle/internal/testenv"
 )
 
 // trainProject is a project with merge trains, on a fake clock, and a
@@ -61,18 +62,6 @@ func (tp *trainProject) parked(t *testing.T) {
 	}
 }
 
-// outcome returns the merge's outcome.
-func outcome(t *testing.T, out <-chan mergeOutcome) mergeOutcome {
-	t.Helper()
-	select {
-	case o := <-out:
-		return o
-	case <-time.After(5 * time.Second):
-		t.Fatal("the merge did not end")
-		return mergeOutcome{}
-	}
-}
-
 // On a project with merge trains, a merge adds the merge request to its
 // train at the expected head, never merging it past the train, follows
 // its car while the train's pipeline runs, and returns the merge commit
@@ -89,7 +78,7 @@ func TestMergeThroughTheMergeTrain(t *testing.T) {
 	tp.parked(t)
 	merge := tp.f.FinishTrain(tp.iid, "success")
 	tp.clock.Advance(trainPoll)
-	o := outcome(t, out)
+	o := testenv.Receive(t, 5*time.Second, out, "the end of the merge")
 	if o.err != nil || o.res.MergeCommitSHA != merge || o.res.AlreadyMerged {
 		t.Fatalf("Merge = %+v, %v; want merged as %s by this call", o.res, o.err, merge)
 	}
@@ -107,7 +96,7 @@ func TestMergeTrainOutlastingTheContext(t *testing.T) {
 	tp := newTrainProject(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
-	o := outcome(t, tp.merge(ctx, tp.pr.HeadSHA))
+	o := testenv.Receive(t, 5*time.Second, tp.merge(ctx, tp.pr.HeadSHA), "the end of the merge")
 	var te *lifecycle.TemporaryError
 	if !errors.As(o.err, &te) || te.Reason != gitlab.ReasonMergeTrain || te.RetryAfter != trainPoll {
 		t.Fatalf("a merge past its context: %v; want a TemporaryError, merge_train, retry after %s", o.err, trainPoll)
@@ -116,7 +105,7 @@ func TestMergeTrainOutlastingTheContext(t *testing.T) {
 	tp.parked(t)
 	merge := tp.f.FinishTrain(tp.iid, "success")
 	tp.clock.Advance(trainPoll)
-	if o := outcome(t, out); o.err != nil || o.res.MergeCommitSHA != merge {
+	if o := testenv.Receive(t, 5*time.Second, out, "the end of the merge"); o.err != nil || o.res.MergeCommitSHA != merge {
 		t.Fatalf("the next merge: %+v, %v; want merged as %s", o.res, o.err, merge)
 	}
 	if n := tp.f.Calls(gitlabtest.RouteAddTrainCar); n != 1 {
@@ -157,7 +146,7 @@ func TestMergeTrainRemovals(t *testing.T) {
 			tp.parked(t)
 			tc.drop(tp)
 			tp.clock.Advance(trainPoll)
-			o := outcome(t, out)
+			o := testenv.Receive(t, 5*time.Second, out, "the end of the merge")
 			var refused *lifecycle.RefusedError
 			switch {
 			case tc.mismatch && !errors.Is(o.err, lifecycle.ErrHeadMismatch):

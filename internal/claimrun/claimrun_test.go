@@ -7,21 +7,10 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle/internal/fakeclock"
+	"github.com/tasklifecycle/lifecycle/internal/testenv"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-
-// wait waits for a value of c.
-func wait[V any](t *testing.T, c <-chan V, what string) V {
-	t.Helper()
-	select {
-	case v := <-c:
-		return v
-	case <-time.After(5 * time.Second):
-		t.Fatalf("no %s", what)
-		panic("unreachable")
-	}
-}
 
 // claimCall is one call of Claim, answered by the test.
 type claimCall struct {
@@ -71,25 +60,25 @@ func TestRunnerFillsItsSlotsAndClaimsAgainWhenOneFrees(t *testing.T) {
 		defer close(done)
 		r.Run(ctx)
 	}()
-	c := wait(t, calls, "claim")
+	c := testenv.Receive(t, 5*time.Second, calls, "claim")
 	if c.limit != 2 || !c.resume {
 		t.Fatalf("first claim: limit %d, resume %v; want 2, true", c.limit, c.resume)
 	}
 	c.answer <- []int{0}
-	wait(t, working, "work")
+	testenv.Receive(t, 5*time.Second, working, "work")
 	// One slot free, the claim found less than it could: the runner
 	// waits for a poll.
 	clock.WaitForWaiterAt(t0.Add(time.Minute), 5*time.Second)
 	clock.Advance(time.Minute)
-	c = wait(t, calls, "claim")
+	c = testenv.Receive(t, 5*time.Second, calls, "claim")
 	if c.limit != 1 || c.resume {
 		t.Fatalf("second claim: limit %d, resume %v; want 1, false", c.limit, c.resume)
 	}
 	c.answer <- []int{1}
-	wait(t, working, "work")
+	testenv.Receive(t, 5*time.Second, working, "work")
 	// Both slots taken: no claim until a work ends, and then at once.
 	close(finish[0])
-	c = wait(t, calls, "claim")
+	c = testenv.Receive(t, 5*time.Second, calls, "claim")
 	if c.limit != 1 {
 		t.Fatalf("claim after a work ended: limit %d, want 1", c.limit)
 	}
@@ -97,9 +86,9 @@ func TestRunnerFillsItsSlotsAndClaimsAgainWhenOneFrees(t *testing.T) {
 	// Woken: claims again.
 	clock.WaitForWaiterAt(t0.Add(2*time.Minute), 5*time.Second)
 	r.Wake()
-	c = wait(t, calls, "claim")
+	c = testenv.Receive(t, 5*time.Second, calls, "claim")
 	c.answer <- []int{2}
-	wait(t, working, "work")
+	testenv.Receive(t, 5*time.Second, working, "work")
 	cancel()
 	<-done
 	wg.Wait() // the works see ctx end
@@ -125,7 +114,7 @@ func TestHoldRenewsAndStopsTheWorkWhenTheLeaseIsLost(t *testing.T) {
 	clock.WaitForWaiterAt(t0.Add(2*time.Second), 5*time.Second)
 	clock.Advance(time.Second)
 	renewals <- false
-	if !wait(t, lost, "end of Hold") {
+	if !testenv.Receive(t, 5*time.Second, lost, "end of Hold") {
 		t.Fatal("Hold did not report the lease lost")
 	}
 }
@@ -142,7 +131,7 @@ func TestHoldEndsWithItsWork(t *testing.T) {
 	}()
 	clock.WaitForWaiterAt(t0.Add(time.Second), 5*time.Second)
 	close(release)
-	if wait(t, lost, "end of Hold") {
+	if testenv.Receive(t, 5*time.Second, lost, "end of Hold") {
 		t.Fatal("Hold reported the lease lost")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tasklifecycle/lifecycle/internal/fakeclock"
+	"github.com/tasklifecycle/lifecycle/internal/testenv"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -150,23 +151,12 @@ func run(t *testing.T, f *feed, c Config) (failures chan Failure, stop func()) {
 	return failures, stop
 }
 
-func next[V any](t *testing.T, c <-chan V, what string) V {
-	t.Helper()
-	select {
-	case v := <-c:
-		return v
-	case <-time.After(5 * time.Second):
-		t.Fatalf("no %s", what)
-		panic("unreachable")
-	}
-}
-
 func TestSuccessesAreRecordedByTheBatch(t *testing.T) {
 	f := newFeed(fakeclock.New(t0))
 	run(t, f, Config{})
 	f.add(2) // one delivery: kept unrecorded
 	f.add(4) // a second: a batch, recorded with the cursor
-	r := next(t, f.records, "record")
+	r := testenv.Receive(t, 5*time.Second, f.records, "record")
 	if r.pos != 4 || len(r.outcomes) != 2 {
 		t.Fatalf("recorded %+v, want two deliveries through 4", r)
 	}
@@ -176,7 +166,7 @@ func TestSuccessesAreRecordedAfterTheDelay(t *testing.T) {
 	f := newFeed(fakeclock.New(t0))
 	run(t, f, Config{RecordDelay: time.Millisecond})
 	f.add(2)
-	r := next(t, f.records, "record")
+	r := testenv.Receive(t, 5*time.Second, f.records, "record")
 	if r.pos != 2 || len(r.outcomes) != 1 {
 		t.Fatalf("recorded %+v, want one delivery through 2", r)
 	}
@@ -188,14 +178,14 @@ func TestFailureIsRecordedAtOnceAndRetriedWhenDue(t *testing.T) {
 	f.fail[2] = true
 	run(t, f, Config{})
 	f.add(2)
-	if r := next(t, f.records, "record"); len(r.outcomes) != 1 || r.outcomes[0].ok {
+	if r := testenv.Receive(t, 5*time.Second, f.records, "record"); len(r.outcomes) != 1 || r.outcomes[0].ok {
 		t.Fatalf("recorded %+v, want the failure", r)
 	}
 	if !clock.WaitForWaiterAt(t0.Add(time.Minute), 5*time.Second) {
 		t.Fatal("the loop does not wait for the retry")
 	}
 	clock.Advance(time.Minute)
-	r := next(t, f.records, "record") // a retry is recorded at once
+	r := testenv.Receive(t, 5*time.Second, f.records, "record") // a retry is recorded at once
 	if len(r.outcomes) != 1 || r.outcomes[0] != (outcome{2, true}) {
 		t.Fatalf("recorded %+v, want the retry's success", r)
 	}
@@ -221,7 +211,7 @@ func TestCursorPastItemsNotDeliveredIsStoredNowAndThen(t *testing.T) {
 	default:
 	}
 	clock.Advance(5 * time.Second)
-	if r := next(t, f.records, "record"); r.pos != 3 || len(r.outcomes) != 0 {
+	if r := testenv.Receive(t, 5*time.Second, f.records, "record"); r.pos != 3 || len(r.outcomes) != 0 {
 		t.Fatalf("recorded %+v, want the cursor at 3 alone", r)
 	}
 }
@@ -230,11 +220,11 @@ func TestPokeRecordsAndStartingPokedRecordsFirst(t *testing.T) {
 	f := newFeed(fakeclock.New(t0))
 	poke := make(chan struct{}, 1)
 	run(t, f, Config{Poked: true, Poke: poke})
-	if r := next(t, f.records, "record"); r.pos != 0 {
+	if r := testenv.Receive(t, 5*time.Second, f.records, "record"); r.pos != 0 {
 		t.Fatalf("recorded %+v, want the cursor as it started", r)
 	}
 	poke <- struct{}{}
-	next(t, f.records, "record after a poke")
+	testenv.Receive(t, 5*time.Second, f.records, "record after a poke")
 }
 
 func TestFailedRecordIsRetriedAfterTheWait(t *testing.T) {
@@ -244,13 +234,13 @@ func TestFailedRecordIsRetriedAfterTheWait(t *testing.T) {
 	f.recordErr = errors.New("store down")
 	failures, _ := run(t, f, Config{})
 	f.add(2)
-	if step := next(t, failures, "failure"); step != Round {
+	if step := testenv.Receive(t, 5*time.Second, failures, "failure"); step != Round {
 		t.Fatalf("failure at step %d, want Round", step)
 	}
 	clock.WaitForWaiterAt(t0.Add(time.Second), 5*time.Second)
 	clock.Advance(time.Second)
 	// The failure's outcome is recorded before anything else is read.
-	if r := next(t, f.records, "record"); len(r.outcomes) != 1 || r.outcomes[0].ok {
+	if r := testenv.Receive(t, 5*time.Second, f.records, "record"); len(r.outcomes) != 1 || r.outcomes[0].ok {
 		t.Fatalf("recorded %+v, want the failure", r)
 	}
 }
@@ -272,12 +262,12 @@ func TestEndingErrorStopsTheLoop(t *testing.T) {
 		}, f)
 	}()
 	f.add(2)
-	if err := next(t, stopped, "stop"); !errors.Is(err, errGone) {
+	if err := testenv.Receive(t, 5*time.Second, stopped, "stop"); !errors.Is(err, errGone) {
 		t.Fatalf("stopped by %v, want errGone", err)
 	}
 	<-done
 	// The last record, as it stopped, kept the outcome.
-	if r := next(t, f.records, "record"); len(r.outcomes) != 1 {
+	if r := testenv.Receive(t, 5*time.Second, f.records, "record"); len(r.outcomes) != 1 {
 		t.Fatalf("recorded %+v as it stopped, want the failure", r)
 	}
 }
@@ -288,10 +278,10 @@ func TestStopRecordsWhatWasDelivered(t *testing.T) {
 	f.add(2)
 	// Delivered, unrecorded (the batch is 2, the delay an hour): the
 	// loop reads on from 2, then waits for the feed.
-	for next(t, f.reads, "read") != 2 {
+	for testenv.Receive(t, 5*time.Second, f.reads, "read") != 2 {
 	}
 	stop()
-	if r := next(t, f.records, "record"); r.pos != 2 || len(r.outcomes) != 1 {
+	if r := testenv.Receive(t, 5*time.Second, f.records, "record"); r.pos != 2 || len(r.outcomes) != 1 {
 		t.Fatalf("recorded %+v as it stopped, want the delivery through 2", r)
 	}
 }

@@ -118,18 +118,6 @@ func (h *harness) claim(err error, keys ...string) {
 	}
 }
 
-// next waits for a value of c.
-func next[V any](t *testing.T, c <-chan V, what string) V {
-	t.Helper()
-	select {
-	case v := <-c:
-		return v
-	case <-time.After(5 * time.Second):
-		t.Fatalf("no %s", what)
-		panic("unreachable")
-	}
-}
-
 // none checks that c has no value once the pool waits for its next claim.
 func none[V any](t *testing.T, h *harness, c <-chan V, what string) {
 	t.Helper()
@@ -145,13 +133,13 @@ func (h *harness) close() []string {
 	h.t.Helper()
 	h.cancel()
 	<-h.done
-	return next(h.t, h.released, "release")
+	return testenv.Receive(h.t, 5*time.Second, h.released, "release")
 }
 
 func TestWorkersFollowTheClaims(t *testing.T) {
 	h := newHarness(t)
 	h.claim(nil, "a", "b")
-	got := []string{next(t, h.started, "start").key, next(t, h.started, "start").key}
+	got := []string{testenv.Receive(t, 5*time.Second, h.started, "start").key, testenv.Receive(t, 5*time.Second, h.started, "start").key}
 	slices.Sort(got)
 	if !slices.Equal(got, []string{"a", "b"}) {
 		t.Fatalf("started %v, want a and b", got)
@@ -161,19 +149,19 @@ func TestWorkersFollowTheClaims(t *testing.T) {
 	h.clock.WaitForWaiterAt(h.clock.Now().Add(poll), 5*time.Second)
 	h.clock.Advance(poll)
 	h.claim(nil, "a", "c")
-	if w := next(t, h.held, "held"); w.key != "a" {
+	if w := testenv.Receive(t, 5*time.Second, h.held, "held"); w.key != "a" {
 		t.Fatalf("held %s, want a", w.key)
 	}
-	if k := next(t, h.stopped, "stop"); k != "b" {
+	if k := testenv.Receive(t, 5*time.Second, h.stopped, "stop"); k != "b" {
 		t.Fatalf("stopped %s, want b", k)
 	}
-	if w := next(t, h.started, "start"); w.key != "c" {
+	if w := testenv.Receive(t, 5*time.Second, h.started, "start"); w.key != "c" {
 		t.Fatalf("started %s, want c", w.key)
 	}
 	// b's end wakes the pool: it claims again at once.
 	h.claim(nil, "a", "c")
-	next(t, h.held, "held")
-	next(t, h.held, "held")
+	testenv.Receive(t, 5*time.Second, h.held, "held")
+	testenv.Receive(t, 5*time.Second, h.held, "held")
 	if workers, _ := h.pool.Counts(); workers != 2 {
 		t.Fatalf("%d workers, want 2", workers)
 	}
@@ -198,7 +186,7 @@ func TestWorkersFollowTheClaims(t *testing.T) {
 func TestFailedClaimStopsWorkersOnlyNearTheLeaseEnd(t *testing.T) {
 	h := newHarness(t)
 	h.claim(nil, "a")
-	next(t, h.started, "start")
+	testenv.Receive(t, 5*time.Second, h.started, "start")
 	// A failed claim one poll later: the lease has 20s to run, more than
 	// a poll, so the worker goes on.
 	h.clock.WaitForWaiterAt(h.clock.Now().Add(poll), 5*time.Second)
@@ -208,11 +196,11 @@ func TestFailedClaimStopsWorkersOnlyNearTheLeaseEnd(t *testing.T) {
 	// Another: 10s left, no more than a poll: the worker stops.
 	h.clock.Advance(poll)
 	h.claim(errors.New("store down"))
-	if k := next(t, h.stopped, "stop"); k != "a" {
+	if k := testenv.Receive(t, 5*time.Second, h.stopped, "stop"); k != "a" {
 		t.Fatalf("stopped %s, want a", k)
 	}
 	h.claim(nil, "a") // the end of a wakes the pool
-	if w := next(t, h.started, "start"); w.key != "a" {
+	if w := testenv.Receive(t, 5*time.Second, h.started, "start"); w.key != "a" {
 		t.Fatalf("started %s, want a", w.key)
 	}
 	h.close()
@@ -221,14 +209,14 @@ func TestFailedClaimStopsWorkersOnlyNearTheLeaseEnd(t *testing.T) {
 func TestStoppedKeyIsNotStartedByAClaimUnderWay(t *testing.T) {
 	h := newHarness(t)
 	h.claim(nil, "a")
-	next(t, h.started, "start")
+	testenv.Receive(t, 5*time.Second, h.started, "start")
 	// A claim begins (woken), the item is deleted and stopped, then the
 	// claim, which read it before, returns it.
 	h.pool.Wake()
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
-		next(t, h.stopped, "stop")
+		testenv.Receive(t, 5*time.Second, h.stopped, "stop")
 	}()
 	h.pool.Stop(context.Background(), "a")
 	<-stopped
@@ -269,18 +257,18 @@ func TestWorkerThatCannotStartIsTriedAgain(t *testing.T) {
 	h.refuse["a"] = false // the pool waits: no Start runs now
 	h.clock.Advance(poll)
 	h.claim(nil, "a")
-	next(t, h.started, "start")
+	testenv.Receive(t, 5*time.Second, h.started, "start")
 	h.close()
 }
 
 func TestWorkerEndingOnItsOwnIsStartedAgain(t *testing.T) {
 	h := newHarness(t)
 	h.claim(nil, "a")
-	w := next(t, h.started, "start")
+	w := testenv.Receive(t, 5*time.Second, h.started, "start")
 	close(w.end)
-	next(t, h.stopped, "stop")
+	testenv.Receive(t, 5*time.Second, h.stopped, "stop")
 	h.claim(nil, "a")
-	if w2 := next(t, h.started, "start"); w2 == w {
+	if w2 := testenv.Receive(t, 5*time.Second, h.started, "start"); w2 == w {
 		t.Fatal("the ended worker was not replaced")
 	}
 	h.close()

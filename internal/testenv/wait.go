@@ -39,3 +39,19 @@ func WaitUntil(timeout time.Duration, cond func() bool) bool {
 		}
 	}
 }
+
+// Receive returns the next value of c, failing t (t.Fatalf) when none
+// comes within timeout. what names the value, as in "the merge's
+// outcome"; the failure reads "waited 5s for the merge's outcome".
+func Receive[V any](t testing.TB, timeout time.Duration, c <-chan V, what string) V {
+	t.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	select {
+	case v := <-c:
+		return v
+	case <-deadline.C:
+		t.Fatalf("waited %s for %s", timeout, what)
+		panic("unreachable") // Fatalf does not return
+	}
+}

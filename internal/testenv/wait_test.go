@@ -47,3 +47,20 @@ func TestWaitForSaysWhatItWaitedFor(t *testing.T) {
 		t.Fatalf("For failed with %q, want the timeout and what it waited for", r.msg)
 	}
 }
+
+func TestReceive(t *testing.T) {
+	t.Parallel()
+	c := make(chan int, 1)
+	c <- 7
+	if got := Receive(t, time.Second, c, "a number"); got != 7 {
+		t.Errorf("Receive = %d, want 7", got)
+	}
+	r := &recorder{TB: t}
+	func() {
+		defer func() { recover() }() // Receive panics once the recorder's Fatalf returns
+		Receive(r, time.Millisecond, make(chan int), "nothing")
+	}()
+	if r.msg != "1ms nothing" {
+		t.Errorf("Receive failed with %q, want the timeout and what it waited for", r.msg)
+	}
+}
