@@ -135,19 +135,7 @@ func TestConditionalGET(t *testing.T) {
 	s := NewServer(t, Options{AutoBranch: true})
 	s.SetRateLimit(100, time.Now().Add(time.Hour))
 	n := newPull(t, s, "a")
-	get := func(etag string) *http.Response {
-		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("%srepos/acme/widgets/pulls/%d", s.APIURL(), n), nil)
-		req.Header.Set("Authorization", "Bearer "+Token)
-		if etag != "" {
-			req.Header.Set("If-None-Match", etag)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp
-	}
+	get := func(etag string) *http.Response { return getPull(t, s, n, "Bearer "+Token, etag) }
 	first := get("")
 	second := get(first.Header.Get("ETag"))
 	if first.Header.Get("ETag") == "" || first.StatusCode != 200 || second.StatusCode != http.StatusNotModified {
@@ -301,28 +289,28 @@ func TestETagsPerToken(t *testing.T) {
 	t.Parallel()
 	s := NewServer(t, Options{AutoBranch: true})
 	n := newPull(t, s, "a")
-	get := func(etag string) *http.Response {
-		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("%srepos/acme/widgets/pulls/%d", s.APIURL(), n), nil)
-		req.Header.Set("Authorization", "token "+Token) // the same token, another scheme: another Authorization
-		if etag != "" {
-			req.Header.Set("If-None-Match", etag)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp
+	// The same token, another scheme: another Authorization.
+	get := func(etag string) *http.Response { return getPull(t, s, n, "token "+Token, etag) }
+	bearer := getPull(t, s, n, "Bearer "+Token, "").Header.Get("ETag")
+	if other := get(bearer); other.StatusCode != 200 || other.Header.Get("ETag") == bearer || !strings.Contains(other.Header.Get("Vary"), "Authorization") {
+		t.Errorf("another Authorization with the ETag: %d, ETag %q (was %q), Vary %q", other.StatusCode, other.Header.Get("ETag"), bearer, other.Header.Get("Vary"))
 	}
+}
+
+// getPull gets pull request n from s with the Authorization header auth,
+// conditionally on etag when it is not empty, and returns the closed
+// response.
+func getPull(t *testing.T, s *Server, n int, auth, etag string) *http.Response {
+	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("%srepos/acme/widgets/pulls/%d", s.APIURL(), n), nil)
-	req.Header.Set("Authorization", "Bearer "+Token)
+	req.Header.Set("Authorization", auth)
+	if etag != "" {
+		req.Header.Set("If-None-Match", etag)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	bearer := resp.Header.Get("ETag")
-	if other := get(bearer); other.StatusCode != 200 || other.Header.Get("ETag") == bearer || !strings.Contains(other.Header.Get("Vary"), "Authorization") {
-		t.Errorf("another Authorization with the ETag: %d, ETag %q (was %q), Vary %q", other.StatusCode, other.Header.Get("ETag"), bearer, other.Header.Get("Vary"))
-	}
+	return resp
 }
