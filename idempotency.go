@@ -367,6 +367,9 @@ func (s *Service) countKeyConflict(ctx context.Context, route string, err error)
 // data is returned instead of running again.
 func goIdempotentData[T any](s *Service, ctx context.Context, actor Actor, route, resourceID, key string, params any,
 	envelope func(*T) any, run func(ctx context.Context, respond func(Tx, *T) error) (T, error)) (T, error) {
+	if key == "" { // nothing is recorded: no envelope to build
+		return run(ctx, func(Tx, *T) error { return nil })
+	}
 	var out T
 	replayed, err := s.goIdempotent(ctx, actor, route, resourceID, key, params, func(ctx context.Context, respond func(Tx, any) error) error {
 		var err error

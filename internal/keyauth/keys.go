@@ -296,10 +296,19 @@ func (k *Keys) awaitReload(ctx context.Context) {
 // watcher calls it.
 func (k *Keys) ReadAll(ctx context.Context) error { return k.reload(ctx, always) }
 
-// reload reads the keys whole when need (called with k.mu held) says so,
-// or waits for the read already under way, if any, when it does; one
-// read serves every caller that needs one meanwhile.
+// reload reads the keys whole when need (called with k.mu held, for
+// reading or writing) says so, or waits for the read already under way,
+// if any, when it does; one read serves every caller that needs one
+// meanwhile.
 func (k *Keys) reload(ctx context.Context, need func(now time.Time) bool) error {
+	// Every request asks; a read lock answers them at once, in parallel,
+	// while the keys are fresh.
+	k.mu.RLock()
+	due := need(k.clock.Now())
+	k.mu.RUnlock()
+	if !due {
+		return nil
+	}
 	k.mu.Lock()
 	now := k.clock.Now()
 	if !need(now) {
