@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
-	"github.com/tasklifecycle/lifecycle/internal/dueloop"
 	"github.com/tasklifecycle/lifecycle/internal/id"
 )
 
@@ -275,15 +273,6 @@ func (s *Service) reconcileSoon(ctx context.Context, taskID string) {
 		s.log.WarnContext(ctx, "schedule a reconciliation; the task is read again at its usual time", "task", taskID, "err", err)
 	}
 	s.reconcile.Wake()
-}
-
-// nextSweep returns when the reconciler next reads a task read at now: at
-// the next multiple of ReconcileInterval (counted from the zero time, so
-// every Service sharing a Store keeps the same beat). Readings of many
-// tasks so fall due together and go to the host in batches, and a task is
-// read at most ReconcileInterval after its last reading.
-func (s *Service) nextSweep(now time.Time) Timestamp {
-	return NewTimestamp(dueloop.Next(now, s.cfg.ReconcileInterval))
 }
 
 // applyFacts writes what obs found into t (and the checks and reviews tx

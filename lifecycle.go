@@ -430,7 +430,8 @@ func (c Config) withDefaults() Config {
 		c.Logger = slog.Default()
 	}
 	if c.Router == nil {
-		c.Router = &RulesRouter{cfg: RulesRouterConfig{Threshold: defaultRoutingThreshold}} // as NewRulesRouter(RulesRouterConfig{}) makes it
+		rules, _ := NewRulesRouter(RulesRouterConfig{}) // no rules: nothing to refuse
+		c.Router = rules
 	}
 	if c.ReviewRouter == nil {
 		c.ReviewRouter = ReviewRules{}

@@ -61,11 +61,7 @@ func (s *Service) HoldCredential(r *http.Request, p *Principal) *Hold {
 	h.after(h.key.Revoked())
 	h.after(s.broker.Hub().Context())
 	if p.Done != nil {
-		var keyEnd context.Context
-		if s.keys != nil {
-			keyEnd = s.keys.DoneContext(p.ID, p.Done)
-		}
-		if keyEnd != nil {
+		if keyEnd := s.keyDone(p); keyEnd != nil {
 			h.after(keyEnd)
 		} else {
 			done := p.Done
@@ -130,4 +126,14 @@ func (h *Hold) Release() {
 			h.s.broker.Hub().Release(h.principal)
 		}
 	})
+}
+
+// keyDone returns the context that ends when p's key is revoked or
+// expires, as this Service's own keys know it, or nil when p does not
+// end (no Done) or the host authenticates (no keys of this Service).
+func (s *Service) keyDone(p *Principal) context.Context {
+	if p.Done == nil || s.keys == nil {
+		return nil
+	}
+	return s.keys.DoneContext(p.ID, p.Done)
 }

@@ -194,7 +194,9 @@ func runnerRefusal(err error) *shiprun.Refusal {
 		return nil
 	}
 	var c *ConflictError
-	errors.As(err, &c) // run's and merge's refusals are all conflicts
+	if !errors.As(err, &c) { // run's and merge's refusals are all conflicts
+		return &shiprun.Refusal{Reason: "conflict", Message: err.Error()}
+	}
 	return &shiprun.Refusal{Reason: c.Reason, Message: c.Message}
 }
 

@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"cmp"
-	"context"
 	"net/http"
 
 	"github.com/tasklifecycle/lifecycle/internal/eventstream"
@@ -33,10 +32,6 @@ func (s *Service) handleStream(w http.ResponseWriter, r *http.Request, p *Princi
 	if err != nil {
 		return err
 	}
-	var keyDone context.Context
-	if p.Done != nil && s.keys != nil {
-		keyDone = s.keys.DoneContext(p.ID, p.Done)
-	}
-	st.Run(r, eventstream.Credential{Done: p.Done, KeyDone: keyDone, ExpiresAt: p.ExpiresAt, EndNote: cmp.Or(p.EndNote, defaultEndNote)})
+	st.Run(r, eventstream.Credential{Done: p.Done, KeyDone: s.keyDone(p), ExpiresAt: p.ExpiresAt, EndNote: cmp.Or(p.EndNote, defaultEndNote)})
 	return nil
 }

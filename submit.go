@@ -360,7 +360,7 @@ func (s *Service) submitLocked(ctx context.Context, taskID string, p SubmitParam
 		if reviewsUnread {
 			t.Facts.HostDecision = DecisionPending // the host decides; it could not be asked yet
 		}
-		t.ReconcileAt = s.nextSweep(s.clock.Now())
+		t.ReconcileAt = s.reconcile.NextSweep(s.clock.Now())
 		if obs.ciFailed || reviewsUnread {
 			t.ReconcileAt = s.now() // read again at once what could not be read now
 		}

@@ -742,7 +742,7 @@ func installAdminKey(ctx context.Context, svc *lifecycle.Service, opts options) 
 	}
 	params := lifecycle.CreateAPIKeyParams{
 		Name:      "demo admin",
-		Scopes:    allScopes,
+		Scopes:    lifecycle.Scopes(),
 		Actor:     lifecycle.Actor{ID: "demo-admin", Role: lifecycle.RoleUser},
 		Plaintext: key,
 	}
@@ -812,12 +812,6 @@ func parseKey(s string) ([]byte, error) {
 		return k, nil
 	}
 	return nil, errors.New("a key is 32 bytes, written as 64 hex digits or in base64")
-}
-
-var allScopes = []lifecycle.Scope{
-	lifecycle.ScopeTasksRead, lifecycle.ScopeTasksWrite, lifecycle.ScopeShipWrite, lifecycle.ScopeEventsRead,
-	lifecycle.ScopeWebhooksRead, lifecycle.ScopeWebhooksWrite, lifecycle.ScopeTasksAdmin, lifecycle.ScopeReviewsWrite,
-	lifecycle.ScopeCIWrite, lifecycle.ScopeKeysAdmin,
 }
 
 // subscribe subscribes -webhook-url to every event type, unless an earlier

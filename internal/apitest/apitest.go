@@ -94,13 +94,7 @@ func New(t testing.TB, opts Options, mutate ...func(*lifecycle.Config)) *Env {
 }
 
 // AllScopes lists every scope a key can hold.
-func AllScopes() []lifecycle.Scope {
-	return []lifecycle.Scope{
-		lifecycle.ScopeTasksRead, lifecycle.ScopeTasksWrite, lifecycle.ScopeShipWrite, lifecycle.ScopeEventsRead,
-		lifecycle.ScopeWebhooksRead, lifecycle.ScopeWebhooksWrite, lifecycle.ScopeTasksAdmin, lifecycle.ScopeReviewsWrite,
-		lifecycle.ScopeCIWrite, lifecycle.ScopeKeysAdmin,
-	}
-}
+func AllScopes() []lifecycle.Scope { return lifecycle.Scopes() }
 
 // Key creates an API key of a user with the given scopes and returns its
 // plaintext.

@@ -103,9 +103,12 @@ func (r *Reconciler[R]) Wake() { r.beat.Wake() }
 // the next one: the tasks due meanwhile are read as soon as it ends.
 func (r *Reconciler[R]) Run(ctx context.Context) { r.beat.Run(ctx, r.sweep) }
 
-// nextSweep returns when a task read at now is read next: at the next
-// beat of ReconcileInterval.
-func (r *Reconciler[R]) nextSweep(now time.Time) lifecycletype.Timestamp {
+// NextSweep returns when a task read at now is read next: at the next
+// multiple of ReconcileInterval (counted from the zero time, so every
+// Service sharing a Store keeps the same beat). Readings of many tasks so
+// fall due together and go to the host in batches, and a task is read at
+// most ReconcileInterval after its last reading.
+func (r *Reconciler[R]) NextSweep(now time.Time) lifecycletype.Timestamp {
 	return lifecycletype.NewTimestamp(dueloop.Next(now, r.cfg.ReconcileInterval))
 }
 
@@ -209,7 +212,7 @@ func (r *Reconciler[R]) readGroup(ctx context.Context, adapter lifecycletype.Pro
 		case rd.Unchanged:
 			unchanged = append(unchanged, unchangedRead[R]{task: *t, reading: rd.Reading})
 		default:
-			again, err := c.Tasks.Apply(ctx, t, rd.Reading, r.nextSweep(c.Clock.Now()))
+			again, err := c.Tasks.Apply(ctx, t, rd.Reading, r.NextSweep(c.Clock.Now()))
 			if err != nil && ctx.Err() == nil {
 				c.Log.Warn("apply what the code host said of a task; it is read again next interval", "task", t.ID, "err", err)
 			}
@@ -235,7 +238,7 @@ func (r *Reconciler[R]) markUnchanged(ctx context.Context, reads []unchangedRead
 	}
 	c := &r.cfg
 	err := c.UpdateRelaxed(ctx, func(tx lifecycletype.Tx) error {
-		next := r.nextSweep(lifecycletype.NewTimestamp(c.Clock.Now()).Time)
+		next := r.NextSweep(lifecycletype.NewTimestamp(c.Clock.Now()).Time)
 		for _, rd := range reads {
 			t := &rd.task
 			cur, err := tx.Task(ctx, t.ID)
