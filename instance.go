@@ -33,7 +33,7 @@ func (s *Service) claimInstance(ctx context.Context) error {
 		err := s.caps.leaser.UpdateInstanceLease(ctx, UpdateInstanceLeaseParams{ID: s.owner, Update: func(cur *InstanceLease) (*InstanceLease, error) {
 			held = InstanceLease{}
 			now := s.clock.Now()
-			if cur != nil && cur.Life != s.life && !cur.Until.Before(now) {
+			if cur != nil && cur.Life != s.life && cur.Until.After(now) { // a lease ends at its Until
 				held = *cur
 				return nil, nil
 			}
