@@ -43,6 +43,18 @@ type (
 	MergeRequest = lifecycletype.MergeRequest
 	// MergeResult is [lifecycletype.MergeResult].
 	MergeResult = lifecycletype.MergeResult
+	// RepoRef is [lifecycletype.RepoRef].
+	RepoRef = lifecycletype.RepoRef
+	// QueueHost is [lifecycletype.QueueHost].
+	QueueHost = lifecycletype.QueueHost
+	// CandidateRequest is [lifecycletype.CandidateRequest].
+	CandidateRequest = lifecycletype.CandidateRequest
+	// CandidateHead is [lifecycletype.CandidateHead].
+	CandidateHead = lifecycletype.CandidateHead
+	// CandidateConflictError is [lifecycletype.CandidateConflictError].
+	CandidateConflictError = lifecycletype.CandidateConflictError
+	// AdvanceRequest is [lifecycletype.AdvanceRequest].
+	AdvanceRequest = lifecycletype.AdvanceRequest
 	// SubmittedCheck is [lifecycletype.SubmittedCheck].
 	SubmittedCheck = lifecycletype.SubmittedCheck
 	// CheckStatus is [lifecycletype.CheckStatus].
@@ -333,6 +345,7 @@ const (
 	ShipMergeAndDeploy                = lifecycletype.ShipMergeAndDeploy
 	WaitMergeabilityUnknown           = lifecycletype.WaitMergeabilityUnknown
 	WaitMergeTrain                    = lifecycletype.WaitMergeTrain
+	WaitMergeQueue                    = lifecycletype.WaitMergeQueue
 	ModeAdapterManaged                = lifecycletype.ModeAdapterManaged
 	ModeArtifact                      = lifecycletype.ModeArtifact
 	SubmissionCreated                 = lifecycletype.SubmissionCreated
@@ -384,6 +397,7 @@ var (
 	ErrClosed            = lifecycletype.ErrClosed
 	ErrUnavailable       = lifecycletype.ErrUnavailable
 	ErrHeadMismatch      = lifecycletype.ErrHeadMismatch
+	ErrBranchMoved       = lifecycletype.ErrBranchMoved
 	ErrTemporary         = lifecycletype.ErrTemporary
 	ErrInvalidSignature  = lifecycletype.ErrInvalidSignature
 	ErrInstanceInUse     = lifecycletype.ErrInstanceInUse

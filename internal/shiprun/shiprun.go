@@ -466,7 +466,7 @@ func (r *Runner) retryTemporary(ctx context.Context, op *lifecycletype.ShipOpera
 			if wait, ok := lifecycletype.RateLimitWait(err); ok {
 				return backoff.Verdict{Retry: true, Hold: max(wait, time.Second)}
 			}
-			if waitReason(err) == lifecycletype.WaitMergeTrain {
+			if r := waitReason(err); r == lifecycletype.WaitMergeTrain || r == lifecycletype.WaitMergeQueue {
 				return backoff.Verdict{Retry: true, Hold: max(lifecycletype.RetryAfter(err), time.Second)}
 			}
 			return backoff.Verdict{Retry: true, After: lifecycletype.RetryAfter(err)}
@@ -510,6 +510,8 @@ func temporaryWait(err error, what string, until lifecycletype.Timestamp) *lifec
 		msg = fmt.Sprintf("The code host is still working out whether it can merge the pull request; the %s is tried again at %s.", what, until)
 	case lifecycletype.WaitMergeTrain:
 		msg = fmt.Sprintf("The pull request is on the code host's merge train, whose pipeline tests it before it merges; the %s follows it again at %s.", what, until)
+	case lifecycletype.WaitMergeQueue:
+		msg = fmt.Sprintf("The change is in a merge queue (%v); the %s follows it again at %s.", te.Err, what, until)
 	}
 	return &lifecycletype.ShipWait{Reason: te.Reason, Message: msg, Until: until}
 }
