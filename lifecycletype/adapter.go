@@ -362,6 +362,10 @@ type CIQuery struct {
 	PullRequest PullRequestRef
 	// HeadSHA is the commit whose checks count.
 	HeadSHA string
+	// Candidate, when not nil, says HeadSHA is a merge queue candidate
+	// (see [QueueHost]): the request it was built from. Task and
+	// PullRequest are then those of its first change.
+	Candidate *CandidateRequest
 }
 
 // CIReport is what a CIProvider knows of a commit.
