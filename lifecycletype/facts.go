@@ -41,6 +41,9 @@ type Facts struct {
 	// nothing it could depend on has changed since: ship is not offered
 	// meanwhile. Nil when there is none.
 	MergeRefusal *MergeRefusal `json:"mergeRefusal,omitempty"`
+	// QueueRework says the merge queue sent the change back for rework,
+	// and why; nil when it did not.
+	QueueRework *QueueRework `json:"queueRework,omitempty"`
 	// Hints counts the hints (webhooks) the host gave about the task. A
 	// reading that began before the count moved may have missed what the
 	// hint announced: the task is then read again in full.
@@ -126,6 +129,8 @@ func ReworkOf(t *Task) string {
 	switch {
 	case t.ReworkRequested || (t.ReviewPolicy == PolicyGitHubRules && t.Facts.HostDecision == DecisionChangesRequested):
 		return ReworkChangesRequested
+	case t.Facts.QueueRework != nil:
+		return t.Facts.QueueRework.Reason
 	case t.Facts.Mergeable == MergeabilityConflicting:
 		return ReworkMergeConflict
 	case t.Facts.Mergeable == MergeabilityBehind:

@@ -124,3 +124,81 @@ type AdvanceRequest struct {
 	// From is where the branch must be; To is where it moves.
 	From, To string
 }
+
+// MergeQueueRecord is a merge queue as a Store keeps it: one per
+// repository and base branch. The Store does not read State.
+type MergeQueueRecord struct {
+	// ID begins "mq_"; it is derived from the repository and base, so
+	// that every process names a queue alike.
+	ID string
+	// Mode is the submission mode of the queue's tasks, and Project the
+	// project of the first task that entered it: together they say which
+	// adapter carries it.
+	Mode    SubmitMode
+	Project string
+	// Owner and Repo name the repository; Base the base branch.
+	Owner, Repo, Base string
+	// State is the queue's state, as the Service encodes it (JSON).
+	State []byte
+	// Version counts the updates of the record.
+	Version int64
+	// LeaseOwner names the process that drives the queue; LeaseUntil is
+	// when another may take it over.
+	LeaseOwner string
+	LeaseUntil Timestamp
+	// UpdatedAt is when it last changed.
+	UpdatedAt Timestamp
+}
+
+// MergeQueueStore is implemented by a Store that keeps merge queues, so
+// that the Service can run the lifecycle's own merge queue (see
+// [QueueHost]). Its Update's Tx is then a [MergeQueueTx].
+type MergeQueueStore interface {
+	// MergeQueues returns every merge queue, in ID order.
+	MergeQueues(ctx context.Context) ([]MergeQueueRecord, error)
+	// MergeQueue returns the merge queue with the given ID.
+	MergeQueue(ctx context.Context, id string) (MergeQueueRecord, error)
+}
+
+// MergeQueueTx is the Tx of a [MergeQueueStore]: queues change in the
+// transaction of the tasks and operations they move.
+type MergeQueueTx interface {
+	// MergeQueue returns the merge queue with the given ID, read for
+	// update.
+	MergeQueue(ctx context.Context, id string) (MergeQueueRecord, error)
+	// CreateMergeQueue inserts a new queue. It returns ErrConflict when
+	// one with the same ID exists, even one inserted by a transaction
+	// that committed after this one began.
+	CreateMergeQueue(ctx context.Context, q MergeQueueRecord) error
+	// UpdateMergeQueue replaces the stored queue with q.ID. It returns
+	// ErrNotFound when there is none.
+	UpdateMergeQueue(ctx context.Context, q MergeQueueRecord) error
+}
+
+// The reason of rework of a change the merge queue sent back (see
+// [Facts.QueueRework]), besides ReworkMergeConflict.
+const ReworkChecksFailed = "checks_failed"
+
+// QueueRework says why the merge queue sent a change back to its agent:
+// it conflicted with the changes ahead of it (ReworkMergeConflict), or its
+// candidate failed CI alone (ReworkChecksFailed). It stands until the
+// task is submitted again.
+type QueueRework struct {
+	// Reason is merge_conflict or checks_failed.
+	Reason string `json:"reason"`
+	// Jobs are the checks that failed.
+	Jobs []string `json:"jobs,omitempty"`
+	// CandidateSHA is the candidate commit whose checks failed: where
+	// their logs are.
+	CandidateSHA string `json:"candidateSha,omitempty"`
+	// Message says it in words.
+	Message string `json:"message"`
+}
+
+// QueueReworkError is what the merge queue's Merge returns for a change it
+// sent back for rework: the ship operation fails with the rework's
+// reason as its code, and the task offers start.
+type QueueReworkError struct{ Rework QueueRework }
+
+// Error implements error.
+func (e *QueueReworkError) Error() string { return e.Rework.Message }
