@@ -14,6 +14,7 @@ type storeCaps struct {
 	notifier   Notifier            // nil: other processes' commits are polled for
 	resealer   SecretResealer      // nil: ResealWebhookSecrets cannot run
 	sessions   ConsoleSessionStore // nil: no operator console
+	queues     MergeQueueStore     // nil: no merge queue of the lifecycle's own
 }
 
 // capabilities finds the optional interfaces st implements.
@@ -27,6 +28,7 @@ func capabilities(st Store) storeCaps {
 	c.notifier, _ = st.(Notifier)
 	c.resealer, _ = st.(SecretResealer)
 	c.sessions, _ = st.(ConsoleSessionStore)
+	c.queues, _ = st.(MergeQueueStore)
 	return c
 }
 

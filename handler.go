@@ -86,6 +86,10 @@ func (s *Service) routes(auth Authenticator) http.Handler {
 	handle("GET /tasks/{id}/ci-status", ScopeTasksRead, s.handleCIStatus)
 	handle("POST /tasks/{id}/ship", ScopeShipWrite, s.handleShip)
 	handle("GET /ship-operations/{operationId}", ScopeTasksRead, s.handleGetShipOperation)
+	handle("GET /merge-queues", ScopeTasksRead, s.handleListMergeQueues)
+	handle("GET /merge-queues/{id}", ScopeTasksRead, s.handleGetMergeQueue)
+	handle("POST /merge-queues/{id}/pause", ScopeShipWrite, s.handlePauseMergeQueue)
+	handle("POST /merge-queues/{id}/resume", ScopeShipWrite, s.handleResumeMergeQueue)
 	handle("POST /tasks/{id}/blocker", ScopeTasksWrite, s.handleRecordBlocker)
 	handle("POST /tasks/{id}/resolve-blocker", ScopeTasksWrite, s.handleResolveBlocker)
 

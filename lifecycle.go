@@ -21,6 +21,7 @@ import (
 	"github.com/tasklifecycle/lifecycle/internal/id"
 	"github.com/tasklifecycle/lifecycle/internal/keyauth"
 	"github.com/tasklifecycle/lifecycle/internal/netguard"
+	"github.com/tasklifecycle/lifecycle/internal/queuerun"
 	"github.com/tasklifecycle/lifecycle/internal/reconcile"
 	"github.com/tasklifecycle/lifecycle/internal/secretbox"
 	"github.com/tasklifecycle/lifecycle/internal/shiprun"
@@ -75,6 +76,10 @@ type Config struct {
 	// Deployer deploys what merge_and_deploy ships. When nil, such ships
 	// are refused at acceptance (409 deployer_not_configured).
 	Deployer Deployer
+
+	// MergeQueue turns on the lifecycle's own merge queue; it is off by
+	// default.
+	MergeQueue MergeQueueConfig
 
 	// ShipConcurrency is how many ship operations run at once. Defaults to 16.
 	ShipConcurrency int
@@ -587,12 +592,13 @@ type Service struct {
 	streams    *eventstream.Streams // opens and serves the event streams
 	watches    *eventstream.Watches // the watches of single tasks (watch.go)
 
-	owner     string          // Config.InstanceID: the holder of this Service's leases
-	life      string          // this life of the instance, new at each New
-	inflight  inflightKeys    // idempotency keys this life holds
-	taskLocks keyedLocks      // serialises provider work per task
-	lease     leaseClock      // until when this life holds its instance lease
-	ships     *shiprun.Runner // works ship operations
+	owner     string           // Config.InstanceID: the holder of this Service's leases
+	life      string           // this life of the instance, new at each New
+	inflight  inflightKeys     // idempotency keys this life holds
+	taskLocks keyedLocks       // serialises provider work per task
+	lease     leaseClock       // until when this life holds its instance lease
+	ships     *shiprun.Runner  // works ship operations
+	queue     *queuerun.Runner // drives the merge queues; nil when Config.MergeQueue is off
 
 	reconcile *reconcile.Reconciler[observation] // reads hosts for tasks in review
 
@@ -650,6 +656,9 @@ func New(cfg Config) (*Service, error) {
 		ProviderTimeout:  cfg.ProviderTimeout,
 		DeployTimeout:    cfg.DeployTimeout,
 	})
+	if s.queue, err = s.newQueue(); err != nil {
+		return nil, err
+	}
 	for _, a := range cfg.Agents {
 		s.agents[a.ID] = a
 	}
@@ -733,6 +742,9 @@ func (s *Service) Start(ctx context.Context) error {
 	s.goBackground(func() { s.pruneLoop(ctx) })
 	s.goBackground(func() { s.ships.Run(ctx) })
 	s.goBackground(func() { s.webhooks.Run(ctx) })
+	if s.queue != nil {
+		s.goBackground(func() { s.queue.Run(ctx) })
+	}
 	s.goBackground(func() { s.listen(ctx) }) // when the Store is a Notifier
 	if s.cfg.ReconcileInterval > 0 {
 		s.goBackground(func() { s.reconcile.Run(ctx) })

@@ -166,7 +166,7 @@ func (d shipTasks) ReadTask(ctx context.Context, taskID string) (Task, error) {
 }
 
 func (d shipTasks) AdapterFor(t *Task, mode SubmitMode) (ProviderAdapter, error) {
-	return d.s.adapterFor(t, mode)
+	return d.s.shipAdapter(t, mode)
 }
 
 func (d shipTasks) ReadHost(ctx context.Context, adapter ProviderAdapter, t Task, ref PullRequestRef) (shiprun.Reading, error) {
@@ -225,6 +225,9 @@ func (d shipTasks) FinishShip(ctx context.Context, taskID string, end func(tx Tx
 			ev.summary = fmt.Sprintf("Shipping task %s failed: %s", t.Identifier, op.Error.Code)
 			if e.Refusal != "" {
 				t.Facts.MergeRefusal = &MergeRefusal{Message: e.Refusal, Facts: mergeFacts(t), Hints: t.Facts.Hints, At: *op.FinishedAt}
+			}
+			if e.Rework != nil {
+				t.Facts.QueueRework = e.Rework
 			}
 			settle(t, t.Facts.PRState)
 		}

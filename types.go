@@ -159,6 +159,30 @@ type (
 	Tx = lifecycletype.Tx
 	// ConsoleSessionStore is [lifecycletype.ConsoleSessionStore].
 	ConsoleSessionStore = lifecycletype.ConsoleSessionStore
+	// MergeQueueRecord is [lifecycletype.MergeQueueRecord].
+	MergeQueueRecord = lifecycletype.MergeQueueRecord
+	// MergeQueueStore is [lifecycletype.MergeQueueStore].
+	MergeQueueStore = lifecycletype.MergeQueueStore
+	// MergeQueueTx is [lifecycletype.MergeQueueTx].
+	MergeQueueTx = lifecycletype.MergeQueueTx
+	// QueueRework is [lifecycletype.QueueRework].
+	QueueRework = lifecycletype.QueueRework
+	// QueueReworkError is [lifecycletype.QueueReworkError].
+	QueueReworkError = lifecycletype.QueueReworkError
+	// MergeQueue is [lifecycletype.MergeQueue].
+	MergeQueue = lifecycletype.MergeQueue
+	// MergeQueueEntry is [lifecycletype.MergeQueueEntry].
+	MergeQueueEntry = lifecycletype.MergeQueueEntry
+	// MergeQueueCandidate is [lifecycletype.MergeQueueCandidate].
+	MergeQueueCandidate = lifecycletype.MergeQueueCandidate
+	// MergeQueuePullRequest is [lifecycletype.MergeQueuePullRequest].
+	MergeQueuePullRequest = lifecycletype.MergeQueuePullRequest
+	// MergeQueueStats is [lifecycletype.MergeQueueStats].
+	MergeQueueStats = lifecycletype.MergeQueueStats
+	// MergeQueueEvent is [lifecycletype.MergeQueueEvent].
+	MergeQueueEvent = lifecycletype.MergeQueueEvent
+	// TaskMergeQueueData is [lifecycletype.TaskMergeQueueData].
+	TaskMergeQueueData = lifecycletype.TaskMergeQueueData
 	// ConsoleSession is [lifecycletype.ConsoleSession].
 	ConsoleSession = lifecycletype.ConsoleSession
 	// FailureClassifier is [lifecycletype.FailureClassifier].
@@ -346,6 +370,8 @@ const (
 	WaitMergeabilityUnknown           = lifecycletype.WaitMergeabilityUnknown
 	WaitMergeTrain                    = lifecycletype.WaitMergeTrain
 	WaitMergeQueue                    = lifecycletype.WaitMergeQueue
+	ReworkChecksFailed                = lifecycletype.ReworkChecksFailed
+	EventTaskMergeQueue               = lifecycletype.EventTaskMergeQueue
 	ModeAdapterManaged                = lifecycletype.ModeAdapterManaged
 	ModeArtifact                      = lifecycletype.ModeArtifact
 	SubmissionCreated                 = lifecycletype.SubmissionCreated

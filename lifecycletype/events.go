@@ -19,12 +19,16 @@ const (
 	EventTaskShipped EventType = "task.shipped"
 	// EventTaskAwaitingUser: an agent recorded a blocker that needs a user.
 	EventTaskAwaitingUser EventType = "task.awaiting_user"
+	// EventTaskMergeQueue: the task's change entered a merge queue, was
+	// tested there, landed, or left it (see [TaskMergeQueueData]). It
+	// does not change the task: its taskVersion is the task's as it was.
+	EventTaskMergeQueue EventType = "task.merge_queue"
 )
 
 // Valid reports whether t is one of the event types.
 func (t EventType) Valid() bool {
 	switch t {
-	case EventTaskUpdated, EventTaskReviewed, EventTaskShipped, EventTaskAwaitingUser:
+	case EventTaskUpdated, EventTaskReviewed, EventTaskShipped, EventTaskAwaitingUser, EventTaskMergeQueue:
 		return true
 	}
 	return false

@@ -186,10 +186,10 @@ const ReworkChecksFailed = "checks_failed"
 type QueueRework struct {
 	// Reason is merge_conflict or checks_failed.
 	Reason string `json:"reason"`
-	// Jobs are the checks that failed.
-	Jobs []string `json:"jobs,omitempty"`
-	// CandidateSHA is the candidate commit whose checks failed: where
-	// their logs are.
+	// Checks are the checks that failed, with their links: where their
+	// logs are.
+	Checks []CICheck `json:"checks,omitempty"`
+	// CandidateSHA is the candidate commit whose checks failed.
 	CandidateSHA string `json:"candidateSha,omitempty"`
 	// Message says it in words.
 	Message string `json:"message"`

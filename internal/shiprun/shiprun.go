@@ -83,6 +83,9 @@ type Ending struct {
 	// of its own, or "": ship is then not offered until the facts change
 	// (Facts.MergeRefusal).
 	Refusal string
+	// Rework is why the merge queue sent the change back, or nil
+	// (Facts.QueueRework).
+	Rework *lifecycletype.QueueRework
 }
 
 // Config is what a Runner is built from: its dependencies, and the Config
@@ -184,6 +187,8 @@ type shipOutcome struct {
 	// (they may not show the reason yet), and ship is not offered until
 	// they change (Facts.MergeRefusal).
 	refusal string
+	// rework is why the merge queue sent the change back.
+	rework *lifecycletype.QueueRework
 }
 
 // storeRetryWait is how long the ship runner waits before it tries
@@ -330,10 +335,17 @@ func (r *Runner) workShip(ctx context.Context, op lifecycletype.ShipOperation) s
 		res, err := r.merge(mctx, adapter, &op, lifecycletype.MergeRequest{Ref: op.PullRequest, ExpectedHeadSHA: op.ExpectedHeadSHA,
 			CommitTitle: fmt.Sprintf("Merge #%d: %s %s", pr.Number, t.Identifier, t.Title)})
 		telemetry.End(span, err)
-		var refused *lifecycletype.RefusedError
+		var (
+			refused *lifecycletype.RefusedError
+			rework  *lifecycletype.QueueReworkError
+		)
 		switch {
 		case errors.Is(err, lifecycletype.ErrHeadMismatch):
 			return fail("head_sha_mismatch", fmt.Sprintf("The head of pull request #%d is no longer %s.", pr.Number, op.ExpectedHeadSHA), err)
+		case errors.As(err, &rework):
+			o := fail(rework.Rework.Reason, rework.Rework.Message, nil)
+			o.rework = &rework.Rework
+			return o
 		case errors.As(err, &refused):
 			o := fail("merge_failed", refused.Message, err)
 			o.refusal = refused.Message
@@ -430,8 +442,10 @@ func (r *Runner) merge(ctx context.Context, adapter lifecycletype.ProviderAdapte
 	err := r.retryTemporary(ctx, op, "merge", r.cfg.ProviderTimeout, func(ctx context.Context) error {
 		var err error
 		res, err = adapter.Merge(ctx, req)
-		if err == nil || errors.Is(err, lifecycletype.ErrHeadMismatch) {
-			return err
+		var rework *lifecycletype.QueueReworkError
+		if r := waitReason(err); err == nil || errors.Is(err, lifecycletype.ErrHeadMismatch) || errors.As(err, &rework) ||
+			r == lifecycletype.WaitMergeQueue || r == lifecycletype.WaitMergeTrain {
+			return err // a queue or train follows its entry itself: no reading of the pull request
 		}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.ProviderTimeout)
 		defer cancel()
@@ -590,7 +604,7 @@ func (r *Runner) finishShip(ctx context.Context, op lifecycletype.ShipOperation,
 		if err := tx.UpdateShipOperation(ctx, cur); err != nil {
 			return nil, fmt.Errorf("update ship operation %s: %w", op.OperationID, err)
 		}
-		return &Ending{Operation: cur, MergeSHA: out.mergeSHA, Refusal: out.refusal}, nil
+		return &Ending{Operation: cur, MergeSHA: out.mergeSHA, Refusal: out.refusal, Rework: out.rework}, nil
 	})
 	switch {
 	case err == nil && stale:

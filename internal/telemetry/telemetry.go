@@ -91,6 +91,8 @@ type Telemetry struct {
 	taskCacheLookups     metric.Int64Counter
 	cacheHit, cacheMiss  metric.AddOption // lifecycle.task_cache.lookups' attributes
 
+	queue queueInstruments
+
 	meter metric.Meter
 
 	mu            sync.Mutex
@@ -153,6 +155,7 @@ func New(mp metric.MeterProvider, tp trace.TracerProvider, clock Clock) (*Teleme
 	t.taskCacheLookups = b.counter("lifecycle.task_cache.lookups", "{lookup}", "Answers of GET /tasks/{id} looked up among those kept, by result: hit or miss.")
 	t.cacheHit = metric.WithAttributeSet(attribute.NewSet(attribute.String("lifecycle.cache.result", "hit")))
 	t.cacheMiss = metric.WithAttributeSet(attribute.NewSet(attribute.String("lifecycle.cache.result", "miss")))
+	t.queue = newQueueInstruments(&b)
 	if b.err != nil {
 		return nil, b.err
 	}
