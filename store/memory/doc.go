@@ -40,6 +40,11 @@
 // sessions change outside transactions, each change alone and atomic as
 // a transaction is. Its Tx implements [lifecycle.SecretResealer].
 //
+// It implements [lifecycletype.MergeQueueStore], and its Tx
+// [lifecycletype.MergeQueueTx], so that a Service on it runs the
+// lifecycle's own merge queue; a queue's State is copied, as every
+// value is.
+//
 // It does not implement [lifecycle.RelaxedUpdater], since nothing it
 // commits waits for a disk, nor [lifecycle.FailureClassifier], since it
 // has no failure that may pass.

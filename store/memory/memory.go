@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/lifecycletype"
 )
 
 // Store is a lifecycle.Store kept in the memory of the process. Make one
@@ -37,6 +38,9 @@ var (
 	_ lifecycle.TaskRevisioner      = (*Store)(nil)
 	_ lifecycle.Tx                  = (*txn)(nil)
 	_ lifecycle.SecretResealer      = (*Store)(nil)
+
+	_ lifecycletype.MergeQueueStore = (*Store)(nil)
+	_ lifecycletype.MergeQueueTx    = (*txn)(nil)
 )
 
 // New returns an empty Store.
@@ -153,6 +157,7 @@ type txn struct {
 	keyHashes          *dictTx[string, string]
 	subscriptions      *tableTx[lifecycle.Subscription]
 	deliveries         *tableTx[lifecycle.Delivery]
+	mergeQueues        *dictTx[string, lifecycletype.MergeQueueRecord]
 
 	// changes are the kinds of change made, announced at commit.
 	changes lifecycle.Change
@@ -175,6 +180,7 @@ func begin(t *tables) *txn {
 		keyHashes:          newDictTx(t.keyHashes),
 		subscriptions:      newTableTx(t.subscriptions),
 		deliveries:         newTableTx(t.deliveries),
+		mergeQueues:        newDictTx(t.mergeQueues),
 	}
 }
 
@@ -195,4 +201,5 @@ func (x *txn) commit() {
 	x.keyHashes.commit()
 	x.subscriptions.commit()
 	x.deliveries.commit()
+	x.mergeQueues.commit()
 }

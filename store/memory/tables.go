@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/lifecycletype"
 )
 
 // tables are the Store's committed data. They change only when a
@@ -38,6 +39,8 @@ type tables struct {
 	leases        dict[string, lifecycle.InstanceLease]
 	// sessions are console sessions by their hash, as a string.
 	sessions dict[string, lifecycle.ConsoleSession]
+	// mergeQueues are the merge queues by ID.
+	mergeQueues dict[string, lifecycletype.MergeQueueRecord]
 }
 
 // checkKey identifies a check: a later report of it replaces it.
@@ -68,6 +71,7 @@ func newTables() *tables {
 		deliveries:         newTable[lifecycle.Delivery](),
 		leases:             make(dict[string, lifecycle.InstanceLease]),
 		sessions:           make(dict[string, lifecycle.ConsoleSession]),
+		mergeQueues:        make(dict[string, lifecycletype.MergeQueueRecord]),
 	}
 }
 

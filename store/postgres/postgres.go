@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/lifecycletype"
 	"github.com/tasklifecycle/lifecycle/store/internal/sqlstore"
 )
 
@@ -74,11 +75,11 @@ const defaultConnectTimeout = 5 * time.Second
 
 // Store is a lifecycle.Store on a PostgreSQL database. It also implements
 // lifecycle.RelaxedUpdater, Notifier, FailureClassifier, InstanceLeaser,
-// ShipQueueCounter, TaskRevisioner, ConsoleSessionStore and
-// SecretResealer. Most of its methods (the reads, Prune, the console
-// sessions' and the lease's writes) are the code it shares with
-// store/sqlite, embedded, so go doc lists only those of its own here; the
-// interfaces say what each does.
+// ShipQueueCounter, TaskRevisioner, ConsoleSessionStore, SecretResealer
+// and lifecycletype.MergeQueueStore (its Tx is a MergeQueueTx). Most of
+// its methods (the reads, Prune, the console sessions' and the lease's
+// writes) are the code it shares with store/sqlite, embedded, so go doc
+// lists only those of its own here; the interfaces say what each does.
 type Store struct {
 	reads   // the reads the stores share, on the pool
 	pruner  // the deletions of Prune, each statement on the pool
@@ -112,6 +113,9 @@ var (
 	_ lifecycle.TaskRevisioner      = (*Store)(nil)
 	_ lifecycle.ConsoleSessionStore = (*Store)(nil)
 	_ lifecycle.SecretResealer      = (*Store)(nil)
+
+	_ lifecycletype.MergeQueueStore = (*Store)(nil)
+	_ lifecycletype.MergeQueueTx    = (*txn)(nil)
 )
 
 //go:embed migrations/*.sql

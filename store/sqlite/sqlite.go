@@ -19,6 +19,7 @@ import (
 	"github.com/mattn/go-sqlite3"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/lifecycletype"
 	"github.com/tasklifecycle/lifecycle/store/internal/sqlstore"
 )
 
@@ -53,11 +54,11 @@ type Config struct {
 
 // Store is a lifecycle.Store on a SQLite database file. It also implements
 // lifecycle.RelaxedUpdater, FailureClassifier, InstanceLeaser,
-// ShipQueueCounter, TaskRevisioner, ConsoleSessionStore and
-// SecretResealer. Most of its methods (the reads, Prune, the console
-// sessions' and the lease's writes) are the code it shares with
-// store/postgres, embedded, so go doc lists only those of its own here;
-// the interfaces say what each does.
+// ShipQueueCounter, TaskRevisioner, ConsoleSessionStore, SecretResealer
+// and lifecycletype.MergeQueueStore (its Tx is a MergeQueueTx). Most of
+// its methods (the reads, Prune, the console sessions' and the lease's
+// writes) are the code it shares with store/postgres, embedded, so go doc
+// lists only those of its own here; the interfaces say what each does.
 type Store struct {
 	reads  // the reads the stores share, on the read pool
 	pruner // the deletions of Prune, in transactions of the writer
@@ -89,6 +90,9 @@ var (
 	_ lifecycle.TaskRevisioner      = (*Store)(nil)
 	_ lifecycle.ConsoleSessionStore = (*Store)(nil)
 	_ lifecycle.SecretResealer      = (*Store)(nil)
+
+	_ lifecycletype.MergeQueueStore = (*Store)(nil)
+	_ lifecycletype.MergeQueueTx    = (*txn)(nil)
 )
 
 //go:embed migrations/*.sql

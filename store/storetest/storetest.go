@@ -8,8 +8,9 @@
 // It tests every method of [lifecycle.Store] and [lifecycle.Tx], and the
 // optional interfaces a Store implements ([lifecycle.InstanceLeaser],
 // [lifecycle.Notifier], [lifecycle.RelaxedUpdater],
-// [lifecycle.FailureClassifier], [lifecycle.SecretResealer]); the tests
-// of one it does not implement are skipped, saying so.
+// [lifecycle.FailureClassifier], [lifecycle.SecretResealer],
+// [lifecycletype.MergeQueueStore]); the tests of one it does not
+// implement are skipped, saying so.
 package storetest
 
 import (
@@ -69,6 +70,9 @@ func Run(t *testing.T, h Harness) {
 		{"InstanceLeaser", testInstanceLeaser},
 		{"Notifier", testNotifier},
 		{"ShipQueueCounter", testShipQueueCounter},
+		{"MergeQueues", testMergeQueues},
+		{"ConcurrentMergeQueueUpdates", testConcurrentMergeQueueUpdates},
+		{"ConcurrentMergeQueueCreates", testConcurrentMergeQueueCreates},
 		{"TaskRevisioner", testTaskRevisioner},
 		{"RelaxedUpdater", testRelaxedUpdater},
 		{"FailureClassifier", testFailureClassifier},
