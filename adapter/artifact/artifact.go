@@ -130,7 +130,8 @@ func (cfg Config) withDefaults() Config {
 }
 
 // Adapter keeps pull requests in local git repositories. It implements
-// [lifecycle.ProviderAdapter] and, for artifact mode, [lifecycle.CIProvider].
+// [lifecycle.ProviderAdapter], [lifecycle.QueueHost] for the lifecycle's
+// merge queue, and, for artifact mode, [lifecycle.CIProvider].
 // It is safe for concurrent use. It packs its repositories' objects in the
 // background: call [Adapter.Close] before removing its directory, or to let
 // a packer finish before the program exits (a packer stopped midway loses

@@ -395,3 +395,56 @@ func TestGitReadsCandidates(t *testing.T) {
 		t.Errorf("the directory of the deleted branch is left: %v", err)
 	}
 }
+
+// TestQueueAfterGitGC: git gc packs the refs, queue branches and the note
+// of an advance among them; the QueueHost reads, moves and deletes them.
+func TestQueueAfterGitGC(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	a, one, two := queueSetup(t, dir)
+	base, err := a.BranchHead(t.Context(), webRepo, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := lifecycle.CandidateRequest{Repo: webRepo, Base: "main", Branch: "lifecycle-queue/main/1", Parent: base, Heads: []lifecycle.CandidateHead{candidateHead(one)}}
+	cand, err := a.BuildCandidate(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repoDir := a.RepositoryDir("web")
+	// An advance noted but not finished, as a crash leaves it, packed.
+	gitCLI(t, repoDir, "update-ref", "refs/lifecycle/advance/main", base)
+	gitCLI(t, repoDir, "gc", "--prune=now", "--quiet")
+	if _, err := os.Stat(filepath.Join(repoDir, ".git", "refs", "heads", "lifecycle-queue", "main", "1")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("git gc left the queue branch loose: %v", err)
+	}
+	if got, err := a.BranchHead(t.Context(), webRepo, req.Branch); err != nil || got != cand {
+		t.Errorf("BranchHead of a packed branch = %s, %v; want %s", got, err, cand)
+	}
+	req.Heads = append(req.Heads, candidateHead(two))
+	cand2, err := a.BuildCandidate(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.AdvanceBranch(t.Context(), lifecycle.AdvanceRequest{Repo: webRepo, Branch: "main", From: base, To: cand2}); err != nil {
+		t.Fatal(err)
+	}
+	for _, pr := range []lifecycle.PullRequest{one, two} {
+		if got, err := a.PullRequest(t.Context(), pr.PullRequestRef); err != nil || got.State != lifecycle.PullRequestMerged || got.MergeCommitSHA != cand2 {
+			t.Errorf("%s = %s %s, %v; want merged %s", pr.PullRequestRef, got.State, got.MergeCommitSHA, err, cand2)
+		}
+	}
+	gitCLI(t, repoDir, "gc", "--prune=now", "--quiet")
+	for range 2 {
+		if err := a.DeleteBranch(t.Context(), webRepo, req.Branch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.BranchHead(t.Context(), webRepo, req.Branch); !errors.Is(err, lifecycle.ErrNotFound) {
+		t.Errorf("BranchHead of a deleted packed branch: %v, want ErrNotFound", err)
+	}
+	if got := gitCLI(t, repoDir, "for-each-ref", "refs/heads/lifecycle-queue", "refs/lifecycle/advance"); got != "" {
+		t.Errorf("git for-each-ref lists %q, want no queue branch and no note", got)
+	}
+	gitCLI(t, repoDir, "fsck", "--strict", "--no-dangling")
+}

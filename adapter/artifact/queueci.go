@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/tasklifecycle/lifecycle"
 )
 
@@ -266,25 +267,46 @@ func (a *Adapter) runQueueCommand(r *repo, c QueueCandidate) (passed bool, outpu
 	return err == nil, out.String()
 }
 
-// checkout writes the files of the tree of commit h into dir, holding the
-// repository.
+// checkout writes the files of the tree of commit h into dir. It holds
+// the repository only while it reads each object, so that the
+// repository's operations go on meanwhile.
 func (a *Adapter) checkout(r *repo, h plumbing.Hash, dir string) error {
+	var c commitInfo
+	err := a.holding(r, func() (err error) {
+		c, err = r.commitInfo(h)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return a.writeOut(r, c.tree, dir)
+}
+
+// holding calls read holding r, unless the Adapter is closed.
+func (a *Adapter) holding(r *repo, read func() error) error {
 	if err := r.acquire(a.queue.ctx); err != nil {
 		return err
 	}
 	defer r.release()
-	c, err := r.commitInfo(h)
-	if err != nil {
-		return err
-	}
-	return r.writeOut(c.tree, dir)
+	return read()
 }
 
 // writeOut writes the entries of tree into dir, which exists.
-func (r *repo) writeOut(tree plumbing.Hash, dir string) error {
-	entries, err := r.tree(tree)
+func (a *Adapter) writeOut(r *repo, tree plumbing.Hash, dir string) error {
+	var entries []object.TreeEntry
+	err := a.holding(r, func() (err error) {
+		entries, err = r.tree(tree)
+		return err
+	})
 	if err != nil {
 		return err
+	}
+	blob := func(h plumbing.Hash) (data []byte, err error) {
+		err = a.holding(r, func() error {
+			data, err = r.blob(h)
+			return err
+		})
+		return data, err
 	}
 	for _, e := range entries {
 		if e.Name == "" || e.Name == "." || e.Name == ".." || strings.ContainsAny(e.Name, `/\`) || strings.EqualFold(e.Name, ".git") {
@@ -296,11 +318,11 @@ func (r *repo) writeOut(tree plumbing.Hash, dir string) error {
 			if err := os.Mkdir(path, 0o755); err != nil {
 				return err
 			}
-			if err := r.writeOut(e.Hash, path); err != nil {
+			if err := a.writeOut(r, e.Hash, path); err != nil {
 				return err
 			}
 		case filemode.Regular, filemode.Deprecated, filemode.Executable:
-			data, err := r.blob(e.Hash)
+			data, err := blob(e.Hash)
 			if err != nil {
 				return err
 			}
@@ -312,7 +334,7 @@ func (r *repo) writeOut(tree plumbing.Hash, dir string) error {
 				return err
 			}
 		case filemode.Symlink:
-			target, err := r.blob(e.Hash)
+			target, err := blob(e.Hash)
 			if err != nil {
 				return err
 			}
