@@ -9,6 +9,9 @@
 //		adaptertest.Run(t, adaptertest.Harness{New: ..., Push: ...})
 //	}
 //
+// [RunQueueHost] is the suite of [lifecycle.QueueHost], with its own
+// [QueueHostHarness].
+//
 // Only [Harness.New] is required. Every other member of [Harness] is a hook
 // that lets the suite do at the host what people do there (push, merge by
 // hand, review, report CI, deliver a webhook); a nil hook skips the tests

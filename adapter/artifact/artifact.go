@@ -60,8 +60,38 @@ type Config struct {
 	PackAfter int
 	// Logger receives the errors that no operation reports: those of
 	// background packing, and those of writing the objects of an
-	// operation that changed no ref (they are written with the next). Defaults to discarding them.
+	// operation that changed no ref (they are written with the next), and
+	// the output of failed candidate checks. Defaults to discarding them.
 	Logger *slog.Logger
+
+	// QueueCheck, when set, tests the candidates of the lifecycle's merge
+	// queue (see [Adapter.BuildCandidate]) in process: [Adapter.Checks]
+	// of a candidate (CIQuery.Candidate set) calls it once per candidate
+	// commit, in a goroutine, and reports one check named "queue-check",
+	// running (and the report Pending) until it returns: nil passes the
+	// candidate; an error fails it, and its text is the check's output
+	// (see [Adapter.QueueCheckOutput]). Its context ends when
+	// [Adapter.Close] is called. At most two candidate checks run at
+	// once; the others are Pending, with no check, until they start.
+	// Results are kept for the last 256 candidates, so a commit is not
+	// tested twice while its result is kept. Set QueueCheck or
+	// QueueCommand, not both; with neither, candidates have no checks and
+	// nothing pending, so they pass at once.
+	QueueCheck func(ctx context.Context, c QueueCandidate) error
+	// QueueCommand, when set, tests the candidates of the lifecycle's
+	// merge queue with a local command, as QueueCheck does in process:
+	// QueueCommand[0] is the program (looked up in PATH when it has no
+	// slash; a relative path with a slash, such as "./ci.sh", is taken in
+	// the candidate's files), the rest its arguments. It runs in a
+	// temporary directory holding the files of the candidate's tree
+	// (written out from the repository; removed afterwards), with the
+	// environment of the process and LIFECYCLE_CANDIDATE_SHA,
+	// LIFECYCLE_CANDIDATE_REPO, LIFECYCLE_CANDIDATE_BASE and
+	// LIFECYCLE_CANDIDATE_BRANCH. The check is named "queue-command";
+	// exit status 0 passes the candidate, anything else fails it. The
+	// last 8 KiB of its standard output and error, together, are kept as
+	// the check's output. [Adapter.Close] kills it.
+	QueueCommand []string
 }
 
 // withDefaults returns cfg with the documented defaults filled in.
@@ -93,11 +123,15 @@ func (cfg Config) withDefaults() Config {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if len(cfg.QueueCommand) == 0 {
+		cfg.QueueCommand = nil
+	}
 	return cfg
 }
 
 // Adapter keeps pull requests in local git repositories. It implements
-// [lifecycle.ProviderAdapter] and, for artifact mode, [lifecycle.CIProvider].
+// [lifecycle.ProviderAdapter], [lifecycle.QueueHost] for the lifecycle's
+// merge queue, and, for artifact mode, [lifecycle.CIProvider].
 // It is safe for concurrent use. It packs its repositories' objects in the
 // background: call [Adapter.Close] before removing its directory, or to let
 // a packer finish before the program exits (a packer stopped midway loses
@@ -111,6 +145,8 @@ type Adapter struct {
 	packMu  sync.Mutex
 	closed  bool           // Close was called: start no packer; guarded by packMu
 	packers sync.WaitGroup // the running packers
+
+	queue candidateChecks // the checks of merge queue candidates
 }
 
 var (
@@ -142,10 +178,18 @@ func New(cfg Config) (*Adapter, error) {
 	if b, ok := branchName(cfg.BranchPrefix + "x"); !ok || b != cfg.BranchPrefix+"x" {
 		return nil, fmt.Errorf("artifact: Config.BranchPrefix %q does not make valid branch names; use a prefix such as \"lifecycle/\"", cfg.BranchPrefix)
 	}
+	if cfg.QueueCheck != nil && cfg.QueueCommand != nil {
+		return nil, errors.New("artifact: Config.QueueCheck and Config.QueueCommand are both set; set one of them to test merge queue candidates")
+	}
+	if cfg.QueueCommand != nil && cfg.QueueCommand[0] == "" {
+		return nil, errors.New("artifact: Config.QueueCommand[0] is empty; set it to the program that tests a candidate, for example []string{\"make\", \"test\"}")
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("artifact: create Config.Dir: %w", err)
 	}
-	return &Adapter{cfg: cfg, repos: make(map[string]*repo)}, nil
+	a := &Adapter{cfg: cfg, repos: make(map[string]*repo)}
+	a.queue.init()
+	return a, nil
 }
 
 // RepositoryDir returns the directory of the repository named repo (a
@@ -223,6 +267,10 @@ func (a *Adapter) recoverMerges(ctx context.Context, r *repo) error {
 		return err
 	}
 	defer unlock()
+	// The merges of advances of base branches (see AdvanceBranch) first.
+	if err := a.finishAdvances(r); err != nil {
+		return err
+	}
 	s, err := r.loadPulls()
 	if err != nil {
 		return err
@@ -709,6 +757,17 @@ func (a *Adapter) merge(ctx context.Context, req lifecycle.MergeRequest) (lifecy
 	if !ok {
 		return lifecycle.MergeResult{}, errNoPull
 	}
+	// An advance of the base branch whose merges are not recorded yet
+	// (see AdvanceBranch) may have merged p.
+	if r.pendingAdvance(p.Base) {
+		if err := a.finishAdvance(r, p.Base); err != nil {
+			return lifecycle.MergeResult{}, err
+		}
+		if s, err = r.loadPulls(); err != nil {
+			return lifecycle.MergeResult{}, err
+		}
+		p = s.byNum[req.Ref.Number]
+	}
 	head, err := r.headOf(p)
 	if err != nil {
 		return lifecycle.MergeResult{}, err
@@ -795,9 +854,20 @@ func (a *Adapter) Name() string { return "artifact" }
 // Checks implements [lifecycle.CIProvider]. Local repositories have no CI
 // of their own, so it reports no checks and nothing pending; the checks an
 // agent reports with its submission count instead (see CountsSelfReported).
+// A merge queue candidate (q.Candidate set) is tested by Config.QueueCheck
+// or Config.QueueCommand, once per commit, and reported as one check while
+// it runs and after; with neither set it has no checks and nothing
+// pending, and passes at once.
 func (a *Adapter) Checks(ctx context.Context, q lifecycle.CIQuery) (lifecycle.CIReport, error) {
 	if err := ctx.Err(); err != nil {
 		return lifecycle.CIReport{}, fmt.Errorf("artifact: checks of %s: %w", q.HeadSHA, err)
+	}
+	if q.Candidate != nil {
+		rep, err := a.candidateChecks(ctx, q)
+		if err != nil {
+			return lifecycle.CIReport{}, fmt.Errorf("artifact: checks of candidate %s: %w", q.HeadSHA, err)
+		}
+		return rep, nil
 	}
 	return lifecycle.CIReport{Checks: []lifecycle.CICheck{}}, nil
 }

@@ -32,6 +32,9 @@
 //	.lifecycle/3b/ENG-42/submission.md     summary, notes, self-reported checks, IDs, title
 //	refs/lifecycle/pulls                   the pull request records: one commit per change,
 //	                                       whose tree holds <number/100>/<number>.json
+//	refs/heads/lifecycle-queue/main/12     a merge queue candidate (the branch the queue names)
+//	refs/lifecycle/advance/main            an advance of main whose pull requests are not
+//	                                       recorded yet (see Merge queue)
 //
 // The directory of a task's records is in a shard of .lifecycle named
 // after the first two hexadecimal digits of the SHA-256 of its name ("3b"
@@ -65,6 +68,32 @@
 // nothing. The base branch then moves to the merge commit and the record
 // becomes merged. Merging a merged pull request again, at the same head,
 // returns the same merge commit with AlreadyMerged set.
+//
+// # Merge queue
+//
+// The Adapter is a [lifecycle.QueueHost], so the lifecycle's merge queue
+// can land changes on its repositories. [Adapter.BuildCandidate] merges
+// the queued heads onto a parent with the same three-way tree merge as
+// Merge, a merge commit per head (trailers Lifecycle-Queue-Pull and
+// Lifecycle-Queue-Base), on the queue branch; a head that conflicts gives
+// a [*lifecycle.CandidateConflictError]. Its commits are dated as the
+// later of their parents, so the same request makes the same commit.
+// [Adapter.AdvanceBranch] moves the base to a tested candidate, only by
+// fast-forward and only from the commit the queue expects (else
+// [lifecycle.ErrBranchMoved]); the open pull requests into the base whose
+// heads the candidate contains are then recorded as merged with the
+// candidate as their merge commit, as GitHub marks the pull requests of a
+// pushed branch merged, and Merge of one answers AlreadyMerged. The base
+// moves before the records, with the advance noted on
+// refs/lifecycle/advance/<base> until they are saved: the next Adapter to
+// open the repository, or the next advance of or Merge into that base,
+// finishes an advance a process stopped midway.
+//
+// Candidates are tested by [Config.QueueCheck] (a function) or
+// [Config.QueueCommand] (a command run in a temporary directory holding
+// the candidate's files), reported by [Adapter.Checks] as one check,
+// "queue-check" or "queue-command", once per candidate commit; with
+// neither, candidates have no checks and land as soon as they are built.
 //
 // # Concurrency and durability
 //

@@ -110,13 +110,18 @@ func (a *Adapter) startPacker(r *repo, now bool) {
 	}()
 }
 
-// Close waits for the packers the Adapter started and starts no more. The
-// Adapter keeps working otherwise: its repositories just collect small
-// packs, unmerged. It returns nil; the error is for io.Closer.
+// Close waits for the packers the Adapter started and starts no more, and
+// stops the checks of merge queue candidates (Config.QueueCheck's context
+// ends, Config.QueueCommand's process is killed) and waits for them; their
+// results are not kept, and Checks of a candidate then fails with an error
+// matching [lifecycle.ErrClosed]. The Adapter keeps working otherwise: its
+// repositories just collect small packs, unmerged. It returns nil; the
+// error is for io.Closer.
 func (a *Adapter) Close() error {
 	a.packMu.Lock()
 	a.closed = true
 	a.packMu.Unlock()
+	a.queue.close()
 	a.packers.Wait()
 	return nil
 }
