@@ -336,6 +336,9 @@ type Server struct {
 	mergeMethods map[string]bool
 	// hideMergeSettings leaves them out of GET /repos/{owner}/{repo}.
 	hideMergeSettings bool
+	// mq is the merge queues of the branches whose rulesets require one
+	// (mergequeue.go).
+	mq mergeQueues
 	parsed            sync.Map // parsed GraphQL documents, see parse
 	parsedN           atomic.Int64
 	calls             sync.Map // route → *atomic.Int64
@@ -1243,7 +1246,9 @@ func (s *Server) PushBy(branch, login string) string {
 			}
 		}
 		s.touch(p)
+		s.headMoved(p)
 	}
+	s.advanceQueues()
 	return sha
 }
 
@@ -1391,6 +1396,7 @@ func (s *Server) CheckRun(sha, name, conclusion string) {
 	c.CheckSuite = &gh.CheckSuite{ID: gh.Int64(su.id)}
 	s.runs[sha] = append(s.runs[sha], c)
 	s.settle(su)
+	s.advanceQueues()
 }
 
 // CompleteCheckRun completes the latest check run named name on sha with
@@ -1415,6 +1421,7 @@ func (s *Server) CompleteCheckRun(sha, name, conclusion string) bool {
 			s.settle(su)
 		}
 	}
+	s.advanceQueues()
 	return true
 }
 
@@ -1499,6 +1506,7 @@ func (s *Server) Status(sha, context, state string) {
 	t := s.tick()
 	s.statuses[sha] = append(s.statuses[sha], &gh.RepoStatus{ID: gh.Int64(s.id()), State: gh.String(state), Context: gh.String(context),
 		TargetURL: gh.String("https://ci.example.com/" + context), CreatedAt: &gh.Timestamp{Time: t}, UpdatedAt: &gh.Timestamp{Time: t}, Creator: user("ci-bot")})
+	s.advanceQueues()
 }
 
 // Review records login's review of pull request n at commit sha; state is
