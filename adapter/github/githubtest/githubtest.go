@@ -338,16 +338,16 @@ type Server struct {
 	hideMergeSettings bool
 	// mq is the merge queues of the branches whose rulesets require one
 	// (mergequeue.go).
-	mq mergeQueues
-	parsed            sync.Map // parsed GraphQL documents, see parse
-	parsedN           atomic.Int64
-	calls             sync.Map // route → *atomic.Int64
-	callTotal         atomic.Int64
-	conns             atomic.Int64
-	coreCharged       atomic.Int64
-	notModified       atomic.Int64
-	gqlQueries        atomic.Int64
-	gqlPoints         atomic.Int64
+	mq          mergeQueues
+	parsed      sync.Map // parsed GraphQL documents, see parse
+	parsedN     atomic.Int64
+	calls       sync.Map // route → *atomic.Int64
+	callTotal   atomic.Int64
+	conns       atomic.Int64
+	coreCharged atomic.Int64
+	notModified atomic.Int64
+	gqlQueries  atomic.Int64
+	gqlPoints   atomic.Int64
 }
 
 // TB is what NewServer needs of a test: testing.TB has it, and so can a
@@ -754,7 +754,7 @@ func (s *Server) pullJSON(p *pull) *gh.PullRequest {
 		state = "closed"
 	}
 	out := &gh.PullRequest{
-		ID: gh.Int64(int64(p.Number) * 100003), Number: gh.Int(p.Number), State: gh.String(state), Title: gh.String(p.Title), Body: gh.String(p.Body),
+		ID: gh.Int64(int64(p.Number) * 100003), NodeID: gh.String(fmt.Sprintf("PR_kwDOAAAAKs%d", p.Number)), Number: gh.Int(p.Number), State: gh.String(state), Title: gh.String(p.Title), Body: gh.String(p.Body),
 		Draft: gh.Bool(p.Draft), Merged: gh.Bool(p.Merged), User: user("lifecycle-bot"),
 		HTMLURL:   gh.String(fmt.Sprintf("https://github.example/%s/%s/pull/%d", Owner, Repo, p.Number)),
 		URL:       gh.String(fmt.Sprintf("%srepos/%s/%s/pulls/%d", s.APIURL(), Owner, Repo, p.Number)),
