@@ -32,7 +32,9 @@ func queueGroupPrefix(base string) string { return "refs/heads/gh-readonly-queue
 
 // queueGroupName is the name, under queueGroupPrefix, of the merge group
 // branch of pull request n at head.
-func queueGroupName(n int, head string) string { return fmt.Sprintf("pr-%d-%s", n, strings.ToLower(head)) }
+func queueGroupName(n int, head string) string {
+	return fmt.Sprintf("pr-%d-%s", n, strings.ToLower(head))
+}
 
 // mergeQueues is what the Adapter keeps of GitHub's merge queues.
 type mergeQueues struct {

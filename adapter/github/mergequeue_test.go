@@ -227,3 +227,45 @@ func (c *deadlineCtx) Err() error {
 		return nil
 	}
 }
+
+// TestMergeQueuePoints: following 100 entries of one queue for an hour
+// costs at most a tenth of GitHub's 5,000 GraphQL points an hour: one
+// reading of the whole queue per poll, shared by every Merge.
+func TestMergeQueuePoints(t *testing.T) {
+	t.Parallel()
+	f, a, clock := queueFake(t)
+	const n = 100
+	prs := make([]lifecycle.PullRequest, n)
+	for i := range prs {
+		prs[i] = open(t, f, a, i+1)
+		f.CheckRun(prs[i].HeadSHA, "build", "success")
+	}
+	before := f.Usage().Points
+	ctx, cancel := context.WithCancel(t.Context())
+	chans := make([]<-chan mergeOutcome, n)
+	for i, pr := range prs {
+		chans[i] = mergeAsync(ctx, a, pr)
+	}
+	for step := time.Duration(0); step < time.Hour; step += queuePoll {
+		poll(t, clock, n) // nobody reports the merge groups' checks: all wait
+	}
+	if !clock.WaitForWaiters(n, 10*time.Second) {
+		t.Fatal("the Merges do not wait")
+	}
+	cancel()
+	for _, ch := range chans {
+		if o := outcome(t, ch); !errors.Is(o.err, context.Canceled) {
+			t.Errorf("Merge = %v, want canceled", o.err)
+		}
+	}
+	spent := f.Usage().Points - before
+	t.Logf("100 entries followed for an hour: %d GraphQL points (%d enqueues, %d polls)", spent, n, time.Hour/queuePoll)
+	if spent > 500 {
+		t.Errorf("%d GraphQL points, want at most 500", spent)
+	}
+	for i := range prs {
+		if e := f.Enqueues(i + 1); e != 1 {
+			t.Errorf("#%d enqueued %d times", i+1, e)
+		}
+	}
+}
