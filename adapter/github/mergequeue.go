@@ -159,6 +159,11 @@ func (a *Adapter) readQueue(ctx context.Context, base string) (map[int]queueEntr
 			return nil, 0, fmt.Errorf("github: read the merge queue of %s: %w", base, err)
 		}
 		if len(errs) > 0 {
+			if errs[0].Extensions.Code == undefinedField {
+				// An older GitHub Enterprise Server, without the queue's
+				// fields: it cannot be followed.
+				return nil, 0, &lifecycle.RefusedError{Message: fmt.Sprintf("the rulesets of %s require GitHub's merge queue, which this GitHub's GraphQL API does not serve: %s", base, errs[0].Message)}
+			}
 			return nil, 0, &lifecycle.TemporaryError{Err: fmt.Errorf("github: read the merge queue of %s: %s (%s)", base, errs[0].Message, errs[0].Type)}
 		}
 		a.observeRateLimit(q.RateLimit)
@@ -359,11 +364,16 @@ func (a *Adapter) mergeByQueue(ctx context.Context, req lifecycle.MergeRequest, 
 // a reading failed (err): ctx's deadline, or a temporary failure, is a
 // *lifecycle.TemporaryError whose Reason is lifecycle.WaitMergeQueue.
 func (a *Adapter) queueWaitErr(ctx context.Context, n int, base string, last *queueEntry, total *int, err error) (lifecycle.MergeResult, error) {
-	if err != nil && ctx.Err() == nil && !errors.Is(err, lifecycle.ErrTemporary) {
+	var te *lifecycle.TemporaryError
+	switch cerr := ctx.Err(); {
+	case cerr != nil && !errors.Is(cerr, context.DeadlineExceeded):
+		return lifecycle.MergeResult{}, fmt.Errorf("github: follow pull request #%d in the merge queue: %w", n, cerr)
+	case cerr != nil:
+		// The deadline: said below, whatever the reading's failure.
+	case errors.As(err, &te) && te.RateLimited:
+		return lifecycle.MergeResult{}, err // waited out by the ship runner
+	case err != nil && !errors.Is(err, lifecycle.ErrTemporary):
 		return lifecycle.MergeResult{}, err
-	}
-	if err == nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return lifecycle.MergeResult{}, fmt.Errorf("github: follow pull request #%d in the merge queue: %w", n, ctx.Err())
 	}
 	var where string
 	switch {

@@ -269,3 +269,56 @@ func TestMergeQueuePoints(t *testing.T) {
 		}
 	}
 }
+
+// TestMergeQueueLearntFromRefusal: rules read before the base required
+// the merge queue; GitHub's 405 "Changes must be made through the merge
+// queue" sends the merge through it.
+func TestMergeQueueLearntFromRefusal(t *testing.T) {
+	t.Parallel()
+	f := newFakeGitHubWith(t, githubtest.Options{EnforceBranchProtection: true})
+	f.SetRulesJSON("main", requireBuild)
+	clock := fakeclock.New(time.Now())
+	a := f.adapter(t, Config{Clock: clock, MergeQueuePollInterval: queuePoll, ProtectionTTL: time.Hour})
+	pr := open(t, f, a, 1) // reads the base's rules: no queue yet
+	f.CheckRun(pr.HeadSHA, "build", "success")
+	f.SetRulesJSON("main", mergeQueueRule, requireBuild)
+	ch := mergeAsync(t.Context(), a, pr)
+	poll(t, clock, 1)
+	if !clock.WaitForWaiters(1, 10*time.Second) {
+		t.Fatal("Merge does not wait")
+	}
+	if f.Calls(githubtest.RouteMerge) != 1 || f.Enqueues(1) != 1 {
+		t.Fatalf("%d REST merges, %d enqueues; want the refused merge, then the queue", f.Calls(githubtest.RouteMerge), f.Enqueues(1))
+	}
+	_, group, _ := f.MergeGroup(1)
+	f.CheckRun(group, "build", "success")
+	clock.Advance(queuePoll)
+	if o := outcome(t, ch); o.err != nil || o.res.MergeCommitSHA != group {
+		t.Fatalf("Merge = %+v, %v; want merged through the queue", o.res, o.err)
+	}
+}
+
+// TestMergeabilityWithMergeQueue: BLOCKED that only the merge queue
+// explains is mergeable; other requirements still block, named without
+// the queue.
+func TestMergeabilityWithMergeQueue(t *testing.T) {
+	t.Parallel()
+	met := lifecycle.CIReport{Checks: []lifecycle.CICheck{{Name: "build", Status: lifecycle.CheckPassed}}}
+	for _, tc := range []struct {
+		name   string
+		pol    policy
+		want   lifecycle.Mergeability
+		reason string
+	}{
+		{"queue only", policy{mergeQueue: true}, lifecycle.MergeabilityMergeable, ""},
+		{"queue and conversations", policy{mergeQueue: true, unmodelled: []string{reqConversations}}, lifecycle.MergeabilityBlocked, reqConversations},
+		{"no queue", policy{}, lifecycle.MergeabilityBlocked, "does not model"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, why := mergeability("MERGEABLE", "BLOCKED", false, met, lifecycle.DecisionNotRequired, tc.pol)
+			if got != tc.want || !strings.Contains(why, tc.reason) || strings.Contains(why, "merge queue") {
+				t.Errorf("mergeability = %q %q, want %q naming %q", got, why, tc.want, tc.reason)
+			}
+		})
+	}
+}
