@@ -56,6 +56,12 @@ type mergeQueues struct {
 	entries  map[string][]*queueEntry // by base branch, first in front
 	removals map[int][]queueRemoval   // by pull request number
 	enqueues map[int]int              // enqueuePullRequest calls that queued, by pull request
+	groups   map[int]queueGroup       // the last merge group built of each pull request
+}
+
+// queueGroup is a merge group as the merge_group event describes it.
+type queueGroup struct {
+	base, branch, sha, baseSHA string
 }
 
 // queueEntry is a pull request in a merge queue.
@@ -153,7 +159,7 @@ func (s *Server) enqueue(p *pull, expected string) (*queueEntry, *gqlError) {
 		return nil, unprocessable(msg.Message)
 	}
 	if s.mq.entries == nil {
-		s.mq.entries, s.mq.removals, s.mq.enqueues = map[string][]*queueEntry{}, map[int][]queueRemoval{}, map[int]int{}
+		s.mq.entries, s.mq.removals, s.mq.enqueues, s.mq.groups = map[string][]*queueEntry{}, map[int][]queueRemoval{}, map[int]int{}, map[int]queueGroup{}
 	}
 	e := &queueEntry{id: s.id(), p: p, head: p.HeadSHA, enqueuedAt: s.tick(), baseAt: s.branches[p.Base]}
 	s.mq.entries[p.Base] = append(s.mq.entries[p.Base], e)
@@ -211,6 +217,7 @@ func (s *Server) advanceQueue(base string) bool {
 			// merged; its CI runs anew (merge_group checks_requested).
 			e.group, e.groupBase = s.commit(), parent
 			s.branches[groupBranch(base, e.p.Number, e.head)] = e.group
+			s.mq.groups[e.p.Number] = queueGroup{base: base, branch: groupBranch(base, e.p.Number, e.head), sha: e.group, baseSHA: parent}
 		}
 		parent = e.group
 	}
@@ -290,6 +297,54 @@ func (s *Server) Removals(n int) []string {
 		out = append(out, r.reason)
 	}
 	return out
+}
+
+// Webhooks.
+
+// MergeGroupPayload returns the payload of a merge_group event of pull
+// request n's last merge group, as octokit/webhooks describes it: action
+// checks_requested (the group was built: CI is asked to run on it), or
+// destroyed with reason merged, invalidated or dequeued. ok is false when
+// the pull request never had a merge group.
+func (s *Server) MergeGroupPayload(n int, action, reason string) (payload []byte, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g, ok := s.mq.groups[n]
+	if !ok {
+		return nil, false
+	}
+	ev := map[string]any{
+		"action": action,
+		"merge_group": map[string]any{
+			"head_sha": g.sha, "head_ref": "refs/heads/" + g.branch, "base_sha": g.baseSHA, "base_ref": "refs/heads/" + g.base,
+			"head_commit": map[string]any{
+				"id": g.sha, "tree_id": NewSHA(), "message": fmt.Sprintf("Merge pull request #%d", n), "timestamp": s.now.UTC().Format(time.RFC3339),
+				"author":    map[string]string{"name": "GitHub", "email": "noreply@github.com"},
+				"committer": map[string]string{"name": "GitHub", "email": "noreply@github.com"},
+			},
+		},
+		"repository": s.repoJSON(), "sender": user("github-merge-queue[bot]"),
+	}
+	if action == "destroyed" {
+		ev["reason"] = reason
+	}
+	return mustJSON(ev), true
+}
+
+// DequeuedPayload returns the payload of a pull_request event with
+// action dequeued of pull request n: its last removal's reason, as the
+// payload's "reason" carries it ([Server.PullRequestPayload] makes the
+// enqueued one).
+func (s *Server) DequeuedPayload(n int) []byte {
+	var ev map[string]any
+	_ = json.Unmarshal(s.PullRequestPayload(n, "dequeued"), &ev)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ev["reason"] = ""
+	if rs := s.mq.removals[n]; len(rs) > 0 {
+		ev["reason"] = rs[len(rs)-1].reason
+	}
+	return mustJSON(ev)
 }
 
 // GraphQL.
