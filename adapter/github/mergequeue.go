@@ -447,9 +447,39 @@ func (a *Adapter) enqueue(ctx context.Context, req lifecycle.MergeRequest, base,
 		return lifecycle.MergeResult{}, true, fmt.Errorf("github: add pull request #%d to the merge queue of %s: %w", n, base, err)
 	}
 	msg := c.errors[0].Message
-	// Refused: the reading before may have been stale (another process
-	// queued it, or it merged since). The next Merge reads anew.
+	// The reading of the queue may have been stale: another process may
+	// have queued it since. Queued at expected, it is followed.
+	if queued, err := a.inQueue(ctx, n, expected); err == nil && queued {
+		return lifecycle.MergeResult{}, false, nil
+	}
 	return lifecycle.MergeResult{}, true, &lifecycle.RefusedError{Message: fmt.Sprintf("GitHub refused to add pull request #%d to the merge queue of %s: %s", n, base, msg)}
+}
+
+// inQueue reports whether pull request n is in its base's merge queue at
+// head (PullRequest.mergeQueueEntry), one rate-limit point.
+func (a *Adapter) inQueue(ctx context.Context, n int, head string) (bool, error) {
+	var q struct {
+		Repository struct {
+			PullRequest *struct {
+				MergeQueueEntry *struct {
+					HeadCommit *struct {
+						Oid string `graphql:"oid"`
+					} `graphql:"headCommit"`
+				} `graphql:"mergeQueueEntry"`
+			} `graphql:"pullRequest(number: $n)"`
+		} `graphql:"repository(owner: $owner, name: $name)"`
+		RateLimit *rateLimitField `graphql:"rateLimit"`
+	}
+	errs, err := a.query(ctx, &q, map[string]any{"owner": githubv4.String(a.cfg.Owner), "name": githubv4.String(a.cfg.Repo), "n": githubv4.Int(n)})
+	if err != nil {
+		return false, err
+	}
+	if len(errs) > 0 {
+		return false, fmt.Errorf("github: read the merge queue entry of pull request #%d: %s (%s)", n, errs[0].Message, errs[0].Type)
+	}
+	a.observeRateLimit(q.RateLimit)
+	pr := q.Repository.PullRequest
+	return pr != nil && pr.MergeQueueEntry != nil && pr.MergeQueueEntry.HeadCommit != nil && strings.EqualFold(pr.MergeQueueEntry.HeadCommit.Oid, head), nil
 }
 
 // leftQueue reads pull request req.Ref, whose entry left base's queue:

@@ -322,3 +322,37 @@ func TestMergeabilityWithMergeQueue(t *testing.T) {
 		})
 	}
 }
+
+// TestMergeQueueTwoProcesses: an Adapter whose reading of the queue
+// predates another's enqueue is refused by GitHub when it enqueues in
+// turn, finds the entry, and follows it: one entry, both merged.
+func TestMergeQueueTwoProcesses(t *testing.T) {
+	t.Parallel()
+	f, a, clock := queueFake(t)
+	b := f.adapter(t, Config{Clock: clock, MergeQueuePollInterval: queuePoll})
+	pr := open(t, f, a, 1)
+	f.CheckRun(pr.HeadSHA, "build", "success")
+	if _, err := b.queueSnapshot(t.Context(), "main"); err != nil { // b's reading: nothing queued
+		t.Fatal(err)
+	}
+	chA := mergeAsync(t.Context(), a, pr)
+	if !clock.WaitForWaiters(1, 10*time.Second) {
+		t.Fatal("Merge does not wait")
+	}
+	chB := mergeAsync(t.Context(), b, pr)
+	poll(t, clock, 2)
+	if !clock.WaitForWaiters(2, 10*time.Second) {
+		t.Fatal("the Merges do not wait")
+	}
+	if n := f.Enqueues(1); n != 1 {
+		t.Fatalf("%d enqueues, want 1", n)
+	}
+	_, group, _ := f.MergeGroup(1)
+	f.CheckRun(group, "build", "success")
+	clock.Advance(queuePoll)
+	for _, ch := range []<-chan mergeOutcome{chA, chB} {
+		if o := outcome(t, ch); o.err != nil || o.res.MergeCommitSHA != group {
+			t.Errorf("Merge = %+v, %v; want merged as %s", o.res, o.err, group)
+		}
+	}
+}
