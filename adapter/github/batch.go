@@ -426,6 +426,8 @@ func (a *Adapter) reading(ctx context.Context, p fullPR) lifecycle.Reading {
 // checks, reviews), for which the lifecycle refuses to ship by itself,
 // and others (unresolved conversations, signed commits, deployments, a
 // check required from a given App, a merge queue, ...). BLOCKED is
+// mergeable when the only requirement the lifecycle does not model is
+// GitHub's merge queue, which Merge uses; otherwise it is
 // MergeabilityBlocked, with the words of blockedReason, when the
 // requirements the lifecycle models are met as the reading tells them:
 // not a draft, CI (ci, as the adapter judged it) neither pending, running
@@ -440,6 +442,11 @@ func mergeability(mergeable, status string, draft bool, ci lifecycle.CIReport, d
 	case mergeable == "UNKNOWN" || status == "UNKNOWN" || mergeable == "":
 		return lifecycle.MergeabilityUnknown, ""
 	case status == "BLOCKED" && !draft && ciMet(ci) && (decision == lifecycle.DecisionApproved || decision == lifecycle.DecisionNotRequired):
+		if pol.mergeQueue && len(pol.unmodelled) == 0 {
+			// The merge queue the base requires explains BLOCKED: Merge
+			// goes through it.
+			return lifecycle.MergeabilityMergeable, ""
+		}
 		return lifecycle.MergeabilityBlocked, blockedReason(pol)
 	}
 	return lifecycle.MergeabilityMergeable, ""

@@ -204,11 +204,13 @@
 // for people what the base's protection and rulesets require that the
 // lifecycle does not model: conversations resolved, signed commits,
 // deployments to given environments, checks reported by the App they are
-// required from, merging through the merge queue, a locked branch, pushes
-// restricted to some people, workflows and code scanning; with the
-// protection unreadable it says that it may require more. BLOCKED
-// otherwise leaves the pull request mergeable: CI and reviews explain it,
-// and ship is refused for them. The REST readings tell mergeable_state
+// required from, a locked branch, pushes restricted to some people,
+// workflows and code scanning; with the protection unreadable it says
+// that it may require more. A merge queue the rulesets require is not
+// among them: Merge goes through it (see "Merging through the merge
+// queue"), so a pull request only the queue blocks reads mergeable and
+// ship is offered. BLOCKED otherwise leaves the pull request mergeable:
+// CI and reviews explain it, and ship is refused for them. The REST readings tell mergeable_state
 // "blocked" apart with one full reading through GraphQL (one point), only
 // when GitHub says blocked. (Kodiak does the same: a BLOCKED that missing
 // reviews, checks and branch updates do not explain is "Merging blocked
@@ -241,10 +243,33 @@
 // read again has a reason of its own not to merge (closed, a draft,
 // conflicting, behind, blocked by its base's rules): a
 // [*lifecycle.RefusedError] naming it. The other refusals, of a review, a
-// required check, unresolved conversations, or a merge queue the base's
-// rulesets require ("Changes must be made through the merge queue": the
-// lifecycle does not enqueue yet), are a [*lifecycle.RefusedError] with
-// GitHub's own message.
+// required check or unresolved conversations, are a
+// [*lifecycle.RefusedError] with GitHub's own message.
+//
+// # Merging through the merge queue
+//
+// Into a base whose rulesets require GitHub's merge queue (the rule
+// merge_queue, read with the base's rules, or GitHub's 405 "Changes must
+// be made through the merge queue"), Merge adds the pull request to the
+// queue with the GraphQL mutation enqueuePullRequest, at the expected
+// head (expectedHeadOid: GitHub refuses another), unless it is queued
+// already, and follows its entry until GitHub merges it (the merge
+// commit; AlreadyMerged when it was merged before the call) or removes it:
+// a [*lifecycle.RefusedError] with GitHub's reason
+// (RemovedFromMergeQueueEvent.reason) and the failed checks of its merge
+// group, or [lifecycle.ErrHeadMismatch] when its head moved. While it
+// waits and the call's deadline comes, Merge returns a
+// [*lifecycle.TemporaryError] whose Reason is lifecycle.WaitMergeQueue,
+// saying the entry's position and state and, while its merge group's
+// checks run, a summary of them ("merge group checks: 2 running, 1
+// passed"); the ship runner shows it and calls Merge again, which follows
+// the same entry: a pull request is never queued twice by the Adapter.
+// One GraphQL query (one rate-limit point) reads a base's whole queue
+// with the checks of its merge groups (the branches
+// gh-readonly-queue/<base>/pr-<number>-<head>), at most once per
+// [Config.MergeQueuePollInterval], shared by every Merge following an
+// entry of that queue: following 100 entries for an hour costs about 220
+// points, enqueueing them included.
 //
 // # Errors, rate limits and conditional requests
 //

@@ -116,6 +116,14 @@ type Config struct {
 	// webhook wakes it sooner. Defaults to 15 seconds.
 	DeployPollInterval time.Duration
 
+	// MergeQueuePollInterval is how often a Merge into a base whose
+	// rulesets require GitHub's merge queue reads that base's queue while
+	// it follows its pull request's entry: one GraphQL query (one
+	// rate-limit point) reads the whole queue, with the checks of its
+	// merge groups, and every Merge following an entry of that queue
+	// shares it. Defaults to 30 seconds.
+	MergeQueuePollInterval time.Duration
+
 	// WebhookSecret is the secret of the repository's webhook. Required
 	// by WebhookHandler, which refuses every delivery without it.
 	WebhookSecret string
@@ -210,6 +218,9 @@ func (cfg Config) withDefaults() Config {
 	if cfg.DeployPollInterval == 0 {
 		cfg.DeployPollInterval = 15 * time.Second
 	}
+	if cfg.MergeQueuePollInterval == 0 {
+		cfg.MergeQueuePollInterval = 30 * time.Second
+	}
 	if cfg.WebhookApplyTimeout == 0 {
 		cfg.WebhookApplyTimeout = 8 * time.Second
 	}
@@ -245,6 +256,8 @@ func (cfg Config) validate() error {
 		return errors.New("github: no credentials; set Config.Token (a token with the repo scope), Config.App or Config.Client")
 	case cfg.MergeMethod != "" && !slices.Contains(methodOrder[:], cfg.MergeMethod):
 		return fmt.Errorf("github: Config.MergeMethod %q is not merge, squash or rebase; leave it empty to let the repository decide", cfg.MergeMethod)
+	case cfg.MergeQueuePollInterval < 0:
+		return errors.New("github: Config.MergeQueuePollInterval is negative; leave it zero for its default of 30 seconds")
 	case cfg.StaleSuiteAfter < 0:
 		return errors.New("github: Config.StaleSuiteAfter is negative; leave it zero for its default of 10 minutes")
 	case cfg.DefaultRequiredApprovals < 0:
@@ -318,6 +331,9 @@ type Adapter struct {
 	branchLocks map[string]*sync.Mutex // serialises EnsurePullRequest per head
 	waiters     map[string]map[chan struct{}]struct{}
 	early       map[string]struct{} // deployments observed before their wait
+
+	// mq follows the entries of GitHub's merge queues (mergequeue.go).
+	mq mergeQueues
 }
 
 var (

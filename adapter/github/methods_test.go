@@ -251,24 +251,3 @@ func TestShipThroughMergeabilityComputation(t *testing.T) {
 		t.Errorf("%d merge requests, %d merges; want 3 (one refused while computing) and 2", n, m)
 	}
 }
-
-// TestMergeQueueRequired: a base whose rulesets require GitHub's merge
-// queue reads blocked, the reason naming the merge queue, and a merge is
-// refused for good with GitHub's words.
-func TestMergeQueueRequired(t *testing.T) {
-	t.Parallel()
-	f := newFakeGitHubWith(t, githubtest.Options{EnforceBranchProtection: true})
-	f.SetRulesJSON("main", `{"type":"merge_queue","parameters":{"check_response_timeout_minutes":60,"grouping_strategy":"ALLGREEN","max_entries_to_build":5,"max_entries_to_merge":5,"merge_method":"MERGE","min_entries_to_merge":1,"min_entries_to_merge_wait_minutes":5},"ruleset_source_type":"Repository","ruleset_source":"acme/widgets","ruleset_id":42}`)
-	a := f.adapter(t, Config{})
-	pr := open(t, f, a, 1)
-	f.CheckRun(pr.HeadSHA, "build", "success")
-	r := readOne(t, a, lifecycle.ReadNow, pr)
-	if r.PullRequest.Mergeable != lifecycle.MergeabilityBlocked || !strings.Contains(r.PullRequest.BlockedReason, "merge queue") {
-		t.Errorf("reading: %q %q, want blocked naming the merge queue", r.PullRequest.Mergeable, r.PullRequest.BlockedReason)
-	}
-	_, err := a.Merge(t.Context(), lifecycle.MergeRequest{Ref: pr.PullRequestRef, ExpectedHeadSHA: pr.HeadSHA})
-	var refused *lifecycle.RefusedError
-	if !errors.As(err, &refused) || errors.Is(err, lifecycle.ErrTemporary) || !strings.Contains(refused.Message, "Changes must be made through the merge queue") {
-		t.Errorf("Merge = %v, want a final refusal with GitHub's words", err)
-	}
-}

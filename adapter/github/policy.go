@@ -36,6 +36,9 @@ type policy struct {
 	// rules' allowed_merge_methods; a required linear history leaves out
 	// merge commits), or nil when they restrict none.
 	methods []string
+	// mergeQueue says the rulesets require merging through GitHub's merge
+	// queue, which Merge uses (see mergeByQueue).
+	mergeQueue bool
 	// unmodelled are the requirements of the base the lifecycle does not
 	// model, in words for people ("conversations resolved"), in the order
 	// found.
@@ -64,7 +67,6 @@ func (p *policy) allowOnly(methods []string) {
 const (
 	reqConversations = "conversations resolved"
 	reqSignatures    = "signed commits"
-	reqMergeQueue    = "merging through GitHub's merge queue"
 	reqLocked        = "no change to the base at all (it is locked)"
 	reqRestricted    = "a merger among the people, teams and Apps allowed to push to the base"
 	reqUpdate        = "a merger allowed to bypass the rulesets that restrict updates of the base"
@@ -252,7 +254,7 @@ func rulePolicy(p *policy, r branchRule) {
 			p.require("successful deployments")
 		}
 	case "merge_queue":
-		p.require(reqMergeQueue)
+		p.mergeQueue = true
 	case "required_linear_history":
 		p.allowOnly([]string{"squash", "rebase"})
 	case "update":

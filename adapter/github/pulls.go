@@ -348,8 +348,11 @@ const rereadTimeout = 10 * time.Second
 // a *lifecycle.RefusedError with GitHub's message: not mergeable for a
 // reason of the pull request's own, and the refusals of branch protection
 // and rulesets (a review required, a code owner's review, a required
-// check, unresolved conversations, and a merge queue the base requires,
-// which the lifecycle does not use yet).
+// check, unresolved conversations).
+//
+// Into a base whose rulesets require GitHub's merge queue (as read, or as
+// GitHub's 405 "Changes must be made through the merge queue" says), the
+// pull request goes through the queue instead: see mergeByQueue.
 func (a *Adapter) Merge(ctx context.Context, req lifecycle.MergeRequest) (lifecycle.MergeResult, error) {
 	if err := a.checkRef(req.Ref); err != nil {
 		return lifecycle.MergeResult{}, err
@@ -358,6 +361,12 @@ func (a *Adapter) Merge(ctx context.Context, req lifecycle.MergeRequest) (lifecy
 	base, err := a.baseOf(ctx, req.Ref)
 	if err != nil {
 		return lifecycle.MergeResult{}, err
+	}
+	if a.queueFollowed(req.Ref.Number) {
+		return a.mergeByQueue(ctx, req, base, expected)
+	}
+	if pol, err := a.policy(ctx, base); err == nil && pol.mergeQueue {
+		return a.mergeByQueue(ctx, req, base, expected)
 	}
 	method, err := a.mergeMethod(ctx, base, "")
 	if err != nil {
@@ -400,8 +409,9 @@ func (a *Adapter) Merge(ctx context.Context, req lifecycle.MergeRequest) (lifecy
 			// budget is spent.
 			return lifecycle.MergeResult{}, &lifecycle.TemporaryError{Err: &lifecycle.RefusedError{Message: msg, Err: err}}
 		case strings.Contains(lmsg, "merge queue"):
-			return lifecycle.MergeResult{}, &lifecycle.RefusedError{Err: err,
-				Message: msg + " (the base requires GitHub's merge queue, which the lifecycle does not use yet)"}
+			// The rules read did not say it yet: GitHub's refusal does.
+			a.log.InfoContext(ctx, "GitHub requires its merge queue; merging through it", "pr", req.Ref.Number, "branch", base)
+			return a.mergeByQueue(ctx, req, base, expected)
 		case strings.Contains(lmsg, "not mergeable"):
 			if rerr == nil {
 				if why := ownReason(pr); why != "" {

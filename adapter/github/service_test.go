@@ -272,19 +272,78 @@ func TestShipHeadMismatch(t *testing.T) {
 	}
 }
 
-func TestShipRefusedKeepsGitHubsMessage(t *testing.T) {
+// TestShipThroughMergeQueue: six tasks ship into a base whose rulesets
+// require GitHub's merge queue: each is offered ship, enqueued by its
+// merge, followed while CI runs on its merge group, and lands; the ship
+// operation shows the wait meanwhile.
+func TestShipThroughMergeQueue(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, nil, nil)
-	task, sub := e.submitted(t)
-	e.shippable(t, task, sub)
-	e.f.Inject("PUT /pulls/{number}/merge", githubtest.Error(http.StatusMethodNotAllowed, "Repository rule violations found\n\nChanges must be made through the merge queue"))
-	op := e.ship(t, task, sub, lifecycle.ShipMergeOnly, nil)
-	if op.Status != lifecycle.ShipFailed || op.Error == nil || op.Error.Code != "merge_failed" || !strings.Contains(op.Error.Message, "Changes must be made through the merge queue") {
-		t.Fatalf("ship refused: %s %+v, want merge_failed with GitHub's message", op.Status, op.Error)
+	clock := fakeclock.New(time.Now())
+	// Each Merge follows its entry for two seconds of real time at most:
+	// the merge groups' CI is held back until a ship operation shows its
+	// wait in the queue.
+	e := newEnvWith(t, githubtest.Options{EnforceBranchProtection: true}, clock, func(c *lifecycle.Config) {
+		c.ShipLease, c.ProviderTimeout = time.Hour, 2*time.Second
+	})
+	e.f.SetRulesJSON("main", mergeQueueRule, requireBuild)
+	ctx := context.Background()
+	var ops []lifecycle.ShipOperation
+	var nums []int
+	for range 6 {
+		task, sub := e.submitted(t)
+		e.shippable(t, task, sub)
+		op, err := e.svc.Ship(ctx, task.ID, lifecycle.ShipParams{Mode: lifecycle.ShipMergeOnly, TargetEnvironment: lifecycle.EnvironmentStaging, ExpectedHeadSHA: *sub.HeadSHA,
+			Actor: lifecycle.Actor{ID: "user", Role: lifecycle.RoleUser}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ops, nums = append(ops, op), append(nums, sub.PRNumber)
 	}
-	// Final: not tried again.
-	if n := e.f.Calls(githubtest.RouteMerge); n != 1 || e.f.Merges() != 0 {
-		t.Errorf("%d merge requests, %d merges; want 1 and none", n, e.f.Merges())
+	sawWait := false
+	reported := map[string]bool{}
+	waitUntil(t, 60*time.Second, "the ship operations to finish", func() bool {
+		finished := 0
+		for i := range ops {
+			op, err := e.svc.ShipOperation(ctx, ops[i].OperationID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ops[i] = op
+			if op.Status != lifecycle.ShipQueued && op.Status != lifecycle.ShipRunning {
+				finished++
+			}
+			if op.Wait != nil && op.Wait.Reason == lifecycle.WaitMergeQueue {
+				sawWait = true
+			}
+		}
+		for _, n := range nums {
+			// CI runs on each merge group (the merge_group event).
+			if _, sha, ok := e.f.MergeGroup(n); ok && sawWait && !reported[sha] {
+				reported[sha] = true
+				e.f.CheckRun(sha, "build", "success")
+			}
+		}
+		if finished == len(ops) {
+			return true
+		}
+		clock.Advance(time.Second)
+		return false
+	})
+	for i, op := range ops {
+		if op.Status != lifecycle.ShipSucceeded {
+			t.Errorf("ship %d: %s %+v, want succeeded", i, op.Status, op.Error)
+		}
+	}
+	for _, n := range nums {
+		if p := e.f.pull(t, n); !p.Merged || e.f.Enqueues(n) != 1 {
+			t.Errorf("#%d: merged %v, %d enqueues; want merged through one entry", n, p.Merged, e.f.Enqueues(n))
+		}
+	}
+	if e.f.Merges() != 6 || e.f.Calls(githubtest.RouteMerge) != 0 {
+		t.Errorf("%d merges, %d REST merges; want 6 through the queue, none past it", e.f.Merges(), e.f.Calls(githubtest.RouteMerge))
+	}
+	if !sawWait {
+		t.Error("no ship operation showed its wait in the merge queue")
 	}
 }
 

@@ -336,15 +336,18 @@ type Server struct {
 	mergeMethods map[string]bool
 	// hideMergeSettings leaves them out of GET /repos/{owner}/{repo}.
 	hideMergeSettings bool
-	parsed            sync.Map // parsed GraphQL documents, see parse
-	parsedN           atomic.Int64
-	calls             sync.Map // route → *atomic.Int64
-	callTotal         atomic.Int64
-	conns             atomic.Int64
-	coreCharged       atomic.Int64
-	notModified       atomic.Int64
-	gqlQueries        atomic.Int64
-	gqlPoints         atomic.Int64
+	// mq is the merge queues of the branches whose rulesets require one
+	// (mergequeue.go).
+	mq          mergeQueues
+	parsed      sync.Map // parsed GraphQL documents, see parse
+	parsedN     atomic.Int64
+	calls       sync.Map // route → *atomic.Int64
+	callTotal   atomic.Int64
+	conns       atomic.Int64
+	coreCharged atomic.Int64
+	notModified atomic.Int64
+	gqlQueries  atomic.Int64
+	gqlPoints   atomic.Int64
 }
 
 // TB is what NewServer needs of a test: testing.TB has it, and so can a
@@ -751,7 +754,7 @@ func (s *Server) pullJSON(p *pull) *gh.PullRequest {
 		state = "closed"
 	}
 	out := &gh.PullRequest{
-		ID: gh.Int64(int64(p.Number) * 100003), Number: gh.Int(p.Number), State: gh.String(state), Title: gh.String(p.Title), Body: gh.String(p.Body),
+		ID: gh.Int64(int64(p.Number) * 100003), NodeID: gh.String(fmt.Sprintf("PR_kwDOAAAAKs%d", p.Number)), Number: gh.Int(p.Number), State: gh.String(state), Title: gh.String(p.Title), Body: gh.String(p.Body),
 		Draft: gh.Bool(p.Draft), Merged: gh.Bool(p.Merged), User: user("lifecycle-bot"),
 		HTMLURL:   gh.String(fmt.Sprintf("https://github.example/%s/%s/pull/%d", Owner, Repo, p.Number)),
 		URL:       gh.String(fmt.Sprintf("%srepos/%s/%s/pulls/%d", s.APIURL(), Owner, Repo, p.Number)),
@@ -1243,7 +1246,9 @@ func (s *Server) PushBy(branch, login string) string {
 			}
 		}
 		s.touch(p)
+		s.headMoved(p)
 	}
+	s.advanceQueues()
 	return sha
 }
 
@@ -1391,6 +1396,7 @@ func (s *Server) CheckRun(sha, name, conclusion string) {
 	c.CheckSuite = &gh.CheckSuite{ID: gh.Int64(su.id)}
 	s.runs[sha] = append(s.runs[sha], c)
 	s.settle(su)
+	s.advanceQueues()
 }
 
 // CompleteCheckRun completes the latest check run named name on sha with
@@ -1415,6 +1421,7 @@ func (s *Server) CompleteCheckRun(sha, name, conclusion string) bool {
 			s.settle(su)
 		}
 	}
+	s.advanceQueues()
 	return true
 }
 
@@ -1499,6 +1506,7 @@ func (s *Server) Status(sha, context, state string) {
 	t := s.tick()
 	s.statuses[sha] = append(s.statuses[sha], &gh.RepoStatus{ID: gh.Int64(s.id()), State: gh.String(state), Context: gh.String(context),
 		TargetURL: gh.String("https://ci.example.com/" + context), CreatedAt: &gh.Timestamp{Time: t}, UpdatedAt: &gh.Timestamp{Time: t}, Creator: user("ci-bot")})
+	s.advanceQueues()
 }
 
 // Review records login's review of pull request n at commit sha; state is

@@ -195,8 +195,15 @@ func (s *Server) graphql(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	op := doc.Operations.ForName(req.OperationName)
-	if op == nil || op.Operation != ast.Query {
-		fail(gqlError{Message: "The fake serves queries only"})
+	var root gqlObject = queryObj{}
+	switch {
+	case op == nil:
+		fail(gqlError{Message: "No operation named " + strconv.Quote(req.OperationName)})
+		return
+	case op.Operation == ast.Mutation:
+		root = mutationObj{} // the mutations of mergequeue.go
+	case op.Operation != ast.Query:
+		fail(gqlError{Message: "The fake serves queries and the mutations of the merge queue only"})
 		return
 	}
 	vars, err := validator.VariableValues(schema, op, req.Variables)
@@ -243,7 +250,7 @@ func (s *Server) graphql(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	data := &omap{}
-	e.collect(queryObj{}, op.SelectionSet, data, nil)
+	e.collect(root, op.SelectionSet, data, nil)
 	for _, p := range e.read {
 		s.computed(p)
 	}
@@ -595,6 +602,8 @@ func (repoObj) resolve(e *gqlExec, name string, args map[string]any) (any, *gqlE
 			return commitObj{sha: oid}, nil
 		}
 		return nil, nil
+	case "mergeQueue", "refs":
+		return e.s.resolveQueueRepo(e, name, args)
 	case "pullRequest":
 		n, _ := intArg(args["number"])
 		p, ok := e.s.pulls[n]
@@ -687,6 +696,8 @@ func (o prObj) resolve(e *gqlExec, name string, args map[string]any) (any, *gqlE
 		return nil, nil
 	case "statusCheckRollup":
 		return commitObj{sha: p.HeadSHA}.resolve(e, name, args)
+	case "isInMergeQueue", "mergeQueue", "mergeQueueEntry", "timelineItems":
+		return s.resolveQueuePR(e, p, name, args)
 	case "latestOpinionatedReviews":
 		var items []gqlObject
 		writersOnly, _ := args["writersOnly"].(bool)
