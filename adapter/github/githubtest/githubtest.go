@@ -30,6 +30,13 @@
 // drafts and mergeability, and with [Options.EnforceBranchProtection]
 // those of branch protection and rulesets.
 //
+// It models git (see gitdata.go): commits have parents and trees of files,
+// merges are three-way by file, and it serves the git refs and commits
+// endpoints and POST /repos/{owner}/{repo}/merges; a ref update that makes
+// a pull request's head reachable from its base merges the pull request,
+// as a push does at GitHub. [Server.PushFiles] makes a head changing the
+// files a test names.
+//
 // Tests change the repository as people, CI and deploy systems would
 // ([Server.Push], [Server.CheckRun], [Server.CheckSuite], [Server.Review],
 // [Server.DeploymentStatus], ...), set who may write
@@ -1323,8 +1330,9 @@ func (s *Server) PullRequests() int {
 	return len(s.pulls)
 }
 
-// Merges returns how many pull requests were merged, by the API or by
-// hand.
+// Merges returns how many pull requests were merged, by the API, by
+// hand, or by a ref update that made their head reachable from their
+// base.
 func (s *Server) Merges() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
