@@ -343,4 +343,27 @@
 // team's deploy system (a GitHub Actions workflow on the deployment event,
 // say) carries out, and waits until it posts a terminal deployment
 // status.
+//
+// # The lifecycle's merge queue
+//
+// The Adapter is a [lifecycle.QueueHost]: it carries the lifecycle's own
+// merge queue with GitHub's git database and merges APIs, and needs
+// contents write permission. [Adapter.BuildCandidate] points a queue
+// branch (such as lifecycle-queue/main/12) at the candidate's parent
+// (POST /repos/{owner}/{repo}/git/refs, or PATCH with force when it
+// exists) and merges each queued head into it with POST
+// /repos/{owner}/{repo}/merges, a merge commit per head titled "Title
+// (#12)"; a 409 there is a [*lifecycle.CandidateConflictError] naming
+// the head. The repository's CI tests the queue branch as any other push
+// ([Adapter.Checks] reads a candidate's checks as a head's).
+// [Adapter.AdvanceBranch] lands a passed candidate by a fast-forward of
+// the base (PATCH with force false), so the landed tree is the tested
+// one; GitHub then marks the pull requests whose heads the base now
+// contains merged. A refused fast-forward is told apart by reading the
+// base: already at the candidate (success), moved by something else
+// ([lifecycle.ErrBranchMoved]), or refused for another reason, such as
+// the base's rules requiring pull requests (a [*lifecycle.RefusedError]
+// with GitHub's message: the token must be allowed to push to the base).
+// [Adapter.NativeQueue] is true when the base's rulesets require GitHub's
+// own merge queue (a merge_queue rule), read with the base's policy.
 package github

@@ -305,8 +305,9 @@ func graphqlEndpoint(apiURL string) string {
 // Adapter runs pull requests, CI, reviews, deployments and webhooks of one
 // GitHub repository. It implements [lifecycle.ProviderAdapter],
 // [lifecycle.CIProvider], [lifecycle.ReviewDecider],
-// [lifecycle.BatchReader], [lifecycle.WebhookIntake], [lifecycle.Deployer]
-// and [lifecycle.DeploymentObserver]. It is safe for concurrent use.
+// [lifecycle.BatchReader], [lifecycle.WebhookIntake], [lifecycle.Deployer],
+// [lifecycle.DeploymentObserver] and [lifecycle.QueueHost]. It is safe for
+// concurrent use.
 type Adapter struct {
 	cfg     Config
 	client  *gh.Client

@@ -30,6 +30,13 @@
 // drafts and mergeability, and with [Options.EnforceBranchProtection]
 // those of branch protection and rulesets.
 //
+// It models git (see gitdata.go): commits have parents and trees of files,
+// merges are three-way by file, and it serves the git refs and commits
+// endpoints and POST /repos/{owner}/{repo}/merges; a ref update that makes
+// a pull request's head reachable from its base merges the pull request,
+// as a push does at GitHub. [Server.PushFiles] makes a head changing the
+// files a test names.
+//
 // Tests change the repository as people, CI and deploy systems would
 // ([Server.Push], [Server.CheckRun], [Server.CheckSuite], [Server.Review],
 // [Server.DeploymentStatus], ...), set who may write
@@ -302,6 +309,8 @@ type Server struct {
 	defaultBranch string
 	branches      map[string]string // name → head SHA
 	commits       map[string]bool   // every commit the repository has
+	objects       map[string]*gitCommit
+	conflictMemo  map[[2]string]bool // base and head commits → whether they conflict
 	pulls         map[int]*pull
 	nextNumber    int
 	nextID        int64
@@ -368,7 +377,7 @@ func NewServer(t TB, opts Options) *Server {
 	}
 	s := &Server{
 		opts: opts, now: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC), defaultBranch: "main",
-		branches: map[string]string{}, commits: map[string]bool{}, pulls: map[int]*pull{}, nextNumber: 1, nextID: 1000,
+		branches: map[string]string{}, commits: map[string]bool{}, objects: map[string]*gitCommit{}, conflictMemo: map[[2]string]bool{}, pulls: map[int]*pull{}, nextNumber: 1, nextID: 1000,
 		runs: map[string][]*gh.CheckRun{}, statuses: map[string][]*gh.RepoStatus{}, reviews: map[int][]*gh.PullRequestReview{},
 		protection: map[string]*gh.Protection{}, protectionErr: http.StatusNotFound, rules: map[string][]json.RawMessage{},
 		depStatuses: map[int64][]*gh.DeploymentStatus{}, faults: map[string][]Fault{}, installTokens: map[string]time.Time{},
@@ -378,7 +387,7 @@ func NewServer(t TB, opts Options) *Server {
 	if opts.MergeInfoPreview {
 		s.noPreview = gqlSchema(append(slices.Clone(opts.OmitFields), "PullRequest.mergeStateStatus")...)
 	}
-	s.branches["main"] = s.commit()
+	s.branches["main"] = s.commitOn(nil, map[string]string{"README.md": "# " + Repo + "\n"}, "Initial commit")
 	mux := http.NewServeMux()
 	s.routes(mux)
 	s.srv = httptest.NewUnstartedServer(mux)
@@ -683,6 +692,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 	h(RouteListDeployments, s.listDeployments)
 	h(RouteDeploymentStatuses, s.listDeploymentStatuses)
 	h(RouteCheckSuites, s.listCheckSuites)
+	s.gitRoutes(h)
 	for _, path := range []string{"/graphql", "/api/graphql"} {
 		mux.HandleFunc("POST "+path, s.serveGraphQL)
 	}
@@ -852,7 +862,7 @@ func (s *Server) createPull(w http.ResponseWriter, r *http.Request) {
 			writeFault(w, Error(422, "Validation Failed", map[string]string{"resource": "PullRequest", "field": "head", "code": "invalid"}))
 			return
 		}
-		s.branches[head] = s.commit()
+		s.branches[head] = s.pushCommit(head, req.GetBase())
 	}
 	for _, p := range s.pulls {
 		if p.Head == head && p.Base == req.GetBase() && !p.Closed && !p.Merged {
@@ -1231,7 +1241,7 @@ func (s *Server) Push(branch string) string { return s.PushBy(branch, "") }
 func (s *Server) PushBy(branch, login string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sha := s.commit()
+	sha := s.pushCommit(branch, "")
 	s.moveBranch(branch, sha)
 	for _, p := range s.pulls {
 		if p.Head != branch || p.Closed || p.Merged {
@@ -1266,7 +1276,7 @@ func (s *Server) MergeByHand(n int) string {
 // s.mu.
 func (s *Server) mergeLocked(p *pull) {
 	s.merges++
-	p.Merged, p.MergeCommitSHA = true, s.commit()
+	p.Merged, p.MergeCommitSHA = true, s.mergeCommit(s.branches[p.Base], p.HeadSHA, fmt.Sprintf("Merge pull request #%d from %s/%s", p.Number, Owner, p.Head))
 	s.touch(p)
 	s.moveBranch(p.Base, p.MergeCommitSHA)
 }
@@ -1325,8 +1335,9 @@ func (s *Server) PullRequests() int {
 	return len(s.pulls)
 }
 
-// Merges returns how many pull requests were merged, by the API or by
-// hand.
+// Merges returns how many pull requests were merged, by the API, by
+// hand, or by a ref update that made their head reachable from their
+// base.
 func (s *Server) Merges() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -310,7 +310,7 @@ func (s *Server) mergeView(p *pull) (mergeable, status string) {
 		return "UNKNOWN", "UNKNOWN"
 	case !p.mergeKnown:
 		return "UNKNOWN", "UNKNOWN"
-	case p.conflicting:
+	case p.conflicting || s.treeConflict(p):
 		return "CONFLICTING", "DIRTY"
 	}
 	r := s.rulesOf(p.Base)
@@ -378,7 +378,7 @@ func (s *Server) refusal(p *pull) *Fault {
 	switch {
 	case p.Draft:
 		return refuse("Pull Request is still a draft", mergeDoc)
-	case !p.mergeKnown || p.conflicting:
+	case !p.mergeKnown || p.conflicting || s.treeConflict(p):
 		return refuse("Pull Request is not mergeable", mergeDoc)
 	case !s.opts.EnforceBranchProtection:
 		return nil
