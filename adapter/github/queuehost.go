@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 
 	gh "github.com/google/go-github/v60/github"
@@ -42,7 +41,7 @@ func (a *Adapter) NativeQueue(ctx context.Context, repo lifecycle.RepoRef, base 
 	if err != nil {
 		return false, err
 	}
-	return slices.Contains(p.unmodelled, reqMergeQueue), nil
+	return p.mergeQueue, nil
 }
 
 // BranchHead returns the commit branch points to (GET
