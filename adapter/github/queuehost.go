@@ -154,6 +154,21 @@ func (a *Adapter) AdvanceBranch(ctx context.Context, req lifecycle.AdvanceReques
 	}
 	ctx = urgent(ctx)
 	to := strings.ToLower(req.To)
+	// GitHub's update checks only that the move is a fast-forward, not
+	// where the branch was: the branch is read first, so that a base
+	// moved since the candidate was planned is reported, not built on.
+	// A move between this read and the update is still a fast-forward to
+	// a tested commit that contains it.
+	switch at, err := a.branchHead(ctx, req.Branch); {
+	case errors.Is(err, lifecycle.ErrNotFound):
+		return fmt.Errorf("github: move branch %s from %s to %s: it does not exist: %w", req.Branch, req.From, req.To, lifecycle.ErrBranchMoved)
+	case err != nil:
+		return err
+	case at == to:
+		return nil
+	case at != strings.ToLower(req.From):
+		return fmt.Errorf("github: move branch %s from %s to %s: it is at %s: %w", req.Branch, req.From, req.To, at, lifecycle.ErrBranchMoved)
+	}
 	_, _, err := a.client.Git.UpdateRef(ctx, a.cfg.Owner, a.cfg.Repo, &gh.Reference{
 		Ref: gh.String("refs/heads/" + req.Branch), Object: &gh.GitObject{SHA: gh.String(req.To)},
 	}, false)
