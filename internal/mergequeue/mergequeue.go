@@ -883,11 +883,12 @@ const vettedRisk = 0.1
 // passed counts for less); an entry that did not merge before goes alone.
 func (s *State) nextBatch(cfg Config, waiting []*Entry) []*Entry {
 	pass := 1.0
+	quiet := s.quiet(cfg)
 	eligible := func(e *Entry) bool {
-		return e.Group == 0 && e.Candidate == 0 && (e.Vetted || e.After != 0)
+		return e.Group == 0 && e.Candidate == 0 && (e.Vetted || e.After != 0 || quiet)
 	}
 	target := cfg.TargetPass
-	if s.quiet(cfg) {
+	if quiet {
 		target = max(target, quietPass)
 	}
 	var batch []*Entry
@@ -1013,12 +1014,39 @@ func (s *State) plan(cfg Config, out []Action) []Action {
 		}
 		waiting := s.waiting(cfg)
 		spec := cfg.Speculation
-		if s.quiet(cfg) {
-			spec = max(spec, cfg.Depth/2) // small batches, which seldom fail
+		quiet := s.quiet(cfg)
+		if quiet {
+			spec = max(spec, cfg.Depth/2)
 		}
 		var batch []*Entry
 		if chain < spec && len(s.chainLen()) < 2*spec {
 			batch = s.nextBatch(cfg, waiting)
+		}
+		if quiet {
+			// New entries go straight into the landing chain, in small
+			// batches, so that most land after one run. The probes of a
+			// failed batch go first, on every run the chain does not
+			// need, so that its entries are judged in one round; no
+			// leaves: one would hold back the new entries the chain
+			// takes next.
+			reserve := 0
+			if len(batch) > 0 {
+				reserve = spec - chain
+			}
+			runs := max(free-reserve, 1)
+			g, parts := s.nextProbes(waiting, runs)
+			if len(parts) > 0 && (len(batch) == 0 || free > reserve || older(parts[0][0], batch[0], cfg)) {
+				for _, part := range parts[:min(len(parts), runs)] {
+					s.Stats.Probes++
+					s.add(Candidate{State: Pending, Probe: g}, nil, part)
+				}
+				continue
+			}
+			if len(batch) > 0 {
+				s.add(Candidate{State: Pending}, s.tip(), batch)
+				continue
+			}
+			break
 		}
 		g, parts := s.nextProbes(waiting, free)
 		// The chain's runs are kept for it while it has work, but a probe

@@ -89,6 +89,10 @@ func print(w io.Writer, r result) {
 	if r.changes > 0 {
 		flaky = float64(r.ejectedInnocent) / float64(r.changes)
 	}
+	use := 0.0
+	if span := r.end.Sub(r.start); span > 0 {
+		use = r.slotTime.Seconds() / (span.Seconds() * float64(r.slots))
+	}
 	if r.reworked > 0 {
 		requeued = float64(r.requeued) / float64(r.reworked)
 	}
@@ -103,4 +107,5 @@ func print(w io.Writer, r result) {
 	fmt.Fprintf(w, "reworked_requeued: %.2f\n", requeued)
 	fmt.Fprintf(w, "waiting_for_a_person: %d\n", r.waitingPerson)
 	fmt.Fprintf(w, "max_bisection_depth: %d\n", r.stats.MaxBisection)
+	fmt.Fprintf(w, "ci_slot_use: %.2f\n", use)
 }

@@ -44,6 +44,9 @@ const (
 	buildTime = 30 * time.Second
 	// ciJitter spreads CI durations by up to this share either way.
 	ciJitter = 0.1
+	// cancelTime is how long a cancelled run holds its slot: CI stops
+	// its jobs, which takes a while (the run still counts as a run).
+	cancelTime = time.Minute
 )
 
 // jobs are the simulated CI's jobs. A broken change fails one of them,
@@ -77,7 +80,11 @@ type result struct {
 	waitingPerson                               int
 	landings                                    []time.Time // in order
 	landedBy95                                  int
+	slotTime                                    time.Duration // CI slot time used
+	end                                         time.Time     // when the last change landed
 	changes                                     int
+	slots                                       int       // CI slots
+	start                                       time.Time // when the simulation began
 }
 
 // timed is an event of the simulation, at a time.
@@ -116,6 +123,8 @@ type run struct {
 	candidate int
 	sha       string
 	cancelled bool
+	done      bool      // it ended and freed its slot
+	started   time.Time // when it took its slot
 }
 
 // sim is the simulated host, CI and agents around the real queue.
@@ -142,6 +151,7 @@ type sim struct {
 	waiting     []*run // runs waiting for a slot
 	running     map[int]*run
 
+	trace      func(any) // when set, sees every event and action
 	res        result
 	lastLand   time.Time
 	brokenBase time.Time // when the base last became broken, or zero
@@ -149,6 +159,13 @@ type sim struct {
 
 // simulate runs the simulation to its end.
 func simulate(p params) result {
+	s := newSim(p)
+	s.run()
+	return s.res
+}
+
+// newSim returns a simulation of p, ready to run.
+func newSim(p params) *sim {
 	s := &sim{
 		p:           p,
 		rng:         rand.New(rand.NewPCG(p.seed, p.seed^0x9e3779b97f4a7c15)),
@@ -166,6 +183,12 @@ func simulate(p params) result {
 	s.base = base
 	s.q = mergequeue.New(base)
 	s.arrivals()
+	return s
+}
+
+// run runs the simulation to its end and fills in its result.
+func (s *sim) run() {
+	p := s.p
 	for s.tl.Len() > 0 {
 		ev := heap.Pop(&s.tl).(*timed)
 		s.now = ev.at
@@ -181,12 +204,12 @@ func simulate(p params) result {
 	}
 	s.res.stats = s.q.Stats
 	s.res.changes = p.changes
+	s.res.slots, s.res.start = p.ciSlots, s.start
 	for _, c := range s.changes {
 		if c.person {
 			s.res.waitingPerson++
 		}
 	}
-	return s.res
 }
 
 // at schedules fn at t.
@@ -239,6 +262,9 @@ func (s *sim) newCommit(changes map[string]string) string {
 
 // apply applies ev to the queue and carries out what it asks.
 func (s *sim) apply(ev mergequeue.Event) {
+	if s.trace != nil {
+		s.trace(ev)
+	}
 	for _, a := range s.q.Apply(s.cfg, s.now, ev) {
 		s.do(a)
 	}
@@ -246,14 +272,18 @@ func (s *sim) apply(ev mergequeue.Event) {
 
 // do carries out one action of the queue.
 func (s *sim) do(a mergequeue.Action) {
+	if s.trace != nil {
+		s.trace(a)
+	}
 	switch a := a.(type) {
 	case mergequeue.Build:
 		s.at(s.now.Add(buildTime), func() { s.build(a) })
 	case mergequeue.Test:
 		s.startRun(&run{candidate: a.Candidate, sha: a.SHA})
 	case mergequeue.Cancel:
-		if r := s.running[a.Candidate]; r != nil {
+		if r := s.running[a.Candidate]; r != nil && !r.cancelled {
 			r.cancelled = true
+			s.at(s.now.Add(cancelTime), func() { s.finishRun(r) })
 		}
 		for _, r := range s.waiting {
 			if r.candidate == a.Candidate {
@@ -273,6 +303,7 @@ func (s *sim) do(a mergequeue.Action) {
 		s.res.landed++
 		s.res.queueTimes = append(s.res.queueTimes, s.now.Sub(c.enqueued))
 		s.res.landings = append(s.res.landings, s.now)
+		s.res.end = s.now
 		s.lastLand = s.now
 	}
 }
@@ -325,6 +356,7 @@ func (s *sim) startRun(r *run) {
 	}
 	s.res.runs++
 	s.busy++
+	r.started = s.now
 	s.running[r.candidate] = r
 	d := float64(s.p.ciDuration) * (1 + ciJitter*(2*s.rng.Float64()-1))
 	s.at(s.now.Add(time.Duration(d)), func() { s.finishRun(r) })
@@ -333,7 +365,12 @@ func (s *sim) startRun(r *run) {
 // finishRun ends r, frees its slot for the next run waiting, and reports
 // its result unless it was cancelled.
 func (s *sim) finishRun(r *run) {
+	if r.done {
+		return // cancelled, and ended then
+	}
+	r.done = true
 	s.busy--
+	s.res.slotTime += s.now.Sub(r.started)
 	delete(s.running, r.candidate)
 	for len(s.waiting) > 0 && s.busy < s.p.ciSlots {
 		next := s.waiting[0]
