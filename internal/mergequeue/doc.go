@@ -13,9 +13,12 @@
 // Entries wait in queue order: hotfixes first, with aging, so that an
 // entry that has waited [Config.HotfixLead] longer than a hotfix goes
 // before it. A candidate is a batch of entries merged onto its parent (the
-// base branch, or another candidate) and tested by CI. New entries are
-// tested first as leaves: candidates built on the tip of the landing
-// chain, several at once, on which nothing is built. A leaf that passes
+// base branch, or another candidate) and tested by CI. When fewer entries
+// wait than a batch may hold, new entries go straight into the landing
+// chain, in small batches, up to half the CI runs, so that most land after
+// one run. When more wait, new entries are tested first as leaves:
+// candidates built on the tip of the landing chain, several at once, on
+// which nothing is built. A leaf that passes
 // while still on the tip joins the chain as it is, tested already; one
 // the chain has moved on from vets its entries, which join the chain in
 // large batches (they seldom fail); one that fails has its entries
@@ -37,7 +40,8 @@
 // seen, an average over the last entries judged; a vetted entry counts
 // for a tenth of it. When fewer entries wait than a batch may hold, the
 // queue is not loaded: batches aim to pass more often, the chain may
-// speculate deeper, and a failure behind another is judged at once.
+// speculate deeper, a failure behind another is judged at once, and the
+// probes of a failed batch take every run the chain does not need.
 //
 // # Conflicts
 //

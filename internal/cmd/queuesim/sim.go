@@ -81,6 +81,7 @@ type result struct {
 	landings                                    []time.Time // in order
 	landedBy95                                  int
 	slotTime                                    time.Duration // CI slot time used
+	maxBusy                                     int           // most CI runs at once
 	end                                         time.Time     // when the last change landed
 	changes                                     int
 	slots                                       int       // CI slots
@@ -356,6 +357,7 @@ func (s *sim) startRun(r *run) {
 	}
 	s.res.runs++
 	s.busy++
+	s.res.maxBusy = max(s.res.maxBusy, s.busy)
 	r.started = s.now
 	s.running[r.candidate] = r
 	d := float64(s.p.ciDuration) * (1 + ciJitter*(2*s.rng.Float64()-1))
