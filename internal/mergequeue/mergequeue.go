@@ -659,9 +659,16 @@ func (s *State) judge(id int, out []Action) []Action {
 	g := Group{ID: s.newID(), Depth: 1, Jobs: c.FailedJobs}
 	s.Stats.MaxBisection = max(s.Stats.MaxBisection, 1)
 	s.Groups = append(s.Groups, g)
+	// Entries a probe passed on the base are not suspected again when
+	// the batch holds others that were not: the failure is most likely
+	// theirs. A batch of vetted entries only is suspected whole.
+	fresh := slices.ContainsFunc(c.Entries, func(e string) bool { return !s.entry(e).Vetted })
 	for _, e := range c.Entries {
 		x := s.entry(e)
-		x.Candidate, x.Group, x.Vetted = 0, g.ID, false
+		x.Candidate = 0
+		if !fresh || !x.Vetted {
+			x.Group, x.Vetted = g.ID, false
+		}
 	}
 	return out
 }
