@@ -28,7 +28,8 @@
 //
 // # Failures
 //
-// A failed batch's entries are suspected together and tested by probes,
+// A failed batch's entries are suspected together (but for those a probe
+// passed already, when it holds others) and tested by probes,
 // candidates built on the base that never land: with CI runs to spare, the
 // batch is split into as many parts as there are runs, all tested at once;
 // with one, its first half (a failure then clears the other half, which

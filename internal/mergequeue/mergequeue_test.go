@@ -276,3 +276,46 @@ func TestRandomHistories(t *testing.T) {
 		})
 	}
 }
+
+// A failed batch of the chain suspects its new entries only; entries a
+// probe passed already are suspected again only when the batch held no
+// others.
+func TestJudgeSparesVetted(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name      string
+		vetted    []bool
+		suspected []bool
+	}{
+		{"new and vetted", []bool{true, false, true}, []bool{false, true, false}},
+		{"vetted only", []bool{true, true}, []bool{true, true}},
+		{"new only", []bool{false, false}, []bool{true, true}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s := New("base")
+			now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			cand := Candidate{ID: s.newID(), ParentSHA: "base", SHA: "c1", State: Testing}
+			for i, v := range c.vetted {
+				id := "e" + strconv.Itoa(i)
+				s.Entries = append(s.Entries, Entry{ID: id, Head: id, Since: now, Candidate: cand.ID, Vetted: v})
+				cand.Entries = append(cand.Entries, id)
+			}
+			s.Candidates = []Candidate{cand}
+			s.Apply(Config{}, now, Tested{Candidate: cand.ID, FailedJobs: []string{"unit"}})
+			if err := s.check(); err != nil {
+				t.Fatal(err)
+			}
+			for i, want := range c.suspected {
+				e := s.entry("e" + strconv.Itoa(i))
+				if got := e.Group != 0; got != want {
+					t.Errorf("e%d suspected: %v, want %v", i, got, want)
+				}
+				if !want && !e.Vetted {
+					t.Errorf("e%d, spared, is no longer vetted", i)
+				}
+			}
+		})
+	}
+}
