@@ -888,6 +888,8 @@ const vettedRisk = 0.1
 // chain: the first that wait, unsuspected, as many as pass together with
 // the chance aimed at, given the failure rate seen (an entry a probe
 // passed counts for less); an entry that did not merge before goes alone.
+// New entries are taken only when the queue is not loaded; else they are
+// tested as leaves first.
 func (s *State) nextBatch(cfg Config, waiting []*Entry) []*Entry {
 	pass := 1.0
 	quiet := s.quiet(cfg)
