@@ -13,9 +13,12 @@
 // Entries wait in queue order: hotfixes first, with aging, so that an
 // entry that has waited [Config.HotfixLead] longer than a hotfix goes
 // before it. A candidate is a batch of entries merged onto its parent (the
-// base branch, or another candidate) and tested by CI. New entries are
-// tested first as leaves: candidates built on the tip of the landing
-// chain, several at once, on which nothing is built. A leaf that passes
+// base branch, or another candidate) and tested by CI. When fewer entries
+// wait than a batch may hold, new entries go straight into the landing
+// chain, in small batches, up to half the CI runs, so that most land after
+// one run. When more wait, new entries are tested first as leaves:
+// candidates built on the tip of the landing chain, several at once, on
+// which nothing is built. A leaf that passes
 // while still on the tip joins the chain as it is, tested already; one
 // the chain has moved on from vets its entries, which join the chain in
 // large batches (they seldom fail); one that fails has its entries
@@ -25,7 +28,8 @@
 //
 // # Failures
 //
-// A failed batch's entries are suspected together and tested by probes,
+// A failed batch's entries are suspected together (but for those a probe
+// passed already, when it holds others) and tested by probes,
 // candidates built on the base that never land: with CI runs to spare, the
 // batch is split into as many parts as there are runs, all tested at once;
 // with one, its first half (a failure then clears the other half, which
@@ -37,7 +41,8 @@
 // seen, an average over the last entries judged; a vetted entry counts
 // for a tenth of it. When fewer entries wait than a batch may hold, the
 // queue is not loaded: batches aim to pass more often, the chain may
-// speculate deeper, and a failure behind another is judged at once.
+// speculate deeper, a failure behind another is judged at once, and the
+// probes of a failed batch take every run the chain does not need.
 //
 // # Conflicts
 //

@@ -659,9 +659,16 @@ func (s *State) judge(id int, out []Action) []Action {
 	g := Group{ID: s.newID(), Depth: 1, Jobs: c.FailedJobs}
 	s.Stats.MaxBisection = max(s.Stats.MaxBisection, 1)
 	s.Groups = append(s.Groups, g)
+	// Entries a probe passed on the base are not suspected again when
+	// the batch holds others that were not: the failure is most likely
+	// theirs. A batch of vetted entries only is suspected whole.
+	fresh := slices.ContainsFunc(c.Entries, func(e string) bool { return !s.entry(e).Vetted })
 	for _, e := range c.Entries {
 		x := s.entry(e)
-		x.Candidate, x.Group, x.Vetted = 0, g.ID, false
+		x.Candidate = 0
+		if !fresh || !x.Vetted {
+			x.Group, x.Vetted = g.ID, false
+		}
 	}
 	return out
 }
@@ -881,13 +888,16 @@ const vettedRisk = 0.1
 // chain: the first that wait, unsuspected, as many as pass together with
 // the chance aimed at, given the failure rate seen (an entry a probe
 // passed counts for less); an entry that did not merge before goes alone.
+// New entries are taken only when the queue is not loaded; else they are
+// tested as leaves first.
 func (s *State) nextBatch(cfg Config, waiting []*Entry) []*Entry {
 	pass := 1.0
+	quiet := s.quiet(cfg)
 	eligible := func(e *Entry) bool {
-		return e.Group == 0 && e.Candidate == 0 && (e.Vetted || e.After != 0)
+		return e.Group == 0 && e.Candidate == 0 && (e.Vetted || e.After != 0 || quiet)
 	}
 	target := cfg.TargetPass
-	if s.quiet(cfg) {
+	if quiet {
 		target = max(target, quietPass)
 	}
 	var batch []*Entry
@@ -1013,12 +1023,39 @@ func (s *State) plan(cfg Config, out []Action) []Action {
 		}
 		waiting := s.waiting(cfg)
 		spec := cfg.Speculation
-		if s.quiet(cfg) {
-			spec = max(spec, cfg.Depth/2) // small batches, which seldom fail
+		quiet := s.quiet(cfg)
+		if quiet {
+			spec = max(spec, cfg.Depth/2)
 		}
 		var batch []*Entry
 		if chain < spec && len(s.chainLen()) < 2*spec {
 			batch = s.nextBatch(cfg, waiting)
+		}
+		if quiet {
+			// New entries go straight into the landing chain, in small
+			// batches, so that most land after one run. The probes of a
+			// failed batch go first, on every run the chain does not
+			// need, so that its entries are judged in one round; no
+			// leaves: one would hold back the new entries the chain
+			// takes next.
+			reserve := 0
+			if len(batch) > 0 {
+				reserve = spec - chain
+			}
+			runs := max(free-reserve, 1)
+			g, parts := s.nextProbes(waiting, runs)
+			if len(parts) > 0 && (len(batch) == 0 || free > reserve || older(parts[0][0], batch[0], cfg)) {
+				for _, part := range parts[:min(len(parts), runs)] {
+					s.Stats.Probes++
+					s.add(Candidate{State: Pending, Probe: g}, nil, part)
+				}
+				continue
+			}
+			if len(batch) > 0 {
+				s.add(Candidate{State: Pending}, s.tip(), batch)
+				continue
+			}
+			break
 		}
 		g, parts := s.nextProbes(waiting, free)
 		// The chain's runs are kept for it while it has work, but a probe

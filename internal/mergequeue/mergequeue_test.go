@@ -77,10 +77,12 @@ type model struct {
 	now     time.Time
 	commits map[string]map[string]bool // SHA: the changes its tree holds
 	next    int
-	broken  map[string]bool // changes that fail any tree holding them
-	stale   map[string]bool // changes that do not merge onto anything
-	pending []Event         // answers not given yet
-	passed  map[string]bool // SHAs CI passed
+	broken  map[string]bool   // changes that fail any tree holding them
+	stale   map[string]bool   // changes that do not merge onto anything
+	partner map[string]string // a change another does not merge with, either way round
+	job     map[string]string // the job a broken change fails
+	pending []Event           // answers not given yet
+	passed  map[string]bool   // SHAs CI passed
 	landed  map[string]string
 	out     map[string]string // why each entry left: done, rework, removed
 }
@@ -88,7 +90,8 @@ type model struct {
 func newModel(t *testing.T, seed uint64, cfg Config) *model {
 	m := &model{t: t, rng: rand.New(rand.NewPCG(seed, 7)), cfg: cfg, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
 		commits: map[string]map[string]bool{}, broken: map[string]bool{}, stale: map[string]bool{},
-		passed: map[string]bool{}, landed: map[string]string{}, out: map[string]string{}}
+		passed: map[string]bool{}, landed: map[string]string{}, out: map[string]string{},
+		partner: map[string]string{}, job: map[string]string{}}
 	m.q = New(m.commit(map[string]bool{}))
 	return m
 }
@@ -104,9 +107,20 @@ func (m *model) commit(tree map[string]bool) string {
 func (m *model) apply(ev Event) {
 	m.t.Helper()
 	m.now = m.now.Add(time.Minute)
+	before := m.commits[m.q.Base]
 	actions := m.q.Apply(m.cfg, m.now, ev)
 	if err := m.q.check(); err != nil {
 		m.t.Fatalf("after %T%+v: %v", ev, ev, err)
+	}
+	if chain, probes := m.q.inFlight(); chain+probes > m.cfg.withDefaults().Depth {
+		m.t.Fatalf("after %T%+v: %d candidates in flight, more than the depth %d", ev, ev, chain+probes, m.cfg.withDefaults().Depth)
+	}
+	if _, ok := ev.(Landed); ok {
+		for id := range before {
+			if !m.commits[m.q.Base][id] {
+				m.t.Fatalf("landing %+v dropped %s, which the base held", ev, id)
+			}
+		}
 	}
 	for _, a := range actions {
 		switch a := a.(type) {
@@ -117,8 +131,10 @@ func (m *model) apply(ev Event) {
 			}
 			var ev Event
 			for _, h := range a.Heads {
-				if m.stale[h.Entry] {
-					ev = Conflict{Candidate: a.Candidate, Entry: h.Entry, Base: true}
+				p := m.partner[h.Entry]
+				if m.stale[h.Entry] || tree[p] {
+					onBase := m.stale[h.Entry] || m.commits[m.q.Base][p]
+					ev = Conflict{Candidate: a.Candidate, Entry: h.Entry, Base: onBase}
 					break
 				}
 				tree[h.Entry] = true
@@ -128,14 +144,25 @@ func (m *model) apply(ev Event) {
 			}
 			m.pending = append(m.pending, ev)
 		case Test:
-			pass := m.rng.Float64() > 0.03 // flaky
-			for id := range m.commits[a.SHA] {
-				pass = pass && !m.broken[id]
+			failed := map[string]bool{}
+			if m.rng.Float64() < 0.05 {
+				failed[jobs[m.rng.IntN(len(jobs))]] = true // flaky
 			}
-			if pass {
+			for id := range m.commits[a.SHA] {
+				if m.broken[id] {
+					failed[m.job[id]] = true
+				}
+			}
+			var failedJobs []string
+			for _, j := range jobs {
+				if failed[j] {
+					failedJobs = append(failedJobs, j)
+				}
+			}
+			if len(failedJobs) == 0 {
 				m.passed[a.SHA] = true
 			}
-			m.pending = append(m.pending, Tested{Candidate: a.Candidate, Passed: pass, FailedJobs: []string{"test"}})
+			m.pending = append(m.pending, Tested{Candidate: a.Candidate, Passed: len(failedJobs) == 0, FailedJobs: failedJobs})
 		case Land:
 			if !m.passed[a.To] {
 				m.t.Fatalf("landing %s, which CI did not pass", a.To)
@@ -161,7 +188,9 @@ func (m *model) apply(ev Event) {
 			if m.out[a.Entry] != "" {
 				m.t.Fatalf("entry %s sent back after %s", a.Entry, m.out[a.Entry])
 			}
-			if a.Reason == ReworkConflict && !m.stale[a.Entry] {
+			// A conflict with the base: it is stale, or its partner
+			// landed (the base's tree only grows).
+			if a.Reason == ReworkConflict && !m.stale[a.Entry] && !m.commits[m.q.Base][m.partner[a.Entry]] {
 				m.t.Fatalf("entry %s sent back for a conflict it does not have", a.Entry)
 			}
 			m.out[a.Entry] = "rework"
@@ -169,13 +198,16 @@ func (m *model) apply(ev Event) {
 	}
 }
 
+// jobs are the model CI's jobs.
+var jobs = []string{"build", "unit", "e2e"}
+
 // Random histories of entries, answers in any order, removals, pauses
 // and pushes to the base: the queue keeps its links, lands only commits
 // CI passed that hold no broken change, and every entry ends once: done,
 // sent back or removed.
 func TestRandomHistories(t *testing.T) {
 	t.Parallel()
-	for seed := range uint64(40) {
+	for seed := range uint64(200) {
 		t.Run(strconv.FormatUint(seed, 10), func(t *testing.T) {
 			t.Parallel()
 			m := newModel(t, seed, Config{Depth: 1 + int(seed%8), MaxBatch: 1 + int(seed%6)})
@@ -186,7 +218,15 @@ func TestRandomHistories(t *testing.T) {
 					id := "e" + strconv.Itoa(entries)
 					entries++
 					m.broken[id] = m.rng.IntN(10) == 0
+					m.job[id] = jobs[m.rng.IntN(len(jobs))]
 					m.stale[id] = m.rng.IntN(20) == 0
+					if entries > 1 && m.rng.IntN(10) == 0 {
+						// It does not merge with a recent entry.
+						p := "e" + strconv.Itoa(entries-2-m.rng.IntN(min(entries-1, 5)))
+						if m.partner[p] == "" {
+							m.partner[id], m.partner[p] = p, id
+						}
+					}
 					p := Normal
 					if m.rng.IntN(10) == 0 {
 						p = Hotfix
@@ -231,6 +271,49 @@ func TestRandomHistories(t *testing.T) {
 				}
 				if m.out[id] == "done" && m.broken[id] {
 					t.Errorf("broken entry %s landed", id)
+				}
+			}
+		})
+	}
+}
+
+// A failed batch of the chain suspects its new entries only; entries a
+// probe passed already are suspected again only when the batch held no
+// others.
+func TestJudgeSparesVetted(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name      string
+		vetted    []bool
+		suspected []bool
+	}{
+		{"new and vetted", []bool{true, false, true}, []bool{false, true, false}},
+		{"vetted only", []bool{true, true}, []bool{true, true}},
+		{"new only", []bool{false, false}, []bool{true, true}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s := New("base")
+			now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			cand := Candidate{ID: s.newID(), ParentSHA: "base", SHA: "c1", State: Testing}
+			for i, v := range c.vetted {
+				id := "e" + strconv.Itoa(i)
+				s.Entries = append(s.Entries, Entry{ID: id, Head: id, Since: now, Candidate: cand.ID, Vetted: v})
+				cand.Entries = append(cand.Entries, id)
+			}
+			s.Candidates = []Candidate{cand}
+			s.Apply(Config{}, now, Tested{Candidate: cand.ID, FailedJobs: []string{"unit"}})
+			if err := s.check(); err != nil {
+				t.Fatal(err)
+			}
+			for i, want := range c.suspected {
+				e := s.entry("e" + strconv.Itoa(i))
+				if got := e.Group != 0; got != want {
+					t.Errorf("e%d suspected: %v, want %v", i, got, want)
+				}
+				if !want && !e.Vetted {
+					t.Errorf("e%d, spared, is no longer vetted", i)
 				}
 			}
 		})

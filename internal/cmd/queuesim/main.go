@@ -5,12 +5,19 @@
 //	go run ./internal/cmd/queuesim -changes 1000 -ci-duration 20m -ci-slots 8 -failure-rate 0.05
 //
 // Changes arrive as a Poisson process (-arrivals-per-hour; 0: all at
-// once). A change is broken with chance -failure-rate: any tree holding it
-// fails CI. A CI run fails for nothing with chance -flake-rate. A change
-// conflicts with chance -conflict-rate: half of those do not merge onto
-// the base until rebased, the other half with a recent change. CI runs
-// last -ci-duration, ±10 %, at most -ci-slots at once; the queue keeps as
-// many candidates under test. The simulation is deterministic for a
+// once). A change is broken with chance -failure-rate: any tree holding
+// that version of it fails CI, on one job of five (build, lint, unit,
+// integration, e2e), always the same for the change. A CI run fails for
+// nothing with chance -flake-rate, on a job drawn at random (which may be
+// a broken change's job too). A change conflicts with chance
+// -conflict-rate: half of those do not merge onto the base until rebased,
+// the other half with a recent change (either way round). CI runs last
+// -ci-duration, ±10 %, at most -ci-slots at once (a run waits for a free
+// slot; a cancelled run frees its slot a minute later, and still counts as
+// a run); the queue keeps as many candidates under test. Trees hold the
+// versions of changes merged into them; a landing is checked against the
+// host's own base and the commits CI passed. The simulation runs the real
+// internal/mergequeue code on a virtual clock, and is deterministic for a
 // -seed.
 //
 // Agents answer rework as coding agents do: a conflict is rebased and
@@ -24,9 +31,10 @@
 //	ci_runs_per_landed   CI runs started (retries and runs of dropped candidates included) per change landed
 //	queue_time_p50/p95   time from a change's last entry into the queue to its landing
 //	red_main_minutes     minutes the base branch held a broken change
-//	landed_not_tested    landings whose tree was not the tree CI passed
+//	landed_not_tested    landings of a commit CI did not pass, or whose tree lost a change the base held
 //	flaky_ejections      share of the changes shipped that were sent back for failing checks without being broken
 //	reworked_requeued    share of changes sent back that their agent shipped again, with no person
+//	ci_slot_use          share of the CI slots' time used, until the last landing
 package main
 
 import (
@@ -89,6 +97,10 @@ func print(w io.Writer, r result) {
 	if r.changes > 0 {
 		flaky = float64(r.ejectedInnocent) / float64(r.changes)
 	}
+	use := 0.0
+	if span := r.end.Sub(r.start); span > 0 {
+		use = r.slotTime.Seconds() / (span.Seconds() * float64(r.slots))
+	}
 	if r.reworked > 0 {
 		requeued = float64(r.requeued) / float64(r.reworked)
 	}
@@ -103,4 +115,5 @@ func print(w io.Writer, r result) {
 	fmt.Fprintf(w, "reworked_requeued: %.2f\n", requeued)
 	fmt.Fprintf(w, "waiting_for_a_person: %d\n", r.waitingPerson)
 	fmt.Fprintf(w, "max_bisection_depth: %d\n", r.stats.MaxBisection)
+	fmt.Fprintf(w, "ci_slot_use: %.2f\n", use)
 }

@@ -44,14 +44,23 @@ const (
 	buildTime = 30 * time.Second
 	// ciJitter spreads CI durations by up to this share either way.
 	ciJitter = 0.1
+	// cancelTime is how long a cancelled run holds its slot: CI stops
+	// its jobs, which takes a while (the run still counts as a run).
+	cancelTime = time.Minute
 )
+
+// jobs are the simulated CI's jobs. A broken change fails one of them,
+// always the same; a flaky run fails one at random, which may be the
+// same job as a broken change's.
+var jobs = []string{"build", "lint", "unit", "integration", "e2e"}
 
 // change is one simulated change and the truth about it.
 type change struct {
 	id       string
-	broken   bool   // any tree that holds it fails CI
-	stale    bool   // it does not merge onto the base until rebased
-	partner  string // another change it does not merge with, or ""
+	broken   bool            // any tree that holds it fails CI
+	job      string          // the job it fails when broken
+	stale    bool            // it does not merge onto the base until rebased
+	partners map[string]bool // changes it does not merge with, either way round
 	hotfix   bool
 	rework   int       // rework rounds so far
 	enqueued time.Time // when it last entered the queue
@@ -71,7 +80,12 @@ type result struct {
 	waitingPerson                               int
 	landings                                    []time.Time // in order
 	landedBy95                                  int
+	slotTime                                    time.Duration // CI slot time used
+	maxBusy                                     int           // most CI runs at once
+	end                                         time.Time     // when the last change landed
 	changes                                     int
+	slots                                       int       // CI slots
+	start                                       time.Time // when the simulation began
 }
 
 // timed is an event of the simulation, at a time.
@@ -99,10 +113,10 @@ func (t *timeline) Pop() any {
 	return x
 }
 
-// commit is a simulated commit: the changes its tree holds.
+// commit is a simulated commit: the changes its tree holds, each at the
+// version (head) it was merged at.
 type commit struct {
-	changes map[string]bool
-	tree    string
+	changes map[string]string
 }
 
 // run is a CI run waiting for, or holding, a slot.
@@ -110,6 +124,8 @@ type run struct {
 	candidate int
 	sha       string
 	cancelled bool
+	done      bool      // it ended and freed its slot
+	started   time.Time // when it took its slot
 }
 
 // sim is the simulated host, CI and agents around the real queue.
@@ -124,14 +140,19 @@ type sim struct {
 	cfg     mergequeue.Config
 	q       *mergequeue.State
 	commits map[string]*commit
+	base    string // the host's base branch: its commit
 	nextSHA int
 	changes map[string]*change
 	order   []string // every change, in arrival order
 
-	busy    int    // CI slots in use
-	waiting []*run // runs waiting for a slot
-	running map[int]*run
+	passed map[string]bool // commits a CI run passed
+	// brokenHeads are the versions of changes that fail CI.
+	brokenHeads map[string]bool
+	busy        int    // CI slots in use
+	waiting     []*run // runs waiting for a slot
+	running     map[int]*run
 
+	trace      func(any) // when set, sees every event and action
 	res        result
 	lastLand   time.Time
 	brokenBase time.Time // when the base last became broken, or zero
@@ -139,20 +160,36 @@ type sim struct {
 
 // simulate runs the simulation to its end.
 func simulate(p params) result {
+	s := newSim(p)
+	s.run()
+	return s.res
+}
+
+// newSim returns a simulation of p, ready to run.
+func newSim(p params) *sim {
 	s := &sim{
-		p:       p,
-		rng:     rand.New(rand.NewPCG(p.seed, p.seed^0x9e3779b97f4a7c15)),
-		now:     time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
-		cfg:     p.queue,
-		commits: map[string]*commit{},
-		changes: map[string]*change{},
-		running: map[int]*run{},
+		p:           p,
+		rng:         rand.New(rand.NewPCG(p.seed, p.seed^0x9e3779b97f4a7c15)),
+		now:         time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+		cfg:         p.queue,
+		commits:     map[string]*commit{},
+		changes:     map[string]*change{},
+		running:     map[int]*run{},
+		passed:      map[string]bool{},
+		brokenHeads: map[string]bool{},
 	}
 	s.cfg.Depth = p.ciSlots
 	s.start = s.now
-	base := s.newCommit(map[string]bool{})
+	base := s.newCommit(map[string]string{})
+	s.base = base
 	s.q = mergequeue.New(base)
 	s.arrivals()
+	return s
+}
+
+// run runs the simulation to its end and fills in its result.
+func (s *sim) run() {
+	p := s.p
 	for s.tl.Len() > 0 {
 		ev := heap.Pop(&s.tl).(*timed)
 		s.now = ev.at
@@ -168,12 +205,12 @@ func simulate(p params) result {
 	}
 	s.res.stats = s.q.Stats
 	s.res.changes = p.changes
+	s.res.slots, s.res.start = p.ciSlots, s.start
 	for _, c := range s.changes {
 		if c.person {
 			s.res.waitingPerson++
 		}
 	}
-	return s.res
 }
 
 // at schedules fn at t.
@@ -191,11 +228,13 @@ func (s *sim) arrivals() {
 			gap := s.rng.ExpFloat64() / s.p.arrivalsPerHour
 			t = t.Add(time.Duration(gap * float64(time.Hour)))
 		}
-		c := &change{id: "c" + strconv.Itoa(i), broken: s.rng.Float64() < s.p.failureRate,
-			stale: s.rng.Float64() < s.p.conflictRate/2, hotfix: s.rng.Float64() < s.p.hotfixRate}
+		c := &change{id: "c" + strconv.Itoa(i), broken: s.rng.Float64() < s.p.failureRate, job: jobs[s.rng.IntN(len(jobs))],
+			stale: s.rng.Float64() < s.p.conflictRate/2, hotfix: s.rng.Float64() < s.p.hotfixRate, partners: map[string]bool{}}
 		if i > 0 && s.rng.Float64() < s.p.conflictRate/2 {
-			// It touches what a recent change touches.
-			c.partner = "c" + strconv.Itoa(max(0, i-1-s.rng.IntN(min(i, 20))))
+			// It touches what a recent change touches: neither merges
+			// onto a tree that holds the other.
+			other := s.changes["c"+strconv.Itoa(max(0, i-1-s.rng.IntN(min(i, 20))))]
+			c.partners[other.id], other.partners[c.id] = true, true
 		}
 		s.changes[c.id] = c
 		s.order = append(s.order, c.id)
@@ -206,28 +245,27 @@ func (s *sim) arrivals() {
 // enqueue ships c into the queue.
 func (s *sim) enqueue(c *change) {
 	c.enqueued = s.now
+	s.brokenHeads[head(c)] = c.broken
 	pr := mergequeue.Normal
 	if c.hotfix {
 		pr = mergequeue.Hotfix
 	}
-	s.apply(mergequeue.Add{Entry: mergequeue.Entry{ID: c.id, Head: c.id + "@" + strconv.Itoa(c.rework), Priority: pr}})
+	s.apply(mergequeue.Add{Entry: mergequeue.Entry{ID: c.id, Head: head(c), Priority: pr}})
 }
 
 // newCommit records a commit holding changes and returns its SHA.
-func (s *sim) newCommit(changes map[string]bool) string {
+func (s *sim) newCommit(changes map[string]string) string {
 	s.nextSHA++
 	sha := fmt.Sprintf("%040x", s.nextSHA)
-	ids := make([]string, 0, len(changes))
-	for id := range changes {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	s.commits[sha] = &commit{changes: changes, tree: fmt.Sprint(ids)}
+	s.commits[sha] = &commit{changes: changes}
 	return sha
 }
 
 // apply applies ev to the queue and carries out what it asks.
 func (s *sim) apply(ev mergequeue.Event) {
+	if s.trace != nil {
+		s.trace(ev)
+	}
 	for _, a := range s.q.Apply(s.cfg, s.now, ev) {
 		s.do(a)
 	}
@@ -235,14 +273,18 @@ func (s *sim) apply(ev mergequeue.Event) {
 
 // do carries out one action of the queue.
 func (s *sim) do(a mergequeue.Action) {
+	if s.trace != nil {
+		s.trace(a)
+	}
 	switch a := a.(type) {
 	case mergequeue.Build:
 		s.at(s.now.Add(buildTime), func() { s.build(a) })
 	case mergequeue.Test:
 		s.startRun(&run{candidate: a.Candidate, sha: a.SHA})
 	case mergequeue.Cancel:
-		if r := s.running[a.Candidate]; r != nil {
+		if r := s.running[a.Candidate]; r != nil && !r.cancelled {
 			r.cancelled = true
+			s.at(s.now.Add(cancelTime), func() { s.finishRun(r) })
 		}
 		for _, r := range s.waiting {
 			if r.candidate == a.Candidate {
@@ -255,10 +297,14 @@ func (s *sim) do(a mergequeue.Action) {
 		s.rework(a)
 	case mergequeue.Done:
 		c := s.changes[a.Entry]
+		if s.commits[s.base].changes[a.Entry] != head(c) || a.SHA != s.base {
+			panic(fmt.Sprintf("%s done in %s, which is not the base or does not hold it", a.Entry, a.SHA))
+		}
 		c.landed = true
 		s.res.landed++
 		s.res.queueTimes = append(s.res.queueTimes, s.now.Sub(c.enqueued))
 		s.res.landings = append(s.res.landings, s.now)
+		s.res.end = s.now
 		s.lastLand = s.now
 	}
 }
@@ -267,21 +313,40 @@ func (s *sim) do(a mergequeue.Action) {
 // not merge.
 func (s *sim) build(a mergequeue.Build) {
 	parent := s.commits[a.Parent]
-	tree := make(map[string]bool, len(parent.changes)+len(a.Heads))
-	for id := range parent.changes {
-		tree[id] = true
+	tree := make(map[string]string, len(parent.changes)+len(a.Heads))
+	for id, h := range parent.changes {
+		tree[id] = h
 	}
-	base := s.commits[s.q.Base]
+	base := s.commits[s.base]
 	for _, h := range a.Heads {
 		c := s.changes[h.Entry]
-		if c.stale || (c.partner != "" && tree[c.partner]) {
-			onBase := c.stale || base.changes[c.partner]
+		if h.SHA != head(c) {
+			panic(fmt.Sprintf("build of candidate %d merges %s at %s, not at its head %s", a.Candidate, h.Entry, h.SHA, head(c)))
+		}
+		if c.stale || conflicts(c, tree) {
+			onBase := c.stale || conflicts(c, base.changes)
 			s.apply(mergequeue.Conflict{Candidate: a.Candidate, Entry: h.Entry, Base: onBase})
 			return
 		}
-		tree[h.Entry] = true
+		tree[h.Entry] = h.SHA
 	}
 	s.apply(mergequeue.Built{Candidate: a.Candidate, SHA: s.newCommit(tree)})
+}
+
+// conflicts reports whether c does not merge onto a tree that holds
+// changes.
+func conflicts(c *change, tree map[string]string) bool {
+	for id := range c.partners {
+		if tree[id] != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// head returns the commit of c's latest version.
+func head(c *change) string {
+	return c.id + "@" + strconv.Itoa(c.rework)
 }
 
 // startRun runs r when a slot is free, else queues it.
@@ -292,6 +357,8 @@ func (s *sim) startRun(r *run) {
 	}
 	s.res.runs++
 	s.busy++
+	s.res.maxBusy = max(s.res.maxBusy, s.busy)
+	r.started = s.now
 	s.running[r.candidate] = r
 	d := float64(s.p.ciDuration) * (1 + ciJitter*(2*s.rng.Float64()-1))
 	s.at(s.now.Add(time.Duration(d)), func() { s.finishRun(r) })
@@ -300,7 +367,12 @@ func (s *sim) startRun(r *run) {
 // finishRun ends r, frees its slot for the next run waiting, and reports
 // its result unless it was cancelled.
 func (s *sim) finishRun(r *run) {
+	if r.done {
+		return // cancelled, and ended then
+	}
+	r.done = true
 	s.busy--
+	s.res.slotTime += s.now.Sub(r.started)
 	delete(s.running, r.candidate)
 	for len(s.waiting) > 0 && s.busy < s.p.ciSlots {
 		next := s.waiting[0]
@@ -314,41 +386,51 @@ func (s *sim) finishRun(r *run) {
 		s.res.wasted++
 		return
 	}
-	passed, jobs := true, []string(nil)
-	for id := range s.commits[r.sha].changes {
-		if s.changes[id].broken {
-			passed, jobs = false, []string{"test"}
-			break
+	failed := map[string]bool{}
+	for id, h := range s.commits[r.sha].changes {
+		if s.brokenHeads[h] {
+			failed[s.changes[id].job] = true
 		}
 	}
-	if passed && s.rng.Float64() < s.p.flakeRate {
-		passed, jobs = false, []string{"flaky-integration"}
+	if s.rng.Float64() < s.p.flakeRate {
+		failed[jobs[s.rng.IntN(len(jobs))]] = true
 	}
+	var failedJobs []string
+	for _, j := range jobs {
+		if failed[j] {
+			failedJobs = append(failedJobs, j)
+		}
+	}
+	passed := len(failedJobs) == 0
 	if passed {
 		s.res.passedRuns++
+		s.passed[r.sha] = true
 	} else {
 		s.res.failedRuns++
 	}
-	s.apply(mergequeue.Tested{Candidate: r.candidate, Passed: passed, FailedJobs: jobs})
+	s.apply(mergequeue.Tested{Candidate: r.candidate, Passed: passed, FailedJobs: failedJobs})
 }
 
 // land moves the base to a candidate's commit if it is still at From,
 // and checks that the landed tree is the tested one.
 func (s *sim) land(a mergequeue.Land) {
-	if s.q.Base != a.From {
-		s.apply(mergequeue.BaseMoved{SHA: s.q.Base})
+	if s.base != a.From {
+		s.apply(mergequeue.BaseMoved{SHA: s.base})
 		return
 	}
-	landed := s.commits[a.To]
-	tested := s.commits[a.To]
-	if landed.tree != tested.tree {
+	// The host moves the base to a.To: what lands is a.To's tree, which
+	// must be a tree CI passed, and must keep what the base held.
+	landed, old := s.commits[a.To], s.commits[s.base]
+	lost := false
+	for id, h := range old.changes {
+		lost = lost || landed.changes[id] != h
+	}
+	if landed == nil || !s.passed[a.To] || lost {
 		s.res.landedNotTested++
 	}
 	broken := false
-	for id := range landed.changes {
-		if s.changes[id].broken {
-			broken = true
-		}
+	for _, h := range landed.changes {
+		broken = broken || s.brokenHeads[h]
 	}
 	switch {
 	case broken && s.brokenBase.IsZero():
@@ -357,6 +439,7 @@ func (s *sim) land(a mergequeue.Land) {
 		s.res.redMain += s.now.Sub(s.brokenBase)
 		s.brokenBase = time.Time{}
 	}
+	s.base = a.To
 	s.apply(mergequeue.Landed{Candidate: a.Candidate})
 }
 
@@ -377,8 +460,12 @@ func (s *sim) rework(a mergequeue.Rework) {
 	wait := rebaseTime
 	if a.Reason == mergequeue.ReworkConflict {
 		c.stale = false
-		if c.partner != "" && s.changes[c.partner].landed {
-			c.partner = "" // rebased onto it
+		for id := range c.partners {
+			if s.changes[id].landed {
+				// Rebased onto it.
+				delete(c.partners, id)
+				delete(s.changes[id].partners, c.id)
+			}
 		}
 	} else {
 		wait = fixTime
