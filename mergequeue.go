@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/tasklifecycle/lifecycle/internal/httpapi"
@@ -170,12 +171,19 @@ func (d queueDomain) Task(ctx context.Context, taskID string) (Task, error) {
 	return d.s.store.Task(ctx, taskID)
 }
 
-func (d queueDomain) ShipLive(ctx context.Context, operationID string) (bool, error) {
+func (d queueDomain) EntryLive(ctx context.Context, taskID, operationID, head string) (bool, error) {
 	op, err := d.s.store.ShipOperation(ctx, operationID)
 	if errors.Is(err, ErrNotFound) {
 		return false, nil
 	}
-	return err == nil && (op.Status == ShipQueued || op.Status == ShipRunning), err
+	if err != nil || (op.Status != ShipQueued && op.Status != ShipRunning) {
+		return false, err
+	}
+	t, err := d.s.store.Task(ctx, taskID)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return err == nil && strings.EqualFold(deref(t.HeadSHA), head), err
 }
 
 func (d queueDomain) Emit(ctx context.Context, tx Tx, taskID string, data TaskMergeQueueData) error {

@@ -37,11 +37,14 @@ import (
 // (conditionally) only when they can matter: no check already keeps CI
 // from passing.
 func (a *Adapter) Checks(ctx context.Context, q lifecycle.CIQuery) (lifecycle.CIReport, error) {
-	if err := a.checkRef(q.PullRequest); err != nil {
+	err := a.checkRef(q.PullRequest)
+	if err != nil {
 		return lifecycle.CIReport{}, err
 	}
-	base, err := a.baseOf(ctx, q.PullRequest)
-	if err != nil {
+	var base string
+	if q.Candidate != nil {
+		base = q.Candidate.Base // a merge queue candidate is judged by its base's rules
+	} else if base, err = a.baseOf(ctx, q.PullRequest); err != nil {
 		return lifecycle.CIReport{}, err
 	}
 	latest := map[string]found{}

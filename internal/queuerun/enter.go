@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/tasklifecycle/lifecycle/internal/mergequeue"
 	"github.com/tasklifecycle/lifecycle/lifecycletype"
@@ -37,6 +38,7 @@ func (r *Runner) Enter(ctx context.Context, c Change, host lifecycletype.QueueHo
 	var (
 		res     lifecycletype.MergeResult
 		outcome *Outcome
+		moved   bool // the task's head moved
 		where   string
 		created bool
 	)
@@ -54,8 +56,25 @@ func (r *Runner) Enter(ctx context.Context, c Change, host lifecycletype.QueueHo
 		if err != nil {
 			return err
 		}
-		if o, ok := d.Outcomes[c.Task.ID]; ok && strings.EqualFold(o.Head, c.Head) {
+		if o, ok := d.Outcomes[c.Task.ID]; ok && strings.EqualFold(o.Head, c.Head) && o.OperationID == c.OperationID {
 			outcome = &o
+			return nil
+		}
+		// A head that moved since the ship was accepted is not queued:
+		// the ship fails as a merge at that head would.
+		t, err := tx.Task(ctx, c.Task.ID)
+		if err != nil {
+			return err
+		}
+		if t.HeadSHA == nil || !strings.EqualFold(*t.HeadSHA, c.Head) {
+			if d.entry(c.Task.ID) != nil {
+				d.Engine.Apply(r.cfg.Engine, now, mergequeue.Remove{ID: c.Task.ID})
+				if err := r.emit(ctx, tx, rec, d, "removed", []string{c.Task.ID}, nil); err != nil {
+					return err
+				}
+				return r.save(ctx, qtx, &rec, d, now, created)
+			}
+			moved = true
 			return nil
 		}
 		if e := d.entry(c.Task.ID); e == nil || !strings.EqualFold(e.Head, c.Head) {
@@ -72,21 +91,16 @@ func (r *Runner) Enter(ctx context.Context, c Change, host lifecycletype.QueueHo
 			}
 		}
 		where = d.where(c.Task.ID, rec.Base)
-		if err := d.encode(&rec); err != nil {
-			return err
-		}
-		rec.Version++
-		rec.UpdatedAt = lifecycletype.NewTimestamp(now)
-		if created {
-			return qtx.CreateMergeQueue(ctx, rec)
-		}
-		return qtx.UpdateMergeQueue(ctx, rec)
+		return r.save(ctx, qtx, &rec, d, now, created)
 	})
 	if errors.Is(err, lifecycletype.ErrConflict) && created {
 		return r.Enter(ctx, c, host) // another process created the queue meanwhile
 	}
 	if err != nil {
 		return res, fmt.Errorf("merge queue into %s: %w", c.Base, err)
+	}
+	if moved || (outcome == nil && where == "") {
+		return res, fmt.Errorf("merge queue into %s: the task's head is no longer %s: %w", c.Base, c.Head, lifecycletype.ErrHeadMismatch)
 	}
 	if outcome != nil {
 		if outcome.Rework != nil {
@@ -98,37 +112,17 @@ func (r *Runner) Enter(ctx context.Context, c Change, host lifecycletype.QueueHo
 	return res, &lifecycletype.TemporaryError{Reason: lifecycletype.WaitMergeQueue, RetryAfter: r.cfg.Poll, Err: errors.New(where)}
 }
 
-// Leave takes a task's change out of its queue, when its ship ended
-// without it landing. The driver would find it gone too, at its next
-// step; Leave makes it at once.
-func (r *Runner) Leave(ctx context.Context, c Change) error {
-	id := QueueID(c.Mode, lifecycletype.RepoRef{Owner: c.PullRequest.Owner, Repo: c.PullRequest.Repo}, c.Base)
-	return r.cfg.Update(ctx, func(tx lifecycletype.Tx, qtx lifecycletype.MergeQueueTx) error {
-		rec, err := qtx.MergeQueue(ctx, id)
-		if errors.Is(err, lifecycletype.ErrNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		d, err := decode(rec)
-		if err != nil {
-			return err
-		}
-		if d.entry(c.Task.ID) == nil {
-			return nil
-		}
-		d.Engine.Apply(r.cfg.Engine, r.cfg.Clock.Now(), mergequeue.Remove{ID: c.Task.ID})
-		if err := r.emit(ctx, tx, rec, d, "removed", []string{c.Task.ID}, nil); err != nil {
-			return err
-		}
-		if err := d.encode(&rec); err != nil {
-			return err
-		}
-		rec.Version++
-		rec.UpdatedAt = lifecycletype.NewTimestamp(r.cfg.Clock.Now())
-		return qtx.UpdateMergeQueue(ctx, rec)
-	})
+// save stores queue rec with d as its state: inserted when created.
+func (r *Runner) save(ctx context.Context, qtx lifecycletype.MergeQueueTx, rec *lifecycletype.MergeQueueRecord, d *Doc, now time.Time, created bool) error {
+	if err := d.encode(rec); err != nil {
+		return err
+	}
+	rec.Version++
+	rec.UpdatedAt = lifecycletype.NewTimestamp(now)
+	if created {
+		return qtx.CreateMergeQueue(ctx, *rec)
+	}
+	return qtx.UpdateMergeQueue(ctx, *rec)
 }
 
 // where says in words where an entry is.
@@ -235,12 +229,7 @@ func (r *Runner) SetPaused(ctx context.Context, id string, paused bool, why stri
 			if err := r.emit(ctx, tx, rec, d, change, ids, nil); err != nil {
 				return err
 			}
-			if err := d.encode(&rec); err != nil {
-				return err
-			}
-			rec.Version++
-			rec.UpdatedAt = lifecycletype.NewTimestamp(r.cfg.Clock.Now())
-			if err := qtx.UpdateMergeQueue(ctx, rec); err != nil {
+			if err := r.save(ctx, qtx, &rec, d, r.cfg.Clock.Now(), false); err != nil {
 				return err
 			}
 		}

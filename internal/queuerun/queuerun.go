@@ -24,9 +24,10 @@ type Domain interface {
 	Host(q lifecycletype.MergeQueueRecord) (lifecycletype.QueueHost, lifecycletype.CIProvider, error)
 	// Task reads a task.
 	Task(ctx context.Context, id string) (lifecycletype.Task, error)
-	// ShipLive reports whether a ship operation is still queued or
-	// running: an entry whose operation ended otherwise leaves the queue.
-	ShipLive(ctx context.Context, operationID string) (bool, error)
+	// EntryLive reports whether an entry still stands: its ship
+	// operation is queued or running, and its task's head is still the
+	// entry's. An entry that does not leaves the queue.
+	EntryLive(ctx context.Context, taskID, operationID, head string) (bool, error)
 	// Emit appends a task.merge_queue event about a task in tx.
 	Emit(ctx context.Context, tx lifecycletype.Tx, taskID string, data lifecycletype.TaskMergeQueueData) error
 }
@@ -120,7 +121,7 @@ func (r *Runner) Step(ctx context.Context, id string) error {
 	}
 	repo := lifecycletype.RepoRef{Owner: rec.Owner, Repo: rec.Repo}
 	for _, e := range d.Engine.Entries {
-		live, err := r.cfg.Domain.ShipLive(ctx, d.Meta[e.ID].OperationID)
+		live, err := r.cfg.Domain.EntryLive(ctx, e.ID, d.Meta[e.ID].OperationID, e.Head)
 		if err != nil {
 			return err
 		}
@@ -216,7 +217,7 @@ func (r *Runner) lease(ctx context.Context, id string) (lifecycletype.MergeQueue
 		if d, err = decode(rec); err != nil {
 			return err
 		}
-		if !d.busy() && len(d.Outcomes) == 0 {
+		if !d.busy() {
 			d = nil
 			return nil
 		}
@@ -475,13 +476,9 @@ func (r *Runner) apply(ctx context.Context, id, change string, ev any) (*Doc, er
 		if err := r.emit(ctx, tx, rec, d, change, subject, events); err != nil {
 			return err
 		}
-		if err := d.encode(&rec); err != nil {
-			return err
-		}
-		rec.Version++
-		rec.UpdatedAt = lifecycletype.NewTimestamp(now)
+		d.prune(now)
 		out = d
-		return qtx.UpdateMergeQueue(ctx, rec)
+		return r.save(ctx, qtx, &rec, d, now, false)
 	})
 	return out, err
 }
@@ -526,8 +523,7 @@ func (r *Runner) record(ctx context.Context, d *Doc, now time.Time, acts []merge
 	for i := range out {
 		l := &out[i]
 		m := d.Meta[l.id] // the entry is gone from the engine; its meta stays until prune
-		l.outcome.Head = m.Head
-		l.outcome.Since = m.Since
+		l.outcome.Head, l.outcome.Since, l.outcome.OperationID = m.Head, m.Since, m.OperationID
 		d.Outcomes[l.id] = l.outcome
 		r.cfg.Tel.QueueLeft(ctx, l.change, now.Sub(m.Since.Time))
 	}

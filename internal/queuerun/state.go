@@ -64,6 +64,9 @@ type Outcome struct {
 	Rework *lifecycletype.QueueRework `json:"rework,omitempty"`
 	// At is when it left.
 	At lifecycletype.Timestamp `json:"at"`
+	// OperationID is the ship operation that entered it: only that
+	// operation reads the outcome; a later ship enters anew.
+	OperationID string `json:"operationId"`
 	// Since is when it entered.
 	Since lifecycletype.Timestamp `json:"since"`
 }
