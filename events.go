@@ -209,7 +209,8 @@ func (s *Service) appendTaskEvent(ctx context.Context, tx Tx, ev taskEvent, befo
 		data = TaskReviewedData{EventData: common, ReviewOutcome: ev.reviewOutcome, Reviewer: ev.actor}
 	case EventTaskShipped:
 		common.Links.ShipOperation = s.link("/ship-operations/" + ev.operationID)
-		data = TaskShippedData{EventData: common, ShipStatus: ev.shipStatus, OperationID: ev.operationID, TargetEnvironment: ev.environment}
+		data = TaskShippedData{EventData: common, ShipStatus: ev.shipStatus, OperationID: ev.operationID, TargetEnvironment: ev.environment,
+			ReworkReason: after.ReworkReason()}
 	default:
 		return fmt.Errorf("task %s: unknown event type %q", after.ID, ev.typ)
 	}

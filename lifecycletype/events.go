@@ -146,6 +146,10 @@ type TaskShippedData struct {
 	OperationID string `json:"operationId"`
 	// TargetEnvironment is "staging" or "production".
 	TargetEnvironment Environment `json:"targetEnvironment"`
+	// ReworkReason says why the task offers start for rework once the
+	// operation failed (the merge queue sent the change back:
+	// checks_failed or merge_conflict), or is empty (and left out).
+	ReworkReason string `json:"reworkReason,omitempty"`
 }
 
 // TaskAwaitingUserData is the data of a task.awaiting_user event.
