@@ -84,9 +84,17 @@ func TestConsoleBrowserMergeQueue(t *testing.T) {
 		qs := e.queues()
 		return len(qs) == 1 && len(qs[0].Entries) == 2 && e.candidateChecking()
 	})
-	live := fmt.Sprintf(`(%s).replace(/:[a-z]+/g, "") === "ENG-1@1,ENG-2@2"`, queueEntries)
-	p.waitFor(live, 10*time.Second)
-	r.waitFor(live, 10*time.Second)
+	// The ships run at once: either may have entered first.
+	var order []string
+	for _, en := range e.queues()[0].Entries {
+		order = append(order, fmt.Sprintf("%s@%d", en.TaskIdentifier, en.Position))
+	}
+	live := fmt.Sprintf(`(%s).replace(/:[a-z]+/g, "") === %q`, queueEntries, strings.Join(order, ","))
+	for _, pg := range []*cdpPage{p, r} {
+		if !pg.await(live, 10*time.Second) {
+			t.Fatalf("the queues view lists %q, want %q", value[string](pg, queueEntries), strings.Join(order, ","))
+		}
+	}
 	// The checks' progress comes with no event: Refresh reads it.
 	var want string
 	matched := false
@@ -108,7 +116,9 @@ func TestConsoleBrowserMergeQueue(t *testing.T) {
 		t.Errorf("the queue's title reads %q", got)
 	}
 	// The board shows where each waits.
-	p.waitFor(fmt.Sprintf(`document.querySelector('.card[data-task-id=%q] .badge[data-queue-id]')?.textContent.startsWith("queue #1")`, idA), 5*time.Second)
+	for _, en := range e.queues()[0].Entries {
+		p.waitFor(fmt.Sprintf(`document.querySelector('.card[data-task-id=%q] .badge[data-queue-id]')?.textContent.startsWith("queue #%d")`, en.TaskID, en.Position), 5*time.Second)
+	}
 
 	// A task in the queue opens its timeline, with its queue events.
 	p.click(fmt.Sprintf(`#queues tr.entry[data-task-id=%q] .task-link`, idA))
