@@ -1,8 +1,9 @@
 // Package console is the operator console of a [lifecycle.Service]: one
 // page, with its script and style embedded in the binary, that shows the
 // tasks on a board by status, updated live from the event stream, a
-// task's timeline, and the webhook subscriptions with their deliveries and
-// controls (replay, retry, enable). It is built on the Service's exported
+// task's timeline, the merge queues (their entries, candidates and checks,
+// updated live, with pause and resume), and the webhook subscriptions
+// with their deliveries and controls (replay, retry, enable). It is built on the Service's exported
 // API only, and served only where the host mounts it, under any prefix:
 //
 //	con, err := console.New(svc, store, console.Config{})
@@ -210,6 +211,9 @@ func (c *Console) build() {
 	mux.Handle("DELETE /session", c.svc.ServeFunc(c.handleSignOut))
 	mux.Handle("GET /board", c.svc.ServeFunc(c.handleBoard))
 	mux.Handle("GET /timeline/{id}", c.svc.ServeFunc(c.handleTimeline))
+	mux.Handle("GET /queues", c.svc.ServeFunc(c.handleQueues))
+	mux.Handle("POST /queues/{id}/pause", c.svc.ServeFunc(c.handlePauseQueue))
+	mux.Handle("POST /queues/{id}/resume", c.svc.ServeFunc(c.handleResumeQueue))
 	mux.HandleFunc("/api/", c.serveAPI)
 	mux.Handle("/", c.svc.ServeFunc(func(w http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("no such console page: %s %s: %w", r.Method, r.URL.Path, lifecycle.ErrNotFound)

@@ -1,6 +1,6 @@
 "use strict";
-// The operator console's page: sign-in, the live board, a task's timeline
-// and the webhook subscriptions. Every value the server sends is put in the
+// The operator console's page: sign-in, the live board, a task's timeline,
+// the merge queues and the webhook subscriptions. Every value the server sends is put in the
 // DOM as text (textContent, createElement), never parsed as HTML; the API
 // key typed in is sent once and never kept.
 (() => {
@@ -13,7 +13,9 @@
     ["cancelled", "Cancelled"],
   ];
   const STATUS_LABEL = new Map(STATUSES);
-  const EVENT_TYPES = ["task.updated", "task.reviewed", "task.shipped", "task.awaiting_user"];
+  const EVENT_TYPES = ["task.updated", "task.reviewed", "task.shipped", "task.awaiting_user", "task.merge_queue"];
+  const QUEUE_EVENT = "task.merge_queue";
+  const QUEUES_EVERY_MS = 500; // the merge queues are read at most this often
   const PAGE = 100; // cards a column shows at first, and more per "show more"
   const MAX_IDS = 100; // task IDs per board?id= request, the console's limit
   const DELIVERIES = 20; // recent deliveries shown per subscription
@@ -111,6 +113,12 @@
     shownOnce: false,
     subs: new Map(), // subscription ID -> its rendered parts
     webhooksTimer: 0,
+    queues: new Map(), // merge queue ID -> its rendered parts
+    queued: new Map(), // task ID -> {queueId, key, label, state}: its change waits in a merge queue
+    queuesTimer: 0,
+    queuesLoading: false,
+    queuesDirty: false, // a change arrived while the queues were being read
+    queuesReadAt: -Infinity, // performance.now() of the last read
   };
 
   // api calls the console at path (relative to the page) and returns the
@@ -156,6 +164,7 @@
   function showSignIn(message) {
     $("sign-in").hidden = false;
     $("board-view").hidden = true;
+    $("queues-view").hidden = true;
     $("webhooks-view").hidden = true;
     $("timeline").hidden = true;
     $("nav").hidden = true;
@@ -188,7 +197,14 @@
     closeStream();
     clearTimeout(state.flushTimer);
     clearTimeout(state.webhooksTimer);
+    clearTimeout(state.queuesTimer);
     state.flushTimer = 0;
+    state.queuesTimer = 0;
+    state.queuesLoading = false;
+    state.queuesDirty = false;
+    state.queuesReadAt = -Infinity;
+    state.queues.clear();
+    state.queued.clear();
     state.pending.clear();
     state.cards.clear();
     state.nodes.clear();
@@ -202,6 +218,8 @@
     $("board").replaceChildren();
     $("total").textContent = "";
     $("subscriptions").replaceChildren();
+    $("queues").replaceChildren();
+    $("queues-status").textContent = "";
     $("timeline-body").replaceChildren();
     setLive("off", "offline");
     showSignIn(message);
@@ -242,15 +260,20 @@
 
   // ---- Views ----
 
+  const VIEWS = ["board", "queues", "webhooks"];
+
   function route() {
     if (!state.session) return;
-    const webhooks = location.hash === "#webhooks";
-    $("board-view").hidden = webhooks;
-    $("webhooks-view").hidden = !webhooks;
-    $(webhooks ? "nav-webhooks" : "nav-board").setAttribute("aria-current", "page");
-    $(webhooks ? "nav-board" : "nav-webhooks").removeAttribute("aria-current");
+    const hash = location.hash.slice(1);
+    const view = VIEWS.includes(hash) ? hash : "board";
+    for (const v of VIEWS) {
+      $(`${v}-view`).hidden = v !== view;
+      if (v === view) $(`nav-${v}`).setAttribute("aria-current", "page");
+      else $(`nav-${v}`).removeAttribute("aria-current");
+    }
     clearTimeout(state.webhooksTimer);
-    if (webhooks) loadWebhooks();
+    if (view === "webhooks") loadWebhooks();
+    if (view === "queues") loadQueues();
   }
 
   // ---- Board ----
@@ -327,6 +350,8 @@
     if (c.ci && c.ci !== "none") badges.append(badge("ci", c.ci, `CI ${words(c.ci)}`));
     if (c.prUrl || c.headSha) badges.append(badge("review", c.review, reviewLabel(c.review)));
     if (c.shipping) badges.append(badge("ship", "running", "shipping"));
+    const q = state.queued.get(c.id);
+    if (q) badges.append(el("span", { class: `badge queue-${q.state}`, "data-queue-id": q.queueId, title: q.title }, q.label));
     const li = el("li", { class: "card", "data-task-id": c.id, "data-status": c.status }, head, title, meta);
     if (badges.childElementCount) li.append(badges);
     if (c.blocker) li.append(el("p", { class: "blocker" }, "Blocked: ", el("span", {}, c.blocker)));
@@ -463,6 +488,7 @@
     markShown();
     openStream(res.cursor);
     if (state.timelineID) queueTimeline();
+    scheduleQueues(); // changes missed while the stream was away
   }
 
   function setLive(kind, text) {
@@ -513,8 +539,12 @@
     }
     const id = env && env.data && env.data.taskId;
     if (typeof id !== "string") return;
-    state.pending.add(id);
-    scheduleFlush(0);
+    if (m.type === QUEUE_EVENT) {
+      scheduleQueues(); // the task itself did not change
+    } else {
+      state.pending.add(id);
+      scheduleFlush(0);
+    }
     if (id === state.timelineID) queueTimeline();
   }
 
@@ -683,6 +713,12 @@
     if (d.actor) meta.push(`by ${actorText(d.actor)}`);
     if (d.reviewOutcome) meta.push(`${words(d.reviewOutcome)} by ${actorText(d.reviewer)}`);
     if (d.shipStatus) meta.push(`ship ${d.shipStatus} (${d.targetEnvironment})`);
+    if (d.change && d.queue) {
+      const q = d.queue;
+      meta.push(`merge queue of ${q.repository} into ${q.base}: ${words(d.change)}` +
+        (q.position ? `, position ${q.position} of ${q.entries}` : "") + (q.paused ? " (paused)" : "") +
+        (q.landedSha ? `, landed in ${shortSHA(q.landedSha)}` : ""));
+    }
     if (d.blocker) meta.push(`blocker ${d.blocker.reason}: ${d.blocker.actionRequired}`);
     // A creation changes every field it sets: listing them says nothing.
     if (d.previousStatus !== null && Array.isArray(d.changedFields) && d.changedFields.length) meta.push(`changed ${d.changedFields.join(", ")}`);
@@ -746,6 +782,240 @@
       ]),
       op.error ? el("p", { class: "error" }, el("code", {}, op.error.code), " ", op.error.message) : null,
       op.wait ? el("p", { class: "muted" }, el("code", {}, op.wait.reason), " ", op.wait.message, " ", timeEl(op.wait.until)) : null);
+  }
+
+  // ---- Merge queues ----
+
+  const canShip = () => !!(state.session && Array.isArray(state.session.scopes) && state.session.scopes.includes("ship:write"));
+
+  // scheduleQueues reads the merge queues again soon: at most once every
+  // QUEUES_EVERY_MS, however many task.merge_queue events arrive, and
+  // once more after a read that changes arrived during.
+  function scheduleQueues() {
+    if (!state.session) return;
+    if (state.queuesLoading) {
+      state.queuesDirty = true;
+      return;
+    }
+    if (state.queuesTimer) return;
+    const wait = Math.max(0, state.queuesReadAt + QUEUES_EVERY_MS - performance.now());
+    state.queuesTimer = setTimeout(loadQueues, wait);
+  }
+
+  async function loadQueues() {
+    clearTimeout(state.queuesTimer);
+    state.queuesTimer = 0;
+    if (!state.session) return;
+    if (state.queuesLoading) {
+      state.queuesDirty = true;
+      return;
+    }
+    const gen = state.generation;
+    state.queuesLoading = true;
+    state.queuesDirty = false;
+    state.queuesReadAt = performance.now();
+    const status = $("queues-status");
+    try {
+      const res = await api("GET", "queues");
+      if (gen !== state.generation) return;
+      renderQueues(res.data);
+      markQueued(res.data);
+      status.textContent = `${res.data.length} queue${res.data.length === 1 ? "" : "s"}, read ${timeFormat.format(new Date())}`;
+    } catch (e) {
+      if (gen !== state.generation) return;
+      if (e.status !== 401) status.textContent = `The merge queues could not be read: ${e.message}`;
+    } finally {
+      if (gen === state.generation) state.queuesLoading = false;
+    }
+    if (gen === state.generation && state.queuesDirty) scheduleQueues();
+  }
+
+  function renderQueues(list) {
+    const seen = new Set();
+    const nodes = [];
+    for (const q of list) {
+      seen.add(q.id);
+      let parts = state.queues.get(q.id);
+      if (!parts) {
+        parts = buildQueue(q.id);
+        state.queues.set(q.id, parts);
+      }
+      updateQueue(parts, q);
+      nodes.push(parts.node);
+    }
+    for (const id of state.queues.keys()) if (!seen.has(id)) state.queues.delete(id);
+    if (list.length === 0) {
+      nodes.push(el("p", { class: "muted" }, "No merge queues. A queue appears when a change is shipped through the lifecycle's merge queue (Config.MergeQueue)."));
+    }
+    reconcile($("queues"), nodes);
+  }
+
+  // buildQueue builds the parts of a queue that stay while it is
+  // refreshed (so a reason being typed is not lost).
+  function buildQueue(id) {
+    const p = { id };
+    p.title = el("h3", { class: "queue-title" });
+    p.status = el("span", { class: "queue-status" });
+    p.reason = el("p", { class: "pause-reason" });
+    p.result = el("p", { class: "result", role: "status" });
+    const inputID = `pause-reason-${id}`;
+    p.why = el("input", { id: inputID, type: "text", class: "why-input", maxlength: "1000", autocomplete: "off", placeholder: "optional" });
+    p.pause = el("button", { type: "button", class: "pause" }, "Pause");
+    p.pause.addEventListener("click", () => pauseQueue(p));
+    p.resume = el("button", { type: "button", class: "resume" }, "Resume");
+    p.resume.addEventListener("click", () => resumeQueue(p));
+    p.pauseControls = el("span", { class: "controls" }, el("label", { for: inputID }, "Pause reason"), p.why, p.pause);
+    p.controls = el("div", { class: "controls" }, p.pauseControls, p.resume);
+    p.stats = el("dl", { class: "stats" });
+    p.entries = el("div", { class: "entries" });
+    p.candidates = el("div", { class: "candidates" });
+    p.node = el("article", { class: "queue", "data-queue-id": id },
+      el("header", { class: "queue-head" }, p.title, p.status), p.reason, p.controls, p.result, p.stats, p.entries, p.candidates);
+    return p;
+  }
+
+  // taskLink is a button that opens a task's timeline.
+  function taskLink(taskID, identifier) {
+    const card = state.cards.get(taskID);
+    return el("button", { type: "button", class: "task-link", "data-task-id": taskID, title: card ? card.title : "Open the timeline" },
+      identifier || (card && card.identifier) || taskID);
+  }
+
+  function updateQueue(p, q) {
+    p.node.dataset.paused = String(!!q.paused);
+    p.title.textContent = `${q.repository} into ${q.base}`;
+    p.status.replaceChildren(q.paused ? badge("queue", "paused", "paused") : badge("queue", "running", "running"));
+    p.reason.textContent = q.paused ? `Paused: ${q.pauseReason || "no reason given"}` : "";
+    p.reason.hidden = !q.paused;
+    p.controls.hidden = !canShip();
+    p.pauseControls.hidden = !!q.paused;
+    p.resume.hidden = !q.paused;
+
+    const s = q.stats || {};
+    const stats = [
+      ["landed", "Landed", s.landed],
+      ["ciRuns", "CI runs", s.ciRuns],
+      ["batches", "Batches", s.batches],
+      ["failedBatches", "Failed batches", s.failedBatches],
+      ["bisections", "Bisections", s.bisections],
+      ["reworked", "Reworked", s.reworked],
+      ["flakyBatches", "Flaky batches", s.flakyBatches],
+      ["failRate", "Fail rate", typeof s.failRate === "number" ? `${Math.round(s.failRate * 100)}%` : null],
+    ];
+    const statNodes = [];
+    for (const [key, label, v] of stats) {
+      if (v === null || v === undefined) continue;
+      statNodes.push(el("div", { class: "stat", "data-stat": key }, el("dt", {}, label), el("dd", {}, String(v))));
+    }
+    statNodes.push(el("div", { class: "stat" }, el("dt", {}, "Base"), el("dd", {}, q.baseSha ? el("code", { title: q.baseSha }, shortSHA(q.baseSha)) : "—")));
+    statNodes.push(el("div", { class: "stat" }, el("dt", {}, "Updated"), el("dd", {}, timeEl(q.updatedAt))));
+    p.stats.replaceChildren(...statNodes);
+
+    const idents = new Map();
+    for (const e of q.entries) idents.set(e.taskId, e.taskIdentifier);
+    if (q.entries.length === 0) {
+      p.entries.replaceChildren(el("p", { class: "muted" }, "No changes in the queue."));
+    } else {
+      const rows = q.entries.map((e) => el("tr", { class: "entry", "data-task-id": e.taskId, "data-state": e.state },
+        el("td", { class: "num" }, String(e.position)),
+        el("td", {}, taskLink(e.taskId, e.taskIdentifier)),
+        el("td", {}, badge("entry", e.state, e.state)),
+        el("td", {}, e.priority === "hotfix" ? badge("prio", "hotfix", "hotfix") : el("span", { class: "muted" }, e.priority)),
+        el("td", {}, e.pullRequest && e.pullRequest.number ? `${e.pullRequest.owner}/${e.pullRequest.repo}#${e.pullRequest.number}` : "—"),
+        el("td", {}, el("code", { title: e.headSha }, shortSHA(e.headSha))),
+        el("td", { class: "num" }, e.candidateId ? `#${e.candidateId}` : "—"),
+        el("td", {}, timeEl(e.enteredAt))));
+      p.entries.replaceChildren(el("table", { class: "table" },
+        el("caption", {}, `Entries in landing order (${q.entries.length})`),
+        el("thead", {}, el("tr", {}, ...["#", "Task", "State", "Priority", "Pull request", "Head", "Candidate", "Entered"].map((h) => el("th", {}, h)))),
+        el("tbody", {}, ...rows)));
+    }
+
+    if (q.candidates.length === 0) {
+      p.candidates.replaceChildren(el("p", { class: "muted" }, "No candidates built or under test."));
+      return;
+    }
+    const rows = q.candidates.map((c) => {
+      const checks = el("ul", { class: "checks" });
+      for (const ch of c.checks) {
+        checks.append(el("li", { "data-check": ch.name }, ch.url ? link(ch.url, ch.name) : el("span", {}, ch.name), " ", badge("check", ch.status, ch.status)));
+      }
+      if (c.checks.length === 0) checks.append(el("li", { class: "muted" }, "no checks yet"));
+      const tasks = el("span", { class: "candidate-tasks" });
+      c.taskIds.forEach((id, i) => {
+        if (i) tasks.append(", ");
+        tasks.append(taskLink(id, idents.get(id)));
+      });
+      return el("tr", { class: "candidate", "data-candidate-id": String(c.id), "data-state": c.state, "data-kind": c.kind },
+        el("td", { class: "num" }, `#${c.id}`),
+        el("td", {}, badge("kind", c.kind, c.kind)),
+        el("td", {}, badge("candidate", c.state, words(c.state))),
+        el("td", {}, tasks),
+        el("td", {}, el("code", { title: c.branch }, c.branch), " ", c.sha ? el("code", { title: c.sha }, shortSHA(c.sha)) : null),
+        el("td", {}, checks,
+          c.failedChecks.length ? el("p", { class: "error" }, `failed: ${c.failedChecks.join(", ")}`) : null));
+    });
+    p.candidates.replaceChildren(el("table", { class: "table" },
+      el("caption", {}, `Candidates (${q.candidates.length})`),
+      el("thead", {}, el("tr", {}, ...["", "Kind", "State", "Changes", "Branch", "Checks"].map((h) => el("th", {}, h)))),
+      el("tbody", {}, ...rows)));
+  }
+
+  // markQueued records which tasks wait in which queue, and redraws the
+  // cards whose place changed.
+  function markQueued(list) {
+    const next = new Map();
+    for (const q of list) {
+      for (const e of q.entries) {
+        const label = `queue #${e.position}${q.paused ? " (paused)" : ""} · ${e.state}`;
+        next.set(e.taskId, { queueId: q.id, state: e.state, label, key: `${q.id}|${label}`,
+          title: `Position ${e.position} of ${q.entries.length} in the merge queue of ${q.repository} into ${q.base}` });
+      }
+    }
+    const changed = new Set();
+    for (const [id, v] of next) {
+      const old = state.queued.get(id);
+      if (!old || old.key !== v.key || old.title !== v.title) changed.add(id);
+    }
+    for (const id of state.queued.keys()) if (!next.has(id)) changed.add(id);
+    state.queued = next;
+    const dirty = new Set();
+    for (const id of changed) {
+      state.nodes.delete(id);
+      const card = state.cards.get(id);
+      if (card) dirty.add(card.status);
+    }
+    for (const status of dirty) if (columnEls.has(status)) renderColumn(status);
+  }
+
+  async function pauseQueue(p) {
+    p.pause.disabled = true;
+    try {
+      const reason = p.why.value.trim();
+      const res = await api("POST", `queues/${encodeURIComponent(p.id)}/pause`, { body: reason ? { reason } : {} });
+      p.why.value = "";
+      updateQueue(p, res.data);
+      showResult(p, `Paused: ${res.data.pauseReason || "no reason given"}. Nothing is built or landed until it is resumed; candidates under test go on.`, true);
+      scheduleQueues();
+    } catch (e) {
+      showResult(p, `${e.status} ${e.code}: ${e.message}`, false);
+    } finally {
+      p.pause.disabled = false;
+    }
+  }
+
+  async function resumeQueue(p) {
+    p.resume.disabled = true;
+    try {
+      const res = await api("POST", `queues/${encodeURIComponent(p.id)}/resume`);
+      updateQueue(p, res.data);
+      showResult(p, "Resumed: the queue builds and lands again.", true);
+      scheduleQueues();
+    } catch (e) {
+      showResult(p, `${e.status} ${e.code}: ${e.message}`, false);
+    } finally {
+      p.resume.disabled = false;
+    }
   }
 
   // ---- Webhooks ----
@@ -941,6 +1211,11 @@
     $("sign-out").addEventListener("click", signOut);
     $("timeline-close").addEventListener("click", closeTimeline);
     $("webhooks-refresh").addEventListener("click", loadWebhooks);
+    $("queues-refresh").addEventListener("click", loadQueues);
+    $("queues").addEventListener("click", (ev) => {
+      const a = ev.target.closest(".task-link");
+      if (a) openTimeline(a.dataset.taskId);
+    });
     window.addEventListener("hashchange", route);
     document.addEventListener("keydown", (ev) => {
       if (ev.key === "Escape" && state.timelineID) closeTimeline();
