@@ -20,7 +20,7 @@ import (
 // newQueueEnv is an env whose tasks submit to local git repositories
 // through the artifact adapter and ship through the lifecycle's merge
 // queue, each candidate tested by check. The Service is started.
-func newQueueEnv(t *testing.T, check func(ctx context.Context, c artifact.QueueCandidate) error) (*env, string) {
+func newQueueEnv(t *testing.T, check func(ctx context.Context, c artifact.QueueCandidate) error, mutate ...func(*lifecycle.Config)) (*env, string) {
 	t.Helper()
 	dir := t.TempDir()
 	a, err := artifact.New(artifact.Config{Dir: filepath.Join(dir, "repos"), QueueCheck: check})
@@ -28,12 +28,12 @@ func newQueueEnv(t *testing.T, check func(ctx context.Context, c artifact.QueueC
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { a.Close() })
-	e := newEnv(t, func(c *lifecycle.Config) {
+	e := newEnv(t, append([]func(*lifecycle.Config){func(c *lifecycle.Config) {
 		c.Adapters = []lifecycle.AdapterBinding{{Adapter: a}}
 		c.ArtifactAdapter = a
 		c.ReviewRouter = lifecycle.ReviewRules{Default: lifecycle.ReviewPlan{Policy: lifecycle.PolicyNeverRequire}}
 		c.MergeQueue = lifecycle.MergeQueueConfig{Enabled: true, PollInterval: time.Second}
-	})
+	}}, mutate...)...)
 	startService(t, e.Svc)
 	return e, dir
 }
@@ -149,17 +149,18 @@ func TestMergeQueueLandsConcurrentShips(t *testing.T) {
 
 // A change whose candidate fails its checks alone goes back to its agent
 // with reworkReason checks_failed and the failing check; the others land.
+// The queue's instruments count it all.
 func TestMergeQueueSendsTheCulpritBack(t *testing.T) {
 	t.Parallel()
 	requireGit(t)
-	var e *env
 	var repo string
+	p, withProbe := newProbe(t)
 	e, dir := newQueueEnv(t, func(_ context.Context, c artifact.QueueCandidate) error {
 		if treeHas(t, c.GitDir, c.SHA, "ENG-2") {
 			return errors.New("ENG-2 breaks the build")
 		}
 		return nil
-	})
+	}, withProbe)
 
 	repo = filepath.Join(dir, "repos", "web")
 	var opIDs, ids []string
@@ -189,6 +190,24 @@ func TestMergeQueueSendsTheCulpritBack(t *testing.T) {
 	if treeHas(t, repo, main, "ENG-2") {
 		t.Error("main holds the culprit's change")
 	}
+	var shipped map[string]any
+	for _, ev := range e.EventsOf(ids[1]) {
+		if ev["type"] == "task.shipped" {
+			shipped = ev["data"].(map[string]any)
+		}
+	}
+	if shipped["reworkReason"] != "checks_failed" {
+		t.Errorf("task.shipped of the culprit = %v, want reworkReason checks_failed", shipped)
+	}
+	p.want("lifecycle.merge_queue.time_in_queue", map[string]string{"lifecycle.merge_queue.outcome": "landed"}, 3)
+	p.want("lifecycle.merge_queue.time_in_queue", map[string]string{"lifecycle.merge_queue.outcome": "reworked"}, 1)
+	if runs, failed := p.value("lifecycle.merge_queue.ci_runs", nil), p.value("lifecycle.merge_queue.batches", map[string]string{"lifecycle.merge_queue.result": "failed"}); runs < 3 || failed < 1 {
+		t.Errorf("%d CI runs, %d failed batches; want at least 3 and 1", runs, failed)
+	}
+	if p.value("lifecycle.merge_queue.bisection_depth", nil) < 1 {
+		t.Error("no probe's bisection depth was recorded")
+	}
+	p.observed("lifecycle.merge_queue.depth", map[string]string{"lifecycle.merge_queue.base": "main"})
 }
 
 // Pausing a queue stops it landing; resuming lands what waited. Pause
