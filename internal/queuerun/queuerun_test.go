@@ -1,0 +1,313 @@
+package queuerun_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/metric/noop"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/tasklifecycle/lifecycle/internal/fakeclock"
+	"github.com/tasklifecycle/lifecycle/internal/mergequeue"
+	"github.com/tasklifecycle/lifecycle/internal/queuerun"
+	"github.com/tasklifecycle/lifecycle/internal/telemetry"
+	"github.com/tasklifecycle/lifecycle/lifecycletype"
+	"github.com/tasklifecycle/lifecycle/store/memory"
+)
+
+// host is a code host in memory: a commit is the set of changes it
+// holds. Its calls fail at random, before or after they take effect, as
+// a host whose answers are lost does.
+type host struct {
+	mu      sync.Mutex
+	rng     *rand.Rand
+	fail    float64
+	commits map[string][]string // commit → the heads it holds, sorted
+	base    string
+	moves   []string // every commit the base moved to
+	broken  map[string]bool
+	checks  map[string]lifecycletype.CheckStatus // the CI of candidates
+	tested  map[string]bool                      // candidates whose CI passed
+}
+
+func newHost(seed uint64, fail float64) *host {
+	h := &host{rng: rand.New(rand.NewPCG(seed, 1)), fail: fail, commits: map[string][]string{"c0": nil}, base: "c0",
+		broken: map[string]bool{}, checks: map[string]lifecycletype.CheckStatus{}, tested: map[string]bool{}}
+	return h
+}
+
+var errLost = &lifecycletype.TemporaryError{Err: errors.New("the host's answer was lost")}
+
+// flaky reports whether a call fails; after says whether it fails after
+// taking effect.
+func (h *host) flaky() (fail, after bool) {
+	if h.rng.Float64() >= h.fail {
+		return false, false
+	}
+	return true, h.rng.IntN(2) == 0
+}
+
+func (h *host) commitOf(heads []string) string {
+	heads = slices.Clone(heads)
+	sort.Strings(heads)
+	sha := "c:" + strings.Join(heads, ",")
+	h.commits[sha] = heads
+	return sha
+}
+
+func (h *host) NativeQueue(context.Context, lifecycletype.RepoRef, string) (bool, error) {
+	return false, nil
+}
+
+func (h *host) BranchHead(_ context.Context, _ lifecycletype.RepoRef, branch string) (string, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if fail, _ := h.flaky(); fail {
+		return "", errLost
+	}
+	return h.base, nil
+}
+
+func (h *host) BuildCandidate(_ context.Context, req lifecycletype.CandidateRequest) (string, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	fail, after := h.flaky()
+	if fail && !after {
+		return "", errLost
+	}
+	heads := slices.Clone(h.commits[req.Parent])
+	for _, c := range req.Heads {
+		if !slices.Contains(heads, c.SHA) {
+			heads = append(heads, c.SHA)
+		}
+	}
+	sha := h.commitOf(heads)
+	if fail {
+		return "", errLost
+	}
+	return sha, nil
+}
+
+func (h *host) AdvanceBranch(_ context.Context, req lifecycletype.AdvanceRequest) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	fail, after := h.flaky()
+	if fail && !after {
+		return errLost
+	}
+	switch {
+	case h.base == req.To:
+		return nil
+	case h.base != req.From:
+		return lifecycletype.ErrBranchMoved
+	}
+	h.base = req.To
+	h.moves = append(h.moves, req.To)
+	if fail {
+		return errLost
+	}
+	return nil
+}
+
+func (h *host) Tree(_ context.Context, _ lifecycletype.RepoRef, sha string) (string, error) {
+	return "tree of " + sha, nil
+}
+
+func (h *host) DeleteBranch(context.Context, lifecycletype.RepoRef, string) error { return nil }
+
+func (h *host) Name() string             { return "fake" }
+func (h *host) CountsSelfReported() bool { return false }
+
+// Checks reports a candidate's CI: running the first time it is asked,
+// then failed if it holds a broken change, else passed.
+func (h *host) Checks(_ context.Context, q lifecycletype.CIQuery) (lifecycletype.CIReport, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if fail, _ := h.flaky(); fail {
+		return lifecycletype.CIReport{}, errLost
+	}
+	st, ok := h.checks[q.HeadSHA]
+	switch {
+	case !ok:
+		st = lifecycletype.CheckRunning
+	case st == lifecycletype.CheckRunning:
+		st = lifecycletype.CheckPassed
+		for _, c := range h.commits[q.HeadSHA] {
+			if h.broken[c] {
+				st = lifecycletype.CheckFailed
+			}
+		}
+		if st == lifecycletype.CheckPassed {
+			h.tested[q.HeadSHA] = true
+		}
+	}
+	h.checks[q.HeadSHA] = st
+	return lifecycletype.CIReport{Checks: []lifecycletype.CICheck{{Name: "build", Status: st}}}, nil
+}
+
+// domain is the lifecycle as the driver sees it, in memory.
+type domain struct {
+	store *memory.Store
+	h     *host
+	mu    sync.Mutex
+	live  map[string]bool // the tasks whose ship operation runs
+}
+
+func (d *domain) Host(lifecycletype.MergeQueueRecord) (lifecycletype.QueueHost, lifecycletype.CIProvider, error) {
+	return d.h, d.h, nil
+}
+
+func (d *domain) Task(ctx context.Context, id string) (lifecycletype.Task, error) {
+	return d.store.Task(ctx, id)
+}
+
+func (d *domain) EntryLive(_ context.Context, taskID, _, _ string) (bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.live[taskID], nil
+}
+
+func (d *domain) Emit(context.Context, lifecycletype.Tx, string, lifecycletype.TaskMergeQueueData) error {
+	return nil
+}
+
+// flakyUpdate fails a transaction at random, before it commits.
+type flakyUpdate struct {
+	mu    sync.Mutex
+	rng   *rand.Rand
+	fail  float64
+	store *memory.Store
+}
+
+var errStoreDown = errors.New("the store is down")
+
+func (u *flakyUpdate) update(ctx context.Context, fn func(tx lifecycletype.Tx, qtx lifecycletype.MergeQueueTx) error) error {
+	u.mu.Lock()
+	down := u.rng.Float64() < u.fail
+	u.mu.Unlock()
+	if down {
+		return errStoreDown
+	}
+	return u.store.Update(ctx, func(tx lifecycletype.Tx) error { return fn(tx, tx.(lifecycletype.MergeQueueTx)) })
+}
+
+// Changes shipped through a queue whose host loses answers and whose
+// Store fails transactions at random, some of them broken: every change
+// that is not broken lands exactly once, every broken one is sent back,
+// and the base only ever moves to candidates whose CI passed.
+func TestFaultsLoseNothingAndLandNothingUntested(t *testing.T) {
+	t.Parallel()
+	for seed := range uint64(8) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			clock := fakeclock.New(time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC))
+			store := memory.New()
+			t.Cleanup(func() { store.Close() })
+			h := newHost(seed, 0.15)
+			d := &domain{store: store, h: h, live: map[string]bool{}}
+			u := &flakyUpdate{rng: rand.New(rand.NewPCG(seed, 2)), fail: 0.1, store: store}
+			tel, err := telemetry.New(noop.NewMeterProvider(), tracenoop.NewTracerProvider(), clock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := queuerun.New(queuerun.Config{Owner: "p1", Store: store, Update: u.update, Domain: d, Clock: clock,
+				Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Tel: tel, Engine: mergequeue.Config{Depth: 4},
+				Poll: time.Second, Lease: time.Minute, CITimeout: time.Hour, BranchPrefix: "q/", HostTimeout: time.Second})
+			const n = 12
+			rng := rand.New(rand.NewPCG(seed, 3))
+			changes := make([]queuerun.Change, n)
+			for i := range changes {
+				head := fmt.Sprintf("h%02d", i)
+				if rng.IntN(5) == 0 {
+					h.broken[head] = true
+				}
+				tk := lifecycletype.Task{ID: fmt.Sprintf("tsk_%02d", i), Identifier: fmt.Sprintf("T-%d", i), HeadSHA: &head}
+				if err := store.Update(ctx, func(tx lifecycletype.Tx) error { return tx.CreateTask(ctx, tk) }); err != nil {
+					t.Fatal(err)
+				}
+				changes[i] = queuerun.Change{Mode: lifecycletype.ModeAdapterManaged, Base: "main", Task: tk, OperationID: "shp_" + tk.ID,
+					PullRequest: lifecycletype.PullRequestRef{Owner: "o", Repo: "r", Number: i + 1}, Head: head}
+				d.live[tk.ID] = true
+			}
+			landed := map[string]string{}
+			reworked := map[string]bool{}
+			for step := 0; len(landed)+len(reworked) < n; step++ {
+				if step > 2000 {
+					t.Fatalf("after %d steps: %d landed, %d reworked of %d", step, len(landed), len(reworked), n)
+				}
+				// Each ship follows its entry, as the ship runner does.
+				for _, c := range changes {
+					if _, done := landed[c.Task.ID]; done || reworked[c.Task.ID] {
+						continue
+					}
+					res, err := r.Enter(ctx, c, h)
+					var rw *lifecycletype.QueueReworkError
+					switch {
+					case err == nil:
+						landed[c.Task.ID] = res.MergeCommitSHA
+						d.mu.Lock()
+						d.live[c.Task.ID] = false
+						d.mu.Unlock()
+					case errors.As(err, &rw):
+						reworked[c.Task.ID] = true
+						d.mu.Lock()
+						d.live[c.Task.ID] = false
+						d.mu.Unlock()
+					case errors.Is(err, lifecycletype.ErrTemporary), errors.Is(err, errStoreDown):
+					default:
+						t.Fatalf("Enter(%s): %v", c.Task.ID, err)
+					}
+				}
+				qs, err := store.MergeQueues(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, q := range qs {
+					_ = r.Step(ctx, q.ID) // failures are the faults: the next step goes on
+				}
+				clock.Advance(time.Second)
+			}
+			for _, c := range changes {
+				switch {
+				case h.broken[c.Head] && !reworked[c.Task.ID]:
+					t.Errorf("broken %s landed in %s", c.Head, landed[c.Task.ID])
+				case !h.broken[c.Head] && reworked[c.Task.ID]:
+					t.Errorf("%s, not broken, was sent back", c.Head)
+				case !h.broken[c.Head] && !slices.Contains(h.commits[h.base], c.Head):
+					t.Errorf("%s landed in %s, but the base %s lacks it", c.Head, landed[c.Task.ID], h.base)
+				}
+			}
+			for _, m := range h.moves {
+				if !h.tested[m] {
+					t.Errorf("the base moved to %s, which CI did not pass", m)
+				}
+			}
+			seen := map[string]int{}
+			for _, m := range h.moves {
+				for _, c := range h.commits[m] {
+					seen[c]++
+				}
+			}
+			// Each move holds everything before it: a change is new in
+			// exactly one move.
+			prev := 0
+			for i, m := range h.moves {
+				if len(h.commits[m]) < prev {
+					t.Errorf("move %d to %s lost changes", i, m)
+				}
+				prev = len(h.commits[m])
+			}
+		})
+	}
+}
