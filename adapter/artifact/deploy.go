@@ -18,6 +18,7 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/tasklifecycle/lifecycle"
 )
 
@@ -192,20 +193,26 @@ func (d *Deployer) writeRelease(ctx context.Context, name string, h plumbing.Has
 		return err
 	}
 	defer os.RemoveAll(tmp) // a no-op once renamed
-	if err := r.checkout(ctx, c.tree, tmp); err != nil {
+	if err := r.checkout(ctx, c.tree, tmp, held); err != nil {
 		return err
 	}
 	return os.Rename(tmp, filepath.Join(releases, id))
 }
 
-// checkout writes the files of tree h into the existing directory dir.
-func (r *repo) checkout(ctx context.Context, h plumbing.Hash, dir string) error {
+// checkout writes the files of tree h into the existing directory dir,
+// reading each object through hold, which runs its argument with the
+// repository held (a caller that holds it already passes held).
+func (r *repo) checkout(ctx context.Context, h plumbing.Hash, dir string, hold func(read func() error) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	entries, err := r.tree(h)
-	if err != nil {
+	var entries []object.TreeEntry
+	if err := hold(func() (err error) { entries, err = r.tree(h); return err }); err != nil {
 		return err
+	}
+	blob := func(h plumbing.Hash) (data []byte, err error) {
+		err = hold(func() error { data, err = r.blob(h); return err })
+		return data, err
 	}
 	for _, e := range entries {
 		if e.Name == "" || e.Name == "." || e.Name == ".." || strings.ContainsAny(e.Name, `/\`) || strings.EqualFold(e.Name, ".git") {
@@ -217,11 +224,11 @@ func (r *repo) checkout(ctx context.Context, h plumbing.Hash, dir string) error 
 			if err := os.Mkdir(path, 0o755); err != nil {
 				return err
 			}
-			if err := r.checkout(ctx, e.Hash, path); err != nil {
+			if err := r.checkout(ctx, e.Hash, path, hold); err != nil {
 				return err
 			}
 		case filemode.Regular, filemode.Deprecated, filemode.Executable:
-			data, err := r.blob(e.Hash)
+			data, err := blob(e.Hash)
 			if err != nil {
 				return err
 			}
@@ -233,7 +240,7 @@ func (r *repo) checkout(ctx context.Context, h plumbing.Hash, dir string) error 
 				return err
 			}
 		case filemode.Symlink:
-			target, err := r.blob(e.Hash)
+			target, err := blob(e.Hash)
 			if err != nil {
 				return err
 			}
@@ -241,7 +248,9 @@ func (r *repo) checkout(ctx context.Context, h plumbing.Hash, dir string) error 
 				return err
 			}
 		case filemode.Submodule:
-			// A submodule's commit lives in another repository.
+			// Another repository's commit, which this one does not hold:
+			// an empty directory, as git leaves it before `git submodule
+			// update`.
 			if err := os.Mkdir(path, 0o755); err != nil {
 				return err
 			}
@@ -251,6 +260,9 @@ func (r *repo) checkout(ctx context.Context, h plumbing.Hash, dir string) error 
 	}
 	return nil
 }
+
+// held runs read: for a caller that holds the repository already.
+func held(read func() error) error { return read() }
 
 // switchLink points the symbolic link link at target, replacing what it
 // pointed at in one rename.

@@ -5,14 +5,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/filemode"
-	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/tasklifecycle/lifecycle"
 )
 
@@ -271,15 +268,12 @@ func (a *Adapter) runQueueCommand(r *repo, c QueueCandidate) (passed bool, outpu
 // the repository only while it reads each object, so that the
 // repository's operations go on meanwhile.
 func (a *Adapter) checkout(r *repo, h plumbing.Hash, dir string) error {
+	hold := func(read func() error) error { return a.holding(r, read) }
 	var c commitInfo
-	err := a.holding(r, func() (err error) {
-		c, err = r.commitInfo(h)
-		return err
-	})
-	if err != nil {
+	if err := hold(func() (err error) { c, err = r.commitInfo(h); return err }); err != nil {
 		return err
 	}
-	return a.writeOut(r, c.tree, dir)
+	return r.checkout(a.queue.ctx, c.tree, dir, hold)
 }
 
 // holding calls read holding r, unless the Adapter is closed.
@@ -289,70 +283,6 @@ func (a *Adapter) holding(r *repo, read func() error) error {
 	}
 	defer r.release()
 	return read()
-}
-
-// writeOut writes the entries of tree into dir, which exists.
-func (a *Adapter) writeOut(r *repo, tree plumbing.Hash, dir string) error {
-	var entries []object.TreeEntry
-	err := a.holding(r, func() (err error) {
-		entries, err = r.tree(tree)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	blob := func(h plumbing.Hash) (data []byte, err error) {
-		err = a.holding(r, func() error {
-			data, err = r.blob(h)
-			return err
-		})
-		return data, err
-	}
-	for _, e := range entries {
-		if e.Name == "" || e.Name == "." || e.Name == ".." || strings.ContainsAny(e.Name, `/\`) || strings.EqualFold(e.Name, ".git") {
-			return fmt.Errorf("the tree holds an entry named %q, which is not written out", e.Name)
-		}
-		path := filepath.Join(dir, e.Name)
-		switch e.Mode {
-		case filemode.Dir:
-			if err := os.Mkdir(path, 0o755); err != nil {
-				return err
-			}
-			if err := a.writeOut(r, e.Hash, path); err != nil {
-				return err
-			}
-		case filemode.Regular, filemode.Deprecated, filemode.Executable:
-			data, err := blob(e.Hash)
-			if err != nil {
-				return err
-			}
-			perm := os.FileMode(0o644)
-			if e.Mode == filemode.Executable {
-				perm = 0o755
-			}
-			if err := os.WriteFile(path, data, perm); err != nil {
-				return err
-			}
-		case filemode.Symlink:
-			target, err := blob(e.Hash)
-			if err != nil {
-				return err
-			}
-			if err := os.Symlink(string(target), path); err != nil {
-				return err
-			}
-		case filemode.Submodule:
-			// Another repository's commit, which this one does not hold:
-			// an empty directory, as git leaves it before `git submodule
-			// update`.
-			if err := os.Mkdir(path, 0o755); err != nil {
-				return err
-			}
-		default:
-			return fmt.Errorf("%s has mode %o, which is not written out", e.Name, e.Mode)
-		}
-	}
-	return nil
 }
 
 // QueueCheckOutput returns the output of the finished check of the merge
