@@ -136,6 +136,7 @@ func TestInspectorConformance(t *testing.T) {
 	head := e.api.Task(id)["headSha"].(string)
 	shipped := callOK("ship", map[string]any{"taskId": id, "mode": "merge_only", "targetEnvironment": "staging", "expectedHeadSha": head})
 	callOK("get_ship_operation", map[string]any{"operationId": shipped["data"].(map[string]any)["operationId"]})
+	callOK("get_merge_queue_status", map[string]any{"taskId": id})
 
 	// An error is a tool result the model reads, not a protocol failure.
 	raw, _ := json.Marshal(map[string]any{"taskId": "tsk_missing"})

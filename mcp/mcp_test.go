@@ -31,6 +31,8 @@ var allTools = map[string]struct {
 	"ship":                 {lifecycle.ScopeShipWrite, false, true},
 	"get_ship_operation":   {lifecycle.ScopeTasksRead, true, false},
 	"wait_for_task_change": {lifecycle.ScopeEventsRead, true, false},
+
+	"get_merge_queue_status": {lifecycle.ScopeTasksRead, true, false},
 }
 
 func TestListsToolsResourceTemplatesAndPrompts(t *testing.T) {
