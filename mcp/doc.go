@@ -72,8 +72,9 @@
 //
 // # Resources
 //
-// Each task is lifecycle://tasks/{id}, with lifecycle://tasks/{id}/review-feedback
-// and lifecycle://tasks/{id}/ci-status beside it, listed as resource
+// Each task is lifecycle://tasks/{id}, with lifecycle://tasks/{id}/review-feedback,
+// lifecycle://tasks/{id}/ci-status and lifecycle://tasks/{id}/merge-queue
+// (get_merge_queue_status's answer) beside it, listed as resource
 // templates (reading needs tasks:read). resources/subscribe (events:read)
 // sends notifications/resources/updated for each subscribed URI of a task
 // when the outbox commits an event of it: subscriptions are fed by

@@ -150,8 +150,8 @@ func TestInspectorConformance(t *testing.T) {
 	}
 
 	templates := e.runInspector(bin, key, "--method", "resources/templates/list")
-	if n := len(templates["resourceTemplates"].([]any)); n != 3 {
-		t.Errorf("the inspector lists %d resource templates, want 3", n)
+	if n := len(templates["resourceTemplates"].([]any)); n != 4 {
+		t.Errorf("the inspector lists %d resource templates, want 4", n)
 	}
 	read := e.runInspector(bin, key, "--method", "resources/read", "--uri", "lifecycle://tasks/"+id)
 	if contents := read["contents"].([]any); len(contents) != 1 {

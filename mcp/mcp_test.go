@@ -89,7 +89,7 @@ func TestListsToolsResourceTemplatesAndPrompts(t *testing.T) {
 		}
 	}
 	slices.Sort(uris)
-	if want := []string{"lifecycle://tasks/{id}", "lifecycle://tasks/{id}/ci-status", "lifecycle://tasks/{id}/review-feedback"}; !slices.Equal(uris, want) {
+	if want := []string{"lifecycle://tasks/{id}", "lifecycle://tasks/{id}/ci-status", "lifecycle://tasks/{id}/merge-queue", "lifecycle://tasks/{id}/review-feedback"}; !slices.Equal(uris, want) {
 		t.Errorf("templates = %v, want %v", uris, want)
 	}
 	prompts, err := cs.ListPrompts(t.Context(), nil)

@@ -38,18 +38,17 @@ func queueEnv(t *testing.T, check func(ctx context.Context, c artifact.QueueCand
 	})
 }
 
-// shipThroughQueue starts, submits and ships a task through the tools,
-// its CI reported passed through the API, and returns the operation's ID.
-func (e *env) shipThroughQueue(cs *sdk.ClientSession, ident string) (id, opID string) {
+// ship starts, submits and ships a task through the tools, its CI
+// reported passed through the API, and returns the operation's ID.
+func (e *env) ship(cs *sdk.ClientSession, id string) string {
 	e.t.Helper()
-	id = e.createTask(ident)
 	e.ok(cs, "start_task", map[string]any{"taskId": id})
 	sub := e.ok(cs, "submit_work", map[string]any{"taskId": id, "summary": "Fixed the redirect."})
 	head := sub["data"].(map[string]any)["headSha"].(string)
 	e.api.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/checks", Key: e.api.Admin, Body: map[string]any{
 		"headSha": head, "checks": []map[string]any{{"name": "build", "status": "passed"}}}}, http.StatusOK)
 	shipped := e.ok(cs, "ship", map[string]any{"taskId": id, "mode": "merge_only", "targetEnvironment": "staging", "expectedHeadSha": head})
-	return id, shipped["data"].(map[string]any)["operationId"].(string)
+	return shipped["data"].(map[string]any)["operationId"].(string)
 }
 
 // driveUntil advances the fake clock a poll at a time until cond holds.
@@ -89,8 +88,9 @@ func TestMergeQueueStatus(t *testing.T) {
 		return nil
 	})
 	agent := e.api.KeyAs(lifecycle.Actor{ID: "agent-web", Role: lifecycle.RoleAgent},
-		lifecycle.ScopeTasksRead, lifecycle.ScopeTasksWrite, lifecycle.ScopeShipWrite)
-	cs := e.connect(agent, nil)
+		lifecycle.ScopeTasksRead, lifecycle.ScopeTasksWrite, lifecycle.ScopeShipWrite, lifecycle.ScopeEventsRead)
+	updated := make(chan string, 1000)
+	cs := e.connect(agent, updated)
 	status := func(id string) map[string]any {
 		t.Helper()
 		return e.ok(cs, "get_merge_queue_status", map[string]any{"taskId": id})
@@ -102,7 +102,12 @@ func TestMergeQueueStatus(t *testing.T) {
 		t.Errorf("the status of a task never shipped = %v", st)
 	}
 
-	id, opID := e.shipThroughQueue(cs, "MQ-1")
+	id := e.createTask("MQ-1")
+	queueURI := "lifecycle://tasks/" + id + "/merge-queue"
+	if err := cs.Subscribe(t.Context(), &sdk.SubscribeParams{URI: queueURI}); err != nil {
+		t.Fatal(err)
+	}
+	opID := e.ship(cs, id)
 	var candidate string
 	e.driveUntil("a candidate of MQ-1 under test", func() bool {
 		select {
@@ -132,6 +137,20 @@ func TestMergeQueueStatus(t *testing.T) {
 	if slices.Contains(strs(st["availableActions"]), "start") {
 		t.Errorf("a shipping task offers %v", st["availableActions"])
 	}
+	// The resource is the tool's answer, and its subscribers hear of the
+	// task's events.
+	if uri := within(t, updated, "a notification of "+queueURI); uri != queueURI {
+		t.Errorf("notified %s, want %s", uri, queueURI)
+	}
+	res, err := cs.ReadResource(t.Context(), &sdk.ReadResourceParams{URI: queueURI})
+	if err != nil {
+		t.Fatalf("read %s: %v", queueURI, err)
+	}
+	var read map[string]any
+	if err := json.Unmarshal([]byte(res.Contents[0].Text), &read); err != nil || read["inQueue"] != true ||
+		!jsonEqual(read["queue"].(map[string]any)["id"], queue["id"]) || !jsonEqual(read["entry"].(map[string]any)["operationId"], opID) {
+		t.Errorf("read %s = %s, %v; want get_merge_queue_status's answer", queueURI, res.Contents[0].Text, err)
+	}
 
 	qid := queue["id"].(string)
 	e.api.Call(apitest.Request{Method: "POST", Path: "/merge-queues/" + qid + "/pause", Key: e.api.Admin, Body: map[string]any{"reason": "release freeze"}}, http.StatusOK)
@@ -153,7 +172,8 @@ func TestMergeQueueStatus(t *testing.T) {
 	}
 
 	failing.Store(true)
-	id2, opID2 := e.shipThroughQueue(cs, "MQ-2")
+	id2 := e.createTask("MQ-2")
+	opID2 := e.ship(cs, id2)
 	var back map[string]any
 	e.driveUntil("MQ-2 to be sent back", func() bool {
 		back = status(id2)

@@ -407,14 +407,19 @@ func (h *Handler) shipOperation(ctx context.Context, _ *call, in *shipOperationI
 	return dataAnswer[*lifecycle.ShipOperation]{&op, nonNil(op.AvailableActions)}, nil
 }
 
-// mergeQueueStatus answers get_merge_queue_status: the queue, entry and
+func (h *Handler) mergeQueueStatus(ctx context.Context, _ *call, in *taskIDIn) (any, error) {
+	return h.queueStatus(ctx, in.TaskID)
+}
+
+// queueStatus is the answer of get_merge_queue_status (and of the
+// resource lifecycle://tasks/{id}/merge-queue): the queue, entry and
 // candidate of the task's change while it is in a merge queue; otherwise
 // the task's last ship operation. The task is read after the queue and
 // the operations, so that its availableActions are at least as new as
 // they are.
-func (h *Handler) mergeQueueStatus(ctx context.Context, _ *call, in *taskIDIn) (any, error) {
+func (h *Handler) queueStatus(ctx context.Context, taskID string) (*mergeQueueStatusOut, error) {
 	var out mergeQueueStatusOut
-	q, entry, err := h.svc.MergeQueueOf(ctx, in.TaskID)
+	q, entry, err := h.svc.MergeQueueOf(ctx, taskID)
 	switch {
 	case err == nil:
 		out.InQueue, out.Entry = true, &entry
@@ -426,7 +431,7 @@ func (h *Handler) mergeQueueStatus(ctx context.Context, _ *call, in *taskIDIn) (
 			}
 		}
 	case errors.Is(err, lifecycle.ErrNotFound):
-		ops, err := h.svc.ShipOperations(ctx, in.TaskID)
+		ops, err := h.svc.ShipOperations(ctx, taskID)
 		if err != nil {
 			return nil, err
 		}
@@ -436,7 +441,7 @@ func (h *Handler) mergeQueueStatus(ctx context.Context, _ *call, in *taskIDIn) (
 	default:
 		return nil, err
 	}
-	t, err := h.svc.Task(ctx, in.TaskID)
+	t, err := h.svc.Task(ctx, taskID)
 	if err != nil {
 		return nil, err
 	}
@@ -447,7 +452,7 @@ func (h *Handler) mergeQueueStatus(ctx context.Context, _ *call, in *taskIDIn) (
 	if op := out.LastShipOperation; op != nil {
 		op.AvailableActions = out.AvailableActions
 	}
-	return out, nil
+	return &out, nil
 }
 
 // Bounds of wait_for_task_change's timeoutSeconds.
