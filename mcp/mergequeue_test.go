@@ -157,7 +157,33 @@ func TestMergeQueueStatus(t *testing.T) {
 	if q := status(id)["queue"].(map[string]any); q["paused"] != true || !strings.Contains(q["pauseReason"].(string), "release freeze") {
 		t.Errorf("the queue after a pause = %v", q)
 	}
+	// A wait without afterSequence answers the queue's next change of
+	// the task, though such an event does not change the task.
+	waited := make(chan result, 1)
+	timesOut := e.api.Clock.Now().Add(60 * time.Second)
+	go func() {
+		res, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "wait_for_task_change", Arguments: map[string]any{"taskId": id, "timeoutSeconds": 60}})
+		if err != nil {
+			t.Error(err)
+			close(waited)
+			return
+		}
+		waited <- decodeResult(t, "wait_for_task_change", res)
+	}()
+	if !e.api.Clock.WaitForWaiterAt(timesOut, 10e9) {
+		t.Fatal("the wait did not start")
+	}
 	e.api.Call(apitest.Request{Method: "POST", Path: "/merge-queues/" + qid + "/resume", Key: e.api.Admin}, http.StatusOK)
+	var w result
+	select {
+	case w = <-waited:
+	case <-time.After(10 * time.Second): // no answer: end the wait, which fails below
+		e.api.Clock.Advance(61 * time.Second)
+		w = <-waited
+	}
+	if ev, _ := w.data["event"].(map[string]any); w.isError || ev == nil || ev["type"] != "task.merge_queue" {
+		t.Errorf("wait_for_task_change while the queue resumes = %s, want a task.merge_queue event", w.text)
+	}
 
 	close(gate)
 	var landed map[string]any

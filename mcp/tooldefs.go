@@ -174,7 +174,8 @@ func (h *Handler) addTools() error {
 			in: taskIDOnly(), out: schemaOf[mergeQueueStatusOut]()}, h.mergeQueueStatus),
 		addTool(h, toolDef{name: "wait_for_task_change", title: "Wait for a task to change", scope: lifecycle.ScopeEventsRead,
 			readOnly: true, idempotent: true, waits: true,
-			description: "Waits until the task's next event (a review, CI, a status change, a ship's end) or until " +
+			description: "Waits until the task's next event (a review, CI, a status change, a ship's end, its change's " +
+				"progress in a merge queue) or until " +
 				"timeoutSeconds pass (at most 60), and answers the event: its type, sequence and data with the task's " +
 				"status and availableActions. Pass the sequence of the last event you saw as afterSequence so that " +
 				"nothing is missed between calls. Same scope as the event stream (GET /task-events/stream).",
@@ -475,7 +476,9 @@ func (h *Handler) waitForTaskChange(ctx context.Context, c *call, in *waitIn) (a
 	// missed, so that an event between them is not lost. Without
 	// afterSequence, an event the watch hands over that the read of the
 	// task already showed (the watch may see one committed just before
-	// it started) is not the answer: every event moves the task's version.
+	// it started) is not the answer: every event moves the task's version,
+	// but task.merge_queue, which does not change the task (see
+	// firstEvent.pick).
 	read, cancel := context.WithTimeout(ctx, h.cfg.CallTimeout)
 	defer cancel()
 	first := newFirstEvent(in.AfterSequence == nil)
@@ -561,8 +564,13 @@ func (f *firstEvent) setFloor(v int64) {
 	f.held = nil
 }
 
+// pick answers e when its task version is above the floor. A
+// task.merge_queue event does not change the task: it carries the
+// task's version as it was, so one at the floor is taken too (at worst
+// the one the watch may see committed just before it started), or a
+// wait would never answer the queue's progress.
 func (f *firstEvent) pick(e *lifecycle.Event) {
-	if e.TaskVersion <= f.floor {
+	if e.TaskVersion < f.floor || (e.TaskVersion == f.floor && e.Type != lifecycle.EventTaskMergeQueue) {
 		return
 	}
 	select {
