@@ -52,7 +52,7 @@ const onEvent = (m) => {
     post("/result", JSON.stringify({ids, dups, opens, errors, bad}));
   }
 };
-for (const t of ["task.updated", "task.reviewed", "task.shipped", "task.awaiting_user"]) {
+for (const t of ["task.updated", "task.reviewed", "task.shipped", "task.awaiting_user", "task.merge_queue"]) {
   es.addEventListener(t, onEvent);
 }
 </script>

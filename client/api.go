@@ -183,6 +183,49 @@ func (cl *Client) ShipOperation(ctx context.Context, operationID string) (lifecy
 	return op, err
 }
 
+// queuePath returns the escaped path of a merge queue, or of one of its
+// actions.
+func queuePath(queueID string, sub ...string) string {
+	return "/merge-queues/" + url.PathEscape(queueID) + strings.Join(append([]string{""}, sub...), "/")
+}
+
+// MergeQueues returns the lifecycle's merge queues, in ID order (GET
+// /merge-queues, scope tasks:read): each with its entries in landing
+// order, its candidates and their CI checks. None when the server's
+// merge queue is off.
+func (cl *Client) MergeQueues(ctx context.Context) ([]lifecycle.MergeQueue, error) {
+	qs, _, _, err := get[[]lifecycle.MergeQueue](ctx, cl, "/merge-queues", nil)
+	return qs, err
+}
+
+// MergeQueue reads a merge queue (GET /merge-queues/{id}, scope
+// tasks:read). An unknown queue is an error matching lifecycle.ErrNotFound.
+func (cl *Client) MergeQueue(ctx context.Context, queueID string) (lifecycle.MergeQueue, error) {
+	q, _, _, err := get[lifecycle.MergeQueue](ctx, cl, queuePath(queueID), nil)
+	return q, err
+}
+
+// PauseMergeQueue pauses a merge queue (POST /merge-queues/{id}/pause,
+// scope ship:write): nothing is built or landed until it is resumed.
+// reason, at most 1000 bytes, may be empty; the server keeps it with the
+// key's actor as the queue's pause reason. Pausing a paused queue changes
+// nothing, so the call is retried like a read.
+func (cl *Client) PauseMergeQueue(ctx context.Context, queueID, reason string) (lifecycle.MergeQueue, error) {
+	body := struct {
+		Reason string `json:"reason,omitempty"`
+	}{reason}
+	q, _, err := post[lifecycle.MergeQueue](ctx, cl, call{path: queuePath(queueID, "pause"), body: body, idempotent: true})
+	return q, err
+}
+
+// ResumeMergeQueue resumes a paused merge queue (POST
+// /merge-queues/{id}/resume, scope ship:write). Resuming a queue that is
+// not paused changes nothing, so the call is retried like a read.
+func (cl *Client) ResumeMergeQueue(ctx context.Context, queueID string) (lifecycle.MergeQueue, error) {
+	q, _, err := post[lifecycle.MergeQueue](ctx, cl, call{path: queuePath(queueID, "resume"), idempotent: true})
+	return q, err
+}
+
 // CreateSubscription subscribes an https URL to events (POST
 // /event-subscriptions, scope webhooks:write). The Idempotency-Key is the
 // context's (see [WithIdempotencyKey]) or a new one, the same on every

@@ -90,6 +90,21 @@ func TestEveryEndpoint(t *testing.T) {
 		return op.Status == lifecycle.ShipSucceeded
 	})
 
+	// This server's merge queue is off: it has no queue (the queue's own
+	// tests are in mergequeue_test.go).
+	if qs, err := c.MergeQueues(ctx); err != nil || len(qs) != 0 {
+		t.Fatalf("MergeQueues = %+v, %v", qs, err)
+	}
+	if _, err := c.MergeQueue(ctx, "mq_none"); !errors.Is(err, lifecycle.ErrNotFound) {
+		t.Fatalf("MergeQueue(mq_none): %v, want ErrNotFound", err)
+	}
+	if _, err := c.PauseMergeQueue(ctx, "mq_none", "release freeze"); !errors.Is(err, lifecycle.ErrNotFound) {
+		t.Fatalf("PauseMergeQueue(mq_none): %v, want ErrNotFound", err)
+	}
+	if _, err := c.ResumeMergeQueue(ctx, "mq_none"); !errors.Is(err, lifecycle.ErrNotFound) {
+		t.Fatalf("ResumeMergeQueue(mq_none): %v, want ErrNotFound", err)
+	}
+
 	other, err := c.CreateTask(ctx, taskParams("WEB-2"))
 	if err != nil {
 		t.Fatal(err)

@@ -31,6 +31,8 @@ func TestChecksAgreeWithSchemas(t *testing.T) {
 		"ship":                 {`{"taskId":"tsk_1","mode":"merge_and_deploy","targetEnvironment":"production","expectedHeadSha":"` + sha + `"}`},
 		"get_ship_operation":   {`{"operationId":"shp_1"}`},
 		"wait_for_task_change": {`{"taskId":"tsk_1"}`, `{"taskId":"tsk_1","timeoutSeconds":60,"afterSequence":3}`},
+
+		"get_merge_queue_status": {`{"taskId":"tsk_1"}`},
 	}
 	invalid := map[string][]string{
 		"list_tasks":           {`{"status":["nope"]}`, `{"limit":0.5}`, `{"limit":201}`, `{"other":1}`, `{"status":"todo"}`},
@@ -44,6 +46,8 @@ func TestChecksAgreeWithSchemas(t *testing.T) {
 		"ship":                 {`{"taskId":"tsk_1","mode":"merge_only","targetEnvironment":"staging","expectedHeadSha":"abc"}`, `{"taskId":"tsk_1","mode":"yolo","targetEnvironment":"staging","expectedHeadSha":"` + sha + `"}`, `{"taskId":"tsk_1","mode":"merge_only","expectedHeadSha":"` + sha + `"}`},
 		"get_ship_operation":   {`{}`},
 		"wait_for_task_change": {`{"taskId":"tsk_1","timeoutSeconds":0.5}`, `{"taskId":"tsk_1","timeoutSeconds":61}`, `{"taskId":"tsk_1","afterSequence":-1}`},
+
+		"get_merge_queue_status": {`{}`, `{"taskId":"tsk_1","queueId":"mq_1"}`, `{"taskId":7}`},
 	}
 	for name, tool := range h.toolSet {
 		if len(valid[name]) == 0 || len(invalid[name]) == 0 {

@@ -36,8 +36,9 @@
 //
 // # Tools
 //
-// list_tasks, get_task, get_ci_status, get_review_feedback and
-// get_ship_operation read (scope tasks:read); start_task, submit_work,
+// list_tasks, get_task, get_ci_status, get_review_feedback,
+// get_ship_operation and get_merge_queue_status read (scope tasks:read);
+// start_task, submit_work,
 // record_blocker and resolve_blocker change a task (tasks:write); ship
 // merges and deploys (ship:write); wait_for_task_change waits up to 60
 // seconds for a task's next event and answers it (events:read, as the
@@ -49,6 +50,14 @@
 //
 // get_task is compact by default (meta.truncatedFields names what it
 // leaves out, as GET /tasks/{id}?tokenBudget=compact does).
+//
+// get_merge_queue_status tells an agent where its shipped change is when
+// the ship goes through the lifecycle's merge queue
+// ([lifecycle.Config.MergeQueue]): the queue (base, paused and why), the
+// change's entry (position, state, candidate) and the candidate's CI
+// checks; once the change left the queue, the task's last ship operation
+// instead, landed or sent back (error.code merge_conflict or
+// checks_failed), with the task's reworkReason and the failed checks.
 //
 // Mutating tools take an optional idempotencyKey. Without one, the key is
 // derived from the caller's principal, the tool and its canonical
@@ -63,8 +72,9 @@
 //
 // # Resources
 //
-// Each task is lifecycle://tasks/{id}, with lifecycle://tasks/{id}/review-feedback
-// and lifecycle://tasks/{id}/ci-status beside it, listed as resource
+// Each task is lifecycle://tasks/{id}, with lifecycle://tasks/{id}/review-feedback,
+// lifecycle://tasks/{id}/ci-status and lifecycle://tasks/{id}/merge-queue
+// (get_merge_queue_status's answer) beside it, listed as resource
 // templates (reading needs tasks:read). resources/subscribe (events:read)
 // sends notifications/resources/updated for each subscribed URI of a task
 // when the outbox commits an event of it: subscriptions are fed by

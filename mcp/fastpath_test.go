@@ -109,6 +109,8 @@ func TestFastPathAnswersAsTheSDK(t *testing.T) {
 		{all, call(18, "get_ci_status", `{"taskId":"`+id+`"}`), `"overall"`},
 		{all, call(19, "get_review_feedback", `{"taskId":"`+id+`"}`), `"decision"`},
 		{all, call(20, "get_ship_operation", `{"operationId":"shp_missing"}`), `not_found`},
+		{all, call(23, "get_merge_queue_status", `{"taskId":"`+id+`"}`), `"inQueue":false`},
+		{noRead, call(24, "get_merge_queue_status", `{"taskId":"`+id+`"}`), `insufficient_scope`},
 		{all, `{"jsonrpc":"2.0","id":21,"method":"tools/call","params":{"name":"list_tasks"}}`, `"tasks"`},
 		{all, call(-22, "list_tasks", `null`), `"tasks"`},
 		{all, call(0, "get_task", `{"taskId":"`+odd+`","tokenBudget":"standard"}`), `\u003cb\u003e`},

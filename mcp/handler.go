@@ -132,7 +132,8 @@ func (c Config) withDefaults(svc *lifecycle.Service) (Config, error) {
 // defaultInstructions is Config.Instructions' default.
 const defaultInstructions = "This server runs the lifecycle of coding tasks: read a task (get_task), start it, " +
 	"do the work, submit it (submit_work), then watch review and CI (wait_for_task_change, get_review_feedback, " +
-	"get_ci_status), rework when changes are requested, and ship when ship is among the task's availableActions. " +
+	"get_ci_status), rework when changes are requested, and ship when ship is among the task's availableActions " +
+	"(get_merge_queue_status says where a shipped change is in a merge queue). " +
 	"Every answer about a task lists availableActions, the only next steps the server accepts. The prompt " +
 	"work_on_task walks through the whole loop."
 

@@ -136,6 +136,7 @@ func TestInspectorConformance(t *testing.T) {
 	head := e.api.Task(id)["headSha"].(string)
 	shipped := callOK("ship", map[string]any{"taskId": id, "mode": "merge_only", "targetEnvironment": "staging", "expectedHeadSha": head})
 	callOK("get_ship_operation", map[string]any{"operationId": shipped["data"].(map[string]any)["operationId"]})
+	callOK("get_merge_queue_status", map[string]any{"taskId": id})
 
 	// An error is a tool result the model reads, not a protocol failure.
 	raw, _ := json.Marshal(map[string]any{"taskId": "tsk_missing"})
@@ -149,8 +150,8 @@ func TestInspectorConformance(t *testing.T) {
 	}
 
 	templates := e.runInspector(bin, key, "--method", "resources/templates/list")
-	if n := len(templates["resourceTemplates"].([]any)); n != 3 {
-		t.Errorf("the inspector lists %d resource templates, want 3", n)
+	if n := len(templates["resourceTemplates"].([]any)); n != 4 {
+		t.Errorf("the inspector lists %d resource templates, want 4", n)
 	}
 	read := e.runInspector(bin, key, "--method", "resources/read", "--uri", "lifecycle://tasks/"+id)
 	if contents := read["contents"].([]any); len(contents) != 1 {

@@ -31,6 +31,8 @@ var allTools = map[string]struct {
 	"ship":                 {lifecycle.ScopeShipWrite, false, true},
 	"get_ship_operation":   {lifecycle.ScopeTasksRead, true, false},
 	"wait_for_task_change": {lifecycle.ScopeEventsRead, true, false},
+
+	"get_merge_queue_status": {lifecycle.ScopeTasksRead, true, false},
 }
 
 func TestListsToolsResourceTemplatesAndPrompts(t *testing.T) {
@@ -87,7 +89,7 @@ func TestListsToolsResourceTemplatesAndPrompts(t *testing.T) {
 		}
 	}
 	slices.Sort(uris)
-	if want := []string{"lifecycle://tasks/{id}", "lifecycle://tasks/{id}/ci-status", "lifecycle://tasks/{id}/review-feedback"}; !slices.Equal(uris, want) {
+	if want := []string{"lifecycle://tasks/{id}", "lifecycle://tasks/{id}/ci-status", "lifecycle://tasks/{id}/merge-queue", "lifecycle://tasks/{id}/review-feedback"}; !slices.Equal(uris, want) {
 		t.Errorf("templates = %v, want %v", uris, want)
 	}
 	prompts, err := cs.ListPrompts(t.Context(), nil)

@@ -14,14 +14,17 @@ import (
 	"github.com/tasklifecycle/lifecycle"
 )
 
-// The resources: each task, its review feedback and its CI status.
+// The resources: each task, its review feedback, its CI status and where
+// its change is in a merge queue.
 const (
 	uriPrefix          = "lifecycle://tasks/"
 	reviewSuffix       = "/review-feedback"
 	ciSuffix           = "/ci-status"
+	queueSuffix        = "/merge-queue"
 	taskTemplate       = uriPrefix + "{id}"
 	reviewTemplate     = uriPrefix + "{id}" + reviewSuffix
 	ciTemplate         = uriPrefix + "{id}" + ciSuffix
+	queueTemplate      = uriPrefix + "{id}" + queueSuffix
 	resourceMIMEType   = "application/json"
 	notificationsKept  = 32 // per session, for a notification stream (re)connecting late
 	notifyWorkers      = 4  // goroutines that send resource updates
@@ -36,10 +39,11 @@ const (
 	kindTask resourceKind = iota
 	kindReview
 	kindCI
+	kindQueue
 )
 
 // kinds are every resource of a task, in the order notifications go out.
-var kinds = [...]resourceKind{kindTask, kindReview, kindCI}
+var kinds = [...]resourceKind{kindTask, kindReview, kindCI, kindQueue}
 
 // uri returns the URI of the resource of kind k of task id.
 func (k resourceKind) uri(id string) string {
@@ -48,6 +52,8 @@ func (k resourceKind) uri(id string) string {
 		return uriPrefix + id + reviewSuffix
 	case kindCI:
 		return uriPrefix + id + ciSuffix
+	case kindQueue:
+		return uriPrefix + id + queueSuffix
 	}
 	return uriPrefix + id
 }
@@ -63,6 +69,8 @@ func parseURI(uri string) (string, resourceKind, bool) {
 		rest, kind = id, kindReview
 	} else if id, ok := strings.CutSuffix(rest, ciSuffix); ok {
 		rest, kind = id, kindCI
+	} else if id, ok := strings.CutSuffix(rest, queueSuffix); ok {
+		rest, kind = id, kindQueue
 	}
 	if rest == "" || strings.ContainsAny(rest, "/?#") {
 		return "", 0, false
@@ -85,9 +93,16 @@ func (h *Handler) addResources(server *sdk.Server) {
 		Name: "ci-status", Title: "CI status", URITemplate: ciTemplate, MIMEType: resourceMIMEType,
 		Description: "The CI of a task's head commit, as GET /tasks/{id}/ci-status answers it.",
 	}, h.readResource)
+	server.AddResourceTemplate(&sdk.ResourceTemplate{
+		Name: "merge-queue", Title: "Merge queue status", URITemplate: queueTemplate, MIMEType: resourceMIMEType,
+		Description: "Where a task's shipped change is in a merge queue (its queue, entry and candidate with its checks), " +
+			"or its last ship operation once it left the queue, as the tool get_merge_queue_status answers it. " +
+			"Subscribe to be told when it changes.",
+	}, h.readResource)
 }
 
-// readResource reads a task, its review feedback or its CI status.
+// readResource reads a task, its review feedback, its CI status or its
+// merge queue status.
 func (h *Handler) readResource(ctx context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
 	uri := req.Params.URI
 	id, kind, ok := parseURI(uri)
@@ -124,6 +139,12 @@ func (h *Handler) readResource(ctx context.Context, req *sdk.ReadResourceRequest
 			return nil, h.rpcError(ctx, uri, err)
 		}
 		answer = dataAnswer[*lifecycle.CIStatus]{&st, nonNil(actions)}
+	case kindQueue:
+		st, err := h.queueStatus(ctx, id)
+		if err != nil {
+			return nil, h.rpcError(ctx, uri, err)
+		}
+		answer = st
 	}
 	raw, err := encodeJSON(answer)
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 var (
 	statusValues = []any{"todo", "in_progress", "in_review", "blocked", "done", "cancelled"}
 	actionValues = []any{"start", "submit", "ship", "view_ci_status", "view_review_feedback", "resolve_blocker"}
-	eventValues  = []any{"task.updated", "task.reviewed", "task.shipped", "task.awaiting_user"}
+	eventValues  = []any{"task.updated", "task.reviewed", "task.shipped", "task.awaiting_user", "task.merge_queue"}
 )
 
 // typeSchemas are the schemas of the lifecycle's types whose JSON is not
@@ -95,6 +95,28 @@ type (
 	shipOut struct {
 		Data             lifecycle.ShipOperation `json:"data"`
 		AvailableActions []lifecycle.Action      `json:"availableActions"`
+	}
+	mergeQueueStatusOut struct {
+		TaskID    string                         `json:"taskId"`
+		InQueue   bool                           `json:"inQueue" jsonschema:"true while the task's change is in a merge queue, waiting to land"`
+		Queue     *queueSummary                  `json:"queue" jsonschema:"the merge queue the change is in; null when it is in none"`
+		Entry     *lifecycle.MergeQueueEntry     `json:"entry" jsonschema:"the change's entry in the queue: its position in landing order (1 lands first), its state (waiting, testing, bisecting or landing), the candidate it is tested in (candidateId, 0 while it waits for one) and when it entered; null when it is in no queue"`
+		Candidate *lifecycle.MergeQueueCandidate `json:"candidate" jsonschema:"the candidate commit the change is tested in, with its CI checks and their links; null while it waits for one or is in no queue"`
+		// LastShipOperation is the task's last ship operation when the
+		// change is in no queue.
+		LastShipOperation *lifecycle.ShipOperation `json:"lastShipOperation" jsonschema:"when the change is in no queue: the task's last ship operation, whose status, wait and error say whether it landed (succeeded, with mergeCommitSha), was sent back (failed, error.code merge_conflict or checks_failed) or failed otherwise; null while the change is queued or when the task was never shipped"`
+		ReworkReason      *string                  `json:"reworkReason" jsonschema:"why the task offers start for rework, when it does: merge_conflict (rebase on the base branch and submit again), checks_failed (the merge queue's CI failed with the change alone: fix it and submit again), changes_requested or behind_base; null when it offers none"`
+		Rework            *lifecycle.QueueRework   `json:"rework" jsonschema:"why the merge queue sent the change back, with the failed checks and their links and the candidate commit they ran on; null when it did not, or once the task is submitted again"`
+		AvailableActions  []lifecycle.Action       `json:"availableActions" jsonschema:"the only next steps the server accepts for the task"`
+	}
+	queueSummary struct {
+		ID          string  `json:"id" jsonschema:"the queue's ID, mq_..."`
+		Repository  string  `json:"repository" jsonschema:"owner/repo"`
+		Base        string  `json:"base" jsonschema:"the base branch the queue lands on"`
+		BaseSHA     string  `json:"baseSha" jsonschema:"the base's commit as the queue last knew it"`
+		Paused      bool    `json:"paused" jsonschema:"true while nothing is built or landed; the change waits"`
+		PauseReason *string `json:"pauseReason" jsonschema:"who paused the queue and why; null when it is not paused"`
+		Entries     int     `json:"entries" jsonschema:"how many changes are in the queue"`
 	}
 	waitOut struct {
 		Event    *lifecycle.Event `json:"event" jsonschema:"the task's event, as the event stream and webhooks carry it; null when none came in time"`

@@ -164,9 +164,18 @@ func (h *Handler) addTools() error {
 			description: "Reads a ship operation: queued, running, succeeded or failed, with its merge commit, deployment, " +
 				"or error (a code saying which precondition failed) and, while it waits out a rate limit, until when.",
 			in: schemaOf[shipOperationIn](), out: schemaOf[shipOut]()}, h.shipOperation),
+		addTool(h, toolDef{name: "get_merge_queue_status", title: "Where is my change in the merge queue", scope: lifecycle.ScopeTasksRead, readOnly: true, idempotent: true,
+			description: "Says where the task's change is once shipped through a merge queue: the queue (repository, base " +
+				"branch, paused and why), the change's entry (position in landing order, state, the candidate it is " +
+				"tested in, when it entered) and that candidate's CI checks with their links. When the change is in no " +
+				"queue, it answers the task's last ship operation instead: succeeded when it landed, failed with " +
+				"error.code merge_conflict or checks_failed when the queue sent it back, with reworkReason and the " +
+				"failed checks (rework): then call start_task, fix the change and submit_work again.",
+			in: taskIDOnly(), out: schemaOf[mergeQueueStatusOut]()}, h.mergeQueueStatus),
 		addTool(h, toolDef{name: "wait_for_task_change", title: "Wait for a task to change", scope: lifecycle.ScopeEventsRead,
 			readOnly: true, idempotent: true, waits: true,
-			description: "Waits until the task's next event (a review, CI, a status change, a ship's end) or until " +
+			description: "Waits until the task's next event (a review, CI, a status change, a ship's end, its change's " +
+				"progress in a merge queue) or until " +
 				"timeoutSeconds pass (at most 60), and answers the event: its type, sequence and data with the task's " +
 				"status and availableActions. Pass the sequence of the last event you saw as afterSequence so that " +
 				"nothing is missed between calls. Same scope as the event stream (GET /task-events/stream).",
@@ -399,6 +408,54 @@ func (h *Handler) shipOperation(ctx context.Context, _ *call, in *shipOperationI
 	return dataAnswer[*lifecycle.ShipOperation]{&op, nonNil(op.AvailableActions)}, nil
 }
 
+func (h *Handler) mergeQueueStatus(ctx context.Context, _ *call, in *taskIDIn) (any, error) {
+	return h.queueStatus(ctx, in.TaskID)
+}
+
+// queueStatus is the answer of get_merge_queue_status (and of the
+// resource lifecycle://tasks/{id}/merge-queue): the queue, entry and
+// candidate of the task's change while it is in a merge queue; otherwise
+// the task's last ship operation. The task is read after the queue and
+// the operations, so that its availableActions are at least as new as
+// they are.
+func (h *Handler) queueStatus(ctx context.Context, taskID string) (*mergeQueueStatusOut, error) {
+	var out mergeQueueStatusOut
+	q, entry, err := h.svc.MergeQueueOf(ctx, taskID)
+	switch {
+	case err == nil:
+		out.InQueue, out.Entry = true, &entry
+		out.Queue = &queueSummary{ID: q.ID, Repository: q.Repository, Base: q.Base, BaseSHA: q.BaseSHA, Paused: q.Paused,
+			PauseReason: q.PauseReason, Entries: len(q.Entries)}
+		for i := range q.Candidates {
+			if entry.CandidateID != 0 && q.Candidates[i].ID == entry.CandidateID {
+				out.Candidate = &q.Candidates[i]
+			}
+		}
+	case errors.Is(err, lifecycle.ErrNotFound):
+		ops, err := h.svc.ShipOperations(ctx, taskID)
+		if err != nil {
+			return nil, err
+		}
+		if len(ops) > 0 {
+			out.LastShipOperation = &ops[len(ops)-1]
+		}
+	default:
+		return nil, err
+	}
+	t, err := h.svc.Task(ctx, taskID)
+	if err != nil {
+		return nil, err
+	}
+	out.TaskID, out.AvailableActions, out.Rework = t.ID, nonNil(t.AvailableActions), t.Facts.QueueRework
+	if r := t.ReworkReason(); r != "" {
+		out.ReworkReason = &r
+	}
+	if op := out.LastShipOperation; op != nil {
+		op.AvailableActions = out.AvailableActions
+	}
+	return &out, nil
+}
+
 // Bounds of wait_for_task_change's timeoutSeconds.
 const (
 	defaultWaitSeconds = 30
@@ -419,7 +476,9 @@ func (h *Handler) waitForTaskChange(ctx context.Context, c *call, in *waitIn) (a
 	// missed, so that an event between them is not lost. Without
 	// afterSequence, an event the watch hands over that the read of the
 	// task already showed (the watch may see one committed just before
-	// it started) is not the answer: every event moves the task's version.
+	// it started) is not the answer: every event moves the task's version,
+	// but task.merge_queue, which does not change the task (see
+	// firstEvent.pick).
 	read, cancel := context.WithTimeout(ctx, h.cfg.CallTimeout)
 	defer cancel()
 	first := newFirstEvent(in.AfterSequence == nil)
@@ -505,8 +564,13 @@ func (f *firstEvent) setFloor(v int64) {
 	f.held = nil
 }
 
+// pick answers e when its task version is above the floor. A
+// task.merge_queue event does not change the task: it carries the
+// task's version as it was, so one at the floor is taken too (at worst
+// the one the watch may see committed just before it started), or a
+// wait would never answer the queue's progress.
 func (f *firstEvent) pick(e *lifecycle.Event) {
-	if e.TaskVersion <= f.floor {
+	if e.TaskVersion < f.floor || (e.TaskVersion == f.floor && e.Type != lifecycle.EventTaskMergeQueue) {
 		return
 	}
 	select {

@@ -840,7 +840,7 @@ func subscribe(ctx context.Context, svc *lifecycle.Service, opts options, stdout
 	}
 	sub, err := svc.CreateSubscription(ctx, lifecycle.CreateSubscriptionParams{
 		URL:                opts.webhookURL,
-		EventTypes:         []lifecycle.EventType{lifecycle.EventTaskUpdated, lifecycle.EventTaskReviewed, lifecycle.EventTaskShipped, lifecycle.EventTaskAwaitingUser},
+		EventTypes:         []lifecycle.EventType{lifecycle.EventTaskUpdated, lifecycle.EventTaskReviewed, lifecycle.EventTaskShipped, lifecycle.EventTaskAwaitingUser, lifecycle.EventTaskMergeQueue},
 		Secret:             opts.webhookSecret,
 		AllowPrivateTarget: true,
 	})
