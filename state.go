@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/tasklifecycle/lifecycle/lifecycletype"
 )
@@ -43,6 +44,7 @@ type taskState struct {
 	draft      bool             // the pull request is a draft
 	mergeable  Mergeability     // "" when the adapter does not say
 	refused    bool             // the host refused the last merge, and nothing changed since
+	queueSent  bool             // the merge queue sent this head back for rework
 	shipping   bool             // a ship operation is queued or running
 	operation  string           // that operation's ID
 	merging    bool             // its runner began merging: reviews can no longer change it
@@ -76,6 +78,7 @@ func stateOf(t *Task, adapters adapterSet, ciRequired, canDeploy bool) taskState
 		draft:      t.Facts.Draft,
 		mergeable:  t.Facts.Mergeable,
 		refused:    t.Facts.MergeRefusal != nil,
+		queueSent:  t.Facts.QueueRework != nil,
 		shipping:   t.ActiveShipID != "",
 		operation:  t.ActiveShipID,
 		merging:    t.ShipMerging,
@@ -158,6 +161,7 @@ const (
 	refBehind
 	refBlocked
 	refHostRefused
+	refQueueRework
 	refCINotPassed
 	refNotApproved
 	refHeadMismatch
@@ -290,6 +294,8 @@ func (st taskState) shipRule() refusal {
 		return refConflicting
 	case st.mergeable == MergeabilityBehind:
 		return refBehind
+	case st.queueSent:
+		return refQueueRework
 	case !st.ciAllowsShip():
 		return refCINotPassed
 	case !st.decision.AllowsShip():
@@ -397,6 +403,9 @@ var refusals = [...]struct {
 			msg = r.Message
 		}
 		return fmt.Sprintf("The code host refused to merge pull request #%d of task %s: %s; ship is offered again once the pull request, its CI or its reviews change", prNumber(t), t.Identifier, msg)
+	}},
+	refQueueRework: {"not_mergeable", func(st taskState, t *Task, a ask) string {
+		return fmt.Sprintf("The merge queue sent task %s back for rework: %s", t.Identifier, strings.TrimSuffix(t.Facts.QueueRework.Message, "."))
 	}},
 	refCINotPassed: {"ci_not_passed", func(st taskState, t *Task, a ask) string {
 		return fmt.Sprintf("CI of task %s is %s, not passed", t.Identifier, st.ci)

@@ -851,7 +851,7 @@ func TestConsoleBrowserWebhooks(t *testing.T) {
 	subSel := fmt.Sprintf(`article[data-subscription-id=%q]`, subID)
 	p.waitFor(fmt.Sprintf(`document.querySelectorAll('%s tbody tr').length === 3`, subSel), testsupport.BrowserTimeout)
 	if got := value[string](p, fmt.Sprintf(`document.querySelector('%s').textContent`, subSel)); !strings.Contains(got, rc.URL("/hooks")) ||
-		!strings.Contains(got, "active") || !strings.Contains(got, "task.updated, task.reviewed, task.shipped, task.awaiting_user") ||
+		!strings.Contains(got, "active") || !strings.Contains(got, "task.updated, task.reviewed, task.shipped, task.awaiting_user, task.merge_queue") ||
 		!strings.Contains(got, "succeeded") || strings.Contains(got, "Retry now") {
 		t.Errorf("the subscription reads %q", got)
 	}

@@ -52,7 +52,8 @@ type Event struct {
 	// TraceID is the W3C trace ID of the request that caused the change, or nil.
 	TraceID *string `json:"traceId"`
 	// Data is the JSON object of the event type: one of TaskUpdatedData,
-	// TaskReviewedData, TaskShippedData or TaskAwaitingUserData.
+	// TaskReviewedData, TaskShippedData, TaskAwaitingUserData or
+	// TaskMergeQueueData.
 	Data json.RawMessage `json:"data"`
 
 	// TaskID is the task the event is about (also in Data).
@@ -170,7 +171,7 @@ type EventBlocker struct {
 
 // DecodeData decodes the event's data into the struct of its type and
 // returns a pointer to it: *TaskUpdatedData, *TaskReviewedData,
-// *TaskShippedData or *TaskAwaitingUserData.
+// *TaskShippedData, *TaskAwaitingUserData or *TaskMergeQueueData.
 func (e *Event) DecodeData() (any, error) {
 	var v any
 	switch e.Type {
@@ -182,6 +183,8 @@ func (e *Event) DecodeData() (any, error) {
 		v = new(TaskShippedData)
 	case EventTaskAwaitingUser:
 		v = new(TaskAwaitingUserData)
+	case EventTaskMergeQueue:
+		v = new(TaskMergeQueueData)
 	default:
 		return nil, fmt.Errorf("event %s: unknown type %q", e.ID, e.Type)
 	}
