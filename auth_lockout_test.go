@@ -175,6 +175,11 @@ func TestBadKeysDoNotLockOutTheContract(t *testing.T) {
 	check("POST /tasks/{id}/reviews", "/tasks/"+id+"/reviews", admin, map[string]any{"outcome": "commented", "body": "Reads well."}, nil, http.StatusCreated)
 	op := data(check("POST /tasks/{id}/ship", "/tasks/"+id+"/ship", admin, apitest.ShipBody("merge_only", "staging", sha), idem("ship-eng-1"), http.StatusAccepted))["operationId"].(string)
 	check("GET /ship-operations/{operationId}", "/ship-operations/"+op, agent, nil, nil, http.StatusOK)
+	// No merge queue is on here: the queue routes answer, not 429.
+	check("GET /merge-queues", "/merge-queues", agent, nil, nil, http.StatusOK)
+	check("GET /merge-queues/{id}", "/merge-queues/mq_none", agent, nil, nil, http.StatusNotFound)
+	check("POST /merge-queues/{id}/pause", "/merge-queues/mq_none/pause", admin, nil, nil, http.StatusNotFound)
+	check("POST /merge-queues/{id}/resume", "/merge-queues/mq_none/resume", admin, nil, nil, http.StatusNotFound)
 	other := data(check("POST /tasks", "/tasks", admin, apitest.TaskBody("ENG-2"), nil, http.StatusCreated))["id"].(string)
 	check("POST /tasks/{id}/cancel", "/tasks/"+other+"/cancel", admin, map[string]any{"reason": "not needed"}, nil, http.StatusOK)
 
