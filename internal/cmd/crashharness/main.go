@@ -154,6 +154,9 @@ func run(o options) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	st := newState(o.workers, srv)
+	if queue != nil {
+		st.shipsInFlight = queueShipsInFlight
+	}
 	obs := newObserver(srv, st)
 	go obs.run(ctx)
 	workDone := make(chan struct{})
@@ -164,14 +167,17 @@ func run(o options) error {
 	for k := 0; k < o.kills; k++ {
 		time.Sleep(time.Duration(300+rnd.IntN(1700)) * time.Millisecond)
 		// The first kills are targeted, so that every run measures each
-		// kind; then each kind in turn at random.
+		// kind; then a kind at random (with the merge queue, kills while
+		// a candidate is under test are as likely as the others together).
 		kinds := []string{"random", "submit", "ship"}
+		targeted := kinds[1:]
 		if queue != nil {
-			kinds = append(kinds, "testing")
+			kinds = append(kinds, "testing", "testing", "testing")
+			targeted = kinds[1:4]
 		}
 		kind := kinds[rnd.IntN(len(kinds))]
-		if k < len(kinds)-1 {
-			kind = kinds[k+1]
+		if k < len(targeted) {
+			kind = targeted[k]
 		}
 		var underTest []string // the tasks of a candidate killed under test
 		switch kind {

@@ -27,6 +27,12 @@ import (
 // every accepted ship must have landed, and every commit main moved to
 // must be in the tested log.
 
+// queueShipsInFlight bounds the ships each worker has in the merge queue
+// mode (state.shipsInFlight): with 4 workers, 12 at most, within the
+// demo's 16 ship operations at once (lifecycle.Config.ShipConcurrency),
+// each of which holds its place while its change waits in the queue.
+const queueShipsInFlight = 3
+
 // queueRun is what the merge queue mode adds to a kill run.
 type queueRun struct {
 	check     time.Duration // how long the demo's candidate check takes
