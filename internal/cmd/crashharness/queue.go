@@ -40,10 +40,11 @@ type queueRun struct {
 	testedLog string        // the demo's -queue-tested-log
 
 	mu        sync.Mutex
-	snapshots []snapshot      // GET /merge-queues around the kills
-	testing   []time.Duration // kills while a candidate was under test: kill → each of its ships succeeded
-	final     string          // GET /merge-queues once the ships settled
-	landed    map[string]string
+	snapshots []snapshot                 // GET /merge-queues around the kills
+	testing   []time.Duration            // kills while a candidate was under test: kill → each of its ships succeeded
+	final     string                     // GET /merge-queues once the ships settled
+	landed    map[string]string          // task ID → the commit its ship landed in
+	latency   map[string][]time.Duration // project → each ship's queuedAt to finishedAt
 }
 
 // snapshot is the answer of GET /merge-queues at a moment of the run.
@@ -55,7 +56,8 @@ type snapshot struct {
 
 // newQueueRun returns the merge queue mode of a run in dir.
 func newQueueRun(dir string, check time.Duration) *queueRun {
-	return &queueRun{check: check, poll: 250 * time.Millisecond, testedLog: filepath.Join(dir, "tested.log"), landed: map[string]string{}}
+	return &queueRun{check: check, poll: 250 * time.Millisecond, testedLog: filepath.Join(dir, "tested.log"),
+		landed: map[string]string{}, latency: map[string][]time.Duration{}}
 }
 
 // demoArgs returns the demo's flags that turn the queue on.
@@ -213,6 +215,11 @@ func (q *queueRun) readLanded(ctx context.Context, r *results, st *state, tasks 
 		}
 		if sha, _ := a.data()["mergeCommitSha"].(string); sha != "" && a.data()["status"] == "succeeded" {
 			q.landed[t.id] = sha
+		}
+		queued, err1 := time.Parse(time.RFC3339Nano, fmt.Sprint(a.data()["queuedAt"]))
+		finished, err2 := time.Parse(time.RFC3339Nano, fmt.Sprint(a.data()["finishedAt"]))
+		if err1 == nil && err2 == nil {
+			q.latency[t.project] = append(q.latency[t.project], finished.Sub(queued))
 		}
 	}
 }
@@ -403,6 +410,9 @@ func (q *queueRun) verify(r *results, tg target, tasks []*taskState, shipped map
 		fmt.Sprintf("merge queue: %d changes landed on main in %d landings (%.1f a landing); %d candidates passed their %s check (%d passes logged, a candidate retested after a kill counts again)",
 			merges, landings, float64(merges)/float64(max(landings, 1)), len(tested), q.check, lines),
 		fmt.Sprintf("SIGKILL while a candidate is under test + immediate restart → its ships complete in %s", spread(q.testing)),
+	}
+	for _, project := range []string{"crash0", "crash1"} {
+		figures = append(figures, fmt.Sprintf("ship through the queue into %s/main, queued to finished: %s", project, spread(q.latency[project])))
 	}
 	if q.final != "" {
 		figures = append(figures, "merge queues at the end: "+statsOf(q.final))
