@@ -110,44 +110,77 @@ func TestCandidateCheckRecordsWhatItPassed(t *testing.T) {
 	}
 }
 
-// A task of a local repository ships through the demo's merge queue: the
-// ship operation succeeds with the landed candidate, which the check
-// recorded as tested, and main is at it.
+// A task of a local repository ships through the demo's merge queue:
+// with a check that passes, the ship operation succeeds with the landed
+// candidate, main is at it, and the in-process check recorded it as
+// tested; with a command that fails, the change goes back (checks_failed)
+// and main does not move.
 func TestMergeQueueThroughTheDemo(t *testing.T) {
-	log := filepath.Join(t.TempDir(), "tested.log")
-	data := t.TempDir()
-	base := launch(t, "-addr", "127.0.0.1:0", "-data", data, "-admin-key-file", secretFile(t, testAdminKey),
-		"-merge-queue", "-merge-queue-poll", "50ms", "-queue-check-duration", "100ms", "-queue-tested-log", log)
-	c := client{t: t, base: base}
-	task := c.do("POST", "/tasks", map[string]any{"identifier": "MQ-1", "title": "Queue me",
-		"links": map[string]any{"issue": "https://issues.example.com/MQ-1"}, "context": map[string]any{"project": "queued"}})
-	id := task["id"].(string)
-	c.do("POST", "/tasks/"+id+"/start", map[string]any{})
-	sub := c.do("POST", "/tasks/"+id+"/submit", map[string]any{"summary": "Done.", "mode": "artifact",
-		"checks": []map[string]any{{"name": "unit", "status": "passed"}}})
-	head := sub["headSha"].(string)
-	c.do("POST", "/tasks/"+id+"/reviews", map[string]any{"outcome": "approved", "body": "Fine."})
-	op := c.do("POST", "/tasks/"+id+"/ship", map[string]any{"mode": "merge_only", "targetEnvironment": "staging", "expectedHeadSha": head})
-	done := c.await("ship finished", "/ship-operations/"+op["operationId"].(string), func(v map[string]any) bool {
-		return v["status"] == "succeeded" || v["status"] == "failed"
-	})
-	landed, _ := done["mergeCommitSha"].(string)
-	if done["status"] != "succeeded" || landed == "" {
-		t.Fatalf("ship operation = %v, want succeeded", done)
+	cases := []struct {
+		name    string
+		flags   []string
+		log     bool
+		landing bool
+	}{
+		{"in-process check", []string{"-queue-check-duration", "100ms"}, true, true},
+		{"command that passes", []string{"-queue-command", "true"}, false, true},
+		{"command that fails", []string{"-queue-command", "false"}, false, false},
 	}
-	raw, err := os.ReadFile(log)
-	if err != nil || !strings.Contains(string(raw), "queued main "+landed+"\n") {
-		t.Errorf("tested log (%v):\n%s\nlacks the landed candidate %s", err, raw, landed)
-	}
-	repo, err := git.PlainOpen(filepath.Join(data, "repos", "queued"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ref, err := repo.Reference(plumbing.NewBranchReferenceName("main"), true); err != nil || ref.Hash().String() != landed {
-		t.Errorf("main is at %v (%v), want the landed candidate %s", ref, err, landed)
-	}
-	queues := c.do("GET", "/merge-queues", nil)["data"].([]any)
-	if len(queues) != 1 || queues[0].(map[string]any)["baseSha"] != landed {
-		t.Errorf("GET /merge-queues = %v, want one queue whose base is at %s", queues, landed)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			log := filepath.Join(t.TempDir(), "tested.log")
+			data := t.TempDir()
+			args := []string{"-addr", "127.0.0.1:0", "-data", data, "-admin-key-file", secretFile(t, testAdminKey), "-merge-queue", "-merge-queue-poll", "50ms"}
+			args = append(args, tc.flags...)
+			if tc.log {
+				args = append(args, "-queue-tested-log", log)
+			}
+			c := client{t: t, base: launch(t, args...)}
+			task := c.do("POST", "/tasks", map[string]any{"identifier": "MQ-1", "title": "Queue me",
+				"links": map[string]any{"issue": "https://issues.example.com/MQ-1"}, "context": map[string]any{"project": "queued"}})
+			id := task["id"].(string)
+			c.do("POST", "/tasks/"+id+"/start", map[string]any{})
+			sub := c.do("POST", "/tasks/"+id+"/submit", map[string]any{"summary": "Done.", "mode": "artifact",
+				"checks": []map[string]any{{"name": "unit", "status": "passed"}}})
+			head := sub["headSha"].(string)
+			c.do("POST", "/tasks/"+id+"/reviews", map[string]any{"outcome": "approved", "body": "Fine."})
+			repo, err := git.PlainOpen(filepath.Join(data, "repos", "queued"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			before, err := repo.Reference(plumbing.NewBranchReferenceName("main"), true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			op := c.do("POST", "/tasks/"+id+"/ship", map[string]any{"mode": "merge_only", "targetEnvironment": "staging", "expectedHeadSha": head})
+			done := c.await("ship finished", "/ship-operations/"+op["operationId"].(string), func(v map[string]any) bool {
+				return v["status"] == "succeeded" || v["status"] == "failed"
+			})
+			main, err := repo.Reference(plumbing.NewBranchReferenceName("main"), true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.landing {
+				e, _ := done["error"].(map[string]any)
+				if done["status"] != "failed" || e["code"] != "checks_failed" || main.Hash() != before.Hash() {
+					t.Errorf("ship operation = %v, main %s (was %s); want failed checks_failed, main unmoved", done, main.Hash(), before.Hash())
+				}
+				return
+			}
+			landed, _ := done["mergeCommitSha"].(string)
+			if done["status"] != "succeeded" || landed == "" || main.Hash().String() != landed {
+				t.Fatalf("ship operation = %v, main at %s; want succeeded with main at its merge commit", done, main.Hash())
+			}
+			if tc.log {
+				raw, err := os.ReadFile(log)
+				if err != nil || !strings.Contains(string(raw), "queued main "+landed+"\n") {
+					t.Errorf("tested log (%v):\n%s\nlacks the landed candidate %s", err, raw, landed)
+				}
+			}
+			queues := c.do("GET", "/merge-queues", nil)["data"].([]any)
+			if len(queues) != 1 || queues[0].(map[string]any)["baseSha"] != landed {
+				t.Errorf("GET /merge-queues = %v, want one queue whose base is at %s", queues, landed)
+			}
+		})
 	}
 }
