@@ -168,7 +168,7 @@ func (q *queueRun) followShips(st *state, taskIDs []string, killed time.Time) {
 		st.waiters.Add(1)
 		go func() {
 			defer st.waiters.Done()
-			if d, ok := st.waitShip(op, killed, 150*time.Second); ok {
+			if d, ok := st.waitShip(op, killed, 60*time.Second); ok {
 				q.mu.Lock()
 				q.testing = append(q.testing, d)
 				q.mu.Unlock()
