@@ -65,6 +65,21 @@
 //	GITLAB_TOKEN=glpat-... GITLAB_WEBHOOK_TOKEN=... go run ./examples/demo \
 //		-gitlab-project-path GROUP/NAME [-gitlab-url https://gitlab.example.com]
 //
+// With -merge-queue, ships of the local repositories' tasks go through
+// the lifecycle's own merge queue (docs/merge-queue.md) instead of
+// merging at once: each change waits in the queue of its repository and
+// base, candidates are built on lifecycle-queue/main/<n> branches and
+// tested, and main moves to exactly a candidate that passed. The check
+// runs in process and passes after -queue-check-duration (0: at once),
+// or is a command of your own run in a checkout of each candidate
+// (-queue-command, with LIFECYCLE_CANDIDATE_SHA set). -queue-tested-log
+// names a file where the in-process check appends, and syncs, every
+// candidate it passed before the queue learns it passed; GET
+// /merge-queues shows the queues:
+//
+//	go run ./examples/demo -merge-queue -queue-check-duration 2s -queue-tested-log /tmp/tested.log
+//	go run ./examples/demo -merge-queue -queue-command 'make test'
+//
 // Webhook secrets are sealed in the database with a 32-byte key (64 hex
 // digits or standard base64), by default one generated on the first run
 // and kept in the data directory (webhook-secret.key). To rotate it, start
@@ -117,6 +132,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -174,6 +190,7 @@ type options struct {
 	background          bool
 	webhookSecretKey    string
 	previousSecretKeys  string
+	queue               queueOptions
 }
 
 // secretSource is where one secret comes from: the file a flag names, or
@@ -256,7 +273,17 @@ func parseFlags(args []string, getenv func(string) string) (options, error) {
 	fs.StringVar(&o.postgres, "postgres", "", "keep tasks in this PostgreSQL database (a DSN such as postgres://postgres@127.0.0.1:5432/postgres, without a password: give that in PGPASSWORD or ~/.pgpass) instead of the SQLite file; demos started with the same DSN are replicas of one Service; else $LIFECYCLE_POSTGRES_DSN, which may hold a password")
 	fs.StringVar(&o.instanceID, "instance-id", "", "this process's instance ID; replicas sharing a data directory need one each; else $LIFECYCLE_INSTANCE_ID, else one kept in the data directory")
 	fs.BoolVar(&o.background, "background", false, "start the server in the background, wait until it serves, and print the shell commands that export KEY and BASE")
+	fs.BoolVar(&o.queue.enabled, "merge-queue", false, "ship the local repositories' tasks through the lifecycle's merge queue (lifecycle.Config.MergeQueue): candidates are built on lifecycle-queue/<base>/<n> branches, tested, and main moves to a tested candidate; GET /merge-queues shows the queues")
+	fs.DurationVar(&o.queue.poll, "merge-queue-poll", time.Second, "with -merge-queue: how often a queue reads its candidates' checks and its base (lifecycle.MergeQueueConfig.PollInterval)")
+	fs.DurationVar(&o.queue.checkDuration, "queue-check-duration", 0, "with -merge-queue: how long the in-process check of a candidate takes before it passes (0: at once)")
+	fs.StringVar(&o.queue.command, "queue-command", "", "with -merge-queue: test each candidate with this command instead, split at spaces (no quoting), run in a checkout of the candidate with LIFECYCLE_CANDIDATE_SHA set; exit status 0 passes it")
+	fs.StringVar(&o.queue.testedLog, "queue-tested-log", "", "with -merge-queue: append each candidate the in-process check passed to this file (\"REPO BASE SHA\" lines), synced to disk before the check passes")
 	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if err := o.queue.validate(set); err != nil {
 		return o, err
 	}
 	for _, r := range removed {
@@ -399,11 +426,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// adapter is live for every project and takes artifact-mode
 	// submissions; its deployer checks merged trees out per environment.
 	repos, deploys := filepath.Join(opts.data, "repos"), filepath.Join(opts.data, "deploy")
-	adapter, err := artifact.New(artifact.Config{Dir: repos, Logger: log})
+	queueCheck, queueCommand, closeTestedLog, err := opts.queue.candidateCheck()
 	if err != nil {
 		return err
 	}
-	defer adapter.Close() // lets a running packer finish
+	defer closeTestedLog() // after the adapter has closed: deferred first
+	adapter, err := artifact.New(artifact.Config{Dir: repos, Logger: log, QueueCheck: queueCheck, QueueCommand: queueCommand})
+	if err != nil {
+		return err
+	}
+	defer adapter.Close() // lets a running packer finish, stops candidate checks
 	deployer, err := artifact.NewDeployer(artifact.DeployerConfig{Adapter: adapter, Dir: deploys})
 	if err != nil {
 		return err
@@ -506,6 +538,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		MeterProvider:              tel.meters,
 		TracerProvider:             tel.tracerProvider(),
 		MetricIdentifiers:          opts.metricIdentifiers,
+		MergeQueue:                 opts.queue.config(),
 	})
 	if err != nil {
 		return err
@@ -585,6 +618,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "console:        %s/console/ (sign in with the admin key)\n", base)
 	fmt.Fprintf(stdout, "mcp:            %s/mcp (Streamable HTTP, the same keys; docs/mcp.md)\n", base)
 	fmt.Fprintf(stdout, "metrics:        %s (Prometheus, no key: keep it from clients)\n", metricsURL)
+	if opts.queue.enabled {
+		fmt.Fprintf(stdout, "merge queue:    on for the local repositories (%s); %s/merge-queues\n", opts.queue.describe(), base)
+	}
 	if background {
 		// stdout is demo.log: the key goes to the terminal of the process
 		// that started this one, through the ready pipe, and nowhere else.
@@ -817,10 +853,16 @@ func parseKey(s string) ([]byte, error) {
 // subscribe subscribes -webhook-url to every event type, unless an earlier
 // run did. The subscription, and it alone, may reach a private address
 // such as a local receiver. One that an older demo made without that
-// allowance, which every subscription then had, is replaced.
+// allowance, which every subscription then had, is replaced, and so is
+// one without an event type this run sends (task.merge_queue, with
+// -merge-queue).
 func subscribe(ctx context.Context, svc *lifecycle.Service, opts options, stdout io.Writer) error {
 	if opts.webhookURL == "" {
 		return nil
+	}
+	types := []lifecycle.EventType{lifecycle.EventTaskUpdated, lifecycle.EventTaskReviewed, lifecycle.EventTaskShipped, lifecycle.EventTaskAwaitingUser}
+	if opts.queue.enabled {
+		types = append(types, lifecycle.EventTaskMergeQueue)
 	}
 	list, err := svc.ListSubscriptions(ctx, lifecycle.ListParams{Limit: 200})
 	if err != nil {
@@ -830,17 +872,18 @@ func subscribe(ctx context.Context, svc *lifecycle.Service, opts options, stdout
 		if sub.URL != opts.webhookURL || sub.Status != lifecycle.SubscriptionActive {
 			continue
 		}
-		if sub.AllowPrivateTarget || opts.allowPrivateWebhooks {
+		hasTypes := !slices.ContainsFunc(types, func(t lifecycle.EventType) bool { return !slices.Contains(sub.EventTypes, t) })
+		if hasTypes && (sub.AllowPrivateTarget || opts.allowPrivateWebhooks) {
 			fmt.Fprintf(stdout, "webhooks:       %s (%s, subscribed by an earlier run)\n", sub.URL, sub.ID)
 			return nil
 		}
 		if err := svc.DeleteSubscription(ctx, sub.ID); err != nil {
-			return fmt.Errorf("replace the -webhook-url subscription of an older run: %w", err)
+			return fmt.Errorf("replace the -webhook-url subscription of an earlier run: %w", err)
 		}
 	}
 	sub, err := svc.CreateSubscription(ctx, lifecycle.CreateSubscriptionParams{
 		URL:                opts.webhookURL,
-		EventTypes:         []lifecycle.EventType{lifecycle.EventTaskUpdated, lifecycle.EventTaskReviewed, lifecycle.EventTaskShipped, lifecycle.EventTaskAwaitingUser, lifecycle.EventTaskMergeQueue},
+		EventTypes:         types,
 		Secret:             opts.webhookSecret,
 		AllowPrivateTarget: true,
 	})

@@ -32,6 +32,7 @@ type results struct {
 	delivered  int
 	duplicates int
 	reconnects int
+	notes      []string // figures of the mode
 }
 
 func (r *results) fail(format string, args ...any) {
@@ -51,6 +52,9 @@ type target struct {
 	// dump, when set, returns a dump of the Store's data, which must not
 	// hold the webhook secret in the clear either.
 	dump func(ctx context.Context) ([]byte, error)
+	// queue is set in the merge queue mode: the invariants of the queue
+	// replace the one merge commit per task.
+	queue *queueRun
 	// gapless says that the Store numbers events without gaps. SQLite
 	// does; PostgreSQL draws sequences from a SEQUENCE, and a transaction
 	// that drew one and then rolled back (cut off by a restart) leaves a
@@ -111,6 +115,9 @@ func check(ctx context.Context, settle time.Duration, tg target, st *state, stre
 		if shipped[t.id] && a.data()["status"] != "done" {
 			r.fail("task %s: shipped, but its status is %v", t.identifier, a.data()["status"])
 		}
+	}
+	if tg.queue != nil {
+		tg.queue.readLanded(ctx, r, st, tasks)
 	}
 
 	// The streams and the webhooks catch up: wait until every event the
@@ -184,21 +191,10 @@ func check(ctx context.Context, settle time.Duration, tg target, st *state, stre
 	recv.mu.Unlock()
 
 	// Every shipped task is merged exactly once; no task twice.
-	merges := map[string]int{}
-	for _, project := range []string{"crash0", "crash1"} {
-		if err := countMerges(filepath.Join(tg.data, "repos", project), merges); err != nil {
-			r.fail("read the repository of %s: %v", project, err)
-		}
-	}
-	for _, t := range tasks {
-		if shipped[t.id] && merges[t.id] != 1 {
-			r.fail("task %s was shipped and merged %d times", t.identifier, merges[t.id])
-		}
-	}
-	for id, n := range merges {
-		if n > 1 {
-			r.fail("task %s has %d merge commits", id, n)
-		}
+	if tg.queue != nil {
+		r.notes = append(r.notes, tg.queue.verify(r, tg, tasks, shipped, stored)...)
+	} else {
+		r.checkMerges(tg, tasks, shipped)
 	}
 
 	// No 5xx answer (but, in the store-fault mode, 503 store_unavailable
@@ -233,6 +229,27 @@ func check(ctx context.Context, settle time.Duration, tg target, st *state, stre
 		}
 	}
 	return r
+}
+
+// checkMerges checks that every shipped task is merged exactly once, and
+// no task twice: one merge commit per task on main.
+func (r *results) checkMerges(tg target, tasks []*taskState, shipped map[string]bool) {
+	merges := map[string]int{}
+	for _, project := range []string{"crash0", "crash1"} {
+		if err := countMerges(filepath.Join(tg.data, "repos", project), merges); err != nil {
+			r.fail("read the repository of %s: %v", project, err)
+		}
+	}
+	for _, t := range tasks {
+		if shipped[t.id] && merges[t.id] != 1 {
+			r.fail("task %s was shipped and merged %d times", t.identifier, merges[t.id])
+		}
+	}
+	for id, n := range merges {
+		if n > 1 {
+			r.fail("task %s has %d merge commits", id, n)
+		}
+	}
 }
 
 // checkStream checks that the stream o saw every stored event from its
@@ -352,8 +369,14 @@ func (r *results) print(tg target, st *state, head []string) {
 	}
 	fmt.Printf("events: %d stored%s; %s reconnected %d times; webhooks: %d of %d delivered (%d duplicates)\n",
 		r.events, gaps, streams, r.reconnects, r.delivered, r.events, r.duplicates)
+	for _, line := range r.notes {
+		fmt.Println(line)
+	}
 	for _, v := range r.violations {
 		fmt.Println("VIOLATION:", v)
+	}
+	if len(r.violations) > 0 && tg.queue != nil {
+		tg.queue.printSnapshots(6)
 	}
 	if len(r.violations) > 0 {
 		for _, srv := range tg.servers {

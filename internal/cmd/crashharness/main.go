@@ -20,6 +20,18 @@
 // retried submit takes to replay its answer, and how long the queued ship
 // takes to complete, from the kill.
 //
+// With -merge-queue the demo ships through the lifecycle's own merge queue
+// (its -merge-queue, with a candidate check that takes -queue-check and
+// logs every candidate it passed, synced, in a tested log), and kills
+// come also while a candidate is under test (seen on GET /merge-queues).
+// The one merge commit per task then becomes: each task's change is on
+// main's first-parent history exactly once (the queue's merge commits,
+// Lifecycle-Queue-Pull trailers, at most once each); every accepted ship
+// succeeded with the candidate that carried its change; and every commit
+// main moved to is in the tested log, and is where a task.merge_queue
+// event says entries landed. It measures how long the ships of a
+// candidate killed under test take to complete, from the kill.
+//
 // With -faults store it leaves the processes alone and fails their store
 // instead (see faults.go): a private PostgreSQL cluster, shared by three
 // demo replicas, is restarted under load three times; then a single demo's
@@ -32,6 +44,7 @@
 //	go run ./internal/cmd/crashharness                 # 10 kills, as CI runs it
 //	go run ./internal/cmd/crashharness -kills 100      # the long run of RELIABILITY.md
 //	go run ./internal/cmd/crashharness -faults store   # store faults, as CI runs it too
+//	go run ./internal/cmd/crashharness -kills 10 -merge-queue   # kills while the merge queue tests candidates
 //
 // Everything runs on 127.0.0.1 in a temporary directory, bounded in time
 // (-deadline); the exit status is 1 when an invariant fails.
@@ -58,6 +71,10 @@ type options struct {
 	deadline time.Duration
 	demo     string
 	keep     bool
+	// mergeQueue runs the kill mode with the demo's merge queue on, its
+	// candidate check taking queueCheck.
+	mergeQueue bool
+	queueCheck time.Duration
 }
 
 func main() {
@@ -69,6 +86,8 @@ func main() {
 	flag.DurationVar(&o.deadline, "deadline", 170*time.Second, "the longest the final checks wait for ships and deliveries to settle (with -faults store, at most 60s a part)")
 	flag.StringVar(&o.demo, "demo", "", "the demo binary; default: built from ./examples/demo")
 	flag.BoolVar(&o.keep, "keep", false, "keep the data directory")
+	flag.BoolVar(&o.mergeQueue, "merge-queue", false, "with -faults kill: ship through the demo's merge queue, and kill also while candidates are under test")
+	flag.DurationVar(&o.queueCheck, "queue-check", 1500*time.Millisecond, "with -merge-queue: how long the demo's check of a candidate takes")
 	flag.Parse()
 	if o.seed == 0 {
 		o.seed = uint64(time.Now().UnixNano())
@@ -81,6 +100,9 @@ func main() {
 		err = runStoreFaults(o)
 	default:
 		err = fmt.Errorf("-faults %q: use kill or store", o.faults)
+	}
+	if o.mergeQueue && o.faults != "kill" {
+		err = fmt.Errorf("-merge-queue goes with -faults kill only")
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "crashharness:", err)
@@ -104,7 +126,13 @@ func run(o options) error {
 		return err
 	}
 	rnd := rand.New(rand.NewPCG(o.seed, o.seed>>1|1))
-	fmt.Printf("crash harness: %d kills, %d workers, seed %d\n", o.kills, o.workers, o.seed)
+	var queue *queueRun
+	if o.mergeQueue {
+		queue = newQueueRun(dir, o.queueCheck)
+		fmt.Printf("crash harness: %d kills, %d workers, seed %d; merge queue on, candidate check %s, poll %s\n", o.kills, o.workers, o.seed, queue.check, queue.poll)
+	} else {
+		fmt.Printf("crash harness: %d kills, %d workers, seed %d\n", o.kills, o.workers, o.seed)
+	}
 
 	recv, err := newReceiver(dir)
 	if err != nil {
@@ -116,6 +144,9 @@ func run(o options) error {
 		return err
 	}
 	defer srv.stop()
+	if queue != nil {
+		srv.args = queue.demoArgs()
+	}
 	if err := srv.start(); err != nil {
 		return err
 	}
@@ -123,6 +154,9 @@ func run(o options) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	st := newState(o.workers, srv)
+	if queue != nil {
+		st.shipsInFlight = queueShipsInFlight
+	}
 	obs := newObserver(srv, st)
 	go obs.run(ctx)
 	workDone := make(chan struct{})
@@ -132,20 +166,35 @@ func run(o options) error {
 	started := time.Now()
 	for k := 0; k < o.kills; k++ {
 		time.Sleep(time.Duration(300+rnd.IntN(1700)) * time.Millisecond)
-		// The first two kills are targeted, so that every run measures both;
-		// then a third of them each.
-		kind := []string{"random", "submit", "ship"}[rnd.IntN(3)]
-		if k < 2 {
-			kind = []string{"submit", "ship"}[k]
+		// The first kills are targeted, so that every run measures each
+		// kind; then a kind at random (with the merge queue, kills while
+		// a candidate is under test are as likely as the others together).
+		kinds := []string{"random", "submit", "ship"}
+		targeted := kinds[1:]
+		if queue != nil {
+			kinds = append(kinds, "testing", "testing", "testing")
+			targeted = kinds[1:4]
 		}
-		if kind == "random" {
+		kind := kinds[rnd.IntN(len(kinds))]
+		if k < len(targeted) {
+			kind = targeted[k]
+		}
+		var underTest []string // the tasks of a candidate killed under test
+		switch kind {
+		case "random":
 			srv.kill("random")
-		} else {
+		case "testing":
+			underTest = queue.killWhileTesting(st, rnd)
+		default:
 			st.killAfterNext(kind)
 		}
 		if err := srv.restart(); err != nil {
 			stopWork()
 			return err
+		}
+		if kind == "testing" {
+			queue.followShips(st, underTest, srv.lastKill())
+			queue.snapshotNow(st, "after the restart")
 		}
 	}
 	time.Sleep(500 * time.Millisecond) // the last restart serves a little
@@ -154,6 +203,7 @@ func run(o options) error {
 	workload := time.Since(started)
 
 	tg := sqliteTarget(srv)
+	tg.queue = queue
 	res := check(ctx, o.deadline, tg, st, []*observer{obs}, recv)
 	res.workload = workload
 	res.print(tg, st, killFigures(srv, st))

@@ -23,6 +23,7 @@ type server struct {
 	name      string // "demo", or a replica's name
 	bin, data string
 	env       []string // beside the harness's own environment
+	args      []string // beside the flags every demo gets
 	addr      string   // fixed across restarts
 	base      string
 	recv      *receiver
@@ -64,7 +65,8 @@ func (s *server) start() error {
 	s.mu.Lock()
 	// No metrics: the harness reads none, and the default port may be a
 	// demo's of this machine.
-	cmd := exec.Command(s.bin, "-addr", s.addr, "-metrics-addr", "", "-data", s.data, "-webhook-url", s.recv.url, "-webhook-ca", s.recv.caFile)
+	args := append([]string{"-addr", s.addr, "-metrics-addr", "", "-data", s.data, "-webhook-url", s.recv.url, "-webhook-ca", s.recv.caFile}, s.args...)
+	cmd := exec.Command(s.bin, args...)
 	stderr := &lockedWriter{}
 	cmd.Stdout, cmd.Stderr = io.Discard, stderr
 	// Secrets through the environment, never on the command line.

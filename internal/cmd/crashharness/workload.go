@@ -33,6 +33,11 @@ type state struct {
 	// with Retry-After is an answer the client retries, and a request
 	// without an answer (no process is killed) is a failure.
 	faults bool
+	// shipsInFlight, when set, bounds the ships a worker has acknowledged
+	// and not yet seen end: it waits before it starts another task. The
+	// merge queue mode sets it, so that the queue keeps up with the
+	// workload and a run stays bounded in time.
+	shipsInFlight int
 
 	target atomic.Pointer[string] // "submit" or "ship": kill after the next such acknowledgement
 
@@ -218,12 +223,45 @@ func (st *state) violation(format string, args ...any) {
 // worker takes tasks through create, start, submit, checks, review and
 // ship until ctx is done.
 func (st *state) worker(ctx context.Context, w int, rnd *rand.Rand) {
+	var inFlight []string // ship operations acknowledged, not seen ended
 	for n := 0; ctx.Err() == nil; n++ {
+		if st.shipsInFlight > 0 {
+			if inFlight = st.awaitShips(ctx, inFlight, st.shipsInFlight-1); ctx.Err() != nil {
+				return
+			}
+		}
 		t := &taskState{identifier: fmt.Sprintf("CH-%d-%d", w, n), project: fmt.Sprintf("crash%d", w%2)}
 		if err := st.lifecycle(ctx, t, rnd); err != nil && ctx.Err() == nil {
 			st.violation("task %s: %v", t.identifier, err)
 		}
+		st.mu.Lock()
+		if t.shipOp != "" {
+			inFlight = append(inFlight, t.shipOp)
+		}
+		st.mu.Unlock()
 	}
+}
+
+// awaitShips waits until at most n of the ship operations ops have not
+// ended, or ctx is done, and returns those that have not.
+func (st *state) awaitShips(ctx context.Context, ops []string, n int) []string {
+	for len(ops) > n && ctx.Err() == nil {
+		left := ops[:0]
+		for _, op := range ops {
+			a, err := st.call(ctx, "GET", "/ship-operations/"+op, nil, "")
+			if err != nil {
+				return ops
+			}
+			if s := a.data()["status"]; s != "succeeded" && s != "failed" {
+				left = append(left, op)
+			}
+		}
+		ops = left
+		if len(ops) > n {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return ops
 }
 
 // data returns the data member of an answer.
