@@ -65,17 +65,55 @@ func (r *repo) mergeBase(a, b plumbing.Hash) (plumbing.Hash, error) {
 			}
 		}
 	}
-	// A common ancestor found first may turn out to be an ancestor of
-	// another (clock skew); those are stale by now.
+	// A common ancestor found may be an ancestor of another found: commit
+	// times tie (a second holds many commits) or are skewed, so the walk
+	// may pop a commit before its child, and stop before marking the
+	// older one stale. As git's remove_redundant does, such a one is
+	// dropped, whatever the marks say.
 	for _, h := range found {
-		if flags[h]&stale == 0 {
+		redundant := false
+		for _, g := range found {
+			if g == h {
+				continue
+			}
+			anc, err := r.isAncestor(h, g)
+			if err != nil {
+				return plumbing.ZeroHash, err
+			}
+			if anc {
+				redundant = true
+				break
+			}
+		}
+		if !redundant {
 			return h, nil
 		}
 	}
-	if len(found) > 0 {
-		return found[0], nil
-	}
 	return plumbing.ZeroHash, nil
+}
+
+// isAncestor reports whether anc is h or one of h's ancestors, walking
+// h's history (all of it, when it is not).
+func (r *repo) isAncestor(anc, h plumbing.Hash) (bool, error) {
+	seen := map[plumbing.Hash]bool{h: true}
+	for next := []plumbing.Hash{h}; len(next) > 0; {
+		c := next[len(next)-1]
+		next = next[:len(next)-1]
+		if c == anc {
+			return true, nil
+		}
+		info, err := r.commitInfo(c)
+		if err != nil {
+			return false, err
+		}
+		for _, p := range info.parents {
+			if !seen[p] {
+				seen[p] = true
+				next = append(next, p)
+			}
+		}
+	}
+	return false, nil
 }
 
 // queued is a commit in mergeBase's queue.

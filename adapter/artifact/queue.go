@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -353,9 +354,9 @@ func (a *Adapter) advanceBranch(ctx context.Context, req lifecycle.AdvanceReques
 	if _, err := r.commitOf(to); err != nil {
 		return err
 	}
-	if mb, err := r.mergeBase(from, to); err != nil {
+	if ff, err := r.isAncestor(from, to); err != nil {
 		return err
-	} else if mb != from {
+	} else if !ff {
 		return fmt.Errorf("%s does not descend from %s: only a fast-forward advances a branch", to, from)
 	}
 	// Finish an earlier advance left unrecorded before noting this one.
@@ -392,11 +393,9 @@ func (a *Adapter) finishAdvance(r *repo, branch string) error {
 	}
 	landed := tip == to
 	if !landed && !tip.IsZero() {
-		mb, err := r.mergeBase(to, tip)
-		if err != nil {
+		if landed, err = r.isAncestor(to, tip); err != nil {
 			return err
 		}
-		landed = mb == to
 	}
 	if landed {
 		if err := a.markContained(r, branch, to); err != nil {
@@ -425,11 +424,11 @@ func (a *Adapter) markContained(r *repo, branch string, to plumbing.Hash) error 
 		if head.IsZero() {
 			continue
 		}
-		mb, err := r.mergeBase(head, to)
+		contained, err := r.isAncestor(head, to)
 		if err != nil {
 			return err
 		}
-		if mb != head {
+		if !contained {
 			continue
 		}
 		if s, err = r.markMerged(s, p, head, to, a.signature(), nil); err != nil {
@@ -442,19 +441,9 @@ func (a *Adapter) markContained(r *repo, branch string, to plumbing.Hash) error 
 // finishAdvances completes every advance noted in the repository (see
 // finishAdvance). The caller holds the write lock.
 func (a *Adapter) finishAdvances(r *repo) error {
-	iter, err := r.st.IterReferences()
+	branches, err := r.advanceNotes()
 	if err != nil {
-		return fmt.Errorf("list refs: %w", err)
-	}
-	var branches []string
-	err = iter.ForEach(func(ref *plumbing.Reference) error {
-		if b, ok := strings.CutPrefix(ref.Name().String(), advanceRefPrefix); ok {
-			branches = append(branches, b)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("list refs: %w", err)
+		return fmt.Errorf("list the advances under way: %w", err)
 	}
 	for _, b := range branches {
 		if err := a.finishAdvance(r, b); err != nil {
@@ -462,6 +451,46 @@ func (a *Adapter) finishAdvances(r *repo) error {
 		}
 	}
 	return nil
+}
+
+// advanceNotes returns the branches whose advance notes are in the
+// repository, loose or packed. It reads the notes' own files, not every
+// ref: a process killed while it wrote a ref leaves an empty "<ref>.lock"
+// among the refs, which go-git's listing of every ref refuses, and which
+// is not a note.
+func (r *repo) advanceNotes() ([]string, error) {
+	var branches []string
+	dir := filepath.Join(r.gitDir, filepath.FromSlash(advanceRefPrefix))
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil
+		case err != nil:
+			return err
+		case d.IsDir() || strings.HasSuffix(path, ".lock"):
+			return nil
+		}
+		rel, err := filepath.Rel(dir, path)
+		if err != nil {
+			return err
+		}
+		branches = append(branches, filepath.ToSlash(rel))
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	packed, err := os.ReadFile(filepath.Join(r.gitDir, "packed-refs"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	for line := range strings.Lines(string(packed)) {
+		_, name, ok := strings.Cut(strings.TrimSpace(line), " ")
+		if b, isNote := strings.CutPrefix(name, advanceRefPrefix); ok && isNote && !slices.Contains(branches, b) {
+			branches = append(branches, b)
+		}
+	}
+	return branches, nil
 }
 
 // DeleteBranch implements [lifecycle.QueueHost]. A branch that does not
