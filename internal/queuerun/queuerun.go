@@ -410,8 +410,12 @@ type testedRun struct {
 // lease: records what left the queue, appends the events, and returns
 // the queue as it is after.
 func (r *Runner) apply(ctx context.Context, id, change string, ev any) (*Doc, error) {
-	var out *Doc
+	var (
+		out      *Doc
+		measures []func() // counted once the transaction commits
+	)
 	err := r.cfg.Update(ctx, func(tx lifecycletype.Tx, qtx lifecycletype.MergeQueueTx) error {
+		measures = measures[:0] // a Store may run the transaction again
 		rec, err := qtx.MergeQueue(ctx, id)
 		if err != nil {
 			return err
@@ -443,7 +447,7 @@ func (r *Runner) apply(ctx context.Context, id, change string, ev any) (*Doc, er
 						depth = g.Depth
 					}
 				}
-				r.cfg.Tel.QueueTested(ctx, ev.Passed, depth)
+				measures = append(measures, func() { r.cfg.Tel.QueueTested(ctx, ev.Passed, depth) })
 			}
 		case landedApart:
 			engineEv, pause = ev.Landed, ev.why
@@ -472,7 +476,11 @@ func (r *Runner) apply(ctx context.Context, id, change string, ev any) (*Doc, er
 			d.PauseReason = pause
 			r.cfg.Log.Error("merge queue paused: the landed tree is not the tested tree", "queue", id, "why", pause)
 		}
-		events := r.record(ctx, d, now, acts)
+		events := r.record(d, now, acts)
+		for _, l := range events {
+			took := now.Sub(l.outcome.Since.Time)
+			measures = append(measures, func() { r.cfg.Tel.QueueLeft(ctx, l.change, took) })
+		}
 		if err := r.emit(ctx, tx, rec, d, change, subject, events); err != nil {
 			return err
 		}
@@ -480,6 +488,11 @@ func (r *Runner) apply(ctx context.Context, id, change string, ev any) (*Doc, er
 		out = d
 		return r.save(ctx, qtx, &rec, d, now, false)
 	})
+	if err == nil {
+		for _, m := range measures {
+			m()
+		}
+	}
 	return out, err
 }
 
@@ -499,8 +512,8 @@ type left struct {
 }
 
 // record keeps the outcomes of the actions that take entries out of the
-// queue, counts them, and returns them.
-func (r *Runner) record(ctx context.Context, d *Doc, now time.Time, acts []mergequeue.Action) []left {
+// queue, and returns them.
+func (r *Runner) record(d *Doc, now time.Time, acts []mergequeue.Action) []left {
 	var out []left
 	for _, a := range acts {
 		switch a := a.(type) {
@@ -525,7 +538,6 @@ func (r *Runner) record(ctx context.Context, d *Doc, now time.Time, acts []merge
 		m := d.Meta[l.id] // the entry is gone from the engine; its meta stays until prune
 		l.outcome.Head, l.outcome.Since, l.outcome.OperationID = m.Head, m.Since, m.OperationID
 		d.Outcomes[l.id] = l.outcome
-		r.cfg.Tel.QueueLeft(ctx, l.change, now.Sub(m.Since.Time))
 	}
 	return out
 }
