@@ -120,19 +120,6 @@ func (s *Server) entryState(e *queueEntry) string {
 	return "MERGEABLE"
 }
 
-// failedChecks returns the required checks of e's group that failed.
-// Callers hold s.mu.
-func (s *Server) failedChecks(e *queueEntry) []string {
-	var out []string
-	states := s.checkStates(e.group)
-	for _, name := range s.rulesOf(e.p.Base).required {
-		if st, ok := states[name]; ok && st == stateFailed {
-			out = append(out, name)
-		}
-	}
-	return out
-}
-
 // enqueue adds p to its base's queue at head: GitHub's enqueuePullRequest.
 // It returns the entry, or the error GitHub answers. Callers hold s.mu.
 func (s *Server) enqueue(p *pull, expected string) (*queueEntry, *gqlError) {
