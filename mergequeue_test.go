@@ -190,11 +190,18 @@ func TestMergeQueueSendsTheCulpritBack(t *testing.T) {
 	if treeHas(t, repo, main, "ENG-2") {
 		t.Error("main holds the culprit's change")
 	}
-	var shipped map[string]any
+	var shipped, failed map[string]any
 	for _, ev := range e.EventsOf(ids[1]) {
-		if ev["type"] == "task.shipped" {
-			shipped = ev["data"].(map[string]any)
+		data := ev["data"].(map[string]any)
+		switch {
+		case ev["type"] == "task.shipped":
+			shipped = data
+		case ev["type"] == "task.merge_queue" && data["change"] == "failed" && failed == nil:
+			failed = data["queue"].(map[string]any)["candidate"].(map[string]any)
 		}
+	}
+	if failed == nil || failed["state"] != "failed" || !strings.Contains(fmt.Sprint(failed["failedChecks"]), "queue-check") {
+		t.Errorf("the candidate of the culprit's first failed event = %v, want the failed one, naming queue-check", failed)
 	}
 	if shipped["reworkReason"] != "checks_failed" {
 		t.Errorf("task.shipped of the culprit = %v, want reworkReason checks_failed", shipped)

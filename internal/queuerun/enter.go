@@ -69,7 +69,7 @@ func (r *Runner) Enter(ctx context.Context, c Change, host lifecycletype.QueueHo
 		if t.HeadSHA == nil || !strings.EqualFold(*t.HeadSHA, c.Head) {
 			if d.entry(c.Task.ID) != nil {
 				d.Engine.Apply(r.cfg.Engine, now, mergequeue.Remove{ID: c.Task.ID})
-				if err := r.emit(ctx, tx, rec, d, "removed", []string{c.Task.ID}, nil); err != nil {
+				if err := r.emit(ctx, tx, rec, d, "removed", []string{c.Task.ID}, nil, nil); err != nil {
 					return err
 				}
 				return r.save(ctx, qtx, &rec, d, now, created)
@@ -86,7 +86,7 @@ func (r *Runner) Enter(ctx context.Context, c Change, host lifecycletype.QueueHo
 			d.Engine.Apply(r.cfg.Engine, now, mergequeue.Add{Entry: mergequeue.Entry{ID: c.Task.ID, Head: c.Head, Priority: pri, Since: now}})
 			d.Meta[c.Task.ID] = EntryMeta{TaskID: c.Task.ID, Identifier: c.Task.Identifier, OperationID: c.OperationID,
 				PullRequest: c.PullRequest, Head: c.Head, Since: lifecycletype.NewTimestamp(now)}
-			if err := r.emit(ctx, tx, rec, d, "entered", []string{c.Task.ID}, nil); err != nil {
+			if err := r.emit(ctx, tx, rec, d, "entered", []string{c.Task.ID}, nil, nil); err != nil {
 				return err
 			}
 		}
@@ -159,8 +159,9 @@ func checksSummary(checks []lifecycletype.CICheck) string {
 }
 
 // emit appends the events of a change: one per task it is about, and one
-// per entry that left the queue.
-func (r *Runner) emit(ctx context.Context, tx lifecycletype.Tx, rec lifecycletype.MergeQueueRecord, d *Doc, change string, subject []string, gone []left) error {
+// per entry that left the queue. tested, when not nil, is the candidate
+// whose CI run ended, which the events of passed and failed show.
+func (r *Runner) emit(ctx context.Context, tx lifecycletype.Tx, rec lifecycletype.MergeQueueRecord, d *Doc, change string, subject []string, gone []left, tested *lifecycletype.MergeQueueCandidate) error {
 	base := lifecycletype.MergeQueueEvent{ID: rec.ID, Repository: rec.Owner + "/" + rec.Repo, Base: rec.Base, Entries: len(d.Engine.Entries), Paused: d.Engine.Paused}
 	done := map[string]bool{}
 	for _, l := range gone {
@@ -187,7 +188,9 @@ func (r *Runner) emit(ctx context.Context, tx lifecycletype.Tx, rec lifecycletyp
 		}
 		q := base
 		q.Position, _ = d.position(id)
-		if e := d.entry(id); e != nil && e.Candidate != 0 {
+		if tested != nil {
+			q.Candidate = tested // the candidate whose run ended, not the one the entry moved to
+		} else if e := d.entry(id); e != nil && e.Candidate != 0 {
 			if c := d.candidate(e.Candidate); c != nil {
 				v := d.candidateView(*c, rec.Base, r)
 				q.Candidate = &v
@@ -226,7 +229,7 @@ func (r *Runner) SetPaused(ctx context.Context, id string, paused bool, why stri
 			for i, e := range d.Engine.Entries {
 				ids[i] = e.ID
 			}
-			if err := r.emit(ctx, tx, rec, d, change, ids, nil); err != nil {
+			if err := r.emit(ctx, tx, rec, d, change, ids, nil, nil); err != nil {
 				return err
 			}
 			if err := r.save(ctx, qtx, &rec, d, r.cfg.Clock.Now(), false); err != nil {

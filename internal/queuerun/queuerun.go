@@ -432,6 +432,7 @@ func (r *Runner) apply(ctx context.Context, id, change string, ev any) (*Doc, er
 			engineEv mergequeue.Event
 			pause    string
 			subject  []string // the tasks the change is about
+			tested   *lifecycletype.MergeQueueCandidate
 		)
 		switch ev := ev.(type) {
 		case runSeen:
@@ -441,6 +442,12 @@ func (r *Runner) apply(ctx context.Context, id, change string, ev any) (*Doc, er
 			engineEv = ev.Tested
 			subject = candidateEntries(d, ev.Candidate)
 			if c := d.candidate(ev.Candidate); c != nil && c.State == mergequeue.Testing {
+				v := d.candidateView(*c, rec.Base, r)
+				v.State, v.Checks, v.FailedChecks = string(mergequeue.Failed), nonNil(ev.Run.Checks), nonNil(ev.FailedJobs)
+				if ev.Passed {
+					v.State = string(mergequeue.Passed)
+				}
+				tested = &v
 				depth := 0
 				for _, g := range d.Engine.Groups {
 					if g.ID == c.Probe {
@@ -481,7 +488,7 @@ func (r *Runner) apply(ctx context.Context, id, change string, ev any) (*Doc, er
 			took := now.Sub(l.outcome.Since.Time)
 			measures = append(measures, func() { r.cfg.Tel.QueueLeft(ctx, l.change, took) })
 		}
-		if err := r.emit(ctx, tx, rec, d, change, subject, events); err != nil {
+		if err := r.emit(ctx, tx, rec, d, change, subject, events, tested); err != nil {
 			return err
 		}
 		d.prune(now)
@@ -562,4 +569,12 @@ func failedChecks(d *Doc, a mergequeue.Rework) []lifecycletype.CICheck {
 		}
 	}
 	return out
+}
+
+// nonNil returns s, or an empty slice for nil: a JSON array, not null.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }
