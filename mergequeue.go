@@ -171,19 +171,14 @@ func (d queueDomain) Task(ctx context.Context, taskID string) (Task, error) {
 	return d.s.store.Task(ctx, taskID)
 }
 
+// EntryLive reads the task alone: its ActiveShipID is the operation
+// queued or running for it, cleared in the transaction that ends it.
 func (d queueDomain) EntryLive(ctx context.Context, taskID, operationID, head string) (bool, error) {
-	op, err := d.s.store.ShipOperation(ctx, operationID)
-	if errors.Is(err, ErrNotFound) {
-		return false, nil
-	}
-	if err != nil || (op.Status != ShipQueued && op.Status != ShipRunning) {
-		return false, err
-	}
 	t, err := d.s.store.Task(ctx, taskID)
 	if errors.Is(err, ErrNotFound) {
 		return false, nil
 	}
-	return err == nil && strings.EqualFold(deref(t.HeadSHA), head), err
+	return err == nil && t.ActiveShipID == operationID && strings.EqualFold(deref(t.HeadSHA), head), err
 }
 
 func (d queueDomain) Emit(ctx context.Context, tx Tx, taskID string, data TaskMergeQueueData) error {

@@ -66,16 +66,15 @@ func (r *Runner) Enter(ctx context.Context, c Change, host lifecycletype.QueueHo
 		if err != nil {
 			return err
 		}
-		if t.HeadSHA == nil || !strings.EqualFold(*t.HeadSHA, c.Head) {
-			if d.entry(c.Task.ID) != nil {
-				d.Engine.Apply(r.cfg.Engine, now, mergequeue.Remove{ID: c.Task.ID})
-				if err := r.emit(ctx, tx, rec, d, "removed", []string{c.Task.ID}, nil, nil); err != nil {
-					return err
-				}
-				return r.save(ctx, qtx, &rec, d, now, created)
+		if moved = t.HeadSHA == nil || !strings.EqualFold(*t.HeadSHA, c.Head); moved {
+			if d.entry(c.Task.ID) == nil {
+				return nil
 			}
-			moved = true
-			return nil
+			d.Engine.Apply(r.cfg.Engine, now, mergequeue.Remove{ID: c.Task.ID})
+			if err := r.emit(ctx, tx, rec, d, "removed", []string{c.Task.ID}, nil, nil); err != nil {
+				return err
+			}
+			return r.save(ctx, qtx, &rec, d, now, created)
 		}
 		if e := d.entry(c.Task.ID); e == nil || !strings.EqualFold(e.Head, c.Head) {
 			pri := mergequeue.Normal
@@ -99,7 +98,7 @@ func (r *Runner) Enter(ctx context.Context, c Change, host lifecycletype.QueueHo
 	if err != nil {
 		return res, fmt.Errorf("merge queue into %s: %w", c.Base, err)
 	}
-	if moved || (outcome == nil && where == "") {
+	if moved {
 		return res, fmt.Errorf("merge queue into %s: the task's head is no longer %s: %w", c.Base, c.Head, lifecycletype.ErrHeadMismatch)
 	}
 	if outcome != nil {

@@ -104,15 +104,6 @@ func (d *Doc) candidateView(c mergequeue.Candidate, base string, r *Runner) life
 		kind = "leaf"
 	}
 	v := lifecycletype.MergeQueueCandidate{ID: c.ID, Kind: kind, Branch: r.Branch(base, c.ID), State: string(c.State), ParentSHA: c.ParentSHA, SHA: c.SHA,
-		TaskIDs: slices.Clone(c.Entries), Checks: d.Runs[c.ID].Checks, FailedChecks: slices.Clone(c.FailedJobs)}
-	if v.Checks == nil {
-		v.Checks = []lifecycletype.CICheck{}
-	}
-	if v.FailedChecks == nil {
-		v.FailedChecks = []string{}
-	}
-	if v.TaskIDs == nil {
-		v.TaskIDs = []string{}
-	}
+		TaskIDs: nonNil(slices.Clone(c.Entries)), Checks: nonNil(d.Runs[c.ID].Checks), FailedChecks: nonNil(slices.Clone(c.FailedJobs))}
 	return v
 }
