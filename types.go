@@ -165,6 +165,8 @@ type (
 	MergeQueueStore = lifecycletype.MergeQueueStore
 	// MergeQueueTx is [lifecycletype.MergeQueueTx].
 	MergeQueueTx = lifecycletype.MergeQueueTx
+	// DependencyTx is [lifecycletype.DependencyTx].
+	DependencyTx = lifecycletype.DependencyTx
 	// QueueRework is [lifecycletype.QueueRework].
 	QueueRework = lifecycletype.QueueRework
 	// QueueReworkError is [lifecycletype.QueueReworkError].
