@@ -142,8 +142,8 @@ func findCycle(ctx context.Context, tx Tx, t *Task, ids []string) ([]string, err
 type SetDependenciesParams struct {
 	// DependsOn are the IDs of the tasks the task depends on, at most 50,
 	// each once: tasks of the same project, not the task itself, and none
-	// that depends on it, directly or not. Empty removes every
-	// dependency.
+	// that depends on it, directly or not. Empty (or left out, as every
+	// member of the API's bodies may be) removes every dependency.
 	DependsOn []string `json:"dependsOn"`
 
 	// Actor is who changes the dependencies; events name it. Empty means
@@ -154,9 +154,6 @@ type SetDependenciesParams struct {
 // validate checks the form of p.
 func (p *SetDependenciesParams) validate() error {
 	var v lifecycletype.Validator
-	if p.DependsOn == nil {
-		v.Add("dependsOn", "is required: an array of task IDs, [] for none")
-	}
 	checkDependencyIDs(&v, p.DependsOn)
 	return v.Err()
 }
@@ -173,6 +170,9 @@ func (s *Service) SetDependencies(ctx context.Context, taskID string, p SetDepen
 		return Task{}, err
 	}
 	return s.changeTask(ctx, taskID, func(tx Tx, t *Task) (taskEvent, error) {
+		if len(p.DependsOn) == 0 {
+			p.DependsOn = []string{}
+		}
 		if slices.Equal(t.DependsOn, p.DependsOn) {
 			return taskEvent{}, nil
 		}

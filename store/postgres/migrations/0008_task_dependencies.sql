@@ -17,5 +17,7 @@ CREATE TABLE task_dependencies (
 CREATE INDEX task_dependencies_by_dependency ON task_dependencies (depends_on_id, task_id);
 
 -- GET /tasks?ready=true: tasks in todo waiting on nothing, in creation
--- order from a cursor.
-CREATE INDEX tasks_ready ON tasks (pos) WHERE status = 'todo' AND waiting_count = 0;
+-- order from a cursor. Partial, so that it holds only ready tasks; its
+-- columns are the query's terms, so that the planner prefers it to
+-- tasks_by_status (status, pos), which would read the waiting ones too.
+CREATE INDEX tasks_ready ON tasks (status, waiting_count, pos) WHERE status = 'todo' AND waiting_count = 0;
