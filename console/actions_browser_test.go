@@ -19,12 +19,6 @@ import (
 
 // JavaScript expressions about the actions panel of the open task.
 
-// actionShown is true when the action button of class cls is shown in the
-// open task's actions panel.
-func actionShown(cls string) string {
-	return fmt.Sprintf(`(() => { const b = document.querySelector("#timeline-actions .%s"); return !!b && !document.getElementById("timeline-actions").hidden && b.closest("[hidden]") === null; })()`, cls)
-}
-
 // actionsShown lists the action buttons shown in the open task's panel,
 // by class, in the page's order.
 const actionsShown = `document.getElementById("timeline-actions").hidden ? "" :

@@ -89,8 +89,8 @@ func findMembers(typ reflect.Type, names ...string) members {
 
 // get returns member name of *v, a pointer to a value of the struct type
 // m was found in, as encoding/json encodes it; or empty when the type has
-// no such member, or its value is nil, encodes as null or cannot be
-// encoded.
+// no such member, or its value is nil or an empty slice or map, encodes
+// as null or cannot be encoded.
 func (m members) get(v any, name, empty string) json.RawMessage {
 	i, ok := m.index[name]
 	if !ok {
@@ -98,7 +98,11 @@ func (m members) get(v any, name, empty string) json.RawMessage {
 	}
 	f := reflect.ValueOf(v).Elem().FieldByIndex(i)
 	switch f.Kind() {
-	case reflect.Slice, reflect.Pointer, reflect.Map, reflect.Interface:
+	case reflect.Slice, reflect.Map:
+		if f.Len() == 0 {
+			return json.RawMessage(empty)
+		}
+	case reflect.Pointer, reflect.Interface:
 		if f.IsNil() {
 			return json.RawMessage(empty)
 		}

@@ -404,8 +404,8 @@
     let stalled = 0;
     let waiting = 0;
     for (const c of state.cards.values()) {
-      if (stalledOf(c)) stalled++;
-      if (waitingOf(c).length) waiting++;
+      if (c.stalled && typeof c.stalled === "object") stalled++;
+      if (Array.isArray(c.waitingOn) && c.waitingOn.length) waiting++;
     }
     const h = $("highlights");
     const parts = [];
