@@ -186,7 +186,8 @@ func TestConsoleBrowserTaskActions(t *testing.T) {
 		t.Errorf("the page shows %q, want the new operation %s", got, ops[len(ops)-1].OperationID)
 	}
 
-	// Cancel asks first: Keep it sends nothing.
+	// Cancel asks first: Keep it, or Escape, sends nothing (and Escape
+	// leaves the timeline open).
 	openTask(p, todo, "ACT-4")
 	p.click("#timeline-actions .act-cancel")
 	p.waitFor(`!document.querySelector("#timeline-actions .confirm").hidden`, 5*time.Second)
@@ -195,6 +196,10 @@ func TestConsoleBrowserTaskActions(t *testing.T) {
 	}
 	p.click("#timeline-actions .act-keep")
 	p.waitFor(`document.querySelector("#timeline-actions .confirm").hidden`, 5*time.Second)
+	p.click("#timeline-actions .act-cancel")
+	p.waitFor(`!document.querySelector("#timeline-actions .confirm").hidden`, 5*time.Second)
+	p.must("Input.dispatchKeyEvent", map[string]any{"type": "keyDown", "key": "Escape", "code": "Escape", "windowsVirtualKeyCode": 27}, nil)
+	p.waitFor(`document.querySelector("#timeline-actions .confirm").hidden && !document.getElementById("timeline").hidden`, 5*time.Second)
 	p.click("#timeline-actions .act-cancel")
 	p.typeInto("#cancel-reason", "Not needed after the redesign.")
 	p.click("#timeline-actions .act-confirm-cancel")

@@ -1469,7 +1469,13 @@
     buildActions();
     window.addEventListener("hashchange", route);
     document.addEventListener("keydown", (ev) => {
-      if (ev.key === "Escape" && state.timelineID) closeTimeline();
+      if (ev.key !== "Escape" || !state.timelineID) return;
+      if (!acts.confirmBox.hidden) { // Escape answers the question first: keep the task
+        acts.confirmBox.hidden = true;
+        acts.cancel.focus();
+        return;
+      }
+      closeTimeline();
     });
     $("board").addEventListener("click", (ev) => {
       const linked = ev.target.closest(".task-link");
