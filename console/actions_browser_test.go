@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -168,6 +169,9 @@ func TestConsoleBrowserTaskActions(t *testing.T) {
 	// Retry the failed ship: the task's head, the failed operation's mode
 	// and environment.
 	openTask(p, failing, "ACT-3")
+	for _, d := range screenshotDirs(t) {
+		p.screenshot(filepath.Join(d, "console-actions.png"))
+	}
 	if label := value[string](p, `document.querySelector("#timeline-actions .act-retry-ship").textContent`); label != "Retry ship (merge and deploy to staging)" {
 		t.Errorf("the retry button reads %q", label)
 	}
@@ -270,7 +274,9 @@ func TestConsoleBrowserHighlights(t *testing.T) {
 	waiting := e.CreateTask(apitest.TaskBody("HL-2"))["id"].(string)
 	dep := e.CreateTask(apitest.TaskBody("HL-3"))["id"].(string)
 	site := serveConsole(t, e.Svc, e.Served)
-	const since, last = "2026-11-29T09:30:00.000Z", "2026-11-29T08:10:00.000Z"
+	// Stalled an hour ago, by the Service's clock, after an hour without
+	// activity.
+	since, last := lifecycle.NewTimestamp(apitest.Epoch.Add(-time.Hour)).String(), lifecycle.NewTimestamp(apitest.Epoch.Add(-2*time.Hour)).String()
 	highlight := make(chan bool, 1)
 	highlight <- true
 	site.setRewrite(func(body []byte) []byte {
@@ -332,6 +338,9 @@ func TestConsoleBrowserHighlights(t *testing.T) {
 	}
 	if got := value[string](p, `document.getElementById("highlights").textContent`); got != "1 stalled · 1 waiting" {
 		t.Errorf("the toolbar reads %q, want 1 stalled · 1 waiting", got)
+	}
+	for _, d := range screenshotDirs(t) {
+		p.screenshot(filepath.Join(d, "console-highlights.png"))
 	}
 	// The task it waits for opens from the card.
 	p.click(fmt.Sprintf(`.card[data-task-id=%q] .waiting-note .task-link`, waiting))
