@@ -184,6 +184,10 @@ func (s *Service) CreateTask(ctx context.Context, p CreateTaskParams) (Task, err
 			}
 			return fmt.Errorf("create task: %w", err)
 		}
+		if err := s.countAgent(ctx, tx, &t, nil); err != nil {
+			return err
+		}
+		s.setActions(&t)
 		return s.appendTaskEvent(ctx, tx, taskEvent{typ: EventTaskUpdated, summary: summary, actor: p.Actor}, nil, &t)
 	})
 	if err != nil {
@@ -296,8 +300,21 @@ func (s *Service) ListTasks(ctx context.Context, p ListTasksParams) (TaskList, e
 	if err != nil {
 		return TaskList{}, fmt.Errorf("list tasks: %w", err)
 	}
+	counts := map[string]int{} // one count per assignee
 	for i := range tasks.Tasks {
-		s.setActions(&tasks.Tasks[i])
+		t := &tasks.Tasks[i]
+		if needsCount(t, s.cfg.MaxInProgressPerAgent) {
+			n, ok := counts[*t.AssigneeAgentID]
+			if !ok {
+				if err := s.countAgent(ctx, s.store, t, nil); err != nil {
+					return TaskList{}, fmt.Errorf("list tasks: %w", err)
+				}
+				n = t.AssigneeInProgress
+				counts[*t.AssigneeAgentID] = n
+			}
+			t.AssigneeInProgress = n
+		}
+		s.setActions(t)
 	}
 	return TaskList{Tasks: httpapi.NonNil(tasks.Tasks), NextCursor: encodeCursor(tasks.Next)}, nil
 }
@@ -337,11 +354,43 @@ func (s *Service) readTask(ctx context.Context, taskID string) (Task, error) {
 	if err != nil {
 		return Task{}, fmt.Errorf("get task %s: %w", taskID, err)
 	}
+	if err := s.countAgent(ctx, s.store, &t, nil); err != nil {
+		return Task{}, err
+	}
 	s.setActions(&t)
 	return t, nil
 }
 
-// setActions sets t's available actions from its stored state.
+// inProgressCounter counts an agent's tasks in progress: a Store, or a
+// Tx, which also locks the count until it ends.
+type inProgressCounter interface {
+	CountInProgress(ctx context.Context, agentID string) (int, error)
+}
+
+// countAgent sets t.AssigneeInProgress: the tasks in progress of t's
+// assignee other than t, counted by r when the table's answer to start
+// depends on them (needsCount), else 0. stored is t as r has it stored,
+// when it may differ (in a transaction that changed it), or nil: its row
+// counts when it is in progress.
+func (s *Service) countAgent(ctx context.Context, r inProgressCounter, t, stored *Task) error {
+	t.AssigneeInProgress = 0
+	if !needsCount(t, s.cfg.MaxInProgressPerAgent) {
+		return nil
+	}
+	agent := *t.AssigneeAgentID
+	n, err := r.CountInProgress(ctx, agent)
+	if err != nil {
+		return fmt.Errorf("count the tasks in progress of agent %s: %w", agent, err)
+	}
+	if stored != nil && stored.Status == StatusInProgress && stored.AssigneeAgentID != nil && *stored.AssigneeAgentID == agent {
+		n-- // t itself, no longer in progress
+	}
+	t.AssigneeInProgress = n
+	return nil
+}
+
+// setActions sets t's available actions from its stored state and
+// t.AssigneeInProgress (see countAgent).
 func (s *Service) setActions(t *Task) {
 	t.AvailableActions = s.stateOf(t).actions()
 }

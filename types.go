@@ -340,6 +340,7 @@ const (
 	ReworkChangesRequested            = lifecycletype.ReworkChangesRequested
 	ReworkMergeConflict               = lifecycletype.ReworkMergeConflict
 	ReworkBehindBase                  = lifecycletype.ReworkBehindBase
+	ReworkCIFailed                    = lifecycletype.ReworkCIFailed
 	ProviderHeadChanged               = lifecycletype.ProviderHeadChanged
 	ProviderPullRequestClosed         = lifecycletype.ProviderPullRequestClosed
 	ProviderPullRequestMerged         = lifecycletype.ProviderPullRequestMerged

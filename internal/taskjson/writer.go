@@ -106,6 +106,7 @@ var taskMembers = []taskMember{
 		e.time(bl.CreatedAt)
 		e.b = append(e.b, '}')
 	}},
+	{"reworkRounds", func(e *Writer, t *lifecycletype.Task) { e.b = strconv.AppendInt(e.b, int64(t.ReworkRounds), 10) }},
 }
 
 // compactTaskMembers are the members of a compact task: without those of

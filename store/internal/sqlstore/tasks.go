@@ -18,7 +18,8 @@ const TaskColumns = `pos, id, identifier, title, description, status, priority, 
 	assignee_name, assignment_source, routing_decision_id, routing_reason, routing_confidence,
 	triage_queue_id, submission_id, pr_url, pr_number, branch, base_branch, head_sha, blocker,
 	status_before_blocker, version, created_at, updated_at, submission_mode, pr_owner, pr_repo,
-	review_policy, review_decision, rework_requested, active_ship_id, facts, reconcile_at, active_ship_merging`
+	review_policy, review_decision, rework_requested, active_ship_id, facts, reconcile_at, active_ship_merging,
+	rework_rounds, rework_rounds_base`
 
 // taskColumnList is TaskColumns split, without pos.
 var taskColumnList = strings.Split(strings.Join(strings.Fields(strings.TrimPrefix(TaskColumns, "pos, ")), " "), ", ")
@@ -83,7 +84,8 @@ func ScanTask(row Row) (lifecycle.Task, int64, error) {
 		&r.assigneeName, &r.source, &r.decisionID, &r.reason, &r.confidence,
 		&r.triage, &r.submission, &r.prURL, &r.prNumber, &r.branch, &r.base, &r.headSHA, &r.blocker,
 		&r.statusBefore, &t.Version, &r.created, &r.updated, &r.mode, &t.PROwner, &t.PRRepo,
-		&r.policy, &r.decision, &t.ReworkRequested, &t.ActiveShipID, &r.facts, &r.reconcileAt, &t.ShipMerging)
+		&r.policy, &r.decision, &t.ReworkRequested, &t.ActiveShipID, &r.facts, &r.reconcileAt, &t.ShipMerging,
+		&t.ReworkRounds, &t.ReworkRoundsBase)
 	if err != nil {
 		return *t, 0, err
 	}
@@ -189,6 +191,7 @@ func taskArgs(t *lifecycle.Task) ([]any, error) {
 		string(t.StatusBeforeBlocker), t.Version, Millis(t.CreatedAt.Time), Millis(t.UpdatedAt.Time),
 		string(t.SubmissionMode), t.PROwner, t.PRRepo, string(t.ReviewPolicy), string(t.ReviewDecision), t.ReworkRequested,
 		t.ActiveShipID, string(facts), reconcileAt, t.ShipMerging,
+		t.ReworkRounds, t.ReworkRoundsBase,
 	}, nil
 }
 
@@ -331,4 +334,38 @@ func (x *Tx) UpdateTask(ctx context.Context, t lifecycle.Task) error {
 		return x.F.errorf("update task %s: %w", t.ID, lifecycle.ErrNotFound)
 	}
 	return nil
+}
+
+// countInProgressSQL counts an agent's tasks in progress, from the
+// partial index tasks_in_progress_by_assignee.
+const countInProgressSQL = "SELECT COUNT(*) FROM tasks WHERE assignee_agent_id = $1 AND status = 'in_progress'"
+
+// CountInProgress implements lifecycle.Store.
+func (s *Reads) CountInProgress(ctx context.Context, agentID string) (int, error) {
+	if err := s.Open(); err != nil {
+		return 0, err
+	}
+	var n int
+	if err := s.X.QueryRow(ctx, countInProgressSQL, agentID).Scan(&n); err != nil {
+		return 0, s.F.errorf("count tasks in progress of agent %s: %w", agentID, err)
+	}
+	return n, nil
+}
+
+// CountInProgress implements lifecycle.Tx. Where rows are locked, it
+// first locks the agent's key (Flavour.LockKey) until the transaction
+// ends, in a statement of its own: the count, a later statement, then
+// sees every transaction that held the lock before, committed (at READ
+// COMMITTED each statement reads what is committed when it begins).
+func (x *Tx) CountInProgress(ctx context.Context, agentID string) (int, error) {
+	if x.F.LockKey != "" {
+		if _, err := x.X.Exec(ctx, x.F.LockKey, "lifecycle.agent_in_progress:"+agentID); err != nil {
+			return 0, x.F.errorf("lock the tasks in progress of agent %s: %w", agentID, err)
+		}
+	}
+	var n int
+	if err := x.X.QueryRow(ctx, countInProgressSQL, agentID).Scan(&n); err != nil {
+		return 0, x.F.errorf("count tasks in progress of agent %s: %w", agentID, err)
+	}
+	return n, nil
 }
