@@ -140,6 +140,11 @@ func testConcurrentCountInProgress(t *testing.T, h Harness) {
 				if err != nil || n >= cap {
 					return err
 				}
+				for _, other := range all { // a wide window between the count and the write
+					if _, err := tx.Task(context.Background(), other.ID+"x"); !errors.Is(err, lifecycle.ErrNotFound) {
+						return fmt.Errorf("read a task that does not exist: %v", err)
+					}
+				}
 				task.Status = lifecycle.StatusInProgress
 				ok = true
 				return tx.UpdateTask(context.Background(), task)
