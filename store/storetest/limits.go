@@ -72,7 +72,7 @@ func testCountInProgress(t *testing.T, h Harness) {
 			return tx.UpdateTask(ctx, task)
 		}
 	}
-	update(t, s, move(1, "agent-a", lifecycle.StatusInReview))  // submitted
+	update(t, s, move(1, "agent-a", lifecycle.StatusInReview))   // submitted
 	update(t, s, move(3, "agent-a", lifecycle.StatusInProgress)) // started
 	update(t, s, move(2, "agent-b", lifecycle.StatusInProgress)) // reassigned
 	update(t, s, move(6, "agent-b", lifecycle.StatusInProgress)) // out of triage
