@@ -91,6 +91,16 @@ type outboxTx struct {
 	appended *[]EventType
 }
 
+// CountInProgress counts through the transaction it wraps, when that can
+// (see InProgressCounter).
+func (t outboxTx) CountInProgress(ctx context.Context, agentID string) (int, error) {
+	c, ok := t.Tx.(InProgressCounter)
+	if !ok {
+		return 0, fmt.Errorf("count the tasks in progress of agent %s: %T does not implement lifecycle.InProgressCounter", agentID, t.Tx)
+	}
+	return c.CountInProgress(ctx, agentID)
+}
+
 func (t outboxTx) AppendEvent(ctx context.Context, e *Event) error {
 	if err := t.Tx.AppendEvent(ctx, e); err != nil {
 		return err

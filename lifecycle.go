@@ -406,7 +406,9 @@ type Config struct {
 	// of a task whose assignee has that many tasks in progress already is
 	// refused 409 max_in_progress_per_agent, and availableActions does not
 	// offer it meanwhile. Tasks without an assignee (in triage) are not
-	// capped. 0, the default, caps nothing; negative is an error.
+	// capped. It needs a Store that implements [InProgressCounter] (the
+	// SQLite, PostgreSQL and memory stores do). 0, the default, caps
+	// nothing; negative is an error.
 	MaxInProgressPerAgent int
 
 	// MaxReworkRounds caps the rework rounds of a task (a start from
@@ -530,6 +532,9 @@ func (c Config) validate() error {
 	}
 	if c.MaxInProgressPerAgent < 0 || c.MaxReworkRounds < 0 {
 		return errors.New("lifecycle: Config.MaxInProgressPerAgent and MaxReworkRounds must not be negative; leave them zero for no cap")
+	}
+	if _, ok := c.Store.(InProgressCounter); c.MaxInProgressPerAgent > 0 && !ok {
+		return errors.New("lifecycle: Config.MaxInProgressPerAgent needs a Store that counts an agent's tasks in progress (lifecycle.InProgressCounter); the SQLite, PostgreSQL and memory stores do")
 	}
 	seen := map[string]bool{}
 	for i, b := range c.Adapters {

@@ -40,6 +40,7 @@ var specTaskFields = map[string]string{
 	"links":              "object",
 	"context":            "object",
 	"blocker":            "object|null",
+	"reworkRounds":       "integer",
 }
 
 // Nested objects of the table.

@@ -361,24 +361,23 @@ func (s *Service) readTask(ctx context.Context, taskID string) (Task, error) {
 	return t, nil
 }
 
-// inProgressCounter counts an agent's tasks in progress: a Store, or a
-// Tx, which also locks the count until it ends.
-type inProgressCounter interface {
-	CountInProgress(ctx context.Context, agentID string) (int, error)
-}
-
 // countAgent sets t.AssigneeInProgress: the tasks in progress of t's
-// assignee other than t, counted by r when the table's answer to start
+// assignee other than t, counted by r (the Store, or a Tx, which also
+// locks the count until it ends; see InProgressCounter) when the table's answer to start
 // depends on them (needsCount), else 0. stored is t as r has it stored,
 // when it may differ (in a transaction that changed it), or nil: its row
 // counts when it is in progress.
-func (s *Service) countAgent(ctx context.Context, r inProgressCounter, t, stored *Task) error {
+func (s *Service) countAgent(ctx context.Context, r any, t, stored *Task) error {
 	t.AssigneeInProgress = 0
 	if !needsCount(t, s.cfg.MaxInProgressPerAgent) {
 		return nil
 	}
 	agent := *t.AssigneeAgentID
-	n, err := r.CountInProgress(ctx, agent)
+	c, ok := r.(InProgressCounter)
+	if !ok { // New refuses the cap with a Store that does not count
+		return fmt.Errorf("count the tasks in progress of agent %s: %T does not implement lifecycle.InProgressCounter", agent, r)
+	}
+	n, err := c.CountInProgress(ctx, agent)
 	if err != nil {
 		return fmt.Errorf("count the tasks in progress of agent %s: %w", agent, err)
 	}

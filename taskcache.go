@@ -101,7 +101,7 @@ func (s *Service) capHolds(ctx context.Context, cond string) (bool, error) {
 		return true, nil
 	}
 	state, agent, _ := strings.Cut(cond, " ")
-	n, err := s.store.CountInProgress(ctx, agent)
+	n, err := s.caps.counter.CountInProgress(ctx, agent) // New made sure there is one when a cap is set
 	if err != nil {
 		return false, fmt.Errorf("count the tasks in progress of agent %s: %w", agent, err)
 	}

@@ -193,6 +193,8 @@ type (
 	ShipQueueCounter = lifecycletype.ShipQueueCounter
 	// TaskRevisioner is [lifecycletype.TaskRevisioner].
 	TaskRevisioner = lifecycletype.TaskRevisioner
+	// InProgressCounter is [lifecycletype.InProgressCounter].
+	InProgressCounter = lifecycletype.InProgressCounter
 	// ShipQueueCounts is [lifecycletype.ShipQueueCounts].
 	ShipQueueCounts = lifecycletype.ShipQueueCounts
 	// InstanceLeaser is [lifecycletype.InstanceLeaser].

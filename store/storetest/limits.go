@@ -11,17 +11,22 @@ import (
 )
 
 // countInProgress returns the count of the agent's tasks in progress,
-// read outside a transaction and through one, which must agree.
+// read outside a transaction and through one, which must agree. The
+// Store implements lifecycle.InProgressCounter.
 func countInProgress(t *testing.T, s lifecycle.Store, agent string) int {
 	t.Helper()
-	n, err := s.CountInProgress(t.Context(), agent)
+	n, err := s.(lifecycle.InProgressCounter).CountInProgress(t.Context(), agent)
 	if err != nil {
 		t.Fatalf("CountInProgress(%s): %v", agent, err)
 	}
 	var inTx int
 	update(t, s, func(tx lifecycle.Tx) error {
 		var err error
-		inTx, err = tx.CountInProgress(t.Context(), agent)
+		c, ok := tx.(lifecycle.InProgressCounter)
+		if !ok {
+			return fmt.Errorf("the Store counts, its Tx %T does not", tx)
+		}
+		inTx, err = c.CountInProgress(t.Context(), agent)
 		return err
 	})
 	if inTx != n {
@@ -46,6 +51,7 @@ func assigned(n int, agent string, st lifecycle.Status) lifecycle.Task {
 // transaction rolled back; through a Tx, it sees the transaction's own
 // writes.
 func testCountInProgress(t *testing.T, h Harness) {
+	implements[lifecycle.InProgressCounter](t, h, "the Store does not implement lifecycle.InProgressCounter: Config.MaxInProgressPerAgent cannot be set")
 	s := open(t, h)
 	ctx := t.Context()
 	create(t, s,
@@ -88,7 +94,7 @@ func testCountInProgress(t *testing.T, h Harness) {
 		if err := tx.CreateTask(ctx, assigned(7, "agent-a", lifecycle.StatusInProgress)); err != nil {
 			return err
 		}
-		if n, err := tx.CountInProgress(ctx, "agent-a"); err != nil || n != 3 {
+		if n, err := tx.(lifecycle.InProgressCounter).CountInProgress(ctx, "agent-a"); err != nil || n != 3 {
 			return fmt.Errorf("inside the transaction: CountInProgress = %d, %v; want 3", n, err)
 		}
 		return errRollback
@@ -110,6 +116,7 @@ func testCountInProgress(t *testing.T, h Harness) {
 // one more while the count is below a cap, all at once, end with exactly
 // the cap started, never more.
 func testConcurrentCountInProgress(t *testing.T, h Harness) {
+	implements[lifecycle.InProgressCounter](t, h, "the Store does not implement lifecycle.InProgressCounter: Config.MaxInProgressPerAgent cannot be set")
 	s := open(t, h)
 	const tasks, cap = 12, 3
 	var all []lifecycle.Task
@@ -136,7 +143,7 @@ func testConcurrentCountInProgress(t *testing.T, h Harness) {
 				if err != nil {
 					return err
 				}
-				n, err := tx.CountInProgress(context.Background(), "agent-a")
+				n, err := tx.(lifecycle.InProgressCounter).CountInProgress(context.Background(), "agent-a")
 				if err != nil || n >= cap {
 					return err
 				}
