@@ -406,7 +406,7 @@ var refusals = [...]struct {
 		return fmt.Sprintf("Task %s is being shipped by operation %s; %s it when that ends", t.Identifier, st.operation, verb)
 	}},
 	refNotStartable: {"not_startable", func(st taskState, t *Task, a ask) string {
-		return fmt.Sprintf("Task %s is %s; start needs status todo, or in_review after changes were requested", t.Identifier, t.Status)
+		return fmt.Sprintf("Task %s is %s; start needs status todo, or in_review when it needs rework (changes requested, CI failed, a base to rebase on)", t.Identifier, t.Status)
 	}},
 	refAlreadyInReview: {"already_in_review", func(st taskState, t *Task, a ask) string {
 		return fmt.Sprintf("Task %s is %s; submit needs status in_progress", t.Identifier, t.Status)

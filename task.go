@@ -363,8 +363,8 @@ func (s *Service) readTask(ctx context.Context, taskID string) (Task, error) {
 
 // countAgent sets t.AssigneeInProgress: the tasks in progress of t's
 // assignee other than t, counted by r (the Store, or a Tx, which also
-// locks the count until it ends; see InProgressCounter) when the table's answer to start
-// depends on them (needsCount), else 0. stored is t as r has it stored,
+// locks the count until it ends; see InProgressCounter) when the table's
+// answer to start depends on them (needsCount), else 0. stored is t as r has it stored,
 // when it may differ (in a transaction that changed it), or nil: its row
 // counts when it is in progress.
 func (s *Service) countAgent(ctx context.Context, r any, t, stored *Task) error {
@@ -404,9 +404,12 @@ type StartTaskParams struct {
 	IdempotencyKey string `json:"-"`
 }
 
-// StartTask moves a task to in_progress: from todo, or from in_review after
-// a reviewer requested changes. It returns a *ConflictError listing the
-// available actions when start is not one of them.
+// StartTask moves a task to in_progress: from todo, or from in_review when
+// it needs rework (a reviewer requested changes, CI failed, the pull
+// request must be rebased), which counts one of its ReworkRounds. It
+// returns a *ConflictError listing the available actions when start is not
+// one of them: among its reasons max_in_progress_per_agent and
+// max_rework_rounds (see Config.MaxInProgressPerAgent and MaxReworkRounds).
 func (s *Service) StartTask(ctx context.Context, taskID string, p StartTaskParams) (Task, error) {
 	return s.taskOnce(ctx, p.Actor, startRoute, taskID, p.IdempotencyKey, p, func(ctx context.Context, record recordFunc) (Task, error) {
 		return s.changeTaskRecorded(ctx, taskID, record, func(tx Tx, t *Task) (taskEvent, error) {
