@@ -142,9 +142,9 @@ func TestReportedChecks(t *testing.T) {
 	if diff := cmp.Diff([]string{"availableActions", "ciStatus"}, data.ChangedFields); diff != "" {
 		t.Errorf("changedFields of a CI change (-want +got):\n%s", diff)
 	}
-	// A later failure takes ship away again.
+	// A later failure takes ship away again, and offers start for rework.
 	failed := report(sha, map[string]any{"name": "build", "status": "failed"})
-	if failed.Data.Overall != lifecycle.CIFailed || cmp.Diff(inReview, failed.AvailableActions) != "" {
+	if failed.Data.Overall != lifecycle.CIFailed || cmp.Diff(append([]lifecycle.Action{lifecycle.ActionStart}, inReview...), failed.AvailableActions) != "" {
 		t.Errorf("after failure: %+v", failed)
 	}
 }

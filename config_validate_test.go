@@ -11,6 +11,9 @@ import (
 
 // Config.Validate refuses what New refuses, with the same message, and
 // takes unset fields at their defaults.
+// uncountingStore is a Store without lifecycle.InProgressCounter.
+type uncountingStore struct{ lifecycle.Store }
+
 func TestConfigValidateAgreesWithNew(t *testing.T) {
 	t.Parallel()
 	store := memory.New()
@@ -32,6 +35,11 @@ func TestConfigValidateAgreesWithNew(t *testing.T) {
 		{"a decoding budget under one body", func(c *lifecycle.Config) { c.MaxDecodingBytes = 1024 }, "Config.MaxDecodingBytes"},
 		{"a negative auth interval", func(c *lifecycle.Config) { c.AuthFailureInterval = -time.Second }, "Config.AuthFailureInterval"},
 		{"an agent without an ID", func(c *lifecycle.Config) { c.Agents = []lifecycle.Agent{{Name: "x"}} }, "Config.Agents[0]"},
+		{"caps of the agent's loop", func(c *lifecycle.Config) { c.MaxInProgressPerAgent, c.MaxReworkRounds = 3, 5 }, ""},
+		{"a negative cap", func(c *lifecycle.Config) { c.MaxReworkRounds = -1 }, "Config.MaxInProgressPerAgent and MaxReworkRounds"},
+		{"an agent cap with a Store that does not count", func(c *lifecycle.Config) {
+			c.Store, c.MaxInProgressPerAgent = uncountingStore{store}, 1
+		}, "lifecycle.InProgressCounter"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

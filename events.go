@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/tasklifecycle/lifecycle/internal/httpapi"
@@ -90,6 +91,16 @@ type outboxTx struct {
 	appended *[]EventType
 }
 
+// CountInProgress counts through the transaction it wraps, when that can
+// (see InProgressCounter).
+func (t outboxTx) CountInProgress(ctx context.Context, agentID string) (int, error) {
+	c, ok := t.Tx.(InProgressCounter)
+	if !ok {
+		return 0, fmt.Errorf("count the tasks in progress of agent %s: %T does not implement lifecycle.InProgressCounter", agentID, t.Tx)
+	}
+	return c.CountInProgress(ctx, agentID)
+}
+
 func (t outboxTx) AppendEvent(ctx context.Context, e *Event) error {
 	if err := t.Tx.AppendEvent(ctx, e); err != nil {
 		return err
@@ -129,6 +140,9 @@ func (s *Service) changeTaskRecorded(ctx context.Context, taskID string, record 
 		if err != nil {
 			return fmt.Errorf("get task %s: %w", taskID, err)
 		}
+		if err := s.countAgent(ctx, tx, &t, nil); err != nil {
+			return err
+		}
 		s.setActions(&t)
 		before := t
 		ev, err := fn(tx, &t)
@@ -140,6 +154,15 @@ func (s *Service) changeTaskRecorded(ctx context.Context, taskID string, record 
 			return record(tx, &before) // a keyed call that changed nothing is answered too
 		}
 		t.UpdatedAt = s.now()
+		if capRework(&t, s.cfg.MaxReworkRounds, t.UpdatedAt) {
+			ev.extra = append(slices.Clip(ev.extra), taskEvent{typ: EventTaskAwaitingUser, actor: SystemActor(),
+				summary: fmt.Sprintf("Task %s needs rework again after its %d rework rounds: it waits for a person", t.Identifier, reworkUsed(&t))})
+		}
+		if c := s.cfg.MaxInProgressPerAgent; needsCount(&t, c) && needsCount(&before, c) && *t.AssigneeAgentID == *before.AssigneeAgentID {
+			t.AssigneeInProgress = before.AssigneeInProgress // counted already, and neither is in progress
+		} else if err := s.countAgent(ctx, tx, &t, &before); err != nil {
+			return err
+		}
 		s.setActions(&t)
 		for i, e := range append([]taskEvent{ev}, ev.extra...) {
 			t.Version++

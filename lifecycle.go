@@ -402,6 +402,25 @@ type Config struct {
 	// 16 MiB; negative keeps none.
 	TaskCacheBytes int64
 
+	// MaxInProgressPerAgent caps the tasks an agent works at once: start
+	// of a task whose assignee has that many tasks in progress already is
+	// refused 409 max_in_progress_per_agent, and availableActions does not
+	// offer it meanwhile. Tasks without an assignee (in triage) are not
+	// capped. It needs a Store that implements [InProgressCounter] (the
+	// SQLite, PostgreSQL and memory stores do). 0, the default, caps
+	// nothing; negative is an error.
+	MaxInProgressPerAgent int
+
+	// MaxReworkRounds caps the rework rounds of a task (a start from
+	// in_review back to in_progress; see Task.ReworkRounds): a task in
+	// review that needs rework again once it used that many is blocked
+	// for a person instead (blocker reason max_rework_rounds, event
+	// task.awaiting_user), and a start beyond the cap is refused 409
+	// max_rework_rounds. Resolving that blocker returns the task to review
+	// and grants it MaxReworkRounds more rounds. 0, the default, caps
+	// nothing; negative is an error.
+	MaxReworkRounds int
+
 	// RequestTimeout bounds the work of each API request but the event
 	// stream: a request whose Store (or code host) has not answered by
 	// then gets 503 store_unavailable with Retry-After, never a hang.
@@ -510,6 +529,12 @@ func (c Config) validate() error {
 	}
 	if c.RequestTimeout < 0 {
 		return errors.New("lifecycle: Config.RequestTimeout must not be negative; leave it zero for the default")
+	}
+	if c.MaxInProgressPerAgent < 0 || c.MaxReworkRounds < 0 {
+		return errors.New("lifecycle: Config.MaxInProgressPerAgent and MaxReworkRounds must not be negative; leave them zero for no cap")
+	}
+	if _, ok := c.Store.(InProgressCounter); c.MaxInProgressPerAgent > 0 && !ok {
+		return errors.New("lifecycle: Config.MaxInProgressPerAgent needs a Store that counts an agent's tasks in progress (lifecycle.InProgressCounter); the SQLite, PostgreSQL and memory stores do")
 	}
 	seen := map[string]bool{}
 	for i, b := range c.Adapters {

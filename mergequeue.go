@@ -187,6 +187,9 @@ func (d queueDomain) Emit(ctx context.Context, tx Tx, taskID string, data TaskMe
 		return fmt.Errorf("merge queue event of task %s: %w", taskID, err)
 	}
 	s := d.s
+	if err := s.countAgent(ctx, tx, &t, nil); err != nil {
+		return fmt.Errorf("merge queue event of task %s: %w", taskID, err)
+	}
 	s.setActions(&t)
 	data.EventData = EventData{TaskID: t.ID, TaskIdentifier: t.Identifier, Status: t.Status,
 		Summary: fmt.Sprintf("Task %s: %s in the merge queue into %s", t.Identifier, data.Change, data.Queue.Base), AvailableActions: httpapi.NonNil(t.AvailableActions),

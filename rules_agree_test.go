@@ -60,6 +60,12 @@ func TestCommandsAgreeWithAvailableActions(t *testing.T) {
 			t.DependsOn, t.WaitingOn = []string{"tsk_dep"}, []string{"tsk_dep"}
 		})},
 		{"in review, changes requested, shipping", with(submitted, shipping, func(t *lifecycle.Task) { t.ReworkRequested = true })},
+		{"in review, changes requested, rework rounds used", with(submitted, func(t *lifecycle.Task) {
+			t.ReviewPolicy, t.ReviewDecision, t.ReworkRequested, t.ReworkRounds = lifecycle.PolicyAlwaysRequire, lifecycle.DecisionChangesRequested, true, 1
+		})},
+		{"in review, rework rounds used and granted again", with(submitted, func(t *lifecycle.Task) {
+			t.ReworkRequested, t.ReworkRounds, t.ReworkRoundsBase = true, 1, 1
+		})},
 		{"in review, host requests changes", with(submitted, func(t *lifecycle.Task) {
 			t.ReviewPolicy, t.Facts.HostDecision = lifecycle.PolicyGitHubRules, lifecycle.DecisionChangesRequested
 		})},
@@ -115,10 +121,20 @@ func TestCommandsAgreeWithAvailableActions(t *testing.T) {
 	}
 	withoutAdapter := newEnv(t)
 	withAdapter, _ := newSubmitEnv(t)
+	// With caps: every task is assigned to an agent already at its cap of
+	// tasks in progress, and one rework round is allowed.
+	capped, _ := newSubmitEnv(t, func(c *lifecycle.Config) { c.MaxInProgressPerAgent, c.MaxReworkRounds = 1, 1 })
+	assigned := func(ident string) map[string]any {
+		body := apitest.TaskBody(ident)
+		body["assigneeAgentId"] = "agent-capped"
+		return body
+	}
+	capped.Call(apitest.Request{Method: "POST", Path: "/tasks/" + capped.CreateTask(assigned("AGREE-BUSY"))["id"].(string) + "/start", Key: capped.Admin}, 200)
 	envs := []struct {
-		name string
-		e    *env
-	}{{"no adapter", withoutAdapter}, {"an adapter", withAdapter}}
+		name   string
+		e      *env
+		assign bool
+	}{{"no adapter", withoutAdapter, false}, {"an adapter", withAdapter, false}, {"caps", capped, true}}
 	ctx := t.Context()
 	n := 0
 	for _, en := range envs {
@@ -126,7 +142,11 @@ func TestCommandsAgreeWithAvailableActions(t *testing.T) {
 			for _, c := range commands {
 				n++
 				e := en.e
-				id := e.CreateTask(apitest.TaskBody(fmt.Sprintf("AGREE-%d", n)))["id"].(string)
+				body := apitest.TaskBody(fmt.Sprintf("AGREE-%d", n))
+				if en.assign {
+					body = assigned(fmt.Sprintf("AGREE-%d", n))
+				}
+				id := e.CreateTask(body)["id"].(string)
 				dep := e.CreateTask(apitest.TaskBody(fmt.Sprintf("AGREE-%d-DEP", n)))["id"].(string)
 				err := e.Store.Update(ctx, func(tx lifecycle.Tx) error {
 					task, err := tx.Task(ctx, id)

@@ -42,6 +42,7 @@ var specTaskFields = map[string]string{
 	"blocker":            "object|null",
 	"dependsOn":          "string[]",
 	"waitingOn":          "string[]",
+	"reworkRounds":       "integer",
 }
 
 // Nested objects of the table.

@@ -51,6 +51,15 @@ type taskState struct {
 	adapters   adapterSet       // the adapters that take the task's submissions
 	canDeploy  bool             // the Service has a Deployer
 	waitingOn  string           // the first dependency not done yet, "" when none
+	agentCap   int              // Config.MaxInProgressPerAgent when the task has an assignee, else 0
+	agentLoad  int              // the assignee's other tasks in progress, where agentCap counts
+	reworkCap  bool             // the task used its Config.MaxReworkRounds rework rounds
+}
+
+// limits are the caps of Config that the table applies.
+type limits struct {
+	maxInProgress int // Config.MaxInProgressPerAgent; 0: no cap
+	maxRework     int // Config.MaxReworkRounds; 0: no cap
 }
 
 // adapterSet says which adapters take a task's submissions.
@@ -65,8 +74,10 @@ const (
 
 // stateOf returns the state of t. adapters says which adapters take the
 // task's submissions; ciRequired whether the task's repository has CI
-// (see [AdapterBinding.CIRequired]); canDeploy whether a Deployer is set.
-func stateOf(t *Task, adapters adapterSet, ciRequired, canDeploy bool) taskState {
+// (see [AdapterBinding.CIRequired]); canDeploy whether a Deployer is set;
+// lim the caps. The assignee's tasks in progress are t.AssigneeInProgress,
+// which the caller counted (see Service.countAgent) when needsCount says.
+func stateOf(t *Task, adapters adapterSet, ciRequired, canDeploy bool, lim limits) taskState {
 	st := taskState{
 		status:     t.Status,
 		ci:         t.CI(),
@@ -92,7 +103,25 @@ func stateOf(t *Task, adapters adapterSet, ciRequired, canDeploy bool) taskState
 	if t.HeadSHA != nil {
 		st.head = *t.HeadSHA
 	}
+	if lim.maxInProgress > 0 && t.AssigneeAgentID != nil {
+		st.agentCap, st.agentLoad = lim.maxInProgress, t.AssigneeInProgress
+	}
+	st.reworkCap = lim.maxRework > 0 && reworkUsed(t) >= lim.maxRework
 	return st
+}
+
+// reworkUsed returns the rework rounds t used since a person last granted
+// it more.
+func reworkUsed(t *Task) int { return t.ReworkRounds - t.ReworkRoundsBase }
+
+// needsCount reports whether the table's answer to start depends on the
+// count of the tasks in progress of t's assignee under cap: t has an
+// assignee and the rest of the rules would let it start.
+func needsCount(t *Task, cap int) bool {
+	if cap <= 0 || t.AssigneeAgentID == nil || t.ActiveShipID != "" {
+		return false
+	}
+	return t.Status == StatusTodo || (t.Status == StatusInReview && lifecycletype.ReworkOf(t) != "")
 }
 
 // stateOf returns the state that decides what t may do next.
@@ -106,7 +135,7 @@ func (s *Service) stateOf(t *Task) taskState {
 	if s.cfg.ArtifactAdapter != nil {
 		adapters |= artifactAdapter
 	}
-	return stateOf(t, adapters, ciRequired, s.cfg.Deployer != nil)
+	return stateOf(t, adapters, ciRequired, s.cfg.Deployer != nil, limits{s.cfg.MaxInProgressPerAgent, s.cfg.MaxReworkRounds})
 }
 
 // answer asks the table whether t may have a: it returns nil, or the
@@ -177,15 +206,21 @@ const (
 	refNotWaiting
 	refHeadMoved
 	refDependencyNotDone
+	refMaxInProgress
+	refMaxRework
 )
 
 // rule is the lifecycle's table: it answers a. It is pure and cheap (no
 // allocation), so that availableActions is derived from it on every read.
 //
 //	start    todo; in_review when the latest decisive review asked for
-//	         changes, or the pull request conflicts with its base or is
-//	         behind it where the host requires it up to date (rework);
+//	         changes, the merge queue sent it back, the pull request
+//	         conflicts with its base or is behind it where the host
+//	         requires it up to date, or CI of its head failed (rework),
+//	         unless the task used its Config.MaxReworkRounds rounds;
 //	         either only while no dependency waits (waitingOn is empty)
+//	         and while its assignee has fewer than
+//	         Config.MaxInProgressPerAgent tasks in progress
 //	submit   in_progress, when an adapter takes the task's submissions
 //	ship     in_review, submitted, when CI passed (or the repository has
 //	         no CI and there is none), the decision is approved or not
@@ -209,10 +244,14 @@ func (st taskState) rule(a ask) refusal {
 		switch {
 		case st.shipping:
 			return refShipInProgress
-		case st.status != StatusTodo && (st.status != StatusInReview || !st.rework):
+		case st.status == StatusInReview && st.rework && st.reworkCap:
+			return refMaxRework
+		case st.status != StatusTodo && !(st.status == StatusInReview && st.rework):
 			return refNotStartable
 		case st.waitingOn != "":
 			return refDependencyNotDone
+		case st.agentCap > 0 && st.agentLoad >= st.agentCap:
+			return refMaxInProgress
 		}
 		return allowed
 	case cmdSubmit:
@@ -375,7 +414,7 @@ var refusals = [...]struct {
 		return fmt.Sprintf("Task %s is being shipped by operation %s; %s it when that ends", t.Identifier, st.operation, verb)
 	}},
 	refNotStartable: {"not_startable", func(st taskState, t *Task, a ask) string {
-		return fmt.Sprintf("Task %s is %s; start needs status todo, or in_review after changes were requested", t.Identifier, t.Status)
+		return fmt.Sprintf("Task %s is %s; start needs status todo, or in_review when it needs rework (changes requested, CI failed, a base to rebase on)", t.Identifier, t.Status)
 	}},
 	refAlreadyInReview: {"already_in_review", func(st taskState, t *Task, a ask) string {
 		return fmt.Sprintf("Task %s is %s; submit needs status in_progress", t.Identifier, t.Status)
@@ -448,6 +487,13 @@ var refusals = [...]struct {
 	refDependencyNotDone: {"dependency_not_done", func(st taskState, t *Task, a ask) string {
 		return dependencyWords(t, st.waitingOn+", which is not done")
 	}},
+	refMaxInProgress: {"max_in_progress_per_agent", func(st taskState, t *Task, a ask) string {
+		return fmt.Sprintf("Agent %s has %d tasks in progress, the most this service allows per agent (%d); submit, block or cancel one of them before starting task %s",
+			deref(t.AssigneeAgentID), st.agentLoad, st.agentCap, t.Identifier)
+	}},
+	refMaxRework: {"max_rework_rounds", func(st taskState, t *Task, a ask) string {
+		return fmt.Sprintf("Task %s used its %d rework rounds; a person decides how it goes on", t.Identifier, reworkUsed(t))
+	}},
 }
 
 // move is a change of a task's status: what a command does, or what a
@@ -458,7 +504,7 @@ const (
 	moveCreate         move = iota // created: todo
 	moveStart                      // todo, or in_review for rework: in_progress
 	moveSubmit                     // in_progress: in_review
-	moveBlock                      // in_progress: blocked
+	moveBlock                      // in_progress (in_review, at the rework cap): blocked
 	moveResolve                    // blocked: back to the status the blocker interrupted
 	moveCancel                     // any but done and cancelled: cancelled
 	moveShipped                    // in_review: done, merged by its ship operation
@@ -498,10 +544,16 @@ func moveTask(t *Task, m move) {
 		if to == "" {
 			to = StatusInProgress
 		}
+		if t.Blocker != nil && t.Blocker.Reason == BlockerMaxReworkRounds {
+			t.ReworkRoundsBase = t.ReworkRounds // a person grants more rounds
+		}
 		t.StatusBeforeBlocker, t.Blocker = "", nil
 	case moveCancel:
 		t.StatusBeforeBlocker, t.Blocker = "", nil
 	case moveStart, moveShipped, moveMergedAtHost:
+		if m == moveStart && t.Status == StatusInReview {
+			t.ReworkRounds++
+		}
 		t.ReconcileAt = Timestamp{}
 	case moveClosedAtHost:
 		t.ReworkRequested = false
@@ -574,6 +626,38 @@ func settle(t *Task, wasState PullRequestState) bool {
 		moveTask(t, moveMergedAtHost) // reopened and merged at the host between two readings
 	default:
 		return false
+	}
+	return true
+}
+
+// BlockerMaxReworkRounds is the reason of the blocker the Service records
+// on a task in review that needs rework again after it used its
+// Config.MaxReworkRounds rounds.
+const BlockerMaxReworkRounds = "max_rework_rounds"
+
+// capRework blocks t for a person when it is in review, needs rework
+// (start would be offered but for the cap) and used its max rework rounds
+// (0: no cap): status blocked, returning to in_review when resolved, with
+// a blocker of the Service's. It reports whether it did. changeTask calls
+// it on every change of a task, in its transaction, so that the fact,
+// review or ship that made the task need rework blocks it there.
+func capRework(t *Task, max int, now Timestamp) bool {
+	if max <= 0 || t.Status != StatusInReview || t.ActiveShipID != "" || reworkUsed(t) < max {
+		return false
+	}
+	reason := lifecycletype.ReworkOf(t)
+	if reason == "" {
+		return false
+	}
+	moveTask(t, moveBlock)
+	t.Blocker = &Blocker{
+		Kind:          BlockerKindAwaitingUser,
+		SourceAgentID: SystemActor().ID,
+		Reason:        BlockerMaxReworkRounds,
+		ActionRequired: fmt.Sprintf("Task %s needs rework again (%s) after %d rework rounds, the most this service allows (Config.MaxReworkRounds %d). "+
+			"Look at its pull request, its reviews and its CI, and decide: help the agent, change the task, or cancel it.", t.Identifier, reason, reworkUsed(t), max),
+		ResumeInstructions: fmt.Sprintf("Resolving the blocker returns the task to in_review, where it offers start for rework again, with %d more rework rounds.", max),
+		CreatedAt:          now,
 	}
 	return true
 }

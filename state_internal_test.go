@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,7 +123,7 @@ func TestSettleAndShipRefusal(t *testing.T) {
 		tt.change(&task)
 		reason := ""
 		var c *ConflictError
-		if err := stateOf(&task, managedAdapter, true, false).answer(&task, ask{cmd: cmdShip, head: tt.head}); errors.As(err, &c) {
+		if err := stateOf(&task, managedAdapter, true, false, limits{}).answer(&task, ask{cmd: cmdShip, head: tt.head}); errors.As(err, &c) {
 			reason = c.Reason
 		} else if err != nil {
 			t.Fatalf("case %d: answer = %v, want a *ConflictError", i, err)
@@ -204,19 +205,23 @@ func TestReworkReasonAgreesWithTheTable(t *testing.T) {
 	policies := []CodeReviewPolicy{PolicyGitHubRules, PolicyNeverRequire, PolicyAlwaysRequire}
 	decisions := []ReviewDecision{"", DecisionApproved, DecisionChangesRequested, DecisionPending}
 	mergeable := []Mergeability{"", MergeabilityConflicting, MergeabilityBehind, MergeabilityMergeable}
+	head := "1111111111111111111111111111111111111111"
 	n := 0
 	for _, st := range statuses {
 		for _, p := range policies {
 			for _, d := range decisions {
 				for _, m := range mergeable {
-					for bits := range 4 {
+					for bits := range 8 {
 						task := Task{Status: st, ReviewPolicy: p, ReworkRequested: bits&1 != 0}
 						task.Facts.HostDecision, task.Facts.Mergeable = d, m
 						if bits&2 != 0 {
 							task.ActiveShipID = "shp_1"
 						}
+						if bits&4 != 0 {
+							task.HeadSHA, task.Facts.CI = &head, CIFailed
+						}
 						want := ""
-						if s := stateOf(&task, 0, false, false); s.status != StatusTodo && s.allows(ask{cmd: cmdStart}) {
+						if s := stateOf(&task, 0, false, false, limits{}); s.status != StatusTodo && s.allows(ask{cmd: cmdStart}) {
 							want = lifecycletype.ReworkOf(&task)
 						}
 						if got := task.ReworkReason(); got != want {
@@ -228,7 +233,160 @@ func TestReworkReasonAgreesWithTheTable(t *testing.T) {
 			}
 		}
 	}
-	if n != 6*3*4*4*4 {
+	if n != 6*3*4*4*8 {
 		t.Fatalf("checked %d tasks", n)
+	}
+}
+
+// TestReworkReasons checks which reason ReworkOf gives when several hold:
+// a review first, then the merge queue, the base, and CI last.
+func TestReworkReasons(t *testing.T) {
+	t.Parallel()
+	head := "1111111111111111111111111111111111111111"
+	tests := []struct {
+		name string
+		task Task
+		want string
+	}{
+		{"nothing", Task{Status: StatusInReview, HeadSHA: &head, Facts: Facts{CI: CIPassed}}, ""},
+		{"CI failed", Task{Status: StatusInReview, HeadSHA: &head, Facts: Facts{CI: CIFailed}}, lifecycletype.ReworkCIFailed},
+		{"CI failed of no head", Task{Status: StatusInReview, Facts: Facts{CI: CIFailed}}, ""},
+		{"CI running", Task{Status: StatusInReview, HeadSHA: &head, Facts: Facts{CI: CIRunning}}, ""},
+		{"CI failed and behind", Task{Status: StatusInReview, HeadSHA: &head, Facts: Facts{CI: CIFailed, Mergeable: MergeabilityBehind}}, lifecycletype.ReworkBehindBase},
+		{"CI failed and changes requested", Task{Status: StatusInReview, HeadSHA: &head, ReworkRequested: true, Facts: Facts{CI: CIFailed}}, lifecycletype.ReworkChangesRequested},
+		{"CI failed, shipping", Task{Status: StatusInReview, HeadSHA: &head, ActiveShipID: "shp_1", Facts: Facts{CI: CIFailed}}, ""},
+	}
+	for _, tt := range tests {
+		if got := tt.task.ReworkReason(); got != tt.want {
+			t.Errorf("%s: ReworkReason() = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestLimitsRule checks the caps of the table: start of a task whose
+// assignee is at Config.MaxInProgressPerAgent, and rework beyond
+// Config.MaxReworkRounds, with their reasons and the actions offered.
+func TestLimitsRule(t *testing.T) {
+	t.Parallel()
+	agent := "agent-1"
+	todo := func(load int) Task {
+		return Task{Identifier: "T-1", Status: StatusTodo, AssigneeAgentID: &agent, AssigneeInProgress: load}
+	}
+	rework := func(rounds, base, load int) Task {
+		return Task{Identifier: "T-1", Status: StatusInReview, AssigneeAgentID: &agent, AssigneeInProgress: load,
+			ReworkRequested: true, ReworkRounds: rounds, ReworkRoundsBase: base}
+	}
+	triage := Task{Identifier: "T-1", Status: StatusTodo, AssigneeInProgress: 5}
+	tests := []struct {
+		name    string
+		task    Task
+		lim     limits
+		reason  string // "" when start is allowed
+		actions []Action
+	}{
+		{"todo, no cap", todo(9), limits{}, "", []Action{ActionStart}},
+		{"todo, below the cap", todo(1), limits{maxInProgress: 2}, "", []Action{ActionStart}},
+		{"todo, at the cap", todo(2), limits{maxInProgress: 2}, "max_in_progress_per_agent", []Action{}},
+		{"todo, over the cap", todo(3), limits{maxInProgress: 2}, "max_in_progress_per_agent", []Action{}},
+		{"todo in triage, no assignee", triage, limits{maxInProgress: 1}, "", []Action{ActionStart}},
+		{"in progress, at the cap", Task{Status: StatusInProgress, AssigneeAgentID: &agent, AssigneeInProgress: 2}, limits{maxInProgress: 2}, "not_startable", []Action{}},
+		{"rework, below both caps", rework(1, 0, 0), limits{maxInProgress: 1, maxRework: 2}, "", []Action{ActionStart, ActionViewCIStatus, ActionViewReviewFeedback}},
+		{"rework, at the agent cap", rework(1, 0, 1), limits{maxInProgress: 1, maxRework: 2}, "max_in_progress_per_agent", []Action{ActionViewCIStatus, ActionViewReviewFeedback}},
+		{"rework, rounds used", rework(2, 0, 0), limits{maxRework: 2}, "max_rework_rounds", []Action{ActionViewCIStatus, ActionViewReviewFeedback}},
+		{"rework, rounds used, at the agent cap too", rework(2, 0, 1), limits{maxInProgress: 1, maxRework: 2}, "max_rework_rounds", []Action{ActionViewCIStatus, ActionViewReviewFeedback}},
+		{"rework, rounds granted again", rework(2, 2, 0), limits{maxRework: 2}, "", []Action{ActionStart, ActionViewCIStatus, ActionViewReviewFeedback}},
+		{"rework, rounds used, no cap", rework(7, 0, 0), limits{}, "", []Action{ActionStart, ActionViewCIStatus, ActionViewReviewFeedback}},
+		{"in review without rework, rounds used", Task{Status: StatusInReview, ReworkRounds: 3}, limits{maxRework: 2}, "not_startable", []Action{ActionViewCIStatus, ActionViewReviewFeedback}},
+	}
+	for _, tt := range tests {
+		st := stateOf(&tt.task, 0, false, false, tt.lim)
+		err := st.answer(&tt.task, ask{cmd: cmdStart})
+		var c *ConflictError
+		switch {
+		case tt.reason == "" && err != nil:
+			t.Errorf("%s: start refused: %v", tt.name, err)
+		case tt.reason != "" && (!errors.As(err, &c) || c.Reason != tt.reason):
+			t.Errorf("%s: start answered %v, want reason %s", tt.name, err, tt.reason)
+		}
+		if got := st.actions(); !slices.Equal(got, tt.actions) {
+			t.Errorf("%s: actions %v, want %v", tt.name, got, tt.actions)
+		}
+		if c != nil && !slices.Equal(c.AvailableActions, tt.actions) {
+			t.Errorf("%s: refused with actions %v, want %v", tt.name, c.AvailableActions, tt.actions)
+		}
+	}
+	// The refusal of the agent cap names the cap, the agent and its count.
+	task := todo(3)
+	err := stateOf(&task, 0, false, false, limits{maxInProgress: 3}).answer(&task, ask{cmd: cmdStart})
+	for _, want := range []string{"agent-1", "3 tasks in progress", "(3)"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal %v does not say %q", err, want)
+		}
+	}
+}
+
+// TestCapRework checks the block of a task that needs rework again after
+// its rounds, and the rounds a resolve grants.
+func TestCapRework(t *testing.T) {
+	t.Parallel()
+	now := NewTimestamp(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	head := "1111111111111111111111111111111111111111"
+	needs := Task{Identifier: "T-1", Status: StatusInReview, HeadSHA: &head, Facts: Facts{CI: CIFailed}, ReworkRounds: 2}
+	tests := []struct {
+		name    string
+		task    Task
+		max     int
+		blocked bool
+	}{
+		{"no cap", needs, 0, false},
+		{"rounds left", needs, 3, false},
+		{"rounds used", needs, 2, true},
+		{"more used than the cap", needs, 1, true},
+		{"rounds granted", func() Task { t := needs; t.ReworkRoundsBase = 2; return t }(), 2, false},
+		{"no rework needed", func() Task { t := needs; t.Facts.CI = CIPassed; return t }(), 2, false},
+		{"shipping", func() Task { t := needs; t.ActiveShipID = "shp_1"; return t }(), 2, false},
+		{"in progress", func() Task { t := needs; t.Status = StatusInProgress; return t }(), 2, false},
+	}
+	for _, tt := range tests {
+		task := tt.task
+		if got := capRework(&task, tt.max, now); got != tt.blocked {
+			t.Errorf("%s: capRework = %v, want %v", tt.name, got, tt.blocked)
+			continue
+		}
+		if !tt.blocked {
+			if task.Status != tt.task.Status || task.Blocker != nil {
+				t.Errorf("%s: changed the task: %s, %+v", tt.name, task.Status, task.Blocker)
+			}
+			continue
+		}
+		b := task.Blocker
+		if task.Status != StatusBlocked || task.StatusBeforeBlocker != StatusInReview || b == nil || b.Reason != BlockerMaxReworkRounds ||
+			b.Kind != BlockerKindAwaitingUser || !b.CreatedAt.Equal(now.Time) || !strings.Contains(b.ActionRequired, "ci_failed") || b.ResumeInstructions == "" {
+			t.Errorf("%s: blocked as %s (before %s) with %+v", tt.name, task.Status, task.StatusBeforeBlocker, b)
+		}
+		moveTask(&task, moveResolve)
+		if task.Status != StatusInReview || task.Blocker != nil || task.ReworkRoundsBase != task.ReworkRounds {
+			t.Errorf("%s: resolved to %s, base %d of %d rounds", tt.name, task.Status, task.ReworkRoundsBase, task.ReworkRounds)
+		}
+		if capRework(&task, tt.max, now) {
+			t.Errorf("%s: blocked again right after the resolve", tt.name)
+		}
+		moveTask(&task, moveStart)
+		if task.ReworkRounds != tt.task.ReworkRounds+1 {
+			t.Errorf("%s: a rework start counted %d rounds, want %d", tt.name, task.ReworkRounds, tt.task.ReworkRounds+1)
+		}
+	}
+	// A resolve of another blocker grants nothing.
+	task := Task{Status: StatusBlocked, StatusBeforeBlocker: StatusInProgress, ReworkRounds: 4,
+		Blocker: &Blocker{Kind: BlockerKindAwaitingUser, Reason: "missing_token"}}
+	moveTask(&task, moveResolve)
+	if task.ReworkRoundsBase != 0 {
+		t.Errorf("resolving another blocker granted rounds: base %d", task.ReworkRoundsBase)
+	}
+	// A start from todo is not a rework round.
+	task = Task{Status: StatusTodo}
+	moveTask(&task, moveStart)
+	if task.ReworkRounds != 0 {
+		t.Errorf("a first start counted %d rework rounds", task.ReworkRounds)
 	}
 }

@@ -200,6 +200,10 @@ func (s *Service) CreateTask(ctx context.Context, p CreateTaskParams) (Task, err
 			}
 			return fmt.Errorf("create task: %w", err)
 		}
+		if err := s.countAgent(ctx, tx, &t, nil); err != nil {
+			return err
+		}
+		s.setActions(&t)
 		return s.appendTaskEvent(ctx, tx, taskEvent{typ: EventTaskUpdated, summary: summary, actor: p.Actor}, nil, &t)
 	})
 	if err != nil {
@@ -316,8 +320,21 @@ func (s *Service) ListTasks(ctx context.Context, p ListTasksParams) (TaskList, e
 	if err != nil {
 		return TaskList{}, fmt.Errorf("list tasks: %w", err)
 	}
+	counts := map[string]int{} // one count per assignee
 	for i := range tasks.Tasks {
-		s.setActions(&tasks.Tasks[i])
+		t := &tasks.Tasks[i]
+		if needsCount(t, s.cfg.MaxInProgressPerAgent) {
+			n, ok := counts[*t.AssigneeAgentID]
+			if !ok {
+				if err := s.countAgent(ctx, s.store, t, nil); err != nil {
+					return TaskList{}, fmt.Errorf("list tasks: %w", err)
+				}
+				n = t.AssigneeInProgress
+				counts[*t.AssigneeAgentID] = n
+			}
+			t.AssigneeInProgress = n
+		}
+		s.setActions(t)
 	}
 	return TaskList{Tasks: httpapi.NonNil(tasks.Tasks), NextCursor: encodeCursor(tasks.Next)}, nil
 }
@@ -357,11 +374,42 @@ func (s *Service) readTask(ctx context.Context, taskID string) (Task, error) {
 	if err != nil {
 		return Task{}, fmt.Errorf("get task %s: %w", taskID, err)
 	}
+	if err := s.countAgent(ctx, s.store, &t, nil); err != nil {
+		return Task{}, err
+	}
 	s.setActions(&t)
 	return t, nil
 }
 
-// setActions sets t's available actions from its stored state.
+// countAgent sets t.AssigneeInProgress: the tasks in progress of t's
+// assignee other than t, counted by r (the Store, or a Tx, which also
+// locks the count until it ends; see InProgressCounter) when the table's
+// answer to start depends on them (needsCount), else 0. stored is t as r has it stored,
+// when it may differ (in a transaction that changed it), or nil: its row
+// counts when it is in progress.
+func (s *Service) countAgent(ctx context.Context, r any, t, stored *Task) error {
+	t.AssigneeInProgress = 0
+	if !needsCount(t, s.cfg.MaxInProgressPerAgent) {
+		return nil
+	}
+	agent := *t.AssigneeAgentID
+	c, ok := r.(InProgressCounter)
+	if !ok { // New refuses the cap with a Store that does not count
+		return fmt.Errorf("count the tasks in progress of agent %s: %T does not implement lifecycle.InProgressCounter", agent, r)
+	}
+	n, err := c.CountInProgress(ctx, agent)
+	if err != nil {
+		return fmt.Errorf("count the tasks in progress of agent %s: %w", agent, err)
+	}
+	if stored != nil && stored.Status == StatusInProgress && stored.AssigneeAgentID != nil && *stored.AssigneeAgentID == agent {
+		n-- // t itself, no longer in progress
+	}
+	t.AssigneeInProgress = n
+	return nil
+}
+
+// setActions sets t's available actions from its stored state and
+// t.AssigneeInProgress (see countAgent).
 func (s *Service) setActions(t *Task) {
 	t.AvailableActions = s.stateOf(t).actions()
 }
@@ -376,9 +424,12 @@ type StartTaskParams struct {
 	IdempotencyKey string `json:"-"`
 }
 
-// StartTask moves a task to in_progress: from todo, or from in_review after
-// a reviewer requested changes. It returns a *ConflictError listing the
-// available actions when start is not one of them.
+// StartTask moves a task to in_progress: from todo, or from in_review when
+// it needs rework (a reviewer requested changes, CI failed, the pull
+// request must be rebased), which counts one of its ReworkRounds. It
+// returns a *ConflictError listing the available actions when start is not
+// one of them: among its reasons max_in_progress_per_agent and
+// max_rework_rounds (see Config.MaxInProgressPerAgent and MaxReworkRounds).
 func (s *Service) StartTask(ctx context.Context, taskID string, p StartTaskParams) (Task, error) {
 	return s.taskOnce(ctx, p.Actor, startRoute, taskID, p.IdempotencyKey, p, func(ctx context.Context, record recordFunc) (Task, error) {
 		return s.changeTaskRecorded(ctx, taskID, record, func(tx Tx, t *Task) (taskEvent, error) {

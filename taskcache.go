@@ -55,9 +55,15 @@ func (s *Service) encodedTask(ctx context.Context, taskID, form string, encode f
 	if err != nil {
 		return nil, fmt.Errorf("get task %s: %w", taskID, err)
 	}
-	if b := s.tasks.Get(taskID, rev, form); b != nil {
-		s.tel.TaskCacheLookup(ctx, true)
-		return b, nil
+	if b, cond := s.tasks.Get(taskID, rev, form); b != nil {
+		holds, err := s.capHolds(ctx, cond)
+		if err != nil {
+			return nil, err
+		}
+		if holds {
+			s.tel.TaskCacheLookup(ctx, true)
+			return b, nil
+		}
 	}
 	s.tel.TaskCacheLookup(ctx, false)
 	t, err := s.Task(ctx, taskID)
@@ -68,6 +74,36 @@ func (s *Service) encodedTask(ctx context.Context, taskID, form string, encode f
 	if err != nil {
 		return nil, err
 	}
-	s.tasks.Put(taskID, rev, form, b)
+	s.tasks.Put(taskID, rev, form, capCondition(&t, s.cfg.MaxInProgressPerAgent), b)
 	return b, nil
+}
+
+// capCondition is the condition beyond its row under which t's encoding
+// holds (see taskcache.Cache.Put): when whether start is offered depends
+// on the count of its assignee's tasks in progress (needsCount), the
+// assignee and whether it was at the cap, "at_cap" or "below_cap", then
+// the agent's ID; else "".
+func capCondition(t *Task, cap int) string {
+	switch {
+	case !needsCount(t, cap):
+		return ""
+	case t.AssigneeInProgress >= cap:
+		return "at_cap " + *t.AssigneeAgentID
+	}
+	return "below_cap " + *t.AssigneeAgentID
+}
+
+// capHolds reports whether cond, made by capCondition, still holds: the
+// agent it names is still at the cap, or still below it. It counts the
+// agent's tasks in progress (one indexed read) only when cond names one.
+func (s *Service) capHolds(ctx context.Context, cond string) (bool, error) {
+	if cond == "" {
+		return true, nil
+	}
+	state, agent, _ := strings.Cut(cond, " ")
+	n, err := s.caps.counter.CountInProgress(ctx, agent) // New made sure there is one when a cap is set
+	if err != nil {
+		return false, fmt.Errorf("count the tasks in progress of agent %s: %w", agent, err)
+	}
+	return (n >= s.cfg.MaxInProgressPerAgent) == (state == "at_cap"), nil
 }

@@ -195,6 +195,8 @@ type (
 	ShipQueueCounter = lifecycletype.ShipQueueCounter
 	// TaskRevisioner is [lifecycletype.TaskRevisioner].
 	TaskRevisioner = lifecycletype.TaskRevisioner
+	// InProgressCounter is [lifecycletype.InProgressCounter].
+	InProgressCounter = lifecycletype.InProgressCounter
 	// ShipQueueCounts is [lifecycletype.ShipQueueCounts].
 	ShipQueueCounts = lifecycletype.ShipQueueCounts
 	// InstanceLeaser is [lifecycletype.InstanceLeaser].
@@ -342,6 +344,7 @@ const (
 	ReworkChangesRequested            = lifecycletype.ReworkChangesRequested
 	ReworkMergeConflict               = lifecycletype.ReworkMergeConflict
 	ReworkBehindBase                  = lifecycletype.ReworkBehindBase
+	ReworkCIFailed                    = lifecycletype.ReworkCIFailed
 	ProviderHeadChanged               = lifecycletype.ProviderHeadChanged
 	ProviderPullRequestClosed         = lifecycletype.ProviderPullRequestClosed
 	ProviderPullRequestMerged         = lifecycletype.ProviderPullRequestMerged

@@ -86,6 +86,7 @@ func (s *server) start(addr string) {
 		Deployer:                   deployer{},
 		ReviewRouter:               lifecycle.ReviewRules{Default: lifecycle.ReviewPlan{Policy: lifecycle.PolicyAlwaysRequire}},
 		AllowPrivateWebhookTargets: true,
+		MaxInProgressPerAgent:      1, // tasks in triage, as most here are, are not capped
 	})
 	if err != nil {
 		t.Fatal(err)

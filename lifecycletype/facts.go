@@ -84,6 +84,11 @@ const (
 	// ReworkBehindBase: the base moved on and the host requires the pull
 	// request to be up to date with it.
 	ReworkBehindBase = "behind_base"
+	// ReworkCIFailed: CI of the pull request's head commit failed; the
+	// agent fixes it and submits again. (The merge queue's own failure,
+	// with the change tested alone on the base, is "checks_failed", the
+	// reason of its [QueueRework].)
+	ReworkCIFailed = "ci_failed"
 )
 
 // ReworkReason says why a task in review offers start (rework): one of
@@ -123,8 +128,9 @@ func decisionOf(t *Task) ReviewDecision {
 
 // ReworkOf returns why the agent may start t again, whatever its status:
 // the latest decisive review posted asked for changes, the host's decision
-// is changes_requested, or the pull request must be rebased to merge. It
-// is "" when none holds.
+// is changes_requested, the merge queue sent it back, the pull request
+// must be rebased to merge, or CI of its head commit failed. It is ""
+// when none holds.
 func ReworkOf(t *Task) string {
 	switch {
 	case t.ReworkRequested || (t.ReviewPolicy == PolicyGitHubRules && t.Facts.HostDecision == DecisionChangesRequested):
@@ -135,6 +141,8 @@ func ReworkOf(t *Task) string {
 		return ReworkMergeConflict
 	case t.Facts.Mergeable == MergeabilityBehind:
 		return ReworkBehindBase
+	case ciOf(t) == CIFailed:
+		return ReworkCIFailed
 	}
 	return ""
 }

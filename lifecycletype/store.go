@@ -94,6 +94,19 @@ type Reader interface {
 	Subscription(ctx context.Context, id string) (Subscription, error)
 }
 
+// InProgressCounter is implemented by a Store, and by its Tx, that count
+// an agent's tasks in progress: lifecycle.Config.MaxInProgressPerAgent
+// needs it (lifecycle.New refuses the cap with a Store without it). The
+// SQLite, PostgreSQL and memory stores implement it.
+type InProgressCounter interface {
+	// CountInProgress returns how many tasks assigned to the agent are
+	// in progress, from an index (it does not read every task). Through a
+	// Tx it also locks the agent's count: a transaction that counts the
+	// same agent's tasks through its own Tx waits until this one ends,
+	// and then counts what it committed.
+	CountInProgress(ctx context.Context, agentID string) (int, error)
+}
+
 // Tx is a Store transaction, valid only inside the function passed to
 // [Store.Update]. It has the same error contract as Store.
 type Tx interface {

@@ -152,6 +152,9 @@ type Task struct {
 	// Service updates it when a dependency becomes done), so that reads
 	// and availableActions never read another task.
 	WaitingOn []string `json:"waitingOn"`
+	// ReworkRounds counts the rework rounds the task started: one for each
+	// start from in_review back to in_progress.
+	ReworkRounds int `json:"reworkRounds"`
 
 	// Labels are the labels given at creation; routing rules match them.
 	Labels []string `json:"-"`
@@ -192,6 +195,17 @@ type Task struct {
 	// ReconcileAt is when the reconciler next reads the host for the task
 	// while it is in review.
 	ReconcileAt Timestamp `json:"-"`
+	// AssigneeInProgress is how many other tasks of the task's assignee
+	// are in progress, as the Service counted them (Store.CountInProgress)
+	// when it read the task, where lifecycle.Config.MaxInProgressPerAgent
+	// caps them and the count decides whether start is offered; 0
+	// otherwise. It is not stored: Stores neither keep nor return it.
+	AssigneeInProgress int `json:"-"`
+	// ReworkRoundsBase is ReworkRounds when a person last granted the task
+	// more rounds (resolved the blocker the Service made when it had used
+	// lifecycle.Config.MaxReworkRounds), or 0: the rounds used against the
+	// cap are ReworkRounds - ReworkRoundsBase.
+	ReworkRoundsBase int `json:"-"`
 }
 
 // PullRequestRef returns the reference of the latest submission's pull request.

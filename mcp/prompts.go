@@ -43,11 +43,12 @@ func (h *Handler) workOnTask(ctx context.Context, req *sdk.GetPromptRequest) (*s
 const workLoop = `Work on task %[1]s (shown above) until it is shipped, using the lifecycle tools. Every answer about the task lists availableActions: the only next steps the server accepts. Follow them; never guess.
 
 1. Read the task with get_task (taskId %[1]s): title, acceptanceCriteria and context say what is asked.
-2. If availableActions has "start", call start_task. If the task's waitingOn is not empty, it depends on tasks not done yet: wait for them (wait_for_task_change announces when waitingOn changes), or pick another task with list_tasks and ready: true.
+2. If availableActions has "start", call start_task. If the task's waitingOn is not empty, it depends on tasks not done yet: wait for them (wait_for_task_change announces when waitingOn changes), or pick another task with list_tasks and ready: true. A refusal with reason max_in_progress_per_agent means you have as many tasks in progress as the server allows: submit or finish one of them first.
 3. Do the work on the task's branch, then call submit_work with a summary of what you did and the checks you ran.
 4. Watch review and CI: call wait_for_task_change (taskId %[1]s, and afterSequence = the sequence of the last event you saw), again after each answer or timeout, and read get_ci_status and get_review_feedback when an event concerns them.
-   - CI failed: fix it, then submit_work again when "submit" is offered.
+   - CI failed: start is offered for rework (reworkReason ci_failed): read the failed checks with get_ci_status, call start_task, fix them and submit_work again.
    - Review decision changes_requested: read every review with get_review_feedback, call start_task (it is offered for rework), fix what was asked, and submit_work again.
+   - Blocked with blocker reason max_rework_rounds: the task used the rework rounds the server allows; a person decides how it goes on. Wait for the task to change.
 5. When availableActions has "ship", call ship with expectedHeadSha set to the task's headSha, mode merge_only unless you were asked to deploy, and targetEnvironment staging unless told otherwise. Follow the operation with get_ship_operation (or wait_for_task_change) until it succeeded or failed; a failed ship's error says which precondition failed. While the operation waits with reason merge_queue, get_merge_queue_status says where the change is in the queue; if the queue sends it back (error.code merge_conflict or checks_failed), call start_task, fix it (rebase on the base branch, or fix the failed checks it lists) and submit_work again.
 6. If you cannot go on without a person (a secret, an access, a decision), call record_blocker with exactly what is needed in actionRequired, and wait for the task to change.
 

@@ -133,8 +133,10 @@ func (h *Handler) addTools() error {
 			in: getIn, out: taskOutSchema()}, h.getTask),
 		addTool(h, toolDef{name: "start_task", title: "Start a task", scope: lifecycle.ScopeTasksWrite, idempotent: true,
 			description: "Starts a task when start is among its availableActions: from todo, or back to in_progress for " +
-				"rework after a reviewer requested changes. A task whose waitingOn is not empty cannot start until those " +
-				"dependencies are done (dependency_not_done). Answers the task, compact.",
+				"rework after a reviewer requested changes, CI failed or the branch must be rebased (each start from review " +
+				"counts one of the task's reworkRounds). Refused (error.details.reason) dependency_not_done while the task's " +
+				"waitingOn is not empty, max_in_progress_per_agent while the assignee has as many tasks in progress as the " +
+				"server allows, max_rework_rounds once the task used its rework rounds. Answers the task, compact.",
 			in: startIn, out: taskOutSchema()}, h.startTask),
 		addTool(h, toolDef{name: "submit_work", title: "Submit work for review", scope: lifecycle.ScopeTasksWrite, idempotent: true,
 			description: "Submits finished work when submit is among the task's availableActions: opens or reuses the pull " +

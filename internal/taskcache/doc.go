@@ -8,7 +8,10 @@
 // reads and encodes the whole task, and puts the encoding in. An encoding
 // must depend on nothing but the task's row and the configuration of
 // whoever encodes it (its available actions included), so that it holds
-// while the revision does.
+// while the revision does, or else name what else it depends on in a
+// condition, which the reader checks before it serves a kept encoding
+// (the Service's: whether the task's assignee is at its cap of tasks in
+// progress, when that decides whether start is offered).
 //
 // The revision must be read before the task: the task read is then at that
 // revision or later, so a kept encoding is never older than its revision

@@ -3,6 +3,7 @@ package taskcache
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 
 	"github.com/tasklifecycle/lifecycle/lifecycletype"
@@ -28,17 +29,19 @@ type cachedTask struct {
 	forms []encodedTask
 }
 
-// encodedTask is one encoding of a task: its form's name, its bytes.
+// encodedTask is one encoding of a task: its form's name, its bytes, and
+// the condition beyond the task's row it holds under ("" for none).
 type encodedTask struct {
 	form string
 	b    []byte
+	cond string
 }
 
 // size is what e's encodings cost.
 func (e *cachedTask) size() int64 {
 	var n int64
 	for _, f := range e.forms {
-		n += int64(len(f.form) + len(f.b))
+		n += int64(len(f.form) + len(f.b) + len(f.cond))
 	}
 	return n
 }
@@ -70,29 +73,33 @@ func (c *Cache) Revision(ctx context.Context, id string) (int64, error) {
 	return rev, err
 }
 
-// Get returns the encoding of form kept for the task at rev, or nil. The
-// bytes are shared: do not modify them.
-func (c *Cache) Get(id string, rev int64, form string) []byte {
+// Get returns the encoding of form kept for the task at rev, or nil, and
+// the condition it was put with: a reader serves the bytes only while the
+// condition holds. The bytes are shared: do not modify them.
+func (c *Cache) Get(id string, rev int64, form string) (b []byte, cond string) {
 	c.mu.RLock()
 	e := c.byID[id]
 	c.mu.RUnlock()
 	if e == nil || e.rev != rev {
-		return nil
+		return nil, ""
 	}
 	for _, f := range e.forms {
 		if f.form == form {
-			return f.b
+			return f.b, f.cond
 		}
 	}
-	return nil
+	return nil, ""
 }
 
 // Put keeps the encoding b of form for the task at rev, unless an
 // encoding at a later revision is kept, the task has maxForms already, or
-// b is too large to be worth a slot (an eighth of the cache). It evicts
-// tasks at random until the cache fits. b must not be modified afterwards.
-func (c *Cache) Put(id string, rev int64, form string, b []byte) {
-	cost := int64(len(form) + len(b))
+// b is too large to be worth a slot (an eighth of the cache). cond names
+// what else than the task's row the encoding depends on, in words its
+// reader checks ("" for nothing): an encoding of the same form and
+// revision kept under another condition is replaced. It evicts tasks at
+// random until the cache fits. b must not be modified afterwards.
+func (c *Cache) Put(id string, rev int64, form, cond string, b []byte) {
+	cost := int64(len(form) + len(b) + len(cond))
 	if cost > c.limit/8 {
 		return
 	}
@@ -106,19 +113,23 @@ func (c *Cache) Put(id string, rev int64, form string, b []byte) {
 	case old.rev > rev:
 		return // a later revision is kept
 	case old.rev == rev:
-		for _, f := range old.forms {
-			if f.form == form {
-				return // kept meanwhile
-			}
-		}
-		if len(old.forms) == maxForms {
+		i := slices.IndexFunc(old.forms, func(f encodedTask) bool { return f.form == form })
+		switch {
+		case i >= 0 && old.forms[i].cond == cond:
+			return // kept meanwhile
+		case i >= 0: // kept under another condition: replaced
+			f := old.forms[i]
+			cost -= int64(len(f.form) + len(f.b) + len(f.cond))
+			e.forms = slices.Delete(slices.Clone(old.forms), i, i+1)
+		case len(old.forms) == maxForms:
 			return
+		default:
+			e.forms = append(make([]encodedTask, 0, len(old.forms)+1), old.forms...)
 		}
-		e.forms = append(make([]encodedTask, 0, len(old.forms)+1), old.forms...)
 	default:
 		cost -= old.size()
 	}
-	e.forms = append(e.forms, encodedTask{form, b})
+	e.forms = append(e.forms, encodedTask{form, b, cond})
 	c.byID[id] = e
 	c.size += cost
 	for key, victim := range c.byID { // a map's order is random enough

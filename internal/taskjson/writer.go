@@ -108,6 +108,7 @@ var taskMembers = []taskMember{
 	}},
 	{"dependsOn", func(e *Writer, t *lifecycletype.Task) { e.strs(t.DependsOn) }},
 	{"waitingOn", func(e *Writer, t *lifecycletype.Task) { e.strs(t.WaitingOn) }},
+	{"reworkRounds", func(e *Writer, t *lifecycletype.Task) { e.b = strconv.AppendInt(e.b, int64(t.ReworkRounds), 10) }},
 }
 
 // compactTaskMembers are the members of a compact task: without those of

@@ -147,6 +147,7 @@ type txn struct {
 	tasks              *tableTx[lifecycle.Task]
 	identifiers        *dictTx[string, string]
 	revisions          *dictTx[string, int64]
+	inProgress         *dictTx[string, int]
 	events             *tableTx[lifecycle.Event]
 	submissions        *tableTx[lifecycle.Submission]
 	reviews            *tableTx[lifecycle.Review]
@@ -170,6 +171,7 @@ func begin(t *tables) *txn {
 		tasks:              newTableTx(t.tasks),
 		identifiers:        newDictTx(t.identifiers),
 		revisions:          newDictTx(t.revisions),
+		inProgress:         newDictTx(t.inProgress),
 		events:             newTableTx(t.events),
 		submissions:        newTableTx(t.submissions),
 		reviews:            newTableTx(t.reviews),
@@ -191,6 +193,7 @@ func (x *txn) commit() {
 	x.tasks.commit()
 	x.identifiers.commit()
 	x.revisions.commit()
+	x.inProgress.commit()
 	x.events.commit()
 	x.submissions.commit()
 	x.reviews.commit()

@@ -17,6 +17,9 @@ type tables struct {
 	// revisions are the tasks' revisions (lifecycle.TaskRevisioner), by
 	// ID: one more for every write of the task; absent, 0.
 	revisions dict[string, int64]
+	// inProgress counts the tasks in progress of each agent, by its ID
+	// (lifecycle.Store.CountInProgress); absent, 0.
+	inProgress dict[string, int]
 
 	// events are at their sequence: the table's positions.
 	events *table[lifecycle.Event]
@@ -58,6 +61,7 @@ func newTables() *tables {
 		tasks:              newTable[lifecycle.Task](),
 		identifiers:        make(dict[string, string]),
 		revisions:          make(dict[string, int64]),
+		inProgress:         make(dict[string, int]),
 		events:             newTable[lifecycle.Event](),
 		submissions:        newTable[lifecycle.Submission](),
 		reviews:            newTable[lifecycle.Review](),

@@ -15,6 +15,7 @@ import (
 func storedTask(t lifecycle.Task) lifecycle.Task {
 	t = clone(t)
 	t.AvailableActions = nil
+	t.AssigneeInProgress = 0
 	t.Labels, t.AcceptanceCriteria = nonNil(t.Labels), nonNil(t.AcceptanceCriteria)
 	t.DependsOn, t.WaitingOn = nonNil(t.DependsOn), nonNil(t.WaitingOn)
 	if string(t.RoutingReason) == "null" || len(t.RoutingReason) == 0 {
@@ -51,6 +52,54 @@ func (s *Store) TaskRevision(ctx context.Context, id string) (int64, error) {
 func (x *txn) wroteTask(id string) {
 	rev, _ := x.revisions.get(id)
 	x.revisions.set(id, rev+1)
+}
+
+// CountInProgress implements lifecycle.Store.
+func (s *Store) CountInProgress(ctx context.Context, agentID string) (int, error) {
+	var n int
+	err := s.read(func(t *tables) error {
+		n, _ = t.inProgress.get(agentID)
+		return nil
+	})
+	return n, err
+}
+
+// CountInProgress implements lifecycle.Tx. The transaction runs alone, so
+// no other counts the agent's tasks before it ends.
+func (x *txn) CountInProgress(ctx context.Context, agentID string) (int, error) {
+	n, _ := x.inProgress.get(agentID)
+	return n, nil
+}
+
+// working returns the agent whose tasks in progress t counts among, or "".
+func working(t *lifecycle.Task) string {
+	if t.Status != lifecycle.StatusInProgress || t.AssigneeAgentID == nil {
+		return ""
+	}
+	return *t.AssigneeAgentID
+}
+
+// countWorking moves the count of tasks in progress from the agent old
+// counted among to the one t counts among.
+func (x *txn) countWorking(old, t *lifecycle.Task) {
+	from, to := "", working(t)
+	if old != nil {
+		from = working(old)
+	}
+	if from == to {
+		return
+	}
+	if from != "" {
+		if n, _ := x.inProgress.get(from); n > 1 {
+			x.inProgress.set(from, n-1)
+		} else {
+			x.inProgress.remove(from)
+		}
+	}
+	if to != "" {
+		n, _ := x.inProgress.get(to)
+		x.inProgress.set(to, n+1)
+	}
 }
 
 // Task implements lifecycle.Tx. The transaction runs alone, so no other
@@ -138,6 +187,7 @@ func (x *txn) CreateTask(ctx context.Context, task lifecycle.Task) error {
 		return fmt.Errorf("memory: create task %s: %w", task.ID, lifecycle.ErrConflict)
 	}
 	x.identifiers.set(task.Identifier, task.ID)
+	x.countWorking(nil, &task)
 	return nil
 }
 
@@ -159,6 +209,7 @@ func (x *txn) UpdateTask(ctx context.Context, task lifecycle.Task) error {
 	}
 	x.tasks.replace(task.ID, task)
 	x.wroteTask(task.ID)
+	x.countWorking(&old, &task)
 	return nil
 }
 

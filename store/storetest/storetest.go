@@ -114,6 +114,8 @@ func Run(t *testing.T, h Harness) {
 		{"ReadersNeverSkipEvents", testReadersNeverSkipEvents},
 		{"ReopenKeepsEverything", testReopenKeepsEverything},
 		{"Closed", testClosed},
+		{"CountInProgress", testCountInProgress},
+		{"ConcurrentCountInProgress", testConcurrentCountInProgress},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -185,7 +187,9 @@ func fullTask(n int) lifecycle.Task {
 			DismissesStaleReviews: true, CI: lifecycle.CIFailed, CIPending: true, CICheckedAt: ptr(ts(40 * time.Second)),
 			HostDecision: lifecycle.DecisionApproved, CheckedAt: ptr(ts(50 * time.Second)),
 		},
-		ReconcileAt: ts(5 * time.Minute),
+		ReconcileAt:      ts(5 * time.Minute),
+		ReworkRounds:     3,
+		ReworkRoundsBase: 2,
 	}
 }
 

@@ -19,7 +19,7 @@ const TaskColumns = `pos, id, identifier, title, description, status, priority, 
 	triage_queue_id, submission_id, pr_url, pr_number, branch, base_branch, head_sha, blocker,
 	status_before_blocker, version, created_at, updated_at, submission_mode, pr_owner, pr_repo,
 	review_policy, review_decision, rework_requested, active_ship_id, facts, reconcile_at, active_ship_merging,
-	depends_on, waiting_on, waiting_count`
+	depends_on, waiting_on, waiting_count, rework_rounds, rework_rounds_base`
 
 // taskColumnList is TaskColumns split, without pos.
 var taskColumnList = strings.Split(strings.Join(strings.Fields(strings.TrimPrefix(TaskColumns, "pos, ")), " "), ", ")
@@ -87,7 +87,7 @@ func ScanTask(row Row) (lifecycle.Task, int64, error) {
 		&r.triage, &r.submission, &r.prURL, &r.prNumber, &r.branch, &r.base, &r.headSHA, &r.blocker,
 		&r.statusBefore, &t.Version, &r.created, &r.updated, &r.mode, &t.PROwner, &t.PRRepo,
 		&r.policy, &r.decision, &t.ReworkRequested, &t.ActiveShipID, &r.facts, &r.reconcileAt, &t.ShipMerging,
-		&r.dependsOn, &r.waitingOn, &r.waitingCount)
+		&r.dependsOn, &r.waitingOn, &r.waitingCount, &t.ReworkRounds, &t.ReworkRoundsBase)
 	if err != nil {
 		return *t, 0, err
 	}
@@ -208,6 +208,7 @@ func taskArgs(t *lifecycle.Task) ([]any, error) {
 		string(t.SubmissionMode), t.PROwner, t.PRRepo, string(t.ReviewPolicy), string(t.ReviewDecision), t.ReworkRequested,
 		t.ActiveShipID, string(facts), reconcileAt, t.ShipMerging,
 		string(dependsOn), string(waitingOn), int64(len(t.WaitingOn)),
+		t.ReworkRounds, t.ReworkRoundsBase,
 	}, nil
 }
 
@@ -401,4 +402,38 @@ func (x *Tx) UpdateTask(ctx context.Context, t lifecycle.Task) error {
 		return x.F.errorf("update task %s: %w", t.ID, lifecycle.ErrNotFound)
 	}
 	return x.writeEdges(ctx, t.ID, t.DependsOn, false)
+}
+
+// countInProgressSQL counts an agent's tasks in progress, from the
+// partial index tasks_in_progress_by_assignee.
+const countInProgressSQL = "SELECT COUNT(*) FROM tasks WHERE assignee_agent_id = $1 AND status = 'in_progress'"
+
+// CountInProgress implements lifecycle.Store.
+func (s *Reads) CountInProgress(ctx context.Context, agentID string) (int, error) {
+	if err := s.Open(); err != nil {
+		return 0, err
+	}
+	var n int
+	if err := s.X.QueryRow(ctx, countInProgressSQL, agentID).Scan(&n); err != nil {
+		return 0, s.F.errorf("count tasks in progress of agent %s: %w", agentID, err)
+	}
+	return n, nil
+}
+
+// CountInProgress implements lifecycle.Tx. Where rows are locked, it
+// first locks the agent's key (Flavour.LockKey) until the transaction
+// ends, in a statement of its own: the count, a later statement, then
+// sees every transaction that held the lock before, committed (at READ
+// COMMITTED each statement reads what is committed when it begins).
+func (x *Tx) CountInProgress(ctx context.Context, agentID string) (int, error) {
+	if x.F.LockKey != "" {
+		if _, err := x.X.Exec(ctx, x.F.LockKey, "lifecycle.agent_in_progress:"+agentID); err != nil {
+			return 0, x.F.errorf("lock the tasks in progress of agent %s: %w", agentID, err)
+		}
+	}
+	var n int
+	if err := x.X.QueryRow(ctx, countInProgressSQL, agentID).Scan(&n); err != nil {
+		return 0, x.F.errorf("count tasks in progress of agent %s: %w", agentID, err)
+	}
+	return n, nil
 }

@@ -1,0 +1,10 @@
+-- Limits of the agent's loop: the rework rounds a task started
+-- (lifecycle.Task.ReworkRounds) and those counted when a person last
+-- granted more (ReworkRoundsBase), and an index that counts an agent's
+-- tasks in progress (lifecycle.Config.MaxInProgressPerAgent). As SQLite's
+-- migration 0015.
+
+ALTER TABLE tasks ADD COLUMN rework_rounds      BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE tasks ADD COLUMN rework_rounds_base BIGINT NOT NULL DEFAULT 0;
+
+CREATE INDEX tasks_in_progress_by_assignee ON tasks (assignee_agent_id) WHERE status = 'in_progress';
