@@ -15,6 +15,7 @@ type storeCaps struct {
 	resealer   SecretResealer      // nil: ResealWebhookSecrets cannot run
 	sessions   ConsoleSessionStore // nil: no operator console
 	queues     MergeQueueStore     // nil: no merge queue of the lifecycle's own
+	stalls     StallMarker         // nil: Config.StallAfter cannot be set
 }
 
 // capabilities finds the optional interfaces st implements.
@@ -29,6 +30,7 @@ func capabilities(st Store) storeCaps {
 	c.resealer, _ = st.(SecretResealer)
 	c.sessions, _ = st.(ConsoleSessionStore)
 	c.queues, _ = st.(MergeQueueStore)
+	c.stalls, _ = st.(StallMarker)
 	return c
 }
 

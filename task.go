@@ -165,6 +165,7 @@ func (s *Service) CreateTask(ctx context.Context, p CreateTaskParams) (Task, err
 		Labels:             httpapi.NonNil(slices.Clone(p.Labels)),
 		Version:            1,
 		CreatedAt:          now,
+		LastActivityAt:     now,
 	}
 	summary := fmt.Sprintf("Task %s created", t.Identifier)
 	if routing.Agent != nil {

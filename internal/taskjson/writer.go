@@ -106,6 +106,18 @@ var taskMembers = []taskMember{
 		e.time(bl.CreatedAt)
 		e.b = append(e.b, '}')
 	}},
+	{"stalled", func(e *Writer, t *lifecycletype.Task) {
+		st := t.Stalled
+		if st == nil {
+			e.null()
+			return
+		}
+		e.b = append(e.b, `{"since":`...)
+		e.time(st.Since)
+		e.b = append(e.b, `,"lastActivityAt":`...)
+		e.time(st.LastActivityAt)
+		e.b = append(e.b, '}')
+	}},
 }
 
 // compactTaskMembers are the members of a compact task: without those of

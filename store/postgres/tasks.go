@@ -23,3 +23,26 @@ func (x *txn) ClaimReconciliations(ctx context.Context, p lifecycle.ClaimReconci
 	}
 	return tasks, nil
 }
+
+var _ lifecycle.StallMarker = (*Store)(nil)
+
+// MarkStalled implements lifecycle.StallMarker: one statement selects the
+// due tasks through the partial index tasks_stall_due, FOR UPDATE SKIP
+// LOCKED, and marks them, so that processes marking at once mark
+// different tasks; a task locked by a transaction of activity is left to
+// it (and to the next sweep).
+func (s *Store) MarkStalled(ctx context.Context, p lifecycle.MarkStalledParams, fn func(tx lifecycle.Tx, marked []lifecycle.Task) error) error {
+	return s.Update(ctx, func(tx lifecycle.Tx) error {
+		x := tx.(*txn)
+		due, args := sqlstore.StallDue(p, 3)
+		marked, err := sqlstore.QueryAll(ctx, x.X, sqlstore.ScanTaskOnly, `WITH due AS (
+			SELECT pos FROM tasks WHERE `+due+` LIMIT $2 FOR UPDATE SKIP LOCKED),
+		marked AS (UPDATE tasks SET stalled_at = $1, updated_at = $1, version = tasks.version + 1, rev = tasks.rev + 1
+			FROM due WHERE tasks.pos = due.pos RETURNING tasks.*)
+		SELECT `+sqlstore.TaskColumns+` FROM marked ORDER BY pos`, append([]any{sqlstore.Millis(p.Now), p.Limit}, args...)...)
+		if err != nil {
+			return fmt.Errorf("postgres: mark stalled tasks: %w", err)
+		}
+		return fn(tx, marked)
+	})
+}

@@ -27,3 +27,24 @@ func (x *txn) ClaimReconciliations(ctx context.Context, p lifecycle.ClaimReconci
 	}
 	return tasks, nil
 }
+
+var _ lifecycle.StallMarker = (*Store)(nil)
+
+// MarkStalled implements lifecycle.StallMarker: one statement marks the
+// due tasks, found through the partial index tasks_stall_due, and returns
+// them. SQLite has one writer, so a task is marked by one transaction
+// only.
+func (s *Store) MarkStalled(ctx context.Context, p lifecycle.MarkStalledParams, fn func(tx lifecycle.Tx, marked []lifecycle.Task) error) error {
+	return s.Update(ctx, func(tx lifecycle.Tx) error {
+		x := tx.(*txn)
+		due, args := sqlstore.StallDue(p, 3)
+		marked, err := sqlstore.QueryAll(ctx, x.X, sqlstore.ScanTaskOnly, `UPDATE tasks
+			SET stalled_at = $1, updated_at = $1, version = version + 1, rev = rev + 1
+			WHERE pos IN (SELECT pos FROM tasks WHERE `+due+` LIMIT $2)
+			RETURNING `+sqlstore.TaskColumns, append([]any{sqlstore.Millis(p.Now), p.Limit}, args...)...)
+		if err != nil {
+			return fmt.Errorf("sqlite: mark stalled tasks: %w", err)
+		}
+		return fn(tx, marked)
+	})
+}

@@ -18,7 +18,8 @@ const TaskColumns = `pos, id, identifier, title, description, status, priority, 
 	assignee_name, assignment_source, routing_decision_id, routing_reason, routing_confidence,
 	triage_queue_id, submission_id, pr_url, pr_number, branch, base_branch, head_sha, blocker,
 	status_before_blocker, version, created_at, updated_at, submission_mode, pr_owner, pr_repo,
-	review_policy, review_decision, rework_requested, active_ship_id, facts, reconcile_at, active_ship_merging`
+	review_policy, review_decision, rework_requested, active_ship_id, facts, reconcile_at, active_ship_merging,
+	last_activity_at, stalled_at`
 
 // taskColumnList is TaskColumns split, without pos.
 var taskColumnList = strings.Split(strings.Join(strings.Fields(strings.TrimPrefix(TaskColumns, "pos, ")), " "), ", ")
@@ -66,7 +67,7 @@ type taskRow struct {
 	triage, submission, prURL, branch, base sql.NullString
 	headSHA                                 sql.NullString
 	facts                                   []byte
-	reconcileAt                             int64
+	reconcileAt, lastActivity, stalledAt    int64
 	confidence                              sql.NullFloat64
 	prNumber                                sql.NullInt64
 	status, priority, statusBefore          string
@@ -83,7 +84,8 @@ func ScanTask(row Row) (lifecycle.Task, int64, error) {
 		&r.assigneeName, &r.source, &r.decisionID, &r.reason, &r.confidence,
 		&r.triage, &r.submission, &r.prURL, &r.prNumber, &r.branch, &r.base, &r.headSHA, &r.blocker,
 		&r.statusBefore, &t.Version, &r.created, &r.updated, &r.mode, &t.PROwner, &t.PRRepo,
-		&r.policy, &r.decision, &t.ReworkRequested, &t.ActiveShipID, &r.facts, &r.reconcileAt, &t.ShipMerging)
+		&r.policy, &r.decision, &t.ReworkRequested, &t.ActiveShipID, &r.facts, &r.reconcileAt, &t.ShipMerging,
+		&r.lastActivity, &r.stalledAt)
 	if err != nil {
 		return *t, 0, err
 	}
@@ -106,6 +108,12 @@ func ScanTask(row Row) (lifecycle.Task, int64, error) {
 	}
 	if r.reconcileAt != 0 {
 		t.ReconcileAt = FromMillis(r.reconcileAt)
+	}
+	if r.lastActivity != 0 {
+		t.LastActivityAt = FromMillis(r.lastActivity)
+	}
+	if r.stalledAt != 0 {
+		t.Stalled = &lifecycle.Stall{Since: FromMillis(r.stalledAt), LastActivityAt: t.LastActivityAt}
 	}
 	if len(r.blocker) > 0 {
 		t.Blocker = new(lifecycle.Blocker)
@@ -177,6 +185,13 @@ func taskArgs(t *lifecycle.Task) ([]any, error) {
 	if !t.ReconcileAt.IsZero() {
 		reconcileAt = Millis(t.ReconcileAt.Time)
 	}
+	var lastActivity, stalledAt int64
+	if !t.LastActivityAt.IsZero() {
+		lastActivity = Millis(t.LastActivityAt.Time)
+	}
+	if t.Stalled != nil {
+		stalledAt = Millis(t.Stalled.Since.Time)
+	}
 	var prNumber any
 	if t.PRNumber != nil {
 		prNumber = int64(*t.PRNumber)
@@ -189,6 +204,7 @@ func taskArgs(t *lifecycle.Task) ([]any, error) {
 		string(t.StatusBeforeBlocker), t.Version, Millis(t.CreatedAt.Time), Millis(t.UpdatedAt.Time),
 		string(t.SubmissionMode), t.PROwner, t.PRRepo, string(t.ReviewPolicy), string(t.ReviewDecision), t.ReworkRequested,
 		t.ActiveShipID, string(facts), reconcileAt, t.ShipMerging,
+		lastActivity, stalledAt,
 	}, nil
 }
 
@@ -268,6 +284,9 @@ func (s *Reads) ListTasks(ctx context.Context, f lifecycle.TaskFilter) (lifecycl
 	if f.HeadSHA != "" {
 		where = append(where, "head_sha = "+arg(f.HeadSHA))
 	}
+	if f.Stalled {
+		where = append(where, "stalled_at <> 0") // the partial index tasks_stalled
+	}
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 50
@@ -331,4 +350,28 @@ func (x *Tx) UpdateTask(ctx context.Context, t lifecycle.Task) error {
 		return x.F.errorf("update task %s: %w", t.ID, lifecycle.ErrNotFound)
 	}
 	return nil
+}
+
+// StallStatuses are the statuses whose tasks the partial index
+// tasks_stall_due holds (stalled_at = 0 AND status IN StallStatuses):
+// those lifecycle.Config.StallAfter may watch.
+const StallStatuses = "('in_progress', 'in_review')"
+
+// StallDue returns the condition of the tasks p says are due to stall,
+// in the form the partial index tasks_stall_due serves, with its
+// arguments numbered from $first.
+func StallDue(p lifecycle.MarkStalledParams, first int) (string, []any) {
+	var (
+		or   []string
+		args []any
+	)
+	for _, r := range p.Rules {
+		n := first + len(args)
+		or = append(or, "(status = $"+strconv.Itoa(n)+" AND last_activity_at < $"+strconv.Itoa(n+1)+")")
+		args = append(args, string(r.Status), Millis(r.Before))
+	}
+	if len(or) == 0 {
+		or = append(or, "FALSE")
+	}
+	return "stalled_at = 0 AND status IN " + StallStatuses + " AND (" + strings.Join(or, " OR ") + ")", args
 }
