@@ -40,6 +40,7 @@ var specTaskFields = map[string]string{
 	"links":              "object",
 	"context":            "object",
 	"blocker":            "object|null",
+	"stalled":            "object|null", // Config.StallAfter (docs/api.md, Stalled tasks)
 }
 
 // Nested objects of the table.

@@ -259,6 +259,8 @@ type ListTasksParams struct {
 	AssigneeAgentID string
 	// Project, when not empty, keeps tasks of this project.
 	Project string
+	// Stalled, when set, keeps stalled tasks (see Config.StallAfter).
+	Stalled bool
 	// Limit is the page size, 1 to 200. Defaults to 50.
 	Limit int
 	// Cursor continues a listing from the NextCursor of a previous page.
@@ -291,6 +293,7 @@ func (s *Service) ListTasks(ctx context.Context, p ListTasksParams) (TaskList, e
 		Statuses:        p.Statuses,
 		AssigneeAgentID: p.AssigneeAgentID,
 		Project:         p.Project,
+		Stalled:         p.Stalled,
 		After:           after,
 		Limit:           p.Limit,
 	})
@@ -498,6 +501,15 @@ func (s *Service) handleListTasks(w http.ResponseWriter, r *http.Request, p *Pri
 	if st := q.Get("status"); st != "" {
 		for _, part := range strings.Split(st, ",") {
 			params.Statuses = append(params.Statuses, Status(strings.TrimSpace(part)))
+		}
+	}
+	if q.Has("stalled") {
+		switch q.Get("stalled") {
+		case "true":
+			params.Stalled = true
+		case "false":
+		default:
+			return lifecycletype.Invalid("stalled", "must be true or false")
 		}
 	}
 	list, err := s.ListTasks(r.Context(), params)

@@ -73,6 +73,9 @@ func (cl *Client) ListTasks(ctx context.Context, p lifecycle.ListTasksParams) (l
 	if p.Project != "" {
 		q.Set("project", p.Project)
 	}
+	if p.Stalled {
+		q.Set("stalled", "true")
+	}
 	tasks, _, next, err := get[[]lifecycle.Task](ctx, cl, "/tasks", q)
 	return lifecycle.TaskList{Tasks: tasks, NextCursor: next}, err
 }

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/store/internal/sqlstore"
@@ -34,15 +35,27 @@ var _ lifecycle.StallMarker = (*Store)(nil)
 func (s *Store) MarkStalled(ctx context.Context, p lifecycle.MarkStalledParams, fn func(tx lifecycle.Tx, marked []lifecycle.Task) error) error {
 	return s.Update(ctx, func(tx lifecycle.Tx) error {
 		x := tx.(*txn)
-		due, args := sqlstore.StallDue(p, 3)
-		marked, err := sqlstore.QueryAll(ctx, x.X, sqlstore.ScanTaskOnly, `WITH due AS (
-			SELECT pos FROM tasks WHERE `+due+` LIMIT $2 FOR UPDATE SKIP LOCKED),
-		marked AS (UPDATE tasks SET stalled_at = $1, updated_at = $1, version = tasks.version + 1, rev = tasks.rev + 1
-			FROM due WHERE tasks.pos = due.pos RETURNING tasks.*)
-		SELECT `+sqlstore.TaskColumns+` FROM marked ORDER BY pos`, append([]any{sqlstore.Millis(p.Now), p.Limit}, args...)...)
+		query, args := markStalledSQL(p)
+		marked, err := sqlstore.QueryAll(ctx, x.X, sqlstore.ScanTaskOnly, query, args...)
 		if err != nil {
 			return fmt.Errorf("postgres: mark stalled tasks: %w", err)
 		}
 		return fn(tx, marked)
 	})
+}
+
+// markStalledSQL returns the statement of MarkStalled and its arguments:
+// the due tasks of the rules, ranges of the index tasks_stall_due, locked
+// FOR UPDATE SKIP LOCKED; PostgreSQL tests the rules again on a row that
+// a transaction of activity changed meanwhile, which no longer passes.
+func markStalledSQL(p lifecycle.MarkStalledParams) (string, []any) {
+	conds, args := sqlstore.StallRules(p, 3)
+	if len(conds) == 0 {
+		conds = []string{"FALSE"}
+	}
+	return `WITH due AS (
+			SELECT pos FROM tasks WHERE (` + strings.Join(conds, ") OR (") + `) LIMIT $2 FOR UPDATE SKIP LOCKED),
+		marked AS (UPDATE tasks SET stalled_at = $1, updated_at = $1, version = tasks.version + 1, rev = tasks.rev + 1
+			FROM due WHERE tasks.pos = due.pos RETURNING tasks.*)
+		SELECT ` + sqlstore.TaskColumns + ` FROM marked ORDER BY pos`, append([]any{sqlstore.Millis(p.Now), p.Limit}, args...)
 }

@@ -354,24 +354,23 @@ func (x *Tx) UpdateTask(ctx context.Context, t lifecycle.Task) error {
 
 // StallStatuses are the statuses whose tasks the partial index
 // tasks_stall_due holds (stalled_at = 0 AND status IN StallStatuses):
-// those lifecycle.Config.StallAfter may watch.
+// those lifecycle.Config.StallAfter may watch. A query names them as
+// they are here for the index to serve it.
 const StallStatuses = "('in_progress', 'in_review')"
 
-// StallDue returns the condition of the tasks p says are due to stall,
-// in the form the partial index tasks_stall_due serves, with its
-// arguments numbered from $first.
-func StallDue(p lifecycle.MarkStalledParams, first int) (string, []any) {
+// StallRules returns the condition of each rule of p on the tasks due to
+// stall, with the arguments of all, numbered from $first: each condition
+// is one the partial index tasks_stall_due serves with a range of
+// (status, last_activity_at).
+func StallRules(p lifecycle.MarkStalledParams, first int) ([]string, []any) {
 	var (
-		or   []string
-		args []any
+		conds []string
+		args  []any
 	)
 	for _, r := range p.Rules {
 		n := first + len(args)
-		or = append(or, "(status = $"+strconv.Itoa(n)+" AND last_activity_at < $"+strconv.Itoa(n+1)+")")
+		conds = append(conds, "stalled_at = 0 AND status IN "+StallStatuses+" AND status = $"+strconv.Itoa(n)+" AND last_activity_at < $"+strconv.Itoa(n+1))
 		args = append(args, string(r.Status), Millis(r.Before))
 	}
-	if len(or) == 0 {
-		or = append(or, "FALSE")
-	}
-	return "stalled_at = 0 AND status IN " + StallStatuses + " AND (" + strings.Join(or, " OR ") + ")", args
+	return conds, args
 }
