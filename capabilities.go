@@ -16,6 +16,7 @@ type storeCaps struct {
 	sessions   ConsoleSessionStore // nil: no operator console
 	queues     MergeQueueStore     // nil: no merge queue of the lifecycle's own
 	counter    InProgressCounter   // nil: no Config.MaxInProgressPerAgent (New refuses it)
+	stalls     StallMarker         // nil: Config.StallAfter cannot be set
 }
 
 // capabilities finds the optional interfaces st implements.
@@ -31,6 +32,7 @@ func capabilities(st Store) storeCaps {
 	c.sessions, _ = st.(ConsoleSessionStore)
 	c.queues, _ = st.(MergeQueueStore)
 	c.counter, _ = st.(InProgressCounter)
+	c.stalls, _ = st.(StallMarker)
 	return c
 }
 

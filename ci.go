@@ -174,7 +174,7 @@ func (s *Service) ReportChecks(ctx context.Context, taskID string, p ReportCheck
 			return taskEvent{}, err
 		}
 		if t.CI() == before {
-			return taskEvent{}, nil // the task's CI state did not change
+			return taskEvent{activity: true, actor: p.Actor}, nil // the task's CI state did not change; a report is activity all the same
 		}
 		return taskEvent{typ: EventTaskUpdated, actor: p.Actor,
 			summary: fmt.Sprintf("CI of task %s is %s", t.Identifier, t.CI())}, nil

@@ -34,6 +34,15 @@ func TestConfigValidateAgreesWithNew(t *testing.T) {
 		{"a webhook lease under two polls", func(c *lifecycle.Config) { c.WebhookLease = time.Second }, "Config.WebhookLease"},
 		{"a decoding budget under one body", func(c *lifecycle.Config) { c.MaxDecodingBytes = 1024 }, "Config.MaxDecodingBytes"},
 		{"a negative auth interval", func(c *lifecycle.Config) { c.AuthFailureInterval = -time.Second }, "Config.AuthFailureInterval"},
+		{"a stall watch of todo", func(c *lifecycle.Config) {
+			c.StallAfter = map[lifecycle.Status]time.Duration{lifecycle.StatusTodo: time.Hour}
+		}, "Config.StallAfter names status \"todo\""},
+		{"a sub-second stall", func(c *lifecycle.Config) {
+			c.StallAfter = map[lifecycle.Status]time.Duration{lifecycle.StatusInReview: time.Millisecond}
+		}, "Config.StallAfter[in_review]"},
+		{"stall watches of in progress and in review", func(c *lifecycle.Config) {
+			c.StallAfter = map[lifecycle.Status]time.Duration{lifecycle.StatusInProgress: time.Hour, lifecycle.StatusInReview: time.Second}
+		}, ""},
 		{"an agent without an ID", func(c *lifecycle.Config) { c.Agents = []lifecycle.Agent{{Name: "x"}} }, "Config.Agents[0]"},
 		{"caps of the agent's loop", func(c *lifecycle.Config) { c.MaxInProgressPerAgent, c.MaxReworkRounds = 3, 5 }, ""},
 		{"a negative cap", func(c *lifecycle.Config) { c.MaxReworkRounds = -1 }, "Config.MaxInProgressPerAgent and MaxReworkRounds"},

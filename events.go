@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/tasklifecycle/lifecycle/internal/httpapi"
 	"github.com/tasklifecycle/lifecycle/internal/id"
@@ -28,6 +29,14 @@ type taskEvent struct {
 	operationID string
 	shipStatus  ShipStatus
 	environment Environment
+	// stallAfter is set for task.stalled: Config.StallAfter of the status.
+	stallAfter time.Duration
+
+	// activity, on a taskEvent with no type, says the change fn made is
+	// activity all the same (a reported check that left the task's CI as
+	// it was): the task's last activity moves, quietly, unless that
+	// clears a stall mark, which task.updated then announces.
+	activity bool
 
 	// after, when set, runs in the transaction once the task is stored and
 	// the event appended, with the task as it now is.
@@ -61,11 +70,17 @@ func (s *Service) update(ctx context.Context, fn func(tx Tx) error) error {
 // wait for the disk, when the Store can do that), in a span "store.tx",
 // and counts the events it commits in lifecycle.outbox.events.
 func (s *Service) transact(ctx context.Context, relaxed bool, fn func(tx Tx) error) error {
-	ctx, span := s.tel.Start(ctx, "store.tx", trace.WithSpanKind(trace.SpanKindInternal))
 	run := s.store.Update
 	if relaxed && s.caps.relaxed != nil {
 		run = s.caps.relaxed.UpdateRelaxed
 	}
+	return s.transactOn(ctx, run, fn)
+}
+
+// transactOn is transact with the transaction run by run: Store.Update,
+// or a method of an optional interface that runs one as Update does.
+func (s *Service) transactOn(ctx context.Context, run func(ctx context.Context, fn func(tx Tx) error) error, fn func(tx Tx) error) error {
+	ctx, span := s.tel.Start(ctx, "store.tx", trace.WithSpanKind(trace.SpanKindInternal))
 	var appended []EventType
 	count := s.tel.CountingOutbox(ctx)
 	err := run(ctx, func(tx Tx) error {
@@ -149,6 +164,14 @@ func (s *Service) changeTaskRecorded(ctx context.Context, taskID string, record 
 		if err != nil {
 			return err
 		}
+		if ev.typ == "" && ev.activity {
+			quiet := before // what fn changed is not kept, as without activity
+			if err := s.recordActivity(ctx, tx, &quiet, ev.actor); err != nil {
+				return err
+			}
+			out = quiet
+			return record(tx, &quiet)
+		}
 		if ev.typ == "" {
 			out = before
 			return record(tx, &before) // a keyed call that changed nothing is answered too
@@ -163,6 +186,7 @@ func (s *Service) changeTaskRecorded(ctx context.Context, taskID string, record 
 		} else if err := s.countAgent(ctx, tx, &t, &before); err != nil {
 			return err
 		}
+		t.Touch(t.UpdatedAt) // every change a task event announces is activity
 		s.setActions(&t)
 		for i, e := range append([]taskEvent{ev}, ev.extra...) {
 			t.Version++
@@ -197,6 +221,33 @@ func (s *Service) changeTaskRecorded(ctx context.Context, taskID string, record 
 		return nil
 	})
 	return out, err
+}
+
+// recordActivity records activity on t, which tx read, when the activity
+// changes nothing else of it (a reported check that leaves its CI as it
+// was, a step of its change in the merge queue): its last activity moves
+// quietly (no version, no event), unless that clears a stall mark, a
+// change of the task that task.updated announces. Without a stall mark,
+// a task in a status that cannot stall is left as it is.
+func (s *Service) recordActivity(ctx context.Context, tx Tx, t *Task, actor Actor) error {
+	if t.Stalled == nil && !s.watchesStall(t.Status) {
+		return nil
+	}
+	before := *t
+	now := s.now()
+	if t.Touch(now) {
+		t.UpdatedAt = now
+		t.Version++
+		s.setActions(t)
+	}
+	if err := tx.UpdateTask(ctx, *t); err != nil {
+		return fmt.Errorf("update task %s: %w", t.ID, err)
+	}
+	if t.Version == before.Version {
+		return nil
+	}
+	ev := taskEvent{typ: EventTaskUpdated, actor: actor, summary: fmt.Sprintf("Task %s is active again", t.Identifier)}
+	return s.appendTaskEvent(ctx, tx, ev, &before, t)
 }
 
 // appendTaskEvent appends the event of a change from before (nil for a new
@@ -239,6 +290,8 @@ func (s *Service) appendTaskEvent(ctx context.Context, tx Tx, ev taskEvent, befo
 		common.Links.ShipOperation = s.link("/ship-operations/" + ev.operationID)
 		data = TaskShippedData{EventData: common, ShipStatus: ev.shipStatus, OperationID: ev.operationID, TargetEnvironment: ev.environment,
 			ReworkReason: after.ReworkReason()}
+	case EventTaskStalled:
+		data = TaskStalledData{EventData: common, LastActivityAt: after.LastActivityAt, StallAfterSeconds: int64(ev.stallAfter / time.Second)}
 	default:
 		return fmt.Errorf("task %s: unknown event type %q", after.ID, ev.typ)
 	}

@@ -36,3 +36,7 @@ func (s *Service) TaskLockHoldersForTest(taskID string) int {
 // ParkedStreamsForTest returns how many event streams are parked: waiting
 // with no goroutine of their own for the broker to wake them.
 func (s *Service) ParkedStreamsForTest() int { return s.broker.Hub().Waiting() }
+
+// SweepStallsForTest runs one sweep of the stall watchdog now and returns
+// how many tasks it marked stalled.
+func (s *Service) SweepStallsForTest(ctx context.Context) (int, error) { return s.sweepStalls(ctx) }

@@ -7,8 +7,8 @@ import (
 )
 
 // maxEventTypeEntries bounds the eventTypes of a subscription: there are
-// five event types.
-const maxEventTypeEntries = 5
+// six event types.
+const maxEventTypeEntries = 6
 
 // arrayLimits are the most entries of the arrays of request bodies, by
 // JSON path without indices; the validation of each request checks the

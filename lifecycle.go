@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -125,6 +126,20 @@ type Config struct {
 	// next is due delays it rather than overlapping it. Defaults to 60
 	// seconds; at least 1 second; negative disables reconciliation.
 	ReconcileInterval time.Duration
+
+	// StallAfter turns on the stall watchdog: a task that stays in one of
+	// its statuses (in_progress and in_review are the only ones it may
+	// name) without activity for longer than that status's duration is
+	// marked stalled (Task.Stalled, served as stalled), and task.stalled
+	// is emitted, once per stall. Activity clears the mark and restarts
+	// the clock: a status move, a submission, a reported check, a review,
+	// a blocker, a host fact or learned check that changed the task, a
+	// step of its change in the merge queue. The Service looks for
+	// stalled tasks at each tenth of the shortest duration (at least every
+	// second, at most every minute), with one indexed query of the Store,
+	// which must be a [StallMarker]. Each duration is at least 1 second.
+	// Off (nil) by default.
+	StallAfter map[Status]time.Duration
 
 	// ReconcileConcurrency is how many tasks the reconciler reads at once
 	// through adapters that read one task at a time. Defaults to 16.
@@ -468,6 +483,7 @@ func (c Config) withDefaults() Config {
 	orDefault(&c.ShipRetryBackoff, time.Second)
 	orDefault(&c.DeployTimeout, 30*time.Minute)
 	orDefault(&c.ReconcileInterval, time.Minute)
+	c.StallAfter = maps.Clone(c.StallAfter)
 	orDefault(&c.ReconcileConcurrency, 16)
 	orDefault(&c.ReconcilePollInterval, time.Second)
 	orDefault(&c.InstanceID, id.New("svc_"))
@@ -523,6 +539,9 @@ func (c Config) validate() error {
 	}
 	if c.ReconcileInterval > 0 && c.ReconcileInterval < time.Second {
 		return fmt.Errorf("lifecycle: Config.ReconcileInterval %s is shorter than a second; give at least 1s, or a negative one to disable reconciliation", c.ReconcileInterval)
+	}
+	if err := c.validateStallAfter(); err != nil {
+		return err
 	}
 	if c.ShipRetryBudget < 0 || c.ShipRetryBackoff < 0 || c.DeployTimeout < 0 || c.ReconcileConcurrency < 0 || c.ReconcilePollInterval < 0 || c.ProviderTimeout < 0 {
 		return errors.New("lifecycle: Config.ProviderTimeout, ShipRetryBudget, ShipRetryBackoff, DeployTimeout, ReconcileConcurrency and ReconcilePollInterval must not be negative; leave them zero for the defaults")
@@ -665,6 +684,9 @@ func New(cfg Config) (*Service, error) {
 		}
 	}
 	s.caps.logMissing(s.log, s.owner)
+	if len(cfg.StallAfter) > 0 && s.caps.stalls == nil {
+		return nil, errors.New("lifecycle: Config.StallAfter is set, but the Store cannot mark stalled tasks (lifecycle.StallMarker); use a store of this module, or leave StallAfter nil")
+	}
 	s.reconcile = reconcile.New(reconcile.Config[observation]{
 		Tasks: reconcileTasks{s}, UpdateRelaxed: s.updateRelaxed, Clock: cfg.Clock, Log: cfg.Logger, Tel: s.tel,
 		ReconcileInterval:     cfg.ReconcileInterval,
@@ -773,6 +795,9 @@ func (s *Service) Start(ctx context.Context) error {
 	s.goBackground(func() { s.listen(ctx) }) // when the Store is a Notifier
 	if s.cfg.ReconcileInterval > 0 {
 		s.goBackground(func() { s.reconcile.Run(ctx) })
+	}
+	if len(s.cfg.StallAfter) > 0 {
+		s.goBackground(func() { s.stallLoop(ctx) })
 	}
 	s.goBackground(func() { s.watchRevocations(ctx) })
 	return nil

@@ -191,6 +191,9 @@ func (d queueDomain) Emit(ctx context.Context, tx Tx, taskID string, data TaskMe
 		return fmt.Errorf("merge queue event of task %s: %w", taskID, err)
 	}
 	s.setActions(&t)
+	if err := s.recordActivity(ctx, tx, &t, SystemActor()); err != nil {
+		return fmt.Errorf("merge queue event of task %s: %w", taskID, err)
+	}
 	data.EventData = EventData{TaskID: t.ID, TaskIdentifier: t.Identifier, Status: t.Status,
 		Summary: fmt.Sprintf("Task %s: %s in the merge queue into %s", t.Identifier, data.Change, data.Queue.Base), AvailableActions: httpapi.NonNil(t.AvailableActions),
 		Links: EventLinks{Task: s.link("/tasks/" + t.ID)}}

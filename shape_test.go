@@ -43,6 +43,7 @@ var specTaskFields = map[string]string{
 	"dependsOn":          "string[]",
 	"waitingOn":          "string[]",
 	"reworkRounds":       "integer",
+	"stalled":            "object|null", // Config.StallAfter (docs/api.md, Stalled tasks)
 }
 
 // Nested objects of the table.

@@ -173,6 +173,7 @@ func (s *Service) CreateTask(ctx context.Context, p CreateTaskParams) (Task, err
 		WaitingOn:          []string{},
 		Version:            1,
 		CreatedAt:          now,
+		LastActivityAt:     now,
 	}
 	summary := fmt.Sprintf("Task %s created", t.Identifier)
 	if routing.Agent != nil {
@@ -281,6 +282,8 @@ type ListTasksParams struct {
 	// Ready, when set, keeps the tasks ready to start: in status todo,
 	// waiting on no dependency.
 	Ready bool
+	// Stalled, when set, keeps stalled tasks (see Config.StallAfter).
+	Stalled bool
 	// Limit is the page size, 1 to 200. Defaults to 50.
 	Limit int
 	// Cursor continues a listing from the NextCursor of a previous page.
@@ -314,6 +317,7 @@ func (s *Service) ListTasks(ctx context.Context, p ListTasksParams) (TaskList, e
 		AssigneeAgentID: p.AssigneeAgentID,
 		Project:         p.Project,
 		Ready:           p.Ready,
+		Stalled:         p.Stalled,
 		After:           after,
 		Limit:           p.Limit,
 	})
@@ -575,6 +579,15 @@ func (s *Service) handleListTasks(w http.ResponseWriter, r *http.Request, p *Pri
 	if st := q.Get("status"); st != "" {
 		for _, part := range strings.Split(st, ",") {
 			params.Statuses = append(params.Statuses, Status(strings.TrimSpace(part)))
+		}
+	}
+	if q.Has("stalled") {
+		switch q.Get("stalled") {
+		case "true":
+			params.Stalled = true
+		case "false":
+		default:
+			return lifecycletype.Invalid("stalled", "must be true or false")
 		}
 	}
 	list, err := s.ListTasks(r.Context(), params)

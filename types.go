@@ -185,6 +185,16 @@ type (
 	MergeQueueEvent = lifecycletype.MergeQueueEvent
 	// TaskMergeQueueData is [lifecycletype.TaskMergeQueueData].
 	TaskMergeQueueData = lifecycletype.TaskMergeQueueData
+	// TaskStalledData is [lifecycletype.TaskStalledData].
+	TaskStalledData = lifecycletype.TaskStalledData
+	// Stall is [lifecycletype.Stall].
+	Stall = lifecycletype.Stall
+	// StallMarker is [lifecycletype.StallMarker].
+	StallMarker = lifecycletype.StallMarker
+	// MarkStalledParams is [lifecycletype.MarkStalledParams].
+	MarkStalledParams = lifecycletype.MarkStalledParams
+	// StallRule is [lifecycletype.StallRule].
+	StallRule = lifecycletype.StallRule
 	// ConsoleSession is [lifecycletype.ConsoleSession].
 	ConsoleSession = lifecycletype.ConsoleSession
 	// FailureClassifier is [lifecycletype.FailureClassifier].
@@ -377,6 +387,7 @@ const (
 	WaitMergeQueue                    = lifecycletype.WaitMergeQueue
 	ReworkChecksFailed                = lifecycletype.ReworkChecksFailed
 	EventTaskMergeQueue               = lifecycletype.EventTaskMergeQueue
+	EventTaskStalled                  = lifecycletype.EventTaskStalled
 	ModeAdapterManaged                = lifecycletype.ModeAdapterManaged
 	ModeArtifact                      = lifecycletype.ModeArtifact
 	SubmissionCreated                 = lifecycletype.SubmissionCreated

@@ -76,6 +76,9 @@ func (cl *Client) ListTasks(ctx context.Context, p lifecycle.ListTasksParams) (l
 	if p.Ready {
 		q.Set("ready", "true")
 	}
+	if p.Stalled {
+		q.Set("stalled", "true")
+	}
 	tasks, _, next, err := get[[]lifecycle.Task](ctx, cl, "/tasks", q)
 	return lifecycle.TaskList{Tasks: tasks, NextCursor: next}, err
 }

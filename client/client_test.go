@@ -42,6 +42,9 @@ func TestEveryEndpoint(t *testing.T) {
 	if err != nil || len(list.Tasks) != 1 || list.Tasks[0].ID != task.ID {
 		t.Fatalf("ListTasks = %+v, %v", list, err)
 	}
+	if stalled, err := c.ListTasks(ctx, lifecycle.ListTasksParams{Stalled: true}); err != nil || len(stalled.Tasks) != 0 {
+		t.Fatalf("ListTasks of stalled tasks = %+v, %v; want none", stalled, err)
+	}
 	if got, err := c.Task(ctx, task.ID); err != nil || got.Identifier != "WEB-1" {
 		t.Fatalf("Task = %+v, %v", got, err)
 	}

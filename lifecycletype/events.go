@@ -23,12 +23,17 @@ const (
 	// tested there, landed, or left it (see [TaskMergeQueueData]). It
 	// does not change the task: its taskVersion is the task's as it was.
 	EventTaskMergeQueue EventType = "task.merge_queue"
+	// EventTaskStalled: the task stayed in a status watched by
+	// lifecycle.Config.StallAfter without activity for longer than that
+	// status allows, and is now marked stalled (see [TaskStalledData]).
+	// It is emitted once per stall: activity clears the mark.
+	EventTaskStalled EventType = "task.stalled"
 )
 
 // Valid reports whether t is one of the event types.
 func (t EventType) Valid() bool {
 	switch t {
-	case EventTaskUpdated, EventTaskReviewed, EventTaskShipped, EventTaskAwaitingUser, EventTaskMergeQueue:
+	case EventTaskUpdated, EventTaskReviewed, EventTaskShipped, EventTaskAwaitingUser, EventTaskMergeQueue, EventTaskStalled:
 		return true
 	}
 	return false
@@ -52,8 +57,8 @@ type Event struct {
 	// TraceID is the W3C trace ID of the request that caused the change, or nil.
 	TraceID *string `json:"traceId"`
 	// Data is the JSON object of the event type: one of TaskUpdatedData,
-	// TaskReviewedData, TaskShippedData, TaskAwaitingUserData or
-	// TaskMergeQueueData.
+	// TaskReviewedData, TaskShippedData, TaskAwaitingUserData,
+	// TaskMergeQueueData or TaskStalledData.
 	Data json.RawMessage `json:"data"`
 
 	// TaskID is the task the event is about (also in Data).
@@ -162,6 +167,17 @@ type TaskAwaitingUserData struct {
 	Blocker        EventBlocker `json:"blocker"`
 }
 
+// TaskStalledData is the data of a task.stalled event. Its status is the
+// status the task stalled in.
+type TaskStalledData struct {
+	EventData
+	// LastActivityAt is when the task last saw activity.
+	LastActivityAt Timestamp `json:"lastActivityAt"`
+	// StallAfterSeconds is how long a task may stay in its status without
+	// activity (lifecycle.Config.StallAfter), in seconds.
+	StallAfterSeconds int64 `json:"stallAfterSeconds"`
+}
+
 // EventBlocker is the part of a Blocker carried by a task.awaiting_user event.
 type EventBlocker struct {
 	Kind           string `json:"kind"`
@@ -171,7 +187,8 @@ type EventBlocker struct {
 
 // DecodeData decodes the event's data into the struct of its type and
 // returns a pointer to it: *TaskUpdatedData, *TaskReviewedData,
-// *TaskShippedData, *TaskAwaitingUserData or *TaskMergeQueueData.
+// *TaskShippedData, *TaskAwaitingUserData, *TaskMergeQueueData or
+// *TaskStalledData.
 func (e *Event) DecodeData() (any, error) {
 	var v any
 	switch e.Type {
@@ -185,6 +202,8 @@ func (e *Event) DecodeData() (any, error) {
 		v = new(TaskAwaitingUserData)
 	case EventTaskMergeQueue:
 		v = new(TaskMergeQueueData)
+	case EventTaskStalled:
+		v = new(TaskStalledData)
 	default:
 		return nil, fmt.Errorf("event %s: unknown type %q", e.ID, e.Type)
 	}

@@ -312,6 +312,51 @@ type TaskRevisioner interface {
 	TaskRevision(ctx context.Context, id string) (int64, error)
 }
 
+// StallMarker is implemented by a Store that marks stalled tasks
+// (lifecycle.Config.StallAfter). A Service whose Config.StallAfter is set
+// needs it: lifecycle.New refuses that Config for a Store without it.
+type StallMarker interface {
+	// MarkStalled runs a transaction, as [Store.Update] does, that first
+	// marks stalled up to p.Limit tasks that are not stalled and whose
+	// LastActivityAt is before the Before of the rule of their status
+	// (a task in a status no rule names is never marked), then calls fn
+	// with the transaction and the marked tasks, as stored. Each marked
+	// task gets Stalled {Since: p.Now, LastActivityAt: its
+	// LastActivityAt}, UpdatedAt p.Now and Version one more. The
+	// transaction commits when fn returns nil; when fn returns an error
+	// nothing is kept and MarkStalled returns that error.
+	//
+	// Costs and locking contract: the marking is one statement, which
+	// finds the due tasks through an index (it reads no task that is not
+	// due), and is atomic: when several processes mark at once, each task
+	// is marked by one of them, once (SQL stores: the due rows are
+	// selected FOR UPDATE SKIP LOCKED and updated, in one statement).
+	MarkStalled(ctx context.Context, p MarkStalledParams, fn func(tx Tx, marked []Task) error) error
+}
+
+// MarkStalledParams says which tasks [StallMarker.MarkStalled] marks.
+type MarkStalledParams struct {
+	// Now is when they are marked.
+	Now time.Time
+	// Rules say, per status, which tasks are due: those whose
+	// LastActivityAt is before the rule's Before. Each status appears
+	// once at most, and is in_progress or in_review (the statuses
+	// lifecycle.Config.StallAfter may watch, which a Store may index
+	// alone).
+	Rules []StallRule
+	// Limit is the most tasks to mark, at least 1.
+	Limit int
+}
+
+// StallRule is the rule of one status for [StallMarker.MarkStalled].
+type StallRule struct {
+	// Status is the status the rule watches.
+	Status Status
+	// Before is the time before which a task's last activity must be for
+	// it to stall.
+	Before time.Time
+}
+
 // ShipQueueCounts are the ship operations not yet finished.
 type ShipQueueCounts struct {
 	// Queued are accepted, not yet taken up by a runner.

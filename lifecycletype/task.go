@@ -155,6 +155,10 @@ type Task struct {
 	// ReworkRounds counts the rework rounds the task started: one for each
 	// start from in_review back to in_progress.
 	ReworkRounds int `json:"reworkRounds"`
+	// Stalled is set while the task is stalled: it stayed in a status
+	// watched by lifecycle.Config.StallAfter, without activity, for longer
+	// than that status allows. Activity clears it (see [Task.Touch]).
+	Stalled *Stall `json:"stalled"`
 
 	// Labels are the labels given at creation; routing rules match them.
 	Labels []string `json:"-"`
@@ -206,6 +210,33 @@ type Task struct {
 	// lifecycle.Config.MaxReworkRounds), or 0: the rounds used against the
 	// cap are ReworkRounds - ReworkRoundsBase.
 	ReworkRoundsBase int `json:"-"`
+	// LastActivityAt is when the task last saw activity (see [Task.Touch]):
+	// its creation, a status move, a submission, a check, a review, a host
+	// fact that changed it, a blocker. A task in a status watched by
+	// lifecycle.Config.StallAfter that sees none for that long stalls.
+	LastActivityAt Timestamp `json:"-"`
+}
+
+// Stall says since when a task is stalled, and when it last saw activity.
+type Stall struct {
+	// Since is when the task was marked stalled.
+	Since Timestamp `json:"since"`
+	// LastActivityAt is when it last saw activity: the task's
+	// LastActivityAt, which does not move while it is stalled.
+	LastActivityAt Timestamp `json:"lastActivityAt"`
+}
+
+// Touch records activity on the task at now: LastActivityAt becomes now,
+// and a stall mark is cleared. It reports whether it cleared one (the
+// task's served member stalled then changes). Every write path that is
+// activity calls it, in the transaction of that activity.
+func (t *Task) Touch(now Timestamp) (cleared bool) {
+	t.LastActivityAt = now
+	if t.Stalled == nil {
+		return false
+	}
+	t.Stalled = nil
+	return true
 }
 
 // PullRequestRef returns the reference of the latest submission's pull request.
@@ -241,6 +272,8 @@ type TaskFilter struct {
 	// Ready, when set, keeps tasks ready to start: in status todo with an
 	// empty WaitingOn.
 	Ready bool
+	// Stalled, when set, keeps stalled tasks (Task.Stalled not nil).
+	Stalled bool
 	// After, when not zero, keeps tasks listed after the task with this
 	// position (see [TaskPage.Next]).
 	After int64

@@ -20,6 +20,7 @@ type (
 		AssigneeAgentID string             `json:"assigneeAgentId,omitempty" jsonschema:"keep tasks assigned to this agent ID"`
 		Project         string             `json:"project,omitempty" jsonschema:"keep tasks of this project"`
 		Ready           bool               `json:"ready,omitempty" jsonschema:"keep only the tasks ready to start: in todo, waiting on no dependency (waitingOn empty)"`
+		Stalled         bool               `json:"stalled,omitempty" jsonschema:"true keeps stalled tasks only: tasks that stayed in progress or in review without activity for longer than the server allows (each has a stalled member saying since when)"`
 		Limit           int                `json:"limit,omitempty" jsonschema:"page size"`
 		Cursor          string             `json:"cursor,omitempty" jsonschema:"the nextCursor of the previous page"`
 	}
@@ -123,8 +124,8 @@ func (h *Handler) addTools() error {
 	errs := []error{
 		addTool(h, toolDef{name: "list_tasks", title: "List tasks", scope: lifecycle.ScopeTasksRead, readOnly: true, idempotent: true,
 			description: "Lists tasks in creation order, a page at a time, each in compact form with its availableActions. " +
-				"Filter by status, assignee or project, or ready: true for the tasks you can start now (in todo, every " +
-				"dependency done); pass nextCursor as cursor for the next page.",
+				"Filter by status, assignee or project, ready: true for the tasks you can start now (in todo, every " +
+				"dependency done), or stalled: true for stalled tasks only; pass nextCursor as cursor for the next page.",
 			in: listIn, out: listOutSchema()}, h.listTasks),
 		addTool(h, toolDef{name: "get_task", title: "Read a task", scope: lifecycle.ScopeTasksRead, readOnly: true, idempotent: true,
 			description: "Reads one task: its status, what is asked (title, acceptanceCriteria, context), its pull request " +
@@ -234,7 +235,7 @@ func (h *Handler) listTasks(ctx context.Context, _ *call, in *listTasksIn) (any,
 		limit = 20
 	}
 	list, err := h.svc.ListTasks(ctx, lifecycle.ListTasksParams{Statuses: in.Status, AssigneeAgentID: in.AssigneeAgentID,
-		Project: in.Project, Ready: in.Ready, Limit: limit, Cursor: in.Cursor})
+		Project: in.Project, Ready: in.Ready, Stalled: in.Stalled, Limit: limit, Cursor: in.Cursor})
 	if err != nil {
 		return nil, err
 	}

@@ -527,9 +527,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ReviewRouter: reviews,
 		// The demo holds a fleet's streams: each takes its connection
 		// over, at a third of the memory.
-		TakeOverStreams:            true,
-		ProviderTimeout:            providerTimeout,
-		ReconcileInterval:          opts.reconcileInterval,
+		TakeOverStreams:   true,
+		ProviderTimeout:   providerTimeout,
+		ReconcileInterval: opts.reconcileInterval,
+		// A task in progress or in review with no activity for half an
+		// hour is marked stalled, and task.stalled is emitted.
+		StallAfter: map[lifecycle.Status]time.Duration{
+			lifecycle.StatusInProgress: 30 * time.Minute,
+			lifecycle.StatusInReview:   30 * time.Minute,
+		},
 		AllowPrivateWebhookTargets: opts.allowPrivateWebhooks, // -webhook-url's subscription has its own allowance
 		WebhookTLSConfig:           webhookTLS,
 		WebhookSecretKey:           sealKey,
@@ -854,13 +860,13 @@ func parseKey(s string) ([]byte, error) {
 // run did. The subscription, and it alone, may reach a private address
 // such as a local receiver. One that an older demo made without that
 // allowance, which every subscription then had, is replaced, and so is
-// one without an event type this run sends (task.merge_queue, with
-// -merge-queue).
+// one without an event type this run sends (task.stalled, added with the
+// stall watchdog; task.merge_queue, with -merge-queue).
 func subscribe(ctx context.Context, svc *lifecycle.Service, opts options, stdout io.Writer) error {
 	if opts.webhookURL == "" {
 		return nil
 	}
-	types := []lifecycle.EventType{lifecycle.EventTaskUpdated, lifecycle.EventTaskReviewed, lifecycle.EventTaskShipped, lifecycle.EventTaskAwaitingUser}
+	types := []lifecycle.EventType{lifecycle.EventTaskUpdated, lifecycle.EventTaskReviewed, lifecycle.EventTaskShipped, lifecycle.EventTaskAwaitingUser, lifecycle.EventTaskStalled}
 	if opts.queue.enabled {
 		types = append(types, lifecycle.EventTaskMergeQueue)
 	}

@@ -109,6 +109,18 @@ var taskMembers = []taskMember{
 	{"dependsOn", func(e *Writer, t *lifecycletype.Task) { e.strs(t.DependsOn) }},
 	{"waitingOn", func(e *Writer, t *lifecycletype.Task) { e.strs(t.WaitingOn) }},
 	{"reworkRounds", func(e *Writer, t *lifecycletype.Task) { e.b = strconv.AppendInt(e.b, int64(t.ReworkRounds), 10) }},
+	{"stalled", func(e *Writer, t *lifecycletype.Task) {
+		st := t.Stalled
+		if st == nil {
+			e.null()
+			return
+		}
+		e.b = append(e.b, `{"since":`...)
+		e.time(st.Since)
+		e.b = append(e.b, `,"lastActivityAt":`...)
+		e.time(st.LastActivityAt)
+		e.b = append(e.b, '}')
+	}},
 }
 
 // compactTaskMembers are the members of a compact task: without those of

@@ -81,6 +81,9 @@ func taskCorpus() []lifecycletype.Task {
 				t.Blocker = &lifecycletype.Blocker{Kind: "awaiting_user", SourceRunID: "run " + text, SourceAgentID: "agent",
 					Reason: "needs_input", ActionRequired: text, ResumeInstructions: "<resume> & go", CreatedAt: at}
 			}
+			if st == lifecycletype.StatusInProgress && j%2 == 0 {
+				t.Stalled = &lifecycletype.Stall{Since: at, LastActivityAt: t.UpdatedAt}
+			}
 			tasks = append(tasks, t)
 		}
 	}

@@ -21,6 +21,9 @@ func storedTask(t lifecycle.Task) lifecycle.Task {
 	if string(t.RoutingReason) == "null" || len(t.RoutingReason) == 0 {
 		t.RoutingReason = nil
 	}
+	if t.Stalled != nil {
+		t.Stalled.LastActivityAt = t.LastActivityAt // as the SQL Stores keep it
+	}
 	return t
 }
 
@@ -163,7 +166,8 @@ func taskMatches(task *lifecycle.Task, f *lifecycle.TaskFilter) bool {
 		(f.PullRequest == lifecycle.PullRequestRef{} || task.PRNumber != nil &&
 			f.PullRequest == lifecycle.PullRequestRef{Owner: task.PROwner, Repo: task.PRRepo, Number: number}) &&
 		(f.HeadSHA == "" || head == f.HeadSHA) &&
-		(!f.Ready || task.Ready())
+		(!f.Ready || task.Ready()) &&
+		(!f.Stalled || task.Stalled != nil)
 }
 
 // Dependents implements lifecycle.Tx. The memory Store keeps no index of
@@ -176,6 +180,47 @@ func (x *txn) Dependents(ctx context.Context, taskID string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+var _ lifecycle.StallMarker = (*Store)(nil)
+
+// MarkStalled implements lifecycle.StallMarker. The transaction runs
+// alone, so a task is marked once; the memory Store looks at every task,
+// having no index.
+func (s *Store) MarkStalled(ctx context.Context, p lifecycle.MarkStalledParams, fn func(tx lifecycle.Tx, marked []lifecycle.Task) error) error {
+	return s.Update(ctx, func(tx lifecycle.Tx) error {
+		x := tx.(*txn)
+		now := lifecycle.NewTimestamp(p.Now)
+		var marked []lifecycle.Task
+		for _, task := range x.tasks.all() {
+			if len(marked) >= p.Limit {
+				break
+			}
+			if task.Stalled != nil || !stallDue(&task, p.Rules) {
+				continue
+			}
+			task.Stalled = &lifecycle.Stall{Since: now, LastActivityAt: task.LastActivityAt}
+			task.UpdatedAt = now
+			task.Version++
+			x.tasks.replace(task.ID, task)
+			x.wroteTask(task.ID)
+			marked = append(marked, clone(task))
+		}
+		return fn(tx, marked)
+	})
+}
+
+// stallDue reports whether a task not stalled is due to stall by rules.
+func stallDue(task *lifecycle.Task, rules []lifecycle.StallRule) bool {
+	if task.Status != lifecycle.StatusInProgress && task.Status != lifecycle.StatusInReview {
+		return false // as the SQL Stores' index tasks_stall_due
+	}
+	for _, r := range rules {
+		if r.Status == task.Status {
+			return task.LastActivityAt.Before(r.Before)
+		}
+	}
+	return false
 }
 
 // CreateTask implements lifecycle.Tx.

@@ -23,6 +23,7 @@ import (
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/memory"
 	"github.com/tasklifecycle/lifecycle/store/sqlite"
+	"github.com/tasklifecycle/lifecycle/store/storetest"
 )
 
 // benchStores are the stores compared.
@@ -361,4 +362,10 @@ func BenchmarkCrossReplicaStream(b *testing.B) {
 	b.ReportMetric(pct(0.5), "p50-ms")
 	b.ReportMetric(pct(0.99), "p99-ms")
 	b.ReportMetric(pct(1), "max-ms")
+}
+
+// BenchmarkMarkStalled is storetest.BenchmarkMarkStalled: a sweep of the
+// stall watchdog over 100,000 tasks.
+func BenchmarkMarkStalled(b *testing.B) {
+	storetest.BenchmarkMarkStalled(b, newStore(b))
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/store/sqlite"
+	"github.com/tasklifecycle/lifecycle/store/storetest"
 )
 
 // BenchmarkAppendEvents measures the cost of one event insert inside a
@@ -156,4 +157,15 @@ func BenchmarkListReadyTasks(b *testing.B) {
 	b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(took[len(took)*99/100].Microseconds())/1000, "p99-ms")
 	b.ReportMetric(float64(listed)/float64(b.N), "tasks/page")
+}
+
+// BenchmarkMarkStalled is storetest.BenchmarkMarkStalled: a sweep of the
+// stall watchdog over 100,000 tasks.
+func BenchmarkMarkStalled(b *testing.B) {
+	s, err := sqlite.New(sqlite.Config{Path: filepath.Join(b.TempDir(), "bench.db")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	storetest.BenchmarkMarkStalled(b, s)
 }

@@ -9,7 +9,7 @@
 // optional interfaces a Store implements ([lifecycle.InstanceLeaser],
 // [lifecycle.Notifier], [lifecycle.RelaxedUpdater],
 // [lifecycle.FailureClassifier], [lifecycle.SecretResealer],
-// [lifecycletype.MergeQueueStore]); the tests of one it does not
+// [lifecycletype.MergeQueueStore], [lifecycle.StallMarker]); the tests of one it does not
 // implement are skipped, saying so.
 package storetest
 
@@ -88,6 +88,10 @@ func Run(t *testing.T, h Harness) {
 		{"ProviderDeliveries", testProviderDeliveries},
 		{"ConcurrentProviderDeliveries", testConcurrentProviderDeliveries},
 		{"ClaimReconciliations", testClaimReconciliations},
+		{"MarkStalled", testMarkStalled},
+		{"MarkStalledRollsBack", testMarkStalledRollsBack},
+		{"ConcurrentMarkStalled", testConcurrentMarkStalled},
+		{"ListStalledTasks", testListStalledTasks},
 		{"ConcurrentClaimShipOperations", testConcurrentClaimShipOperations},
 		{"ConcurrentClaimReconciliations", testConcurrentClaimReconciliations},
 		{"EventBoundsCommitted", testEventBoundsCommitted},
@@ -190,6 +194,8 @@ func fullTask(n int) lifecycle.Task {
 		ReconcileAt:      ts(5 * time.Minute),
 		ReworkRounds:     3,
 		ReworkRoundsBase: 2,
+		LastActivityAt:   ts(20 * time.Second),
+		Stalled:          &lifecycle.Stall{Since: ts(2 * time.Minute), LastActivityAt: ts(20 * time.Second)},
 	}
 }
 

@@ -19,7 +19,7 @@ const TaskColumns = `pos, id, identifier, title, description, status, priority, 
 	triage_queue_id, submission_id, pr_url, pr_number, branch, base_branch, head_sha, blocker,
 	status_before_blocker, version, created_at, updated_at, submission_mode, pr_owner, pr_repo,
 	review_policy, review_decision, rework_requested, active_ship_id, facts, reconcile_at, active_ship_merging,
-	depends_on, waiting_on, waiting_count, rework_rounds, rework_rounds_base`
+	depends_on, waiting_on, waiting_count, rework_rounds, rework_rounds_base, last_activity_at, stalled_at`
 
 // taskColumnList is TaskColumns split, without pos.
 var taskColumnList = strings.Split(strings.Join(strings.Fields(strings.TrimPrefix(TaskColumns, "pos, ")), " "), ", ")
@@ -69,7 +69,7 @@ type taskRow struct {
 	triage, submission, prURL, branch, base sql.NullString
 	headSHA                                 sql.NullString
 	facts                                   []byte
-	reconcileAt                             int64
+	reconcileAt, lastActivity, stalledAt    int64
 	confidence                              sql.NullFloat64
 	prNumber                                sql.NullInt64
 	status, priority, statusBefore          string
@@ -87,7 +87,7 @@ func ScanTask(row Row) (lifecycle.Task, int64, error) {
 		&r.triage, &r.submission, &r.prURL, &r.prNumber, &r.branch, &r.base, &r.headSHA, &r.blocker,
 		&r.statusBefore, &t.Version, &r.created, &r.updated, &r.mode, &t.PROwner, &t.PRRepo,
 		&r.policy, &r.decision, &t.ReworkRequested, &t.ActiveShipID, &r.facts, &r.reconcileAt, &t.ShipMerging,
-		&r.dependsOn, &r.waitingOn, &r.waitingCount, &t.ReworkRounds, &t.ReworkRoundsBase)
+		&r.dependsOn, &r.waitingOn, &r.waitingCount, &t.ReworkRounds, &t.ReworkRoundsBase, &r.lastActivity, &r.stalledAt)
 	if err != nil {
 		return *t, 0, err
 	}
@@ -116,6 +116,12 @@ func ScanTask(row Row) (lifecycle.Task, int64, error) {
 	}
 	if r.reconcileAt != 0 {
 		t.ReconcileAt = FromMillis(r.reconcileAt)
+	}
+	if r.lastActivity != 0 {
+		t.LastActivityAt = FromMillis(r.lastActivity)
+	}
+	if r.stalledAt != 0 {
+		t.Stalled = &lifecycle.Stall{Since: FromMillis(r.stalledAt), LastActivityAt: t.LastActivityAt}
 	}
 	if len(r.blocker) > 0 {
 		t.Blocker = new(lifecycle.Blocker)
@@ -195,6 +201,13 @@ func taskArgs(t *lifecycle.Task) ([]any, error) {
 	if !t.ReconcileAt.IsZero() {
 		reconcileAt = Millis(t.ReconcileAt.Time)
 	}
+	var lastActivity, stalledAt int64
+	if !t.LastActivityAt.IsZero() {
+		lastActivity = Millis(t.LastActivityAt.Time)
+	}
+	if t.Stalled != nil {
+		stalledAt = Millis(t.Stalled.Since.Time)
+	}
 	var prNumber any
 	if t.PRNumber != nil {
 		prNumber = int64(*t.PRNumber)
@@ -209,6 +222,7 @@ func taskArgs(t *lifecycle.Task) ([]any, error) {
 		t.ActiveShipID, string(facts), reconcileAt, t.ShipMerging,
 		string(dependsOn), string(waitingOn), int64(len(t.WaitingOn)),
 		t.ReworkRounds, t.ReworkRoundsBase,
+		lastActivity, stalledAt,
 	}, nil
 }
 
@@ -339,6 +353,9 @@ func (s *Reads) ListTasks(ctx context.Context, f lifecycle.TaskFilter) (lifecycl
 		// a query whose terms are its own.
 		where = append(where, "status = 'todo'", "waiting_count = 0")
 	}
+	if f.Stalled {
+		where = append(where, "stalled_at <> 0") // the partial index tasks_stalled
+	}
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 50
@@ -436,4 +453,27 @@ func (x *Tx) CountInProgress(ctx context.Context, agentID string) (int, error) {
 		return 0, x.F.errorf("count tasks in progress of agent %s: %w", agentID, err)
 	}
 	return n, nil
+}
+
+// StallStatuses are the statuses whose tasks the partial index
+// tasks_stall_due holds (stalled_at = 0 AND status IN StallStatuses):
+// those lifecycle.Config.StallAfter may watch. A query names them as
+// they are here for the index to serve it.
+const StallStatuses = "('in_progress', 'in_review')"
+
+// StallRules returns the condition of each rule of p on the tasks due to
+// stall, with the arguments of all, numbered from $first: each condition
+// is one the partial index tasks_stall_due serves with a range of
+// (status, last_activity_at).
+func StallRules(p lifecycle.MarkStalledParams, first int) ([]string, []any) {
+	var (
+		conds []string
+		args  []any
+	)
+	for _, r := range p.Rules {
+		n := first + len(args)
+		conds = append(conds, "stalled_at = 0 AND status IN "+StallStatuses+" AND status = $"+strconv.Itoa(n)+" AND last_activity_at < $"+strconv.Itoa(n+1))
+		args = append(args, string(r.Status), Millis(r.Before))
+	}
+	return conds, args
 }
