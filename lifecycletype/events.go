@@ -28,7 +28,7 @@ const (
 // Valid reports whether t is one of the event types.
 func (t EventType) Valid() bool {
 	switch t {
-	case EventTaskUpdated, EventTaskReviewed, EventTaskShipped, EventTaskAwaitingUser, EventTaskMergeQueue:
+	case EventTaskUpdated, EventTaskReviewed, EventTaskShipped, EventTaskAwaitingUser, EventTaskMergeQueue, EventTaskCIFailed:
 		return true
 	}
 	return false
@@ -52,8 +52,8 @@ type Event struct {
 	// TraceID is the W3C trace ID of the request that caused the change, or nil.
 	TraceID *string `json:"traceId"`
 	// Data is the JSON object of the event type: one of TaskUpdatedData,
-	// TaskReviewedData, TaskShippedData, TaskAwaitingUserData or
-	// TaskMergeQueueData.
+	// TaskReviewedData, TaskShippedData, TaskAwaitingUserData,
+	// TaskMergeQueueData or TaskCIFailedData.
 	Data json.RawMessage `json:"data"`
 
 	// TaskID is the task the event is about (also in Data).
@@ -171,7 +171,8 @@ type EventBlocker struct {
 
 // DecodeData decodes the event's data into the struct of its type and
 // returns a pointer to it: *TaskUpdatedData, *TaskReviewedData,
-// *TaskShippedData, *TaskAwaitingUserData or *TaskMergeQueueData.
+// *TaskShippedData, *TaskAwaitingUserData, *TaskMergeQueueData or
+// *TaskCIFailedData.
 func (e *Event) DecodeData() (any, error) {
 	var v any
 	switch e.Type {
@@ -185,6 +186,8 @@ func (e *Event) DecodeData() (any, error) {
 		v = new(TaskAwaitingUserData)
 	case EventTaskMergeQueue:
 		v = new(TaskMergeQueueData)
+	case EventTaskCIFailed:
+		v = new(TaskCIFailedData)
 	default:
 		return nil, fmt.Errorf("event %s: unknown type %q", e.ID, e.Type)
 	}

@@ -41,6 +41,8 @@ var (
 
 	_ lifecycletype.MergeQueueStore = (*Store)(nil)
 	_ lifecycletype.MergeQueueTx    = (*txn)(nil)
+	_ lifecycletype.CIFailureStore  = (*Store)(nil)
+	_ lifecycletype.CIFailureTx     = (*txn)(nil)
 )
 
 // New returns an empty Store.
@@ -158,6 +160,7 @@ type txn struct {
 	subscriptions      *tableTx[lifecycle.Subscription]
 	deliveries         *tableTx[lifecycle.Delivery]
 	mergeQueues        *dictTx[string, lifecycletype.MergeQueueRecord]
+	ciFailures         *dictTx[checkKey, lifecycletype.CIFailureRecord]
 
 	// changes are the kinds of change made, announced at commit.
 	changes lifecycle.Change
@@ -181,6 +184,7 @@ func begin(t *tables) *txn {
 		subscriptions:      newTableTx(t.subscriptions),
 		deliveries:         newTableTx(t.deliveries),
 		mergeQueues:        newDictTx(t.mergeQueues),
+		ciFailures:         newDictTx(t.ciFailures),
 	}
 }
 
@@ -202,4 +206,5 @@ func (x *txn) commit() {
 	x.subscriptions.commit()
 	x.deliveries.commit()
 	x.mergeQueues.commit()
+	x.ciFailures.commit()
 }
