@@ -15,6 +15,7 @@ type storeCaps struct {
 	resealer   SecretResealer      // nil: ResealWebhookSecrets cannot run
 	sessions   ConsoleSessionStore // nil: no operator console
 	queues     MergeQueueStore     // nil: no merge queue of the lifecycle's own
+	ciFailures CIFailureStore      // nil: no details of failed CI checks
 }
 
 // capabilities finds the optional interfaces st implements.
@@ -29,6 +30,7 @@ func capabilities(st Store) storeCaps {
 	c.resealer, _ = st.(SecretResealer)
 	c.sessions, _ = st.(ConsoleSessionStore)
 	c.queues, _ = st.(MergeQueueStore)
+	c.ciFailures, _ = st.(CIFailureStore)
 	return c
 }
 
@@ -45,6 +47,7 @@ func (c storeCaps) logMissing(log *slog.Logger, instance string) {
 		{c.revisions == nil, "the Store keeps no task revisions (lifecycle.TaskRevisioner): answers of GET /tasks/{id} are not cached"},
 		{c.queue == nil, "the Store does not count its ship queue (lifecycle.ShipQueueCounter): no lifecycle.ship.queue.depth gauge"},
 		{c.resealer == nil, "the Store cannot reseal webhook secrets (lifecycle.SecretResealer): Service.ResealWebhookSecrets fails"},
+		{c.ciFailures == nil, "the Store keeps no CI failure details (lifecycle.CIFailureStore): failed checks are served without them"},
 		{c.sessions == nil, "the Store keeps no console sessions (lifecycle.ConsoleSessionStore): the API is served, the operator console (package console) cannot be"},
 	} {
 		if m.off {

@@ -21,6 +21,7 @@ import (
 	"github.com/tasklifecycle/lifecycle/internal/id"
 	"github.com/tasklifecycle/lifecycle/internal/keyauth"
 	"github.com/tasklifecycle/lifecycle/internal/netguard"
+	"github.com/tasklifecycle/lifecycle/internal/dueloop"
 	"github.com/tasklifecycle/lifecycle/internal/queuerun"
 	"github.com/tasklifecycle/lifecycle/internal/reconcile"
 	"github.com/tasklifecycle/lifecycle/internal/secretbox"
@@ -116,6 +117,18 @@ type Config struct {
 	// DeployTimeout bounds each call to the Deployer, which may wait for a
 	// deployment to finish. Defaults to 30 minutes.
 	DeployTimeout time.Duration
+
+	// CIFailureExcerptBytes bounds the details kept of one failed CI
+	// check (see [CIFailure]): its title, summary, annotations and log
+	// excerpt together, cut on a UTF-8 boundary and marked truncated.
+	// Defaults to 8 KiB.
+	CIFailureExcerptBytes int
+
+	// CIFailureTaskBytes bounds the details kept of all the failed CI
+	// checks of a task's head commit together: a check failing once it is
+	// spent keeps its log link and is marked truncated. Defaults to 32
+	// KiB.
+	CIFailureTaskBytes int
 
 	// ReconcileInterval is the longest time a change made at the code host
 	// without a webhook (or whose webhook was lost) stays unnoticed: the
@@ -448,6 +461,8 @@ func (c Config) withDefaults() Config {
 	orDefault(&c.ShipRetryBudget, 10*time.Minute)
 	orDefault(&c.ShipRetryBackoff, time.Second)
 	orDefault(&c.DeployTimeout, 30*time.Minute)
+	orDefault(&c.CIFailureExcerptBytes, 8<<10)
+	orDefault(&c.CIFailureTaskBytes, 32<<10)
 	orDefault(&c.ReconcileInterval, time.Minute)
 	orDefault(&c.ReconcileConcurrency, 16)
 	orDefault(&c.ReconcilePollInterval, time.Second)
@@ -510,6 +525,9 @@ func (c Config) validate() error {
 	}
 	if c.RequestTimeout < 0 {
 		return errors.New("lifecycle: Config.RequestTimeout must not be negative; leave it zero for the default")
+	}
+	if c.CIFailureExcerptBytes < 0 || c.CIFailureTaskBytes < 0 {
+		return errors.New("lifecycle: Config.CIFailureExcerptBytes and CIFailureTaskBytes must not be negative; leave them zero for the defaults")
 	}
 	seen := map[string]bool{}
 	for i, b := range c.Adapters {
@@ -601,6 +619,7 @@ type Service struct {
 	queue     *queuerun.Runner // drives the merge queues; nil when Config.MergeQueue is off
 
 	reconcile *reconcile.Reconciler[observation] // reads hosts for tasks in review
+	ciFetch   *dueloop.Beat                      // fetches the details of failed CI checks (cifailure.go)
 
 	bodies httpapi.Limits // what request bodies are read and decoded within
 
@@ -645,6 +664,7 @@ func New(cfg Config) (*Service, error) {
 		ReconcileInterval:     cfg.ReconcileInterval,
 		ReconcilePollInterval: cfg.ReconcilePollInterval,
 	})
+	s.ciFetch = newCIFetch(cfg.Clock)
 	s.ships = shiprun.New(shiprun.Config{
 		Owner: s.owner, Tasks: shipTasks{s}, Update: s.update, UpdateRelaxed: s.updateRelaxed,
 		Clock: cfg.Clock, Log: cfg.Logger, Tel: s.tel, Deployer: cfg.Deployer, Go: s.goBackground,
@@ -750,6 +770,9 @@ func (s *Service) Start(ctx context.Context) error {
 		s.goBackground(func() { s.reconcile.Run(ctx) })
 	}
 	s.goBackground(func() { s.watchRevocations(ctx) })
+	if s.caps.ciFailures != nil {
+		s.goBackground(func() { s.ciFetch.Run(ctx, s.fetchCIFailures) })
+	}
 	return nil
 }
 

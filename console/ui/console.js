@@ -13,7 +13,7 @@
     ["cancelled", "Cancelled"],
   ];
   const STATUS_LABEL = new Map(STATUSES);
-  const EVENT_TYPES = ["task.updated", "task.reviewed", "task.shipped", "task.awaiting_user", "task.merge_queue"];
+  const EVENT_TYPES = ["task.updated", "task.reviewed", "task.shipped", "task.awaiting_user", "task.merge_queue", "task.ci_failed"];
   const QUEUE_EVENT = "task.merge_queue";
   const QUEUES_EVERY_MS = 500; // the merge queues are read at most this often
   const PAGE = 100; // cards a column shows at first, and more per "show more"
