@@ -36,3 +36,8 @@ func (s *Service) TaskLockHoldersForTest(taskID string) int {
 // ParkedStreamsForTest returns how many event streams are parked: waiting
 // with no goroutine of their own for the broker to wake them.
 func (s *Service) ParkedStreamsForTest() int { return s.broker.Hub().Waiting() }
+
+// FetchCIFailuresForTest fetches the details of the failed checks due now,
+// as the Service's fetcher does in the background, and returns once it is
+// done.
+func (s *Service) FetchCIFailuresForTest(ctx context.Context) { s.fetchCIFailures(ctx) }
