@@ -64,7 +64,7 @@ func TestCIFailureFetchedOnce(t *testing.T) {
 	sha := headOf(t, e.submitOK(id, "ci-fail-1", apitest.SubmitBody()))
 	failure := lifecycle.CIFailure{
 		Title: "1 test failed", Summary: "TestParse: expected 2, got 3", Excerpt: "--- FAIL: TestParse (0.00s)\n",
-		LogURL: ptr("https://ci.example.com/b/log"),
+		LogURL:      ptr("https://ci.example.com/b/log"),
 		Annotations: []lifecycle.CIAnnotation{{Path: "parse_test.go", StartLine: 12, EndLine: 12, Level: lifecycle.AnnotationFailure, Message: "expected 2, got 3"}},
 	}
 	a.web.SetFailure(sha, "build", failure)

@@ -16,12 +16,12 @@ import (
 
 	"github.com/tasklifecycle/lifecycle/internal/backoff"
 	"github.com/tasklifecycle/lifecycle/internal/broker"
+	"github.com/tasklifecycle/lifecycle/internal/dueloop"
 	"github.com/tasklifecycle/lifecycle/internal/eventstream"
 	"github.com/tasklifecycle/lifecycle/internal/httpapi"
 	"github.com/tasklifecycle/lifecycle/internal/id"
 	"github.com/tasklifecycle/lifecycle/internal/keyauth"
 	"github.com/tasklifecycle/lifecycle/internal/netguard"
-	"github.com/tasklifecycle/lifecycle/internal/dueloop"
 	"github.com/tasklifecycle/lifecycle/internal/queuerun"
 	"github.com/tasklifecycle/lifecycle/internal/reconcile"
 	"github.com/tasklifecycle/lifecycle/internal/secretbox"
