@@ -3,6 +3,7 @@ package github
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -142,3 +143,30 @@ func TestCIFailureReadWithoutWebhook(t *testing.T) {
 
 // errorsIsNotFound reports whether err matches lifecycle.ErrNotFound.
 func errorsIsNotFound(err error) bool { return errors.Is(err, lifecycle.ErrNotFound) }
+
+// BenchmarkFailedCheckDetails measures a failed check run, from its
+// check_run webhook to its failure's details on the CI status (the
+// webhook applied, the host read, the details fetched in the background
+// and stored), and the host requests it costs (req/op).
+func BenchmarkFailedCheckDetails(b *testing.B) {
+	e := newEnv(b, nil, nil)
+	var requests int64
+	for i := 0; b.Loop(); i++ {
+		b.StopTimer()
+		task, sub := e.submitted(b)
+		sha := *sub.HeadSHA
+		e.f.CheckRun(sha, "build", "failure")
+		e.f.CheckRunOutput(sha, "build", "1 test failed", "TestParse: expected 2, got 3", "--- FAIL: TestParse\n",
+			&gh.CheckRunAnnotation{Path: gh.String("parse_test.go"), StartLine: gh.Int(12), EndLine: gh.Int(12), AnnotationLevel: gh.String("failure"), Message: gh.String("expected 2, got 3")})
+		payload := e.f.CheckRunPayload(sha, "build", "failure")
+		before := e.f.Calls("")
+		b.StartTimer()
+		e.post(b, "check_run", fmt.Sprintf("d-bench-%d", i), payload)
+		waitUntil(b, 5*time.Second, "the failure's details", func() bool {
+			c, ok := e.checkOf(b, task.ID, "build")
+			return ok && c.Failure != nil
+		})
+		requests += e.f.Calls("") - before
+	}
+	b.ReportMetric(float64(requests)/float64(b.N), "req/op")
+}
