@@ -259,3 +259,30 @@ func mustJSON(t *testing.T, v any) string {
 
 // ptr returns a pointer to v.
 func ptr[T any](v T) *T { return &v }
+
+// A submission's self-reported checks carry their failure: kept, and
+// announced where they count (the artifact CI trusts them); refused when
+// malformed.
+func TestSelfReportedCIFailure(t *testing.T) {
+	t.Parallel()
+	e, _ := newSubmitEnv(t)
+	id := e.startedTask("ENG-1")
+	bad := withMember(apitest.SubmitBody(), "checks", []map[string]any{{"name": "unit", "status": "passed", "failure": map[string]any{"title": "x"}}})
+	rec := e.Submit(id, "self-bad-key", bad)
+	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "checks[0].failure") {
+		t.Errorf("a failure on a passed check: %d %s", rec.Code, rec.Body)
+	}
+	body := withMember(withMember(apitest.SubmitBody(), "mode", "artifact"), "checks", []map[string]any{
+		{"name": "unit", "status": "failed", "failure": map[string]any{"title": "2 tests failed", "summary": "TestA, TestB", "excerpt": "--- FAIL: TestA\n",
+			"annotations": []any{map[string]any{"path": "a_test.go", "startLine": 3, "endLine": 3, "level": "failure", "message": "want 1"}}}},
+	})
+	sha := headOf(t, e.submitOK(id, "self-ok-key", body))
+	f := checkNamed(t, e.ciStatus(id), lifecycle.SourceSelfReported, "unit").Failure
+	if f == nil || f.Title != "2 tests failed" || len(f.Annotations) != 1 || f.Annotations[0].Message != "want 1" {
+		t.Fatalf("self-reported failure = %+v", f)
+	}
+	evs := ciFailedEvents(e, id)
+	if len(evs) != 1 || evs[0].HeadSHA != sha || len(evs[0].FailedChecks) != 1 || evs[0].FailedChecks[0].Summary != "TestA, TestB" {
+		t.Errorf("task.ci_failed of the submission = %+v", evs)
+	}
+}
