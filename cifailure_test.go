@@ -286,3 +286,29 @@ func TestSelfReportedCIFailure(t *testing.T) {
 		t.Errorf("task.ci_failed of the submission = %+v", evs)
 	}
 }
+
+// A failure marked due by a process that stopped before fetching it is
+// fetched by the next Service to start on the Store.
+func TestCIFailureDueSurvivesARestart(t *testing.T) {
+	t.Parallel()
+	e, a := newSubmitEnv(t) // never started: it dies with the failure due
+	id := e.startedTask("ENG-1")
+	sha := headOf(t, e.submitOK(id, "ci-restart", apitest.SubmitBody()))
+	a.web.SetFailure(sha, "build", lifecycle.CIFailure{Title: "broken build"})
+	a.web.SetChecks(sha, lifecycle.CIReport{Checks: []lifecycle.CICheck{{Name: "build", Status: lifecycle.CheckFailed}}})
+	e.reconcile(id)
+	next, err := lifecycle.New(lifecycle.Config{Store: e.Served, BaseURL: apitest.BaseURL, Clock: e.Clock,
+		Adapters: []lifecycle.AdapterBinding{{Project: "web", Adapter: a.web}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	apitest.StartService(t, t.Context(), next)
+	testenv.WaitFor(t, 5*time.Second, "the failure fetched by the next Service", func() bool {
+		st, _, err := next.CIStatus(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := checkNamed(t, st, lifecycle.SourceProvider, "build").Failure
+		return f != nil && f.Title == "broken build"
+	})
+}
