@@ -7,21 +7,22 @@ import (
 )
 
 // maxEventTypeEntries bounds the eventTypes of a subscription: there are
-// five event types.
-const maxEventTypeEntries = 5
+// six event types.
+const maxEventTypeEntries = 6
 
 // arrayLimits are the most entries of the arrays of request bodies, by
 // JSON path without indices; the validation of each request checks the
 // same limits, with the same words, on what it decodes.
 var arrayLimits = map[string]int{
-	"checks":                maxChecks,
-	"pullRequest.reviewers": maxReviewers,
-	"labels":                maxLabels,
-	"acceptanceCriteria":    maxCriteria,
-	"eventTypes":            maxEventTypeEntries,
-	"filters.taskIds":       maxFilterEntries,
-	"filters.projects":      maxFilterEntries,
-	"scopes":                len(lifecycletype.Scopes()),
+	"checks":                     maxChecks,
+	"checks.failure.annotations": maxFailureAnnotations,
+	"pullRequest.reviewers":      maxReviewers,
+	"labels":                     maxLabels,
+	"acceptanceCriteria":         maxCriteria,
+	"eventTypes":                 maxEventTypeEntries,
+	"filters.taskIds":            maxFilterEntries,
+	"filters.projects":           maxFilterEntries,
+	"scopes":                     len(lifecycletype.Scopes()),
 }
 
 // scanLimits are the limits every request body is checked against, in
