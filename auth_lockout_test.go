@@ -181,6 +181,7 @@ func TestBadKeysDoNotLockOutTheContract(t *testing.T) {
 	check("POST /merge-queues/{id}/pause", "/merge-queues/mq_none/pause", admin, nil, nil, http.StatusNotFound)
 	check("POST /merge-queues/{id}/resume", "/merge-queues/mq_none/resume", admin, nil, nil, http.StatusNotFound)
 	other := data(check("POST /tasks", "/tasks", admin, apitest.TaskBody("ENG-2"), nil, http.StatusCreated))["id"].(string)
+	check("PUT /tasks/{id}/dependencies", "/tasks/"+other+"/dependencies", admin, map[string]any{"dependsOn": []string{}}, nil, http.StatusOK)
 	check("POST /tasks/{id}/cancel", "/tasks/"+other+"/cancel", admin, map[string]any{"reason": "not needed"}, nil, http.StatusOK)
 
 	sub := data(check("POST /event-subscriptions", "/event-subscriptions", admin, subBody(rc.url("/hook")), idem("subscribe-hook-1"), http.StatusCreated))["id"].(string)

@@ -177,6 +177,11 @@ func (s *Service) changeTaskRecorded(ctx context.Context, taskID string, record 
 				return fmt.Errorf("update task %s: %w", taskID, err)
 			}
 		}
+		if before.Status != StatusDone && t.Status == StatusDone {
+			if err := s.releaseDependents(ctx, tx, &t, ev.actor); err != nil {
+				return err
+			}
+		}
 		if ev.after != nil {
 			if err := ev.after(tx, &t); err != nil {
 				return err

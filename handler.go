@@ -79,6 +79,7 @@ func (s *Service) routes(auth Authenticator) http.Handler {
 	handle("GET /tasks/{id}", ScopeTasksRead, s.handleGetTask)
 	handle("POST /tasks/{id}/start", ScopeTasksWrite, s.handleStartTask)
 	handle("POST /tasks/{id}/cancel", ScopeTasksAdmin, s.handleCancelTask)
+	handle("PUT /tasks/{id}/dependencies", ScopeTasksAdmin, s.handleSetDependencies)
 	handle("POST /tasks/{id}/submit", ScopeTasksWrite, s.handleSubmit)
 	handle("POST /tasks/{id}/reviews", ScopeReviewsWrite, s.handlePostReview)
 	handle("GET /tasks/{id}/review-feedback", ScopeTasksRead, s.handleReviewFeedback)

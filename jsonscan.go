@@ -19,6 +19,7 @@ var arrayLimits = map[string]int{
 	"pullRequest.reviewers":      maxReviewers,
 	"labels":                     maxLabels,
 	"acceptanceCriteria":         maxCriteria,
+	"dependsOn":                  maxDependencies,
 	"eventTypes":                 maxEventTypeEntries,
 	"filters.taskIds":            maxFilterEntries,
 	"filters.projects":           maxFilterEntries,

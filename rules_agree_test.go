@@ -41,6 +41,8 @@ func TestCommandsAgreeWithAvailableActions(t *testing.T) {
 	}{
 		{"todo", func(*lifecycle.Task) {}},
 		{"todo, shipping", shipping},
+		{"todo, waiting on a dependency", func(t *lifecycle.Task) { t.DependsOn, t.WaitingOn = []string{"tsk_dep"}, []string{"tsk_dep"} }},
+		{"todo, every dependency done", func(t *lifecycle.Task) { t.DependsOn, t.WaitingOn = []string{"tsk_dep"}, []string{} }},
 		{"in progress", func(t *lifecycle.Task) { t.Status = lifecycle.StatusInProgress }},
 		{"in progress, closed at the host", with(submitted, func(t *lifecycle.Task) {
 			t.Status, t.Facts.PRState = lifecycle.StatusInProgress, lifecycle.PullRequestClosed
@@ -52,6 +54,10 @@ func TestCommandsAgreeWithAvailableActions(t *testing.T) {
 		{"in review, review pending", with(submitted, func(t *lifecycle.Task) { t.ReviewPolicy = lifecycle.PolicyAlwaysRequire })},
 		{"in review, changes requested", with(submitted, func(t *lifecycle.Task) {
 			t.ReviewPolicy, t.ReviewDecision, t.ReworkRequested = lifecycle.PolicyAlwaysRequire, lifecycle.DecisionChangesRequested, true
+		})},
+		{"in review, changes requested, waiting on a dependency", with(submitted, func(t *lifecycle.Task) {
+			t.ReviewPolicy, t.ReviewDecision, t.ReworkRequested = lifecycle.PolicyAlwaysRequire, lifecycle.DecisionChangesRequested, true
+			t.DependsOn, t.WaitingOn = []string{"tsk_dep"}, []string{"tsk_dep"}
 		})},
 		{"in review, changes requested, shipping", with(submitted, shipping, func(t *lifecycle.Task) { t.ReworkRequested = true })},
 		{"in review, host requests changes", with(submitted, func(t *lifecycle.Task) {
@@ -121,12 +127,18 @@ func TestCommandsAgreeWithAvailableActions(t *testing.T) {
 				n++
 				e := en.e
 				id := e.CreateTask(apitest.TaskBody(fmt.Sprintf("AGREE-%d", n)))["id"].(string)
+				dep := e.CreateTask(apitest.TaskBody(fmt.Sprintf("AGREE-%d-DEP", n)))["id"].(string)
 				err := e.Store.Update(ctx, func(tx lifecycle.Tx) error {
 					task, err := tx.Task(ctx, id)
 					if err != nil {
 						return err
 					}
 					st.state(&task)
+					for _, ids := range [][]string{task.DependsOn, task.WaitingOn} {
+						for i := range ids {
+							ids[i] = dep // the states name "tsk_dep": a task of the store
+						}
+					}
 					if task.SubmissionID != nil {
 						sub := lifecycle.Submission{SubmissionID: "sub_" + id, TaskID: id, Status: lifecycle.StatusInReview, PRNumber: *task.PRNumber,
 							HeadSHA: task.HeadSHA, Mode: task.SubmissionMode, CodeReviewPolicy: task.ReviewPolicy, AcceptedAt: task.CreatedAt}

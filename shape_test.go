@@ -40,6 +40,8 @@ var specTaskFields = map[string]string{
 	"links":              "object",
 	"context":            "object",
 	"blocker":            "object|null",
+	"dependsOn":          "string[]",
+	"waitingOn":          "string[]",
 }
 
 // Nested objects of the table.

@@ -50,6 +50,7 @@ type taskState struct {
 	merging    bool             // its runner began merging: reviews can no longer change it
 	adapters   adapterSet       // the adapters that take the task's submissions
 	canDeploy  bool             // the Service has a Deployer
+	waitingOn  string           // the first dependency not done yet, "" when none
 }
 
 // adapterSet says which adapters take a task's submissions.
@@ -84,6 +85,9 @@ func stateOf(t *Task, adapters adapterSet, ciRequired, canDeploy bool) taskState
 		merging:    t.ShipMerging,
 		adapters:   adapters,
 		canDeploy:  canDeploy,
+	}
+	if len(t.WaitingOn) > 0 {
+		st.waitingOn = t.WaitingOn[0]
 	}
 	if t.HeadSHA != nil {
 		st.head = *t.HeadSHA
@@ -172,6 +176,7 @@ const (
 	refNotBlocked
 	refNotWaiting
 	refHeadMoved
+	refDependencyNotDone
 )
 
 // rule is the lifecycle's table: it answers a. It is pure and cheap (no
@@ -179,7 +184,8 @@ const (
 //
 //	start    todo; in_review when the latest decisive review asked for
 //	         changes, or the pull request conflicts with its base or is
-//	         behind it where the host requires it up to date (rework)
+//	         behind it where the host requires it up to date (rework);
+//	         either only while no dependency waits (waitingOn is empty)
 //	submit   in_progress, when an adapter takes the task's submissions
 //	ship     in_review, submitted, when CI passed (or the repository has
 //	         no CI and there is none), the decision is approved or not
@@ -203,10 +209,12 @@ func (st taskState) rule(a ask) refusal {
 		switch {
 		case st.shipping:
 			return refShipInProgress
-		case st.status == StatusTodo, st.status == StatusInReview && st.rework:
-			return allowed
+		case st.status != StatusTodo && (st.status != StatusInReview || !st.rework):
+			return refNotStartable
+		case st.waitingOn != "":
+			return refDependencyNotDone
 		}
-		return refNotStartable
+		return allowed
 	case cmdSubmit:
 		switch {
 		case st.shipping:
@@ -436,6 +444,9 @@ var refusals = [...]struct {
 	}},
 	refHeadMoved: {"head_moved", func(st taskState, t *Task, a ask) string {
 		return fmt.Sprintf("The head of pull request #%d of task %s moved from %s to %s", prNumber(t), t.Identifier, a.head, st.head)
+	}},
+	refDependencyNotDone: {"dependency_not_done", func(st taskState, t *Task, a ask) string {
+		return dependencyWords(t, st.waitingOn+", which is not done")
 	}},
 }
 

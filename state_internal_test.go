@@ -24,16 +24,19 @@ func TestActionsTable(t *testing.T) {
 		for _, ci := range cis {
 			for _, d := range decisions {
 				for _, pr := range prStates {
-					for bits := range 16 {
-						rework, shipping, canSubmit, submitted := bits&1 != 0, bits&2 != 0, bits&4 != 0, bits&8 != 0
+					for bits := range 32 {
+						rework, shipping, canSubmit, submitted, waiting := bits&1 != 0, bits&2 != 0, bits&4 != 0, bits&8 != 0, bits&16 != 0
 						in := taskState{status: st, ci: ci, decision: d, rework: rework, prState: pr, shipping: shipping, submitted: submitted}
+						if waiting {
+							in.waitingOn = "tsk_dependency"
+						}
 						if canSubmit {
 							in.adapters = managedAdapter
 						}
 						var want []Action
 						switch st {
 						case StatusTodo:
-							if !shipping {
+							if !shipping && !waiting {
 								want = []Action{ActionStart}
 							}
 						case StatusInProgress:
@@ -41,7 +44,7 @@ func TestActionsTable(t *testing.T) {
 								want = []Action{ActionSubmit}
 							}
 						case StatusInReview:
-							if rework && !shipping {
+							if rework && !shipping && !waiting {
 								want = append(want, ActionStart)
 							}
 							if !shipping && submitted && ci == CIPassed && (d == DecisionApproved || d == DecisionNotRequired) && (pr == PullRequestOpen || pr == "") {
@@ -64,7 +67,7 @@ func TestActionsTable(t *testing.T) {
 			}
 		}
 	}
-	if n != 6*5*4*4*16 {
+	if n != 6*5*4*4*32 {
 		t.Fatalf("checked %d combinations", n)
 	}
 }

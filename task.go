@@ -61,6 +61,10 @@ type CreateTaskParams struct {
 	// AssigneeAgentID, when set, assigns the task by hand (manual_triage)
 	// instead of routing it.
 	AssigneeAgentID string `json:"assigneeAgentId"`
+	// DependsOn are the IDs of the tasks the new task depends on, at most
+	// 50, each once, all in its project; it waits on those not done. See
+	// [Service.SetDependencies].
+	DependsOn []string `json:"dependsOn"`
 
 	// Actor is who creates the task; events name it. Empty means the
 	// system actor.
@@ -119,6 +123,7 @@ func (p *CreateTaskParams) validate() error {
 	}
 	v.MaxLen("context.goal", p.Context.Goal, maxGoalLen)
 	v.MaxLen("assigneeAgentId", p.AssigneeAgentID, maxAgentIDLen)
+	checkDependencyIDs(&v, p.DependsOn)
 	return v.Err()
 }
 
@@ -133,8 +138,9 @@ func validURL(s string) bool {
 
 // CreateTask validates p, routes the task (or takes its manual assignee),
 // stores it in status todo and emits task.updated. It returns a
-// *ValidationError for bad parameters and a *ConflictError when the
-// identifier is taken.
+// *ValidationError for bad parameters (a dependency that is not a task of
+// the same project among them) and a *ConflictError when the identifier
+// is taken.
 func (s *Service) CreateTask(ctx context.Context, p CreateTaskParams) (Task, error) {
 	if err := p.validate(); err != nil {
 		return Task{}, err
@@ -163,6 +169,8 @@ func (s *Service) CreateTask(ctx context.Context, p CreateTaskParams) (Task, err
 		Links:              p.Links,
 		Context:            p.Context,
 		Labels:             httpapi.NonNil(slices.Clone(p.Labels)),
+		DependsOn:          httpapi.NonNil(slices.Clone(p.DependsOn)),
+		WaitingOn:          []string{},
 		Version:            1,
 		CreatedAt:          now,
 	}
@@ -178,6 +186,14 @@ func (s *Service) CreateTask(ctx context.Context, p CreateTaskParams) (Task, err
 	s.setActions(&t)
 
 	err = s.update(ctx, func(tx Tx) error {
+		if len(t.DependsOn) > 0 {
+			waiting, err := resolveDependencies(ctx, tx, &t, t.DependsOn)
+			if err != nil {
+				return err
+			}
+			t.WaitingOn = waiting
+			s.setActions(&t)
+		}
 		if err := tx.CreateTask(ctx, t); err != nil {
 			if errors.Is(err, ErrConflict) {
 				return &ConflictError{Reason: "identifier_taken", Message: fmt.Sprintf("A task with identifier %s already exists", t.Identifier)}
@@ -258,6 +274,9 @@ type ListTasksParams struct {
 	AssigneeAgentID string
 	// Project, when not empty, keeps tasks of this project.
 	Project string
+	// Ready, when set, keeps the tasks ready to start: in status todo,
+	// waiting on no dependency.
+	Ready bool
 	// Limit is the page size, 1 to 200. Defaults to 50.
 	Limit int
 	// Cursor continues a listing from the NextCursor of a previous page.
@@ -290,6 +309,7 @@ func (s *Service) ListTasks(ctx context.Context, p ListTasksParams) (TaskList, e
 		Statuses:        p.Statuses,
 		AssigneeAgentID: p.AssigneeAgentID,
 		Project:         p.Project,
+		Ready:           p.Ready,
 		After:           after,
 		Limit:           p.Limit,
 	})
@@ -363,7 +383,7 @@ func (s *Service) StartTask(ctx context.Context, taskID string, p StartTaskParam
 	return s.taskOnce(ctx, p.Actor, startRoute, taskID, p.IdempotencyKey, p, func(ctx context.Context, record recordFunc) (Task, error) {
 		return s.changeTaskRecorded(ctx, taskID, record, func(tx Tx, t *Task) (taskEvent, error) {
 			if err := s.answer(t, ask{cmd: cmdStart}); err != nil {
-				return taskEvent{}, err
+				return taskEvent{}, wordDependencyRefusal(ctx, tx, t, err)
 			}
 			summary := fmt.Sprintf("Task %s started", t.Identifier)
 			if t.ReworkReason() != "" {
@@ -493,6 +513,13 @@ func (s *Service) handleListTasks(w http.ResponseWriter, r *http.Request, p *Pri
 		Project:         q.Get("project"),
 		Limit:           page.Limit,
 		Cursor:          page.Cursor,
+	}
+	switch ready := q.Get("ready"); ready {
+	case "":
+	case "true":
+		params.Ready = true
+	default:
+		return lifecycletype.Invalid("ready", "must be true, or left out to list every task")
 	}
 	if st := q.Get("status"); st != "" {
 		for _, part := range strings.Split(st, ",") {

@@ -187,6 +187,8 @@ type (
 	TaskCIFailedData = lifecycletype.TaskCIFailedData
 	// FailedCheck is [lifecycletype.FailedCheck].
 	FailedCheck = lifecycletype.FailedCheck
+	// DependencyTx is [lifecycletype.DependencyTx].
+	DependencyTx = lifecycletype.DependencyTx
 	// QueueRework is [lifecycletype.QueueRework].
 	QueueRework = lifecycletype.QueueRework
 	// QueueReworkError is [lifecycletype.QueueReworkError].

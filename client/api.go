@@ -73,6 +73,9 @@ func (cl *Client) ListTasks(ctx context.Context, p lifecycle.ListTasksParams) (l
 	if p.Project != "" {
 		q.Set("project", p.Project)
 	}
+	if p.Ready {
+		q.Set("ready", "true")
+	}
 	tasks, _, next, err := get[[]lifecycle.Task](ctx, cl, "/tasks", q)
 	return lifecycle.TaskList{Tasks: tasks, NextCursor: next}, err
 }
@@ -96,6 +99,16 @@ func (cl *Client) CompactTask(ctx context.Context, taskID string) (lifecycle.Tas
 func (cl *Client) CreateTask(ctx context.Context, p lifecycle.CreateTaskParams) (lifecycle.Task, error) {
 	t, _, err := post[lifecycle.Task](ctx, cl, call{path: "/tasks", body: p})
 	return t, err
+}
+
+// SetDependencies replaces the tasks a task depends on (PUT
+// /tasks/{id}/dependencies, scope tasks:admin); none removes them all. It
+// is retried: the same set again changes nothing.
+func (cl *Client) SetDependencies(ctx context.Context, taskID string, dependsOn []string) (lifecycle.Task, error) {
+	var env envelope[lifecycle.Task]
+	err := cl.do(ctx, call{method: http.MethodPut, path: taskPath(taskID, "dependencies"), idempotent: true,
+		body: lifecycle.SetDependenciesParams{DependsOn: dependsOn}}, &env)
+	return env.Data, err
 }
 
 // StartTask moves a task to in_progress (POST /tasks/{id}/start, scope

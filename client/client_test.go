@@ -45,6 +45,25 @@ func TestEveryEndpoint(t *testing.T) {
 	if got, err := c.Task(ctx, task.ID); err != nil || got.Identifier != "WEB-1" {
 		t.Fatalf("Task = %+v, %v", got, err)
 	}
+	after := taskParams("WEB-1-NEXT")
+	after.DependsOn = []string{task.ID}
+	next, err := c.CreateTask(ctx, after)
+	if err != nil || !slices.Equal(next.WaitingOn, []string{task.ID}) {
+		t.Fatalf("CreateTask with dependsOn = %+v, %v", next, err)
+	}
+	var waiting *client.Error
+	if _, err := c.StartTask(ctx, next.ID); !errors.As(err, &waiting) || waiting.Reason != "dependency_not_done" || !errors.Is(err, lifecycle.ErrConflict) {
+		t.Fatalf("StartTask of a waiting task = %#v", err)
+	}
+	if got, err := c.SetDependencies(ctx, next.ID, nil); err != nil || len(got.DependsOn)+len(got.WaitingOn) != 0 {
+		t.Fatalf("SetDependencies(none) = %+v, %v", got, err)
+	}
+	if got, err := c.SetDependencies(ctx, next.ID, []string{task.ID}); err != nil || !slices.Equal(got.WaitingOn, []string{task.ID}) {
+		t.Fatalf("SetDependencies = %+v, %v", got, err)
+	}
+	if list, err := c.ListTasks(ctx, lifecycle.ListTasksParams{Ready: true}); err != nil || len(list.Tasks) != 1 || list.Tasks[0].ID != task.ID {
+		t.Fatalf("ListTasks(ready) = %+v, %v", list, err)
+	}
 	if got, err := c.CompactTask(ctx, task.ID); err != nil || got.Title == "" {
 		t.Fatalf("CompactTask = %+v, %v", got, err)
 	}
@@ -89,6 +108,9 @@ func TestEveryEndpoint(t *testing.T) {
 		}
 		return op.Status == lifecycle.ShipSucceeded
 	})
+	if got, err := c.Task(ctx, next.ID); err != nil || len(got.WaitingOn) != 0 || !slices.Contains(got.AvailableActions, lifecycle.ActionStart) {
+		t.Fatalf("the dependent of a shipped task = %+v, %v; want waiting on nothing, start offered", got, err)
+	}
 
 	// This server's merge queue is off: it has no queue (the queue's own
 	// tests are in mergequeue_test.go).

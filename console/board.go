@@ -1,9 +1,12 @@
 package console
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
+	"strings"
 
 	"github.com/tasklifecycle/lifecycle"
 )
@@ -27,6 +30,12 @@ type card struct {
 	AvailableActions []lifecycle.Action       `json:"availableActions"`
 	UpdatedAt        lifecycle.Timestamp      `json:"updatedAt"`
 	Version          int64                    `json:"version"`
+	// Stalled is the task's stalled member as the API serves it: null, or
+	// {"since", "lastActivityAt"} while a watchdog finds it stalled.
+	Stalled json.RawMessage `json:"stalled"`
+	// WaitingOn is the task's waitingOn member as the API serves it: the
+	// IDs of the tasks it depends on that are not done, [] when none.
+	WaitingOn json.RawMessage `json:"waitingOn"`
 }
 
 // cardOf returns the card of t, read with its available actions.
@@ -40,7 +49,69 @@ func cardOf(t *lifecycle.Task) card {
 	if t.Blocker != nil {
 		c.Blocker = &t.Blocker.Reason
 	}
+	c.Stalled = cardMembers.get(t, "stalled", "null")
+	c.WaitingOn = cardMembers.get(t, "waitingOn", "[]")
 	return c
+}
+
+// cardMembers are the members of a task's API encoding that a card
+// carries as the API serves them.
+var cardMembers = findMembers(reflect.TypeFor[lifecycle.Task](), "stalled", "waitingOn")
+
+// members finds, by their JSON names, fields of a struct type that a card
+// serves as they are encoded: a card copies a Task's stalled and waitingOn
+// this way, so that it carries what GET /tasks/{id} serves whichever
+// release of the Service defines them, and null or [] where none does. It
+// is built once and only read.
+type members struct {
+	index map[string][]int // field index by JSON name
+}
+
+// findMembers returns the members of struct type typ named names; a name
+// no exported field of typ has is left out.
+func findMembers(typ reflect.Type, names ...string) members {
+	m := members{index: make(map[string][]int)}
+	want := make(map[string]bool, len(names))
+	for _, n := range names {
+		want[n] = true
+	}
+	for _, f := range reflect.VisibleFields(typ) {
+		tag := f.Tag.Get("json")
+		if !f.IsExported() || f.Anonymous || tag == "-" {
+			continue
+		}
+		if name, _, _ := strings.Cut(tag, ","); want[name] {
+			m.index[name] = f.Index
+		}
+	}
+	return m
+}
+
+// get returns member name of *v, a pointer to a value of the struct type
+// m was found in, as encoding/json encodes it; or empty when the type has
+// no such member, or its value is nil or an empty slice or map, encodes
+// as null or cannot be encoded.
+func (m members) get(v any, name, empty string) json.RawMessage {
+	i, ok := m.index[name]
+	if !ok {
+		return json.RawMessage(empty)
+	}
+	f := reflect.ValueOf(v).Elem().FieldByIndex(i)
+	switch f.Kind() {
+	case reflect.Slice, reflect.Map:
+		if f.Len() == 0 {
+			return json.RawMessage(empty)
+		}
+	case reflect.Pointer, reflect.Interface:
+		if f.IsNil() {
+			return json.RawMessage(empty)
+		}
+	}
+	raw, err := json.Marshal(f.Interface())
+	if err != nil || string(raw) == "null" {
+		return json.RawMessage(empty)
+	}
+	return raw
 }
 
 // maxBoardIDs is the most tasks GET board?id= asks for at once.

@@ -1,7 +1,10 @@
 // Package console is the operator console of a [lifecycle.Service]: one
 // page, with its script and style embedded in the binary, that shows the
-// tasks on a board by status, updated live from the event stream, a
-// task's timeline, the merge queues (their entries, candidates and checks,
+// tasks on a board by status, updated live from the event stream, with
+// stalled and waiting tasks highlighted, a task's timeline with the
+// actions an operator may take on it (cancel, resolve a blocker, start a
+// rework, retry a failed ship: the API's own commands, within the
+// session's scopes), the merge queues (their entries, candidates and checks,
 // updated live, with pause and resume), and the webhook subscriptions
 // with their deliveries and controls (replay, retry, enable). It is built on the Service's exported
 // API only, and served only where the host mounts it, under any prefix:

@@ -43,13 +43,20 @@ type consoleSite struct {
 
 	mu   sync.Mutex
 	reqs []*consoleRequest
+	// before, when not nil, runs before the console serves each request.
+	before func(r *http.Request)
+	// rewrite, when not nil, rewrites the bodies of the console's
+	// answers to GET board.
+	rewrite func(body []byte) []byte
 }
 
 // consoleRequest is what the site saw of one request to the console.
 type consoleRequest struct {
-	path, query, lastEventID, fetchSite string
-	cookie                              bool // the session cookie came with it
-	status                              int  // 0 until answered
+	method, path, query, lastEventID, fetchSite string
+	idempotencyKey                              string
+	csrf                                        bool // an X-CSRF-Token came with it
+	cookie                                      bool // the session cookie came with it
+	status                                      int  // 0 until answered
 }
 
 // serveConsole serves svc, whose Store is store, on a new loopback
@@ -83,6 +90,20 @@ func (s *consoleSite) serve(ln net.Listener) {
 	go s.srv.Serve(ln)
 }
 
+// setBefore makes f run before the console serves each request.
+func (s *consoleSite) setBefore(f func(r *http.Request)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.before = f
+}
+
+// setRewrite makes f rewrite the bodies of the answers to GET board.
+func (s *consoleSite) setRewrite(f func(body []byte) []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rewrite = f
+}
+
 // url is the console's address.
 func (s *consoleSite) url() string { return "http://" + s.addr + "/console/" }
 
@@ -94,11 +115,34 @@ func (s *consoleSite) record(next http.Handler) http.Handler {
 			return
 		}
 		_, err := r.Cookie("lifecycle_console")
-		req := &consoleRequest{path: r.URL.Path, query: r.URL.RawQuery, lastEventID: r.Header.Get("Last-Event-ID"),
-			fetchSite: r.Header.Get("Sec-Fetch-Site"), cookie: err == nil}
+		req := &consoleRequest{method: r.Method, path: r.URL.Path, query: r.URL.RawQuery, lastEventID: r.Header.Get("Last-Event-ID"),
+			fetchSite: r.Header.Get("Sec-Fetch-Site"), idempotencyKey: r.Header.Get("Idempotency-Key"),
+			csrf: r.Header.Get("X-CSRF-Token") != "", cookie: err == nil}
 		s.mu.Lock()
 		s.reqs = append(s.reqs, req)
+		before, rewrite := s.before, s.rewrite
 		s.mu.Unlock()
+		if before != nil {
+			before(r)
+		}
+		if rewrite != nil && r.Method == http.MethodGet && r.URL.Path == "/console/board" {
+			rec := httptest.NewRecorder()
+			next.ServeHTTP(rec, r)
+			body := rec.Body.Bytes()
+			if rec.Code == http.StatusOK {
+				body = rewrite(body)
+			}
+			for k, vs := range rec.Header() {
+				w.Header()[k] = vs
+			}
+			w.Header().Del("Content-Length")
+			s.mu.Lock()
+			req.status = rec.Code
+			s.mu.Unlock()
+			w.WriteHeader(rec.Code)
+			w.Write(body)
+			return
+		}
 		next.ServeHTTP(&statusWriter{ResponseWriter: w, seen: func(status int) {
 			s.mu.Lock()
 			defer s.mu.Unlock()

@@ -228,6 +228,8 @@ func TestConsoleRefusesOtherSites(t *testing.T) {
 	e.CreateTask(apitest.TaskBody("ENG-1"))
 	rc.Next()
 	delivered := e.WaitDeliveries(subID, 1)[0]["deliveryId"].(string)
+	taskID := e.CreateTask(apitest.TaskBody("ENG-2"))["id"].(string)
+	rc.Next()
 
 	for _, tc := range []struct {
 		name   string
@@ -246,6 +248,13 @@ func TestConsoleRefusesOtherSites(t *testing.T) {
 			body: map[string]any{"fromSequence": 0}, header: http.Header{"Idempotency-Key": {"console-replay-2"}}}, 403},
 		{"retry without the token", consoleCall{method: "POST", path: "/api/event-subscriptions/" + subID + "/deliveries/" + delivered + "/retry"}, 403},
 		{"enable with a wrong token", consoleCall{method: "POST", path: "/api/event-subscriptions/" + subID + "/enable", csrf: wrongToken(csrf)}, 403},
+		{"cancel a task without the token", consoleCall{method: "POST", path: "/api/tasks/" + taskID + "/cancel", body: map[string]any{"reason": "no"}}, 403},
+		{"cancel a task with another session's token", consoleCall{method: "POST", path: "/api/tasks/" + taskID + "/cancel", csrf: otherCSRF}, 403},
+		{"start a task without the token", consoleCall{method: "POST", path: "/api/tasks/" + taskID + "/start"}, 403},
+		{"resolve a blocker with a wrong token", consoleCall{method: "POST", path: "/api/tasks/" + taskID + "/resolve-blocker", csrf: wrongToken(csrf),
+			body: map[string]any{"resolution": "done"}}, 403},
+		{"ship without the token", consoleCall{method: "POST", path: "/api/tasks/" + taskID + "/ship",
+			body: apitest.ShipBody("merge_only", "staging", strings.Repeat("a", 40)), header: http.Header{"Idempotency-Key": {"console-ship-1"}}}, 403},
 		{"sign out without the token", consoleCall{method: "DELETE", path: "/session"}, 403},
 		{"sign in from another site", consoleCall{method: "POST", path: "/session", body: map[string]any{"key": c.Admin},
 			header: http.Header{"Sec-Fetch-Site": {"cross-site"}}}, 403},
@@ -260,7 +269,10 @@ func TestConsoleRefusesOtherSites(t *testing.T) {
 			}
 		})
 	}
-	rc.Quiet(100 * time.Millisecond) // nothing was replayed or retried
+	rc.Quiet(100 * time.Millisecond) // nothing was replayed, retried or changed
+	if st, evs := e.Task(taskID)["status"], e.EventsOf(taskID); st != "todo" || len(evs) != 1 {
+		t.Errorf("ENG-2 after the refused changes: %v, with %d events, want todo with its creation's only", st, len(evs))
+	}
 
 	// The same calls from the console's own page, with the token, work.
 	c.call(consoleCall{method: "GET", path: "/board", session: ck, header: http.Header{"Sec-Fetch-Site": {"none"}}}, http.StatusOK)
@@ -505,6 +517,94 @@ func TestConsoleSignOutElsewhereEndsStreams(t *testing.T) {
 		case <-time.After(50 * time.Millisecond):
 		case <-deadline:
 			t.Fatal("the stream did not end after its session signed out through the other Service")
+		}
+	}
+}
+
+// TestConsoleTaskActions: the console's API takes an operator's changes
+// to a task as the API does, for the session's key and its scopes: a
+// cancel needs tasks:admin, a refusal is the API's 409 with its reason,
+// message and next steps, and each change is the API's event.
+func TestConsoleTaskActions(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := newConsoleEnv(t, e)
+	admin, adminCSRF := c.signIn(c.Admin)
+	writer, writerCSRF := c.signIn(c.Key(lifecycle.ScopeTasksRead, lifecycle.ScopeTasksWrite))
+	todo := e.CreateTask(apitest.TaskBody("ENG-1"))["id"].(string)
+	blocked := e.CreateTask(apitest.TaskBody("ENG-2"))["id"].(string)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + blocked + "/start", Key: e.Admin}, http.StatusOK)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + blocked + "/blocker", Key: e.Admin,
+		Body: map[string]any{"reason": "needs_decision", "actionRequired": "Pick a colour."}}, http.StatusOK)
+	key := func(n string) http.Header { return http.Header{"Idempotency-Key": {"console-action-" + n}} }
+
+	// Without tasks:admin, no cancel; with tasks:write, the blocker is
+	// resolved, its resolution kept in the event.
+	out := c.call(consoleCall{method: "POST", path: "/api/tasks/" + todo + "/cancel", session: writer, csrf: writerCSRF, header: key("1")}, http.StatusForbidden)
+	if errorCode(out) != "insufficient_scope" {
+		t.Errorf("cancel without tasks:admin: %v", out)
+	}
+	out = c.call(consoleCall{method: "POST", path: "/api/tasks/" + blocked + "/resolve-blocker", session: writer, csrf: writerCSRF, header: key("2"),
+		body: map[string]any{"resolution": "Blue, as agreed."}}, http.StatusOK)
+	if data := out["data"].(map[string]any); data["status"] != "in_progress" || data["blocker"] != nil {
+		t.Errorf("resolved task %v", data)
+	}
+	evs := e.EventsOf(blocked)
+	if last := evs[len(evs)-1]; last["type"] != "task.updated" || !strings.Contains(last["data"].(map[string]any)["summary"].(string), "Blue, as agreed.") {
+		t.Errorf("the resolve's event %v", last)
+	}
+
+	// The admin cancels; a second cancel is the API's 409, with its
+	// reason, message and next steps.
+	out = c.call(consoleCall{method: "POST", path: "/api/tasks/" + todo + "/cancel", session: admin, csrf: adminCSRF, header: key("3"),
+		body: map[string]any{"reason": "Not needed."}}, http.StatusOK)
+	if out["data"].(map[string]any)["status"] != "cancelled" {
+		t.Errorf("cancelled task %v", out["data"])
+	}
+	evs = e.EventsOf(todo)
+	if last := evs[len(evs)-1]; last["type"] != "task.updated" || last["data"].(map[string]any)["status"] != "cancelled" {
+		t.Errorf("the cancel's event %v", last)
+	}
+	out = c.call(consoleCall{method: "POST", path: "/api/tasks/" + todo + "/cancel", session: admin, csrf: adminCSRF, header: key("4")}, http.StatusConflict)
+	e409 := out["error"].(map[string]any)
+	details := e409["details"].(map[string]any)
+	if e409["code"] != "conflict" || details["reason"] != "not_cancellable" || !strings.Contains(e409["message"].(string), "cannot be cancelled") ||
+		details["availableActions"] == nil {
+		t.Errorf("a second cancel: %v", out)
+	}
+	// A rework is offered only after changes were requested.
+	out = c.call(consoleCall{method: "POST", path: "/api/tasks/" + blocked + "/start", session: writer, csrf: writerCSRF, header: key("5")}, http.StatusConflict)
+	if out["error"].(map[string]any)["details"].(map[string]any)["reason"] != "not_startable" {
+		t.Errorf("a start in progress: %v", out)
+	}
+}
+
+// TestConsoleBoardHighlights: each card carries the task's stalled and
+// waitingOn members as GET /tasks/{id} serves them, and null and [] where
+// the Service serves none.
+func TestConsoleBoardHighlights(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := newConsoleEnv(t, e)
+	ck, _ := c.signIn(c.Admin)
+	ids := []string{e.CreateTask(apitest.TaskBody("ENG-1"))["id"].(string), e.CreateTask(apitest.TaskBody("ENG-2"))["id"].(string)}
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + ids[1] + "/start", Key: e.Admin}, http.StatusOK)
+	cards := c.call(consoleCall{method: "GET", path: "/board", session: ck}, http.StatusOK)["data"].([]any)
+	if len(cards) != len(ids) {
+		t.Fatalf("%d cards, want %d", len(cards), len(ids))
+	}
+	for _, v := range cards {
+		card := v.(map[string]any)
+		task := e.Task(card["id"].(string))
+		stalled, waiting := task["stalled"], task["waitingOn"]
+		if waiting == nil {
+			waiting = []any{}
+		}
+		if got, ok := card["stalled"]; !ok || !cmp.Equal(got, stalled) {
+			t.Errorf("card %s: stalled %v (present: %t), want %v", card["identifier"], got, ok, stalled)
+		}
+		if got := card["waitingOn"]; !cmp.Equal(got, waiting) {
+			t.Errorf("card %s: waitingOn %v, want %v", card["identifier"], got, waiting)
 		}
 	}
 }

@@ -198,6 +198,19 @@ type Tx interface {
 	UpdateDelivery(ctx context.Context, d Delivery) error
 }
 
+// DependencyTx is implemented by the Tx of a Store that keeps the edges
+// of the tasks' dependencies (Task.DependsOn), so that the Service finds
+// the tasks waiting on one that becomes done without reading the others.
+// The stores of this module implement it. A Service whose Store's Tx lacks
+// it refuses dependencies (400 on dependsOn).
+type DependencyTx interface {
+	// Dependents returns the IDs of the tasks whose DependsOn holds
+	// taskID, in creation order, as this transaction sees them: CreateTask
+	// and UpdateTask keep the edges from each task's DependsOn. An
+	// unknown task has none.
+	Dependents(ctx context.Context, taskID string) ([]string, error)
+}
+
 // ConsoleSessionStore is implemented by a Store that keeps the sign-ins of
 // the operator console (package console, which finds it by type
 // assertion). A Store without it serves the API, but no console. Its

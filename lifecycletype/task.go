@@ -144,6 +144,14 @@ type Task struct {
 	Links              TaskLinks         `json:"links"`
 	Context            TaskContext       `json:"context"`
 	Blocker            *Blocker          `json:"blocker"`
+	// DependsOn are the IDs of the tasks this task depends on, in the
+	// order they were given; never nil.
+	DependsOn []string `json:"dependsOn"`
+	// WaitingOn are the IDs in DependsOn whose task is not done, in the
+	// order of DependsOn; never nil. It is kept with the task (the
+	// Service updates it when a dependency becomes done), so that reads
+	// and availableActions never read another task.
+	WaitingOn []string `json:"waitingOn"`
 
 	// Labels are the labels given at creation; routing rules match them.
 	Labels []string `json:"-"`
@@ -216,6 +224,9 @@ type TaskFilter struct {
 	PullRequest PullRequestRef
 	// HeadSHA, when not empty, keeps tasks whose head commit it is.
 	HeadSHA string
+	// Ready, when set, keeps tasks ready to start: in status todo with an
+	// empty WaitingOn.
+	Ready bool
 	// After, when not zero, keeps tasks listed after the task with this
 	// position (see [TaskPage.Next]).
 	After int64
@@ -231,6 +242,10 @@ type TaskPage struct {
 	// or 0 when there is none.
 	Next int64
 }
+
+// Ready reports whether t is ready to start: in status todo, waiting on
+// no dependency.
+func (t *Task) Ready() bool { return t.Status == StatusTodo && len(t.WaitingOn) == 0 }
 
 // CI returns the overall CI state of the task's head commit, as last
 // learned: none before a submission or before CI reported.

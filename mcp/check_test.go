@@ -20,7 +20,7 @@ func TestChecksAgreeWithSchemas(t *testing.T) {
 	}
 	sha := strings.Repeat("a", 40)
 	valid := map[string][]string{
-		"list_tasks":           {`{}`, `{"status":["todo","done"],"limit":200,"project":"web","cursor":"x"}`},
+		"list_tasks":           {`{}`, `{"status":["todo","done"],"limit":200,"project":"web","cursor":"x"}`, `{"ready":true}`},
 		"get_task":             {`{"taskId":"tsk_1"}`, `{"taskId":"tsk_1","tokenBudget":"standard"}`},
 		"start_task":           {`{"taskId":"tsk_1","idempotencyKey":"abcdefgh"}`},
 		"submit_work":          {`{"taskId":"tsk_1","summary":"s","mode":"artifact","checks":[{"name":"u","status":"passed"}],"pullRequest":{"title":"t","reviewers":["x"]}}`},
@@ -35,7 +35,7 @@ func TestChecksAgreeWithSchemas(t *testing.T) {
 		"get_merge_queue_status": {`{"taskId":"tsk_1"}`},
 	}
 	invalid := map[string][]string{
-		"list_tasks":           {`{"status":["nope"]}`, `{"limit":0.5}`, `{"limit":201}`, `{"other":1}`, `{"status":"todo"}`},
+		"list_tasks":           {`{"status":["nope"]}`, `{"limit":0.5}`, `{"limit":201}`, `{"other":1}`, `{"status":"todo"}`, `{"ready":"true"}`},
 		"get_task":             {`{}`, `{"taskId":1}`, `{"taskId":"tsk_1","tokenBudget":"tiny"}`, `[]`},
 		"start_task":           {`{"taskId":"tsk_1","idempotencyKey":"short"}`, `{"taskId":"tsk_1","idempotencyKey":"has space in it"}`},
 		"submit_work":          {`{"taskId":"tsk_1"}`, `{"taskId":"tsk_1","summary":"s","mode":"other"}`, `{"taskId":"tsk_1","summary":"s","checks":[{"name":"u","status":"green"}]}`, `{"taskId":"tsk_1","summary":"s","pullRequest":{"labels":[]}}`},

@@ -298,3 +298,46 @@ func jsonString(v any) string {
 	raw, _ := json.Marshal(v)
 	return string(raw)
 }
+
+// A task that waits on a dependency: list_tasks with ready leaves it out,
+// start_task is refused with the reason and the dependency named, and
+// once the dependency is taken out the task is listed and starts.
+func TestDependenciesThroughTools(t *testing.T) {
+	e := newEnv(t, mcp.Config{})
+	first := e.createTask("MCP-DEP-1")
+	body := apitest.TaskBody("MCP-DEP-2")
+	body["dependsOn"] = []string{first}
+	second := e.api.Call(apitest.Request{Method: "POST", Path: "/tasks", Key: e.api.Admin, Body: body}, 201)["data"].(map[string]any)["id"].(string)
+	agent := e.api.KeyAs(lifecycle.Actor{ID: "agent-web", Role: lifecycle.RoleAgent}, lifecycle.ScopeTasksRead, lifecycle.ScopeTasksWrite)
+	cs := e.connect(agent, nil)
+
+	ids := func(list map[string]any) []string {
+		var out []string
+		for _, task := range list["tasks"].([]any) {
+			out = append(out, task.(map[string]any)["id"].(string))
+		}
+		return out
+	}
+	if got := ids(e.ok(cs, "list_tasks", map[string]any{"ready": true})); !slices.Equal(got, []string{first}) {
+		t.Errorf("list_tasks ready = %v, want [%s]", got, first)
+	}
+	if got := ids(e.ok(cs, "list_tasks", map[string]any{})); !slices.Equal(got, []string{first, second}) {
+		t.Errorf("list_tasks = %v, want both", got)
+	}
+	task := e.ok(cs, "get_task", map[string]any{"taskId": second})["data"].(map[string]any)
+	if !slices.Equal(strs(task["waitingOn"]), []string{first}) || !slices.Equal(strs(task["dependsOn"]), []string{first}) {
+		t.Errorf("get_task: dependsOn %v, waitingOn %v; want [%s]", task["dependsOn"], task["waitingOn"], first)
+	}
+	refused := e.fails(cs, "start_task", map[string]any{"taskId": second}, "conflict")
+	details := refused["details"].(map[string]any)
+	if msg, _ := refused["message"].(string); details["reason"] != "dependency_not_done" || !strings.Contains(msg, "MCP-DEP-1") || !strings.Contains(msg, "todo") {
+		t.Errorf("start_task of a waiting task = %v, want dependency_not_done naming MCP-DEP-1 and its status", refused)
+	}
+	e.api.Call(apitest.Request{Method: "PUT", Path: "/tasks/" + second + "/dependencies", Key: e.api.Admin, Body: map[string]any{"dependsOn": []string{}}}, 200)
+	if got := ids(e.ok(cs, "list_tasks", map[string]any{"ready": true})); !slices.Equal(got, []string{first, second}) {
+		t.Errorf("list_tasks ready after the dependency went = %v, want both", got)
+	}
+	if started := e.ok(cs, "start_task", map[string]any{"taskId": second}); started["data"].(map[string]any)["status"] != "in_progress" {
+		t.Errorf("start_task = %v", started)
+	}
+}

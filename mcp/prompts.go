@@ -43,7 +43,7 @@ func (h *Handler) workOnTask(ctx context.Context, req *sdk.GetPromptRequest) (*s
 const workLoop = `Work on task %[1]s (shown above) until it is shipped, using the lifecycle tools. Every answer about the task lists availableActions: the only next steps the server accepts. Follow them; never guess.
 
 1. Read the task with get_task (taskId %[1]s): title, acceptanceCriteria and context say what is asked.
-2. If availableActions has "start", call start_task.
+2. If availableActions has "start", call start_task. If the task's waitingOn is not empty, it depends on tasks not done yet: wait for them (wait_for_task_change announces when waitingOn changes), or pick another task with list_tasks and ready: true.
 3. Do the work on the task's branch, then call submit_work with a summary of what you did and the checks you ran.
 4. Watch review and CI: call wait_for_task_change (taskId %[1]s, and afterSequence = the sequence of the last event you saw), again after each answer or timeout, and read get_ci_status and get_review_feedback when an event concerns them.
    - CI failed: fix it, then submit_work again when "submit" is offered.

@@ -19,6 +19,7 @@ type (
 		Status          []lifecycle.Status `json:"status,omitempty" jsonschema:"keep tasks in any of these statuses"`
 		AssigneeAgentID string             `json:"assigneeAgentId,omitempty" jsonschema:"keep tasks assigned to this agent ID"`
 		Project         string             `json:"project,omitempty" jsonschema:"keep tasks of this project"`
+		Ready           bool               `json:"ready,omitempty" jsonschema:"keep only the tasks ready to start: in todo, waiting on no dependency (waitingOn empty)"`
 		Limit           int                `json:"limit,omitempty" jsonschema:"page size"`
 		Cursor          string             `json:"cursor,omitempty" jsonschema:"the nextCursor of the previous page"`
 	}
@@ -122,7 +123,8 @@ func (h *Handler) addTools() error {
 	errs := []error{
 		addTool(h, toolDef{name: "list_tasks", title: "List tasks", scope: lifecycle.ScopeTasksRead, readOnly: true, idempotent: true,
 			description: "Lists tasks in creation order, a page at a time, each in compact form with its availableActions. " +
-				"Filter by status, assignee or project; pass nextCursor as cursor for the next page.",
+				"Filter by status, assignee or project, or ready: true for the tasks you can start now (in todo, every " +
+				"dependency done); pass nextCursor as cursor for the next page.",
 			in: listIn, out: listOutSchema()}, h.listTasks),
 		addTool(h, toolDef{name: "get_task", title: "Read a task", scope: lifecycle.ScopeTasksRead, readOnly: true, idempotent: true,
 			description: "Reads one task: its status, what is asked (title, acceptanceCriteria, context), its pull request " +
@@ -131,7 +133,8 @@ func (h *Handler) addTools() error {
 			in: getIn, out: taskOutSchema()}, h.getTask),
 		addTool(h, toolDef{name: "start_task", title: "Start a task", scope: lifecycle.ScopeTasksWrite, idempotent: true,
 			description: "Starts a task when start is among its availableActions: from todo, or back to in_progress for " +
-				"rework after a reviewer requested changes. Answers the task, compact.",
+				"rework after a reviewer requested changes. A task whose waitingOn is not empty cannot start until those " +
+				"dependencies are done (dependency_not_done). Answers the task, compact.",
 			in: startIn, out: taskOutSchema()}, h.startTask),
 		addTool(h, toolDef{name: "submit_work", title: "Submit work for review", scope: lifecycle.ScopeTasksWrite, idempotent: true,
 			description: "Submits finished work when submit is among the task's availableActions: opens or reuses the pull " +
@@ -231,7 +234,7 @@ func (h *Handler) listTasks(ctx context.Context, _ *call, in *listTasksIn) (any,
 		limit = 20
 	}
 	list, err := h.svc.ListTasks(ctx, lifecycle.ListTasksParams{Statuses: in.Status, AssigneeAgentID: in.AssigneeAgentID,
-		Project: in.Project, Limit: limit, Cursor: in.Cursor})
+		Project: in.Project, Ready: in.Ready, Limit: limit, Cursor: in.Cursor})
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 "use strict";
-// The operator console's page: sign-in, the live board, a task's timeline,
-// the merge queues and the webhook subscriptions. Every value the server sends is put in the
+// The operator console's page: sign-in, the live board (with stalled and
+// waiting tasks highlighted), a task's timeline and the operator's actions
+// on it, the merge queues and the webhook subscriptions. Every value the server sends is put in the
 // DOM as text (textContent, createElement), never parsed as HTML; the API
 // key typed in is sent once and never kept.
 (() => {
@@ -13,7 +14,9 @@
     ["cancelled", "Cancelled"],
   ];
   const STATUS_LABEL = new Map(STATUSES);
-  const EVENT_TYPES = ["task.updated", "task.reviewed", "task.shipped", "task.awaiting_user", "task.merge_queue", "task.ci_failed"];
+  const EVENT_TYPES = ["task.updated", "task.reviewed", "task.shipped", "task.awaiting_user", "task.merge_queue",
+    "task.stalled", "task.ci_failed"];
+  const MAX_REASON = 2000; // characters of a cancel reason or a blocker's resolution, the API's limit
   const QUEUE_EVENT = "task.merge_queue";
   const QUEUES_EVERY_MS = 500; // the merge queues are read at most this often
   const PAGE = 100; // cards a column shows at first, and more per "show more"
@@ -87,11 +90,20 @@
 
   // ApiError is an error answer of the console, with the API's code.
   class ApiError extends Error {
-    constructor(status, code, message) {
+    constructor(status, code, message, details) {
       super(message);
       this.status = status;
       this.code = code;
+      this.details = details || {};
     }
+  }
+
+  // errorText is how the page shows a refusal: its status, code and, for
+  // a conflict, its reason, then the API's message.
+  function errorText(e) {
+    if (!(e instanceof ApiError)) return String(e && e.message ? e.message : e);
+    const reason = e.details && typeof e.details.reason === "string" ? ` (${e.details.reason})` : "";
+    return `${e.status} ${e.code}${reason}: ${e.message}`;
   }
 
   const state = {
@@ -110,6 +122,9 @@
     timelineID: null,
     timelineLoading: false,
     timelineDirty: false,
+    actCard: null, // the card of the task whose actions are shown
+    actLastOp: undefined, // its latest ship operation; null: none; undefined: not read yet
+    actBusy: false, // an action's request is under way
     shownOnce: false,
     subs: new Map(), // subscription ID -> its rendered parts
     webhooksTimer: 0,
@@ -145,7 +160,7 @@
     }
     if (!res.ok) {
       const e = (payload && payload.error) || {};
-      const err = new ApiError(res.status, e.code || `http_${res.status}`, e.message || `${res.status} ${res.statusText}`);
+      const err = new ApiError(res.status, e.code || `http_${res.status}`, e.message || `${res.status} ${res.statusText}`, e.details);
       if (res.status === 401 && state.session) signedOut(`Signed out: ${err.message}`);
       throw err;
     }
@@ -210,6 +225,8 @@
     state.nodes.clear();
     for (const ids of state.columns.values()) ids.length = 0;
     state.timelineID = null;
+    state.actBusy = false;
+    resetActions();
     state.subs.clear();
     for (const [s] of STATUSES) state.limits.set(s, PAGE);
     state.filter = "";
@@ -217,6 +234,7 @@
     columnEls.clear();
     $("board").replaceChildren();
     $("total").textContent = "";
+    $("highlights").hidden = true;
     $("subscriptions").replaceChildren();
     $("queues").replaceChildren();
     $("queues-status").textContent = "";
@@ -352,10 +370,49 @@
     if (c.shipping) badges.append(badge("ship", "running", "shipping"));
     const q = state.queued.get(c.id);
     if (q) badges.append(el("span", { class: `badge queue-${q.state}`, "data-queue-id": q.queueId, title: q.title }, q.label));
-    const li = el("li", { class: "card", "data-task-id": c.id, "data-status": c.status }, head, title, meta);
+    const stalled = stalledOf(c);
+    const waiting = waitingOf(c);
+    const li = el("li", { class: `card${stalled ? " stalled" : ""}${waiting.length ? " waiting" : ""}`, "data-task-id": c.id, "data-status": c.status,
+      "data-stalled": stalled ? "true" : null, "data-waiting": waiting.length ? "true" : null }, head, title, meta);
     if (badges.childElementCount) li.append(badges);
     if (c.blocker) li.append(el("p", { class: "blocker" }, "Blocked: ", el("span", {}, c.blocker)));
+    if (stalled) li.append(stalledNote(stalled));
+    if (waiting.length) li.append(waitingNote(waiting));
     return li;
+  }
+
+  // stalledOf returns a task's stalled member ({since, lastActivityAt})
+  // or null; a Service that serves none has none.
+  const stalledOf = (t) => (t && t.stalled && typeof t.stalled === "object" ? t.stalled : null);
+
+  // waitingOf returns the IDs of the tasks a task waits for, [] when none
+  // or when the Service serves no waitingOn.
+  const waitingOf = (t) => (t && Array.isArray(t.waitingOn) ? t.waitingOn.filter((id) => typeof id === "string") : []);
+
+  function stalledNote(st) {
+    return el("p", { class: "stalled-note" }, "Stalled since ", timeEl(st.since),
+      st.lastActivityAt ? el("span", { class: "muted" }, " · last activity ", timeEl(st.lastActivityAt)) : null);
+  }
+
+  function waitingNote(ids) {
+    return el("p", { class: "waiting-note" }, "Waiting on ", taskLinks(ids));
+  }
+
+  // countHighlights shows how many tasks on the board are stalled and
+  // how many wait for others.
+  function countHighlights() {
+    let stalled = 0;
+    let waiting = 0;
+    for (const c of state.cards.values()) {
+      if (c.stalled && typeof c.stalled === "object") stalled++;
+      if (Array.isArray(c.waitingOn) && c.waitingOn.length) waiting++;
+    }
+    const h = $("highlights");
+    const parts = [];
+    if (stalled) parts.push(`${stalled} stalled`);
+    if (waiting) parts.push(`${waiting} waiting`);
+    h.textContent = parts.join(" · ");
+    h.hidden = parts.length === 0;
   }
 
   function reviewLabel(r) {
@@ -413,6 +470,7 @@
     if (columnEls.size === 0) buildColumns();
     for (const [status] of STATUSES) renderColumn(status);
     $("total").textContent = `${state.cards.size} tasks`;
+    countHighlights();
   }
 
   // removeFromColumn takes id, whose card was old, out of its column.
@@ -467,6 +525,9 @@
     }
     for (const status of dirty) if (columnEls.has(status)) renderColumn(status);
     $("total").textContent = `${state.cards.size} tasks`;
+    countHighlights();
+    const open = state.timelineID && state.cards.get(state.timelineID);
+    if (open) updateActions(open);
   }
 
   // markShown records, once per page load, when the board was first on
@@ -613,6 +674,8 @@
     const card = state.cards.get(id);
     $("timeline-title").textContent = card ? `${card.identifier}: ${card.title}` : "Timeline";
     $("timeline-body").replaceChildren(el("p", { class: "muted" }, "Loading…"));
+    resetActions();
+    if (card) updateActions(card);
     $("timeline").hidden = false;
     $("timeline-close").focus();
     queueTimeline();
@@ -623,6 +686,7 @@
     state.timelineID = null;
     $("timeline").hidden = true;
     $("timeline-body").replaceChildren();
+    resetActions();
     const back = id && document.querySelector(`.card[data-task-id="${CSS.escape(id)}"] .card-title`);
     if (back) back.focus();
   }
@@ -674,8 +738,23 @@
       ["Pull request", card.prUrl ? link(card.prUrl, card.prNumber ? `#${card.prNumber}` : card.prUrl) : null],
       ["Head", card.headSha ? el("code", {}, card.headSha) : null],
       ["Updated", timeEl(card.updatedAt)],
+      ["Depends on", Array.isArray(task.dependsOn) && task.dependsOn.length ? taskLinks(task.dependsOn) : null],
     ]);
     body.push(summary);
+    updateActions(card, t.shipOperations);
+    const stalled = stalledOf(task);
+    if (stalled) {
+      body.push(el("div", { class: "stalled-box" },
+        el("h3", {}, "Stalled"),
+        el("p", {}, "No progress since ", timeEl(stalled.since),
+          stalled.lastActivityAt ? el("span", {}, "; last activity ", timeEl(stalled.lastActivityAt)) : null, ".")));
+    }
+    const waiting = waitingOf(task);
+    if (waiting.length) {
+      body.push(el("div", { class: "waiting-box" },
+        el("h3", {}, `Waiting on ${waiting.length} task${waiting.length === 1 ? "" : "s"}`),
+        el("p", {}, taskLinks(waiting), " ", el("span", { class: "muted" }, "must be done first."))));
+    }
     if (task.blocker) {
       const b = task.blocker;
       body.push(el("div", { class: "blocker-box" },
@@ -784,9 +863,166 @@
       op.wait ? el("p", { class: "muted" }, el("code", {}, op.wait.reason), " ", op.wait.message, " ", timeEl(op.wait.until)) : null);
   }
 
-  // ---- Merge queues ----
+  // ---- Actions on a task ----
 
-  const canShip = () => !!(state.session && Array.isArray(state.session.scopes) && state.session.scopes.includes("ship:write"));
+  // hasScope reports whether the session's key has scope s.
+  const hasScope = (s) => !!(state.session && Array.isArray(state.session.scopes) && state.session.scopes.includes(s));
+  const canShip = () => hasScope("ship:write");
+
+  // The parts of the actions panel of the open task, built once.
+  const acts = {};
+
+  function buildActions() {
+    const a = acts;
+    a.node = $("timeline-actions");
+    a.start = el("button", { type: "button", class: "act-start" }, "Start rework");
+    a.start.addEventListener("click", () => act("start"));
+    a.retry = el("button", { type: "button", class: "act-retry-ship" }, "Retry ship");
+    a.retry.addEventListener("click", () => act("ship"));
+    a.resolution = el("input", { id: "resolution", type: "text", class: "why-input", maxlength: String(MAX_REASON), autocomplete: "off", placeholder: "optional" });
+    a.resolve = el("button", { type: "button", class: "act-resolve" }, "Resolve blocker");
+    a.resolve.addEventListener("click", () => act("resolve"));
+    a.resolveControls = el("span", { class: "controls" }, el("label", { for: "resolution" }, "Resolution"), a.resolution, a.resolve);
+    a.cancel = el("button", { type: "button", class: "act-cancel danger" }, "Cancel task…");
+    a.cancel.addEventListener("click", () => {
+      a.question.textContent = `Cancel ${state.actCard ? state.actCard.identifier : "this task"}? Its work stops, and a cancelled task cannot be started again.`;
+      a.confirmBox.hidden = false;
+      a.reason.focus();
+    });
+    a.question = el("p", { class: "confirm-question" });
+    a.reason = el("input", { id: "cancel-reason", type: "text", class: "why-input", maxlength: String(MAX_REASON), autocomplete: "off", placeholder: "optional" });
+    a.confirm = el("button", { type: "button", class: "act-confirm-cancel danger" }, "Cancel the task");
+    a.confirm.addEventListener("click", () => act("cancel"));
+    a.keep = el("button", { type: "button", class: "act-keep" }, "Keep it");
+    a.keep.addEventListener("click", () => {
+      a.confirmBox.hidden = true;
+      a.cancel.focus();
+    });
+    a.confirmBox = el("div", { class: "confirm", role: "group", "aria-label": "Confirm the cancellation", hidden: true },
+      a.question, el("div", { class: "controls" }, el("label", { for: "cancel-reason" }, "Reason"), a.reason, a.confirm, a.keep));
+    a.result = el("p", { class: "result", role: "status" });
+    a.buttons = [a.start, a.retry, a.resolve, a.cancel, a.confirm];
+    a.node.append(el("h3", {}, "Actions"), el("div", { class: "controls" }, a.start, a.retry, a.resolveControls, a.cancel), a.confirmBox, a.result);
+  }
+
+  // resetActions empties the panel, for another task (or none).
+  function resetActions() {
+    state.actCard = null;
+    state.actLastOp = undefined;
+    acts.resolution.value = "";
+    acts.reason.value = "";
+    acts.confirmBox.hidden = true;
+    acts.result.textContent = "";
+    delete acts.result.dataset.kind;
+    acts.node.hidden = true;
+  }
+
+  // updateActions shows the actions the open task offers to this
+  // session: those its availableActions list (cancel: any task not done,
+  // cancelled or being shipped) and the session's scopes allow. ops, when
+  // given, are the task's ship operations, oldest first.
+  function updateActions(card, ops) {
+    if (!card || card.id !== state.timelineID) return;
+    if (state.actCard && state.actCard.id === card.id && state.actCard.version > card.version) return;
+    state.actCard = card;
+    if (ops !== undefined) state.actLastOp = ops.length ? ops[ops.length - 1] : null;
+    const a = acts;
+    const offered = new Set(card.availableActions || []);
+    const op = state.actLastOp;
+    const start = hasScope("tasks:write") && offered.has("start") && card.status === "in_review";
+    const resolve = hasScope("tasks:write") && offered.has("resolve_blocker");
+    const retry = hasScope("ship:write") && offered.has("ship") && !!op && op.status === "failed" && !!card.headSha;
+    const cancel = hasScope("tasks:admin") && card.status !== "done" && card.status !== "cancelled" && !card.shipping;
+    a.start.hidden = !start;
+    a.resolveControls.hidden = !resolve;
+    a.retry.hidden = !retry;
+    if (retry) {
+      a.retry.textContent = `Retry ship (${words(op.mode)} to ${op.targetEnvironment})`;
+      a.retry.title = `Ship ${shortSHA(card.headSha)} again; operation ${op.operationId} failed: ${op.error ? op.error.code : "failed"}`;
+    }
+    a.cancel.hidden = !cancel;
+    if (!cancel) a.confirmBox.hidden = true;
+    for (const b of a.buttons) b.disabled = state.actBusy;
+    a.node.hidden = !(start || resolve || retry || cancel) && a.result.textContent === "";
+  }
+
+  function showActResult(text, ok) {
+    acts.result.textContent = text;
+    acts.result.dataset.kind = ok ? "ok" : "error";
+    acts.node.hidden = false;
+  }
+
+  // act asks the API, as the session, for one action on the open task:
+  // with the session's CSRF token (api adds it) and a new Idempotency-Key
+  // for each click. The card moves when the task's event arrives.
+  async function act(kind) {
+    const card = state.actCard;
+    if (!card || state.actBusy) return;
+    const a = acts;
+    const op = state.actLastOp;
+    let path;
+    let body;
+    switch (kind) {
+      case "start":
+        path = "start";
+        break;
+      case "resolve": {
+        path = "resolve-blocker";
+        const resolution = a.resolution.value.trim();
+        if (resolution) body = { resolution };
+        break;
+      }
+      case "cancel": {
+        path = "cancel";
+        const reason = a.reason.value.trim();
+        if (reason) body = { reason };
+        break;
+      }
+      case "ship":
+        if (!op) return;
+        path = "ship";
+        body = { mode: op.mode, targetEnvironment: op.targetEnvironment, expectedHeadSha: card.headSha };
+        break;
+      default:
+        return;
+    }
+    const gen = state.generation;
+    const id = card.id;
+    state.actBusy = true;
+    for (const b of a.buttons) b.disabled = true;
+    try {
+      const res = await api("POST", `api/tasks/${encodeURIComponent(id)}/${path}`, { body, headers: { "Idempotency-Key": idempotencyKey() } });
+      if (gen !== state.generation || state.timelineID !== id) return;
+      const d = res.data || {};
+      switch (kind) {
+        case "start":
+          showActResult(`Started: ${card.identifier} is ${statusLabel(d.status).toLowerCase()} again, for rework.`, true);
+          break;
+        case "resolve":
+          a.resolution.value = "";
+          showActResult(`Resolved: ${card.identifier} is ${statusLabel(d.status).toLowerCase()} again.`, true);
+          break;
+        case "cancel":
+          a.reason.value = "";
+          a.confirmBox.hidden = true;
+          showActResult(`Cancelled: ${card.identifier}.`, true);
+          break;
+        case "ship":
+          showActResult(`Ship accepted: operation ${d.operationId} is ${d.status}.`, true);
+          break;
+      }
+    } catch (e) {
+      if (gen !== state.generation || state.timelineID !== id || e.status === 401) return;
+      showActResult(errorText(e), false);
+    } finally {
+      if (gen === state.generation) {
+        state.actBusy = false;
+        if (state.actCard) updateActions(state.actCard);
+      }
+    }
+  }
+
+  // ---- Merge queues ----
 
   // scheduleQueues reads the merge queues again soon: at most once every
   // QUEUES_EVERY_MS, however many task.merge_queue events arrive, and
@@ -879,6 +1115,16 @@
     const card = state.cards.get(taskID);
     return el("button", { type: "button", class: "task-link", "data-task-id": taskID, title: card ? card.title : "Open the timeline" },
       identifier || (card && card.identifier) || taskID);
+  }
+
+  // taskLinks is taskLink of each of ids, separated by commas.
+  function taskLinks(ids) {
+    const span = el("span", { class: "task-links" });
+    ids.forEach((id, i) => {
+      if (i) span.append(", ");
+      span.append(taskLink(id));
+    });
+    return span;
   }
 
   function updateQueue(p, q) {
@@ -998,7 +1244,7 @@
       showResult(p, `Paused: ${res.data.pauseReason || "no reason given"}. Nothing is built or landed until it is resumed; candidates under test go on.`, true);
       scheduleQueues();
     } catch (e) {
-      showResult(p, `${e.status} ${e.code}: ${e.message}`, false);
+      showResult(p, errorText(e), false);
     } finally {
       p.pause.disabled = false;
     }
@@ -1012,7 +1258,7 @@
       showResult(p, "Resumed: the queue builds and lands again.", true);
       scheduleQueues();
     } catch (e) {
-      showResult(p, `${e.status} ${e.code}: ${e.message}`, false);
+      showResult(p, errorText(e), false);
     } finally {
       p.resume.disabled = false;
     }
@@ -1173,7 +1419,7 @@
       showResult(p, `202 Accepted: the events after sequence ${r.fromSequence} through ${r.throughSequence} are being delivered again.`, true);
       setTimeout(loadWebhooks, 1000);
     } catch (e) {
-      showResult(p, `${e.status} ${e.code}: ${e.message}`, false);
+      showResult(p, errorText(e), false);
     } finally {
       p.replay.disabled = false;
     }
@@ -1186,7 +1432,7 @@
       showResult(p, `202 Accepted: the next attempt at ${res.data.eventId} is made now.`, true);
       setTimeout(loadWebhooks, 1000);
     } catch (e) {
-      showResult(p, `${e.status} ${e.code}: ${e.message}`, false);
+      showResult(p, errorText(e), false);
       button.disabled = false;
     }
   }
@@ -1198,7 +1444,7 @@
       showResult(p, "Enabled: delivery resumes after the last event recorded before the disabling.", true);
       loadWebhooks();
     } catch (e) {
-      showResult(p, `${e.status} ${e.code}: ${e.message}`, false);
+      showResult(p, errorText(e), false);
     } finally {
       p.enable.disabled = false;
     }
@@ -1216,11 +1462,27 @@
       const a = ev.target.closest(".task-link");
       if (a) openTimeline(a.dataset.taskId);
     });
+    $("timeline-body").addEventListener("click", (ev) => {
+      const a = ev.target.closest(".task-link");
+      if (a) openTimeline(a.dataset.taskId);
+    });
+    buildActions();
     window.addEventListener("hashchange", route);
     document.addEventListener("keydown", (ev) => {
-      if (ev.key === "Escape" && state.timelineID) closeTimeline();
+      if (ev.key !== "Escape" || !state.timelineID) return;
+      if (!acts.confirmBox.hidden) { // Escape answers the question first: keep the task
+        acts.confirmBox.hidden = true;
+        acts.cancel.focus();
+        return;
+      }
+      closeTimeline();
     });
     $("board").addEventListener("click", (ev) => {
+      const linked = ev.target.closest(".task-link");
+      if (linked) {
+        openTimeline(linked.dataset.taskId);
+        return;
+      }
       if (ev.target.closest("a, .more")) return;
       const card = ev.target.closest(".card");
       if (card) openTimeline(card.dataset.taskId);

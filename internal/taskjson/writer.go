@@ -106,6 +106,8 @@ var taskMembers = []taskMember{
 		e.time(bl.CreatedAt)
 		e.b = append(e.b, '}')
 	}},
+	{"dependsOn", func(e *Writer, t *lifecycletype.Task) { e.strs(t.DependsOn) }},
+	{"waitingOn", func(e *Writer, t *lifecycletype.Task) { e.strs(t.WaitingOn) }},
 }
 
 // compactTaskMembers are the members of a compact task: without those of

@@ -62,11 +62,14 @@ func taskCorpus() []lifecycletype.Task {
 				t.Branch, t.BaseBranch, t.HeadSHA = ptr("feat/"+text), ptr("main"), ptr("0123456789abcdef")
 				t.Links.ParentIssue = ptr("https://issues.example.com/" + text)
 				t.Context.Project = ptr("web " + text)
+				t.DependsOn = []string{"tsk_" + text, "tsk_b"}
+				t.WaitingOn = []string{"tsk_b"}
 			} else {
 				t.TriageQueueID = ptr("triage-" + text)
 				if j%3 == 0 {
 					t.AvailableActions = []lifecycletype.Action{}
 					t.AcceptanceCriteria = []string{}
+					t.DependsOn, t.WaitingOn = []string{}, []string{}
 				}
 				if j%3 == 1 {
 					t.AvailableActions = nil

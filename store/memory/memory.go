@@ -37,6 +37,7 @@ var (
 	_ lifecycle.ShipQueueCounter    = (*Store)(nil)
 	_ lifecycle.TaskRevisioner      = (*Store)(nil)
 	_ lifecycle.Tx                  = (*txn)(nil)
+	_ lifecycle.DependencyTx        = (*txn)(nil)
 	_ lifecycle.SecretResealer      = (*Store)(nil)
 
 	_ lifecycletype.MergeQueueStore = (*Store)(nil)

@@ -16,6 +16,7 @@ func storedTask(t lifecycle.Task) lifecycle.Task {
 	t = clone(t)
 	t.AvailableActions = nil
 	t.Labels, t.AcceptanceCriteria = nonNil(t.Labels), nonNil(t.AcceptanceCriteria)
+	t.DependsOn, t.WaitingOn = nonNil(t.DependsOn), nonNil(t.WaitingOn)
 	if string(t.RoutingReason) == "null" || len(t.RoutingReason) == 0 {
 		t.RoutingReason = nil
 	}
@@ -112,7 +113,20 @@ func taskMatches(task *lifecycle.Task, f *lifecycle.TaskFilter) bool {
 		(f.Project == "" || project == f.Project) &&
 		(f.PullRequest == lifecycle.PullRequestRef{} || task.PRNumber != nil &&
 			f.PullRequest == lifecycle.PullRequestRef{Owner: task.PROwner, Repo: task.PRRepo, Number: number}) &&
-		(f.HeadSHA == "" || head == f.HeadSHA)
+		(f.HeadSHA == "" || head == f.HeadSHA) &&
+		(!f.Ready || task.Ready())
+}
+
+// Dependents implements lifecycle.Tx. The memory Store keeps no index of
+// the edges: it looks through every task, in creation order.
+func (x *txn) Dependents(ctx context.Context, taskID string) ([]string, error) {
+	var out []string
+	for _, task := range x.tasks.all() {
+		if slices.Contains(task.DependsOn, taskID) {
+			out = append(out, task.ID)
+		}
+	}
+	return out, nil
 }
 
 // CreateTask implements lifecycle.Tx.

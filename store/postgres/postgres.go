@@ -413,7 +413,10 @@ type txn struct {
 	appending bool
 }
 
-var _ lifecycle.Tx = (*txn)(nil)
+var (
+	_ lifecycle.Tx           = (*txn)(nil)
+	_ lifecycle.DependencyTx = (*txn)(nil)
+)
 
 // fail records err as an error of the transaction, when it is one of
 // PostgreSQL's, and translates it.

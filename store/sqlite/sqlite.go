@@ -472,7 +472,10 @@ type txn struct {
 	ctx  context.Context
 }
 
-var _ lifecycle.Tx = (*txn)(nil)
+var (
+	_ lifecycle.Tx           = (*txn)(nil)
+	_ lifecycle.DependencyTx = (*txn)(nil)
+)
 
 // translate maps driver errors to the Store's error contract.
 func translate(err error) error {

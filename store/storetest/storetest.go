@@ -53,6 +53,8 @@ func Run(t *testing.T, h Harness) {
 		{"UpdateRollsBack", testUpdateRollsBack},
 		{"ListTasksPagination", testListTasksPagination},
 		{"ListTasksFilters", testListTasksFilters},
+		{"DependencyEdges", testDependencyEdges},
+		{"ListTasksReady", testListTasksReady},
 		{"EventsAppendAndRead", testEventsAppendAndRead},
 		{"EventsFilters", testEventsFilters},
 		{"EventsPruneKeepsSequence", testEventsPruneKeepsSequence},

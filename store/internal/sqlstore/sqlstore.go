@@ -97,6 +97,10 @@ type Tx struct {
 	// Changes are the kinds of change the transaction made, for a store
 	// that announces them to every process after commit (PostgreSQL).
 	Changes lifecycle.Change
+
+	// edges are the dependencies of the tasks the transaction read or
+	// wrote, by task ID, as they are stored.
+	edges map[string][]string
 }
 
 // QueryAll runs a query and scans each of its rows with scan.

@@ -18,7 +18,8 @@ const TaskColumns = `pos, id, identifier, title, description, status, priority, 
 	assignee_name, assignment_source, routing_decision_id, routing_reason, routing_confidence,
 	triage_queue_id, submission_id, pr_url, pr_number, branch, base_branch, head_sha, blocker,
 	status_before_blocker, version, created_at, updated_at, submission_mode, pr_owner, pr_repo,
-	review_policy, review_decision, rework_requested, active_ship_id, facts, reconcile_at, active_ship_merging`
+	review_policy, review_decision, rework_requested, active_ship_id, facts, reconcile_at, active_ship_merging,
+	depends_on, waiting_on, waiting_count`
 
 // taskColumnList is TaskColumns split, without pos.
 var taskColumnList = strings.Split(strings.Join(strings.Fields(strings.TrimPrefix(TaskColumns, "pos, ")), " "), ", ")
@@ -60,6 +61,8 @@ type taskRow struct {
 	task                                    lifecycle.Task
 	pos, created, updated                   int64
 	labels, criteria                        string
+	dependsOn, waitingOn                    string
+	waitingCount                            int64
 	reason, blocker                         []byte
 	assigneeName, source                    sql.NullString
 	parent, project, agentID, decisionID    sql.NullString
@@ -83,7 +86,8 @@ func ScanTask(row Row) (lifecycle.Task, int64, error) {
 		&r.assigneeName, &r.source, &r.decisionID, &r.reason, &r.confidence,
 		&r.triage, &r.submission, &r.prURL, &r.prNumber, &r.branch, &r.base, &r.headSHA, &r.blocker,
 		&r.statusBefore, &t.Version, &r.created, &r.updated, &r.mode, &t.PROwner, &t.PRRepo,
-		&r.policy, &r.decision, &t.ReworkRequested, &t.ActiveShipID, &r.facts, &r.reconcileAt, &t.ShipMerging)
+		&r.policy, &r.decision, &t.ReworkRequested, &t.ActiveShipID, &r.facts, &r.reconcileAt, &t.ShipMerging,
+		&r.dependsOn, &r.waitingOn, &r.waitingCount)
 	if err != nil {
 		return *t, 0, err
 	}
@@ -95,6 +99,12 @@ func ScanTask(row Row) (lifecycle.Task, int64, error) {
 	}
 	if err := unmarshalStrings(r.criteria, &t.AcceptanceCriteria); err != nil {
 		return *t, 0, fmt.Errorf("task %s acceptance criteria: %w", t.ID, err)
+	}
+	if err := unmarshalStrings(r.dependsOn, &t.DependsOn); err != nil {
+		return *t, 0, fmt.Errorf("task %s dependencies: %w", t.ID, err)
+	}
+	if err := unmarshalStrings(r.waitingOn, &t.WaitingOn); err != nil {
+		return *t, 0, fmt.Errorf("task %s waiting dependencies: %w", t.ID, err)
 	}
 	if len(r.reason) > 0 {
 		t.RoutingReason = json.RawMessage(r.reason)
@@ -153,6 +163,14 @@ func taskArgs(t *lifecycle.Task) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	dependsOn, err := json.Marshal(NonNil(t.DependsOn))
+	if err != nil {
+		return nil, err
+	}
+	waitingOn, err := json.Marshal(NonNil(t.WaitingOn))
+	if err != nil {
+		return nil, err
+	}
 	var blocker any
 	if t.Blocker != nil {
 		b, err := json.Marshal(t.Blocker)
@@ -189,6 +207,7 @@ func taskArgs(t *lifecycle.Task) ([]any, error) {
 		string(t.StatusBeforeBlocker), t.Version, Millis(t.CreatedAt.Time), Millis(t.UpdatedAt.Time),
 		string(t.SubmissionMode), t.PROwner, t.PRRepo, string(t.ReviewPolicy), string(t.ReviewDecision), t.ReworkRequested,
 		t.ActiveShipID, string(facts), reconcileAt, t.ShipMerging,
+		string(dependsOn), string(waitingOn), int64(len(t.WaitingOn)),
 	}, nil
 }
 
@@ -226,13 +245,59 @@ func (s *Reads) TaskRevision(ctx context.Context, id string) (int64, error) {
 	return rev, nil
 }
 
-// Task implements lifecycle.Tx: a read for update.
+// Task implements lifecycle.Tx: a read for update. It notes the task's
+// dependencies, so that UpdateTask rewrites its edges only when they
+// change.
 func (x *Tx) Task(ctx context.Context, id string) (lifecycle.Task, error) {
 	t, _, err := ScanTask(x.X.QueryRow(ctx, "SELECT "+TaskColumns+" FROM tasks WHERE id = $1"+x.F.ForUpdate, id))
 	if err != nil {
 		return t, x.F.errorf("task %s: %w", id, err)
 	}
+	if x.edges == nil {
+		x.edges = make(map[string][]string)
+	}
+	x.edges[t.ID] = slices.Clone(t.DependsOn)
 	return t, nil
+}
+
+// Dependents implements lifecycle.Tx, from the table of edges.
+func (x *Tx) Dependents(ctx context.Context, taskID string) ([]string, error) {
+	ids, err := QueryAll(ctx, x.X, scanString, `SELECT d.task_id FROM task_dependencies d JOIN tasks t ON t.id = d.task_id
+		WHERE d.depends_on_id = $1 ORDER BY t.pos`, taskID)
+	if err != nil {
+		return nil, x.F.errorf("dependents of task %s: %w", taskID, err)
+	}
+	return ids, nil
+}
+
+// scanString reads a row of one text column.
+func scanString(row Row) (string, error) {
+	var s string
+	err := row.Scan(&s)
+	return s, err
+}
+
+// writeEdges makes the edges of task id those of dependsOn, unless the
+// transaction read them as they are.
+func (x *Tx) writeEdges(ctx context.Context, id string, dependsOn []string, created bool) error {
+	if read, ok := x.edges[id]; ok && slices.Equal(read, dependsOn) {
+		return nil
+	}
+	if !created {
+		if _, err := x.X.Exec(ctx, "DELETE FROM task_dependencies WHERE task_id = $1", id); err != nil {
+			return x.F.errorf("dependencies of task %s: %w", id, err)
+		}
+	}
+	for _, dep := range dependsOn {
+		if _, err := x.X.Exec(ctx, "INSERT INTO task_dependencies (task_id, depends_on_id) VALUES ($1, $2) ON CONFLICT DO NOTHING", id, dep); err != nil {
+			return x.F.errorf("dependency of task %s on %s: %w", id, dep, err)
+		}
+	}
+	if x.edges == nil {
+		x.edges = make(map[string][]string)
+	}
+	x.edges[id] = slices.Clone(dependsOn)
+	return nil
 }
 
 // ListTasks implements lifecycle.Store.
@@ -267,6 +332,11 @@ func (s *Reads) ListTasks(ctx context.Context, f lifecycle.TaskFilter) (lifecycl
 	}
 	if f.HeadSHA != "" {
 		where = append(where, "head_sha = "+arg(f.HeadSHA))
+	}
+	if f.Ready {
+		// Literals, not parameters: the partial index tasks_ready serves
+		// a query whose terms are its own.
+		where = append(where, "status = 'todo'", "waiting_count = 0")
 	}
 	limit := f.Limit
 	if limit <= 0 {
@@ -312,7 +382,7 @@ func (x *Tx) CreateTask(ctx context.Context, t lifecycle.Task) error {
 	if n == 0 {
 		return x.F.errorf("create task %s: a task with this ID or identifier %q exists: %w", t.ID, t.Identifier, lifecycle.ErrConflict)
 	}
-	return nil
+	return x.writeEdges(ctx, t.ID, t.DependsOn, true)
 }
 
 // UpdateTask implements lifecycle.Tx.
@@ -330,5 +400,5 @@ func (x *Tx) UpdateTask(ctx context.Context, t lifecycle.Task) error {
 	if n == 0 {
 		return x.F.errorf("update task %s: %w", t.ID, lifecycle.ErrNotFound)
 	}
-	return nil
+	return x.writeEdges(ctx, t.ID, t.DependsOn, false)
 }
