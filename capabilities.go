@@ -17,6 +17,7 @@ type storeCaps struct {
 	queues     MergeQueueStore     // nil: no merge queue of the lifecycle's own
 	counter    InProgressCounter   // nil: no Config.MaxInProgressPerAgent (New refuses it)
 	stalls     StallMarker         // nil: Config.StallAfter cannot be set
+	ciFailures CIFailureStore      // nil: no details of failed CI checks
 }
 
 // capabilities finds the optional interfaces st implements.
@@ -33,6 +34,7 @@ func capabilities(st Store) storeCaps {
 	c.queues, _ = st.(MergeQueueStore)
 	c.counter, _ = st.(InProgressCounter)
 	c.stalls, _ = st.(StallMarker)
+	c.ciFailures, _ = st.(CIFailureStore)
 	return c
 }
 
@@ -49,6 +51,7 @@ func (c storeCaps) logMissing(log *slog.Logger, instance string) {
 		{c.revisions == nil, "the Store keeps no task revisions (lifecycle.TaskRevisioner): answers of GET /tasks/{id} are not cached"},
 		{c.queue == nil, "the Store does not count its ship queue (lifecycle.ShipQueueCounter): no lifecycle.ship.queue.depth gauge"},
 		{c.resealer == nil, "the Store cannot reseal webhook secrets (lifecycle.SecretResealer): Service.ResealWebhookSecrets fails"},
+		{c.ciFailures == nil, "the Store keeps no CI failure details (lifecycle.CIFailureStore): failed checks are served without them"},
 		{c.sessions == nil, "the Store keeps no console sessions (lifecycle.ConsoleSessionStore): the API is served, the operator console (package console) cannot be"},
 	} {
 		if m.off {

@@ -64,7 +64,12 @@ func (s *Service) refreshCI(ctx context.Context, tx Tx, t *Task) error {
 		return fmt.Errorf("checks of task %s: %w", t.ID, err)
 	}
 	t.Facts.CI = overallOf(countedChecks(stored, s.ciFor(t)), t.Facts.CIPending)
-	return nil
+	if t.Facts.CI == CIFailed {
+		// Announced once per head commit (task.ci_failed, see
+		// changeTaskRecorded).
+		t.Facts.CIFailedHead = *t.HeadSHA
+	}
+	return s.markCIDue(ctx, tx, t, stored)
 }
 
 // CIStatus returns the CI state of a task's head commit, as last learned:
@@ -96,6 +101,9 @@ func (s *Service) ciStatusOf(ctx context.Context, t *Task) (CIStatus, error) {
 	stored, err := s.store.Checks(ctx, t.ID, *t.HeadSHA)
 	if err != nil {
 		return CIStatus{}, fmt.Errorf("checks of task %s: %w", t.ID, err)
+	}
+	if err := s.attachFailures(ctx, t.ID, *t.HeadSHA, stored); err != nil {
+		return CIStatus{}, err
 	}
 	st.Checks = httpapi.NonNil(stored)
 	return st, nil
@@ -133,6 +141,7 @@ func (p *ReportChecksParams) validate() error {
 		if c.URL != "" && !validURL(c.URL) {
 			v.Add(fmt.Sprintf("checks[%d].url", i), "must be an absolute http or https URL")
 		}
+		validateFailure(&v, fmt.Sprintf("checks[%d]", i), c.Failure, c.Status)
 	}
 	return v.Err()
 }
@@ -164,10 +173,13 @@ func (s *Service) ReportChecks(ctx context.Context, taskID string, p ReportCheck
 			if c.URL != "" {
 				url = &c.URL
 			}
-			checks = append(checks, Check{TaskID: t.ID, HeadSHA: sha, Source: SourceReported, Name: c.Name, Status: c.Status, URL: url, UpdatedAt: now})
+			checks = append(checks, Check{TaskID: t.ID, HeadSHA: sha, Source: SourceReported, Name: c.Name, Status: c.Status, URL: url, Failure: c.Failure, UpdatedAt: now})
 		}
 		if err := tx.PutChecks(ctx, PutChecksParams{TaskID: t.ID, HeadSHA: sha, Source: SourceReported, Checks: checks}); err != nil {
 			return taskEvent{}, fmt.Errorf("record checks: %w", err)
+		}
+		if err := s.putCIFailures(ctx, tx, t.ID, sha, checks, true); err != nil {
+			return taskEvent{}, err
 		}
 		before := t.CI()
 		if err := s.refreshCI(ctx, tx, t); err != nil {

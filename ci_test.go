@@ -40,10 +40,10 @@ func TestCIStatusSources(t *testing.T) {
 		"checkedAt": "2026-11-21T10:00:01.000Z",
 		"stale":     []any{map[string]any{"name": "Codecov", "since": "2026-11-21T09:00:00.000Z"}},
 		"checks": []any{
-			map[string]any{"name": "build", "status": "running", "url": "https://ci.example.com/b", "source": "provider"},
+			map[string]any{"name": "build", "status": "running", "url": "https://ci.example.com/b", "source": "provider", "failure": nil},
 			// Self-reported checks are shown; the memory CI does not count them.
-			map[string]any{"name": "lint", "status": "skipped", "url": nil, "source": "self_reported"},
-			map[string]any{"name": "unit", "status": "passed", "url": nil, "source": "self_reported"},
+			map[string]any{"name": "lint", "status": "skipped", "url": nil, "source": "self_reported", "failure": nil},
+			map[string]any{"name": "unit", "status": "passed", "url": nil, "source": "self_reported", "failure": nil},
 		},
 	}
 	if diff := cmp.Diff(want, got["data"]); diff != "" {

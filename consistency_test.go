@@ -168,6 +168,8 @@ func commonData(data any) lifecycle.EventData {
 		return d.EventData
 	case *lifecycle.TaskAwaitingUserData:
 		return d.EventData
+	case *lifecycle.TaskCIFailedData:
+		return d.EventData
 	}
 	return lifecycle.EventData{}
 }

@@ -254,7 +254,9 @@
 // assertion: [InstanceLeaser] (several Services on one Store, each with
 // its own [Config.InstanceID]; without it a Service is the Store's only
 // one, and [New] logs so), [Notifier] (commits announced at once instead
-// of polled), [RelaxedUpdater], [FailureClassifier] and [SecretResealer].
+// of polled), [RelaxedUpdater], [FailureClassifier], [SecretResealer] and
+// [CIFailureStore] (the details of failed CI checks: without it, failed
+// checks are served without them).
 //
 // # Writing an Adapter
 //
@@ -269,7 +271,9 @@
 // failure (502). Optional abilities are found by type assertion: an adapter
 // that also implements [CIProvider] reports the CI of its tasks, one that
 // implements [ReviewDecider] decides reviews under the github_rules policy,
-// and one that implements [WebhookIntake] turns its host's webhooks into
+// one that implements [CIFailureReader] says why a failed check failed
+// (asked once per failed check, in the background), and one that
+// implements [WebhookIntake] turns its host's webhooks into
 // [ProviderEvent]s. [Config.Adapters] binds adapters to projects.
 // examples/customadapter is a complete adapter in about 150 lines; run
 // adapter/adaptertest from your adapter's tests.

@@ -38,6 +38,10 @@ type taskEvent struct {
 	// clears a stall mark, which task.updated then announces.
 	activity bool
 
+	// headSHA and failedChecks are set for task.ci_failed.
+	headSHA      string
+	failedChecks []FailedCheck
+
 	// after, when set, runs in the transaction once the task is stored and
 	// the event appended, with the task as it now is.
 	after func(tx Tx, t *Task) error
@@ -81,29 +85,35 @@ func (s *Service) transact(ctx context.Context, relaxed bool, fn func(tx Tx) err
 // or a method of an optional interface that runs one as Update does.
 func (s *Service) transactOn(ctx context.Context, run func(ctx context.Context, fn func(tx Tx) error) error, fn func(tx Tx) error) error {
 	ctx, span := s.tel.Start(ctx, "store.tx", trace.WithSpanKind(trace.SpanKindInternal))
-	var appended []EventType
+	var (
+		appended []EventType
+		ciDue    bool
+	)
 	count := s.tel.CountingOutbox(ctx)
 	err := run(ctx, func(tx Tx) error {
-		if !count {
-			return fn(tx)
-		}
-		appended = appended[:0] // a Store may run fn again
-		return fn(outboxTx{tx, &appended})
+		appended, ciDue = appended[:0], false // a Store may run fn again
+		return fn(outboxTx{Tx: tx, count: count, appended: &appended, ciDue: &ciDue})
 	})
 	telemetry.End(span, err)
 	if err == nil {
 		for _, typ := range appended {
 			s.tel.OutboxEvent(ctx, string(typ))
 		}
+		if ciDue {
+			s.ciFetch.Wake() // details of failed checks to fetch
+		}
 	}
 	return err
 }
 
 // outboxTx is a transaction that notes the types of the events appended
-// through it, counted once it commits.
+// through it, counted once it commits when count is set, and whether it
+// marked failed checks whose details are to be fetched (ciDue).
 type outboxTx struct {
 	Tx
+	count    bool
 	appended *[]EventType
+	ciDue    *bool
 }
 
 // CountInProgress counts through the transaction it wraps, when that can
@@ -120,7 +130,9 @@ func (t outboxTx) AppendEvent(ctx context.Context, e *Event) error {
 	if err := t.Tx.AppendEvent(ctx, e); err != nil {
 		return err
 	}
-	*t.appended = append(*t.appended, e.Type)
+	if t.count {
+		*t.appended = append(*t.appended, e.Type)
+	}
 	return nil
 }
 
@@ -175,6 +187,13 @@ func (s *Service) changeTaskRecorded(ctx context.Context, taskID string, record 
 		if ev.typ == "" {
 			out = before
 			return record(tx, &before) // a keyed call that changed nothing is answered too
+		}
+		if h := t.Facts.CIFailedHead; h != "" && h != before.Facts.CIFailedHead && t.HeadSHA != nil && *t.HeadSHA == h {
+			failed, err := s.ciFailedEvent(ctx, tx, &t)
+			if err != nil {
+				return err
+			}
+			ev.extra = append(slices.Clip(ev.extra), failed)
 		}
 		t.UpdatedAt = s.now()
 		if capRework(&t, s.cfg.MaxReworkRounds, t.UpdatedAt) {
@@ -292,6 +311,8 @@ func (s *Service) appendTaskEvent(ctx context.Context, tx Tx, ev taskEvent, befo
 			ReworkReason: after.ReworkReason()}
 	case EventTaskStalled:
 		data = TaskStalledData{EventData: common, LastActivityAt: after.LastActivityAt, StallAfterSeconds: int64(ev.stallAfter / time.Second)}
+	case EventTaskCIFailed:
+		data = TaskCIFailedData{EventData: common, HeadSHA: ev.headSHA, FailedChecks: ev.failedChecks}
 	default:
 		return fmt.Errorf("task %s: unknown event type %q", after.ID, ev.typ)
 	}

@@ -40,3 +40,8 @@ func (s *Service) ParkedStreamsForTest() int { return s.broker.Hub().Waiting() }
 // SweepStallsForTest runs one sweep of the stall watchdog now and returns
 // how many tasks it marked stalled.
 func (s *Service) SweepStallsForTest(ctx context.Context) (int, error) { return s.sweepStalls(ctx) }
+
+// FetchCIFailuresForTest fetches the details of the failed checks due now,
+// as the Service's fetcher does in the background, and returns once it is
+// done.
+func (s *Service) FetchCIFailuresForTest(ctx context.Context) { s.fetchCIFailures(ctx) }

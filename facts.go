@@ -327,10 +327,13 @@ func (s *Service) applyFacts(ctx context.Context, tx Tx, t *Task, obs observatio
 			if !c.Status.Valid() || c.Name == "" {
 				return nil, fmt.Errorf("task %s: the CI provider reported check %q with status %q", t.ID, c.Name, c.Status)
 			}
-			checks = append(checks, Check{Name: c.Name, Status: c.Status, URL: optional(c.URL), Source: SourceProvider, TaskID: t.ID, HeadSHA: head, UpdatedAt: now})
+			checks = append(checks, Check{Name: c.Name, Status: c.Status, URL: optional(c.URL), Source: SourceProvider, TaskID: t.ID, HeadSHA: head, Failure: c.Failure, UpdatedAt: now})
 		}
 		if err := tx.PutChecks(ctx, PutChecksParams{TaskID: t.ID, HeadSHA: head, Source: SourceProvider, Checks: checks, Replace: true}); err != nil {
 			return nil, fmt.Errorf("record provider checks of task %s: %w", t.ID, err)
+		}
+		if err := s.putCIFailures(ctx, tx, t.ID, head, checks, false); err != nil {
+			return nil, err
 		}
 		t.Facts.CIPending, t.Facts.CICheckedAt = obs.ci.Pending, &now
 	case obs.ciFailed && headChanged:

@@ -115,11 +115,12 @@ func (e *env) reviewFeedback(taskID string) lifecycle.ReviewFeedback {
 	return apitest.CallData[lifecycle.ReviewFeedback](e.Env, apitest.Request{Method: "GET", Path: "/tasks/" + taskID + "/review-feedback", Key: e.Admin}, http.StatusOK)
 }
 
-// newestEvent returns the newest event of taskID in the outbox and its data
+// newestEvent returns the newest event of taskID in the outbox, of one of
+// types when any are given, and its data
 // decoded as a T (lifecycle.TaskUpdatedData, TaskReviewedData, ...).
-func newestEvent[T any](e *env, taskID string) (lifecycle.Event, T) {
+func newestEvent[T any](e *env, taskID string, types ...lifecycle.EventType) (lifecycle.Event, T) {
 	e.T.Helper()
-	evs, err := e.Store.Events(e.T.Context(), lifecycle.EventFilter{TaskID: taskID, Limit: 10000})
+	evs, err := e.Store.Events(e.T.Context(), lifecycle.EventFilter{TaskID: taskID, Types: types, Limit: 10000})
 	if err != nil {
 		e.T.Fatal(err)
 	}

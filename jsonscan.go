@@ -7,22 +7,23 @@ import (
 )
 
 // maxEventTypeEntries bounds the eventTypes of a subscription: there are
-// six event types.
-const maxEventTypeEntries = 6
+// seven event types.
+const maxEventTypeEntries = 7
 
 // arrayLimits are the most entries of the arrays of request bodies, by
 // JSON path without indices; the validation of each request checks the
 // same limits, with the same words, on what it decodes.
 var arrayLimits = map[string]int{
-	"checks":                maxChecks,
-	"pullRequest.reviewers": maxReviewers,
-	"labels":                maxLabels,
-	"acceptanceCriteria":    maxCriteria,
-	"dependsOn":             maxDependencies,
-	"eventTypes":            maxEventTypeEntries,
-	"filters.taskIds":       maxFilterEntries,
-	"filters.projects":      maxFilterEntries,
-	"scopes":                len(lifecycletype.Scopes()),
+	"checks":                     maxChecks,
+	"checks.failure.annotations": maxFailureAnnotations,
+	"pullRequest.reviewers":      maxReviewers,
+	"labels":                     maxLabels,
+	"acceptanceCriteria":         maxCriteria,
+	"dependsOn":                  maxDependencies,
+	"eventTypes":                 maxEventTypeEntries,
+	"filters.taskIds":            maxFilterEntries,
+	"filters.projects":           maxFilterEntries,
+	"scopes":                     len(lifecycletype.Scopes()),
 }
 
 // scanLimits are the limits every request body is checked against, in

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tasklifecycle/lifecycle/internal/backoff"
 	"github.com/tasklifecycle/lifecycle/internal/broker"
+	"github.com/tasklifecycle/lifecycle/internal/dueloop"
 	"github.com/tasklifecycle/lifecycle/internal/eventstream"
 	"github.com/tasklifecycle/lifecycle/internal/httpapi"
 	"github.com/tasklifecycle/lifecycle/internal/id"
@@ -117,6 +118,18 @@ type Config struct {
 	// DeployTimeout bounds each call to the Deployer, which may wait for a
 	// deployment to finish. Defaults to 30 minutes.
 	DeployTimeout time.Duration
+
+	// CIFailureExcerptBytes bounds the details kept of one failed CI
+	// check (see [CIFailure]): its title, summary, annotations and log
+	// excerpt together, cut on a UTF-8 boundary and marked truncated.
+	// Defaults to 8 KiB.
+	CIFailureExcerptBytes int
+
+	// CIFailureTaskBytes bounds the details kept of all the failed CI
+	// checks of a task's head commit together: a check failing once it is
+	// spent keeps its log link and is marked truncated. Defaults to 32
+	// KiB.
+	CIFailureTaskBytes int
 
 	// ReconcileInterval is the longest time a change made at the code host
 	// without a webhook (or whose webhook was lost) stays unnoticed: the
@@ -482,6 +495,8 @@ func (c Config) withDefaults() Config {
 	orDefault(&c.ShipRetryBudget, 10*time.Minute)
 	orDefault(&c.ShipRetryBackoff, time.Second)
 	orDefault(&c.DeployTimeout, 30*time.Minute)
+	orDefault(&c.CIFailureExcerptBytes, 8<<10)
+	orDefault(&c.CIFailureTaskBytes, 32<<10)
 	orDefault(&c.ReconcileInterval, time.Minute)
 	c.StallAfter = maps.Clone(c.StallAfter)
 	orDefault(&c.ReconcileConcurrency, 16)
@@ -554,6 +569,9 @@ func (c Config) validate() error {
 	}
 	if _, ok := c.Store.(InProgressCounter); c.MaxInProgressPerAgent > 0 && !ok {
 		return errors.New("lifecycle: Config.MaxInProgressPerAgent needs a Store that counts an agent's tasks in progress (lifecycle.InProgressCounter); the SQLite, PostgreSQL and memory stores do")
+	}
+	if c.CIFailureExcerptBytes < 0 || c.CIFailureTaskBytes < 0 {
+		return errors.New("lifecycle: Config.CIFailureExcerptBytes and CIFailureTaskBytes must not be negative; leave them zero for the defaults")
 	}
 	seen := map[string]bool{}
 	for i, b := range c.Adapters {
@@ -645,6 +663,7 @@ type Service struct {
 	queue     *queuerun.Runner // drives the merge queues; nil when Config.MergeQueue is off
 
 	reconcile *reconcile.Reconciler[observation] // reads hosts for tasks in review
+	ciFetch   *dueloop.Beat                      // fetches the details of failed CI checks (cifailure.go)
 
 	bodies httpapi.Limits // what request bodies are read and decoded within
 
@@ -692,6 +711,7 @@ func New(cfg Config) (*Service, error) {
 		ReconcileInterval:     cfg.ReconcileInterval,
 		ReconcilePollInterval: cfg.ReconcilePollInterval,
 	})
+	s.ciFetch = newCIFetch(cfg.Clock)
 	s.ships = shiprun.New(shiprun.Config{
 		Owner: s.owner, Tasks: shipTasks{s}, Update: s.update, UpdateRelaxed: s.updateRelaxed,
 		Clock: cfg.Clock, Log: cfg.Logger, Tel: s.tel, Deployer: cfg.Deployer, Go: s.goBackground,
@@ -800,6 +820,9 @@ func (s *Service) Start(ctx context.Context) error {
 		s.goBackground(func() { s.stallLoop(ctx) })
 	}
 	s.goBackground(func() { s.watchRevocations(ctx) })
+	if s.caps.ciFailures != nil {
+		s.goBackground(func() { s.ciFetch.Run(ctx, s.fetchCIFailures) })
+	}
 	return nil
 }
 

@@ -240,7 +240,7 @@ func TestFailedCIIsRework(t *testing.T) {
 	if got := anyStrings(task["availableActions"]); !slices.Contains(got, "start") || slices.Contains(got, "ship") {
 		t.Fatalf("CI failed: %v", got)
 	}
-	_, data := newestEvent[lifecycle.TaskUpdatedData](e, id)
+	_, data := newestEvent[lifecycle.TaskUpdatedData](e, id, lifecycle.EventTaskUpdated)
 	if data.ReworkReason != lifecycle.ReworkCIFailed {
 		t.Errorf("the event of the failure says reworkReason %q, want ci_failed", data.ReworkReason)
 	}

@@ -101,6 +101,7 @@ func (p *SubmitParams) validate() error {
 	}
 	for i, c := range p.Checks {
 		validateCheck(&v, fmt.Sprintf("checks[%d]", i), c.Name, c.Status)
+		validateFailure(&v, fmt.Sprintf("checks[%d]", i), c.Failure, c.Status)
 	}
 	v.MaxLen("notes", p.Notes, maxNotesLen)
 	return v.Err()
@@ -340,10 +341,13 @@ func (s *Service) submitLocked(ctx context.Context, taskID string, p SubmitParam
 		}
 		checks := make([]Check, len(p.Checks))
 		for i, c := range p.Checks {
-			checks[i] = Check{TaskID: t.ID, HeadSHA: pr.HeadSHA, Source: SourceSelfReported, Name: c.Name, Status: c.Status, UpdatedAt: sub.AcceptedAt}
+			checks[i] = Check{TaskID: t.ID, HeadSHA: pr.HeadSHA, Source: SourceSelfReported, Name: c.Name, Status: c.Status, Failure: c.Failure, UpdatedAt: sub.AcceptedAt}
 		}
 		if err := tx.PutChecks(ctx, PutChecksParams{TaskID: t.ID, HeadSHA: pr.HeadSHA, Source: SourceSelfReported, Checks: checks}); err != nil {
 			return taskEvent{}, fmt.Errorf("record self-reported checks: %w", err)
+		}
+		if err := s.putCIFailures(ctx, tx, t.ID, pr.HeadSHA, checks, true); err != nil {
+			return taskEvent{}, err
 		}
 		moveTask(t, moveSubmit)
 		t.SubmissionID, t.PRURL, t.PRNumber = &sub.SubmissionID, &sub.PRURL, &sub.PRNumber

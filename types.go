@@ -165,6 +165,28 @@ type (
 	MergeQueueStore = lifecycletype.MergeQueueStore
 	// MergeQueueTx is [lifecycletype.MergeQueueTx].
 	MergeQueueTx = lifecycletype.MergeQueueTx
+	// CIFailure is [lifecycletype.CIFailure].
+	CIFailure = lifecycletype.CIFailure
+	// CIAnnotation is [lifecycletype.CIAnnotation].
+	CIAnnotation = lifecycletype.CIAnnotation
+	// AnnotationLevel is [lifecycletype.AnnotationLevel].
+	AnnotationLevel = lifecycletype.AnnotationLevel
+	// CIFailureReader is [lifecycletype.CIFailureReader].
+	CIFailureReader = lifecycletype.CIFailureReader
+	// CIFailureQuery is [lifecycletype.CIFailureQuery].
+	CIFailureQuery = lifecycletype.CIFailureQuery
+	// CIFailureRecord is [lifecycletype.CIFailureRecord].
+	CIFailureRecord = lifecycletype.CIFailureRecord
+	// CIFailureStore is [lifecycletype.CIFailureStore].
+	CIFailureStore = lifecycletype.CIFailureStore
+	// CIFailureTx is [lifecycletype.CIFailureTx].
+	CIFailureTx = lifecycletype.CIFailureTx
+	// ClaimCIFailuresParams is [lifecycletype.ClaimCIFailuresParams].
+	ClaimCIFailuresParams = lifecycletype.ClaimCIFailuresParams
+	// TaskCIFailedData is [lifecycletype.TaskCIFailedData].
+	TaskCIFailedData = lifecycletype.TaskCIFailedData
+	// FailedCheck is [lifecycletype.FailedCheck].
+	FailedCheck = lifecycletype.FailedCheck
 	// DependencyTx is [lifecycletype.DependencyTx].
 	DependencyTx = lifecycletype.DependencyTx
 	// QueueRework is [lifecycletype.QueueRework].
@@ -388,6 +410,10 @@ const (
 	ReworkChecksFailed                = lifecycletype.ReworkChecksFailed
 	EventTaskMergeQueue               = lifecycletype.EventTaskMergeQueue
 	EventTaskStalled                  = lifecycletype.EventTaskStalled
+	EventTaskCIFailed                 = lifecycletype.EventTaskCIFailed
+	AnnotationNotice                  = lifecycletype.AnnotationNotice
+	AnnotationWarning                 = lifecycletype.AnnotationWarning
+	AnnotationFailure                 = lifecycletype.AnnotationFailure
 	ModeAdapterManaged                = lifecycletype.ModeAdapterManaged
 	ModeArtifact                      = lifecycletype.ModeArtifact
 	SubmissionCreated                 = lifecycletype.SubmissionCreated

@@ -72,11 +72,11 @@ func (p *CreateSubscriptionParams) validate() error {
 		v.Add("url", reason)
 	}
 	if len(p.EventTypes) == 0 {
-		v.Add("eventTypes", "must list at least one of task.updated, task.reviewed, task.shipped, task.awaiting_user, task.merge_queue, task.stalled")
+		v.Add("eventTypes", "must list at least one of task.updated, task.reviewed, task.shipped, task.awaiting_user, task.merge_queue, task.stalled, task.ci_failed")
 	}
 	for i, t := range p.EventTypes {
 		if !t.Valid() {
-			v.Add(fmt.Sprintf("eventTypes[%d]", i), fmt.Sprintf("%q is not an event type; use task.updated, task.reviewed, task.shipped, task.awaiting_user, task.merge_queue or task.stalled", t))
+			v.Add(fmt.Sprintf("eventTypes[%d]", i), fmt.Sprintf("%q is not an event type; use task.updated, task.reviewed, task.shipped, task.awaiting_user, task.merge_queue, task.stalled or task.ci_failed", t))
 		}
 	}
 	switch n := lifecycletype.CharCount(p.Secret); {

@@ -316,6 +316,9 @@ type MergeResult struct {
 type SubmittedCheck struct {
 	Name   string      `json:"name"`
 	Status CheckStatus `json:"status"`
+	// Failure says why a failed check failed, or is nil; it is kept for
+	// failed checks only.
+	Failure *CIFailure `json:"failure,omitempty"`
 }
 
 // CheckStatus is the state of one CI check.
@@ -396,6 +399,11 @@ type CICheck struct {
 	Status CheckStatus `json:"status"`
 	// URL points to the check's details, or is empty.
 	URL string `json:"url,omitempty"`
+	// Failure says why a failed check failed, or is nil: reported with
+	// the check (POST /tasks/{id}/checks), or known to the CI provider as
+	// it reports the check, which then spares a later fetch through its
+	// [CIFailureReader]. It is kept for failed checks only.
+	Failure *CIFailure `json:"failure,omitempty"`
 }
 
 // Deployer deploys merged commits.

@@ -33,7 +33,7 @@ const (
 // Valid reports whether t is one of the event types.
 func (t EventType) Valid() bool {
 	switch t {
-	case EventTaskUpdated, EventTaskReviewed, EventTaskShipped, EventTaskAwaitingUser, EventTaskMergeQueue, EventTaskStalled:
+	case EventTaskUpdated, EventTaskReviewed, EventTaskShipped, EventTaskAwaitingUser, EventTaskMergeQueue, EventTaskStalled, EventTaskCIFailed:
 		return true
 	}
 	return false
@@ -58,7 +58,7 @@ type Event struct {
 	TraceID *string `json:"traceId"`
 	// Data is the JSON object of the event type: one of TaskUpdatedData,
 	// TaskReviewedData, TaskShippedData, TaskAwaitingUserData,
-	// TaskMergeQueueData or TaskStalledData.
+	// TaskMergeQueueData, TaskStalledData or TaskCIFailedData.
 	Data json.RawMessage `json:"data"`
 
 	// TaskID is the task the event is about (also in Data).
@@ -187,8 +187,8 @@ type EventBlocker struct {
 
 // DecodeData decodes the event's data into the struct of its type and
 // returns a pointer to it: *TaskUpdatedData, *TaskReviewedData,
-// *TaskShippedData, *TaskAwaitingUserData, *TaskMergeQueueData or
-// *TaskStalledData.
+// *TaskShippedData, *TaskAwaitingUserData, *TaskMergeQueueData,
+// *TaskStalledData or *TaskCIFailedData.
 func (e *Event) DecodeData() (any, error) {
 	var v any
 	switch e.Type {
@@ -204,6 +204,8 @@ func (e *Event) DecodeData() (any, error) {
 		v = new(TaskMergeQueueData)
 	case EventTaskStalled:
 		v = new(TaskStalledData)
+	case EventTaskCIFailed:
+		v = new(TaskCIFailedData)
 	default:
 		return nil, fmt.Errorf("event %s: unknown type %q", e.ID, e.Type)
 	}

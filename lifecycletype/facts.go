@@ -21,6 +21,9 @@ type Facts struct {
 	CIPending bool `json:"ciPending,omitempty"`
 	// CICheckedAt is when the CI provider was last asked, or nil.
 	CICheckedAt *Timestamp `json:"ciCheckedAt,omitempty"`
+	// CIFailedHead is the head commit whose failed CI was last announced
+	// (task.ci_failed), or "": it is announced once per head commit.
+	CIFailedHead string `json:"ciFailedHead,omitempty"`
 	// HostDecision is the host's review decision under github_rules, or
 	// empty when the host does not decide (the Service then decides from
 	// the reviews posted to it).

@@ -110,6 +110,10 @@ type Check struct {
 	Status CheckStatus `json:"status"`
 	URL    *string     `json:"url"`
 	Source CheckSource `json:"source"`
+	// Failure says why a failed check failed, when that is known (see
+	// [CIFailure]), or is nil. The Service fills it in from the Store's
+	// [CIFailureRecord]s as it reads; PutChecks does not keep it.
+	Failure *CIFailure `json:"failure"`
 
 	// TaskID and HeadSHA say what was checked.
 	TaskID  string `json:"-"`

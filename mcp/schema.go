@@ -15,7 +15,7 @@ import (
 var (
 	statusValues = []any{"todo", "in_progress", "in_review", "blocked", "done", "cancelled"}
 	actionValues = []any{"start", "submit", "ship", "view_ci_status", "view_review_feedback", "resolve_blocker"}
-	eventValues  = []any{"task.updated", "task.reviewed", "task.shipped", "task.awaiting_user", "task.merge_queue", "task.stalled"}
+	eventValues  = []any{"task.updated", "task.reviewed", "task.shipped", "task.awaiting_user", "task.merge_queue", "task.stalled", "task.ci_failed"}
 )
 
 // typeSchemas are the schemas of the lifecycle's types whose JSON is not

@@ -146,7 +146,9 @@ func (h *Handler) addTools() error {
 			in: submitIn, out: schemaOf[submissionOut]()}, h.submitWork),
 		addTool(h, toolDef{name: "get_ci_status", title: "Read CI status", scope: lifecycle.ScopeTasksRead, readOnly: true, idempotent: true,
 			description: "Reads the CI of the task's head commit as last learned: overall passed, failed, running, pending " +
-				"or none, each check with its status and URL, and when CI was last asked (checkedAt).",
+				"or none, each check with its status and URL, and when CI was last asked (checkedAt). A failed check's failure " +
+				"says why it failed (title, summary, the end of its log as excerpt, annotations with file and lines, logUrl), or " +
+				"is null while not known yet: it is fetched soon after the failure, once.",
 			in: taskIDOnly(), out: schemaOf[ciOut]()}, h.ciStatus),
 		addTool(h, toolDef{name: "get_review_feedback", title: "Read review feedback", scope: lifecycle.ScopeTasksRead, readOnly: true, idempotent: true,
 			description: "Reads the review decision on the task's latest submission (approved, changes_requested, pending, " +

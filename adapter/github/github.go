@@ -335,6 +335,9 @@ type Adapter struct {
 
 	// mq follows the entries of GitHub's merge queues (mergequeue.go).
 	mq mergeQueues
+
+	// notes are the failures webhooks told of (cifailure.go).
+	notes failureNotes
 }
 
 var (
@@ -345,6 +348,7 @@ var (
 	_ lifecycle.Deployer           = (*Adapter)(nil)
 	_ lifecycle.DeploymentObserver = (*Adapter)(nil)
 	_ lifecycle.BatchReader        = (*Adapter)(nil)
+	_ lifecycle.CIFailureReader    = (*Adapter)(nil)
 )
 
 // New returns an Adapter for the repository cfg names.

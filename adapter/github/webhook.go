@@ -220,14 +220,16 @@ type payload struct {
 	Changes *struct {
 		Base json.RawMessage `json:"base"`
 	} `json:"changes"`
-	CheckRun *struct {
-		HeadSHA string `json:"head_sha"`
-	} `json:"check_run"`
+	CheckRun   *checkRunPayload `json:"check_run"`
 	CheckSuite *struct {
 		HeadSHA string `json:"head_sha"`
 	} `json:"check_suite"`
-	SHA        string `json:"sha"` // status
-	Deployment *struct {
+	SHA         string  `json:"sha"`         // status
+	Context     string  `json:"context"`     // status
+	State       string  `json:"state"`       // status
+	Description *string `json:"description"` // status
+	TargetURL   *string `json:"target_url"`  // status
+	Deployment  *struct {
 		ID  int64  `json:"id"`
 		SHA string `json:"sha"`
 	} `json:"deployment"`
@@ -320,6 +322,12 @@ func (a *Adapter) eventOf(event string, p *payload) (lifecycle.ProviderEvent, bo
 	repo := p.Repository
 	if repo == nil || !strings.EqualFold(repo.Owner.Login, a.cfg.Owner) || !strings.EqualFold(repo.Name, a.cfg.Repo) {
 		return ev, false
+	}
+	switch event {
+	case "check_run":
+		a.noteCheckRun(p.CheckRun)
+	case "status":
+		a.noteStatus(p)
 	}
 	return ev, true
 }

@@ -170,6 +170,7 @@ var (
 	_ lifecycle.CIProvider      = (*Adapter)(nil)
 	_ lifecycle.ReviewDecider   = (*Adapter)(nil)
 	_ lifecycle.WebhookIntake   = (*Adapter)(nil)
+	_ lifecycle.CIFailureReader = (*Adapter)(nil)
 )
 
 // settings are what the adapter keeps of the project.

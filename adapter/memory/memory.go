@@ -31,6 +31,8 @@ const (
 	OpReviews     Op = "reviews"
 	// OpBatch is a call of the BatchReader that Batch returns.
 	OpBatch Op = "batch"
+	// OpCIFailure is a call of CIFailure.
+	OpCIFailure Op = "ci_failure"
 )
 
 // Config configures an Adapter.
@@ -63,6 +65,7 @@ type Adapter struct {
 	lost      map[Op][]error // errors returned after the call took effect
 	calls     map[Op]int
 	checks    map[string]lifecycle.CIReport
+	failures  map[failureKey]lifecycle.CIFailure
 	decisions map[int]lifecycle.ReviewDecision
 	reviews   map[int][]lifecycle.HostReview
 }
@@ -71,7 +74,11 @@ var (
 	_ lifecycle.ProviderAdapter = (*Adapter)(nil)
 	_ lifecycle.CIProvider      = (*Adapter)(nil)
 	_ lifecycle.ReviewDecider   = (*Adapter)(nil)
+	_ lifecycle.CIFailureReader = (*Adapter)(nil)
 )
+
+// failureKey names a check of a commit.
+type failureKey struct{ sha, name string }
 
 // New returns an empty Adapter.
 func New(cfg Config) *Adapter {
@@ -93,6 +100,7 @@ func New(cfg Config) *Adapter {
 		lost:      make(map[Op][]error),
 		calls:     make(map[Op]int),
 		checks:    make(map[string]lifecycle.CIReport),
+		failures:  make(map[failureKey]lifecycle.CIFailure),
 		decisions: make(map[int]lifecycle.ReviewDecision),
 		reviews:   make(map[int][]lifecycle.HostReview),
 	}
@@ -425,6 +433,34 @@ func (a *Adapter) Checks(ctx context.Context, q lifecycle.CIQuery) (lifecycle.CI
 	r := a.checks[q.HeadSHA]
 	r.Checks = slices.Clone(r.Checks)
 	return r, nil
+}
+
+// SetFailure sets why check name of a commit failed, as CIFailure tells
+// it.
+func (a *Adapter) SetFailure(sha, name string, f lifecycle.CIFailure) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.failures[failureKey{sha, name}] = f
+}
+
+// CIFailure implements lifecycle.CIFailureReader with the failure set by
+// SetFailure, its excerpt cut to its last q.MaxBytes bytes; it returns an
+// error matching lifecycle.ErrNotFound when none was set.
+func (a *Adapter) CIFailure(ctx context.Context, q lifecycle.CIFailureQuery) (lifecycle.CIFailure, error) {
+	if err := a.begin(ctx, OpCIFailure); err != nil {
+		return lifecycle.CIFailure{}, fmt.Errorf("memory: failure of check %s of %s: %w", q.Check.Name, q.HeadSHA, err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	f, ok := a.failures[failureKey{q.HeadSHA, q.Check.Name}]
+	if !ok {
+		return f, fmt.Errorf("memory: failure of check %s of %s: %w", q.Check.Name, q.HeadSHA, lifecycle.ErrNotFound)
+	}
+	f.Annotations = slices.Clone(f.Annotations)
+	if q.MaxBytes > 0 && len(f.Excerpt) > q.MaxBytes {
+		f.Excerpt, f.Truncated = f.Excerpt[len(f.Excerpt)-q.MaxBytes:], true
+	}
+	return f, nil
 }
 
 // CountsSelfReported implements lifecycle.CIProvider.

@@ -866,7 +866,7 @@ func subscribe(ctx context.Context, svc *lifecycle.Service, opts options, stdout
 	if opts.webhookURL == "" {
 		return nil
 	}
-	types := []lifecycle.EventType{lifecycle.EventTaskUpdated, lifecycle.EventTaskReviewed, lifecycle.EventTaskShipped, lifecycle.EventTaskAwaitingUser, lifecycle.EventTaskStalled}
+	types := []lifecycle.EventType{lifecycle.EventTaskUpdated, lifecycle.EventTaskReviewed, lifecycle.EventTaskShipped, lifecycle.EventTaskAwaitingUser, lifecycle.EventTaskStalled, lifecycle.EventTaskCIFailed}
 	if opts.queue.enabled {
 		types = append(types, lifecycle.EventTaskMergeQueue)
 	}

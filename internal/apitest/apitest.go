@@ -317,7 +317,7 @@ func (e *Env) Subscribe(body map[string]any) map[string]any {
 func SubBody(url, secret string) map[string]any {
 	return map[string]any{
 		"url":        url,
-		"eventTypes": []string{"task.updated", "task.reviewed", "task.shipped", "task.awaiting_user", "task.merge_queue"},
+		"eventTypes": []string{"task.updated", "task.reviewed", "task.shipped", "task.awaiting_user", "task.merge_queue", "task.ci_failed"},
 		"secret":     secret,
 	}
 }

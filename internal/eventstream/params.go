@@ -70,7 +70,7 @@ func ParseParams(r *http.Request) (Params, []Problem) {
 				p.Filter.Types = append(p.Filter.Types, t)
 			}
 		}
-		allowed := "task.updated, task.reviewed, task.shipped, task.awaiting_user, task.merge_queue or task.stalled"
+		allowed := "task.updated, task.reviewed, task.shipped, task.awaiting_user, task.merge_queue, task.stalled or task.ci_failed"
 		switch {
 		case len(unknown) > 0:
 			problems = append(problems, Problem{"eventTypes", fmt.Sprintf("unknown event type %s; allowed: %s", strings.Join(unknown, ", "), allowed)})

@@ -43,7 +43,8 @@
 // It implements [lifecycletype.MergeQueueStore], and its Tx
 // [lifecycletype.MergeQueueTx], so that a Service on it runs the
 // lifecycle's own merge queue; a queue's State is copied, as every
-// value is.
+// value is. It implements [lifecycletype.CIFailureStore], and its Tx
+// [lifecycletype.CIFailureTx]: it keeps the details of failed CI checks.
 //
 // It does not implement [lifecycle.RelaxedUpdater], since nothing it
 // commits waits for a disk, nor [lifecycle.FailureClassifier], since it

@@ -42,6 +42,8 @@ var (
 
 	_ lifecycletype.MergeQueueStore = (*Store)(nil)
 	_ lifecycletype.MergeQueueTx    = (*txn)(nil)
+	_ lifecycletype.CIFailureStore  = (*Store)(nil)
+	_ lifecycletype.CIFailureTx     = (*txn)(nil)
 )
 
 // New returns an empty Store.
@@ -160,6 +162,7 @@ type txn struct {
 	subscriptions      *tableTx[lifecycle.Subscription]
 	deliveries         *tableTx[lifecycle.Delivery]
 	mergeQueues        *dictTx[string, lifecycletype.MergeQueueRecord]
+	ciFailures         *dictTx[checkKey, lifecycletype.CIFailureRecord]
 
 	// changes are the kinds of change made, announced at commit.
 	changes lifecycle.Change
@@ -184,6 +187,7 @@ func begin(t *tables) *txn {
 		subscriptions:      newTableTx(t.subscriptions),
 		deliveries:         newTableTx(t.deliveries),
 		mergeQueues:        newDictTx(t.mergeQueues),
+		ciFailures:         newDictTx(t.ciFailures),
 	}
 }
 
@@ -206,4 +210,5 @@ func (x *txn) commit() {
 	x.subscriptions.commit()
 	x.deliveries.commit()
 	x.mergeQueues.commit()
+	x.ciFailures.commit()
 }

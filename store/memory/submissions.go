@@ -137,6 +137,7 @@ func (x *txn) PutChecks(ctx context.Context, p lifecycle.PutChecksParams) error 
 	for _, c := range p.Checks {
 		c = clone(c)
 		c.TaskID, c.HeadSHA, c.Source = p.TaskID, p.HeadSHA, p.Source
+		c.Failure = nil // kept as a CIFailureRecord, not with the check
 		x.checks.set(checkKey{c.TaskID, c.HeadSHA, c.Source, c.Name}, c)
 	}
 	return nil

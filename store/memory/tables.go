@@ -44,6 +44,8 @@ type tables struct {
 	sessions dict[string, lifecycle.ConsoleSession]
 	// mergeQueues are the merge queues by ID.
 	mergeQueues dict[string, lifecycletype.MergeQueueRecord]
+	// ciFailures are the failure records of checks, by their check's key.
+	ciFailures dict[checkKey, lifecycletype.CIFailureRecord]
 }
 
 // checkKey identifies a check: a later report of it replaces it.
@@ -76,6 +78,7 @@ func newTables() *tables {
 		leases:             make(dict[string, lifecycle.InstanceLease]),
 		sessions:           make(dict[string, lifecycle.ConsoleSession]),
 		mergeQueues:        make(dict[string, lifecycletype.MergeQueueRecord]),
+		ciFailures:         make(dict[checkKey, lifecycletype.CIFailureRecord]),
 	}
 }
 

@@ -55,7 +55,8 @@ type Config struct {
 // Store is a lifecycle.Store on a SQLite database file. It also implements
 // lifecycle.RelaxedUpdater, FailureClassifier, InstanceLeaser,
 // ShipQueueCounter, TaskRevisioner, ConsoleSessionStore, SecretResealer
-// and lifecycletype.MergeQueueStore (its Tx is a MergeQueueTx). Most of
+// lifecycletype.MergeQueueStore (its Tx is a MergeQueueTx) and
+// lifecycletype.CIFailureStore (its Tx is a CIFailureTx). Most of
 // its methods (the reads, Prune, the console sessions' and the lease's
 // writes) are the code it shares with store/postgres, embedded, so go doc
 // lists only those of its own here; the interfaces say what each does.
@@ -93,6 +94,8 @@ var (
 
 	_ lifecycletype.MergeQueueStore = (*Store)(nil)
 	_ lifecycletype.MergeQueueTx    = (*txn)(nil)
+	_ lifecycletype.CIFailureStore  = (*Store)(nil)
+	_ lifecycletype.CIFailureTx     = (*txn)(nil)
 )
 
 //go:embed migrations/*.sql

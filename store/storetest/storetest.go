@@ -9,7 +9,7 @@
 // optional interfaces a Store implements ([lifecycle.InstanceLeaser],
 // [lifecycle.Notifier], [lifecycle.RelaxedUpdater],
 // [lifecycle.FailureClassifier], [lifecycle.SecretResealer],
-// [lifecycletype.MergeQueueStore], [lifecycle.StallMarker]); the tests of one it does not
+// [lifecycletype.MergeQueueStore], [lifecycle.StallMarker], [lifecycletype.CIFailureStore]); the tests of one it does not
 // implement are skipped, saying so.
 package storetest
 
@@ -75,6 +75,8 @@ func Run(t *testing.T, h Harness) {
 		{"MergeQueues", testMergeQueues},
 		{"ConcurrentMergeQueueUpdates", testConcurrentMergeQueueUpdates},
 		{"ConcurrentMergeQueueCreates", testConcurrentMergeQueueCreates},
+		{"CIFailures", testCIFailures},
+		{"ConcurrentClaimCIFailures", testConcurrentClaimCIFailures},
 		{"TaskRevisioner", testTaskRevisioner},
 		{"RelaxedUpdater", testRelaxedUpdater},
 		{"FailureClassifier", testFailureClassifier},

@@ -88,23 +88,25 @@ const (
 // method and the path under /api/v3/repos/{owner}/{repo}, in ServeMux
 // pattern syntax. RouteAccessTokens is under /api/v3/ itself.
 const (
-	RouteRepo               = "GET "
-	RouteListPulls          = "GET /pulls"
-	RouteCreatePull         = "POST /pulls"
-	RouteGetPull            = "GET /pulls/{number}"
-	RouteEditPull           = "PATCH /pulls/{number}"
-	RouteRequestReviewers   = "POST /pulls/{number}/requested_reviewers"
-	RouteMerge              = "PUT /pulls/{number}/merge"
-	RouteListReviews        = "GET /pulls/{number}/reviews"
-	RouteCheckRuns          = "GET /commits/{ref}/check-runs"
-	RouteCombinedStatus     = "GET /commits/{ref}/status"
-	RouteProtection         = "GET /branches/{branch}/protection"
-	RouteRules              = "GET /rules/branches/{branch}"
-	RouteCreateDeployment   = "POST /deployments"
-	RouteListDeployments    = "GET /deployments"
-	RouteDeploymentStatuses = "GET /deployments/{id}/statuses"
-	RouteAccessTokens       = "POST /app/installations/{id}/access_tokens"
-	RouteCheckSuites        = "GET /commits/{ref}/check-suites"
+	RouteRepo             = "GET "
+	RouteListPulls        = "GET /pulls"
+	RouteCreatePull       = "POST /pulls"
+	RouteGetPull          = "GET /pulls/{number}"
+	RouteEditPull         = "PATCH /pulls/{number}"
+	RouteRequestReviewers = "POST /pulls/{number}/requested_reviewers"
+	RouteMerge            = "PUT /pulls/{number}/merge"
+	RouteListReviews      = "GET /pulls/{number}/reviews"
+	RouteCheckRuns        = "GET /commits/{ref}/check-runs"
+	// RouteCheckRunAnnotations lists a check run's annotations.
+	RouteCheckRunAnnotations = "GET /check-runs/{id}/annotations"
+	RouteCombinedStatus      = "GET /commits/{ref}/status"
+	RouteProtection          = "GET /branches/{branch}/protection"
+	RouteRules               = "GET /rules/branches/{branch}"
+	RouteCreateDeployment    = "POST /deployments"
+	RouteListDeployments     = "GET /deployments"
+	RouteDeploymentStatuses  = "GET /deployments/{id}/statuses"
+	RouteAccessTokens        = "POST /app/installations/{id}/access_tokens"
+	RouteCheckSuites         = "GET /commits/{ref}/check-suites"
 	// RouteGraphQL is the GraphQL endpoint, POST /graphql at the root
 	// (api.github.com's) or /api/graphql (GitHub Enterprise Server's).
 	RouteGraphQL = "POST /graphql"
@@ -315,6 +317,7 @@ type Server struct {
 	nextNumber    int
 	nextID        int64
 	runs          map[string][]*gh.CheckRun
+	annotations   map[int64][]*gh.CheckRunAnnotation // by check run ID
 	statuses      map[string][]*gh.RepoStatus
 	reviews       map[int][]*gh.PullRequestReview
 	protection    map[string]*gh.Protection
@@ -378,7 +381,7 @@ func NewServer(t TB, opts Options) *Server {
 	s := &Server{
 		opts: opts, now: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC), defaultBranch: "main",
 		branches: map[string]string{}, commits: map[string]bool{}, objects: map[string]*gitCommit{}, conflictMemo: map[[2]string]bool{}, pulls: map[int]*pull{}, nextNumber: 1, nextID: 1000,
-		runs: map[string][]*gh.CheckRun{}, statuses: map[string][]*gh.RepoStatus{}, reviews: map[int][]*gh.PullRequestReview{},
+		runs: map[string][]*gh.CheckRun{}, annotations: map[int64][]*gh.CheckRunAnnotation{}, statuses: map[string][]*gh.RepoStatus{}, reviews: map[int][]*gh.PullRequestReview{},
 		protection: map[string]*gh.Protection{}, protectionErr: http.StatusNotFound, rules: map[string][]json.RawMessage{},
 		depStatuses: map[int64][]*gh.DeploymentStatus{}, faults: map[string][]Fault{}, installTokens: map[string]time.Time{},
 		associations: map[string]string{}, suites: map[string][]*suite{}, schema: gqlSchema(opts.OmitFields...),
@@ -685,6 +688,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 	h(RouteMerge, s.mergePull)
 	h(RouteListReviews, s.listReviews)
 	h(RouteCheckRuns, s.listCheckRuns)
+	h(RouteCheckRunAnnotations, s.listAnnotations)
 	h(RouteCombinedStatus, s.combinedStatus)
 	h(RouteProtection, s.getProtection)
 	h(RouteRules, s.getRules)
@@ -1006,6 +1010,9 @@ func (s *Server) listCheckRuns(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	all := s.runs[r.PathValue("ref")]
+	if name := r.URL.Query().Get("check_name"); name != "" {
+		all = slices.DeleteFunc(slices.Clone(all), func(c *gh.CheckRun) bool { return c.GetName() != name })
+	}
 	if r.URL.Query().Get("filter") != "all" { // "latest" is GitHub's default
 		latest := map[string]*gh.CheckRun{}
 		for _, c := range all {
@@ -1021,6 +1028,63 @@ func (s *Server) listCheckRuns(w http.ResponseWriter, r *http.Request) {
 	}
 	from, to := page(w, r, len(all))
 	writeJSON(w, http.StatusOK, &gh.ListCheckRunsResults{Total: gh.Int(len(all)), CheckRuns: append([]*gh.CheckRun{}, all[from:to]...)})
+}
+
+// listAnnotations answers GET /check-runs/{id}/annotations: the
+// annotations a run's output carries, a page at a time (at most 50, as
+// GitHub pages them); 404 for an unknown run.
+func (s *Server) listAnnotations(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if !s.runExists(id) {
+		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found", "documentation_url": "https://docs.github.com/rest/checks/runs#list-check-run-annotations"})
+		return
+	}
+	all := s.annotations[id]
+	from, to := page(w, r, len(all))
+	writeJSON(w, http.StatusOK, append([]*gh.CheckRunAnnotation{}, all[from:to]...))
+}
+
+// runExists reports whether a check run has the ID id.
+func (s *Server) runExists(id int64) bool {
+	for _, runs := range s.runs {
+		for _, c := range runs {
+			if c.GetID() == id {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// CheckRunOutput sets the output of the latest check run named name on
+// sha, as its App does when it completes it: title, summary and text, and
+// the annotations (their count becomes the output's annotations_count,
+// and GET /check-runs/{id}/annotations lists them). It reports whether
+// there was such a run.
+func (s *Server) CheckRunOutput(sha, name, title, summary, text string, annotations ...*gh.CheckRunAnnotation) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.latestRun(sha, name)
+	if c == nil {
+		return false
+	}
+	c.Output = &gh.CheckRunOutput{Title: gh.String(title), Summary: gh.String(summary), Text: gh.String(text), AnnotationsCount: gh.Int(len(annotations)),
+		AnnotationsURL: gh.String(fmt.Sprintf("%srepos/%s/%s/check-runs/%d/annotations", s.APIURL(), Owner, Repo, c.GetID()))}
+	s.annotations[c.GetID()] = slices.Clone(annotations)
+	return true
+}
+
+// latestRun returns the latest check run named name on sha, or nil.
+func (s *Server) latestRun(sha, name string) *gh.CheckRun {
+	var latest *gh.CheckRun
+	for _, c := range s.runs[sha] {
+		if c.GetName() == name && (latest == nil || c.GetID() > latest.GetID()) {
+			latest = c
+		}
+	}
+	return latest
 }
 
 func (s *Server) combinedStatus(w http.ResponseWriter, r *http.Request) {
@@ -1648,12 +1712,17 @@ func (s *Server) ReviewPayload(n int, action, login, state string) []byte {
 }
 
 // CheckRunPayload returns the payload of a check_run event, completed
-// with conclusion, of the check run name on sha.
+// with conclusion, of the check run name on sha: the latest run of that
+// name the fake holds, with its ID, URL and output, or else a run of a new
+// ID.
 func (s *Server) CheckRunPayload(sha, name, conclusion string) []byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return mustJSON(&gh.CheckRunEvent{Action: gh.String("completed"), Repo: s.repoJSON(), Sender: user("github-actions[bot]"),
-		CheckRun: &gh.CheckRun{ID: gh.Int64(s.id()), Name: gh.String(name), HeadSHA: gh.String(sha), Status: gh.String("completed"), Conclusion: gh.String(conclusion)}})
+	run := &gh.CheckRun{ID: gh.Int64(s.id()), Name: gh.String(name), HeadSHA: gh.String(sha), Status: gh.String("completed"), Conclusion: gh.String(conclusion)}
+	if c := s.latestRun(sha, name); c != nil {
+		run.ID, run.HTMLURL, run.Output = c.ID, c.HTMLURL, c.Output
+	}
+	return mustJSON(&gh.CheckRunEvent{Action: gh.String("completed"), Repo: s.repoJSON(), Sender: user("github-actions[bot]"), CheckRun: run})
 }
 
 // StatusPayload returns the payload of a status event: a commit status of

@@ -101,6 +101,7 @@ const (
 	RouteCreateDeployment = "POST /api/v4/projects/{pid}/deployments"
 	RouteGetDeployment    = "GET /api/v4/projects/{pid}/deployments/{did}"
 	RouteUpdateDeployment = "PUT /api/v4/projects/{pid}/deployments/{did}"
+	RouteJobTrace         = "GET /api/v4/projects/{pid}/jobs/{jid}/trace"
 )
 
 // PeekHeader is a header of the fake, not of GitLab: a request carrying
@@ -186,6 +187,7 @@ type Server struct {
 	nextID      int64
 	nextPipeIID int64
 	calls       map[string]int
+	traces      map[int64]string // job logs by job ID
 	faults      map[string][]Fault
 	window      time.Time // start of the rate limit's current window
 	observed    int       // requests in it
@@ -226,7 +228,7 @@ func NewServer(t testing.TB, opts Options) *Server {
 	}
 	s := &Server{
 		t: t, opts: opts, users: map[string]int64{},
-		pipelines: map[int64]*pipeline{}, parents: map[string][]string{}, nextID: 100, calls: map[string]int{}, faults: map[string][]Fault{},
+		pipelines: map[int64]*pipeline{}, parents: map[string][]string{}, nextID: 100, calls: map[string]int{}, traces: map[int64]string{}, faults: map[string][]Fault{},
 	}
 	s.branches = map[string]string{"main": NewSHA()}
 	s.mrTemplate = s.payload("get_merge_request.json").(map[string]any)
@@ -317,6 +319,7 @@ func NewServer(t testing.TB, opts Options) *Server {
 	route(RouteCreateDeployment, s.createDeployment)
 	route(RouteGetDeployment, s.getDeployment)
 	route(RouteUpdateDeployment, s.updateDeployment)
+	route(RouteJobTrace, s.getTrace)
 	route(RouteGraphQL, s.graphQL)
 	s.srv = httptest.NewServer(mux)
 	s.URL = s.srv.URL

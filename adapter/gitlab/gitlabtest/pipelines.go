@@ -2,6 +2,7 @@ package gitlabtest
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -340,4 +341,36 @@ func (s *Server) getCommit(w http.ResponseWriter, r *http.Request) {
 	c["title"] = "Merge branch into target"
 	c["message"], c["last_pipeline"], c["status"] = c["title"], nil, nil
 	writeJSON(w, http.StatusOK, c)
+}
+
+// SetTrace sets the log of job id, a commit status of a pipeline the fake
+// ran (GitLab's jobs are commit statuses of the same ID): what GET
+// .../jobs/:id/trace answers.
+func (s *Server) SetTrace(id int64, log string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.traces[id] = log
+}
+
+// getTrace answers GET .../jobs/:job_id/trace: the job's log as plain
+// text (empty while it has none), or 404 for a job the fake does not
+// hold.
+func (s *Server) getTrace(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.project(w, r) {
+		return
+	}
+	id, _ := strconv.ParseInt(r.PathValue("jid"), 10, 64)
+	found := false
+	for _, st := range s.statuses {
+		found = found || st.ID == id
+	}
+	if !found {
+		writeJSON(w, http.StatusNotFound, map[string]any{"message": "404 Job Not Found"})
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain")
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.WriteString(w, s.traces[id])
 }

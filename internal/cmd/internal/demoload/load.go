@@ -98,7 +98,7 @@ func (d *Demo) Subscribe(ctx context.Context, r *Receiver, n int, kinds ...strin
 	for i := range n {
 		url := fmt.Sprintf("%s/%s/%d", r.URL, kinds[i%len(kinds)], i)
 		data, err := d.must(ctx, http.StatusCreated, "POST", "/event-subscriptions", map[string]any{"url": url,
-			"eventTypes": []string{"task.updated", "task.reviewed", "task.shipped", "task.awaiting_user", "task.merge_queue"}, "secret": WebhookSecret},
+			"eventTypes": []string{"task.updated", "task.reviewed", "task.shipped", "task.awaiting_user", "task.merge_queue", "task.ci_failed"}, "secret": WebhookSecret},
 			fmt.Sprintf("subscribe-%d-%d", time.Now().UnixNano(), i))
 		if err != nil {
 			return nil, err
