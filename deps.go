@@ -193,7 +193,7 @@ func (s *Service) SetDependencies(ctx context.Context, taskID string, p SetDepen
 		if len(p.DependsOn) == 0 {
 			summary = fmt.Sprintf("Dependencies of task %s removed", t.Identifier)
 		}
-		return taskEvent{typ: EventTaskUpdated, summary: summary, actor: p.Actor}, nil
+		return taskEvent{typ: EventTaskUpdated, summary: summary, actor: p.Actor, notActivity: true}, nil
 	})
 }
 
@@ -219,11 +219,17 @@ func (s *Service) releaseDependents(ctx context.Context, tx Tx, done *Task, acto
 		if i < 0 {
 			continue
 		}
+		if err := s.countAgent(ctx, tx, &d, nil); err != nil {
+			return err
+		}
 		s.setActions(&d)
 		before := d
 		d.WaitingOn = slices.Delete(slices.Clone(d.WaitingOn), i, i+1)
 		d.UpdatedAt = s.now()
 		d.Version++
+		if err := s.countAgent(ctx, tx, &d, nil); err != nil { // start may come back: its cap counts
+			return err
+		}
 		s.setActions(&d)
 		if err := tx.UpdateTask(ctx, d); err != nil {
 			return fmt.Errorf("update dependent %s of task %s: %w", id, done.ID, err)

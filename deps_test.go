@@ -262,10 +262,17 @@ func TestSetDependencies(t *testing.T) {
 	}
 	rec = e.Do(apitest.Request{Method: "PUT", Path: "/tasks/tsk_unknown/dependencies", Key: e.Admin, Body: map[string]any{"dependsOn": []string{}}})
 	apitest.Answer(t, "PUT on an unknown task", rec, http.StatusNotFound)
-	for _, v := range []string{"false", "1", "TRUE"} {
+	for _, v := range []string{"yes", "1", "TRUE", ""} {
 		rec := e.Do(apitest.Request{Method: "GET", Path: "/tasks?ready=" + v, Key: e.Admin})
 		if body := apitest.Answer(t, "ready="+v, rec, http.StatusBadRequest); !slices.Contains(badFields(body), "ready") {
 			t.Errorf("ready=%s: fields %v, want ready", v, badFields(body))
+		}
+	}
+	all := apitest.CallData[[]lifecycle.Task](e.Env, apitest.Request{Method: "GET", Path: "/tasks?limit=200", Key: e.Admin}, http.StatusOK)
+	for _, v := range []string{"false"} { // as leaving it out, and as MCP's ready: false
+		got := apitest.CallData[[]lifecycle.Task](e.Env, apitest.Request{Method: "GET", Path: "/tasks?limit=200&ready=" + v, Key: e.Admin}, http.StatusOK)
+		if len(got) != len(all) {
+			t.Errorf("ready=%s listed %d tasks, want all %d", v, len(got), len(all))
 		}
 	}
 }

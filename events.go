@@ -37,6 +37,9 @@ type taskEvent struct {
 	// it was): the task's last activity moves, quietly, unless that
 	// clears a stall mark, which task.updated then announces.
 	activity bool
+	// notActivity says the change is not the task's activity (a person
+	// set its dependencies): its last activity and stall mark stay.
+	notActivity bool
 
 	// headSHA and failedChecks are set for task.ci_failed.
 	headSHA      string
@@ -205,7 +208,9 @@ func (s *Service) changeTaskRecorded(ctx context.Context, taskID string, record 
 		} else if err := s.countAgent(ctx, tx, &t, &before); err != nil {
 			return err
 		}
-		t.Touch(t.UpdatedAt) // every change a task event announces is activity
+		if !ev.notActivity {
+			t.Touch(t.UpdatedAt) // every other change a task event announces is activity
+		}
 		s.setActions(&t)
 		for i, e := range append([]taskEvent{ev}, ev.extra...) {
 			t.Version++

@@ -1,6 +1,7 @@
 package lifecycle_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/internal/apitest"
@@ -321,5 +323,79 @@ func TestMaxReworkRoundsRefusesStart(t *testing.T) {
 	rec := e.Do(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/start", Key: e.Admin})
 	if r := conflictReason(t, rec); r != "max_rework_rounds" || !strings.Contains(rec.Body.String(), "used its 2 rework rounds") {
 		t.Errorf("start beyond the cap: %s %s", r, rec.Body)
+	}
+}
+
+// TestCapAgreesAcrossParts: the events the other parts of the agent's
+// loop append agree with a read under Config.MaxInProgressPerAgent: the
+// task.updated that releases a dependent whose agent is at its cap, and
+// the task.stalled of a task sent back for rework while its agent is at
+// its cap, offer start only as GET does. A person's change of a stalled
+// task's dependencies is not its activity.
+func TestCapAgreesAcrossParts(t *testing.T) {
+	t.Parallel()
+	e, a := newSubmitEnv(t, stallAfter, func(c *lifecycle.Config) { c.MaxInProgressPerAgent = 1 })
+	eventActions := func(id string) []lifecycle.Action {
+		t.Helper()
+		evs, err := e.Store.Events(t.Context(), lifecycle.EventFilter{TaskID: id, Limit: 10000})
+		if err != nil || len(evs) == 0 {
+			t.Fatalf("events of %s: %d, %v", id, len(evs), err)
+		}
+		var data struct {
+			AvailableActions []lifecycle.Action `json:"availableActions"`
+		}
+		if err := json.Unmarshal(evs[len(evs)-1].Data, &data); err != nil {
+			t.Fatal(err)
+		}
+		return data.AvailableActions
+	}
+
+	// Released at the cap: the agent has a task in progress.
+	dep := e.startedTask("AGR-1")
+	waiting := e.createTask(withDeps("AGR-2", dep))
+	body := apitest.TaskBody("AGR-3")
+	body["assigneeAgentId"] = "agent-1"
+	body["dependsOn"] = []string{dep}
+	capped := e.CreateTask(body)["id"].(string)
+	busy := e.assignedTask("AGR-4", "agent-1")
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + busy + "/start", Key: e.Admin}, http.StatusOK)
+	sub := e.submitOK(dep, "submit-agr-1", apitest.SubmitBody())
+	a.web.SetState(sub.PRNumber, lifecycle.PullRequestMerged)
+	e.reconcile(dep)
+	if got, want := eventActions(capped), e.task(capped).AvailableActions; !slices.Equal(got, want) || slices.Contains(got, lifecycle.ActionStart) {
+		t.Errorf("released at the cap: the event offers %v, GET %v; want the same, without start", got, want)
+	}
+	if got := e.task(waiting.ID).AvailableActions; !slices.Contains(got, lifecycle.ActionStart) {
+		t.Errorf("released with no assignee: %v, want start", got)
+	}
+
+	// Stalled at the cap: a rework task (CI failed) of an agent at its cap.
+	rework, sha := e.submittedTask("AGR-5")
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + rework + "/checks", Key: e.Admin, Body: map[string]any{
+		"headSha": sha, "checks": []map[string]any{{"name": "unit", "status": "failed"}},
+	}}, http.StatusOK)
+	if err := e.Store.Update(t.Context(), func(tx lifecycle.Tx) error { // assigned to agent-1, as routing would
+		task, err := tx.Task(t.Context(), rework)
+		if err != nil {
+			return err
+		}
+		agent := "agent-1"
+		task.AssigneeAgentID = &agent
+		return tx.UpdateTask(t.Context(), task)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e.Clock.Advance(31 * time.Minute)
+	e.sweep(2) // busy (in progress) and rework (in review)
+	if got, want := eventActions(rework), e.task(rework).AvailableActions; !slices.Equal(got, want) || slices.Contains(got, lifecycle.ActionStart) {
+		t.Errorf("stalled at the cap: task.stalled offers %v, GET %v; want the same, without start", got, want)
+	}
+
+	// A person sets the dependencies of a stalled task: it stays stalled.
+	if _, body, code := e.setDeps(busy, waiting.ID); code != http.StatusOK {
+		t.Fatalf("PUT dependencies = %d %v", code, body)
+	}
+	if e.task(busy).Stalled == nil {
+		t.Error("setting a stalled task's dependencies cleared its stall mark")
 	}
 }

@@ -118,7 +118,7 @@ func reworkUsed(t *Task) int { return t.ReworkRounds - t.ReworkRoundsBase }
 // count of the tasks in progress of t's assignee under cap: t has an
 // assignee and the rest of the rules would let it start.
 func needsCount(t *Task, cap int) bool {
-	if cap <= 0 || t.AssigneeAgentID == nil || t.ActiveShipID != "" {
+	if cap <= 0 || t.AssigneeAgentID == nil || t.ActiveShipID != "" || len(t.WaitingOn) > 0 {
 		return false
 	}
 	return t.Status == StatusTodo || (t.Status == StatusInReview && lifecycletype.ReworkOf(t) != "")

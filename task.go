@@ -557,6 +557,22 @@ func (s *Service) handleGetTask(w http.ResponseWriter, r *http.Request, p *Princ
 	return nil
 }
 
+// boolFilter reads the filter of GET /tasks named name: true keeps the
+// tasks it names; false or left out keeps every task (as MCP's
+// list_tasks takes false); any other value is a validation error.
+func boolFilter(q url.Values, name string) (bool, error) {
+	if !q.Has(name) {
+		return false, nil
+	}
+	switch q.Get(name) {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	}
+	return false, lifecycletype.Invalid(name, "must be true or false")
+}
+
 func (s *Service) handleListTasks(w http.ResponseWriter, r *http.Request, p *Principal) error {
 	page, err := listParams(r)
 	if err != nil {
@@ -569,25 +585,15 @@ func (s *Service) handleListTasks(w http.ResponseWriter, r *http.Request, p *Pri
 		Limit:           page.Limit,
 		Cursor:          page.Cursor,
 	}
-	switch ready := q.Get("ready"); ready {
-	case "":
-	case "true":
-		params.Ready = true
-	default:
-		return lifecycletype.Invalid("ready", "must be true, or left out to list every task")
+	if params.Ready, err = boolFilter(q, "ready"); err != nil {
+		return err
+	}
+	if params.Stalled, err = boolFilter(q, "stalled"); err != nil {
+		return err
 	}
 	if st := q.Get("status"); st != "" {
 		for _, part := range strings.Split(st, ",") {
 			params.Statuses = append(params.Statuses, Status(strings.TrimSpace(part)))
-		}
-	}
-	if q.Has("stalled") {
-		switch q.Get("stalled") {
-		case "true":
-			params.Stalled = true
-		case "false":
-		default:
-			return lifecycletype.Invalid("stalled", "must be true or false")
 		}
 	}
 	list, err := s.ListTasks(r.Context(), params)

@@ -317,9 +317,11 @@ type TaskRevisioner interface {
 // needs it: lifecycle.New refuses that Config for a Store without it.
 type StallMarker interface {
 	// MarkStalled runs a transaction, as [Store.Update] does, that first
-	// marks stalled up to p.Limit tasks that are not stalled and whose
-	// LastActivityAt is before the Before of the rule of their status
-	// (a task in a status no rule names is never marked), then calls fn
+	// marks stalled up to p.Limit tasks that are not stalled, have no
+	// ship operation (ActiveShipID is empty: the operation has timeouts
+	// of its own) and whose LastActivityAt is before the Before of the
+	// rule of their status (a task in a status no rule names is never
+	// marked), then calls fn
 	// with the transaction and the marked tasks, as stored. Each marked
 	// task gets Stalled {Since: p.Now, LastActivityAt: its
 	// LastActivityAt}, UpdatedAt p.Now and Version one more. The

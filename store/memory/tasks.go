@@ -212,7 +212,7 @@ func (s *Store) MarkStalled(ctx context.Context, p lifecycle.MarkStalledParams, 
 
 // stallDue reports whether a task not stalled is due to stall by rules.
 func stallDue(task *lifecycle.Task, rules []lifecycle.StallRule) bool {
-	if task.Status != lifecycle.StatusInProgress && task.Status != lifecycle.StatusInReview {
+	if task.Status != lifecycle.StatusInProgress && task.Status != lifecycle.StatusInReview || task.ActiveShipID != "" {
 		return false // as the SQL Stores' index tasks_stall_due
 	}
 	for _, r := range rules {

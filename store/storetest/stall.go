@@ -84,6 +84,8 @@ func testMarkStalled(t *testing.T, h Harness) {
 	now := base.Add(24 * time.Hour)
 	stalled := stallTask(6, lifecycle.StatusInProgress, 0)
 	stalled.Stalled = &lifecycle.Stall{Since: ts(time.Hour), LastActivityAt: ts(0)}
+	shipping := stallTask(10, lifecycle.StatusInReview, 0)
+	shipping.ActiveShipID = "op_shipping"
 	tasks := []lifecycle.Task{
 		stallTask(1, lifecycle.StatusInProgress, 22*time.Hour),                  // due: more than an hour
 		stallTask(2, lifecycle.StatusInProgress, 23*time.Hour+time.Minute),      // not due yet
@@ -94,6 +96,7 @@ func testMarkStalled(t *testing.T, h Harness) {
 		stallTask(7, lifecycle.StatusBlocked, 0),                                // no rule
 		stallTask(8, lifecycle.StatusInProgress, 23*time.Hour-time.Millisecond), // due, just
 		stallTask(9, lifecycle.StatusInProgress, 23*time.Hour),                  // exactly an hour: not before
+		shipping, // due but for its ship operation, which has timeouts of its own
 	}
 	create(t, s, tasks...)
 	var revs map[string]int64

@@ -456,8 +456,8 @@ func (x *Tx) CountInProgress(ctx context.Context, agentID string) (int, error) {
 }
 
 // StallStatuses are the statuses whose tasks the partial index
-// tasks_stall_due holds (stalled_at = 0 AND status IN StallStatuses):
-// those lifecycle.Config.StallAfter may watch. A query names them as
+// tasks_stall_due holds (stalled_at = 0 AND status IN StallStatuses AND
+// active_ship_id = ”): those lifecycle.Config.StallAfter may watch. A query names them as
 // they are here for the index to serve it.
 const StallStatuses = "('in_progress', 'in_review')"
 
@@ -472,7 +472,7 @@ func StallRules(p lifecycle.MarkStalledParams, first int) ([]string, []any) {
 	)
 	for _, r := range p.Rules {
 		n := first + len(args)
-		conds = append(conds, "stalled_at = 0 AND status IN "+StallStatuses+" AND status = $"+strconv.Itoa(n)+" AND last_activity_at < $"+strconv.Itoa(n+1))
+		conds = append(conds, "stalled_at = 0 AND status IN "+StallStatuses+" AND active_ship_id = '' AND status = $"+strconv.Itoa(n)+" AND last_activity_at < $"+strconv.Itoa(n+1))
 		args = append(args, string(r.Status), Millis(r.Before))
 	}
 	return conds, args

@@ -4,7 +4,8 @@
 -- change.
 --
 -- tasks_stall_due holds the tasks a sweep may mark: not stalled, in a
--- status StallAfter may watch. A sweep finds the due ones through it in
+-- status StallAfter may watch, with no ship operation queued or running
+-- (the operation has timeouts of its own). A sweep finds the due ones through it in
 -- one statement, reading no task that is not due. tasks_stalled serves
 -- GET /tasks?stalled=true in creation order.
 
@@ -13,5 +14,5 @@ ALTER TABLE tasks ADD COLUMN stalled_at INTEGER NOT NULL DEFAULT 0;
 UPDATE tasks SET last_activity_at = updated_at;
 
 CREATE INDEX tasks_stall_due ON tasks (status, last_activity_at)
-	WHERE stalled_at = 0 AND status IN ('in_progress', 'in_review');
+	WHERE stalled_at = 0 AND status IN ('in_progress', 'in_review') AND active_ship_id = '';
 CREATE INDEX tasks_stalled ON tasks (pos) WHERE stalled_at <> 0;
