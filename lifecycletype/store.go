@@ -96,8 +96,10 @@ type Reader interface {
 
 // InProgressCounter is implemented by a Store, and by its Tx, that count
 // an agent's tasks in progress: lifecycle.Config.MaxInProgressPerAgent
-// needs it (lifecycle.New refuses the cap with a Store without it). The
-// SQLite, PostgreSQL and memory stores implement it.
+// needs it of the Store and of the Tx its Update passes (lifecycle.New
+// refuses the cap with a Store without it; a start through a Tx without
+// it fails). The SQLite, PostgreSQL and memory stores implement it on
+// both.
 type InProgressCounter interface {
 	// CountInProgress returns how many tasks assigned to the agent are
 	// in progress, from an index (it does not read every task). Through a
