@@ -45,10 +45,7 @@ func checkDependencyIDs(v *lifecycletype.Validator, ids []string) {
 // dependencyTx returns tx as a DependencyTx, or false when the Store's
 // transactions keep no edges.
 func dependencyTx(tx Tx) (DependencyTx, bool) {
-	if o, ok := tx.(outboxTx); ok {
-		tx = o.Tx
-	}
-	d, ok := tx.(DependencyTx)
+	d, ok := storeTx(tx).(DependencyTx)
 	return d, ok
 }
 

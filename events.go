@@ -109,6 +109,23 @@ func (s *Service) transactOn(ctx context.Context, run func(ctx context.Context, 
 	return err
 }
 
+// storeTx returns the Store's own transaction under the Service's
+// wrappers of it (outboxTx, newSubmissionTx): the one whose optional
+// interfaces (DependencyTx, MergeQueueTx, CIFailureTx, InProgressCounter)
+// a feature asks for.
+func storeTx(tx Tx) Tx {
+	for {
+		switch w := tx.(type) {
+		case outboxTx:
+			tx = w.Tx
+		case *newSubmissionTx:
+			tx = w.Tx
+		default:
+			return tx
+		}
+	}
+}
+
 // outboxTx is a transaction that notes the types of the events appended
 // through it, counted once it commits when count is set, and whether it
 // marked failed checks whose details are to be fetched (ciDue).
@@ -117,16 +134,6 @@ type outboxTx struct {
 	count    bool
 	appended *[]EventType
 	ciDue    *bool
-}
-
-// CountInProgress counts through the transaction it wraps, when that can
-// (see InProgressCounter).
-func (t outboxTx) CountInProgress(ctx context.Context, agentID string) (int, error) {
-	c, ok := t.Tx.(InProgressCounter)
-	if !ok {
-		return 0, fmt.Errorf("count the tasks in progress of agent %s: %T does not implement lifecycle.InProgressCounter", agentID, t.Tx)
-	}
-	return c.CountInProgress(ctx, agentID)
 }
 
 func (t outboxTx) AppendEvent(ctx context.Context, e *Event) error {

@@ -335,20 +335,7 @@ func TestMaxReworkRoundsRefusesStart(t *testing.T) {
 func TestCapAgreesAcrossParts(t *testing.T) {
 	t.Parallel()
 	e, a := newSubmitEnv(t, stallAfter, func(c *lifecycle.Config) { c.MaxInProgressPerAgent = 1 })
-	eventActions := func(id string) []lifecycle.Action {
-		t.Helper()
-		evs, err := e.Store.Events(t.Context(), lifecycle.EventFilter{TaskID: id, Limit: 10000})
-		if err != nil || len(evs) == 0 {
-			t.Fatalf("events of %s: %d, %v", id, len(evs), err)
-		}
-		var data struct {
-			AvailableActions []lifecycle.Action `json:"availableActions"`
-		}
-		if err := json.Unmarshal(evs[len(evs)-1].Data, &data); err != nil {
-			t.Fatal(err)
-		}
-		return data.AvailableActions
-	}
+	eventActions := func(id string) []lifecycle.Action { t.Helper(); return eventActionsOf(t, e, id) }
 
 	// Released at the cap: the agent has a task in progress.
 	dep := e.startedTask("AGR-1")
@@ -398,4 +385,42 @@ func TestCapAgreesAcrossParts(t *testing.T) {
 	if e.task(busy).Stalled == nil {
 		t.Error("setting a stalled task's dependencies cleared its stall mark")
 	}
+}
+
+// TestCapCountsThroughASubmission: under the cap, a resubmission whose
+// facts leave the task in need of rework (its pull request still
+// conflicts) offers start, below the cap, in its event as in a read.
+func TestCapCountsThroughASubmission(t *testing.T) {
+	t.Parallel()
+	e, a := newSubmitEnv(t, func(c *lifecycle.Config) { c.MaxInProgressPerAgent = 2 })
+	id := e.assignedTask("SUBCAP-1", "agent-1")
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/start", Key: e.Admin}, http.StatusOK)
+	sub := e.submitOK(id, "subcap-1", apitest.SubmitBody())
+	a.web.SetMergeable(sub.PRNumber, lifecycle.MergeabilityConflicting)
+	e.reconcile(id)
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/start", Key: e.Admin}, http.StatusOK) // rework
+	e.submitOK(id, "subcap-2", apitest.SubmitBody())
+	task := e.task(id)
+	if !slices.Contains(task.AvailableActions, lifecycle.ActionStart) {
+		t.Errorf("resubmitted, still conflicting, agent below its cap: %v, want start", task.AvailableActions)
+	}
+	if got := eventActionsOf(t, e, id); !slices.Equal(got, task.AvailableActions) {
+		t.Errorf("the resubmission's event offers %v, GET %v", got, task.AvailableActions)
+	}
+}
+
+// eventActionsOf returns the availableActions of the newest event of id.
+func eventActionsOf(t *testing.T, e *env, id string) []lifecycle.Action {
+	t.Helper()
+	evs, err := e.Store.Events(t.Context(), lifecycle.EventFilter{TaskID: id, Limit: 10000})
+	if err != nil || len(evs) == 0 {
+		t.Fatalf("events of %s: %d, %v", id, len(evs), err)
+	}
+	var data struct {
+		AvailableActions []lifecycle.Action `json:"availableActions"`
+	}
+	if err := json.Unmarshal(evs[len(evs)-1].Data, &data); err != nil {
+		t.Fatal(err)
+	}
+	return data.AvailableActions
 }

@@ -93,11 +93,7 @@ func (s *Service) newQueue() (*queuerun.Runner, error) {
 // MergeQueueTx.
 func (s *Service) updateQueue(ctx context.Context, fn func(tx Tx, qtx MergeQueueTx) error) error {
 	return s.update(ctx, func(tx Tx) error {
-		inner := tx
-		if o, ok := tx.(outboxTx); ok {
-			inner = o.Tx
-		}
-		qtx, ok := inner.(MergeQueueTx)
+		qtx, ok := storeTx(tx).(MergeQueueTx)
 		if !ok {
 			return errors.New("lifecycle: the Store's transactions keep no merge queues (lifecycle.MergeQueueTx)")
 		}

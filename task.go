@@ -397,6 +397,9 @@ func (s *Service) countAgent(ctx context.Context, r any, t, stored *Task) error 
 		return nil
 	}
 	agent := *t.AssigneeAgentID
+	if tx, ok := r.(Tx); ok {
+		r = storeTx(tx) // the Store's transaction counts, and locks the agent's count
+	}
 	c, ok := r.(InProgressCounter)
 	if !ok { // New refuses the cap with a Store that does not count
 		return fmt.Errorf("count the tasks in progress of agent %s: %T does not implement lifecycle.InProgressCounter", agent, r)
