@@ -237,7 +237,7 @@ func (a *Adapter) aliasErrors(errs []gqlError, n int) (map[int]error, error) {
 			if e.Type == "NOT_FOUND" && len(e.Path) == 1 {
 				return nil, fmt.Errorf("github: repository %s/%s: %s: %w", a.cfg.Owner, a.cfg.Repo, e.Message, lifecycle.ErrNotFound)
 			}
-			return nil, fmt.Errorf("github: GraphQL query: %s (%s)", e.Message, firstOf(e.Type, e.Extensions.Code))
+			return nil, fmt.Errorf("github: GraphQL query: %s (%s)", e.Message, cmp.Or(e.Type, e.Extensions.Code))
 		}
 		if _, seen := byAlias[i]; seen {
 			continue
@@ -249,16 +249,6 @@ func (a *Adapter) aliasErrors(errs []gqlError, n int) (map[int]error, error) {
 		}
 	}
 	return byAlias, nil
-}
-
-// firstOf returns the first of its arguments that is not empty.
-func firstOf(s ...string) string {
-	for _, x := range s {
-		if x != "" {
-			return x
-		}
-	}
-	return ""
 }
 
 // observeRateLimit records the rateLimit a query read.

@@ -1,6 +1,7 @@
 package github
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -8,6 +9,7 @@ import (
 
 	gh "github.com/google/go-github/v60/github"
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/adapter/internal/logtail"
 )
 
 // maxNotes bounds the failures webhooks told of that the Adapter keeps
@@ -135,8 +137,8 @@ func (a *Adapter) CIFailure(ctx context.Context, q lifecycle.CIFailureQuery) (li
 		}
 	}
 	f := lifecycle.CIFailure{Title: n.title, Summary: n.summary, Annotations: []lifecycle.CIAnnotation{}}
-	f.Excerpt, f.Truncated = tail(n.text, q.MaxBytes)
-	if url := firstOf(n.url, q.Check.URL); url != "" {
+	f.Excerpt, f.Truncated = logtail.Cut(n.text, q.MaxBytes)
+	if url := cmp.Or(n.url, q.Check.URL); url != "" {
 		f.LogURL = &url
 	}
 	if n.runID == 0 || n.annotations == 0 {
@@ -183,17 +185,4 @@ func (a *Adapter) readFailure(ctx context.Context, sha, name string) (note, erro
 		}
 	}
 	return note{}, fmt.Errorf("github: check %q of %s: %w", name, sha, lifecycle.ErrNotFound)
-}
-
-// tail returns the last max bytes of s (all of it when max is not
-// positive), beginning on a UTF-8 boundary, and whether it cut any.
-func tail(s string, most int) (string, bool) {
-	if most <= 0 || len(s) <= most {
-		return s, false
-	}
-	i := len(s) - most
-	for i < len(s) && s[i]&0xC0 == 0x80 {
-		i++
-	}
-	return s[i:], true
 }

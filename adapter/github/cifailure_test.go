@@ -2,13 +2,16 @@ package github
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	gh "github.com/google/go-github/v60/github"
 
 	"github.com/tasklifecycle/lifecycle"
@@ -169,4 +172,70 @@ func BenchmarkFailedCheckDetails(b *testing.B) {
 		requests += e.f.Calls("") - before
 	}
 	b.ReportMetric(float64(requests)/float64(b.N), "req/op")
+}
+
+// The notes webhooks leave are a cache of what GitHub says of a failure:
+// on random outputs, annotations and bounds, what CIFailure answers from
+// a check_run or status webhook's note equals what it answers reading
+// GitHub with no note.
+func TestCIFailureNotesAgreeWithReading(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil, nil)
+	_, sub := e.submitted(t)
+	sha := *sub.HeadSHA
+	rng := rand.New(rand.NewPCG(34, 1))
+	words := []string{"", "build", "FAIL", "ünïcode", "日本語", "x\ny", strings.Repeat("long ", 40)}
+	text := func() string {
+		var b strings.Builder
+		for range rng.IntN(4) {
+			b.WriteString(words[rng.IntN(len(words))])
+		}
+		return b.String()
+	}
+	levels := []string{"notice", "warning", "failure"}
+	ctx := context.Background()
+	for i := range 60 {
+		name := fmt.Sprintf("check-%d", i)
+		var body []byte
+		event := "check_run"
+		if rng.IntN(4) == 0 {
+			event = "status"
+			e.f.Status(sha, name, []string{"failure", "error"}[rng.IntN(2)])
+			body = e.f.StatusPayload(sha, name, "failure")
+		} else {
+			e.f.CheckRun(sha, name, []string{"failure", "timed_out", "cancelled"}[rng.IntN(3)])
+			var notes []*gh.CheckRunAnnotation
+			for range rng.IntN(4) {
+				start := 1 + rng.IntN(50)
+				notes = append(notes, &gh.CheckRunAnnotation{Path: gh.String(text() + ".go"), StartLine: gh.Int(start), EndLine: gh.Int(start + rng.IntN(3)),
+					AnnotationLevel: gh.String(levels[rng.IntN(3)]), Message: gh.String("m" + text())})
+			}
+			e.f.CheckRunOutput(sha, name, text(), text(), text(), notes...)
+			body = e.f.CheckRunPayload(sha, name, "failure")
+		}
+		q := lifecycle.CIFailureQuery{HeadSHA: sha, Check: lifecycle.CICheck{Name: name, Status: lifecycle.CheckFailed}, MaxBytes: rng.IntN(300)}
+
+		e.a.notes = failureNotes{} // no webhook: GitHub read
+		slow, slowErr := e.a.CIFailure(ctx, q)
+		var p payload
+		if err := json.Unmarshal(body, &p); err != nil {
+			t.Fatal(err)
+		}
+		if event == "check_run" {
+			e.a.noteCheckRun(p.CheckRun)
+		} else {
+			p.SHA, p.Context = sha, name
+			e.a.noteStatus(&p)
+		}
+		if _, ok := e.a.notes.get(noteKey{strings.ToLower(sha), name}); !ok {
+			t.Fatalf("%s %s: the webhook left no note", event, name)
+		}
+		fast, fastErr := e.a.CIFailure(ctx, q)
+		if (slowErr == nil) != (fastErr == nil) {
+			t.Fatalf("%s %s: read %v, from the note %v", event, name, slowErr, fastErr)
+		}
+		if diff := cmp.Diff(slow, fast); diff != "" {
+			t.Errorf("%s %s (max %d): the note's answer differs from GitHub's (-read +note):\n%s", event, name, q.MaxBytes, diff)
+		}
+	}
 }

@@ -2,6 +2,7 @@ package gitlab
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,11 +10,11 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	gl "gitlab.com/gitlab-org/api/client-go"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/adapter/internal/logtail"
 )
 
 // defaultTraceBytes is how much of a job's log is kept when the query
@@ -62,7 +63,7 @@ func (a *Adapter) CIFailure(ctx context.Context, q lifecycle.CIFailureQuery) (li
 			return lifecycle.CIFailure{}, err
 		}
 		f.Summary = st.Description
-		web = firstOf(st.TargetURL, web)
+		web = cmp.Or(st.TargetURL, web)
 		if job, ok = jobOf(st.TargetURL); !ok && st.TargetURL == "" {
 			// A job's status is the job (the same ID); a status of
 			// another CI system without a link has no log to find.
@@ -92,7 +93,7 @@ func (a *Adapter) CIFailure(ctx context.Context, q lifecycle.CIFailureQuery) (li
 		return lifecycle.CIFailure{}, err
 	}
 	log, cut := cleanLog(tw.bytes(), tw.cut)
-	f.Excerpt, f.Truncated = lastBytes(log, most)
+	f.Excerpt, f.Truncated = logtail.Cut(log, most)
 	f.Truncated = f.Truncated || cut
 	if f.Excerpt == "" && f.Summary == "" {
 		return lifecycle.CIFailure{}, fmt.Errorf("gitlab: failure of job %d: its log is empty: %w", job, lifecycle.ErrNotFound)
@@ -143,19 +144,6 @@ func cleanLog(b []byte, cut bool) (string, bool) {
 	return strings.ToValidUTF8(s, "\uFFFD"), cut
 }
 
-// lastBytes returns the last n bytes of s, beginning on a UTF-8 boundary,
-// and whether it cut any.
-func lastBytes(s string, n int) (string, bool) {
-	if len(s) <= n {
-		return s, false
-	}
-	i := len(s) - n
-	for i < len(s) && !utf8.RuneStart(s[i]) {
-		i++
-	}
-	return s[i:], true
-}
-
 // tailWriter keeps the last max bytes written to it, in a ring: a log of
 // any length is read through it in bounded memory.
 type tailWriter struct {
@@ -194,14 +182,4 @@ func (w *tailWriter) bytes() []byte {
 		return w.buf
 	}
 	return append(append([]byte{}, w.buf[w.next:]...), w.buf[:w.next]...)
-}
-
-// firstOf returns the first of ss that is not empty, or "".
-func firstOf(ss ...string) string {
-	for _, s := range ss {
-		if s != "" {
-			return s
-		}
-	}
-	return ""
 }
