@@ -50,34 +50,36 @@ func dependencyTx(tx Tx) (DependencyTx, bool) {
 }
 
 // resolveDependencies checks, in tx, that every task of ids exists, is not
-// t and is in t's project, and returns the ones t waits on: those not
-// done, in the order of ids.
-func resolveDependencies(ctx context.Context, tx Tx, t *Task, ids []string) ([]string, error) {
+// t and is in t's project, and returns the ones t waits on (those not
+// done, in the order of ids) and the tasks of ids, as read.
+func resolveDependencies(ctx context.Context, tx Tx, t *Task, ids []string) ([]string, []Task, error) {
 	waiting := []string{}
 	if _, ok := dependencyTx(tx); !ok && len(ids) > 0 {
-		return nil, lifecycletype.Invalid("dependsOn", "is not kept by this Service's Store (lifecycle.DependencyTx); leave it out")
+		return nil, nil, lifecycletype.Invalid("dependsOn", "is not kept by this Service's Store (lifecycle.DependencyTx); leave it out")
 	}
+	deps := make([]Task, 0, len(ids))
 	for i, dep := range ids {
 		field := fmt.Sprintf("dependsOn[%d]", i)
 		if dep == t.ID {
-			return nil, lifecycletype.Invalid(field, "is the task itself; a task cannot depend on itself")
+			return nil, nil, lifecycletype.Invalid(field, "is the task itself; a task cannot depend on itself")
 		}
 		d, err := tx.Task(ctx, dep)
 		if errors.Is(err, ErrNotFound) {
-			return nil, lifecycletype.Invalid(field, "is not a task: no task "+dep)
+			return nil, nil, lifecycletype.Invalid(field, "is not a task: no task "+dep)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("get dependency %s of task %s: %w", dep, t.ID, err)
+			return nil, nil, fmt.Errorf("get dependency %s of task %s: %w", dep, t.ID, err)
 		}
 		if d.Project() != t.Project() {
-			return nil, lifecycletype.Invalid(field, fmt.Sprintf("task %s is in project %s, not %s: dependencies stay within one project",
+			return nil, nil, lifecycletype.Invalid(field, fmt.Sprintf("task %s is in project %s, not %s: dependencies stay within one project",
 				d.Identifier, projectWords(&d), projectWords(t)))
 		}
 		if d.Status != StatusDone {
 			waiting = append(waiting, dep)
 		}
+		deps = append(deps, d)
 	}
-	return waiting, nil
+	return waiting, deps, nil
 }
 
 // projectWords names the project of t in a message.
@@ -88,19 +90,28 @@ func projectWords(t *Task) string {
 	return "(none)"
 }
 
-// findCycle reports the cycle that making t depend on ids would close:
-// the identifiers along it, from t back to t, or nil when there is none.
-// It follows the stored dependsOn of the tasks it reaches, through tx.
-func findCycle(ctx context.Context, tx Tx, t *Task, ids []string) ([]string, error) {
+// findCycle reports the cycle that making t depend on deps (the tasks, as
+// read) would close: the identifiers along it, from t back to t, or nil
+// when there is none. It follows the stored dependsOn of the tasks it
+// reaches, through tx.
+func findCycle(ctx context.Context, tx Tx, t *Task, deps []Task) ([]string, error) {
 	// from[x] is the task through which the search reached x; t reaches
-	// each of ids.
+	// each of deps, read already, and they reach what they depend on.
 	from := map[string]string{}
 	names := map[string]string{t.ID: t.Identifier}
 	queue := []string{}
-	for _, dep := range ids {
-		if _, seen := from[dep]; !seen {
-			from[dep] = t.ID
-			queue = append(queue, dep)
+	reach := func(next, cur string) {
+		if _, seen := from[next]; !seen {
+			from[next] = cur
+			queue = append(queue, next)
+		}
+	}
+	for _, d := range deps {
+		from[d.ID], names[d.ID] = t.ID, d.Identifier
+	}
+	for _, d := range deps {
+		for _, next := range d.DependsOn {
+			reach(next, d.ID)
 		}
 	}
 	for len(queue) > 0 {
@@ -125,10 +136,7 @@ func findCycle(ctx context.Context, tx Tx, t *Task, ids []string) ([]string, err
 		}
 		names[cur] = d.Identifier
 		for _, next := range d.DependsOn {
-			if _, seen := from[next]; !seen {
-				from[next] = cur
-				queue = append(queue, next)
-			}
+			reach(next, cur)
 		}
 	}
 	return nil, nil
@@ -173,11 +181,11 @@ func (s *Service) SetDependencies(ctx context.Context, taskID string, p SetDepen
 		if slices.Equal(t.DependsOn, p.DependsOn) {
 			return taskEvent{}, nil
 		}
-		waiting, err := resolveDependencies(ctx, tx, t, p.DependsOn)
+		waiting, deps, err := resolveDependencies(ctx, tx, t, p.DependsOn)
 		if err != nil {
 			return taskEvent{}, err
 		}
-		cycle, err := findCycle(ctx, tx, t, p.DependsOn)
+		cycle, err := findCycle(ctx, tx, t, deps)
 		if err != nil {
 			return taskEvent{}, err
 		}

@@ -188,7 +188,7 @@ func (s *Service) CreateTask(ctx context.Context, p CreateTaskParams) (Task, err
 
 	err = s.update(ctx, func(tx Tx) error {
 		if len(t.DependsOn) > 0 {
-			waiting, err := resolveDependencies(ctx, tx, &t, t.DependsOn)
+			waiting, _, err := resolveDependencies(ctx, tx, &t, t.DependsOn)
 			if err != nil {
 				return err
 			}
