@@ -83,20 +83,11 @@ func (s *Service) sweepStalls(ctx context.Context) (int, error) {
 			})
 		}
 		err := s.transactOn(ctx, run, func(tx Tx) error {
-			counted := make(map[string]int) // in progress, by agent, under Config.MaxInProgressPerAgent
+			if err := s.countAgents(ctx, tx, marked); err != nil {
+				return err
+			}
 			for i := range marked {
 				t := &marked[i]
-				if needsCount(t, s.cfg.MaxInProgressPerAgent) {
-					n, ok := counted[*t.AssigneeAgentID]
-					if !ok {
-						if err := s.countAgent(ctx, tx, t, nil); err != nil {
-							return err
-						}
-						n = t.AssigneeInProgress
-						counted[*t.AssigneeAgentID] = n
-					}
-					t.AssigneeInProgress = n
-				}
 				s.setActions(t)
 				ev := taskEvent{typ: EventTaskStalled, stallAfter: s.cfg.StallAfter[t.Status],
 					summary: fmt.Sprintf("Task %s stalled: no activity in %s since %s", t.Identifier, t.Status, t.LastActivityAt)}

@@ -324,21 +324,11 @@ func (s *Service) ListTasks(ctx context.Context, p ListTasksParams) (TaskList, e
 	if err != nil {
 		return TaskList{}, fmt.Errorf("list tasks: %w", err)
 	}
-	counts := map[string]int{} // one count per assignee
+	if err := s.countAgents(ctx, s.store, tasks.Tasks); err != nil {
+		return TaskList{}, fmt.Errorf("list tasks: %w", err)
+	}
 	for i := range tasks.Tasks {
-		t := &tasks.Tasks[i]
-		if needsCount(t, s.cfg.MaxInProgressPerAgent) {
-			n, ok := counts[*t.AssigneeAgentID]
-			if !ok {
-				if err := s.countAgent(ctx, s.store, t, nil); err != nil {
-					return TaskList{}, fmt.Errorf("list tasks: %w", err)
-				}
-				n = t.AssigneeInProgress
-				counts[*t.AssigneeAgentID] = n
-			}
-			t.AssigneeInProgress = n
-		}
-		s.setActions(t)
+		s.setActions(&tasks.Tasks[i])
 	}
 	return TaskList{Tasks: httpapi.NonNil(tasks.Tasks), NextCursor: encodeCursor(tasks.Next)}, nil
 }
@@ -412,6 +402,28 @@ func (s *Service) countAgent(ctx context.Context, r any, t, stored *Task) error 
 		n-- // t itself, no longer in progress
 	}
 	t.AssigneeInProgress = n
+	return nil
+}
+
+// countAgents is countAgent for each of tasks, stored as r has them, with
+// one count per agent.
+func (s *Service) countAgents(ctx context.Context, r any, tasks []Task) error {
+	counts := map[string]int{}
+	for i := range tasks {
+		t := &tasks[i]
+		if !needsCount(t, s.cfg.MaxInProgressPerAgent) {
+			continue
+		}
+		n, ok := counts[*t.AssigneeAgentID]
+		if !ok {
+			if err := s.countAgent(ctx, r, t, nil); err != nil {
+				return err
+			}
+			n = t.AssigneeInProgress
+			counts[*t.AssigneeAgentID] = n
+		}
+		t.AssigneeInProgress = n
+	}
 	return nil
 }
 
