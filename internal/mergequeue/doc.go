@@ -8,23 +8,42 @@
 // Service and under internal/cmd/queuesim's virtual clock, and a State
 // saved after each Apply is all a restarted driver needs.
 //
-// # Leaves, the chain and landing
+// # Rounds, when the queue is quiet
 //
 // Entries wait in queue order: hotfixes first, with aging, so that an
 // entry that has waited [Config.HotfixLead] longer than a hotfix goes
 // before it. A candidate is a batch of entries merged onto its parent (the
-// base branch, or another candidate) and tested by CI. When fewer entries
-// wait than a batch may hold, new entries go straight into the landing
-// chain, in small batches, up to half the CI runs, so that most land after
-// one run. When more wait, new entries are tested first as leaves:
-// candidates built on the tip of the landing chain, several at once, on
-// which nothing is built. A leaf that passes
-// while still on the tip joins the chain as it is, tested already; one
-// the chain has moved on from vets its entries, which join the chain in
-// large batches (they seldom fail); one that fails has its entries
-// suspected together. The chain's candidates are each built on the one
-// before; the first lands when it passes, by moving the base branch to its
-// tested commit, so the landed tree is the tested tree.
+// base branch, or another candidate) and tested by CI; one that lands
+// moves the base branch to its tested commit, so the landed tree is the
+// tested tree.
+//
+// While fewer entries wait than one and a half batches may hold, the
+// queue works in rounds. A round tests every entry that waits,
+// unsuspected (up to a batch), as one batch on the base, and beside it,
+// on the CI runs free (all but three), alternatives: the batch split into
+// as many parts as there are runs, each alternative the batch without one
+// part. An entry sent back for failing checks that came back is a part of
+// its own: a fix fails again far more often than a new change. The batch
+// lands when it passes; when it fails, the passing alternative that
+// leaves out least lands instead, and the part it left out is suspected.
+// When every alternative fails too (most likely two culprits in two
+// parts), an alternative that did not fail on some of the batch's failed
+// jobs left out a culprit of those, and its part is suspected; the others
+// wait for the next round. Entries that come during a round wait for the
+// next one, and the probes of suspected entries take the runs a round
+// does not need.
+//
+// # Leaves and the chain, when it is loaded
+//
+// When more wait, new entries are tested first as leaves: candidates
+// built on the tip of the landing chain, several at once, on which
+// nothing is built. A leaf that passes while still on the tip joins the
+// chain as it is, tested already; one the chain has moved on from vets
+// its entries, which join the chain in large batches (they seldom fail);
+// one that fails has its entries suspected together. An entry sent back
+// for failing checks that came back is tested alone until a candidate
+// passes with it. The chain's candidates are each built on the one
+// before; the first lands when it passes.
 //
 // # Failures
 //
@@ -39,10 +58,7 @@
 // agent for rework (an entry alone that fails on other jobs, most likely
 // a flaky one, is tried once more). Batch sizes follow the failure rate
 // seen, an average over the last entries judged; a vetted entry counts
-// for a tenth of it. When fewer entries wait than a batch may hold, the
-// queue is not loaded: batches aim to pass more often, the chain may
-// speculate deeper, a failure behind another is judged at once, and the
-// probes of a failed batch take every run the chain does not need.
+// for a tenth of it.
 //
 // # Conflicts
 //

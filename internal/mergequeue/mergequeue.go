@@ -86,6 +86,11 @@ type Entry struct {
 	// Vetted says a probe passed with the entry: it is unlikely to fail,
 	// and a batch takes more such entries.
 	Vetted bool `json:"vetted,omitempty"`
+	// Reworked says the entry was sent back for failing checks and came
+	// back: it is tested alone (as a leaf, or in the chain) until a
+	// candidate passes with it, so that a fix that still fails fails no
+	// batch of others.
+	Reworked bool `json:"reworked,omitempty"`
 }
 
 // CandidateState is where a candidate is.
@@ -135,7 +140,15 @@ type Candidate struct {
 	// while still on the tip, it joins the chain, tested already; else
 	// its entries are vetted, or suspected when it failed.
 	Leaf bool `json:"leaf,omitempty"`
+	// Alt, when not 0, is the round's batch this candidate stands in
+	// for: that batch without one of its parts, built on the base beside
+	// it and tested at once. Should the batch fail and this pass, it
+	// lands instead, and the part it left out is suspected.
+	Alt int `json:"alt,omitempty"`
 }
+
+// inChain reports whether c is a candidate of the landing chain.
+func (c *Candidate) inChain() bool { return c.Probe == 0 && !c.Leaf && c.Alt == 0 }
 
 // Group is a failed batch whose entries are under suspicion.
 type Group struct {
@@ -207,7 +220,13 @@ type State struct {
 	FailRate float64 `json:"failRate"`
 	// Stats count what the queue did.
 	Stats Stats `json:"stats"`
+	// Convicted are the IDs of the last entries sent back for failing
+	// checks, oldest first: one that comes back is tested alone.
+	Convicted []string `json:"convicted,omitempty"`
 }
+
+// maxConvicted bounds State.Convicted.
+const maxConvicted = 256
 
 // failRateWeight is the weight of one judged entry in FailRate.
 const failRateWeight = 0.05
@@ -363,6 +382,13 @@ func (s *State) Apply(cfg Config, now time.Time, ev Event) []Action {
 		}
 		e := ev.Entry
 		e.Candidate, e.Group, e.After = 0, 0, 0
+		e.Reworked = false
+		if i := slices.Index(s.Convicted, e.ID); i >= 0 {
+			// It failed its checks here and comes back: a fix fails
+			// again far more often than a new change does.
+			e.Reworked = true
+			s.Convicted = slices.Delete(s.Convicted, i, i+1)
+		}
 		if e.Since.IsZero() {
 			e.Since = now
 		}
@@ -376,7 +402,7 @@ func (s *State) Apply(cfg Config, now time.Time, ev Event) []Action {
 			out = append(out, Test{Candidate: c.ID, SHA: c.SHA})
 		}
 	case Conflict:
-		out = s.conflict(ev, out)
+		out = s.conflict(cfg, ev, out)
 	case Tested:
 		out = s.tested(cfg, ev, out)
 	case Landed:
@@ -581,14 +607,28 @@ func (s *State) release(c Candidate, out []Action) []Action {
 }
 
 // conflict handles an entry that did not merge into its candidate.
-func (s *State) conflict(ev Conflict, out []Action) []Action {
+func (s *State) conflict(cfg Config, ev Conflict, out []Action) []Action {
 	c := s.candidate(ev.Candidate)
 	if c == nil || c.State != Building || !slices.Contains(c.Entries, ev.Entry) {
 		return out
 	}
+	if c.Alt != 0 {
+		// Its batch holds the entry too, and its own build tells.
+		out = s.release(*c, out)
+		s.deleteCandidate(c.ID)
+		return out
+	}
 	onBase := ev.Base || (c.Parent == 0 && c.Entries[0] == ev.Entry)
 	parent := c.Parent
+	round := s.hasAlts(c.ID)
+	old := c.ID
 	out, rebuilt := s.rebuildWithout(c.ID, ev.Entry, out)
+	if round {
+		out = s.dropAlts(old, out)
+		if b := s.candidate(rebuilt); b != nil {
+			s.addAlts(cfg, b)
+		}
+	}
 	e := s.entry(ev.Entry)
 	if onBase {
 		// It conflicts with the base itself.
@@ -620,6 +660,13 @@ func (s *State) tested(cfg Config, ev Tested, out []Action) []Action {
 	if c.Probe != 0 {
 		return s.probed(c.ID, ev, out)
 	}
+	if c.Alt != 0 {
+		c.State = Passed
+		if !ev.Passed {
+			c.State, c.FailedJobs = Failed, slices.Clone(ev.FailedJobs)
+		}
+		return out
+	}
 	if ev.Passed {
 		c.State = Passed
 		return out
@@ -627,6 +674,9 @@ func (s *State) tested(cfg Config, ev Tested, out []Action) []Action {
 	c.State, c.FailedJobs = Failed, slices.Clone(ev.FailedJobs)
 	s.Stats.Failures++
 	out = s.dropDescendants(c.ID, out)
+	if s.hasAlts(c.ID) {
+		return out // settled with its alternatives' results
+	}
 	if c.Parent == 0 || s.quiet(cfg) {
 		// Probes are built on the base: what they find does not depend
 		// on the candidates ahead. When the queue is loaded, a failure
@@ -637,9 +687,11 @@ func (s *State) tested(cfg Config, ev Tested, out []Action) []Action {
 	return out
 }
 
-// quiet reports whether fewer entries wait for the landing chain than a
-// batch may hold: the queue is not loaded, and what counts is how soon
-// each entry lands rather than how few runs it takes.
+// quiet reports whether fewer entries wait for the landing chain than
+// one and a half batches may hold: the queue is not loaded, works in
+// rounds, and what counts is how soon each entry lands rather than how
+// few runs it takes. (At MaxBatch, at 30 arrivals an hour on 8 runs, the
+// queue tipped into its loaded mode, which tests new entries twice.)
 func (s *State) quiet(cfg Config) bool {
 	n := 0
 	for _, e := range s.Entries {
@@ -647,7 +699,7 @@ func (s *State) quiet(cfg Config) bool {
 			n++
 		}
 	}
-	return n < cfg.MaxBatch
+	return n < cfg.MaxBatch*3/2
 }
 
 // judge settles a failed candidate of the landing chain once every one
@@ -694,7 +746,7 @@ func (s *State) leafTested(id int, ev Tested, out []Action) []Action {
 	}
 	for _, e := range c.Entries {
 		x := s.entry(e)
-		x.Candidate, x.Vetted = 0, true
+		x.Candidate, x.Vetted, x.Reworked = 0, true, false
 	}
 	s.deleteCandidate(id)
 	return out
@@ -710,7 +762,7 @@ func (s *State) probed(id int, ev Tested, out []Action) []Action {
 	if ev.Passed {
 		for _, e := range p.Entries {
 			x := s.entry(e)
-			x.Candidate, x.Vetted = 0, true
+			x.Candidate, x.Vetted, x.Reworked = 0, true, false
 			s.settle(x, cleared)
 		}
 		return out
@@ -740,6 +792,10 @@ func (s *State) probed(id int, ev Tested, out []Action) []Action {
 		s.deleteEntry(p.Entries[0])
 		s.Stats.Convicted++
 		s.observe(1, 1)
+		s.Convicted = append(s.Convicted, p.Entries[0])
+		if len(s.Convicted) > maxConvicted {
+			s.Convicted = slices.Delete(s.Convicted, 0, len(s.Convicted)-maxConvicted)
+		}
 		return append(out, Rework{Entry: p.Entries[0], Reason: ReworkChecksFailed, Jobs: slices.Clone(ev.FailedJobs), SHA: p.SHA})
 	}
 	g := Group{ID: s.newID(), Depth: 2, Jobs: slices.Clone(ev.FailedJobs)}
@@ -797,7 +853,7 @@ func (s *State) landed(ev Landed, out []Action) []Action {
 	// What was built on it is now built on the base; what was built on
 	// the old base beside it is not.
 	keep := s.Candidates[:0]
-	var judged []int
+	var judged, released []int
 	for _, x := range s.Candidates {
 		switch {
 		case x.Probe != 0:
@@ -817,11 +873,15 @@ func (s *State) landed(ev Landed, out []Action) []Action {
 			}
 		case x.Parent == 0:
 			out = s.release(x, out)
+			released = append(released, x.ID)
 			continue
 		}
 		keep = append(keep, x)
 	}
 	s.Candidates = keep
+	for _, id := range released {
+		out = s.dropDescendants(id, out)
+	}
 	for _, id := range judged {
 		out = s.judge(id, out)
 	}
@@ -834,7 +894,7 @@ func (s *State) inFlight() (chain, probes int) {
 	for _, c := range s.Candidates {
 		switch c.State {
 		case Pending, Building, Testing:
-			if c.Probe != 0 || c.Leaf {
+			if !c.inChain() {
 				probes++
 			} else {
 				chain++
@@ -848,7 +908,7 @@ func (s *State) inFlight() (chain, probes int) {
 // the last one not failed, or nil for the base.
 func (s *State) tip() *Candidate {
 	for i := len(s.Candidates) - 1; i >= 0; i-- {
-		if c := &s.Candidates[i]; c.Probe == 0 && !c.Leaf && c.State != Failed {
+		if c := &s.Candidates[i]; c.inChain() && c.State != Failed {
 			return c
 		}
 	}
@@ -905,7 +965,7 @@ func (s *State) nextBatch(cfg Config, waiting []*Entry) []*Entry {
 		if !eligible(e) {
 			continue
 		}
-		if e.After != 0 {
+		if e.After != 0 || (e.Reworked && !e.Vetted) {
 			if len(batch) == 0 {
 				return []*Entry{e}
 			}
@@ -983,6 +1043,13 @@ func (s *State) leaf(cfg Config, waiting []*Entry) bool {
 		if e.Group != 0 || e.Candidate != 0 || e.Vetted || e.After != 0 {
 			continue
 		}
+		if e.Reworked {
+			if len(batch) == 0 {
+				batch = append(batch, e)
+				break
+			}
+			continue
+		}
 		if len(batch) > 0 && pass*(1-s.FailRate) < target {
 			break
 		}
@@ -1002,16 +1069,17 @@ func (s *State) leaf(cfg Config, waiting []*Entry) bool {
 // plan lands what passed, starts probes and fills the landing chain, and
 // builds what can be built.
 func (s *State) plan(cfg Config, out []Action) []Action {
+	out = s.settleAlts(out)
 	if s.Paused {
 		return out
 	}
 	for i := range s.Candidates {
-		if c := &s.Candidates[i]; c.Probe == 0 && !c.Leaf && c.Parent == 0 && c.State == Passed {
+		if c := &s.Candidates[i]; c.inChain() && c.Parent == 0 && c.State == Passed {
 			c.State = Landing
 			out = append(out, Land{Candidate: c.ID, From: s.Base, To: c.SHA, Entries: slices.Clone(c.Entries)})
 			break
 		}
-		if c := s.Candidates[i]; c.Probe == 0 && !c.Leaf && c.Parent == 0 {
+		if c := &s.Candidates[i]; c.inChain() && c.Parent == 0 {
 			break // the first of the chain lands first
 		}
 	}
@@ -1028,31 +1096,29 @@ func (s *State) plan(cfg Config, out []Action) []Action {
 			spec = max(spec, cfg.Depth/2)
 		}
 		var batch []*Entry
-		if chain < spec && len(s.chainLen()) < 2*spec {
+		if s.roundFailing() {
+			// A round's batch failed and waits for its alternatives: one
+			// of them is the chain's next candidate.
+		} else if chain < spec && len(s.chainLen()) < 2*spec {
 			batch = s.nextBatch(cfg, waiting)
 		}
 		if quiet {
-			// New entries go straight into the landing chain, in small
-			// batches, so that most land after one run. The probes of a
-			// failed batch go first, on every run the chain does not
-			// need, so that its entries are judged in one round; no
-			// leaves: one would hold back the new entries the chain
-			// takes next.
-			reserve := 0
-			if len(batch) > 0 {
-				reserve = spec - chain
+			// Rounds: the whole waiting batch is tested on the base, and
+			// beside it alternatives each without one part, on the runs
+			// free; entries that come meanwhile wait for the next round.
+			// Probes take what the round leaves.
+			if len(s.chainLen()) == 0 {
+				if b := s.roundBatch(cfg, waiting); len(b) > 0 {
+					s.addAlts(cfg, s.add(Candidate{State: Pending}, nil, b))
+					continue
+				}
 			}
-			runs := max(free-reserve, 1)
-			g, parts := s.nextProbes(waiting, runs)
-			if len(parts) > 0 && (len(batch) == 0 || free > reserve || older(parts[0][0], batch[0], cfg)) {
-				for _, part := range parts[:min(len(parts), runs)] {
+			g, parts := s.nextProbes(waiting, free)
+			if len(parts) > 0 {
+				for _, part := range parts[:min(len(parts), free)] {
 					s.Stats.Probes++
 					s.add(Candidate{State: Pending, Probe: g}, nil, part)
 				}
-				continue
-			}
-			if len(batch) > 0 {
-				s.add(Candidate{State: Pending}, s.tip(), batch)
 				continue
 			}
 			break
@@ -1075,7 +1141,7 @@ func (s *State) plan(cfg Config, out []Action) []Action {
 			}
 			continue
 		}
-		if s.leaf(cfg, waiting) {
+		if !s.roundFailing() && s.leaf(cfg, waiting) {
 			continue
 		}
 		break
@@ -1118,7 +1184,7 @@ func older(a, b *Entry, cfg Config) bool {
 func (s *State) chainLen() []int {
 	var ids []int
 	for _, c := range s.Candidates {
-		if c.Probe == 0 && !c.Leaf {
+		if c.inChain() {
 			ids = append(ids, c.ID)
 		}
 	}
@@ -1126,8 +1192,8 @@ func (s *State) chainLen() []int {
 }
 
 // add adds candidate c with entries batch, built on parent (nil: the
-// base).
-func (s *State) add(c Candidate, parent *Candidate, batch []*Entry) {
+// base), and returns it.
+func (s *State) add(c Candidate, parent *Candidate, batch []*Entry) *Candidate {
 	c.ID = s.newID()
 	if parent != nil {
 		c.Parent = parent.ID
@@ -1137,4 +1203,210 @@ func (s *State) add(c Candidate, parent *Candidate, batch []*Entry) {
 		c.Entries = append(c.Entries, e.ID)
 	}
 	s.Candidates = append(s.Candidates, c)
+	return &s.Candidates[len(s.Candidates)-1]
+}
+
+// roundBatch returns the entries of a round's batch: every entry that
+// waits and is not suspected, up to a batch's size.
+func (s *State) roundBatch(cfg Config, waiting []*Entry) []*Entry {
+	var batch []*Entry
+	for _, e := range waiting {
+		if e.Candidate != 0 || e.Group != 0 {
+			continue
+		}
+		batch = append(batch, e)
+		if len(batch) == cfg.MaxBatch {
+			break
+		}
+	}
+	return batch
+}
+
+// altRuns is how many alternatives a round may have, at most: Depth
+// less three, or half of it, so that the probes of suspected entries
+// keep runs beside the rounds.
+func altRuns(cfg Config) int { return max(cfg.Depth-3, cfg.Depth/2) }
+
+// addAlts adds the alternatives of round batch b, built on the base
+// beside it: b's entries are split into as many parts as there are CI
+// runs free (at most altRuns), and each alternative leaves one part out.
+// Should b fail for one part's sake, the alternative without it lands
+// the rest.
+func (s *State) addAlts(cfg Config, b *Candidate) {
+	chain, probes := s.inFlight()
+	n := len(b.Entries)
+	m := min(n, cfg.Depth-chain-probes, altRuns(cfg))
+	if n < 2 || m < 2 {
+		return
+	}
+	// A change that failed its checks here before and came back is a
+	// part of its own: a fix fails again far more often than a new
+	// change does.
+	var parts [][]string
+	var rest []string
+	for _, id := range b.Entries {
+		if e := s.entry(id); e.Reworked && !e.Vetted && len(parts) < m-1 {
+			parts = append(parts, []string{id})
+		} else {
+			rest = append(rest, id)
+		}
+	}
+	if k := min(m-len(parts), len(rest)); k > 0 {
+		for i := range k {
+			parts = append(parts, rest[i*len(rest)/k:(i+1)*len(rest)/k])
+		}
+	}
+	bid, entries := b.ID, slices.Clone(b.Entries)
+	for _, part := range parts {
+		alt := Candidate{ID: s.newID(), State: Pending, Alt: bid}
+		alt.Entries = slices.DeleteFunc(slices.Clone(entries), func(id string) bool { return slices.Contains(part, id) })
+		s.Candidates = append(s.Candidates, alt)
+	}
+}
+
+// hasAlts reports whether candidate id has alternatives.
+func (s *State) hasAlts(id int) bool {
+	return slices.ContainsFunc(s.Candidates, func(c Candidate) bool { return c.Alt == id })
+}
+
+// dropAlts drops the alternatives of candidate id.
+func (s *State) dropAlts(id int, out []Action) []Action {
+	for _, a := range slices.Clone(s.Candidates) {
+		if a.Alt == id {
+			out = s.release(a, out)
+			s.deleteCandidate(a.ID)
+		}
+	}
+	return out
+}
+
+// settleAlts decides what the alternatives of a round tell: those of a
+// batch that is gone, passed or landing are dropped; when the batch
+// failed, the alternative that passed leaving out least takes its place,
+// and the part it left out is suspected; when every one failed too, the
+// failed jobs tell what to suspect.
+func (s *State) settleAlts(out []Action) []Action {
+	for _, a := range slices.Clone(s.Candidates) {
+		if a.Alt == 0 {
+			continue
+		}
+		if b := s.candidate(a.Alt); b == nil || b.State == Passed || b.State == Landing {
+			out = s.release(a, out)
+			s.deleteCandidate(a.ID)
+		}
+	}
+	for _, b := range slices.Clone(s.Candidates) {
+		if !b.inChain() || b.State != Failed || b.Parent != 0 {
+			continue
+		}
+		var alts []Candidate
+		for _, a := range s.Candidates {
+			if a.Alt == b.ID {
+				alts = append(alts, a)
+			}
+		}
+		if len(alts) == 0 {
+			continue
+		}
+		best := -1
+		for i, a := range alts {
+			if a.State == Passed && (best < 0 || len(a.Entries) > len(alts[best].Entries)) {
+				best = i
+			}
+		}
+		if best >= 0 {
+			out = s.promote(b.ID, alts[best].ID, out)
+			continue
+		}
+		if slices.ContainsFunc(alts, func(a Candidate) bool { return a.State != Failed }) {
+			continue // results to come
+		}
+		out = s.dropAlts(b.ID, out)
+		out = s.byJobs(b.ID, alts, out)
+	}
+	return out
+}
+
+// byJobs judges failed round batch bid when none of its alternatives
+// passed, most likely for two culprits in two parts: an alternative that
+// did not fail on some of the jobs that failed the batch left out a
+// culprit of those, and its part is suspected, for probes; the batch's
+// other entries wait again, for the next round. When no alternative
+// tells, the batch is judged as any failed batch.
+func (s *State) byJobs(bid int, alts []Candidate, out []Action) []Action {
+	b := *s.candidate(bid)
+	var parts, jobs [][]string
+	for _, a := range alts {
+		missing := slices.DeleteFunc(slices.Clone(b.FailedJobs), func(j string) bool { return slices.Contains(a.FailedJobs, j) })
+		if len(missing) == 0 {
+			continue
+		}
+		var part []string
+		for _, id := range b.Entries {
+			if !slices.Contains(a.Entries, id) {
+				part = append(part, id)
+			}
+		}
+		parts, jobs = append(parts, part), append(jobs, missing)
+	}
+	if len(parts) == 0 {
+		return s.judge(bid, out)
+	}
+	s.deleteCandidate(bid)
+	for _, id := range b.Entries {
+		s.entry(id).Candidate = 0
+	}
+	for i, part := range parts {
+		s.suspect(part, jobs[i])
+	}
+	return out
+}
+
+// promote puts alternative aid in the place of failed round batch bid:
+// it is the chain's first candidate now, and lands; the entries it left
+// out are suspected, for probes; the batch's other alternatives are
+// dropped.
+func (s *State) promote(bid, aid int, out []Action) []Action {
+	out = s.dropDescendants(bid, out)
+	b, a := *s.candidate(bid), s.candidate(aid)
+	a.Alt = 0
+	for _, id := range a.Entries {
+		s.entry(id).Candidate = aid
+	}
+	var left []string
+	for _, id := range b.Entries {
+		if !slices.Contains(a.Entries, id) {
+			left = append(left, id)
+		}
+	}
+	out = s.dropAlts(bid, out)
+	s.deleteCandidate(bid)
+	for _, id := range left {
+		s.entry(id).Candidate = 0
+	}
+	s.suspect(left, b.FailedJobs)
+	return out
+}
+
+// suspect makes entries ids a group suspected of failing jobs, which
+// probes test.
+func (s *State) suspect(ids, jobs []string) {
+	g := Group{ID: s.newID(), Depth: 1, Jobs: slices.Clone(jobs)}
+	s.Stats.MaxBisection = max(s.Stats.MaxBisection, 1)
+	s.Groups = append(s.Groups, g)
+	for _, id := range ids {
+		x := s.entry(id)
+		x.Group, x.Vetted = g.ID, false
+	}
+}
+
+// roundFailing reports whether a round's batch failed and waits for its
+// alternatives' results.
+func (s *State) roundFailing() bool {
+	for _, c := range s.Candidates {
+		if c.inChain() && c.State == Failed && s.hasAlts(c.ID) {
+			return true
+		}
+	}
+	return false
 }

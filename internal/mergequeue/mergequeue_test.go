@@ -26,6 +26,9 @@ func (s *State) check() error {
 		if p := s.candidate(c.Parent); p != nil && (p.Leaf || p.Probe != 0) {
 			return fmt.Errorf("candidate %d built on %d, a leaf or probe", c.ID, c.Parent)
 		}
+		if b := s.candidate(c.Alt); c.Alt != 0 && (c.Parent != 0 || b == nil || !b.inChain() || b.Parent != 0) {
+			return fmt.Errorf("alternative %d of %d, which is not a round's batch on the base", c.ID, c.Alt)
+		}
 		if c.Probe > 0 && s.group(c.Probe) == nil {
 			return fmt.Errorf("probe %d of group %d, which is gone", c.ID, c.Probe)
 		}
@@ -37,6 +40,13 @@ func (s *State) check() error {
 			e := s.entry(id)
 			if e == nil {
 				return fmt.Errorf("candidate %d holds entry %s, which is gone", c.ID, id)
+			}
+			if c.Alt != 0 {
+				// An alternative holds entries of its round's batch.
+				if e.Candidate != c.Alt {
+					return fmt.Errorf("alternative %d of %d holds entry %s, which is in %d", c.ID, c.Alt, id, e.Candidate)
+				}
+				continue
 			}
 			if e.Candidate != c.ID {
 				return fmt.Errorf("candidate %d holds entry %s, which is in %d", c.ID, id, e.Candidate)
@@ -315,6 +325,71 @@ func TestJudgeSparesVetted(t *testing.T) {
 				if !want && !e.Vetted {
 					t.Errorf("e%d, spared, is no longer vetted", i)
 				}
+			}
+		})
+	}
+}
+
+// An entry sent back for failing checks that comes back is tested alone,
+// in the chain when the queue is quiet and as a leaf when it is loaded,
+// and the entries behind it are batched without it.
+func TestReworkedEntryAlone(t *testing.T) {
+	t.Parallel()
+	for _, loaded := range []bool{false, true} {
+		t.Run(fmt.Sprintf("loaded=%v", loaded), func(t *testing.T) {
+			t.Parallel()
+			cfg := Config{Depth: 8, MaxBatch: 4}
+			s := New("base")
+			s.FailRate = 0.01
+			now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			// x fails alone, twice on the same job: it goes back.
+			s.Apply(cfg, now, Add{Entry: Entry{ID: "x", Head: "x1"}})
+			for range 2 {
+				c := s.Candidates[len(s.Candidates)-1]
+				s.Apply(cfg, now, Built{Candidate: c.ID, SHA: "sha" + strconv.Itoa(c.ID)})
+				s.Apply(cfg, now, Tested{Candidate: c.ID, FailedJobs: []string{"unit"}})
+			}
+			if s.entry("x") != nil || !slices.Contains(s.Convicted, "x") {
+				t.Fatalf("x not sent back: entries %+v, convicted %v", s.Entries, s.Convicted)
+			}
+			// It comes back first, with others behind it.
+			s.Apply(cfg, now, Pause{})
+			n := 2
+			if loaded {
+				n = 6
+			}
+			s.Apply(cfg, now, Add{Entry: Entry{ID: "x", Head: "x2"}})
+			for i := range n {
+				s.Apply(cfg, now.Add(time.Duration(i+1)*time.Second), Add{Entry: Entry{ID: "e" + strconv.Itoa(i), Head: "e"}})
+			}
+			if !s.entry("x").Reworked || slices.Contains(s.Convicted, "x") {
+				t.Fatalf("x back: reworked %v, convicted %v", s.entry("x").Reworked, s.Convicted)
+			}
+			s.Apply(cfg, now, Resume{})
+			if err := s.check(); err != nil {
+				t.Fatal(err)
+			}
+			x := s.candidate(s.entry("x").Candidate)
+			if !loaded {
+				// Quiet: x is in the round's batch, and an alternative
+				// leaves it out alone, so that the others land should it
+				// fail again.
+				if x == nil || !x.inChain() || x.Parent != 0 {
+					t.Fatalf("x in %+v, want the round's batch", x)
+				}
+				alone := slices.ContainsFunc(s.Candidates, func(a Candidate) bool {
+					return a.Alt == x.ID && len(a.Entries) == len(x.Entries)-1 && !slices.Contains(a.Entries, "x")
+				})
+				if !alone {
+					t.Fatalf("no alternative of %+v leaves x out alone: %+v", x, s.Candidates)
+				}
+				return
+			}
+			if x == nil || len(x.Entries) != 1 || !x.Leaf {
+				t.Fatalf("x in %+v, want alone in a leaf", x)
+			}
+			if e := s.candidate(s.entry("e0").Candidate); e == nil || e.ID == x.ID || len(e.Entries) < 2 {
+				t.Fatalf("e0 in %+v, want batched without x", e)
 			}
 		})
 	}

@@ -151,6 +151,9 @@ type sim struct {
 	busy        int    // CI slots in use
 	waiting     []*run // runs waiting for a slot
 	running     map[int]*run
+	// cancelled are the candidates the queue dropped: a build of one
+	// still under way is not made.
+	cancelled map[int]bool
 
 	trace      func(any) // when set, sees every event and action
 	res        result
@@ -175,6 +178,7 @@ func newSim(p params) *sim {
 		commits:     map[string]*commit{},
 		changes:     map[string]*change{},
 		running:     map[int]*run{},
+		cancelled:   map[int]bool{},
 		passed:      map[string]bool{},
 		brokenHeads: map[string]bool{},
 	}
@@ -282,6 +286,7 @@ func (s *sim) do(a mergequeue.Action) {
 	case mergequeue.Test:
 		s.startRun(&run{candidate: a.Candidate, sha: a.SHA})
 	case mergequeue.Cancel:
+		s.cancelled[a.Candidate] = true
 		if r := s.running[a.Candidate]; r != nil && !r.cancelled {
 			r.cancelled = true
 			s.at(s.now.Add(cancelTime), func() { s.finishRun(r) })
@@ -312,6 +317,9 @@ func (s *sim) do(a mergequeue.Action) {
 // build makes a candidate's commit, or finds the first head that does
 // not merge.
 func (s *sim) build(a mergequeue.Build) {
+	if s.cancelled[a.Candidate] {
+		return
+	}
 	parent := s.commits[a.Parent]
 	tree := make(map[string]string, len(parent.changes)+len(a.Heads))
 	for id, h := range parent.changes {
