@@ -46,8 +46,10 @@ type MergeQueuePullRequest struct {
 type MergeQueueCandidate struct {
 	ID int `json:"id"`
 	// Kind is chain (it lands when it passes and everything before it
-	// has), leaf (new entries tested on the tip of the chain) or probe (a
-	// part of a failed batch, tested on the base; it never lands).
+	// has), leaf (new entries tested on the tip of the chain), alternative
+	// (a round's batch without one part, tested beside it on the base; it
+	// lands instead should the batch fail and it pass) or probe (a part of
+	// a failed batch, tested on the base; it never lands).
 	Kind      string `json:"kind"`
 	Branch    string `json:"branch"`
 	State     string `json:"state"`

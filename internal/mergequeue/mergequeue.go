@@ -23,8 +23,8 @@ type Config struct {
 	// under test at once, each on the one before, while the queue is
 	// loaded; the rest of Depth goes to leaves and probes. Defaults to 1:
 	// the chain holds vetted entries, whose batches seldom fail, and the
-	// leaves on its tip are speculation enough. When few entries wait it
-	// may use half of Depth.
+	// leaves on its tip are speculation enough. (While few entries wait
+	// the queue works in rounds, which do not build on each other.)
 	Speculation int
 	// MaxBatch bounds the entries of one candidate. Defaults to 16.
 	MaxBatch int
@@ -935,37 +935,27 @@ func (s *State) waiting(cfg Config) []*Entry {
 	return w
 }
 
-// quietPass is the chance that a batch passes which the batch size aims
-// at when fewer entries wait than a batch may hold: a failed batch delays
-// each of its entries by the rounds of probes that find its culprit.
-const quietPass = 0.8
-
 // vettedRisk is the chance that an entry a probe passed fails, as a
 // share of the failure rate seen.
 const vettedRisk = 0.1
 
 // nextBatch returns the entries of the next candidate of the landing
-// chain: the first that wait, unsuspected, as many as pass together with
-// the chance aimed at, given the failure rate seen (an entry a probe
-// passed counts for less); an entry that did not merge before goes alone.
-// New entries are taken only when the queue is not loaded; else they are
-// tested as leaves first.
+// chain while the queue is loaded: the first that wait, vetted, as many as
+// pass together with the chance aimed at, given the failure rate seen (an
+// entry a probe passed counts for less); an entry that did not merge
+// before goes alone. New entries are tested as leaves first.
 func (s *State) nextBatch(cfg Config, waiting []*Entry) []*Entry {
 	pass := 1.0
-	quiet := s.quiet(cfg)
 	eligible := func(e *Entry) bool {
-		return e.Group == 0 && e.Candidate == 0 && (e.Vetted || e.After != 0 || quiet)
+		return e.Group == 0 && e.Candidate == 0 && (e.Vetted || e.After != 0)
 	}
 	target := cfg.TargetPass
-	if quiet {
-		target = max(target, quietPass)
-	}
 	var batch []*Entry
 	for _, e := range waiting {
 		if !eligible(e) {
 			continue
 		}
-		if e.After != 0 || (e.Reworked && !e.Vetted) {
+		if e.After != 0 {
 			if len(batch) == 0 {
 				return []*Entry{e}
 			}
@@ -1034,9 +1024,6 @@ func (s *State) nextProbes(waiting []*Entry, free int) (int, [][]*Entry) {
 // did.
 func (s *State) leaf(cfg Config, waiting []*Entry) bool {
 	target := cfg.TargetPass
-	if s.quiet(cfg) {
-		target = max(target, quietPass)
-	}
 	pass := 1.0
 	var batch []*Entry
 	for _, e := range waiting {
@@ -1092,13 +1079,10 @@ func (s *State) plan(cfg Config, out []Action) []Action {
 		waiting := s.waiting(cfg)
 		spec := cfg.Speculation
 		quiet := s.quiet(cfg)
-		if quiet {
-			spec = max(spec, cfg.Depth/2)
-		}
 		var batch []*Entry
-		if s.roundFailing() {
-			// A round's batch failed and waits for its alternatives: one
-			// of them is the chain's next candidate.
+		if quiet || s.roundFailing() {
+			// Rounds, below; or a round's batch failed and waits for its
+			// alternatives: one of them is the chain's next candidate.
 		} else if chain < spec && len(s.chainLen()) < 2*spec {
 			batch = s.nextBatch(cfg, waiting)
 		}

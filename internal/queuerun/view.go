@@ -102,6 +102,8 @@ func (d *Doc) candidateView(c mergequeue.Candidate, base string, r *Runner) life
 		kind = "probe"
 	case c.Leaf:
 		kind = "leaf"
+	case c.Alt != 0:
+		kind = "alternative"
 	}
 	v := lifecycletype.MergeQueueCandidate{ID: c.ID, Kind: kind, Branch: r.Branch(base, c.ID), State: string(c.State), ParentSHA: c.ParentSHA, SHA: c.SHA,
 		TaskIDs: nonNil(slices.Clone(c.Entries)), Checks: nonNil(d.Runs[c.ID].Checks), FailedChecks: nonNil(slices.Clone(c.FailedJobs))}
