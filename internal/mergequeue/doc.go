@@ -66,5 +66,7 @@
 // the candidate. If it does not merge onto the base either (the host says
 // so, or it stood first on the base), it goes back for rework; otherwise
 // it may conflict only with entries ahead of it that may yet fail, and it
-// is tried again, alone, once they have left the queue.
+// is tried again once they have left the queue: alone while the queue is
+// loaded, first in a round's batch (on the base itself) while it is
+// quiet.
 package mergequeue

@@ -87,9 +87,10 @@ type Entry struct {
 	// and a batch takes more such entries.
 	Vetted bool `json:"vetted,omitempty"`
 	// Reworked says the entry was sent back for failing checks and came
-	// back: it is tested alone (as a leaf, or in the chain) until a
-	// candidate passes with it, so that a fix that still fails fails no
-	// batch of others.
+	// back: until a candidate passes with it, it is a part of its own in
+	// a round's alternatives, or tested alone (as a leaf, or in the chain)
+	// while the queue is loaded, so that a fix that still fails holds back
+	// no batch of others.
 	Reworked bool `json:"reworked,omitempty"`
 }
 
@@ -1191,14 +1192,26 @@ func (s *State) add(c Candidate, parent *Candidate, batch []*Entry) *Candidate {
 }
 
 // roundBatch returns the entries of a round's batch: every entry that
-// waits and is not suspected, up to a batch's size.
+// waits and is not suspected, up to a batch's size. An entry that did not
+// merge onto what was ahead of it goes first, on the base itself, where a
+// conflict means it conflicts with the base; a second such entry waits
+// for a round of its own.
 func (s *State) roundBatch(cfg Config, waiting []*Entry) []*Entry {
 	var batch []*Entry
+	first := false
 	for _, e := range waiting {
 		if e.Candidate != 0 || e.Group != 0 {
 			continue
 		}
-		batch = append(batch, e)
+		if e.After != 0 {
+			if first {
+				continue
+			}
+			first = true
+			batch = append([]*Entry{e}, batch...)
+		} else {
+			batch = append(batch, e)
+		}
 		if len(batch) == cfg.MaxBatch {
 			break
 		}
