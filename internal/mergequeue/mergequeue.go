@@ -472,20 +472,26 @@ func (s *State) deleteCandidate(id int) {
 }
 
 // remove takes entry id out of the queue, rebuilding its candidate
-// without it.
+// without it; a candidate whose run has ended (passed, or failed) is
+// dropped instead, its other entries waiting again, so that no run is
+// started beyond Depth.
 func (s *State) remove(id string, out []Action) []Action {
 	e := s.entry(id)
 	if e == nil {
 		return out
 	}
-	if c := s.candidate(e.Candidate); c != nil && c.State == Landing {
-		return out // too late: it lands with its candidate
-	}
 	if c := s.candidate(e.Candidate); c != nil {
-		if c.State == Landing {
+		switch c.State {
+		case Landing:
 			return out // too late: it lands with its candidate
+		case Passed, Failed:
+			out = s.dropDescendants(c.ID, out)
+			cand := *s.candidate(c.ID)
+			s.deleteCandidate(cand.ID)
+			out = s.release(cand, out)
+		default:
+			out, _ = s.rebuildWithout(c.ID, id, out)
 		}
-		out, _ = s.rebuildWithout(c.ID, id, out)
 	}
 	s.settle(s.entry(id), cleared)
 	s.deleteEntry(id)
