@@ -47,22 +47,8 @@ func TestRandomHistoriesWithRounds(t *testing.T) {
 						n = 5 + m.rng.IntN(20) // a burst
 					}
 					for range n {
-						id := "e" + strconv.Itoa(entries)
+						m.addEntry(entries, 8, 30, 6)
 						entries++
-						m.broken[id] = m.rng.IntN(8) == 0
-						m.job[id] = jobs[m.rng.IntN(len(jobs))]
-						m.stale[id] = m.rng.IntN(30) == 0
-						if entries > 1 && m.rng.IntN(10) == 0 {
-							p := "e" + strconv.Itoa(entries-2-m.rng.IntN(min(entries-1, 5)))
-							if m.partner[p] == "" {
-								m.partner[id], m.partner[p] = p, id
-							}
-						}
-						p := Normal
-						if m.rng.IntN(6) == 0 {
-							p = Hotfix
-						}
-						m.apply(Add{Entry: Entry{ID: id, Head: id + "-head", Priority: p}})
 					}
 				case step < 500 && r < addRate+5:
 					// An entry sent back comes back, fixed or not.
@@ -83,32 +69,15 @@ func TestRandomHistoriesWithRounds(t *testing.T) {
 						}
 					}
 				case step < 500 && r < addRate+8 && entries > 0:
-					id := "e" + strconv.Itoa(m.rng.IntN(entries))
-					if m.out[id] == "" && m.q.entry(id) != nil {
-						landing := false
-						if c := m.q.candidate(m.q.entry(id).Candidate); c != nil && c.State == Landing {
-							landing = true
-						}
-						m.apply(Remove{ID: id})
-						if !landing {
-							m.out[id] = "removed"
-						}
-					}
+					m.removeEntry(entries)
 				case step < 500 && r < addRate+10:
 					m.apply(Pause{})
 				case r < addRate+15 && m.q.Paused:
 					m.apply(Resume{})
 				case step < 500 && r < addRate+16:
-					tree := map[string]bool{}
-					for id := range m.commits[m.q.Base] {
-						tree[id] = true
-					}
-					m.apply(BaseMoved{SHA: m.commit(tree)})
+					m.pushBase()
 				case len(m.pending) > 0:
-					i := m.rng.IntN(len(m.pending))
-					ev := m.pending[i]
-					m.pending = slices.Delete(m.pending, i, i+1)
-					m.apply(ev)
+					ev := m.answer()
 					if m.rng.IntN(20) == 0 {
 						m.apply(ev) // a late duplicate answer
 					}

@@ -113,6 +113,67 @@ func (m *model) commit(tree map[string]bool) string {
 	return sha
 }
 
+// addEntry adds entry e<n>: broken one time in broken, not merging onto
+// the base one in stale, a hotfix one in hotfix; one in ten does not merge
+// with a recent entry.
+func (m *model) addEntry(n, broken, stale, hotfix int) {
+	m.t.Helper()
+	id := "e" + strconv.Itoa(n)
+	m.broken[id] = m.rng.IntN(broken) == 0
+	m.job[id] = jobs[m.rng.IntN(len(jobs))]
+	m.stale[id] = m.rng.IntN(stale) == 0
+	if n > 0 && m.rng.IntN(10) == 0 {
+		p := "e" + strconv.Itoa(n-1-m.rng.IntN(min(n, 5)))
+		if m.partner[p] == "" {
+			m.partner[id], m.partner[p] = p, id
+		}
+	}
+	p := Normal
+	if m.rng.IntN(hotfix) == 0 {
+		p = Hotfix
+	}
+	m.apply(Add{Entry: Entry{ID: id, Head: id + "-head", Priority: p}})
+}
+
+// removeEntry removes one of the first n entries at random, if it is
+// still in the queue (its task cancelled, say).
+func (m *model) removeEntry(n int) {
+	m.t.Helper()
+	id := "e" + strconv.Itoa(m.rng.IntN(n))
+	if m.out[id] != "" || m.q.entry(id) == nil {
+		return
+	}
+	landing := false
+	if c := m.q.candidate(m.q.entry(id).Candidate); c != nil && c.State == Landing {
+		landing = true
+	}
+	m.apply(Remove{ID: id})
+	if !landing {
+		m.out[id] = "removed"
+	}
+}
+
+// pushBase moves the base as someone pushing to it would: its tree
+// keeps what landed.
+func (m *model) pushBase() {
+	m.t.Helper()
+	tree := map[string]bool{}
+	for id := range m.commits[m.q.Base] {
+		tree[id] = true
+	}
+	m.apply(BaseMoved{SHA: m.commit(tree)})
+}
+
+// answer applies one of the pending answers, at random, and returns it.
+func (m *model) answer() Event {
+	m.t.Helper()
+	i := m.rng.IntN(len(m.pending))
+	ev := m.pending[i]
+	m.pending = slices.Delete(m.pending, i, i+1)
+	m.apply(ev)
+	return ev
+}
+
 // apply applies ev, checks the queue, and carries out what it asks.
 func (m *model) apply(ev Event) {
 	m.t.Helper()
@@ -225,51 +286,18 @@ func TestRandomHistories(t *testing.T) {
 			for step := 0; step < 400 || len(m.pending) > 0 || m.q.Paused; step++ {
 				switch r := m.rng.IntN(100); {
 				case step < 400 && r < 15:
-					id := "e" + strconv.Itoa(entries)
+					m.addEntry(entries, 10, 20, 10)
 					entries++
-					m.broken[id] = m.rng.IntN(10) == 0
-					m.job[id] = jobs[m.rng.IntN(len(jobs))]
-					m.stale[id] = m.rng.IntN(20) == 0
-					if entries > 1 && m.rng.IntN(10) == 0 {
-						// It does not merge with a recent entry.
-						p := "e" + strconv.Itoa(entries-2-m.rng.IntN(min(entries-1, 5)))
-						if m.partner[p] == "" {
-							m.partner[id], m.partner[p] = p, id
-						}
-					}
-					p := Normal
-					if m.rng.IntN(10) == 0 {
-						p = Hotfix
-					}
-					m.apply(Add{Entry: Entry{ID: id, Head: id + "-head", Priority: p}})
 				case step < 400 && r < 18 && entries > 0:
-					id := "e" + strconv.Itoa(m.rng.IntN(entries))
-					if m.out[id] == "" && m.q.entry(id) != nil {
-						landing := false
-						if c := m.q.candidate(m.q.entry(id).Candidate); c != nil && c.State == Landing {
-							landing = true
-						}
-						m.apply(Remove{ID: id})
-						if !landing {
-							m.out[id] = "removed"
-						}
-					}
+					m.removeEntry(entries)
 				case step < 400 && r < 20:
 					m.apply(Pause{})
 				case r < 25 && m.q.Paused:
 					m.apply(Resume{})
 				case step < 400 && r < 26:
-					// Someone pushes to the base: its tree keeps what landed.
-					tree := map[string]bool{}
-					for id := range m.commits[m.q.Base] {
-						tree[id] = true
-					}
-					m.apply(BaseMoved{SHA: m.commit(tree)})
+					m.pushBase()
 				case len(m.pending) > 0:
-					i := m.rng.IntN(len(m.pending))
-					ev := m.pending[i]
-					m.pending = slices.Delete(m.pending, i, i+1)
-					m.apply(ev)
+					m.answer()
 				case m.q.Paused:
 					m.apply(Resume{})
 				}
