@@ -99,6 +99,9 @@ func TestCIFailureFetchedOnce(t *testing.T) {
 	a.web.SetCheck(sha, lifecycle.CICheck{Name: "lint", Status: lifecycle.CheckFailed})
 	e.reconcile(id)
 	e.Svc.FetchCIFailuresForTest(t.Context())
+	// The Service's own fetcher, woken by the reconcile, may have claimed
+	// lint's failure first and still be asking: wait for it.
+	testenv.WaitFor(t, 5*time.Second, "lint's failure asked for", func() bool { return a.web.Calls(memory.OpCIFailure) >= 2 })
 	if n := a.web.Calls(memory.OpCIFailure); n != 2 {
 		t.Errorf("the host was asked %d times, want twice (build, then lint, which has no details)", n)
 	}
