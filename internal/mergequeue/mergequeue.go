@@ -148,8 +148,9 @@ type Candidate struct {
 	Alt int `json:"alt,omitempty"`
 }
 
-// inChain reports whether c is a candidate of the landing chain.
-func (c *Candidate) inChain() bool { return c.Probe == 0 && !c.Leaf && c.Alt == 0 }
+// InChain reports whether c is a candidate of the landing chain (not a
+// leaf, a probe or a round's alternative).
+func (c *Candidate) InChain() bool { return c.Probe == 0 && !c.Leaf && c.Alt == 0 }
 
 // Group is a failed batch whose entries are under suspicion.
 type Group struct {
@@ -485,8 +486,9 @@ func (s *State) remove(id string, out []Action) []Action {
 		case Landing:
 			return out // too late: it lands with its candidate
 		case Passed, Failed:
-			out = s.dropDescendants(c.ID, out)
-			cand := *s.candidate(c.ID)
+			cid := c.ID // c moves as dropDescendants compacts the candidates
+			out = s.dropDescendants(cid, out)
+			cand := *s.candidate(cid)
 			s.deleteCandidate(cand.ID)
 			out = s.release(cand, out)
 		default:
@@ -901,7 +903,7 @@ func (s *State) inFlight() (chain, probes int) {
 	for _, c := range s.Candidates {
 		switch c.State {
 		case Pending, Building, Testing:
-			if !c.inChain() {
+			if !c.InChain() {
 				probes++
 			} else {
 				chain++
@@ -915,7 +917,7 @@ func (s *State) inFlight() (chain, probes int) {
 // the last one not failed, or nil for the base.
 func (s *State) tip() *Candidate {
 	for i := len(s.Candidates) - 1; i >= 0; i-- {
-		if c := &s.Candidates[i]; c.inChain() && c.State != Failed {
+		if c := &s.Candidates[i]; c.InChain() && c.State != Failed {
 			return c
 		}
 	}
@@ -1068,12 +1070,12 @@ func (s *State) plan(cfg Config, out []Action) []Action {
 		return out
 	}
 	for i := range s.Candidates {
-		if c := &s.Candidates[i]; c.inChain() && c.Parent == 0 && c.State == Passed {
+		if c := &s.Candidates[i]; c.InChain() && c.Parent == 0 && c.State == Passed {
 			c.State = Landing
 			out = append(out, Land{Candidate: c.ID, From: s.Base, To: c.SHA, Entries: slices.Clone(c.Entries)})
 			break
 		}
-		if c := &s.Candidates[i]; c.inChain() && c.Parent == 0 {
+		if c := &s.Candidates[i]; c.InChain() && c.Parent == 0 {
 			break // the first of the chain lands first
 		}
 	}
@@ -1175,7 +1177,7 @@ func older(a, b *Entry, cfg Config) bool {
 func (s *State) chainLen() []int {
 	var ids []int
 	for _, c := range s.Candidates {
-		if c.inChain() {
+		if c.InChain() {
 			ids = append(ids, c.ID)
 		}
 	}
@@ -1299,7 +1301,7 @@ func (s *State) settleAlts(out []Action) []Action {
 		}
 	}
 	for _, b := range slices.Clone(s.Candidates) {
-		if !b.inChain() || b.State != Failed || b.Parent != 0 {
+		if !b.InChain() || b.State != Failed || b.Parent != 0 {
 			continue
 		}
 		var alts []Candidate
@@ -1407,7 +1409,7 @@ func (s *State) suspect(ids, jobs []string) {
 // alternatives' results.
 func (s *State) roundFailing() bool {
 	for _, c := range s.Candidates {
-		if c.inChain() && c.State == Failed && s.hasAlts(c.ID) {
+		if c.InChain() && c.State == Failed && s.hasAlts(c.ID) {
 			return true
 		}
 	}

@@ -26,7 +26,7 @@ func (s *State) check() error {
 		if p := s.candidate(c.Parent); p != nil && (p.Leaf || p.Probe != 0) {
 			return fmt.Errorf("candidate %d built on %d, a leaf or probe", c.ID, c.Parent)
 		}
-		if b := s.candidate(c.Alt); c.Alt != 0 && (c.Parent != 0 || b == nil || !b.inChain() || b.Parent != 0) {
+		if b := s.candidate(c.Alt); c.Alt != 0 && (c.Parent != 0 || b == nil || !b.InChain() || b.Parent != 0) {
 			return fmt.Errorf("alternative %d of %d, which is not a round's batch on the base", c.ID, c.Alt)
 		}
 		if c.Probe > 0 && s.group(c.Probe) == nil {
@@ -402,7 +402,7 @@ func TestReworkedEntryAlone(t *testing.T) {
 				// Quiet: x is in the round's batch, and an alternative
 				// leaves it out alone, so that the others land should it
 				// fail again.
-				if x == nil || !x.inChain() || x.Parent != 0 {
+				if x == nil || !x.InChain() || x.Parent != 0 {
 					t.Fatalf("x in %+v, want the round's batch", x)
 				}
 				alone := slices.ContainsFunc(s.Candidates, func(a Candidate) bool {

@@ -131,7 +131,7 @@ func (d *Doc) order() []string {
 		if x.Candidate != 0 {
 			for i, c := range e.Candidates {
 				if c.ID == x.Candidate {
-					if c.Probe == 0 && !c.Leaf {
+					if c.InChain() {
 						return 0, i
 					}
 					return 1, i
