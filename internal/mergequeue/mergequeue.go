@@ -92,6 +92,11 @@ type Entry struct {
 	// while the queue is loaded, so that a fix that still fails holds back
 	// no batch of others.
 	Reworked bool `json:"reworked,omitempty"`
+	// Rebatched says a candidate of the landing chain that failed held
+	// the entry, and vetted entries only: they were batched again rather
+	// than suspected, the run most likely flaky. Should that happen
+	// again, they are suspected.
+	Rebatched bool `json:"rebatched,omitempty"`
 }
 
 // CandidateState is where a candidate is.
@@ -384,7 +389,7 @@ func (s *State) Apply(cfg Config, now time.Time, ev Event) []Action {
 		}
 		e := ev.Entry
 		e.Candidate, e.Group, e.After = 0, 0, 0
-		e.Reworked = false
+		e.Reworked, e.Rebatched = false, false
 		if i := slices.Index(s.Convicted, e.ID); i >= 0 {
 			// It failed its checks here and comes back: a fix fails
 			// again far more often than a new change does.
@@ -713,10 +718,23 @@ func (s *State) quiet(cfg Config) bool {
 
 // judge settles a failed candidate of the landing chain once every one
 // before it has landed: its entries are suspected, together, and probes
-// find which fail.
+// find which fail. A batch of vetted entries only, each of which a run
+// passed, most likely failed for a flaky run: its entries wait again, to
+// be batched again, and are suspected should that fail too (probing them
+// would take several runs, and another for the chain after).
 func (s *State) judge(id int, out []Action) []Action {
 	c := *s.candidate(id)
 	s.deleteCandidate(id)
+	if c.InChain() && len(c.Entries) > 1 && !slices.ContainsFunc(c.Entries, func(e string) bool {
+		x := s.entry(e)
+		return !x.Vetted || x.Rebatched
+	}) {
+		for _, e := range c.Entries {
+			x := s.entry(e)
+			x.Candidate, x.Rebatched = 0, true
+		}
+		return out
+	}
 	g := Group{ID: s.newID(), Depth: 1, Jobs: c.FailedJobs}
 	s.Stats.MaxBisection = max(s.Stats.MaxBisection, 1)
 	s.Groups = append(s.Groups, g)

@@ -316,18 +316,20 @@ func TestRandomHistories(t *testing.T) {
 }
 
 // A failed batch of the chain suspects its new entries only; entries a
-// probe passed already are suspected again only when the batch held no
-// others.
+// probe passed already are batched again when the batch held no others,
+// and suspected again only when such a batch failed before.
 func TestJudgeSparesVetted(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name      string
 		vetted    []bool
+		rebatched bool
 		suspected []bool
 	}{
-		{"new and vetted", []bool{true, false, true}, []bool{false, true, false}},
-		{"vetted only", []bool{true, true}, []bool{true, true}},
-		{"new only", []bool{false, false}, []bool{true, true}},
+		{"new and vetted", []bool{true, false, true}, false, []bool{false, true, false}},
+		{"vetted only", []bool{true, true}, false, []bool{false, false}},
+		{"vetted only, rebatched", []bool{true, true}, true, []bool{true, true}},
+		{"new only", []bool{false, false}, false, []bool{true, true}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -337,7 +339,7 @@ func TestJudgeSparesVetted(t *testing.T) {
 			cand := Candidate{ID: s.newID(), ParentSHA: "base", SHA: "c1", State: Testing}
 			for i, v := range c.vetted {
 				id := "e" + strconv.Itoa(i)
-				s.Entries = append(s.Entries, Entry{ID: id, Head: id, Since: now, Candidate: cand.ID, Vetted: v})
+				s.Entries = append(s.Entries, Entry{ID: id, Head: id, Since: now, Candidate: cand.ID, Vetted: v, Rebatched: c.rebatched})
 				cand.Entries = append(cand.Entries, id)
 			}
 			s.Candidates = []Candidate{cand}
@@ -352,6 +354,9 @@ func TestJudgeSparesVetted(t *testing.T) {
 				}
 				if !want && !e.Vetted {
 					t.Errorf("e%d, spared, is no longer vetted", i)
+				}
+				if !want && e.Candidate == cand.ID {
+					t.Errorf("e%d, spared, is still in the failed candidate", i)
 				}
 			}
 		})
