@@ -176,6 +176,14 @@ type Group struct {
 	// landing chain (a leaf that was built beside a candidate that
 	// landed).
 	Screen bool `json:"screen,omitempty"`
+	// SHA and Failed, when set, are the commit and the failed jobs of a
+	// probe of just its entries that failed as its batch did, after a
+	// probe of more of them had failed too: two failures alike make a
+	// flaky run unlikely. Should all of them but one pass, that one is
+	// convicted without a run of its own. Removing one of its entries,
+	// or one's conflict, forgets them.
+	SHA    string   `json:"sha,omitempty"`
+	Failed []string `json:"failed,omitempty"`
 }
 
 // Stats count what a queue did, for its metrics.
@@ -500,6 +508,9 @@ func (s *State) remove(id string, out []Action) []Action {
 			out, _ = s.rebuildWithout(c.ID, id, out)
 		}
 	}
+	if g := s.group(e.Group); g != nil {
+		g.SHA, g.Failed = "", nil // the culprit may be the entry removed
+	}
 	s.settle(s.entry(id), cleared)
 	s.deleteEntry(id)
 	return out
@@ -654,6 +665,9 @@ func (s *State) conflict(cfg Config, ev Conflict, out []Action) []Action {
 	// It may conflict only with entries ahead of it that may yet fail:
 	// tried again, alone, once they have left the queue (landed, and it
 	// then conflicts with the base, or failed).
+	if g := s.group(e.Group); g != nil {
+		g.SHA, g.Failed = "", nil // the culprit may be this one
+	}
 	s.settle(e, cleared)
 	e.After = parent
 	if rebuilt != 0 {
@@ -780,9 +794,10 @@ func (s *State) leafTested(id int, ev Tested, out []Action) []Action {
 }
 
 // probed handles the result of a probe: its entries are cleared when it
-// passed; when it failed, an entry alone is convicted, and more are
-// suspected again, as a smaller group, while the rest of their group is
-// cleared.
+// passed (and the last of a group whose failure a probe of its own showed
+// is convicted); when it failed, an entry alone is convicted, and more
+// are suspected again, as a smaller group, while the rest of their group
+// is cleared.
 func (s *State) probed(id int, ev Tested, out []Action) []Action {
 	p := *s.candidate(id)
 	s.deleteCandidate(id)
@@ -791,6 +806,19 @@ func (s *State) probed(id int, ev Tested, out []Action) []Action {
 			x := s.entry(e)
 			x.Candidate, x.Vetted, x.Reworked = 0, true, false
 			s.settle(x, cleared)
+		}
+		if g := s.group(p.Probe); g != nil && g.SHA != "" {
+			var left []*Entry
+			for i := range s.Entries {
+				if x := &s.Entries[i]; x.Group == g.ID {
+					left = append(left, x)
+				}
+			}
+			if len(left) == 1 && left[0].Candidate == 0 {
+				// The others of a probe that failed passed: the one
+				// left failed it, and needs no run of its own.
+				return s.convict(left[0], g.Failed, g.SHA, out)
+			}
 		}
 		return out
 	}
@@ -815,20 +843,15 @@ func (s *State) probed(id int, ev Tested, out []Action) []Action {
 			s.Stats.Retries++
 			return out
 		}
-		s.settle(x, convicted)
-		s.deleteEntry(p.Entries[0])
-		s.Stats.Convicted++
-		s.observe(1, 1)
-		s.Convicted = append(s.Convicted, p.Entries[0])
-		if len(s.Convicted) > maxConvicted {
-			s.Convicted = slices.Delete(s.Convicted, 0, len(s.Convicted)-maxConvicted)
-		}
-		return append(out, Rework{Entry: p.Entries[0], Reason: ReworkChecksFailed, Jobs: slices.Clone(ev.FailedJobs), SHA: p.SHA})
+		return s.convict(x, ev.FailedJobs, p.SHA, out)
 	}
 	g := Group{ID: s.newID(), Depth: 2, Jobs: slices.Clone(ev.FailedJobs)}
 	if outer != nil {
 		g.Depth = outer.Depth + 1
 		g.Jobs = outer.Jobs // the batch's failure is what is looked for
+		if outer.Depth > 1 && slices.ContainsFunc(ev.FailedJobs, func(j string) bool { return slices.Contains(outer.Jobs, j) }) {
+			g.SHA, g.Failed = p.SHA, slices.Clone(ev.FailedJobs)
+		}
 	}
 	s.Stats.MaxBisection = max(s.Stats.MaxBisection, g.Depth)
 	s.Groups = append(s.Groups, g)
@@ -846,6 +869,21 @@ func (s *State) probed(id int, ev Tested, out []Action) []Action {
 		}
 	}
 	return out
+}
+
+// convict sends entry x back for rework: it failed jobs, whose logs are
+// in commit sha.
+func (s *State) convict(x *Entry, jobs []string, sha string, out []Action) []Action {
+	id := x.ID
+	s.settle(x, convicted)
+	s.deleteEntry(id)
+	s.Stats.Convicted++
+	s.observe(1, 1)
+	s.Convicted = append(s.Convicted, id)
+	if len(s.Convicted) > maxConvicted {
+		s.Convicted = slices.Delete(s.Convicted, 0, len(s.Convicted)-maxConvicted)
+	}
+	return append(out, Rework{Entry: id, Reason: ReworkChecksFailed, Jobs: slices.Clone(jobs), SHA: sha})
 }
 
 // observe records judged entries in FailRate: n entries, failed of which

@@ -3,6 +3,7 @@ package mergequeue
 import (
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strconv"
 	"testing"
@@ -423,6 +424,58 @@ func TestReworkedEntryAlone(t *testing.T) {
 			}
 			if e := s.candidate(s.entry("e0").Candidate); e == nil || e.ID == x.ID || len(e.Entries) < 2 {
 				t.Fatalf("e0 in %+v, want batched without x", e)
+			}
+		})
+	}
+}
+
+// The last entry of a group that a failed probe of its own made is
+// convicted once the others passed, without a run of its own; with no
+// such probe (the batch's failure may have been flaky) it is probed.
+func TestProbeConvictsLastOfFailedProbe(t *testing.T) {
+	t.Parallel()
+	for _, shown := range []bool{true, false} {
+		t.Run(strconv.FormatBool(shown), func(t *testing.T) {
+			t.Parallel()
+			s := New("base")
+			now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			g := Group{ID: s.newID(), Depth: 3, Jobs: []string{"unit"}}
+			if shown {
+				g.SHA, g.Failed = "p0", []string{"unit"}
+			}
+			s.Groups = []Group{g}
+			probe := Candidate{ID: s.newID(), Entries: []string{"a"}, ParentSHA: "base", SHA: "p1", State: Testing, Probe: g.ID}
+			s.Candidates = []Candidate{probe}
+			s.Entries = []Entry{
+				{ID: "a", Head: "a", Since: now, Group: g.ID, Candidate: probe.ID},
+				{ID: "b", Head: "b", Since: now, Group: g.ID},
+			}
+			out := s.Apply(Config{}, now, Tested{Candidate: probe.ID, Passed: true})
+			if err := s.check(); err != nil {
+				t.Fatal(err)
+			}
+			if a := s.entry("a"); a == nil || !a.Vetted || a.Group != 0 {
+				t.Errorf("a after its probe passed: %+v", a)
+			}
+			i := slices.IndexFunc(out, func(a Action) bool { _, ok := a.(Rework); return ok })
+			if !shown {
+				if i >= 0 {
+					t.Fatalf("b convicted without a probe of its own: %+v", out)
+				}
+				if b := s.entry("b"); b == nil || b.Candidate == 0 || s.candidate(b.Candidate).Probe != g.ID {
+					t.Errorf("b not probed: %+v", b)
+				}
+				return
+			}
+			if i < 0 {
+				t.Fatalf("b not convicted: %+v", out)
+			}
+			want := Rework{Entry: "b", Reason: ReworkChecksFailed, Jobs: []string{"unit"}, SHA: "p0"}
+			if got := out[i].(Rework); !reflect.DeepEqual(got, want) {
+				t.Errorf("got %+v, want %+v", got, want)
+			}
+			if s.entry("b") != nil || len(s.Groups) != 0 {
+				t.Errorf("b or its group still in the queue: %+v, %+v", s.Entries, s.Groups)
 			}
 		})
 	}
