@@ -48,7 +48,9 @@
 // # Failures
 //
 // A failed batch's entries are suspected together (but for those a probe
-// passed already, when it holds others) and tested by probes,
+// passed already, when it holds others; a batch of such entries only is
+// batched again once, its failure most likely a flaky run) and tested by
+// probes,
 // candidates built on the base that never land: with CI runs to spare, the
 // batch is split into as many parts as there are runs, all tested at once;
 // with one, its first half (a failure then clears the other half, which
@@ -56,7 +58,9 @@
 // that fails is suspected again, smaller; an entry alone that fails again
 // on the jobs that failed its batch is its culprit and goes back to its
 // agent for rework (an entry alone that fails on other jobs, most likely
-// a flaky one, is tried once more). Batch sizes follow the failure rate
+// a flaky one, is tried once more). A part that failed as its batch did,
+// after a larger part failed too, has its culprit sent back without a run
+// of its own once all its other entries passed. Batch sizes follow the failure rate
 // seen, an average over the last entries judged; a vetted entry counts
 // for a tenth of it.
 //

@@ -363,8 +363,9 @@ const (
 
 // Rework says an entry left the queue and goes back to its agent: it
 // conflicts with the base (ReworkConflict), or failed CI twice, in a
-// batch and then alone (ReworkChecksFailed, with the failed jobs and the
-// commit where their logs are).
+// batch and then alone, or in a probe whose other entries then passed
+// (ReworkChecksFailed, with the failed jobs and the commit where their
+// logs are: that probe's).
 type Rework struct {
 	Entry  string
 	Reason string
