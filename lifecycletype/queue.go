@@ -181,7 +181,8 @@ const ReworkChecksFailed = "checks_failed"
 
 // QueueRework says why the merge queue sent a change back to its agent:
 // it conflicted with the changes ahead of it (ReworkMergeConflict), or its
-// candidate failed CI alone (ReworkChecksFailed). It stands until the
+// it failed CI, tested apart from the changes ahead of it
+// (ReworkChecksFailed). It stands until the
 // task is submitted again.
 type QueueRework struct {
 	// Reason is merge_conflict or checks_failed.

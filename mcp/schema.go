@@ -105,7 +105,7 @@ type (
 		// LastShipOperation is the task's last ship operation when the
 		// change is in no queue.
 		LastShipOperation *lifecycle.ShipOperation `json:"lastShipOperation" jsonschema:"when the change is in no queue: the task's last ship operation, whose status, wait and error say whether it landed (succeeded, with mergeCommitSha), was sent back (failed, error.code merge_conflict or checks_failed) or failed otherwise; null while the change is queued or when the task was never shipped"`
-		ReworkReason      *string                  `json:"reworkReason" jsonschema:"why the task offers start for rework, when it does: merge_conflict (rebase on the base branch and submit again), checks_failed (the merge queue's CI failed with the change alone: fix it and submit again), ci_failed (CI of the pull request's head failed: fix it and submit again), changes_requested or behind_base; null when it offers none"`
+		ReworkReason      *string                  `json:"reworkReason" jsonschema:"why the task offers start for rework, when it does: merge_conflict (rebase on the base branch and submit again), checks_failed (the merge queue's CI failed on the change, tested apart from the changes ahead of it: fix it and submit again), ci_failed (CI of the pull request's head failed: fix it and submit again), changes_requested or behind_base; null when it offers none"`
 		Rework            *lifecycle.QueueRework   `json:"rework" jsonschema:"why the merge queue sent the change back, with the failed checks and their links and the candidate commit they ran on; null when it did not, or once the task is submitted again"`
 		AvailableActions  []lifecycle.Action       `json:"availableActions" jsonschema:"the only next steps the server accepts for the task"`
 	}

@@ -535,7 +535,7 @@ func (r *Runner) record(d *Doc, now time.Time, acts []mergequeue.Action) []left 
 			} else {
 				rw.Reason = lifecycletype.ReworkChecksFailed
 				rw.Checks = failedChecks(d, a)
-				rw.Message = fmt.Sprintf("The change failed the merge queue's CI alone (%s) on candidate %s, where the checks' logs are; fix it and submit again.", strings.Join(a.Jobs, ", "), a.SHA)
+				rw.Message = fmt.Sprintf("The change failed the merge queue's CI (%s), tested apart from the changes ahead of it, on candidate %s, where the checks' logs are; fix it and submit again.", strings.Join(a.Jobs, ", "), a.SHA)
 			}
 			out = append(out, left{id: a.Entry, change: "reworked", outcome: Outcome{SHA: "", Rework: rw, At: lifecycletype.NewTimestamp(now)}})
 		}

@@ -183,15 +183,18 @@ func (d *Doc) candidate(id int) *mergequeue.Candidate {
 }
 
 // prune forgets the outcomes older than outcomeTTL and the runs of
-// candidates that are gone.
+// candidates that are gone, but for a failed probe's that a group of
+// suspects keeps: should its entries but one pass, that one is sent back
+// with the probe's failed checks.
 func (d *Doc) prune(now time.Time) {
 	for id, o := range d.Outcomes {
 		if now.Sub(o.At.Time) > outcomeTTL {
 			delete(d.Outcomes, id)
 		}
 	}
-	for id := range d.Runs {
-		if d.candidate(id) == nil {
+	for id, run := range d.Runs {
+		kept := slices.ContainsFunc(d.Engine.Groups, func(g mergequeue.Group) bool { return g.SHA != "" && g.SHA == run.SHA })
+		if d.candidate(id) == nil && !kept {
 			delete(d.Runs, id)
 		}
 	}
