@@ -3,11 +3,12 @@ package mergequeue
 import (
 	"fmt"
 	"math/rand/v2"
-	"reflect"
 	"slices"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // check returns what is wrong with s, or nil: the links between entries,
@@ -471,8 +472,8 @@ func TestProbeConvictsLastOfFailedProbe(t *testing.T) {
 				t.Fatalf("b not convicted: %+v", out)
 			}
 			want := Rework{Entry: "b", Reason: ReworkChecksFailed, Jobs: []string{"unit"}, SHA: "p0"}
-			if got := out[i].(Rework); !reflect.DeepEqual(got, want) {
-				t.Errorf("got %+v, want %+v", got, want)
+			if diff := cmp.Diff(want, out[i].(Rework)); diff != "" {
+				t.Errorf("rework of b (-want +got):\n%s", diff)
 			}
 			if s.entry("b") != nil || len(s.Groups) != 0 {
 				t.Errorf("b or its group still in the queue: %+v, %+v", s.Entries, s.Groups)
