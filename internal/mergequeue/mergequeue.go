@@ -509,10 +509,7 @@ func (s *State) remove(id string, out []Action) []Action {
 			out, _ = s.rebuildWithout(c.ID, id, out)
 		}
 	}
-	if g := s.group(e.Group); g != nil {
-		g.SHA, g.Failed = "", nil // the culprit may be the entry removed
-	}
-	s.settle(s.entry(id), cleared)
+	s.settle(s.entry(id), left)
 	s.deleteEntry(id)
 	return out
 }
@@ -521,9 +518,10 @@ func (s *State) remove(id string, out []Action) []Action {
 type verdict int
 
 const (
-	cleared   verdict = iota // found not to fail, landed or removed
+	cleared   verdict = iota // found not to fail, or landed
 	convicted                // found to fail
 	handed                   // handed on to a smaller group
+	left                     // removed, or tried again after a conflict: counted as cleared
 )
 
 // settle takes e out of its group with verdict v. A group left with no
@@ -539,12 +537,17 @@ func (s *State) settle(e *Entry, v verdict) {
 		return
 	}
 	switch v {
-	case cleared:
+	case cleared, left:
 		g.Cleared++
 	case convicted:
 		g.Convicted++
 	case handed:
 		g.Handed++
+	}
+	if v != cleared {
+		// The failed probe of the group's entries is no longer theirs
+		// alone to explain: one that left may have been its culprit.
+		g.SHA, g.Failed = "", nil
 	}
 	for _, x := range s.Entries {
 		if x.Group == g.ID {
@@ -666,10 +669,7 @@ func (s *State) conflict(cfg Config, ev Conflict, out []Action) []Action {
 	// It may conflict only with entries ahead of it that may yet fail:
 	// tried again, alone, once they have left the queue (landed, and it
 	// then conflicts with the base, or failed).
-	if g := s.group(e.Group); g != nil {
-		g.SHA, g.Failed = "", nil // the culprit may be this one
-	}
-	s.settle(e, cleared)
+	s.settle(e, left)
 	e.After = parent
 	if rebuilt != 0 {
 		e.After = rebuilt // its own batch's entries before it
@@ -1403,13 +1403,7 @@ func (s *State) byJobs(bid int, alts []Candidate, out []Action) []Action {
 		if len(missing) == 0 {
 			continue
 		}
-		var part []string
-		for _, id := range b.Entries {
-			if !slices.Contains(a.Entries, id) {
-				part = append(part, id)
-			}
-		}
-		parts, jobs = append(parts, part), append(jobs, missing)
+		parts, jobs = append(parts, leftOut(b, a)), append(jobs, missing)
 	}
 	if len(parts) == 0 {
 		return s.judge(bid, out)
@@ -1435,12 +1429,7 @@ func (s *State) promote(bid, aid int, out []Action) []Action {
 	for _, id := range a.Entries {
 		s.entry(id).Candidate = aid
 	}
-	var left []string
-	for _, id := range b.Entries {
-		if !slices.Contains(a.Entries, id) {
-			left = append(left, id)
-		}
-	}
+	left := leftOut(b, *a)
 	out = s.dropAlts(bid, out)
 	s.deleteCandidate(bid)
 	for _, id := range left {
@@ -1448,6 +1437,12 @@ func (s *State) promote(bid, aid int, out []Action) []Action {
 	}
 	s.suspect(left, b.FailedJobs)
 	return out
+}
+
+// leftOut returns the entries of round batch b that its alternative a
+// leaves out.
+func leftOut(b, a Candidate) []string {
+	return slices.DeleteFunc(slices.Clone(b.Entries), func(id string) bool { return slices.Contains(a.Entries, id) })
 }
 
 // suspect makes entries ids a group suspected of failing jobs, which

@@ -93,17 +93,22 @@ type model struct {
 	stale   map[string]bool   // changes that do not merge onto anything
 	partner map[string]string // a change another does not merge with, either way round
 	job     map[string]string // the job a broken change fails
+	flake   float64           // the chance that a CI run fails for nothing
 	pending []Event           // answers not given yet
 	passed  map[string]bool   // SHAs CI passed
 	landed  map[string]string
 	out     map[string]string // why each entry left: done, rework, removed
+	// alone and inferred count the entries sent back for failing checks
+	// by a run of a commit that held no other entry still in the queue,
+	// and by one that did.
+	alone, inferred int
 }
 
 func newModel(t *testing.T, seed uint64, cfg Config) *model {
 	m := &model{t: t, rng: rand.New(rand.NewPCG(seed, 7)), cfg: cfg, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
 		commits: map[string]map[string]bool{}, broken: map[string]bool{}, stale: map[string]bool{},
 		passed: map[string]bool{}, landed: map[string]string{}, out: map[string]string{},
-		partner: map[string]string{}, job: map[string]string{}}
+		partner: map[string]string{}, job: map[string]string{}, flake: 0.05}
 	m.q = New(m.commit(map[string]bool{}))
 	return m
 }
@@ -218,7 +223,7 @@ func (m *model) apply(ev Event) {
 			m.pending = append(m.pending, ev)
 		case Test:
 			failed := map[string]bool{}
-			if m.rng.Float64() < 0.05 {
+			if m.rng.Float64() < m.flake {
 				failed[jobs[m.rng.IntN(len(jobs))]] = true // flaky
 			}
 			for id := range m.commits[a.SHA] {
@@ -265,6 +270,28 @@ func (m *model) apply(ev Event) {
 			// landed (the base's tree only grows).
 			if a.Reason == ReworkConflict && !m.stale[a.Entry] && !m.commits[m.q.Base][m.partner[a.Entry]] {
 				m.t.Fatalf("entry %s sent back for a conflict it does not have", a.Entry)
+			}
+			if a.Reason == ReworkChecksFailed {
+				if m.flake == 0 && !m.broken[a.Entry] {
+					var broken []string
+					for id := range m.commits[a.SHA] {
+						if m.broken[id] {
+							broken = append(broken, id)
+						}
+					}
+					m.t.Fatalf("entry %s sent back for failing checks, and it is not broken (CI has no flakes): %+v, whose commit holds the broken %v", a.Entry, a, broken)
+				}
+				others := 0
+				for id := range m.commits[a.SHA] {
+					if id != a.Entry && m.out[id] != "done" {
+						others++
+					}
+				}
+				if others == 0 {
+					m.alone++
+				} else {
+					m.inferred++
+				}
 			}
 			m.out[a.Entry] = "rework"
 		}
@@ -314,6 +341,34 @@ func TestRandomHistories(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// With CI that never fails for nothing, every change sent back for
+// failing checks is broken, however it was found: by a probe of it alone
+// (the slow path), or without a run of its own, its group's others having
+// passed after a probe of them with it failed (the shortcut). Each path
+// is taken on these histories.
+func TestConvictionsWithoutFlakes(t *testing.T) {
+	t.Parallel()
+	alone, inferred := 0, 0
+	for seed := range uint64(200) {
+		m := newModel(t, seed, Config{Depth: 2 + int(seed%7), MaxBatch: 4 + int(seed%13)})
+		m.flake = 0
+		entries := 0
+		for step := 0; step < 1000 || len(m.pending) > 0; step++ {
+			switch {
+			case step < 1000 && m.rng.IntN(100) < 40:
+				m.addEntry(entries, 5, 50, 10)
+				entries++
+			case len(m.pending) > 0:
+				m.answer()
+			}
+		}
+		alone, inferred = alone+m.alone, inferred+m.inferred
+	}
+	if alone == 0 || inferred == 0 {
+		t.Errorf("sent back after a run alone: %d, without a run of their own: %d; want both", alone, inferred)
 	}
 }
 
