@@ -180,8 +180,9 @@ type Group struct {
 	// probe of just its entries that failed as its batch did, after a
 	// probe of more of them had failed too: two failures alike make a
 	// flaky run unlikely. Should all of them but one pass, that one is
-	// convicted without a run of its own. Removing one of its entries,
-	// or one's conflict, forgets them.
+	// convicted without a run of its own. An entry that leaves the group
+	// otherwise than by passing a probe (convicted, handed on, removed,
+	// or conflicting) forgets them: it may have been the culprit.
 	SHA    string   `json:"sha,omitempty"`
 	Failed []string `json:"failed,omitempty"`
 }
