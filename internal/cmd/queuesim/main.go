@@ -5,13 +5,15 @@
 //	go run ./internal/cmd/queuesim -changes 1000 -ci-duration 20m -ci-slots 8 -failure-rate 0.05
 //
 // Changes arrive as a Poisson process (-arrivals-per-hour; 0: all at
-// once). A change is broken with chance -failure-rate: any tree holding
-// that version of it fails CI, on one job of five (build, lint, unit,
-// integration, e2e), always the same for the change. A CI run fails for
-// nothing with chance -flake-rate, on a job drawn at random (which may be
-// a broken change's job too). A change conflicts with chance
-// -conflict-rate: half of those do not merge onto the base until rebased,
-// the other half with a recent change (either way round). CI runs last
+// once). A share -failure-rate of the changes is broken (exactly, drawn
+// at random): any tree holding that version of such a change fails CI,
+// on one job of five (build, lint, unit, integration, e2e), always the
+// same for the change. A CI run fails for nothing with chance
+// -flake-rate, on a job drawn at random (which may be a broken change's
+// job too). A share -conflict-rate of the changes conflicts: half of
+// those do not merge onto the base until rebased, the other half with a
+// recent change (either way round); a share -hotfix-rate ships as
+// hotfixes. CI runs last
 // -ci-duration, ±10 %, at most -ci-slots at once (a run waits for a free
 // slot; a cancelled run frees its slot a minute later, and still counts as
 // a run); the queue keeps as many candidates under test. Trees hold the

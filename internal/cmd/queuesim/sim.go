@@ -224,17 +224,27 @@ func (s *sim) at(t time.Time, fn func()) {
 }
 
 // arrivals schedules the changes' arrivals: a Poisson process of
-// arrivalsPerHour, or all at once when it is 0.
+// arrivalsPerHour, or all at once when it is 0. The shares of changes
+// that break CI, conflict and are hotfixes are exact (rounded), drawn at
+// random positions: a run at -failure-rate 0.05 has 5 % broken changes,
+// so that a seed measures the queue, not a draw of more failures (with a
+// chance per change, 1,000 changes at 0.05 held from 3.1 % to 7.1 %
+// broken ones over 80 seeds, and CI runs per landed change followed).
 func (s *sim) arrivals() {
+	n := s.p.changes
+	broken := s.share(n, s.p.failureRate, 0)
+	stale := s.share(n, s.p.conflictRate/2, 0)
+	linked := s.share(n, s.p.conflictRate/2, 1)
+	hotfix := s.share(n, s.p.hotfixRate, 0)
 	t := s.now
-	for i := range s.p.changes {
+	for i := range n {
 		if s.p.arrivalsPerHour > 0 {
 			gap := s.rng.ExpFloat64() / s.p.arrivalsPerHour
 			t = t.Add(time.Duration(gap * float64(time.Hour)))
 		}
-		c := &change{id: "c" + strconv.Itoa(i), broken: s.rng.Float64() < s.p.failureRate, job: jobs[s.rng.IntN(len(jobs))],
-			stale: s.rng.Float64() < s.p.conflictRate/2, hotfix: s.rng.Float64() < s.p.hotfixRate, partners: map[string]bool{}}
-		if i > 0 && s.rng.Float64() < s.p.conflictRate/2 {
+		c := &change{id: "c" + strconv.Itoa(i), broken: broken[i], job: jobs[s.rng.IntN(len(jobs))],
+			stale: stale[i], hotfix: hotfix[i], partners: map[string]bool{}}
+		if linked[i] {
 			// It touches what a recent change touches: neither merges
 			// onto a tree that holds the other.
 			other := s.changes["c"+strconv.Itoa(max(0, i-1-s.rng.IntN(min(i, 20))))]
@@ -244,6 +254,20 @@ func (s *sim) arrivals() {
 		s.order = append(s.order, c.id)
 		s.at(t, func() { s.enqueue(c) })
 	}
+}
+
+// share marks share of the n changes, rounded, at random among those
+// from the from-th on.
+func (s *sim) share(n int, share float64, from int) []bool {
+	marked := make([]bool, n)
+	if n <= from {
+		return marked
+	}
+	k := min(int(math.Round(share*float64(n))), n-from)
+	for _, i := range s.rng.Perm(n - from)[:k] {
+		marked[from+i] = true
+	}
+	return marked
 }
 
 // enqueue ships c into the queue.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -198,6 +199,51 @@ func TestReworkDelay(t *testing.T) {
 	}
 }
 
+// The shares the flags give are exact, at positions that change with the
+// seed: a run at -failure-rate 0.05 measures the queue on 5 % broken
+// changes, not on a draw of more or fewer.
+func TestShares(t *testing.T) {
+	t.Parallel()
+	count := func(s *sim) (broken, stale, linked, hotfix int) {
+		for _, c := range s.changes {
+			if c.broken {
+				broken++
+			}
+			if c.stale {
+				stale++
+			}
+			if c.hotfix {
+				hotfix++
+			}
+			linked += len(c.partners)
+		}
+		return broken, stale, linked, hotfix
+	}
+	var first []string
+	for seed := uint64(1); seed <= 3; seed++ {
+		p := defaults()
+		p.changes, p.seed, p.failureRate, p.conflictRate, p.hotfixRate = 1000, seed, 0.05, 0.04, 0.03
+		s := newSim(p)
+		broken, stale, linked, hotfix := count(s)
+		// A linked change has a partner, which has it: two marks a link,
+		// fewer when two links share a change.
+		if broken != 50 || stale != 20 || hotfix != 30 || linked < 30 || linked > 40 {
+			t.Errorf("seed %d: %d broken, %d stale, %d partner marks, %d hotfixes of 1000; want 50, 20, 30–40, 30", seed, broken, stale, linked, hotfix)
+		}
+		var ids []string
+		for _, id := range s.order {
+			if s.changes[id].broken {
+				ids = append(ids, id)
+			}
+		}
+		if seed == 1 {
+			first = ids
+		} else if slices.Equal(ids, first) {
+			t.Errorf("seeds 1 and %d break the same changes", seed)
+		}
+	}
+}
+
 // The same seed gives the same figures.
 func TestDeterministic(t *testing.T) {
 	t.Parallel()
@@ -226,6 +272,9 @@ func TestTargets(t *testing.T) {
 		}
 		if f := float64(r.ejectedInnocent) / float64(r.changes); f > 0.01 {
 			t.Errorf("seed %d: %.4f flaky ejections, want ≤ 0.01", seed, f)
+		}
+		if runs := float64(r.runs) / float64(r.landed); runs > 0.6 {
+			t.Errorf("seed %d: %.3f CI runs per landed change at failure rate 0.05, want ≤ 0.6", seed, runs)
 		}
 		if q := float64(r.requeued) / float64(r.reworked); q < 0.6 {
 			t.Errorf("seed %d: %.2f reworked requeued, want ≥ 0.6", seed, q)
