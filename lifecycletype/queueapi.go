@@ -100,6 +100,9 @@ type MergeQueueEvent struct {
 	Position int  `json:"position"`
 	Entries  int  `json:"entries"`
 	Paused   bool `json:"paused"`
+	// PauseReason says, while the queue is paused, who paused it and why,
+	// or why it paused itself.
+	PauseReason string `json:"pauseReason,omitempty"`
 	// Candidate is the candidate the task is in, or nil.
 	Candidate *MergeQueueCandidate `json:"candidate"`
 	// Rework says why it was sent back, when it was.

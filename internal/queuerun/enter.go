@@ -162,6 +162,9 @@ func checksSummary(checks []lifecycletype.CICheck) string {
 // whose CI run ended, which the events of passed and failed show.
 func (r *Runner) emit(ctx context.Context, tx lifecycletype.Tx, rec lifecycletype.MergeQueueRecord, d *Doc, change string, subject []string, gone []left, tested *lifecycletype.MergeQueueCandidate) error {
 	base := lifecycletype.MergeQueueEvent{ID: rec.ID, Repository: rec.Owner + "/" + rec.Repo, Base: rec.Base, Entries: len(d.Engine.Entries), Paused: d.Engine.Paused}
+	if d.Engine.Paused {
+		base.PauseReason = d.PauseReason
+	}
 	done := map[string]bool{}
 	for _, l := range gone {
 		q := base
@@ -224,11 +227,7 @@ func (r *Runner) SetPaused(ctx context.Context, id string, paused bool, why stri
 				ev, change, d.PauseReason = mergequeue.Pause{}, "paused", why
 			}
 			d.Engine.Apply(r.cfg.Engine, r.cfg.Clock.Now(), ev)
-			ids := make([]string, len(d.Engine.Entries))
-			for i, e := range d.Engine.Entries {
-				ids[i] = e.ID
-			}
-			if err := r.emit(ctx, tx, rec, d, change, ids, nil, nil); err != nil {
+			if err := r.emit(ctx, tx, rec, d, change, d.entryIDs(), nil, nil); err != nil {
 				return err
 			}
 			if err := r.save(ctx, qtx, &rec, d, r.cfg.Clock.Now(), false); err != nil {

@@ -131,6 +131,16 @@ func (r *Runner) Step(ctx context.Context, id string) error {
 			}
 		}
 	}
+	if d.Verify != "" {
+		// The last landing's trees are still to be compared: until they
+		// are, candidates are built and tested, and none lands.
+		why, err := r.compareTrees(ctx, host, repo, rec.Base, d.Verify)
+		if err != nil {
+			r.cfg.Log.Warn("compare the landed tree with the tested tree", "queue", id, "tested", d.Verify, "err", err)
+		} else if d, err = r.apply(ctx, id, "", treesCompared{why: why}); err != nil {
+			return err
+		}
+	}
 	if !landing(d) {
 		head, err := r.host(ctx, func(ctx context.Context) (string, error) { return host.BranchHead(ctx, repo, rec.Base) })
 		if err != nil {
@@ -146,7 +156,7 @@ func (r *Runner) Step(ctx context.Context, id string) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if c.State == mergequeue.Landing && d.Engine.Paused {
+		if c.State == mergequeue.Landing && (d.Engine.Paused || d.Verify != "") {
 			continue
 		}
 		ev, change, err := r.work(ctx, rec, d, host, ci, c)
@@ -284,39 +294,47 @@ func (r *Runner) work(ctx context.Context, rec lifecycletype.MergeQueueRecord, d
 		if err != nil {
 			return nil, "", fmt.Errorf("land candidate %d: %w", c.ID, err)
 		}
-		if why := r.compareTrees(ctx, host, repo, rec.Base, c.SHA); why != "" {
-			return landedApart{Landed: mergequeue.Landed{Candidate: c.ID}, why: why}, "landed", nil
+		why, err := r.compareTrees(ctx, host, repo, rec.Base, c.SHA)
+		if err != nil {
+			// The landing stands; its trees are compared at the next
+			// step, and nothing else lands until they have been.
+			r.cfg.Log.Warn("compare the landed tree with the tested tree", "repository", repo, "base", rec.Base, "err", err)
+			return landedTree{Landed: mergequeue.Landed{Candidate: c.ID}, verify: c.SHA}, "landed", nil
 		}
-		return mergequeue.Landed{Candidate: c.ID}, "landed", nil
+		return landedTree{Landed: mergequeue.Landed{Candidate: c.ID}, why: why}, "landed", nil
 	}
 	return nil, "", nil
 }
 
-// landedApart is a landing whose landed tree was not the tested tree: the
-// queue pauses after it.
-type landedApart struct {
+// landedTree is a landing and what comparing its trees told: why the
+// landed tree is not the tested tree (the queue then pauses), or the
+// tested commit whose trees are still to be compared.
+type landedTree struct {
 	mergequeue.Landed
-	why string
+	why, verify string
 }
 
+// treesCompared is the comparison of a landing's trees made after it:
+// why they differ, or "".
+type treesCompared struct{ why string }
+
 // compareTrees compares the tree the base now has with the tested
-// candidate's, and returns why they differ, or "".
-func (r *Runner) compareTrees(ctx context.Context, host lifecycletype.QueueHost, repo lifecycletype.RepoRef, base, tested string) string {
+// candidate's, and returns why they differ, or "" when they do not; an
+// error when the host could not tell.
+func (r *Runner) compareTrees(ctx context.Context, host lifecycletype.QueueHost, repo lifecycletype.RepoRef, base, tested string) (string, error) {
 	head, err := r.host(ctx, func(ctx context.Context) (string, error) { return host.BranchHead(ctx, repo, base) })
 	if err != nil {
-		r.cfg.Log.Warn("read the base after a landing to compare its tree", "repository", repo, "base", base, "err", err)
-		return ""
+		return "", fmt.Errorf("read the head of %s: %w", base, err)
 	}
 	landed, err1 := r.host(ctx, func(ctx context.Context) (string, error) { return host.Tree(ctx, repo, head) })
 	want, err2 := r.host(ctx, func(ctx context.Context) (string, error) { return host.Tree(ctx, repo, tested) })
 	if err := errors.Join(err1, err2); err != nil {
-		r.cfg.Log.Warn("read the trees after a landing", "repository", repo, "base", base, "err", err)
-		return ""
+		return "", fmt.Errorf("read the trees of %s and %s: %w", head, tested, err)
 	}
 	if landed != want {
-		return fmt.Sprintf("after landing %s, %s is at %s whose tree %s is not the tested tree %s", tested, base, head, landed, want)
+		return fmt.Sprintf("after landing %s, %s is at %s whose tree %s is not the tested tree %s", tested, base, head, landed, want), nil
 	}
-	return ""
+	return "", nil
 }
 
 // candidateRequest returns the request that builds c.
@@ -456,9 +474,11 @@ func (r *Runner) apply(ctx context.Context, id, change string, ev any) (*Doc, er
 				}
 				measures = append(measures, func() { r.cfg.Tel.QueueTested(ctx, ev.Passed, depth) })
 			}
-		case landedApart:
-			engineEv, pause = ev.Landed, ev.why
+		case landedTree:
+			engineEv, pause, d.Verify = ev.Landed, ev.why, ev.verify
 			subject = candidateEntries(d, ev.Candidate)
+		case treesCompared:
+			d.Verify, pause = "", ev.why
 		case mergequeue.Built:
 			engineEv = ev
 			subject = candidateEntries(d, ev.Candidate)
@@ -490,6 +510,12 @@ func (r *Runner) apply(ctx context.Context, id, change string, ev any) (*Doc, er
 		}
 		if err := r.emit(ctx, tx, rec, d, change, subject, events, tested); err != nil {
 			return err
+		}
+		if pause != "" {
+			// Every entry left waits for an operator: each task hears it.
+			if err := r.emit(ctx, tx, rec, d, "paused", d.entryIDs(), nil, nil); err != nil {
+				return err
+			}
 		}
 		d.prune(now)
 		out = d

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"go.opentelemetry.io/otel/metric/noop"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
@@ -38,6 +39,14 @@ type host struct {
 	broken  map[string]bool
 	checks  map[string]lifecycletype.CheckStatus // the CI of candidates
 	tested  map[string]bool                      // candidates whose CI passed
+	// apart are commits the host lands as another commit, of another
+	// tree (a host that rewrote what it landed); treeFails counts the next
+	// Tree calls that fail.
+	apart     map[string]bool
+	treeFails int
+	// early counts the moves of the base made while the trees of the
+	// move before were still to be compared.
+	early int
 }
 
 func newHost(seed uint64, fail float64) *host {
@@ -111,7 +120,14 @@ func (h *host) AdvanceBranch(_ context.Context, req lifecycletype.AdvanceRequest
 	case h.base != req.From:
 		return lifecycletype.ErrBranchMoved
 	}
+	if h.treeFails > 0 && len(h.moves) > 0 {
+		h.early++
+	}
 	h.base = req.To
+	if h.apart[req.To] {
+		h.base = req.To + "'"
+		h.commits[h.base] = h.commits[req.To]
+	}
 	h.moves = append(h.moves, req.To)
 	if fail {
 		return errLost
@@ -120,7 +136,13 @@ func (h *host) AdvanceBranch(_ context.Context, req lifecycletype.AdvanceRequest
 }
 
 func (h *host) Tree(_ context.Context, _ lifecycletype.RepoRef, sha string) (string, error) {
-	return "tree of " + sha, nil
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.treeFails > 0 {
+		h.treeFails--
+		return "", errLost
+	}
+	return "tree of " + strings.TrimSuffix(sha, "'") + strings.Repeat(", rewritten", strings.Count(sha, "'")), nil
 }
 
 func (h *host) DeleteBranch(context.Context, lifecycletype.RepoRef, string) error { return nil }
@@ -157,10 +179,17 @@ func (h *host) Checks(_ context.Context, q lifecycletype.CIQuery) (lifecycletype
 
 // domain is the lifecycle as the driver sees it, in memory.
 type domain struct {
-	store *memory.Store
-	h     *host
-	mu    sync.Mutex
-	live  map[string]bool // the tasks whose ship operation runs
+	store  *memory.Store
+	h      *host
+	mu     sync.Mutex
+	live   map[string]bool // the tasks whose ship operation runs
+	events []emitted       // what was emitted, in order
+}
+
+// emitted is an event the driver emitted for a task.
+type emitted struct {
+	task string
+	data lifecycletype.TaskMergeQueueData
 }
 
 func (d *domain) Host(lifecycletype.MergeQueueRecord) (lifecycletype.QueueHost, lifecycletype.CIProvider, error) {
@@ -177,7 +206,10 @@ func (d *domain) EntryLive(_ context.Context, taskID, _, _ string) (bool, error)
 	return d.live[taskID], nil
 }
 
-func (d *domain) Emit(context.Context, lifecycletype.Tx, string, lifecycletype.TaskMergeQueueData) error {
+func (d *domain) Emit(_ context.Context, _ lifecycletype.Tx, task string, data lifecycletype.TaskMergeQueueData) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.events = append(d.events, emitted{task, data})
 	return nil
 }
 
@@ -307,6 +339,130 @@ func TestFaultsLoseNothingAndLandNothingUntested(t *testing.T) {
 					t.Errorf("move %d to %s lost changes", i, m)
 				}
 				prev = len(h.commits[m])
+			}
+		})
+	}
+}
+
+// After each landing the base's tree is compared with the tested
+// candidate's: when they differ the queue pauses, saying why, and every
+// task left in it hears so; when the host cannot tell, the landing
+// stands, nothing else lands, and the trees are compared at the next
+// steps until it can.
+func TestLandedTreeIsTheTestedTree(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		treeFails int
+		apart     bool
+	}{
+		{"same", 0, false},
+		{"apart", 0, true},
+		{"same, told late", 9, false},
+		{"apart, told late", 9, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			clock := fakeclock.New(time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC))
+			store := memory.New()
+			t.Cleanup(func() { store.Close() })
+			h := newHost(1, 0)
+			h.apart, h.treeFails = map[string]bool{}, tc.treeFails
+			d := &domain{store: store, h: h, live: map[string]bool{}}
+			tel, err := telemetry.New(noop.NewMeterProvider(), tracenoop.NewTracerProvider(), clock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			update := func(ctx context.Context, fn func(tx lifecycletype.Tx, qtx lifecycletype.MergeQueueTx) error) error {
+				return store.Update(ctx, func(tx lifecycletype.Tx) error { return fn(tx, tx.(lifecycletype.MergeQueueTx)) })
+			}
+			// One change per batch: the first lands alone, the second
+			// waits behind it.
+			r := queuerun.New(queuerun.Config{Owner: "p1", Store: store, Update: update, Domain: d, Clock: clock,
+				Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Tel: tel, Engine: mergequeue.Config{Depth: 1, MaxBatch: 1},
+				Poll: time.Second, Lease: time.Minute, CITimeout: time.Hour, BranchPrefix: "q/", HostTimeout: time.Second})
+			var changes []queuerun.Change
+			for i := range 2 {
+				head := fmt.Sprintf("h%d", i)
+				tk := lifecycletype.Task{ID: fmt.Sprintf("tsk_%d", i), Identifier: fmt.Sprintf("T-%d", i), HeadSHA: &head}
+				if err := store.Update(ctx, func(tx lifecycletype.Tx) error { return tx.CreateTask(ctx, tk) }); err != nil {
+					t.Fatal(err)
+				}
+				c := queuerun.Change{Mode: lifecycletype.ModeAdapterManaged, Base: "main", Task: tk, OperationID: "shp_" + tk.ID,
+					PullRequest: lifecycletype.PullRequestRef{Owner: "o", Repo: "r", Number: i + 1}, Head: head}
+				d.live[tk.ID] = true
+				if _, err := r.Enter(ctx, c, h); !errors.Is(err, lifecycletype.ErrTemporary) {
+					t.Fatalf("Enter(%s) = %v, want a wait", tk.ID, err)
+				}
+				changes = append(changes, c)
+			}
+			first := "c:h0"
+			if tc.apart {
+				h.apart[first] = true
+			}
+			step := func() {
+				t.Helper()
+				qs, err := store.MergeQueues(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, q := range qs {
+					_ = r.Step(ctx, q.ID) // a comparison the host cannot make yet is an error, and waits
+				}
+				clock.Advance(time.Second)
+			}
+			for range 40 {
+				step()
+			}
+			qs, err := store.MergeQueues(ctx)
+			if err != nil || len(qs) != 1 {
+				t.Fatalf("queues: %v, %v", qs, err)
+			}
+			view, err := r.ViewOf(ctx, qs[0].ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantMoves := []string{first, "c:h0,h1"}
+			if tc.apart {
+				wantMoves = []string{first}
+			}
+			if diff := cmp.Diff(wantMoves, h.moves); diff != "" {
+				t.Errorf("the base's moves (-want +got):\n%s", diff)
+			}
+			reason := ""
+			if view.PauseReason != nil {
+				reason = *view.PauseReason
+			}
+			if view.Paused != tc.apart || tc.apart != strings.Contains(reason, "is not the tested tree") {
+				t.Errorf("paused %v (%q), want paused %v for the trees", view.Paused, reason, tc.apart)
+			}
+			var paused []string
+			d.mu.Lock()
+			for _, e := range d.events {
+				if e.data.Change == "paused" {
+					paused = append(paused, e.task)
+					if !e.data.Queue.Paused || !strings.Contains(e.data.Queue.PauseReason, "is not the tested tree") {
+						t.Errorf("paused event of %s: %+v", e.task, e.data.Queue)
+					}
+				}
+			}
+			d.mu.Unlock()
+			var wantPaused []string
+			if tc.apart {
+				wantPaused = []string{changes[1].Task.ID}
+			}
+			if diff := cmp.Diff(wantPaused, paused); diff != "" {
+				t.Errorf("tasks told of the pause (-want +got):\n%s", diff)
+			}
+			h.mu.Lock()
+			left, early := h.treeFails, h.early
+			h.mu.Unlock()
+			if left != 0 {
+				t.Errorf("%d failing tree reads left: the trees were not compared again", left)
+			}
+			if early != 0 {
+				t.Errorf("the base moved %d times before the trees of the move before were compared", early)
 			}
 		})
 	}

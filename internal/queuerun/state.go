@@ -31,6 +31,10 @@ type Doc struct {
 	// PauseReason says why the queue is paused: by whom, or the landed
 	// tree that was not the tested tree.
 	PauseReason string `json:"pauseReason,omitempty"`
+	// Verify, when set, is the tested commit of a landing whose tree the
+	// host could not yet be asked to compare with the base's: it is asked
+	// again at each step, and nothing else lands until it has answered.
+	Verify string `json:"verify,omitempty"`
 }
 
 // EntryMeta is what the driver knows of an entry.
@@ -206,4 +210,15 @@ func (d *Doc) prune(now time.Time) {
 }
 
 // busy reports whether the queue has anything to drive.
-func (d *Doc) busy() bool { return len(d.Engine.Entries) > 0 || len(d.Engine.Candidates) > 0 }
+func (d *Doc) busy() bool {
+	return len(d.Engine.Entries) > 0 || len(d.Engine.Candidates) > 0 || d.Verify != ""
+}
+
+// entryIDs returns the IDs of the queue's entries.
+func (d *Doc) entryIDs() []string {
+	ids := make([]string, len(d.Engine.Entries))
+	for i, e := range d.Engine.Entries {
+		ids[i] = e.ID
+	}
+	return ids
+}
