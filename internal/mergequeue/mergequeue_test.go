@@ -536,3 +536,165 @@ func TestProbeConvictsLastOfFailedProbe(t *testing.T) {
 		})
 	}
 }
+
+// A hotfix goes ahead of the normal entries that entered less than
+// HotfixLead before it, and behind those that waited longer: aging, so
+// that a stream of hotfixes starves nobody.
+func TestHotfixLane(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name   string
+		hotfix time.Duration // when the hotfix enters, after a and b
+		want   []string      // the order the entries are tested in
+	}{
+		{"ahead of both", 30 * time.Minute, []string{"h", "a", "b"}},
+		{"behind the older", 75 * time.Minute, []string{"a", "h", "b"}},
+		{"behind both", 3 * time.Hour, []string{"a", "b", "h"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			// One entry per candidate, one candidate at a time: the
+			// queue lands the entries in its order.
+			cfg := Config{Depth: 1, MaxBatch: 1, HotfixLead: time.Hour}
+			s := New("base")
+			s.Apply(cfg, t0, Pause{})
+			s.Apply(cfg, t0, Add{Entry: Entry{ID: "a", Head: "a"}})
+			s.Apply(cfg, t0.Add(20*time.Minute), Add{Entry: Entry{ID: "b", Head: "b"}})
+			now := t0.Add(c.hotfix)
+			s.Apply(cfg, now, Add{Entry: Entry{ID: "h", Head: "h", Priority: Hotfix}})
+			// A driver whose builds and runs all pass.
+			var order []string
+			todo := s.Apply(cfg, now, Resume{})
+			for step := 0; len(todo) > 0; step++ {
+				if step > 100 {
+					t.Fatalf("still busy after %d actions: landed %v", step, order)
+				}
+				var ev Event
+				switch a := todo[0].(type) {
+				case Build:
+					ev = Built{Candidate: a.Candidate, SHA: "sha" + strconv.Itoa(a.Candidate)}
+				case Test:
+					ev = Tested{Candidate: a.Candidate, Passed: true}
+				case Land:
+					ev = Landed{Candidate: a.Candidate}
+				case Done:
+					order = append(order, a.Entry)
+				}
+				todo = todo[1:]
+				if ev != nil {
+					todo = append(todo, s.Apply(cfg, now, ev)...)
+				}
+				if err := s.check(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if diff := cmp.Diff(c.want, order); diff != "" {
+				t.Errorf("landing order (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// A loaded queue's batches are as large as pass together with the chance
+// aimed at, given the failure rate seen, and the rate follows what the
+// queue judges: landings lower it, convictions raise it.
+func TestBatchFollowsFailRate(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		rate float64
+		want int // (1-rate)^want ≥ 0.3 > (1-rate)^(want+1), at most MaxBatch
+	}{
+		{0.01, 16},
+		{0.05, 16},
+		{0.1, 11},
+		{0.2, 5},
+		{0.5, 1},
+	}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, c := range cases {
+		t.Run(fmt.Sprint(c.rate), func(t *testing.T) {
+			t.Parallel()
+			cfg := Config{Depth: 2, MaxBatch: 16}
+			s := New("base")
+			s.FailRate = c.rate
+			s.Apply(cfg, t0, Pause{})
+			for i := range 40 { // loaded: more wait than one and a half batches
+				s.Apply(cfg, t0.Add(time.Duration(i)*time.Second), Add{Entry: Entry{ID: fmt.Sprintf("e%02d", i), Head: "h"}})
+			}
+			out := s.Apply(cfg, t0, Resume{})
+			i := slices.IndexFunc(out, func(a Action) bool { _, ok := a.(Build); return ok })
+			if i < 0 {
+				t.Fatalf("nothing built: %+v", out)
+			}
+			if got := len(out[i].(Build).Heads); got != c.want {
+				t.Errorf("first batch of %d entries at failure rate %v, want %d", got, c.rate, c.want)
+			}
+		})
+	}
+	t.Run("learns", func(t *testing.T) {
+		t.Parallel()
+		s := New("base")
+		r0 := s.FailRate
+		s.observe(10, 0)
+		if s.FailRate >= r0 {
+			t.Errorf("failure rate %v after ten landed, was %v", s.FailRate, r0)
+		}
+		r1 := s.FailRate
+		s.observe(1, 1)
+		if s.FailRate <= r1 {
+			t.Errorf("failure rate %v after a conviction, was %v", s.FailRate, r1)
+		}
+	})
+}
+
+// A probe of one entry that fails on other jobs than those that failed
+// its batch most likely met a flaky job: it is tried once more, and the
+// entry is sent back only if that fails too. One that fails on the
+// batch's jobs is sent back at once.
+func TestLoneProbeRetried(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name     string
+		failures [][]string // the probes' failed jobs, in turn; nil passes
+		retried  bool
+		convict  bool
+	}{
+		{"the batch's job", [][]string{{"unit"}}, false, true},
+		{"another job, then passes", [][]string{{"lint"}, nil}, true, false},
+		{"another job twice", [][]string{{"lint"}, {"lint"}}, true, true},
+	}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s := New("base")
+			g := Group{ID: s.newID(), Depth: 1, Jobs: []string{"unit"}}
+			s.Groups = []Group{g}
+			s.Entries = []Entry{{ID: "a", Head: "a", Since: t0, Group: g.ID}}
+			cfg := Config{Depth: 4}
+			out := s.Apply(cfg, t0, Resume{})
+			var reworked, retried bool
+			for _, failed := range c.failures {
+				i := slices.IndexFunc(out, func(a Action) bool { b, ok := a.(Build); return ok && b.Probe })
+				if i < 0 {
+					t.Fatalf("no probe built: %+v", out)
+				}
+				b := out[i].(Build)
+				s.Apply(cfg, t0, Built{Candidate: b.Candidate, SHA: "p" + strconv.Itoa(b.Candidate)})
+				out = s.Apply(cfg, t0, Tested{Candidate: b.Candidate, Passed: failed == nil, FailedJobs: failed})
+				if err := s.check(); err != nil {
+					t.Fatal(err)
+				}
+				if e := s.entry("a"); e != nil && e.Retried {
+					retried = true
+				}
+				reworked = slices.ContainsFunc(out, func(a Action) bool { r, ok := a.(Rework); return ok && r.Entry == "a" })
+			}
+			if retried != c.retried || reworked != c.convict {
+				t.Errorf("retried %v, sent back %v; want %v, %v", retried, reworked, c.retried, c.convict)
+			}
+		})
+	}
+}
