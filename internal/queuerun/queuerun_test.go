@@ -467,3 +467,81 @@ func TestLandedTreeIsTheTestedTree(t *testing.T) {
 		})
 	}
 }
+
+// A ship that waits in the queue says where its change is: its position,
+// its candidate and that candidate's CI, and whether the queue is paused.
+func TestWaitSaysWhere(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := fakeclock.New(time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC))
+	store := memory.New()
+	t.Cleanup(func() { store.Close() })
+	h := newHost(1, 0)
+	d := &domain{store: store, h: h, live: map[string]bool{}}
+	tel, err := telemetry.New(noop.NewMeterProvider(), tracenoop.NewTracerProvider(), clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	update := func(ctx context.Context, fn func(tx lifecycletype.Tx, qtx lifecycletype.MergeQueueTx) error) error {
+		return store.Update(ctx, func(tx lifecycletype.Tx) error { return fn(tx, tx.(lifecycletype.MergeQueueTx)) })
+	}
+	r := queuerun.New(queuerun.Config{Owner: "p1", Store: store, Update: update, Domain: d, Clock: clock,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Tel: tel, Engine: mergequeue.Config{Depth: 1, MaxBatch: 1},
+		Poll: time.Second, Lease: time.Minute, CITimeout: time.Hour, BranchPrefix: "q/", HostTimeout: time.Second})
+	var changes []queuerun.Change
+	for i := range 2 {
+		head := fmt.Sprintf("h%d", i)
+		tk := lifecycletype.Task{ID: fmt.Sprintf("tsk_%d", i), Identifier: fmt.Sprintf("T-%d", i), HeadSHA: &head}
+		if err := store.Update(ctx, func(tx lifecycletype.Tx) error { return tx.CreateTask(ctx, tk) }); err != nil {
+			t.Fatal(err)
+		}
+		c := queuerun.Change{Mode: lifecycletype.ModeAdapterManaged, Base: "main", Task: tk, OperationID: "shp_" + tk.ID,
+			PullRequest: lifecycletype.PullRequestRef{Owner: "o", Repo: "r", Number: i + 1}, Head: head}
+		d.live[tk.ID] = true
+		changes = append(changes, c)
+	}
+	where := func(c queuerun.Change) string {
+		t.Helper()
+		_, err := r.Enter(ctx, c, h)
+		if !errors.Is(err, lifecycletype.ErrTemporary) {
+			t.Fatalf("Enter(%s) = %v, want a wait", c.Task.ID, err)
+		}
+		return err.Error()
+	}
+	for _, c := range changes {
+		where(c)
+	}
+	qs, err := store.MergeQueues(ctx)
+	if err != nil || len(qs) != 1 {
+		t.Fatalf("queues: %v, %v", qs, err)
+	}
+	// The first step builds the first candidate and starts its CI; the
+	// second reads its checks, running.
+	for range 2 {
+		if err := r.Step(ctx, qs[0].ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v, err := r.ViewOf(ctx, qs[0].ID)
+	if err != nil || len(v.Candidates) == 0 {
+		t.Fatalf("view: %+v, %v", v, err)
+	}
+	id := v.Candidates[0].ID
+	for _, tc := range []struct {
+		change queuerun.Change
+		want   string
+	}{
+		{changes[0], fmt.Sprintf("position 1 of 2 in the merge queue into main, in candidate %d, testing (1 running)", id)},
+		{changes[1], "position 2 of 2 in the merge queue into main"},
+	} {
+		if got := where(tc.change); !strings.Contains(got, tc.want) || strings.Contains(got, "paused") {
+			t.Errorf("%s waits with %q, want %q", tc.change.Task.ID, got, tc.want)
+		}
+	}
+	if _, err := r.SetPaused(ctx, qs[0].ID, true, "paused by ops: release freeze"); err != nil {
+		t.Fatal(err)
+	}
+	if got := where(changes[1]); !strings.Contains(got, "position 2 of 2 in the merge queue into main; the queue is paused") {
+		t.Errorf("%s waits with %q while the queue is paused", changes[1].Task.ID, got)
+	}
+}
