@@ -2,9 +2,11 @@ package lifecycle_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -102,5 +104,67 @@ func TestMergeQueueMatchesTheDocument(t *testing.T) {
 	}
 	if task := e.Task(ids[1]); !strings.Contains(fmt.Sprint(task["availableActions"]), "start") {
 		t.Errorf("ENG-2 sent back offers %v, want start", task["availableActions"])
+	}
+}
+
+// The queue's events reach webhooks as they reach the stream: a
+// subscription to task.merge_queue receives each change's, signed (a
+// pause by an operator with its reason); receiving them all is the test,
+// as rc.next fails when none comes.
+func TestMergeQueueEventsReachWebhooks(t *testing.T) {
+	t.Parallel()
+	requireGit(t)
+	rc := newReceiver(t)
+	e, _ := newQueueEnv(t, nil, rc.trust)
+	e.subscribe(map[string]any{"url": rc.url("/hooks"), "eventTypes": []string{"task.merge_queue"}, "secret": hookSecret})
+	id, sha := e.shippableTask("ENG-1")
+	op := accepted(t, e.ship(id, "hook-ship", apitest.ShipBody("merge_only", "staging", sha)))
+	testenv.WaitFor(t, 10*time.Second, "the ship to wait in the merge queue", func() bool {
+		o := e.shipOperation(op.OperationID)
+		return o.Wait != nil && o.Wait.Reason == lifecycle.WaitMergeQueue
+	})
+	qid := e.Call(apitest.Request{Method: "GET", Path: "/merge-queues", Key: e.Admin}, http.StatusOK)["data"].([]any)[0].(map[string]any)["id"].(string)
+	e.Call(apitest.Request{Method: "POST", Path: "/merge-queues/" + qid + "/pause", Key: e.Admin, Body: map[string]any{"reason": "release freeze"}}, http.StatusOK)
+	e.Call(apitest.Request{Method: "POST", Path: "/merge-queues/" + qid + "/resume", Key: e.Admin}, http.StatusOK)
+	if ops := e.driveQueue(op.OperationID); ops[0].Status != lifecycle.ShipSucceeded {
+		t.Fatalf("operation = %+v, want landed", ops[0])
+	}
+	// Deliveries may arrive in another order than the events'.
+	want := []string{"entered", "paused", "resumed", "landed"}
+	var changes []string
+	for slices.ContainsFunc(want, func(c string) bool { return !slices.Contains(changes, c) }) {
+		d := rc.next()
+		var ev struct {
+			Type string `json:"type"`
+			Data struct {
+				TaskID string `json:"taskId"`
+				Change string `json:"change"`
+				Queue  struct {
+					Paused      bool   `json:"paused"`
+					PauseReason string `json:"pauseReason"`
+					LandedSHA   string `json:"landedSha"`
+				} `json:"queue"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal(d.body, &ev); err != nil {
+			t.Fatalf("delivery %s: %v", d.body, err)
+		}
+		if ev.Type != "task.merge_queue" || ev.Data.TaskID != id || d.header.Get("X-Service-Event-Type") != "task.merge_queue" {
+			t.Fatalf("delivered %s of %s (header %q), want task.merge_queue of %s", ev.Type, ev.Data.TaskID, d.header.Get("X-Service-Event-Type"), id)
+		}
+		if got, want := d.header.Get("X-Service-Signature"), hexHMAC(hookSecret, d.body); got != want {
+			t.Errorf("signature %q, want %q", got, want)
+		}
+		switch ev.Data.Change {
+		case "paused":
+			if !ev.Data.Queue.Paused || !strings.Contains(ev.Data.Queue.PauseReason, "release freeze") {
+				t.Errorf("paused event's queue = %+v, want paused with the reason", ev.Data.Queue)
+			}
+		case "landed":
+			if ev.Data.Queue.LandedSHA == "" {
+				t.Errorf("landed event without landedSha")
+			}
+		}
+		changes = append(changes, ev.Data.Change)
 	}
 }
