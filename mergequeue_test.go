@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -250,4 +251,55 @@ func TestMergeQueuePauseAndResume(t *testing.T) {
 		t.Errorf("after resume = %+v, want succeeded", ops[0])
 	}
 	e.Call(apitest.Request{Method: "GET", Path: "/merge-queues/mq_none", Key: e.Admin}, http.StatusNotFound)
+}
+
+// A change sent back for failing checks comes back once its agent fixed
+// it: started, submitted and shipped again, it enters the queue again,
+// and lands.
+func TestMergeQueueTakesTheFixBack(t *testing.T) {
+	t.Parallel()
+	requireGit(t)
+	e, _ := newQueueEnv(t, func(_ context.Context, c artifact.QueueCandidate) error {
+		out, _ := exec.Command("git", "-C", c.GitDir, "grep", "-l", "still broken", c.SHA).CombinedOutput()
+		if len(out) > 0 {
+			return errors.New("the build is still broken")
+		}
+		return nil
+	})
+	id := e.startedTask("ENG-1")
+	body := apitest.SubmitBody()
+	body["summary"] = "First try: the build is still broken."
+	sha := e.SubmitOK(id, "fix-submit-1", body)["headSha"].(string)
+	e.reportCI(id, sha)
+	op := accepted(t, e.ship(id, "fix-ship-1", apitest.ShipBody("merge_only", "staging", sha)))
+	if ops := e.driveQueue(op.OperationID); ops[0].Status != lifecycle.ShipFailed || ops[0].Error == nil || ops[0].Error.Code != "checks_failed" {
+		t.Fatalf("first ship = %+v, want failed checks_failed", ops[0])
+	}
+	// The agent fixes it.
+	e.Call(apitest.Request{Method: "POST", Path: "/tasks/" + id + "/start", Key: e.Admin}, http.StatusOK)
+	body["summary"] = "Fixed the build."
+	sha = e.SubmitOK(id, "fix-submit-2", body)["headSha"].(string)
+	e.reportCI(id, sha)
+	op = accepted(t, e.ship(id, "fix-ship-2", apitest.ShipBody("merge_only", "staging", sha)))
+	if ops := e.driveQueue(op.OperationID); ops[0].Status != lifecycle.ShipSucceeded {
+		t.Fatalf("second ship = %+v, want succeeded", ops[0])
+	}
+	var changes []string
+	for _, ev := range e.EventsOf(id) {
+		if ev["type"] == "task.merge_queue" {
+			changes = append(changes, ev["data"].(map[string]any)["change"].(string))
+		}
+	}
+	entered := 0
+	for _, c := range changes {
+		if c == "entered" {
+			entered++
+		}
+	}
+	if entered != 2 || !slices.Contains(changes, "reworked") || changes[len(changes)-1] != "landed" {
+		t.Errorf("task.merge_queue changes = %v, want entered twice, reworked between, landed last", changes)
+	}
+	if st := e.Task(id)["status"]; st != "done" {
+		t.Errorf("task is %v after the fix landed, want done", st)
+	}
 }
