@@ -498,6 +498,11 @@ func (r *Runner) apply(ctx context.Context, id, change string, ev any) (*Doc, er
 		if engineEv != nil {
 			acts = d.Engine.Apply(r.cfg.Engine, now, engineEv)
 		}
+		for _, a := range acts {
+			if _, ok := a.(mergequeue.Test); ok {
+				measures = append(measures, func() { r.cfg.Tel.QueueRunStarted(ctx) })
+			}
+		}
 		if pause != "" {
 			acts = append(acts, d.Engine.Apply(r.cfg.Engine, now, mergequeue.Pause{})...)
 			d.PauseReason = pause

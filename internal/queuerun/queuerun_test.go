@@ -15,7 +15,10 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"go.opentelemetry.io/otel/metric/noop"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/tasklifecycle/lifecycle/internal/fakeclock"
@@ -543,5 +546,73 @@ func TestWaitSaysWhere(t *testing.T) {
 	}
 	if got := where(changes[1]); !strings.Contains(got, "position 2 of 2 in the merge queue into main; the queue is paused") {
 		t.Errorf("%s waits with %q while the queue is paused", changes[1].Task.ID, got)
+	}
+}
+
+// lifecycle.merge_queue.ci_runs counts the runs started, so that divided
+// by the changes landed it is the CI runs per landed change: a run whose
+// candidate is dropped before it ends (its change removed) counts, and
+// is no tested batch.
+func TestCIRunsCountCancelled(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := fakeclock.New(time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC))
+	store := memory.New()
+	t.Cleanup(func() { store.Close() })
+	h := newHost(1, 0)
+	d := &domain{store: store, h: h, live: map[string]bool{}}
+	reader := sdkmetric.NewManualReader()
+	tel, err := telemetry.New(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)), tracenoop.NewTracerProvider(), clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	update := func(ctx context.Context, fn func(tx lifecycletype.Tx, qtx lifecycletype.MergeQueueTx) error) error {
+		return store.Update(ctx, func(tx lifecycletype.Tx) error { return fn(tx, tx.(lifecycletype.MergeQueueTx)) })
+	}
+	r := queuerun.New(queuerun.Config{Owner: "p1", Store: store, Update: update, Domain: d, Clock: clock,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Tel: tel, Engine: mergequeue.Config{Depth: 1},
+		Poll: time.Second, Lease: time.Minute, CITimeout: time.Hour, BranchPrefix: "q/", HostTimeout: time.Second})
+	head := "h0"
+	tk := lifecycletype.Task{ID: "tsk_0", Identifier: "T-0", HeadSHA: &head}
+	if err := store.Update(ctx, func(tx lifecycletype.Tx) error { return tx.CreateTask(ctx, tk) }); err != nil {
+		t.Fatal(err)
+	}
+	d.live[tk.ID] = true
+	c := queuerun.Change{Mode: lifecycletype.ModeAdapterManaged, Base: "main", Task: tk, OperationID: "shp_0",
+		PullRequest: lifecycletype.PullRequestRef{Owner: "o", Repo: "r", Number: 1}, Head: head}
+	if _, err := r.Enter(ctx, c, h); !errors.Is(err, lifecycletype.ErrTemporary) {
+		t.Fatalf("Enter = %v, want a wait", err)
+	}
+	qs, err := store.MergeQueues(ctx)
+	if err != nil || len(qs) != 1 {
+		t.Fatalf("queues: %v, %v", qs, err)
+	}
+	// Built and under test; then its ship ends, and the run is dropped.
+	if err := r.Step(ctx, qs[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	d.mu.Lock()
+	d.live[tk.ID] = false
+	d.mu.Unlock()
+	if err := r.Step(ctx, qs[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if sum, ok := m.Data.(metricdata.Sum[int64]); ok {
+				for _, p := range sum.DataPoints {
+					got[m.Name] += p.Value
+				}
+			}
+		}
+	}
+	want := map[string]int64{"lifecycle.merge_queue.ci_runs": 1}
+	if diff := cmp.Diff(want, got, cmpopts.IgnoreMapEntries(func(k string, _ int64) bool { return !strings.HasPrefix(k, "lifecycle.merge_queue.") })); diff != "" {
+		t.Errorf("counters (-want +got):\n%s", diff)
 	}
 }

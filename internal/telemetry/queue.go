@@ -29,7 +29,7 @@ func newQueueInstruments(b *instrumentBuilder) queueInstruments {
 		metric.WithDescription("Time from a change's entry into a merge queue to its leaving it, by outcome: landed, reworked or removed."),
 		metric.WithExplicitBucketBoundaries(60, 300, 600, 1200, 1800, 2400, 3600, 4800, 7200, 14400, 28800))
 	b.keep(err)
-	q.runs = b.counter("lifecycle.merge_queue.ci_runs", "{run}", "CI runs of merge queue candidates; divided by lifecycle.merge_queue.time_in_queue's landed count, the CI runs per landed change.")
+	q.runs = b.counter("lifecycle.merge_queue.ci_runs", "{run}", "CI runs of merge queue candidates started, those later cancelled included; divided by lifecycle.merge_queue.time_in_queue's landed count, the CI runs per landed change.")
 	q.batches = b.counter("lifecycle.merge_queue.batches", "{candidate}", "Merge queue candidates tested, by result (passed, failed): the batch pass rate.")
 	q.bisection, err = b.m.Int64Histogram("lifecycle.merge_queue.bisection_depth", metric.WithUnit("{split}"),
 		metric.WithDescription("How many failed batches led to a probe of a merge queue's failed batch, per probe tested."),
@@ -44,6 +44,12 @@ func (t *Telemetry) QueueLeft(ctx context.Context, outcome string, took time.Dur
 	t.queue.timeInQueue.Record(ctx, took.Seconds(), t.queue.outcomes.get(outcome).rec...)
 }
 
+// QueueRunStarted counts a CI run of a merge queue candidate, when it
+// starts: one cancelled later (its candidate dropped) took CI time too.
+func (t *Telemetry) QueueRunStarted(ctx context.Context) {
+	t.queue.runs.Add(ctx, 1)
+}
+
 // QueueTested counts a merge queue candidate's CI run that finished:
 // passed or not, and, for a probe of a failed batch, how deep the
 // bisection is (0 for a candidate that is not a probe).
@@ -52,7 +58,6 @@ func (t *Telemetry) QueueTested(ctx context.Context, passed bool, bisection int)
 	if passed {
 		result = "passed"
 	}
-	t.queue.runs.Add(ctx, 1)
 	t.queue.results.add(ctx, t.queue.batches, result, 1)
 	if bisection > 0 {
 		t.queue.bisection.Record(ctx, int64(bisection))
