@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -347,6 +348,77 @@ func TestFaultsLoseNothingAndLandNothingUntested(t *testing.T) {
 	}
 }
 
+// rig is a driver over a fake host and an in-memory Store, on a fake
+// clock, whose transactions never fail.
+type rig struct {
+	t     *testing.T
+	r     *queuerun.Runner
+	h     *host
+	d     *domain
+	store *memory.Store
+	clock *fakeclock.Clock
+}
+
+// newRig builds a rig driving queues with engine, measuring into mp.
+func newRig(t *testing.T, engine mergequeue.Config, mp metric.MeterProvider) *rig {
+	t.Helper()
+	clock := fakeclock.New(time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC))
+	store := memory.New()
+	t.Cleanup(func() { store.Close() })
+	h := newHost(1, 0)
+	d := &domain{store: store, h: h, live: map[string]bool{}}
+	tel, err := telemetry.New(mp, tracenoop.NewTracerProvider(), clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	update := func(ctx context.Context, fn func(tx lifecycletype.Tx, qtx lifecycletype.MergeQueueTx) error) error {
+		return store.Update(ctx, func(tx lifecycletype.Tx) error { return fn(tx, tx.(lifecycletype.MergeQueueTx)) })
+	}
+	r := queuerun.New(queuerun.Config{Owner: "p1", Store: store, Update: update, Domain: d, Clock: clock,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Tel: tel, Engine: engine,
+		Poll: time.Second, Lease: time.Minute, CITimeout: time.Hour, BranchPrefix: "q/", HostTimeout: time.Second})
+	return &rig{t: t, r: r, h: h, d: d, store: store, clock: clock}
+}
+
+// enter makes task i with head h<i>, ships it into the queue of main,
+// and returns its change.
+func (g *rig) enter(i int) queuerun.Change {
+	g.t.Helper()
+	ctx := context.Background()
+	head := fmt.Sprintf("h%d", i)
+	tk := lifecycletype.Task{ID: fmt.Sprintf("tsk_%d", i), Identifier: fmt.Sprintf("T-%d", i), HeadSHA: &head}
+	if err := g.store.Update(ctx, func(tx lifecycletype.Tx) error { return tx.CreateTask(ctx, tk) }); err != nil {
+		g.t.Fatal(err)
+	}
+	c := queuerun.Change{Mode: lifecycletype.ModeAdapterManaged, Base: "main", Task: tk, OperationID: "shp_" + tk.ID,
+		PullRequest: lifecycletype.PullRequestRef{Owner: "o", Repo: "r", Number: i + 1}, Head: head}
+	g.d.mu.Lock()
+	g.d.live[tk.ID] = true
+	g.d.mu.Unlock()
+	g.where(c)
+	return c
+}
+
+// where follows c's ship once: it must wait, and says where in words.
+func (g *rig) where(c queuerun.Change) string {
+	g.t.Helper()
+	_, err := g.r.Enter(context.Background(), c, g.h)
+	if !errors.Is(err, lifecycletype.ErrTemporary) {
+		g.t.Fatalf("Enter(%s) = %v, want a wait", c.Task.ID, err)
+	}
+	return err.Error()
+}
+
+// queue returns the one queue's ID.
+func (g *rig) queue() string {
+	g.t.Helper()
+	qs, err := g.store.MergeQueues(context.Background())
+	if err != nil || len(qs) != 1 {
+		g.t.Fatalf("queues: %v, %v", qs, err)
+	}
+	return qs[0].ID
+}
+
 // After each landing the base's tree is compared with the tested
 // candidate's: when they differ the queue pauses, saying why, and every
 // task left in it hears so; when the host cannot tell, the landing
@@ -366,63 +438,24 @@ func TestLandedTreeIsTheTestedTree(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			ctx := context.Background()
-			clock := fakeclock.New(time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC))
-			store := memory.New()
-			t.Cleanup(func() { store.Close() })
-			h := newHost(1, 0)
-			h.apart, h.treeFails = map[string]bool{}, tc.treeFails
-			d := &domain{store: store, h: h, live: map[string]bool{}}
-			tel, err := telemetry.New(noop.NewMeterProvider(), tracenoop.NewTracerProvider(), clock)
-			if err != nil {
-				t.Fatal(err)
-			}
-			update := func(ctx context.Context, fn func(tx lifecycletype.Tx, qtx lifecycletype.MergeQueueTx) error) error {
-				return store.Update(ctx, func(tx lifecycletype.Tx) error { return fn(tx, tx.(lifecycletype.MergeQueueTx)) })
-			}
 			// One change per batch: the first lands alone, the second
 			// waits behind it.
-			r := queuerun.New(queuerun.Config{Owner: "p1", Store: store, Update: update, Domain: d, Clock: clock,
-				Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Tel: tel, Engine: mergequeue.Config{Depth: 1, MaxBatch: 1},
-				Poll: time.Second, Lease: time.Minute, CITimeout: time.Hour, BranchPrefix: "q/", HostTimeout: time.Second})
-			var changes []queuerun.Change
-			for i := range 2 {
-				head := fmt.Sprintf("h%d", i)
-				tk := lifecycletype.Task{ID: fmt.Sprintf("tsk_%d", i), Identifier: fmt.Sprintf("T-%d", i), HeadSHA: &head}
-				if err := store.Update(ctx, func(tx lifecycletype.Tx) error { return tx.CreateTask(ctx, tk) }); err != nil {
-					t.Fatal(err)
-				}
-				c := queuerun.Change{Mode: lifecycletype.ModeAdapterManaged, Base: "main", Task: tk, OperationID: "shp_" + tk.ID,
-					PullRequest: lifecycletype.PullRequestRef{Owner: "o", Repo: "r", Number: i + 1}, Head: head}
-				d.live[tk.ID] = true
-				if _, err := r.Enter(ctx, c, h); !errors.Is(err, lifecycletype.ErrTemporary) {
-					t.Fatalf("Enter(%s) = %v, want a wait", tk.ID, err)
-				}
-				changes = append(changes, c)
-			}
+			g := newRig(t, mergequeue.Config{Depth: 1, MaxBatch: 1}, noop.NewMeterProvider())
+			h := g.h
+			h.apart, h.treeFails = map[string]bool{}, tc.treeFails
+			changes := []queuerun.Change{g.enter(0), g.enter(1)}
 			first := "c:h0"
 			if tc.apart {
 				h.apart[first] = true
 			}
-			step := func() {
-				t.Helper()
-				qs, err := store.MergeQueues(ctx)
-				if err != nil {
+			ctx, id := context.Background(), g.queue()
+			for range 40 {
+				if err := g.r.Step(ctx, id); err != nil {
 					t.Fatal(err)
 				}
-				for _, q := range qs {
-					_ = r.Step(ctx, q.ID) // a comparison the host cannot make yet is an error, and waits
-				}
-				clock.Advance(time.Second)
+				g.clock.Advance(time.Second)
 			}
-			for range 40 {
-				step()
-			}
-			qs, err := store.MergeQueues(ctx)
-			if err != nil || len(qs) != 1 {
-				t.Fatalf("queues: %v, %v", qs, err)
-			}
-			view, err := r.ViewOf(ctx, qs[0].ID)
+			view, err := g.r.ViewOf(ctx, id)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -441,8 +474,8 @@ func TestLandedTreeIsTheTestedTree(t *testing.T) {
 				t.Errorf("paused %v (%q), want paused %v for the trees", view.Paused, reason, tc.apart)
 			}
 			var paused []string
-			d.mu.Lock()
-			for _, e := range d.events {
+			g.d.mu.Lock()
+			for _, e := range g.d.events {
 				if e.data.Change == "paused" {
 					paused = append(paused, e.task)
 					if !e.data.Queue.Paused || !strings.Contains(e.data.Queue.PauseReason, "is not the tested tree") {
@@ -450,7 +483,7 @@ func TestLandedTreeIsTheTestedTree(t *testing.T) {
 					}
 				}
 			}
-			d.mu.Unlock()
+			g.d.mu.Unlock()
 			var wantPaused []string
 			if tc.apart {
 				wantPaused = []string{changes[1].Task.ID}
@@ -476,75 +509,36 @@ func TestLandedTreeIsTheTestedTree(t *testing.T) {
 func TestWaitSaysWhere(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	clock := fakeclock.New(time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC))
-	store := memory.New()
-	t.Cleanup(func() { store.Close() })
-	h := newHost(1, 0)
-	d := &domain{store: store, h: h, live: map[string]bool{}}
-	tel, err := telemetry.New(noop.NewMeterProvider(), tracenoop.NewTracerProvider(), clock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	update := func(ctx context.Context, fn func(tx lifecycletype.Tx, qtx lifecycletype.MergeQueueTx) error) error {
-		return store.Update(ctx, func(tx lifecycletype.Tx) error { return fn(tx, tx.(lifecycletype.MergeQueueTx)) })
-	}
-	r := queuerun.New(queuerun.Config{Owner: "p1", Store: store, Update: update, Domain: d, Clock: clock,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Tel: tel, Engine: mergequeue.Config{Depth: 1, MaxBatch: 1},
-		Poll: time.Second, Lease: time.Minute, CITimeout: time.Hour, BranchPrefix: "q/", HostTimeout: time.Second})
-	var changes []queuerun.Change
-	for i := range 2 {
-		head := fmt.Sprintf("h%d", i)
-		tk := lifecycletype.Task{ID: fmt.Sprintf("tsk_%d", i), Identifier: fmt.Sprintf("T-%d", i), HeadSHA: &head}
-		if err := store.Update(ctx, func(tx lifecycletype.Tx) error { return tx.CreateTask(ctx, tk) }); err != nil {
-			t.Fatal(err)
-		}
-		c := queuerun.Change{Mode: lifecycletype.ModeAdapterManaged, Base: "main", Task: tk, OperationID: "shp_" + tk.ID,
-			PullRequest: lifecycletype.PullRequestRef{Owner: "o", Repo: "r", Number: i + 1}, Head: head}
-		d.live[tk.ID] = true
-		changes = append(changes, c)
-	}
-	where := func(c queuerun.Change) string {
-		t.Helper()
-		_, err := r.Enter(ctx, c, h)
-		if !errors.Is(err, lifecycletype.ErrTemporary) {
-			t.Fatalf("Enter(%s) = %v, want a wait", c.Task.ID, err)
-		}
-		return err.Error()
-	}
-	for _, c := range changes {
-		where(c)
-	}
-	qs, err := store.MergeQueues(ctx)
-	if err != nil || len(qs) != 1 {
-		t.Fatalf("queues: %v, %v", qs, err)
-	}
+	g := newRig(t, mergequeue.Config{Depth: 1, MaxBatch: 1}, noop.NewMeterProvider())
+	changes := []queuerun.Change{g.enter(0), g.enter(1)}
+	id := g.queue()
 	// The first step builds the first candidate and starts its CI; the
 	// second reads its checks, running.
 	for range 2 {
-		if err := r.Step(ctx, qs[0].ID); err != nil {
+		if err := g.r.Step(ctx, id); err != nil {
 			t.Fatal(err)
 		}
 	}
-	v, err := r.ViewOf(ctx, qs[0].ID)
+	v, err := g.r.ViewOf(ctx, id)
 	if err != nil || len(v.Candidates) == 0 {
 		t.Fatalf("view: %+v, %v", v, err)
 	}
-	id := v.Candidates[0].ID
+	cand := v.Candidates[0].ID
 	for _, tc := range []struct {
 		change queuerun.Change
 		want   string
 	}{
-		{changes[0], fmt.Sprintf("position 1 of 2 in the merge queue into main, in candidate %d, testing (1 running)", id)},
+		{changes[0], fmt.Sprintf("position 1 of 2 in the merge queue into main, in candidate %d, testing (1 running)", cand)},
 		{changes[1], "position 2 of 2 in the merge queue into main"},
 	} {
-		if got := where(tc.change); !strings.Contains(got, tc.want) || strings.Contains(got, "paused") {
+		if got := g.where(tc.change); !strings.Contains(got, tc.want) || strings.Contains(got, "paused") {
 			t.Errorf("%s waits with %q, want %q", tc.change.Task.ID, got, tc.want)
 		}
 	}
-	if _, err := r.SetPaused(ctx, qs[0].ID, true, "paused by ops: release freeze"); err != nil {
+	if _, err := g.r.SetPaused(ctx, id, true, "paused by ops: release freeze"); err != nil {
 		t.Fatal(err)
 	}
-	if got := where(changes[1]); !strings.Contains(got, "position 2 of 2 in the merge queue into main; the queue is paused") {
+	if got := g.where(changes[1]); !strings.Contains(got, "position 2 of 2 in the merge queue into main; the queue is paused") {
 		t.Errorf("%s waits with %q while the queue is paused", changes[1].Task.ID, got)
 	}
 }
@@ -556,45 +550,18 @@ func TestWaitSaysWhere(t *testing.T) {
 func TestCIRunsCountCancelled(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	clock := fakeclock.New(time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC))
-	store := memory.New()
-	t.Cleanup(func() { store.Close() })
-	h := newHost(1, 0)
-	d := &domain{store: store, h: h, live: map[string]bool{}}
 	reader := sdkmetric.NewManualReader()
-	tel, err := telemetry.New(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)), tracenoop.NewTracerProvider(), clock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	update := func(ctx context.Context, fn func(tx lifecycletype.Tx, qtx lifecycletype.MergeQueueTx) error) error {
-		return store.Update(ctx, func(tx lifecycletype.Tx) error { return fn(tx, tx.(lifecycletype.MergeQueueTx)) })
-	}
-	r := queuerun.New(queuerun.Config{Owner: "p1", Store: store, Update: update, Domain: d, Clock: clock,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Tel: tel, Engine: mergequeue.Config{Depth: 1},
-		Poll: time.Second, Lease: time.Minute, CITimeout: time.Hour, BranchPrefix: "q/", HostTimeout: time.Second})
-	head := "h0"
-	tk := lifecycletype.Task{ID: "tsk_0", Identifier: "T-0", HeadSHA: &head}
-	if err := store.Update(ctx, func(tx lifecycletype.Tx) error { return tx.CreateTask(ctx, tk) }); err != nil {
-		t.Fatal(err)
-	}
-	d.live[tk.ID] = true
-	c := queuerun.Change{Mode: lifecycletype.ModeAdapterManaged, Base: "main", Task: tk, OperationID: "shp_0",
-		PullRequest: lifecycletype.PullRequestRef{Owner: "o", Repo: "r", Number: 1}, Head: head}
-	if _, err := r.Enter(ctx, c, h); !errors.Is(err, lifecycletype.ErrTemporary) {
-		t.Fatalf("Enter = %v, want a wait", err)
-	}
-	qs, err := store.MergeQueues(ctx)
-	if err != nil || len(qs) != 1 {
-		t.Fatalf("queues: %v, %v", qs, err)
-	}
+	g := newRig(t, mergequeue.Config{Depth: 1}, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+	c := g.enter(0)
+	id := g.queue()
 	// Built and under test; then its ship ends, and the run is dropped.
-	if err := r.Step(ctx, qs[0].ID); err != nil {
+	if err := g.r.Step(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	d.mu.Lock()
-	d.live[tk.ID] = false
-	d.mu.Unlock()
-	if err := r.Step(ctx, qs[0].ID); err != nil {
+	g.d.mu.Lock()
+	g.d.live[c.Task.ID] = false
+	g.d.mu.Unlock()
+	if err := g.r.Step(ctx, id); err != nil {
 		t.Fatal(err)
 	}
 	var rm metricdata.ResourceMetrics
