@@ -36,6 +36,12 @@ type MergeQueueConfig struct {
 	Speculation int
 	// MaxBatch bounds the changes of one candidate. Defaults to 16.
 	MaxBatch int
+	// Alternatives bounds the alternatives of a round of a quiet queue:
+	// candidates beside the round's batch, each without one part, one of
+	// which lands the rest should the batch fail. They spend CI runs to
+	// shorten the time in queue. 0: the engine's default (Depth less
+	// three, or half of it); negative: none, one CI run per round.
+	Alternatives int
 	// HotfixLead is how far ahead a task of priority critical goes: it
 	// is placed as if it had entered the queue that much earlier, so a
 	// change that waited longer still goes first. Defaults to 1 hour.
@@ -68,7 +74,7 @@ func (s *Service) newQueue() (*queuerun.Runner, error) {
 	orDefault(&c.BranchPrefix, "lifecycle-queue/")
 	r := queuerun.New(queuerun.Config{
 		Owner: s.owner, Store: s.caps.queues, Update: s.updateQueue, Domain: queueDomain{s}, Clock: s.clock, Log: s.log, Tel: s.tel,
-		Engine:       mergequeue.Config{Depth: c.Depth, Speculation: c.Speculation, MaxBatch: c.MaxBatch, HotfixLead: c.HotfixLead},
+		Engine:       mergequeue.Config{Depth: c.Depth, Speculation: c.Speculation, MaxBatch: c.MaxBatch, Alternatives: c.Alternatives, HotfixLead: c.HotfixLead},
 		Poll:         c.PollInterval,
 		Lease:        3 * c.PollInterval,
 		CITimeout:    c.CITimeout,

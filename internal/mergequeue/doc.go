@@ -20,9 +20,9 @@
 // While fewer entries wait than one and a half batches may hold, the
 // queue works in rounds. A round tests every entry that waits,
 // unsuspected (up to a batch), as one batch on the base, and beside it,
-// on the CI runs free (all but three), alternatives: the batch split into
-// as many parts as there are runs, each alternative the batch without one
-// part. An entry sent back for failing checks that came back is a part of
+// on the CI runs free (all but three, or Config.Alternatives),
+// alternatives: the batch split into as many parts as there are runs,
+// each alternative the batch without one part. An entry sent back for failing checks that came back is a part of
 // its own: a fix fails again far more often than a new change. The batch
 // lands when it passes; when it fails, the passing alternative that
 // leaves out least lands instead, and the part it left out is suspected.

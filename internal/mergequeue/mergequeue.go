@@ -32,6 +32,13 @@ type Config struct {
 	// placed as if it had entered the queue that much earlier. Defaults
 	// to 1 hour.
 	HotfixLead time.Duration
+	// Alternatives bounds the alternatives of a round: candidates beside
+	// its batch, each without one part, one of which lands the rest when
+	// the batch fails. They spend CI runs that are otherwise idle while
+	// the queue is quiet, to shorten the time in queue. 0: Depth less
+	// three, or half of it; fewer than two (negative, say): none, so that
+	// a round is one CI run and a failed batch is bisected by probes.
+	Alternatives int
 	// TargetPass is the chance that a batch passes which the batch size
 	// aims at, given the failure rate seen. Defaults to 0.3: a batch that
 	// fails costs its probes, which run beside the chain, more than its
@@ -1285,10 +1292,15 @@ func (s *State) roundBatch(cfg Config, waiting []*Entry) []*Entry {
 	return batch
 }
 
-// altRuns is how many alternatives a round may have, at most: Depth
-// less three, or half of it, so that the probes of suspected entries
-// keep runs beside the rounds.
-func altRuns(cfg Config) int { return max(cfg.Depth-3, cfg.Depth/2) }
+// altRuns is how many alternatives a round may have, at most: by
+// default Depth less three, or half of it, so that the probes of
+// suspected entries keep runs beside the rounds.
+func altRuns(cfg Config) int {
+	if cfg.Alternatives != 0 {
+		return min(max(cfg.Alternatives, 0), cfg.Depth-1)
+	}
+	return max(cfg.Depth-3, cfg.Depth/2)
+}
 
 // addAlts adds the alternatives of round batch b, built on the base
 // beside it: b's entries are split into as many parts as there are CI

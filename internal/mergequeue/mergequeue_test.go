@@ -698,3 +698,36 @@ func TestLoneProbeRetried(t *testing.T) {
 		})
 	}
 }
+
+// Config.Alternatives bounds a round's alternatives: none when negative,
+// the default when 0, at most Depth less one (the batch's own run).
+func TestAlternativesBound(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		alternatives, want int
+	}{{-1, 0}, {0, 5}, {2, 2}, {20, 7}} {
+		t.Run(fmt.Sprint(c.alternatives), func(t *testing.T) {
+			t.Parallel()
+			cfg := Config{Depth: 8, Alternatives: c.alternatives}
+			s := New("base")
+			s.Apply(cfg, t0, Pause{})
+			for i := range 10 {
+				s.Apply(cfg, t0, Add{Entry: Entry{ID: fmt.Sprintf("e%d", i), Head: "h"}})
+			}
+			s.Apply(cfg, t0, Resume{})
+			if err := s.check(); err != nil {
+				t.Fatal(err)
+			}
+			alts := 0
+			for _, x := range s.Candidates {
+				if x.Alt != 0 {
+					alts++
+				}
+			}
+			if alts != c.want {
+				t.Errorf("%d alternatives with Alternatives %d, want %d", alts, c.alternatives, c.want)
+			}
+		})
+	}
+}

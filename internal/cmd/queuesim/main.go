@@ -61,6 +61,7 @@ func main() {
 	flag.IntVar(&p.queue.Speculation, "speculation", 0, "candidates of the landing chain under test at once; 0: the queue's default")
 	flag.IntVar(&p.queue.MaxBatch, "max-batch", 0, "entries of a candidate at most; 0: the queue's default")
 	flag.Float64Var(&p.queue.TargetPass, "target-pass", 0, "chance that a batch passes the batch size aims at; 0: the queue's default")
+	flag.IntVar(&p.queue.Alternatives, "alternatives", 0, "alternatives of a round at most; 0: the queue's default; -1: none")
 	flag.Parse()
 	if err := check(p); err != nil {
 		fmt.Fprintln(os.Stderr, "queuesim:", err)
