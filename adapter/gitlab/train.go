@@ -101,7 +101,8 @@ func carOf(train []*gl.MergeTrain, iid int64) *gl.MergeTrain {
 
 // Bounds of the reading of a merge train for a car's position (see
 // trainWait): pages of trainPage cars (GitLab's largest per_page), at
-// most trainPages of them, within trainListTimeout.
+// most trainPages of them (the Adapter's own, which tests lower), within
+// trainListTimeout.
 const (
 	trainPage        = 100
 	trainPages       = 5
@@ -117,7 +118,8 @@ const (
 // from one list of the train (GitLab's "List merge requests in a merge
 // train", scope active, sort asc: the car merged first is car 1), read
 // with a context of its own, since ctx has ended, page after page until
-// the car is found, at most trainPages: "beyond car 500" past them. That
+// the car is found, at most trainPages of trainPage: "beyond car 500"
+// past them. That
 // list failing, the message says the car's status and pipeline from car
 // alone (nil: the car not read yet, it waits), without the position.
 func (a *Adapter) trainWait(ctx context.Context, s *settings, iid int64, car *gl.MergeTrain) string {
@@ -159,12 +161,13 @@ type trainSpot struct {
 }
 
 // trainPosition reads the merge train into target, in train order, until
-// merge request iid's car is found, at most trainPages pages.
+// merge request iid's car is found, at most a.trainPages pages of
+// a.trainPage cars.
 func (a *Adapter) trainPosition(ctx context.Context, s *settings, iid int64, target string) (trainSpot, error) {
-	opt := &gl.ListMergeTrainsOptions{Scope: gl.Ptr("active"), Sort: gl.Ptr("asc"), ListOptions: gl.ListOptions{PerPage: trainPage, Page: 1}}
+	opt := &gl.ListMergeTrainsOptions{Scope: gl.Ptr("active"), Sort: gl.Ptr("asc"), ListOptions: gl.ListOptions{PerPage: int64(a.trainPage), Page: 1}}
 	var spot trainSpot
 	read := 0
-	for range trainPages {
+	for range a.trainPages {
 		cars, resp, err := a.client.MergeTrains.ListMergeRequestInMergeTrain(s.id, target, opt, gl.WithContext(ctx))
 		if err != nil {
 			return trainSpot{}, a.fail(ctx, fmt.Sprintf("list the merge train into %s", target), resp, err)
