@@ -119,9 +119,9 @@ const (
 // train", scope active, sort asc: the car merged first is car 1), read
 // with a context of its own, since ctx has ended, page after page until
 // the car is found, at most trainPages of trainPage: "beyond car 500"
-// past them. That
-// list failing, the message says the car's status and pipeline from car
-// alone (nil: the car not read yet, it waits), without the position.
+// past them. That list failing, the message says the car's status and
+// pipeline from car alone (nil: the car not read yet, it waits), without
+// the position.
 func (a *Adapter) trainWait(ctx context.Context, s *settings, iid int64, car *gl.MergeTrain) string {
 	const then = ": GitLab merges it once the train's pipeline passes"
 	if car == nil {
