@@ -96,7 +96,10 @@
 //     branch moved. A merge request whose pipeline is not complete yet,
 //     which a train does not take, is temporary ([ReasonCIRunning]). While
 //     the car rides past the call's deadline the merge is temporary
-//     ([ReasonMergeTrain]), and the next call follows the same car. As
+//     ([ReasonMergeTrain]), its message saying the car's position on the
+//     train and the number of cars, its status and its pipeline (one list
+//     of the train, read at the deadline), and the next call follows the
+//     same car. As
 //     Mergify and Tide do with their queues, a removal is reported, not
 //     undone: the merge request goes back on the train when ship is asked
 //     again.

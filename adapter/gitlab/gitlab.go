@@ -162,6 +162,9 @@ type Adapter struct {
 	// answered its query with errors (a schema without a field, GraphQL
 	// turned off): zero while it answers.
 	gqlOffUntil time.Time
+	// trainPage and trainPages bound the reading of a merge train for a
+	// car's position: trainPage and trainPages unless a test lowers them.
+	trainPage, trainPages int
 }
 
 var (
@@ -233,7 +236,8 @@ func New(cfg Config) (*Adapter, error) {
 	if cfg.WebhookBodyBudget == 0 {
 		cfg.WebhookBodyBudget = 16 << 20
 	}
-	a := &Adapter{cfg: cfg, clock: cfg.Clock, log: cfg.Logger, parents: map[string][]string{}, gqlPage: maxGraphQLPage}
+	a := &Adapter{cfg: cfg, clock: cfg.Clock, log: cfg.Logger, parents: map[string][]string{}, gqlPage: maxGraphQLPage,
+		trainPage: trainPage, trainPages: trainPages}
 	a.hookBodies = webhookintake.New(webhookintake.Config{
 		Budget: cfg.WebhookBodyBudget, Max: maxHookBody, Timeout: cfg.WebhookReadTimeout, Logger: cfg.Logger,
 	})

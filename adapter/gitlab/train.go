@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	gl "gitlab.com/gitlab-org/api/client-go"
 
@@ -29,8 +30,8 @@ const (
 // (GET .../merge_trains/merge_requests/:iid), and follows its car every
 // Config.MergeTrainPollInterval until GitLab merges it (the merge
 // commit), drops it (see trainRemoval), or ctx ends: then it returns a
-// *lifecycle.TemporaryError whose Reason is merge_train, and the next
-// Merge follows the same car.
+// *lifecycle.TemporaryError whose Reason is merge_train, saying where the
+// car rides (see trainWait), and the next Merge follows the same car.
 func (a *Adapter) mergeByTrain(ctx context.Context, s *settings, req lifecycle.MergeRequest, want string) (lifecycle.MergeResult, error) {
 	iid := int64(req.Ref.Number)
 	car, err := a.trainCar(ctx, s, iid)
@@ -42,21 +43,18 @@ func (a *Adapter) mergeByTrain(ctx context.Context, s *settings, req lifecycle.M
 		return a.trainMerged(ctx, req, want, true)
 	case car == nil:
 		opt := &gl.AddMergeRequestToMergeTrainOptions{SHA: &want, Squash: gl.Ptr(a.cfg.Merge.Squash)}
-		_, resp, err := a.client.MergeTrains.AddMergeRequestToMergeTrain(s.id, iid, opt, gl.WithContext(ctx))
+		train, resp, err := a.client.MergeTrains.AddMergeRequestToMergeTrain(s.id, iid, opt, gl.WithContext(ctx))
 		if err != nil {
 			return a.notOnTrain(ctx, s, req, want, resp, err)
 		}
+		car = carOf(train, iid) // the answer is the train: its target branch, for the wait's message
 	}
 	for {
 		select {
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				what := "waits"
-				if car != nil {
-					what = "is " + car.Status
-				}
 				return lifecycle.MergeResult{}, &lifecycle.TemporaryError{Reason: ReasonMergeTrain, RetryAfter: a.cfg.MergeTrainPollInterval,
-					Err: fmt.Errorf("gitlab: merge request !%d is on the merge train into its target branch, and %s: GitLab merges it once the train's pipeline passes", iid, what)}
+					Err: errors.New(a.trainWait(ctx, s, iid, car))}
 			}
 			return lifecycle.MergeResult{}, fmt.Errorf("gitlab: follow merge request !%d on its merge train: %w", iid, ctx.Err())
 		case <-a.clock.After(a.cfg.MergeTrainPollInterval):
@@ -89,6 +87,109 @@ func (a *Adapter) trainCar(ctx context.Context, s *settings, iid int64) (*gl.Mer
 		return nil, err
 	}
 	return car, nil
+}
+
+// carOf returns merge request iid's car among a train's, or nil.
+func carOf(train []*gl.MergeTrain, iid int64) *gl.MergeTrain {
+	for _, c := range train {
+		if c != nil && c.MergeRequest != nil && c.MergeRequest.IID == iid {
+			return c
+		}
+	}
+	return nil
+}
+
+// Bounds of the reading of a merge train for a car's position (see
+// trainWait): pages of trainPage cars (GitLab's largest per_page), at
+// most trainPages of them (the Adapter's own, which tests lower), within
+// trainListTimeout.
+const (
+	trainPage        = 100
+	trainPages       = 5
+	trainListTimeout = 5 * time.Second
+)
+
+// trainWait says where merge request iid rides on its merge train, for
+// the *lifecycle.TemporaryError of a merge whose ctx ended while it
+// waits: its car's position on the train into its target branch and the
+// number of cars, its status (idle, stale, fresh, merging) and its merge
+// train pipeline ("merge request !12 is car 2 of 3 on the merge train
+// into main, fresh, its pipeline 456 running: ..."). The position comes
+// from one list of the train (GitLab's "List merge requests in a merge
+// train", scope active, sort asc: the car merged first is car 1), read
+// with a context of its own, since ctx has ended, page after page until
+// the car is found, at most trainPages of trainPage: "beyond car 500"
+// past them. That list failing, the message says the car's status and
+// pipeline from car alone (nil: the car not read yet, it waits), without
+// the position.
+func (a *Adapter) trainWait(ctx context.Context, s *settings, iid int64, car *gl.MergeTrain) string {
+	const then = ": GitLab merges it once the train's pipeline passes"
+	if car == nil {
+		return fmt.Sprintf("gitlab: merge request !%d is on the merge train into its target branch, and waits%s", iid, then)
+	}
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), trainListTimeout)
+	defer cancel()
+	where := "on the merge train into " + car.TargetBranch
+	switch pos, err := a.trainPosition(lctx, s, iid, car.TargetBranch); {
+	case err != nil:
+		a.log.WarnContext(ctx, "GitLab merge train not read: the wait's message says no position", "merge_request", iid, "err", err)
+	case pos.car != nil && pos.of > 0:
+		car, where = pos.car, fmt.Sprintf("car %d of %d on the merge train into %s", pos.at, pos.of, car.TargetBranch)
+	case pos.car != nil:
+		car, where = pos.car, fmt.Sprintf("car %d on the merge train into %s", pos.at, car.TargetBranch)
+	case pos.beyond > 0 && pos.of > pos.beyond:
+		where = fmt.Sprintf("beyond car %d of %d on the merge train into %s", pos.beyond, pos.of, car.TargetBranch)
+	case pos.beyond > 0:
+		where = fmt.Sprintf("beyond car %d on the merge train into %s", pos.beyond, car.TargetBranch)
+	}
+	msg := fmt.Sprintf("gitlab: merge request !%d is %s, %s", iid, where, car.Status)
+	if p := car.Pipeline; p != nil {
+		msg += fmt.Sprintf(", its pipeline %d %s", p.ID, p.Status)
+	}
+	return msg + then
+}
+
+// trainSpot is a car's place on its merge train: car is its car as the
+// train's list shows it, at position at of the train's of cars (0:
+// unknown, GitLab counts no further than 10,000); or, car nil, beyond is
+// the number of cars read without finding it (0: the whole train was
+// read, and the car is not on it any more).
+type trainSpot struct {
+	car    *gl.MergeTrain
+	at, of int
+	beyond int
+}
+
+// trainPosition reads the merge train into target, in train order, until
+// merge request iid's car is found, at most a.trainPages pages of
+// a.trainPage cars.
+func (a *Adapter) trainPosition(ctx context.Context, s *settings, iid int64, target string) (trainSpot, error) {
+	opt := &gl.ListMergeTrainsOptions{Scope: gl.Ptr("active"), Sort: gl.Ptr("asc"), ListOptions: gl.ListOptions{PerPage: int64(a.trainPage), Page: 1}}
+	var spot trainSpot
+	read := 0
+	for range a.trainPages {
+		cars, resp, err := a.client.MergeTrains.ListMergeRequestInMergeTrain(s.id, target, opt, gl.WithContext(ctx))
+		if err != nil {
+			return trainSpot{}, a.fail(ctx, fmt.Sprintf("list the merge train into %s", target), resp, err)
+		}
+		spot.of = int(resp.TotalItems) // 0 past 10,000 cars: GitLab leaves X-Total out
+		if resp.NextPage == 0 {
+			spot.of = read + len(cars)
+		}
+		for i, c := range cars {
+			if c != nil && c.MergeRequest != nil && c.MergeRequest.IID == iid {
+				spot.car, spot.at = c, read+i+1
+				return spot, nil
+			}
+		}
+		read += len(cars)
+		if resp.NextPage == 0 {
+			return trainSpot{}, nil
+		}
+		opt.Page = resp.NextPage
+	}
+	spot.beyond = read
+	return spot, nil
 }
 
 // trainMerged reads a merge request its merge train merged: merged at want

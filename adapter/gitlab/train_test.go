@@ -3,6 +3,8 @@ package gitlab_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -83,8 +85,8 @@ func TestMergeThroughTheMergeTrain(t *testing.T) {
 		t.Fatalf("Merge = %+v, %v; want merged as %s by this call", o.res, o.err, merge)
 	}
 	calls := tp.f.AllCalls()
-	if calls[gitlabtest.RouteMerge] != 0 || calls[gitlabtest.RouteAddTrainCar] != 1 || calls[gitlabtest.RouteGetTrainCar] != 3 {
-		t.Errorf("calls %v: want no merge past the train, one car added, read three times", calls)
+	if calls[gitlabtest.RouteMerge] != 0 || calls[gitlabtest.RouteAddTrainCar] != 1 || calls[gitlabtest.RouteGetTrainCar] != 3 || calls[gitlabtest.RouteListTrain] != 0 {
+		t.Errorf("calls %v: want no merge past the train, one car added, read three times, the train never listed (no wait said)", calls)
 	}
 }
 
@@ -203,5 +205,97 @@ func TestMergeWithoutMergeTrains(t *testing.T) {
 	}
 	if calls := f.AllCalls(); calls[gitlabtest.RouteMerge] != 1 || calls[gitlabtest.RouteAddTrainCar]+calls[gitlabtest.RouteGetTrainCar] != 0 {
 		t.Errorf("calls %v: want the merge call alone", calls)
+	}
+}
+
+// mergeRequestOnTrain opens the merge request of task id, its pipeline
+// passed, ready for the train.
+func (tp *trainProject) mergeRequestOnTrain(t *testing.T, id string) lifecycle.PullRequest {
+	t.Helper()
+	tp.f.Push("lifecycle/" + strings.ToLower(id))
+	pr := ensure(t, tp.a, lifecycle.PullRequestRequest{Task: task(id)})
+	tp.f.Pipeline(int64(pr.Number), "success")
+	tp.f.SettleMergeability()
+	return pr
+}
+
+// waitOnTrain merges pr within a short deadline, which the train
+// outlasts, and returns the wait.
+func (tp *trainProject) waitOnTrain(t *testing.T, pr lifecycle.PullRequest) *lifecycle.TemporaryError {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	_, err := tp.a.Merge(ctx, lifecycle.MergeRequest{Ref: pr.PullRequestRef, ExpectedHeadSHA: pr.HeadSHA})
+	var te *lifecycle.TemporaryError
+	if !errors.As(err, &te) || te.Reason != gitlab.ReasonMergeTrain {
+		t.Fatalf("a merge past its context: %v; want a TemporaryError, merge_train", err)
+	}
+	return te
+}
+
+// A merge that outlasts its context says where its merge request rides:
+// its car's position on the train into its target branch (car 1 is
+// merged first) and the number of cars, the car's status and its merge
+// train pipeline; the train is listed once per merge call, when the wait
+// is said, never at the follow's polls.
+func TestMergeTrainWaitSaysThePosition(t *testing.T) {
+	t.Parallel()
+	tp := newTrainProject(t)
+	first, last := tp.mergeRequestOnTrain(t, "ENG-2"), tp.mergeRequestOnTrain(t, "ENG-3")
+	tp.waitOnTrain(t, first)
+	tp.waitOnTrain(t, tp.pr)
+	tp.waitOnTrain(t, last)
+	_, pipeline, ok := tp.f.TrainCar(tp.iid)
+	if !ok {
+		t.Fatal("!1 is on no train")
+	}
+	want := fmt.Sprintf("gitlab: merge request !%d is car 2 of 3 on the merge train into main, fresh, its pipeline %d running: GitLab merges it once the train's pipeline passes", tp.iid, pipeline)
+	if te := tp.waitOnTrain(t, tp.pr); te.Err.Error() != want {
+		t.Errorf("the wait of the second car:\n got %s\nwant %s", te.Err, want)
+	}
+	if te := tp.waitOnTrain(t, last); !strings.Contains(te.Err.Error(), "is car 3 of 3 on the merge train into main, fresh") {
+		t.Errorf("the wait of the last car: %s", te.Err)
+	}
+	if n := tp.f.Calls(gitlabtest.RouteListTrain); n != 5 {
+		t.Errorf("the train listed %d times by 5 merges, want once each", n)
+	}
+
+	// A merge that follows its car through polls lists the train once, at
+	// its deadline.
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	tp.clock.Advance(time.Second) // apart from the waits of the merges above, which are left pending
+	before := tp.f.AllCalls()
+	out := tp.merge(ctx, tp.pr.HeadSHA)
+	for range 3 {
+		if !tp.clock.WaitForWaiterAt(tp.clock.Now().Add(trainPoll), 5*time.Second) {
+			t.Fatal("the merge does not wait for its car")
+		}
+		tp.clock.Advance(trainPoll)
+	}
+	o := testenv.Receive(t, 5*time.Second, out, "the end of the merge")
+	if o.err == nil || !strings.Contains(o.err.Error(), "is car 2 of 3") {
+		t.Errorf("after three polls: %v; want the wait of car 2 of 3", o.err)
+	}
+	after := tp.f.AllCalls()
+	if polls, lists := after[gitlabtest.RouteGetTrainCar]-before[gitlabtest.RouteGetTrainCar], after[gitlabtest.RouteListTrain]-before[gitlabtest.RouteListTrain]; polls < 4 || lists != 1 {
+		t.Errorf("one merge read its car %d times and listed the train %d times; want 4 or more reads and one list", polls, lists)
+	}
+}
+
+// The train's list failing, the wait still says the car's status and
+// pipeline, without the position, and the merge is temporary as ever.
+func TestMergeTrainWaitWithoutTheList(t *testing.T) {
+	t.Parallel()
+	tp := newTrainProject(t)
+	tp.f.Inject(gitlabtest.RouteListTrain, gitlabtest.Fault{Status: http.StatusInternalServerError, Body: `{"message":"500 Internal Server Error"}`})
+	te := tp.waitOnTrain(t, tp.pr)
+	_, pipeline, _ := tp.f.TrainCar(tp.iid)
+	want := fmt.Sprintf("gitlab: merge request !%d is on the merge train into main, fresh, its pipeline %d running: GitLab merges it once the train's pipeline passes", tp.iid, pipeline)
+	if te.Err.Error() != want || te.RetryAfter != trainPoll {
+		t.Errorf("the wait with the list failing:\n got %s (retry after %s)\nwant %s (retry after %s)", te.Err, te.RetryAfter, want, trainPoll)
+	}
+	if n := tp.f.Calls(gitlabtest.RouteListTrain); n != 1 {
+		t.Errorf("the train listed %d times, want once", n)
 	}
 }

@@ -96,6 +96,7 @@ const (
 	RouteBranch           = "GET /api/v4/projects/{pid}/repository/branches/{branch}"
 	RouteGetTrainCar      = "GET /api/v4/projects/{pid}/merge_trains/merge_requests/{iid}"
 	RouteAddTrainCar      = "POST /api/v4/projects/{pid}/merge_trains/merge_requests/{iid}"
+	RouteListTrain        = "GET /api/v4/projects/{pid}/merge_trains/{branch}"
 	RouteUsers            = "GET /api/v4/users"
 	RouteListDeployments  = "GET /api/v4/projects/{pid}/deployments"
 	RouteCreateDeployment = "POST /api/v4/projects/{pid}/deployments"
@@ -314,6 +315,7 @@ func NewServer(t testing.TB, opts Options) *Server {
 	route(RouteBranch, s.getBranch)
 	route(RouteGetTrainCar, s.getTrainCar)
 	route(RouteAddTrainCar, s.addTrainCar)
+	route(RouteListTrain, s.listTrain)
 	route(RouteUsers, s.listUsers)
 	route(RouteListDeployments, s.listDeployments)
 	route(RouteCreateDeployment, s.createDeployment)

@@ -437,6 +437,68 @@ func TestMergeTrains(t *testing.T) {
 	}
 }
 
+// The merge requests in a merge train are listed by car id, newest first
+// unless sort=asc, filtered by scope, and paginated; without merge trains
+// the API answers 403.
+func TestListMergeTrain(t *testing.T) {
+	t.Parallel()
+	f, _ := fake(t, gitlabtest.Options{MergeTrains: true})
+	var iids []int64
+	for _, b := range []string{"a", "b", "c"} {
+		iid := open(t, f, b)
+		f.Pipeline(iid, "success")
+		f.SettleMergeability()
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, fmt.Sprintf("%s/api/v4/projects/%d/merge_trains/merge_requests/%d", f.URL, gitlabtest.ProjectID, iid), nil)
+		req.Header.Set("Private-Token", "glpat-test")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated {
+			t.Fatalf("add !%d: %d", iid, resp.StatusCode)
+		}
+		iids = append(iids, iid)
+	}
+	order := func(query string) ([]int64, *http.Response) {
+		t.Helper()
+		var cars []gl.MergeTrain
+		resp := get(t, f, "/merge_trains/main"+query, &cars)
+		var out []int64
+		for _, c := range cars {
+			if c.MergeRequest == nil || c.Pipeline == nil || c.TargetBranch != "main" || c.Status != "fresh" {
+				t.Errorf("%s: a car %+v, want a fresh one into main with its pipeline", query, c)
+				continue
+			}
+			out = append(out, c.MergeRequest.IID)
+		}
+		return out, resp
+	}
+	if got, _ := order("?scope=active&sort=asc"); !slices.Equal(got, iids) {
+		t.Errorf("active, asc: %v, want %v", got, iids)
+	}
+	if got, _ := order(""); !slices.Equal(got, []int64{iids[2], iids[1], iids[0]}) {
+		t.Errorf("by default: %v, want newest first", got)
+	}
+	got, resp := order("?scope=active&sort=asc&per_page=2&page=2")
+	if !slices.Equal(got, iids[2:]) || resp.Header.Get("X-Total") != "3" || resp.Header.Get("X-Total-Pages") != "2" || resp.Header.Get("X-Next-Page") != "" {
+		t.Errorf("page 2 of 2: %v, X-Total %q, X-Total-Pages %q, X-Next-Page %q", got, resp.Header.Get("X-Total"), resp.Header.Get("X-Total-Pages"), resp.Header.Get("X-Next-Page"))
+	}
+	f.FinishTrain(iids[0], "success")
+	var done []gl.MergeTrain
+	if get(t, f, "/merge_trains/main?scope=complete", &done); len(done) != 1 || done[0].Status != "merged" || done[0].MergeRequest.IID != iids[0] {
+		t.Errorf("complete: %+v, want !%d merged", done, iids[0])
+	}
+	if got, _ := order("?scope=active&sort=asc"); !slices.Equal(got, iids[1:]) {
+		t.Errorf("active after the first merged: %v, want %v", got, iids[1:])
+	}
+
+	none, _ := fake(t, gitlabtest.Options{})
+	if resp := get(t, none, "/merge_trains/main", nil); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("without merge trains: %d, want 403", resp.StatusCode)
+	}
+}
+
 // A branch is read with its head commit.
 func TestBranch(t *testing.T) {
 	t.Parallel()

@@ -131,6 +131,34 @@ func (s *Server) getTrainCar(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.carJSON(c))
 }
 
+// listTrain answers GET .../merge_trains/:target_branch ("List merge
+// requests in a merge train"): the cars of the train into the target
+// branch, filtered by scope (active: to be merged; complete: merged;
+// both without it), sorted by id, desc unless sort=asc (GitLab's
+// MergeTrains::CarsFinder, desc by default), paginated; 403 without merge
+// trains.
+func (s *Server) listTrain(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.project(w, r) || !s.trainsLocked(w) {
+		return
+	}
+	target, scope := r.PathValue("branch"), r.URL.Query().Get("scope")
+	var cars []*car
+	for _, c := range s.cars {
+		done := c.status == "merged" || c.status == "skip_merged"
+		if c.target == target && (scope == "" || scope == "active" && !done || scope == "complete" && done) {
+			cars = append(cars, c)
+		}
+	}
+	sortBy(cars, r.URL.Query().Get("sort"), func(*car) string { return "" }, func(c *car) int64 { return c.id })
+	out := make([]map[string]any, 0, len(cars))
+	for _, c := range cars {
+		out = append(out, s.carJSON(c))
+	}
+	writePage(w, r, out)
+}
+
 // addTrainCar answers POST .../merge_trains/merge_requests/:iid ("Add a
 // merge request to a merge train"): 201 with the train into the merge
 // request's target branch once it is on it, a car whose merge train
