@@ -215,6 +215,9 @@ func TestMergeQueueSendsTheCulpritBack(t *testing.T) {
 	if p.value("lifecycle.merge_queue.bisection_depth", nil) < 1 {
 		t.Error("no probe's bisection depth was recorded")
 	}
+	if probes := p.value("lifecycle.merge_queue.batches", map[string]string{"lifecycle.merge_queue.kind": "probe"}); probes < 1 {
+		t.Errorf("%d probes counted, want at least 1", probes)
+	}
 	p.observed("lifecycle.merge_queue.depth", map[string]string{"lifecycle.merge_queue.base": "main"})
 }
 

@@ -472,7 +472,7 @@ func (r *Runner) apply(ctx context.Context, id, change string, ev any) (*Doc, er
 						depth = g.Depth
 					}
 				}
-				measures = append(measures, func() { r.cfg.Tel.QueueTested(ctx, ev.Passed, depth) })
+				measures = append(measures, func() { r.cfg.Tel.QueueTested(ctx, v.Kind, ev.Passed, depth) })
 			}
 		case landedTree:
 			engineEv, pause, d.Verify = ev.Landed, ev.why, ev.verify

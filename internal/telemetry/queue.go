@@ -15,14 +15,21 @@ type queueInstruments struct {
 	batches     metric.Int64Counter
 	bisection   metric.Int64Histogram
 	outcomes    *attrCache[string]
-	results     *attrCache[string]
+	results     *attrCache[candidateResult]
+}
+
+// candidateResult is a tested candidate's kind and result.
+type candidateResult struct{ kind, result string }
+
+func candidateResultAttributes(c candidateResult) []attribute.KeyValue {
+	return []attribute.KeyValue{attribute.String("lifecycle.merge_queue.kind", c.kind), attribute.String("lifecycle.merge_queue.result", c.result)}
 }
 
 // newQueueInstruments builds the merge queue's instruments with b.
 func newQueueInstruments(b *instrumentBuilder) queueInstruments {
 	q := queueInstruments{
 		outcomes: newAttrCache(oneAttr[string]("lifecycle.merge_queue.outcome")),
-		results:  newAttrCache(oneAttr[string]("lifecycle.merge_queue.result")),
+		results:  newAttrCache(candidateResultAttributes),
 	}
 	var err error
 	q.timeInQueue, err = b.m.Float64Histogram("lifecycle.merge_queue.time_in_queue", metric.WithUnit("s"),
@@ -30,7 +37,7 @@ func newQueueInstruments(b *instrumentBuilder) queueInstruments {
 		metric.WithExplicitBucketBoundaries(60, 300, 600, 1200, 1800, 2400, 3600, 4800, 7200, 14400, 28800))
 	b.keep(err)
 	q.runs = b.counter("lifecycle.merge_queue.ci_runs", "{run}", "CI runs of merge queue candidates started, those later cancelled included; divided by lifecycle.merge_queue.time_in_queue's landed count, the CI runs per landed change.")
-	q.batches = b.counter("lifecycle.merge_queue.batches", "{candidate}", "Merge queue candidates tested, by result (passed, failed): the batch pass rate.")
+	q.batches = b.counter("lifecycle.merge_queue.batches", "{candidate}", "Merge queue candidates tested, by kind (chain, leaf, alternative, probe) and result (passed, failed): the chain's and leaves' pass rate is the batch pass rate.")
 	q.bisection, err = b.m.Int64Histogram("lifecycle.merge_queue.bisection_depth", metric.WithUnit("{split}"),
 		metric.WithDescription("How many failed batches led to a probe of a merge queue's failed batch, per probe tested."),
 		metric.WithExplicitBucketBoundaries(1, 2, 3, 4, 5, 6, 8, 10))
@@ -50,15 +57,16 @@ func (t *Telemetry) QueueRunStarted(ctx context.Context) {
 	t.queue.runs.Add(ctx, 1)
 }
 
-// QueueTested counts a merge queue candidate's CI run that finished:
-// passed or not, and, for a probe of a failed batch, how deep the
-// bisection is (0 for a candidate that is not a probe).
-func (t *Telemetry) QueueTested(ctx context.Context, passed bool, bisection int) {
+// QueueTested counts a merge queue candidate's CI run that finished: its
+// kind (chain, leaf, alternative, probe), passed or not, and, for a probe
+// of a failed batch, how deep the bisection is (0 for a candidate that
+// is not a probe).
+func (t *Telemetry) QueueTested(ctx context.Context, kind string, passed bool, bisection int) {
 	result := "failed"
 	if passed {
 		result = "passed"
 	}
-	t.queue.results.add(ctx, t.queue.batches, result, 1)
+	t.queue.results.add(ctx, t.queue.batches, candidateResult{kind, result}, 1)
 	if bisection > 0 {
 		t.queue.bisection.Record(ctx, int64(bisection))
 	}
