@@ -256,8 +256,8 @@ func (s *sim) arrivals() {
 	}
 }
 
-// share marks share of the n changes, rounded, at random among those
-// from the from-th on.
+// share marks at random the given share of n changes (rounded), among
+// those from the from-th on.
 func (s *sim) share(n int, share float64, from int) []bool {
 	marked := make([]bool, n)
 	if n <= from {
