@@ -2,9 +2,10 @@ package gitlab
 
 import (
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
+
+	gl "gitlab.com/gitlab-org/api/client-go"
 
 	"github.com/tasklifecycle/lifecycle/adapter/gitlab/gitlabtest"
 )
@@ -27,24 +28,14 @@ func TestTrainWaitReadsBoundedPages(t *testing.T) {
 		iids = append(iids, iid)
 	}
 	f.SettleMergeability()
-	for _, iid := range iids {
-		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, fmt.Sprintf("%s/api/v4/projects/%d/merge_trains/merge_requests/%d", f.URL, gitlabtest.ProjectID, iid), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Private-Token", "glpat-test")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusCreated {
-			t.Fatalf("add !%d: %d", iid, resp.StatusCode)
-		}
-	}
 	s, err := a.project(t.Context())
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, iid := range iids {
+		if _, _, err := a.client.MergeTrains.AddMergeRequestToMergeTrain(s.id, iid, &gl.AddMergeRequestToMergeTrainOptions{}, gl.WithContext(t.Context())); err != nil {
+			t.Fatalf("add !%d to the train: %v", iid, err)
+		}
 	}
 	for _, tc := range []struct {
 		iid   int64

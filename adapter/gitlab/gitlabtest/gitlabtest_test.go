@@ -28,6 +28,30 @@ func fake(t *testing.T, opts gitlabtest.Options) (*gitlabtest.Server, *fakeclock
 	return gitlabtest.NewServer(t, opts), clock
 }
 
+// addCar adds merge request iid to its merge train (POST
+// .../merge_trains/merge_requests/:iid, with sha unless it is empty) and
+// returns the answer's status.
+func addCar(t *testing.T, f *gitlabtest.Server, iid int64, sha string) int {
+	t.Helper()
+	body := "{}"
+	if sha != "" {
+		body = fmt.Sprintf(`{"sha":%q}`, sha)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, fmt.Sprintf("%s/api/v4/projects/%d/merge_trains/merge_requests/%d", f.URL, gitlabtest.ProjectID, iid),
+		strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Private-Token", "glpat-test")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
 // get sends GET path (under /api/v4/projects/3) with a token and decodes
 // the answer's JSON into out, unless out is nil.
 func get(t *testing.T, f *gitlabtest.Server, path string, out any) *http.Response {
@@ -378,30 +402,17 @@ func TestListRecheckAndPeek(t *testing.T) {
 func TestMergeTrains(t *testing.T) {
 	t.Parallel()
 	f, _ := fake(t, gitlabtest.Options{MergeTrains: true})
-	post := func(iid int64, sha string) int {
-		t.Helper()
-		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, fmt.Sprintf("%s/api/v4/projects/%d/merge_trains/merge_requests/%d", f.URL, gitlabtest.ProjectID, iid),
-			strings.NewReader(fmt.Sprintf(`{"sha":%q}`, sha)))
-		req.Header.Set("Private-Token", "glpat-test")
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
 	a, b := open(t, f, "a"), open(t, f, "b")
 	f.SettleMergeability()
-	if code := post(a, f.MergeRequest(a).SHA); code != http.StatusBadRequest {
+	if code := addCar(t, f, a, f.MergeRequest(a).SHA); code != http.StatusBadRequest {
 		t.Errorf("add without a complete pipeline: %d, want 400", code)
 	}
 	f.Pipeline(a, "success")
 	f.Pipeline(b, "success")
-	if code := post(a, gitlabtest.NewSHA()); code != http.StatusConflict {
+	if code := addCar(t, f, a, gitlabtest.NewSHA()); code != http.StatusConflict {
 		t.Errorf("add at another head: %d, want 409", code)
 	}
-	if code := post(a, f.MergeRequest(a).SHA); code != http.StatusCreated {
+	if code := addCar(t, f, a, f.MergeRequest(a).SHA); code != http.StatusCreated {
 		t.Fatalf("add: %d, want 201", code)
 	}
 	var car gl.MergeTrain
@@ -417,7 +428,7 @@ func TestMergeTrains(t *testing.T) {
 		t.Errorf("the car of a merged merge request: %s, want merged", car.Status)
 	}
 	f.SettleMergeability()
-	if code := post(b, f.MergeRequest(b).SHA); code != http.StatusCreated {
+	if code := addCar(t, f, b, f.MergeRequest(b).SHA); code != http.StatusCreated {
 		t.Fatalf("add !%d: %d", b, code)
 	}
 	f.FinishTrain(b, "failed")
@@ -448,15 +459,8 @@ func TestListMergeTrain(t *testing.T) {
 		iid := open(t, f, b)
 		f.Pipeline(iid, "success")
 		f.SettleMergeability()
-		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, fmt.Sprintf("%s/api/v4/projects/%d/merge_trains/merge_requests/%d", f.URL, gitlabtest.ProjectID, iid), nil)
-		req.Header.Set("Private-Token", "glpat-test")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusCreated {
-			t.Fatalf("add !%d: %d", iid, resp.StatusCode)
+		if code := addCar(t, f, iid, ""); code != http.StatusCreated {
+			t.Fatalf("add !%d: %d", iid, code)
 		}
 		iids = append(iids, iid)
 	}
