@@ -131,15 +131,8 @@ func (r *Runner) Step(ctx context.Context, id string) error {
 			}
 		}
 	}
-	if d.Verify != "" {
-		// The last landing's trees are still to be compared: until they
-		// are, candidates are built and tested, and none lands.
-		why, err := r.compareTrees(ctx, host, repo, rec.Base, d.Verify)
-		if err != nil {
-			r.cfg.Log.Warn("compare the landed tree with the tested tree", "queue", id, "tested", d.Verify, "err", err)
-		} else if d, err = r.apply(ctx, id, "", treesCompared{why: why}); err != nil {
-			return err
-		}
+	if d, err = r.verify(ctx, id, rec, d, host); err != nil {
+		return err
 	}
 	if !landing(d) {
 		head, err := r.host(ctx, func(ctx context.Context) (string, error) { return host.BranchHead(ctx, repo, rec.Base) })
@@ -170,8 +163,27 @@ func (r *Runner) Step(ctx context.Context, id string) error {
 		if d, err = r.apply(ctx, id, change, ev); err != nil {
 			return err
 		}
+		if d, err = r.verify(ctx, id, rec, d, host); err != nil {
+			return err
+		}
 	}
 	return r.deleteBranches(ctx, id, rec, d, host)
+}
+
+// verify compares the trees of the last landing, while they are still to
+// be compared: the queue pauses should they differ. Until the host tells,
+// candidates are built and tested, and none lands; it is asked again at
+// the next step.
+func (r *Runner) verify(ctx context.Context, id string, rec lifecycletype.MergeQueueRecord, d *Doc, host lifecycletype.QueueHost) (*Doc, error) {
+	if d.Verify == "" {
+		return d, nil
+	}
+	why, err := r.compareTrees(ctx, host, lifecycletype.RepoRef{Owner: rec.Owner, Repo: rec.Repo}, rec.Base, d.Verify)
+	if err != nil {
+		r.cfg.Log.Warn("compare the landed tree with the tested tree", "queue", id, "tested", d.Verify, "err", err)
+		return d, nil
+	}
+	return r.apply(ctx, id, "", treesCompared{why: why})
 }
 
 // branchesGone lists the candidates whose queue branches were deleted.
@@ -294,28 +306,21 @@ func (r *Runner) work(ctx context.Context, rec lifecycletype.MergeQueueRecord, d
 		if err != nil {
 			return nil, "", fmt.Errorf("land candidate %d: %w", c.ID, err)
 		}
-		why, err := r.compareTrees(ctx, host, repo, rec.Base, c.SHA)
-		if err != nil {
-			// The landing stands; its trees are compared at the next
-			// step, and nothing else lands until they have been.
-			r.cfg.Log.Warn("compare the landed tree with the tested tree", "repository", repo, "base", rec.Base, "err", err)
-			return landedTree{Landed: mergequeue.Landed{Candidate: c.ID}, verify: c.SHA}, "landed", nil
-		}
-		return landedTree{Landed: mergequeue.Landed{Candidate: c.ID}, why: why}, "landed", nil
+		// The landing stands; its trees are compared next (see verify).
+		return landedTree{Landed: mergequeue.Landed{Candidate: c.ID}, tested: c.SHA}, "landed", nil
 	}
 	return nil, "", nil
 }
 
-// landedTree is a landing and what comparing its trees told: why the
-// landed tree is not the tested tree (the queue then pauses), or the
-// tested commit whose trees are still to be compared.
+// landedTree is a landing of tested commit tested, whose trees are still
+// to be compared.
 type landedTree struct {
 	mergequeue.Landed
-	why, verify string
+	tested string
 }
 
-// treesCompared is the comparison of a landing's trees made after it:
-// why they differ, or "".
+// treesCompared is the comparison of a landing's trees: why they differ,
+// or "".
 type treesCompared struct{ why string }
 
 // compareTrees compares the tree the base now has with the tested
@@ -475,7 +480,7 @@ func (r *Runner) apply(ctx context.Context, id, change string, ev any) (*Doc, er
 				measures = append(measures, func() { r.cfg.Tel.QueueTested(ctx, v.Kind, ev.Passed, depth) })
 			}
 		case landedTree:
-			engineEv, pause, d.Verify = ev.Landed, ev.why, ev.verify
+			engineEv, d.Verify = ev.Landed, ev.tested
 			subject = candidateEntries(d, ev.Candidate)
 		case treesCompared:
 			d.Verify, pause = "", ev.why

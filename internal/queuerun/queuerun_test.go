@@ -433,8 +433,8 @@ func TestLandedTreeIsTheTestedTree(t *testing.T) {
 	}{
 		{"same", 0, false},
 		{"apart", 0, true},
-		{"same, told late", 9, false},
-		{"apart, told late", 9, true},
+		{"same, told late", 30, false},
+		{"apart, told late", 30, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -449,7 +449,7 @@ func TestLandedTreeIsTheTestedTree(t *testing.T) {
 				h.apart[first] = true
 			}
 			ctx, id := context.Background(), g.queue()
-			for range 40 {
+			for range 80 {
 				if err := g.r.Step(ctx, id); err != nil {
 					t.Fatal(err)
 				}

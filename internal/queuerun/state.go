@@ -31,9 +31,10 @@ type Doc struct {
 	// PauseReason says why the queue is paused: by whom, or the landed
 	// tree that was not the tested tree.
 	PauseReason string `json:"pauseReason,omitempty"`
-	// Verify, when set, is the tested commit of a landing whose tree the
-	// host could not yet be asked to compare with the base's: it is asked
-	// again at each step, and nothing else lands until it has answered.
+	// Verify, when set, is the tested commit of the last landing, whose
+	// tree is still to be compared with the base's: right after the
+	// landing, and again at each step while the host cannot tell; nothing
+	// else lands until it has.
 	Verify string `json:"verify,omitempty"`
 }
 
