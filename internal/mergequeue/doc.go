@@ -24,8 +24,11 @@
 // alternatives: the batch split into as many parts as there are runs,
 // each alternative the batch without one part. An entry sent back for failing checks that came back is a part of
 // its own: a fix fails again far more often than a new change. The batch
-// lands when it passes; when it fails, the passing alternative that
-// leaves out least lands instead, and the part it left out is suspected.
+// lands when it passes; when it fails, once every alternative has
+// answered, the passing alternative that leaves out least lands instead,
+// and the part it left out is suspected, unless another alternative
+// (which holds it) passed too: the batch then most likely failed for a
+// flaky run, and the part waits for the next round.
 // When every alternative fails too (most likely two culprits in two
 // parts), an alternative that did not fail on some of the batch's failed
 // jobs left out a culprit of those, and its part is suspected; the others

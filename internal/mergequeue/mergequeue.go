@@ -1357,9 +1357,10 @@ func (s *State) dropAlts(id int, out []Action) []Action {
 
 // settleAlts decides what the alternatives of a round tell: those of a
 // batch that is gone, passed or landing are dropped; when the batch
-// failed, the alternative that passed leaving out least takes its place,
-// and the part it left out is suspected; when every one failed too, the
-// failed jobs tell what to suspect.
+// failed and every alternative has answered, the alternative that passed
+// leaving out least takes its place, and the part it left out is
+// suspected (unless another alternative passed too); when every one
+// failed too, the failed jobs tell what to suspect.
 func (s *State) settleAlts(out []Action) []Action {
 	for _, a := range slices.Clone(s.Candidates) {
 		if a.Alt == 0 {
@@ -1390,7 +1391,19 @@ func (s *State) settleAlts(out []Action) []Action {
 			}
 		}
 		if best >= 0 {
-			out = s.promote(b.ID, alts[best].ID, out)
+			// The others' results come within the runs' spread, and
+			// tell whether the batch failed for a part or for nothing:
+			// wait for them.
+			if slices.ContainsFunc(alts, func(a Candidate) bool { return a.State != Failed && a.State != Passed }) {
+				continue
+			}
+			passed := 0
+			for _, a := range alts {
+				if a.State == Passed {
+					passed++
+				}
+			}
+			out = s.promote(b.ID, alts[best].ID, passed > 1, out)
 			continue
 		}
 		if slices.ContainsFunc(alts, func(a Candidate) bool { return a.State != Failed }) {
@@ -1432,10 +1445,12 @@ func (s *State) byJobs(bid int, alts []Candidate, out []Action) []Action {
 }
 
 // promote puts alternative aid in the place of failed round batch bid:
-// it is the chain's first candidate now, and lands; the entries it left
-// out are suspected, for probes; the batch's other alternatives are
-// dropped.
-func (s *State) promote(bid, aid int, out []Action) []Action {
+// it is the chain's first candidate now, and lands; the batch's other
+// alternatives are dropped. The entries it left out are suspected, for
+// probes, unless cleared: another alternative, which holds them, passed
+// too, so that the batch most likely failed for nothing (a flaky run);
+// they are then vetted, and wait for the next round.
+func (s *State) promote(bid, aid int, cleared bool, out []Action) []Action {
 	out = s.dropDescendants(bid, out)
 	b, a := *s.candidate(bid), s.candidate(aid)
 	a.Alt = 0
@@ -1446,9 +1461,13 @@ func (s *State) promote(bid, aid int, out []Action) []Action {
 	out = s.dropAlts(bid, out)
 	s.deleteCandidate(bid)
 	for _, id := range left {
-		s.entry(id).Candidate = 0
+		x := s.entry(id)
+		x.Candidate = 0
+		x.Vetted = x.Vetted || cleared
 	}
-	s.suspect(left, b.FailedJobs)
+	if !cleared {
+		s.suspect(left, b.FailedJobs)
+	}
 	return out
 }
 

@@ -731,3 +731,90 @@ func TestAlternativesBound(t *testing.T) {
 		})
 	}
 }
+
+// When a round's batch fails, the queue waits for every alternative: the
+// one that passed leaving out least lands, and the part it left out is
+// suspected when it was the only one to pass, but not when another
+// alternative, holding that part, passed too (the batch's run was most
+// likely flaky).
+func TestRoundAlternativesClearLeftOut(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name      string
+		passing   []int // the alternatives that pass, by place
+		suspected bool  // the landed alternative's left-out part
+	}{
+		{"one passes", []int{2}, true},
+		{"two pass", []int{0, 3}, false},
+		{"all pass", []int{0, 1, 2, 3, 4}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := Config{Depth: 8}
+			s := New("base")
+			s.Apply(cfg, t0, Pause{})
+			for i := range 10 {
+				s.Apply(cfg, t0, Add{Entry: Entry{ID: fmt.Sprintf("e%d", i), Head: fmt.Sprintf("h%d", i)}})
+			}
+			out := s.Apply(cfg, t0, Resume{})
+			var batch int
+			var alts []int
+			for _, a := range out {
+				b, ok := a.(Build)
+				if !ok {
+					continue
+				}
+				s.Apply(cfg, t0, Built{Candidate: b.Candidate, SHA: fmt.Sprintf("c%d", b.Candidate)})
+				if s.candidate(b.Candidate).Alt == 0 {
+					batch = b.Candidate
+				} else {
+					alts = append(alts, b.Candidate)
+				}
+			}
+			if batch == 0 || len(alts) != 5 {
+				t.Fatalf("round of batch %d with %d alternatives, want a batch and 5", batch, len(alts))
+			}
+			s.Apply(cfg, t0, Tested{Candidate: batch, FailedJobs: []string{"unit"}})
+			var landed *Land
+			for i, id := range alts {
+				if landed != nil {
+					t.Fatalf("alternative %d landed before alternative %d answered", landed.Candidate, id)
+				}
+				pass := slices.Contains(c.passing, i)
+				var failed []string
+				if !pass {
+					failed = []string{"unit"}
+				}
+				for _, a := range s.Apply(cfg, t0, Tested{Candidate: id, Passed: pass, FailedJobs: failed}) {
+					if l, ok := a.(Land); ok {
+						landed = &l
+					}
+				}
+				if err := s.check(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if want := alts[c.passing[0]]; landed == nil || landed.Candidate != want {
+				t.Fatalf("landed %+v, want alternative %d", landed, want)
+			}
+			left := 0
+			for _, e := range s.Entries {
+				if slices.Contains(landed.Entries, e.ID) {
+					continue
+				}
+				left++
+				if got := e.Group != 0; got != c.suspected {
+					t.Errorf("%s suspected: %v, want %v", e.ID, got, c.suspected)
+				}
+				if !c.suspected && !e.Vetted {
+					t.Errorf("%s, cleared, is not vetted", e.ID)
+				}
+			}
+			if left == 0 {
+				t.Error("the landed alternative left nothing out")
+			}
+		})
+	}
+}
