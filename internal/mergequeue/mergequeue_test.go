@@ -93,11 +93,14 @@ type model struct {
 	stale   map[string]bool   // changes that do not merge onto anything
 	partner map[string]string // a change another does not merge with, either way round
 	job     map[string]string // the job a broken change fails
-	flake   float64           // the chance that a CI run fails for nothing
-	pending []Event           // answers not given yet
-	passed  map[string]bool   // SHAs CI passed
-	landed  map[string]string
-	out     map[string]string // why each entry left: done, rework, removed
+	// together are changes that pass alone but fail a tree that holds
+	// both, either way round (on job "e2e").
+	together map[string]string
+	flake    float64         // the chance that a CI run fails for nothing
+	pending  []Event         // answers not given yet
+	passed   map[string]bool // SHAs CI passed
+	landed   map[string]string
+	out      map[string]string // why each entry left: done, rework, removed
 	// alone and inferred count the entries sent back for failing checks
 	// by a run of a commit that held no other entry still in the queue,
 	// and by one that did.
@@ -108,7 +111,7 @@ func newModel(t *testing.T, seed uint64, cfg Config) *model {
 	m := &model{t: t, rng: rand.New(rand.NewPCG(seed, 7)), cfg: cfg, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
 		commits: map[string]map[string]bool{}, broken: map[string]bool{}, stale: map[string]bool{},
 		passed: map[string]bool{}, landed: map[string]string{}, out: map[string]string{},
-		partner: map[string]string{}, job: map[string]string{}, flake: 0.05}
+		partner: map[string]string{}, job: map[string]string{}, together: map[string]string{}, flake: 0.05}
 	m.q = New(m.commit(map[string]bool{}))
 	return m
 }
@@ -230,6 +233,9 @@ func (m *model) apply(ev Event) {
 				if m.broken[id] {
 					failed[m.job[id]] = true
 				}
+				if x := m.together[id]; x != "" && m.commits[a.SHA][x] {
+					failed["e2e"] = true
+				}
 			}
 			var failedJobs []string
 			for _, j := range jobs {
@@ -272,7 +278,7 @@ func (m *model) apply(ev Event) {
 				m.t.Fatalf("entry %s sent back for a conflict it does not have", a.Entry)
 			}
 			if a.Reason == ReworkChecksFailed {
-				if m.flake == 0 && !m.broken[a.Entry] {
+				if x := m.together[a.Entry]; m.flake == 0 && !m.broken[a.Entry] && (x == "" || !m.commits[a.SHA][x]) {
 					var broken []string
 					for id := range m.commits[a.SHA] {
 						if m.broken[id] {
@@ -814,6 +820,54 @@ func TestRoundAlternativesClearLeftOut(t *testing.T) {
 			}
 			if left == 0 {
 				t.Error("the landed alternative left nothing out")
+			}
+		})
+	}
+}
+
+// Two changes that pass alone but fail together (each breaks what the
+// other relies on) do not hold the queue for ever: one of them lands and
+// the other goes back, and the rest land, whether they come at once (the
+// queue loaded) or one by one (quiet).
+func TestFailOnlyTogether(t *testing.T) {
+	t.Parallel()
+	for seed := range uint64(80) {
+		t.Run(strconv.FormatUint(seed, 10), func(t *testing.T) {
+			t.Parallel()
+			m := newModel(t, seed, Config{Depth: 1 + int(seed%8), MaxBatch: 2 + 3*int(seed%5)})
+			m.flake = 0
+			n := 40
+			a, b := 3+m.rng.IntN(10), 15+m.rng.IntN(20)
+			m.together["e"+strconv.Itoa(a)], m.together["e"+strconv.Itoa(b)] = "e"+strconv.Itoa(b), "e"+strconv.Itoa(a)
+			added, runs := 0, 0
+			for step := 0; added < n || len(m.pending) > 0; step++ {
+				if added < n && (seed%2 == 0 || m.rng.IntN(4) == 0) {
+					m.apply(Add{Entry: Entry{ID: "e" + strconv.Itoa(added), Head: "h" + strconv.Itoa(added)}})
+					added++
+					continue
+				}
+				if len(m.pending) == 0 {
+					continue
+				}
+				if _, ok := m.answer().(Tested); ok {
+					runs++
+				}
+				if runs > 20*n {
+					t.Fatalf("%d CI runs for %d changes: the queue loops (e%d and e%d fail together; queue %+v)", runs, n, a, b, m.q.Entries)
+				}
+			}
+			back := 0
+			for i := range n {
+				id := "e" + strconv.Itoa(i)
+				switch out := m.out[id]; {
+				case out == "rework" && m.together[id] != "":
+					back++
+				case out != "done":
+					t.Errorf("%s: %q, want done", id, out)
+				}
+			}
+			if back != 1 {
+				t.Errorf("%d of e%d and e%d sent back, want 1", back, a, b)
 			}
 		})
 	}
