@@ -94,6 +94,7 @@ const (
 	RouteCommit           = "GET /api/v4/projects/{pid}/repository/commits/{sha}"
 	RouteMRNotes          = "GET /api/v4/projects/{pid}/merge_requests/{iid}/notes"
 	RouteBranch           = "GET /api/v4/projects/{pid}/repository/branches/{branch}"
+	RouteDeleteBranch     = "DELETE /api/v4/projects/{pid}/repository/branches/{branch}"
 	RouteGetTrainCar      = "GET /api/v4/projects/{pid}/merge_trains/merge_requests/{iid}"
 	RouteAddTrainCar      = "POST /api/v4/projects/{pid}/merge_trains/merge_requests/{iid}"
 	RouteListTrain        = "GET /api/v4/projects/{pid}/merge_trains/{branch}"
@@ -175,7 +176,10 @@ type Server struct {
 
 	t    testing.TB
 	srv  *httptest.Server
+	mux  *http.ServeMux
 	opts Options
+	// pushMu serialises pushes through the git remote (git mode).
+	pushMu sync.Mutex
 
 	mu          sync.Mutex
 	branches    map[string]string
@@ -200,6 +204,9 @@ type Server struct {
 	listKeys       map[string]bool // members of a merge request in a list
 	userTemplate   map[string]any
 	commitTemplate map[string]any
+	// git is the project's repository in git mode, or nil (see
+	// EnableGit).
+	git *gitRepo
 }
 
 // Fault is an answer the fake gives instead of doing a call, or, with
@@ -323,6 +330,8 @@ func NewServer(t testing.TB, opts Options) *Server {
 	route(RouteUpdateDeployment, s.updateDeployment)
 	route(RouteJobTrace, s.getTrace)
 	route(RouteGraphQL, s.graphQL)
+	route(RouteDeleteBranch, s.deleteBranch)
+	s.mux = mux
 	s.srv = httptest.NewServer(mux)
 	s.URL = s.srv.URL
 	t.Cleanup(s.srv.Close)
@@ -520,7 +529,7 @@ func (s *Server) getProject(w http.ResponseWriter, r *http.Request) {
 	name := ProjectPath[strings.LastIndex(ProjectPath, "/")+1:]
 	writeJSON(w, http.StatusOK, &gl.Project{
 		ID: ProjectID, Name: name, Path: name, PathWithNamespace: ProjectPath, DefaultBranch: "main",
-		WebURL: s.URL + "/" + ProjectPath, MergeMethod: gl.MergeMethodValue(s.opts.MergeMethod),
+		WebURL: s.URL + "/" + ProjectPath, HTTPURLToRepo: s.URL + "/" + ProjectPath + ".git", MergeMethod: gl.MergeMethodValue(s.opts.MergeMethod),
 		MergePipelinesEnabled: s.opts.MergeTrains, MergeTrainsEnabled: s.opts.MergeTrains,
 	})
 }
