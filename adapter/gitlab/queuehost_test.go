@@ -3,12 +3,14 @@ package gitlab_test
 import (
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	gl "gitlab.com/gitlab-org/api/client-go"
 
@@ -290,4 +292,72 @@ func TestTreeOfAnUnknownCommit(t *testing.T) {
 	if _, err := a.Tree(t.Context(), queueRepo, strings.Repeat("d", 40)); !errors.Is(err, lifecycle.ErrNotFound) {
 		t.Errorf("Tree of a commit the project lacks: %v, want ErrNotFound", err)
 	}
+}
+
+// Six tasks ship at once into a project without merge trains, through
+// the lifecycle's own merge queue on the fake in git mode: the fake plays
+// CI on every push to a queue branch with a passing branch pipeline. All
+// land through tested candidates, pushed to main; none through the
+// accept-merge endpoint; GitLab marks each merge request merged, as it
+// does when a push to the target branch brings in its head; main ends at
+// a candidate whose pipeline passed.
+func TestShipThroughBuiltInQueue(t *testing.T) {
+	t.Parallel()
+	st := newStack(t, stackOptions{git: true, queue: lifecycle.MergeQueueConfig{Enabled: true, PollInterval: 20 * time.Millisecond}})
+	var (
+		mu     sync.Mutex
+		passed = map[string]bool{} // candidates whose pipeline passed
+	)
+	st.f.OnPush(func(branch, sha string) {
+		if !strings.HasPrefix(branch, "lifecycle-queue/") {
+			return
+		}
+		st.f.BranchPipeline(branch, sha, "", &gl.CommitStatus{Name: "build", Status: "success"}, &gl.CommitStatus{Name: "test", Status: "success"})
+		mu.Lock()
+		passed[sha] = true
+		mu.Unlock()
+	})
+	var ops []lifecycle.ShipOperation
+	var tasks []lifecycle.Task
+	for i := range 6 {
+		tk := st.green(t, st.submitted(t, fmt.Sprintf("GLQ-%d", i+1)))
+		tasks = append(tasks, tk)
+		ops = append(ops, st.ship(t, tk, lifecycle.ShipMergeOnly, *tk.HeadSHA))
+	}
+	waitUntil(t, 60*time.Second, "the six ship operations to finish", func() bool {
+		for i := range ops {
+			op, err := st.svc.ShipOperation(t.Context(), ops[i].OperationID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ops[i] = op; op.Status != lifecycle.ShipSucceeded && op.Status != lifecycle.ShipFailed {
+				return false
+			}
+		}
+		return true
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for i, op := range ops {
+		if op.Status != lifecycle.ShipSucceeded || op.MergeCommitSHA == nil || !passed[*op.MergeCommitSHA] {
+			t.Errorf("ship %d = %s %+v (merged as %v), want succeeded at a tested candidate", i, op.Status, op.Error, op.MergeCommitSHA)
+		}
+	}
+	main := branchHead(t, st.a, "main")
+	if !passed[main] {
+		t.Errorf("main is at %s, which is not a candidate whose pipeline passed", main)
+	}
+	for _, tk := range tasks {
+		mr := st.f.MergeRequest(int64(*tk.PRNumber))
+		if mr.State != "merged" || mr.MergeCommitSHA == "" {
+			t.Errorf("merge request !%d is %s (merge commit %q), want merged by the push of its candidate", mr.IID, mr.State, mr.MergeCommitSHA)
+		}
+		if got := st.task(t, tk.ID); got.Status != lifecycle.StatusDone {
+			t.Errorf("task %s is %s, want done", tk.Identifier, got.Status)
+		}
+	}
+	if n := st.f.Calls(gitlabtest.RouteMerge); n != 0 {
+		t.Errorf("%d merges through the accept-merge endpoint, want none: the queue lands tested candidates", n)
+	}
+	t.Logf("six changes landed; %d candidates tested", len(passed))
 }
