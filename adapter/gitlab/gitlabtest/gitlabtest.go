@@ -35,6 +35,14 @@
 // ([RouteGraphQL], see graphql.go) answers queries of the project's merge
 // requests from the same state, in the types of GitLab's GraphQL schema.
 //
+// With [Server.EnableGit] (git mode), the project has a real repository,
+// served over git's smart HTTP protocol at its http_url_to_repo: its
+// branches are the repository's, tests make real commits
+// ([Server.Commit], [Server.SetBranch], [Server.OpenMergeRequest]), and a
+// push through the remote has GitLab's effects on merge requests (see
+// git.go), after which [Server.OnPush] lets a test play CI
+// ([Server.BranchPipeline]). The merge queue's tests use it.
+//
 // Tests change the project as people and CI would ([Server.Push],
 // [Server.PushConflicting], [Server.Pipeline],
 // [Server.MergedResultsPipeline], [Server.SetCheck], [Server.Approve],
