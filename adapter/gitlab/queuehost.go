@@ -323,8 +323,10 @@ func (a *Adapter) AdvanceBranch(ctx context.Context, req lifecycle.AdvanceReques
 		return err
 	}
 	defer unlock()
-	refs := []string{"+refs/heads/" + req.Branch + ":refs/lifecycle/heads/" + req.Branch, "+refs/heads/lifecycle-queue/*:refs/lifecycle/heads/lifecycle-queue/*"}
-	if err := g.ensure(ctx, []string{from, to}, refs); err != nil {
+	// The candidate was built here, or by another replica and pushed to a
+	// queue branch: every branch is fetched when GitLab does not serve
+	// the commits by SHA.
+	if err := g.ensure(ctx, []string{from, to}, []string{"+refs/heads/*:refs/lifecycle/heads/*"}); err != nil {
 		return fmt.Errorf("gitlab: %s: %w", what, err)
 	}
 	if ff, err := g.isAncestor(ctx, from, to); err != nil {
