@@ -642,14 +642,11 @@ func (g *gitRun) ensure(ctx context.Context, shas, refspecs []string) error {
 	if len(miss) == 0 {
 		return nil
 	}
-	var why error
-	if byRef != nil {
-		why = byRef
-	} else if byID != nil {
-		why = byID
-	}
-	if why != nil && !notFoundFetch(why) {
-		return fmt.Errorf("gitlab: fetch %s: %w", strings.Join(miss, ", "), why)
+	// Fetched its refs, or told they are not there, the project does not
+	// have the commit; a fetch that failed otherwise (the connection,
+	// authentication) says nothing of it.
+	if byRef != nil && !notFoundFetch(byRef) {
+		return fmt.Errorf("gitlab: fetch %s: %w", strings.Join(miss, ", "), byRef)
 	}
 	return fmt.Errorf("gitlab: the project has no commit %s: %w", strings.Join(miss, ", "), lifecycle.ErrNotFound)
 }
@@ -659,7 +656,7 @@ func (g *gitRun) ensure(ctx context.Context, shas, refspecs []string) error {
 func notFoundFetch(err error) bool {
 	s := err.Error()
 	return strings.Contains(s, "not our ref") || strings.Contains(s, "couldn't find remote ref") ||
-		strings.Contains(s, "upload-pack: not our ref") || strings.Contains(s, "no such remote ref")
+		strings.Contains(s, "unadvertised object") || strings.Contains(s, "no such remote ref")
 }
 
 // fetch fetches what specs name from the remote.

@@ -361,3 +361,37 @@ func TestShipThroughBuiltInQueue(t *testing.T) {
 	}
 	t.Logf("six changes landed; %d candidates tested", len(passed))
 }
+
+// Where GitLab serves no commit by SHA, the mirror fetches the refs that
+// hold them: the base, the queue branches, the merge requests' head refs,
+// and, to land a candidate another replica built, every branch.
+func TestQueueFetchesRefsWhereNotBySHA(t *testing.T) {
+	f, a := gitFake(t, gitlabtest.Options{})
+	f.RefuseFetchBySHA()
+	one := openChange(t, f, a, "one", "one.txt")
+	two := openChange(t, f, a, "two", "two.txt")
+	base, cand := candidate(t, a, one, two)
+	tree, err := a.Tree(t.Context(), queueRepo, cand)
+	if err != nil || tree == "" {
+		t.Fatalf("Tree of the candidate: %q, %v", tree, err)
+	}
+	// Another replica, with a mirror of its own, lands it.
+	other := newAdapter(t, f, func(c *gitlab.Config) { c.MirrorDir = t.TempDir() })
+	if err := other.AdvanceBranch(t.Context(), lifecycle.AdvanceRequest{Repo: queueRepo, Branch: "main", From: base, To: cand}); err != nil {
+		t.Fatalf("AdvanceBranch by another replica: %v", err)
+	}
+	if got, err := other.Tree(t.Context(), queueRepo, cand); err != nil || got != tree {
+		t.Errorf("the other replica reads the candidate's tree as %q, %v; want %s", got, err, tree)
+	}
+	// The old base, now no ref's tip, is not served by SHA: a third
+	// replica reads it from the branches that contain it.
+	third := newAdapter(t, f, func(c *gitlab.Config) { c.MirrorDir = t.TempDir() })
+	if _, err := third.Tree(t.Context(), queueRepo, base); err != nil {
+		t.Errorf("Tree of the old base, no ref's tip: %v", err)
+	}
+	// A commit no ref holds cannot be had.
+	loose := f.Commit(base, map[string]string{"loose.txt": "loose\n"})
+	if _, err := other.Tree(t.Context(), queueRepo, loose); !errors.Is(err, lifecycle.ErrNotFound) {
+		t.Errorf("Tree of a commit no ref holds, not served by SHA: %v, want ErrNotFound", err)
+	}
+}

@@ -40,6 +40,9 @@ type gitRepo struct {
 	dir    string // the bare repository
 	commit int    // commits made by Commit and Push, for their dates
 	onPush []func(branch, sha string)
+	// v0 makes the remote speak git's protocol version 0 only (see
+	// RefuseFetchBySHA).
+	v0 bool
 }
 
 // EnableGit gives the project a real bare repository (in t.TempDir),
@@ -283,6 +286,19 @@ func (s *Server) ProtectBranch(branch string) {
 	}
 }
 
+// RefuseFetchBySHA makes the remote (git mode) speak only git's protocol
+// version 0, whose upload-pack, with uploadpack.allowReachableSHA1InWant
+// and allowAnySHA1InWant off (git's defaults), serves only the commits
+// its refs advertise: a fetch of a commit by SHA that no ref points at is
+// refused ("Server does not allow request for unadvertised object"), as
+// at a server that keeps clients to its refs. Fetches of refs still work.
+func (s *Server) RefuseFetchBySHA() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.needGit()
+	s.git.v0 = true
+}
+
 // BranchPipeline runs a branch pipeline (source push) for commit sha on
 // branch, as GitLab does for a push, records its jobs (Name, Status and
 // optionally AllowFailure and TargetURL set) as its commit statuses, and
@@ -307,7 +323,11 @@ func (s *Server) serveGit(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.calls[RouteGitHTTP]++
 	g := s.git
+	v0 := g.v0
 	s.mu.Unlock()
+	if v0 {
+		r.Header.Del("Git-Protocol")
+	}
 	if _, pass, ok := r.BasicAuth(); !ok || pass == "" {
 		w.Header().Set("WWW-Authenticate", `Basic realm="GitLab"`)
 		http.Error(w, "HTTP Basic: Access denied", http.StatusUnauthorized)
