@@ -460,17 +460,20 @@ type gitRun struct {
 }
 
 // env is the environment of git: no system or global configuration (HOME
-// is the mirror), no prompt, the C locale, and the token in an
-// http.extraHeader given through GIT_CONFIG_COUNT, never on the command
-// line. Proxy and certificate settings of the process pass through.
+// is the mirror), no prompt, no credential helper, no redirect followed,
+// the C locale, and the token in an http.extraHeader given through
+// GIT_CONFIG_COUNT, never on the command line. Proxy and certificate settings of the process pass through.
 func (g *gitRun) env(extra []string) []string {
 	env := []string{
 		"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=" + os.DevNull, "GIT_TERMINAL_PROMPT=0", "GIT_ASKPASS=", "SSH_ASKPASS=",
 		"LC_ALL=C", "LANG=C", "GIT_OPTIONAL_LOCKS=0",
-		"GIT_CONFIG_COUNT=2",
+		"GIT_CONFIG_COUNT=3",
 		"GIT_CONFIG_KEY_0=http.extraHeader",
 		"GIT_CONFIG_VALUE_0=Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte("oauth2:"+g.token)),
 		"GIT_CONFIG_KEY_1=credential.helper", "GIT_CONFIG_VALUE_1=",
+		// The header goes with every request of the remote: a redirect
+		// elsewhere is not followed.
+		"GIT_CONFIG_KEY_2=http.followRedirects", "GIT_CONFIG_VALUE_2=false",
 	}
 	home := g.dir
 	if home == "" {

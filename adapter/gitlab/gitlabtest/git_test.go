@@ -116,6 +116,25 @@ func TestGitModeBranchesAndPipelines(t *testing.T) {
 	if resp, err := c.Branches.DeleteBranch(gitlabtest.ProjectID, "lifecycle-queue/main/1"); err == nil || resp.StatusCode != http.StatusNotFound {
 		t.Errorf("deleting it again: %v, %v; want 404", resp, err)
 	}
+	// The accept-merge endpoint writes a real merge commit in git mode.
+	one := f.Commit(main, map[string]string{"one.txt": "one\n"})
+	iid := f.OpenMergeRequest("one", "main", "One", one)
+	mr, _, err := c.MergeRequests.AcceptMergeRequest(gitlabtest.ProjectID, iid, &gl.AcceptMergeRequestOptions{SHA: gl.Ptr(one)})
+	if err != nil || mr.State != "merged" || mr.MergeCommitSHA == "" {
+		t.Fatalf("accept merge: %+v, %v", mr, err)
+	}
+	dir := t.TempDir()
+	remote := f.URL + "/" + gitlabtest.ProjectPath + ".git"
+	if out, err := gitCmd(t, dir, "", "init", "--bare", "-q", "."); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if out, err := gitCmd(t, dir, "glpat-x", "fetch", "-q", remote, "main"); err != nil {
+		t.Fatalf("fetch main: %v: %s", err, out)
+	}
+	out, err := gitCmd(t, dir, "", "rev-list", "--parents", "-1", "FETCH_HEAD")
+	if want := mr.MergeCommitSHA + " " + main + " " + one; err != nil || strings.TrimSpace(out) != want {
+		t.Errorf("main after the merge: %q, %v; want the merge commit of %s and %s (%s)", out, err, main, one, want)
+	}
 	p, _, err := c.Projects.GetProject(gitlabtest.ProjectID, nil)
 	if err != nil || p.HTTPURLToRepo != f.URL+"/"+gitlabtest.ProjectPath+".git" {
 		t.Errorf("http_url_to_repo = %q, %v", p.HTTPURLToRepo, err)
