@@ -395,3 +395,17 @@ func TestQueueFetchesRefsWhereNotBySHA(t *testing.T) {
 		t.Errorf("Tree of a commit no ref holds, not served by SHA: %v, want ErrNotFound", err)
 	}
 }
+
+func TestCandidateConflictNamesThePaths(t *testing.T) {
+	f, a := gitFake(t, gitlabtest.Options{})
+	one := openChange(t, f, a, "one", "same.txt")
+	two := openChange(t, f, a, "two", "same.txt")
+	_, err := a.BuildCandidate(t.Context(), queueRequest(branchHead(t, a, "main"), one, two))
+	var conflict *lifecycle.CandidateConflictError
+	if !errors.As(err, &conflict) || conflict.Head != two || !strings.Contains(conflict.Message, "same.txt") {
+		t.Fatalf("BuildCandidate of two changes to same.txt: %v; want a conflict of the second naming the path", err)
+	}
+	if _, err := a.BranchHead(t.Context(), queueRepo, "lifecycle-queue/main/1"); !errors.Is(err, lifecycle.ErrNotFound) {
+		t.Errorf("a candidate that does not merge was pushed: %v", err)
+	}
+}
