@@ -17,8 +17,13 @@ import (
 // (its head pipeline and its head) and the statuses of that pipeline,
 // every page of them (GET .../repository/commits/:sha/statuses with
 // pipeline_id); see [Adapter.ReadPullRequests] for the checks a reading
-// reports.
+// reports. A merge queue candidate (q.Candidate set) is read from the
+// branch pipeline its push to the queue branch ran instead (see
+// candidateCI).
 func (a *Adapter) Checks(ctx context.Context, q lifecycle.CIQuery) (lifecycle.CIReport, error) {
+	if q.Candidate != nil {
+		return a.candidateCI(ctx, q.Candidate, strings.ToLower(q.HeadSHA))
+	}
 	s, mr, err := a.read(ctx, q.PullRequest)
 	if err != nil {
 		return lifecycle.CIReport{}, err
@@ -68,6 +73,39 @@ func (a *Adapter) ci(ctx context.Context, s *settings, mr *gl.MergeRequest, head
 		return lifecycle.CIReport{}, err
 	}
 	return report(slices.DeleteFunc(statuses, func(st *gl.CommitStatus) bool { return st.PipelineID != hp.ID }), hp), nil
+}
+
+// candidateCI reads the checks of a merge queue candidate, commit sha on
+// queue branch req.Branch: GitLab runs a branch pipeline for the push of
+// the candidate, so the project's newest pipeline of that commit and ref
+// (GET /projects/:id/pipelines with sha and ref, newest first) is read,
+// its statuses as for a merge request's head pipeline. Before GitLab has
+// made one, CI is pending.
+func (a *Adapter) candidateCI(ctx context.Context, req *lifecycle.CandidateRequest, sha string) (lifecycle.CIReport, error) {
+	s, err := a.queueProject(ctx, req.Repo)
+	if err != nil {
+		return lifecycle.CIReport{}, err
+	}
+	if sha == "" {
+		return lifecycle.CIReport{Pending: true}, nil
+	}
+	list, resp, err := a.client.Pipelines.ListProjectPipelines(s.id, &gl.ListProjectPipelinesOptions{
+		SHA: gl.Ptr(sha), Ref: gl.Ptr(req.Branch), OrderBy: gl.Ptr("id"), Sort: gl.Ptr("desc"),
+		ListOptions: gl.ListOptions{PerPage: 1},
+	}, gl.WithContext(ctx))
+	if err != nil {
+		return lifecycle.CIReport{}, a.fail(ctx, fmt.Sprintf("list the pipelines of candidate %s on %s", sha, req.Branch), resp, err)
+	}
+	if len(list) == 0 {
+		return lifecycle.CIReport{Pending: true}, nil
+	}
+	p := list[0]
+	hp := &gl.Pipeline{ID: p.ID, IID: p.IID, SHA: p.SHA, Ref: p.Ref, Status: p.Status, Source: gl.PipelineSource(p.Source), WebURL: p.WebURL}
+	statuses, err := a.statuses(ctx, s, sha, p.ID)
+	if err != nil {
+		return lifecycle.CIReport{}, err
+	}
+	return report(slices.DeleteFunc(statuses, func(st *gl.CommitStatus) bool { return st.PipelineID != p.ID }), hp), nil
 }
 
 // mergedResults reports whether ref is the ref of a merged-results or

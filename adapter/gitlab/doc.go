@@ -103,6 +103,29 @@
 //     Mergify and Tide do with their queues, a removal is reported, not
 //     undone: the merge request goes back on the train when ship is asked
 //     again.
+//   - The lifecycle's own merge queue: the Adapter is a
+//     [lifecycle.QueueHost] ([Adapter.NativeQueue] is true on a project
+//     with merge trains, whose ships go through the train as above, and
+//     false otherwise, so that the lifecycle's queue takes them when
+//     lifecycle.Config.MergeQueue enables it). GitLab's REST API cannot
+//     merge commits onto a branch without a merge request, so
+//     [Adapter.BuildCandidate] builds candidates with git (2.38 or later,
+//     [Config.GitPath]) in a bare mirror ([Config.MirrorDir]) and pushes
+//     them to the project's http_url_to_repo as the user oauth2 with
+//     Config.Token, which goes to git in an http.extraHeader through its
+//     environment, never on its command line, and is scrubbed from git's
+//     messages. [Adapter.AdvanceBranch] lands a tested candidate with a
+//     push of it to the base under --force-with-lease (a compare-and-swap
+//     GitLab's receive-pack does); a push GitLab refuses on a protected
+//     base is a [*lifecycle.RefusedError] in its words: the token's user
+//     needs "Allowed to push and merge" on the base, and push access to
+//     the queue branches. GitLab then marks the merge requests whose heads
+//     the push brought in merged (its refresh of merge requests after a
+//     push, MergeRequests::RefreshService). A candidate's CI is the
+//     newest pipeline of its commit on its queue branch (a branch
+//     pipeline: CI must run on pushes to the queue branches), pending
+//     until GitLab makes one. Branches are read and deleted with the
+//     branches API.
 //
 // # What the sweep reads
 //

@@ -77,6 +77,25 @@ type Config struct {
 	// [Adapter.Merge]). Defaults to 10 seconds.
 	MergeTrainPollInterval time.Duration
 
+	// GitPath is the git program that builds the candidates of the
+	// lifecycle's own merge queue (see [Adapter.BuildCandidate]); it must
+	// be git 2.38 or later, for git merge-tree --write-tree. Defaults to
+	// "git" on PATH. Only the queue runs it.
+	GitPath string
+	// MirrorDir is the directory of the adapter's bare mirror of the
+	// project, where the queue's candidates are built. Adapters of
+	// several processes may share one: each git operation holds a file
+	// lock (flock(2) on Unix) on lifecycle-mirror.lock in it. Empty: a
+	// temporary directory made on first use (os.MkdirTemp), used for the
+	// Adapter's life and not removed after it: give a directory to keep
+	// one mirror across restarts.
+	MirrorDir string
+	// CommitterName and CommitterEmail are the author and committer of
+	// the queue's merge commits. They default to "lifecycle" and
+	// "lifecycle@localhost".
+	CommitterName  string
+	CommitterEmail string
+
 	// Environments maps the lifecycle's environments (staging,
 	// production) to GitLab environment names. An environment it does not
 	// name keeps its own name.
@@ -136,8 +155,9 @@ type MergeOptions struct {
 // Adapter is a [lifecycle.ProviderAdapter] on a GitLab project. It is also
 // a [lifecycle.BatchReader] (see [Adapter.ReadPullRequests]), a
 // [lifecycle.CIProvider] (the merge request's head pipeline), a
-// [lifecycle.ReviewDecider] (merge request approvals) and a
-// [lifecycle.WebhookIntake] (see [Adapter.WebhookHandler]). It is safe for
+// [lifecycle.ReviewDecider] (merge request approvals), a
+// [lifecycle.WebhookIntake] (see [Adapter.WebhookHandler]) and a
+// [lifecycle.QueueHost] (see [Adapter.BuildCandidate]). It is safe for
 // concurrent use.
 type Adapter struct {
 	cfg    Config
@@ -165,6 +185,9 @@ type Adapter struct {
 	// trainPage and trainPages bound the reading of a merge train for a
 	// car's position: trainPage and trainPages unless a test lowers them.
 	trainPage, trainPages int
+	// git runs the queue's git operations in the mirror (see
+	// queuehost.go).
+	git gitMirror
 }
 
 var (
@@ -185,6 +208,9 @@ type settings struct {
 	// mergeTrains says merges go through the project's merge trains:
 	// merged results pipelines and merge trains are both enabled.
 	mergeTrains bool
+	// httpURL is the project's http_url_to_repo, the remote of the
+	// queue's mirror.
+	httpURL string
 }
 
 // New returns an Adapter on cfg.Project. It makes no request: the project
@@ -221,6 +247,15 @@ func New(cfg Config) (*Adapter, error) {
 	case !(cfg.SweepShare > 0 && cfg.SweepShare <= 1):
 		return nil, fmt.Errorf("gitlab: Config.SweepShare %v must be more than 0 and at most 1: it is the share of GitLab's rate limit the reconciler's readings may use (0.8 keeps a fifth for merges and writes)", cfg.SweepShare)
 	}
+	if cfg.GitPath == "" {
+		cfg.GitPath = "git"
+	}
+	if cfg.CommitterName == "" {
+		cfg.CommitterName = "lifecycle"
+	}
+	if cfg.CommitterEmail == "" {
+		cfg.CommitterEmail = "lifecycle@localhost"
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = systemClock{}
 	}
@@ -238,6 +273,7 @@ func New(cfg Config) (*Adapter, error) {
 	}
 	a := &Adapter{cfg: cfg, clock: cfg.Clock, log: cfg.Logger, parents: map[string][]string{}, gqlPage: maxGraphQLPage,
 		trainPage: trainPage, trainPages: trainPages}
+	a.git.dir = cfg.MirrorDir
 	a.hookBodies = webhookintake.New(webhookintake.Config{
 		Budget: cfg.WebhookBodyBudget, Max: maxHookBody, Timeout: cfg.WebhookReadTimeout, Logger: cfg.Logger,
 	})
@@ -320,7 +356,8 @@ func (a *Adapter) project(ctx context.Context) (*settings, error) {
 	}
 	// Merge trains need merged results pipelines (GitLab's "Merge trains"
 	// page: "You must have merged results pipelines enabled").
-	s = &settings{id: p.ID, defaultBranch: p.DefaultBranch, mergeTrains: p.MergeTrainsEnabled && p.MergePipelinesEnabled}
+	s = &settings{id: p.ID, defaultBranch: p.DefaultBranch, mergeTrains: p.MergeTrainsEnabled && p.MergePipelinesEnabled,
+		httpURL: p.HTTPURLToRepo}
 	s.owner, s.repo = splitPath(p.PathWithNamespace)
 	// Approval settings are a Premium feature: without them nothing is
 	// reset on push.

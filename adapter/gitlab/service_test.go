@@ -42,6 +42,11 @@ type stackOptions struct {
 	settled bool
 	// reconcile is the Service's ReconcileInterval; 0 keeps its default.
 	reconcile time.Duration
+	// git runs the fake in git mode (gitlabtest's EnableGit), the
+	// adapter with a mirror of its own.
+	git bool
+	// queue is the Service's merge queue configuration.
+	queue lifecycle.MergeQueueConfig
 }
 
 func newStack(t testing.TB, o stackOptions) *stack {
@@ -54,7 +59,12 @@ func newStack(t testing.TB, o stackOptions) *stack {
 		clock, fo.Now = st.clock, st.clock.Now
 	}
 	st.f = gitlabtest.NewServer(t, fo)
-	st.a = newAdapter(t, st.f, func(c *gitlab.Config) { c.Clock = clock; c.WebhookToken = hookToken })
+	mirror := ""
+	if o.git {
+		st.f.EnableGit(t)
+		mirror = t.TempDir()
+	}
+	st.a = newAdapter(t, st.f, func(c *gitlab.Config) { c.Clock = clock; c.WebhookToken = hookToken; c.MirrorDir = mirror })
 	var err error
 	// An hour between readings: only a Deployment Hook ends the wait.
 	st.d, err = gitlab.NewDeployer(gitlab.DeployerConfig{Adapter: st.a, PollInterval: time.Hour})
@@ -71,6 +81,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 		Clock:             clock,
 		ShipPollInterval:  20 * time.Millisecond,
 		ReconcileInterval: o.reconcile,
+		MergeQueue:        o.queue,
 		Logger:            slog.New(slog.DiscardHandler),
 	})
 	if err != nil {

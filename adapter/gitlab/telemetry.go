@@ -29,6 +29,8 @@ var apiRoutes = []hostcall.Route{
 	{Method: "GET", Path: "/projects/{id}/pipelines", Operation: "pipelines.list"},
 	{Method: "GET", Path: "/projects/{id}/repository/commits/{sha}", Operation: "commits.get"},
 	{Method: "GET", Path: "/projects/{id}/repository/commits/{sha}/statuses", Operation: "commits.list-statuses"},
+	{Method: "GET", Path: "/projects/{id}/repository/branches/{branch}", Operation: "branches.get"},
+	{Method: "DELETE", Path: "/projects/{id}/repository/branches/{branch}", Operation: "branches.delete"},
 	{Method: "GET", Path: "/users", Operation: "users.list"},
 	{Method: "GET", Path: "/projects/{id}/deployments", Operation: "deployments.list"},
 	{Method: "POST", Path: "/projects/{id}/deployments", Operation: "deployments.create"},

@@ -35,6 +35,14 @@
 // ([RouteGraphQL], see graphql.go) answers queries of the project's merge
 // requests from the same state, in the types of GitLab's GraphQL schema.
 //
+// With [Server.EnableGit] (git mode), the project has a real repository,
+// served over git's smart HTTP protocol at its http_url_to_repo: its
+// branches are the repository's, tests make real commits
+// ([Server.Commit], [Server.SetBranch], [Server.OpenMergeRequest]), and a
+// push through the remote has GitLab's effects on merge requests (see
+// git.go), after which [Server.OnPush] lets a test play CI
+// ([Server.BranchPipeline]). The merge queue's tests use it.
+//
 // Tests change the project as people and CI would ([Server.Push],
 // [Server.PushConflicting], [Server.Pipeline],
 // [Server.MergedResultsPipeline], [Server.SetCheck], [Server.Approve],
@@ -94,6 +102,7 @@ const (
 	RouteCommit           = "GET /api/v4/projects/{pid}/repository/commits/{sha}"
 	RouteMRNotes          = "GET /api/v4/projects/{pid}/merge_requests/{iid}/notes"
 	RouteBranch           = "GET /api/v4/projects/{pid}/repository/branches/{branch}"
+	RouteDeleteBranch     = "DELETE /api/v4/projects/{pid}/repository/branches/{branch}"
 	RouteGetTrainCar      = "GET /api/v4/projects/{pid}/merge_trains/merge_requests/{iid}"
 	RouteAddTrainCar      = "POST /api/v4/projects/{pid}/merge_trains/merge_requests/{iid}"
 	RouteListTrain        = "GET /api/v4/projects/{pid}/merge_trains/{branch}"
@@ -175,7 +184,10 @@ type Server struct {
 
 	t    testing.TB
 	srv  *httptest.Server
+	mux  *http.ServeMux
 	opts Options
+	// pushMu serialises pushes through the git remote (git mode).
+	pushMu sync.Mutex
 
 	mu          sync.Mutex
 	branches    map[string]string
@@ -200,6 +212,9 @@ type Server struct {
 	listKeys       map[string]bool // members of a merge request in a list
 	userTemplate   map[string]any
 	commitTemplate map[string]any
+	// git is the project's repository in git mode, or nil (see
+	// EnableGit).
+	git *gitRepo
 }
 
 // Fault is an answer the fake gives instead of doing a call, or, with
@@ -323,6 +338,8 @@ func NewServer(t testing.TB, opts Options) *Server {
 	route(RouteUpdateDeployment, s.updateDeployment)
 	route(RouteJobTrace, s.getTrace)
 	route(RouteGraphQL, s.graphQL)
+	route(RouteDeleteBranch, s.deleteBranch)
+	s.mux = mux
 	s.srv = httptest.NewServer(mux)
 	s.URL = s.srv.URL
 	t.Cleanup(s.srv.Close)
@@ -520,7 +537,7 @@ func (s *Server) getProject(w http.ResponseWriter, r *http.Request) {
 	name := ProjectPath[strings.LastIndex(ProjectPath, "/")+1:]
 	writeJSON(w, http.StatusOK, &gl.Project{
 		ID: ProjectID, Name: name, Path: name, PathWithNamespace: ProjectPath, DefaultBranch: "main",
-		WebURL: s.URL + "/" + ProjectPath, MergeMethod: gl.MergeMethodValue(s.opts.MergeMethod),
+		WebURL: s.URL + "/" + ProjectPath, HTTPURLToRepo: s.URL + "/" + ProjectPath + ".git", MergeMethod: gl.MergeMethodValue(s.opts.MergeMethod),
 		MergePipelinesEnabled: s.opts.MergeTrains, MergeTrainsEnabled: s.opts.MergeTrains,
 	})
 }

@@ -57,6 +57,7 @@ type mergeRequest struct {
 	labels               []string
 	notes                []*gl.Note // system notes the fake writes (the merge train's)
 	createdAt, updatedAt time.Time
+	mergedAt             time.Time
 
 	// mergeStatus is GitLab's merge_status: preparing (just opened),
 	// unchecked (its branches moved since the last check), checking,
@@ -247,11 +248,32 @@ func (s *Server) Push(branch string) string {
 
 func (s *Server) pushLocked(branch string) string {
 	c := NewSHA()
+	if s.git != nil {
+		parent, ok := s.branches[branch]
+		if !ok {
+			parent = s.branches["main"]
+		}
+		c = s.commitLocked(parent, map[string]string{"pushes/" + branch + ".txt": fmt.Sprintf("push %d\n", s.git.commit+1)})
+		old := s.branches[branch]
+		s.setBranchLocked(branch, c)
+		s.afterPushLocked(branch, old, c)
+		return c
+	}
 	s.branches[branch] = c
 	s.movedLocked(branch)
+	s.pushedLocked(branch, c)
+	return c
+}
+
+// pushedLocked gives the open merge requests from branch its new head c:
+// their mergeability is checked again, their approvals dropped where
+// approvals are reset on push, and their refs/merge-requests/<iid>/head
+// follows in git mode.
+func (s *Server) pushedLocked(branch, c string) {
 	for _, mr := range s.mrs {
 		if mr.sourceProject == ProjectID && mr.source == branch && mr.state == "opened" {
 			mr.sha = c
+			s.mrRefLocked(mr)
 			mr.behind, mr.conflicts = false, false // rebased, conflicts resolved
 			uncheck(mr)
 			if s.opts.ResetApprovalsOnPush {
@@ -260,7 +282,6 @@ func (s *Server) pushLocked(branch string) string {
 			s.touch(mr) // "added 1 commit"
 		}
 	}
-	return c
 }
 
 // movedLocked records that branch moved: open merge requests into it are
@@ -476,8 +497,8 @@ func (s *Server) MergeByHand(iid int64) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	mr := s.mr(iid)
-	mr.state, mr.mergeCommit = "merged", NewSHA()
-	s.branches[mr.target] = mr.mergeCommit
+	mr.state, mr.mergeCommit, mr.mergedAt = "merged", s.mergeCommitLocked(mr.target, mr.sha, false), s.now()
+	s.setBranchLocked(mr.target, mr.mergeCommit)
 	s.save(mr)
 	s.movedLocked(mr.target)
 	return mr.mergeCommit
@@ -646,6 +667,7 @@ func (s *Server) createMR(w http.ResponseWriter, r *http.Request) {
 		s.pushLocked(body.SourceBranch) // AutoBranch: the agent pushed its work
 	}
 	mr := s.newMRLocked(ProjectID, body.SourceBranch, body.TargetBranch, body.Title, body.Description, s.branches[body.SourceBranch], body.Squash)
+	s.mrRefLocked(mr)
 	mr.setReviewers(body.ReviewerIDs)
 	writeJSON(w, http.StatusCreated, s.mrJSON(mr))
 	// GitLab prepares the new merge request in the background; its
@@ -774,16 +796,16 @@ func (s *Server) mergeMR(w http.ResponseWriter, r *http.Request) {
 	}
 	head := mr.sha
 	if squash {
-		mr.squashC = NewSHA()
+		mr.squashC = s.mergeCommitLocked(mr.target, mr.sha, true)
 		head = mr.squashC
 	}
 	if s.opts.MergeMethod == "ff" {
-		s.branches[mr.target] = head
+		s.setBranchLocked(mr.target, head)
 	} else {
-		mr.mergeCommit = NewSHA()
-		s.branches[mr.target] = mr.mergeCommit
+		mr.mergeCommit = s.mergeCommitLocked(mr.target, head, false)
+		s.setBranchLocked(mr.target, mr.mergeCommit)
 	}
-	mr.state = "merged"
+	mr.state, mr.mergedAt = "merged", s.now()
 	s.save(mr)
 	s.movedLocked(mr.target)
 	writeJSON(w, http.StatusOK, s.mrJSON(mr))
@@ -834,6 +856,10 @@ func (s *Server) mrJSON(mr *mergeRequest) map[string]any {
 	m["created_at"], m["updated_at"] = timeJSON(mr.createdAt), timeJSON(mr.updatedAt)
 	m["source_branch"], m["target_branch"] = mr.source, mr.target
 	m["sha"], m["merge_commit_sha"], m["squash_commit_sha"] = mr.sha, nullable(mr.mergeCommit), nullable(mr.squashC)
+	m["merged_at"] = nil
+	if !mr.mergedAt.IsZero() {
+		m["merged_at"] = timeJSON(mr.mergedAt)
+	}
 	m["draft"] = draft(mr.title)
 	m["work_in_progress"] = m["draft"]
 	m["squash"], m["web_url"], m["reference"] = mr.squash, web, fmt.Sprintf("!%d", mr.iid)

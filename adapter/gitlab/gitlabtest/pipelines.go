@@ -110,7 +110,9 @@ func (s *Server) newPipelineLocked(mr *mergeRequest, sha, ref, source, status st
 		webURL:    fmt.Sprintf("%s/%s/-/pipelines/%d", s.URL, ProjectPath, s.nextID),
 		createdAt: now, updatedAt: now}
 	s.pipelines[p.id] = p
-	mr.headPipeline = p.id
+	if mr != nil {
+		mr.headPipeline = p.id
+	}
 	return p
 }
 

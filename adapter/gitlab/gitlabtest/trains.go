@@ -44,6 +44,27 @@ func (s *Server) getBranch(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, b)
 }
 
+// deleteBranch answers DELETE .../repository/branches/:branch ("Delete
+// repository branch"): 204 No Content, or 404 for a branch that does not
+// exist. In git mode the repository's ref goes too.
+func (s *Server) deleteBranch(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.project(w, r) {
+		return
+	}
+	name := r.PathValue("branch")
+	if _, ok := s.branches[name]; !ok {
+		writeJSON(w, http.StatusNotFound, map[string]any{"message": "404 Branch Not Found"})
+		return
+	}
+	if s.git != nil {
+		s.git.run(s.t, nil, "", "update-ref", "-d", "refs/heads/"+name)
+	}
+	delete(s.branches, name)
+	w.WriteHeader(http.StatusNoContent)
+}
+
 // listNotes answers GET .../merge_requests/:iid/notes ("List all merge
 // request notes") with the system notes the fake writes (a merge
 // request's removal from its merge train), sorted by created_at (or
@@ -288,16 +309,16 @@ func (s *Server) FinishTrain(iid int64, status string) string {
 	mr := s.mr(iid)
 	head := mr.sha
 	if mr.squash {
-		mr.squashC = NewSHA()
+		mr.squashC = s.mergeCommitLocked(mr.target, mr.sha, true)
 		head = mr.squashC
 	}
 	if s.opts.MergeMethod == "ff" {
-		s.branches[mr.target] = head
+		s.setBranchLocked(mr.target, head)
 	} else {
-		mr.mergeCommit = NewSHA()
-		s.branches[mr.target] = mr.mergeCommit
+		mr.mergeCommit = s.mergeCommitLocked(mr.target, head, false)
+		s.setBranchLocked(mr.target, mr.mergeCommit)
 	}
-	mr.state = "merged"
+	mr.state, mr.mergedAt = "merged", s.now()
 	s.save(mr)
 	s.movedLocked(mr.target)
 	c.status, c.mergedAt, c.updatedAt = "merged", s.now(), s.now()
