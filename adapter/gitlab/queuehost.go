@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -608,20 +609,11 @@ func (g *gitRun) missing(ctx context.Context, shas []string) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		if !ok && !contains(out, sha) {
+		if !ok && !slices.Contains(out, sha) {
 			out = append(out, sha)
 		}
 	}
 	return out, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // ensure fetches the commits of shas the mirror does not have: by SHA,
@@ -749,7 +741,7 @@ func (g *gitRun) mergeTree(ctx context.Context, ours, theirs string) (tree strin
 			if l == "" {
 				break
 			}
-			if !contains(conflicts, l) {
+			if !slices.Contains(conflicts, l) {
 				conflicts = append(conflicts, l)
 			}
 		}
