@@ -273,7 +273,7 @@ func New(cfg Config) (*Adapter, error) {
 	}
 	a := &Adapter{cfg: cfg, clock: cfg.Clock, log: cfg.Logger, parents: map[string][]string{}, gqlPage: maxGraphQLPage,
 		trainPage: trainPage, trainPages: trainPages}
-	a.git.dir = cfg.MirrorDir
+	a.git.dir, a.git.sem = cfg.MirrorDir, make(chan struct{}, 1)
 	a.hookBodies = webhookintake.New(webhookintake.Config{
 		Budget: cfg.WebhookBodyBudget, Max: maxHookBody, Timeout: cfg.WebhookReadTimeout, Logger: cfg.Logger,
 	})

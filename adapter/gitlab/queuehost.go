@@ -14,7 +14,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
+	"syscall"
+	"time"
 
 	"github.com/go-git/go-billy/v5/osfs"
 	gl "gitlab.com/gitlab-org/api/client-go"
@@ -41,6 +42,10 @@ const minGitMajor, minGitMinor = 2, 38
 // maxGitStderr bounds the stderr of a git command kept for its error.
 const maxGitStderr = 4 << 10
 
+// gitStopDelay is how long a cancelled git has to stop before it is
+// killed.
+const gitStopDelay = 5 * time.Second
+
 // mirrorLockFile is the file, in the mirror, whose file lock each git
 // operation holds, so that Adapters of several processes may share a
 // mirror.
@@ -48,9 +53,10 @@ const mirrorLockFile = "lifecycle-mirror.lock"
 
 // gitMirror is the adapter's bare mirror of the project.
 type gitMirror struct {
-	// mu serialises the git operations of the Adapter, and guards the
-	// fields below.
-	mu sync.Mutex
+	// sem, a semaphore of one, serialises the git operations of the
+	// Adapter, and guards the fields below: unlike a mutex, waiting for
+	// it ends with the caller's context.
+	sem chan struct{}
 	// dir is the mirror's directory: Config.MirrorDir, or a temporary
 	// one made on first use.
 	dir string
@@ -82,7 +88,7 @@ func checkBranch(field, b string) error {
 		bad = bad || r < 0x20
 	}
 	for _, part := range strings.Split(b, "/") {
-		bad = bad || strings.HasPrefix(part, ".")
+		bad = bad || strings.HasPrefix(part, ".") || strings.HasSuffix(part, ".lock")
 	}
 	if bad {
 		return fmt.Errorf("gitlab: %s %q is not a valid branch name", field, b)
@@ -291,16 +297,18 @@ func (a *Adapter) BuildCandidate(ctx context.Context, req lifecycle.CandidateReq
 	return cur, nil
 }
 
-// AdvanceBranch implements [lifecycle.QueueHost]: it checks in the mirror
-// that req.To descends from req.From, then pushes req.To to
+// AdvanceBranch implements [lifecycle.QueueHost]. It reads the branch
+// first (GET .../repository/branches/:branch), and again should GitLab
+// refuse the push: at req.To, it was moved already (an answer lost, a
+// call repeated) and that is a success; not at req.From, it is an error
+// matching lifecycle.ErrBranchMoved naming where it is, told without
+// the mirror, which may lack req.From. At req.From, it checks in the
+// mirror that req.To descends from req.From, then pushes req.To to
 // refs/heads/<req.Branch> with --force-with-lease naming req.From, a
 // compare-and-swap that GitLab's receive-pack does: the branch moves only
-// if it is at req.From. When GitLab refuses the push, the branch is read:
-// at req.To, it was moved already (an answer lost, a call repeated) and
-// that is a success; not at req.From, it is an error matching
-// lifecycle.ErrBranchMoved naming where it is; at req.From, GitLab
-// refused the push itself, a *lifecycle.RefusedError with its words: on
-// a protected branch, the token's user must be allowed to push to it.
+// if it is at req.From. A push GitLab refuses while the branch is still
+// at req.From is a *lifecycle.RefusedError with its words: on a
+// protected branch, the token's user must be allowed to push to it.
 func (a *Adapter) AdvanceBranch(ctx context.Context, req lifecycle.AdvanceRequest) error {
 	s, err := a.queueProject(ctx, req.Repo)
 	if err != nil {
@@ -319,6 +327,11 @@ func (a *Adapter) AdvanceBranch(ctx context.Context, req lifecycle.AdvanceReques
 	}
 	ctx = urgent(ctx)
 	what := fmt.Sprintf("move branch %s from %s to %s", req.Branch, from, to)
+	// Where the branch is comes first: a branch moved elsewhere, or to
+	// To already, is told without the mirror, which may lack From.
+	if done, err := a.advanced(ctx, s, req.Branch, what, from, to); done || err != nil {
+		return err
+	}
 	g, unlock, err := a.mirror(ctx, s)
 	if err != nil {
 		return err
@@ -342,16 +355,11 @@ func (a *Adapter) AdvanceBranch(ctx context.Context, req lifecycle.AdvanceReques
 	if !rejected {
 		return fmt.Errorf("gitlab: %s: %w", what, perr)
 	}
-	at, herr := a.branchHead(ctx, s, req.Branch)
-	switch {
-	case errors.Is(herr, lifecycle.ErrNotFound):
-		return fmt.Errorf("gitlab: %s: it does not exist: %w", what, lifecycle.ErrBranchMoved)
-	case herr != nil:
-		return fmt.Errorf("gitlab: %s: GitLab refused the push (%v), and reading where the branch is failed: %w", what, perr, herr)
-	case at == to:
-		return nil
-	case at != from:
-		return fmt.Errorf("gitlab: %s: it is at %s: %w", what, at, lifecycle.ErrBranchMoved)
+	if done, herr := a.advanced(ctx, s, req.Branch, what, from, to); done || herr != nil {
+		if herr != nil && !errors.Is(herr, lifecycle.ErrBranchMoved) {
+			return fmt.Errorf("gitlab: %s: GitLab refused the push (%v), and reading where the branch is failed: %w", what, perr, herr)
+		}
+		return herr
 	}
 	msg := fmt.Sprintf("GitLab refused to %s: %v", what, perr)
 	if strings.Contains(perr.Error(), "protected branch") {
@@ -360,8 +368,27 @@ func (a *Adapter) AdvanceBranch(ctx context.Context, req lifecycle.AdvanceReques
 	return &lifecycle.RefusedError{Message: msg, Err: perr}
 }
 
+// advanced reads where branch is for a move from from to to: done, with
+// no error, when it is at to already; an error matching
+// lifecycle.ErrBranchMoved when it is neither there nor at from (or is
+// gone); not done when it is at from.
+func (a *Adapter) advanced(ctx context.Context, s *settings, branch, what, from, to string) (done bool, err error) {
+	at, err := a.branchHead(ctx, s, branch)
+	switch {
+	case errors.Is(err, lifecycle.ErrNotFound):
+		return true, fmt.Errorf("gitlab: %s: it does not exist: %w", what, lifecycle.ErrBranchMoved)
+	case err != nil:
+		return true, err
+	case at == to:
+		return true, nil
+	case at != from:
+		return true, fmt.Errorf("gitlab: %s: it is at %s: %w", what, at, lifecycle.ErrBranchMoved)
+	}
+	return false, nil
+}
+
 // mirror returns the mirror, made ready, with its lock held; unlock
-// releases it.
+// releases it. Waiting for the lock ends with ctx.
 func (a *Adapter) mirror(ctx context.Context, s *settings) (g *gitRun, unlock func(), err error) {
 	if s.httpURL == "" {
 		return nil, nil, errors.New("gitlab: GitLab gave no http_url_to_repo for the project: the merge queue cannot reach its repository")
@@ -370,8 +397,12 @@ func (a *Adapter) mirror(ctx context.Context, s *settings) (g *gitRun, unlock fu
 		return nil, nil, err
 	}
 	m := &a.git
-	m.mu.Lock()
-	release := func() { m.mu.Unlock() }
+	select {
+	case m.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, nil, fmt.Errorf("gitlab: wait for the mirror: %w", ctx.Err())
+	}
+	release := func() { <-m.sem }
 	g = &gitRun{path: a.cfg.GitPath, remote: s.httpURL, token: a.cfg.Token}
 	if !m.ready {
 		if err := a.prepareMirror(ctx, g); err != nil {
@@ -386,16 +417,28 @@ func (a *Adapter) mirror(ctx context.Context, s *settings) (g *gitRun, unlock fu
 		release()
 		return nil, nil, fmt.Errorf("gitlab: open the mirror's lock: %w", err)
 	}
-	if err := f.Lock(); err != nil {
-		f.Close()
+	// Another process may hold the file lock for a while (a long
+	// fetch): the wait ends with ctx, and a lock taken after that is let
+	// go at once.
+	locked := make(chan error, 1)
+	go func() { locked <- f.Lock() }()
+	select {
+	case err := <-locked:
+		if err != nil {
+			f.Close()
+			release()
+			return nil, nil, fmt.Errorf("gitlab: lock the mirror: %w", err)
+		}
+	case <-ctx.Done():
+		go func() { <-locked; f.Close() }()
 		release()
-		return nil, nil, fmt.Errorf("gitlab: lock the mirror: %w", err)
+		return nil, nil, fmt.Errorf("gitlab: wait for the mirror's lock: %w", ctx.Err())
 	}
 	return g, func() { f.Close(); release() }, nil
 }
 
 // prepareMirror checks git's version and makes the bare mirror. The
-// caller holds a.git.mu.
+// caller holds a.git.sem.
 func (a *Adapter) prepareMirror(ctx context.Context, g *gitRun) error {
 	out, err := g.runIn(ctx, "", nil, "version")
 	if err != nil {
@@ -468,13 +511,21 @@ func (g *gitRun) env(extra []string) []string {
 	env := []string{
 		"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=" + os.DevNull, "GIT_TERMINAL_PROMPT=0", "GIT_ASKPASS=", "SSH_ASKPASS=",
 		"LC_ALL=C", "LANG=C", "GIT_OPTIONAL_LOCKS=0",
-		"GIT_CONFIG_COUNT=3",
-		"GIT_CONFIG_KEY_0=http.extraHeader",
+		"GIT_CONFIG_COUNT=7",
+		// The header goes with the requests of the remote's URL only.
+		"GIT_CONFIG_KEY_0=http." + g.remote + ".extraHeader",
 		"GIT_CONFIG_VALUE_0=Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte("oauth2:"+g.token)),
 		"GIT_CONFIG_KEY_1=credential.helper", "GIT_CONFIG_VALUE_1=",
-		// The header goes with every request of the remote: a redirect
-		// elsewhere is not followed.
+		// A redirect elsewhere is not followed.
 		"GIT_CONFIG_KEY_2=http.followRedirects", "GIT_CONFIG_VALUE_2=false",
+		// Only git's HTTP transports (checkRemote allows plain http on
+		// loopback alone).
+		"GIT_CONFIG_KEY_3=protocol.allow", "GIT_CONFIG_VALUE_3=never",
+		"GIT_CONFIG_KEY_4=protocol.https.allow", "GIT_CONFIG_VALUE_4=always",
+		"GIT_CONFIG_KEY_5=protocol.http.allow", "GIT_CONFIG_VALUE_5=always",
+		// An automatic gc runs within the operation, under the mirror's
+		// lock, not after it in the background.
+		"GIT_CONFIG_KEY_6=gc.autoDetach", "GIT_CONFIG_VALUE_6=false",
 	}
 	home := g.dir
 	if home == "" {
@@ -504,9 +555,16 @@ func (g *gitRun) runIn(ctx context.Context, dir string, env []string, args ...st
 		full = append([]string{"--git-dir=" + dir}, args...)
 	}
 	cmd := exec.CommandContext(ctx, g.path, full...)
+	// A cancelled git is asked to stop, so that it removes its lock
+	// files and temporary packs, and killed if it has not within
+	// gitStopDelay.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = gitStopDelay
 	cmd.Env = g.env(env)
 	var stdout bytes.Buffer
-	stderr := &boundedBuffer{max: maxGitStderr}
+	// The token is scrubbed before the text is cut to maxGitStderr, so
+	// that no part of it survives a cut: the buffer keeps a margin.
+	stderr := &boundedBuffer{max: maxGitStderr + 1<<10}
 	cmd.Stdout, cmd.Stderr = &stdout, stderr
 	err := cmd.Run()
 	if err == nil {
@@ -515,7 +573,7 @@ func (g *gitRun) runIn(ctx context.Context, dir string, env []string, args ...st
 	if ctx.Err() != nil {
 		return "", fmt.Errorf("gitlab: git %s: %w", args[0], ctx.Err())
 	}
-	ge := &gitError{cmd: args[0], code: -1, stdout: g.scrub(stdout.String()), stderr: g.scrub(stderr.String())}
+	ge := &gitError{cmd: args[0], code: -1, stdout: g.scrub(stdout.String()), stderr: cut(g.scrub(stderr.String()), maxGitStderr)}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		ge.code = ee.ExitCode()
@@ -561,6 +619,14 @@ func exitCode(err error) int {
 		return ge.code
 	}
 	return -1
+}
+
+// cut returns s cut to max bytes, marked when cut.
+func cut(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	return s[:max] + " [cut]"
 }
 
 // boundedBuffer keeps the first max bytes written to it.
@@ -659,7 +725,13 @@ func (g *gitRun) fetch(ctx context.Context, specs ...string) (string, error) {
 	if len(specs) == 0 {
 		return "", nil
 	}
-	args := append([]string{"fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--", g.remote}, specs...)
+	args := []string{"fetch", "--quiet", "--no-tags", "--no-write-fetch-head"}
+	if strings.Contains(specs[0], ":") {
+		// Refspecs: refs the remote no longer has go, so that an old
+		// branch does not stand in the way of a new one named under it.
+		args = append(args, "--prune")
+	}
+	args = append(append(args, "--", g.remote), specs...)
 	return g.run(ctx, nil, args...)
 }
 
@@ -728,9 +800,10 @@ func (g *gitRun) isAncestor(ctx context.Context, a, b string) (bool, error) {
 
 // mergeTree merges commits ours and theirs (git merge-tree --write-tree):
 // the merged tree, or, when they conflict, the conflicting paths (not
-// nil, perhaps empty).
+// nil, perhaps empty). Commits with no history in common merge as if
+// from an empty tree, as the artifact adapter's do.
 func (g *gitRun) mergeTree(ctx context.Context, ours, theirs string) (tree string, conflicts []string, err error) {
-	out, err := g.run(ctx, nil, "merge-tree", "--write-tree", "--name-only", "--no-messages", "--end-of-options", ours, theirs)
+	out, err := g.run(ctx, nil, "merge-tree", "--write-tree", "--name-only", "--no-messages", "--allow-unrelated-histories", "--end-of-options", ours, theirs)
 	switch code := exitCode(err); {
 	case err == nil:
 		return firstLine(out), nil, nil

@@ -1,10 +1,12 @@
 package gitlab_test
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -238,7 +240,7 @@ func TestTokenNeverInGitErrors(t *testing.T) {
 	a := newAdapter(t, f, func(c *gitlab.Config) { c.GitPath, c.MirrorDir = path, t.TempDir() })
 	sha := strings.Repeat("a", 40)
 	_, err := a.BuildCandidate(t.Context(), queueRequest(sha, lifecycle.CandidateHead{PullRequest: lifecycle.PullRequestRef{Owner: "acme", Repo: "web", Number: 1}, SHA: strings.Repeat("b", 40)}))
-	errAdvance := a.AdvanceBranch(t.Context(), lifecycle.AdvanceRequest{Repo: queueRepo, Branch: "main", From: sha, To: strings.Repeat("c", 40)})
+	errAdvance := a.AdvanceBranch(t.Context(), lifecycle.AdvanceRequest{Repo: queueRepo, Branch: "main", From: branchHead(t, a, "main"), To: strings.Repeat("c", 40)})
 	_, errTree := a.Tree(t.Context(), queueRepo, sha)
 	basic := base64.StdEncoding.EncodeToString([]byte("oauth2:" + testToken))
 	for name, err := range map[string]error{"BuildCandidate": err, "AdvanceBranch": errAdvance, "Tree": errTree} {
@@ -407,5 +409,150 @@ func TestCandidateConflictNamesThePaths(t *testing.T) {
 	}
 	if _, err := a.BranchHead(t.Context(), queueRepo, "lifecycle-queue/main/1"); !errors.Is(err, lifecycle.ErrNotFound) {
 		t.Errorf("a candidate that does not merge was pushed: %v", err)
+	}
+}
+
+// A merge request whose branch shares no history with the base merges as
+// if from an empty tree, as the artifact adapter's does, rather than
+// failing every build (git merge-tree refuses unrelated histories unless
+// told).
+func TestCandidateOfUnrelatedHistory(t *testing.T) {
+	f, a := gitFake(t, gitlabtest.Options{})
+	root := f.Commit("", map[string]string{"vendor/lib.txt": "lib\n"})
+	iid := f.OpenMergeRequest("orphan", "main", "Vendor a library", root)
+	head := lifecycle.CandidateHead{PullRequest: lifecycle.PullRequestRef{Owner: "acme", Repo: "web", Number: int(iid)}, SHA: root}
+	base, cand := candidate(t, a, head)
+	if err := a.AdvanceBranch(t.Context(), lifecycle.AdvanceRequest{Repo: queueRepo, Branch: "main", From: base, To: cand}); err != nil {
+		t.Fatalf("AdvanceBranch: %v", err)
+	}
+	if st := f.MergeRequest(iid).State; st != "merged" {
+		t.Errorf("the merge request is %s after landing, want merged", st)
+	}
+}
+
+// A replica whose mirror never saw From (it took the queue over, say)
+// learns from the branch itself that the base moved or was moved to To
+// already, before it fetches anything.
+func TestAdvanceReadsTheBranchFirst(t *testing.T) {
+	f, a := gitFake(t, gitlabtest.Options{})
+	one := openChange(t, f, a, "one", "one.txt")
+	base, cand := candidate(t, a, one)
+	// A commit only the project has, that main is moved to and that the
+	// second adapter's mirror never fetched.
+	other := f.Commit(base, map[string]string{"other.txt": "other\n"})
+	f.SetBranch("main", other)
+	fresh := newAdapter(t, f, func(c *gitlab.Config) { c.MirrorDir = t.TempDir() })
+	gone := strings.Repeat("e", 40) // a From the project never had
+	err := fresh.AdvanceBranch(t.Context(), lifecycle.AdvanceRequest{Repo: queueRepo, Branch: "main", From: gone, To: cand})
+	if !errors.Is(err, lifecycle.ErrBranchMoved) || !strings.Contains(err.Error(), other) {
+		t.Errorf("AdvanceBranch from a commit the project lacks, the base elsewhere: %v, want ErrBranchMoved naming %s", err, other)
+	}
+	f.SetBranch("main", cand)
+	if err := fresh.AdvanceBranch(t.Context(), lifecycle.AdvanceRequest{Repo: queueRepo, Branch: "main", From: gone, To: cand}); err != nil {
+		t.Errorf("AdvanceBranch to where the base is already: %v, want nil", err)
+	}
+}
+
+// Waiting for the mirror, held by another process's long operation, ends
+// with the caller's context.
+func TestMirrorWaitEndsWithContext(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("the stand-in for git is a shell script")
+	}
+	f := gitlabtest.NewServer(t, gitlabtest.Options{})
+	f.EnableGit(t)
+	mirror := t.TempDir()
+	dir := t.TempDir()
+	release, started := filepath.Join(dir, "release"), filepath.Join(dir, "started")
+	real, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("git is not installed")
+	}
+	// A git whose fetch hangs until the test lets it go (or 30 seconds
+	// have passed, so that it stops by itself).
+	slow := filepath.Join(dir, "git")
+	script := "#!/bin/sh\nfor a in \"$@\"; do if [ \"$a\" = fetch ]; then : > " + started + "; i=0; while [ ! -e " + release + " ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; fi; done\nexec " + real + " \"$@\"\n"
+	if err := os.WriteFile(slow, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.WriteFile(release, nil, 0o644) })
+	holder := newAdapter(t, f, func(c *gitlab.Config) { c.GitPath, c.MirrorDir = slow, mirror })
+	waiter := newAdapter(t, f, func(c *gitlab.Config) { c.MirrorDir = mirror })
+	held := make(chan error, 1)
+	go func() {
+		_, err := holder.Tree(t.Context(), queueRepo, strings.Repeat("d", 40)) // fetches, and hangs
+		held <- err
+	}()
+	// The holder takes the mirror's file lock before it fetches: wait
+	// for its fetch to start.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(started); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the holder's fetch never started")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = waiter.Tree(ctx, queueRepo, branchHead(t, waiter, "main"))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Tree while another process holds the mirror: %v, want the context's deadline", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("Tree waited %v for the mirror past its context", d)
+	}
+	os.WriteFile(release, nil, 0o644)
+	<-held
+}
+
+// Through a whole build, a refused landing and a landing, with the real
+// git behind a stand-in that records its arguments: the token is never
+// on git's command line, nor in an error, and it reaches the remote (the
+// fake answers 401 without it).
+func TestTokenNeverOnGitsCommandLine(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("the stand-in for git is a shell script")
+	}
+	real, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("git is not installed")
+	}
+	dir := t.TempDir()
+	wrapper, argsFile := filepath.Join(dir, "git"), filepath.Join(dir, "args")
+	script := "#!/bin/sh\necho \"$@\" >> " + argsFile + "\nexec " + real + " \"$@\"\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, a := gitFake(t, gitlabtest.Options{}, func(c *gitlab.Config) { c.GitPath = wrapper })
+	one := openChange(t, f, a, "one", "one.txt")
+	base, cand := candidate(t, a, one)
+	f.ProtectBranch("main")
+	refused := a.AdvanceBranch(t.Context(), lifecycle.AdvanceRequest{Repo: queueRepo, Branch: "main", From: base, To: cand})
+	if refused == nil {
+		t.Fatal("a landing on a protected base succeeded")
+	}
+	basic := base64.StdEncoding.EncodeToString([]byte("oauth2:" + testToken))
+	if strings.Contains(refused.Error(), testToken) || strings.Contains(refused.Error(), basic) {
+		t.Errorf("the refusal holds the token: %v", refused)
+	}
+	f.UnprotectBranch("main")
+	if err := a.AdvanceBranch(t.Context(), lifecycle.AdvanceRequest{Repo: queueRepo, Branch: "main", From: base, To: cand}); err != nil {
+		t.Fatalf("AdvanceBranch: %v", err)
+	}
+	args, err := os.ReadFile(argsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"fetch", "merge-tree", "commit-tree", "push"} {
+		if !strings.Contains(string(args), want) {
+			t.Errorf("git never ran %s: %s", want, args)
+		}
+	}
+	if strings.Contains(string(args), testToken) || strings.Contains(string(args), basic) {
+		t.Errorf("the token was on git's command line: %s", args)
 	}
 }

@@ -286,6 +286,28 @@ func (s *Server) ProtectBranch(branch string) {
 	}
 }
 
+// UnprotectBranch lets pushes to branch through again (git mode), as
+// unprotecting it, or allowing the user to push to it, does at GitLab.
+func (s *Server) UnprotectBranch(branch string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.needGit()
+	path := filepath.Join(s.git.dir, "lifecycle-protected")
+	b, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		s.t.Fatal(err)
+	}
+	var keep []string
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if l != "" && l != "refs/heads/"+branch {
+			keep = append(keep, l+"\n")
+		}
+	}
+	if err := os.WriteFile(path, []byte(strings.Join(keep, "")), 0o644); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
 // RefuseFetchBySHA makes the remote (git mode) speak only git's protocol
 // version 0, whose upload-pack, with uploadpack.allowReachableSHA1InWant
 // and allowAnySHA1InWant off (git's defaults), serves only the commits
