@@ -303,6 +303,12 @@ func (r *Runner) work(ctx context.Context, rec lifecycletype.MergeQueueRecord, d
 			}
 			return mergequeue.BaseMoved{SHA: head}, "", nil
 		}
+		var refused *lifecycletype.RefusedError
+		if errors.As(err, &refused) {
+			// The host's rules or the token's rights forbid it: asking
+			// again changes nothing until a person changes them.
+			return landingRefused{why: fmt.Sprintf("the landing of candidate %d was refused: %s", c.ID, refused.Message)}, "", nil
+		}
 		if err != nil {
 			return nil, "", fmt.Errorf("land candidate %d: %w", c.ID, err)
 		}
@@ -322,6 +328,12 @@ type landedTree struct {
 // treesCompared is the comparison of a landing's trees: why they differ,
 // or "".
 type treesCompared struct{ why string }
+
+// landingRefused is a landing the host refused for good (a
+// *lifecycletype.RefusedError: its rules, the token's rights): the queue
+// pauses, saying why, until an operator resumes it, rather than asking
+// again at every step.
+type landingRefused struct{ why string }
 
 // compareTrees compares the tree the base now has with the tested
 // candidate's, and returns why they differ, or "" when they do not; an
@@ -453,7 +465,8 @@ func (r *Runner) apply(ctx context.Context, id, change string, ev any) (*Doc, er
 		}
 		var (
 			engineEv mergequeue.Event
-			pause    string
+			pause    string // why the queue pauses itself, and what it logs then
+			pauseLog string
 			subject  []string // the tasks the change is about
 			tested   *lifecycletype.MergeQueueCandidate
 		)
@@ -484,6 +497,9 @@ func (r *Runner) apply(ctx context.Context, id, change string, ev any) (*Doc, er
 			subject = candidateEntries(d, ev.Candidate)
 		case treesCompared:
 			d.Verify, pause = "", ev.why
+			pauseLog = "merge queue paused: the landed tree is not the tested tree"
+		case landingRefused:
+			pause, pauseLog = ev.why, "merge queue paused: the host refused a landing"
 		case mergequeue.Built:
 			engineEv = ev
 			subject = candidateEntries(d, ev.Candidate)
@@ -511,7 +527,7 @@ func (r *Runner) apply(ctx context.Context, id, change string, ev any) (*Doc, er
 		if pause != "" {
 			acts = append(acts, d.Engine.Apply(r.cfg.Engine, now, mergequeue.Pause{})...)
 			d.PauseReason = pause
-			r.cfg.Log.Error("merge queue paused: the landed tree is not the tested tree", "queue", id, "why", pause)
+			r.cfg.Log.Error(pauseLog, "queue", id, "why", pause)
 		}
 		events := r.record(d, now, acts)
 		for _, l := range events {

@@ -51,6 +51,10 @@ type host struct {
 	// early counts the moves of the base made while the trees of the
 	// move before were still to be compared.
 	early int
+	// refuse, when set, is why the host refuses every move of the base
+	// (its rules, the token's rights); refused counts those refusals.
+	refuse  string
+	refused int
 }
 
 func newHost(seed uint64, fail float64) *host {
@@ -123,6 +127,9 @@ func (h *host) AdvanceBranch(_ context.Context, req lifecycletype.AdvanceRequest
 		return nil
 	case h.base != req.From:
 		return lifecycletype.ErrBranchMoved
+	case h.refuse != "":
+		h.refused++
+		return &lifecycletype.RefusedError{Message: h.refuse}
 	}
 	if h.treeFails > 0 && len(h.moves) > 0 {
 		h.early++
@@ -581,5 +588,62 @@ func TestCIRunsCountCancelled(t *testing.T) {
 	want := map[string]int64{"lifecycle.merge_queue.ci_runs": 1}
 	if diff := cmp.Diff(want, got, cmpopts.IgnoreMapEntries(func(k string, _ int64) bool { return !strings.HasPrefix(k, "lifecycle.merge_queue.") })); diff != "" {
 		t.Errorf("counters (-want +got):\n%s", diff)
+	}
+}
+
+// A landing the host refuses for good (a protected base, say) pauses the
+// queue with the host's words, told to every task in it, instead of
+// being asked again at every step; once an operator has fixed the
+// host's rules and resumed the queue, the change lands.
+func TestRefusedLandingPauses(t *testing.T) {
+	t.Parallel()
+	g := newRig(t, mergequeue.Config{Depth: 1, MaxBatch: 1}, noop.NewMeterProvider())
+	h := g.h
+	const why = "You are not allowed to push code to protected branches on this project."
+	h.refuse = why
+	c := g.enter(0)
+	ctx, id := context.Background(), g.queue()
+	step := func(n int) {
+		for range n {
+			if err := g.r.Step(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+			g.clock.Advance(time.Second)
+		}
+	}
+	step(40)
+	view, err := g.r.ViewOf(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !view.Paused || view.PauseReason == nil || !strings.Contains(*view.PauseReason, why) {
+		t.Fatalf("after a refused landing: paused %v, reason %v; want paused with the host's words", view.Paused, view.PauseReason)
+	}
+	h.mu.Lock()
+	refused, moves := h.refused, len(h.moves)
+	h.mu.Unlock()
+	if refused != 1 || moves != 0 {
+		t.Errorf("the host refused %d landings and moved the base %d times; want 1 refusal and no move", refused, moves)
+	}
+	told := false
+	g.d.mu.Lock()
+	for _, e := range g.d.events {
+		told = told || e.task == c.Task.ID && e.data.Change == "paused" && strings.Contains(e.data.Queue.PauseReason, why)
+	}
+	g.d.mu.Unlock()
+	if !told {
+		t.Error("the task was not told of the pause and its reason")
+	}
+	h.mu.Lock()
+	h.refuse = ""
+	h.mu.Unlock()
+	if _, err := g.r.SetPaused(ctx, id, false, ""); err != nil {
+		t.Fatal(err)
+	}
+	step(40)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if diff := cmp.Diff([]string{"c:h0"}, h.moves); diff != "" {
+		t.Errorf("the base's moves after the resume (-want +got):\n%s", diff)
 	}
 }
