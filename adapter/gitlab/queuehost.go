@@ -221,7 +221,8 @@ func (a *Adapter) Tree(ctx context.Context, repo lifecycle.RepoRef, sha string) 
 // Config.CommitterName and CommitterEmail, dated as the later of its
 // parents' committer dates, so that the same request makes the same
 // commit. The result is pushed by force to refs/heads/<req.Branch>, which
-// may not be req.Base. Calls are serialised in this process, and hold the
+// may not be req.Base; a push GitLab refuses (a protected branch) is a
+// *lifecycle.RefusedError with its words. Calls are serialised in this process, and hold the
 // mirror's file lock.
 func (a *Adapter) BuildCandidate(ctx context.Context, req lifecycle.CandidateRequest) (string, error) {
 	s, err := a.queueProject(ctx, req.Repo)
@@ -291,7 +292,13 @@ func (a *Adapter) BuildCandidate(ctx context.Context, req lifecycle.CandidateReq
 			return "", err
 		}
 	}
-	if _, err := g.push(ctx, "+"+cur+":refs/heads/"+req.Branch); err != nil {
+	if rejected, err := g.push(ctx, "+"+cur+":refs/heads/"+req.Branch); rejected {
+		msg := fmt.Sprintf("GitLab refused the push of candidate %s to branch %s: %v", cur, req.Branch, err)
+		if strings.Contains(err.Error(), "protected branch") {
+			msg += " (the token's user must be allowed to push to the queue's branches)"
+		}
+		return "", &lifecycle.RefusedError{Message: msg, Err: err}
+	} else if err != nil {
 		return "", fmt.Errorf("gitlab: push candidate %s to %s: %w", cur, req.Branch, err)
 	}
 	return cur, nil

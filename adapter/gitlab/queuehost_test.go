@@ -556,3 +556,17 @@ func TestTokenNeverOnGitsCommandLine(t *testing.T) {
 		t.Errorf("the token was on git's command line: %s", args)
 	}
 }
+
+// A queue branch GitLab will not take (protected, the token's user not
+// allowed to push to it) is a refusal in GitLab's words, on which the
+// queue pauses rather than building again at every step.
+func TestCandidatePushRefused(t *testing.T) {
+	f, a := gitFake(t, gitlabtest.Options{})
+	one := openChange(t, f, a, "one", "one.txt")
+	f.ProtectBranch("lifecycle-queue/main/1")
+	_, err := a.BuildCandidate(t.Context(), queueRequest(branchHead(t, a, "main"), one))
+	var refused *lifecycle.RefusedError
+	if !errors.As(err, &refused) || !strings.Contains(refused.Message, "not allowed to push code to protected branches") {
+		t.Fatalf("BuildCandidate onto a protected queue branch: %v, want a *lifecycle.RefusedError in GitLab's words", err)
+	}
+}

@@ -149,7 +149,10 @@ func (r *Runner) Step(ctx context.Context, id string) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if c.State == mergequeue.Landing && (d.Engine.Paused || d.Verify != "") {
+		// Nothing is built or landed while the queue is paused (its
+		// runs go on), nor landed while a landing's trees are still to
+		// be compared.
+		if c.State == mergequeue.Landing && (d.Engine.Paused || d.Verify != "") || c.State == mergequeue.Building && d.Engine.Paused {
 			continue
 		}
 		ev, change, err := r.work(ctx, rec, d, host, ci, c)
@@ -276,6 +279,7 @@ func (r *Runner) work(ctx context.Context, rec lifecycletype.MergeQueueRecord, d
 	case mergequeue.Building:
 		sha, err := r.host(ctx, func(ctx context.Context) (string, error) { return host.BuildCandidate(ctx, req) })
 		var conflict *lifecycletype.CandidateConflictError
+		var refused *lifecycletype.RefusedError
 		switch {
 		case errors.As(err, &conflict):
 			i := slices.IndexFunc(req.Heads, func(h lifecycletype.CandidateHead) bool { return h.SHA == conflict.Head.SHA })
@@ -286,6 +290,10 @@ func (r *Runner) work(ctx context.Context, rec lifecycletype.MergeQueueRecord, d
 			// one that does not merge onto what is ahead of it waits.
 			onBase := c.Parent == 0 && i == 0
 			return mergequeue.Conflict{Candidate: c.ID, Entry: c.Entries[i], Base: onBase}, "", nil
+		case errors.As(err, &refused):
+			// The host's rules or the token's rights forbid the queue
+			// branch: no other candidate would fare better.
+			return landingRefused{why: fmt.Sprintf("the build of candidate %d was refused: %s", c.ID, refused.Message)}, "", nil
 		case err != nil:
 			return nil, "", fmt.Errorf("build candidate %d: %w", c.ID, err)
 		}
@@ -329,10 +337,10 @@ type landedTree struct {
 // or "".
 type treesCompared struct{ why string }
 
-// landingRefused is a landing the host refused for good (a
-// *lifecycletype.RefusedError: its rules, the token's rights): the queue
-// pauses, saying why, until an operator resumes it, rather than asking
-// again at every step.
+// landingRefused is a landing, or a candidate's build, the host refused
+// for good (a *lifecycletype.RefusedError: its rules, the token's
+// rights): the queue pauses, saying why, until an operator resumes it,
+// rather than asking again at every step.
 type landingRefused struct{ why string }
 
 // compareTrees compares the tree the base now has with the tested
@@ -499,7 +507,7 @@ func (r *Runner) apply(ctx context.Context, id, change string, ev any) (*Doc, er
 			d.Verify, pause = "", ev.why
 			pauseLog = "merge queue paused: the landed tree is not the tested tree"
 		case landingRefused:
-			pause, pauseLog = ev.why, "merge queue paused: the host refused a landing"
+			pause, pauseLog = ev.why, "merge queue paused: the host refused to move a branch"
 		case mergequeue.Built:
 			engineEv = ev
 			subject = candidateEntries(d, ev.Candidate)

@@ -53,8 +53,10 @@ type host struct {
 	early int
 	// refuse, when set, is why the host refuses every move of the base
 	// (its rules, the token's rights); refused counts those refusals.
-	refuse  string
-	refused int
+	// refuseBuilds does the same for candidates' branches.
+	refuse       string
+	refused      int
+	refuseBuilds string
 }
 
 func newHost(seed uint64, fail float64) *host {
@@ -98,6 +100,10 @@ func (h *host) BranchHead(_ context.Context, _ lifecycletype.RepoRef, branch str
 func (h *host) BuildCandidate(_ context.Context, req lifecycletype.CandidateRequest) (string, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.refuseBuilds != "" {
+		h.refused++
+		return "", &lifecycletype.RefusedError{Message: h.refuseBuilds}
+	}
 	fail, after := h.flaky()
 	if fail && !after {
 		return "", errLost
@@ -591,16 +597,31 @@ func TestCIRunsCountCancelled(t *testing.T) {
 	}
 }
 
-// A landing the host refuses for good (a protected base, say) pauses the
-// queue with the host's words, told to every task in it, instead of
-// being asked again at every step; once an operator has fixed the
-// host's rules and resumed the queue, the change lands.
+// A landing or a build the host refuses for good (a protected branch,
+// say) pauses the queue with the host's words, told to every task in
+// it, instead of being asked again at every step; once an operator has
+// fixed the host's rules and resumed the queue, the change lands.
 func TestRefusedLandingPauses(t *testing.T) {
 	t.Parallel()
+	for _, build := range []bool{false, true} {
+		t.Run(fmt.Sprintf("build=%v", build), func(t *testing.T) {
+			t.Parallel()
+			testRefusedPauses(t, build)
+		})
+	}
+}
+
+// testRefusedPauses refuses the landings, or the builds, of a queue of
+// one change until it is resumed.
+func testRefusedPauses(t *testing.T, build bool) {
 	g := newRig(t, mergequeue.Config{Depth: 1, MaxBatch: 1}, noop.NewMeterProvider())
 	h := g.h
 	const why = "You are not allowed to push code to protected branches on this project."
-	h.refuse = why
+	if build {
+		h.refuseBuilds = why
+	} else {
+		h.refuse = why
+	}
 	c := g.enter(0)
 	ctx, id := context.Background(), g.queue()
 	step := func(n int) {
@@ -623,7 +644,7 @@ func TestRefusedLandingPauses(t *testing.T) {
 	refused, moves := h.refused, len(h.moves)
 	h.mu.Unlock()
 	if refused != 1 || moves != 0 {
-		t.Errorf("the host refused %d landings and moved the base %d times; want 1 refusal and no move", refused, moves)
+		t.Errorf("the host refused %d times and moved the base %d times; want 1 refusal and no move", refused, moves)
 	}
 	told := false
 	g.d.mu.Lock()
@@ -635,7 +656,7 @@ func TestRefusedLandingPauses(t *testing.T) {
 		t.Error("the task was not told of the pause and its reason")
 	}
 	h.mu.Lock()
-	h.refuse = ""
+	h.refuse, h.refuseBuilds = "", ""
 	h.mu.Unlock()
 	if _, err := g.r.SetPaused(ctx, id, false, ""); err != nil {
 		t.Fatal(err)
