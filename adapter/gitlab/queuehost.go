@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -60,8 +61,10 @@ type gitMirror struct {
 	// dir is the mirror's directory: Config.MirrorDir, or a temporary
 	// one made on first use.
 	dir string
-	// ready says dir holds a bare repository and git is new enough.
-	ready bool
+	// ready says dir holds a bare repository and git is new enough;
+	// usable says the same, read without sem.
+	ready  bool
+	usable atomic.Bool
 }
 
 // shaRE matches a full commit SHA (SHA-1 or SHA-256), lower case.
@@ -127,11 +130,25 @@ func urgent(ctx context.Context) context.Context {
 // uses merge trains (merged results pipelines and merge trains enabled),
 // whose ship goes through [Adapter.Merge] and the train; false
 // otherwise, so that the lifecycle's own queue takes the project's merges
-// when Config.MergeQueue enables it.
+// when Config.MergeQueue enables it. Then the queue's git must do: until
+// it has once, a git that is missing or older than 2.38 is a
+// *lifecycle.RefusedError saying so, which fails the ship at once with
+// that message rather than leaving its change in a queue that cannot
+// build.
 func (a *Adapter) NativeQueue(ctx context.Context, repo lifecycle.RepoRef, base string) (bool, error) {
 	s, err := a.queueProject(ctx, repo)
 	if err != nil {
 		return false, err
+	}
+	if !s.mergeTrains && !a.git.usable.Load() {
+		_, unlock, err := a.mirror(ctx, s)
+		if err != nil {
+			if ctx.Err() != nil {
+				return false, err
+			}
+			return false, &lifecycle.RefusedError{Message: err.Error(), Err: err}
+		}
+		unlock()
 	}
 	return s.mergeTrains, nil
 }
@@ -417,6 +434,7 @@ func (a *Adapter) mirror(ctx context.Context, s *settings) (g *gitRun, unlock fu
 			return nil, nil, err
 		}
 		m.ready = true
+		m.usable.Store(true)
 	}
 	g.dir = m.dir
 	f, err := osfs.New(m.dir).OpenFile(mirrorLockFile, os.O_CREATE|os.O_RDWR, 0o644)

@@ -278,6 +278,20 @@ func TestOldGitIsRefused(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "2.38") || !strings.Contains(err.Error(), "2.37.9") {
 		t.Errorf("Tree with git 2.37: %v; want an error naming the git needed and the one found", err)
 	}
+	// A ship asks NativeQueue first: without merge trains the queue's
+	// git must do, and a refusal in words fails the ship at once.
+	_, err = a.NativeQueue(t.Context(), queueRepo, "main")
+	var refused *lifecycle.RefusedError
+	if !errors.As(err, &refused) || !strings.Contains(refused.Message, "2.38") {
+		t.Errorf("NativeQueue without merge trains, with git 2.37: %v; want a *lifecycle.RefusedError naming the git needed", err)
+	}
+	// With merge trains the ship goes through the train: git is not
+	// needed.
+	trains := gitlabtest.NewServer(t, gitlabtest.Options{MergeTrains: true})
+	b := newAdapter(t, trains, func(c *gitlab.Config) { c.GitPath, c.MirrorDir = path, t.TempDir() })
+	if native, err := b.NativeQueue(t.Context(), queueRepo, "main"); err != nil || !native {
+		t.Errorf("NativeQueue with merge trains and git 2.37: %v, %v; want true and no error", native, err)
+	}
 }
 
 func TestBuildCandidateRefusesTheBase(t *testing.T) {
