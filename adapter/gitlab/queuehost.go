@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"os/exec"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/tasklifecycle/lifecycle"
 	"github.com/tasklifecycle/lifecycle/adapter/internal/hostbudget"
+	"github.com/tasklifecycle/lifecycle/adapter/internal/logtail"
 )
 
 // The lifecycle's own merge queue on a GitLab project without merge
@@ -575,6 +577,11 @@ func (g *gitRun) run(ctx context.Context, env []string, args ...string) (string,
 // returns its stdout. A failure is a *gitError with its exit code and its
 // stderr, bounded and with the token scrubbed.
 func (g *gitRun) runIn(ctx context.Context, dir string, env []string, args ...string) (string, error) {
+	return g.exec(ctx, dir, env, nil, args...)
+}
+
+// exec runs git as runIn does, stdin its standard input (nil: none).
+func (g *gitRun) exec(ctx context.Context, dir string, env []string, stdin io.Reader, args ...string) (string, error) {
 	full := args
 	if dir != "" {
 		full = append([]string{"--git-dir=" + dir}, args...)
@@ -587,10 +594,11 @@ func (g *gitRun) runIn(ctx context.Context, dir string, env []string, args ...st
 	cmd.WaitDelay = gitStopDelay
 	cmd.Env = g.env(env)
 	var stdout bytes.Buffer
-	// The token is scrubbed before the text is cut to maxGitStderr, so
-	// that no part of it survives a cut: the buffer keeps a margin.
-	stderr := &boundedBuffer{max: maxGitStderr + 1<<10}
-	cmd.Stdout, cmd.Stderr = &stdout, stderr
+	// The end of stderr says why git failed. The token is scrubbed
+	// before the text is cut to maxGitStderr, so that no part of it
+	// survives a cut: the writer keeps a margin.
+	stderr := &tailWriter{max: maxGitStderr + 1<<10}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, &stdout, stderr
 	err := cmd.Run()
 	if err == nil {
 		return stdout.String(), nil
@@ -598,7 +606,8 @@ func (g *gitRun) runIn(ctx context.Context, dir string, env []string, args ...st
 	if ctx.Err() != nil {
 		return "", fmt.Errorf("gitlab: git %s: %w", args[0], ctx.Err())
 	}
-	ge := &gitError{cmd: args[0], code: -1, stdout: g.scrub(stdout.String()), stderr: cut(g.scrub(stderr.String()), maxGitStderr)}
+	msg, _ := logtail.Cut(g.scrub(string(stderr.bytes())), maxGitStderr)
+	ge := &gitError{cmd: args[0], code: -1, stderr: msg}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		ge.code = ee.ExitCode()
@@ -623,9 +632,9 @@ func (g *gitRun) scrub(s string) string {
 
 // gitError is a git command that failed.
 type gitError struct {
-	cmd            string
-	code           int
-	stdout, stderr string
+	cmd    string
+	code   int
+	stderr string // its end, scrubbed of the token
 }
 
 // Error implements error: the command, its exit code and its stderr.
@@ -646,65 +655,26 @@ func exitCode(err error) int {
 	return -1
 }
 
-// cut returns s cut to max bytes, marked when cut.
-func cut(s string, max int) string {
-	if len(s) <= max {
-		return s
-	}
-	return s[:max] + " [cut]"
-}
-
-// boundedBuffer keeps the first max bytes written to it.
-type boundedBuffer struct {
-	buf       bytes.Buffer
-	max       int
-	truncated bool
-}
-
-// Write implements io.Writer; it never fails.
-func (b *boundedBuffer) Write(p []byte) (int, error) {
-	if room := b.max - b.buf.Len(); room > 0 {
-		b.buf.Write(p[:min(room, len(p))])
-	}
-	if b.buf.Len()+len(p) > b.max {
-		b.truncated = true
-	}
-	return len(p), nil
-}
-
-// String returns what was kept, marked when cut.
-func (b *boundedBuffer) String() string {
-	if b.truncated {
-		return b.buf.String() + " [cut]"
-	}
-	return b.buf.String()
-}
-
-// has reports whether the mirror has commit sha.
-func (g *gitRun) has(ctx context.Context, sha string) (bool, error) {
-	_, err := g.run(ctx, nil, "cat-file", "-e", "--end-of-options", sha+"^{commit}")
-	switch {
-	case err == nil:
-		return true, nil
-	case exitCode(err) == 1 || exitCode(err) == 128:
-		return false, nil
-	}
-	return false, err
-}
-
-// missing returns the commits of shas the mirror does not have.
+// missing returns the commits of shas the mirror does not have, read
+// in one git cat-file --batch-check.
 func (g *gitRun) missing(ctx context.Context, shas []string) ([]string, error) {
-	var out []string
+	var in strings.Builder
 	for _, sha := range shas {
-		ok, err := g.has(ctx, sha)
-		if err != nil {
-			return nil, err
-		}
-		if !ok && !slices.Contains(out, sha) {
-			out = append(out, sha)
+		in.WriteString(sha + "^{commit}\n")
+	}
+	out, err := g.exec(ctx, g.dir, nil, strings.NewReader(in.String()), "cat-file", "--batch-check=%(objectname)")
+	if err != nil {
+		return nil, fmt.Errorf("gitlab: %w", err)
+	}
+	var miss []string
+	for _, line := range strings.Split(out, "\n") {
+		if name, ok := strings.CutSuffix(line, " missing"); ok {
+			if sha := strings.TrimSuffix(name, "^{commit}"); !slices.Contains(miss, sha) {
+				miss = append(miss, sha)
+			}
 		}
 	}
-	return out, nil
+	return miss, nil
 }
 
 // ensure fetches the commits of shas the mirror does not have: by SHA,
