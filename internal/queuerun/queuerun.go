@@ -279,7 +279,6 @@ func (r *Runner) work(ctx context.Context, rec lifecycletype.MergeQueueRecord, d
 	case mergequeue.Building:
 		sha, err := r.host(ctx, func(ctx context.Context) (string, error) { return host.BuildCandidate(ctx, req) })
 		var conflict *lifecycletype.CandidateConflictError
-		var refused *lifecycletype.RefusedError
 		switch {
 		case errors.As(err, &conflict):
 			i := slices.IndexFunc(req.Heads, func(h lifecycletype.CandidateHead) bool { return h.SHA == conflict.Head.SHA })
@@ -290,10 +289,9 @@ func (r *Runner) work(ctx context.Context, rec lifecycletype.MergeQueueRecord, d
 			// one that does not merge onto what is ahead of it waits.
 			onBase := c.Parent == 0 && i == 0
 			return mergequeue.Conflict{Candidate: c.ID, Entry: c.Entries[i], Base: onBase}, "", nil
-		case errors.As(err, &refused):
-			// The host's rules or the token's rights forbid the queue
-			// branch: no other candidate would fare better.
-			return landingRefused{why: fmt.Sprintf("the build of candidate %d was refused: %s", c.ID, refused.Message)}, "", nil
+		case refusal(err) != "":
+			// No other candidate would fare better.
+			return refused{why: fmt.Sprintf("the build of candidate %d was refused: %s", c.ID, refusal(err))}, "", nil
 		case err != nil:
 			return nil, "", fmt.Errorf("build candidate %d: %w", c.ID, err)
 		}
@@ -311,11 +309,8 @@ func (r *Runner) work(ctx context.Context, rec lifecycletype.MergeQueueRecord, d
 			}
 			return mergequeue.BaseMoved{SHA: head}, "", nil
 		}
-		var refused *lifecycletype.RefusedError
-		if errors.As(err, &refused) {
-			// The host's rules or the token's rights forbid it: asking
-			// again changes nothing until a person changes them.
-			return landingRefused{why: fmt.Sprintf("the landing of candidate %d was refused: %s", c.ID, refused.Message)}, "", nil
+		if why := refusal(err); why != "" {
+			return refused{why: fmt.Sprintf("the landing of candidate %d was refused: %s", c.ID, why)}, "", nil
 		}
 		if err != nil {
 			return nil, "", fmt.Errorf("land candidate %d: %w", c.ID, err)
@@ -337,11 +332,21 @@ type landedTree struct {
 // or "".
 type treesCompared struct{ why string }
 
-// landingRefused is a landing, or a candidate's build, the host refused
-// for good (a *lifecycletype.RefusedError: its rules, the token's
-// rights): the queue pauses, saying why, until an operator resumes it,
-// rather than asking again at every step.
-type landingRefused struct{ why string }
+// refused is a landing, or a candidate's build, the host refused for
+// good (see refusal): the queue pauses, saying why, until an operator
+// resumes it, rather than asking again at every step.
+type refused struct{ why string }
+
+// refusal returns the host's words when err is a refusal for good (a
+// *lifecycletype.RefusedError: its rules, the token's rights, which
+// asking again does not change until a person does), or "".
+func refusal(err error) string {
+	var r *lifecycletype.RefusedError
+	if errors.As(err, &r) {
+		return r.Message
+	}
+	return ""
+}
 
 // compareTrees compares the tree the base now has with the tested
 // candidate's, and returns why they differ, or "" when they do not; an
@@ -506,7 +511,7 @@ func (r *Runner) apply(ctx context.Context, id, change string, ev any) (*Doc, er
 		case treesCompared:
 			d.Verify, pause = "", ev.why
 			pauseLog = "merge queue paused: the landed tree is not the tested tree"
-		case landingRefused:
+		case refused:
 			pause, pauseLog = ev.why, "merge queue paused: the host refused to move a branch"
 		case mergequeue.Built:
 			engineEv = ev

@@ -28,8 +28,9 @@ type Doc struct {
 	// Branches are the candidates whose queue branches were made and not
 	// yet deleted.
 	Branches []int `json:"branches,omitempty"`
-	// PauseReason says why the queue is paused: by whom, or the landed
-	// tree that was not the tested tree.
+	// PauseReason says why the queue is paused: by whom, the landed tree
+	// that was not the tested tree, or the host's refusal of a landing or
+	// a build.
 	PauseReason string `json:"pauseReason,omitempty"`
 	// Verify, when set, is the tested commit of the last landing, whose
 	// tree is still to be compared with the base's: right after the
