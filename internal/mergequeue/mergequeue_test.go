@@ -193,6 +193,14 @@ func (m *model) apply(ev Event) {
 	if err := m.q.check(); err != nil {
 		m.t.Fatalf("after %T%+v: %v", ev, ev, err)
 	}
+	// Vetted is a shortcut: an entry a passing run held, spared the
+	// probes later. Against the truth, a vetted entry never breaks CI
+	// (a run that passed held no broken change).
+	for _, e := range m.q.Entries {
+		if e.Vetted && m.broken[e.ID] {
+			m.t.Fatalf("after %T%+v: entry %s is vetted, and it is broken", ev, ev, e.ID)
+		}
+	}
 	if chain, probes := m.q.inFlight(); chain+probes > m.cfg.withDefaults().Depth {
 		m.t.Fatalf("after %T%+v: %d candidates in flight, more than the depth %d", ev, ev, chain+probes, m.cfg.withDefaults().Depth)
 	}
