@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -91,12 +92,18 @@ func (a *Adapter) trainCar(ctx context.Context, s *settings, iid int64) (*gl.Mer
 
 // carOf returns merge request iid's car among a train's, or nil.
 func carOf(train []*gl.MergeTrain, iid int64) *gl.MergeTrain {
-	for _, c := range train {
-		if c != nil && c.MergeRequest != nil && c.MergeRequest.IID == iid {
-			return c
-		}
+	if i := carIndex(train, iid); i >= 0 {
+		return train[i]
 	}
 	return nil
+}
+
+// carIndex returns the index of merge request iid's car among a train's,
+// or -1.
+func carIndex(train []*gl.MergeTrain, iid int64) int {
+	return slices.IndexFunc(train, func(c *gl.MergeTrain) bool {
+		return c != nil && c.MergeRequest != nil && c.MergeRequest.IID == iid
+	})
 }
 
 // Bounds of the reading of a merge train for a car's position (see
@@ -176,11 +183,9 @@ func (a *Adapter) trainPosition(ctx context.Context, s *settings, iid int64, tar
 		if resp.NextPage == 0 {
 			spot.of = read + len(cars)
 		}
-		for i, c := range cars {
-			if c != nil && c.MergeRequest != nil && c.MergeRequest.IID == iid {
-				spot.car, spot.at = c, read+i+1
-				return spot, nil
-			}
+		if i := carIndex(cars, iid); i >= 0 {
+			spot.car, spot.at = cars[i], read+i+1
+			return spot, nil
 		}
 		read += len(cars)
 		if resp.NextPage == 0 {
