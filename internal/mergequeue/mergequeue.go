@@ -1384,9 +1384,13 @@ func (s *State) settleAlts(out []Action) []Action {
 		if len(alts) == 0 {
 			continue
 		}
-		best := -1
+		best, passed := -1, 0
 		for i, a := range alts {
-			if a.State == Passed && (best < 0 || len(a.Entries) > len(alts[best].Entries)) {
+			if a.State != Passed {
+				continue
+			}
+			passed++
+			if best < 0 || len(a.Entries) > len(alts[best].Entries) {
 				best = i
 			}
 		}
@@ -1396,12 +1400,6 @@ func (s *State) settleAlts(out []Action) []Action {
 			// wait for them.
 			if slices.ContainsFunc(alts, func(a Candidate) bool { return a.State != Failed && a.State != Passed }) {
 				continue
-			}
-			passed := 0
-			for _, a := range alts {
-				if a.State == Passed {
-					passed++
-				}
 			}
 			out = s.promote(b.ID, alts[best].ID, passed > 1, out)
 			continue
