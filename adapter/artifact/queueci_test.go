@@ -102,12 +102,19 @@ func TestQueueCheck(t *testing.T) {
 		mu    sync.Mutex
 		calls = map[string]int{}
 		seen  []artifact.QueueCandidate
+		// proceed lets a check end, once its first report has been read.
+		proceed = make(chan struct{}, 2)
 	)
 	a, base := newQueueAdapter(t, artifact.Config{QueueCheck: func(ctx context.Context, c artifact.QueueCandidate) error {
 		mu.Lock()
 		calls[c.SHA]++
 		seen = append(seen, c)
 		mu.Unlock()
+		select {
+		case <-proceed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 		if strings.HasSuffix(c.Branch, "/2") {
 			return errors.New("TestLogin failed: want 302, got 200")
 		}
@@ -120,6 +127,7 @@ func TestQueueCheck(t *testing.T) {
 		if !rep.Pending {
 			t.Errorf("the first Checks of a candidate = %+v, want Pending", rep)
 		}
+		proceed <- struct{}{}
 		finish(t, a, q)
 	}
 	// Asked again, and a rebuilt candidate of the same commit: not run again.
