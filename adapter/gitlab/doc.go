@@ -125,7 +125,8 @@
 //     newest pipeline of its commit on its queue branch (a branch
 //     pipeline: CI must run on pushes to the queue branches), pending
 //     until GitLab makes one. Branches are read and deleted with the
-//     branches API.
+//     branches API. [Adapter.Close] removes a mirror the Adapter made in
+//     a temporary directory.
 //
 // # What the sweep reads
 //

@@ -87,8 +87,8 @@ type Config struct {
 	// several processes may share one: each git operation holds a file
 	// lock (flock(2) on Unix) on lifecycle-mirror.lock in it. Empty: a
 	// temporary directory made on first use (os.MkdirTemp), used for the
-	// Adapter's life and not removed after it: give a directory to keep
-	// one mirror across restarts.
+	// Adapter's life and removed by [Adapter.Close]: give a directory to
+	// keep one mirror across restarts.
 	MirrorDir string
 	// CommitterName and CommitterEmail are the author and committer of
 	// the queue's merge commits. They default to "lifecycle" and

@@ -63,10 +63,38 @@ type gitMirror struct {
 	// dir is the mirror's directory: Config.MirrorDir, or a temporary
 	// one made on first use.
 	dir string
+	// temp says dir is a temporary directory the Adapter made, which
+	// Close removes.
+	temp bool
+	// closed says Close was called: no git operation starts.
+	closed bool
 	// ready says dir holds a bare repository and git is new enough;
 	// usable says the same, read without sem.
 	ready  bool
 	usable atomic.Bool
+}
+
+// Close ends the lifecycle's own merge queue at this Adapter: it waits
+// for the git operation under way, if any, and removes the mirror's
+// directory when the Adapter made it (Config.MirrorDir empty); a
+// Config.MirrorDir is kept, for the next process. The Adapter keeps
+// working otherwise, but building and landing candidates then fail with
+// an error matching [lifecycle.ErrClosed]. Close is safe to call more
+// than once.
+func (a *Adapter) Close() error {
+	m := &a.git
+	m.sem <- struct{}{}
+	defer func() { <-m.sem }()
+	m.closed = true
+	m.usable.Store(false)
+	if !m.temp {
+		return nil
+	}
+	m.temp = false
+	if err := os.RemoveAll(m.dir); err != nil {
+		return fmt.Errorf("gitlab: remove the mirror %s: %w", m.dir, err)
+	}
+	return nil
 }
 
 // shaRE matches a full commit SHA (SHA-1 or SHA-256), lower case.
@@ -145,7 +173,7 @@ func (a *Adapter) NativeQueue(ctx context.Context, repo lifecycle.RepoRef, base 
 	if !s.mergeTrains && !a.git.usable.Load() {
 		_, unlock, err := a.mirror(ctx, s)
 		if err != nil {
-			if ctx.Err() != nil {
+			if ctx.Err() != nil || errors.Is(err, lifecycle.ErrClosed) {
 				return false, err
 			}
 			return false, &lifecycle.RefusedError{Message: err.Error(), Err: err}
@@ -429,6 +457,10 @@ func (a *Adapter) mirror(ctx context.Context, s *settings) (g *gitRun, unlock fu
 		return nil, nil, fmt.Errorf("gitlab: wait for the mirror: %w", ctx.Err())
 	}
 	release := func() { <-m.sem }
+	if m.closed {
+		release()
+		return nil, nil, fmt.Errorf("gitlab: the merge queue's mirror: the adapter is closed: %w", lifecycle.ErrClosed)
+	}
 	g = &gitRun{path: a.cfg.GitPath, remote: s.httpURL, token: a.cfg.Token}
 	if !m.ready {
 		if err := a.prepareMirror(ctx, g); err != nil {
@@ -480,7 +512,7 @@ func (a *Adapter) prepareMirror(ctx context.Context, g *gitRun) error {
 		if err != nil {
 			return fmt.Errorf("gitlab: make the mirror's directory: %w", err)
 		}
-		m.dir = d
+		m.dir, m.temp = d, true
 	}
 	if _, err := os.Stat(filepath.Join(m.dir, "HEAD")); err == nil {
 		return nil

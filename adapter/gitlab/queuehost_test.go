@@ -584,3 +584,53 @@ func TestCandidatePushRefused(t *testing.T) {
 		t.Fatalf("BuildCandidate onto a protected queue branch: %v, want a *lifecycle.RefusedError in GitLab's words", err)
 	}
 }
+
+// Close removes the temporary mirror the Adapter made, keeps a
+// Config.MirrorDir, and ends the queue's git operations with ErrClosed
+// rather than refusing the project.
+func TestCloseRemovesTemporaryMirror(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp) // where os.MkdirTemp("", ...) makes the mirror
+	f := gitlabtest.NewServer(t, gitlabtest.Options{})
+	f.EnableGit(t)
+	a := newAdapter(t, f)
+	one := openChange(t, f, a, "one", "one.txt")
+	if _, err := a.BuildCandidate(t.Context(), queueRequest(branchHead(t, a, "main"), one)); err != nil {
+		t.Fatal(err)
+	}
+	made, err := filepath.Glob(filepath.Join(tmp, "lifecycle-gitlab-mirror-*", "HEAD"))
+	if err != nil || len(made) != 1 {
+		t.Fatalf("temporary mirrors = %v, %v; want one", made, err)
+	}
+	for range 2 {
+		if err := a.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	}
+	if _, err := os.Stat(filepath.Dir(made[0])); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the temporary mirror is still there after Close: %v", err)
+	}
+	if _, err := a.BuildCandidate(t.Context(), queueRequest(branchHead(t, a, "main"), one)); !errors.Is(err, lifecycle.ErrClosed) {
+		t.Errorf("BuildCandidate after Close: %v, want ErrClosed", err)
+	}
+	fresh := newAdapter(t, f)
+	if err := fresh.Close(); err != nil {
+		t.Fatalf("Close of an Adapter without a mirror: %v", err)
+	}
+	var refused *lifecycle.RefusedError
+	if _, err := fresh.NativeQueue(t.Context(), queueRepo, "main"); !errors.Is(err, lifecycle.ErrClosed) || errors.As(err, &refused) {
+		t.Errorf("NativeQueue after Close: %v, want ErrClosed and no refusal (which would fail the ship)", err)
+	}
+
+	kept := t.TempDir()
+	b := newAdapter(t, f, func(c *gitlab.Config) { c.MirrorDir = kept })
+	if _, err := b.BuildCandidate(t.Context(), queueRequest(branchHead(t, b, "main"), one)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(kept, "HEAD")); err != nil {
+		t.Errorf("Close removed Config.MirrorDir: %v", err)
+	}
+}

@@ -467,6 +467,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}); err != nil {
 			return fmt.Errorf("-gitlab-project-path: %w", err)
 		}
+		defer gl.Close() // removes the merge queue's temporary mirror, if it made one
 		gd, err := gitlab.NewDeployer(gitlab.DeployerConfig{Adapter: gl})
 		if err != nil {
 			return err
