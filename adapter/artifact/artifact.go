@@ -20,6 +20,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/adapter/internal/gittext"
 )
 
 // recordDir is the directory, at the root of every repository, that holds
@@ -165,17 +166,16 @@ func New(cfg Config) (*Adapter, error) {
 		return nil, fmt.Errorf("artifact: Config.Dir %q: %w", cfg.Dir, err)
 	}
 	cfg.Dir = dir
-	if gitText(cfg.CommitterName) != cfg.CommitterName || gitText(cfg.CommitterEmail) != cfg.CommitterEmail ||
-		strings.ContainsAny(cfg.CommitterName+cfg.CommitterEmail, "<>\n") {
+	if !gittext.Ident(cfg.CommitterName, cfg.CommitterEmail) {
 		return nil, fmt.Errorf("artifact: Config.CommitterName %q and CommitterEmail %q must be valid UTF-8 without control characters, '<' or '>'", cfg.CommitterName, cfg.CommitterEmail)
 	}
 	if !validRepoName(cfg.DefaultRepo) {
 		return nil, fmt.Errorf("artifact: Config.DefaultRepo %q is not a repository name; use lower-case letters, digits, '.', '_' and '-', beginning and ending with a letter or digit", cfg.DefaultRepo)
 	}
-	if b, ok := branchName(cfg.BaseBranch); !ok || b != cfg.BaseBranch {
+	if b, ok := gittext.Branch(cfg.BaseBranch); !ok || b != cfg.BaseBranch {
 		return nil, fmt.Errorf("artifact: Config.BaseBranch %q is not a valid branch name; use a name such as \"main\"", cfg.BaseBranch)
 	}
-	if b, ok := branchName(cfg.BranchPrefix + "x"); !ok || b != cfg.BranchPrefix+"x" {
+	if b, ok := gittext.Branch(cfg.BranchPrefix + "x"); !ok || b != cfg.BranchPrefix+"x" {
 		return nil, fmt.Errorf("artifact: Config.BranchPrefix %q does not make valid branch names; use a prefix such as \"lifecycle/\"", cfg.BranchPrefix)
 	}
 	if cfg.QueueCheck != nil && cfg.QueueCommand != nil {
@@ -417,7 +417,7 @@ func (a *Adapter) ensure(ctx context.Context, req lifecycle.PullRequestRequest) 
 	}
 	head := a.cfg.BranchPrefix + slug
 	if req.Head != "" {
-		h, ok := branchName(req.Head)
+		h, ok := gittext.Branch(req.Head)
 		if !ok {
 			return lifecycle.PullRequest{}, invalid("pullRequest.head", "not a valid git branch name")
 		}
@@ -425,7 +425,7 @@ func (a *Adapter) ensure(ctx context.Context, req lifecycle.PullRequestRequest) 
 	}
 	base, baseGiven := a.cfg.BaseBranch, req.Base != ""
 	if baseGiven {
-		b, ok := branchName(req.Base)
+		b, ok := gittext.Branch(req.Base)
 		if !ok {
 			return lifecycle.PullRequest{}, invalid("pullRequest.base", "not a valid git branch name")
 		}
@@ -477,7 +477,7 @@ func (a *Adapter) ensure(ctx context.Context, req lifecycle.PullRequestRequest) 
 		if err != nil {
 			return lifecycle.PullRequest{}, err
 		}
-		retry = trailer(c.message, "Lifecycle-Submission") == oneLine(req.SubmissionID)
+		retry = trailer(c.message, "Lifecycle-Submission") == gittext.OneLine(req.SubmissionID)
 	}
 	// The branch moves before the pull request records (with them, when
 	// they change: see savePull).
@@ -508,7 +508,7 @@ func (a *Adapter) ensure(ctx context.Context, req lifecycle.PullRequestRequest) 
 			CreatedAt:          lifecycle.NewTimestamp(sig.When),
 		}
 		if p.Title == "" {
-			p.Title = oneLine(req.Task.Identifier + ": " + req.Task.Title)
+			p.Title = gittext.OneLine(req.Task.Identifier + ": " + req.Task.Title)
 		}
 		if p.Body == "" {
 			p.Body = defaultBody(req.Task)
@@ -628,7 +628,7 @@ func (r *repo) commitSubmission(parent plumbing.Hash, head string, req lifecycle
 // submissionMarkdown renders a submission for people.
 func submissionMarkdown(rec submissionRecord) []byte {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# %s: %s\n\n", rec.TaskIdentifier, oneLine(rec.TaskTitle))
+	fmt.Fprintf(&b, "# %s: %s\n\n", rec.TaskIdentifier, gittext.OneLine(rec.TaskTitle))
 	fmt.Fprintf(&b, "Submission %s of task %s, %s.\n\n## Summary\n\n%s\n", rec.SubmissionID, rec.TaskID, rec.SubmittedAt, strings.TrimSpace(rec.Summary))
 	if n := strings.TrimSpace(rec.Notes); n != "" {
 		fmt.Fprintf(&b, "\n## Notes\n\n%s\n", n)
@@ -638,7 +638,7 @@ func submissionMarkdown(rec submissionRecord) []byte {
 		b.WriteString("None reported.\n")
 	}
 	for _, c := range rec.Checks {
-		fmt.Fprintf(&b, "- %s: %s\n", oneLine(c.Name), c.Status)
+		fmt.Fprintf(&b, "- %s: %s\n", gittext.OneLine(c.Name), c.Status)
 	}
 	return []byte(b.String())
 }

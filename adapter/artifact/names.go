@@ -6,7 +6,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"unicode"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
@@ -126,38 +125,4 @@ func taskDir(t lifecycle.Task) string {
 		return s
 	}
 	return slug(t.ID, true, keep)
-}
-
-// branchName checks a branch name given by a caller and returns it without
-// a "refs/heads/" prefix.
-func branchName(s string) (string, bool) {
-	s = strings.TrimPrefix(s, "refs/heads/")
-	if s == "" || len(s) > 200 || strings.HasPrefix(s, "-") || strings.HasSuffix(s, "/") {
-		return "", false
-	}
-	if plumbing.NewBranchReferenceName(s).Validate() != nil {
-		return "", false
-	}
-	return s, true
-}
-
-// oneLine returns s as gitText does, with line breaks replaced by spaces,
-// for commit subjects and trailers.
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(gitText(s)), " ")
-}
-
-// gitText returns s fit for a commit message: valid UTF-8 (invalid bytes
-// become U+FFFD), without NUL or other control characters but tab and
-// newline. git fsck refuses a NUL in a commit, and C git ends the message
-// there; the lifecycle's HTTP API refuses such text, but callers of the Go
-// API reach adapters directly.
-func gitText(s string) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	return strings.Map(func(r rune) rune {
-		if r != '\n' && r != '\t' && unicode.IsControl(r) {
-			return -1
-		}
-		return r
-	}, s)
 }

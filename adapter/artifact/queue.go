@@ -17,6 +17,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/adapter/internal/gittext"
 )
 
 // The lifecycle's merge queue on local repositories (see
@@ -64,7 +65,7 @@ func (a *Adapter) queueRepo(ctx context.Context, repo lifecycle.RepoRef) (*repo,
 // queueBranch checks a branch name given to a QueueHost method: it must be
 // a valid branch name, without "refs/heads/".
 func queueBranch(field, s string) (plumbing.ReferenceName, error) {
-	if b, ok := branchName(s); !ok || b != s {
+	if b, ok := gittext.Branch(s); !ok || b != s {
 		return "", fmt.Errorf("%s %q is not a valid branch name", field, s)
 	}
 	return plumbing.NewBranchReferenceName(s), nil

@@ -24,6 +24,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/storage/filesystem"
+
+	"github.com/tasklifecycle/lifecycle/adapter/internal/gittext"
 )
 
 // objectCacheSize bounds the decoded objects each open repository keeps in
@@ -599,16 +601,16 @@ func trailer(msg, key string) string {
 // a value.
 func message(subject, body string, trailers ...string) string {
 	var b bytes.Buffer
-	b.WriteString(oneLine(subject))
+	b.WriteString(gittext.OneLine(subject))
 	b.WriteString("\n")
-	if body = strings.TrimSpace(gitText(body)); body != "" {
+	if body = strings.TrimSpace(gittext.Text(body)); body != "" {
 		b.WriteString("\n")
 		b.WriteString(body)
 		b.WriteString("\n")
 	}
 	sep := "\n"
 	for i := 0; i+1 < len(trailers); i += 2 {
-		if v := oneLine(trailers[i+1]); v != "" {
+		if v := gittext.OneLine(trailers[i+1]); v != "" {
 			fmt.Fprintf(&b, "%s%s: %s\n", sep, trailers[i], v)
 			sep = ""
 		}
