@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/adapter/internal/gittext"
 	"github.com/tasklifecycle/lifecycle/adapter/internal/hostbudget"
 	"github.com/tasklifecycle/lifecycle/adapter/internal/hostcall"
 	"github.com/tasklifecycle/lifecycle/adapter/internal/webhookintake"
@@ -255,6 +256,9 @@ func New(cfg Config) (*Adapter, error) {
 	}
 	if cfg.CommitterEmail == "" {
 		cfg.CommitterEmail = "lifecycle@localhost"
+	}
+	if !gittext.Ident(cfg.CommitterName, cfg.CommitterEmail) {
+		return nil, fmt.Errorf("gitlab: Config.CommitterName %q and CommitterEmail %q must be valid UTF-8 without control characters, '<' or '>'", cfg.CommitterName, cfg.CommitterEmail)
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = systemClock{}

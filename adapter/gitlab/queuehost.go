@@ -23,6 +23,7 @@ import (
 	gl "gitlab.com/gitlab-org/api/client-go"
 
 	"github.com/tasklifecycle/lifecycle"
+	"github.com/tasklifecycle/lifecycle/adapter/internal/gittext"
 	"github.com/tasklifecycle/lifecycle/adapter/internal/hostbudget"
 	"github.com/tasklifecycle/lifecycle/adapter/internal/logtail"
 )
@@ -68,9 +69,8 @@ type gitMirror struct {
 	temp bool
 	// closed says Close was called: no git operation starts.
 	closed bool
-	// ready says dir holds a bare repository and git is new enough;
-	// usable says the same, read without sem.
-	ready  bool
+	// usable says dir holds a bare repository and git is new enough; it
+	// is set with sem held, and read without.
 	usable atomic.Bool
 }
 
@@ -113,17 +113,7 @@ func checkSHA(field, sha string) (string, error) {
 // checkBranch refuses a branch name git would not take as
 // refs/heads/<name>, or one that could pass for an option.
 func checkBranch(field, b string) error {
-	bad := b == "" || strings.HasPrefix(b, "-") || strings.HasPrefix(b, "/") || strings.HasSuffix(b, "/") ||
-		strings.HasSuffix(b, ".lock") || strings.HasSuffix(b, ".") || strings.Contains(b, "..") ||
-		strings.Contains(b, "//") || strings.Contains(b, "@{") || b == "@" ||
-		strings.ContainsAny(b, " ~^:?*[\\\x7f")
-	for _, r := range b {
-		bad = bad || r < 0x20
-	}
-	for _, part := range strings.Split(b, "/") {
-		bad = bad || strings.HasPrefix(part, ".") || strings.HasSuffix(part, ".lock")
-	}
-	if bad {
+	if name, ok := gittext.Branch(b); !ok || name != b {
 		return fmt.Errorf("gitlab: %s %q is not a valid branch name", field, b)
 	}
 	return nil
@@ -311,6 +301,7 @@ func (a *Adapter) BuildCandidate(ctx context.Context, req lifecycle.CandidateReq
 	if err := g.ensure(ctx, need, refs); err != nil {
 		return "", err
 	}
+	subject := gittext.OneLine(req.Title)
 	cur := parent
 	for i, head := range heads {
 		contained, err := g.isAncestor(ctx, head, cur)
@@ -331,8 +322,8 @@ func (a *Adapter) BuildCandidate(ctx context.Context, req lifecycle.CandidateReq
 			}
 			return "", &lifecycle.CandidateConflictError{Head: req.Heads[i], Message: msg}
 		}
-		title := fmt.Sprintf("%s (!%d)", req.Title, req.Heads[i].PullRequest.Number)
-		if req.Title == "" {
+		title := fmt.Sprintf("%s (!%d)", subject, req.Heads[i].PullRequest.Number)
+		if subject == "" {
 			title = fmt.Sprintf("Merge merge request !%d into the queue", req.Heads[i].PullRequest.Number)
 		}
 		if cur, err = g.commit(ctx, a.cfg.CommitterName, a.cfg.CommitterEmail, tree, title, cur, head); err != nil {
@@ -402,7 +393,7 @@ func (a *Adapter) AdvanceBranch(ctx context.Context, req lifecycle.AdvanceReques
 	} else if !ff {
 		return fmt.Errorf("gitlab: %s: %s does not descend from %s: only a fast-forward advances a branch", what, to, from)
 	}
-	rejected, perr := g.push(ctx, "--force-with-lease=refs/heads/"+req.Branch+":"+from, to+":refs/heads/"+req.Branch)
+	rejected, perr := g.push(ctx, to+":refs/heads/"+req.Branch, "--force-with-lease=refs/heads/"+req.Branch+":"+from)
 	if perr == nil {
 		return nil
 	}
@@ -462,12 +453,11 @@ func (a *Adapter) mirror(ctx context.Context, s *settings) (g *gitRun, unlock fu
 		return nil, nil, fmt.Errorf("gitlab: the merge queue's mirror: the adapter is closed: %w", lifecycle.ErrClosed)
 	}
 	g = &gitRun{path: a.cfg.GitPath, remote: s.httpURL, token: a.cfg.Token}
-	if !m.ready {
+	if !m.usable.Load() {
 		if err := a.prepareMirror(ctx, g); err != nil {
 			release()
 			return nil, nil, err
 		}
-		m.ready = true
 		m.usable.Store(true)
 	}
 	g.dir = m.dir
@@ -499,7 +489,7 @@ func (a *Adapter) mirror(ctx context.Context, s *settings) (g *gitRun, unlock fu
 // prepareMirror checks git's version and makes the bare mirror. The
 // caller holds a.git.sem.
 func (a *Adapter) prepareMirror(ctx context.Context, g *gitRun) error {
-	out, err := g.runIn(ctx, "", nil, "version")
+	out, err := g.exec(ctx, "", nil, nil, "version")
 	if err != nil {
 		return fmt.Errorf("gitlab: the merge queue needs git %d.%d or later (Config.GitPath %q): %w", minGitMajor, minGitMinor, a.cfg.GitPath, err)
 	}
@@ -520,7 +510,7 @@ func (a *Adapter) prepareMirror(ctx context.Context, g *gitRun) error {
 	if err := os.MkdirAll(m.dir, 0o755); err != nil {
 		return fmt.Errorf("gitlab: make the mirror's directory: %w", err)
 	}
-	if _, err := g.runIn(ctx, "", nil, "init", "--bare", "--quiet", "--", m.dir); err != nil {
+	if _, err := g.exec(ctx, "", nil, nil, "init", "--bare", "--quiet", "--", m.dir); err != nil {
 		return fmt.Errorf("gitlab: make the mirror in %s: %w", m.dir, err)
 	}
 	return nil
@@ -600,19 +590,15 @@ func (g *gitRun) env(extra []string) []string {
 	return append(env, extra...)
 }
 
-// run runs git in the mirror with args; see runIn.
+// run runs git in the mirror with args; see exec.
 func (g *gitRun) run(ctx context.Context, env []string, args ...string) (string, error) {
-	return g.runIn(ctx, g.dir, env, args...)
+	return g.exec(ctx, g.dir, env, nil, args...)
 }
 
-// runIn runs git with args (in git directory dir unless it is empty) and
-// returns its stdout. A failure is a *gitError with its exit code and its
-// stderr, bounded and with the token scrubbed.
-func (g *gitRun) runIn(ctx context.Context, dir string, env []string, args ...string) (string, error) {
-	return g.exec(ctx, dir, env, nil, args...)
-}
-
-// exec runs git as runIn does, stdin its standard input (nil: none).
+// exec runs git with args (in git directory dir unless it is empty),
+// stdin its standard input (nil: none), and returns its stdout. A failure
+// is a *gitError with its exit code and its stderr, bounded and with the
+// token scrubbed.
 func (g *gitRun) exec(ctx context.Context, dir string, env []string, stdin io.Reader, args ...string) (string, error) {
 	full := args
 	if dir != "" {
@@ -762,20 +748,12 @@ func (g *gitRun) fetch(ctx context.Context, specs ...string) (string, error) {
 	return g.run(ctx, nil, args...)
 }
 
-// push pushes specs (options first) to the remote. rejected says the
-// remote refused a ref (git's porcelain "!" status), rather than the
-// push failing to reach it.
-func (g *gitRun) push(ctx context.Context, specs ...string) (rejected bool, err error) {
-	var opts, refs []string
-	for _, s := range specs {
-		if strings.HasPrefix(s, "--") {
-			opts = append(opts, s)
-		} else {
-			refs = append(refs, s)
-		}
-	}
-	args := append(append([]string{"push", "--porcelain", "--quiet"}, opts...), "--", g.remote)
-	out, err := g.run(ctx, nil, append(args, refs...)...)
+// push pushes refspec to the remote, with git push's options opts.
+// rejected says the remote refused the ref (git's porcelain "!" status),
+// rather than the push failing to reach it.
+func (g *gitRun) push(ctx context.Context, refspec string, opts ...string) (rejected bool, err error) {
+	args := append(append([]string{"push", "--porcelain", "--quiet"}, opts...), "--", g.remote, refspec)
+	out, err := g.run(ctx, nil, args...)
 	if err == nil {
 		return false, nil
 	}

@@ -634,3 +634,35 @@ func TestCloseRemovesTemporaryMirror(t *testing.T) {
 		t.Errorf("Close removed Config.MirrorDir: %v", err)
 	}
 }
+
+// A candidate's merge commits have a one-line subject whatever the title
+// holds (line breaks, control characters, invalid UTF-8), and a
+// committer that git could not write is refused when the Adapter is
+// made.
+func TestCandidateSubjectIsOneLine(t *testing.T) {
+	f := gitlabtest.NewServer(t, gitlabtest.Options{})
+	f.EnableGit(t)
+	mirror := t.TempDir()
+	a := newAdapter(t, f, func(c *gitlab.Config) { c.MirrorDir = mirror })
+	one := openChange(t, f, a, "one", "one.txt")
+	req := queueRequest(branchHead(t, a, "main"), one)
+	req.Title = "Fix the\nlogin\x00 page \xff\tnow"
+	sha, err := a.BuildCandidate(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("git", "--git-dir="+mirror, "log", "-1", "--format=%B", sha).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("Fix the login page \uFFFD now (!%d)", one.PullRequest.Number)
+	if got := strings.TrimRight(string(out), "\n"); got != want {
+		t.Errorf("the candidate's message = %q, want %q", got, want)
+	}
+	for _, c := range []struct{ name, email string }{{"a<b", ""}, {"", "x\ny@z"}, {"nul\x00", ""}} {
+		cfg := gitlab.Config{BaseURL: f.URL, Token: testToken, Project: gitlabtest.ProjectPath, CommitterName: c.name, CommitterEmail: c.email}
+		if _, err := gitlab.New(cfg); err == nil || !strings.Contains(err.Error(), "CommitterName") {
+			t.Errorf("New with committer %q <%q>: %v, want an error naming CommitterName", c.name, c.email, err)
+		}
+	}
+}
