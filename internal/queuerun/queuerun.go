@@ -478,8 +478,8 @@ func (r *Runner) apply(ctx context.Context, id, change string, ev any) (*Doc, er
 		}
 		var (
 			engineEv mergequeue.Event
-			pause    string // why the queue pauses itself, and what it logs then
-			pauseLog string
+			pause    string   // why the queue pauses itself
+			pauseLog string   // what it logs then
 			subject  []string // the tasks the change is about
 			tested   *lifecycletype.MergeQueueCandidate
 		)
@@ -512,7 +512,7 @@ func (r *Runner) apply(ctx context.Context, id, change string, ev any) (*Doc, er
 			d.Verify, pause = "", ev.why
 			pauseLog = "merge queue paused: the landed tree is not the tested tree"
 		case refused:
-			pause, pauseLog = ev.why, "merge queue paused: the host refused to move a branch"
+			pause, pauseLog = ev.why, "merge queue paused: the host refused a candidate's build or landing"
 		case mergequeue.Built:
 			engineEv = ev
 			subject = candidateEntries(d, ev.Candidate)
