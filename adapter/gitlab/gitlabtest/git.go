@@ -2,6 +2,7 @@ package gitlabtest
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/cgi"
@@ -33,6 +34,11 @@ const RouteGitHTTP = "/" + ProjectPath + ".git/"
 // protectedMessage is what GitLab's pre-receive check answers a push to a
 // protected branch by a user not allowed to push to it.
 const protectedMessage = "GitLab: You are not allowed to push code to protected branches on this project."
+
+// defaultBranchMessage is what GitLab's pre-receive check answers a
+// deletion of the default branch, by push or through the API (whose
+// answer is 400 with the message without its "GitLab: " prefix).
+const defaultBranchMessage = "GitLab: The default branch of a project cannot be deleted."
 
 // gitRepo is the fake's repository in git mode.
 type gitRepo struct {
@@ -80,7 +86,7 @@ func (s *Server) EnableGit(t testing.TB) {
 	g.run(t, nil, "", "init", "--bare", "--quiet", dir)
 	g.run(t, nil, "", "--git-dir="+dir, "config", "http.receivepack", "true")
 	hook := filepath.Join(dir, "hooks", "pre-receive")
-	script := "#!/bin/sh\n# Refuse pushes to the branches listed in lifecycle-protected, as GitLab refuses\n# a push to a protected branch.\nwhile read old new ref; do\n  if grep -qxF \"$ref\" \"$GIT_DIR/lifecycle-protected\" 2>/dev/null; then\n    echo '" + protectedMessage + "' >&2\n    exit 1\n  fi\ndone\nexit 0\n"
+	script := "#!/bin/sh\n# Refuse, as GitLab's pre-receive checks do, the deletion of the default\n# branch and pushes to the branches listed in lifecycle-protected.\nwhile read old new ref; do\n  if [ \"$ref\" = refs/heads/main ] && [ -z \"$(echo \"$new\" | tr -d 0)\" ]; then\n    echo '" + defaultBranchMessage + "' >&2\n    exit 1\n  fi\n  if grep -qxF \"$ref\" \"$GIT_DIR/lifecycle-protected\" 2>/dev/null; then\n    echo '" + protectedMessage + "' >&2\n    exit 1\n  fi\ndone\nexit 0\n"
 	if err := os.WriteFile(hook, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +125,7 @@ func (g *gitRepo) try(env []string, stdin string, args ...string) (string, error
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return stdout.String(), fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, stderr.String())
+		return stdout.String(), fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, stderr.String())
 	}
 	return stdout.String(), nil
 }
@@ -171,10 +177,7 @@ func (s *Server) commitLocked(parent string, files map[string]string) string {
 		g.run(s.t, env, "", "update-index", "--add", "--cacheinfo", "100644,"+blob+","+p)
 	}
 	tree := strings.TrimSpace(g.run(s.t, env, "", "write-tree"))
-	g.commit++
-	date := fmt.Sprintf("@%d +0000", time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Unix()+int64(g.commit))
-	who := []string{"GIT_AUTHOR_NAME=Alice", "GIT_AUTHOR_EMAIL=alice@example.com", "GIT_AUTHOR_DATE=" + date,
-		"GIT_COMMITTER_NAME=Alice", "GIT_COMMITTER_EMAIL=alice@example.com", "GIT_COMMITTER_DATE=" + date}
+	who := g.nextAuthor()
 	args := []string{"commit-tree", "-m", fmt.Sprintf("Change %d", g.commit)}
 	if parent != "" {
 		args = append(args, "-p", parent)
@@ -182,10 +185,33 @@ func (s *Server) commitLocked(parent string, files map[string]string) string {
 	return strings.TrimSpace(g.run(s.t, who, "", append(args, tree)...))
 }
 
+// nextAuthor returns the environment of the next commit the fake writes:
+// Alice's, dated a second after the last one, so that the same test
+// makes the same commits.
+func (g *gitRepo) nextAuthor() []string {
+	g.commit++
+	date := fmt.Sprintf("@%d +0000", time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Unix()+int64(g.commit))
+	return []string{"GIT_AUTHOR_NAME=Alice", "GIT_AUTHOR_EMAIL=alice@example.com", "GIT_AUTHOR_DATE=" + date,
+		"GIT_COMMITTER_NAME=Alice", "GIT_COMMITTER_EMAIL=alice@example.com", "GIT_COMMITTER_DATE=" + date}
+}
+
+// conflictsLocked reports, in git mode, whether merge request mr's head
+// does not merge onto its target branch (git merge-tree exits 1).
+func (s *Server) conflictsLocked(mr *mergeRequest) bool {
+	if s.git == nil {
+		return false
+	}
+	_, err := s.git.try(nil, "", "merge-tree", "--write-tree", "--no-messages", s.branches[mr.target], mr.sha)
+	var ee *exec.ExitError
+	return errors.As(err, &ee) && ee.ExitCode() == 1
+}
+
 // mergeCommitLocked returns the commit a merge of head into target makes:
 // without git, a made-up SHA; in git mode, a merge commit of the
 // target's head and head (with squash, a commit of the merged tree on the
-// target's head alone), written in the repository.
+// target's head alone), written in the repository. A merge request whose
+// head conflicts is not merged: its mergeability check finds the conflict
+// first (see conflictsLocked).
 func (s *Server) mergeCommitLocked(target, head string, squash bool) string {
 	if s.git == nil {
 		return NewSHA()
@@ -197,7 +223,7 @@ func (s *Server) mergeCommitLocked(target, head string, squash bool) string {
 		s.t.Fatalf("gitlabtest: merge %s into %s: %v", head, target, err)
 	}
 	tree, _, _ := strings.Cut(out, "\n")
-	who := []string{"GIT_AUTHOR_NAME=Alice", "GIT_AUTHOR_EMAIL=alice@example.com", "GIT_COMMITTER_NAME=Alice", "GIT_COMMITTER_EMAIL=alice@example.com"}
+	who := g.nextAuthor()
 	args := []string{"commit-tree", "-m", "Merge branch into " + target, "-p", base}
 	if !squash {
 		args = append(args, "-p", head)
@@ -220,15 +246,29 @@ func (s *Server) SetBranch(branch, sha string) {
 	s.t.Helper()
 	s.mu.Lock()
 	s.needGit()
-	old := s.branches[branch]
-	s.git.updateRef(s.t, "refs/heads/"+branch, sha)
-	s.branches[branch] = sha
-	s.afterPushLocked(branch, old, sha)
-	hooks := slices.Clone(s.git.onPush)
+	s.branchPushedLocked(branch, sha)
+	hooks := s.pushHooksLocked()
 	s.mu.Unlock()
 	for _, f := range hooks {
 		f(branch, sha)
 	}
+}
+
+// branchPushedLocked moves branch to sha (its ref too, in git mode) as a
+// push does, with a push's effects on merge requests.
+func (s *Server) branchPushedLocked(branch, sha string) {
+	old := s.branches[branch]
+	s.setBranchLocked(branch, sha)
+	s.afterPushLocked(branch, old, sha)
+}
+
+// pushHooksLocked returns the OnPush functions, to call once s.mu is
+// let go.
+func (s *Server) pushHooksLocked() []func(branch, sha string) {
+	if s.git == nil {
+		return nil
+	}
+	return slices.Clone(s.git.onPush)
 }
 
 // OpenMergeRequest opens a merge request (git mode) from source branch,
@@ -257,7 +297,8 @@ func (s *Server) mrRefLocked(mr *mergeRequest) {
 }
 
 // OnPush calls f, in git mode, after each push that moves or makes a
-// branch (through the remote, [Server.SetBranch] or [Server.Push]), with
+// branch (through the remote, [Server.SetBranch], [Server.Push] or
+// [Server.PushConflicting]), with
 // the branch and its new commit, once GitLab's effects on merge requests
 // are done: a test plays CI there, with [Server.BranchPipeline], as
 // GitLab runs a branch pipeline on a push.
@@ -371,13 +412,39 @@ func (s *Server) serveGit(w http.ResponseWriter, r *http.Request) {
 	// push's.
 	s.pushMu.Lock()
 	defer s.pushMu.Unlock()
-	s.mu.Lock()
-	before := s.refsLocked()
-	s.mu.Unlock()
+	before, err := s.refs()
+	if err != nil {
+		s.t.Errorf("gitlabtest: before a push: %v", err)
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
 	h.ServeHTTP(w, r)
+	changes, hooks, err := s.pushedThroughGit(before)
+	if err != nil {
+		s.t.Errorf("gitlabtest: after a push: %v", err)
+		return
+	}
+	for _, c := range changes {
+		for _, f := range hooks {
+			f(c.branch, c.sha)
+		}
+	}
+}
+
+// moved is a branch a push moved from old ("" when new) to sha.
+type moved struct{ branch, old, sha string }
+
+// pushedThroughGit records what a push through the remote did to the
+// branches, before being the refs before it, with a push's effects on
+// merge requests, and returns the branches it moved, in order, and the
+// OnPush functions to call.
+func (s *Server) pushedThroughGit(before map[string]string) ([]moved, []func(branch, sha string), error) {
 	s.mu.Lock()
-	after := s.refsLocked()
-	type moved struct{ branch, old, sha string }
+	defer s.mu.Unlock()
+	after, err := s.refsLocked()
+	if err != nil {
+		return nil, nil, err
+	}
 	var changes []moved
 	for b, sha := range after {
 		if before[b] != sha {
@@ -394,18 +461,22 @@ func (s *Server) serveGit(w http.ResponseWriter, r *http.Request) {
 		s.branches[c.branch] = c.sha
 		s.afterPushLocked(c.branch, c.old, c.sha)
 	}
-	hooks := slices.Clone(g.onPush)
-	s.mu.Unlock()
-	for _, c := range changes {
-		for _, f := range hooks {
-			f(c.branch, c.sha)
-		}
-	}
+	return changes, s.pushHooksLocked(), nil
+}
+
+// refs reads the repository's branches.
+func (s *Server) refs() (map[string]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refsLocked()
 }
 
 // refsLocked reads the repository's branches.
-func (s *Server) refsLocked() map[string]string {
-	out := s.git.run(s.t, nil, "", "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads/")
+func (s *Server) refsLocked() (map[string]string, error) {
+	out, err := s.git.try(nil, "", "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads/")
+	if err != nil {
+		return nil, err
+	}
 	refs := map[string]string{}
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		sha, ref, ok := strings.Cut(line, " ")
@@ -413,7 +484,7 @@ func (s *Server) refsLocked() map[string]string {
 			refs[strings.TrimPrefix(ref, "refs/heads/")] = sha
 		}
 	}
-	return refs
+	return refs, nil
 }
 
 // afterPushLocked does what GitLab does after a push moved branch from
@@ -458,18 +529,29 @@ func (s *Server) broughtInLocked(head, old, sha string) bool {
 	return err != nil
 }
 
-// mergingCommitLocked returns the commit between old and sha that has
-// head as a parent, or head itself when none has.
+// mergingCommitLocked returns the commit that merged head into the
+// branch a push moved from old to sha, as GitLab's
+// BranchPushMergeCommitAnalyzer finds it: head itself when it is on the
+// first-parent chain the push brought in (a fast-forward, or a push of
+// the change's own commits); else the oldest commit of that chain that
+// holds head, the merge that brought it in. Should git fail, it is head.
 func (s *Server) mergingCommitLocked(head, old, sha string) string {
-	args := []string{"rev-list", "--parents", sha}
+	args := []string{"rev-list", "--first-parent", "--reverse", sha}
 	if old != "" {
 		args = append(args, "^"+old)
 	}
-	out := s.git.run(s.t, nil, "", args...)
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 1 && slices.Contains(f[1:], head) {
-			return f[0]
+	out, err := s.git.try(nil, "", args...)
+	if err != nil {
+		s.t.Errorf("gitlabtest: the commits of a push: %v", err)
+		return head
+	}
+	chain := strings.Fields(out)
+	if slices.Contains(chain, head) {
+		return head
+	}
+	for _, c := range chain {
+		if _, err := s.git.try(nil, "", "merge-base", "--is-ancestor", head, c); err == nil {
+			return c
 		}
 	}
 	return head

@@ -34,8 +34,9 @@ func TestGitModeRemote(t *testing.T) {
 	f.EnableGit(t)
 	remote := f.URL + "/" + gitlabtest.ProjectPath + ".git"
 	dir := t.TempDir()
-	if out, err := gitCmd(t, dir, "", "ls-remote", remote); err == nil {
-		t.Fatalf("ls-remote without a token succeeded: %s", out)
+	// Git asks for a user name only when the remote answered 401.
+	if out, err := gitCmd(t, dir, "", "ls-remote", remote); err == nil || !strings.Contains(out, "could not read Username") {
+		t.Fatalf("ls-remote without a token: %v: %s; want git to be asked for credentials (a 401)", err, out)
 	}
 	main := branch(t, f, "main")
 	out, err := gitCmd(t, dir, "glpat-x", "ls-remote", remote)
@@ -102,6 +103,8 @@ func TestGitModeBranchesAndPipelines(t *testing.T) {
 	f.BranchPipeline("lifecycle-queue/main/1", main, "", &gl.CommitStatus{Name: "test", Status: "failed"})
 	newer := f.BranchPipeline("lifecycle-queue/main/1", main, "", &gl.CommitStatus{Name: "test", Status: "success"})
 	f.BranchPipeline("main", main, "success")
+	// Another commit's pipeline on the same branch is not listed.
+	f.BranchPipeline("lifecycle-queue/main/1", f.Commit(main, map[string]string{"other.txt": "other\n"}), "success")
 	list, _, err := c.Pipelines.ListProjectPipelines(gitlabtest.ProjectID, &gl.ListProjectPipelinesOptions{SHA: gl.Ptr(main), Ref: gl.Ptr("lifecycle-queue/main/1")})
 	if err != nil || len(list) != 2 || list[0].ID != newer || list[0].Status != "success" || list[1].Status != "failed" {
 		t.Fatalf("pipelines of the queue branch: %+v, %v; want the newest (%d, success) first, then the failed one", list, err, newer)
@@ -110,11 +113,29 @@ func TestGitModeBranchesAndPipelines(t *testing.T) {
 	if err != nil || resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("delete branch: %v, %v", resp, err)
 	}
-	if _, resp, err := c.Branches.GetBranch(gitlabtest.ProjectID, "lifecycle-queue/main/1"); err == nil || resp.StatusCode != http.StatusNotFound {
-		t.Errorf("a deleted branch reads %v, %v; want 404", resp, err)
+	if _, resp, err := c.Branches.GetBranch(gitlabtest.ProjectID, "lifecycle-queue/main/1"); err == nil || status(resp) != http.StatusNotFound {
+		t.Errorf("a deleted branch reads %d, %v; want 404", status(resp), err)
 	}
-	if resp, err := c.Branches.DeleteBranch(gitlabtest.ProjectID, "lifecycle-queue/main/1"); err == nil || resp.StatusCode != http.StatusNotFound {
-		t.Errorf("deleting it again: %v, %v; want 404", resp, err)
+	if resp, err := c.Branches.DeleteBranch(gitlabtest.ProjectID, "lifecycle-queue/main/1"); err == nil || status(resp) != http.StatusNotFound {
+		t.Errorf("deleting it again: %d, %v; want 404", status(resp), err)
+	}
+	remote := f.URL + "/" + gitlabtest.ProjectPath + ".git"
+	dir := t.TempDir()
+	if out, err := gitCmd(t, dir, "", "init", "--bare", "-q", "."); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if out, err := gitCmd(t, dir, "glpat-x", "ls-remote", remote, "refs/heads/*"); err != nil || strings.Contains(out, "lifecycle-queue") {
+		t.Errorf("the repository after the deletion: %v: %s; want no queue branch", err, out)
+	}
+	// The default branch is not deleted, through the API or by a push.
+	if resp, err := c.Branches.DeleteBranch(gitlabtest.ProjectID, "main"); status(resp) != http.StatusBadRequest || err == nil || !strings.Contains(err.Error(), "The default branch of a project cannot be deleted.") {
+		t.Errorf("deleting main: %d, %v; want 400 with GitLab's words", status(resp), err)
+	}
+	if out, err := gitCmd(t, dir, "glpat-x", "push", remote, ":refs/heads/main"); err == nil || !strings.Contains(out, "GitLab: The default branch of a project cannot be deleted.") {
+		t.Errorf("a push deleting main: %v: %s", err, out)
+	}
+	if got := branch(t, f, "main"); got != main {
+		t.Errorf("main is at %s, want %s", got, main)
 	}
 	// The accept-merge endpoint writes a real merge commit in git mode.
 	one := f.Commit(main, map[string]string{"one.txt": "one\n"})
@@ -122,11 +143,6 @@ func TestGitModeBranchesAndPipelines(t *testing.T) {
 	mr, _, err := c.MergeRequests.AcceptMergeRequest(gitlabtest.ProjectID, iid, &gl.AcceptMergeRequestOptions{SHA: gl.Ptr(one)})
 	if err != nil || mr.State != "merged" || mr.MergeCommitSHA == "" {
 		t.Fatalf("accept merge: %+v, %v", mr, err)
-	}
-	dir := t.TempDir()
-	remote := f.URL + "/" + gitlabtest.ProjectPath + ".git"
-	if out, err := gitCmd(t, dir, "", "init", "--bare", "-q", "."); err != nil {
-		t.Fatalf("%v: %s", err, out)
 	}
 	if out, err := gitCmd(t, dir, "glpat-x", "fetch", "-q", remote, "main"); err != nil {
 		t.Fatalf("fetch main: %v: %s", err, out)
@@ -139,6 +155,92 @@ func TestGitModeBranchesAndPipelines(t *testing.T) {
 	if err != nil || p.HTTPURLToRepo != f.URL+"/"+gitlabtest.ProjectPath+".git" {
 		t.Errorf("http_url_to_repo = %q, %v", p.HTTPURLToRepo, err)
 	}
+}
+
+// A push that merges a merge request's head into its target marks it
+// merged with the commit GitLab's BranchPushMergeCommitAnalyzer names:
+// the head when the push's first-parent chain holds it, else the merge on
+// that chain that brought it in. Push and SetBranch call the OnPush
+// functions as a push through the remote does.
+func TestGitModeMergedByPush(t *testing.T) {
+	f := gitlabtest.NewServer(t, gitlabtest.Options{})
+	f.EnableGit(t)
+	var pushed []string
+	f.OnPush(func(branch, sha string) { pushed = append(pushed, branch) })
+	main := branch(t, f, "main")
+	remote := f.URL + "/" + gitlabtest.ProjectPath + ".git"
+	dir := t.TempDir()
+	if out, err := gitCmd(t, dir, "", "init", "--bare", "-q", "."); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	// Main goes A (main) -> B (the head) -> C in one push: B merged it.
+	b := f.Commit(main, map[string]string{"b.txt": "b\n"})
+	iidB := f.OpenMergeRequest("b", "main", "B", b)
+	c := f.Commit(b, map[string]string{"c.txt": "c\n"})
+	// A head merged by a merge commit, on a side line: D, merged into E.
+	d := f.Commit(main, map[string]string{"d.txt": "d\n"})
+	iidD := f.OpenMergeRequest("d", "main", "D", d)
+	if out, err := gitCmd(t, dir, "glpat-x", "fetch", "-q", remote, c, d); err != nil {
+		t.Fatalf("fetch: %v: %s", err, out)
+	}
+	tree, err := gitCmd(t, dir, "", "merge-tree", "--write-tree", c, d)
+	if err != nil {
+		t.Fatalf("merge-tree: %v: %s", err, tree)
+	}
+	e, err := gitCmd(t, dir, "", "-c", "user.name=Bob", "-c", "user.email=bob@example.com", "commit-tree", "-m", "Merge d", "-p", c, "-p", d, strings.TrimSpace(tree))
+	if err != nil {
+		t.Fatalf("commit-tree: %v: %s", err, e)
+	}
+	e = strings.TrimSpace(e)
+	pushed = nil
+	if out, err := gitCmd(t, dir, "glpat-x", "push", "-q", remote, e+":refs/heads/main"); err != nil {
+		t.Fatalf("push: %v: %s", err, out)
+	}
+	for _, tc := range []struct {
+		iid  int64
+		want string
+	}{{iidB, b}, {iidD, e}} {
+		if mr := f.MergeRequest(tc.iid); mr.State != "merged" || mr.MergeCommitSHA != tc.want {
+			t.Errorf("!%d after the push: %s, merge commit %s; want merged with %s", tc.iid, mr.State, mr.MergeCommitSHA, tc.want)
+		}
+	}
+	if len(pushed) != 1 || pushed[0] != "main" {
+		t.Errorf("OnPush after a push to main saw %v", pushed)
+	}
+	pushed = nil
+	f.Push("feature")
+	f.SetBranch("other", main)
+	if want := []string{"feature", "other"}; strings.Join(pushed, " ") != strings.Join(want, " ") {
+		t.Errorf("OnPush after Push and SetBranch saw %v, want %v", pushed, want)
+	}
+}
+
+// A merge request whose head conflicts with its target, in the
+// repository, cannot be merged: 405, as GitLab answers once its
+// mergeability check found the conflict.
+func TestGitModeConflictIsFound(t *testing.T) {
+	f := gitlabtest.NewServer(t, gitlabtest.Options{})
+	f.EnableGit(t)
+	c := client(t, f)
+	main := branch(t, f, "main")
+	one := f.Commit(main, map[string]string{"same.txt": "one\n"})
+	iid := f.OpenMergeRequest("one", "main", "One", one)
+	f.SetBranch("main", f.Commit(main, map[string]string{"same.txt": "two\n"}))
+	_, resp, err := c.MergeRequests.AcceptMergeRequest(gitlabtest.ProjectID, iid, &gl.AcceptMergeRequestOptions{SHA: gl.Ptr(one)})
+	if err == nil || status(resp) != http.StatusMethodNotAllowed {
+		t.Errorf("merging a conflicting merge request: %d, %v; want 405", status(resp), err)
+	}
+	if mr := f.MergeRequest(iid); mr.State != "opened" {
+		t.Errorf("the merge request is %s, want opened", mr.State)
+	}
+}
+
+// status returns a response's status code, or 0 without one.
+func status(resp *gl.Response) int {
+	if resp == nil {
+		return 0
+	}
+	return resp.StatusCode
 }
 
 // branch reads where a branch is through the API.

@@ -171,7 +171,7 @@ func (s *Server) check(mr *mergeRequest) {
 		return
 	}
 	mr.mergeStatus = "can_be_merged"
-	if mr.conflicts {
+	if mr.conflicts || s.conflictsLocked(mr) {
 		mr.mergeStatus = "cannot_be_merged"
 	}
 }
@@ -242,8 +242,13 @@ func (s *Server) detailed(mr *mergeRequest) string {
 // requests into the branch are behind it and checked again.
 func (s *Server) Push(branch string) string {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.pushLocked(branch)
+	c := s.pushLocked(branch)
+	hooks := s.pushHooksLocked()
+	s.mu.Unlock()
+	for _, f := range hooks {
+		f(branch, c)
+	}
+	return c
 }
 
 func (s *Server) pushLocked(branch string) string {
@@ -254,9 +259,7 @@ func (s *Server) pushLocked(branch string) string {
 			parent = s.branches["main"]
 		}
 		c = s.commitLocked(parent, map[string]string{"pushes/" + branch + ".txt": fmt.Sprintf("push %d\n", s.git.commit+1)})
-		old := s.branches[branch]
-		s.setBranchLocked(branch, c)
-		s.afterPushLocked(branch, old, c)
+		s.branchPushedLocked(branch, c)
 		return c
 	}
 	s.branches[branch] = c
@@ -429,13 +432,18 @@ func (s *Server) Retarget(iid int64, target string) {
 // finds the conflict when it next works out their mergeability.
 func (s *Server) PushConflicting(branch string, iids ...int64) string {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	for _, iid := range iids {
 		if mr := s.mr(iid); mr.target == branch {
 			mr.conflicts = true
 		}
 	}
-	return s.pushLocked(branch)
+	c := s.pushLocked(branch)
+	hooks := s.pushHooksLocked()
+	s.mu.Unlock()
+	for _, f := range hooks {
+		f(branch, c)
+	}
+	return c
 }
 
 // SetDetailedMergeStatus makes merge request iid's detailed_merge_status
@@ -794,6 +802,16 @@ func (s *Server) mergeMR(w http.ResponseWriter, r *http.Request) {
 	if body.Squash != nil {
 		squash = *body.Squash
 	}
+	s.mergeLocked(mr, squash)
+	writeJSON(w, http.StatusOK, s.mrJSON(mr))
+}
+
+// mergeLocked merges mr into its target as GitLab does with the project's
+// merge method: its head (or, with squash, a squash commit) fast-forwarded
+// onto the target, or a merge commit; the merge request is merged, and
+// the others into the target are behind it. It returns the commit the
+// target is at then.
+func (s *Server) mergeLocked(mr *mergeRequest, squash bool) string {
 	head := mr.sha
 	if squash {
 		mr.squashC = s.mergeCommitLocked(mr.target, mr.sha, true)
@@ -808,7 +826,7 @@ func (s *Server) mergeMR(w http.ResponseWriter, r *http.Request) {
 	mr.state, mr.mergedAt = "merged", s.now()
 	s.save(mr)
 	s.movedLocked(mr.target)
-	writeJSON(w, http.StatusOK, s.mrJSON(mr))
+	return s.branches[mr.target]
 }
 
 func (s *Server) getApprovals(w http.ResponseWriter, r *http.Request) {

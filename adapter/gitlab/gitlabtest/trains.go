@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	gl "gitlab.com/gitlab-org/api/client-go"
@@ -31,10 +32,8 @@ func (s *Server) getBranch(w http.ResponseWriter, r *http.Request) {
 	if !s.project(w, r) {
 		return
 	}
-	name := r.PathValue("branch")
-	head, ok := s.branches[name]
+	name, head, ok := s.branchLocked(w, r)
 	if !ok {
-		writeJSON(w, http.StatusNotFound, map[string]any{"message": "404 Branch Not Found"})
 		return
 	}
 	b := cloneMap(s.branchTemplate)
@@ -45,24 +44,43 @@ func (s *Server) getBranch(w http.ResponseWriter, r *http.Request) {
 }
 
 // deleteBranch answers DELETE .../repository/branches/:branch ("Delete
-// repository branch"): 204 No Content, or 404 for a branch that does not
-// exist. In git mode the repository's ref goes too.
+// repository branch"): 204 No Content, 404 for a branch that does not
+// exist, or 400 for the default branch, main, with the words of GitLab's
+// pre-receive check. In git mode the repository's ref goes too.
 func (s *Server) deleteBranch(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.project(w, r) {
 		return
 	}
-	name := r.PathValue("branch")
-	if _, ok := s.branches[name]; !ok {
-		writeJSON(w, http.StatusNotFound, map[string]any{"message": "404 Branch Not Found"})
+	name, _, ok := s.branchLocked(w, r)
+	if !ok {
+		return
+	}
+	if name == "main" {
+		// Branches::DeleteService: the pre-receive check's refusal, 400.
+		writeJSON(w, http.StatusBadRequest, map[string]any{"message": strings.TrimPrefix(defaultBranchMessage, "GitLab: ")})
 		return
 	}
 	if s.git != nil {
-		s.git.run(s.t, nil, "", "update-ref", "-d", "refs/heads/"+name)
+		if _, err := s.git.try(nil, "", "update-ref", "-d", "refs/heads/"+name); err != nil {
+			s.t.Errorf("gitlabtest: delete branch %s: %v", name, err)
+			writeJSON(w, http.StatusInternalServerError, map[string]any{"message": "500 Internal Server Error"})
+			return
+		}
 	}
 	delete(s.branches, name)
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// branchLocked returns the name and head of the branch a request names,
+// or answers 404 "Branch Not Found", as GitLab does, and returns false.
+func (s *Server) branchLocked(w http.ResponseWriter, r *http.Request) (name, head string, ok bool) {
+	name = r.PathValue("branch")
+	if head, ok = s.branches[name]; !ok {
+		writeJSON(w, http.StatusNotFound, map[string]any{"message": "404 Branch Not Found"})
+	}
+	return name, head, ok
 }
 
 // listNotes answers GET .../merge_requests/:iid/notes ("List all merge
@@ -307,25 +325,9 @@ func (s *Server) FinishTrain(iid int64, status string) string {
 		return ""
 	}
 	mr := s.mr(iid)
-	head := mr.sha
-	if mr.squash {
-		mr.squashC = s.mergeCommitLocked(mr.target, mr.sha, true)
-		head = mr.squashC
-	}
-	if s.opts.MergeMethod == "ff" {
-		s.setBranchLocked(mr.target, head)
-	} else {
-		mr.mergeCommit = s.mergeCommitLocked(mr.target, head, false)
-		s.setBranchLocked(mr.target, mr.mergeCommit)
-	}
-	mr.state, mr.mergedAt = "merged", s.now()
-	s.save(mr)
-	s.movedLocked(mr.target)
+	landed := s.mergeLocked(mr, mr.squash)
 	c.status, c.mergedAt, c.updatedAt = "merged", s.now(), s.now()
-	if mr.mergeCommit != "" {
-		return mr.mergeCommit
-	}
-	return head
+	return landed
 }
 
 // DropFromTrain removes merge request iid from its merge train as GitLab
