@@ -247,11 +247,7 @@ func (s *Server) SetBranch(branch, sha string) {
 	s.mu.Lock()
 	s.needGit()
 	s.branchPushedLocked(branch, sha)
-	hooks := s.pushHooksLocked()
-	s.mu.Unlock()
-	for _, f := range hooks {
-		f(branch, sha)
-	}
+	s.unlockAfterPush(branch, sha)
 }
 
 // branchPushedLocked moves branch to sha (its ref too, in git mode) as a
@@ -269,6 +265,17 @@ func (s *Server) pushHooksLocked() []func(branch, sha string) {
 		return nil
 	}
 	return slices.Clone(s.git.onPush)
+}
+
+// unlockAfterPush lets s.mu go, after a push moved branch to sha, and
+// calls the OnPush functions; it returns sha.
+func (s *Server) unlockAfterPush(branch, sha string) string {
+	hooks := s.pushHooksLocked()
+	s.mu.Unlock()
+	for _, f := range hooks {
+		f(branch, sha)
+	}
+	return sha
 }
 
 // OpenMergeRequest opens a merge request (git mode) from source branch,

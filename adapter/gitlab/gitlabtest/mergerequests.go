@@ -242,13 +242,7 @@ func (s *Server) detailed(mr *mergeRequest) string {
 // requests into the branch are behind it and checked again.
 func (s *Server) Push(branch string) string {
 	s.mu.Lock()
-	c := s.pushLocked(branch)
-	hooks := s.pushHooksLocked()
-	s.mu.Unlock()
-	for _, f := range hooks {
-		f(branch, c)
-	}
-	return c
+	return s.unlockAfterPush(branch, s.pushLocked(branch))
 }
 
 func (s *Server) pushLocked(branch string) string {
@@ -437,13 +431,7 @@ func (s *Server) PushConflicting(branch string, iids ...int64) string {
 			mr.conflicts = true
 		}
 	}
-	c := s.pushLocked(branch)
-	hooks := s.pushHooksLocked()
-	s.mu.Unlock()
-	for _, f := range hooks {
-		f(branch, c)
-	}
-	return c
+	return s.unlockAfterPush(branch, s.pushLocked(branch))
 }
 
 // SetDetailedMergeStatus makes merge request iid's detailed_merge_status
